@@ -1,0 +1,33 @@
+# Thin wrapper over CMake. Every target installs what is missing, configures and builds first.
+#   make run    MNIST softmax training (10 epochs, CPU) on the default data set
+#   make test   the whole test suite: Release build, then the AddressSanitizer+UBSan build
+#   make bench  the benchmark suite, JSON lines into bench/results/
+.PHONY: deps configure build run test test-release test-asan bench clean
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake --preset release >/dev/null
+
+build: configure
+	@cmake --build --preset release
+
+run: build
+	./build/examples/quickstart
+
+test-release: build
+	ctest --preset release
+
+test-asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan
+	ctest --preset asan
+
+test: test-release test-asan
+
+bench: build
+	scripts/run-bench.sh
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,169 @@
+// Compiling a graph for a platform and running it.
+//
+//   hetgraph::GraphCompiler compiler(hetgraph::Platform::cpu());
+//   auto cg = compiler.compile(g, {{"x", {500, 784}}, {"y", {500, 10}}}, {loss, step});
+//   std::span<float> xb = cg.mapped_input("x");   // the graph's own buffer: write in place
+//   fill_batch(xb);
+//   cg.run({{"x", xb}, {"y", labels}});             // xb is not copied: it is already there
+//   float l = cg.read(loss)[0];
+//
+// compile() orders the graph, infers shapes, plans memory and instantiates the platform's
+// kernels; a CompiledGraph then runs many times with new feeds. Variables keep their values
+// in the compiled graph between runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hetgraph/graph.hpp"
+#include "hetgraph/tensor.hpp"
+
+namespace hetgraph {
+
+namespace detail {
+class Backend;
+class Executable;
+}  // namespace detail
+
+/// How the CPU platform executes a compiled graph.
+enum class CpuEngine : std::uint8_t {
+  sequential,  // one executor using all cores, topological order
+};
+std::string_view engine_name(CpuEngine e);
+
+struct CpuOptions {
+  CpuEngine engine = CpuEngine::sequential;
+  int threads = 0;  // 0: every allowed core
+};
+
+/// Where compiled graphs run.
+class Platform {
+ public:
+  static Platform cpu(CpuOptions options = {});
+  std::string name() const;
+  const std::shared_ptr<detail::Backend>& backend() const { return backend_; }
+
+ private:
+  explicit Platform(std::shared_ptr<detail::Backend> b) : backend_(std::move(b)) {}
+  std::shared_ptr<detail::Backend> backend_;
+};
+
+struct CompileOptions {
+  /// Liveness-based buffer reuse and in-place ops. Off: one buffer per node (the test oracle
+  /// for the planner: results must be bitwise identical).
+  bool plan_memory = true;
+};
+
+/// Data for one input at run(): a view of the caller's memory, copied into the graph unless
+/// it is the graph's own mapped buffer.
+class Feed {
+ public:
+  Feed(std::span<const float> v) : data_(v.data()), count_(v.size()), dtype_(DType::f32) {}
+  Feed(std::span<float> v) : Feed(std::span<const float>(v)) {}
+  Feed(const std::vector<float>& v) : Feed(std::span<const float>(v)) {}
+  Feed(std::span<const std::int32_t> v) : data_(v.data()), count_(v.size()), dtype_(DType::i32) {}
+  Feed(std::span<std::int32_t> v) : Feed(std::span<const std::int32_t>(v)) {}
+  Feed(const std::vector<std::int32_t>& v) : Feed(std::span<const std::int32_t>(v)) {}
+
+  const void* data() const { return data_; }
+  std::size_t count() const { return count_; }
+  DType dtype() const { return dtype_; }
+
+ private:
+  const void* data_;
+  std::size_t count_;
+  DType dtype_;
+};
+
+struct FeedItem {
+  std::string_view name;
+  Feed value;
+};
+
+using InputShapes = std::vector<std::pair<std::string, Shape>>;
+
+/// What compile() did: sizes, memory plan and which kernel each node got.
+struct CompileReport {
+  std::size_t nodes = 0;          // after pruning
+  std::size_t planned_bytes = 0;  // arena size with the memory plan
+  std::size_t naive_bytes = 0;    // one buffer per node
+  std::size_t buffers = 0;        // distinct buffers in the plan
+  std::size_t in_place = 0;       // nodes written over one of their inputs
+  double setup_s = 0.0;           // wall time of compile()
+};
+
+class CompiledGraph {
+ public:
+  CompiledGraph(CompiledGraph&&) noexcept;
+  CompiledGraph& operator=(CompiledGraph&&) noexcept;
+  ~CompiledGraph();
+
+  /// Runs once. Every input must be fed; a feed that is the input's mapped buffer is not
+  /// copied. Errors raised by kernels are rethrown here.
+  void run(std::initializer_list<FeedItem> feeds = {});
+  void run(std::span<const FeedItem> feeds);
+  /// Starts a run and returns; feeds are consumed before it returns. wait() finishes it and
+  /// rethrows its error. A second run_async first waits for the one in flight.
+  void run_async(std::initializer_list<FeedItem> feeds = {});
+  void run_async(std::span<const FeedItem> feeds);
+  void wait();
+
+  /// Values after the last run (variables: their current values). A node whose buffer the
+  /// memory planner reused is not readable: fetch it at compile time to keep it.
+  std::vector<float> read(Node n) const;
+  std::vector<float> read(std::string_view name) const;
+  void read(Node n, std::span<float> out) const;
+  std::vector<std::int32_t> read_i32(Node n) const;
+  /// Overwrites a node's value: inputs and variables persist, computed nodes until the next
+  /// run recomputes them. Constants cannot be written.
+  void write(Node n, std::span<const float> data);
+  void write(std::string_view name, std::span<const float> data);
+  void write_i32(Node n, std::span<const std::int32_t> data);
+
+  /// The input's own buffer, for writing inputs in place (no copy at run()).
+  std::span<float> mapped_input(std::string_view name);
+  std::span<std::int32_t> mapped_input_i32(std::string_view name);
+
+  Shape shape(Node n) const;
+  /// Name of the kernel implementation chosen for a node (e.g. "dnnl_matmul").
+  std::string kernel_name(Node n) const;
+  const CompileReport& report() const;
+  std::size_t planned_bytes() const { return report().planned_bytes; }
+  std::size_t naive_bytes() const { return report().naive_bytes; }
+
+  detail::Executable& executable() const { return *exe_; }
+
+ private:
+  friend class GraphCompiler;
+  explicit CompiledGraph(std::unique_ptr<detail::Executable> exe);
+  std::unique_ptr<detail::Executable> exe_;
+};
+
+class GraphCompiler {
+ public:
+  explicit GraphCompiler(Platform platform = Platform::cpu(), CompileOptions options = {});
+
+  /// Compiles the part of `graph` that `fetches` need, for the given input shapes.
+  /// `fetches` are the nodes to read after a run plus the assigns/groups to execute; when
+  /// empty, every node without consumers is fetched.
+  CompiledGraph compile(const Graph& graph, const InputShapes& input_shapes,
+                        std::span<const Node> fetches) const;
+  CompiledGraph compile(const Graph& graph, const InputShapes& input_shapes,
+                        std::initializer_list<Node> fetches = {}) const;
+
+  const Platform& platform() const { return platform_; }
+  const CompileOptions& options() const { return options_; }
+
+ private:
+  Platform platform_;
+  CompileOptions options_;
+};
+
+}  // namespace hetgraph

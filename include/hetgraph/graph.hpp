@@ -1,0 +1,171 @@
+// Building computation graphs.
+//
+// A Graph owns nodes; a Node is a small value handle (graph pointer + id) that ops take and
+// return, so graphs read like the math they compute:
+//
+//   hetgraph::Graph g;
+//   auto x = g.input("x");                          // shape given at compile time
+//   auto W = g.variable("W", {784, 10});            // zero-initialised, persistent
+//   auto b = g.variable("b", {10});
+//   auto p = softmax(matmul(x, W) + b);
+//   auto loss = reduce_mean(cross_entropy(p, g.input("y")));
+//
+// Node handles stay valid while their Graph lives. Ops only record structure; shapes are
+// checked when the graph is compiled for concrete input shapes (see compiler.hpp).
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hetgraph/tensor.hpp"
+
+namespace hetgraph {
+
+namespace detail {
+struct GraphImpl;
+}
+
+/// How a variable gets its first value. Random initialisers are deterministic in `seed`.
+struct Initializer {
+  enum class Kind : std::uint8_t { zeros, fill, uniform, normal };
+  Kind kind = Kind::zeros;
+  float a = 0.0f;  // fill value, uniform low, normal mean
+  float b = 0.0f;  // uniform high, normal stddev
+  std::uint64_t seed = 0;
+
+  static Initializer zeros() { return {}; }
+  static Initializer fill(float v) { return {Kind::fill, v, 0.0f, 0}; }
+  static Initializer uniform(float lo, float hi, std::uint64_t seed) {
+    return {Kind::uniform, lo, hi, seed};
+  }
+  static Initializer normal(float mean, float stddev, std::uint64_t seed) {
+    return {Kind::normal, mean, stddev, seed};
+  }
+};
+
+class Graph;
+
+/// A handle to one node of a Graph.
+class Node {
+ public:
+  Node() = default;
+
+  bool valid() const { return g_ != nullptr; }
+  std::uint32_t id() const { return id_; }
+  const std::string& name() const;   // user name, may be empty
+  std::string_view op_name() const;  // "matmul", "input", ...
+  std::string label() const;         // "'name' (#id, op)" for messages
+  Shape declared_shape() const;      // variables and constants only
+  DType dtype() const;
+
+  /// Gives the node a name (shown in errors and traces); returns the same node.
+  Node named(std::string name) const;
+
+  /// Graph surgery: makes `producer` input `index` of this node. This is the only way to
+  /// form a cycle; compiling a graph with a cycle that no assign breaks is a GraphError.
+  void set_input(int index, Node producer) const;
+  int num_inputs() const;
+  Node input(int index) const;
+
+  detail::GraphImpl* graph_impl() const { return g_; }
+  friend bool operator==(const Node& a, const Node& b) { return a.g_ == b.g_ && a.id_ == b.id_; }
+
+ private:
+  friend struct detail::GraphImpl;
+  Node(detail::GraphImpl* g, std::uint32_t id) : g_(g), id_(id) {}
+  detail::GraphImpl* g_ = nullptr;
+  std::uint32_t id_ = 0;
+};
+
+class Graph {
+ public:
+  Graph();
+
+  /// A value fed at every run; its shape is given at compile time.
+  Node input(std::string name, DType dtype = DType::f32);
+  /// Persistent state, initialised once when the graph is compiled, updated by assign.
+  Node variable(std::string name, Shape shape, Initializer init = Initializer::zeros());
+  Node constant(float value);
+  Node constant(Shape shape, std::vector<float> values);
+  Node constant_i32(Shape shape, std::vector<std::int32_t> values);
+
+  std::size_t size() const;
+  Node node(std::uint32_t id) const;
+  /// The node with this user name; throws GraphError when there is none.
+  Node find(std::string_view name) const;
+
+  detail::GraphImpl& impl() const { return *impl_; }
+
+ private:
+  std::shared_ptr<detail::GraphImpl> impl_;
+};
+
+// ---- ops ---------------------------------------------------------------------------------
+// Binary elementwise ops broadcast numpy-style (rank 0-4).
+Node add(Node a, Node b);
+Node sub(Node a, Node b);
+Node mul(Node a, Node b);
+Node div(Node a, Node b);
+Node neg(Node x);
+Node scale(Node x, float s);                   // s * x
+Node axpby(Node x, Node y, float a, float b);  // a*x + b*y, same shapes (optimizer updates)
+Node exp(Node x);
+Node log(Node x);
+Node sqrt(Node x);
+Node relu(Node x);
+Node sigmoid(Node x);
+Node tanh(Node x);
+
+/// op(a) @ op(b) where op transposes the last two dims when asked. Rank 2 x rank 2, or
+/// batched: rank 3 x rank 3 (same batch) or rank 3 x rank 2 (b shared by the batch).
+Node matmul(Node a, Node b, bool transpose_a = false, bool transpose_b = false);
+
+inline constexpr int kAllAxes = INT_MIN;
+/// Reductions over one axis (negative counts from the back) or, by default, all axes.
+Node reduce_sum(Node x, int axis = kAllAxes, bool keepdims = false);
+Node reduce_mean(Node x, int axis = kAllAxes, bool keepdims = false);
+Node reduce_max(Node x, int axis = kAllAxes, bool keepdims = false);
+
+Node softmax(Node x, int axis = -1);
+Node log_softmax(Node x, int axis = -1);
+/// Per-row cross-entropy -sum(labels * log(probs)) over the last axis. `labels` is either
+/// float with the shape of `probs` (one-hot or soft) or int32 class ids with the shape of
+/// `probs` minus its last axis. The result has the shape of `probs` minus its last axis.
+Node cross_entropy(Node probs, Node labels);
+
+Node slice(Node x, int axis, std::int64_t begin, std::int64_t end);
+Node concat(std::span<const Node> xs, int axis);
+Node concat(std::initializer_list<Node> xs, int axis);
+/// Permutes axes; an empty perm swaps the last two.
+Node transpose(Node x, std::vector<int> perm = {});
+/// One entry may be -1 (inferred). Reshape is a view: no data is copied.
+Node reshape(Node x, std::vector<std::int64_t> shape);
+
+/// Writes `value` into `variable` at the end of a run (after every read of its old value).
+Node assign(Node variable, Node value);
+/// A node that completes when all of `nodes` have; no data.
+Node group(std::span<const Node> nodes);
+Node group(std::initializer_list<Node> nodes);
+
+// Operators. A float operand becomes a scalar constant (or a scale for *).
+Node operator+(Node a, Node b);
+Node operator-(Node a, Node b);
+Node operator*(Node a, Node b);
+Node operator/(Node a, Node b);
+Node operator-(Node x);
+Node operator+(Node a, float b);
+Node operator+(float a, Node b);
+Node operator-(Node a, float b);
+Node operator-(float a, Node b);
+Node operator*(Node a, float b);
+Node operator*(float a, Node b);
+Node operator/(Node a, float b);
+Node operator/(float a, Node b);
+
+}  // namespace hetgraph

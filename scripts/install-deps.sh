@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs, only when missing, every Debian package hetgraph builds, tests or runs with.
+# Idempotent and quiet when everything is present; one `apt-get update` at most.
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config
+  libdnnl-dev            # oneDNN 2.6: matmul, conv, pooling, eltwise
+  libhwloc-dev           # topology and thread pinning
+  libpapi-dev            # PAPI real-time clock and counters
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo   # OpenCL loader, headers, CPU device
+  libclblast-dev         # OpenCL GEMM
+  libgtest-dev           # GoogleTest
+  zlib1g-dev             # gzip'd IDX files
+  dataset-fashion-mnist  # the default MNIST-format data set
+  python3 python3-matplotlib   # bench/plot.py
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

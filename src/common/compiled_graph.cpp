@@ -1,0 +1,130 @@
+// The public GraphCompiler / CompiledGraph / Platform over the internal Backend and Executable.
+#include <chrono>
+
+#include "common/executable.hpp"
+#include "hetgraph/compiler.hpp"
+#include "hetgraph/error.hpp"
+
+namespace hetgraph {
+
+using detail::Executable;
+
+std::string Platform::name() const {
+  return backend_->name();
+}
+
+GraphCompiler::GraphCompiler(Platform platform, CompileOptions options)
+    : platform_(std::move(platform)), options_(options) {}
+
+CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& input_shapes,
+                                     std::initializer_list<Node> fetches) const {
+  return compile(graph, input_shapes, std::span<const Node>(fetches.begin(), fetches.size()));
+}
+
+CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& input_shapes,
+                                     std::span<const Node> fetches) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::uint32_t> ids;
+  ids.reserve(fetches.size());
+  for (const Node& f : fetches) {
+    detail::check_same_graph(&graph.impl(), f, "compile");
+    ids.push_back(f.id());
+  }
+  detail::PlanOptions po;
+  po.reuse = options_.plan_memory ? platform_.backend()->reuse_mode() : detail::ReuseMode::none;
+  auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
+  CompiledGraph cg(platform_.backend()->instantiate(std::move(plan)));
+  cg.exe_->report().setup_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return cg;
+}
+
+CompiledGraph::CompiledGraph(std::unique_ptr<Executable> exe) : exe_(std::move(exe)) {}
+CompiledGraph::CompiledGraph(CompiledGraph&&) noexcept = default;
+CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
+CompiledGraph::~CompiledGraph() {
+  // A run still in flight must finish before its memory goes; its error has no one to reach.
+  if (exe_) {
+    try {
+      exe_->wait();
+    } catch (...) {
+    }
+  }
+}
+
+void CompiledGraph::run(std::initializer_list<FeedItem> feeds) {
+  exe_->run(std::span<const FeedItem>(feeds.begin(), feeds.size()));
+}
+void CompiledGraph::run(std::span<const FeedItem> feeds) {
+  exe_->run(feeds);
+}
+void CompiledGraph::run_async(std::initializer_list<FeedItem> feeds) {
+  exe_->run_async(std::span<const FeedItem>(feeds.begin(), feeds.size()));
+}
+void CompiledGraph::run_async(std::span<const FeedItem> feeds) {
+  exe_->run_async(feeds);
+}
+void CompiledGraph::wait() {
+  exe_->wait();
+}
+
+namespace {
+std::size_t numel_of(const detail::Plan& p, std::uint32_t i) {
+  return static_cast<std::size_t>(p.nodes[i].type.shape.numel());
+}
+}  // namespace
+
+std::vector<float> CompiledGraph::read(Node n) const {
+  const auto i = exe_->plan().index(n, "read");
+  std::vector<float> out(numel_of(exe_->plan(), i));
+  exe_->read(i, out.data(), out.size(), DType::f32, "read");
+  return out;
+}
+std::vector<float> CompiledGraph::read(std::string_view name) const {
+  const auto i = exe_->plan().named(name, "read");
+  std::vector<float> out(numel_of(exe_->plan(), i));
+  exe_->read(i, out.data(), out.size(), DType::f32, "read");
+  return out;
+}
+void CompiledGraph::read(Node n, std::span<float> out) const {
+  exe_->read(exe_->plan().index(n, "read"), out.data(), out.size(), DType::f32, "read");
+}
+std::vector<std::int32_t> CompiledGraph::read_i32(Node n) const {
+  const auto i = exe_->plan().index(n, "read_i32");
+  std::vector<std::int32_t> out(numel_of(exe_->plan(), i));
+  exe_->read(i, out.data(), out.size(), DType::i32, "read_i32");
+  return out;
+}
+void CompiledGraph::write(Node n, std::span<const float> data) {
+  exe_->write(exe_->plan().index(n, "write"), data.data(), data.size(), DType::f32, "write");
+}
+void CompiledGraph::write(std::string_view name, std::span<const float> data) {
+  exe_->write(exe_->plan().named(name, "write"), data.data(), data.size(), DType::f32, "write");
+}
+void CompiledGraph::write_i32(Node n, std::span<const std::int32_t> data) {
+  exe_->write(exe_->plan().index(n, "write_i32"), data.data(), data.size(), DType::i32,
+              "write_i32");
+}
+
+std::span<float> CompiledGraph::mapped_input(std::string_view name) {
+  std::size_t count = 0;
+  auto* p = static_cast<float*>(exe_->mapped_input(name, DType::f32, count));
+  return {p, count};
+}
+std::span<std::int32_t> CompiledGraph::mapped_input_i32(std::string_view name) {
+  std::size_t count = 0;
+  auto* p = static_cast<std::int32_t*>(exe_->mapped_input(name, DType::i32, count));
+  return {p, count};
+}
+
+Shape CompiledGraph::shape(Node n) const {
+  return exe_->plan().nodes[exe_->plan().index(n, "shape")].type.shape;
+}
+std::string CompiledGraph::kernel_name(Node n) const {
+  return exe_->kernel_name(exe_->plan().index(n, "kernel_name"));
+}
+const CompileReport& CompiledGraph::report() const {
+  return exe_->report();
+}
+
+}  // namespace hetgraph

@@ -1,0 +1,278 @@
+#include "common/executable.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "hetgraph/error.hpp"
+
+namespace hetgraph::detail {
+
+Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {
+  report_.nodes = plan_->nodes.size();
+  report_.planned_bytes = plan_->arena_bytes;
+  report_.naive_bytes = plan_->naive_bytes;
+  report_.buffers = plan_->buffers;
+  report_.in_place = plan_->in_place;
+}
+
+Executable::~Executable() {
+  if (runner_.joinable()) {
+    {
+      std::lock_guard lk(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    runner_.join();
+  }
+}
+
+// ---- runs ----------------------------------------------------------------------------------
+
+void Executable::begin_run(const char* what) {
+  if (async_pending_.load() && async_owner_.load() == std::this_thread::get_id()) wait();
+  bool expected = false;
+  if (!busy_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+    throw Error(std::string(what) +
+                ": this compiled graph is already running in another thread; runs of one "
+                "compiled graph must not overlap (compile one per thread)");
+  }
+}
+
+void Executable::run(std::span<const FeedItem> feeds) {
+  begin_run("run");
+  try {
+    feed(feeds);
+    execute();
+  } catch (...) {
+    busy_.store(false, std::memory_order_release);
+    throw;
+  }
+  busy_.store(false, std::memory_order_release);
+}
+
+void Executable::run_async(std::span<const FeedItem> feeds) {
+  begin_run("run_async");
+  try {
+    feed(feeds);
+    launch_async();
+  } catch (...) {
+    busy_.store(false, std::memory_order_release);
+    throw;
+  }
+  async_owner_.store(std::this_thread::get_id());
+  async_pending_.store(true);
+}
+
+void Executable::wait() {
+  if (!async_pending_.exchange(false)) return;
+  try {
+    finish_async();
+  } catch (...) {
+    busy_.store(false, std::memory_order_release);
+    throw;
+  }
+  busy_.store(false, std::memory_order_release);
+}
+
+void Executable::launch_async() {
+  std::unique_lock lk(mu_);
+  if (!runner_.joinable()) {
+    runner_ = std::thread([this] {
+      std::unique_lock l(mu_);
+      for (;;) {
+        cv_.wait(l, [this] { return job_ || quit_; });
+        if (quit_) return;
+        job_ = false;
+        l.unlock();
+        std::exception_ptr err;
+        try {
+          execute();
+        } catch (...) {
+          err = std::current_exception();
+        }
+        l.lock();
+        error_ = err;
+        done_ = true;
+        cv_.notify_all();
+      }
+    });
+  }
+  done_ = false;
+  error_ = nullptr;
+  job_ = true;
+  cv_.notify_all();
+}
+
+void Executable::finish_async() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [this] { return done_; });
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void Executable::settle_for_access(std::uint32_t) {
+  wait();
+}
+
+// ---- feeds ---------------------------------------------------------------------------------
+
+namespace {
+std::string input_list(const Plan& p) {
+  std::string s;
+  for (std::uint32_t i : p.inputs) s += (s.empty() ? "" : ", ") + ("'" + p.nodes[i].name + "'");
+  return s.empty() ? "none" : s;
+}
+}  // namespace
+
+void Executable::feed(std::span<const FeedItem> feeds) {
+  const Plan& p = *plan_;
+  std::vector<char> fed(p.inputs.size(), 0);
+  for (const FeedItem& f : feeds) {
+    std::size_t k = 0;
+    while (k < p.inputs.size() && p.nodes[p.inputs[k]].name != f.name) ++k;
+    if (k == p.inputs.size()) {
+      // An input of the graph that no fetch needs was pruned: its data is not wanted.
+      auto it = p.graph->by_name.find(std::string(f.name));
+      if (it != p.graph->by_name.end() && p.graph->rec(it->second).op == OpKind::Input) continue;
+      throw FeedError("unknown feed '" + std::string(f.name) +
+                      "': not an input of the compiled graph (its inputs: " + input_list(p) + ")");
+    }
+    const PlanNode& in = p.nodes[p.inputs[k]];
+    if (fed[k]) throw FeedError("input '" + in.name + "' is fed twice");
+    fed[k] = 1;
+    if (f.value.dtype() != in.type.dtype) {
+      throw FeedError("feed '" + in.name + "' holds " + std::string(dtype_name(f.value.dtype())) +
+                      " values, the input expects " + std::string(dtype_name(in.type.dtype)));
+    }
+    const auto need = static_cast<std::size_t>(in.type.shape.numel());
+    if (f.value.count() != need) {
+      throw FeedError("feed '" + in.name + "' has " + std::to_string(f.value.count()) +
+                      " elements; input '" + in.name + "' of shape " + in.type.shape.str() +
+                      " needs " + std::to_string(need));
+    }
+    // The caller wrote straight into the mapped buffer: nothing to copy.
+    if (f.value.data() != host_pointer(p.inputs[k])) {
+      copy_in(p.inputs[k], f.value.data(), need * 4);
+      feed_bytes_copied_ += need * 4;
+    }
+  }
+  for (std::size_t k = 0; k < fed.size(); ++k) {
+    if (!fed[k]) {
+      const PlanNode& in = p.nodes[p.inputs[k]];
+      throw FeedError("missing feed for input '" + in.name + "' of shape " + in.type.shape.str() +
+                      " (every input must be fed at each run)");
+    }
+  }
+}
+
+// ---- node access ---------------------------------------------------------------------------
+
+void Executable::access_check(std::uint32_t node, DType dtype, std::size_t count,
+                              std::string_view what, bool writing) const {
+  const PlanNode& n = plan_->nodes[node];
+  if (n.storage == Storage::None) {
+    throw GraphError(std::string(what) + ": node " + n.label + " has no data (it is an " +
+                     std::string(op_name(n.op)) + ")");
+  }
+  if (n.clobbered) {
+    throw GraphError(std::string(what) + ": node " + n.label +
+                     " is not kept after a run: the memory planner reuses its buffer. Fetch it "
+                     "at compile time, or compile with plan_memory = false");
+  }
+  if (writing && n.storage == Storage::Constant) {
+    throw GraphError(std::string(what) + ": node " + n.label + " is a constant");
+  }
+  if (n.type.dtype != dtype) {
+    throw GraphError(std::string(what) + ": node " + n.label + " holds " +
+                     std::string(dtype_name(n.type.dtype)) + " values, not " +
+                     std::string(dtype_name(dtype)));
+  }
+  if (count != static_cast<std::size_t>(n.type.shape.numel())) {
+    throw FeedError(std::string(what) + ": node " + n.label + " of shape " + n.type.shape.str() +
+                    " has " + std::to_string(n.type.shape.numel()) +
+                    " elements, the buffer given has " + std::to_string(count));
+  }
+}
+
+void Executable::read(std::uint32_t node, void* dst, std::size_t count, DType dtype,
+                      std::string_view what) {
+  access_check(node, dtype, count, what, false);
+  settle_for_access(node);
+  copy_out(node, dst, count * 4);
+}
+
+void Executable::write(std::uint32_t node, const void* src, std::size_t count, DType dtype,
+                       std::string_view what) {
+  access_check(node, dtype, count, what, true);
+  settle_for_access(node);
+  copy_in(node, src, count * 4);
+}
+
+void* Executable::mapped_input(std::string_view name, DType dtype, std::size_t& count) {
+  const std::int64_t k = plan_->input_named(name);
+  if (k < 0) {
+    throw FeedError("mapped_input: '" + std::string(name) +
+                    "' is not an input of the compiled graph (its inputs: " + input_list(*plan_) +
+                    ")");
+  }
+  const PlanNode& n = plan_->nodes[static_cast<std::size_t>(k)];
+  if (n.type.dtype != dtype) {
+    throw FeedError("mapped_input: input '" + n.name + "' holds " +
+                    std::string(dtype_name(n.type.dtype)) + " values");
+  }
+  count = static_cast<std::size_t>(n.type.shape.numel());
+  return host_pointer(static_cast<std::uint32_t>(k));
+}
+
+// ---- state ---------------------------------------------------------------------------------
+
+namespace {
+std::uint64_t splitmix64(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+double unit(std::uint64_t& s) {  // in (0, 1)
+  return (static_cast<double>(splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+}  // namespace
+
+std::vector<float> initial_values(const PlanNode& var) {
+  const auto n = static_cast<std::size_t>(var.type.shape.numel());
+  std::vector<float> v(n, 0.0f);
+  const Initializer& in = var.init;
+  std::uint64_t s = in.seed;
+  switch (in.kind) {
+    case Initializer::Kind::zeros:
+      break;
+    case Initializer::Kind::fill:
+      std::fill(v.begin(), v.end(), in.a);
+      break;
+    case Initializer::Kind::uniform:
+      for (float& x : v) x = static_cast<float>(in.a + (in.b - in.a) * unit(s));
+      break;
+    case Initializer::Kind::normal:
+      for (std::size_t i = 0; i < n; i += 2) {
+        const double r = std::sqrt(-2.0 * std::log(unit(s))), t = 6.283185307179586 * unit(s);
+        v[i] = static_cast<float>(in.a + in.b * r * std::cos(t));
+        if (i + 1 < n) v[i + 1] = static_cast<float>(in.a + in.b * r * std::sin(t));
+      }
+      break;
+  }
+  return v;
+}
+
+void Executable::initialize_state() {
+  for (const PlanNode& n : plan_->nodes) {
+    if (n.storage == Storage::Constant) {
+      const void* src = n.type.dtype == DType::f32 ? static_cast<const void*>(n.f32_values->data())
+                                                   : static_cast<const void*>(n.i32_values->data());
+      copy_in(plan_->index_of.at(n.gid), src, n.type.bytes());
+    } else if (n.storage == Storage::Variable) {
+      const auto v = initial_values(n);
+      copy_in(plan_->index_of.at(n.gid), v.data(), n.type.bytes());
+    }
+  }
+}
+
+}  // namespace hetgraph::detail

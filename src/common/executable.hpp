@@ -1,0 +1,95 @@
+// The platform interface. A Backend turns a compiler Plan into an Executable; Executable holds
+// the platform-independent half of a compiled graph (feeds, reads and writes by node or name,
+// async runs, variable initialisation) and asks the platform for memory access and execution.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "compiler/plan.hpp"
+#include "hetgraph/compiler.hpp"
+
+namespace hetgraph::detail {
+
+class Executable;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  /// What the memory planner may assume about execution order on this platform.
+  virtual ReuseMode reuse_mode() const = 0;
+  virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
+};
+
+class Executable {
+ public:
+  explicit Executable(std::shared_ptr<const Plan> plan);
+  virtual ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  const Plan& plan() const { return *plan_; }
+  CompileReport& report() { return report_; }
+
+  void run(std::span<const FeedItem> feeds);
+  void run_async(std::span<const FeedItem> feeds);
+  void wait();
+
+  void read(std::uint32_t node, void* dst, std::size_t count, DType dtype, std::string_view what);
+  void write(std::uint32_t node, const void* src, std::size_t count, DType dtype,
+             std::string_view what);
+  void* mapped_input(std::string_view name, DType dtype, std::size_t& count);
+  virtual std::string kernel_name(std::uint32_t node) const = 0;
+  /// Bytes copied from feeds into the graph so far (mapped feeds copy nothing).
+  std::uint64_t feed_bytes_copied() const { return feed_bytes_copied_; }
+
+ protected:
+  /// Host pointer to a node's memory that stays valid for the executable's life (CPU: the
+  /// arena; OpenCL: a mapped pinned buffer). Only asked for inputs.
+  virtual void* host_pointer(std::uint32_t node) = 0;
+  /// Copies into / out of a node's memory; no run is in flight.
+  virtual void copy_in(std::uint32_t node, const void* src, std::size_t bytes) = 0;
+  virtual void copy_out(std::uint32_t node, void* dst, std::size_t bytes) = 0;
+  /// Runs the graph once in the calling thread; rethrows kernel errors.
+  virtual void execute() = 0;
+  /// Asynchronous run. Default: a background thread calls execute().
+  virtual void launch_async();
+  virtual void finish_async();
+  /// Called before a read or write while an async run may be in flight. Default: finish it.
+  virtual void settle_for_access(std::uint32_t node);
+
+  /// Writes constants and initial variable values; platforms call it once memory exists.
+  void initialize_state();
+
+ private:
+  void feed(std::span<const FeedItem> feeds);
+  void begin_run(const char* what);
+  void access_check(std::uint32_t node, DType dtype, std::size_t count, std::string_view what,
+                    bool writing) const;
+
+  std::shared_ptr<const Plan> plan_;
+  CompileReport report_;
+  std::atomic<bool> busy_{false};
+  std::atomic<bool> async_pending_{false};
+  std::atomic<std::thread::id> async_owner_{};
+
+  // default async runner
+  std::thread runner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool job_ = false, done_ = false, quit_ = false;
+  std::exception_ptr error_;
+  std::uint64_t feed_bytes_copied_ = 0;
+};
+
+/// Deterministic initial values for a variable.
+std::vector<float> initial_values(const PlanNode& var);
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,440 @@
+// Graph, Node and Shape, and the public op builders. Builders only record structure; shape
+// checks happen in shape inference (compile time), where input shapes are known.
+#include <algorithm>
+#include <sstream>
+
+#include "compiler/graph_impl.hpp"
+#include "hetgraph/error.hpp"
+
+namespace hetgraph {
+
+using detail::Attrs;
+using detail::GraphImpl;
+using detail::make_op;
+using detail::NodeRec;
+using detail::OpKind;
+
+std::string_view dtype_name(DType t) {
+  return t == DType::f32 ? "f32" : "i32";
+}
+
+// ---- Shape ------------------------------------------------------------------------------
+
+Shape::Shape(std::initializer_list<std::int64_t> dims)
+    : Shape(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
+
+Shape::Shape(std::span<const std::int64_t> dims) {
+  if (dims.size() > static_cast<std::size_t>(kMaxRank)) {
+    throw ShapeError("shape of rank " + std::to_string(dims.size()) +
+                     " is not supported: tensors have rank 0 to 4");
+  }
+  rank_ = static_cast<int>(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0) {
+      throw ShapeError("negative dimension " + std::to_string(dims[i]) + " in a shape");
+    }
+    dims_[i] = dims[i];
+  }
+}
+
+std::int64_t Shape::dim(int i) const {
+  const int j = i < 0 ? i + rank_ : i;
+  if (j < 0 || j >= rank_) {
+    throw ShapeError("axis " + std::to_string(i) + " out of range for shape " + str());
+  }
+  return dims_[static_cast<std::size_t>(j)];
+}
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<std::size_t>(i)];
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank_; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims_[static_cast<std::size_t>(i)]);
+  }
+  return s + "]";
+}
+
+// ---- GraphImpl -------------------------------------------------------------------------
+
+namespace detail {
+
+Node GraphImpl::add(NodeRec rec) {
+  const auto id = static_cast<std::uint32_t>(nodes.size());
+  std::string name = std::move(rec.name);
+  nodes.push_back(std::move(rec));
+  if (!name.empty()) set_name(id, std::move(name));
+  return Node(this, id);
+}
+
+void GraphImpl::set_name(std::uint32_t id, std::string name) {
+  if (name.empty()) throw GraphError("node names must not be empty");
+  auto it = by_name.find(name);
+  if (it != by_name.end() && it->second != id) {
+    throw GraphError("name '" + name + "' is already used by " + label(it->second));
+  }
+  if (!nodes[id].name.empty()) by_name.erase(nodes[id].name);
+  by_name[name] = id;
+  nodes[id].name = std::move(name);
+}
+
+std::string GraphImpl::label(std::uint32_t id) const {
+  const NodeRec& r = nodes[id];
+  const std::string op(op_name(r.op));
+  if (r.name.empty()) return "#" + std::to_string(id) + " (" + op + ")";
+  return "'" + r.name + "' (#" + std::to_string(id) + ", " + op + ")";
+}
+
+void check_same_graph(const GraphImpl* g, const Node& n, std::string_view what) {
+  if (!n.valid()) throw GraphError(std::string(what) + ": invalid (default-constructed) node");
+  if (n.graph_impl() != g) {
+    throw GraphError(std::string(what) + ": node " + n.label() + " belongs to another graph");
+  }
+}
+
+Node make_op(OpKind op, std::span<const Node> inputs, Attrs attrs) {
+  const OpDef& def = op_def(op);
+  if (inputs.empty()) throw GraphError(std::string(def.name) + ": needs at least one input");
+  if (def.arity >= 0 && static_cast<int>(inputs.size()) != def.arity) {
+    throw GraphError(std::string(def.name) + ": takes " + std::to_string(def.arity) +
+                     " inputs, got " + std::to_string(inputs.size()));
+  }
+  GraphImpl* g = inputs[0].graph_impl();
+  NodeRec rec;
+  rec.op = op;
+  rec.attrs = std::move(attrs);
+  rec.inputs.reserve(inputs.size());
+  for (const Node& n : inputs) {
+    check_same_graph(g, n, def.name);
+    rec.inputs.push_back(n.id());
+  }
+  if (g == nullptr) throw GraphError(std::string(def.name) + ": invalid input node");
+  return g->add(std::move(rec));
+}
+
+Node make_op(OpKind op, std::initializer_list<Node> inputs, Attrs attrs) {
+  return make_op(op, std::span<const Node>(inputs.begin(), inputs.size()), std::move(attrs));
+}
+
+}  // namespace detail
+
+// ---- Node ------------------------------------------------------------------------------
+
+namespace {
+const detail::NodeRec& rec_of(const Node& n) {
+  if (!n.valid()) throw GraphError("use of an invalid (default-constructed) node");
+  return n.graph_impl()->rec(n.id());
+}
+}  // namespace
+
+const std::string& Node::name() const {
+  return rec_of(*this).name;
+}
+std::string_view Node::op_name() const {
+  return detail::op_name(rec_of(*this).op);
+}
+std::string Node::label() const {
+  if (!valid()) return "<invalid node>";
+  return g_->label(id_);
+}
+Shape Node::declared_shape() const {
+  return rec_of(*this).shape;
+}
+DType Node::dtype() const {
+  return rec_of(*this).dtype;
+}
+
+Node Node::named(std::string name) const {
+  rec_of(*this);
+  g_->set_name(id_, std::move(name));
+  return *this;
+}
+
+int Node::num_inputs() const {
+  return static_cast<int>(rec_of(*this).inputs.size());
+}
+
+Node Node::input(int index) const {
+  const auto& r = rec_of(*this);
+  if (index < 0 || index >= static_cast<int>(r.inputs.size())) {
+    throw GraphError(label() + ": no input " + std::to_string(index));
+  }
+  return Node(g_, r.inputs[static_cast<std::size_t>(index)]);
+}
+
+void Node::set_input(int index, Node producer) const {
+  const auto& r = rec_of(*this);
+  detail::check_same_graph(g_, producer, "set_input");
+  if (index < 0 || index >= static_cast<int>(r.inputs.size())) {
+    throw GraphError(label() + ": set_input: no input " + std::to_string(index) + " (it has " +
+                     std::to_string(r.inputs.size()) + ")");
+  }
+  g_->nodes[id_].inputs[static_cast<std::size_t>(index)] = producer.id();
+}
+
+// ---- Graph -----------------------------------------------------------------------------
+
+Graph::Graph() : impl_(std::make_shared<GraphImpl>()) {}
+
+Node Graph::input(std::string name, DType dtype) {
+  if (name.empty()) throw GraphError("input: a name is required (feeds are by name)");
+  NodeRec r;
+  r.op = OpKind::Input;
+  r.name = std::move(name);
+  r.dtype = dtype;
+  return impl_->add(std::move(r));
+}
+
+Node Graph::variable(std::string name, Shape shape, Initializer init) {
+  if (name.empty()) throw GraphError("variable: a name is required");
+  NodeRec r;
+  r.op = OpKind::Variable;
+  r.name = std::move(name);
+  r.shape = shape;
+  r.init = init;
+  return impl_->add(std::move(r));
+}
+
+Node Graph::constant(float value) {
+  return constant(Shape{}, std::vector<float>{value});
+}
+
+Node Graph::constant(Shape shape, std::vector<float> values) {
+  if (static_cast<std::int64_t>(values.size()) != shape.numel()) {
+    throw ShapeError("constant of shape " + shape.str() + " needs " +
+                     std::to_string(shape.numel()) + " values, got " +
+                     std::to_string(values.size()));
+  }
+  NodeRec r;
+  r.op = OpKind::Constant;
+  r.shape = shape;
+  r.f32_values = std::make_shared<const std::vector<float>>(std::move(values));
+  return impl_->add(std::move(r));
+}
+
+Node Graph::constant_i32(Shape shape, std::vector<std::int32_t> values) {
+  if (static_cast<std::int64_t>(values.size()) != shape.numel()) {
+    throw ShapeError("constant of shape " + shape.str() + " needs " +
+                     std::to_string(shape.numel()) + " values, got " +
+                     std::to_string(values.size()));
+  }
+  NodeRec r;
+  r.op = OpKind::Constant;
+  r.shape = shape;
+  r.dtype = DType::i32;
+  r.i32_values = std::make_shared<const std::vector<std::int32_t>>(std::move(values));
+  return impl_->add(std::move(r));
+}
+
+std::size_t Graph::size() const {
+  return impl_->nodes.size();
+}
+
+Node Graph::node(std::uint32_t id) const {
+  if (id >= impl_->nodes.size()) throw GraphError("no node #" + std::to_string(id));
+  return impl_->handle(id);
+}
+
+Node Graph::find(std::string_view name) const {
+  auto it = impl_->by_name.find(std::string(name));
+  if (it == impl_->by_name.end()) throw GraphError("no node named '" + std::string(name) + "'");
+  return impl_->handle(it->second);
+}
+
+// ---- op builders -----------------------------------------------------------------------
+
+Node add(Node a, Node b) {
+  return make_op(OpKind::Add, {a, b});
+}
+Node sub(Node a, Node b) {
+  return make_op(OpKind::Sub, {a, b});
+}
+Node mul(Node a, Node b) {
+  return make_op(OpKind::Mul, {a, b});
+}
+Node div(Node a, Node b) {
+  return make_op(OpKind::Div, {a, b});
+}
+Node neg(Node x) {
+  return make_op(OpKind::Neg, {x});
+}
+Node scale(Node x, float s) {
+  Attrs at;
+  at.alpha = s;
+  return make_op(OpKind::Scale, {x}, at);
+}
+Node axpby(Node x, Node y, float a, float b) {
+  Attrs at;
+  at.alpha = a;
+  at.beta = b;
+  return make_op(OpKind::Axpby, {x, y}, at);
+}
+Node exp(Node x) {
+  return make_op(OpKind::Exp, {x});
+}
+Node log(Node x) {
+  return make_op(OpKind::Log, {x});
+}
+Node sqrt(Node x) {
+  return make_op(OpKind::Sqrt, {x});
+}
+Node relu(Node x) {
+  return make_op(OpKind::Relu, {x});
+}
+Node sigmoid(Node x) {
+  return make_op(OpKind::Sigmoid, {x});
+}
+Node tanh(Node x) {
+  return make_op(OpKind::Tanh, {x});
+}
+
+Node matmul(Node a, Node b, bool transpose_a, bool transpose_b) {
+  Attrs at;
+  at.trans_a = transpose_a;
+  at.trans_b = transpose_b;
+  return make_op(OpKind::MatMul, {a, b}, at);
+}
+
+namespace {
+Node reduce(OpKind k, Node x, int axis, bool keepdims) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  return make_op(k, {x}, at);
+}
+Node axis_op(OpKind k, Node x, int axis) {
+  Attrs at;
+  at.axis = axis;
+  return make_op(k, {x}, at);
+}
+}  // namespace
+
+Node reduce_sum(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceSum, x, axis, keepdims);
+}
+Node reduce_mean(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceMean, x, axis, keepdims);
+}
+Node reduce_max(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceMax, x, axis, keepdims);
+}
+Node softmax(Node x, int axis) {
+  return axis_op(OpKind::Softmax, x, axis);
+}
+Node log_softmax(Node x, int axis) {
+  return axis_op(OpKind::LogSoftmax, x, axis);
+}
+Node cross_entropy(Node probs, Node labels) {
+  return make_op(OpKind::CrossEntropy, {probs, labels});
+}
+
+Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
+  Attrs at;
+  at.axis = axis;
+  at.begin = begin;
+  at.end = end;
+  return make_op(OpKind::Slice, {x}, at);
+}
+
+Node concat(std::span<const Node> xs, int axis) {
+  Attrs at;
+  at.axis = axis;
+  return make_op(OpKind::Concat, xs, at);
+}
+Node concat(std::initializer_list<Node> xs, int axis) {
+  return concat(std::span<const Node>(xs.begin(), xs.size()), axis);
+}
+
+Node transpose(Node x, std::vector<int> perm) {
+  Attrs at;
+  at.ints.assign(perm.begin(), perm.end());
+  return make_op(OpKind::Transpose, {x}, at);
+}
+
+Node reshape(Node x, std::vector<std::int64_t> shape) {
+  if (shape.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    throw ShapeError("reshape of " + x.label() + ": target rank " + std::to_string(shape.size()) +
+                     " is above 4");
+  }
+  if (std::count(shape.begin(), shape.end(), -1) > 1) {
+    throw ShapeError("reshape of " + x.label() + ": at most one dimension may be -1");
+  }
+  Attrs at;
+  at.ints = std::move(shape);
+  return make_op(OpKind::Reshape, {x}, at);
+}
+
+Node assign(Node variable, Node value) {
+  if (!variable.valid()) throw GraphError("assign: invalid variable node");
+  if (rec_of(variable).op != OpKind::Variable) {
+    throw GraphError("assign: target " + variable.label() +
+                     " is not a variable (only variables can be assigned)");
+  }
+  return make_op(OpKind::Assign, {variable, value});
+}
+
+Node group(std::span<const Node> nodes) {
+  return make_op(OpKind::Group, nodes);
+}
+Node group(std::initializer_list<Node> nodes) {
+  return group(std::span<const Node>(nodes.begin(), nodes.size()));
+}
+
+namespace {
+Node scalar_like(Node n, float v) {
+  if (!n.valid()) throw GraphError("operator: invalid node");
+  return n.graph_impl()->add([&] {
+    NodeRec r;
+    r.op = OpKind::Constant;
+    r.f32_values = std::make_shared<const std::vector<float>>(std::vector<float>{v});
+    return r;
+  }());
+}
+}  // namespace
+
+Node operator+(Node a, Node b) {
+  return add(a, b);
+}
+Node operator-(Node a, Node b) {
+  return sub(a, b);
+}
+Node operator*(Node a, Node b) {
+  return mul(a, b);
+}
+Node operator/(Node a, Node b) {
+  return div(a, b);
+}
+Node operator-(Node x) {
+  return neg(x);
+}
+Node operator+(Node a, float b) {
+  return add(a, scalar_like(a, b));
+}
+Node operator+(float a, Node b) {
+  return add(scalar_like(b, a), b);
+}
+Node operator-(Node a, float b) {
+  return sub(a, scalar_like(a, b));
+}
+Node operator-(float a, Node b) {
+  return sub(scalar_like(b, a), b);
+}
+Node operator*(Node a, float b) {
+  return scale(a, b);
+}
+Node operator*(float a, Node b) {
+  return scale(b, a);
+}
+Node operator/(Node a, float b) {
+  return div(a, scalar_like(a, b));
+}
+Node operator/(float a, Node b) {
+  return div(scalar_like(b, a), b);
+}
+
+}  // namespace hetgraph

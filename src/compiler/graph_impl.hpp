@@ -1,0 +1,44 @@
+// The user-built graph: nodes in creation order, each with its op, inputs and attributes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/ops.hpp"
+#include "hetgraph/graph.hpp"
+
+namespace hetgraph::detail {
+
+struct NodeRec {
+  OpKind op = OpKind::Input;
+  std::vector<std::uint32_t> inputs;
+  Attrs attrs;
+  std::string name;
+  DType dtype = DType::f32;                                     // inputs, variables, constants
+  Shape shape;                                                  // variables, constants
+  std::shared_ptr<const std::vector<float>> f32_values;         // constants
+  std::shared_ptr<const std::vector<std::int32_t>> i32_values;  // int constants
+  Initializer init;                                             // variables
+};
+
+struct GraphImpl {
+  std::vector<NodeRec> nodes;
+  std::unordered_map<std::string, std::uint32_t> by_name;
+
+  Node add(NodeRec rec);
+  Node handle(std::uint32_t id) const { return Node(const_cast<GraphImpl*>(this), id); }
+  const NodeRec& rec(std::uint32_t id) const { return nodes[id]; }
+  /// "'name' (#id, op)" or "#id (op)" for unnamed nodes.
+  std::string label(std::uint32_t id) const;
+  void set_name(std::uint32_t id, std::string name);
+};
+
+/// Checks a node handle belongs to `g`; throws GraphError otherwise.
+void check_same_graph(const GraphImpl* g, const Node& n, std::string_view what);
+/// Creates an op node: checks arity and that all inputs come from one graph.
+Node make_op(OpKind op, std::span<const Node> inputs, Attrs attrs = {});
+Node make_op(OpKind op, std::initializer_list<Node> inputs, Attrs attrs = {});
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,262 @@
+// Liveness-based memory planning.
+//
+// Walking the plan in order, each computed node gets, by preference:
+//   1. its assign's variable, when it is the new value of that variable and can be computed in
+//      place over it (SGD's W - lr*dW writes straight into W; the assign does nothing);
+//   2. the buffer of an input it may overwrite (elementwise ops), when it is that input's
+//      last reader;
+//   3. a free buffer, best fit by size (grown when none is big enough);
+//   4. a new buffer.
+// A buffer is free once every reader of its current contents has run. "Has run" depends on
+// the engine: in plan order for the sequential engine; for parallel engines the readers must
+// be ancestors of the new writer in the dependency graph, so no schedule can overlap them.
+// Inputs, variables, constants and fetched nodes are never reused.
+#include <algorithm>
+#include <map>
+#include <queue>
+
+#include "compiler/plan.hpp"
+
+namespace hetgraph::detail {
+
+namespace {
+
+constexpr std::size_t kAlign = 64;
+std::size_t align_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+/// Reachability queries "do all of R run before v?" in the dependency DAG, by a bounded
+/// backwards search from v that never descends below the earliest node of R in plan order.
+class Reach {
+ public:
+  explicit Reach(const Plan& p) : p_(p), mark_(p.nodes.size(), 0), target_(p.nodes.size(), 0) {}
+
+  bool all_before(std::span<const std::uint32_t> rs, std::uint32_t v) {
+    if (rs.empty()) return true;
+    ++gen_;
+    std::uint32_t lo = v, targets = 0;
+    for (std::uint32_t r : rs) {
+      if (r >= v) return false;  // plan order is topological: a later node cannot precede v
+      if (target_[r] != gen_) {
+        target_[r] = gen_;
+        ++targets;
+      }
+      lo = std::min(lo, r);
+    }
+    std::size_t budget = kBudget;
+    stack_.assign(1, v);
+    mark_[v] = gen_;
+    while (!stack_.empty()) {
+      const std::uint32_t u = stack_.back();
+      stack_.pop_back();
+      for (std::uint32_t d : p_.nodes[u].deps) {
+        if (d < lo || mark_[d] == gen_) continue;
+        mark_[d] = gen_;
+        if (target_[d] == gen_ && --targets == 0) return true;
+        if (--budget == 0) return false;  // too far to prove: assume they may overlap
+        stack_.push_back(d);
+      }
+    }
+    return false;
+  }
+
+ private:
+  static constexpr std::size_t kBudget = 4096;
+  const Plan& p_;
+  std::vector<std::uint32_t> mark_, target_, stack_;
+  std::uint32_t gen_ = 0;
+};
+
+struct Buffer {
+  std::size_t bytes = 0;
+  bool pinned = false;
+  std::uint32_t last_read = 0;         // latest plan index reading the current contents
+  std::vector<std::uint32_t> users;    // readers of the current contents and their writer
+  std::vector<std::uint32_t> writers;  // nodes that wrote it, in plan order
+};
+
+}  // namespace
+
+void plan_memory(Plan& p, ReuseMode mode) {
+  p.reuse = mode;
+  const std::size_t n = p.nodes.size();
+  // Direct data readers of each node (views count as readers; their own readers are added to
+  // the buffer when the view is reached, which is before any of them).
+  std::vector<std::vector<std::uint32_t>> readers(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const PlanNode& node = p.nodes[i];
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      const std::uint32_t u = node.inputs[k];
+      if (node.reads_input(k) && (readers[u].empty() || readers[u].back() != i)) {
+        readers[u].push_back(i);
+      }
+    }
+  }
+  // The assign (if any) whose value each node is.
+  std::vector<std::int64_t> assign_of(n, -1);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (p.nodes[i].op == OpKind::Assign) assign_of[p.nodes[i].inputs[1]] = i;
+  }
+
+  std::vector<Buffer> bufs;
+  std::multimap<std::size_t, std::int32_t> free_by_size;
+  using Expiry = std::pair<std::uint32_t, std::int32_t>;  // (last_read, buffer)
+  std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> expiring;
+  Reach reach(p);
+
+  auto occupy = [&](std::int32_t b, std::uint32_t i) {
+    Buffer& B = bufs[static_cast<std::size_t>(b)];
+    B.bytes = std::max(B.bytes, p.nodes[i].type.bytes());
+    B.users = readers[i];
+    B.users.push_back(i);
+    B.last_read = i;
+    for (std::uint32_t r : readers[i]) B.last_read = std::max(B.last_read, r);
+    B.writers.push_back(i);
+    if (p.nodes[i].fetched) B.pinned = true;
+    p.nodes[i].buffer = b;
+    if (!B.pinned) expiring.push({B.last_read, b});
+  };
+  auto new_buffer = [&](std::uint32_t i, bool pinned) {
+    bufs.push_back({});
+    bufs.back().pinned = pinned;
+    occupy(static_cast<std::int32_t>(bufs.size() - 1), i);
+  };
+  // Every user of buffer b other than node i has run before i.
+  auto others_done = [&](std::int32_t b, std::uint32_t i) {
+    const Buffer& B = bufs[static_cast<std::size_t>(b)];
+    std::vector<std::uint32_t> others;
+    for (std::uint32_t u : B.users) {
+      if (u != i) others.push_back(u);
+    }
+    if (mode == ReuseMode::sequential) {
+      return std::all_of(others.begin(), others.end(), [&](std::uint32_t u) { return u < i; });
+    }
+    return reach.all_before(others, i);
+  };
+
+  for (std::uint32_t i = 0; i < n; ++i) {
+    PlanNode& node = p.nodes[i];
+    // Release buffers whose readers are all earlier in plan order.
+    while (!expiring.empty() && expiring.top().first < i) {
+      const auto [when, b] = expiring.top();
+      expiring.pop();
+      const Buffer& B = bufs[static_cast<std::size_t>(b)];
+      if (!B.pinned && B.last_read == when) free_by_size.insert({B.bytes, b});
+    }
+    switch (node.storage) {
+      case Storage::None:
+        continue;
+      case Storage::Input:
+      case Storage::Variable:
+      case Storage::Constant:
+        new_buffer(i, true);
+        continue;
+      case Storage::View: {
+        const std::int32_t b = p.nodes[node.inputs[0]].buffer;
+        Buffer& B = bufs[static_cast<std::size_t>(b)];
+        node.buffer = b;
+        for (std::uint32_t r : readers[i]) {
+          B.users.push_back(r);
+          if (r > B.last_read) {
+            B.last_read = r;
+            if (!B.pinned) expiring.push({r, b});
+          }
+        }
+        if (node.fetched) B.pinned = true;
+        continue;
+      }
+      case Storage::Computed:
+        break;
+    }
+    if (mode == ReuseMode::none) {
+      new_buffer(i, false);
+      continue;
+    }
+    const OpDef& def = op_def(node.op);
+    bool placed = false;
+    // 1. Straight into the variable this node is the new value of.
+    if (assign_of[i] >= 0) {
+      const std::uint32_t var = p.nodes[static_cast<std::size_t>(assign_of[i])].inputs[0];
+      for (std::size_t k = 0; k < node.inputs.size() && !placed; ++k) {
+        if (((def.inplace >> k) & 1u) && node.inputs[k] == var && p.nodes[var].type == node.type &&
+            others_done(p.nodes[var].buffer, i)) {
+          Buffer& B = bufs[static_cast<std::size_t>(p.nodes[var].buffer)];
+          occupy(p.nodes[var].buffer, i);
+          B.pinned = true;
+          node.in_place = true;
+          p.nodes[static_cast<std::size_t>(assign_of[i])].elided = true;
+          placed = true;
+        }
+      }
+    }
+    // 2. Over an input whose last reader this is.
+    for (std::size_t k = 0; k < node.inputs.size() && !placed; ++k) {
+      if (!((def.inplace >> k) & 1u)) continue;
+      const PlanNode& u = p.nodes[node.inputs[k]];
+      if (u.buffer < 0 || u.type != node.type) continue;
+      const std::int32_t b = u.buffer;
+      if (bufs[static_cast<std::size_t>(b)].pinned || !others_done(b, i)) continue;
+      occupy(b, i);
+      node.in_place = true;
+      placed = true;
+    }
+    // 3. A free buffer: the smallest that fits, else the largest (grown). For parallel
+    // engines a candidate must also be provably finished with, so try a few.
+    if (!placed && !free_by_size.empty()) {
+      const std::size_t need = node.type.bytes();
+      std::vector<std::multimap<std::size_t, std::int32_t>::iterator> candidates;
+      for (auto it = free_by_size.lower_bound(need);
+           it != free_by_size.end() && candidates.size() < 4; ++it) {
+        candidates.push_back(it);
+      }
+      for (auto it = free_by_size.lower_bound(need);
+           it != free_by_size.begin() && candidates.size() < 8;) {
+        --it;
+        candidates.push_back(it);
+      }
+      for (auto it : candidates) {
+        const std::int32_t b = it->second;
+        if (mode == ReuseMode::dag &&
+            !reach.all_before(bufs[static_cast<std::size_t>(b)].users, i)) {
+          continue;
+        }
+        free_by_size.erase(it);
+        occupy(b, i);
+        placed = true;
+        break;
+      }
+    }
+    // 4. A new buffer.
+    if (!placed) new_buffer(i, false);
+  }
+
+  // Lay the buffers out in one arena and mark values a later writer overwrites.
+  std::vector<std::size_t> offset(bufs.size(), 0);
+  std::size_t total = 0;
+  for (std::size_t b = 0; b < bufs.size(); ++b) {
+    offset[b] = total;
+    total += align_up(std::max<std::size_t>(bufs[b].bytes, 4));
+  }
+  p.arena_bytes = total;
+  p.buffers = bufs.size();
+  p.naive_bytes = 0;
+  p.in_place = 0;
+  for (PlanNode& node : p.nodes) {
+    if (node.buffer < 0) continue;
+    node.offset = offset[static_cast<std::size_t>(node.buffer)];
+    if (node.storage != Storage::View)
+      p.naive_bytes += align_up(std::max<std::size_t>(node.type.bytes(), 4));
+    if (node.in_place) ++p.in_place;
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    PlanNode& node = p.nodes[i];
+    if (node.storage == Storage::Computed) {
+      node.clobbered = bufs[static_cast<std::size_t>(node.buffer)].writers.back() != i;
+    } else if (node.storage == Storage::View) {
+      node.clobbered = p.nodes[node.inputs[0]].clobbered;
+    }
+  }
+}
+
+}  // namespace hetgraph::detail

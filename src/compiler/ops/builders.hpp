@@ -1,0 +1,31 @@
+// Builders for the internal ops that gradient rules emit (not part of the public API).
+#pragma once
+
+#include "compiler/graph_impl.hpp"
+
+namespace hetgraph::detail {
+
+inline Node sum_to(Node g, Node like) {
+  return make_op(OpKind::SumTo, {g, like});
+}
+inline Node expand(Node g, Node like, int axis, bool keepdims, bool mean) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  at.mean = mean;
+  return make_op(OpKind::Expand, {g, like}, at);
+}
+inline Node reshape_like(Node g, Node like) {
+  return make_op(OpKind::ReshapeLike, {g, like});
+}
+inline Node grad_seed(Node loss) {
+  return make_op(OpKind::GradSeed, {loss});
+}
+inline Node with_axis(OpKind k, std::initializer_list<Node> in, int axis, bool keepdims = false) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  return make_op(k, in, at);
+}
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,144 @@
+// Elementwise ops: numpy-broadcasting binary ops, unary math, and the activation gradients.
+#include "compiler/ops.hpp"
+#include "compiler/ops/builders.hpp"
+
+namespace hetgraph::detail {
+
+namespace {
+
+void need_f32(const InferCtx& c) {
+  for (const TensorType& t : c.in) {
+    if (t.dtype != DType::f32) c.fail(std::string(op_name(c.rec.op)) + " needs float inputs");
+  }
+}
+
+TensorType infer_broadcast(const InferCtx& c) {
+  need_f32(c);
+  Shape out;
+  if (!broadcast_shapes(c.in[0].shape, c.in[1].shape, out)) {
+    c.fail("shapes " + c.in[0].shape.str() + " and " + c.in[1].shape.str() + " do not broadcast");
+  }
+  return {out, DType::f32};
+}
+
+TensorType infer_unary(const InferCtx& c) {
+  need_f32(c);
+  return c.in[0];
+}
+
+TensorType infer_same(const InferCtx& c) {
+  need_f32(c);
+  for (const TensorType& t : c.in) {
+    if (t.shape != c.in[0].shape) c.fail("inputs must have the same shape");
+  }
+  return c.in[0];
+}
+
+// ---- gradient rules ----
+void grad_add(const GradCtx& c) {
+  c.add(c.in[0], sum_to(c.grad, c.in[0]));
+  c.add(c.in[1], sum_to(c.grad, c.in[1]));
+}
+void grad_sub(const GradCtx& c) {
+  c.add(c.in[0], sum_to(c.grad, c.in[0]));
+  c.add(c.in[1], sum_to(neg(c.grad), c.in[1]));
+}
+void grad_mul(const GradCtx& c) {
+  c.add(c.in[0], sum_to(mul(c.grad, c.in[1]), c.in[0]));
+  c.add(c.in[1], sum_to(mul(c.grad, c.in[0]), c.in[1]));
+}
+void grad_div(const GradCtx& c) {
+  // d(a/b)/db = -(a/b)/b: reuse the forward output instead of squaring b.
+  c.add(c.in[0], sum_to(div(c.grad, c.in[1]), c.in[0]));
+  c.add(c.in[1], sum_to(neg(div(mul(c.grad, c.node), c.in[1])), c.in[1]));
+}
+void grad_neg(const GradCtx& c) {
+  c.add(c.in[0], neg(c.grad));
+}
+void grad_scale(const GradCtx& c) {
+  c.add(c.in[0], scale(c.grad, c.node.graph_impl()->rec(c.node.id()).attrs.alpha));
+}
+void grad_axpby(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  c.add(c.in[0], scale(c.grad, at.alpha));
+  c.add(c.in[1], scale(c.grad, at.beta));
+}
+void grad_exp(const GradCtx& c) {
+  c.add(c.in[0], mul(c.grad, c.node));
+}
+void grad_log(const GradCtx& c) {
+  c.add(c.in[0], div(c.grad, c.in[0]));
+}
+void grad_sqrt(const GradCtx& c) {
+  c.add(c.in[0], scale(div(c.grad, c.node), 0.5f));
+}
+void grad_relu(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::ReluGrad, {c.grad, c.in[0]}));
+}
+void grad_sigmoid(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::SigmoidGrad, {c.grad, c.node}));
+}
+void grad_tanh(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::TanhGrad, {c.grad, c.node}));
+}
+
+}  // namespace
+
+void register_elementwise_ops(std::vector<OpDef>& t) {
+  auto binary = [&](OpKind k, std::string_view name, GradFn g) {
+    t.push_back({.kind = k,
+                 .name = name,
+                 .arity = 2,
+                 .inplace = 0b11u,
+                 .infer = infer_broadcast,
+                 .grad = g});
+  };
+  binary(OpKind::Add, "add", grad_add);
+  binary(OpKind::Sub, "sub", grad_sub);
+  binary(OpKind::Mul, "mul", grad_mul);
+  binary(OpKind::Div, "div", grad_div);
+  auto unary = [&](OpKind k, std::string_view name, GradFn g, float flops) {
+    t.push_back({.kind = k,
+                 .name = name,
+                 .arity = 1,
+                 .inplace = 0b1u,
+                 .infer = infer_unary,
+                 .grad = g,
+                 .flops_per_elem = flops});
+  };
+  unary(OpKind::Neg, "neg", grad_neg, 1);
+  unary(OpKind::Scale, "scale", grad_scale, 1);
+  unary(OpKind::Exp, "exp", grad_exp, 10);
+  unary(OpKind::Log, "log", grad_log, 10);
+  unary(OpKind::Sqrt, "sqrt", grad_sqrt, 4);
+  unary(OpKind::Relu, "relu", grad_relu, 1);
+  unary(OpKind::Sigmoid, "sigmoid", grad_sigmoid, 12);
+  unary(OpKind::Tanh, "tanh", grad_tanh, 12);
+  t.push_back({.kind = OpKind::Axpby,
+               .name = "axpby",
+               .arity = 2,
+               .inplace = 0b11u,
+               .infer = infer_same,
+               .grad = grad_axpby,
+               .flops_per_elem = 2});
+  // Activation gradients (g, x or y): first-order only.
+  t.push_back({.kind = OpKind::ReluGrad,
+               .name = "relu_grad",
+               .arity = 2,
+               .inplace = 0b11u,
+               .infer = infer_same});
+  t.push_back({.kind = OpKind::SigmoidGrad,
+               .name = "sigmoid_grad",
+               .arity = 2,
+               .inplace = 0b11u,
+               .infer = infer_same,
+               .flops_per_elem = 3});
+  t.push_back({.kind = OpKind::TanhGrad,
+               .name = "tanh_grad",
+               .arity = 2,
+               .inplace = 0b11u,
+               .infer = infer_same,
+               .flops_per_elem = 3});
+}
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,63 @@
+// Structural ops: input, variable, constant, assign, group, and the gradient seed.
+// Inputs are typed by the compile-time shapes (see infer_shapes); the rest infer here.
+#include "compiler/graph_impl.hpp"
+#include "compiler/ops.hpp"
+
+namespace hetgraph::detail {
+
+namespace {
+
+TensorType infer_declared(const InferCtx& c) {
+  return {c.rec.shape, c.rec.dtype};
+}
+
+TensorType infer_assign(const InferCtx& c) {
+  if (c.in[0] != c.in[1]) {
+    c.fail("assign of a mismatched value: the variable is " + c.in[0].shape.str() +
+           std::string(" ") + std::string(dtype_name(c.in[0].dtype)) + ", the value " +
+           c.in[1].shape.str() + " " + std::string(dtype_name(c.in[1].dtype)));
+  }
+  return c.in[0];
+}
+
+TensorType infer_group(const InferCtx&) {
+  return {Shape{0}, DType::f32};
+}
+
+TensorType infer_grad_seed(const InferCtx& c) {
+  if (c.in[0].shape.numel() != 1) {
+    c.fail("gradients need a scalar loss, but " + c.graph.label(c.rec.inputs[0]) + " has shape " +
+           c.in[0].shape.str());
+  }
+  if (c.in[0].dtype != DType::f32) c.fail("gradients need a float loss");
+  return c.in[0];
+}
+
+}  // namespace
+
+void register_graph_ops(std::vector<OpDef>& t) {
+  t.push_back({.kind = OpKind::Input, .name = "input", .arity = 0});
+  t.push_back({.kind = OpKind::Variable, .name = "variable", .arity = 0, .infer = infer_declared});
+  t.push_back({.kind = OpKind::Constant, .name = "constant", .arity = 0, .infer = infer_declared});
+  // Input 0 of assign is the variable it writes, not a read: marking it shape-only keeps the
+  // assign out of the variable's readers.
+  t.push_back({.kind = OpKind::Assign,
+               .name = "assign",
+               .arity = 2,
+               .shape_only = 0b01u,
+               .infer = infer_assign,
+               .flops_per_elem = 0.0f});
+  t.push_back({.kind = OpKind::Group,
+               .name = "group",
+               .arity = -1,
+               .infer = infer_group,
+               .flops_per_elem = 0.0f});
+  t.push_back({.kind = OpKind::GradSeed,
+               .name = "grad_seed",
+               .arity = 1,
+               .shape_only = 1u,
+               .infer = infer_grad_seed,
+               .flops_per_elem = 0.0f});
+}
+
+}  // namespace hetgraph::detail

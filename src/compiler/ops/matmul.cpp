@@ -1,0 +1,70 @@
+// Matrix multiplication with transpose flags; rank 2, or batched over a leading dim where a
+// rank-2 operand is shared by the whole batch.
+#include "compiler/ops.hpp"
+#include "compiler/ops/builders.hpp"
+
+namespace hetgraph::detail {
+
+namespace {
+
+TensorType infer_matmul(const InferCtx& c) {
+  const Shape& a = c.in[0].shape;
+  const Shape& b = c.in[1].shape;
+  if (c.in[0].dtype != DType::f32 || c.in[1].dtype != DType::f32) {
+    c.fail("matmul needs float inputs");
+  }
+  if (a.rank() < 2 || a.rank() > 3 || b.rank() < 2 || b.rank() > 3) {
+    c.fail("matmul needs rank-2 or rank-3 operands, got " + a.str() + " and " + b.str());
+  }
+  const bool ta = c.rec.attrs.trans_a, tb = c.rec.attrs.trans_b;
+  const std::int64_t m = ta ? a.dim(-1) : a.dim(-2), k = ta ? a.dim(-2) : a.dim(-1);
+  const std::int64_t k2 = tb ? b.dim(-1) : b.dim(-2), n = tb ? b.dim(-2) : b.dim(-1);
+  if (k != k2) {
+    c.fail(std::string("inner dimensions differ: op(a) is [") + std::to_string(m) + ", " +
+           std::to_string(k) + "] and op(b) is [" + std::to_string(k2) + ", " + std::to_string(n) +
+           "]" + (ta || tb ? " (after the transposes asked for)" : ""));
+  }
+  if (a.rank() == 3 && b.rank() == 3 && a[0] != b[0]) {
+    c.fail("batch sizes differ: " + std::to_string(a[0]) + " and " + std::to_string(b[0]));
+  }
+  if (a.rank() == 3 || b.rank() == 3) {
+    const std::int64_t batch = a.rank() == 3 ? a[0] : b[0];
+    return {Shape{batch, m, n}, DType::f32};
+  }
+  return {Shape{m, n}, DType::f32};
+}
+
+// C = op(A) op(B). For each transpose combination the adjoints are again matmuls; sum_to
+// folds the batch away for an operand the batch shared.
+void grad_matmul(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  const Node a = c.in[0], b = c.in[1], g = c.grad;
+  Node da, db;
+  if (!at.trans_a && !at.trans_b) {
+    da = matmul(g, b, false, true);
+    db = matmul(a, g, true, false);
+  } else if (!at.trans_a && at.trans_b) {
+    da = matmul(g, b, false, false);
+    db = matmul(g, a, true, false);
+  } else if (at.trans_a && !at.trans_b) {
+    da = matmul(b, g, false, true);
+    db = matmul(a, g, false, false);
+  } else {
+    da = matmul(b, g, true, true);
+    db = matmul(g, a, true, true);
+  }
+  c.add(a, sum_to(da, a));
+  c.add(b, sum_to(db, b));
+}
+
+}  // namespace
+
+void register_matmul_ops(std::vector<OpDef>& t) {
+  t.push_back({.kind = OpKind::MatMul,
+               .name = "matmul",
+               .arity = 2,
+               .infer = infer_matmul,
+               .grad = grad_matmul});
+}
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,218 @@
+// Data movement: slice, concat, transpose, reshape (a view), and their gradients.
+#include <algorithm>
+#include <numeric>
+
+#include "compiler/graph_impl.hpp"
+#include "compiler/ops.hpp"
+#include "compiler/ops/builders.hpp"
+
+namespace hetgraph::detail {
+
+/// Normalised [begin, end) of a slice along `axis` of `s` (negative values count from the
+/// back); fails when the range is empty or out of bounds.
+void slice_range(const InferCtx& c, const Shape& s, int axis, std::int64_t& b, std::int64_t& e) {
+  const int a = c.norm_axis(axis, s.rank());
+  const std::int64_t d = s[a];
+  b = c.rec.attrs.begin < 0 ? c.rec.attrs.begin + d : c.rec.attrs.begin;
+  e = c.rec.attrs.end < 0 ? c.rec.attrs.end + d : c.rec.attrs.end;
+  if (b < 0 || e > d || b >= e) {
+    c.fail("slice [" + std::to_string(c.rec.attrs.begin) + ", " + std::to_string(c.rec.attrs.end) +
+           ") of axis " + std::to_string(axis) + " (size " + std::to_string(d) +
+           ") is empty or out of range");
+  }
+}
+
+namespace {
+
+Shape with_dim(const Shape& s, int axis, std::int64_t v) {
+  std::vector<std::int64_t> d(s.dims().begin(), s.dims().end());
+  d[static_cast<std::size_t>(axis)] = v;
+  return Shape(std::span<const std::int64_t>(d));
+}
+
+TensorType infer_slice(const InferCtx& c) {
+  const Shape& s = c.in[0].shape;
+  if (s.rank() == 0) c.fail("cannot slice a scalar");
+  std::int64_t b = 0, e = 0;
+  slice_range(c, s, c.rec.attrs.axis, b, e);
+  return {with_dim(s, c.norm_axis(c.rec.attrs.axis, s.rank()), e - b), c.in[0].dtype};
+}
+
+TensorType infer_slice_grad(const InferCtx& c) {
+  const Shape& like = c.in[1].shape;
+  std::int64_t b = 0, e = 0;
+  slice_range(c, like, c.rec.attrs.axis, b, e);
+  const Shape want = with_dim(like, c.norm_axis(c.rec.attrs.axis, like.rank()), e - b);
+  if (c.in[0].shape != want) c.fail("slice gradient must have shape " + want.str());
+  return {like, DType::f32};
+}
+
+// Checks that inputs [first, end) concatenate along axis; returns the concatenated shape.
+Shape concat_shape(const InferCtx& c, std::size_t first) {
+  const Shape& s0 = c.in[first].shape;
+  if (s0.rank() == 0) c.fail("cannot concatenate scalars");
+  const int a = c.norm_axis(c.rec.attrs.axis, s0.rank());
+  std::int64_t total = 0;
+  for (std::size_t i = first; i < c.in.size(); ++i) {
+    const Shape& s = c.in[i].shape;
+    bool ok = s.rank() == s0.rank() && c.in[i].dtype == c.in[first].dtype;
+    for (int d = 0; ok && d < s.rank(); ++d) ok = d == a || s[d] == s0[d];
+    if (!ok) {
+      c.fail("concat along axis " + std::to_string(c.rec.attrs.axis) + ": input " +
+             std::to_string(i - first) + " has shape " + s.str() + ", which differs from input 0 " +
+             s0.str() + " outside that axis");
+    }
+    total += s[a];
+  }
+  return with_dim(s0, a, total);
+}
+
+TensorType infer_concat(const InferCtx& c) {
+  return {concat_shape(c, 0), c.in[0].dtype};
+}
+
+// concat_grad(g, x0..xn-1) with attrs.begin = i: the piece of g that came from x_i.
+TensorType infer_concat_grad(const InferCtx& c) {
+  const Shape whole = concat_shape(c, 1);
+  if (c.in[0].shape != whole) c.fail("concat gradient must have shape " + whole.str());
+  const auto i = static_cast<std::size_t>(c.rec.attrs.begin) + 1;
+  if (i >= c.in.size()) c.fail("concat gradient index out of range");
+  return {c.in[i].shape, DType::f32};
+}
+
+TensorType infer_transpose(const InferCtx& c) {
+  const Shape& s = c.in[0].shape;
+  const std::vector<std::int64_t>& perm = c.rec.attrs.ints;
+  std::vector<std::int64_t> d(s.dims().begin(), s.dims().end());
+  if (perm.empty()) {
+    if (s.rank() >= 2) std::swap(d[d.size() - 1], d[d.size() - 2]);
+    return {Shape(std::span<const std::int64_t>(d)), c.in[0].dtype};
+  }
+  if (static_cast<int>(perm.size()) != s.rank()) {
+    c.fail("transpose permutation has " + std::to_string(perm.size()) + " entries for rank " +
+           std::to_string(s.rank()));
+  }
+  std::vector<bool> seen(perm.size(), false);
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    const std::int64_t p = perm[i];
+    if (p < 0 || p >= s.rank() || seen[static_cast<std::size_t>(p)]) {
+      c.fail("transpose permutation is not a permutation of 0.." + std::to_string(s.rank() - 1));
+    }
+    seen[static_cast<std::size_t>(p)] = true;
+    d[i] = s[static_cast<int>(p)];
+  }
+  return {Shape(std::span<const std::int64_t>(d)), c.in[0].dtype};
+}
+
+TensorType infer_reshape(const InferCtx& c) {
+  const Shape& s = c.in[0].shape;
+  std::vector<std::int64_t> d = c.rec.attrs.ints;
+  std::int64_t known = 1;
+  int infer_at = -1;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (d[i] == -1) {
+      infer_at = static_cast<int>(i);
+    } else if (d[i] <= 0) {
+      c.fail("reshape target has a non-positive dimension " + std::to_string(d[i]));
+    } else {
+      known *= d[i];
+    }
+  }
+  if (infer_at >= 0) {
+    if (known == 0 || s.numel() % known != 0) {
+      c.fail("cannot infer the -1 dimension: " + std::to_string(s.numel()) +
+             " elements are not a multiple of " + std::to_string(known));
+    }
+    d[static_cast<std::size_t>(infer_at)] = s.numel() / known;
+    known = s.numel();
+  }
+  if (known != s.numel()) {
+    c.fail("reshape to " + Shape(std::span<const std::int64_t>(d)).str() + " needs " +
+           std::to_string(known) + " elements, the input has " + std::to_string(s.numel()));
+  }
+  return {Shape(std::span<const std::int64_t>(d)), c.in[0].dtype};
+}
+
+TensorType infer_reshape_like(const InferCtx& c) {
+  if (c.in[0].shape.numel() != c.in[1].shape.numel()) {
+    c.fail("reshape_like: element counts differ");
+  }
+  return {c.in[1].shape, c.in[0].dtype};
+}
+
+void grad_slice(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  c.add(c.in[0], make_op(OpKind::SliceGrad, {c.grad, c.in[0]}, at));
+}
+void grad_concat(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  std::vector<Node> ins{c.grad};
+  ins.insert(ins.end(), c.in.begin(), c.in.end());
+  for (std::size_t i = 0; i < c.in.size(); ++i) {
+    Attrs a = at;
+    a.begin = static_cast<std::int64_t>(i);
+    c.add(c.in[i], make_op(OpKind::ConcatGrad, std::span<const Node>(ins), a));
+  }
+}
+void grad_transpose(const GradCtx& c) {
+  const std::vector<std::int64_t>& perm = c.node.graph_impl()->rec(c.node.id()).attrs.ints;
+  std::vector<int> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i)
+    inv[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
+  c.add(c.in[0], transpose(c.grad, inv));
+}
+void grad_reshape(const GradCtx& c) {
+  c.add(c.in[0], reshape_like(c.grad, c.in[0]));
+}
+
+}  // namespace
+
+void register_movement_ops(std::vector<OpDef>& t) {
+  t.push_back({.kind = OpKind::Slice,
+               .name = "slice",
+               .arity = 1,
+               .infer = infer_slice,
+               .grad = grad_slice,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::SliceGrad,
+               .name = "slice_grad",
+               .arity = 2,
+               .shape_only = 0b10u,
+               .infer = infer_slice_grad,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::Concat,
+               .name = "concat",
+               .arity = -1,
+               .infer = infer_concat,
+               .grad = grad_concat,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::ConcatGrad,
+               .name = "concat_grad",
+               .arity = -1,
+               .shape_only = ~1u,
+               .infer = infer_concat_grad,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::Transpose,
+               .name = "transpose",
+               .arity = 1,
+               .infer = infer_transpose,
+               .grad = grad_transpose,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::Reshape,
+               .name = "reshape",
+               .arity = 1,
+               .view = true,
+               .infer = infer_reshape,
+               .grad = grad_reshape,
+               .flops_per_elem = 0.0f});
+  t.push_back({.kind = OpKind::ReshapeLike,
+               .name = "reshape_like",
+               .arity = 2,
+               .shape_only = 0b10u,
+               .view = true,
+               .infer = infer_reshape_like,
+               .grad = grad_reshape,
+               .flops_per_elem = 0.0f});
+}
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,126 @@
+// Softmax, log-softmax and cross-entropy, with their gradients. cross_entropy of a softmax
+// over the last axis differentiates to the fused, stable (p * sum(y) - y) * g.
+#include "compiler/graph_impl.hpp"
+#include "compiler/ops.hpp"
+#include "compiler/ops/builders.hpp"
+
+namespace hetgraph::detail {
+
+Shape reduced_shape(const InferCtx& c, const Shape& in, int axis, bool keepdims);
+
+namespace {
+
+TensorType infer_softmax(const InferCtx& c) {
+  if (c.in[0].dtype != DType::f32) c.fail("softmax needs float input");
+  if (c.in[0].shape.rank() == 0) c.fail("softmax needs rank >= 1");
+  c.norm_axis(c.rec.attrs.axis, c.in[0].shape.rank());
+  return c.in[0];
+}
+
+TensorType infer_softmax_grad(const InferCtx& c) {
+  if (c.in[0].shape != c.in[1].shape) c.fail("gradient and output shapes differ");
+  c.norm_axis(c.rec.attrs.axis, c.in[0].shape.rank());
+  return c.in[1];
+}
+
+// Checks (probs, labels) and returns the per-row shape (probs without its last axis).
+Shape check_xent(const InferCtx& c, const TensorType& p, const TensorType& y) {
+  if (p.dtype != DType::f32) c.fail("cross_entropy needs float probabilities");
+  if (p.shape.rank() == 0) c.fail("cross_entropy needs probabilities of rank >= 1");
+  const Shape rows = reduced_shape(c, p.shape, -1, false);
+  if (y.dtype == DType::f32) {
+    if (y.shape != p.shape) {
+      c.fail("float labels must have the shape of the probabilities " + p.shape.str() + ", got " +
+             y.shape.str());
+    }
+  } else if (y.shape != rows) {
+    c.fail("int32 labels must have shape " + rows.str() + " (one class id per row), got " +
+           y.shape.str());
+  }
+  return rows;
+}
+
+TensorType infer_xent(const InferCtx& c) {
+  return {check_xent(c, c.in[0], c.in[1]), DType::f32};
+}
+
+// (g, p, labels) -> gradient with respect to p (or to the softmax logits for the fused op).
+TensorType infer_xent_grad(const InferCtx& c) {
+  const Shape rows = check_xent(c, c.in[1], c.in[2]);
+  if (c.in[0].shape != rows) {
+    c.fail("cross_entropy gradient must have shape " + rows.str() + ", got " + c.in[0].shape.str());
+  }
+  return c.in[1];
+}
+
+void grad_softmax(const GradCtx& c) {
+  const int axis = c.node.graph_impl()->rec(c.node.id()).attrs.axis;
+  c.add(c.in[0], with_axis(OpKind::SoftmaxGrad, {c.grad, c.node}, axis));
+}
+void grad_log_softmax(const GradCtx& c) {
+  const int axis = c.node.graph_impl()->rec(c.node.id()).attrs.axis;
+  c.add(c.in[0], with_axis(OpKind::LogSoftmaxGrad, {c.grad, c.node}, axis));
+}
+void grad_xent(const GradCtx& c) {
+  const GraphImpl& g = *c.node.graph_impl();
+  const NodeRec& p = g.rec(c.in[0].id());
+  if (p.op == OpKind::Softmax && p.attrs.axis == -1) {
+    // Skip the softmax: d/dz of -sum(y log softmax(z)) = softmax(z) * sum(y) - y.
+    const Node z = c.in[0].input(0);
+    c.add(z, make_op(OpKind::SoftmaxXentGrad, {c.grad, c.in[0], c.in[1]}));
+  } else {
+    c.add(c.in[0], make_op(OpKind::CrossEntropyGrad, {c.grad, c.in[0], c.in[1]}));
+  }
+  c.not_differentiable(1, "labels of cross_entropy are data, not differentiable");
+}
+
+}  // namespace
+
+void register_nn_ops(std::vector<OpDef>& t) {
+  t.push_back({.kind = OpKind::Softmax,
+               .name = "softmax",
+               .arity = 1,
+               .inplace = 0b1u,
+               .infer = infer_softmax,
+               .grad = grad_softmax,
+               .flops_per_elem = 14});
+  t.push_back({.kind = OpKind::LogSoftmax,
+               .name = "log_softmax",
+               .arity = 1,
+               .inplace = 0b1u,
+               .infer = infer_softmax,
+               .grad = grad_log_softmax,
+               .flops_per_elem = 14});
+  t.push_back({.kind = OpKind::CrossEntropy,
+               .name = "cross_entropy",
+               .arity = 2,
+               .infer = infer_xent,
+               .grad = grad_xent,
+               .flops_per_elem = 12});
+  t.push_back({.kind = OpKind::SoftmaxGrad,
+               .name = "softmax_grad",
+               .arity = 2,
+               .inplace = 0b11u,
+               .infer = infer_softmax_grad,
+               .flops_per_elem = 4});
+  t.push_back({.kind = OpKind::LogSoftmaxGrad,
+               .name = "log_softmax_grad",
+               .arity = 2,
+               .inplace = 0b11u,
+               .infer = infer_softmax_grad,
+               .flops_per_elem = 12});
+  t.push_back({.kind = OpKind::CrossEntropyGrad,
+               .name = "cross_entropy_grad",
+               .arity = 3,
+               .inplace = 0b110u,
+               .infer = infer_xent_grad,
+               .flops_per_elem = 3});
+  t.push_back({.kind = OpKind::SoftmaxXentGrad,
+               .name = "softmax_xent_grad",
+               .arity = 3,
+               .inplace = 0b110u,
+               .infer = infer_xent_grad,
+               .flops_per_elem = 3});
+}
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,113 @@
+// Reductions over one axis or all axes, and their inverses for gradients: expand (broadcast
+// a reduced tensor back) and sum_to (sum a broadcast result down to an input's shape).
+#include "compiler/ops.hpp"
+#include "compiler/ops/builders.hpp"
+
+namespace hetgraph::detail {
+
+/// Shape of `in` reduced over `axis` (kAllAxes: all), as reductions and expand compute it.
+Shape reduced_shape(const InferCtx& c, const Shape& in, int axis, bool keepdims) {
+  std::vector<std::int64_t> d;
+  if (axis == kAllAxes) {
+    if (keepdims) d.assign(static_cast<std::size_t>(in.rank()), 1);
+    return Shape(std::span<const std::int64_t>(d));
+  }
+  if (in.rank() == 0) c.fail("cannot reduce a scalar over axis " + std::to_string(axis));
+  const int a = c.norm_axis(axis, in.rank());
+  for (int i = 0; i < in.rank(); ++i) {
+    if (i != a)
+      d.push_back(in[i]);
+    else if (keepdims)
+      d.push_back(1);
+  }
+  return Shape(std::span<const std::int64_t>(d));
+}
+
+namespace {
+
+TensorType infer_reduce(const InferCtx& c) {
+  if (c.in[0].dtype != DType::f32) c.fail("reductions need float input");
+  return {reduced_shape(c, c.in[0].shape, c.rec.attrs.axis, c.rec.attrs.keepdims), DType::f32};
+}
+
+// expand(g, like): g has the reduced shape of `like`; the result has like's shape.
+TensorType infer_expand(const InferCtx& c) {
+  const Shape want = reduced_shape(c, c.in[1].shape, c.rec.attrs.axis, c.rec.attrs.keepdims);
+  if (c.in[0].shape != want) {
+    c.fail("expand: gradient shape " + c.in[0].shape.str() + " is not the reduced shape " +
+           want.str());
+  }
+  return {c.in[1].shape, DType::f32};
+}
+
+// reduce_max_grad(g, x, y): g and y have the reduced shape of x.
+TensorType infer_reduce_max_grad(const InferCtx& c) {
+  const Shape want = reduced_shape(c, c.in[1].shape, c.rec.attrs.axis, c.rec.attrs.keepdims);
+  if (c.in[0].shape != want || c.in[2].shape != want) {
+    c.fail("reduce_max_grad: gradient and max must have shape " + want.str());
+  }
+  return {c.in[1].shape, DType::f32};
+}
+
+TensorType infer_sum_to(const InferCtx& c) {
+  if (!broadcasts_to(c.in[1].shape, c.in[0].shape)) {
+    c.fail("sum_to: " + c.in[1].shape.str() + " does not broadcast to " + c.in[0].shape.str());
+  }
+  return {c.in[1].shape, DType::f32};
+}
+
+void grad_reduce_sum(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  c.add(c.in[0], expand(c.grad, c.in[0], at.axis, at.keepdims, false));
+}
+void grad_reduce_mean(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  c.add(c.in[0], expand(c.grad, c.in[0], at.axis, at.keepdims, true));
+}
+void grad_reduce_max(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  c.add(c.in[0], with_axis(OpKind::ReduceMaxGrad, {c.grad, c.in[0], c.node}, at.axis, at.keepdims));
+}
+// The gradient of a broadcast back along an axis is the reduction along it.
+void grad_expand(const GradCtx& c) {
+  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  Node r = make_op(at.mean ? OpKind::ReduceMean : OpKind::ReduceSum, {c.grad}, at);
+  c.add(c.in[0], r);
+}
+
+}  // namespace
+
+void register_reduce_ops(std::vector<OpDef>& t) {
+  t.push_back({.kind = OpKind::ReduceSum,
+               .name = "reduce_sum",
+               .arity = 1,
+               .infer = infer_reduce,
+               .grad = grad_reduce_sum});
+  t.push_back({.kind = OpKind::ReduceMean,
+               .name = "reduce_mean",
+               .arity = 1,
+               .infer = infer_reduce,
+               .grad = grad_reduce_mean});
+  t.push_back({.kind = OpKind::ReduceMax,
+               .name = "reduce_max",
+               .arity = 1,
+               .infer = infer_reduce,
+               .grad = grad_reduce_max});
+  t.push_back({.kind = OpKind::ReduceMaxGrad,
+               .name = "reduce_max_grad",
+               .arity = 3,
+               .infer = infer_reduce_max_grad});
+  t.push_back({.kind = OpKind::Expand,
+               .name = "expand",
+               .arity = 2,
+               .shape_only = 0b10u,
+               .infer = infer_expand,
+               .grad = grad_expand});
+  t.push_back({.kind = OpKind::SumTo,
+               .name = "sum_to",
+               .arity = 2,
+               .shape_only = 0b10u,
+               .infer = infer_sum_to});
+}
+
+}  // namespace hetgraph::detail

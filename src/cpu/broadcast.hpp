@@ -1,0 +1,101 @@
+// Broadcast stride plans shared by elementwise kernels and sum_to.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "hetgraph/graph.hpp"
+
+namespace hetgraph::detail::cpu {
+
+/// Iteration plan for out = f(a, b) with numpy broadcasting: output dims of size 1 are dropped
+/// and neighbouring dims merge when both inputs step through them alike. The result is
+/// `rows` x `inner` with per-dim element strides (0 where an input is broadcast).
+struct Bcast {
+  int rank = 0;  // collapsed rank, >= 1
+  std::array<std::int64_t, 4> d{}, sa{}, sb{};
+  std::int64_t rows = 1, inner = 1;
+};
+
+inline Bcast make_bcast(const Shape& a, const Shape& b, const Shape& out) {
+  // Pad to the output's rank, compute strides with 0 for broadcast dims.
+  const int r = out.rank();
+  std::array<std::int64_t, 4> da{}, db{}, sta{}, stb{};
+  for (int i = 0; i < r; ++i) {
+    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
+    da[static_cast<std::size_t>(i)] = ia >= 0 ? a[ia] : 1;
+    db[static_cast<std::size_t>(i)] = ib >= 0 ? b[ib] : 1;
+  }
+  std::int64_t ma = 1, mb = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    const auto k = static_cast<std::size_t>(i);
+    sta[k] = da[k] == 1 ? 0 : ma;
+    stb[k] = db[k] == 1 ? 0 : mb;
+    ma *= da[k];
+    mb *= db[k];
+  }
+  Bcast p;
+  for (int i = 0; i < r; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (out[i] == 1) continue;
+    if (p.rank > 0) {
+      const auto j = static_cast<std::size_t>(p.rank - 1);
+      // Merge into the previous kept dim when both inputs continue through it contiguously.
+      if (p.sa[j] == sta[k] * out[i] && p.sb[j] == stb[k] * out[i]) {
+        p.d[j] *= out[i];
+        p.sa[j] = sta[k];
+        p.sb[j] = stb[k];
+        continue;
+      }
+    }
+    const auto j = static_cast<std::size_t>(p.rank++);
+    p.d[j] = out[i];
+    p.sa[j] = sta[k];
+    p.sb[j] = stb[k];
+  }
+  if (p.rank == 0) {
+    p.rank = 1;
+    p.d[0] = 1;
+    p.sa[0] = p.sb[0] = 0;
+  }
+  p.inner = p.d[static_cast<std::size_t>(p.rank - 1)];
+  p.rows = 1;
+  for (int i = 0; i < p.rank - 1; ++i) p.rows *= p.d[static_cast<std::size_t>(i)];
+  return p;
+}
+
+/// Input offsets of row `row` of a plan (the innermost dim excluded).
+inline void row_offsets(const Bcast& p, std::int64_t row, std::int64_t& oa, std::int64_t& ob) {
+  oa = ob = 0;
+  for (int k = p.rank - 2; k >= 0; --k) {
+    const auto u = static_cast<std::size_t>(k);
+    const std::int64_t i = row % p.d[u];
+    row /= p.d[u];
+    oa += i * p.sa[u];
+    ob += i * p.sb[u];
+  }
+}
+
+/// [outer, n, inner] view of a reduction over `axis` (kAllAxes: everything is n).
+struct AxisGeom {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+inline AxisGeom axis_geom(const Shape& s, int axis) {
+  AxisGeom g;
+  if (axis == kAllAxes) {
+    g.n = s.numel();
+    return g;
+  }
+  const int a = axis < 0 ? axis + s.rank() : axis;
+  for (int i = 0; i < s.rank(); ++i) {
+    if (i < a)
+      g.outer *= s[i];
+    else if (i == a)
+      g.n = s[i];
+    else
+      g.inner *= s[i];
+  }
+  return g;
+}
+
+}  // namespace hetgraph::detail::cpu

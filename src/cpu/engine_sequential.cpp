@@ -1,0 +1,81 @@
+// The sequential engine: the calling thread runs the kernels in plan order, each with the
+// whole thread team (the baseline framework's CPU platform, with intra-op parallelism).
+#include <omp.h>
+
+#include <cstdlib>
+
+#include "cpu/engine.hpp"
+#include "hetgraph/error.hpp"
+
+namespace hetgraph::detail::cpu {
+
+void run_kernel(CpuKernel& k, const ExecCtx& ctx, const PlanNode& node) {
+  try {
+    k.run(ctx);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw PlatformError("node " + node.label + ": kernel failed: " + e.what());
+  }
+}
+
+namespace {
+
+/// Sets the calling thread's OpenMP team size (oneDNN reads it) for a scope.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n) : prev_(omp_get_max_threads()) {
+    if (prev_ != n) omp_set_num_threads(n);
+  }
+  ~OmpThreads() {
+    if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
+  }
+
+ private:
+  int prev_;
+};
+
+class SequentialEngine final : public Engine {
+ public:
+  SequentialEngine(const Program& prog, int threads) : plan_(prog.plan), threads_(threads) {
+    for (std::size_t i = 0; i < prog.kernels.size(); ++i) {
+      if (prog.kernels[i] != nullptr) steps_.push_back({prog.kernels[i], &plan_->nodes[i]});
+    }
+    if (prog.scratch_bytes > 0) {
+      scratch_.reset(
+          static_cast<std::byte*>(std::aligned_alloc(64, (prog.scratch_bytes + 63) / 64 * 64)));
+      ctx_.scratch = scratch_.get();
+      ctx_.scratch_bytes = prog.scratch_bytes;
+    }
+    ctx_.nthreads = threads_;
+  }
+
+  void run() override {
+    OmpThreads team(threads_);
+    for (const Step& s : steps_) run_kernel(*s.kernel, ctx_, *s.node);
+  }
+
+  std::string_view name() const override { return "sequential"; }
+
+ private:
+  struct Step {
+    CpuKernel* kernel;
+    const PlanNode* node;
+  };
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::shared_ptr<const Plan> plan_;
+  int threads_;
+  std::vector<Step> steps_;
+  std::unique_ptr<std::byte, Free> scratch_;
+  ExecCtx ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_sequential_engine(const Program& prog, int threads) {
+  return std::make_unique<SequentialEngine>(prog, threads);
+}
+
+}  // namespace hetgraph::detail::cpu

@@ -1,0 +1,87 @@
+// CPU kernels: the interface a node's kernel implements, and the registry that maps each op to
+// an ordered list of implementations. The first implementation that accepts a node wins; a
+// reference implementation ends each list. HETGRAPH_LOG_KERNELS=1 prints why candidates were
+// rejected; HETGRAPH_CPU_REFERENCE=1 forces the last (reference) implementation everywhere.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "compiler/plan.hpp"
+
+namespace hetgraph::detail::cpu {
+
+/// What a kernel gets at run time from the executor running it.
+struct ExecCtx {
+  int nthreads = 1;  // size of the executor's thread team
+  int executor = 0;
+  void* scratch = nullptr;  // executor-owned scratchpad (oneDNN user-mode scratchpads)
+  std::size_t scratch_bytes = 0;
+};
+
+class CpuKernel {
+ public:
+  virtual ~CpuKernel() = default;
+  virtual void run(const ExecCtx& ctx) = 0;
+  /// Scratchpad this kernel needs from its executor.
+  virtual std::size_t scratch_bytes() const { return 0; }
+};
+
+template <class F>
+class FnKernel final : public CpuKernel {
+ public:
+  explicit FnKernel(F f) : f_(std::move(f)) {}
+  void run(const ExecCtx& ctx) override { f_(ctx); }
+
+ private:
+  F f_;
+};
+
+/// Wraps a callable `void(const ExecCtx&)` as a kernel.
+template <class F>
+std::unique_ptr<CpuKernel> make_kernel(F f) {
+  return std::make_unique<FnKernel<F>>(std::move(f));
+}
+
+/// Everything known about a node when its kernel is created (compile time).
+struct KernelArgs {
+  const Plan& plan;
+  std::uint32_t index;
+  const PlanNode& node;
+  std::vector<const void*> in;  // memory of each input; nullptr for shape-only inputs
+  std::vector<TensorType> in_types;
+  void* out = nullptr;  // memory of the result (the variable, for a copying assign)
+  TensorType out_type;
+  int max_threads = 1;  // team size kernels will be run with
+
+  const float* in_f(std::size_t i) const { return static_cast<const float*>(in[i]); }
+  const std::int32_t* in_i(std::size_t i) const { return static_cast<const std::int32_t*>(in[i]); }
+  float* out_f() const { return static_cast<float*>(out); }
+  const Shape& in_shape(std::size_t i) const { return in_types[i].shape; }
+  const Shape& out_shape() const { return out_type.shape; }
+};
+
+struct KernelImpl {
+  std::string_view name;
+  /// nullptr when the implementation accepts the node, else why not.
+  const char* (*reject)(const KernelArgs&) = nullptr;
+  std::unique_ptr<CpuKernel> (*make)(const KernelArgs&) = nullptr;
+};
+
+using KernelTable = std::array<std::vector<KernelImpl>, kNumOps>;
+const KernelTable& kernel_table();
+
+/// Chooses and creates the kernel for a node; throws PlatformError when nothing accepts it.
+std::unique_ptr<CpuKernel> create_kernel(const KernelArgs& args, std::string_view& chosen);
+
+void register_elementwise_kernels(KernelTable& t);
+void register_reduce_kernels(KernelTable& t);
+void register_matmul_kernels(KernelTable& t);
+void register_nn_kernels(KernelTable& t);
+void register_movement_kernels(KernelTable& t);
+void register_graph_kernels(KernelTable& t);
+
+}  // namespace hetgraph::detail::cpu

@@ -1,0 +1,208 @@
+// Data movement (slice, concat and their gradients, transpose) and the structural kernels
+// (gradient seed, copying assign). Elements are 4 bytes of any type: these only move bits.
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/broadcast.hpp"
+#include "cpu/kernel.hpp"
+#include "cpu/parallel.hpp"
+
+namespace hetgraph::detail::cpu {
+
+namespace {
+
+std::int64_t norm(std::int64_t v, std::int64_t d) {
+  return v < 0 ? v + d : v;
+}
+
+// Copies `len` along-axis elements per outer index between two [outer, *, inner] layouts.
+void copy_band(const ExecCtx& ctx, const float* src, std::int64_t src_d, std::int64_t src_off,
+               float* dst, std::int64_t dst_d, std::int64_t dst_off, std::int64_t len,
+               std::int64_t outer, std::int64_t inner) {
+  const std::int64_t run = len * inner;
+  parallel_for(ctx, outer, std::max<std::int64_t>(1, 4 * kParallelGrain / run),
+               [&](std::int64_t b, std::int64_t e) {
+                 for (std::int64_t o = b; o < e; ++o) {
+                   std::memcpy(dst + (o * dst_d + dst_off) * inner,
+                               src + (o * src_d + src_off) * inner,
+                               static_cast<std::size_t>(run) * 4);
+                 }
+               });
+}
+
+std::unique_ptr<CpuKernel> make_slice(const KernelArgs& k) {
+  const Shape& s = k.in_shape(0);
+  const AxisGeom g = axis_geom(s, k.node.attrs.axis);
+  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx& ctx) {
+    copy_band(ctx, x, g.n, b, out, e - b, 0, e - b, g.outer, g.inner);
+  });
+}
+
+std::unique_ptr<CpuKernel> make_slice_grad(const KernelArgs& k) {
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  const std::int64_t total = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx& ctx) {
+    std::fill(out, out + total, 0.0f);
+    copy_band(ctx, gr, e - b, 0, out, g.n, b, e - b, g.outer, g.inner);
+  });
+}
+
+std::unique_ptr<CpuKernel> make_concat(const KernelArgs& k) {
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const int axis = k.node.attrs.axis;
+  std::vector<std::pair<const float*, std::int64_t>> parts;
+  for (std::size_t i = 0; i < k.in.size(); ++i)
+    parts.push_back({k.in_f(i), k.in_shape(i).dim(axis)});
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx& ctx) {
+    std::int64_t off = 0;
+    for (const auto& [src, d] : parts) {
+      copy_band(ctx, src, d, 0, out, g.n, off, d, g.outer, g.inner);
+      off += d;
+    }
+  });
+}
+
+// concat_grad(g, x0..xn-1) with attrs.begin = i: the band of g that x_i filled.
+std::unique_ptr<CpuKernel> make_concat_grad(const KernelArgs& k) {
+  const int axis = k.node.attrs.axis;
+  const auto index = static_cast<std::size_t>(k.node.attrs.begin);
+  const AxisGeom g = axis_geom(k.in_shape(0), axis);
+  std::int64_t off = 0;
+  for (std::size_t i = 1; i <= index; ++i) off += k.in_shape(i).dim(axis);
+  const std::int64_t len = k.out_shape().dim(axis);
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx& ctx) {
+    copy_band(ctx, gr, g.n, off, out, len, 0, len, g.outer, g.inner);
+  });
+}
+
+// Transpose: the output walked in order, the input through permuted strides. When only the
+// last two dims swap (the common case), 32x32 tiles keep both sides in cache.
+struct TransposeGeom {
+  std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};  // out dims, input strides
+};
+
+TransposeGeom transpose_geom(const Shape& in, const std::vector<std::int64_t>& perm_attr) {
+  const int r = in.rank();
+  std::vector<std::int64_t> perm = perm_attr;
+  if (perm.empty()) {
+    for (int i = 0; i < r; ++i) perm.push_back(i);
+    if (r >= 2)
+      std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
+  }
+  std::array<std::int64_t, 4> stride{};
+  std::int64_t m = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    stride[static_cast<std::size_t>(i)] = m;
+    m *= in[i];
+  }
+  TransposeGeom g;
+  for (int i = 0; i < r; ++i) {  // right-align into 4 dims
+    const auto j = static_cast<std::size_t>(4 - r + i);
+    g.od[j] = in[static_cast<int>(perm[static_cast<std::size_t>(i)])];
+    g.is[j] = stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])];
+  }
+  return g;
+}
+
+std::unique_ptr<CpuKernel> make_transpose(const KernelArgs& k) {
+  const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.ints);
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx& ctx) {
+    const auto& d = g.od;
+    const auto& s = g.is;
+    const std::int64_t planes = d[0] * d[1];
+    const bool tiles = s[3] != 1 && s[2] == 1;  // input rows become output columns
+    parallel_for(ctx, planes * d[2], std::max<std::int64_t>(1, kParallelGrain / d[3]),
+                 [&](std::int64_t b, std::int64_t e) {
+                   if (tiles) {
+                     // Rows [b, e) of the output, in 32x32 tiles within each plane.
+                     constexpr std::int64_t T = 32;
+                     for (std::int64_t r0 = b; r0 < e;) {
+                       const std::int64_t plane = r0 / d[2], row0 = r0 % d[2];
+                       const std::int64_t rows = std::min({T, d[2] - row0, e - r0});
+                       const float* src = x + (plane / d[1]) * s[0] + (plane % d[1]) * s[1];
+                       float* dst = out + plane * d[2] * d[3];
+                       for (std::int64_t c0 = 0; c0 < d[3]; c0 += T) {
+                         const std::int64_t cols = std::min(T, d[3] - c0);
+                         for (std::int64_t i = row0; i < row0 + rows; ++i) {
+                           for (std::int64_t j = c0; j < c0 + cols; ++j)
+                             dst[i * d[3] + j] = src[i + j * s[3]];
+                         }
+                       }
+                       r0 += rows;
+                     }
+                     return;
+                   }
+                   for (std::int64_t r = b; r < e; ++r) {
+                     const std::int64_t i2 = r % d[2], plane = r / d[2];
+                     const float* src =
+                         x + (plane / d[1]) * s[0] + (plane % d[1]) * s[1] + i2 * s[2];
+                     float* dst = out + r * d[3];
+                     for (std::int64_t j = 0; j < d[3]; ++j) dst[j] = src[j * s[3]];
+                   }
+                 });
+  });
+}
+
+// Reference transpose: each output element from its input coordinates.
+std::unique_ptr<CpuKernel> make_transpose_ref(const KernelArgs& k) {
+  const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.ints);
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx&) {
+    std::int64_t o = 0;
+    for (std::int64_t a = 0; a < g.od[0]; ++a)
+      for (std::int64_t b = 0; b < g.od[1]; ++b)
+        for (std::int64_t c = 0; c < g.od[2]; ++c)
+          for (std::int64_t d = 0; d < g.od[3]; ++d)
+            out[o++] = x[a * g.is[0] + b * g.is[1] + c * g.is[2] + d * g.is[3]];
+  });
+}
+
+std::unique_ptr<CpuKernel> make_grad_seed(const KernelArgs& k) {
+  float* out = k.out_f();
+  const std::int64_t n = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx&) { std::fill(out, out + n, 1.0f); });
+}
+
+// A copying assign: `out` is the variable's memory, input 1 the new value.
+std::unique_ptr<CpuKernel> make_assign_copy(const KernelArgs& k) {
+  const void* src = k.in[1];
+  void* dst = k.out;
+  const std::size_t bytes = k.in_types[1].bytes();
+  return make_kernel([=](const ExecCtx&) {
+    if (src != dst) std::memcpy(dst, src, bytes);
+  });
+}
+
+}  // namespace
+
+void register_movement_kernels(KernelTable& t) {
+  auto add = [&](OpKind op, std::string_view name,
+                 std::unique_ptr<CpuKernel> (*make)(const KernelArgs&)) {
+    t[static_cast<std::size_t>(op)].push_back({name, nullptr, make});
+  };
+  add(OpKind::Slice, "memcpy_bands", make_slice);
+  add(OpKind::SliceGrad, "memcpy_bands", make_slice_grad);
+  add(OpKind::Concat, "memcpy_bands", make_concat);
+  add(OpKind::ConcatGrad, "memcpy_bands", make_concat_grad);
+  add(OpKind::Transpose, "tiled", make_transpose);
+  add(OpKind::Transpose, "reference", make_transpose_ref);
+}
+
+void register_graph_kernels(KernelTable& t) {
+  t[static_cast<std::size_t>(OpKind::GradSeed)].push_back({"fill_ones", nullptr, make_grad_seed});
+  t[static_cast<std::size_t>(OpKind::Assign)].push_back({"memcpy", nullptr, make_assign_copy});
+}
+
+}  // namespace hetgraph::detail::cpu

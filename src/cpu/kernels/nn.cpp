@@ -1,0 +1,214 @@
+// Softmax, log-softmax, cross-entropy and their gradients. Rows along the last axis take a
+// contiguous vectorised path; other axes a strided one.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include "cpu/broadcast.hpp"
+#include "cpu/kernel.hpp"
+#include "cpu/parallel.hpp"
+#include "cpu/vmath.hpp"
+#include "hetgraph/error.hpp"
+
+namespace hetgraph::detail::cpu {
+
+namespace {
+
+// Calls f(offset, stride) for every line along the axis: a line is n elements `stride` apart.
+template <class F>
+void for_lines(const ExecCtx& ctx, const AxisGeom& g, F&& f) {
+  parallel_for(ctx, g.outer * g.inner, std::max<std::int64_t>(1, kParallelGrain / (4 * g.n)),
+               [&](std::int64_t b, std::int64_t e) {
+                 for (std::int64_t l = b; l < e; ++l) {
+                   const std::int64_t o = l / g.inner, i = l % g.inner;
+                   f(o * g.n * g.inner + i, g.inner);
+                 }
+               });
+}
+
+float line_max(const float* x, std::int64_t n, std::int64_t s) {
+  float m = -std::numeric_limits<float>::infinity();
+  if (s == 1) {
+#pragma omp simd reduction(max : m)
+    for (std::int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) m = std::max(m, x[j * s]);
+  }
+  return m;
+}
+
+std::unique_ptr<CpuKernel> make_softmax(const KernelArgs& k) {
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  const bool log_sm = k.node.op == OpKind::LogSoftmax;
+  return make_kernel([=](const ExecCtx& ctx) {
+    for_lines(ctx, g, [&](std::int64_t off, std::int64_t s) {
+      const float* xl = x + off;
+      float* ol = out + off;
+      const std::int64_t n = g.n;
+      const float m = line_max(xl, n, s);
+      float sum = 0.0f;
+      if (s == 1) {
+        if (log_sm) {
+#pragma omp simd reduction(+ : sum)
+          for (std::int64_t j = 0; j < n; ++j) sum += vm::exp(xl[j] - m);
+          const float lse = m + vm::log(sum);
+#pragma omp simd
+          for (std::int64_t j = 0; j < n; ++j) ol[j] = xl[j] - lse;
+        } else {
+#pragma omp simd reduction(+ : sum)
+          for (std::int64_t j = 0; j < n; ++j) {
+            const float e = vm::exp(xl[j] - m);
+            ol[j] = e;
+            sum += e;
+          }
+          const float inv = 1.0f / sum;
+#pragma omp simd
+          for (std::int64_t j = 0; j < n; ++j) ol[j] *= inv;
+        }
+        return;
+      }
+      for (std::int64_t j = 0; j < n; ++j) sum += vm::exp(xl[j * s] - m);
+      if (log_sm) {
+        const float lse = m + vm::log(sum);
+        for (std::int64_t j = 0; j < n; ++j) ol[j * s] = xl[j * s] - lse;
+      } else {
+        const float inv = 1.0f / sum;
+        for (std::int64_t j = 0; j < n; ++j) ol[j * s] = vm::exp(xl[j * s] - m) * inv;
+      }
+    });
+  });
+}
+
+// softmax_grad(g, y): y * (g - sum(g*y));  log_softmax_grad(g, y): g - exp(y) * sum(g).
+std::unique_ptr<CpuKernel> make_softmax_grad(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  const float* y = k.in_f(1);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(1), k.node.attrs.axis);
+  const bool log_sm = k.node.op == OpKind::LogSoftmaxGrad;
+  return make_kernel([=](const ExecCtx& ctx) {
+    for_lines(ctx, g, [&](std::int64_t off, std::int64_t s) {
+      float dot = 0.0f;
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        const std::int64_t i = off + j * s;
+        dot += log_sm ? gr[i] : gr[i] * y[i];
+      }
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        const std::int64_t i = off + j * s;
+        out[i] = log_sm ? gr[i] - vm::exp(y[i]) * dot : y[i] * (gr[i] - dot);
+      }
+    });
+  });
+}
+
+// Validates int32 class ids before any parallel work (errors cannot leave an OpenMP region).
+void check_labels(const std::string& label, const std::int32_t* labels, std::int64_t rows,
+                  std::int64_t classes) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (labels[r] < 0 || labels[r] >= classes) {
+      throw FeedError("node " + label + ": class id " + std::to_string(labels[r]) + " at row " +
+                      std::to_string(r) + " is outside [0, " + std::to_string(classes) + ")");
+    }
+  }
+}
+
+struct XentGeom {
+  std::int64_t rows, classes;
+  bool int_labels;
+};
+XentGeom xent_geom(const TensorType& p, const TensorType& labels) {
+  const std::int64_t c = p.shape.dim(-1);
+  return {p.shape.numel() / c, c, labels.dtype == DType::i32};
+}
+
+std::unique_ptr<CpuKernel> make_xent(const KernelArgs& k) {
+  const float* p = k.in_f(0);
+  const void* labels = k.in[1];
+  float* out = k.out_f();
+  const XentGeom x = xent_geom(k.in_types[0], k.in_types[1]);
+  return make_kernel([=, label = k.node.label](const ExecCtx& ctx) {
+    if (x.int_labels) {
+      const auto* ids = static_cast<const std::int32_t*>(labels);
+      check_labels(label, ids, x.rows, x.classes);
+      for (std::int64_t r = 0; r < x.rows; ++r) {
+        out[r] = -vm::log(std::max(p[r * x.classes + ids[r]], FLT_MIN));
+      }
+      return;
+    }
+    const auto* y = static_cast<const float*>(labels);
+    parallel_for(ctx, x.rows, std::max<std::int64_t>(1, kParallelGrain / (8 * x.classes)),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t r = b; r < e; ++r) {
+                     const float* pr = p + r * x.classes;
+                     const float* yr = y + r * x.classes;
+                     float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+                     for (std::int64_t c = 0; c < x.classes; ++c)
+                       s += yr[c] * vm::log(std::max(pr[c], FLT_MIN));
+                     out[r] = -s;
+                   }
+                 });
+  });
+}
+
+// cross_entropy_grad(g, p, y): -g * y / p.   softmax_xent_grad(g, p, y): g * (p * sum(y) - y).
+std::unique_ptr<CpuKernel> make_xent_grad(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  const float* p = k.in_f(1);
+  const void* labels = k.in[2];
+  float* out = k.out_f();
+  const XentGeom x = xent_geom(k.in_types[1], k.in_types[2]);
+  const bool fused = k.node.op == OpKind::SoftmaxXentGrad;
+  return make_kernel([=, label = k.node.label](const ExecCtx& ctx) {
+    if (x.int_labels)
+      check_labels(label, static_cast<const std::int32_t*>(labels), x.rows, x.classes);
+    parallel_for(ctx, x.rows, std::max<std::int64_t>(1, kParallelGrain / (4 * x.classes)),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t r = b; r < e; ++r) {
+                     const float* pr = p + r * x.classes;
+                     float* o = out + r * x.classes;
+                     const float g = gr[r];
+                     if (x.int_labels) {
+                       const std::int32_t id = static_cast<const std::int32_t*>(labels)[r];
+                       for (std::int64_t c = 0; c < x.classes; ++c) {
+                         const float hot = c == id ? 1.0f : 0.0f;
+                         o[c] = fused ? g * (pr[c] - hot) : -g * hot / std::max(pr[c], FLT_MIN);
+                       }
+                       continue;
+                     }
+                     const float* yr = static_cast<const float*>(labels) + r * x.classes;
+                     if (fused) {
+                       float sy = 0.0f;
+                       for (std::int64_t c = 0; c < x.classes; ++c) sy += yr[c];
+#pragma omp simd
+                       for (std::int64_t c = 0; c < x.classes; ++c) o[c] = g * (pr[c] * sy - yr[c]);
+                     } else {
+#pragma omp simd
+                       for (std::int64_t c = 0; c < x.classes; ++c)
+                         o[c] = -g * yr[c] / std::max(pr[c], FLT_MIN);
+                     }
+                   }
+                 });
+  });
+}
+
+}  // namespace
+
+void register_nn_kernels(KernelTable& t) {
+  auto add = [&](OpKind op, std::string_view name,
+                 std::unique_ptr<CpuKernel> (*make)(const KernelArgs&)) {
+    t[static_cast<std::size_t>(op)].push_back({name, nullptr, make});
+  };
+  add(OpKind::Softmax, "rows_simd", make_softmax);
+  add(OpKind::LogSoftmax, "rows_simd", make_softmax);
+  add(OpKind::SoftmaxGrad, "lines", make_softmax_grad);
+  add(OpKind::LogSoftmaxGrad, "lines", make_softmax_grad);
+  add(OpKind::CrossEntropy, "rows_simd", make_xent);
+  add(OpKind::CrossEntropyGrad, "rows_simd", make_xent_grad);
+  add(OpKind::SoftmaxXentGrad, "rows_simd", make_xent_grad);
+}
+
+}  // namespace hetgraph::detail::cpu

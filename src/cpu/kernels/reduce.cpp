@@ -1,0 +1,246 @@
+// Reduction kernels over an [outer, n, inner] view, and the broadcast-back kernels of their
+// gradients. Sums accumulate in float over blocks and in double across blocks; block bounds
+// never depend on the thread count, so results are the same for any team size.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu/broadcast.hpp"
+#include "cpu/kernel.hpp"
+#include "cpu/parallel.hpp"
+
+namespace hetgraph::detail::cpu {
+
+namespace {
+
+constexpr std::int64_t kBlock = 4096;    // float accumulation block (elements)
+constexpr std::int64_t kColChunk = 512;  // columns per task when reducing over rows
+
+double sum_contig(const float* x, std::int64_t n) {
+  double total = 0.0;
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t e = std::min(n, b + kBlock);
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t i = b; i < e; ++i) s += x[i];
+    total += s;
+  }
+  return total;
+}
+
+float max_contig(const float* x, std::int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (std::int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// out[o, k] = sum_j x[o, j, k] (or max), columns split in chunks across the team.
+void reduce_strided(const ExecCtx& ctx, const float* x, float* out, const AxisGeom& g, bool is_max,
+                    float scale) {
+  const std::int64_t chunks = (g.inner + kColChunk - 1) / kColChunk;
+  parallel_for(ctx, g.outer * chunks, std::max<std::int64_t>(1, kParallelGrain / (g.n * kColChunk)),
+               [&](std::int64_t t0, std::int64_t t1) {
+                 float facc[kColChunk];
+                 double dacc[kColChunk];
+                 for (std::int64_t t = t0; t < t1; ++t) {
+                   const std::int64_t o = t / chunks, k0 = (t % chunks) * kColChunk;
+                   const std::int64_t w = std::min(kColChunk, g.inner - k0);
+                   const float* base = x + o * g.n * g.inner + k0;
+                   float* dst = out + o * g.inner + k0;
+                   if (is_max) {
+                     std::copy(base, base + w, facc);
+                     for (std::int64_t j = 1; j < g.n; ++j) {
+                       const float* row = base + j * g.inner;
+#pragma omp simd
+                       for (std::int64_t k = 0; k < w; ++k) facc[k] = std::max(facc[k], row[k]);
+                     }
+                     std::copy(facc, facc + w, dst);
+                     continue;
+                   }
+                   std::fill(dacc, dacc + w, 0.0);
+                   const std::int64_t rows_per_block =
+                       std::max<std::int64_t>(1, kBlock / kColChunk);
+                   for (std::int64_t jb = 0; jb < g.n; jb += rows_per_block) {
+                     const std::int64_t je = std::min(g.n, jb + rows_per_block);
+                     std::fill(facc, facc + w, 0.0f);
+                     for (std::int64_t j = jb; j < je; ++j) {
+                       const float* row = base + j * g.inner;
+#pragma omp simd
+                       for (std::int64_t k = 0; k < w; ++k) facc[k] += row[k];
+                     }
+                     for (std::int64_t k = 0; k < w; ++k) dacc[k] += facc[k];
+                   }
+                   for (std::int64_t k = 0; k < w; ++k)
+                     dst[k] = static_cast<float>(dacc[k] * scale);
+                 }
+               });
+}
+
+class ReduceKernel final : public CpuKernel {
+ public:
+  ReduceKernel(const KernelArgs& k)
+      : x_(k.in_f(0)),
+        out_(k.out_f()),
+        g_(axis_geom(k.in_shape(0), k.node.attrs.axis)),
+        max_(k.node.op == OpKind::ReduceMax),
+        scale_(k.node.op == OpKind::ReduceMean ? 1.0 / static_cast<double>(g_.n) : 1.0) {
+    if (g_.inner == 1 && g_.outer == 1)
+      partial_.resize(static_cast<std::size_t>((g_.n + kSplit - 1) / kSplit));
+  }
+
+  void run(const ExecCtx& ctx) override {
+    if (g_.inner > 1) {
+      reduce_strided(ctx, x_, out_, g_, max_, static_cast<float>(scale_));
+      return;
+    }
+    if (g_.outer == 1) {
+      // One long row: fixed-size pieces reduced in parallel, combined in order.
+      const auto pieces = static_cast<std::int64_t>(partial_.size());
+      parallel_for(ctx, pieces, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t p = b; p < e; ++p) {
+          const std::int64_t lo = p * kSplit, len = std::min(kSplit, g_.n - lo);
+          partial_[static_cast<std::size_t>(p)] =
+              max_ ? static_cast<double>(max_contig(x_ + lo, len)) : sum_contig(x_ + lo, len);
+        }
+      });
+      double r = max_ ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (double v : partial_) r = max_ ? std::max(r, v) : r + v;
+      *out_ = static_cast<float>(max_ ? r : r * scale_);
+      return;
+    }
+    parallel_for(ctx, g_.outer, std::max<std::int64_t>(1, kParallelGrain / g_.n),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t o = b; o < e; ++o) {
+                     const float* row = x_ + o * g_.n;
+                     out_[o] = max_ ? max_contig(row, g_.n)
+                                    : static_cast<float>(sum_contig(row, g_.n) * scale_);
+                   }
+                 });
+  }
+
+ private:
+  static constexpr std::int64_t kSplit = 1 << 16;
+  const float* x_;
+  float* out_;
+  AxisGeom g_;
+  bool max_;
+  double scale_;
+  std::vector<double> partial_;
+};
+
+std::unique_ptr<CpuKernel> make_reduce(const KernelArgs& k) {
+  return std::make_unique<ReduceKernel>(k);
+}
+
+// Reference: plain double loops.
+std::unique_ptr<CpuKernel> make_reduce_ref(const KernelArgs& k) {
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  const OpKind op = k.node.op;
+  return make_kernel([=](const ExecCtx&) {
+    for (std::int64_t o = 0; o < g.outer; ++o) {
+      for (std::int64_t i = 0; i < g.inner; ++i) {
+        double acc = op == OpKind::ReduceMax ? -INFINITY : 0.0;
+        for (std::int64_t j = 0; j < g.n; ++j) {
+          const double v = x[(o * g.n + j) * g.inner + i];
+          acc = op == OpKind::ReduceMax ? std::max(acc, v) : acc + v;
+        }
+        if (op == OpKind::ReduceMean) acc /= static_cast<double>(g.n);
+        out[o * g.inner + i] = static_cast<float>(acc);
+      }
+    }
+  });
+}
+
+// reduce_max_grad(g, x, y): g goes to the first position of the maximum along the axis.
+std::unique_ptr<CpuKernel> make_reduce_max_grad(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  const float* x = k.in_f(1);
+  const float* y = k.in_f(2);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(1), k.node.attrs.axis);
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, g.outer, std::max<std::int64_t>(1, kParallelGrain / (g.n * g.inner)),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t o = b; o < e; ++o) {
+                     float* dst = out + o * g.n * g.inner;
+                     std::fill(dst, dst + g.n * g.inner, 0.0f);
+                     for (std::int64_t i = 0; i < g.inner; ++i) {
+                       const float m = y[o * g.inner + i];
+                       for (std::int64_t j = 0; j < g.n; ++j) {
+                         if (x[(o * g.n + j) * g.inner + i] == m) {
+                           dst[j * g.inner + i] = gr[o * g.inner + i];
+                           break;
+                         }
+                       }
+                     }
+                   }
+                 });
+  });
+}
+
+// expand(g, like): out[o, j, k] = g[o, k] (/ n for a mean).
+std::unique_ptr<CpuKernel> make_expand(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const float s = k.node.attrs.mean ? 1.0f / static_cast<float>(g.n) : 1.0f;
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, g.outer * g.n, std::max<std::int64_t>(1, kParallelGrain / g.inner),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t r = b; r < e; ++r) {
+                     const float* src = gr + (r / g.n) * g.inner;
+                     float* dst = out + r * g.inner;
+#pragma omp simd
+                     for (std::int64_t i = 0; i < g.inner; ++i) dst[i] = src[i] * s;
+                   }
+                 });
+  });
+}
+
+// sum_to(g, like): sums g over the dims `like` broadcasts along. The plan treats `like` as the
+// broadcast input of g's shape; rows are walked in order, so accumulation is deterministic.
+std::unique_ptr<CpuKernel> make_sum_to(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  const Bcast p = make_bcast(k.out_shape(), k.in_shape(0), k.in_shape(0));
+  const std::int64_t out_n = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx&) {
+    std::fill(out, out + out_n, 0.0f);
+    const std::int64_t so = p.sa[static_cast<std::size_t>(p.rank - 1)];
+    for (std::int64_t row = 0; row < p.rows; ++row) {
+      std::int64_t oo = 0, og = 0;
+      row_offsets(p, row, oo, og);
+      const float* src = gr + og;
+      float* dst = out + oo;
+      if (so != 0) {
+#pragma omp simd
+        for (std::int64_t i = 0; i < p.inner; ++i) dst[i] += src[i];
+      } else {
+        *dst += static_cast<float>(sum_contig(src, p.inner));
+      }
+    }
+  });
+}
+
+const char* f32_only(const KernelArgs& k) {
+  return k.in_types[0].dtype == DType::f32 ? nullptr : "needs float input";
+}
+
+}  // namespace
+
+void register_reduce_kernels(KernelTable& t) {
+  for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax}) {
+    t[static_cast<std::size_t>(op)].push_back({"blocked_simd", f32_only, make_reduce});
+    t[static_cast<std::size_t>(op)].push_back({"reference", f32_only, make_reduce_ref});
+  }
+  t[static_cast<std::size_t>(OpKind::ReduceMaxGrad)].push_back(
+      {"first_argmax", nullptr, make_reduce_max_grad});
+  t[static_cast<std::size_t>(OpKind::Expand)].push_back({"broadcast_rows", nullptr, make_expand});
+  t[static_cast<std::size_t>(OpKind::SumTo)].push_back({"row_accumulate", nullptr, make_sum_to});
+}
+
+}  // namespace hetgraph::detail::cpu

@@ -1,0 +1,401 @@
+#include "reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+#include "compiler/graph_impl.hpp"
+
+namespace ref {
+
+using hetgraph::Shape;
+using hetgraph::detail::GraphImpl;
+using hetgraph::detail::NodeRec;
+using hetgraph::detail::OpKind;
+
+namespace {
+
+std::vector<std::int64_t> unravel(std::int64_t flat, const Shape& s) {
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(s.rank()));
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    idx[static_cast<std::size_t>(d)] = flat % s[d];
+    flat /= s[d];
+  }
+  return idx;
+}
+
+std::int64_t ravel(const std::vector<std::int64_t>& idx, const Shape& s) {
+  std::int64_t flat = 0;
+  for (int d = 0; d < s.rank(); ++d) flat = flat * s[d] + idx[static_cast<std::size_t>(d)];
+  return flat;
+}
+
+Shape make_shape(const std::vector<std::int64_t>& d) {
+  return Shape(std::span<const std::int64_t>(d));
+}
+
+Shape broadcast(const Shape& a, const Shape& b) {
+  const int r = std::max(a.rank(), b.rank());
+  std::vector<std::int64_t> d(static_cast<std::size_t>(r));
+  for (int i = 0; i < r; ++i) {
+    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
+    const std::int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    d[static_cast<std::size_t>(i)] = std::max(da, db);
+  }
+  return make_shape(d);
+}
+
+// Element of `x` that output index `idx` (of a broadcast result) reads.
+double at_broadcast(const Array& x, const std::vector<std::int64_t>& idx) {
+  const int r = static_cast<int>(idx.size());
+  std::int64_t flat = 0;
+  for (int d = 0; d < x.shape.rank(); ++d) {
+    const std::int64_t i = idx[static_cast<std::size_t>(r - x.shape.rank() + d)];
+    flat = flat * x.shape[d] + (x.shape[d] == 1 ? 0 : i);
+  }
+  return x.v[static_cast<std::size_t>(flat)];
+}
+
+Array binary(const Array& a, const Array& b, const std::function<double(double, double)>& f) {
+  Array out(broadcast(a.shape, b.shape));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    const auto idx = unravel(i, out.shape);
+    out.v[static_cast<std::size_t>(i)] = f(at_broadcast(a, idx), at_broadcast(b, idx));
+  }
+  return out;
+}
+
+Array unary(const Array& a, const std::function<double(double)>& f) {
+  Array out(a.shape);
+  for (std::size_t i = 0; i < a.size(); ++i) out.v[i] = f(a.v[i]);
+  return out;
+}
+
+int norm_axis(int axis, int rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
+  const bool all = axis == hetgraph::kAllAxes;
+  const int a = all ? -1 : norm_axis(axis, x.shape.rank());
+  std::vector<std::int64_t> od;
+  for (int d = 0; d < x.shape.rank(); ++d) {
+    const bool reduced = all || d == a;
+    if (!reduced)
+      od.push_back(x.shape[d]);
+    else if (keepdims)
+      od.push_back(1);
+  }
+  Array out(make_shape(od));
+  std::vector<double> acc(out.size(), op == OpKind::ReduceMax ? -INFINITY : 0.0);
+  std::vector<std::int64_t> count(out.size(), 0);
+  for (std::int64_t i = 0; i < x.shape.numel(); ++i) {
+    const auto idx = unravel(i, x.shape);
+    std::vector<std::int64_t> oi;
+    for (int d = 0; d < x.shape.rank(); ++d) {
+      const bool reduced = all || d == a;
+      if (!reduced)
+        oi.push_back(idx[static_cast<std::size_t>(d)]);
+      else if (keepdims)
+        oi.push_back(0);
+    }
+    const auto o = static_cast<std::size_t>(ravel(oi, out.shape));
+    const double v = x.v[static_cast<std::size_t>(i)];
+    acc[o] = op == OpKind::ReduceMax ? std::max(acc[o], v) : acc[o] + v;
+    ++count[o];
+  }
+  for (std::size_t o = 0; o < out.size(); ++o) {
+    out.v[o] = op == OpKind::ReduceMean ? acc[o] / static_cast<double>(count[o]) : acc[o];
+  }
+  return out;
+}
+
+// Applies f to every line along `axis` (a line: the elements differing only in that index).
+Array along_axis(const Array& x, int axis, const std::function<void(std::vector<double>&)>& f) {
+  const int a = norm_axis(axis, x.shape.rank());
+  Array out = x;
+  const std::int64_t n = x.shape[a];
+  for (std::int64_t i = 0; i < x.shape.numel(); ++i) {
+    const auto idx = unravel(i, x.shape);
+    if (idx[static_cast<std::size_t>(a)] != 0) continue;  // visit each line once, from its start
+    std::vector<std::int64_t> pos(idx);
+    std::vector<double> line(static_cast<std::size_t>(n));
+    for (std::int64_t j = 0; j < n; ++j) {
+      pos[static_cast<std::size_t>(a)] = j;
+      line[static_cast<std::size_t>(j)] = x.v[static_cast<std::size_t>(ravel(pos, x.shape))];
+    }
+    f(line);
+    for (std::int64_t j = 0; j < n; ++j) {
+      pos[static_cast<std::size_t>(a)] = j;
+      out.v[static_cast<std::size_t>(ravel(pos, x.shape))] = line[static_cast<std::size_t>(j)];
+    }
+  }
+  return out;
+}
+
+Array matmul(const Array& A, const Array& B, bool ta, bool tb) {
+  const bool batched = A.shape.rank() == 3 || B.shape.rank() == 3;
+  const std::int64_t batch =
+      A.shape.rank() == 3 ? A.shape[0] : (B.shape.rank() == 3 ? B.shape[0] : 1);
+  const std::int64_t m = ta ? A.shape.dim(-1) : A.shape.dim(-2);
+  const std::int64_t k = ta ? A.shape.dim(-2) : A.shape.dim(-1);
+  const std::int64_t n = tb ? B.shape.dim(-2) : B.shape.dim(-1);
+  Array out(batched ? Shape{batch, m, n} : Shape{m, n});
+  const std::int64_t ar = A.shape.dim(-2), ac = A.shape.dim(-1);
+  const std::int64_t br = B.shape.dim(-2), bc = B.shape.dim(-1);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t ao = A.shape.rank() == 3 ? b * ar * ac : 0;
+    const std::int64_t bo = B.shape.rank() == 3 ? b * br * bc : 0;
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          const double av = A.v[static_cast<std::size_t>(ao + (ta ? p * ac + i : i * ac + p))];
+          const double bv = B.v[static_cast<std::size_t>(bo + (tb ? j * bc + p : p * bc + j))];
+          s += av * bv;
+        }
+        out.v[static_cast<std::size_t>(b * m * n + i * n + j)] = s;
+      }
+    }
+  }
+  return out;
+}
+
+Array xent(const Array& p, const Array& y, bool int_labels) {
+  const std::int64_t c = p.shape.dim(-1), rows = p.shape.numel() / c;
+  std::vector<std::int64_t> od(p.shape.dims().begin(), p.shape.dims().end() - 1);
+  Array out(make_shape(od));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (std::int64_t j = 0; j < c; ++j) {
+      const double yv =
+          int_labels
+              ? (static_cast<std::int64_t>(y.v[static_cast<std::size_t>(r)]) == j ? 1.0 : 0.0)
+              : y.v[static_cast<std::size_t>(r * c + j)];
+      if (yv != 0.0) s -= yv * std::log(p.v[static_cast<std::size_t>(r * c + j)]);
+    }
+    out.v[static_cast<std::size_t>(r)] = s;
+  }
+  return out;
+}
+
+Array slice(const Array& x, int axis, std::int64_t b, std::int64_t e) {
+  const int a = norm_axis(axis, x.shape.rank());
+  const std::int64_t d = x.shape[a];
+  if (b < 0) b += d;
+  if (e < 0) e += d;
+  std::vector<std::int64_t> od(x.shape.dims().begin(), x.shape.dims().end());
+  od[static_cast<std::size_t>(a)] = e - b;
+  Array out(make_shape(od));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    auto idx = unravel(i, out.shape);
+    idx[static_cast<std::size_t>(a)] += b;
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(idx, x.shape))];
+  }
+  return out;
+}
+
+Array concat(const std::vector<Array>& xs, int axis) {
+  const int a = norm_axis(axis, xs[0].shape.rank());
+  std::vector<std::int64_t> od(xs[0].shape.dims().begin(), xs[0].shape.dims().end());
+  od[static_cast<std::size_t>(a)] = 0;
+  for (const Array& x : xs) od[static_cast<std::size_t>(a)] += x.shape[a];
+  Array out(make_shape(od));
+  std::int64_t off = 0;
+  for (const Array& x : xs) {
+    for (std::int64_t i = 0; i < x.shape.numel(); ++i) {
+      auto idx = unravel(i, x.shape);
+      idx[static_cast<std::size_t>(a)] += off;
+      out.v[static_cast<std::size_t>(ravel(idx, out.shape))] = x.v[static_cast<std::size_t>(i)];
+    }
+    off += x.shape[a];
+  }
+  return out;
+}
+
+Array transpose(const Array& x, std::vector<std::int64_t> perm) {
+  const int r = x.shape.rank();
+  if (perm.empty()) {
+    for (int i = 0; i < r; ++i) perm.push_back(i);
+    if (r >= 2)
+      std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
+  }
+  std::vector<std::int64_t> od;
+  for (std::int64_t p : perm) od.push_back(x.shape[static_cast<int>(p)]);
+  Array out(make_shape(od));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    const auto oi = unravel(i, out.shape);
+    std::vector<std::int64_t> ii(static_cast<std::size_t>(r));
+    for (int d = 0; d < r; ++d)
+      ii[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])] =
+          oi[static_cast<std::size_t>(d)];
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(ii, x.shape))];
+  }
+  return out;
+}
+
+Array reshape(const Array& x, std::vector<std::int64_t> d) {
+  std::int64_t known = 1;
+  int at = -1;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (d[i] == -1)
+      at = static_cast<int>(i);
+    else
+      known *= d[i];
+  }
+  if (at >= 0) d[static_cast<std::size_t>(at)] = x.shape.numel() / known;
+  return Array(make_shape(d), x.v);
+}
+
+// Whether a node holds int32 values: leaves say so, data movement passes it on.
+bool int_typed(const GraphImpl& g, std::uint32_t id) {
+  const NodeRec& r = g.rec(id);
+  switch (r.op) {
+    case OpKind::Input:
+    case OpKind::Variable:
+    case OpKind::Constant:
+      return r.dtype == hetgraph::DType::i32;
+    case OpKind::Slice:
+    case OpKind::Concat:
+    case OpKind::Transpose:
+    case OpKind::Reshape:
+      return int_typed(g, r.inputs[0]);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgraph::Node> outputs,
+                            const Values& inputs, const Values& variables) {
+  const GraphImpl& g = graph.impl();
+  std::map<std::uint32_t, Array> memo;
+  std::function<const Array&(std::uint32_t)> eval = [&](std::uint32_t id) -> const Array& {
+    if (auto it = memo.find(id); it != memo.end()) return it->second;
+    const NodeRec& r = g.rec(id);
+    std::vector<Array> in;
+    for (std::uint32_t u : r.inputs) in.push_back(eval(u));
+    const auto& at = r.attrs;
+    Array out;
+    switch (r.op) {
+      case OpKind::Input: {
+        auto it = inputs.find(r.name);
+        if (it == inputs.end()) throw std::runtime_error("ref: no value for input " + r.name);
+        out = it->second;
+        break;
+      }
+      case OpKind::Variable: {
+        auto it = variables.find(r.name);
+        if (it != variables.end()) {
+          out = it->second;
+        } else {
+          out = Array(r.shape);
+          if (r.init.kind == hetgraph::Initializer::Kind::fill)
+            std::fill(out.v.begin(), out.v.end(), r.init.a);
+        }
+        break;
+      }
+      case OpKind::Constant:
+        out = Array(r.shape);
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          out.v[i] = r.dtype == hetgraph::DType::f32 ? (*r.f32_values)[i] : (*r.i32_values)[i];
+        }
+        break;
+      case OpKind::Add:
+        out = binary(in[0], in[1], [](double a, double b) { return a + b; });
+        break;
+      case OpKind::Sub:
+        out = binary(in[0], in[1], [](double a, double b) { return a - b; });
+        break;
+      case OpKind::Mul:
+        out = binary(in[0], in[1], [](double a, double b) { return a * b; });
+        break;
+      case OpKind::Div:
+        out = binary(in[0], in[1], [](double a, double b) { return a / b; });
+        break;
+      case OpKind::Axpby: {
+        const double x = at.alpha, y = at.beta;
+        out = binary(in[0], in[1], [x, y](double a, double b) { return x * a + y * b; });
+        break;
+      }
+      case OpKind::Neg:
+        out = unary(in[0], [](double a) { return -a; });
+        break;
+      case OpKind::Scale: {
+        const double s = at.alpha;
+        out = unary(in[0], [s](double a) { return s * a; });
+        break;
+      }
+      case OpKind::Exp:
+        out = unary(in[0], [](double a) { return std::exp(a); });
+        break;
+      case OpKind::Log:
+        out = unary(in[0], [](double a) { return std::log(a); });
+        break;
+      case OpKind::Sqrt:
+        out = unary(in[0], [](double a) { return std::sqrt(a); });
+        break;
+      case OpKind::Relu:
+        out = unary(in[0], [](double a) { return a > 0 ? a : 0.0; });
+        break;
+      case OpKind::Sigmoid:
+        out = unary(in[0], [](double a) { return 1.0 / (1.0 + std::exp(-a)); });
+        break;
+      case OpKind::Tanh:
+        out = unary(in[0], [](double a) { return std::tanh(a); });
+        break;
+      case OpKind::MatMul:
+        out = matmul(in[0], in[1], at.trans_a, at.trans_b);
+        break;
+      case OpKind::ReduceSum:
+      case OpKind::ReduceMean:
+      case OpKind::ReduceMax:
+        out = reduce(in[0], at.axis, at.keepdims, r.op);
+        break;
+      case OpKind::Softmax:
+        out = along_axis(in[0], at.axis, [](std::vector<double>& l) {
+          const double m = *std::max_element(l.begin(), l.end());
+          double s = 0;
+          for (double& v : l) s += (v = std::exp(v - m));
+          for (double& v : l) v /= s;
+        });
+        break;
+      case OpKind::LogSoftmax:
+        out = along_axis(in[0], at.axis, [](std::vector<double>& l) {
+          const double m = *std::max_element(l.begin(), l.end());
+          double s = 0;
+          for (double v : l) s += std::exp(v - m);
+          const double lse = m + std::log(s);
+          for (double& v : l) v -= lse;
+        });
+        break;
+      case OpKind::CrossEntropy:
+        out = xent(in[0], in[1], int_typed(g, r.inputs[1]));
+        break;
+      case OpKind::Slice:
+        out = slice(in[0], at.axis, at.begin, at.end);
+        break;
+      case OpKind::Concat:
+        out = concat(in, at.axis);
+        break;
+      case OpKind::Transpose:
+        out = transpose(in[0], at.ints);
+        break;
+      case OpKind::Reshape:
+        out = reshape(in[0], at.ints);
+        break;
+      default:
+        throw std::runtime_error("ref: op not supported by the reference: " +
+                                 std::string(hetgraph::detail::op_name(r.op)));
+    }
+    return memo.emplace(id, std::move(out)).first->second;
+  };
+  std::vector<Array> res;
+  for (const hetgraph::Node& o : outputs) res.push_back(eval(o.id()));
+  return res;
+}
+
+}  // namespace ref

@@ -1,0 +1,342 @@
+// The compiler passes one by one: pruning, topological order, shape inference, the memory
+// plan (sequential and parallel-safe), assign elision.
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "common/executable.hpp"
+#include "compiler/plan.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+using hetgraph::detail::OpKind;
+using hetgraph::detail::Plan;
+using hetgraph::detail::PlanOptions;
+using hetgraph::detail::ReuseMode;
+using hetgraph::detail::Storage;
+
+namespace {
+
+std::shared_ptr<const Plan> plan_of(const Graph& g, const InputShapes& shapes,
+                                    std::vector<Node> fetches,
+                                    ReuseMode mode = ReuseMode::sequential) {
+  std::vector<std::uint32_t> ids;
+  for (const Node& n : fetches) ids.push_back(n.id());
+  return detail::compile_plan(g.impl(), shapes, ids, PlanOptions{mode});
+}
+
+TEST(Prune, KeepsOnlyWhatFetchesNeed) {
+  Graph g;
+  auto x = g.input("x");
+  auto used = relu(x);
+  auto unused = exp(x) + 1.0f;
+  auto p = plan_of(g, {{"x", {3}}}, {used});
+  EXPECT_EQ(p->nodes.size(), 2u);
+  EXPECT_TRUE(p->index_of.count(used.id()));
+  EXPECT_FALSE(p->index_of.count(unused.id()));
+  auto cg = GraphCompiler().compile(g, {{"x", {3}}}, {used});
+  EXPECT_THROW(cg.read(unused), GraphError);
+}
+
+TEST(Prune, EmptyFetchListTakesEverySink) {
+  Graph g;
+  auto x = g.input("x");
+  auto a = relu(x);
+  auto b = exp(x);
+  auto p = plan_of(g, {{"x", {3}}}, {});
+  EXPECT_EQ(p->fetches.size(), 2u);
+  EXPECT_TRUE(p->nodes[p->index_of.at(a.id())].fetched);
+  EXPECT_TRUE(p->nodes[p->index_of.at(b.id())].fetched);
+}
+
+TEST(TopoOrder, InputsComeBeforeConsumers) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    Graph g;
+    std::vector<Node> nodes{g.input("x")};
+    for (int i = 0; i < 40; ++i) {
+      const Node a = nodes[rng() % nodes.size()], b = nodes[rng() % nodes.size()];
+      nodes.push_back(rng() % 2 ? a + b : relu(a));
+    }
+    auto p = plan_of(g, {{"x", {2}}}, {nodes.back()});
+    for (std::size_t i = 0; i < p->nodes.size(); ++i) {
+      for (std::uint32_t u : p->nodes[i].inputs) EXPECT_LT(u, i);
+    }
+  }
+}
+
+TEST(TopoOrder, DepthFirstKeepsBranchesTogether) {
+  // sum of 8 independent branches: each branch's nodes sit next to their adder.
+  Graph g;
+  auto x = g.input("x");
+  std::vector<Node> level;
+  for (int i = 0; i < 8; ++i) level.push_back(exp(x * static_cast<float>(i)));
+  while (level.size() > 1) {
+    std::vector<Node> next;
+    for (std::size_t i = 0; i < level.size(); i += 2) next.push_back(level[i] + level[i + 1]);
+    level = next;
+  }
+  auto p = plan_of(g, {{"x", {1000}}}, {level[0]});
+  // With depth-first order only O(log n) values are live at once.
+  EXPECT_LE(p->buffers, 2u + 5u);
+}
+
+TEST(ShapeInference, ShapesFlowFromInputs) {
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {784, 10});
+  auto b = g.variable("b", {10});
+  auto logits = matmul(x, W) + b;
+  auto s = reduce_sum(logits, 1, true);
+  auto t = transpose(reshape(logits, {-1, 5}));
+  auto cg = GraphCompiler().compile(g, {{"x", {32, 784}}}, {logits, s, t});
+  EXPECT_EQ(cg.shape(logits), (Shape{32, 10}));
+  EXPECT_EQ(cg.shape(s), (Shape{32, 1}));
+  EXPECT_EQ(cg.shape(t), (Shape{5, 64}));
+}
+
+TEST(Simplify, IdentitySumToBecomesAView) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b");
+  auto s = detail::make_op(OpKind::SumTo, {a * b, a});
+  auto p = plan_of(g, {{"a", {4, 3}}, {"b", {4, 3}}}, {s});
+  EXPECT_EQ(p->nodes[p->index_of.at(s.id())].storage, Storage::View);
+  auto p2 = plan_of(g, {{"a", {1, 3}}, {"b", {4, 3}}}, {s});
+  EXPECT_EQ(p2->nodes[p2->index_of.at(s.id())].storage, Storage::Computed);
+}
+
+// ---- memory plan ----------------------------------------------------------------------------
+
+TEST(MemoryPlan, ElementwiseChainUsesConstantMemory) {
+  auto planned = [](int n) {
+    Graph g;
+    Node y = g.input("x");
+    for (int i = 0; i < n; ++i) y = i % 3 == 0 ? relu(y) : (i % 3 == 1 ? exp(y) : -y);
+    auto cg = GraphCompiler().compile(g, {{"x", {1000}}}, {y});
+    return std::pair{cg.report().planned_bytes, cg.report().naive_bytes};
+  };
+  const auto [p10, n10] = planned(10);
+  const auto [p100, n100] = planned(100);
+  EXPECT_EQ(p10, p100);           // O(1) buffers: input + one in-place chain
+  EXPECT_LE(p100, 2 * 4032u);     // two 4000-byte buffers, aligned
+  EXPECT_GT(n100, 10 * n10 / 2);  // one buffer per node grows with n
+}
+
+TEST(MemoryPlan, NonInPlaceChainAlternatesTwoBuffers) {
+  Graph g;
+  Node y = g.input("x");
+  auto W = g.variable("W", {64, 64}, Initializer::uniform(-0.1f, 0.1f, 1));
+  for (int i = 0; i < 20; ++i) y = matmul(y, W);
+  auto cg = GraphCompiler().compile(g, {{"x", {64, 64}}}, {y});
+  // x, W, and two buffers that the matmuls alternate between (the last one fetched).
+  EXPECT_EQ(cg.report().buffers, 4u);
+}
+
+// Static check that no two values that may be live at once share memory: for every buffer,
+// each value's readers must run before the next writer of that buffer. In sequential mode
+// "before" is plan order; in DAG mode the readers must be ancestors of the next writer.
+void check_plan_safe(const Plan& p) {
+  const std::size_t n = p.nodes.size();
+  std::vector<std::vector<std::uint32_t>> readers(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < p.nodes[i].inputs.size(); ++k) {
+      if (p.nodes[i].reads_input(k)) readers[p.nodes[i].inputs[k]].push_back(i);
+    }
+  }
+  // ancestors by dependency edges (small graphs: dense sets)
+  std::vector<std::vector<char>> anc(n, std::vector<char>(n, 0));
+  for (std::uint32_t i = 0; i < n; ++i) {
+    for (std::uint32_t d : p.nodes[i].deps) {
+      anc[i][d] = 1;
+      for (std::uint32_t k = 0; k < n; ++k) anc[i][k] |= anc[d][k];
+    }
+  }
+  // readers through views
+  std::function<void(std::uint32_t, std::vector<std::uint32_t>&)> all_readers =
+      [&](std::uint32_t v, std::vector<std::uint32_t>& out) {
+        for (std::uint32_t r : readers[v]) {
+          if (p.nodes[r].storage == Storage::View) all_readers(r, out);
+          out.push_back(r);
+        }
+      };
+  for (std::uint32_t v = 0; v < n; ++v) {
+    if (p.nodes[v].storage != Storage::Computed) continue;
+    std::vector<std::uint32_t> rs;
+    all_readers(v, rs);
+    for (std::uint32_t w = v + 1; w < n; ++w) {
+      if (p.nodes[w].storage != Storage::Computed || p.nodes[w].buffer != p.nodes[v].buffer)
+        continue;
+      for (std::uint32_t r : rs) {
+        if (r == w) continue;  // w reads v and overwrites it in place
+        const bool before = p.reuse == ReuseMode::sequential ? r < w : anc[w][r] != 0;
+        EXPECT_TRUE(before) << "buffer " << p.nodes[v].buffer << ": " << p.nodes[w].label
+                            << " overwrites " << p.nodes[v].label << " before its reader "
+                            << p.nodes[r].label << " has surely run";
+      }
+      break;  // the next writer is enough: later ones come after it
+    }
+  }
+}
+
+// Random graphs of mixed ops (broadcasts, reductions, matmuls, views).
+Graph random_graph(std::mt19937& rng, std::vector<Node>& sinks) {
+  Graph g;
+  std::vector<Node> vals{g.input("x"), g.input("y")};
+  for (int i = 0; i < 60; ++i) {
+    const Node a = vals[rng() % vals.size()], b = vals[rng() % vals.size()];
+    switch (rng() % 7) {
+      case 0:
+        vals.push_back(a + b);
+        break;
+      case 1:
+        vals.push_back(a * b);
+        break;
+      case 2:
+        vals.push_back(tanh(a));
+        break;
+      case 3:
+        vals.push_back(matmul(a, b));
+        break;
+      case 4:
+        vals.push_back(reduce_sum(a, 1, true) + b);
+        break;
+      case 5:
+        vals.push_back(reshape(relu(a), {8, 8}));
+        break;
+      case 6:
+        vals.push_back(softmax(a - b));
+        break;
+    }
+  }
+  for (int i = 0; i < 3; ++i)
+    sinks.push_back(vals[vals.size() - 1 - static_cast<std::size_t>(i) * 7]);
+  return g;
+}
+
+TEST(MemoryPlan, RandomGraphsNeverShareLiveMemory) {
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<Node> sinks;
+    Graph g = random_graph(rng, sinks);
+    for (ReuseMode mode : {ReuseMode::sequential, ReuseMode::dag}) {
+      auto p = plan_of(g, {{"x", {8, 8}}, {"y", {8, 8}}}, sinks, mode);
+      check_plan_safe(*p);
+      EXPECT_LE(p->arena_bytes, p->naive_bytes + 2 * 64 * 4);
+    }
+    // and executing them: planner on and off agree bitwise
+    testing_util::run_checked(testing_util::platforms()[1], g,
+                              {{"x", {8, 8}, testing_util::random_vec(64, 1)},
+                               {"y", {8, 8}, testing_util::random_vec(64, 2)}},
+                              sinks);
+  }
+}
+
+TEST(MemoryPlan, ParallelSafeModeNeedsAncestry) {
+  // Two independent branches: in sequential mode the second may reuse the first's freed
+  // buffer; in DAG mode it may not (the branches could run at the same time).
+  Graph g;
+  auto x = g.input("x");
+  auto a1 = exp(x), a2 = reduce_sum(a1, 0);
+  auto b1 = tanh(x), b2 = reduce_sum(b1, 0);
+  auto seq = plan_of(g, {{"x", {100, 4}}}, {a2, b2}, ReuseMode::sequential);
+  auto dag = plan_of(g, {{"x", {100, 4}}}, {a2, b2}, ReuseMode::dag);
+  const auto& s = *seq;
+  const auto& d = *dag;
+  EXPECT_EQ(s.nodes[s.index_of.at(a1.id())].buffer, s.nodes[s.index_of.at(b1.id())].buffer);
+  EXPECT_NE(d.nodes[d.index_of.at(a1.id())].buffer, d.nodes[d.index_of.at(b1.id())].buffer);
+  check_plan_safe(s);
+  check_plan_safe(d);
+}
+
+TEST(MemoryPlan, ReportsPlannedAndNaiveBytes) {
+  Graph g;
+  Node y = g.input("x");
+  for (int i = 0; i < 10; ++i) y = relu(y) + 1.0f;
+  auto on = GraphCompiler().compile(g, {{"x", {256}}}, {y});
+  auto off = GraphCompiler(Platform::cpu(), {.plan_memory = false}).compile(g, {{"x", {256}}}, {y});
+  EXPECT_LT(on.planned_bytes(), on.naive_bytes());
+  EXPECT_EQ(off.planned_bytes(), off.naive_bytes());
+  EXPECT_EQ(on.naive_bytes(), off.naive_bytes());
+  EXPECT_GT(on.report().in_place, 0u);
+}
+
+TEST(MemoryPlan, UnfetchedIntermediatesAreReadableUnlessClobbered) {
+  Graph g;
+  auto x = g.input("x");
+  auto a = exp(x);
+  auto b = -a;  // in place over a: a is gone after the run
+  auto c = b * 2.0f;
+  auto cg = GraphCompiler().compile(g, {{"x", {4}}}, {c});
+  cg.run({{"x", std::vector<float>{0, 0, 0, 0}}});
+  EXPECT_THROW(cg.read(a), GraphError);
+  auto off = GraphCompiler(Platform::cpu(), {.plan_memory = false}).compile(g, {{"x", {4}}}, {c});
+  off.run({{"x", std::vector<float>{0, 0, 0, 0}}});
+  EXPECT_EQ(off.read(a), (std::vector<float>{1, 1, 1, 1}));
+}
+
+// ---- assign ---------------------------------------------------------------------------------
+
+TEST(Assign, UpdateInPlaceIsElided) {
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {3}, Initializer::fill(1.0f));
+  auto y = W * x;  // reads the old W
+  auto step = assign(W, axpby(W, x, 1.0f, -0.5f));
+  auto p = plan_of(g, {{"x", {3}}}, {y, step});
+  EXPECT_TRUE(p->nodes[p->index_of.at(step.id())].elided);
+  auto cg = GraphCompiler().compile(g, {{"x", {3}}}, {y, step});
+  const std::vector<float> xv{2, 4, 6};
+  cg.run({{"x", xv}});
+  EXPECT_EQ(cg.read(y), (std::vector<float>{2, 4, 6}));    // old W
+  EXPECT_EQ(cg.read(W), (std::vector<float>{0, -1, -2}));  // new W
+  cg.run({{"x", xv}});
+  EXPECT_EQ(cg.read(y), (std::vector<float>{0, -4, -12}));
+}
+
+TEST(Assign, CopyRunsAfterEveryReader) {
+  Graph g;
+  auto x = g.input("x");
+  auto v = g.variable("v", {2, 2}, Initializer::fill(1.0f));
+  auto later_reader = reduce_sum(v * 3.0f);
+  auto step = assign(v, matmul(v, x));  // matmul cannot write over v: a copying assign
+  auto p = plan_of(g, {{"x", {2, 2}}}, {later_reader, step});
+  const auto& a = p->nodes[p->index_of.at(step.id())];
+  EXPECT_FALSE(a.elided);
+  auto cg = GraphCompiler().compile(g, {{"x", {2, 2}}}, {later_reader, step});
+  cg.run({{"x", std::vector<float>{2, 0, 0, 2}}});
+  EXPECT_EQ(cg.read(later_reader), (std::vector<float>{12}));
+  EXPECT_EQ(cg.read(v), (std::vector<float>{2, 2, 2, 2}));
+  cg.run({{"x", std::vector<float>{2, 0, 0, 2}}});
+  EXPECT_EQ(cg.read(later_reader), (std::vector<float>{24}));
+  EXPECT_EQ(cg.read(v), (std::vector<float>{4, 4, 4, 4}));
+}
+
+TEST(Assign, CounterPersistsAcrossRuns) {
+  Graph g;
+  auto c = g.variable("c", {}, Initializer::zeros());
+  auto step = assign(c, c + 1.0f);
+  auto cg = GraphCompiler().compile(g, {}, {step});
+  for (int i = 0; i < 5; ++i) cg.run();
+  EXPECT_EQ(cg.read(c), (std::vector<float>{5}));
+}
+
+TEST(Variables, InitialisersAreDeterministic) {
+  Graph g;
+  auto u = g.variable("u", {1000}, Initializer::uniform(-2.0f, 3.0f, 9));
+  auto n = g.variable("n", {1001}, Initializer::normal(1.0f, 2.0f, 9));
+  auto f = g.variable("f", {3}, Initializer::fill(7.0f));
+  auto cg1 = GraphCompiler().compile(g, {}, {u, n, f});
+  auto cg2 = GraphCompiler().compile(g, {}, {u, n, f});
+  const auto uv = cg1.read(u), nv = cg1.read(n);
+  EXPECT_EQ(uv, cg2.read(u));
+  EXPECT_EQ(nv, cg2.read(n));
+  EXPECT_EQ(cg1.read(f), (std::vector<float>{7, 7, 7}));
+  EXPECT_GE(*std::min_element(uv.begin(), uv.end()), -2.0f);
+  EXPECT_LE(*std::max_element(uv.begin(), uv.end()), 3.0f);
+  double mean = 0;
+  for (float v : nv) mean += v;
+  mean /= static_cast<double>(nv.size());
+  EXPECT_NEAR(mean, 1.0, 0.2);
+}
+
+}  // namespace

@@ -1,0 +1,320 @@
+// The error catalogue: every user mistake gives a typed hetgraph::Error whose message names the
+// node, the op and the shapes (or the feed / file), and nothing crashes.
+#include <thread>
+
+#include "test_util.hpp"
+
+using namespace hetgraph;
+
+namespace {
+
+// Runs f, expects an exception of type E whose message contains every string in `parts`.
+template <class E, class F>
+void expect_error(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected one mentioning " << *parts.begin();
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts) {
+      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks \"" << p << "\": " << msg;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+CompiledGraph compile(const Graph& g, const InputShapes& s, std::initializer_list<Node> f) {
+  return GraphCompiler().compile(g, s, f);
+}
+
+// ---- shapes, one case per op family --------------------------------------------------------
+
+TEST(ShapeErrors, BinaryOpsThatDoNotBroadcast) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b");
+  auto y = (a + b).named("sum");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"a", {2, 3}}, {"b", {4, 3}}}, {y});
+      },
+      {"'sum'", "add", "[2, 3]", "[4, 3]", "do not broadcast"});
+}
+
+TEST(ShapeErrors, MatmulInnerDimensions) {
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {785, 10});
+  auto y = matmul(x, W).named("logits");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {500, 784}}}, {y});
+      },
+      {"'logits'", "matmul", "[500, 784]", "[785, 10]", "inner dimensions"});
+  Graph g2;
+  auto v = g2.input("v");
+  auto z = matmul(v, v).named("mm");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g2, {{"v", {5}}}, {z});
+      },
+      {"'mm'", "matmul", "[5]", "rank"});
+  Graph g3;
+  auto p = g3.input("p"), q = g3.input("q");
+  auto r = matmul(p, q).named("bmm");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g3, {{"p", {2, 3, 4}}, {"q", {3, 4, 5}}}, {r});
+      },
+      {"'bmm'", "batch", "[2, 3, 4]", "[3, 4, 5]"});
+}
+
+TEST(ShapeErrors, ReductionAndSoftmaxAxes) {
+  Graph g;
+  auto x = g.input("x");
+  auto r = reduce_sum(x, 2).named("r");
+  auto s = softmax(x, -3).named("s");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {3, 4}}}, {r});
+      },
+      {"'r'", "reduce_sum", "axis 2", "[3, 4]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {3, 4}}}, {s});
+      },
+      {"'s'", "softmax", "axis -3", "[3, 4]"});
+}
+
+TEST(ShapeErrors, CrossEntropyLabels) {
+  Graph g;
+  auto p = g.input("p"), y = g.input("y"), ids = g.input("ids", DType::i32);
+  auto l1 = cross_entropy(p, y).named("xent");
+  auto l2 = cross_entropy(p, ids).named("xent_ids");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"p", {8, 10}}, {"y", {8, 9}}}, {l1});
+      },
+      {"'xent'", "cross_entropy", "[8, 10]", "[8, 9]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"p", {8, 10}}, {"ids", {8, 10}}}, {l2});
+      },
+      {"'xent_ids'", "int32 labels", "[8]"});
+}
+
+TEST(ShapeErrors, DataMovement) {
+  Graph g;
+  auto x = g.input("x"), y = g.input("y");
+  auto s = slice(x, 1, 2, 9).named("sl");
+  auto c = concat({x, y}, 0).named("cat");
+  auto t = transpose(x, {0, 0}).named("tr");
+  auto r = reshape(x, {5, 5}).named("rs");
+  const InputShapes shapes{{"x", {3, 4}}, {"y", {3, 5}}};
+  expect_error<ShapeError>([&] { compile(g, shapes, {s}); },
+                           {"'sl'", "slice", "[3, 4]", "out of range"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {c}); },
+                           {"'cat'", "concat", "[3, 4]", "[3, 5]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {t}); }, {"'tr'", "transpose", "permutation"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {r}); }, {"'rs'", "reshape", "25", "12"});
+}
+
+TEST(ShapeErrors, SameShapeOpsAndFloatOnlyOps) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b"), ids = g.input("ids", DType::i32);
+  auto u = axpby(a, b, 1, 1).named("upd");
+  auto e = exp(ids).named("e");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"a", {3}}, {"b", {4}}}, {u});
+      },
+      {"'upd'", "axpby", "[3]", "[4]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"ids", {3}}}, {e});
+      },
+      {"'e'", "exp", "float", "i32"});
+}
+
+TEST(ShapeErrors, ShapesThemselves) {
+  expect_error<ShapeError>([] { Shape s{1, 2, 3, 4, 5}; }, {"rank 5"});
+  Graph g;
+  auto x = g.input("x");
+  auto y = relu(x);
+  expect_error<ShapeError>([&] { compile(g, {{"x", {3, 0}}}, {y}); }, {"'x'", "empty dimension"});
+  expect_error<ShapeError>([&] { compile(g, {}, {y}); }, {"input 'x' has no shape"});
+  expect_error<GraphError>(
+      [&] {
+        compile(g, {{"x", {3}}, {"z", {3}}}, {y});
+      },
+      {"'z'", "not an input"});
+  expect_error<ShapeError>([&] { g.constant({2, 2}, {1, 2, 3}); }, {"[2, 2]", "4 values", "3"});
+}
+
+// ---- graph structure --------------------------------------------------------------------------
+
+TEST(GraphErrors, CycleWithoutAssignNamesItsNodes) {
+  Graph g;
+  auto x = g.input("x");
+  auto a = (x + 1.0f).named("a");
+  auto b = (a * 2.0f).named("b");
+  auto c = relu(b).named("c");
+  a.set_input(0, c);  // a = c + 1: a -> b -> c -> a
+  expect_error<GraphError>(
+      [&] {
+        compile(g, {{"x", {3}}}, {c});
+      },
+      {"cycle", "'a'", "'b'", "'c'", "assign"});
+}
+
+TEST(GraphErrors, AssignMisuse) {
+  Graph g;
+  auto x = g.input("x");
+  auto v = g.variable("v", {3});
+  expect_error<GraphError>([&] { assign(x, x + 1.0f); }, {"'x'", "not a variable"});
+  auto bad = assign(v, g.input("w")).named("upd");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"w", {4}}}, {bad});
+      },
+      {"'upd'", "assign", "[3]", "[4]"});
+  auto twice = group({assign(v, v + 1.0f), assign(v, v * 2.0f)});
+  expect_error<GraphError>([&] { compile(g, {}, {twice}); }, {"'v'", "assigned twice"});
+}
+
+TEST(GraphErrors, EmptyGraphForeignNodesAndNames) {
+  Graph empty;
+  expect_error<GraphError>([&] { GraphCompiler().compile(empty, {}, {}); }, {"empty graph"});
+  Graph g1, g2;
+  auto a = g1.input("a");
+  auto b = g2.input("b");
+  expect_error<GraphError>([&] { (void)(a + b); }, {"another graph"});
+  expect_error<GraphError>([&] { compile(g2, {{"b", {1}}}, {a}); }, {"another graph"});
+  expect_error<GraphError>([&] { g1.input("a"); }, {"'a'", "already used"});
+  expect_error<GraphError>([&] { (void)relu(Node{}); }, {"invalid"});
+  expect_error<GraphError>([&] { g1.find("nope"); }, {"'nope'"});
+}
+
+TEST(GraphErrors, ReadingPrunedClobberedOrDataless) {
+  Graph g;
+  auto x = g.input("x");
+  auto pruned = exp(x).named("pruned");
+  auto a = tanh(x).named("inner");
+  auto y = relu(a * 2.0f);
+  auto v = g.variable("v", {3});
+  auto step = assign(v, x).named("step");
+  auto cg = compile(g, {{"x", {3}}}, {y, step});
+  cg.run({{"x", std::vector<float>{1, 2, 3}}});
+  expect_error<GraphError>([&] { cg.read(pruned); }, {"'pruned'", "pruned"});
+  expect_error<GraphError>([&] { cg.read(a); }, {"'inner'", "not kept", "Fetch it"});
+  expect_error<GraphError>([&] { cg.read(step); }, {"'step'", "no data"});
+  expect_error<GraphError>([&] { cg.read("nothing"); }, {"'nothing'"});
+  std::vector<float> small(2);
+  expect_error<FeedError>([&] { cg.read(y, small); }, {"[3]", "3 elements", "has 2"});
+}
+
+TEST(GraphErrors, WritingConstants) {
+  Graph g;
+  auto c = g.constant({2}, {1, 2});
+  auto y = c + 1.0f;
+  auto cg = compile(g, {}, {y, c});
+  expect_error<GraphError>([&] { cg.write(c, std::vector<float>{3, 4}); }, {"constant"});
+}
+
+// ---- feeds ----------------------------------------------------------------------------------
+
+TEST(FeedErrors, UnknownMissingWrongSizeWrongType) {
+  Graph g;
+  auto x = g.input("x"), y = g.input("y");
+  auto z = x + y;
+  auto cg = compile(g, {{"x", {4}}, {"y", {4}}}, {z});
+  const std::vector<float> four(4, 1.0f), three(3, 1.0f);
+  const std::vector<std::int32_t> ints(4, 1);
+  expect_error<FeedError>(
+      [&] {
+        cg.run({{"x", four}, {"y", four}, {"q", four}});
+      },
+      {"unknown feed 'q'", "'x'", "'y'"});
+  expect_error<FeedError>([&] { cg.run({{"x", four}}); }, {"missing feed", "'y'", "[4]"});
+  expect_error<FeedError>(
+      [&] {
+        cg.run({{"x", four}, {"y", three}});
+      },
+      {"'y'", "3 elements", "[4]", "needs 4"});
+  expect_error<FeedError>([&] { cg.run({{"x", four}, {"y", ints}}); }, {"'y'", "i32", "f32"});
+  expect_error<FeedError>(
+      [&] {
+        cg.run({{"x", four}, {"x", four}, {"y", four}});
+      },
+      {"'x'", "twice"});
+  expect_error<FeedError>([&] { cg.mapped_input("nope"); }, {"'nope'", "not an input"});
+  expect_error<FeedError>([&] { cg.mapped_input_i32("x"); }, {"'x'", "f32"});
+  // the graph is still usable after every one of these
+  cg.run({{"x", four}, {"y", four}});
+  EXPECT_EQ(cg.read(z), (std::vector<float>{2, 2, 2, 2}));
+}
+
+TEST(FeedErrors, KernelErrorsReachRunAndTheGraphStaysUsable) {
+  Graph g;
+  auto x = g.input("x"), ids = g.input("ids", DType::i32);
+  auto loss = reduce_mean(cross_entropy(softmax(x), ids)).named("loss");
+  auto cg = compile(g, {{"x", {2, 3}}, {"ids", {2}}}, {loss});
+  const std::vector<float> xv(6, 0.0f);
+  expect_error<FeedError>(
+      [&] {
+        cg.run({{"x", xv}, {"ids", std::vector<std::int32_t>{0, 7}}});
+      },
+      {"cross_entropy", "class id 7", "row 1", "[0, 3)"});
+  expect_error<FeedError>(
+      [&] {
+        cg.run_async({{"x", xv}, {"ids", std::vector<std::int32_t>{-1, 0}}});
+        cg.wait();
+      },
+      {"class id -1"});
+  cg.run({{"x", xv}, {"ids", std::vector<std::int32_t>{0, 2}}});
+  EXPECT_NEAR(cg.read(loss)[0], std::log(3.0f), 1e-6);
+}
+
+TEST(Concurrency, OneGraphFromSeveralThreadsIsSafeOrRejected) {
+  Graph g;
+  auto x = g.input("x");
+  Node y = x;
+  for (int i = 0; i < 50; ++i) y = tanh(y) + 0.5f;
+  auto cg = compile(g, {{"x", {10000}}}, {y});
+  const std::vector<float> xv(10000, 0.25f);
+  std::atomic<int> ok{0}, rejected{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        try {
+          cg.run({{"x", xv}});
+          ++ok;
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("already running"), std::string::npos);
+          ++rejected;
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok + rejected, 80);
+  EXPECT_GT(ok.load(), 0);
+  cg.run({{"x", xv}});
+  const auto v = cg.read(y);
+  EXPECT_TRUE(std::all_of(v.begin(), v.end(), [&](float f) { return f == v[0]; }));
+}
+
+}  // namespace
+
+namespace {
+TEST(FeedErrors, FeedsOfPrunedInputsAreIgnored) {
+  Graph g;
+  auto x = g.input("x");
+  g.input("labels");  // not needed by the fetch below
+  auto y = relu(x);
+  auto cg = GraphCompiler().compile(g, {{"x", {2}}}, {y});
+  cg.run({{"x", std::vector<float>{-1, 1}}, {"labels", std::vector<float>{1, 2, 3}}});
+  EXPECT_EQ(cg.read(y), (std::vector<float>{0, 1}));
+}
+}  // namespace

@@ -1,0 +1,153 @@
+// Compiled graphs at run time: sync and async runs, mapped inputs, reads and writes,
+// variables, determinism.
+#include "common/executable.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+
+namespace {
+
+// A small MLP with a softmax head: enough ops to make determinism and async meaningful.
+struct Mlp {
+  Graph g;
+  Node x, W1, b1, W2, p, loss;
+  explicit Mlp(int hidden = 64) {
+    x = g.input("x");
+    auto y = g.input("y");
+    W1 = g.variable("W1", {32, hidden}, Initializer::normal(0, 0.2f, 1));
+    b1 = g.variable("b1", {hidden}, Initializer::fill(0.01f));
+    W2 = g.variable("W2", {hidden, 10}, Initializer::normal(0, 0.2f, 2));
+    auto h = tanh(matmul(x, W1) + b1);
+    p = softmax(matmul(h, W2));
+    loss = reduce_mean(cross_entropy(p, y));
+  }
+  InputShapes shapes(int batch) const { return {{"x", {batch, 32}}, {"y", {batch, 10}}}; }
+};
+
+std::vector<float> one_hot(int rows, int classes) {
+  std::vector<float> v(static_cast<std::size_t>(rows * classes), 0.0f);
+  for (int r = 0; r < rows; ++r) v[static_cast<std::size_t>(r * classes + r % classes)] = 1.0f;
+  return v;
+}
+
+TEST(Runtime, AsyncRunMatchesSyncRun) {
+  Mlp m;
+  auto cg = GraphCompiler().compile(m.g, m.shapes(256), {m.loss, m.p});
+  const auto xv = testing_util::random_vec(256 * 32, 3), yv = one_hot(256, 10);
+  cg.run({{"x", xv}, {"y", yv}});
+  const auto sync = cg.read(m.p);
+  cg.run_async({{"x", xv}, {"y", yv}});
+  cg.wait();
+  EXPECT_TRUE(testing_util::bitwise_equal(cg.read(m.p), sync));
+  // a read while a run is in flight waits for it
+  cg.run_async({{"x", xv}, {"y", yv}});
+  EXPECT_TRUE(testing_util::bitwise_equal(cg.read(m.p), sync));
+  cg.wait();
+  // a second run_async waits for the first
+  cg.run_async({{"x", xv}, {"y", yv}});
+  cg.run_async({{"x", xv}, {"y", yv}});
+  cg.wait();
+  cg.wait();  // nothing in flight: returns at once
+  EXPECT_TRUE(testing_util::bitwise_equal(cg.read(m.p), sync));
+}
+
+TEST(Runtime, MappedInputsAreNotCopied) {
+  Mlp m;
+  auto cg = GraphCompiler().compile(m.g, m.shapes(64), {m.loss});
+  const auto xv = testing_util::random_vec(64 * 32, 4), yv = one_hot(64, 10);
+  cg.run({{"x", xv}, {"y", yv}});
+  const float copied_loss = cg.read(m.loss)[0];
+  const auto before = cg.executable().feed_bytes_copied();
+  EXPECT_EQ(before, (64u * 32 + 64 * 10) * 4);
+
+  std::span<float> xb = cg.mapped_input("x"), yb = cg.mapped_input("y");
+  ASSERT_EQ(xb.size(), 64u * 32);
+  std::copy(xv.begin(), xv.end(), xb.begin());
+  std::copy(yv.begin(), yv.end(), yb.begin());
+  cg.run({{"x", xb}, {"y", yb}});
+  EXPECT_EQ(cg.executable().feed_bytes_copied(), before);  // nothing copied
+  EXPECT_EQ(cg.read(m.loss)[0], copied_loss);
+  // mapped buffers survive runs: run again without rewriting them
+  cg.run({{"x", xb}, {"y", yb}});
+  EXPECT_EQ(cg.read(m.loss)[0], copied_loss);
+}
+
+TEST(Runtime, ReadAndWriteVariablesAndInputs) {
+  Mlp m;
+  auto cg = GraphCompiler().compile(m.g, m.shapes(8), {m.loss, m.p});
+  auto b1 = cg.read(m.b1);
+  EXPECT_EQ(b1, std::vector<float>(64, 0.01f));
+  std::vector<float> zeros(32 * 64, 0.0f);
+  cg.write(m.W1, zeros);
+  cg.write("b1", std::vector<float>(64, 0.0f));
+  EXPECT_EQ(cg.read("W1"), zeros);
+  const auto xv = testing_util::random_vec(8 * 32, 5), yv = one_hot(8, 10);
+  cg.run({{"x", xv}, {"y", yv}});
+  // hidden layer is tanh(0) = 0, so logits are 0 and the softmax uniform
+  for (float v : cg.read(m.p)) EXPECT_FLOAT_EQ(v, 0.1f);
+  EXPECT_NEAR(cg.read(m.loss)[0], std::log(10.0f), 1e-6);
+  EXPECT_EQ(cg.read(m.x), xv);  // inputs keep their values
+}
+
+TEST(Runtime, HundredRerunsAreBitwiseIdentical) {
+  for (const auto& pc : testing_util::platforms()) {
+    Mlp m(200);
+    auto cg = GraphCompiler(pc.make()).compile(m.g, m.shapes(500), {m.loss, m.p});
+    const auto xv = testing_util::random_vec(500 * 32, 6), yv = one_hot(500, 10);
+    cg.run({{"x", xv}, {"y", yv}});
+    const auto first = cg.read(m.p);
+    const auto first_loss = cg.read(m.loss);
+    for (int i = 0; i < 100; ++i) {
+      cg.run({{"x", xv}, {"y", yv}});
+      ASSERT_TRUE(testing_util::bitwise_equal(cg.read(m.p), first)) << pc.name << " rerun " << i;
+      ASSERT_TRUE(testing_util::bitwise_equal(cg.read(m.loss), first_loss)) << pc.name;
+    }
+    // and a second compilation of the same graph gives the same bits
+    auto cg2 = GraphCompiler(pc.make()).compile(m.g, m.shapes(500), {m.loss, m.p});
+    cg2.run({{"x", xv}, {"y", yv}});
+    EXPECT_TRUE(testing_util::bitwise_equal(cg2.read(m.p), first)) << pc.name;
+  }
+}
+
+TEST(Runtime, KernelNamesAreReported) {
+  Mlp m;
+  auto cg = GraphCompiler().compile(m.g, m.shapes(8), {m.loss});
+  auto g2 = m.g.find("W1");
+  (void)g2;
+  EXPECT_EQ(cg.kernel_name(m.p), "rows_simd");
+  EXPECT_EQ(cg.kernel_name(m.x), "none");
+}
+
+TEST(Runtime, CompiledGraphsAreIndependent) {
+  Graph g;
+  auto c = g.variable("c", {});
+  auto step = assign(c, c + 1.0f);
+  auto a = GraphCompiler().compile(g, {}, {step});
+  auto b = GraphCompiler().compile(g, {}, {step});
+  a.run();
+  a.run();
+  b.run();
+  EXPECT_EQ(a.read(c)[0], 2.0f);
+  EXPECT_EQ(b.read(c)[0], 1.0f);
+  CompiledGraph moved = std::move(a);
+  moved.run();
+  EXPECT_EQ(moved.read(c)[0], 3.0f);
+}
+
+}  // namespace
+
+namespace {
+TEST(Runtime, MatmulImplementationFollowsTheShapeRule) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b"), bt = g.input("bt"), s = g.input("s");
+  auto square = matmul(a, b);                      // GEMM driver
+  auto transposed_b = matmul(a, bt, false, true);  // brgemm primitive
+  auto skinny = matmul(a, s);                      // N = 10: brgemm primitive
+  auto cg = GraphCompiler().compile(
+      g, {{"a", {64, 100}}, {"b", {100, 200}}, {"bt", {200, 100}}, {"s", {100, 10}}},
+      {square, transposed_b, skinny});
+  EXPECT_EQ(cg.kernel_name(square), "dnnl_sgemm");
+  EXPECT_EQ(cg.kernel_name(transposed_b), "dnnl_matmul");
+  EXPECT_EQ(cg.kernel_name(skinny), "dnnl_matmul");
+}
+}  // namespace

@@ -1,0 +1,59 @@
+#include "test_util.hpp"
+
+#include <sstream>
+
+namespace testing_util {
+
+std::vector<PlatformCase> platforms() {
+  std::vector<PlatformCase> out;
+  out.push_back({"cpu_seq_1t", [] { return hetgraph::Platform::cpu({.threads = 1}); }});
+  out.push_back({"cpu_seq_2t", [] { return hetgraph::Platform::cpu({.threads = 2}); }});
+  return out;
+}
+
+std::vector<std::vector<float>> run_checked(const PlatformCase& pc, const hetgraph::Graph& g,
+                                            const std::vector<In>& inputs,
+                                            const std::vector<hetgraph::Node>& fetches) {
+  hetgraph::InputShapes shapes;
+  std::vector<hetgraph::FeedItem> feeds;
+  for (const In& in : inputs) {
+    shapes.push_back({in.name, in.shape});
+    feeds.push_back({in.name, in.values});
+  }
+  std::vector<std::vector<float>> results[2];
+  for (int planned = 0; planned < 2; ++planned) {
+    hetgraph::CompileOptions opts;
+    opts.plan_memory = planned == 1;
+    auto cg = hetgraph::GraphCompiler(pc.make(), opts).compile(g, shapes, fetches);
+    cg.run(feeds);
+    for (const hetgraph::Node& f : fetches) results[planned].push_back(cg.read(f));
+  }
+  for (std::size_t i = 0; i < fetches.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(results[0][i], results[1][i]))
+        << "planner on/off differ for fetch " << fetches[i].label() << " on " << pc.name;
+  }
+  return results[1];
+}
+
+void expect_close(const std::vector<float>& got, const ref::Array& want, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.v.size()) << what << ": element count";
+  std::size_t bad = 0, first = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - want.v[i]);
+    const double lim = atol + rtol * std::abs(want.v[i]);
+    const bool ok = err <= lim || (std::isnan(got[i]) && std::isnan(want.v[i])) ||
+                    (std::isinf(got[i]) && got[i] == want.v[i]);
+    if (!ok) {
+      if (bad++ == 0) first = i;
+      worst = std::max(worst, err);
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
+                     << " elements out of tolerance (rtol " << rtol << ", atol " << atol
+                     << "); first at " << first << ": got " << got[first] << ", want "
+                     << want.v[first] << "; worst error " << worst;
+}
+
+}  // namespace testing_util
