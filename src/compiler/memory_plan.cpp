@@ -240,6 +240,9 @@ void plan_memory(Plan& p, ReuseMode mode) {
   }
   p.arena_bytes = total;
   p.buffers = bufs.size();
+  p.buffer_offset = offset;
+  p.buffer_bytes.resize(bufs.size());
+  for (std::size_t b = 0; b < bufs.size(); ++b) p.buffer_bytes[b] = align_up(std::max<std::size_t>(bufs[b].bytes, 4));
   p.naive_bytes = 0;
   p.in_place = 0;
   for (PlanNode& node : p.nodes) {

@@ -67,6 +67,9 @@ struct Plan {
   std::size_t arena_bytes = 0;
   std::size_t naive_bytes = 0;
   std::size_t buffers = 0;
+  /// Size and arena offset of each planned buffer (a node's `buffer` indexes these), for
+  /// platforms that allocate one device buffer per planned buffer instead of an arena.
+  std::vector<std::size_t> buffer_bytes, buffer_offset;
   std::size_t in_place = 0;
 
   /// Plan index of a user node; throws GraphError naming it when it was pruned or is foreign.
