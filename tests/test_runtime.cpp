@@ -114,7 +114,7 @@ TEST(Runtime, KernelNamesAreReported) {
   auto cg = GraphCompiler().compile(m.g, m.shapes(8), {m.loss});
   auto g2 = m.g.find("W1");
   (void)g2;
-  EXPECT_EQ(cg.kernel_name(m.p), "rows_simd");
+  EXPECT_EQ(cg.kernel_name(m.p), "blocked_rows");
   EXPECT_EQ(cg.kernel_name(m.x), "none");
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cpu/broadcast.hpp"
@@ -38,45 +39,88 @@ float line_max(const float* x, std::int64_t n, std::int64_t s) {
   return m;
 }
 
+// Softmax (or log-softmax) of contiguous rows. Rows as short as MNIST's 10 classes would
+// leave a per-row vector loop in its scalar tail, so rows are taken in blocks: per-row
+// maxima first, then one flat vectorised exp over the whole block, then per-row sums.
+void softmax_rows(const float* x, float* o, std::int64_t rows, std::int64_t n, bool log_sm) {
+  constexpr std::int64_t kBlock = 2048;
+  float mx[kBlock], sh[kBlock];
+  const auto vexp = [](vm::f16 v) { return vm::exp(v); };
+  if (n > kBlock) {
+    // Long rows: each row in kBlock pieces (max, then exp and sum, then scale).
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * n;
+      float* orow = o + r * n;
+      const float m = line_max(xr, n, 1);
+      double sum = 0.0;
+      for (std::int64_t j0 = 0; j0 < n; j0 += kBlock) {
+        const std::int64_t len = std::min(kBlock, n - j0);
+        for (std::int64_t j = 0; j < len; ++j) sh[j] = xr[j0 + j] - m;
+        vm::map(sh, sh, len, vexp);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (std::int64_t j = 0; j < len; ++j) s += sh[j];
+        sum += s;
+        if (!log_sm) std::memcpy(orow + j0, sh, static_cast<std::size_t>(len) * sizeof(float));
+      }
+      const float lse = m + vm::log(static_cast<float>(sum)), inv = 1.0f / static_cast<float>(sum);
+#pragma omp simd
+      for (std::int64_t j = 0; j < n; ++j) orow[j] = log_sm ? xr[j] - lse : orow[j] * inv;
+    }
+    return;
+  }
+  // Short rows (MNIST has 10 classes) would leave per-row vector loops in their scalar tails,
+  // so rows go in blocks: per-row maxima, one flat vector exp over the block, per-row sums.
+  const std::int64_t per = kBlock / n;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += per) {
+    const std::int64_t rr = std::min(per, rows - r0);
+    const float* xb = x + r0 * n;
+    float* ob = o + r0 * n;
+    for (std::int64_t r = 0; r < rr; ++r) mx[r] = line_max(xb + r * n, n, 1);
+    for (std::int64_t r = 0; r < rr; ++r) {
+      for (std::int64_t j = 0; j < n; ++j) sh[r * n + j] = xb[r * n + j] - mx[r];
+    }
+    vm::map(sh, ob, rr * n, vexp);  // x is no longer read: in place is safe
+    for (std::int64_t r = 0; r < rr; ++r) {
+      float* row = ob + r * n;
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < n; ++j) sum += row[j];
+      if (log_sm) {
+        const float lse = vm::log(sum);
+        for (std::int64_t j = 0; j < n; ++j) row[j] = sh[r * n + j] - lse;
+      } else {
+        const float inv = 1.0f / sum;
+        for (std::int64_t j = 0; j < n; ++j) row[j] *= inv;
+      }
+    }
+  }
+}
+
 std::unique_ptr<CpuKernel> make_softmax(const KernelArgs& k) {
   const float* x = k.in_f(0);
   float* out = k.out_f();
   const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
   const bool log_sm = k.node.op == OpKind::LogSoftmax;
   return make_kernel([=](const ExecCtx& ctx) {
+    if (g.inner == 1) {
+      parallel_for(ctx, g.outer, std::max<std::int64_t>(1, kParallelGrain / (4 * g.n)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     softmax_rows(x + b * g.n, out + b * g.n, e - b, g.n, log_sm);
+                   });
+      return;
+    }
     for_lines(ctx, g, [&](std::int64_t off, std::int64_t s) {
       const float* xl = x + off;
       float* ol = out + off;
-      const std::int64_t n = g.n;
-      const float m = line_max(xl, n, s);
+      const float m = line_max(xl, g.n, s);
       float sum = 0.0f;
-      if (s == 1) {
-        if (log_sm) {
-#pragma omp simd reduction(+ : sum)
-          for (std::int64_t j = 0; j < n; ++j) sum += vm::exp(xl[j] - m);
-          const float lse = m + vm::log(sum);
-#pragma omp simd
-          for (std::int64_t j = 0; j < n; ++j) ol[j] = xl[j] - lse;
-        } else {
-#pragma omp simd reduction(+ : sum)
-          for (std::int64_t j = 0; j < n; ++j) {
-            const float e = vm::exp(xl[j] - m);
-            ol[j] = e;
-            sum += e;
-          }
-          const float inv = 1.0f / sum;
-#pragma omp simd
-          for (std::int64_t j = 0; j < n; ++j) ol[j] *= inv;
-        }
-        return;
-      }
-      for (std::int64_t j = 0; j < n; ++j) sum += vm::exp(xl[j * s] - m);
+      for (std::int64_t j = 0; j < g.n; ++j) sum += vm::exp(xl[j * s] - m);
       if (log_sm) {
         const float lse = m + vm::log(sum);
-        for (std::int64_t j = 0; j < n; ++j) ol[j * s] = xl[j * s] - lse;
+        for (std::int64_t j = 0; j < g.n; ++j) ol[j * s] = xl[j * s] - lse;
       } else {
         const float inv = 1.0f / sum;
-        for (std::int64_t j = 0; j < n; ++j) ol[j * s] = vm::exp(xl[j * s] - m) * inv;
+        for (std::int64_t j = 0; j < g.n; ++j) ol[j * s] = vm::exp(xl[j * s] - m) * inv;
       }
     });
   });
@@ -95,6 +139,18 @@ std::unique_ptr<CpuKernel> make_softmax_grad(const KernelArgs& k) {
       for (std::int64_t j = 0; j < g.n; ++j) {
         const std::int64_t i = off + j * s;
         dot += log_sm ? gr[i] : gr[i] * y[i];
+      }
+      if (log_sm && s == 1) {
+        // out = g - exp(y) * dot with exp in vector pieces; out may be g or y itself, so the
+        // exps go to a scratch block first.
+        constexpr std::int64_t kBlock = 1024;
+        float ex[kBlock];
+        for (std::int64_t j0 = 0; j0 < g.n; j0 += kBlock) {
+          const std::int64_t len = std::min(kBlock, g.n - j0);
+          vm::map(y + off + j0, ex, len, [](vm::f16 v) { return vm::exp(v); });
+          for (std::int64_t j = 0; j < len; ++j) out[off + j0 + j] = gr[off + j0 + j] - ex[j] * dot;
+        }
+        return;
       }
       for (std::int64_t j = 0; j < g.n; ++j) {
         const std::int64_t i = off + j * s;
@@ -133,9 +189,9 @@ std::unique_ptr<CpuKernel> make_xent(const KernelArgs& k) {
     if (x.int_labels) {
       const auto* ids = static_cast<const std::int32_t*>(labels);
       check_labels(label, ids, x.rows, x.classes);
-      for (std::int64_t r = 0; r < x.rows; ++r) {
-        out[r] = -vm::log(std::max(p[r * x.classes + ids[r]], FLT_MIN));
-      }
+      for (std::int64_t r = 0; r < x.rows; ++r)
+        out[r] = std::max(p[r * x.classes + ids[r]], FLT_MIN);
+      vm::map(out, out, x.rows, [](vm::f16 v) { return -vm::log(v); });
       return;
     }
     const auto* y = static_cast<const float*>(labels);
@@ -202,8 +258,8 @@ void register_nn_kernels(KernelTable& t) {
                  std::unique_ptr<CpuKernel> (*make)(const KernelArgs&)) {
     t[static_cast<std::size_t>(op)].push_back({name, nullptr, make});
   };
-  add(OpKind::Softmax, "rows_simd", make_softmax);
-  add(OpKind::LogSoftmax, "rows_simd", make_softmax);
+  add(OpKind::Softmax, "blocked_rows", make_softmax);
+  add(OpKind::LogSoftmax, "blocked_rows", make_softmax);
   add(OpKind::SoftmaxGrad, "lines", make_softmax_grad);
   add(OpKind::LogSoftmaxGrad, "lines", make_softmax_grad);
   add(OpKind::CrossEntropy, "rows_simd", make_xent);
