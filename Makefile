@@ -14,7 +14,7 @@ build: configure
 	@cmake --build --preset release
 
 run: build
-	./build/examples/quickstart
+	./build/examples/mnist_softmax
 
 test-release: build
 	ctest --preset release

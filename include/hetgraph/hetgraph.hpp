@@ -9,7 +9,9 @@
 //   auto v = cg.read(y);   // {0, 0, 2, 4}
 #pragma once
 
+#include "hetgraph/autodiff.hpp"
 #include "hetgraph/compiler.hpp"
+#include "hetgraph/data.hpp"
 #include "hetgraph/error.hpp"
 #include "hetgraph/graph.hpp"
 #include "hetgraph/tensor.hpp"

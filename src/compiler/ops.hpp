@@ -112,6 +112,8 @@ struct GradCtx {
   Node grad;
   virtual void add(Node target, Node contribution) const = 0;
   virtual void not_differentiable(int input, std::string_view why) const = 0;
+  /// Whether the caller asked for this node's own gradient (a fused rule must not skip it).
+  virtual bool wanted(Node n) const = 0;
   virtual ~GradCtx() = default;
 };
 using GradFn = void (*)(const GradCtx&);

@@ -64,7 +64,7 @@ void grad_log_softmax(const GradCtx& c) {
 void grad_xent(const GradCtx& c) {
   const GraphImpl& g = *c.node.graph_impl();
   const NodeRec& p = g.rec(c.in[0].id());
-  if (p.op == OpKind::Softmax && p.attrs.axis == -1) {
+  if (p.op == OpKind::Softmax && p.attrs.axis == -1 && !c.wanted(c.in[0])) {
     // Skip the softmax: d/dz of -sum(y log softmax(z)) = softmax(z) * sum(y) - y.
     const Node z = c.in[0].input(0);
     c.add(z, make_op(OpKind::SoftmaxXentGrad, {c.grad, c.in[0], c.in[1]}));

@@ -1,0 +1,165 @@
+// The IDX / MNIST loader on files the tests write: both namings, plain and gzip'd, and every
+// way a file can be wrong.
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hetgraph/data.hpp"
+#include "hetgraph/error.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using hetgraph::DataError;
+using namespace hetgraph::data;
+
+namespace {
+
+std::vector<std::uint8_t> idx_bytes(std::uint32_t magic, std::vector<std::uint32_t> dims,
+                                    const std::vector<std::uint8_t>& data) {
+  std::vector<std::uint8_t> out;
+  auto put = [&](std::uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<std::uint8_t>(v >> s));
+  };
+  put(magic);
+  for (auto d : dims) put(d);
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+void write_file(const fs::path& p, const std::vector<std::uint8_t>& bytes, bool gz) {
+  if (gz) {
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+  } else {
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+  }
+}
+
+class DataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("hetgraph_idx_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A complete tiny data set: n train and m test images of 2x3 pixels.
+  void write_set(const std::string& sep, bool gz, int n = 5, int m = 3) {
+    const std::string ext = gz ? ".gz" : "";
+    for (auto [prefix, count] : {std::pair{"train", n}, std::pair{"t10k", m}}) {
+      std::vector<std::uint8_t> pixels(static_cast<std::size_t>(count * 6)),
+          labels(static_cast<std::size_t>(count));
+      for (std::size_t i = 0; i < pixels.size(); ++i)
+        pixels[i] = static_cast<std::uint8_t>(i * 37 % 256);
+      for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::uint8_t>(i % 10);
+      write_file(dir_ / (std::string(prefix) + "-images" + sep + "idx3-ubyte" + ext),
+                 idx_bytes(kIdxImages, {static_cast<std::uint32_t>(count), 2, 3}, pixels), gz);
+      write_file(dir_ / (std::string(prefix) + "-labels" + sep + "idx1-ubyte" + ext),
+                 idx_bytes(kIdxLabels, {static_cast<std::uint32_t>(count)}, labels), gz);
+    }
+  }
+
+  template <class F>
+  void expect_data_error(F&& f, std::initializer_list<std::string> parts) {
+    try {
+      f();
+      ADD_FAILURE() << "no DataError";
+    } catch (const DataError& e) {
+      for (const auto& p : parts)
+        EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DataTest, LoadsBothNamingsPlainAndGzip) {
+  for (const std::string sep : {"-", "."}) {
+    for (bool gz : {false, true}) {
+      fs::remove_all(dir_);
+      fs::create_directories(dir_);
+      write_set(sep, gz);
+      const Mnist m = load_mnist(dir_.string());
+      EXPECT_EQ(m.train.count, 5);
+      EXPECT_EQ(m.test.count, 3);
+      EXPECT_EQ(m.train.rows, 2);
+      EXPECT_EQ(m.train.cols, 3);
+      ASSERT_EQ(m.train.pixels.size(), 30u);
+      std::vector<float> imgs(30);
+      m.train.images(0, 5, imgs);
+      EXPECT_FLOAT_EQ(imgs[1], 37.0f / 255.0f);
+      EXPECT_FLOAT_EQ(imgs[7], (7 * 37 % 256) / 255.0f);
+      std::vector<float> two(12);
+      m.train.images(3, 2, two);
+      EXPECT_FLOAT_EQ(two[0], (18 * 37 % 256) / 255.0f);
+      EXPECT_EQ(m.train.labels, (std::vector<std::int32_t>{0, 1, 2, 3, 4}));
+      for (float p : imgs) {
+        EXPECT_GE(p, 0.0f);
+        EXPECT_LE(p, 1.0f);
+      }
+      expect_data_error([&] { m.train.images(4, 2, two); }, {"outside [0, 5)"});
+      expect_data_error([&] { m.train.images(0, 1, two); }, {"holds 12", "need 6"});
+    }
+  }
+}
+
+TEST_F(DataTest, MissingDirectoryOrFiles) {
+  expect_data_error([&] { load_mnist((dir_ / "nope").string()); }, {"nope", "no such directory"});
+  expect_data_error([&] { load_mnist(dir_.string()); },
+                    {"train-images-idx3-ubyte", "train-images.idx3-ubyte.gz"});
+}
+
+TEST_F(DataTest, WrongMagicNumber) {
+  write_set("-", false);
+  write_file(dir_ / "train-labels-idx1-ubyte",
+             idx_bytes(kIdxImages, {5, 1, 1}, std::vector<std::uint8_t>(5)), false);
+  expect_data_error([&] { load_mnist(dir_.string()); },
+                    {"train-labels-idx1-ubyte", "magic number 2051", "expected 2049"});
+}
+
+TEST_F(DataTest, TruncatedAndTrailingData) {
+  write_set("-", false);
+  write_file(dir_ / "train-images-idx3-ubyte",
+             idx_bytes(kIdxImages, {5, 2, 3}, std::vector<std::uint8_t>(29)), false);
+  expect_data_error([&] { load_mnist(dir_.string()); },
+                    {"train-images-idx3-ubyte", "truncated", "30", "29"});
+  write_file(dir_ / "train-images-idx3-ubyte",
+             idx_bytes(kIdxImages, {5, 2, 3}, std::vector<std::uint8_t>(31)), false);
+  expect_data_error([&] { load_mnist(dir_.string()); }, {"trailing data"});
+  write_file(dir_ / "train-images-idx3-ubyte", {0, 0, 8, 3, 0, 0}, false);
+  expect_data_error([&] { load_mnist(dir_.string()); }, {"truncated", "header"});
+}
+
+TEST_F(DataTest, CorruptOrTruncatedGzip) {
+  write_set("-", true);
+  const fs::path p = dir_ / "t10k-images-idx3-ubyte.gz";
+  std::ifstream in(p, std::ios::binary);
+  std::vector<char> gz((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  std::vector<std::uint8_t> cut(gz.begin(),
+                                gz.begin() + static_cast<std::ptrdiff_t>(gz.size() / 2));
+  write_file(p, cut, false);
+  expect_data_error([&] { load_mnist(dir_.string()); }, {"t10k-images-idx3-ubyte.gz"});
+  std::vector<std::uint8_t> garbled(gz.begin(), gz.end());
+  for (std::size_t i = 12; i < garbled.size(); ++i) garbled[i] ^= 0x5a;
+  write_file(p, garbled, false);
+  expect_data_error([&] { load_mnist(dir_.string()); }, {"t10k-images-idx3-ubyte.gz"});
+}
+
+TEST_F(DataTest, CountMismatchAndLabelRange) {
+  write_set("-", false);
+  write_file(dir_ / "train-labels-idx1-ubyte", idx_bytes(kIdxLabels, {4}, {0, 1, 2, 3}), false);
+  expect_data_error([&] { load_mnist(dir_.string()); }, {"5 images", "4 labels"});
+  write_file(dir_ / "train-labels-idx1-ubyte", idx_bytes(kIdxLabels, {5}, {0, 1, 12, 3, 4}), false);
+  expect_data_error([&] { load_mnist(dir_.string()); },
+                    {"train-labels-idx1-ubyte", "label 12", "index 2"});
+}
+
+}  // namespace

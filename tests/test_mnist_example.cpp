@@ -1,0 +1,119 @@
+// End to end: examples/mnist_softmax on a small MNIST-format data set written by the test
+// (classes distinguishable by which band of the image is bright), through its command line.
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_idx_gz(const fs::path& p, std::uint32_t magic, std::vector<std::uint32_t> dims,
+                  const std::vector<std::uint8_t>& data) {
+  std::vector<std::uint8_t> bytes;
+  auto put = [&](std::uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<std::uint8_t>(v >> s));
+  };
+  put(magic);
+  for (auto d : dims) put(d);
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  gzFile f = gzopen(p.c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+
+void write_set(const fs::path& dir, const std::string& prefix, int n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> noise(0, 60);
+  std::vector<std::uint8_t> px(static_cast<std::size_t>(n) * 784),
+      labels(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const int cls = static_cast<int>(rng() % 10);
+    labels[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(cls);
+    for (int p = 0; p < 784; ++p) {
+      const bool band = (p / 28) / 3 == cls;  // rows 3*cls .. 3*cls+2 are bright
+      px[static_cast<std::size_t>(i) * 784 + static_cast<std::size_t>(p)] =
+          static_cast<std::uint8_t>((band ? 180 : 0) + noise(rng));
+    }
+  }
+  write_idx_gz(dir / (prefix + "-images-idx3-ubyte.gz"), 2051,
+               {static_cast<std::uint32_t>(n), 28, 28}, px);
+  write_idx_gz(dir / (prefix + "-labels-idx1-ubyte.gz"), 2049, {static_cast<std::uint32_t>(n)},
+               labels);
+}
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const fs::path tmp = fs::temp_directory_path() / ("hetgraph_mnist_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(HETGRAPH_MNIST_EXAMPLE) + " " + args + " >" + tmp.string() +
+                          ".out 2>" + tmp.string() + ".err";
+  const int status = std::system(cmd.c_str());
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  Result r{WEXITSTATUS(status), slurp(tmp.string() + ".out"), slurp(tmp.string() + ".err")};
+  fs::remove(tmp.string() + ".out");
+  fs::remove(tmp.string() + ".err");
+  return r;
+}
+
+double field(const std::string& json, const std::string& key) {
+  const std::regex re("\"" + key + "\":([-0-9.eE]+)");
+  std::smatch m;
+  if (!std::regex_search(json, m, re)) {
+    ADD_FAILURE() << "no field " << key << " in " << json;
+    return -1;
+  }
+  return std::stod(m[1]);
+}
+
+TEST(MnistExample, TrainsOnAGeneratedDataSet) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_data_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 2000, 1);
+  write_set(dir, "t10k", 500, 2);
+  const Result r = run("--data " + dir.string() + " --epochs 3 --batch 100 --lr 0.5 --json");
+  fs::remove_all(dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  // a progress line per epoch on stderr
+  EXPECT_NE(r.err.find("epoch  3/3"), std::string::npos) << r.err;
+  const std::string last = r.out.substr(r.out.rfind('{'));
+  for (const char* key : {"setup_s", "copy_s", "compute_s", "train_s", "final_loss",
+                          "test_accuracy", "epochs", "batch", "lr"}) {
+    EXPECT_GE(field(last, key), 0) << key;
+  }
+  EXPECT_NE(last.find("\"platform\":\"cpu\""), std::string::npos) << last;
+  EXPECT_NE(last.find("\"engine\":"), std::string::npos) << last;
+  EXPECT_EQ(field(last, "epochs"), 3);
+  EXPECT_EQ(field(last, "batch"), 100);
+  EXPECT_GT(field(last, "test_accuracy"), 0.95);
+  EXPECT_LT(field(last, "final_loss"), 0.5);
+}
+
+TEST(MnistExample, BadDataDirectoryAndArguments) {
+  Result r = run("--data /nonexistent/mnist");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("/nonexistent/mnist"), std::string::npos) << r.err;
+  r = run("--epochs");
+  EXPECT_EQ(r.status, 2);
+  r = run("--bogus");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
+}
+
+}  // namespace
