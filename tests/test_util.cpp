@@ -8,6 +8,17 @@ std::vector<PlatformCase> platforms() {
   std::vector<PlatformCase> out;
   out.push_back({"cpu_seq_1t", [] { return hetgraph::Platform::cpu({.threads = 1}); }});
   out.push_back({"cpu_seq_2t", [] { return hetgraph::Platform::cpu({.threads = 2}); }});
+  // The parallel engines (parallel-safe memory plans, kernels on executor teams).
+  out.push_back({"cpu_critical_path_2x1", [] {
+                   return hetgraph::Platform::cpu({.engine = hetgraph::CpuEngine::critical_path,
+                                                   .executors = 2,
+                                                   .threads_per_executor = 1});
+                 }});
+  out.push_back({"cpu_shared_queue_2x1", [] {
+                   return hetgraph::Platform::cpu({.engine = hetgraph::CpuEngine::shared_queue,
+                                                   .executors = 2,
+                                                   .threads_per_executor = 1});
+                 }});
   return out;
 }
 

@@ -23,6 +23,8 @@ struct Args {
   int batch = 500;
   float lr = 0.1f;
   std::string platform = "cpu";
+  std::string engine = "sequential";
+  int executors = 0, threads_per_executor = 0;  // --executors NxT
   int threads = 0;
   bool json = false;
 };
@@ -30,7 +32,9 @@ struct Args {
 [[noreturn]] void usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage: mnist_softmax [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
-               "                     [--platform cpu|opencl] [--threads N] [--json]\n");
+               "                     [--platform cpu|opencl] [--engine "
+               "sequential|shared-queue|critical-path|auto]\n"
+               "                     [--executors NxT] [--threads N] [--json]\n");
   std::exit(code);
 }
 
@@ -58,7 +62,15 @@ Args parse(int argc, char** argv) {
         a.platform = value();
       else if (k == "--threads")
         a.threads = std::stoi(value());
-      else if (k == "--json")
+      else if (k == "--engine")
+        a.engine = value();
+      else if (k == "--executors") {
+        const std::string v = value();
+        const auto x = v.find('x');
+        if (x == std::string::npos) throw std::invalid_argument(v);
+        a.executors = std::stoi(v.substr(0, x));
+        a.threads_per_executor = std::stoi(v.substr(x + 1));
+      } else if (k == "--json")
         a.json = true;
       else if (k == "--help" || k == "-h")
         usage(0);
@@ -76,7 +88,14 @@ Args parse(int argc, char** argv) {
 }
 
 hetgraph::Platform make_platform(const Args& a) {
-  if (a.platform == "cpu") return hetgraph::Platform::cpu({.threads = a.threads});
+  if (a.platform == "cpu") {
+    hetgraph::CpuOptions o;
+    o.engine = hetgraph::parse_engine(a.engine);
+    o.threads = a.threads;
+    o.executors = a.executors;
+    o.threads_per_executor = a.threads_per_executor;
+    return hetgraph::Platform::cpu(o);
+  }
   throw hetgraph::PlatformError("--platform " + a.platform + ": not available (choose cpu)");
 }
 
@@ -169,14 +188,18 @@ int run(const Args& args) {
         cv.cycles ? static_cast<double>(cv.instructions) / static_cast<double>(cv.cycles) : 0.0);
   }
   if (args.json) {
+    const EngineReport er = train.engine_report();
     std::printf(
-        "{\"platform\":\"%s\",\"engine\":\"sequential\",\"threads\":%d,\"epochs\":%d,\"batch\":%d,"
+        "{\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%dx%d\",\"threads\":%d,\"epochs\":%"
+        "d,"
+        "\"batch\":%d,"
         "\"lr\":%g,\"setup_s\":%.6f,\"copy_s\":%.6f,\"compute_s\":%.6f,\"train_s\":%.6f,"
         "\"final_loss\":%.8f,\"test_accuracy\":%.6f,\"counters\":%s,\"instructions\":%lld,"
         "\"cycles\":%lld}\n",
-        platform.name().c_str(), args.threads, args.epochs, args.batch,
-        static_cast<double>(args.lr), setup_s, copy_s, compute_s, train_s, final_loss, accuracy,
-        cv.available ? "true" : "false", cv.instructions, cv.cycles);
+        platform.name().c_str(), er.engine.c_str(), er.executors, er.threads_per_executor,
+        args.threads, args.epochs, args.batch, static_cast<double>(args.lr), setup_s, copy_s,
+        compute_s, train_s, final_loss, accuracy, cv.available ? "true" : "false", cv.instructions,
+        cv.cycles);
   }
   return 0;
 }

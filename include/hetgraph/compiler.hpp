@@ -32,15 +32,47 @@ class Backend;
 class Executable;
 }  // namespace detail
 
-/// How the CPU platform executes a compiled graph.
+/// How the CPU platform executes a compiled graph. All engines give bitwise identical results
+/// for the same threads per executor.
 enum class CpuEngine : std::uint8_t {
-  sequential,  // one executor using all cores, topological order
+  sequential,     // one executor using all cores, nodes in topological order
+  shared_queue,   // N executors pulling ready nodes from one global FIFO (TensorFlow style)
+  critical_path,  // N pinned executors fed by a critical-path-first scheduler (Graphi)
+  automatic,      // critical_path, configured by the graph-width guideline, then by the
+                  // profiler's search over executor x thread configurations
 };
 std::string_view engine_name(CpuEngine e);
+/// "sequential", "shared-queue", "critical-path" or "auto"; throws PlatformError otherwise.
+CpuEngine parse_engine(std::string_view name);
 
 struct CpuOptions {
   CpuEngine engine = CpuEngine::sequential;
-  int threads = 0;  // 0: every allowed core
+  int threads = 0;               // sequential: team size; 0: every allowed core
+  int executors = 0;             // parallel engines; 0: the graph-width guideline's choice
+  int threads_per_executor = 0;  // 0: allowed cores / executors
+  int ring_capacity = 1;         // critical_path: nodes queued per executor
+  double inline_below_us = 2.0;  // nodes cheaper than this run in the thread that readied them
+  int profile_runs = 3;          // runs profiled before levels use measured durations
+  bool pin_threads = true;       // bind executor teams to their cores (hwloc)
+};
+
+/// How a compiled graph is being executed.
+struct EngineReport {
+  std::string engine;  // "sequential", "critical-path", ..., or a platform name
+  int executors = 1;
+  int threads_per_executor = 1;
+  int runs = 0;
+  bool levels_profiled = false;  // levels come from measured durations
+  bool tuned = true;             // automatic: the configuration search is over
+  // Graph-width guideline (heavy ops: matmul, ...)
+  std::size_t nodes = 0, heavy_nodes = 0;
+  int heavy_levels = 0, max_width = 0, avg_width = 1, guideline_executors = 1;
+  struct Trial {
+    int executors = 1, threads_per_executor = 1;
+    double median_s = 0;
+    int runs = 0;
+  };
+  std::vector<Trial> search;  // automatic: each configuration tried, in order
 };
 
 /// Where compiled graphs run.
@@ -130,6 +162,13 @@ class CompiledGraph {
   /// The input's own buffer, for writing inputs in place (no copy at run()).
   std::span<float> mapped_input(std::string_view name);
   std::span<std::int32_t> mapped_input_i32(std::string_view name);
+
+  /// Engine, executor configuration, graph-width statistics and (auto) the search table.
+  EngineReport engine_report() const;
+  /// Records every following run as Chrome trace-event JSON (one track per executor), written
+  /// to `path` by stop_trace() or when the graph is destroyed. Opens in Perfetto.
+  void start_trace(const std::string& path);
+  void stop_trace();
 
   Shape shape(Node n) const;
   /// Name of the kernel implementation chosen for a node (e.g. "dnnl_matmul").

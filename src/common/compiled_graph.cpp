@@ -128,3 +128,9 @@ const CompileReport& CompiledGraph::report() const {
 }
 
 }  // namespace hetgraph
+
+namespace hetgraph {
+EngineReport CompiledGraph::engine_report() const { return exe_->engine_report(); }
+void CompiledGraph::start_trace(const std::string& path) { exe_->start_trace(path); }
+void CompiledGraph::stop_trace() { exe_->stop_trace(); }
+}  // namespace hetgraph

@@ -42,7 +42,7 @@ void Executable::run(std::span<const FeedItem> feeds) {
   begin_run("run");
   try {
     feed(feeds);
-    execute();
+    execute_traced();
   } catch (...) {
     busy_.store(false, std::memory_order_release);
     throw;
@@ -86,7 +86,7 @@ void Executable::launch_async() {
         l.unlock();
         std::exception_ptr err;
         try {
-          execute();
+          execute_traced();
         } catch (...) {
           err = std::current_exception();
         }
@@ -111,6 +111,42 @@ void Executable::finish_async() {
 
 void Executable::settle_for_access(std::uint32_t) {
   wait();
+}
+
+void Executable::execute_traced() {
+  ++runs_;
+  if (!trace_) {
+    execute();
+    return;
+  }
+  try {
+    execute();
+  } catch (...) {
+    add_trace_events(*trace_, runs_);
+    throw;
+  }
+  add_trace_events(*trace_, runs_);
+}
+
+EngineReport Executable::engine_report() const {
+  EngineReport r;
+  r.engine = "platform";
+  r.runs = static_cast<int>(runs_);
+  return r;
+}
+
+void Executable::start_trace(const std::string& path) {
+  wait();
+  trace_ = std::make_unique<TraceWriter>(path);
+  set_recording(true);
+}
+
+void Executable::stop_trace() {
+  wait();
+  if (!trace_) return;
+  set_recording(false);
+  auto t = std::move(trace_);
+  t->flush();
 }
 
 // ---- feeds ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "common/trace.hpp"
 #include "compiler/plan.hpp"
 #include "hetgraph/compiler.hpp"
 
@@ -49,6 +50,18 @@ class Executable {
   virtual std::string kernel_name(std::uint32_t node) const = 0;
   /// Bytes copied from feeds into the graph so far (mapped feeds copy nothing).
   std::uint64_t feed_bytes_copied() const { return feed_bytes_copied_; }
+  virtual EngineReport engine_report() const;
+  void start_trace(const std::string& path);
+  void stop_trace();
+
+  /// Per-node execution records of the last run while recording (tests check schedules).
+  struct Event {
+    std::uint32_t node;  // plan index
+    int lane;            // executor or queue
+    std::int64_t start_ns, end_ns;
+  };
+  void record_events(bool on) { set_recording(on || trace_ != nullptr); }
+  virtual std::vector<Event> last_run_events() const { return {}; }
 
  protected:
   /// Host pointer to a node's memory that stays valid for the executable's life (CPU: the
@@ -67,6 +80,12 @@ class Executable {
 
   /// Writes constants and initial variable values; platforms call it once memory exists.
   void initialize_state();
+  /// Tracing: the platform records whether per-node events are wanted, and after each run
+  /// adds the run's events to the writer.
+  virtual void set_recording(bool on) = 0;
+  virtual void add_trace_events(TraceWriter& w, std::int64_t run) = 0;
+  /// execute() plus trace collection; what run() and the default async runner call.
+  void execute_traced();
 
  private:
   void feed(std::span<const FeedItem> feeds);
@@ -87,6 +106,8 @@ class Executable {
   bool job_ = false, done_ = false, quit_ = false;
   std::exception_ptr error_;
   std::uint64_t feed_bytes_copied_ = 0;
+  std::unique_ptr<TraceWriter> trace_;
+  std::int64_t runs_ = 0;
 };
 
 /// Deterministic initial values for a variable.

@@ -1,12 +1,15 @@
 // The CPU platform: one arena laid out by the memory plan, a kernel per node created at
 // compile time, and an engine that runs them.
-#include <sched.h>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "common/executable.hpp"
+#include "compiler/graph_stats.hpp"
 #include "cpu/engine.hpp"
+#include "cpu/engine_auto.hpp"
+#include "cpu/engine_parallel.hpp"
+#include "cpu/topology.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph {
@@ -15,17 +18,29 @@ std::string_view engine_name(CpuEngine e) {
   switch (e) {
     case CpuEngine::sequential:
       return "sequential";
+    case CpuEngine::shared_queue:
+      return "shared-queue";
+    case CpuEngine::critical_path:
+      return "critical-path";
+    case CpuEngine::automatic:
+      return "auto";
   }
   return "?";
+}
+
+CpuEngine parse_engine(std::string_view name) {
+  for (CpuEngine e : {CpuEngine::sequential, CpuEngine::shared_queue, CpuEngine::critical_path,
+                      CpuEngine::automatic}) {
+    if (engine_name(e) == name) return e;
+  }
+  throw PlatformError("unknown engine '" + std::string(name) +
+                      "' (choose sequential, shared-queue, critical-path or auto)");
 }
 
 namespace detail::cpu {
 
 int allowed_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
+  return Topology::get().allowed();
 }
 
 namespace {
@@ -33,7 +48,7 @@ namespace {
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<const Plan> plan, const CpuOptions& opts)
-      : Executable(plan), threads_(opts.threads > 0 ? opts.threads : allowed_cores()) {
+      : Executable(plan), opts_(opts), threads_(opts.threads > 0 ? opts.threads : allowed_cores()) {
     const Plan& p = *plan;
     const std::size_t bytes = std::max<std::size_t>(p.arena_bytes, 64);
     void* mem = nullptr;
@@ -64,7 +79,7 @@ class CpuExecutable final : public Executable {
       prog.kernels[i] = kernels_[i].get();
       prog.scratch_bytes = std::max(prog.scratch_bytes, kernels_[i]->scratch_bytes());
     }
-    engine_ = make_sequential_engine(prog, threads_);
+    engine_ = make_engine(prog);
     initialize_state();
   }
 
@@ -77,6 +92,25 @@ class CpuExecutable final : public Executable {
 
   std::string kernel_name(std::uint32_t node) const override { return std::string(names_[node]); }
 
+  EngineReport engine_report() const override {
+    EngineReport r;
+    r.engine = std::string(engine_->name());
+    r.executors = engine_->executors();
+    r.threads_per_executor = engine_->threads_per_executor();
+    r.runs = engine_->runs();
+    r.levels_profiled = engine_->levels_profiled();
+    r.tuned = engine_->tuned();
+    r.search = engine_->search();
+    const GraphStats st = graph_stats(plan());
+    r.nodes = st.nodes;
+    r.heavy_nodes = st.heavy;
+    r.heavy_levels = st.heavy_levels;
+    r.max_width = st.max_width;
+    r.avg_width = st.avg_width;
+    r.guideline_executors = guideline_executors(plan(), allowed_cores());
+    return r;
+  }
+
  protected:
   void* host_pointer(std::uint32_t node) override {
     return arena_.get() + plan().nodes[node].offset;
@@ -88,11 +122,45 @@ class CpuExecutable final : public Executable {
     std::memcpy(dst, host_pointer(node), bytes);
   }
   void execute() override { engine_->run(); }
+  void set_recording(bool on) override { engine_->set_recording(on); }
+  std::vector<Event> last_run_events() const override {
+    std::vector<Event> out;
+    for (const NodeEvent& e : engine_->last_events())
+      out.push_back({e.node, e.executor, e.start_ns, e.end_ns});
+    return out;
+  }
+  void add_trace_events(TraceWriter& w, std::int64_t run) override {
+    w.set_lanes(engine_->lane_names());
+    for (const NodeEvent& e : engine_->last_events()) {
+      const PlanNode& n = plan().nodes[e.node];
+      const std::string name =
+          n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
+      w.add(name, std::string(op_name(n.op)), e.executor, e.start_ns, e.end_ns, n.label, run);
+    }
+  }
+
+  std::unique_ptr<Engine> make_engine(const Program& prog) const {
+    if (opts_.engine == CpuEngine::sequential) return make_sequential_engine(prog, threads_);
+    const int cores = allowed_cores();
+    EngineConfig c;
+    c.ring_capacity = opts_.ring_capacity;
+    c.inline_below_us = opts_.inline_below_us;
+    c.profile_runs = opts_.profile_runs;
+    c.pin = opts_.pin_threads;
+    if (opts_.engine == CpuEngine::automatic) return std::make_unique<AutoEngine>(prog, c, cores);
+    c.executors = opts_.executors > 0 ? opts_.executors : guideline_executors(*prog.plan, cores);
+    c.threads = opts_.threads_per_executor > 0 ? opts_.threads_per_executor
+                                               : std::max(1, cores / c.executors);
+    if (opts_.engine == CpuEngine::shared_queue)
+      return std::make_unique<SharedQueueEngine>(prog, c);
+    return std::make_unique<CriticalPathEngine>(prog, c);
+  }
 
  private:
   struct Free {
     void operator()(std::byte* p) const { std::free(p); }
   };
+  CpuOptions opts_;
   int threads_;
   std::unique_ptr<std::byte, Free> arena_;
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
@@ -104,7 +172,11 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(CpuOptions o) : opts_(o) {}
   std::string name() const override { return "cpu"; }
-  ReuseMode reuse_mode() const override { return ReuseMode::sequential; }
+  // Parallel engines run nodes in any order the dependencies allow: buffers may only be
+  // reused between dependency-ordered nodes.
+  ReuseMode reuse_mode() const override {
+    return opts_.engine == CpuEngine::sequential ? ReuseMode::sequential : ReuseMode::dag;
+  }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }
@@ -117,7 +189,12 @@ class CpuBackend final : public Backend {
 }  // namespace detail::cpu
 
 Platform Platform::cpu(CpuOptions options) {
-  if (options.threads < 0) throw PlatformError("CpuOptions.threads must be >= 0");
+  if (options.threads < 0 || options.executors < 0 || options.threads_per_executor < 0) {
+    throw PlatformError("CpuOptions: threads, executors and threads_per_executor must be >= 0");
+  }
+  if (options.executors > 64) throw PlatformError("CpuOptions: at most 64 executors");
+  if (options.ring_capacity < 1) throw PlatformError("CpuOptions.ring_capacity must be >= 1");
+  if (options.profile_runs < 0) throw PlatformError("CpuOptions.profile_runs must be >= 0");
   return Platform(std::make_shared<detail::cpu::CpuBackend>(options));
 }
 

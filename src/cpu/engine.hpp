@@ -7,6 +7,7 @@
 
 #include "compiler/plan.hpp"
 #include "cpu/kernel.hpp"
+#include "hetgraph/compiler.hpp"
 
 namespace hetgraph::detail::cpu {
 
@@ -18,12 +19,35 @@ struct Program {
   std::size_t scratch_bytes = 0;  // largest scratchpad any kernel asks for
 };
 
+/// One node's execution, recorded by the profiler (steady-clock nanoseconds).
+struct NodeEvent {
+  std::uint32_t node = 0;
+  std::int32_t executor = 0;
+  std::int64_t start_ns = 0, end_ns = 0;
+};
+
+std::int64_t now_ns();
+
 class Engine {
  public:
   virtual ~Engine() = default;
   /// Runs every kernel once, respecting dependencies; rethrows the first kernel error.
   virtual void run() = 0;
   virtual std::string_view name() const = 0;
+
+  /// Record every node's start, end and executor in the following runs (for traces).
+  virtual void set_recording(bool on) = 0;
+  /// The events of the last run while recording (or a profiling run).
+  virtual const std::vector<NodeEvent>& last_events() const = 0;
+  /// A name per executor ("executor 1 (cores 2,3)"), indexed by NodeEvent::executor.
+  virtual std::vector<std::string> lane_names() const = 0;
+  virtual int executors() const = 0;
+  virtual int threads_per_executor() const = 0;
+  virtual bool levels_profiled() const { return false; }
+  virtual int runs() const = 0;
+  /// Automatic engines: the configuration search is over (fixed engines: always).
+  virtual bool tuned() const { return true; }
+  virtual std::vector<EngineReport::Trial> search() const { return {}; }
 };
 
 /// Runs a kernel and turns foreign exceptions into PlatformError naming the node.

@@ -39,7 +39,8 @@ class SequentialEngine final : public Engine {
  public:
   SequentialEngine(const Program& prog, int threads) : plan_(prog.plan), threads_(threads) {
     for (std::size_t i = 0; i < prog.kernels.size(); ++i) {
-      if (prog.kernels[i] != nullptr) steps_.push_back({prog.kernels[i], &plan_->nodes[i]});
+      if (prog.kernels[i] != nullptr)
+        steps_.push_back({prog.kernels[i], &plan_->nodes[i], static_cast<std::uint32_t>(i)});
     }
     if (prog.scratch_bytes > 0) {
       scratch_.reset(
@@ -52,15 +53,34 @@ class SequentialEngine final : public Engine {
 
   void run() override {
     OmpThreads team(threads_);
-    for (const Step& s : steps_) run_kernel(*s.kernel, ctx_, *s.node);
+    ++runs_;
+    if (!recording_) {
+      for (const Step& s : steps_) run_kernel(*s.kernel, ctx_, *s.node);
+      return;
+    }
+    events_.clear();
+    for (const Step& s : steps_) {
+      const std::int64_t t0 = now_ns();
+      run_kernel(*s.kernel, ctx_, *s.node);
+      events_.push_back({s.index, 0, t0, now_ns()});
+    }
   }
 
   std::string_view name() const override { return "sequential"; }
+  void set_recording(bool on) override { recording_ = on; }
+  const std::vector<NodeEvent>& last_events() const override { return events_; }
+  std::vector<std::string> lane_names() const override {
+    return {"sequential (" + std::to_string(threads_) + " threads)"};
+  }
+  int executors() const override { return 1; }
+  int threads_per_executor() const override { return threads_; }
+  int runs() const override { return runs_; }
 
  private:
   struct Step {
     CpuKernel* kernel;
     const PlanNode* node;
+    std::uint32_t index;
   };
   struct Free {
     void operator()(std::byte* p) const { std::free(p); }
@@ -70,6 +90,9 @@ class SequentialEngine final : public Engine {
   std::vector<Step> steps_;
   std::unique_ptr<std::byte, Free> scratch_;
   ExecCtx ctx_;
+  bool recording_ = false;
+  int runs_ = 0;
+  std::vector<NodeEvent> events_;
 };
 
 }  // namespace

@@ -1,0 +1,91 @@
+#include "common/trace.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "hetgraph/error.hpp"
+
+namespace hetgraph::detail {
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          o += buf;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o;
+}
+
+TraceWriter::TraceWriter(std::string path) : path_(std::move(path)) {
+  std::ofstream probe(path_, std::ios::app);
+  if (!probe) throw DataError("trace: cannot write " + path_);
+}
+
+TraceWriter::~TraceWriter() {
+  try {
+    flush();
+  } catch (...) {
+    // A destructor cannot report it; stop_trace() does.
+  }
+}
+
+void TraceWriter::set_lanes(const std::vector<std::string>& names) {
+  if (names.size() > lanes_.size()) lanes_ = names;
+}
+
+void TraceWriter::add(const std::string& name, const std::string& category, int lane,
+                      std::int64_t start_ns, std::int64_t end_ns, const std::string& node_label,
+                      std::int64_t run) {
+  if (origin_ns_ < 0) origin_ns_ = start_ns;
+  char times[96];
+  std::snprintf(times, sizeof times, "\"ts\":%.3f,\"dur\":%.3f",
+                static_cast<double>(start_ns - origin_ns_) * 1e-3,
+                static_cast<double>(end_ns - start_ns) * 1e-3);
+  if (!events_.empty()) events_ += ",\n";
+  events_ += "{\"name\":\"" + json_escape(name) + "\",\"cat\":\"" + json_escape(category) +
+             "\",\"ph\":\"X\"," + times + ",\"pid\":1,\"tid\":" + std::to_string(lane) +
+             ",\"args\":{\"node\":\"" + json_escape(node_label) + "\",\"op\":\"" +
+             json_escape(category) + "\",\"run\":" + std::to_string(run) + "}}";
+}
+
+void TraceWriter::flush() {
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"hetgraph\"}}";
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
+           ",\"args\":{\"name\":\"" + json_escape(lanes_[i]) + "\"}}";
+  }
+  if (!events_.empty()) out += ",\n" + events_;
+  out += "\n]}\n";
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f || !(f << out)) throw DataError("trace: cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path_, ec);
+  if (ec) throw DataError("trace: cannot rename " + tmp + " to " + path_ + ": " + ec.message());
+}
+
+}  // namespace hetgraph::detail

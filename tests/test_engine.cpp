@@ -1,0 +1,453 @@
+// The parallel CPU engines: random DAG stress (every node once, dependencies respected,
+// results bitwise equal to the sequential engine with the same team size), errors raised
+// inside executors, engine lifetime with work pending, concurrent callers, the profiler, the
+// automatic configuration search, traces, and the scheduler's data structures.
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "common/executable.hpp"
+#include "compiler/graph_stats.hpp"
+#include "cpu/ready_heap.hpp"
+#include "cpu/sync.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+// ---- data structures ------------------------------------------------------------------------
+
+TEST(SpscRing, FifoCapacityAndWrap) {
+  detail::cpu::SpscRing<int> r(3);  // rounds up to 4
+  EXPECT_EQ(r.capacity(), 4u);
+  int v = 0;
+  EXPECT_FALSE(r.pop(v));
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < 4; ++i) EXPECT_TRUE(r.push(round * 10 + i));
+    EXPECT_FALSE(r.push(99));
+    EXPECT_EQ(r.size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(r.pop(v));
+      EXPECT_EQ(v, round * 10 + i);
+    }
+    EXPECT_TRUE(r.empty());
+  }
+}
+
+TEST(SpscRing, TwoThreadsTransferEveryItemInOrder) {
+  detail::cpu::SpscRing<std::uint32_t> r(8);
+  constexpr std::uint32_t kItems = 200000;
+  std::thread producer([&] {
+    for (std::uint32_t i = 0; i < kItems;) {
+      if (r.push(i)) ++i;
+    }
+  });
+  std::uint32_t expect = 0, v = 0;
+  while (expect < kItems) {
+    if (r.pop(v)) {
+      ASSERT_EQ(v, expect);
+      ++expect;
+    }
+  }
+  producer.join();
+}
+
+TEST(ReadyHeap, PopsByLevelThenLowestId) {
+  std::vector<double> level{1.0, 5.0, 3.0, 5.0, 0.5, 3.0, 9.0};
+  detail::cpu::ReadyHeap h(level);
+  for (std::uint32_t v : {4u, 0u, 3u, 2u, 6u, 1u, 5u}) h.push(v);
+  std::vector<std::uint32_t> order;
+  while (!h.empty()) order.push_back(h.pop());
+  EXPECT_EQ(order, (std::vector<std::uint32_t>{6, 1, 3, 2, 5, 0, 4}));
+  std::mt19937 rng(3);
+  std::vector<double> lv(500);
+  for (double& x : lv) x = static_cast<double>(rng() % 50);
+  detail::cpu::ReadyHeap h2(lv);
+  for (std::uint32_t i = 0; i < 500; ++i) h2.push(i);
+  double prev = 1e9;
+  while (!h2.empty()) {
+    const std::uint32_t v = h2.pop();
+    EXPECT_LE(lv[v], prev);
+    prev = lv[v];
+  }
+}
+
+TEST(EventCount, WaiterWakesOnNotify) {
+  detail::cpu::EventCount ev;
+  std::atomic<bool> flag{false};
+  std::thread waiter([&] {
+    for (;;) {
+      const auto t = ev.ticket();
+      if (flag.load()) return;
+      ev.wait(t);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  flag.store(true);
+  ev.notify_one();
+  waiter.join();
+}
+
+// ---- random DAG stress ----------------------------------------------------------------------
+
+// Random DAGs of tiny nodes in four shapes: random, chain, wide fan-out/fan-in, diamonds.
+Graph random_dag(std::mt19937& rng, int n, int kind) {
+  Graph g;
+  std::vector<Node> v{g.input("x"), g.input("y")};
+  auto pick = [&] { return v[rng() % v.size()]; };
+  auto unary = [&](Node a) -> Node {
+    switch (rng() % 3) {
+      case 0:
+        return tanh(a);
+      case 1:
+        return scale(a, 0.5f);
+      default:
+        return a * 0.9f + 0.1f;
+    }
+  };
+  while (static_cast<int>(v.size()) < n) {
+    switch (kind) {
+      case 0:  // random fan-in 1-2
+        v.push_back(rng() % 2 ? unary(pick()) : tanh(pick() * pick()));
+        break;
+      case 1:  // chains
+        v.push_back(unary(v.back()));
+        break;
+      case 2: {  // fan-out then fan-in
+        const Node src = pick();
+        std::vector<Node> fan;
+        const int w = 2 + static_cast<int>(rng() % 16);
+        for (int i = 0; i < w; ++i) fan.push_back(unary(src));
+        Node sum = fan[0];
+        for (int i = 1; i < w; ++i) sum = sum + fan[static_cast<std::size_t>(i)];
+        v.insert(v.end(), fan.begin(), fan.end());
+        v.push_back(tanh(sum));
+        break;
+      }
+      default: {  // diamonds
+        const Node a = pick();
+        const Node b = unary(a), c = unary(a);
+        v.push_back(b);
+        v.push_back(c);
+        v.push_back(b * c);
+        break;
+      }
+    }
+  }
+  return g;
+}
+
+struct Config {
+  CpuEngine engine;
+  int executors;
+};
+
+TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
+  const int dags = env_int("HETGRAPH_STRESS_DAGS", 1000);
+  const int runs = env_int("HETGRAPH_STRESS_RUNS", 20);
+  std::vector<Config> configs;
+  for (CpuEngine e : {CpuEngine::critical_path, CpuEngine::shared_queue}) {
+    for (int n : {1, 2, 3, 4, 8}) configs.push_back({e, n});
+  }
+  std::mt19937 rng(2024);
+  const std::vector<float> xv{0.1f, -0.2f, 0.3f, 0.7f}, yv{0.5f, 0.25f, -0.75f, 0.125f};
+  const InputShapes shapes{{"x", {4}}, {"y", {4}}};
+  for (int d = 0; d < dags; ++d) {
+    const int n =
+        d % 10 == 0 ? 1 + static_cast<int>(rng() % 2000) : 1 + static_cast<int>(rng() % 200);
+    Graph g = random_dag(rng, n, d % 4);
+    auto seq = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, {});
+    seq.run({{"x", xv}, {"y", yv}});
+    const auto& plan = seq.executable().plan();
+    std::vector<std::vector<float>> want;
+    for (std::uint32_t f : plan.fetches)
+      want.push_back(seq.read(plan.graph->handle(plan.nodes[f].gid)));
+    for (const Config& c : configs) {
+      CpuOptions o;
+      o.engine = c.engine;
+      o.executors = c.executors;
+      o.threads_per_executor = 1;
+      o.inline_below_us = d % 2 ? 2.0 : 0.0;  // with and without inline execution
+      auto cg = GraphCompiler(Platform::cpu(o)).compile(g, shapes, {});
+      cg.executable().record_events(true);
+      const auto& p = cg.executable().plan();
+      for (int r = 0; r < runs; ++r) {
+        cg.run({{"x", xv}, {"y", yv}});
+        // every kernel node exactly once, never before its dependencies finished
+        const auto events = cg.executable().last_run_events();
+        std::vector<int> seen(p.nodes.size(), 0);
+        std::vector<std::int64_t> end(p.nodes.size(), -1), start(p.nodes.size(), -1);
+        for (const auto& e : events) {
+          ++seen[e.node];
+          start[e.node] = e.start_ns;
+          end[e.node] = e.end_ns;
+          ASSERT_LT(e.lane, c.executors);
+        }
+        for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+          const bool kernel = p.nodes[i].storage == detail::Storage::Computed;
+          ASSERT_EQ(seen[i], kernel ? 1 : 0) << "node " << p.nodes[i].label << " dag " << d;
+          if (!kernel) continue;
+          for (std::uint32_t dep : p.nodes[i].deps) {
+            if (end[dep] >= 0) {
+              ASSERT_GE(start[i], end[dep])
+                  << p.nodes[i].label << " started before " << p.nodes[dep].label;
+            }
+          }
+        }
+        for (std::size_t k = 0; k < p.fetches.size(); ++k) {
+          const auto got = cg.read(p.graph->handle(p.nodes[p.fetches[k]].gid));
+          ASSERT_TRUE(testing_util::bitwise_equal(got, want[k]))
+              << engine_name(c.engine) << " " << c.executors << " executors, dag " << d << " run "
+              << r;
+        }
+      }
+    }
+  }
+}
+
+// ---- errors, lifetime, callers --------------------------------------------------------------
+
+// A wide graph whose cross-entropy kernels fail on a bad class id.
+struct Wide {
+  Graph g;
+  Node loss;
+  Wide() {
+    auto x = g.input("x"), ids = g.input("ids", DType::i32);
+    std::vector<Node> parts;
+    for (int i = 0; i < 16; ++i)
+      parts.push_back(reduce_mean(cross_entropy(softmax(x * static_cast<float>(i + 1)), ids)));
+    Node s = parts[0];
+    for (std::size_t i = 1; i < parts.size(); ++i) s = s + parts[i];
+    loss = s;
+  }
+};
+
+TEST(EngineErrors, KernelErrorReachesRunAndTheEngineStaysUsable) {
+  for (CpuEngine e : {CpuEngine::critical_path, CpuEngine::shared_queue, CpuEngine::automatic}) {
+    Wide w;
+    CpuOptions o;
+    o.engine = e;
+    o.executors = e == CpuEngine::automatic ? 0 : 2;
+    o.threads_per_executor = 1;
+    o.inline_below_us = 0;
+    auto cg = GraphCompiler(Platform::cpu(o)).compile(w.g, {{"x", {8, 5}}, {"ids", {8}}}, {w.loss});
+    const std::vector<float> xv(40, 0.0f);
+    std::vector<std::int32_t> ids(8, 1);
+    cg.run({{"x", xv}, {"ids", ids}});
+    const float good = cg.read(w.loss)[0];
+    for (int i = 0; i < 5; ++i) {
+      ids[3] = 9;
+      EXPECT_THROW(cg.run({{"x", xv}, {"ids", ids}}), FeedError) << engine_name(e);
+      ids[3] = 1;
+      cg.run({{"x", xv}, {"ids", ids}});
+      EXPECT_EQ(cg.read(w.loss)[0], good) << engine_name(e);
+    }
+  }
+}
+
+TEST(EngineLifetime, ThousandCreateDestroyCyclesWithWorkPending) {
+  Graph g;
+  auto x = g.input("x");
+  std::vector<Node> parts;
+  for (int i = 0; i < 8; ++i)
+    parts.push_back(reduce_sum(tanh(matmul(x, x) * static_cast<float>(i))));
+  Node s = parts[0];
+  for (std::size_t i = 1; i < parts.size(); ++i) s = s + parts[i];
+  const std::vector<float> xv = testing_util::random_vec(64 * 64, 4);
+  const int cycles = env_int("HETGRAPH_LIFETIME_CYCLES", 1000);
+  for (int i = 0; i < cycles; ++i) {
+    CpuOptions o;
+    o.engine = i % 2 ? CpuEngine::critical_path : CpuEngine::shared_queue;
+    o.executors = 1 + i % 3;
+    o.threads_per_executor = 1;
+    auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"x", {64, 64}}}, {s});
+    cg.run_async({{"x", xv}});
+    // destroyed with the run in flight
+  }
+}
+
+TEST(EngineCallers, OneGraphFromSeveralThreadsIsSafeOrRejected) {
+  Graph g;
+  auto x = g.input("x");
+  Node y = x;
+  for (int i = 0; i < 30; ++i) y = tanh(y) + 0.5f;
+  for (CpuEngine e : {CpuEngine::critical_path, CpuEngine::shared_queue}) {
+    CpuOptions o;
+    o.engine = e;
+    o.executors = 2;
+    o.threads_per_executor = 1;
+    auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"x", {1000}}}, {y});
+    const std::vector<float> xv(1000, 0.25f);
+    cg.run({{"x", xv}});
+    const auto want = cg.read(y);
+    std::atomic<int> ok{0}, rejected{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 3; ++t) {
+      ts.emplace_back([&] {
+        for (int i = 0; i < 30; ++i) {
+          try {
+            cg.run({{"x", xv}});
+            ++ok;
+          } catch (const Error&) {
+            ++rejected;
+          }
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(ok + rejected, 90);
+    EXPECT_GT(ok.load(), 0);
+    cg.run({{"x", xv}});
+    EXPECT_TRUE(testing_util::bitwise_equal(cg.read(y), want));
+  }
+}
+
+// ---- profiler, auto, guideline, trace -------------------------------------------------------
+
+// Eight independent matmul branches summed: heavy width 8, one heavy level.
+Graph branches(int n, Node& out) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b");
+  std::vector<Node> level;
+  for (int i = 0; i < n; ++i) level.push_back(log(matmul(a, b) + static_cast<float>(i + 2)));
+  while (level.size() > 1) {
+    std::vector<Node> next;
+    for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(level[i] + level[i + 1]);
+    if (level.size() % 2) next.push_back(level.back());
+    level = next;
+  }
+  out = level[0];
+  return g;
+}
+
+TEST(EngineProfiler, LevelsComeFromMeasurementsAfterProfileRuns) {
+  Node out;
+  Graph g = branches(8, out);
+  const std::vector<float> av = testing_util::random_vec(40 * 30, 1, 0, 1),
+                           bv = testing_util::random_vec(30 * 40, 2, 0, 1);
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.executors = 2;
+  o.threads_per_executor = 1;
+  o.profile_runs = 3;
+  auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(cg.engine_report().levels_profiled);
+    cg.run({{"a", av}, {"b", bv}});
+  }
+  const EngineReport r = cg.engine_report();
+  EXPECT_TRUE(r.levels_profiled);
+  EXPECT_EQ(r.engine, "critical-path");
+  EXPECT_EQ(r.executors, 2);
+  EXPECT_EQ(r.runs, 3);
+  EXPECT_EQ(r.heavy_nodes, 8u);
+  EXPECT_EQ(r.heavy_levels, 1);
+  EXPECT_EQ(r.max_width, 8);
+  EXPECT_EQ(r.avg_width, 8);
+}
+
+TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {
+  Node out;
+  Graph g = branches(8, out);
+  const std::vector<float> av = testing_util::random_vec(40 * 30, 1, 0, 1),
+                           bv = testing_util::random_vec(30 * 40, 2, 0, 1);
+  CpuOptions o;
+  o.engine = CpuEngine::automatic;
+  auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
+  const EngineReport first = cg.engine_report();
+  EXPECT_EQ(first.executors, first.guideline_executors);
+  EXPECT_FALSE(first.tuned);
+  int runs = 0;
+  while (!cg.engine_report().tuned && runs < 200) {
+    cg.run({{"a", av}, {"b", bv}});
+    ++runs;
+  }
+  const EngineReport r = cg.engine_report();
+  ASSERT_TRUE(r.tuned) << "search did not finish in 200 runs";
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  int divisors = 0;
+  for (int e = 1; e <= cores; ++e) divisors += cores % e == 0;
+  EXPECT_EQ(static_cast<int>(r.search.size()), divisors);
+  EXPECT_EQ(r.search.front().executors, first.guideline_executors);
+  double best = 1e30;
+  for (const auto& t : r.search) best = std::min(best, t.median_s);
+  bool chosen = false;
+  for (const auto& t : r.search) {
+    chosen |= t.median_s == best && t.executors == r.executors &&
+              t.threads_per_executor == r.threads_per_executor;
+  }
+  EXPECT_TRUE(chosen) << "the engine kept a configuration that was not the fastest";
+  // and it still computes the same thing
+  cg.run({{"a", av}, {"b", bv}});
+  auto seq = GraphCompiler().compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
+  seq.run({{"a", av}, {"b", bv}});
+  testing_util::expect_close(cg.read(out), testing_util::to_ref({40, 40}, seq.read(out)), 1e-5,
+                             1e-5, "auto vs sequential");
+}
+
+TEST(EngineTrace, ChromeTraceJsonParsesWithOneTrackPerExecutor) {
+  Node out;
+  Graph g = branches(4, out);
+  const std::vector<float> av = testing_util::random_vec(40 * 30, 1, 0, 1),
+                           bv = testing_util::random_vec(30 * 40, 2, 0, 1);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("hetgraph_trace_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  {
+    CpuOptions o;
+    o.engine = CpuEngine::critical_path;
+    o.executors = 2;
+    o.threads_per_executor = 1;
+    o.inline_below_us = 0;
+    auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
+    cg.start_trace(path);
+    cg.run({{"a", av}, {"b", bv}});
+    cg.run({{"a", av}, {"b", bv}});
+    cg.stop_trace();
+    // Validated by a real JSON parser, with the fields Perfetto needs.
+    const std::string check =
+        "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); ev=d['traceEvents'];"
+        "x=[e for e in ev if e['ph']=='X']; m=[e for e in ev if e.get('name')=='thread_name'];"
+        "assert len(m)==2, m; assert {e['tid'] for e in x} <= {0,1};"
+        "assert all(e['dur']>=0 and e['ts']>=0 and e['args']['op'] and e['args']['node'] for e in "
+        "x);"
+        "assert {e['args']['run'] for e in x}=={1,2}, 'runs';"
+        "assert sum(1 for e in x if e['cat']=='matmul')==8, 'matmuls'\" " +
+        path;
+    EXPECT_EQ(std::system(check.c_str()), 0);
+    // tracing again, then destruction without stop: flushed by the destructor
+    cg.start_trace(path);
+    cg.run({{"a", av}, {"b", bv}});
+  }
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("\"ph\":\"X\""), std::string::npos);
+  EXPECT_NE(text.find("\"thread_name\""), std::string::npos);
+  std::filesystem::remove(path);
+  auto cg = GraphCompiler().compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
+  EXPECT_THROW(cg.start_trace("/nonexistent/dir/trace.json"), DataError);
+}
+
+TEST(EngineOptions, BadOptionsAreRejected) {
+  EXPECT_THROW(Platform::cpu({.engine = CpuEngine::critical_path, .executors = -1}), PlatformError);
+  EXPECT_THROW(Platform::cpu({.engine = CpuEngine::critical_path, .executors = 65}), PlatformError);
+  CpuOptions o;
+  o.ring_capacity = 0;
+  EXPECT_THROW(Platform::cpu(o), PlatformError);
+  EXPECT_THROW(parse_engine("fastest"), PlatformError);
+  EXPECT_EQ(parse_engine("critical-path"), CpuEngine::critical_path);
+  EXPECT_EQ(parse_engine("auto"), CpuEngine::automatic);
+}
+
+}  // namespace
