@@ -1,11 +1,12 @@
 // hetgraph-bench: times workloads with PAPI's real-time clock, of completed work, and prints
-// one JSON object per run configuration (--json) or a readable line.
+// one JSON object per workload (--json) or a readable line.
 //
-//   build/bench/hetgraph-bench --workload matmul-200x100x200,sgemm-200x100x200 --repeat 10 --json
+//   build/bench/hetgraph-bench --workload par-matmul-8192 --engine critical-path --executors 2x1
+//   --json build/bench/hetgraph-bench --workload lstm-small --engine auto --repeat 10 --trace
+//   lstm.json
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,17 +20,24 @@ struct Options {
   std::vector<std::string> workloads;
   std::string platform = "cpu";
   std::string engine = "sequential";
+  int executors = 0, threads_per_executor = 0;  // --executors NxT (0: engine's choice / auto)
   int threads = 0;
+  double inline_below_us = -1;  // <0: library default
   int repeat = 10;
   int warmup = 3;
+  std::string trace;
   bool json = false;
+  bool fuse = true;
 };
 
 [[noreturn]] void usage(int code) {
   std::fprintf(
       code ? stderr : stdout,
-      "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu] [--engine sequential]\n"
-      "                      [--threads N] [--repeat 10] [--warmup 3] [--json] [--list]\n");
+      "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu]\n"
+      "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
+      "NxT|auto]\n"
+      "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
+      "                      [--trace FILE] [--no-fuse] [--json] [--list]\n");
   std::exit(code);
 }
 
@@ -50,27 +58,46 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(2);
       return argv[++i];
     };
-    if (a == "--workload")
-      o.workloads = split(value());
-    else if (a == "--platform")
-      o.platform = value();
-    else if (a == "--engine")
-      o.engine = value();
-    else if (a == "--threads")
-      o.threads = std::stoi(value());
-    else if (a == "--repeat")
-      o.repeat = std::max(1, std::stoi(value()));
-    else if (a == "--warmup")
-      o.warmup = std::max(0, std::stoi(value()));
-    else if (a == "--json")
-      o.json = true;
-    else if (a == "--list") {
-      for (const auto& n : bench::workload_names()) std::printf("%s\n", n.c_str());
-      std::exit(0);
-    } else if (a == "--help" || a == "-h")
-      usage(0);
-    else {
-      std::fprintf(stderr, "hetgraph-bench: unknown argument %s\n", a.c_str());
+    try {
+      if (a == "--workload")
+        o.workloads = split(value());
+      else if (a == "--platform")
+        o.platform = value();
+      else if (a == "--engine")
+        o.engine = value();
+      else if (a == "--executors") {
+        const std::string v = value();
+        if (v != "auto") {
+          const auto x = v.find('x');
+          if (x == std::string::npos) usage(2);
+          o.executors = std::stoi(v.substr(0, x));
+          o.threads_per_executor = std::stoi(v.substr(x + 1));
+        }
+      } else if (a == "--threads")
+        o.threads = std::stoi(value());
+      else if (a == "--inline-below-us")
+        o.inline_below_us = std::stod(value());
+      else if (a == "--repeat")
+        o.repeat = std::max(1, std::stoi(value()));
+      else if (a == "--warmup")
+        o.warmup = std::max(0, std::stoi(value()));
+      else if (a == "--trace")
+        o.trace = value();
+      else if (a == "--json")
+        o.json = true;
+      else if (a == "--no-fuse")
+        o.fuse = false;
+      else if (a == "--list") {
+        for (const auto& n : bench::workload_names()) std::printf("%s\n", n.c_str());
+        std::exit(0);
+      } else if (a == "--help" || a == "-h")
+        usage(0);
+      else {
+        std::fprintf(stderr, "hetgraph-bench: unknown argument %s\n", a.c_str());
+        usage(2);
+      }
+    } catch (const std::logic_error&) {
+      std::fprintf(stderr, "hetgraph-bench: bad value for %s\n", a.c_str());
       usage(2);
     }
   }
@@ -81,8 +108,11 @@ Options parse(int argc, char** argv) {
 hetgraph::Platform make_platform(const Options& o) {
   if (o.platform != "cpu") throw hetgraph::PlatformError("unknown platform '" + o.platform + "'");
   hetgraph::CpuOptions c;
+  c.engine = hetgraph::parse_engine(o.engine);
   c.threads = o.threads;
-  if (o.engine != "sequential") throw hetgraph::PlatformError("unknown engine '" + o.engine + "'");
+  c.executors = o.executors;
+  c.threads_per_executor = o.threads_per_executor;
+  if (o.inline_below_us >= 0) c.inline_below_us = o.inline_below_us;
   return hetgraph::Platform::cpu(c);
 }
 
@@ -90,6 +120,8 @@ struct Result {
   std::vector<double> samples;  // seconds per run
   double setup_s = 0, checksum = 0;
   std::size_t planned = 0, naive = 0;
+  int tuning_runs = 0;
+  hetgraph::EngineReport engine;
 };
 
 double median(std::vector<double> v) {
@@ -111,8 +143,10 @@ Result time_case(bench::Case& c, const Options& o) {
     return r;
   }
   const double t0 = hetgraph::now_s();
+  hetgraph::CompileOptions co;
+  co.fuse = o.fuse;
   hetgraph::CompiledGraph cg =
-      hetgraph::GraphCompiler(make_platform(o)).compile(c.graph, c.shapes, c.fetches);
+      hetgraph::GraphCompiler(make_platform(o), co).compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
   r.planned = cg.planned_bytes();
   r.naive = cg.naive_bytes();
@@ -123,15 +157,28 @@ Result time_case(bench::Case& c, const Options& o) {
     std::copy(data.begin(), data.end(), buf.begin());
     feeds.push_back({name, buf});
   }
+  for (const auto& [name, data] : c.int_inputs) {
+    auto buf = cg.mapped_input_i32(name);
+    std::copy(data.begin(), data.end(), buf.begin());
+    feeds.push_back({name, buf});
+  }
+  // An automatic engine tunes itself on the first runs: those are warm-up, not samples.
+  while (!cg.engine_report().tuned && r.tuning_runs < 1000) {
+    cg.run(feeds);
+    ++r.tuning_runs;
+  }
   for (int i = 0; i < o.warmup; ++i) cg.run(feeds);
+  if (!o.trace.empty()) cg.start_trace(o.trace);
   for (int s = 0; s < o.repeat; ++s) {
     const double ts = hetgraph::now_s();
     for (int i = 0; i < c.runs_per_sample; ++i) cg.run(feeds);
     r.samples.push_back((hetgraph::now_s() - ts) / c.runs_per_sample);
   }
+  if (!o.trace.empty()) cg.stop_trace();
   for (const hetgraph::Node& n : c.checksum) {
     for (float v : cg.read(n)) r.checksum += v;
   }
+  r.engine = cg.engine_report();
   return r;
 }
 
@@ -155,22 +202,41 @@ int main(int argc, char** argv) {
       const double mn = *std::min_element(r.samples.begin(), r.samples.end());
       const double mx = *std::max_element(r.samples.begin(), r.samples.end());
       const std::string platform = c.raw ? "raw" : o.platform;
-      const std::string engine = c.raw ? "none" : o.engine;
+      const std::string engine = c.raw ? "none" : r.engine.engine;
+      const std::string executors =
+          std::to_string(r.engine.executors) + "x" + std::to_string(r.engine.threads_per_executor);
       if (o.json) {
         std::printf(
             "{\"workload\":\"%s\",\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%s\","
             "\"repeat\":%d,\"runs_per_sample\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,"
-            "\"setup_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,\"naive_bytes\":%zu",
-            name.c_str(), platform.c_str(), engine.c_str(),
-            ("1x" + std::to_string(o.threads > 0 ? o.threads : 0)).c_str(), o.repeat,
-            c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive);
+            "\"setup_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,\"naive_bytes\":%zu,"
+            "\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
+            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s",
+            name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), o.repeat,
+            c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
+            r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
+            r.engine.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false");
+        if (!r.engine.search.empty()) {
+          std::printf(",\"search\":[");
+          for (std::size_t i = 0; i < r.engine.search.size(); ++i) {
+            const auto& t = r.engine.search[i];
+            std::printf("%s{\"executors\":\"%dx%d\",\"median_s\":%.9g}", i ? "," : "", t.executors,
+                        t.threads_per_executor, t.median_s);
+          }
+          std::printf("]");
+        }
         for (const auto& [k, v] : c.stats) std::printf(",\"%s\":%.9g", k.c_str(), v);
         std::printf("}\n");
       } else {
         std::printf(
-            "%-28s %-4s %-10s median %10.6f s  min %10.6f  max %10.6f  setup %.4f s  checksum "
+            "%-24s %-4s %-13s %-5s median %11.6f s  min %11.6f  max %11.6f  setup %.4f s  checksum "
             "%.6g\n",
-            name.c_str(), platform.c_str(), engine.c_str(), med, mn, mx, r.setup_s, r.checksum);
+            name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), med, mn, mx,
+            r.setup_s, r.checksum);
+        for (const auto& t : r.engine.search) {
+          std::printf("    search: %dx%d  median %.6f s\n", t.executors, t.threads_per_executor,
+                      t.median_s);
+        }
       }
       std::fflush(stdout);
     } catch (const std::exception& e) {

@@ -11,9 +11,10 @@ using namespace hetgraph;
 
 namespace {
 
-std::vector<float> random_data(std::size_t n, std::uint32_t seed) {
+std::vector<float> random_data(std::size_t n, std::uint32_t seed, float lo = -1.0f,
+                               float hi = 1.0f) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
   return v;
@@ -51,6 +52,154 @@ Case raw_sgemm(std::int64_t m, std::int64_t k, std::int64_t n) {
   return c;
 }
 
+// One epoch (60000 / 500 training steps) of the MNIST softmax model on synthetic data of the
+// real shape; the batch stays in the mapped buffers (compute only).
+Case mnist_softmax() {
+  Case c;
+  Graph& g = c.graph;
+  auto x = g.input("x");
+  auto y = g.input("y", DType::i32);
+  auto W = g.variable("W", {784, 10});
+  auto b = g.variable("b", {10});
+  auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W) + b), y));
+  auto step = sgd(loss, {W, b}, 0.1f);
+  c.shapes = {{"x", {500, 784}}, {"y", {500}}};
+  c.fetches = {loss, step};
+  c.checksum = {loss};
+  c.inputs["x"] = random_data(500 * 784, 3, 0.0f, 1.0f);
+  std::vector<std::int32_t> labels(500);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
+  c.int_inputs["y"] = labels;
+  c.runs_per_sample = 120;
+  c.stats["steps_per_sample"] = 120;
+  return c;
+}
+
+// N branches log(x @ y), x[200,100], y[100,200], summed by a binary tree to one [200,200].
+Case par_matmul(int n) {
+  Case c;
+  Graph& g = c.graph;
+  auto x = g.input("x"), y = g.input("y");
+  std::vector<Node> level;
+  for (int i = 0; i < n; ++i) level.push_back(log(matmul(x, y)));
+  while (level.size() > 1) {
+    std::vector<Node> next;
+    for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(level[i] + level[i + 1]);
+    if (level.size() % 2) next.push_back(level.back());
+    level = std::move(next);
+  }
+  c.shapes = {{"x", {200, 100}}, {"y", {100, 200}}};
+  c.fetches = {level[0]};
+  c.checksum = {level[0]};
+  c.inputs["x"] = random_data(200 * 100, 4, 0.0f, 1.0f);
+  c.inputs["y"] = random_data(100 * 200, 5, 0.0f, 1.0f);
+  c.stats["gflop"] = 2.0 * 200 * 200 * 100 * n * 1e-9;
+  return c;
+}
+
+// A 4-layer LSTM training step from primitive ops (concat, matmul, add, slice, sigmoid,
+// tanh, mul), batch 64: forward over the sequence, a softmax classifier on every step's
+// top-layer output, mean cross-entropy, autodiff backward, SGD. Input size = hidden size.
+Case lstm(int seq, int hidden) {
+  Case c;
+  Graph& g = c.graph;
+  constexpr int kLayers = 4, kBatch = 64, kClasses = 10;
+  const std::int64_t H = hidden;
+  std::vector<Node> xs, ys;
+  for (int t = 0; t < seq; ++t) {
+    xs.push_back(g.input("x" + std::to_string(t)));
+    ys.push_back(g.input("y" + std::to_string(t), DType::i32));
+    c.shapes.push_back({"x" + std::to_string(t), {kBatch, H}});
+    c.shapes.push_back({"y" + std::to_string(t), {kBatch}});
+    c.inputs["x" + std::to_string(t)] =
+        random_data(static_cast<std::size_t>(kBatch * H), 100 + static_cast<std::uint32_t>(t));
+    std::vector<std::int32_t> lab(kBatch);
+    for (int i = 0; i < kBatch; ++i) lab[static_cast<std::size_t>(i)] = (i * 7 + t) % kClasses;
+    c.int_inputs["y" + std::to_string(t)] = lab;
+  }
+  std::vector<Node> params;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(2 * H));
+  std::vector<Node> Ws, bs;
+  for (int l = 0; l < kLayers; ++l) {
+    Ws.push_back(
+        g.variable("W" + std::to_string(l), {2 * H, 4 * H},
+                   Initializer::uniform(-scale, scale, 10 + static_cast<std::uint64_t>(l))));
+    bs.push_back(g.variable("b" + std::to_string(l), {4 * H}));
+    params.push_back(Ws.back());
+    params.push_back(bs.back());
+  }
+  auto Wout = g.variable("Wout", {H, kClasses}, Initializer::uniform(-scale, scale, 99));
+  auto bout = g.variable("bout", {kClasses});
+  params.push_back(Wout);
+  params.push_back(bout);
+  auto zeros =
+      g.constant(Shape{kBatch, H}, std::vector<float>(static_cast<std::size_t>(kBatch * H), 0.0f));
+  std::vector<Node> h(kLayers, zeros), cell(kLayers, zeros);
+  std::vector<Node> losses;
+  for (int t = 0; t < seq; ++t) {
+    Node in = xs[static_cast<std::size_t>(t)];
+    for (int l = 0; l < kLayers; ++l) {
+      const auto L = static_cast<std::size_t>(l);
+      auto gates = matmul(concat({in, h[L]}, 1), Ws[L]) + bs[L];
+      auto i = sigmoid(slice(gates, 1, 0, H));
+      auto f = sigmoid(slice(gates, 1, H, 2 * H));
+      auto gg = tanh(slice(gates, 1, 2 * H, 3 * H));
+      auto o = sigmoid(slice(gates, 1, 3 * H, 4 * H));
+      cell[L] = f * cell[L] + i * gg;
+      h[L] = o * tanh(cell[L]);
+      in = h[L];
+    }
+    losses.push_back(reduce_mean(
+        cross_entropy(softmax(matmul(in, Wout) + bout), ys[static_cast<std::size_t>(t)])));
+  }
+  Node loss = losses[0];
+  for (std::size_t t = 1; t < losses.size(); ++t) loss = loss + losses[t];
+  loss = loss * (1.0f / static_cast<float>(seq));
+  auto step = sgd(loss, params, 0.01f);
+  c.fetches = {loss, step};
+  c.checksum = {loss};
+  c.stats["seq"] = seq;
+  c.stats["hidden"] = hidden;
+  return c;
+}
+
+// Scheduler overhead: n independent tiny nodes (one float each).
+Case threadpool_independent(int n) {
+  Case c;
+  Graph& g = c.graph;
+  auto x = g.input("x");
+  for (int i = 0; i < n; ++i) c.fetches.push_back(x * static_cast<float>(i % 7 + 1));
+  c.shapes = {{"x", {1}}};
+  c.inputs["x"] = {0.5f};
+  c.checksum = {c.fetches.front()};
+  c.stats["tasks"] = n;
+  return c;
+}
+
+// Scheduler overhead: a layered random DAG of tiny nodes, each reading one or two nodes of
+// the layer before.
+Case threadpool_dag(int layers, int width) {
+  Case c;
+  Graph& g = c.graph;
+  std::mt19937 rng(7);
+  auto x = g.input("x");
+  std::vector<Node> prev(static_cast<std::size_t>(width), x);
+  for (int l = 0; l < layers; ++l) {
+    std::vector<Node> cur;
+    for (int i = 0; i < width; ++i) {
+      const Node a = prev[rng() % prev.size()];
+      cur.push_back(rng() % 2 ? a * 0.5f : a + prev[rng() % prev.size()]);
+    }
+    prev = std::move(cur);
+  }
+  c.fetches = prev;
+  c.shapes = {{"x", {1}}};
+  c.inputs["x"] = {0.25f};
+  c.checksum = {prev.front()};
+  c.stats["tasks"] = static_cast<double>(layers) * width;
+  return c;
+}
+
 bool parse_mkn(const std::string& s, const std::string& prefix, std::int64_t& m, std::int64_t& k,
                std::int64_t& n) {
   std::smatch mt;
@@ -66,17 +215,38 @@ bool parse_mkn(const std::string& s, const std::string& prefix, std::int64_t& m,
 
 std::optional<Workload> find_workload(const std::string& name) {
   std::int64_t m = 0, k = 0, n = 0;
-  if (parse_mkn(name, "matmul", m, k, n)) {
+  if (parse_mkn(name, "matmul", m, k, n))
     return Workload{name, "one matmul node", [=] { return matmul_node(m, k, n); }};
-  }
   if (parse_mkn(name, "sgemm", m, k, n)) {
     return Workload{name, "raw dnnl_sgemm of the same shape", [=] { return raw_sgemm(m, k, n); }};
+  }
+  if (name == "mnist-softmax")
+    return Workload{name, "one epoch of MNIST softmax training", mnist_softmax};
+  std::smatch mt;
+  if (std::regex_match(name, mt, std::regex("par-matmul-([0-9]+)"))) {
+    const int branches = std::stoi(mt[1]);
+    return Workload{name, "parallel matmul branches + tree sum",
+                    [=] { return par_matmul(branches); }};
+  }
+  if (name == "lstm-small")
+    return Workload{name, "4-layer LSTM step, seq 20, hidden 128", [] { return lstm(20, 128); }};
+  if (name == "lstm-medium")
+    return Workload{name, "4-layer LSTM step, seq 30, hidden 512", [] { return lstm(30, 512); }};
+  if (name == "lstm-large")
+    return Workload{name, "4-layer LSTM step, seq 40, hidden 1024", [] { return lstm(40, 1024); }};
+  if (name == "threadpool")
+    return Workload{name, "10,000 independent tiny nodes",
+                    [] { return threadpool_independent(10000); }};
+  if (name == "threadpool-dag") {
+    return Workload{name, "100,000-node layered random DAG of tiny nodes",
+                    [] { return threadpool_dag(100, 1000); }};
   }
   return std::nullopt;
 }
 
 std::vector<std::string> workload_names() {
-  return {"matmul-MxKxN", "sgemm-MxKxN"};
+  return {"matmul-MxKxN", "sgemm-MxKxN", "mnist-softmax", "par-matmul-N",  "lstm-small",
+          "lstm-medium",  "lstm-large",  "threadpool",    "threadpool-dag"};
 }
 
 }  // namespace bench

@@ -18,7 +18,8 @@ struct Case {
   std::vector<hetgraph::Node> fetches;   // compiled and kept
   std::vector<hetgraph::Node> checksum;  // summed into the checksum after the timed runs
   std::map<std::string, std::vector<float>> inputs;  // written once into the mapped buffers
-  int runs_per_sample = 1;                           // runs timed together (tiny workloads)
+  std::map<std::string, std::vector<std::int32_t>> int_inputs;
+  int runs_per_sample = 1;  // runs timed together (tiny workloads)
   // A raw library call instead of a graph (the baseline a node is compared with).
   std::function<void()> raw;
   std::function<double()> raw_checksum;

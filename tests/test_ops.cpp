@@ -338,3 +338,69 @@ INSTANTIATE_TEST_SUITE_P(AllPlatforms, OpTest, ::testing::ValuesIn(testing_util:
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
+
+namespace {
+
+// Matmul fusion: an elementwise epilogue and/or an accumulation folded into the product. The
+// fused graph must match the reference (and the unfused compile) within float tolerance.
+TEST_P(OpTest, FusedMatmulEpiloguesAndAccumulation) {
+  struct Epi {
+    const char* name;
+    Node (*f)(Node);
+  };
+  const Epi epis[] = {{"exp", [](Node v) { return exp(v * 0.1f); }},  // scale, then exp of it
+                      {"log", [](Node v) { return log(v); }},
+                      {"sqrt", [](Node v) { return sqrt(v); }},
+                      {"relu", [](Node v) { return relu(v - 6.0f); }},
+                      {"sigmoid", [](Node v) { return sigmoid(v); }},
+                      {"tanh", [](Node v) { return tanh(v * 0.2f); }},
+                      {"neg", [](Node v) { return -v; }}};
+  for (const Epi& e : epis) {
+    for (bool acc : {false, true}) {
+      Graph g;
+      auto a = g.input("a"), b = g.input("b"), c = g.input("c");
+      Node y = e.f(matmul(a, b, false, true));
+      if (acc) y = c + y;
+      // positive products keep log/sqrt defined
+      check(g,
+            {rand_in("a", {5, 7}, 40, 0.1f, 1.0f), rand_in("b", {6, 7}, 41, 0.1f, 1.0f),
+             rand_in("c", {5, 6}, 42)},
+            y, 2e-5, 2e-5, std::string("fused ") + e.name + (acc ? " + accumulate" : ""));
+    }
+  }
+  // an accumulation chain through identity views (autodiff's summed weight gradients)
+  Graph g;
+  auto x1 = g.input("x1"), x2 = g.input("x2"), x3 = g.input("x3"), d = g.input("d");
+  auto s = matmul(x1, d, true, false) + matmul(x2, d, true, false) + matmul(x3, d, true, false);
+  check(g,
+        {rand_in("x1", {16, 40}, 43), rand_in("x2", {16, 40}, 44), rand_in("x3", {16, 40}, 45),
+         rand_in("d", {16, 48}, 46)},
+        s, 1e-5, 1e-5, "accumulated products");
+}
+
+TEST(Fusion, RewritesAndTheFusedNodeNamesItsFate) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b"), c = g.input("c");
+  auto mm = matmul(a, b).named("product");
+  auto y = (c + log(mm)).named("y");
+  auto cg = GraphCompiler().compile(g, {{"a", {4, 3}}, {"b", {3, 5}}, {"c", {4, 5}}}, {y});
+  EXPECT_EQ(cg.kernel_name(y), "product_then_epilogue");
+  const std::vector<float> av(12, 1.0f), bv(15, 1.0f), cv(20, 0.5f);
+  cg.run({{"a", av}, {"b", bv}, {"c", cv}});
+  for (float v : cg.read(y)) EXPECT_NEAR(v, 0.5f + std::log(3.0f), 1e-6);
+  try {
+    cg.read(mm);
+    FAIL() << "expected GraphError";
+  } catch (const GraphError& e) {
+    EXPECT_NE(std::string(e.what()).find("'product'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fused into 'y'"), std::string::npos) << e.what();
+  }
+  // fetched products are not fused; neither is anything with fusion off
+  auto kept = GraphCompiler().compile(g, {{"a", {4, 3}}, {"b", {3, 5}}, {"c", {4, 5}}}, {y, mm});
+  EXPECT_EQ(kept.kernel_name(y), "broadcast_simd");
+  auto off = GraphCompiler(Platform::cpu(), {.fuse = false})
+                 .compile(g, {{"a", {4, 3}}, {"b", {3, 5}}, {"c", {4, 5}}}, {y});
+  EXPECT_EQ(off.kernel_name(y), "broadcast_simd");
+}
+
+}  // namespace

@@ -91,6 +91,9 @@ struct CompileOptions {
   /// Liveness-based buffer reuse and in-place ops. Off: one buffer per node (the test oracle
   /// for the planner: results must be bitwise identical).
   bool plan_memory = true;
+  /// Rewrites such as folding an elementwise op or an accumulation into a matmul (where the
+  /// platform supports them). Off: every node runs as written.
+  bool fuse = true;
 };
 
 /// Data for one input at run(): a view of the caller's memory, copied into the graph unless

@@ -205,6 +205,13 @@ void Executable::feed(std::span<const FeedItem> feeds) {
 void Executable::access_check(std::uint32_t node, DType dtype, std::size_t count,
                               std::string_view what, bool writing) const {
   const PlanNode& n = plan_->nodes[node];
+  if (n.fused_into >= 0) {
+    // A fused node may itself have been fused further: name where the value ended up.
+    std::size_t into = static_cast<std::size_t>(n.fused_into);
+    while (plan_->nodes[into].fused_into >= 0) into = static_cast<std::size_t>(plan_->nodes[into].fused_into);
+    throw GraphError(std::string(what) + ": node " + n.label + " was fused into " + plan_->nodes[into].label +
+                     " and has no value of its own: fetch it at compile time to keep it");
+  }
   if (n.storage == Storage::None) {
     throw GraphError(std::string(what) + ": node " + n.label + " has no data (it is an " +
                      std::string(op_name(n.op)) + ")");

@@ -50,6 +50,7 @@ enum class OpKind : std::uint8_t {
   SumTo,
   // matmul.cpp
   MatMul,
+  FusedMatMul,  // compiler-made: epilogue(op(a) op(b)) [+ x]; see fusion.cpp
   // nn.cpp
   Softmax,
   LogSoftmax,

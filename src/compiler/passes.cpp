@@ -335,6 +335,7 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
   auto plan = std::make_shared<Plan>(build_plan(g, order, roots));
   infer_shapes(*plan, shapes);
   simplify(*plan);
+  if (options.fuse_matmul) fuse_matmuls(*plan);
   link_dependencies(*plan);
   plan_memory(*plan, options.reuse);
   if (const char* d = std::getenv("HETGRAPH_DUMP_PLAN"); d != nullptr && *d == '1') {

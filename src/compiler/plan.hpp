@@ -43,6 +43,7 @@ struct PlanNode {
   bool in_place = false;   // writes over one of its inputs' buffer
   bool clobbered = false;  // a later node overwrites its buffer within a run
   bool elided = false;     // assign whose value is computed straight into the variable
+  std::int64_t fused_into = -1;  // fused into that node by the fusion pass: no kernel, no data
   // state
   Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
@@ -97,8 +98,14 @@ void simplify(Plan& p);
 void link_dependencies(Plan& p);
 void plan_memory(Plan& p, ReuseMode mode);
 
+/// Folds a matmul's single consumer into it: a unary elementwise op becomes its epilogue, an
+/// add of a same-shape value becomes an accumulation (C = epilogue(A B) + X, in place over X).
+/// Looks through identity views. Only for platforms with a fused_matmul kernel.
+void fuse_matmuls(Plan& p);
+
 struct PlanOptions {
   ReuseMode reuse = ReuseMode::sequential;
+  bool fuse_matmul = false;
 };
 std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& shapes,
                                          std::span<const std::uint32_t> fetches,

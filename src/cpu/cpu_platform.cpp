@@ -1,6 +1,8 @@
 // The CPU platform: one arena laid out by the memory plan, a kernel per node created at
 // compile time, and an engine that runs them.
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -45,18 +47,26 @@ int allowed_cores() {
 
 namespace {
 
+struct Unmap {
+  std::size_t bytes = 0;
+  void operator()(std::byte* p) const { munmap(p, bytes); }
+};
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<const Plan> plan, const CpuOptions& opts)
       : Executable(plan), opts_(opts), threads_(opts.threads > 0 ? opts.threads : allowed_cores()) {
     const Plan& p = *plan;
-    const std::size_t bytes = std::max<std::size_t>(p.arena_bytes, 64);
-    void* mem = nullptr;
-    if (posix_memalign(&mem, 64, bytes) != 0) {
-      throw PlatformError("cannot allocate the " + std::to_string(bytes) + "-byte arena");
+    // Anonymous memory arrives zeroed, page by page on first touch: no memset of an arena
+    // that may be gigabytes (parallel-safe plans of wide graphs reuse little).
+    arena_bytes_ = std::max<std::size_t>(p.arena_bytes, 64);
+    void* mem =
+        mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      throw PlatformError("cannot allocate the " + std::to_string(arena_bytes_) + "-byte arena");
     }
     arena_.reset(static_cast<std::byte*>(mem));
-    std::memset(mem, 0, bytes);
+    arena_.get_deleter().bytes = arena_bytes_;
 
     Program prog;
     prog.plan = plan;
@@ -157,12 +167,10 @@ class CpuExecutable final : public Executable {
   }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   CpuOptions opts_;
+  std::size_t arena_bytes_ = 0;
   int threads_;
-  std::unique_ptr<std::byte, Free> arena_;
+  std::unique_ptr<std::byte, Unmap> arena_;
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
   std::vector<std::string_view> names_;
   std::unique_ptr<Engine> engine_;
@@ -177,6 +185,7 @@ class CpuBackend final : public Backend {
   ReuseMode reuse_mode() const override {
     return opts_.engine == CpuEngine::sequential ? ReuseMode::sequential : ReuseMode::dag;
   }
+  bool fuses_matmul() const override { return true; }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }

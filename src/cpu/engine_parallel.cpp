@@ -51,13 +51,15 @@ ParallelEngine::ParallelEngine(const Program& prog, const EngineConfig& cfg)
     throw PlatformError("engine: executors and threads must be >= 1");
   if (cfg_.executors > 64)
     throw PlatformError("engine: at most 64 executors (the idle bitmap is 64 bits)");
-  succs_.resize(n);
+  succ_begin_.reserve(n + 1);
   ndeps_.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
-    succs_[i] = p.nodes[i].succs;
+    succ_begin_.push_back(static_cast<std::uint32_t>(succ_.size()));
+    succ_.insert(succ_.end(), p.nodes[i].succs.begin(), p.nodes[i].succs.end());
     ndeps_[i] = static_cast<std::int32_t>(p.nodes[i].deps.size());
     if (ndeps_[i] == 0) sources_.push_back(i);
   }
+  succ_begin_.push_back(static_cast<std::uint32_t>(succ_.size()));
   pending_ = std::make_unique<std::atomic<std::int32_t>[]>(n);
   set_costs(static_costs(p));
   sum_us_.assign(n, 0.0);
@@ -230,10 +232,13 @@ void ParallelEngine::complete(std::uint32_t v, Worker& w) {
   std::vector<std::uint32_t>& stack = w.stack;
   stack.clear();
   stack.push_back(v);
+  std::int64_t done = 0;
   while (!stack.empty()) {
     const std::uint32_t u = stack.back();
     stack.pop_back();
-    for (std::uint32_t s : succs_[u]) {
+    ++done;
+    for (std::uint32_t k = succ_begin_[u], end = succ_begin_[u + 1]; k < end; ++k) {
+      const std::uint32_t s = succ_[k];
       // acq_rel: the last decrement sees every predecessor's writes (release sequence).
       if (pending_[s].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         if (tiny_[s]) {
@@ -244,10 +249,12 @@ void ParallelEngine::complete(std::uint32_t v, Worker& w) {
         }
       }
     }
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // The run is over: wake the caller (executor 0).
-      wake_of(*workers_[0]).notify_all();
-    }
+  }
+  // One decrement for the whole cascade: the count cannot reach zero before it, because these
+  // nodes are in it.
+  if (remaining_.fetch_sub(done, std::memory_order_acq_rel) == done) {
+    // The run is over: wake the caller (executor 0).
+    wake_of(*workers_[0]).notify_all();
   }
 }
 
@@ -303,32 +310,32 @@ bool CriticalPathEngine::has_work(const Worker& w) const {
 
 bool CriticalPathEngine::poll(Worker& w) {
   if (requests_.load(std::memory_order_acquire) == 0) return false;
-  try_schedule();
+  try_schedule(w);
   return !w.ring.empty();
 }
 
 void CriticalPathEngine::after_node(Worker& w) {
   w.completed.fetch_add(1, std::memory_order_release);
-  request();
+  request(w);
 }
 
-void CriticalPathEngine::request() {
+void CriticalPathEngine::request(Worker& self) {
   requests_.fetch_add(1, std::memory_order_seq_cst);
-  try_schedule();
+  try_schedule(self);
 }
 
-void CriticalPathEngine::try_schedule() {
+void CriticalPathEngine::try_schedule(Worker& self) {
   // Whoever holds the lock is the scheduler. A request made while another thread holds it is
   // seen by that thread when it re-checks after unlocking (seq_cst on both sides).
   while (lock_.try_lock()) {
     requests_.store(0, std::memory_order_seq_cst);
-    step();
+    step(self);
     lock_.unlock();
     if (requests_.load(std::memory_order_seq_cst) == 0) return;
   }
 }
 
-void CriticalPathEngine::step() {
+void CriticalPathEngine::step(Worker& self) {
   std::uint32_t v;
   for (auto& w : workers_) {
     while (w->triggered.pop(v)) heap_.push(v);
@@ -348,7 +355,7 @@ void CriticalPathEngine::step() {
     ++w.assigned;
     if (w.assigned - w.completed.load(std::memory_order_acquire) >= cap)
       idle &= ~(std::uint64_t{1} << e);
-    w.wake.notify_one();
+    if (&w != &self) w.wake.notify_one();  // the thread scheduling is awake
   }
 }
 

@@ -105,7 +105,8 @@ class ParallelEngine : public Engine {
   std::shared_ptr<const Plan> plan_;
   EngineConfig cfg_;
   std::vector<CpuKernel*> kernels_;
-  std::vector<std::vector<std::uint32_t>> succs_;
+  std::vector<std::uint32_t> succ_begin_,
+      succ_;  // successors, flattened (CSR): node lists stay in cache
   std::vector<std::int32_t> ndeps_;
   std::vector<std::uint32_t> sources_;
   std::vector<double> cost_;
@@ -138,12 +139,13 @@ class CriticalPathEngine final : public ParallelEngine {
   bool poll(Worker& w) override;
   void after_node(Worker& w) override;
   void begin_run() override;
-  void kick() override { request(); }
+  void kick() override { request(*workers_[0]); }
   EventCount& wake_of(Worker& w) override { return w.wake; }
 
-  void request();
-  void try_schedule();
-  void step();
+  // `self`: the executor whose thread runs the scheduling step (it needs no wake-up).
+  void request(Worker& self);
+  void try_schedule(Worker& self);
+  void step(Worker& self);
 
   ReadyHeap heap_;
   TryLock lock_;

@@ -1,5 +1,7 @@
 // The critical-path scheduler's ready set: a binary max-heap of node ids ordered by level
 // (longest accumulated cost to a sink), ties broken by the lower id so the order is fixed.
+// Entries carry their level, so comparisons never chase the level array (that indirection
+// dominated the scheduler's cost on wide graphs of tiny nodes).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@ namespace hetgraph::detail::cpu {
 
 class ReadyHeap {
  public:
-  /// `levels` must outlive the heap and not change while it holds nodes.
+  /// `levels` must outlive the heap; a node's level is read when it is pushed.
   explicit ReadyHeap(std::span<const double> levels = {}) : levels_(levels) {}
   void set_levels(std::span<const double> levels) { levels_ = levels; }
 
@@ -20,43 +22,49 @@ class ReadyHeap {
   void reserve(std::size_t n) { heap_.reserve(n); }
 
   void push(std::uint32_t v) {
-    heap_.push_back(v);
+    heap_.push_back({levels_[v], v});
     std::size_t i = heap_.size() - 1;
+    const Entry e = heap_[i];
     while (i > 0) {
       const std::size_t p = (i - 1) / 2;
-      if (!above(heap_[i], heap_[p])) break;
-      std::swap(heap_[i], heap_[p]);
+      if (!above(e, heap_[p])) break;
+      heap_[i] = heap_[p];
       i = p;
     }
+    heap_[i] = e;
   }
 
-  std::uint32_t top() const { return heap_.front(); }
+  std::uint32_t top() const { return heap_.front().id; }
 
   std::uint32_t pop() {
-    const std::uint32_t out = heap_.front();
-    heap_.front() = heap_.back();
+    const std::uint32_t out = heap_.front().id;
+    const Entry last = heap_.back();
     heap_.pop_back();
-    std::size_t i = 0;
     const std::size_t n = heap_.size();
+    if (n == 0) return out;
+    std::size_t i = 0;
     for (;;) {
       const std::size_t l = 2 * i + 1, r = l + 1;
-      std::size_t best = i;
-      if (l < n && above(heap_[l], heap_[best])) best = l;
-      if (r < n && above(heap_[r], heap_[best])) best = r;
-      if (best == i) break;
-      std::swap(heap_[i], heap_[best]);
-      i = best;
+      if (l >= n) break;
+      const std::size_t c = r < n && above(heap_[r], heap_[l]) ? r : l;
+      if (!above(heap_[c], last)) break;
+      heap_[i] = heap_[c];
+      i = c;
     }
+    heap_[i] = last;
     return out;
   }
 
  private:
-  bool above(std::uint32_t a, std::uint32_t b) const {
-    const double la = levels_[a], lb = levels_[b];
-    return la > lb || (la == lb && a < b);
+  struct Entry {
+    double level;
+    std::uint32_t id;
+  };
+  static bool above(const Entry& a, const Entry& b) {
+    return a.level > b.level || (a.level == b.level && a.id < b.id);
   }
   std::span<const double> levels_;
-  std::vector<std::uint32_t> heap_;
+  std::vector<Entry> heap_;
 };
 
 }  // namespace hetgraph::detail::cpu

@@ -57,14 +57,20 @@ void grad_matmul(const GradCtx& c) {
   c.add(b, sum_to(db, b));
 }
 
+// fused_matmul(a, b[, x]): made by the fusion pass after shape inference; attrs.ints holds
+// {epilogue op kind, accumulate}. Its type is the matmul's.
+TensorType infer_fused_matmul(const InferCtx& c) {
+  const TensorType t = infer_matmul(c);
+  if (c.in.size() == 3 && c.in[2] != t) c.fail("fused_matmul: the accumulated input must have the product's shape");
+  return t;
+}
+
 }  // namespace
 
 void register_matmul_ops(std::vector<OpDef>& t) {
-  t.push_back({.kind = OpKind::MatMul,
-               .name = "matmul",
-               .arity = 2,
-               .infer = infer_matmul,
-               .grad = grad_matmul});
+  t.push_back({.kind = OpKind::MatMul, .name = "matmul", .arity = 2, .infer = infer_matmul, .grad = grad_matmul});
+  t.push_back({.kind = OpKind::FusedMatMul, .name = "fused_matmul", .arity = -1, .inplace = 0b100u,
+               .infer = infer_fused_matmul});
 }
 
 }  // namespace hetgraph::detail

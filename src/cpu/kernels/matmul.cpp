@@ -1,13 +1,31 @@
-// Matmul through oneDNN: its GEMM driver or its matmul primitive (2.6 API: desc ->
-// primitive_desc) created once at compile time, by the shape rule at reject_sgemm. For the
-// primitive, transposes are expressed as strides, batches as a leading dim (a rank-2
-// operand is broadcast over the batch). oneDNN caches identical primitives, so thousands of
-// same-shape nodes share one implementation. The scratchpad comes from the executor.
+// Matmul and fused matmul kernels.
+//
+// A Product computes op(A) op(B) into a destination given at run time, by one of three
+// oneDNN routes chosen by fixed shape rules (never timed at compile time, so results stay
+// bitwise reproducible). Measured on this machine's shapes with 1 and 2 threads:
+//  - the GEMM driver (dnnl_sgemm) is 5-28% faster than the brgemm matmul primitive for rank-2
+//    products with B not transposed and N > 32 (200x100x200, the LSTM gate GEMMs, M = 1);
+//  - brgemm is up to 3x faster with B transposed (the driver does not parallelise 'T' here)
+//    and 30% faster for skinny N (MNIST's 500x784x10);
+//  - C = A^T B with a skinny C (784x500x10, MNIST's weight gradient) runs at half speed in
+//    brgemm, but its transpose C^T = B^T A at full speed: compute that and transpose.
+// The primitive (2.6 API: desc -> primitive_desc) is created once at compile time; transposes
+// are strides, batches a leading dim (a rank-2 operand is broadcast over the batch); oneDNN
+// caches identical primitives, so thousands of same-shape nodes share one implementation.
+//
+// fused_matmul (from the fusion pass) runs the product into the executor's scratch and applies
+// the epilogue and the accumulation in one vector pass while it is in cache; a plain
+// accumulation goes through the GEMM driver with beta = 1, in place. (oneDNN 2.6's brgemm
+// post-ops were measured slower than that: a log post-op added 30 us to a 64 us product, a
+// sum 77 us, both together 730 us.)
+#include <cmath>
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "cpu/dnnl_util.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/vmath.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cpu {
@@ -22,6 +40,7 @@ struct Geom {
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   bool a_batched = false, b_batched = false;
   bool ta = false, tb = false;
+  std::int64_t c_elems() const { return batch * m * n; }
 };
 
 Geom geom(const KernelArgs& a) {
@@ -39,6 +58,16 @@ Geom geom(const KernelArgs& a) {
   return g;
 }
 
+// ---- products -------------------------------------------------------------------------------
+
+class Product {
+ public:
+  virtual ~Product() = default;
+  /// C = op(A) op(B) (+ C when accumulate and supported). ctx.scratch is the product's own.
+  virtual void run(const ExecCtx& ctx, float* c) = 0;
+  virtual std::size_t scratch_bytes() const { return 0; }
+};
+
 // A logical [rows, cols] operand (batched: [b, rows, cols]) stored row-major either as is or,
 // when transposed, as [cols, rows].
 memory::desc operand(std::int64_t b, bool batched, std::int64_t rows, std::int64_t cols,
@@ -49,12 +78,9 @@ memory::desc operand(std::int64_t b, bool batched, std::int64_t rows, std::int64
   return memory::desc({batched ? b : 1, rows, cols}, dt::f32, memory::dims{bs, rs, cs});
 }
 
-class DnnlMatmul final : public CpuKernel {
+class DnnlProduct final : public Product {
  public:
-  explicit DnnlMatmul(const KernelArgs& a) : DnnlMatmul(geom(a), a.in[0], a.in[1], a.out) {}
-
-  // C = op(A) op(B) for the geometry g, on memory A, B, C.
-  DnnlMatmul(const Geom& g, const void* A, const void* B, void* C) {
+  DnnlProduct(const Geom& g, const void* A, const void* B) {
     const bool any = g.a_batched || g.b_batched;
     auto& eng = dnnl_engine();
     const memory::desc a_md = operand(g.batch, g.a_batched, g.m, g.k, g.ta, any);
@@ -68,117 +94,159 @@ class DnnlMatmul final : public CpuKernel {
     scratch_md_ = pd.scratchpad_desc();
     args_.insert({DNNL_ARG_SRC, memory(a_md, eng, const_cast<void*>(A))});
     args_.insert({DNNL_ARG_WEIGHTS, memory(b_md, eng, const_cast<void*>(B))});
-    args_.insert({DNNL_ARG_DST, memory(c_md, eng, C)});
-    if (scratch_md_.get_size() > 0) {
+    args_.insert({DNNL_ARG_DST, memory(c_md, eng, DNNL_MEMORY_NONE)});
+    if (scratch_md_.get_size() > 0)
       args_.insert({DNNL_ARG_SCRATCHPAD, memory(scratch_md_, eng, DNNL_MEMORY_NONE)});
-    }
   }
 
-  void run(const ExecCtx& ctx) override {
-    if (scratch_md_.get_size() > 0) {
-      auto& s = args_.at(DNNL_ARG_SCRATCHPAD);
-      if (s.get_data_handle() != ctx.scratch) s.set_data_handle(ctx.scratch);
-    }
+  void run(const ExecCtx& ctx, float* c) override {
+    set(DNNL_ARG_DST, c);
+    if (scratch_md_.get_size() > 0) set(DNNL_ARG_SCRATCHPAD, ctx.scratch);
     prim_.execute(dnnl_stream(), args_);
   }
-
   std::size_t scratch_bytes() const override { return scratch_md_.get_size(); }
 
  private:
+  void set(int arg, void* p) {
+    memory& m = args_.at(arg);
+    if (m.get_data_handle() != p) m.set_data_handle(p);
+  }
   dnnl::matmul prim_;
   memory::desc scratch_md_;
   std::unordered_map<int, memory> args_;
 };
 
-std::unique_ptr<CpuKernel> make_dnnl(const KernelArgs& a) {
-  try {
-    return std::make_unique<DnnlMatmul>(a);
-  } catch (const dnnl::error&) {
-    return nullptr;  // shape oneDNN does not take: the next implementation gets it
-  }
-}
-
-// C = A^T B with a skinny C (N <= 32 columns, many rows): brgemm runs such products at half
-// speed (784x500x10: 82 us on 2 threads) but their transpose C^T = B^T A at full speed (44 us;
-// MNIST's weight gradient). So compute C^T into a buffer and transpose it (a few us).
-class TransposedProduct final : public CpuKernel {
+class SgemmProduct final : public Product {
  public:
-  explicit TransposedProduct(const KernelArgs& a) {
-    const Geom g = geom(a);
-    m_ = g.m;
-    n_ = g.n;
+  SgemmProduct(const Geom& g, const float* A, const float* B, float beta)
+      : g_(g), a_(A), b_(B), beta_(beta) {}
+  void run(const ExecCtx&, float* c) override {
+    const dnnl_status_t st = dnnl_sgemm(g_.ta ? 'T' : 'N', 'N', g_.m, g_.n, g_.k, 1.0f, a_,
+                                        g_.ta ? g_.m : g_.k, b_, g_.n, beta_, c, g_.n);
+    if (st != dnnl_success)
+      throw PlatformError("dnnl_sgemm failed with status " + std::to_string(st));
+  }
+
+ private:
+  Geom g_;
+  const float* a_;
+  const float* b_;
+  float beta_;
+};
+
+// C = A^T B computed as C^T = B^T A into a buffer, then transposed.
+class TransposedProduct final : public Product {
+ public:
+  TransposedProduct(const Geom& g, const void* A, const void* B) : m_(g.m), n_(g.n) {
     ct_.resize(static_cast<std::size_t>(m_ * n_));
     Geom t;
     t.m = g.n;
     t.n = g.m;
     t.k = g.k;
     t.ta = true;  // B stored [K, N], read as B^T
-    t.tb = false;
-    inner_ = std::make_unique<DnnlMatmul>(t, a.in[1], a.in[0], ct_.data());
-    out_ = a.out_f();
+    inner_ = std::make_unique<DnnlProduct>(t, B, A);
   }
-  void run(const ExecCtx& ctx) override {
-    inner_->run(ctx);
+  void run(const ExecCtx& ctx, float* c) override {
+    inner_->run(ctx, ct_.data());
     for (std::int64_t i = 0; i < m_; ++i) {
       for (std::int64_t j = 0; j < n_; ++j)
-        out_[i * n_ + j] = ct_[static_cast<std::size_t>(j * m_ + i)];
+        c[i * n_ + j] = ct_[static_cast<std::size_t>(j * m_ + i)];
     }
   }
   std::size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
 
  private:
-  std::int64_t m_ = 0, n_ = 0;
+  std::int64_t m_, n_;
   std::vector<float> ct_;
-  std::unique_ptr<DnnlMatmul> inner_;
-  float* out_ = nullptr;
+  std::unique_ptr<DnnlProduct> inner_;
 };
 
-const char* reject_transposed(const KernelArgs& a) {
-  const Geom g = geom(a);
+// The shape rules (see the file comment).
+const char* reject_sgemm(const Geom& g) {
+  if (g.a_batched || g.b_batched) return "batched: the matmul primitive takes batches";
+  if (g.tb) return "B transposed: brgemm is faster";
+  if (g.n <= 32) return "N <= 32: brgemm is faster for skinny products";
+  return nullptr;
+}
+const char* reject_transposed(const Geom& g) {
   if (g.a_batched || g.b_batched) return "batched";
   if (!g.ta || g.tb) return "only for A transposed, B not";
   if (g.n > 32 || g.m < 4 * g.n) return "only for skinny results (N <= 32, M >= 4N)";
   return nullptr;
 }
 
-std::unique_ptr<CpuKernel> make_transposed(const KernelArgs& a) {
+/// The product route for a geometry (nullptr when oneDNN takes none), and its name.
+std::unique_ptr<Product> make_product(const Geom& g, const void* A, const void* B,
+                                      std::string_view& name) {
+  if (reject_sgemm(g) == nullptr) {
+    name = "dnnl_sgemm";
+    return std::make_unique<SgemmProduct>(g, static_cast<const float*>(A),
+                                          static_cast<const float*>(B), 0.0f);
+  }
   try {
-    return std::make_unique<TransposedProduct>(a);
+    if (reject_transposed(g) == nullptr) {
+      name = "dnnl_matmul_transposed";
+      return std::make_unique<TransposedProduct>(g, A, B);
+    }
+    name = "dnnl_matmul";
+    return std::make_unique<DnnlProduct>(g, A, B);
   } catch (const dnnl::error&) {
     return nullptr;
   }
 }
 
-// oneDNN's GEMM driver (dnnl_sgemm, row-major). Measured against the brgemm matmul primitive
-// on this machine's shapes (1 and 2 threads): the GEMM driver is 5-28% faster for rank-2
-// products with B not transposed and N > 32 (200x100x200, LSTM gate GEMMs, M = 1), while
-// brgemm is up to 3x faster with B transposed (the driver does not parallelise 'T' here) and
-// 30% faster for skinny N (MNIST's 500x784x10). The choice is a fixed rule on shapes, never
-// timed at compile time, so results stay bitwise reproducible.
-const char* reject_sgemm(const KernelArgs& a) {
+// ---- matmul ---------------------------------------------------------------------------------
+
+class ProductKernel final : public CpuKernel {
+ public:
+  ProductKernel(std::unique_ptr<Product> p, float* c) : p_(std::move(p)), c_(c) {}
+  void run(const ExecCtx& ctx) override { p_->run(ctx, c_); }
+  std::size_t scratch_bytes() const override { return p_->scratch_bytes(); }
+
+ private:
+  std::unique_ptr<Product> p_;
+  float* c_;
+};
+
+// One implementation entry per route, so kernel_name() and HETGRAPH_LOG_KERNELS say which.
+template <int Route>
+const char* reject_route(const KernelArgs& a) {
   const Geom g = geom(a);
-  if (g.a_batched || g.b_batched) return "batched: the matmul primitive takes batches";
-  if (g.tb) return "B transposed: brgemm is faster";
-  if (g.n <= 32) return "N <= 32: brgemm is faster for skinny products";
+  if constexpr (Route == 0) return reject_sgemm(g);
+  if constexpr (Route == 1) return reject_transposed(g);
   return nullptr;
 }
-
-std::unique_ptr<CpuKernel> make_sgemm(const KernelArgs& a) {
-  const Geom g = geom(a);
-  const float* A = a.in_f(0);
-  const float* B = a.in_f(1);
-  float* C = a.out_f();
-  const char ta = g.ta ? 'T' : 'N';
-  const dnnl_dim_t lda = g.ta ? g.m : g.k;
-  return make_kernel([=](const ExecCtx&) {
-    const dnnl_status_t st = dnnl_sgemm(ta, 'N', g.m, g.n, g.k, 1.0f, A, lda, B, g.n, 0.0f, C, g.n);
-    if (st != dnnl_success)
-      throw PlatformError("dnnl_sgemm failed with status " + std::to_string(st));
-  });
+std::unique_ptr<CpuKernel> make_matmul(const KernelArgs& a) {
+  std::string_view name;
+  auto p = make_product(geom(a), a.in[0], a.in[1], name);
+  return p ? std::make_unique<ProductKernel>(std::move(p), a.out_f()) : nullptr;
 }
 
-// Reference: triple loop with double accumulation.
-std::unique_ptr<CpuKernel> make_reference(const KernelArgs& a) {
+// Reference: triple loop with double accumulation, then an optional epilogue and sum.
+double apply_epilogue(OpKind epi, float alpha, double s) {
+  switch (epi) {
+    case OpKind::Exp:
+      return std::exp(s);
+    case OpKind::Log:
+      return std::log(s);
+    case OpKind::Sqrt:
+      return std::sqrt(s);
+    case OpKind::Relu:
+      return s > 0 ? s : 0;
+    case OpKind::Sigmoid:
+      return 1 / (1 + std::exp(-s));
+    case OpKind::Tanh:
+      return std::tanh(s);
+    case OpKind::Scale:
+      return s * alpha;
+    case OpKind::Neg:
+      return -s;
+    default:
+      return s;
+  }
+}
+
+std::unique_ptr<CpuKernel> reference(const KernelArgs& a, OpKind epi, float alpha, const float* X) {
   const Geom g = geom(a);
   const float* A = a.in_f(0);
   const float* B = a.in_f(1);
@@ -187,7 +255,6 @@ std::unique_ptr<CpuKernel> make_reference(const KernelArgs& a) {
     for (std::int64_t b = 0; b < g.batch; ++b) {
       const float* Ab = A + (g.a_batched ? b * g.m * g.k : 0);
       const float* Bb = B + (g.b_batched ? b * g.k * g.n : 0);
-      float* Cb = C + b * g.m * g.n;
       for (std::int64_t i = 0; i < g.m; ++i) {
         for (std::int64_t j = 0; j < g.n; ++j) {
           double s = 0.0;
@@ -196,21 +263,161 @@ std::unique_ptr<CpuKernel> make_reference(const KernelArgs& a) {
             const float bv = g.tb ? Bb[j * g.k + p] : Bb[p * g.n + j];
             s += static_cast<double>(av) * bv;
           }
-          Cb[i * g.n + j] = static_cast<float>(s);
+          const std::int64_t o = b * g.m * g.n + i * g.n + j;
+          s = apply_epilogue(epi, alpha, s);
+          C[o] = static_cast<float>(X ? s + X[o] : s);
         }
       }
     }
   });
+}
+std::unique_ptr<CpuKernel> make_reference(const KernelArgs& a) {
+  return reference(a, OpKind::Count_, 1, nullptr);
+}
+
+// ---- fused_matmul: epilogue(op(A) op(B)) [+ X] ----------------------------------------------
+
+struct Fused {
+  OpKind epilogue = OpKind::Count_;  // Count_: none
+  float alpha = 1.0f;
+  bool accumulate = false;
+};
+Fused fused(const KernelArgs& a) {
+  Fused f;
+  const auto& ints = a.node.attrs.ints;
+  if (ints[0] >= 0) f.epilogue = static_cast<OpKind>(ints[0]);
+  f.alpha = a.node.attrs.alpha;
+  f.accumulate = ints[1] != 0;
+  return f;
+}
+
+// out = epilogue(p) (+ x), vectorised; out may be x.
+void epilogue_pass(const Fused& f, const float* p, const float* x, float* out, std::int64_t n) {
+  auto finish = [&](auto&& fv) {
+    // 16-lane vector pieces; the tail through a padded vector (as vm::map does).
+    std::int64_t i = 0;
+    for (; i + vm::kLanes <= n; i += vm::kLanes) {
+      vm::f16 v = fv(vm::load(p + i));
+      if (x) v += vm::load(x + i);
+      vm::store(out + i, v);
+    }
+    if (i < n) {
+      float pb[vm::kLanes] = {}, xb[vm::kLanes] = {};
+      const auto rest = static_cast<std::size_t>(n - i);
+      std::memcpy(pb, p + i, rest * 4);
+      if (x) std::memcpy(xb, x + i, rest * 4);
+      vm::f16 v = fv(vm::load(pb));
+      if (x) v += vm::load(xb);
+      vm::store(pb, v);
+      std::memcpy(out + i, pb, rest * 4);
+    }
+  };
+  switch (f.epilogue) {
+    case OpKind::Exp:
+      finish([](vm::f16 v) { return vm::exp(v); });
+      break;
+    case OpKind::Log:
+      finish([](vm::f16 v) { return vm::log(v); });
+      break;
+    case OpKind::Sigmoid:
+      finish([](vm::f16 v) { return vm::sigmoid(v); });
+      break;
+    case OpKind::Tanh:
+      finish([](vm::f16 v) { return vm::tanh(v); });
+      break;
+    case OpKind::Relu:
+      finish([](vm::f16 v) { return v > 0.0f ? v : vm::splat(0.0f); });
+      break;
+    case OpKind::Scale:
+      finish([a = f.alpha](vm::f16 v) { return v * a; });
+      break;
+    case OpKind::Neg:
+      finish([](vm::f16 v) { return -v; });
+      break;
+    case OpKind::Sqrt:
+      for (std::int64_t i = 0; i < n; ++i) out[i] = __builtin_sqrtf(p[i]) + (x ? x[i] : 0.0f);
+      break;
+    default:
+      finish([](vm::f16 v) { return v; });
+      break;
+  }
+}
+
+// The product into the executor's scratch (in cache), then one pass: out = epi(P) (+ X).
+class EpilogueKernel final : public CpuKernel {
+ public:
+  EpilogueKernel(const KernelArgs& a, std::unique_ptr<Product> p)
+      : p_(std::move(p)),
+        f_(fused(a)),
+        x_(f_.accumulate ? a.in_f(2) : nullptr),
+        out_(a.out_f()),
+        n_(geom(a).c_elems()),
+        product_bytes_((static_cast<std::size_t>(n_) * 4 + 63) / 64 * 64) {}
+
+  void run(const ExecCtx& ctx) override {
+    auto* prod = static_cast<float*>(ctx.scratch);
+    ExecCtx inner = ctx;
+    inner.scratch = static_cast<std::byte*>(ctx.scratch) + product_bytes_;
+    inner.scratch_bytes = ctx.scratch_bytes - product_bytes_;
+    p_->run(inner, prod);
+    parallel_for(ctx, n_, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      epilogue_pass(f_, prod + b, x_ ? x_ + b : nullptr, out_ + b, e - b);
+    });
+  }
+  std::size_t scratch_bytes() const override { return product_bytes_ + p_->scratch_bytes(); }
+
+ private:
+  std::unique_ptr<Product> p_;
+  Fused f_;
+  const float* x_;
+  float* out_;
+  std::int64_t n_;
+  std::size_t product_bytes_;
+};
+
+std::unique_ptr<CpuKernel> make_fused(const KernelArgs& a) {
+  std::string_view name;
+  auto p = make_product(geom(a), a.in[0], a.in[1], name);
+  return p ? std::make_unique<EpilogueKernel>(a, std::move(p)) : nullptr;
+}
+
+// Plain accumulation through the GEMM driver, beta = 1: C = A B + C in place (X is copied
+// into C first when the planner could not put C over X).
+const char* reject_sgemm_accumulate(const KernelArgs& a) {
+  const Fused f = fused(a);
+  if (f.epilogue != OpKind::Count_) return "has an epilogue";
+  if (!f.accumulate) return "nothing to accumulate";
+  return reject_sgemm(geom(a));
+}
+
+std::unique_ptr<CpuKernel> make_sgemm_accumulate(const KernelArgs& a) {
+  auto p = std::make_shared<SgemmProduct>(geom(a), a.in_f(0), a.in_f(1), 1.0f);
+  const float* x = a.in_f(2);
+  float* c = a.out_f();
+  const std::size_t bytes = a.out_type.bytes();
+  return make_kernel([=](const ExecCtx& ctx) {
+    if (x != c) std::memcpy(c, x, bytes);
+    p->run(ctx, c);
+  });
+}
+
+std::unique_ptr<CpuKernel> make_fused_reference(const KernelArgs& a) {
+  const Fused f = fused(a);
+  return reference(a, f.epilogue, f.alpha, f.accumulate ? a.in_f(2) : nullptr);
 }
 
 }  // namespace
 
 void register_matmul_kernels(KernelTable& t) {
   auto& list = t[static_cast<std::size_t>(OpKind::MatMul)];
-  list.push_back({"dnnl_sgemm", reject_sgemm, make_sgemm});
-  list.push_back({"dnnl_matmul_transposed", reject_transposed, make_transposed});
-  list.push_back({"dnnl_matmul", nullptr, make_dnnl});
+  list.push_back({"dnnl_sgemm", reject_route<0>, make_matmul});
+  list.push_back({"dnnl_matmul_transposed", reject_route<1>, make_matmul});
+  list.push_back({"dnnl_matmul", nullptr, make_matmul});
   list.push_back({"reference", nullptr, make_reference});
+  auto& fl = t[static_cast<std::size_t>(OpKind::FusedMatMul)];
+  fl.push_back({"dnnl_sgemm_accumulate", reject_sgemm_accumulate, make_sgemm_accumulate});
+  fl.push_back({"product_then_epilogue", nullptr, make_fused});
+  fl.push_back({"reference", nullptr, make_fused_reference});
 }
 
 }  // namespace hetgraph::detail::cpu
