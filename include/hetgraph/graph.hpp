@@ -14,6 +14,7 @@
 // checked when the graph is compiled for concrete input shapes (see compiler.hpp).
 #pragma once
 
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <initializer_list>
@@ -146,6 +147,48 @@ Node concat(std::initializer_list<Node> xs, int axis);
 Node transpose(Node x, std::vector<int> perm = {});
 /// One entry may be -1 (inferred). Reshape is a view: no data is copied.
 Node reshape(Node x, std::vector<std::int64_t> shape);
+
+// ---- images and embeddings ---------------------------------------------------------------
+// Images are NCHW float tensors [batch, channels, height, width]; pairs are (height, width).
+
+/// Options of conv2d. Zero padding is added before (top, left) and after (bottom, right); by
+/// default the same amount on both sides. Dilation 1 is a dense kernel.
+///   auto y = conv2d(x, W, b, {.stride = {2, 2}, .padding = {1, 1}});
+struct Conv2dOptions {
+  std::array<int, 2> stride{1, 1};
+  std::array<int, 2> padding{0, 0};
+  std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
+  std::array<int, 2> dilation{1, 1};
+};
+/// Cross-correlation of x [N, C, H, W] with weights [O, C, KH, KW] (one group), plus an
+/// optional bias [O] per output channel: [N, O, OH, OW] with
+/// OH = (H + pad_top + pad_bottom - ((KH - 1) * dilation + 1)) / stride + 1 (OW alike).
+Node conv2d(Node x, Node weights, Conv2dOptions options = {});
+Node conv2d(Node x, Node weights, Node bias, Conv2dOptions options = {});
+
+/// Options of max_pool2d and avg_pool2d. Padding must be smaller than the kernel, so every
+/// window holds at least one element of the image.
+///   auto p = max_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+struct Pool2dOptions {
+  std::array<int, 2> kernel{2, 2};
+  std::array<int, 2> stride{0, 0};  // 0: the kernel size (non-overlapping windows)
+  std::array<int, 2> padding{0, 0};
+  std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
+  /// avg_pool2d: divide by the whole window (padding counts as zeros) instead of by the
+  /// number of image elements in it (the default, which ignores padding).
+  bool count_include_pad = false;
+};
+/// Maximum over each window of x [N, C, H, W] (padding never wins): [N, C, OH, OW].
+Node max_pool2d(Node x, Pool2dOptions options = {});
+/// Mean over each window of x [N, C, H, W]: [N, C, OH, OW].
+Node avg_pool2d(Node x, Pool2dOptions options = {});
+
+/// Rows of `table` [R, D] picked by the int32 `indices` (any shape S of rank <= 3): the result
+/// has shape S + [D]. An index outside [0, R) is a FeedError at run(). The gradient with
+/// respect to the table is a scatter-add of the incoming rows into a zero [R, D] table.
+///   auto ids = g.input("ids", DType::i32);                 // [batch]
+///   auto e = embedding(g.variable("E", {10000, 32}), ids);  // [batch, 32]
+Node embedding(Node table, Node indices);
 
 /// Writes `value` into `variable` at the end of a run (after every read of its old value).
 Node assign(Node variable, Node value);

@@ -67,6 +67,18 @@ enum class OpKind : std::uint8_t {
   Transpose,
   Reshape,
   ReshapeLike,
+  // images (conv.cpp): NCHW convolution and pooling, geometry in Attrs::ints (see window.hpp)
+  Conv2d,            // (x, w[, b])
+  Conv2dGradInput,   // (g, w, x): x lends its shape
+  Conv2dGradWeight,  // (g, x, w): w lends its shape
+  Conv2dGradBias,    // (g): sum of g over N, H, W
+  MaxPool2d,
+  MaxPool2dGrad,  // (g, x, y): y is the max_pool2d node (its kernel may keep the argmax)
+  AvgPool2d,
+  AvgPool2dGrad,  // (g, x): x lends its shape
+  // embedding.cpp
+  Embedding,      // (table, int32 indices)
+  EmbeddingGrad,  // (g, indices, table): scatter-add into a zero table; table lends its shape
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -143,6 +155,8 @@ void register_reduce_ops(std::vector<OpDef>& table);
 void register_matmul_ops(std::vector<OpDef>& table);
 void register_nn_ops(std::vector<OpDef>& table);
 void register_movement_ops(std::vector<OpDef>& table);
+void register_conv_ops(std::vector<OpDef>& table);
+void register_embedding_ops(std::vector<OpDef>& table);
 
 /// Numpy broadcasting of two shapes; returns false when they do not broadcast.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape& out);

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
@@ -73,11 +74,12 @@ class CpuExecutable final : public Executable {
     prog.kernels.assign(p.nodes.size(), nullptr);
     kernels_.resize(p.nodes.size());
     names_.assign(p.nodes.size(), "none");
+    const std::vector<int> teams = team_sizes(p);
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
       const bool work = n.storage == Storage::Computed || (n.op == OpKind::Assign && !n.elided);
       if (!work) continue;
-      KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_};
+      KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_, teams, &kernels_};
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
         const PlanNode& u = p.nodes[n.inputs[k]];
         args.in.push_back(n.reads_input(k) && u.buffer >= 0 ? arena_.get() + u.offset : nullptr);
@@ -149,6 +151,23 @@ class CpuExecutable final : public Executable {
     }
   }
 
+  /// Executors and threads per executor of a fixed parallel engine.
+  std::pair<int, int> fixed_teams(const Plan& p) const {
+    const int cores = allowed_cores();
+    const int e = opts_.executors > 0 ? opts_.executors : guideline_executors(p, cores);
+    return {e,
+            opts_.threads_per_executor > 0 ? opts_.threads_per_executor : std::max(1, cores / e)};
+  }
+  /// Every team size the engine may run kernels with (the automatic engine tries them all).
+  std::vector<int> team_sizes(const Plan& p) const {
+    if (opts_.engine == CpuEngine::sequential) return {threads_};
+    if (opts_.engine != CpuEngine::automatic) return {fixed_teams(p).second};
+    const int cores = allowed_cores();
+    std::vector<int> out;
+    for (int e : symmetric_executor_counts(cores)) out.push_back(cores / e);
+    return out;
+  }
+
   std::unique_ptr<Engine> make_engine(const Program& prog) const {
     if (opts_.engine == CpuEngine::sequential) return make_sequential_engine(prog, threads_);
     const int cores = allowed_cores();
@@ -158,9 +177,7 @@ class CpuExecutable final : public Executable {
     c.profile_runs = opts_.profile_runs;
     c.pin = opts_.pin_threads;
     if (opts_.engine == CpuEngine::automatic) return std::make_unique<AutoEngine>(prog, c, cores);
-    c.executors = opts_.executors > 0 ? opts_.executors : guideline_executors(*prog.plan, cores);
-    c.threads = opts_.threads_per_executor > 0 ? opts_.threads_per_executor
-                                               : std::max(1, cores / c.executors);
+    std::tie(c.executors, c.threads) = fixed_teams(*prog.plan);
     if (opts_.engine == CpuEngine::shared_queue)
       return std::make_unique<SharedQueueEngine>(prog, c);
     return std::make_unique<CriticalPathEngine>(prog, c);

@@ -56,6 +56,11 @@ struct KernelArgs {
   void* out = nullptr;  // memory of the result (the variable, for a copying assign)
   TensorType out_type;
   int max_threads = 1;  // team size kernels will be run with
+  /// Every team size the engine may run this kernel with (oneDNN primitives are made per size).
+  std::vector<int> team_sizes;
+  /// Kernels of the nodes before this one in plan order (null where a node has none): a
+  /// backward kernel may use state its forward node's kernel keeps (max pooling's argmax).
+  const std::vector<std::unique_ptr<CpuKernel>>* kernels = nullptr;
 
   const float* in_f(std::size_t i) const { return static_cast<const float*>(in[i]); }
   const std::int32_t* in_i(std::size_t i) const { return static_cast<const std::int32_t*>(in[i]); }
@@ -83,5 +88,7 @@ void register_matmul_kernels(KernelTable& t);
 void register_nn_kernels(KernelTable& t);
 void register_movement_kernels(KernelTable& t);
 void register_graph_kernels(KernelTable& t);
+void register_conv_kernels(KernelTable& t);
+void register_embedding_kernels(KernelTable& t);
 
 }  // namespace hetgraph::detail::cpu

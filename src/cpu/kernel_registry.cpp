@@ -23,6 +23,8 @@ const KernelTable& kernel_table() {
     register_nn_kernels(t);
     register_movement_kernels(t);
     register_graph_kernels(t);
+    register_conv_kernels(t);
+    register_embedding_kernels(t);
     return t;
   }();
   return table;

@@ -17,6 +17,8 @@ std::vector<OpDef> build_table() {
   register_matmul_ops(defs);
   register_nn_ops(defs);
   register_movement_ops(defs);
+  register_conv_ops(defs);
+  register_embedding_ops(defs);
   std::vector<OpDef> table(kNumOps);
   std::vector<bool> seen(kNumOps, false);
   for (const OpDef& d : defs) {

@@ -1,0 +1,73 @@
+// Embedding lookup (gather rows of a table by int32 indices) and its gradient, a scatter-add
+// of the incoming rows into a zero table. The public builder lives here, next to the op.
+#include "compiler/graph_impl.hpp"
+#include "compiler/ops.hpp"
+
+namespace hetgraph {
+
+Node embedding(Node table, Node indices) {
+  return detail::make_op(detail::OpKind::Embedding, {table, indices});
+}
+
+namespace detail {
+
+namespace {
+
+// The result shape: the indices' shape with the table's row width appended.
+Shape gathered_shape(const InferCtx& c, const TensorType& table, const TensorType& idx) {
+  if (table.dtype != DType::f32 || table.shape.rank() != 2) {
+    c.fail("the embedding table must be float [rows, dim], got " + table.shape.str() + " " +
+           std::string(dtype_name(table.dtype)));
+  }
+  if (idx.dtype != DType::i32) {
+    c.fail("embedding indices must be int32, got " + std::string(dtype_name(idx.dtype)) + " " +
+           idx.shape.str());
+  }
+  if (idx.shape.rank() >= Shape::kMaxRank) {
+    c.fail("embedding indices " + idx.shape.str() + " have rank " +
+           std::to_string(idx.shape.rank()) + "; the result would exceed rank 4");
+  }
+  std::vector<std::int64_t> d(idx.shape.dims().begin(), idx.shape.dims().end());
+  d.push_back(table.shape[1]);
+  return Shape(std::span<const std::int64_t>(d));
+}
+
+TensorType infer_embedding(const InferCtx& c) {
+  return {gathered_shape(c, c.in[0], c.in[1]), DType::f32};
+}
+
+// (g, indices, table): g has the lookup's shape; the result the table's.
+TensorType infer_embedding_grad(const InferCtx& c) {
+  const Shape want = gathered_shape(c, c.in[2], c.in[1]);
+  if (c.in[0].dtype != DType::f32 || c.in[0].shape != want) {
+    c.fail("the incoming gradient must have the lookup's shape " + want.str() + ", got " +
+           c.in[0].shape.str());
+  }
+  return c.in[2];
+}
+
+void grad_embedding(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::EmbeddingGrad, {c.grad, c.in[1], c.in[0]}));
+  c.not_differentiable(1, "indices of embedding are int32 data, not differentiable");
+}
+
+}  // namespace
+
+void register_embedding_ops(std::vector<OpDef>& t) {
+  // Row copies: about one load and one store per output element.
+  t.push_back({.kind = OpKind::Embedding,
+               .name = "embedding",
+               .arity = 2,
+               .infer = infer_embedding,
+               .grad = grad_embedding,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::EmbeddingGrad,
+               .name = "embedding_grad",
+               .arity = 3,
+               .shape_only = 0b100u,
+               .infer = infer_embedding_grad,
+               .flops_per_elem = 0.5f});
+}
+
+}  // namespace detail
+}  // namespace hetgraph
