@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "compiler/graph_impl.hpp"
+#include "compiler/ops/window.hpp"
 
 namespace ref {
 
@@ -249,6 +250,94 @@ Array reshape(const Array& x, std::vector<std::int64_t> d) {
   return Array(make_shape(d), x.v);
 }
 
+// 2-D windows over NCHW images, written from the definitions: output size
+// floor((in + pads - span) / stride) + 1; taps outside the image are padding.
+struct Win {
+  std::int64_t kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+  bool include_pad;
+};
+Win window_of(const hetgraph::detail::Attrs& at, std::int64_t kh, std::int64_t kw) {
+  const auto w = hetgraph::detail::Window2d::decode(at);
+  return {
+      kh,           kw,           w.stride[0],   w.stride[1],   w.pad_begin[0],     w.pad_begin[1],
+      w.pad_end[0], w.pad_end[1], w.dilation[0], w.dilation[1], w.count_include_pad};
+}
+std::int64_t out_len(std::int64_t in, std::int64_t pad, std::int64_t k, std::int64_t dil,
+                     std::int64_t stride) {
+  return (in + pad - (dil * (k - 1) + 1)) / stride + 1;
+}
+
+Array conv2d(const Array& x, const Array& w, const Array* b, const hetgraph::detail::Attrs& at) {
+  const Shape& xs = x.shape;
+  const Shape& ws = w.shape;
+  const Win p = window_of(at, ws[2], ws[3]);
+  const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0];
+  const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, p.dh, p.sh);
+  const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, p.dw, p.sw);
+  Array out(Shape{N, O, OH, OW});
+  std::size_t i = 0;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t oy = 0; oy < OH; ++oy)
+        for (std::int64_t ox = 0; ox < OW; ++ox) {
+          double s = b ? b->v[static_cast<std::size_t>(o)] : 0.0;
+          for (std::int64_t c = 0; c < C; ++c)
+            for (std::int64_t ky = 0; ky < p.kh; ++ky)
+              for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+                const std::int64_t y = oy * p.sh - p.pt + ky * p.dh;
+                const std::int64_t xx = ox * p.sw - p.pl + kx * p.dw;
+                if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
+                s += x.v[static_cast<std::size_t>(((n * C + c) * H + y) * W + xx)] *
+                     w.v[static_cast<std::size_t>(((o * C + c) * p.kh + ky) * p.kw + kx)];
+              }
+          out.v[i++] = s;
+        }
+  return out;
+}
+
+Array pool2d(const Array& x, const hetgraph::detail::Attrs& at, bool max) {
+  const auto w = hetgraph::detail::Window2d::decode(at);
+  const Win p = window_of(at, w.kernel[0], w.kernel[1]);
+  const Shape& xs = x.shape;
+  const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, 1, p.sh);
+  const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, 1, p.sw);
+  Array out(Shape{N, C, OH, OW});
+  std::size_t i = 0;
+  for (std::int64_t nc = 0; nc < N * C; ++nc)
+    for (std::int64_t oy = 0; oy < OH; ++oy)
+      for (std::int64_t ox = 0; ox < OW; ++ox) {
+        double m = -INFINITY, s = 0;
+        std::int64_t inside = 0;
+        for (std::int64_t ky = 0; ky < p.kh; ++ky)
+          for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+            const std::int64_t y = oy * p.sh - p.pt + ky, xx = ox * p.sw - p.pl + kx;
+            if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
+            const double v = x.v[static_cast<std::size_t>((nc * H + y) * W + xx)];
+            m = std::max(m, v);
+            s += v;
+            ++inside;
+          }
+        out.v[i++] = max ? m : s / static_cast<double>(p.include_pad ? p.kh * p.kw : inside);
+      }
+  return out;
+}
+
+Array gather_rows(const Array& table, const Array& idx) {
+  const std::int64_t R = table.shape[0], D = table.shape[1];
+  std::vector<std::int64_t> od(idx.shape.dims().begin(), idx.shape.dims().end());
+  od.push_back(D);
+  Array out(make_shape(od));
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    const auto r = static_cast<std::int64_t>(idx.v[i]);
+    if (r < 0 || r >= R) throw std::runtime_error("ref: embedding index out of range");
+    for (std::int64_t d = 0; d < D; ++d)
+      out.v[i * static_cast<std::size_t>(D) + static_cast<std::size_t>(d)] =
+          table.v[static_cast<std::size_t>(r * D + d)];
+  }
+  return out;
+}
+
 // Whether a node holds int32 values: leaves say so, data movement passes it on.
 bool int_typed(const GraphImpl& g, std::uint32_t id) {
   const NodeRec& r = g.rec(id);
@@ -386,6 +475,16 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Reshape:
         out = reshape(in[0], at.ints);
+        break;
+      case OpKind::Conv2d:
+        out = conv2d(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, at);
+        break;
+      case OpKind::MaxPool2d:
+      case OpKind::AvgPool2d:
+        out = pool2d(in[0], at, r.op == OpKind::MaxPool2d);
+        break;
+      case OpKind::Embedding:
+        out = gather_rows(in[0], in[1]);
         break;
       default:
         throw std::runtime_error("ref: op not supported by the reference: " +

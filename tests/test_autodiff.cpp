@@ -155,6 +155,40 @@ std::vector<GradCase> cases() {
       {"reshape", {uniform("x", {2, 6}, -1, 1, 34)}, [](Graph&, const std::vector<Node>& in) {
          return reshape(in[0], {3, -1}) * 2.0f;
        }});
+  // images and embeddings
+  auto conv = [&](std::string n, Shape xs, Shape ws, Conv2dOptions o, bool bias) {
+    std::vector<In> ins{uniform("x", xs, -1, 1, 40), uniform("w", ws, -1, 1, 41)};
+    if (bias) ins.push_back(uniform("b", {ws[0]}, -1, 1, 42));
+    c.push_back({n, ins, [o, bias](Graph&, const std::vector<Node>& in) {
+                   return bias ? conv2d(in[0], in[1], in[2], o) : conv2d(in[0], in[1], o);
+                 }});
+  };
+  conv("conv2d 3x3 + bias", {2, 3, 5, 5}, {4, 3, 3, 3}, {}, true);
+  conv("conv2d stride 2, padding 1", {1, 2, 6, 5}, {3, 2, 3, 3},
+       {.stride = {2, 2}, .padding = {1, 1}}, true);
+  conv("conv2d dilation 2, asymmetric padding", {1, 2, 7, 6}, {2, 2, 2, 3},
+       {.stride = {1, 2}, .padding = {1, 0}, .padding_end = {0, 2}, .dilation = {2, 2}}, false);
+  conv("conv2d 1x1", {2, 4, 3, 3}, {3, 4, 1, 1}, {}, true);
+  auto pool = [&](std::string n, bool max, Pool2dOptions o) {
+    c.push_back(
+        {n, {distinct("x", {2, 2, 5, 6}, 43)}, [max, o](Graph&, const std::vector<Node>& in) {
+           return max ? max_pool2d(in[0], o) : avg_pool2d(in[0], o);
+         }});
+  };
+  pool("max_pool2d 2x2", true, {});
+  pool("max_pool2d 3x3 stride 2 padding 1", true,
+       {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+  pool("max_pool2d overlapping 2x3", true, {.kernel = {2, 3}, .stride = {1, 1}});
+  pool("avg_pool2d 2x2", false, {});
+  pool("avg_pool2d 3x3 padding excluded", false,
+       {.kernel = {3, 3}, .stride = {2, 1}, .padding = {1, 1}});
+  pool("avg_pool2d 3x3 padding included", false,
+       {.kernel = {3, 3}, .stride = {1, 2}, .padding = {1, 1}, .count_include_pad = true});
+  c.push_back({"embedding with repeated indices",
+               {uniform("t", {7, 3}, -1, 1, 44)},
+               [](Graph& g, const std::vector<Node>& in) {
+                 return embedding(in[0], g.constant_i32({2, 4}, {6, 0, 3, 3, 0, 6, 6, 1}));
+               }});
   c.push_back({"shared input (x*x + exp(x))",
                {uniform("x", {3, 3}, -1, 1, 35)},
                [](Graph&, const std::vector<Node>& in) { return in[0] * in[0] + exp(in[0]); }});

@@ -153,6 +153,118 @@ TEST(ShapeErrors, ShapesThemselves) {
 
 // ---- graph structure --------------------------------------------------------------------------
 
+TEST(ShapeErrors, Conv2d) {
+  Graph g;
+  auto x = g.input("x"), w = g.input("w"), b = g.input("b"), ids = g.input("ids", DType::i32);
+  auto y = conv2d(x, w).named("conv");
+  auto yb = conv2d(x, w, b).named("conv_b");
+  auto yi = conv2d(ids, w).named("conv_i");
+  auto strided = conv2d(x, w, {.stride = {0, 1}}).named("conv_s");
+  auto dilated = conv2d(x, w, {.dilation = {1, -2}}).named("conv_d");
+  auto padded = conv2d(x, w, {.padding = {-1, 0}}).named("conv_p");
+  auto wide = conv2d(x, w, {.padding = {0, 1}, .dilation = {1, 5}}).named("conv_w");
+  const InputShapes ok{{"x", {2, 3, 8, 8}}, {"w", {4, 3, 3, 3}}, {"b", {4}}};
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {3, 8, 8}}, {"w", {4, 3, 3, 3}}}, {y});
+      },
+      {"'conv'", "conv2d", "rank 4", "[3, 8, 8]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {2, 3, 8, 8}}, {"w", {4, 3, 3}}}, {y});
+      },
+      {"'conv'", "weights", "[4, 3, 3]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {2, 5, 8, 8}}, {"w", {4, 3, 3, 3}}}, {y});
+      },
+      {"'conv'", "channel mismatch", "[2, 5, 8, 8]", "5 channels", "expect 3"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {2, 3, 8, 8}}, {"w", {4, 3, 3, 3}}, {"b", {3}}}, {yb});
+      },
+      {"'conv_b'", "bias", "[4]", "[3]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"ids", {2, 3, 8, 8}}, {"w", {4, 3, 3, 3}}}, {yi});
+      },
+      {"'conv_i'", "float", "i32"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {2, 3, 2, 8}}, {"w", {4, 3, 3, 3}}}, {y});
+      },
+      {"'conv'", "kernel spans 3 rows", "padded input's 2"});
+  expect_error<ShapeError>([&] { compile(g, ok, {wide}); },
+                           {"'conv_w'", "spans 11 columns (with dilation)", "padded input's 10"});
+  expect_error<ShapeError>([&] { compile(g, ok, {strided}); }, {"'conv_s'", "stride", "(0, 1)"});
+  expect_error<ShapeError>([&] { compile(g, ok, {dilated}); }, {"'conv_d'", "dilation", "-2"});
+  expect_error<ShapeError>([&] { compile(g, ok, {padded}); }, {"'conv_p'", "padding", ">= 0"});
+}
+
+TEST(ShapeErrors, Pooling) {
+  Graph g;
+  auto x = g.input("x");
+  auto m = max_pool2d(x, {.kernel = {3, 3}}).named("mp");
+  auto a = avg_pool2d(x, {.kernel = {2, 2}, .padding = {2, 0}}).named("ap");
+  auto z = max_pool2d(x, {.kernel = {0, 2}}).named("zero");
+  auto s = avg_pool2d(x, {.kernel = {2, 2}, .stride = {1, -1}}).named("neg_stride");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {2, 3, 2, 8}}}, {m});
+      },
+      {"'mp'", "max_pool2d", "[2, 3, 2, 8]", "kernel spans 3 rows"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {8, 8}}}, {m});
+      },
+      {"'mp'", "max_pool2d input", "rank 4", "[8, 8]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 8, 8}}}, {a});
+      },
+      {"'ap'", "avg_pool2d", "smaller than the pooling kernel", "(2, 0)"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 8, 8}}}, {z});
+      },
+      {"'zero'", "kernel must be >= 1"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 8, 8}}}, {s});
+      },
+      {"'neg_stride'", "stride must be >= 1"});
+}
+
+TEST(ShapeErrors, Embedding) {
+  Graph g;
+  auto t = g.input("t"), fidx = g.input("f"), ids = g.input("ids", DType::i32);
+  auto e1 = embedding(t, fidx).named("emb_f");
+  auto e2 = embedding(t, ids).named("emb");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"t", {10, 4}}, {"f", {3}}}, {e1});
+      },
+      {"'emb_f'", "embedding", "int32", "f32"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"t", {10, 4, 2}}, {"ids", {3}}}, {e2});
+      },
+      {"'emb'", "table", "[rows, dim]", "[10, 4, 2]"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"t", {10, 4}}, {"ids", {2, 2, 2, 2}}}, {e2});
+      },
+      {"'emb'", "[2, 2, 2, 2]", "rank 4"});
+  auto cg = compile(g, {{"t", {10, 4}}, {"ids", {2, 3}}}, {e2});
+  const std::vector<float> table(40, 1.0f);
+  expect_error<FeedError>(
+      [&] {
+        cg.run({{"t", table}, {"ids", std::vector<std::int32_t>{0, 1, 2, 3, 4, 10}}});
+      },
+      {"'emb'", "index 10", "position 5", "[2, 3]", "[0, 10)"});
+  cg.run({{"t", table}, {"ids", std::vector<std::int32_t>{0, 1, 2, 3, 4, 9}}});  // still usable
+}
+
 TEST(GraphErrors, CycleWithoutAssignNamesItsNodes) {
   Graph g;
   auto x = g.input("x");

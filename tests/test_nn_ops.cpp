@@ -1,0 +1,364 @@
+// Convolution, pooling and embedding on every platform: forward against the double-precision
+// reference over strides, paddings (symmetric and not), dilations, odd and 1-sized shapes and
+// sizes large enough for blocked layouts and parallel paths; the max-pooling workspace path;
+// embedding lookups of any index rank, out-of-range indices and the deterministic scatter-add.
+// Gradients are checked in test_autodiff.cpp, shape errors in test_errors.cpp.
+#include <cmath>
+#include <cstdlib>
+
+#include "hetgraph/autodiff.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+using testing_util::In;
+using testing_util::PlatformCase;
+
+namespace {
+
+bool reference_forced() {
+  const char* v = std::getenv("HETGRAPH_CPU_REFERENCE");
+  return v != nullptr && *v != '\0' && *v != '0';
+}
+#define SKIP_IF_REFERENCE_FORCED() \
+  if (reference_forced()) GTEST_SKIP() << "HETGRAPH_CPU_REFERENCE forces reference kernels"
+
+In rand_in(const std::string& name, Shape s, std::uint32_t seed, float lo = -1.0f,
+           float hi = 1.0f) {
+  return {name, s, testing_util::random_vec(static_cast<std::size_t>(s.numel()), seed, lo, hi)};
+}
+
+class NnOpTest : public ::testing::TestWithParam<PlatformCase> {
+ protected:
+  void check(const Graph& g, const std::vector<In>& ins, Node out, double rtol, double atol,
+             const std::string& what) {
+    const auto got = testing_util::run_checked(GetParam(), g, ins, {out});
+    ref::Values vals;
+    for (const In& in : ins) vals[in.name] = testing_util::to_ref(in.shape, in.values);
+    const auto want = ref::evaluate(g, std::vector<Node>{out}, vals);
+    testing_util::expect_close(got[0], want[0], rtol, atol, what + " on " + GetParam().name);
+    // A platform kernel that could not be made falls back to the reference, which would pass
+    // the comparison above: the op under test must have got a real kernel.
+    if (!reference_forced()) {
+      InputShapes shapes;
+      for (const In& in : ins) shapes.push_back({in.name, in.shape});
+      auto cg = GraphCompiler(GetParam().make()).compile(g, shapes, {out});
+      EXPECT_NE(cg.kernel_name(out), "reference") << what << " on " << GetParam().name;
+    }
+  }
+};
+
+struct ConvCase {
+  Shape x;  // [N, C, H, W]
+  std::int64_t out_channels, kh, kw;
+  Conv2dOptions opts;
+  bool bias;
+};
+
+std::string describe(const ConvCase& c) {
+  auto p = [](std::array<int, 2> v) {
+    return "(" + std::to_string(v[0]) + "," + std::to_string(v[1]) + ")";
+  };
+  return "conv2d x" + c.x.str() + " O=" + std::to_string(c.out_channels) + " k" +
+         std::to_string(c.kh) + "x" + std::to_string(c.kw) + " s" + p(c.opts.stride) + " p" +
+         p(c.opts.padding) + "/" + p(c.opts.padding_end) + " d" + p(c.opts.dilation) +
+         (c.bias ? " bias" : "");
+}
+
+TEST_P(NnOpTest, Conv2dForward) {
+  const ConvCase cases[] = {
+      {{1, 1, 1, 1}, 1, 1, 1, {}, false},
+      {{2, 3, 5, 5}, 4, 3, 3, {}, true},
+      {{2, 3, 7, 6}, 5, 3, 3, {.padding = {1, 1}}, true},
+      {{1, 2, 9, 8}, 3, 3, 2, {.stride = {2, 3}, .padding = {1, 0}}, false},
+      {{2, 4, 11, 10}, 6, 3, 3, {.padding = {2, 2}, .dilation = {2, 2}}, true},
+      {{1, 3, 10, 9}, 2, 3, 3, {.stride = {2, 2}, .padding = {0, 1}, .padding_end = {2, 0}}, true},
+      {{3, 5, 6, 6}, 7, 1, 1, {}, true},                    // 1x1
+      {{1, 2, 4, 5}, 3, 6, 7, {.padding = {1, 1}}, false},  // kernel = padded input
+      {{2, 1, 13, 1}, 2, 5, 1, {.stride = {3, 1}, .dilation = {2, 1}}, true},  // a column
+      {{4, 16, 17, 19}, 32, 3, 3, {.padding = {1, 1}}, true},                  // blocked layouts
+      {{2, 32, 12, 12}, 16, 5, 5, {.stride = {2, 2}, .padding = {2, 2}}, false},
+      {{2, 3, 32, 32}, 16, 7, 7, {.stride = {2, 2}, .padding = {3, 3}}, true},  // a stem
+  };
+  for (const ConvCase& c : cases) {
+    Graph g;
+    auto x = g.input("x"), w = g.input("w"), b = g.input("b");
+    Node y = c.bias ? conv2d(x, w, b, c.opts) : conv2d(x, w, c.opts);
+    const std::int64_t taps = c.x[1] * c.kh * c.kw;
+    std::vector<In> ins{rand_in("x", c.x, 1),
+                        rand_in("w", {c.out_channels, c.x[1], c.kh, c.kw}, 2)};
+    if (c.bias) ins.push_back(rand_in("b", {c.out_channels}, 3));
+    check(g, ins, y, 1e-5, 2e-6 * std::sqrt(static_cast<double>(taps)) + 1e-6, describe(c));
+  }
+}
+
+TEST_P(NnOpTest, Conv2dKernelIsOneDnn) {
+  SKIP_IF_REFERENCE_FORCED();
+  Graph g;
+  auto x = g.input("x"), w = g.input("w");
+  auto y = conv2d(x, w, {.padding = {1, 1}});
+  auto cg = GraphCompiler(GetParam().make())
+                .compile(g, {{"x", {2, 16, 8, 8}}, {"w", {16, 16, 3, 3}}}, {y});
+  EXPECT_EQ(cg.kernel_name(y), "dnnl_conv");
+}
+
+struct PoolCase {
+  Shape x;
+  Pool2dOptions opts;
+};
+
+TEST_P(NnOpTest, PoolingForward) {
+  const PoolCase cases[] = {
+      {{1, 1, 2, 2}, {}},
+      {{2, 3, 8, 8}, {}},
+      {{2, 3, 9, 7}, {}},  // odd sizes: the last row / column is dropped
+      {{1, 2, 7, 7}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}},
+      {{2, 2, 6, 9}, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}},
+      {{1, 3, 8, 10}, {.kernel = {2, 3}, .stride = {1, 2}}},
+      {{1, 2, 7, 8},
+       {.kernel = {3, 2}, .stride = {2, 2}, .padding = {0, 1}, .padding_end = {2, 0}}},
+      {{1, 1, 5, 5}, {.kernel = {5, 5}}},
+      {{1, 1, 1, 6}, {.kernel = {1, 3}, .stride = {1, 1}}},
+      {{4, 16, 32, 32}, {}},  // parallel paths
+      {{2, 24, 15, 15}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}},
+  };
+  for (const PoolCase& c : cases) {
+    for (int kind = 0; kind < 3; ++kind) {
+      Pool2dOptions o = c.opts;
+      o.count_include_pad = kind == 2;
+      Graph g;
+      auto x = g.input("x");
+      Node y = kind == 0 ? max_pool2d(x, o) : avg_pool2d(x, o);
+      check(g, {rand_in("x", c.x, 4, -3, 3)}, y, 1e-6, 1e-6,
+            std::string(kind == 0   ? "max_pool2d"
+                        : kind == 1 ? "avg_pool2d"
+                                    : "avg_pool2d(incl)") +
+                " " + c.x.str() + " k" + std::to_string(o.kernel[0]) + "x" +
+                std::to_string(o.kernel[1]) + " s" + std::to_string(o.stride[0]) + "," +
+                std::to_string(o.stride[1]) + " p" + std::to_string(o.padding[0]) + "," +
+                std::to_string(o.padding[1]));
+    }
+  }
+}
+
+// A window of equal values sends its whole gradient to its first element (row-major), on the
+// workspace path as in the reference; a padded window never picks the padding.
+TEST_P(NnOpTest, MaxPoolGradientGoesToTheFirstMaximum) {
+  Graph g;
+  auto x = g.input("x");
+  auto y = max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}});
+  auto dx = gradients(reduce_sum(y * 2.0f), {x})[0];
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", {1, 1, 4, 4}}}, {y, dx});
+  // All -1 except a tie of two 5s in the window covering rows 1-2, columns 1-2.
+  std::vector<float> v(16, -1.0f);
+  v[1 * 4 + 2] = 5.0f;
+  v[2 * 4 + 1] = 5.0f;
+  cg.run({{"x", v}});
+  const auto d = cg.read(dx);
+  std::vector<float> want(16, 0.0f);
+  // windows (with padding 1): rows {-1,0},{1,2},{3,4}; columns alike. Each window's first
+  // in-image maximum gets 2.
+  want[0] = 2;          // rows -1..0, cols -1..0: only (0,0)
+  want[1] = 2;          // rows -1..0, cols 1..2: (0,1) first of the -1s
+  want[3] = 2;          // rows -1..0, cols 3..4: (0,3)
+  want[4] = 2;          // rows 1..2, cols -1..0: (1,0)
+  want[1 * 4 + 2] = 2;  // rows 1..2, cols 1..2: the first 5
+  want[1 * 4 + 3] = 2;  // rows 1..2, cols 3..4: (1,3)
+  want[3 * 4 + 0] = 2;  // rows 3..4, cols -1..0
+  want[3 * 4 + 1] = 2;  // rows 3..4, cols 1..2
+  want[3 * 4 + 3] = 2;  // rows 3..4, cols 3..4
+  EXPECT_EQ(d, want);
+  EXPECT_EQ(cg.read(y)[4], 5.0f);
+}
+
+// Every node of a training step gets its oneDNN or parallel kernel (a failed creation would
+// silently fall back to the reference, which the numeric tests cannot tell apart).
+TEST(NnKernels, TrainingStepKernels) {
+  SKIP_IF_REFERENCE_FORCED();
+  Graph g;
+  auto x = g.input("x"), ids = g.input("ids", DType::i32);
+  auto W = g.variable("W", {8, 3, 3, 3}, Initializer::normal(0, 0.1f, 1));
+  auto b = g.variable("b", {8});
+  auto E = g.variable("E", {50, 8}, Initializer::normal(0, 0.1f, 2));
+  auto c = conv2d(x, W, b, {.stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 1}});
+  auto m = max_pool2d(c);
+  auto a = avg_pool2d(c, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+  auto e = embedding(E, ids);
+  auto loss = reduce_sum(m) + reduce_sum(a) + reduce_sum(e);
+  auto gr = gradients(loss, {W, b, E, x});
+  auto cg = GraphCompiler().compile(g, {{"x", {2, 3, 12, 12}}, {"ids", {5}}},
+                                    {gr[0], gr[1], gr[2], gr[3]});
+  EXPECT_EQ(cg.kernel_name(gr[0]), "dnnl_conv_bwd_weights");
+  EXPECT_EQ(cg.kernel_name(gr[1]), "channel_sums");
+  EXPECT_EQ(cg.kernel_name(gr[2]), "row_scatter_add");
+  // dx sums the two pooling gradients, each through the conv's input gradient
+  auto grads = gradients(reduce_sum(conv2d(x, W, {.padding = {1, 1}})), {x});
+  auto cg2 = GraphCompiler().compile(g, {{"x", {2, 3, 12, 12}}}, {grads[0]});
+  EXPECT_EQ(cg2.kernel_name(grads[0]), "dnnl_conv_bwd_data");
+  EXPECT_EQ(cg.kernel_name(c), "dnnl_conv");
+  EXPECT_EQ(cg.kernel_name(e), "row_copies");
+}
+
+TEST(NnKernels, MaxPoolBackwardUsesTheForwardWorkspace) {
+  SKIP_IF_REFERENCE_FORCED();
+  Graph g;
+  auto x = g.input("x");
+  auto y = max_pool2d(x);
+  auto dx = gradients(reduce_sum(y), {x})[0];
+  auto cg = GraphCompiler().compile(g, {{"x", {2, 3, 8, 8}}}, {dx});
+  EXPECT_EQ(cg.kernel_name(y), "dnnl_pool");
+  EXPECT_EQ(cg.kernel_name(dx), "dnnl_pool_bwd_workspace");
+  // avg pooling needs no workspace
+  Graph g2;
+  auto x2 = g2.input("x");
+  auto y2 = avg_pool2d(x2);
+  auto dx2 = gradients(reduce_sum(y2), {x2})[0];
+  auto cg2 = GraphCompiler().compile(g2, {{"x", {2, 3, 8, 8}}}, {dx2});
+  EXPECT_EQ(cg2.kernel_name(dx2), "dnnl_pool_bwd");
+}
+
+// ---- embedding ------------------------------------------------------------------------------
+
+TEST_P(NnOpTest, EmbeddingLookupAnyIndexRank) {
+  struct Case {
+    Shape table, idx;
+  };
+  for (const Case& c : {Case{{10, 4}, {}}, Case{{10, 4}, {7}}, Case{{5, 3}, {4, 6}},
+                        Case{{100, 16}, {2, 3, 4}}, Case{{1, 1}, {3}}, Case{{3000, 64}, {512}}}) {
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(c.idx.numel()));
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = static_cast<std::int32_t>((i * 7 + 3) % static_cast<std::size_t>(c.table[0]));
+    Graph g;
+    auto t = g.input("t");
+    auto y = embedding(t, g.constant_i32(c.idx, ids));
+    check(g, {rand_in("t", c.table, 5)}, y, 0, 0,
+          "embedding " + c.table.str() + " by " + c.idx.str());
+  }
+}
+
+TEST_P(NnOpTest, EmbeddingFedIndicesAndMappedBuffers) {
+  Graph g;
+  auto t = g.variable("t", {6, 2}, Initializer::uniform(-1, 1, 3));
+  auto ids = g.input("ids", DType::i32);
+  auto y = embedding(t, ids);
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {2, 2}}}, {y, t});
+  const auto table = cg.read(t);
+  auto buf = cg.mapped_input_i32("ids");
+  const std::int32_t v[4] = {5, 0, 0, 3};
+  std::copy(v, v + 4, buf.begin());
+  cg.run({{"ids", buf}});
+  const auto out = cg.read(y);
+  ASSERT_EQ(out.size(), 8u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(out[static_cast<std::size_t>(2 * i)], table[static_cast<std::size_t>(2 * v[i])]);
+    EXPECT_EQ(out[static_cast<std::size_t>(2 * i + 1)],
+              table[static_cast<std::size_t>(2 * v[i] + 1)]);
+  }
+}
+
+// An index outside the table is a FeedError naming the node, raised before any parallel work,
+// in the forward and in the backward; the compiled graph stays usable.
+TEST_P(NnOpTest, EmbeddingIndexOutOfRangeIsAFeedError) {
+  Graph g;
+  auto t = g.variable("t", {100, 8}, Initializer::uniform(-1, 1, 1));
+  auto ids = g.input("ids", DType::i32);
+  auto y = embedding(t, ids).named("lookup");
+  auto loss = reduce_sum(y);
+  auto dt = gradients(loss, {t})[0];
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {4, 64}}}, {loss, dt});
+  std::vector<std::int32_t> v(256, 1);
+  for (std::int32_t bad : {100, -1, 1 << 30}) {
+    v[77] = bad;
+    try {
+      cg.run({{"ids", v}});
+      ADD_FAILURE() << "no error for index " << bad;
+    } catch (const FeedError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'lookup'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::to_string(bad)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("position 77"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("[0, 100)"), std::string::npos) << msg;
+    }
+  }
+  v[77] = 99;
+  cg.run({{"ids", v}});
+  EXPECT_FLOAT_EQ(cg.read(dt)[99 * 8], 1.0f);
+  EXPECT_FLOAT_EQ(cg.read(dt)[1 * 8], 255.0f);
+}
+
+// The scatter-add of many repeated rows: against the reference sums, and bitwise equal for
+// every team size and engine (no atomics, no order that depends on the threads).
+TEST(NnKernels, EmbeddingScatterAddIsDeterministic) {
+  Graph g;
+  auto t = g.variable("t", {300, 24});
+  auto ids = g.input("ids", DType::i32);
+  auto w = g.input("w");
+  auto loss = reduce_sum(embedding(t, ids) * w);
+  auto dt = gradients(loss, {t})[0];
+  std::vector<std::int32_t> v(5000);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<std::int32_t>((i * i * 31 + 7) % 37);
+  const auto wv = testing_util::random_vec(5000 * 24, 9);
+  std::vector<float> first;
+  for (const auto& pc : testing_util::platforms()) {
+    auto cg = GraphCompiler(pc.make()).compile(g, {{"ids", {5000}}, {"w", {5000, 24}}}, {dt});
+    cg.run({{"ids", v}, {"w", wv}});
+    const auto d = cg.read(dt);
+    if (first.empty()) {
+      first = d;
+      std::vector<double> want(300 * 24, 0.0);
+      for (std::size_t i = 0; i < v.size(); ++i)
+        for (std::size_t k = 0; k < 24; ++k)
+          want[static_cast<std::size_t>(v[i]) * 24 + k] += wv[i * 24 + k];
+      testing_util::expect_close(d, ref::Array(Shape{300, 24}, want), 1e-5, 1e-4, "scatter-add");
+    } else {
+      EXPECT_TRUE(testing_util::bitwise_equal(d, first)) << pc.name;
+    }
+  }
+}
+
+// A small CNN trains: conv + relu + max pool + avg pool + linear, SGD; two compiles of the
+// same graph on the same platform give bitwise equal losses.
+TEST_P(NnOpTest, SmallConvNetTrainsDeterministically) {
+  auto train = [&]() {
+    Graph g;
+    auto x = g.input("x"), y = g.input("y", DType::i32);
+    auto W1 = g.variable("W1", {8, 3, 3, 3}, Initializer::normal(0, 0.3f, 1));
+    auto b1 = g.variable("b1", {8});
+    auto W2 = g.variable("W2", {8 * 2 * 2, 4}, Initializer::normal(0, 0.3f, 2));
+    auto h = max_pool2d(relu(conv2d(x, W1, b1, {.padding = {1, 1}})));           // [16, 8, 4, 4]
+    h = avg_pool2d(h, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});  // [16, 8, 2, 2]
+    auto logits = matmul(reshape(h, {16, -1}), W2);
+    auto loss = reduce_mean(cross_entropy(softmax(logits), y));
+    auto step = sgd(loss, {W1, b1, W2}, 0.1f);
+    auto cg = GraphCompiler(GetParam().make())
+                  .compile(g, {{"x", {16, 3, 8, 8}}, {"y", {16}}}, {loss, step});
+    std::vector<float> xv(16 * 3 * 8 * 8);
+    std::vector<std::int32_t> yv(16);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> noise(0, 0.5f);
+    for (int i = 0; i < 16; ++i) {
+      yv[static_cast<std::size_t>(i)] = i % 4;
+      for (int c = 0; c < 3; ++c)
+        for (int p = 0; p < 64; ++p) {
+          // class k lights up quadrant k of channel 0
+          const int quad = (p / 8 >= 4) * 2 + (p % 8 >= 4);
+          xv[static_cast<std::size_t>((i * 3 + c) * 64 + p)] =
+              (c == 0 && quad == i % 4 ? 1.5f : 0.0f) + noise(rng);
+        }
+    }
+    std::vector<float> losses;
+    for (int it = 0; it < 40; ++it) {
+      cg.run({{"x", xv}, {"y", yv}});
+      losses.push_back(cg.read(loss)[0]);
+    }
+    return losses;
+  };
+  const auto a = train(), b = train();
+  EXPECT_TRUE(testing_util::bitwise_equal(a, b));
+  EXPECT_LT(a.back(), 0.3f * a.front());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPlatforms, NnOpTest, ::testing::ValuesIn(testing_util::platforms()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
