@@ -5,6 +5,8 @@
 // Gradients are checked in test_autodiff.cpp, shape errors in test_errors.cpp.
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
+#include <limits>
 
 #include "hetgraph/autodiff.hpp"
 #include "test_util.hpp"
@@ -214,6 +216,49 @@ TEST(NnKernels, MaxPoolBackwardUsesTheForwardWorkspace) {
   auto dx2 = gradients(reduce_sum(y2), {x2})[0];
   auto cg2 = GraphCompiler().compile(g2, {{"x", {2, 3, 8, 8}}}, {dx2});
   EXPECT_EQ(cg2.kernel_name(dx2), "dnnl_pool_bwd");
+}
+
+// ---- sigmoid and tanh through oneDNN (from 4096 elements) -------------------------------------
+
+TEST_P(NnOpTest, SigmoidAndTanhThroughOneDnn) {
+  for (std::int64_t n : {4096, 5001, 70001}) {
+    for (bool in_place : {false, true}) {
+      for (bool tanh_op : {false, true}) {
+        Graph g;
+        auto x = g.input("x");
+        Node in = in_place ? x * 2.0f : x;  // the planner puts y over x * 2
+        Node y = tanh_op ? tanh(in) : sigmoid(in);
+        check(g, {rand_in("x", {n}, 6, -12, 12)}, y, 1e-6, 1e-7,
+              std::string(tanh_op ? "tanh" : "sigmoid") + " of " + std::to_string(n) +
+                  (in_place ? " in place" : ""));
+        if (!reference_forced()) {
+          auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", {n}}}, {y});
+          EXPECT_EQ(cg.kernel_name(y), "dnnl_eltwise");
+        }
+      }
+    }
+  }
+  // saturation and special values
+  Graph g;
+  auto x = g.input("x");
+  auto s = sigmoid(x), t = tanh(x);
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", {4096}}}, {s, t});
+  std::vector<float> v(4096, 0.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float edges[] = {-200.0f, -88.0f, 0.0f, 88.0f, 200.0f, inf, -inf, 1e-30f, -1e-30f};
+  std::copy(std::begin(edges), std::end(edges), v.begin());
+  cg.run({{"x", v}});
+  const auto sv = cg.read(s), tv = cg.read(t);
+  for (std::size_t i = 0; i < std::size(edges); ++i) {
+    const double e = edges[i];
+    EXPECT_NEAR(sv[i], 1.0 / (1.0 + std::exp(-e)), 1e-7) << "sigmoid(" << e << ")";
+    EXPECT_NEAR(tv[i], std::tanh(e), 1e-7) << "tanh(" << e << ")";
+  }
+  EXPECT_EQ(sv[6], 0.0f);
+  EXPECT_EQ(sv[5], 1.0f);
+  EXPECT_EQ(tv[5], 1.0f);
+  EXPECT_EQ(tv[6], -1.0f);
+  EXPECT_EQ(tv[2], 0.0f);
 }
 
 // ---- embedding ------------------------------------------------------------------------------

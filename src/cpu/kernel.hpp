@@ -90,5 +90,6 @@ void register_movement_kernels(KernelTable& t);
 void register_graph_kernels(KernelTable& t);
 void register_conv_kernels(KernelTable& t);
 void register_embedding_kernels(KernelTable& t);
+void register_eltwise_dnnl_kernels(KernelTable& t);  // after the elementwise ones
 
 }  // namespace hetgraph::detail::cpu

@@ -25,6 +25,7 @@ const KernelTable& kernel_table() {
     register_graph_kernels(t);
     register_conv_kernels(t);
     register_embedding_kernels(t);
+    register_eltwise_dnnl_kernels(t);
     return t;
   }();
   return table;

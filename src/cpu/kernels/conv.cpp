@@ -29,6 +29,7 @@
 #include <unordered_map>
 
 #include "compiler/ops/window.hpp"
+#include "cpu/dnnl_call.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
@@ -41,135 +42,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
-
-constexpr std::size_t kAlign = 64;
-std::size_t aligned(std::size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
-
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr a;
-  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return a;
-}
-
-// ---- a primitive bound to plain tensors -----------------------------------------------------
-
-/// One oneDNN primitive whose arguments live in the arena in plain layouts. An argument the
-/// primitive wants in another layout gets a copy in the executor's scratch: inputs are
-/// reordered into it before the primitive, outputs out of it afterwards. Scratch layout:
-/// [scratchpad of the primitive or a reorder (they never run at once)][staged copies...].
-class DnnlCall {
- public:
-  struct Arg {
-    int id;             // DNNL_ARG_*
-    memory::desc user;  // layout in the arena
-    memory::desc prim;  // layout the primitive was created for
-    const void* data;
-    bool output = false;
-  };
-
-  DnnlCall() = default;
-  DnnlCall(dnnl::primitive prim, const memory::desc& scratchpad, const std::vector<Arg>& args)
-      : prim_(std::move(prim)) {
-    auto& eng = dnnl_engine();
-    std::size_t pad = scratchpad.get_size();
-    std::vector<Staged> staged;
-    for (const Arg& a : args) {
-      memory user(a.user, eng, const_cast<void*>(a.data));
-      if (a.prim == a.user) {
-        args_.insert({a.id, user});
-        continue;
-      }
-      Staged s;
-      s.user = user;
-      s.prim = memory(a.prim, eng, DNNL_MEMORY_NONE);
-      s.output = a.output;
-      const dnnl::reorder::primitive_desc rpd =
-          a.output ? dnnl::reorder::primitive_desc(eng, a.prim, eng, a.user, user_scratchpad())
-                   : dnnl::reorder::primitive_desc(eng, a.user, eng, a.prim, user_scratchpad());
-      s.reorder = dnnl::reorder(rpd);
-      s.scratchpad = rpd.scratchpad_desc();
-      pad = std::max(pad, s.scratchpad.get_size());
-      args_.insert({a.id, s.prim});
-      staged.push_back(std::move(s));
-    }
-    std::size_t off = aligned(pad);
-    for (Staged& s : staged) {
-      s.offset = off;
-      off += aligned(s.prim.get_desc().get_size());
-    }
-    staged_ = std::move(staged);
-    scratch_bytes_ = off;
-    if (scratchpad.get_size() > 0) {
-      args_.insert({DNNL_ARG_SCRATCHPAD, memory(scratchpad, eng, DNNL_MEMORY_NONE)});
-    }
-  }
-
-  void run(const ExecCtx& ctx) {
-    auto* base = static_cast<std::byte*>(ctx.scratch);
-    auto& eng = dnnl_engine();
-    auto& st = dnnl_stream();
-    for (Staged& s : staged_) {
-      s.prim.set_data_handle(base + s.offset);
-      if (s.output) continue;
-      s.reorder.execute(st, reorder_args(s, s.user, s.prim, base, eng));
-    }
-    auto pad = args_.find(DNNL_ARG_SCRATCHPAD);
-    if (pad != args_.end()) pad->second.set_data_handle(base);
-    prim_.execute(st, args_);
-    for (Staged& s : staged_) {
-      if (s.output) s.reorder.execute(st, reorder_args(s, s.prim, s.user, base, eng));
-    }
-  }
-  std::size_t scratch_bytes() const { return scratch_bytes_; }
-  /// Number of operands copied to and from other layouts (kernel names report it).
-  std::size_t staged() const { return staged_.size(); }
-
- private:
-  struct Staged {
-    memory user, prim;
-    dnnl::reorder reorder;
-    memory::desc scratchpad;
-    std::size_t offset = 0;
-    bool output = false;
-  };
-  static std::unordered_map<int, memory> reorder_args(const Staged& s, const memory& from,
-                                                      const memory& to, std::byte* base,
-                                                      const dnnl::engine& eng) {
-    std::unordered_map<int, memory> a{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    if (s.scratchpad.get_size() > 0)
-      a.insert({DNNL_ARG_SCRATCHPAD, memory(s.scratchpad, eng, base)});
-    return a;
-  }
-
-  dnnl::primitive prim_;
-  std::unordered_map<int, memory> args_;
-  std::vector<Staged> staged_;
-  std::size_t scratch_bytes_ = 0;
-};
-
-/// A kernel that runs the DnnlCall made for its team size.
-class DnnlKernel : public CpuKernel {
- public:
-  explicit DnnlKernel(TeamVariants<DnnlCall> calls) : calls_(std::move(calls)) {}
-  void run(const ExecCtx& ctx) override { calls_.pick(ctx.nthreads).run(ctx); }
-  std::size_t scratch_bytes() const override {
-    std::size_t b = 0;
-    for (const auto& [t, c] : calls_.all()) b = std::max(b, c.scratch_bytes());
-    return b;
-  }
-
- protected:
-  TeamVariants<DnnlCall> calls_;
-};
-
-memory::desc plain(const memory::dims& d, tag t) {
-  return memory::desc(d, dt::f32, t);
-}
-memory::desc any(const memory::dims& d) {
-  return memory::desc(d, dt::f32, tag::any);
-}
 
 // ---- convolution ----------------------------------------------------------------------------
 
@@ -204,12 +76,13 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvDims& d, bool bi
                                                       dnnl::prop_kind prop) {
   const auto alg = dnnl::algorithm::convolution_direct;
   if (bias) {
-    return {{prop, alg, any(d.src), any(d.wei), plain(d.bias, tag::x), any(d.dst), d.strides,
-             d.dilates, d.pad_l, d.pad_r},
+    return {{prop, alg, any_md(d.src), any_md(d.wei), plain_md(d.bias, tag::x), any_md(d.dst),
+             d.strides, d.dilates, d.pad_l, d.pad_r},
             user_scratchpad(),
             dnnl_engine()};
   }
-  return {{prop, alg, any(d.src), any(d.wei), any(d.dst), d.strides, d.dilates, d.pad_l, d.pad_r},
+  return {{prop, alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates, d.pad_l,
+           d.pad_r},
           user_scratchpad(),
           dnnl_engine()};
 }
@@ -221,10 +94,10 @@ std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
       const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference);
       std::vector<DnnlCall::Arg> args{
-          {DNNL_ARG_SRC, plain(d.src, tag::nchw), pd.src_desc(), a.in[0]},
-          {DNNL_ARG_WEIGHTS, plain(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
-          {DNNL_ARG_DST, plain(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
-      if (bias) args.push_back({DNNL_ARG_BIAS, plain(d.bias, tag::x), pd.bias_desc(), a.in[2]});
+          {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
+          {DNNL_ARG_WEIGHTS, plain_md(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
+          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
+      if (bias) args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
       return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
     });
     return std::make_unique<DnnlKernel>(std::move(calls));
@@ -240,14 +113,14 @@ std::unique_ptr<CpuKernel> make_conv_bwd_data(const KernelArgs& a) {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
       const auto hint = conv_fwd_pd(d, false, dnnl::prop_kind::forward_training);
       const dnnl::convolution_backward_data::primitive_desc pd(
-          {dnnl::algorithm::convolution_direct, any(d.src), any(d.wei), any(d.dst), d.strides,
-           d.dilates, d.pad_l, d.pad_r},
+          {dnnl::algorithm::convolution_direct, any_md(d.src), any_md(d.wei), any_md(d.dst),
+           d.strides, d.dilates, d.pad_l, d.pad_r},
           user_scratchpad(), dnnl_engine(), hint);
       return DnnlCall(
           dnnl::convolution_backward_data(pd), pd.scratchpad_desc(),
-          {{DNNL_ARG_DIFF_DST, plain(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
-           {DNNL_ARG_WEIGHTS, plain(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
-           {DNNL_ARG_DIFF_SRC, plain(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
+          {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
+           {DNNL_ARG_WEIGHTS, plain_md(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
+           {DNNL_ARG_DIFF_SRC, plain_md(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
     });
     return std::make_unique<DnnlKernel>(std::move(calls));
   } catch (const dnnl::error&) {
@@ -262,14 +135,14 @@ std::unique_ptr<CpuKernel> make_conv_bwd_weights(const KernelArgs& a) {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
       const auto hint = conv_fwd_pd(d, false, dnnl::prop_kind::forward_training);
       const dnnl::convolution_backward_weights::primitive_desc pd(
-          {dnnl::algorithm::convolution_direct, any(d.src), any(d.wei), any(d.dst), d.strides,
-           d.dilates, d.pad_l, d.pad_r},
+          {dnnl::algorithm::convolution_direct, any_md(d.src), any_md(d.wei), any_md(d.dst),
+           d.strides, d.dilates, d.pad_l, d.pad_r},
           user_scratchpad(), dnnl_engine(), hint);
-      return DnnlCall(
-          dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
-          {{DNNL_ARG_DIFF_DST, plain(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
-           {DNNL_ARG_SRC, plain(d.src, tag::nchw), pd.src_desc(), a.in[1]},
-           {DNNL_ARG_DIFF_WEIGHTS, plain(d.wei, tag::oihw), pd.diff_weights_desc(), a.out, true}});
+      return DnnlCall(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
+                      {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
+                       {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[1]},
+                       {DNNL_ARG_DIFF_WEIGHTS, plain_md(d.wei, tag::oihw), pd.diff_weights_desc(),
+                        a.out, true}});
     });
     return std::make_unique<DnnlKernel>(std::move(calls));
   } catch (const dnnl::error&) {
@@ -428,7 +301,7 @@ dnnl::algorithm pool_alg(const KernelArgs& a) {
 
 dnnl::pooling_forward::primitive_desc pool_fwd_pd(const PoolDims& d, dnnl::algorithm alg,
                                                   dnnl::prop_kind prop) {
-  return {{prop, alg, plain(d.src, tag::nchw), plain(d.dst, tag::nchw), d.strides, d.kernel,
+  return {{prop, alg, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw), d.strides, d.kernel,
            d.pad_l, d.pad_r},
           user_scratchpad(),
           dnnl_engine()};
@@ -489,8 +362,8 @@ std::unique_ptr<CpuKernel> make_pool_fwd(const KernelArgs& a) {
       const auto pd = pool_fwd_pd(
           d, alg, keep ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference);
       std::vector<DnnlCall::Arg> args{
-          {DNNL_ARG_SRC, plain(d.src, tag::nchw), pd.src_desc(), a.in[0]},
-          {DNNL_ARG_DST, plain(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
+          {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
+          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
       if (keep) {
         args.push_back({DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), ws.data()});
       }
@@ -551,15 +424,15 @@ std::unique_ptr<CpuKernel> make_max_pool_bwd(const KernelArgs& a) {
       const auto hint =
           pool_fwd_pd(d, dnnl::algorithm::pooling_max, dnnl::prop_kind::forward_training);
       const dnnl::pooling_backward::primitive_desc pd(
-          {dnnl::algorithm::pooling_max, plain(d.src, tag::nchw), plain(d.dst, tag::nchw),
+          {dnnl::algorithm::pooling_max, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw),
            d.strides, d.kernel, d.pad_l, d.pad_r},
           user_scratchpad(), dnnl_engine(), hint);
       ws_mds.push_back(pd.workspace_desc());
       return DnnlCall(
           dnnl::pooling_backward(pd), pd.scratchpad_desc(),
-          {{DNNL_ARG_DIFF_DST, plain(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
+          {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
            {DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), fwd->workspace()},
-           {DNNL_ARG_DIFF_SRC, plain(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
+           {DNNL_ARG_DIFF_SRC, plain_md(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
     });
     return std::make_unique<MaxPoolBwdKernel>(std::move(calls), std::move(ws_mds), fwd,
                                               a.node.label);
@@ -575,13 +448,13 @@ std::unique_ptr<CpuKernel> make_avg_pool_bwd(const KernelArgs& a) {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
       const auto hint = pool_fwd_pd(d, alg, dnnl::prop_kind::forward_training);
       const dnnl::pooling_backward::primitive_desc pd(
-          {alg, plain(d.src, tag::nchw), plain(d.dst, tag::nchw), d.strides, d.kernel, d.pad_l,
-           d.pad_r},
+          {alg, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw), d.strides, d.kernel,
+           d.pad_l, d.pad_r},
           user_scratchpad(), dnnl_engine(), hint);
       return DnnlCall(
           dnnl::pooling_backward(pd), pd.scratchpad_desc(),
-          {{DNNL_ARG_DIFF_DST, plain(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
-           {DNNL_ARG_DIFF_SRC, plain(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
+          {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
+           {DNNL_ARG_DIFF_SRC, plain_md(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
     });
     return std::make_unique<DnnlKernel>(std::move(calls));
   } catch (const dnnl::error&) {

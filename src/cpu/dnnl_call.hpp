@@ -1,0 +1,136 @@
+// A oneDNN primitive bound to the plain tensors of the arena, with the operands it wants in
+// other layouts staged through the executor's scratch, and a kernel that runs the variant
+// made for its team size. Only kernel files that use oneDNN include this.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu/dnnl_util.hpp"
+#include "cpu/kernel.hpp"
+
+namespace hetgraph::detail::cpu {
+
+inline dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+inline dnnl::memory::desc plain_md(const dnnl::memory::dims& d, dnnl::memory::format_tag t) {
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t);
+}
+/// The layout left to the primitive (it picks the fastest, often blocked).
+inline dnnl::memory::desc any_md(const dnnl::memory::dims& d) {
+  return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+/// One oneDNN primitive whose arguments live in the arena in plain layouts. An argument the
+/// primitive wants in another layout gets a copy in the executor's scratch: inputs are
+/// reordered into it before the primitive, outputs out of it afterwards. Scratch layout:
+/// [scratchpad of the primitive or of a reorder (they never run at once)][staged copies...].
+/// Everything is created up front; a run only sets scratch pointers and executes.
+class DnnlCall {
+ public:
+  using memory = dnnl::memory;
+  struct Arg {
+    int id;             // DNNL_ARG_*
+    memory::desc user;  // layout in the arena
+    memory::desc prim;  // layout the primitive was created for
+    const void* data;
+    bool output = false;
+  };
+
+  DnnlCall() = default;
+  DnnlCall(dnnl::primitive prim, const memory::desc& scratchpad, const std::vector<Arg>& args)
+      : prim_(std::move(prim)) {
+    auto& eng = dnnl_engine();
+    std::size_t pad = scratchpad.get_size();
+    if (pad > 0) {
+      pad_ = memory(scratchpad, eng, DNNL_MEMORY_NONE);
+      args_.insert({DNNL_ARG_SCRATCHPAD, pad_});
+    }
+    for (const Arg& a : args) {
+      memory user(a.user, eng, const_cast<void*>(a.data));
+      if (a.prim == a.user) {
+        args_.insert({a.id, user});
+        continue;
+      }
+      Staged s;
+      s.copy = memory(a.prim, eng, DNNL_MEMORY_NONE);
+      s.output = a.output;
+      const memory::desc& from = a.output ? a.prim : a.user;
+      const memory::desc& to = a.output ? a.user : a.prim;
+      const dnnl::reorder::primitive_desc rpd(eng, from, eng, to, user_scratchpad());
+      s.reorder = dnnl::reorder(rpd);
+      s.args = {{DNNL_ARG_FROM, a.output ? s.copy : user}, {DNNL_ARG_TO, a.output ? user : s.copy}};
+      if (rpd.scratchpad_desc().get_size() > 0) {
+        s.pad = memory(rpd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+        s.args.insert({DNNL_ARG_SCRATCHPAD, s.pad});
+        pad = std::max(pad, rpd.scratchpad_desc().get_size());
+      }
+      args_.insert({a.id, s.copy});
+      staged_.push_back(std::move(s));
+    }
+    std::size_t off = aligned(pad);
+    for (Staged& s : staged_) {
+      s.offset = off;
+      off += aligned(s.copy.get_desc().get_size());
+    }
+    scratch_bytes_ = off;
+  }
+
+  void run(const ExecCtx& ctx) {
+    auto* base = static_cast<std::byte*>(ctx.scratch);
+    auto& st = dnnl_stream();
+    if (pad_) pad_.set_data_handle(base);
+    for (Staged& s : staged_) {
+      s.copy.set_data_handle(base + s.offset);
+      if (s.pad) s.pad.set_data_handle(base);
+      if (!s.output) s.reorder.execute(st, s.args);
+    }
+    prim_.execute(st, args_);
+    for (Staged& s : staged_) {
+      if (s.output) s.reorder.execute(st, s.args);
+    }
+  }
+  std::size_t scratch_bytes() const { return scratch_bytes_; }
+  /// Operands copied to or from another layout at each run.
+  std::size_t staged() const { return staged_.size(); }
+
+ private:
+  static std::size_t aligned(std::size_t n) { return (n + 63) / 64 * 64; }
+  struct Staged {
+    memory copy, pad;
+    dnnl::reorder reorder;
+    std::unordered_map<int, memory> args;
+    std::size_t offset = 0;
+    bool output = false;
+  };
+
+  dnnl::primitive prim_;
+  memory pad_;
+  std::unordered_map<int, memory> args_;
+  std::vector<Staged> staged_;
+  std::size_t scratch_bytes_ = 0;
+};
+
+/// A kernel that runs the DnnlCall made for its team size.
+class DnnlKernel : public CpuKernel {
+ public:
+  explicit DnnlKernel(TeamVariants<DnnlCall> calls) : calls_(std::move(calls)) {}
+  void run(const ExecCtx& ctx) override { calls_.pick(ctx.nthreads).run(ctx); }
+  std::size_t scratch_bytes() const override {
+    std::size_t b = 0;
+    for (const auto& [t, c] : calls_.all()) b = std::max(b, c.scratch_bytes());
+    return b;
+  }
+
+ protected:
+  TeamVariants<DnnlCall> calls_;
+};
+
+}  // namespace hetgraph::detail::cpu
