@@ -424,6 +424,9 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Log:
         out = unary(in[0], [](double a) { return std::log(a); });
         break;
+      case OpKind::Floor:
+        out = unary(in[0], [](double a) { return std::floor(a); });
+        break;
       case OpKind::Sqrt:
         out = unary(in[0], [](double a) { return std::sqrt(a); });
         break;

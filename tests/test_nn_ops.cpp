@@ -261,6 +261,29 @@ TEST_P(NnOpTest, SigmoidAndTanhThroughOneDnn) {
   EXPECT_EQ(tv[2], 0.0f);
 }
 
+// ---- floor (the phased LSTM's floor-mod) -------------------------------------------------------
+
+TEST_P(NnOpTest, FloorAndItsGradient) {
+  Graph g;
+  auto x = g.input("x");
+  In xin = rand_in("x", {1000}, 7, -50, 50);
+  const float specials[] = {-2.0f, -1.5f, -0.5f, -0.0f, 0.0f, 0.5f, 1.0f, 1.5f, 3e9f, -3e9f};
+  std::copy(std::begin(specials), std::end(specials), xin.values.begin());
+  check(g, {xin}, floor(x), 0, 0, "floor");
+  // frac(x) = x - floor(x) differentiates like x: floor passes no gradient on.
+  auto w = g.input("w");
+  auto loss = reduce_sum((x - floor(x)) * w);
+  auto dx = gradients(loss, {x})[0];
+  const In win = rand_in("w", {1000}, 8);
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", {1000}}, {"w", {1000}}}, {dx});
+  cg.run({{"x", xin.values}, {"w", win.values}});
+  EXPECT_EQ(cg.read(dx), win.values);
+  // a variable reached only through floor gets no gradient at all
+  Graph g2;
+  auto v = g2.variable("v", {3});
+  EXPECT_THROW(gradients(reduce_sum(floor(v)), {v}), GraphError);
+}
+
 // ---- embedding ------------------------------------------------------------------------------
 
 TEST_P(NnOpTest, EmbeddingLookupAnyIndexRank) {

@@ -119,6 +119,9 @@ Node axpby(Node x, Node y, float a, float b);  // a*x + b*y, same shapes (optimi
 Node exp(Node x);
 Node log(Node x);
 Node sqrt(Node x);
+/// Rounds down. No gradient flows through floor (its derivative is zero almost everywhere):
+/// x - floor(x) differentiates like x, which gives a floor-mod with TensorFlow's gradients.
+Node floor(Node x);
 Node relu(Node x);
 Node sigmoid(Node x);
 Node tanh(Node x);

@@ -283,6 +283,9 @@ Node log(Node x) {
 Node sqrt(Node x) {
   return make_op(OpKind::Sqrt, {x});
 }
+Node floor(Node x) {
+  return make_op(OpKind::Floor, {x});
+}
 Node relu(Node x) {
   return make_op(OpKind::Relu, {x});
 }

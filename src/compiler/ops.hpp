@@ -79,6 +79,7 @@ enum class OpKind : std::uint8_t {
   // embedding.cpp
   Embedding,      // (table, int32 indices)
   EmbeddingGrad,  // (g, indices, table): scatter-add into a zero table; table lends its shape
+  Floor,          // elementwise.cpp; no gradient flows through it
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

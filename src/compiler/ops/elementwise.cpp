@@ -81,6 +81,9 @@ void grad_sigmoid(const GradCtx& c) {
 void grad_tanh(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::TanhGrad, {c.grad, c.node}));
 }
+// floor is piecewise constant: its derivative is zero wherever it exists, so it passes no
+// gradient on (x - floor(x) differentiates like x, as TensorFlow's floor-mod does).
+void grad_floor(const GradCtx&) {}
 
 }  // namespace
 
@@ -114,6 +117,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Relu, "relu", grad_relu, 1);
   unary(OpKind::Sigmoid, "sigmoid", grad_sigmoid, 12);
   unary(OpKind::Tanh, "tanh", grad_tanh, 12);
+  unary(OpKind::Floor, "floor", grad_floor, 1);
   t.push_back({.kind = OpKind::Axpby,
                .name = "axpby",
                .arity = 2,

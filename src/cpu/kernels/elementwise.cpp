@@ -128,6 +128,10 @@ struct SqrtF {
   static SqrtF from(const Attrs&) { return {}; }
   float operator()(float x) const { return __builtin_sqrtf(x); }
 };
+struct FloorF {
+  static FloorF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return __builtin_floorf(x); }
+};
 struct ReluF {
   static ReluF from(const Attrs&) { return {}; }
   float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
@@ -256,6 +260,7 @@ void register_elementwise_kernels(KernelTable& t) {
   unary<NegF, NegF>(t, OpKind::Neg);
   unary<ScaleF, ScaleF>(t, OpKind::Scale);
   unary<SqrtF, SqrtF>(t, OpKind::Sqrt);
+  unary<FloorF, FloorF>(t, OpKind::Floor);
   unary<ReluF, ReluF>(t, OpKind::Relu);
   unary<ExpF, RefExpF>(t, OpKind::Exp);
   unary<LogF, RefLogF>(t, OpKind::Log);
