@@ -1,4 +1,5 @@
 #include "cpu/engine_parallel.hpp"
+#include "cpu/parallel.hpp"
 
 #include <omp.h>
 
@@ -25,20 +26,6 @@ namespace {
 // Bounded spin before sleeping: long enough to catch the next node of a busy graph (a few
 // microseconds of work), short enough not to burn a core between runs.
 constexpr int kSpin = 4000;
-
-/// Sets the calling thread's OpenMP team size (oneDNN reads it) for a scope.
-class TeamSize {
- public:
-  explicit TeamSize(int n) : prev_(omp_get_max_threads()) {
-    if (prev_ != n) omp_set_num_threads(n);
-  }
-  ~TeamSize() {
-    if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
-  }
-
- private:
-  int prev_;
-};
 
 }  // namespace
 
