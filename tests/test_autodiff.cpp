@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 
+#include "common/executable.hpp"
 #include "hetgraph/autodiff.hpp"
 #include "test_util.hpp"
 
@@ -331,6 +332,31 @@ TEST_P(GradTest, TrainingReducesTheLoss) {
 
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, GradTest, ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
+
+TEST(GradRewrites, SlicesAndSharedWeightsAreFolded) {
+  Graph g;
+  auto x = g.input("x"), W = g.input("W");
+  Node h;
+  std::vector<Node> steps;
+  for (int t = 0; t < 12; ++t) {
+    auto gates = matmul(x * static_cast<float>(t + 1), W);
+    steps.push_back(sigmoid(slice(gates, 1, 0, 3)) * tanh(slice(gates, 1, 3, 6)));
+  }
+  Node loss = reduce_sum(steps[0]);
+  for (std::size_t t = 1; t < steps.size(); ++t) loss = loss + reduce_sum(steps[t]);
+  const auto dW = gradients(loss, {W})[0];
+  auto cg = GraphCompiler().compile(g, {{"x", {2, 4}}, {"W", {4, 6}}}, {dW});
+  int slice_grad_n = 0, concats = 0, products = 0;
+  for (const auto& n : cg.executable().plan().nodes) {
+    if (n.fused_into >= 0) continue;  // folded into another node: no work of its own
+    slice_grad_n += n.op == detail::OpKind::SliceGradN;
+    concats += n.op == detail::OpKind::Concat;
+    products += n.op == detail::OpKind::MatMul || n.op == detail::OpKind::FusedMatMul;
+  }
+  EXPECT_EQ(slice_grad_n, 12);  // one per step instead of two slice_grads and an add
+  EXPECT_EQ(concats, 4);        // 12 steps in chunks of 8: two chunks x (A, G)
+  EXPECT_EQ(products, 12 + 2);  // forward products + two regrouped gradient products
+}
 
 // ---- errors -------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 
 #include "hetgraph/data.hpp"
 #include "hetgraph/error.hpp"
+#include "idx_files.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -15,29 +16,8 @@ using namespace hetgraph::data;
 
 namespace {
 
-std::vector<std::uint8_t> idx_bytes(std::uint32_t magic, std::vector<std::uint32_t> dims,
-                                    const std::vector<std::uint8_t>& data) {
-  std::vector<std::uint8_t> out;
-  auto put = [&](std::uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<std::uint8_t>(v >> s));
-  };
-  put(magic);
-  for (auto d : dims) put(d);
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
-}
-
-void write_file(const fs::path& p, const std::vector<std::uint8_t>& bytes, bool gz) {
-  if (gz) {
-    gzFile f = gzopen(p.c_str(), "wb");
-    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
-    gzclose(f);
-  } else {
-    std::ofstream(p, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()),
-               static_cast<std::streamsize>(bytes.size()));
-  }
-}
+using testing_util::idx_bytes;
+using testing_util::write_file;
 
 class DataTest : public ::testing::Test {
  protected:

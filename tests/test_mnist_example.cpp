@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "idx_files.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -17,16 +18,7 @@ namespace {
 
 void write_idx_gz(const fs::path& p, std::uint32_t magic, std::vector<std::uint32_t> dims,
                   const std::vector<std::uint8_t>& data) {
-  std::vector<std::uint8_t> bytes;
-  auto put = [&](std::uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<std::uint8_t>(v >> s));
-  };
-  put(magic);
-  for (auto d : dims) put(d);
-  bytes.insert(bytes.end(), data.begin(), data.end());
-  gzFile f = gzopen(p.c_str(), "wb");
-  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
-  gzclose(f);
+  testing_util::write_file(p, testing_util::idx_bytes(magic, dims, data), true);
 }
 
 void write_set(const fs::path& dir, const std::string& prefix, int n, std::uint32_t seed) {

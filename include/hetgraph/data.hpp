@@ -37,7 +37,10 @@ struct Split {
   std::int64_t image_size() const { return rows * cols; }
   /// Writes images [first, first + n) into `out` (n * rows * cols floats) scaled to [0, 1].
   /// Converting from the bytes reads a quarter of the memory a float copy of the set would.
-  void images(std::int64_t first, std::int64_t n, std::span<float> out) const;
+  /// `threads`: OpenMP threads for the conversion (0: OpenMP's default). Next to a compiled
+  /// graph with several executors, pass its executor team size (EngineReport::
+  /// threads_per_executor): extra threads would spin on cores pinned executors own.
+  void images(std::int64_t first, std::int64_t n, std::span<float> out, int threads = 0) const;
 };
 
 struct Mnist {

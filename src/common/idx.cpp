@@ -1,4 +1,5 @@
 // IDX reading through zlib's gz* API, which reads gzip'd and plain files alike.
+#include <omp.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -83,7 +84,7 @@ IdxFile read_idx(const std::string& path, std::uint32_t expected_magic) {
   return f;
 }
 
-void Split::images(std::int64_t first, std::int64_t n, std::span<float> out) const {
+void Split::images(std::int64_t first, std::int64_t n, std::span<float> out, int threads) const {
   if (first < 0 || n < 0 || first + n > count) {
     throw DataError("images [" + std::to_string(first) + ", " + std::to_string(first + n) +
                     ") outside [0, " + std::to_string(count) + ")");
@@ -97,7 +98,8 @@ void Split::images(std::int64_t first, std::int64_t n, std::span<float> out) con
   float* dst = out.data();
   // Memory-bound: both cores help for a batch (a model's threads have just read `out`, so
   // parts of it sit in each core's cache).
-#pragma omp parallel for simd schedule(static) if (len >= (1u << 16))
+  const int team = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for simd schedule(static) num_threads(team) if (len >= (1u << 16) && team > 1)
   for (std::size_t i = 0; i < len; ++i) dst[i] = static_cast<float>(src[i]) * (1.0f / 255.0f);
 }
 

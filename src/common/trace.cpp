@@ -56,7 +56,7 @@ void TraceWriter::set_lanes(const std::vector<std::string>& names) {
 
 void TraceWriter::add(const std::string& name, const std::string& category, int lane,
                       std::int64_t start_ns, std::int64_t end_ns, const std::string& node_label,
-                      std::int64_t run) {
+                      std::int64_t run, std::size_t in_bytes, std::size_t out_bytes) {
   if (origin_ns_ < 0) origin_ns_ = start_ns;
   char times[96];
   std::snprintf(times, sizeof times, "\"ts\":%.3f,\"dur\":%.3f",
@@ -66,7 +66,8 @@ void TraceWriter::add(const std::string& name, const std::string& category, int 
   events_ += "{\"name\":\"" + json_escape(name) + "\",\"cat\":\"" + json_escape(category) +
              "\",\"ph\":\"X\"," + times + ",\"pid\":1,\"tid\":" + std::to_string(lane) +
              ",\"args\":{\"node\":\"" + json_escape(node_label) + "\",\"op\":\"" +
-             json_escape(category) + "\",\"run\":" + std::to_string(run) + "}}";
+             json_escape(category) + "\",\"run\":" + std::to_string(run) +
+             ",\"in_bytes\":" + std::to_string(in_bytes) + ",\"out_bytes\":" + std::to_string(out_bytes) + "}}";
 }
 
 void TraceWriter::flush() {

@@ -20,7 +20,8 @@ class TraceWriter {
   void set_lanes(const std::vector<std::string>& names);
   /// A complete event; times in nanoseconds on the steady clock.
   void add(const std::string& name, const std::string& category, int lane, std::int64_t start_ns,
-           std::int64_t end_ns, const std::string& node_label, std::int64_t run);
+           std::int64_t end_ns, const std::string& node_label, std::int64_t run, std::size_t in_bytes,
+           std::size_t out_bytes);
   /// Writes the file (via a temporary and rename). Called again, rewrites it with all events.
   void flush();
 

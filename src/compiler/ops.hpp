@@ -62,6 +62,7 @@ enum class OpKind : std::uint8_t {
   // data movement (movement.cpp)
   Slice,
   SliceGrad,
+  SliceGradN,
   Concat,
   ConcatGrad,
   Transpose,

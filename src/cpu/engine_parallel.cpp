@@ -1,10 +1,12 @@
 #include "cpu/engine_parallel.hpp"
+#include "cpu/parallel.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 
 #include "compiler/graph_stats.hpp"
@@ -24,20 +26,6 @@ namespace {
 // Bounded spin before sleeping: long enough to catch the next node of a busy graph (a few
 // microseconds of work), short enough not to burn a core between runs.
 constexpr int kSpin = 4000;
-
-/// Sets the calling thread's OpenMP team size (oneDNN reads it) for a scope.
-class TeamSize {
- public:
-  explicit TeamSize(int n) : prev_(omp_get_max_threads()) {
-    if (prev_ != n) omp_set_num_threads(n);
-  }
-  ~TeamSize() {
-    if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
-  }
-
- private:
-  int prev_;
-};
 
 }  // namespace
 
@@ -120,6 +108,24 @@ void ParallelEngine::set_costs(std::vector<double> cost_us, bool profiled) {
   if (profiled) profiled_ = true;
   cost_ = std::move(cost_us);
   levels_ = levels_from_costs(*plan_, cost_);
+  // Scheduling priority: the level, quantised. Levels that differ by less than 1/16 of the
+  // makespan's lower bound max(critical path, work / executors) tie, and ties go to plan
+  // (depth-first topological) order: nodes near the critical path still go first, nodes with
+  // slack keep producer-consumer locality instead of an order set by profiling noise. (Strict
+  // levels ran all 1024 products of par-matmul-1024 before any of their consumers: 14% slower
+  // than plan order with one executor, 6% with two.) One executor: one bucket, plan order.
+  double longest = 0, work = 0;
+  for (std::size_t i = 0; i < levels_.size(); ++i) {
+    longest = std::max(longest, levels_[i]);
+    work += cost_[i];
+  }
+  const double bound = std::max(longest, work / cfg_.executors);
+  priority_.assign(levels_.size(), 0.0);
+  if (cfg_.executors > 1 && bound > 0) {
+    const double quantum = bound / 16;
+    for (std::size_t i = 0; i < levels_.size(); ++i)
+      priority_[i] = std::floor(levels_[i] / quantum);
+  }
   tiny_.assign(cost_.size(), 0);
   for (std::size_t i = 0; i < cost_.size(); ++i) {
     tiny_[i] = kernels_[i] == nullptr || cost_[i] < cfg_.inline_below_us;
@@ -295,7 +301,7 @@ void CriticalPathEngine::begin_run() {
   // A late executor may still be finishing the previous run's last scheduling step.
   while (!lock_.try_lock()) cpu_relax();
   heap_.clear();
-  heap_.set_levels(levels_);
+  heap_.set_levels(priority_);
   lock_.unlock();
 }
 

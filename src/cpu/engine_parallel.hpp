@@ -92,6 +92,7 @@ class ParallelEngine : public Engine {
 
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<double> levels_;
+  std::vector<double> priority_;  // quantised levels: the heap's key
 
  private:
   void worker_main(Worker& w);

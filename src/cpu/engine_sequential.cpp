@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cpu/engine.hpp"
+#include "cpu/parallel.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cpu {
@@ -20,20 +21,6 @@ void run_kernel(CpuKernel& k, const ExecCtx& ctx, const PlanNode& node) {
 }
 
 namespace {
-
-/// Sets the calling thread's OpenMP team size (oneDNN reads it) for a scope.
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) : prev_(omp_get_max_threads()) {
-    if (prev_ != n) omp_set_num_threads(n);
-  }
-  ~OmpThreads() {
-    if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
-  }
-
- private:
-  int prev_;
-};
 
 class SequentialEngine final : public Engine {
  public:
@@ -52,7 +39,7 @@ class SequentialEngine final : public Engine {
   }
 
   void run() override {
-    OmpThreads team(threads_);
+    TeamSize team(threads_);
     ++runs_;
     if (!recording_) {
       for (const Step& s : steps_) run_kernel(*s.kernel, ctx_, *s.node);

@@ -13,6 +13,22 @@ namespace hetgraph::detail::cpu {
 /// Below this many elements of simple work a parallel region costs more than it saves.
 inline constexpr std::int64_t kParallelGrain = 16384;
 
+/// Sets the calling thread's OpenMP team size (oneDNN reads it too) for a scope.
+class TeamSize {
+ public:
+  explicit TeamSize(int n) : prev_(omp_get_max_threads()) {
+    if (prev_ != n) omp_set_num_threads(n);
+  }
+  ~TeamSize() {
+    if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
+  }
+  TeamSize(const TeamSize&) = delete;
+  TeamSize& operator=(const TeamSize&) = delete;
+
+ private:
+  int prev_;
+};
+
 /// Calls f(begin, end) over [0, n) split into contiguous chunks, one per thread of the team,
 /// using at most ctx.nthreads threads and only as many as n / grain allows. Chunk bounds depend
 /// on the thread count only, so results are reproducible for a given team size.

@@ -47,6 +47,23 @@ TensorType infer_slice_grad(const InferCtx& c) {
   return {like, DType::f32};
 }
 
+// slice_grad_n(like, g_1..g_n): the gradients of n slices of `like` along one axis, placed
+// into one zero tensor of like's shape. attrs.ints = b1, e1, b2, e2, ...: disjoint and
+// non-negative (autodiff checks before making it), so no element is written twice.
+TensorType infer_slice_grad_n(const InferCtx& c) {
+  const Shape& like = c.in[0].shape;
+  const auto& r = c.rec.attrs.ints;
+  if (r.size() != 2 * (c.in.size() - 1)) c.fail("slice_grad_n: one [begin, end) pair per gradient");
+  const int a = c.norm_axis(c.rec.attrs.axis, like.rank());
+  for (std::size_t i = 1; i < c.in.size(); ++i) {
+    const std::int64_t b = r[2 * (i - 1)], e = r[2 * (i - 1) + 1];
+    if (b < 0 || e > like[a] || b >= e) c.fail("slice_grad_n: range out of bounds");
+    if (c.in[i].shape != with_dim(like, a, e - b))
+      c.fail("slice_grad_n: gradient " + std::to_string(i) + " has the wrong shape");
+  }
+  return {like, DType::f32};
+}
+
 // Checks that inputs [first, end) concatenate along axis; returns the concatenated shape.
 Shape concat_shape(const InferCtx& c, std::size_t first) {
   const Shape& s0 = c.in[first].shape;
@@ -179,6 +196,12 @@ void register_movement_ops(std::vector<OpDef>& t) {
                .arity = 2,
                .shape_only = 0b10u,
                .infer = infer_slice_grad,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::SliceGradN,
+               .name = "slice_grad_n",
+               .arity = -1,
+               .shape_only = 0b1u,
+               .infer = infer_slice_grad_n,
                .flops_per_elem = 0.5f});
   t.push_back({.kind = OpKind::Concat,
                .name = "concat",

@@ -53,6 +53,39 @@ std::unique_ptr<CpuKernel> make_slice_grad(const KernelArgs& k) {
   });
 }
 
+// slice_grad_n(like, g_1..g_n): each piece copied into its range, only the gaps zeroed.
+std::unique_ptr<CpuKernel> make_slice_grad_n(const KernelArgs& k) {
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  struct Piece {
+    const float* src;
+    std::int64_t b, e;
+  };
+  std::vector<Piece> pieces;
+  for (std::size_t i = 1; i < k.in.size(); ++i) {
+    pieces.push_back(
+        {k.in_f(i), k.node.attrs.ints[2 * (i - 1)], k.node.attrs.ints[2 * (i - 1) + 1]});
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.b < b.b; });
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, g.outer, std::max<std::int64_t>(1, kParallelGrain / (g.n * g.inner)),
+                 [&](std::int64_t ob, std::int64_t oe) {
+                   for (std::int64_t o = ob; o < oe; ++o) {
+                     float* row = out + o * g.n * g.inner;
+                     std::int64_t pos = 0;
+                     for (const Piece& p : pieces) {
+                       std::fill(row + pos * g.inner, row + p.b * g.inner, 0.0f);
+                       const std::int64_t len = (p.e - p.b) * g.inner;
+                       std::memcpy(row + p.b * g.inner, p.src + o * len,
+                                   static_cast<std::size_t>(len) * 4);
+                       pos = p.e;
+                     }
+                     std::fill(row + pos * g.inner, row + g.n * g.inner, 0.0f);
+                   }
+                 });
+  });
+}
+
 std::unique_ptr<CpuKernel> make_concat(const KernelArgs& k) {
   const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
   const int axis = k.node.attrs.axis;
@@ -194,6 +227,7 @@ void register_movement_kernels(KernelTable& t) {
   };
   add(OpKind::Slice, "memcpy_bands", make_slice);
   add(OpKind::SliceGrad, "memcpy_bands", make_slice_grad);
+  add(OpKind::SliceGradN, "place_pieces", make_slice_grad_n);
   add(OpKind::Concat, "memcpy_bands", make_concat);
   add(OpKind::ConcatGrad, "memcpy_bands", make_concat_grad);
   add(OpKind::Transpose, "tiled", make_transpose);
