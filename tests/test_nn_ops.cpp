@@ -426,6 +426,35 @@ TEST_P(NnOpTest, SmallConvNetTrainsDeterministically) {
   EXPECT_LT(a.back(), 0.3f * a.front());
 }
 
+// Gradient rules that emit several nodes read their node's attributes after the first make_op
+// has grown the graph's node vector: they must have copied them first (a reference dangles
+// once the vector reallocates). Graphs of every size up to a few reallocations make sure one
+// of them does so in the middle of each rule (AddressSanitizer reports the stale reads; conv's
+// attributes would also arrive empty).
+TEST(NnKernels, GradientRulesSurviveGraphGrowth) {
+  for (int pad = 0; pad < 70; ++pad) {
+    Graph g;
+    for (int i = 0; i < pad; ++i) g.constant(static_cast<float>(i));
+    auto x = g.input("x"), a = g.input("a"), b = g.input("b");
+    auto W = g.variable("W", {2, 1, 3, 3}, Initializer::fill(0.5f));
+    auto cat = concat({a, b, a, b}, 1);                               // [1, 8]
+    auto mix = axpby(a, b, 2.0f, -3.0f);                              // [1, 2]
+    auto conv = conv2d(x, W, {.stride = {2, 1}, .padding = {1, 0}});  // [1, 2, 2, 2]
+    auto loss = reduce_sum(cat) + reduce_sum(mix) + reduce_sum(conv);
+    auto gr = gradients(loss, {a, b, W});
+    auto cg = GraphCompiler().compile(g, {{"x", {1, 1, 3, 4}}, {"a", {1, 2}}, {"b", {1, 2}}}, gr);
+    cg.run({{"x", std::vector<float>(12, 1.0f)},
+            {"a", std::vector<float>{1, 2}},
+            {"b", std::vector<float>{3, 4}}});
+    EXPECT_EQ(cg.read(gr[0]), (std::vector<float>{4, 4})) << pad;    // 2 from concat + 2
+    EXPECT_EQ(cg.read(gr[1]), (std::vector<float>{-1, -1})) << pad;  // 2 from concat - 3
+    // dW[o, 0, ky, kx]: the taps in the image over the 2x2 outputs (rows -1..1 and 1..3)
+    EXPECT_EQ(cg.read(gr[2]),
+              (std::vector<float>{2, 2, 2, 4, 4, 4, 2, 2, 2, 2, 2, 2, 4, 4, 4, 2, 2, 2}))
+        << pad;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, NnOpTest, ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
 

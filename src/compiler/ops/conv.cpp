@@ -180,11 +180,12 @@ TensorType infer_avg_pool_grad(const InferCtx& c) {  // (g, x)
   return c.in[1];
 }
 
-const Attrs& attrs_of(const GradCtx& c) {
+// A copy: make_op grows the node vector, which would leave a reference dangling.
+Attrs attrs_of(const GradCtx& c) {
   return c.node.graph_impl()->rec(c.node.id()).attrs;
 }
 void grad_conv(const GradCtx& c) {
-  const Attrs& at = attrs_of(c);
+  const Attrs at = attrs_of(c);
   const Node x = c.in[0], w = c.in[1], g = c.grad;
   c.add(x, make_op(OpKind::Conv2dGradInput, {g, w, x}, at));
   c.add(w, make_op(OpKind::Conv2dGradWeight, {g, x, w}, at));

@@ -59,7 +59,8 @@ void grad_scale(const GradCtx& c) {
   c.add(c.in[0], scale(c.grad, c.node.graph_impl()->rec(c.node.id()).attrs.alpha));
 }
 void grad_axpby(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  // A copy: scale() grows the node vector, which may move this node's record.
+  const Attrs at = c.node.graph_impl()->rec(c.node.id()).attrs;
   c.add(c.in[0], scale(c.grad, at.alpha));
   c.add(c.in[1], scale(c.grad, at.beta));
 }

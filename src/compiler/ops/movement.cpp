@@ -162,7 +162,8 @@ void grad_slice(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::SliceGrad, {c.grad, c.in[0]}, at));
 }
 void grad_concat(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  // A copy: each make_op below may grow the node vector and move this node's record.
+  const Attrs at = c.node.graph_impl()->rec(c.node.id()).attrs;
   std::vector<Node> ins{c.grad};
   ins.insert(ins.end(), c.in.begin(), c.in.end());
   for (std::size_t i = 0; i < c.in.size(); ++i) {
