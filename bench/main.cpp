@@ -28,6 +28,7 @@ struct Options {
   std::string trace;
   bool json = false;
   bool fuse = true;
+  bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
 };
 
 [[noreturn]] void usage(int code) {
@@ -37,7 +38,7 @@ struct Options {
       "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
       "NxT|auto]\n"
       "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-      "                      [--trace FILE] [--no-fuse] [--json] [--list]\n");
+      "                      [--trace FILE] [--no-fuse] [--no-mapped] [--json] [--list]\n");
   std::exit(code);
 }
 
@@ -87,6 +88,8 @@ Options parse(int argc, char** argv) {
         o.json = true;
       else if (a == "--no-fuse")
         o.fuse = false;
+      else if (a == "--no-mapped")
+        o.mapped = false;
       else if (a == "--list") {
         for (const auto& n : bench::workload_names()) std::printf("%s\n", n.c_str());
         std::exit(0);
@@ -118,6 +121,7 @@ hetgraph::Platform make_platform(const Options& o) {
 
 struct Result {
   std::vector<double> samples;  // seconds per run
+  std::vector<double> copies;   // time_copies: seconds writing the inputs before each run
   double setup_s = 0, checksum = 0;
   std::size_t planned = 0, naive = 0;
   int tuning_runs = 0;
@@ -150,18 +154,44 @@ Result time_case(bench::Case& c, const Options& o) {
   r.setup_s = hetgraph::now_s() - t0;
   r.planned = cg.planned_bytes();
   r.naive = cg.naive_bytes();
-  // Inputs go into the mapped buffers once; every run feeds those buffers (no copies).
-  std::vector<hetgraph::FeedItem> feeds;
+  // Mapped (default): inputs go into the graph's mapped buffers and every run feeds those
+  // (nothing to copy). --no-mapped: runs feed the case's own vectors, which run() copies in.
+  std::vector<hetgraph::FeedItem> feeds, mapped_feeds;
   for (const auto& [name, data] : c.inputs) {
     auto buf = cg.mapped_input(name);
     std::copy(data.begin(), data.end(), buf.begin());
-    feeds.push_back({name, buf});
+    mapped_feeds.push_back({name, buf});
+    feeds.push_back(o.mapped ? mapped_feeds.back() : hetgraph::FeedItem{name, data});
   }
   for (const auto& [name, data] : c.int_inputs) {
     auto buf = cg.mapped_input_i32(name);
     std::copy(data.begin(), data.end(), buf.begin());
-    feeds.push_back({name, buf});
+    mapped_feeds.push_back({name, buf});
+    feeds.push_back(o.mapped ? mapped_feeds.back() : hetgraph::FeedItem{name, data});
   }
+  // time_copies: the inputs are written before every run and that is timed on its own, as
+  // the baseline report splits copy from compute: mapped, the caller's copy into the mapped
+  // buffers; not mapped, CompiledGraph::write (the copy run() does for an unmapped feed).
+  // The run itself then feeds the buffers already in place.
+  auto write_inputs = [&] {
+    for (const auto& [name, data] : c.inputs) {
+      if (o.mapped) {
+        auto buf = cg.mapped_input(name);
+        std::copy(data.begin(), data.end(), buf.begin());
+      } else {
+        cg.write(name, data);
+      }
+    }
+    for (const auto& [name, data] : c.int_inputs) {
+      if (o.mapped) {
+        auto buf = cg.mapped_input_i32(name);
+        std::copy(data.begin(), data.end(), buf.begin());
+      } else {
+        cg.write_i32(c.graph.find(name), data);
+      }
+    }
+  };
+  if (c.time_copies) feeds = mapped_feeds;
   // An automatic engine tunes itself on the first runs: those are warm-up, not samples.
   while (!cg.engine_report().tuned && r.tuning_runs < 1000) {
     cg.run(feeds);
@@ -170,6 +200,15 @@ Result time_case(bench::Case& c, const Options& o) {
   for (int i = 0; i < o.warmup; ++i) cg.run(feeds);
   if (!o.trace.empty()) cg.start_trace(o.trace);
   for (int s = 0; s < o.repeat; ++s) {
+    if (c.time_copies) {  // one run per sample, its copy timed apart
+      const double t0 = hetgraph::now_s();
+      write_inputs();
+      const double t1 = hetgraph::now_s();
+      cg.run(feeds);
+      r.copies.push_back(t1 - t0);
+      r.samples.push_back(hetgraph::now_s() - t1);
+      continue;
+    }
     const double ts = hetgraph::now_s();
     for (int i = 0; i < c.runs_per_sample; ++i) cg.run(feeds);
     r.samples.push_back((hetgraph::now_s() - ts) / c.runs_per_sample);
@@ -211,11 +250,14 @@ int main(int argc, char** argv) {
             "\"repeat\":%d,\"runs_per_sample\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,"
             "\"setup_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,\"naive_bytes\":%zu,"
             "\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
-            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s",
+            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,\"mapped\":%s,"
+            "\"compute_s\":%.9g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), o.repeat,
             c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
-            r.engine.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false");
+            r.engine.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
+            o.mapped ? "true" : "false", med);
+        if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", median(r.copies));
         if (!r.engine.search.empty()) {
           std::printf(",\"search\":[");
           for (std::size_t i = 0; i < r.engine.search.size(); ++i) {
@@ -230,9 +272,11 @@ int main(int argc, char** argv) {
       } else {
         std::printf(
             "%-24s %-4s %-13s %-5s median %11.6f s  min %11.6f  max %11.6f  setup %.4f s  checksum "
-            "%.6g\n",
+            "%.6g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), med, mn, mx,
             r.setup_s, r.checksum);
+        if (!r.copies.empty()) std::printf("  copy %.6f s", median(r.copies));
+        std::printf("\n");
         for (const auto& t : r.engine.search) {
           std::printf("    search: %dx%d  median %.6f s\n", t.executors, t.threads_per_executor,
                       t.median_s);

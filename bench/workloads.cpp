@@ -1,5 +1,7 @@
 #include "workloads.hpp"
 
+#include "builders.hpp"
+
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
@@ -9,16 +11,15 @@ namespace bench {
 
 using namespace hetgraph;
 
-namespace {
-
-std::vector<float> random_data(std::size_t n, std::uint32_t seed, float lo = -1.0f,
-                               float hi = 1.0f) {
+std::vector<float> random_data(std::size_t n, std::uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
   return v;
 }
+
+namespace {
 
 // One matmul node, M x K times K x N.
 Case matmul_node(std::int64_t m, std::int64_t k, std::int64_t n) {
@@ -97,10 +98,19 @@ Case par_matmul(int n) {
   return c;
 }
 
-// A 4-layer LSTM training step from primitive ops (concat, matmul, add, slice, sigmoid,
-// tanh, mul), batch 64: forward over the sequence, a softmax classifier on every step's
-// top-layer output, mean cross-entropy, autodiff backward, SGD. Input size = hidden size.
-Case lstm(int seq, int hidden) {
+}  // namespace
+
+LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) {
+  auto gates = matmul(concat({x, s.h}, 1), W) + b;
+  auto i = sigmoid(slice(gates, 1, 0, H));
+  auto f = sigmoid(slice(gates, 1, H, 2 * H));
+  auto gg = tanh(slice(gates, 1, 2 * H, 3 * H));
+  auto o = sigmoid(slice(gates, 1, 3 * H, 4 * H));
+  const Node c = f * s.c + i * gg;
+  return {o * tanh(c), c};
+}
+
+Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
   Case c;
   Graph& g = c.graph;
   constexpr int kLayers = 4, kBatch = 64, kClasses = 10;
@@ -132,22 +142,17 @@ Case lstm(int seq, int hidden) {
   auto bout = g.variable("bout", {kClasses});
   params.push_back(Wout);
   params.push_back(bout);
+  cell.setup(c, kLayers, seq, kBatch, H, params);
   auto zeros =
       g.constant(Shape{kBatch, H}, std::vector<float>(static_cast<std::size_t>(kBatch * H), 0.0f));
-  std::vector<Node> h(kLayers, zeros), cell(kLayers, zeros);
+  std::vector<LstmState> state(kLayers, LstmState{zeros, zeros});
   std::vector<Node> losses;
   for (int t = 0; t < seq; ++t) {
     Node in = xs[static_cast<std::size_t>(t)];
     for (int l = 0; l < kLayers; ++l) {
       const auto L = static_cast<std::size_t>(l);
-      auto gates = matmul(concat({in, h[L]}, 1), Ws[L]) + bs[L];
-      auto i = sigmoid(slice(gates, 1, 0, H));
-      auto f = sigmoid(slice(gates, 1, H, 2 * H));
-      auto gg = tanh(slice(gates, 1, 2 * H, 3 * H));
-      auto o = sigmoid(slice(gates, 1, 3 * H, 4 * H));
-      cell[L] = f * cell[L] + i * gg;
-      h[L] = o * tanh(cell[L]);
-      in = h[L];
+      state[L] = cell.step(l, t, in, state[L], Ws[L], bs[L], H);
+      in = state[L].h;
     }
     losses.push_back(reduce_mean(
         cross_entropy(softmax(matmul(in, Wout) + bout), ys[static_cast<std::size_t>(t)])));
@@ -174,6 +179,21 @@ Case threadpool_independent(int n) {
   c.checksum = {c.fetches.front()};
   c.stats["tasks"] = n;
   return c;
+}
+
+namespace {
+
+// A 4-layer LSTM training step from primitive ops (concat, matmul, add, slice, sigmoid,
+// tanh, mul), batch 64: forward over the sequence, a softmax classifier on every step's
+// top-layer output, mean cross-entropy, autodiff backward, SGD. Input size = hidden size.
+Case lstm(int seq, int hidden) {
+  struct Lstm final : RecurrentCell {
+    LstmState step(int, int, Node x, const LstmState& s, Node W, Node b,
+                   std::int64_t H) override {
+      return lstm_cell(x, s, W, b, H);
+    }
+  } cell;
+  return recurrent_training_step(seq, hidden, cell);
 }
 
 // Scheduler overhead: a layered random DAG of tiny nodes, each reading one or two nodes of
@@ -214,6 +234,7 @@ bool parse_mkn(const std::string& s, const std::string& prefix, std::int64_t& m,
 }  // namespace
 
 std::optional<Workload> find_workload(const std::string& name) {
+  if (auto zoo = find_zoo_workload(name)) return zoo;
   std::int64_t m = 0, k = 0, n = 0;
   if (parse_mkn(name, "matmul", m, k, n))
     return Workload{name, "one matmul node", [=] { return matmul_node(m, k, n); }};
@@ -245,8 +266,11 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  return {"matmul-MxKxN", "sgemm-MxKxN", "mnist-softmax", "par-matmul-N",  "lstm-small",
-          "lstm-medium",  "lstm-large",  "threadpool",    "threadpool-dag"};
+  std::vector<std::string> names{"matmul-MxKxN", "sgemm-MxKxN", "mnist-softmax",
+                                 "par-matmul-N", "lstm-small",  "lstm-medium",
+                                 "lstm-large",   "threadpool",  "threadpool-dag"};
+  for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
+  return names;
 }
 
 }  // namespace bench

@@ -24,6 +24,9 @@ struct Case {
   std::function<void()> raw;
   std::function<double()> raw_checksum;
   std::map<std::string, double> stats;  // extra numeric fields for the JSON line
+  /// Write the inputs before every run and time that apart from the run (copy_s): the
+  /// baseline report's setup / copy / compute split of single kernels.
+  bool time_copies = false;
 };
 
 struct Workload {
@@ -35,5 +38,8 @@ struct Workload {
 /// Every workload, including parameterised families (e.g. matmul-MxKxN) resolved by name.
 std::optional<Workload> find_workload(const std::string& name);
 std::vector<std::string> workload_names();
+/// The workload zoo (zoo.cpp): phased LSTM, PathNet, inception, wide & deep, kernels, ...
+std::optional<Workload> find_zoo_workload(const std::string& name);
+std::vector<std::string> zoo_workload_names();
 
 }  // namespace bench
