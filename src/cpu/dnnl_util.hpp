@@ -2,12 +2,12 @@
 // use oneDNN include this (dnnl.hpp is a large header).
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 #include <vector>
+
+#include "cpu/parallel.hpp"
 
 namespace hetgraph::detail::cpu {
 
@@ -21,22 +21,6 @@ inline dnnl::stream& dnnl_stream() {
   thread_local dnnl::stream s(dnnl_engine());
   return s;
 }
-
-/// Sets the calling thread's OpenMP team size for a scope.
-class OmpTeam {
- public:
-  explicit OmpTeam(int n) : prev_(omp_get_max_threads()) {
-    if (prev_ != n) omp_set_num_threads(n);
-  }
-  ~OmpTeam() {
-    if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
-  }
-  OmpTeam(const OmpTeam&) = delete;
-  OmpTeam& operator=(const OmpTeam&) = delete;
-
- private:
-  int prev_;
-};
 
 /// One object per team size, each created with the calling thread's OpenMP team set to that
 /// size. oneDNN fixes a primitive's thread partition (and per-thread buffers) when it creates
@@ -55,7 +39,7 @@ class TeamVariants {
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     for (int t : sizes) {
-      OmpTeam team(t);
+      TeamSize team(t);
       items_.emplace_back(t, make(t));
     }
   }
