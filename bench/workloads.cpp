@@ -1,11 +1,11 @@
 #include "workloads.hpp"
 
-#include "builders.hpp"
-
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <regex>
+
+#include "builders.hpp"
 
 namespace bench {
 
@@ -188,8 +188,7 @@ namespace {
 // top-layer output, mean cross-entropy, autodiff backward, SGD. Input size = hidden size.
 Case lstm(int seq, int hidden) {
   struct Lstm final : RecurrentCell {
-    LstmState step(int, int, Node x, const LstmState& s, Node W, Node b,
-                   std::int64_t H) override {
+    LstmState step(int, int, Node x, const LstmState& s, Node W, Node b, std::int64_t H) override {
       return lstm_cell(x, s, W, b, H);
     }
   } cell;
