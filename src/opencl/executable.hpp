@@ -1,0 +1,109 @@
+// A graph compiled for an OpenCL device.
+//
+// Memory: one cl_mem per buffer of the compiler's memory plan (views alias their source's).
+// Inputs live in CL_MEM_ALLOC_HOST_PTR buffers that stay mapped for the caller between runs
+// (mapped_input() hands out that pointer); a run unmaps them first and maps them again once
+// their last reader is done. Fetched outputs are CL_MEM_ALLOC_HOST_PTR buffers too.
+//
+// A run enqueues every node in plan order on the device's queue, each with a wait list of the
+// events of its dependencies, so an out-of-order queue may overlap independent nodes. A run
+// returns at once (run_async) or after waiting for the final events (run, wait); a read of a
+// node waits only for the event of the node that last wrote it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/executable.hpp"
+#include "opencl/cl.hpp"
+#include "opencl/device.hpp"
+#include "opencl/ops.hpp"
+
+namespace hetgraph::detail::cl {
+
+class OpenClExecutable final : public Executable {
+ public:
+  OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared_ptr<Device> dev, bool in_order);
+  ~OpenClExecutable() override;
+
+  std::string kernel_name(std::uint32_t node) const override;
+  Device& device() const { return *dev_; }
+  bool out_of_order() const { return dev_->queue(false) == q_ && dev_->out_of_order_supported(); }
+  /// How many inputs are handed to the caller as mapped device memory (the rest go through a
+  /// host staging buffer, when the driver moves a buffer's mapping between maps).
+  std::size_t zero_copy_inputs() const;
+
+  /// Test hook: in the next run, `node` waits on an event that fails, as after a device fault.
+  void inject_failure(std::uint32_t node) { inject_ = node; }
+  /// Test hook: inputs of executables created after this call use host staging buffers even
+  /// where mapping is stable (to test that path on drivers that never need it).
+  static void force_staged_inputs(bool on);
+
+ protected:
+  void* host_pointer(std::uint32_t node) override;
+  void copy_in(std::uint32_t node, const void* src, std::size_t bytes) override;
+  void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override;
+  void execute() override;
+  void launch_async() override;
+  void finish_async() override;
+  void settle_for_access(std::uint32_t node) override;
+
+ private:
+  struct InputBuf {
+    std::uint32_t node = 0;
+    cl_mem mem = nullptr;   // the buffer kernels read
+    Mem staging;            // host-side copy when not zero-copy
+    void* host = nullptr;   // what the caller sees (mapped pointer)
+    std::size_t bytes = 0;  // mapped size (the whole planned buffer)
+    bool zero_copy = true;
+    bool mapped = true;                  // zero-copy: mapped for the host right now
+    std::vector<std::uint32_t> readers;  // work nodes that read it (through views too)
+    Event remap;                         // this run's map after the last reader
+  };
+  struct LabelCheck {
+    std::uint32_t node = 0;    // the cross-entropy node
+    std::uint32_t labels = 0;  // its int32 labels input (plan index)
+    std::int64_t rows = 0, classes = 0;
+    int slot = 0;
+    bool on_host = false;  // labels are an input: checked before the run, on the host
+  };
+
+  std::uint32_t base_of(std::uint32_t node) const;  // through views
+  void launch();
+  void finish();
+  /// Waits for everything this run enqueued; errors stay for finish() to report. True when
+  /// the final events all completed normally.
+  bool settle_all();
+  /// Waits for every event of the run one by one (after a failure or a partial launch).
+  void settle_each();
+  /// Maps inputs whose map was lost (a failed run, a failed enqueue).
+  void restore_maps();
+  void check_labels_on_host() const;
+  void enqueue_input_unmaps();
+  void enqueue_input_remaps();
+
+  std::shared_ptr<Device> dev_;
+  cl_command_queue q_ = nullptr;
+  std::vector<Mem> bufs_;    // one per planned buffer
+  std::vector<cl_mem> mem_;  // per plan node; nullptr without storage
+  std::vector<InputBuf> inputs_;
+  std::vector<std::int32_t> input_of_;      // plan node -> index into inputs_, or -1
+  std::vector<std::unique_ptr<ClOp>> ops_;  // per plan node; null without device work
+  std::vector<std::string_view> names_;
+  std::vector<std::uint32_t> work_;                 // nodes with device work, plan order
+  std::vector<std::vector<std::uint32_t>> waits_;   // per node: whose events it waits for
+  std::vector<std::vector<std::uint32_t>> writer_;  // per node: events a host access waits for
+  std::vector<std::uint32_t> finals_;               // work nodes no other work node waits for
+  std::vector<LabelCheck> labels_;
+  Mem status_;                  // one int per label check: smallest bad row, INT_MAX when none
+  bool device_checks_ = false;  // some labels are computed: read status_ after each run
+  Event status_reset_;
+  std::vector<Event> ev_;  // this run's event per node
+  bool in_flight_ = false;
+  std::int64_t inject_ = -1;
+  Event injected_;
+};
+
+}  // namespace hetgraph::detail::cl
