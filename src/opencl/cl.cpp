@@ -88,6 +88,43 @@ void check(cl_int code, std::string_view call, const char* file, int line,
   throw PlatformError(msg);
 }
 
+namespace {
+void wait_for(const Event& ev, const char* what) {
+  const cl_event e = ev.get();
+  check(clWaitForEvents(1, &e), "clWaitForEvents", __FILE__, __LINE__, what);
+}
+}  // namespace
+
+void read_buffer(cl_command_queue q, cl_mem m, std::size_t offset, std::size_t bytes, void* dst) {
+  Event ev;
+  HG_CL(clEnqueueReadBuffer(q, m, CL_FALSE, offset, bytes, dst, 0, nullptr, ev.out()));
+  wait_for(ev, "read");
+}
+
+void write_buffer(cl_command_queue q, cl_mem m, std::size_t offset, std::size_t bytes,
+                  const void* src) {
+  Event ev;
+  HG_CL(clEnqueueWriteBuffer(q, m, CL_FALSE, offset, bytes, src, 0, nullptr, ev.out()));
+  wait_for(ev, "write");
+}
+
+void* map_buffer(cl_command_queue q, cl_mem m, std::size_t bytes, cl_event after,
+                 std::string_view what) {
+  Event ev;
+  cl_int err = CL_SUCCESS;
+  void* ptr = clEnqueueMapBuffer(q, m, CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes,
+                                 after ? 1 : 0, after ? &after : nullptr, ev.out(), &err);
+  check(err, "clEnqueueMapBuffer", __FILE__, __LINE__, what);
+  wait_for(ev, "map");
+  return ptr;
+}
+
+void unmap_buffer(cl_command_queue q, cl_mem m, void* ptr) {
+  Event ev;
+  HG_CL(clEnqueueUnmapMemObject(q, m, ptr, 0, nullptr, ev.out()));
+  wait_for(ev, "unmap");
+}
+
 void set_arg(cl_kernel k, cl_uint index, std::size_t size, const void* value) {
   const cl_int err = clSetKernelArg(k, index, size, value);
   if (err == CL_SUCCESS) return;

@@ -115,6 +115,18 @@ using Program = Ref<cl_program>;
 using Kernel = Ref<cl_kernel>;
 using Event = Ref<cl_event>;
 
+// Host transfers that block on their own event only. Some drivers (PoCL) implement the
+// blocking flag as a clFinish of the whole queue, which on an out-of-order queue would also
+// wait for unrelated work still running.
+void read_buffer(cl_command_queue q, cl_mem m, std::size_t offset, std::size_t bytes, void* dst);
+void write_buffer(cl_command_queue q, cl_mem m, std::size_t offset, std::size_t bytes,
+                  const void* src);
+/// Maps the first `bytes` of `m` for reading and writing, after `after` when given.
+void* map_buffer(cl_command_queue q, cl_mem m, std::size_t bytes, cl_event after,
+                 std::string_view what);
+/// Unmaps and waits until the unmap is done.
+void unmap_buffer(cl_command_queue q, cl_mem m, void* ptr);
+
 /// Sets kernel arguments in order; each failure names the kernel and the argument index.
 void set_arg(cl_kernel k, cl_uint index, std::size_t size, const void* value);
 template <class... A>

@@ -35,8 +35,17 @@ class OpenClExecutable final : public Executable {
   /// host staging buffer, when the driver moves a buffer's mapping between maps).
   std::size_t zero_copy_inputs() const;
 
-  /// Test hook: in the next run, `node` waits on an event that fails, as after a device fault.
-  void inject_failure(std::uint32_t node) { inject_ = node; }
+  /// Test hooks, for the next run only. fail_event: `node` waits on an event that fails right
+  /// after the launch, as after a device fault. hold: `node` waits on an event that stays
+  /// pending until release_hold(). enqueue_error: enqueueing `node` throws, as a failed
+  /// clEnqueue* call would.
+  enum class Fault : std::uint8_t { fail_event, hold, enqueue_error };
+  void inject(std::uint32_t node, Fault f) {
+    inject_ = node;
+    fault_ = f;
+  }
+  /// Completes (or, with `fail`, fails) the event a `hold` fault left pending.
+  void release_hold(bool fail);
   /// Test hook: inputs of executables created after this call use host staging buffers even
   /// where mapping is stable (to test that path on drivers that never need it).
   static void force_staged_inputs(bool on);
@@ -97,13 +106,16 @@ class OpenClExecutable final : public Executable {
   std::vector<std::vector<std::uint32_t>> writer_;  // per node: events a host access waits for
   std::vector<std::uint32_t> finals_;               // work nodes no other work node waits for
   std::vector<LabelCheck> labels_;
+  std::vector<char> checked_;   // per node: has a label check (waits for the status reset)
   Mem status_;                  // one int per label check: smallest bad row, INT_MAX when none
   bool device_checks_ = false;  // some labels are computed: read status_ after each run
   Event status_reset_;
   std::vector<Event> ev_;  // this run's event per node
   bool in_flight_ = false;
   std::int64_t inject_ = -1;
+  Fault fault_ = Fault::fail_event;
   Event injected_;
+  bool pending_ = false;  // injected_ has no status yet
 };
 
 }  // namespace hetgraph::detail::cl

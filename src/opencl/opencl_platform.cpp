@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <queue>
 
 #include "hetgraph/error.hpp"
 #include "opencl/executable.hpp"
@@ -26,6 +27,39 @@ std::size_t labels_input(OpKind op) {
   return op == OpKind::CrossEntropy ? 1 : 2;
 }
 
+// The plan's nodes in an order that respects every dependency, plan order where free. The
+// plan order itself need not: the compiler adds "every reader before the assign" edges after
+// ordering, so a reader can come after the assign that must wait for it.
+std::vector<std::uint32_t> dependency_order(const Plan& p) {
+  const std::size_t n = p.nodes.size();
+  std::vector<std::uint32_t> missing(n, 0), order;
+  order.reserve(n);
+  std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    missing[i] = static_cast<std::uint32_t>(p.nodes[i].deps.size());
+    if (missing[i] == 0) ready.push(i);
+  }
+  while (!ready.empty()) {
+    const std::uint32_t i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (std::uint32_t s : p.nodes[i].succs) {
+      if (--missing[s] == 0) ready.push(s);
+    }
+  }
+  if (order.size() != n) {
+    std::string stuck;
+    for (std::uint32_t i = 0; i < n && stuck.size() < 300; ++i) {
+      if (missing[i] > 0) stuck += (stuck.empty() ? "" : ", ") + p.nodes[i].label;
+    }
+    throw GraphError(
+        "the execution dependencies form a cycle (assigns that each must run after "
+        "the other's readers?) among: " +
+        stuck);
+  }
+  return order;
+}
+
 }  // namespace
 
 void OpenClExecutable::force_staged_inputs(bool on) {
@@ -44,6 +78,14 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   const Plan& p = *plan;
   const std::size_t n = p.nodes.size();
   const cl_context ctx = dev_->context();
+
+  // The kernels index with 32-bit ints (faster on GPUs): refuse larger tensors up front.
+  for (const PlanNode& node : p.nodes) {
+    if (node.type.shape.numel() > INT_MAX) {
+      throw PlatformError("node " + node.label + " of shape " + node.type.shape.str() +
+                          " has more than 2^31-1 elements, more than the OpenCL kernels index");
+    }
+  }
 
   // ---- memory: one cl_mem per planned buffer; host-visible ones where the host maps them
   std::vector<char> host_visible(p.buffer_bytes.size(), 0);
@@ -80,25 +122,18 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     in.node = i;
     in.mem = mem_[i];
     in.bytes = p.buffer_bytes[static_cast<std::size_t>(p.nodes[i].buffer)];
-    cl_int err = CL_SUCCESS;
-    void* first = clEnqueueMapBuffer(q_, in.mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, in.bytes,
-                                     0, nullptr, nullptr, &err);
-    check(err, "clEnqueueMapBuffer", __FILE__, __LINE__, "input " + p.nodes[i].label);
-    HG_CL(clEnqueueUnmapMemObject(q_, in.mem, first, 0, nullptr, nullptr));
-    in.host = clEnqueueMapBuffer(q_, in.mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, in.bytes, 0,
-                                 nullptr, nullptr, &err);
-    check(err, "clEnqueueMapBuffer", __FILE__, __LINE__, "input " + p.nodes[i].label);
+    const std::string what = "input " + p.nodes[i].label;
+    void* first = map_buffer(q_, in.mem, in.bytes, nullptr, what);
+    unmap_buffer(q_, in.mem, first);
+    in.host = map_buffer(q_, in.mem, in.bytes, nullptr, what);
     in.zero_copy = in.host == first && !staged;
     if (!in.zero_copy) {
       // The caller gets a pinned staging buffer that stays mapped; each run copies it over.
-      HG_CL(clEnqueueUnmapMemObject(q_, in.mem, in.host, 0, nullptr, nullptr));
-      HG_CL(clFinish(q_));
+      unmap_buffer(q_, in.mem, in.host);
       in.mapped = false;
       in.staging = Mem(HG_CL_CREATE(clCreateBuffer, ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
                                     in.bytes, nullptr));
-      in.host = clEnqueueMapBuffer(q_, in.staging.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
-                                   in.bytes, 0, nullptr, nullptr, &err);
-      check(err, "clEnqueueMapBuffer", __FILE__, __LINE__, "staging for " + p.nodes[i].label);
+      in.host = map_buffer(q_, in.staging.get(), in.bytes, nullptr, "staging for " + what);
     }
     std::memset(in.host, 0, in.bytes);
     input_of_[i] = static_cast<std::int32_t>(inputs_.size());
@@ -114,11 +149,13 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     c.labels = node.inputs[labels_input(node.op)];
     const Shape& probs = p.nodes[node.inputs[node.op == OpKind::CrossEntropy ? 0 : 1]].type.shape;
     c.classes = probs.dim(-1);
-    c.rows = c.classes == 0 ? 0 : probs.numel() / c.classes;
+    c.rows = probs.numel() / c.classes;
     c.slot = static_cast<int>(labels_.size());
     c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
     labels_.push_back(c);
   }
+  checked_.assign(n, 0);
+  for (const LabelCheck& c : labels_) checked_[c.node] = 1;
   device_checks_ =
       std::any_of(labels_.begin(), labels_.end(), [](const LabelCheck& c) { return !c.on_host; });
   if (!labels_.empty()) {
@@ -158,7 +195,6 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     }
     ops_[i] = impl.make(args);
     names_[i] = impl.name;
-    work_.push_back(i);
   }
 
   // ---- events: what each node waits for, what a host access of it waits for
@@ -166,7 +202,12 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   // mark node i's value as complete.
   std::vector<std::vector<std::uint32_t>> done(n);
   waits_.resize(n);
-  for (std::uint32_t i = 0; i < n; ++i) {
+  const std::vector<std::uint32_t> order = dependency_order(p);
+  work_.clear();
+  for (std::uint32_t i : order) {
+    if (ops_[i]) work_.push_back(i);  // enqueued in this order: every wait is on an earlier event
+  }
+  for (std::uint32_t i : order) {
     const PlanNode& node = p.nodes[i];
     if (ops_[i] || node.storage == Storage::Input) {
       done[i] = {i};
@@ -220,6 +261,7 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
 
 OpenClExecutable::~OpenClExecutable() {
   // Work in flight uses this executable's buffers: let it finish (errors have no one to reach).
+  release_hold(true);
   if (in_flight_) settle_all();
 }
 
@@ -245,7 +287,7 @@ void OpenClExecutable::copy_in(std::uint32_t node, const void* src, std::size_t 
     std::memcpy(inputs_[static_cast<std::size_t>(input_of_[b])].host, src, bytes);
     return;
   }
-  HG_CL(clEnqueueWriteBuffer(q_, mem_[node], CL_TRUE, 0, bytes, src, 0, nullptr, nullptr));
+  write_buffer(q_, mem_[node], 0, bytes, src);
 }
 
 void OpenClExecutable::copy_out(std::uint32_t node, void* dst, std::size_t bytes) {
@@ -255,7 +297,7 @@ void OpenClExecutable::copy_out(std::uint32_t node, void* dst, std::size_t bytes
     return;
   }
   // settle_for_access has waited for the node's writer; nothing else writes this buffer.
-  HG_CL(clEnqueueReadBuffer(q_, mem_[node], CL_TRUE, 0, bytes, dst, 0, nullptr, nullptr));
+  read_buffer(q_, mem_[node], 0, bytes, dst);
 }
 
 void OpenClExecutable::settle_for_access(std::uint32_t node) {
@@ -355,19 +397,23 @@ void OpenClExecutable::launch() {
     }
     enqueue_input_unmaps();
     std::vector<cl_event> wl;
-    std::vector<char> checks(plan().nodes.size(), 0);
-    for (const LabelCheck& c : labels_) checks[c.node] = 1;
     for (std::uint32_t i : work_) {
       wl.clear();
       for (std::uint32_t w : waits_[i]) {
         if (ev_[w]) wl.push_back(ev_[w].get());
       }
-      if (checks[i] && status_reset_) wl.push_back(status_reset_.get());
-      if (inject_ == static_cast<std::int64_t>(i)) {
-        injected_ = Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
-        wl.push_back(injected_.get());
-      }
+      if (checked_[i] && status_reset_) wl.push_back(status_reset_.get());
       try {
+        if (inject_ == static_cast<std::int64_t>(i)) {
+          inject_ = -1;
+          if (fault_ == Fault::enqueue_error) {
+            check(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel", __FILE__, __LINE__,
+                  "injected by a test");
+          }
+          injected_ = Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
+          pending_ = true;
+          wl.push_back(injected_.get());
+        }
         ev_[i] = ops_[i]->enqueue(q_, wl);
       } catch (const PlatformError& e) {
         const PlanNode& node = plan().nodes[i];
@@ -376,18 +422,21 @@ void OpenClExecutable::launch() {
       }
     }
     enqueue_input_remaps();
-    if (injected_) {
-      inject_ = -1;
-      HG_CL(clSetUserEventStatus(injected_.get(), CL_OUT_OF_RESOURCES));
-    }
+    if (pending_ && fault_ == Fault::fail_event) release_hold(true);
     HG_CL(clFlush(q_));
   } catch (...) {
-    if (injected_) clSetUserEventStatus(injected_.get(), CL_OUT_OF_RESOURCES);
+    release_hold(true);  // nothing may wait forever on the test's event
     settle_each();
     restore_maps();
     in_flight_ = false;
     throw;
   }
+}
+
+void OpenClExecutable::release_hold(bool fail) {
+  if (!pending_) return;
+  pending_ = false;
+  clSetUserEventStatus(injected_.get(), fail ? CL_OUT_OF_RESOURCES : CL_COMPLETE);
 }
 
 bool OpenClExecutable::settle_all() {
@@ -428,10 +477,7 @@ void OpenClExecutable::restore_maps() {
     }
     if (in.mapped && st == CL_COMPLETE) continue;
     // The map after the run did not happen (it waited on a failed command): map again.
-    cl_int err = CL_SUCCESS;
-    void* ptr = clEnqueueMapBuffer(q_, in.mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, in.bytes, 0,
-                                   nullptr, nullptr, &err);
-    check(err, "clEnqueueMapBuffer", __FILE__, __LINE__, "input " + plan().nodes[in.node].label);
+    void* ptr = map_buffer(q_, in.mem, in.bytes, nullptr, "input " + plan().nodes[in.node].label);
     in.mapped = true;
     in.remap.reset();
     if (ptr != in.host) {
@@ -470,17 +516,15 @@ void OpenClExecutable::finish() {
   }
   if (device_checks_) {
     std::vector<cl_int> bad(labels_.size());
-    HG_CL(clEnqueueReadBuffer(q_, status_.get(), CL_TRUE, 0, bad.size() * sizeof(cl_int),
-                              bad.data(), 0, nullptr, nullptr));
+    read_buffer(q_, status_.get(), 0, bad.size() * sizeof(cl_int), bad.data());
     for (const LabelCheck& c : labels_) {
       const cl_int row = bad[static_cast<std::size_t>(c.slot)];
       if (c.on_host || row == INT_MAX) continue;
       std::string id = "a class id";
       if (!plan().nodes[c.labels].clobbered) {  // still readable: name the offending value
         cl_int v = 0;
-        HG_CL(clEnqueueReadBuffer(q_, mem_[c.labels], CL_TRUE,
-                                  static_cast<std::size_t>(row) * sizeof(cl_int), sizeof(v), &v, 0,
-                                  nullptr, nullptr));
+        read_buffer(q_, mem_[c.labels], static_cast<std::size_t>(row) * sizeof(cl_int), sizeof(v),
+                    &v);
         id = "class id " + std::to_string(v);
       }
       throw FeedError("node " + plan().nodes[c.node].label + ": " + id + " at row " +

@@ -1,8 +1,6 @@
 // The OpenCL op table and the launch helpers every family uses.
 #include "opencl/ops.hpp"
 
-#include <climits>
-
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cl {
@@ -67,36 +65,17 @@ std::unique_ptr<ClOp> make_seq(Launch l) {
 
 Event KernelSeq::enqueue(cl_command_queue q, std::span<const cl_event> wait) {
   Event prev;
-  bool first = true;
-  for (Launch& l : launches_) {
-    if (l.global[0] == 0 || l.global[1] == 0) continue;
+  for (std::size_t i = 0; i < launches_.size(); ++i) {
+    Launch& l = launches_[i];
     Event ev;
     const cl_event prev_ev = prev.get();
-    const cl_uint nwait = first ? static_cast<cl_uint>(wait.size()) : 1;
-    const cl_event* list = first ? (wait.empty() ? nullptr : wait.data()) : &prev_ev;
+    const cl_uint nwait = i == 0 ? static_cast<cl_uint>(wait.size()) : 1;
+    const cl_event* list = i == 0 ? wait.data() : &prev_ev;
     HG_CL(clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global.data(),
                                  l.local.data(), nwait, nwait ? list : nullptr, ev.out()));
     prev = std::move(ev);
-    first = false;
-  }
-  if (first) {  // nothing to run (empty tensors): the node completes with its inputs
-    Event ev;
-    HG_CL(clEnqueueMarkerWithWaitList(q, static_cast<cl_uint>(wait.size()),
-                                      wait.empty() ? nullptr : wait.data(), ev.out()));
-    return ev;
   }
   return prev;
-}
-
-void check_int_range(const OpArgs& a) {
-  auto fits = [](const Shape& s) { return s.numel() <= INT_MAX; };
-  bool ok = fits(a.out_shape());
-  for (const TensorType& t : a.in_types) ok = ok && fits(t.shape);
-  if (!ok) {
-    throw PlatformError("node " + a.node.label + " (" + std::string(op_name(a.node.op)) +
-                        "): tensors of more than 2^31-1 elements are not supported by the "
-                        "OpenCL kernels");
-  }
 }
 
 }  // namespace hetgraph::detail::cl

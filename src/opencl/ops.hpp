@@ -87,7 +87,8 @@ std::size_t pow2_group(const Device& dev, cl_kernel k, std::size_t want, std::si
 Launch launch_1d(const Device& dev, Kernel k, std::size_t total);
 
 /// Launches run one after another (each waits for the previous one); the last one's event is
-/// the node's. Launches of zero work-items are dropped; with none left, a marker stands in.
+/// the node's. Tensors are never empty (the compiler rejects empty dims), so neither are
+/// launches.
 class KernelSeq final : public ClOp {
  public:
   explicit KernelSeq(std::vector<Launch> launches, std::vector<Mem> scratch = {})
@@ -106,9 +107,7 @@ struct Dims4 {
   cl_int4 d{}, s{};
 };
 
-/// Checks that a tensor fits the kernels' 32-bit indexing; throws PlatformError naming the node.
-void check_int_range(const OpArgs& a);
-/// Converts a size the caller has range-checked.
+/// A size as the kernels take it (the executable has checked every tensor fits in an int).
 inline cl_int to_int(std::int64_t v) {
   return static_cast<cl_int>(v);
 }
