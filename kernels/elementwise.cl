@@ -1,14 +1,19 @@
 // Elementwise kernels: unary math, numpy-broadcasting binary ops and the activation gradients.
-// One element per work-item; the host rounds the global size up to the work-group size, so
-// every kernel checks its index. Inputs and output may be the same buffer (in-place ops):
-// each work-item reads its element before writing it, and no pointer is restrict.
-// No contraction into fma: results stay as close as possible to the CPU kernels'.
+// Each work-item strides through the elements (FOR_EACH below). Inputs and output may be the same
+// buffer (in-place ops): each work-item reads an element before writing it, and no pointer is
+// restrict. No contraction into fma: results stay as close as possible to the CPU kernels'.
 #pragma OPENCL FP_CONTRACT OFF
+
+// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
+// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
+// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
+// specialised for different grid sizes when both run at once (an assertion aborts). The
+// counters are unsigned so that i + stride cannot overflow for n < 2^31.
+#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
 
 #define UNARY(name, expr)                                                                    \
   kernel void name(global const float* x, global float* y, const int n, const float alpha) { \
-    const int i = get_global_id(0);                                                          \
-    if (i < n) {                                                                             \
+    FOR_EACH(i, n) {                                                                         \
       const float v = x[i];                                                                  \
       y[i] = (expr);                                                                         \
     }                                                                                        \
@@ -34,8 +39,7 @@ UNARY(tanh_f32, fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v))
 #define BINARY(name, expr)                                                               \
   kernel void name##_ff(global const float* A, global const float* B, global float* out, \
                         const int n, const float alpha, const float beta) {              \
-    const int i = get_global_id(0);                                                      \
-    if (i < n) {                                                                         \
+    FOR_EACH(i, n) {                                                                     \
       const float a = A[i], b = B[i];                                                    \
       out[i] = (expr);                                                                   \
     }                                                                                    \
@@ -43,18 +47,18 @@ UNARY(tanh_f32, fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v))
   kernel void name##_bc(global const float* A, global const float* B, global float* out, \
                         const int n, const int4 d, const int4 sa, const int4 sb,         \
                         const float alpha, const float beta) {                           \
-    const int i = get_global_id(0);                                                      \
-    if (i >= n) return;                                                                  \
-    int r = i;                                                                           \
-    const int i3 = r % d.w;                                                              \
-    r /= d.w;                                                                            \
-    const int i2 = r % d.z;                                                              \
-    r /= d.z;                                                                            \
-    const int i1 = r % d.y;                                                              \
-    const int i0 = r / d.y;                                                              \
-    const float a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                    \
-    const float b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                    \
-    out[i] = (expr);                                                                     \
+    FOR_EACH(i, n) {                                                                     \
+      int r = (int)i;                                                                    \
+      const int i3 = r % d.w;                                                            \
+      r /= d.w;                                                                          \
+      const int i2 = r % d.z;                                                            \
+      r /= d.z;                                                                          \
+      const int i1 = r % d.y;                                                            \
+      const int i0 = r / d.y;                                                            \
+      const float a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                  \
+      const float b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                  \
+      out[i] = (expr);                                                                   \
+    }                                                                                    \
   }
 
 // clang-format off

@@ -163,8 +163,11 @@ Device::Device(const DeviceInfo& info) : info_(info) {
     }
   }
   in_order_queue_ = Queue(HG_CL_CREATE(clCreateCommandQueue, ctx_.get(), dev, 0));
-  // Independent GEMMs overlap across these; one per compute unit up to 4 is plenty.
-  const std::size_t ng = std::clamp<std::size_t>(compute_units_, 2, 4);
+  // Independent GEMMs overlap across these; one per compute unit up to 4 is plenty. PoCL gets
+  // one: CLBlast's kernels run on grids that depend on the shapes, and PoCL 3.1 aborts when one
+  // kernel runs at once with two grid sizes (see FOR_EACH in kernels/*.cl). Its GEMMs use every
+  // core anyway.
+  const std::size_t ng = pocl_ ? 1 : std::clamp<std::size_t>(compute_units_, 2, 4);
   for (std::size_t i = 0; i < ng; ++i)
     gemm_queues_.emplace_back(HG_CL_CREATE(clCreateCommandQueue, ctx_.get(), dev, 0));
 

@@ -5,6 +5,7 @@
 // that selects the same device, so programs are built once per process.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -58,6 +59,9 @@ class Device {
   }
   std::size_t gemm_queue_count() const { return gemm_queues_.size(); }
   std::size_t max_work_group() const { return max_wg_; }
+  /// Work-groups of every kernel launch: 8 per compute unit, between 8 and 1024. Fixed per
+  /// device, so launch sizes (and results) never depend on the tensor or on timing.
+  std::size_t grid_groups() const { return std::clamp<std::size_t>(8 * compute_units_, 8, 1024); }
   cl_uint compute_units() const { return compute_units_; }
   std::size_t max_alloc() const { return max_alloc_; }
   ProgramCache& programs() { return *programs_; }

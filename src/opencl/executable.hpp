@@ -35,10 +35,11 @@ class OpenClExecutable final : public Executable {
   /// host staging buffer, when the driver moves a buffer's mapping between maps).
   std::size_t zero_copy_inputs() const;
 
-  /// Test hooks, for the next run only. fail_event: `node` waits on an event that fails right
-  /// after the launch, as after a device fault. hold: `node` waits on an event that stays
-  /// pending until release_hold(). enqueue_error: enqueueing `node` throws, as a failed
-  /// clEnqueue* call would.
+  /// Test hooks, for the next run only. fail_event: `node`'s event reads as failed with
+  /// CL_OUT_OF_RESOURCES, as after a device fault (injected where the executable reads event
+  /// statuses: PoCL cannot fail a queued command reliably, its propagation of a failed user
+  /// event asserts or hangs). hold: `node` waits on a user event that stays pending until
+  /// release_hold(). enqueue_error: enqueueing `node` throws, as a failed clEnqueue* would.
   enum class Fault : std::uint8_t { fail_event, hold, enqueue_error };
   void inject(std::uint32_t node, Fault f) {
     inject_ = node;
@@ -115,7 +116,8 @@ class OpenClExecutable final : public Executable {
   std::int64_t inject_ = -1;
   Fault fault_ = Fault::fail_event;
   Event injected_;
-  bool pending_ = false;  // injected_ has no status yet
+  bool pending_ = false;           // injected_ has no status yet
+  std::int64_t forced_fail_ = -1;  // this run's fail_event node
 };
 
 }  // namespace hetgraph::detail::cl

@@ -388,6 +388,7 @@ void OpenClExecutable::launch() {
   for (InputBuf& in : inputs_) in.remap.reset();
   status_reset_.reset();
   injected_.reset();
+  forced_fail_ = -1;
   in_flight_ = true;
   try {
     if (device_checks_) {
@@ -410,9 +411,13 @@ void OpenClExecutable::launch() {
             check(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel", __FILE__, __LINE__,
                   "injected by a test");
           }
-          injected_ = Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
-          pending_ = true;
-          wl.push_back(injected_.get());
+          if (fault_ == Fault::fail_event) {
+            forced_fail_ = i;
+          } else {
+            injected_ = Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
+            pending_ = true;
+            wl.push_back(injected_.get());
+          }
         }
         ev_[i] = ops_[i]->enqueue(q_, wl);
       } catch (const PlatformError& e) {
@@ -422,7 +427,6 @@ void OpenClExecutable::launch() {
       }
     }
     enqueue_input_remaps();
-    if (pending_ && fault_ == Fault::fail_event) release_hold(true);
     HG_CL(clFlush(q_));
   } catch (...) {
     release_hold(true);  // nothing may wait forever on the test's event
@@ -489,16 +493,18 @@ void OpenClExecutable::restore_maps() {
 
 void OpenClExecutable::finish() {
   if (!in_flight_) return;
-  const bool ok = settle_all();
+  const bool ok = settle_all() && forced_fail_ < 0;
   in_flight_ = false;
   // The first node, in plan order, whose command failed.
   std::string failure;
   for (std::uint32_t i : work_) {
     if (ok) break;
     if (!ev_[i]) continue;
-    cl_int st = CL_COMPLETE;
-    HG_CL(
-        clGetEventInfo(ev_[i].get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, nullptr));
+    cl_int st = CL_OUT_OF_RESOURCES;
+    if (forced_fail_ != static_cast<std::int64_t>(i)) {
+      HG_CL(clGetEventInfo(ev_[i].get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st,
+                           nullptr));
+    }
     if (st < 0) {
       const PlanNode& node = plan().nodes[i];
       failure = "node " + node.label + " (" + std::string(op_name(node.op)) + ") failed on " +

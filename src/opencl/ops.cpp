@@ -47,13 +47,17 @@ std::size_t pow2_group(const Device& dev, cl_kernel k, std::size_t want, std::si
   return p;
 }
 
-Launch launch_1d(const Device& dev, Kernel k, std::size_t total) {
-  Launch l;
+Launch launch_1d(const Device& dev, Kernel k) {
   const std::size_t g = group_size(dev, k.get());
+  return launch_groups(dev, std::move(k), g);
+}
+
+Launch launch_groups(const Device& dev, Kernel k, std::size_t local) {
+  Launch l;
   l.kernel = std::move(k);
   l.dims = 1;
-  l.local = {g, 1};
-  l.global = {(total + g - 1) / g * g, 1};
+  l.local = {local, 1};
+  l.global = {dev.grid_groups() * local, 1};
   return l;
 }
 

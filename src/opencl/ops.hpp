@@ -83,8 +83,12 @@ std::size_t group_size(const Device& dev, cl_kernel k, std::size_t cap = 256);
 /// The largest power of two <= min(limit, cap, want), at least 1 (tree reductions need 2^k).
 std::size_t pow2_group(const Device& dev, cl_kernel k, std::size_t want, std::size_t cap = 256);
 
-/// A 1-d launch of `total` work-items (rounded up to the work-group size).
-Launch launch_1d(const Device& dev, Kernel k, std::size_t total);
+/// A launch on the device's fixed grid (Device::grid_groups() work-groups of the kernel's
+/// group size): the kernels stride through their work, so the size never depends on the
+/// tensor (see FOR_EACH in kernels/*.cl for why).
+Launch launch_1d(const Device& dev, Kernel k);
+/// The same with work-groups of `local` work-items (a power of two for tree reductions).
+Launch launch_groups(const Device& dev, Kernel k, std::size_t local);
 
 /// Launches run one after another (each waits for the previous one); the last one's event is
 /// the node's. Tensors are never empty (the compiler rejects empty dims), so neither are

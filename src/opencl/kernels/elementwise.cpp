@@ -58,7 +58,7 @@ std::unique_ptr<ClOp> make_unary(const OpArgs& a) {
   const cl_int n = to_int(a.out_shape().numel());
   Kernel k = make_kernel(a.program("elementwise"), unary_kernel(a.node.op), a.in[0], a.out, n,
                          cl_float{a.node.attrs.alpha});
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(n)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 cl_int4 right_aligned(const std::array<std::int64_t, 4>& v, int rank, std::int64_t fill) {
@@ -84,7 +84,7 @@ std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
                     right_aligned(p.d, p.rank, 1), right_aligned(p.sa, p.rank, 0),
                     right_aligned(p.sb, p.rank, 0), alpha, beta);
   }
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(n)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ Launch band(const OpArgs& a, cl_mem src, std::int64_t src_d, std::int64_t src_of
   Kernel k =
       make_kernel(a.program("movement"), "copy_band", src, dst, to_int(total), to_int(len),
                   to_int(inner), to_int(src_d), to_int(src_off), to_int(dst_d), to_int(dst_off));
-  return launch_1d(a.device, std::move(k), static_cast<std::size_t>(total));
+  return launch_1d(a.device, std::move(k));
 }
 
 std::unique_ptr<ClOp> make_slice(const OpArgs& a) {
@@ -36,7 +36,7 @@ std::unique_ptr<ClOp> make_slice_grad(const OpArgs& a) {
   const std::int64_t total = a.out_shape().numel();
   Kernel k = make_kernel(a.program("movement"), "slice_grad", a.in[0], a.out, to_int(total),
                          to_int(g.n), to_int(g.inner), to_int(b), to_int(e));
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(total)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 // Each input's band is its own launch; they write disjoint parts of the output.
@@ -88,7 +88,7 @@ std::unique_ptr<ClOp> make_transpose(const OpArgs& a) {
   const std::int64_t total = in.numel();
   Kernel k =
       make_kernel(a.program("movement"), "transpose4", a.in[0], a.out, to_int(total), od, is);
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(total)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 // The gradient seed: ones, written by the queue's fill command.

@@ -10,15 +10,10 @@ namespace {
 // Lines at least this long get a work-group each when they are contiguous.
 constexpr std::int64_t kRowsFrom = 64;
 
-// One work-group of a power-of-two size per line, `lines` of them.
-Launch per_line_groups(const OpArgs& a, Kernel k, std::int64_t lines, std::int64_t n) {
-  Launch l;
+// Work-groups of a power-of-two size (at most the line length) take one line at a time.
+Launch line_groups(const OpArgs& a, Kernel k, std::int64_t n) {
   const std::size_t L = pow2_group(a.device, k.get(), static_cast<std::size_t>(n));
-  l.kernel = std::move(k);
-  l.dims = 1;
-  l.local = {L, 1};
-  l.global = {static_cast<std::size_t>(lines) * L, 1};
-  return l;
+  return launch_groups(a.device, std::move(k), L);
 }
 
 std::unique_ptr<ClOp> make_softmax(const OpArgs& a) {
@@ -29,16 +24,17 @@ std::unique_ptr<ClOp> make_softmax(const OpArgs& a) {
   const cl_program prog = a.program("nn");
   const std::int64_t lines = g.outer * g.inner;
   if (g.inner == 1 && g.n >= kRowsFrom) {
-    Kernel k =
-        grad ? make_kernel(prog, "softmax_grad_rows", a.in[0], a.in[1], a.out, to_int(g.n), log_out)
-             : make_kernel(prog, "softmax_rows", a.in[0], a.out, to_int(g.n), log_out);
-    return make_seq(per_line_groups(a, std::move(k), lines, g.n));
+    Kernel k = grad ? make_kernel(prog, "softmax_grad_rows", a.in[0], a.in[1], a.out, to_int(lines),
+                                  to_int(g.n), log_out)
+                    : make_kernel(prog, "softmax_rows", a.in[0], a.out, to_int(lines), to_int(g.n),
+                                  log_out);
+    return make_seq(line_groups(a, std::move(k), g.n));
   }
   Kernel k = grad ? make_kernel(prog, "softmax_grad_lines", a.in[0], a.in[1], a.out, to_int(lines),
                                 to_int(g.n), to_int(g.inner), log_out)
                   : make_kernel(prog, "softmax_lines", a.in[0], a.out, to_int(lines), to_int(g.n),
                                 to_int(g.inner), log_out);
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(lines)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 std::unique_ptr<ClOp> make_xent(const OpArgs& a) {
@@ -48,15 +44,16 @@ std::unique_ptr<ClOp> make_xent(const OpArgs& a) {
   if (a.in_types[1].dtype == DType::i32) {
     Kernel k = make_kernel(prog, "xent_ids", a.in[0], a.in[1], a.out, to_int(rows), to_int(classes),
                            a.status, cl_int{a.status_slot});
-    return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(rows)));
+    return make_seq(launch_1d(a.device, std::move(k)));
   }
   if (classes >= kRowsFrom) {
-    Kernel k = make_kernel(prog, "xent_rows", a.in[0], a.in[1], a.out, to_int(classes));
-    return make_seq(per_line_groups(a, std::move(k), rows, classes));
+    Kernel k =
+        make_kernel(prog, "xent_rows", a.in[0], a.in[1], a.out, to_int(rows), to_int(classes));
+    return make_seq(line_groups(a, std::move(k), classes));
   }
   Kernel k =
       make_kernel(prog, "xent_lines", a.in[0], a.in[1], a.out, to_int(rows), to_int(classes));
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(rows)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 std::unique_ptr<ClOp> make_xent_grad(const OpArgs& a) {
@@ -70,7 +67,7 @@ std::unique_ptr<ClOp> make_xent_grad(const OpArgs& a) {
                         to_int(classes), fused, a.status, cl_int{a.status_slot})
           : make_kernel(prog, "xent_grad", a.in[0], a.in[1], a.in[2], a.out, to_int(rows),
                         to_int(classes), fused);
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(rows)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 }  // namespace

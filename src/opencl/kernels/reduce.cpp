@@ -98,24 +98,14 @@ std::unique_ptr<ClOp> reduction(const OpArgs& a, cl_mem x, const ReduceGeom& g, 
   }
   const cl_float s1 = parts > 1 ? 1.0f : scale;
   set_args(probe.get(), x, dst, to_int(g.n_out), g.kd, g.ks, g.rd, g.rs, to_int(g.R), to_int(chunk),
-           s1);
+           to_int(parts), s1);
   std::vector<Launch> launches;
-  Launch l;
-  l.dims = 2;
-  if (rows) {
-    l.local = {L, 1};
-    l.global = {static_cast<std::size_t>(g.n_out) * L, static_cast<std::size_t>(parts)};
-    l.kernel = std::move(probe);
-  } else {
-    l = launch_1d(a.device, std::move(probe), static_cast<std::size_t>(g.n_out));
-    l.dims = 2;
-    l.global[1] = static_cast<std::size_t>(parts);
-  }
-  launches.push_back(std::move(l));
+  launches.push_back(rows ? launch_groups(a.device, std::move(probe), L)
+                          : launch_1d(a.device, std::move(probe)));
   if (parts > 1) {
     Kernel fin = make_kernel(prog, ("reduce_parts_" + op).c_str(), dst, a.out, to_int(g.n_out),
                              to_int(parts), cl_float{scale});
-    launches.push_back(launch_1d(a.device, std::move(fin), static_cast<std::size_t>(g.n_out)));
+    launches.push_back(launch_1d(a.device, std::move(fin)));
   }
   return std::make_unique<KernelSeq>(std::move(launches), std::move(scratch));
 }
@@ -154,7 +144,7 @@ std::unique_ptr<ClOp> make_reduce_max_grad(const OpArgs& a) {
   const std::int64_t lines = g.outer * g.inner;
   Kernel k = make_kernel(a.program("reduce"), "reduce_max_grad", a.in[0], a.in[1], a.in[2], a.out,
                          to_int(lines), to_int(g.n), to_int(g.inner));
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(lines)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
@@ -163,7 +153,7 @@ std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
   const std::int64_t total = a.out_shape().numel();
   Kernel k = make_kernel(a.program("reduce"), "expand_f32", a.in[0], a.out, to_int(total),
                          to_int(g.n), to_int(g.inner), s);
-  return make_seq(launch_1d(a.device, std::move(k), static_cast<std::size_t>(total)));
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 }  // namespace
