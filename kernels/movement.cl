@@ -46,3 +46,8 @@ kernel void transpose4(global const uint* x, global uint* y, const int total, co
     y[i] = x[i0 * is.x + i1 * is.y + i2 * is.z + i3 * is.w];
   }
 }
+
+// Every element set to v (the zeros under slice_grad_n's pieces).
+kernel void fill_f32(global float* out, const int total, const float v) {
+  FOR_EACH(i, total) out[i] = v;
+}

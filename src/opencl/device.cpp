@@ -151,25 +151,27 @@ Device::Device(const DeviceInfo& info) : info_(info) {
 
   // Out-of-order when the device reports it; some drivers still refuse the property at
   // creation, which leaves only the in-order queue.
+  // Every queue records command times (for traces); OpenCL requires the capability.
   const auto qprops = device_value<cl_command_queue_properties>(dev, CL_DEVICE_QUEUE_PROPERTIES);
+  const cl_command_queue_properties prof = qprops & CL_QUEUE_PROFILING_ENABLE;
   if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) {
     cl_int err = CL_SUCCESS;
     cl_command_queue q =
-        clCreateCommandQueue(ctx_.get(), dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+        clCreateCommandQueue(ctx_.get(), dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | prof, &err);
     if (err == CL_SUCCESS) {
       ooo_queue_ = Queue(q);
     } else if (err != CL_INVALID_QUEUE_PROPERTIES) {
       check(err, "clCreateCommandQueue", __FILE__, __LINE__, "out-of-order queue");
     }
   }
-  in_order_queue_ = Queue(HG_CL_CREATE(clCreateCommandQueue, ctx_.get(), dev, 0));
+  in_order_queue_ = Queue(HG_CL_CREATE(clCreateCommandQueue, ctx_.get(), dev, prof));
   // Independent GEMMs overlap across these; one per compute unit up to 4 is plenty. PoCL gets
   // one: CLBlast's kernels run on grids that depend on the shapes, and PoCL 3.1 aborts when one
   // kernel runs at once with two grid sizes (see FOR_EACH in kernels/*.cl). Its GEMMs use every
   // core anyway.
   const std::size_t ng = pocl_ ? 1 : std::clamp<std::size_t>(compute_units_, 2, 4);
   for (std::size_t i = 0; i < ng; ++i)
-    gemm_queues_.emplace_back(HG_CL_CREATE(clCreateCommandQueue, ctx_.get(), dev, 0));
+    gemm_queues_.emplace_back(HG_CL_CREATE(clCreateCommandQueue, ctx_.get(), dev, prof));
 
   std::string options = "-cl-std=CL1.2";
   const auto fp = device_value<cl_device_fp_config>(dev, CL_DEVICE_SINGLE_FP_CONFIG);

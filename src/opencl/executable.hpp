@@ -59,6 +59,9 @@ class OpenClExecutable final : public Executable {
   void launch_async() override;
   void finish_async() override;
   void settle_for_access(std::uint32_t node) override;
+  void set_recording(bool on) override { recording_ = on; }
+  std::vector<Executable::Event> last_run_events() const override { return last_events_; }
+  void add_trace_events(TraceWriter& w, std::int64_t run) override;
 
  private:
   struct InputBuf {
@@ -70,7 +73,7 @@ class OpenClExecutable final : public Executable {
     bool zero_copy = true;
     bool mapped = true;                  // zero-copy: mapped for the host right now
     std::vector<std::uint32_t> readers;  // work nodes that read it (through views too)
-    Event remap;                         // this run's map after the last reader
+    cl::Event remap;                     // this run's map after the last reader
   };
   struct LabelCheck {
     std::uint32_t node = 0;    // the cross-entropy node
@@ -110,12 +113,18 @@ class OpenClExecutable final : public Executable {
   std::vector<char> checked_;   // per node: has a label check (waits for the status reset)
   Mem status_;                  // one int per label check: smallest bad row, INT_MAX when none
   bool device_checks_ = false;  // some labels are computed: read status_ after each run
-  Event status_reset_;
-  std::vector<Event> ev_;  // this run's event per node
+  cl::Event status_reset_;
+  std::vector<cl::Event> ev_;     // this run's event per node
+  std::vector<cl::Event> first_;  // the first command's, for nodes of several (when recording)
+  bool recording_ = false;
+  std::int64_t clock_offset_ns_ = 0;            // host steady clock minus device clock, this run
+  std::vector<Executable::Event> last_events_;  // the last recorded run, host clock
+  /// Reads the command times of the run just finished into last_events_.
+  void collect_events();
   bool in_flight_ = false;
   std::int64_t inject_ = -1;
   Fault fault_ = Fault::fail_event;
-  Event injected_;
+  cl::Event injected_;
   bool pending_ = false;           // injected_ has no status yet
   std::int64_t forced_fail_ = -1;  // this run's fail_event node
 };

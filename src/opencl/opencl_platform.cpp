@@ -2,6 +2,7 @@
 // Platform::opencl* functions.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <map>
@@ -17,6 +18,12 @@ namespace detail::cl {
 namespace {
 
 std::atomic<bool> g_force_staged{false};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 void sort_unique(std::vector<std::uint32_t>& v) {
   std::sort(v.begin(), v.end());
@@ -349,7 +356,7 @@ void OpenClExecutable::check_labels_on_host() const {
 
 void OpenClExecutable::enqueue_input_unmaps() {
   for (InputBuf& in : inputs_) {
-    Event& ev = ev_[in.node];
+    cl::Event& ev = ev_[in.node];
     if (in.zero_copy) {
       // Kernels may use the buffer only once the host mapping is gone.
       HG_CL(clEnqueueUnmapMemObject(q_, in.mem, in.host, 0, nullptr, ev.out()));
@@ -384,12 +391,14 @@ void OpenClExecutable::enqueue_input_remaps() {
 
 void OpenClExecutable::launch() {
   check_labels_on_host();  // before anything is enqueued, as the CPU platform does
-  for (Event& e : ev_) e.reset();
+  for (cl::Event& e : ev_) e.reset();
   for (InputBuf& in : inputs_) in.remap.reset();
   status_reset_.reset();
   injected_.reset();
   forced_fail_ = -1;
+  if (recording_) first_.assign(ev_.size(), {});
   in_flight_ = true;
+  const std::int64_t host_t0 = steady_ns();
   try {
     if (device_checks_) {
       const cl_int none = INT_MAX;
@@ -414,12 +423,12 @@ void OpenClExecutable::launch() {
           if (fault_ == Fault::fail_event) {
             forced_fail_ = i;
           } else {
-            injected_ = Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
+            injected_ = cl::Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
             pending_ = true;
             wl.push_back(injected_.get());
           }
         }
-        ev_[i] = ops_[i]->enqueue(q_, wl);
+        ev_[i] = ops_[i]->enqueue(q_, wl, recording_ ? &first_[i] : nullptr);
       } catch (const PlatformError& e) {
         const PlanNode& node = plan().nodes[i];
         throw PlatformError("node " + node.label + " (" + std::string(op_name(node.op)) +
@@ -428,6 +437,19 @@ void OpenClExecutable::launch() {
     }
     enqueue_input_remaps();
     HG_CL(clFlush(q_));
+    if (recording_) {
+      // The device clock against the host's: the first command was queued just after host_t0.
+      const cl_event anchor = status_reset_      ? status_reset_.get()
+                              : !inputs_.empty() ? ev_[inputs_[0].node].get()
+                              : !work_.empty()   ? ev_[work_[0]].get()
+                                                 : nullptr;
+      cl_ulong queued = 0;
+      if (anchor != nullptr) {
+        HG_CL(clGetEventProfilingInfo(anchor, CL_PROFILING_COMMAND_QUEUED, sizeof(queued), &queued,
+                                      nullptr));
+      }
+      clock_offset_ns_ = host_t0 - static_cast<std::int64_t>(queued);
+    }
   } catch (...) {
     release_hold(true);  // nothing may wait forever on the test's event
     settle_each();
@@ -462,12 +484,12 @@ bool OpenClExecutable::settle_all() {
 void OpenClExecutable::settle_each() {
   // Each event on its own: after a failure a wait on many may return before all are done, and
   // nothing may still be running when the buffers are touched again.
-  auto wait_one = [](const Event& e) {
+  auto wait_one = [](const cl::Event& e) {
     if (!e) return;
     const cl_event raw = e.get();
     clWaitForEvents(1, &raw);
   };
-  for (const Event& e : ev_) wait_one(e);
+  for (const cl::Event& e : ev_) wait_one(e);
   for (const InputBuf& in : inputs_) wait_one(in.remap);
   wait_one(status_reset_);
 }
@@ -513,6 +535,7 @@ void OpenClExecutable::finish() {
     }
   }
   restore_maps();
+  if (recording_ && failure.empty()) collect_events();
   if (!failure.empty()) {
     // A device fault may have cost the context: later compiles get a fresh one.
     dev_->mark_broken();
@@ -536,6 +559,40 @@ void OpenClExecutable::finish() {
       throw FeedError("node " + plan().nodes[c.node].label + ": " + id + " at row " +
                       std::to_string(row) + " is outside [0, " + std::to_string(c.classes) + ")");
     }
+  }
+}
+
+// ---- traces --------------------------------------------------------------------------------
+
+void OpenClExecutable::collect_events() {
+  last_events_.clear();
+  auto when = [&](const cl::Event& e, cl_profiling_info what) {
+    cl_ulong t = 0;
+    HG_CL(clGetEventProfilingInfo(e.get(), what, sizeof(t), &t, nullptr));
+    return static_cast<std::int64_t>(t) + clock_offset_ns_;
+  };
+  for (std::uint32_t i : work_) {
+    const cl::Event& start = first_[i] ? first_[i] : ev_[i];
+    last_events_.push_back({i, ops_[i]->lane(), when(start, CL_PROFILING_COMMAND_START),
+                            when(ev_[i], CL_PROFILING_COMMAND_END)});
+  }
+}
+
+void OpenClExecutable::add_trace_events(TraceWriter& w, std::int64_t run) {
+  std::vector<std::string> lanes = {"OpenCL queue (" + dev_->info().name + ")"};
+  for (std::size_t k = 0; k < dev_->gemm_queue_count(); ++k)
+    lanes.push_back("CLBlast queue " + std::to_string(k));
+  w.set_lanes(lanes);
+  for (const Executable::Event& e : last_events_) {
+    const PlanNode& n = plan().nodes[e.node];
+    const std::string name =
+        n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
+    std::size_t in_bytes = 0;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();
+    }
+    w.add(name, std::string(op_name(n.op)), e.lane, e.start_ns, e.end_ns, n.label, run, in_bytes,
+          n.type.bytes());
   }
 }
 

@@ -67,7 +67,7 @@ std::unique_ptr<ClOp> make_seq(Launch l) {
   return std::make_unique<KernelSeq>(std::move(v));
 }
 
-Event KernelSeq::enqueue(cl_command_queue q, std::span<const cl_event> wait) {
+Event KernelSeq::enqueue(cl_command_queue q, std::span<const cl_event> wait, Event* first) {
   Event prev;
   for (std::size_t i = 0; i < launches_.size(); ++i) {
     Launch& l = launches_[i];
@@ -77,6 +77,7 @@ Event KernelSeq::enqueue(cl_command_queue q, std::span<const cl_event> wait) {
     const cl_event* list = i == 0 ? wait.data() : &prev_ev;
     HG_CL(clEnqueueNDRangeKernel(q, l.kernel.get(), l.dims, nullptr, l.global.data(),
                                  l.local.data(), nwait, nwait ? list : nullptr, ev.out()));
+    if (i == 0 && first != nullptr && launches_.size() > 1) *first = ev;
     prev = std::move(ev);
   }
   return prev;

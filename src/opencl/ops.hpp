@@ -22,8 +22,11 @@ class ClOp {
  public:
   virtual ~ClOp() = default;
   /// Enqueues the work on `q` after every event in `wait`; returns the event of its
-  /// completion. Throws PlatformError when an enqueue fails.
-  virtual Event enqueue(cl_command_queue q, std::span<const cl_event> wait) = 0;
+  /// completion, and in `first` (when not null and the work is several commands) the event of
+  /// its first command, for traces. Throws PlatformError when an enqueue fails.
+  virtual Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event* first) = 0;
+  /// The trace lane of its commands: 0 for the main queue, 1 + i for CLBlast's queue i.
+  virtual int lane() const { return 0; }
 };
 
 /// Everything known about a node when its op is created (compile time).
@@ -97,7 +100,7 @@ class KernelSeq final : public ClOp {
  public:
   explicit KernelSeq(std::vector<Launch> launches, std::vector<Mem> scratch = {})
       : launches_(std::move(launches)), scratch_(std::move(scratch)) {}
-  Event enqueue(cl_command_queue q, std::span<const cl_event> wait) override;
+  Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event* first) override;
 
  private:
   std::vector<Launch> launches_;

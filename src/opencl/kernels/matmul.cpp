@@ -92,7 +92,10 @@ struct Geom {
 class GemmOp final : public ClOp {
  public:
   explicit GemmOp(const OpArgs& a)
-      : dev_(a.device), label_(a.node.label), queue_(a.device.gemm_queue(a.index)) {
+      : dev_(a.device),
+        label_(a.node.label),
+        queue_index_(a.index % a.device.gemm_queue_count()),
+        queue_(a.device.gemm_queue(queue_index_)) {
     const Shape& sa = a.in_shape(0);
     const Shape& sb = a.in_shape(1);
     g_.ta = a.node.attrs.trans_a;
@@ -126,7 +129,9 @@ class GemmOp final : public ClOp {
     }
   }
 
-  Event enqueue(cl_command_queue, std::span<const cl_event> wait) override {
+  int lane() const override { return 1 + static_cast<int>(queue_index_); }
+
+  Event enqueue(cl_command_queue, std::span<const cl_event> wait, Event* first) override {
     Event ev;
     cl_command_queue q = queue_;
     if (!wait.empty()) {
@@ -149,6 +154,7 @@ class GemmOp final : public ClOp {
                                  sz(g_.n), sz(g_.k), 1.0f, a_, a_off(b), lda(), b_, b_off(b), ldb(),
                                  0.0f, c_, c_off(b), sz(g_.n), &q, e.out(), temp_.get());
         if (s != clblast::StatusCode::kSuccess) fail("Gemm", s);
+        if (b == 0 && first != nullptr && g_.batch > 1) *first = e;
         ev = std::move(e);
       }
     }
@@ -174,6 +180,7 @@ class GemmOp final : public ClOp {
 
   Device& dev_;
   std::string label_;
+  std::size_t queue_index_;
   cl_command_queue queue_;
   Geom g_;
   cl_mem a_ = nullptr, b_ = nullptr, c_ = nullptr;

@@ -39,6 +39,21 @@ std::unique_ptr<ClOp> make_slice_grad(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// slice_grad_n(like, g_1..g_n) with attrs.ints = b1, e1, b2, e2, ...: zeros, then each
+// gradient copied into its (disjoint) range along the axis.
+std::unique_ptr<ClOp> make_slice_grad_n(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  std::vector<Launch> launches;
+  Kernel zero = make_kernel(a.program("movement"), "fill_f32", a.out, to_int(a.out_shape().numel()),
+                            cl_float{0.0f});
+  launches.push_back(launch_1d(a.device, std::move(zero)));
+  for (std::size_t i = 1; i < a.in.size(); ++i) {
+    const std::int64_t b = a.node.attrs.ints[2 * (i - 1)], e = a.node.attrs.ints[2 * (i - 1) + 1];
+    launches.push_back(band(a, a.in[i], e - b, 0, a.out, g.n, b, e - b, g.outer, g.inner));
+  }
+  return std::make_unique<KernelSeq>(std::move(launches));
+}
+
 // Each input's band is its own launch; they write disjoint parts of the output.
 std::unique_ptr<ClOp> make_concat(const OpArgs& a) {
   const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
@@ -95,7 +110,7 @@ std::unique_ptr<ClOp> make_transpose(const OpArgs& a) {
 class FillOp final : public ClOp {
  public:
   FillOp(cl_mem buf, std::size_t bytes, float value) : buf_(buf), bytes_(bytes), value_(value) {}
-  Event enqueue(cl_command_queue q, std::span<const cl_event> wait) override {
+  Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event*) override {
     Event ev;
     HG_CL(clEnqueueFillBuffer(q, buf_, &value_, sizeof(value_), 0, bytes_,
                               static_cast<cl_uint>(wait.size()),
@@ -117,7 +132,7 @@ std::unique_ptr<ClOp> make_grad_seed(const OpArgs& a) {
 class CopyOp final : public ClOp {
  public:
   CopyOp(cl_mem src, cl_mem dst, std::size_t bytes) : src_(src), dst_(dst), bytes_(bytes) {}
-  Event enqueue(cl_command_queue q, std::span<const cl_event> wait) override {
+  Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event*) override {
     Event ev;
     if (src_ == dst_) {  // assign(v, v): nothing to copy
       HG_CL(clEnqueueMarkerWithWaitList(q, static_cast<cl_uint>(wait.size()),
@@ -143,6 +158,7 @@ std::unique_ptr<ClOp> make_assign_copy(const OpArgs& a) {
 void register_movement_ops(OpTable& t) {
   t[static_cast<std::size_t>(OpKind::Slice)] = {"cl_copy_band", make_slice};
   t[static_cast<std::size_t>(OpKind::SliceGrad)] = {"cl_slice_grad", make_slice_grad};
+  t[static_cast<std::size_t>(OpKind::SliceGradN)] = {"cl_place_pieces", make_slice_grad_n};
   t[static_cast<std::size_t>(OpKind::Concat)] = {"cl_copy_band", make_concat};
   t[static_cast<std::size_t>(OpKind::ConcatGrad)] = {"cl_copy_band", make_concat_grad};
   t[static_cast<std::size_t>(OpKind::Transpose)] = {"cl_transpose", make_transpose};
