@@ -29,6 +29,8 @@ class OpenClExecutable final : public Executable {
   ~OpenClExecutable() override;
 
   std::string kernel_name(std::uint32_t node) const override;
+  /// "opencl out-of-order queue" or "opencl in-order queue"; lanes are the queues.
+  EngineReport engine_report() const override;
   Device& device() const { return *dev_; }
   bool out_of_order() const { return dev_->queue(false) == q_ && dev_->out_of_order_supported(); }
   /// How many inputs are handed to the caller as mapped device memory (the rest go through a
@@ -117,11 +119,13 @@ class OpenClExecutable final : public Executable {
   std::vector<cl::Event> ev_;     // this run's event per node
   std::vector<cl::Event> first_;  // the first command's, for nodes of several (when recording)
   bool recording_ = false;
+  std::int64_t run_t0_ns_ = 0;                  // host steady clock when this run's launch began
   std::int64_t clock_offset_ns_ = 0;            // host steady clock minus device clock, this run
   std::vector<Executable::Event> last_events_;  // the last recorded run, host clock
   /// Reads the command times of the run just finished into last_events_.
   void collect_events();
   bool in_flight_ = false;
+  int runs_ = 0;
   std::int64_t inject_ = -1;
   Fault fault_ = Fault::fail_event;
   cl::Event injected_;

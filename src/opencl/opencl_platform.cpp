@@ -9,6 +9,7 @@
 #include <mutex>
 #include <queue>
 
+#include "compiler/graph_stats.hpp"
 #include "hetgraph/error.hpp"
 #include "opencl/executable.hpp"
 
@@ -281,6 +282,21 @@ std::string OpenClExecutable::kernel_name(std::uint32_t node) const {
   return std::string(names_[node]);
 }
 
+EngineReport OpenClExecutable::engine_report() const {
+  EngineReport r;
+  r.engine = out_of_order() ? "opencl out-of-order queue" : "opencl in-order queue";
+  r.executors = 1 + static_cast<int>(dev_->gemm_queue_count());  // the trace lanes
+  r.threads_per_executor = static_cast<int>(dev_->compute_units());
+  r.runs = runs_;
+  const GraphStats st = graph_stats(plan());
+  r.nodes = st.nodes;
+  r.heavy_nodes = st.heavy;
+  r.heavy_levels = st.heavy_levels;
+  r.max_width = st.max_width;
+  r.avg_width = st.avg_width;
+  return r;
+}
+
 // ---- host access ---------------------------------------------------------------------------
 
 void* OpenClExecutable::host_pointer(std::uint32_t node) {
@@ -391,6 +407,7 @@ void OpenClExecutable::enqueue_input_remaps() {
 
 void OpenClExecutable::launch() {
   check_labels_on_host();  // before anything is enqueued, as the CPU platform does
+  ++runs_;
   for (cl::Event& e : ev_) e.reset();
   for (InputBuf& in : inputs_) in.remap.reset();
   status_reset_.reset();
@@ -398,7 +415,7 @@ void OpenClExecutable::launch() {
   forced_fail_ = -1;
   if (recording_) first_.assign(ev_.size(), {});
   in_flight_ = true;
-  const std::int64_t host_t0 = steady_ns();
+  run_t0_ns_ = steady_ns();
   try {
     if (device_checks_) {
       const cl_int none = INT_MAX;
@@ -437,19 +454,6 @@ void OpenClExecutable::launch() {
     }
     enqueue_input_remaps();
     HG_CL(clFlush(q_));
-    if (recording_) {
-      // The device clock against the host's: the first command was queued just after host_t0.
-      const cl_event anchor = status_reset_      ? status_reset_.get()
-                              : !inputs_.empty() ? ev_[inputs_[0].node].get()
-                              : !work_.empty()   ? ev_[work_[0]].get()
-                                                 : nullptr;
-      cl_ulong queued = 0;
-      if (anchor != nullptr) {
-        HG_CL(clGetEventProfilingInfo(anchor, CL_PROFILING_COMMAND_QUEUED, sizeof(queued), &queued,
-                                      nullptr));
-      }
-      clock_offset_ns_ = host_t0 - static_cast<std::int64_t>(queued);
-    }
   } catch (...) {
     release_hold(true);  // nothing may wait forever on the test's event
     settle_each();
@@ -566,6 +570,18 @@ void OpenClExecutable::finish() {
 
 void OpenClExecutable::collect_events() {
   last_events_.clear();
+  // The device clock against the host's: the run's first command was queued just after
+  // run_t0_ns_ (profiling times are readable once a command is complete, as all are now).
+  const cl_event anchor = status_reset_      ? status_reset_.get()
+                          : !inputs_.empty() ? ev_[inputs_[0].node].get()
+                          : !work_.empty()   ? ev_[work_[0]].get()
+                                             : nullptr;
+  cl_ulong queued = 0;
+  if (anchor != nullptr) {
+    HG_CL(clGetEventProfilingInfo(anchor, CL_PROFILING_COMMAND_QUEUED, sizeof(queued), &queued,
+                                  nullptr));
+  }
+  clock_offset_ns_ = run_t0_ns_ - static_cast<std::int64_t>(queued);
   auto when = [&](const cl::Event& e, cl_profiling_info what) {
     cl_ulong t = 0;
     HG_CL(clGetEventProfilingInfo(e.get(), what, sizeof(t), &t, nullptr));
