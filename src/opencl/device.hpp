@@ -59,14 +59,11 @@ class Device {
   }
   std::size_t gemm_queue_count() const { return gemm_queues_.size(); }
   std::size_t max_work_group() const { return max_wg_; }
-  /// Work-groups of every kernel launch: 2 per compute unit on a CPU (each core runs one
-  /// work-group at a time; more only adds per-group overhead, measured on PoCL), 8 elsewhere
-  /// (GPUs hide memory latency with several resident groups). Fixed per device, so launch
-  /// sizes (and results) never depend on the tensor or on timing.
-  std::size_t grid_groups() const {
-    const std::size_t per_unit = (info_.type & CL_DEVICE_TYPE_CPU) ? 2 : 8;
-    return std::clamp<std::size_t>(per_unit * compute_units_, 2, 1024);
-  }
+  /// Work-groups of every kernel launch: 8 per compute unit, at most 1024. Fixed per device,
+  /// so launch sizes (and results) never depend on the tensor or on timing. (On PoCL, 2 per
+  /// unit made small graphs' steps slightly faster and wide graphs slower: A/B runs of
+  /// mnist-softmax and par-matmul-512 within noise of each other, par-matmul favouring 8.)
+  std::size_t grid_groups() const { return std::clamp<std::size_t>(8 * compute_units_, 8, 1024); }
   cl_uint compute_units() const { return compute_units_; }
   std::size_t max_alloc() const { return max_alloc_; }
   ProgramCache& programs() { return *programs_; }
