@@ -81,7 +81,7 @@ struct OpenClOptions {
   /// first device of any type. Setting one index only takes 0 for the other.
   int platform_index = -1;
   int device_index = -1;
-  /// true: one in-order queue, nodes run one at a time in plan order (a serial reference run).
+  /// true: one in-order queue, nodes run one at a time in dependency order (a serial run).
   /// false: an out-of-order queue where the device has one, so independent nodes may overlap.
   bool in_order = false;
 };

@@ -67,7 +67,7 @@ class Device {
   cl_uint compute_units() const { return compute_units_; }
   std::size_t max_alloc() const { return max_alloc_; }
   ProgramCache& programs() { return *programs_; }
-  /// "opencl:<device name>" for messages.
+  /// "OpenCL device <name>", for messages.
   std::string label() const { return "OpenCL device " + info_.name; }
 
   /// True the first time it is asked for `what` on this device (one-time preparations).
