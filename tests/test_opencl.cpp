@@ -247,8 +247,9 @@ TEST(Events, RecordedScheduleRespectsDependencies) {
       kernels += work;
       if (!work) continue;
       for (std::uint32_t d : p.nodes[i].deps) {
-        if (seen[d])
+        if (seen[d]) {
           EXPECT_GE(start[i], end[d]) << p.nodes[i].label << " after " << p.nodes[d].label;
+        }
       }
     }
     EXPECT_EQ(kernels, 24 * 3 + 23);  // matmul, add, log per branch; the sum tree
