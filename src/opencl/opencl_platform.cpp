@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <queue>
 
 #include "compiler/graph_stats.hpp"
 #include "hetgraph/error.hpp"
@@ -33,39 +32,6 @@ void sort_unique(std::vector<std::uint32_t>& v) {
 
 std::size_t labels_input(OpKind op) {
   return op == OpKind::CrossEntropy ? 1 : 2;
-}
-
-// The plan's nodes in an order that respects every dependency, plan order where free. The
-// plan order itself need not: the compiler adds "every reader before the assign" edges after
-// ordering, so a reader can come after the assign that must wait for it.
-std::vector<std::uint32_t> dependency_order(const Plan& p) {
-  const std::size_t n = p.nodes.size();
-  std::vector<std::uint32_t> missing(n, 0), order;
-  order.reserve(n);
-  std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    missing[i] = static_cast<std::uint32_t>(p.nodes[i].deps.size());
-    if (missing[i] == 0) ready.push(i);
-  }
-  while (!ready.empty()) {
-    const std::uint32_t i = ready.top();
-    ready.pop();
-    order.push_back(i);
-    for (std::uint32_t s : p.nodes[i].succs) {
-      if (--missing[s] == 0) ready.push(s);
-    }
-  }
-  if (order.size() != n) {
-    std::string stuck;
-    for (std::uint32_t i = 0; i < n && stuck.size() < 300; ++i) {
-      if (missing[i] > 0) stuck += (stuck.empty() ? "" : ", ") + p.nodes[i].label;
-    }
-    throw GraphError(
-        "the execution dependencies form a cycle (assigns that each must run after "
-        "the other's readers?) among: " +
-        stuck);
-  }
-  return order;
 }
 
 }  // namespace
@@ -210,12 +176,13 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   // mark node i's value as complete.
   std::vector<std::vector<std::uint32_t>> done(n);
   waits_.resize(n);
-  const std::vector<std::uint32_t> order = dependency_order(p);
+  // Plan order respects every dependency (assign ordering included), so enqueueing in it
+  // makes every wait one on an earlier event.
   work_.clear();
-  for (std::uint32_t i : order) {
-    if (ops_[i]) work_.push_back(i);  // enqueued in this order: every wait is on an earlier event
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (ops_[i]) work_.push_back(i);
   }
-  for (std::uint32_t i : order) {
+  for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
     if (ops_[i] || node.storage == Storage::Input) {
       done[i] = {i};
