@@ -34,9 +34,10 @@ struct Options {
 [[noreturn]] void usage(int code) {
   std::fprintf(
       code ? stderr : stdout,
-      "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu]\n"
+      "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl]\n"
       "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
       "NxT|auto]\n"
+      "                      (opencl: --engine out-of-order|in-order)\n"
       "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
       "                      [--trace FILE] [--no-fuse] [--no-mapped] [--json] [--list]\n");
   std::exit(code);
@@ -109,6 +110,11 @@ Options parse(int argc, char** argv) {
 }
 
 hetgraph::Platform make_platform(const Options& o) {
+  if (o.platform == "opencl") {  // --engine in-order: one in-order queue (a serial run)
+    if (o.engine != "sequential" && o.engine != "in-order" && o.engine != "out-of-order")
+      throw hetgraph::PlatformError("--platform opencl takes --engine in-order or out-of-order");
+    return hetgraph::Platform::opencl({.in_order = o.engine == "in-order"});
+  }
   if (o.platform != "cpu") throw hetgraph::PlatformError("unknown platform '" + o.platform + "'");
   hetgraph::CpuOptions c;
   c.engine = hetgraph::parse_engine(o.engine);

@@ -340,3 +340,51 @@ TEST(Variables, InitialisersAreDeterministic) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every reader of a variable's old value runs before the assign that overwrites it, in every
+// engine (the sequential one runs in plan order, so the order itself must respect this).
+TEST(Assign, SimultaneousUpdatesReadOldValuesOnEveryPlatform) {
+  for (const auto& pc : testing_util::platforms()) {
+    Graph g;
+    auto c = g.variable("c", {}, Initializer::fill(1.0f));
+    auto d = g.variable("d", {}, Initializer::fill(2.0f));
+    auto step = group({assign(c, d * 2.0f + 1.0f), assign(d, d + c)});
+    auto cg = GraphCompiler(pc.make()).compile(g, {}, {step});
+    cg.run();
+    EXPECT_EQ(cg.read(c)[0], 5.0f) << pc.name;
+    EXPECT_EQ(cg.read(d)[0], 3.0f) << pc.name;
+    cg.run();
+    EXPECT_EQ(cg.read(c)[0], 7.0f) << pc.name;
+    EXPECT_EQ(cg.read(d)[0], 8.0f) << pc.name;
+  }
+}
+
+TEST(Assign, UnorderableAssignsAreAGraphError) {
+  Graph g;
+  auto a = g.variable("a", {2}, Initializer::fill(1.0f));
+  auto b = g.variable("b", {2}, Initializer::fill(2.0f));
+  auto swap = group({assign(a, b).named("a<-b"), assign(b, a).named("b<-a")});
+  try {
+    GraphCompiler().compile(g, {}, {swap});
+    FAIL() << "expected GraphError";
+  } catch (const GraphError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'a<-b'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'b<-a'"), std::string::npos) << m;
+  }
+  // computing the new values into fresh nodes first makes it orderable
+  Graph g2;
+  auto p = g2.variable("p", {2}, Initializer::fill(1.0f));
+  auto q = g2.variable("q", {2}, Initializer::fill(2.0f));
+  auto ok = group({assign(p, q + 0.0f), assign(q, p + 0.0f)});
+  for (const auto& pc : testing_util::platforms()) {
+    auto cg = GraphCompiler(pc.make()).compile(g2, {}, {ok});
+    cg.run();
+    EXPECT_EQ(cg.read(p), (std::vector<float>{2, 2})) << pc.name;
+    EXPECT_EQ(cg.read(q), (std::vector<float>{1, 1})) << pc.name;
+  }
+}
+
+}  // namespace

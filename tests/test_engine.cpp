@@ -413,7 +413,8 @@ TEST(EngineTrace, ChromeTraceJsonParsesWithOneTrackPerExecutor) {
     auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
     cg.start_trace(path);
     cg.run({{"a", av}, {"b", bv}});
-    cg.run({{"a", av}, {"b", bv}});
+    cg.run_async({{"a", av}, {"b", bv}});  // asynchronous runs are traced too
+    cg.wait();
     cg.stop_trace();
     // Validated by a real JSON parser, with the fields Perfetto needs.
     const std::string check =

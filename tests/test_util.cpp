@@ -1,5 +1,6 @@
 #include "test_util.hpp"
 
+#include <cstdlib>
 #include <sstream>
 
 namespace testing_util {
@@ -19,7 +20,17 @@ std::vector<PlatformCase> platforms() {
                                                    .executors = 2,
                                                    .threads_per_executor = 1});
                  }});
+  // OpenCL where a device exists. With HETGRAPH_REQUIRE_OPENCL=1 (set by CTest) it is always
+  // listed, so a machine without a device fails the tests instead of skipping them silently.
+  if (opencl_required() || hetgraph::Platform::opencl_available()) {
+    out.push_back({"opencl", [] { return hetgraph::Platform::opencl(); }});
+  }
   return out;
+}
+
+bool opencl_required() {
+  const char* v = std::getenv("HETGRAPH_REQUIRE_OPENCL");
+  return v != nullptr && *v != '\0' && *v != '0';
 }
 
 std::vector<std::vector<float>> run_checked(const PlatformCase& pc, const hetgraph::Graph& g,

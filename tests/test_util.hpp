@@ -27,6 +27,8 @@ inline std::ostream& operator<<(std::ostream& os, const PlatformCase& p) {
 
 /// Every platform present on this machine, with the thread counts worth covering.
 std::vector<PlatformCase> platforms();
+/// HETGRAPH_REQUIRE_OPENCL=1: OpenCL tests must run (a missing device is a failure).
+bool opencl_required();
 
 inline std::vector<float> random_vec(std::size_t n, std::uint32_t seed, float lo = -1.0f,
                                      float hi = 1.0f) {

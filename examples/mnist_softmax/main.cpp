@@ -96,7 +96,8 @@ hetgraph::Platform make_platform(const Args& a) {
     o.threads_per_executor = a.threads_per_executor;
     return hetgraph::Platform::cpu(o);
   }
-  throw hetgraph::PlatformError("--platform " + a.platform + ": not available (choose cpu)");
+  if (a.platform == "opencl") return hetgraph::Platform::opencl();  // HETGRAPH_OPENCL_DEVICE picks
+  throw hetgraph::PlatformError("--platform " + a.platform + ": unknown (choose cpu or opencl)");
 }
 
 int run(const Args& args) {

@@ -75,10 +75,41 @@ struct EngineReport {
   std::vector<Trial> search;  // automatic: each configuration tried, in order
 };
 
+/// Which OpenCL device runs compiled graphs, and how.
+struct OpenClOptions {
+  /// -1 (both): HETGRAPH_OPENCL_DEVICE=platform:device if set, else the first GPU, else the
+  /// first device of any type. Setting one index only takes 0 for the other.
+  int platform_index = -1;
+  int device_index = -1;
+  /// true: one in-order queue, nodes run one at a time in dependency order (a serial run).
+  /// false: an out-of-order queue where the device has one, so independent nodes may overlap.
+  bool in_order = false;
+};
+
+/// One OpenCL device, as Platform::opencl_devices() lists it.
+struct OpenClDevice {
+  int platform_index = 0, device_index = 0;
+  std::string platform;  // platform name, e.g. "Portable Computing Language"
+  std::string name;      // device name
+  std::string type;      // "GPU", "CPU", "accelerator", ...
+};
+
 /// Where compiled graphs run.
+///
+///   auto platform = hetgraph::Platform::opencl_available()
+///                       ? hetgraph::Platform::opencl()  // or opencl({.device_index = 1})
+///                       : hetgraph::Platform::cpu();
+///   hetgraph::GraphCompiler compiler(platform);         // compile() and run() as anywhere
 class Platform {
  public:
   static Platform cpu(CpuOptions options = {});
+  /// The OpenCL platform on the device the options select. Throws PlatformError when no OpenCL
+  /// driver is installed or the chosen device does not exist (the message lists the devices).
+  static Platform opencl(OpenClOptions options = {});
+  /// Whether Platform::opencl() with these options would find its device. Never throws.
+  static bool opencl_available(OpenClOptions options = {}) noexcept;
+  /// Every OpenCL device of every installed platform; empty when there is none.
+  static std::vector<OpenClDevice> opencl_devices();
   std::string name() const;
   const std::shared_ptr<detail::Backend>& backend() const { return backend_; }
 

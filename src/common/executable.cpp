@@ -54,6 +54,7 @@ void Executable::run_async(std::span<const FeedItem> feeds) {
   begin_run("run_async");
   try {
     feed(feeds);
+    ++runs_;
     launch_async();
   } catch (...) {
     busy_.store(false, std::memory_order_release);
@@ -65,12 +66,16 @@ void Executable::run_async(std::span<const FeedItem> feeds) {
 
 void Executable::wait() {
   if (!async_pending_.exchange(false)) return;
+  // The run's trace events are collected here, after it finished, for every platform's
+  // asynchronous path (a failed run's events too).
   try {
     finish_async();
   } catch (...) {
+    if (trace_) add_trace_events(*trace_, runs_);
     busy_.store(false, std::memory_order_release);
     throw;
   }
+  if (trace_) add_trace_events(*trace_, runs_);
   busy_.store(false, std::memory_order_release);
 }
 
@@ -86,7 +91,7 @@ void Executable::launch_async() {
         l.unlock();
         std::exception_ptr err;
         try {
-          execute_traced();
+          execute();  // wait() collects the trace
         } catch (...) {
           err = std::current_exception();
         }

@@ -86,7 +86,7 @@ class Executable {
   /// adds the run's events to the writer.
   virtual void set_recording(bool on) = 0;
   virtual void add_trace_events(TraceWriter& w, std::int64_t run) = 0;
-  /// execute() plus trace collection; what run() and the default async runner call.
+  /// execute() plus trace collection: what run() calls (wait() collects after async runs).
   void execute_traced();
 
  private:

@@ -313,6 +313,78 @@ void link_dependencies(Plan& p) {
   }
 }
 
+// ---- order over all dependencies -----------------------------------------------------------
+
+void order_by_dependencies(Plan& p) {
+  const std::size_t n = p.nodes.size();
+  std::vector<std::uint32_t> indeg(n, 0);
+  for (std::uint32_t i = 0; i < n; ++i)
+    indeg[i] = static_cast<std::uint32_t>(p.nodes[i].deps.size());
+  std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (indeg[i] == 0) ready.push(i);
+  }
+  std::vector<std::uint32_t> order;  // old indices in the new order
+  order.reserve(n);
+  while (!ready.empty()) {
+    const std::uint32_t v = ready.top();
+    ready.pop();
+    order.push_back(v);
+    for (std::uint32_t s : p.nodes[v].succs) {
+      if (--indeg[s] == 0) ready.push(s);
+    }
+  }
+  if (order.size() != n) {
+    // Only ordering edges can close a cycle (data edges were ordered before): walk
+    // dependencies among the nodes left until one repeats.
+    std::uint32_t v = 0;
+    while (indeg[v] == 0) ++v;
+    std::vector<std::int64_t> pos(n, -1);
+    std::vector<std::uint32_t> path;
+    while (pos[v] < 0) {
+      pos[v] = static_cast<std::int64_t>(path.size());
+      path.push_back(v);
+      for (std::uint32_t d : p.nodes[v].deps) {
+        if (indeg[d] > 0) {
+          v = d;
+          break;
+        }
+      }
+    }
+    std::vector<std::uint32_t> cycle(path.begin() + pos[v], path.end());
+    std::reverse(cycle.begin(), cycle.end());
+    std::string msg =
+        "these assigns cannot be ordered (each must run after every read of its variable's old "
+        "value): ";
+    for (std::uint32_t c : cycle) msg += p.nodes[c].label + " -> ";
+    msg += p.nodes[cycle.front()].label +
+           ". Compute the new values into fresh nodes first (for example assign(a, b + 0.0f)).";
+    throw GraphError(msg);
+  }
+  bool same = true;
+  for (std::uint32_t i = 0; i < n && same; ++i) same = order[i] == i;
+  if (same) return;
+  std::vector<std::uint32_t> at(n);  // old index -> new index
+  for (std::uint32_t i = 0; i < n; ++i) at[order[i]] = i;
+  auto remap = [&](std::vector<std::uint32_t>& v) {
+    for (std::uint32_t& x : v) x = at[x];
+  };
+  std::vector<PlanNode> nodes;
+  nodes.reserve(n);
+  for (std::uint32_t old : order) nodes.push_back(std::move(p.nodes[old]));
+  for (PlanNode& node : nodes) {
+    remap(node.inputs);
+    remap(node.deps);
+    remap(node.succs);
+    if (node.fused_into >= 0) node.fused_into = at[static_cast<std::size_t>(node.fused_into)];
+  }
+  p.nodes = std::move(nodes);
+  remap(p.inputs);
+  remap(p.variables);
+  remap(p.fetches);
+  for (auto& [gid, idx] : p.index_of) idx = at[idx];
+}
+
 // ---- pipeline ------------------------------------------------------------------------------
 
 std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& shapes,
@@ -337,6 +409,7 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
   simplify(*plan);
   if (options.fuse_matmul) fuse_matmuls(*plan);
   link_dependencies(*plan);
+  order_by_dependencies(*plan);
   plan_memory(*plan, options.reuse);
   if (const char* d = std::getenv("HETGRAPH_DUMP_PLAN"); d != nullptr && *d == '1') {
     std::cerr << dump(*plan);

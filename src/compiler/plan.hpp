@@ -96,6 +96,10 @@ void infer_shapes(Plan& p, const InputShapes& shapes);
 void simplify(Plan& p);
 /// Execution dependencies: data inputs, plus every reader of a variable before its assign.
 void link_dependencies(Plan& p);
+/// Re-sorts the plan over all its dependencies, the assign-ordering ones included (the first
+/// order only knew data edges): a stable Kahn order that keeps the current order where it is
+/// already valid. Assigns that wait on each other are a GraphError naming them.
+void order_by_dependencies(Plan& p);
 void plan_memory(Plan& p, ReuseMode mode);
 
 /// Folds a matmul's single consumer into it: a unary elementwise op becomes its epilogue, an

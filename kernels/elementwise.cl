@@ -1,0 +1,74 @@
+// Elementwise kernels: unary math, numpy-broadcasting binary ops and the activation gradients.
+// Each work-item strides through the elements (FOR_EACH below). Inputs and output may be the same
+// buffer (in-place ops): each work-item reads an element before writing it, and no pointer is
+// restrict. No contraction into fma: results stay as close as possible to the CPU kernels'.
+#pragma OPENCL FP_CONTRACT OFF
+
+// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
+// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
+// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
+// specialised for different grid sizes when both run at once (an assertion aborts). The
+// counters are unsigned so that i + stride cannot overflow for n < 2^31.
+#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
+
+#define UNARY(name, expr)                                                                    \
+  kernel void name(global const float* x, global float* y, const int n, const float alpha) { \
+    FOR_EACH(i, n) {                                                                         \
+      const float v = x[i];                                                                  \
+      y[i] = (expr);                                                                         \
+    }                                                                                        \
+  }
+
+// The op expressions are not declarations: keep their spacing.
+// clang-format off
+UNARY(neg_f32, -v)
+UNARY(scale_f32, alpha * v)
+UNARY(exp_f32, exp(v))
+UNARY(log_f32, log(v))
+UNARY(sqrt_f32, sqrt(v))
+UNARY(relu_f32, v > 0.0f ? v : 0.0f)
+UNARY(sigmoid_f32, 1.0f / (1.0f + exp(-v)))
+// Some libms (PoCL's) stop one ulp short of +-1 for large |x|; tanh is exactly +-1 in float
+// from |x| = 10 on.
+UNARY(tanh_f32, fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v))
+// clang-format on
+
+// Binary ops in two forms: _ff for two full operands of the output's shape (contiguous), _bc
+// for broadcasting through a collapsed 4-d stride plan (d: output dims, sa/sb: element strides
+// of the operands, 0 along broadcast dims; leading unused dims are 1).
+#define BINARY(name, expr)                                                               \
+  kernel void name##_ff(global const float* A, global const float* B, global float* out, \
+                        const int n, const float alpha, const float beta) {              \
+    FOR_EACH(i, n) {                                                                     \
+      const float a = A[i], b = B[i];                                                    \
+      out[i] = (expr);                                                                   \
+    }                                                                                    \
+  }                                                                                      \
+  kernel void name##_bc(global const float* A, global const float* B, global float* out, \
+                        const int n, const int4 d, const int4 sa, const int4 sb,         \
+                        const float alpha, const float beta) {                           \
+    FOR_EACH(i, n) {                                                                     \
+      int r = (int)i;                                                                    \
+      const int i3 = r % d.w;                                                            \
+      r /= d.w;                                                                          \
+      const int i2 = r % d.z;                                                            \
+      r /= d.z;                                                                          \
+      const int i1 = r % d.y;                                                            \
+      const int i0 = r / d.y;                                                            \
+      const float a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                  \
+      const float b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                  \
+      out[i] = (expr);                                                                   \
+    }                                                                                    \
+  }
+
+// clang-format off
+BINARY(add, a + b)
+BINARY(sub, a - b)
+BINARY(mul, a * b)
+BINARY(div, a / b)
+BINARY(axpby, alpha * a + beta * b)
+// Activation gradients: a is the incoming gradient, b the forward input (relu) or output.
+BINARY(relu_grad, b > 0.0f ? a : 0.0f)
+BINARY(sigmoid_grad, a * b * (1.0f - b))
+BINARY(tanh_grad, a * (1.0f - b * b))
+// clang-format on

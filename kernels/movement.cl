@@ -1,0 +1,53 @@
+// Data movement: slice, concat and their gradients, transpose. Elements are moved as 32-bit
+// words, so the same kernels serve float and int32 tensors (and keep NaN payloads).
+// Work-items stride through the output elements.
+
+// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
+// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
+// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
+// specialised for different grid sizes when both run at once (an assertion aborts). The
+// counters are unsigned so that i + stride cannot overflow for n < 2^31.
+#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
+
+// Copies a band between two [outer, *, inner] layouts: for o < outer, j < len, k < inner,
+// dst[(o * dst_d + dst_off + j) * inner + k] = src[(o * src_d + src_off + j) * inner + k].
+kernel void copy_band(global const uint* src, global uint* dst, const int total, const int len,
+                      const int inner, const int src_d, const int src_off, const int dst_d,
+                      const int dst_off) {
+  FOR_EACH(i, total) {
+    const int k = (int)i % inner, t = (int)i / inner;
+    const int j = t % len, o = t / len;
+    dst[(o * dst_d + dst_off + j) * inner + k] = src[(o * src_d + src_off + j) * inner + k];
+  }
+}
+
+// slice_grad: the output has `n` positions along the axis; [b, e) come from g, the rest are 0.
+kernel void slice_grad(global const float* g, global float* out, const int total, const int n,
+                       const int inner, const int b, const int e) {
+  FOR_EACH(i, total) {
+    const int k = (int)i % inner, t = (int)i / inner;
+    const int j = t % n, o = t / n;
+    out[i] = (j >= b && j < e) ? g[(o * (e - b) + j - b) * inner + k] : 0.0f;
+  }
+}
+
+// Transpose through permuted strides: output dims od (row-major, leading unused dims 1), and
+// the input stride of each output dim in is.
+kernel void transpose4(global const uint* x, global uint* y, const int total, const int4 od,
+                       const int4 is) {
+  FOR_EACH(i, total) {
+    int r = (int)i;
+    const int i3 = r % od.w;
+    r /= od.w;
+    const int i2 = r % od.z;
+    r /= od.z;
+    const int i1 = r % od.y;
+    const int i0 = r / od.y;
+    y[i] = x[i0 * is.x + i1 * is.y + i2 * is.z + i3 * is.w];
+  }
+}
+
+// Every element set to v (the zeros under slice_grad_n's pieces).
+kernel void fill_f32(global float* out, const int total, const float v) {
+  FOR_EACH(i, total) out[i] = v;
+}

@@ -1,0 +1,206 @@
+// Softmax, log-softmax, cross-entropy and their gradients.
+//
+// A "line" is the n values along the op's axis, `inner` apart, of an [outer, n, inner] view.
+//   *_lines: a work-item per line (short lines, or inner > 1 where adjacent work-items read
+//            adjacent addresses);
+//   *_rows:  a work-group per contiguous line (inner == 1, long lines): work-items stride
+//            along it together and combine through local memory in a fixed tree order.
+// Outputs may alias inputs (in-place): every work-item writes only elements it has read
+// itself, after the reductions that need them.
+#pragma OPENCL FP_CONTRACT OFF
+
+// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
+// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
+// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
+// specialised for different grid sizes when both run at once (an assertion aborts). The
+// counters are unsigned so that i + stride cannot overflow for n < 2^31.
+#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
+#define FOR_EACH_GROUP(t, n) for (uint t = get_group_id(0); t < (uint)(n); t += get_num_groups(0))
+
+#define MAX_WG 256  // the host never launches *_rows with more work-items
+
+// Tree reductions over the work-group; the trailing barrier lets `t` be reused at once.
+inline float wg_sum(local float* t, float v) {
+  const int l = get_local_id(0), L = get_local_size(0);
+  t[l] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = L >> 1; s > 0; s >>= 1) {
+    if (l < s) t[l] += t[l + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = t[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+inline float wg_max(local float* t, float v) {
+  const int l = get_local_id(0), L = get_local_size(0);
+  t[l] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = L >> 1; s > 0; s >>= 1) {
+    if (l < s) t[l] = fmax(t[l], t[l + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = t[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+// ---- softmax / log_softmax -------------------------------------------------------------------
+
+kernel void softmax_lines(global const float* x, global float* y, const int lines, const int n,
+                          const int inner, const int log_out) {
+  FOR_EACH(l, lines) {
+    const int base = ((int)l / inner) * n * inner + (int)l % inner;
+    float m = -INFINITY;
+    for (int j = 0; j < n; ++j) m = fmax(m, x[base + j * inner]);
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s += exp(x[base + j * inner] - m);
+    if (log_out) {
+      const float lse = m + log(s);
+      for (int j = 0; j < n; ++j) y[base + j * inner] = x[base + j * inner] - lse;
+    } else {
+      const float inv = 1.0f / s;
+      for (int j = 0; j < n; ++j) y[base + j * inner] = exp(x[base + j * inner] - m) * inv;
+    }
+  }
+}
+
+kernel void softmax_rows(global const float* x, global float* y, const int rows, const int n,
+                         const int log_out) {
+  local float tmp[MAX_WG];
+  const int l = get_local_id(0), L = get_local_size(0);
+  FOR_EACH_GROUP(row, rows) {
+    global const float* xr = x + row * n;
+    global float* yr = y + row * n;
+    float m = -INFINITY;
+    for (int j = l; j < n; j += L) m = fmax(m, xr[j]);
+    m = wg_max(tmp, m);
+    float s = 0.0f;
+    for (int j = l; j < n; j += L) s += exp(xr[j] - m);
+    s = wg_sum(tmp, s);
+    if (log_out) {
+      const float lse = m + log(s);
+      for (int j = l; j < n; j += L) yr[j] = xr[j] - lse;
+    } else {
+      const float inv = 1.0f / s;
+      for (int j = l; j < n; j += L) yr[j] = exp(xr[j] - m) * inv;
+    }
+  }
+}
+
+// softmax_grad(g, y) = y * (g - sum(g * y));  log_softmax_grad(g, y) = g - exp(y) * sum(g).
+kernel void softmax_grad_lines(global const float* g, global const float* y, global float* out,
+                               const int lines, const int n, const int inner, const int log_out) {
+  FOR_EACH(l, lines) {
+    const int base = ((int)l / inner) * n * inner + (int)l % inner;
+    float dot = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      const int i = base + j * inner;
+      dot += log_out ? g[i] : g[i] * y[i];
+    }
+    for (int j = 0; j < n; ++j) {
+      const int i = base + j * inner;
+      const float gv = g[i], yv = y[i];
+      out[i] = log_out ? gv - exp(yv) * dot : yv * (gv - dot);
+    }
+  }
+}
+
+kernel void softmax_grad_rows(global const float* g, global const float* y, global float* out,
+                              const int rows, const int n, const int log_out) {
+  local float tmp[MAX_WG];
+  const int l = get_local_id(0), L = get_local_size(0);
+  FOR_EACH_GROUP(row, rows) {
+    const int base = row * n;
+    float dot = 0.0f;
+    for (int j = l; j < n; j += L) dot += log_out ? g[base + j] : g[base + j] * y[base + j];
+    dot = wg_sum(tmp, dot);
+    for (int j = l; j < n; j += L) {
+      const float gv = g[base + j], yv = y[base + j];
+      out[base + j] = log_out ? gv - exp(yv) * dot : yv * (gv - dot);
+    }
+  }
+}
+
+// ---- cross-entropy ---------------------------------------------------------------------------
+// Probabilities are clamped to FLT_MIN before the log, as on the CPU, so a zero probability
+// gives a large finite loss instead of infinity.
+
+// Float labels (one-hot or soft) of the probabilities' shape: out[r] = -sum_c y log p.
+kernel void xent_lines(global const float* p, global const float* y, global float* out,
+                       const int rows, const int classes) {
+  FOR_EACH(r, rows) {
+    const int base = (int)r * classes;
+    float s = 0.0f;
+    for (int c = 0; c < classes; ++c) s += y[base + c] * log(fmax(p[base + c], FLT_MIN));
+    out[r] = -s;
+  }
+}
+
+kernel void xent_rows(global const float* p, global const float* y, global float* out,
+                      const int rows, const int classes) {
+  local float tmp[MAX_WG];
+  const int l = get_local_id(0), L = get_local_size(0);
+  FOR_EACH_GROUP(r, rows) {
+    const int base = (int)r * classes;
+    float s = 0.0f;
+    for (int c = l; c < classes; c += L) s += y[base + c] * log(fmax(p[base + c], FLT_MIN));
+    s = wg_sum(tmp, s);
+    if (l == 0) out[r] = -s;
+  }
+}
+
+// int32 class ids, one per row. An id outside [0, classes) records the smallest such row in
+// err[slot] (the host reports it after the run) and yields NaN instead of reading out of bounds.
+kernel void xent_ids(global const float* p, global const int* ids, global float* out,
+                     const int rows, const int classes, global int* err, const int slot) {
+  FOR_EACH(r, rows) {
+    const int id = ids[r];
+    if (id < 0 || id >= classes) {
+      atomic_min(err + slot, (int)r);
+      out[r] = NAN;
+    } else {
+      out[r] = -log(fmax(p[(int)r * classes + id], FLT_MIN));
+    }
+  }
+}
+
+// cross_entropy_grad(g, p, y) = -g * y / p;  softmax_xent_grad(g, p, y) = g * (p * sum(y) - y),
+// the gradient with respect to the logits of softmax + cross-entropy (fused != 0).
+kernel void xent_grad(global const float* g, global const float* p, global const float* y,
+                      global float* out, const int rows, const int classes, const int fused) {
+  FOR_EACH(r, rows) {
+    const int base = (int)r * classes;
+    const float gv = g[r];
+    if (fused) {
+      float sy = 0.0f;
+      for (int c = 0; c < classes; ++c) sy += y[base + c];
+      for (int c = 0; c < classes; ++c) {
+        const float pv = p[base + c], yv = y[base + c];
+        out[base + c] = gv * (pv * sy - yv);
+      }
+    } else {
+      for (int c = 0; c < classes; ++c) {
+        const float pv = p[base + c], yv = y[base + c];
+        out[base + c] = -gv * yv / fmax(pv, FLT_MIN);
+      }
+    }
+  }
+}
+
+kernel void xent_grad_ids(global const float* g, global const float* p, global const int* ids,
+                          global float* out, const int rows, const int classes, const int fused,
+                          global int* err, const int slot) {
+  FOR_EACH(r, rows) {
+    const int base = (int)r * classes;
+    const float gv = g[r];
+    const int id = ids[r];
+    if (id < 0 || id >= classes) atomic_min(err + slot, (int)r);
+    for (int c = 0; c < classes; ++c) {
+      const float hot = c == id ? 1.0f : 0.0f;
+      const float pv = p[base + c];
+      out[base + c] = fused ? gv * (pv - hot) : -gv * hot / fmax(pv, FLT_MIN);
+    }
+  }
+}

@@ -1,0 +1,125 @@
+// Reductions (sum, mean, max over any set of axes, and sum_to for gradients of broadcasts),
+// and the broadcast-back kernels of their gradients.
+//
+// A reduction sees its input through two collapsed 4-d index spaces: kept dims (kd, strides
+// ks), whose linear index is the output element, and reduced dims (rd, strides rs), whose
+// linear index r runs over the values combined into it. Leading unused dims are 1. The range
+// of r may be split into `parts` chunks, giving n_out * parts tasks (task t: output t % n_out,
+// part t / n_out) whose results reduce_parts_* combines.
+//   reduce_cols_*: a work-item per task; adjacent work-items read adjacent addresses when the
+//                  innermost input dim is kept (coalesced).
+//   reduce_rows_*: a work-group per task when the innermost dim is reduced: its work-items
+//                  stride along it together (coalesced), then combine in a tree in local memory.
+//   reduce_parts_*: combines the parts of each output in order.
+// Every decomposition depends only on the shapes and the device, never on timing, and the
+// combination order is fixed: results are bitwise reproducible.
+#pragma OPENCL FP_CONTRACT OFF
+
+// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
+// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
+// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
+// specialised for different grid sizes when both run at once (an assertion aborts). The
+// counters are unsigned so that i + stride cannot overflow for n < 2^31.
+#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
+#define FOR_EACH_GROUP(t, n) for (uint t = get_group_id(0); t < (uint)(n); t += get_num_groups(0))
+
+#define MAX_WG 256  // the host never launches reduce_rows_* with larger work-groups
+
+inline int offset4(int i, const int4 d, const int4 s) {
+  const int i3 = i % d.w;
+  i /= d.w;
+  const int i2 = i % d.z;
+  i /= d.z;
+  const int i1 = i % d.y;
+  const int i0 = i / d.y;
+  return i0 * s.x + i1 * s.y + i2 * s.z + i3 * s.w;
+}
+
+#define SUM_OP(a, b) ((a) + (b))
+#define MAX_OP(a, b) fmax((a), (b))
+
+// clang-format off
+#define REDUCE(NAME, IDENT, OP)                                                                   \
+  kernel void reduce_cols_##NAME(global const float* x, global float* out, const int n_out,      \
+                                 const int4 kd, const int4 ks, const int4 rd, const int4 rs,     \
+                                 const int R, const int chunk, const int parts,                  \
+                                 const float scale) {                                            \
+    const bool single = rd.x == 1 && rd.y == 1 && rd.z == 1;                                     \
+    FOR_EACH(t, n_out * parts) {                                                                 \
+      const int o = (int)t % n_out, p = (int)t / n_out;                                          \
+      const int base = offset4(o, kd, ks);                                                       \
+      const int r0 = p * chunk, r1 = min(R, r0 + chunk);                                         \
+      float acc = IDENT;                                                                         \
+      if (single) {                                                                              \
+        for (int r = r0; r < r1; ++r) acc = OP(acc, x[base + r * rs.w]);                         \
+      } else {                                                                                   \
+        for (int r = r0; r < r1; ++r) acc = OP(acc, x[base + offset4(r, rd, rs)]);               \
+      }                                                                                          \
+      out[t] = acc * scale;                                                                      \
+    }                                                                                            \
+  }                                                                                              \
+  kernel void reduce_rows_##NAME(global const float* x, global float* out, const int n_out,      \
+                                 const int4 kd, const int4 ks, const int4 rd, const int4 rs,     \
+                                 const int R, const int chunk, const int parts,                  \
+                                 const float scale) {                                            \
+    local float tmp[MAX_WG];                                                                     \
+    const int l = get_local_id(0), L = get_local_size(0);                                        \
+    const bool single = rd.x == 1 && rd.y == 1 && rd.z == 1;                                     \
+    FOR_EACH_GROUP(t, n_out * parts) {                                                           \
+      const int o = (int)t % n_out, p = (int)t / n_out;                                          \
+      const int base = offset4(o, kd, ks);                                                       \
+      const int r0 = p * chunk, r1 = min(R, r0 + chunk);                                         \
+      float acc = IDENT;                                                                         \
+      if (single) {                                                                              \
+        for (int r = r0 + l; r < r1; r += L) acc = OP(acc, x[base + r * rs.w]);                  \
+      } else {                                                                                   \
+        for (int r = r0 + l; r < r1; r += L) acc = OP(acc, x[base + offset4(r, rd, rs)]);        \
+      }                                                                                          \
+      tmp[l] = acc;                                                                              \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+      for (int s = L >> 1; s > 0; s >>= 1) {                                                     \
+        if (l < s) tmp[l] = OP(tmp[l], tmp[l + s]);                                              \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                            \
+      }                                                                                          \
+      if (l == 0) out[t] = tmp[0] * scale;                                                       \
+      barrier(CLK_LOCAL_MEM_FENCE); /* tmp is reused by the next task */                         \
+    }                                                                                            \
+  }                                                                                              \
+  kernel void reduce_parts_##NAME(global const float* part, global float* out, const int n_out,  \
+                                  const int parts, const float scale) {                          \
+    FOR_EACH(o, n_out) {                                                                         \
+      float acc = IDENT;                                                                         \
+      for (int p = 0; p < parts; ++p) acc = OP(acc, part[p * n_out + (int)o]);                   \
+      out[o] = acc * scale;                                                                      \
+    }                                                                                            \
+  }
+// clang-format on
+
+REDUCE(sum, 0.0f, SUM_OP)
+REDUCE(max, -INFINITY, MAX_OP)
+
+// reduce_max_grad(g, x, y) over an [outer, n, inner] view: g goes to the first position of
+// the maximum along the axis, zeros elsewhere. A work-item per line.
+kernel void reduce_max_grad(global const float* g, global const float* x, global const float* y,
+                            global float* out, const int lines, const int n, const int inner) {
+  FOR_EACH(l, lines) {
+    const int o = (int)l / inner, k = (int)l % inner;
+    const float m = y[l], gv = g[l];
+    const int base = o * n * inner + k;
+    bool found = false;
+    for (int j = 0; j < n; ++j) {
+      const bool hit = !found && x[base + j * inner] == m;
+      out[base + j * inner] = hit ? gv : 0.0f;
+      found = found || hit;
+    }
+  }
+}
+
+// expand(g, like): out[o, j, k] = g[o, k] * s (s = 1/n for the gradient of a mean).
+kernel void expand_f32(global const float* g, global float* out, const int total, const int n,
+                       const int inner, const float s) {
+  FOR_EACH(i, total) {
+    const int k = (int)i % inner, o = (int)i / (n * inner);
+    out[i] = g[o * inner + k] * s;
+  }
+}

@@ -1,0 +1,136 @@
+// A graph compiled for an OpenCL device.
+//
+// Memory: one cl_mem per buffer of the compiler's memory plan (views alias their source's).
+// Inputs live in CL_MEM_ALLOC_HOST_PTR buffers that stay mapped for the caller between runs
+// (mapped_input() hands out that pointer); a run unmaps them first and maps them again once
+// their last reader is done. Fetched outputs are CL_MEM_ALLOC_HOST_PTR buffers too.
+//
+// A run enqueues every node in plan order on the device's queue, each with a wait list of the
+// events of its dependencies, so an out-of-order queue may overlap independent nodes. A run
+// returns at once (run_async) or after waiting for the final events (run, wait); a read of a
+// node waits only for the event of the node that last wrote it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/executable.hpp"
+#include "opencl/cl.hpp"
+#include "opencl/device.hpp"
+#include "opencl/ops.hpp"
+
+namespace hetgraph::detail::cl {
+
+class OpenClExecutable final : public Executable {
+ public:
+  OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared_ptr<Device> dev, bool in_order);
+  ~OpenClExecutable() override;
+
+  std::string kernel_name(std::uint32_t node) const override;
+  /// "opencl out-of-order queue" or "opencl in-order queue"; lanes are the queues.
+  EngineReport engine_report() const override;
+  Device& device() const { return *dev_; }
+  bool out_of_order() const { return dev_->queue(false) == q_ && dev_->out_of_order_supported(); }
+  /// How many inputs are handed to the caller as mapped device memory (the rest go through a
+  /// host staging buffer, when the driver moves a buffer's mapping between maps).
+  std::size_t zero_copy_inputs() const;
+
+  /// Test hooks, for the next run only. fail_event: `node`'s event reads as failed with
+  /// CL_OUT_OF_RESOURCES, as after a device fault (injected where the executable reads event
+  /// statuses: PoCL cannot fail a queued command reliably, its propagation of a failed user
+  /// event asserts or hangs). hold: `node` waits on a user event that stays pending until
+  /// release_hold(). enqueue_error: enqueueing `node` throws, as a failed clEnqueue* would.
+  enum class Fault : std::uint8_t { fail_event, hold, enqueue_error };
+  void inject(std::uint32_t node, Fault f) {
+    inject_ = node;
+    fault_ = f;
+  }
+  /// Completes (or, with `fail`, fails) the event a `hold` fault left pending.
+  void release_hold(bool fail);
+  /// Test hook: inputs of executables created after this call use host staging buffers even
+  /// where mapping is stable (to test that path on drivers that never need it).
+  static void force_staged_inputs(bool on);
+
+ protected:
+  void* host_pointer(std::uint32_t node) override;
+  void copy_in(std::uint32_t node, const void* src, std::size_t bytes) override;
+  void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override;
+  void execute() override;
+  void launch_async() override;
+  void finish_async() override;
+  void settle_for_access(std::uint32_t node) override;
+  void set_recording(bool on) override { recording_ = on; }
+  std::vector<Executable::Event> last_run_events() const override { return last_events_; }
+  void add_trace_events(TraceWriter& w, std::int64_t run) override;
+
+ private:
+  struct InputBuf {
+    std::uint32_t node = 0;
+    cl_mem mem = nullptr;   // the buffer kernels read
+    Mem staging;            // host-side copy when not zero-copy
+    void* host = nullptr;   // what the caller sees (mapped pointer)
+    std::size_t bytes = 0;  // mapped size (the whole planned buffer)
+    bool zero_copy = true;
+    bool mapped = true;                  // zero-copy: mapped for the host right now
+    std::vector<std::uint32_t> readers;  // work nodes that read it (through views too)
+    cl::Event remap;                     // this run's map after the last reader
+  };
+  struct LabelCheck {
+    std::uint32_t node = 0;    // the cross-entropy node
+    std::uint32_t labels = 0;  // its int32 labels input (plan index)
+    std::int64_t rows = 0, classes = 0;
+    int slot = 0;
+    bool on_host = false;  // labels are an input: checked before the run, on the host
+  };
+
+  std::uint32_t base_of(std::uint32_t node) const;  // through views
+  void launch();
+  void finish();
+  /// Waits for everything this run enqueued; errors stay for finish() to report. True when
+  /// the final events all completed normally.
+  bool settle_all();
+  /// Waits for every event of the run one by one (after a failure or a partial launch).
+  void settle_each();
+  /// Maps inputs whose map was lost (a failed run, a failed enqueue).
+  void restore_maps();
+  void check_labels_on_host() const;
+  void enqueue_input_unmaps();
+  void enqueue_input_remaps();
+
+  std::shared_ptr<Device> dev_;
+  cl_command_queue q_ = nullptr;
+  std::vector<Mem> bufs_;    // one per planned buffer
+  std::vector<cl_mem> mem_;  // per plan node; nullptr without storage
+  std::vector<InputBuf> inputs_;
+  std::vector<std::int32_t> input_of_;      // plan node -> index into inputs_, or -1
+  std::vector<std::unique_ptr<ClOp>> ops_;  // per plan node; null without device work
+  std::vector<std::string_view> names_;
+  std::vector<std::uint32_t> work_;                 // nodes with device work, plan order
+  std::vector<std::vector<std::uint32_t>> waits_;   // per node: whose events it waits for
+  std::vector<std::vector<std::uint32_t>> writer_;  // per node: events a host access waits for
+  std::vector<std::uint32_t> finals_;               // work nodes no other work node waits for
+  std::vector<LabelCheck> labels_;
+  std::vector<char> checked_;   // per node: has a label check (waits for the status reset)
+  Mem status_;                  // one int per label check: smallest bad row, INT_MAX when none
+  bool device_checks_ = false;  // some labels are computed: read status_ after each run
+  cl::Event status_reset_;
+  std::vector<cl::Event> ev_;     // this run's event per node
+  std::vector<cl::Event> first_;  // the first command's, for nodes of several (when recording)
+  bool recording_ = false;
+  std::int64_t run_t0_ns_ = 0;                  // host steady clock when this run's launch began
+  std::int64_t clock_offset_ns_ = 0;            // host steady clock minus device clock, this run
+  std::vector<Executable::Event> last_events_;  // the last recorded run, host clock
+  /// Reads the command times of the run just finished into last_events_.
+  void collect_events();
+  bool in_flight_ = false;
+  int runs_ = 0;
+  std::int64_t inject_ = -1;
+  Fault fault_ = Fault::fail_event;
+  cl::Event injected_;
+  bool pending_ = false;           // injected_ has no status yet
+  std::int64_t forced_fail_ = -1;  // this run's fail_event node
+};
+
+}  // namespace hetgraph::detail::cl

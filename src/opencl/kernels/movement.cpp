@@ -1,0 +1,169 @@
+// Data movement on OpenCL (kernels/movement.cl): slice, concat and their gradients, transpose;
+// and the structural ops, which are plain queue commands: the gradient seed fills ones, a
+// copying assign copies the new value into its variable.
+#include "cpu/broadcast.hpp"
+#include "opencl/ops.hpp"
+
+namespace hetgraph::detail::cl {
+
+namespace {
+
+std::int64_t norm(std::int64_t v, std::int64_t d) {
+  return v < 0 ? v + d : v;
+}
+
+// copy_band launch: `len` positions along the axis per outer index, between [outer, src_d,
+// inner] and [outer, dst_d, inner] layouts.
+Launch band(const OpArgs& a, cl_mem src, std::int64_t src_d, std::int64_t src_off, cl_mem dst,
+            std::int64_t dst_d, std::int64_t dst_off, std::int64_t len, std::int64_t outer,
+            std::int64_t inner) {
+  const std::int64_t total = outer * len * inner;
+  Kernel k =
+      make_kernel(a.program("movement"), "copy_band", src, dst, to_int(total), to_int(len),
+                  to_int(inner), to_int(src_d), to_int(src_off), to_int(dst_d), to_int(dst_off));
+  return launch_1d(a.device, std::move(k));
+}
+
+std::unique_ptr<ClOp> make_slice(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const std::int64_t b = norm(a.node.attrs.begin, g.n), e = norm(a.node.attrs.end, g.n);
+  return make_seq(band(a, a.in[0], g.n, b, a.out, e - b, 0, e - b, g.outer, g.inner));
+}
+
+std::unique_ptr<ClOp> make_slice_grad(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  const std::int64_t b = norm(a.node.attrs.begin, g.n), e = norm(a.node.attrs.end, g.n);
+  const std::int64_t total = a.out_shape().numel();
+  Kernel k = make_kernel(a.program("movement"), "slice_grad", a.in[0], a.out, to_int(total),
+                         to_int(g.n), to_int(g.inner), to_int(b), to_int(e));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+// slice_grad_n(like, g_1..g_n) with attrs.ints = b1, e1, b2, e2, ...: zeros, then each
+// gradient copied into its (disjoint) range along the axis.
+std::unique_ptr<ClOp> make_slice_grad_n(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  std::vector<Launch> launches;
+  Kernel zero = make_kernel(a.program("movement"), "fill_f32", a.out, to_int(a.out_shape().numel()),
+                            cl_float{0.0f});
+  launches.push_back(launch_1d(a.device, std::move(zero)));
+  for (std::size_t i = 1; i < a.in.size(); ++i) {
+    const std::int64_t b = a.node.attrs.ints[2 * (i - 1)], e = a.node.attrs.ints[2 * (i - 1) + 1];
+    launches.push_back(band(a, a.in[i], e - b, 0, a.out, g.n, b, e - b, g.outer, g.inner));
+  }
+  return std::make_unique<KernelSeq>(std::move(launches));
+}
+
+// Each input's band is its own launch; they write disjoint parts of the output.
+std::unique_ptr<ClOp> make_concat(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  std::vector<Launch> launches;
+  std::int64_t off = 0;
+  for (std::size_t i = 0; i < a.in.size(); ++i) {
+    const std::int64_t d = a.in_shape(i).dim(a.node.attrs.axis);
+    launches.push_back(band(a, a.in[i], d, 0, a.out, g.n, off, d, g.outer, g.inner));
+    off += d;
+  }
+  return std::make_unique<KernelSeq>(std::move(launches));
+}
+
+// concat_grad(g, x0..xn-1) with attrs.begin = i: the band of g that x_i filled.
+std::unique_ptr<ClOp> make_concat_grad(const OpArgs& a) {
+  const int axis = a.node.attrs.axis;
+  const auto index = static_cast<std::size_t>(a.node.attrs.begin);
+  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(0), axis);
+  std::int64_t off = 0;
+  for (std::size_t i = 1; i <= index; ++i) off += a.in_shape(i).dim(axis);
+  const std::int64_t len = a.out_shape().dim(axis);
+  return make_seq(band(a, a.in[0], g.n, off, a.out, len, 0, len, g.outer, g.inner));
+}
+
+std::unique_ptr<ClOp> make_transpose(const OpArgs& a) {
+  const Shape& in = a.in_shape(0);
+  const int r = in.rank();
+  std::vector<std::int64_t> perm = a.node.attrs.ints;
+  if (perm.empty()) {
+    for (int i = 0; i < r; ++i) perm.push_back(i);
+    if (r >= 2)
+      std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
+  }
+  std::array<std::int64_t, 4> stride{};
+  std::int64_t m = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    stride[static_cast<std::size_t>(i)] = m;
+    m *= in[i];
+  }
+  cl_int4 od{{1, 1, 1, 1}}, is{{0, 0, 0, 0}};
+  for (int i = 0; i < r; ++i) {  // right-aligned into 4 dims
+    const int j = 4 - r + i;
+    const auto p = static_cast<std::size_t>(perm[static_cast<std::size_t>(i)]);
+    od.s[j] = to_int(in[static_cast<int>(p)]);
+    is.s[j] = to_int(stride[p]);
+  }
+  const std::int64_t total = in.numel();
+  Kernel k =
+      make_kernel(a.program("movement"), "transpose4", a.in[0], a.out, to_int(total), od, is);
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+// The gradient seed: ones, written by the queue's fill command.
+class FillOp final : public ClOp {
+ public:
+  FillOp(cl_mem buf, std::size_t bytes, float value) : buf_(buf), bytes_(bytes), value_(value) {}
+  Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event*) override {
+    Event ev;
+    HG_CL(clEnqueueFillBuffer(q, buf_, &value_, sizeof(value_), 0, bytes_,
+                              static_cast<cl_uint>(wait.size()),
+                              wait.empty() ? nullptr : wait.data(), ev.out()));
+    return ev;
+  }
+
+ private:
+  cl_mem buf_;
+  std::size_t bytes_;
+  float value_;
+};
+
+std::unique_ptr<ClOp> make_grad_seed(const OpArgs& a) {
+  return std::make_unique<FillOp>(a.out, a.out_type.bytes(), 1.0f);
+}
+
+// A copying assign: the new value (input 1) into the variable's buffer.
+class CopyOp final : public ClOp {
+ public:
+  CopyOp(cl_mem src, cl_mem dst, std::size_t bytes) : src_(src), dst_(dst), bytes_(bytes) {}
+  Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event*) override {
+    Event ev;
+    if (src_ == dst_) {  // assign(v, v): nothing to copy
+      HG_CL(clEnqueueMarkerWithWaitList(q, static_cast<cl_uint>(wait.size()),
+                                        wait.empty() ? nullptr : wait.data(), ev.out()));
+    } else {
+      HG_CL(clEnqueueCopyBuffer(q, src_, dst_, 0, 0, bytes_, static_cast<cl_uint>(wait.size()),
+                                wait.empty() ? nullptr : wait.data(), ev.out()));
+    }
+    return ev;
+  }
+
+ private:
+  cl_mem src_, dst_;
+  std::size_t bytes_;
+};
+
+std::unique_ptr<ClOp> make_assign_copy(const OpArgs& a) {
+  return std::make_unique<CopyOp>(a.in[1], a.out, a.in_types[1].bytes());
+}
+
+}  // namespace
+
+void register_movement_ops(OpTable& t) {
+  t[static_cast<std::size_t>(OpKind::Slice)] = {"cl_copy_band", make_slice};
+  t[static_cast<std::size_t>(OpKind::SliceGrad)] = {"cl_slice_grad", make_slice_grad};
+  t[static_cast<std::size_t>(OpKind::SliceGradN)] = {"cl_place_pieces", make_slice_grad_n};
+  t[static_cast<std::size_t>(OpKind::Concat)] = {"cl_copy_band", make_concat};
+  t[static_cast<std::size_t>(OpKind::ConcatGrad)] = {"cl_copy_band", make_concat_grad};
+  t[static_cast<std::size_t>(OpKind::Transpose)] = {"cl_transpose", make_transpose};
+  t[static_cast<std::size_t>(OpKind::GradSeed)] = {"cl_fill", make_grad_seed};
+  t[static_cast<std::size_t>(OpKind::Assign)] = {"cl_copy", make_assign_copy};
+}
+
+}  // namespace hetgraph::detail::cl

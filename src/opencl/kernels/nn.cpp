@@ -1,0 +1,85 @@
+// Softmax, log-softmax, cross-entropy and their gradients on OpenCL (kernels/nn.cl). Long
+// contiguous lines get a work-group each (*_rows); short or strided lines a work-item each.
+#include "cpu/broadcast.hpp"
+#include "opencl/ops.hpp"
+
+namespace hetgraph::detail::cl {
+
+namespace {
+
+// Lines at least this long get a work-group each when they are contiguous.
+constexpr std::int64_t kRowsFrom = 64;
+
+// Work-groups of a power-of-two size (at most the line length) take one line at a time.
+Launch line_groups(const OpArgs& a, Kernel k, std::int64_t n) {
+  const std::size_t L = pow2_group(a.device, k.get(), static_cast<std::size_t>(n));
+  return launch_groups(a.device, std::move(k), L);
+}
+
+std::unique_ptr<ClOp> make_softmax(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const bool grad = a.node.op == OpKind::SoftmaxGrad || a.node.op == OpKind::LogSoftmaxGrad;
+  const cl_int log_out =
+      a.node.op == OpKind::LogSoftmax || a.node.op == OpKind::LogSoftmaxGrad ? 1 : 0;
+  const cl_program prog = a.program("nn");
+  const std::int64_t lines = g.outer * g.inner;
+  if (g.inner == 1 && g.n >= kRowsFrom) {
+    Kernel k = grad ? make_kernel(prog, "softmax_grad_rows", a.in[0], a.in[1], a.out, to_int(lines),
+                                  to_int(g.n), log_out)
+                    : make_kernel(prog, "softmax_rows", a.in[0], a.out, to_int(lines), to_int(g.n),
+                                  log_out);
+    return make_seq(line_groups(a, std::move(k), g.n));
+  }
+  Kernel k = grad ? make_kernel(prog, "softmax_grad_lines", a.in[0], a.in[1], a.out, to_int(lines),
+                                to_int(g.n), to_int(g.inner), log_out)
+                  : make_kernel(prog, "softmax_lines", a.in[0], a.out, to_int(lines), to_int(g.n),
+                                to_int(g.inner), log_out);
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+std::unique_ptr<ClOp> make_xent(const OpArgs& a) {
+  const std::int64_t classes = a.in_shape(0).dim(-1);
+  const std::int64_t rows = a.in_shape(0).numel() / classes;
+  const cl_program prog = a.program("nn");
+  if (a.in_types[1].dtype == DType::i32) {
+    Kernel k = make_kernel(prog, "xent_ids", a.in[0], a.in[1], a.out, to_int(rows), to_int(classes),
+                           a.status, cl_int{a.status_slot});
+    return make_seq(launch_1d(a.device, std::move(k)));
+  }
+  if (classes >= kRowsFrom) {
+    Kernel k =
+        make_kernel(prog, "xent_rows", a.in[0], a.in[1], a.out, to_int(rows), to_int(classes));
+    return make_seq(line_groups(a, std::move(k), classes));
+  }
+  Kernel k =
+      make_kernel(prog, "xent_lines", a.in[0], a.in[1], a.out, to_int(rows), to_int(classes));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+std::unique_ptr<ClOp> make_xent_grad(const OpArgs& a) {
+  const std::int64_t classes = a.in_shape(1).dim(-1);
+  const std::int64_t rows = a.in_shape(1).numel() / classes;
+  const cl_int fused = a.node.op == OpKind::SoftmaxXentGrad ? 1 : 0;
+  const cl_program prog = a.program("nn");
+  Kernel k =
+      a.in_types[2].dtype == DType::i32
+          ? make_kernel(prog, "xent_grad_ids", a.in[0], a.in[1], a.in[2], a.out, to_int(rows),
+                        to_int(classes), fused, a.status, cl_int{a.status_slot})
+          : make_kernel(prog, "xent_grad", a.in[0], a.in[1], a.in[2], a.out, to_int(rows),
+                        to_int(classes), fused);
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+}  // namespace
+
+void register_nn_ops(OpTable& t) {
+  for (OpKind k :
+       {OpKind::Softmax, OpKind::LogSoftmax, OpKind::SoftmaxGrad, OpKind::LogSoftmaxGrad}) {
+    t[static_cast<std::size_t>(k)] = {"cl_softmax", make_softmax};
+  }
+  t[static_cast<std::size_t>(OpKind::CrossEntropy)] = {"cl_xent", make_xent};
+  t[static_cast<std::size_t>(OpKind::CrossEntropyGrad)] = {"cl_xent_grad", make_xent_grad};
+  t[static_cast<std::size_t>(OpKind::SoftmaxXentGrad)] = {"cl_xent_grad", make_xent_grad};
+}
+
+}  // namespace hetgraph::detail::cl

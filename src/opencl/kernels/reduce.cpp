@@ -1,0 +1,169 @@
+// Reductions on OpenCL (kernels/reduce.cl): sum, mean and max over one axis or all, sum_to
+// (the reduction that undoes a broadcast), and the gradients reduce_max_grad and expand.
+//
+// Every reduction becomes kept dims x reduced dims (collapsed, at most 4 each). When the
+// innermost input dim is reduced and long, a work-group takes each output (reduce_rows_*);
+// otherwise a work-item does (reduce_cols_*), so consecutive work-items read consecutive
+// addresses on both axes. Few outputs over a long range split the range into parts that a
+// second kernel (reduce_parts_*) combines in order: enough parallel work, fixed results.
+#include "cpu/broadcast.hpp"
+#include "opencl/ops.hpp"
+
+namespace hetgraph::detail::cl {
+
+namespace {
+
+struct ReduceGeom {
+  cl_int4 kd{}, ks{}, rd{}, rs{};
+  std::int64_t n_out = 1, R = 1;
+  bool inner_reduced = false;  // the innermost non-unit input dim is reduced
+};
+
+// Splits the dims of `in` into kept and reduced (by `reduced[i]`), dropping size-1 dims and
+// merging neighbours that stay contiguous.
+ReduceGeom reduce_geom(const Shape& in, const std::array<bool, 4>& reduced) {
+  struct D {
+    std::int64_t d, s;
+  };
+  std::vector<D> kept, red;
+  std::int64_t stride = 1;
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(in.rank()));
+  for (int i = in.rank() - 1; i >= 0; --i) {
+    strides[static_cast<std::size_t>(i)] = stride;
+    stride *= in[i];
+  }
+  bool inner_known = false;
+  ReduceGeom g;
+  for (int i = in.rank() - 1; i >= 0; --i) {  // innermost first, to find inner_reduced
+    if (in[i] == 1) continue;
+    if (!inner_known) {
+      g.inner_reduced = reduced[static_cast<std::size_t>(i)];
+      inner_known = true;
+    }
+  }
+  for (int i = 0; i < in.rank(); ++i) {
+    if (in[i] == 1) continue;
+    auto& list = reduced[static_cast<std::size_t>(i)] ? red : kept;
+    const D cur{in[i], strides[static_cast<std::size_t>(i)]};
+    if (!list.empty() && list.back().s == cur.d * cur.s) {
+      list.back().d *= cur.d;
+      list.back().s = cur.s;
+    } else {
+      list.push_back(cur);
+    }
+  }
+  auto pack = [](const std::vector<D>& l, cl_int4& d, cl_int4& s, std::int64_t& total) {
+    total = 1;
+    for (int i = 0; i < 4; ++i) {
+      const int j = i - (4 - static_cast<int>(l.size()));
+      d.s[i] = j >= 0 ? to_int(l[static_cast<std::size_t>(j)].d) : 1;
+      s.s[i] = j >= 0 ? to_int(l[static_cast<std::size_t>(j)].s) : 0;
+      if (j >= 0) total *= l[static_cast<std::size_t>(j)].d;
+    }
+  };
+  pack(kept, g.kd, g.ks, g.n_out);
+  pack(red, g.rd, g.rs, g.R);
+  return g;
+}
+
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// The launches of one reduction of `x` into `out` (sum or max, times `scale`).
+std::unique_ptr<ClOp> reduction(const OpArgs& a, cl_mem x, const ReduceGeom& g, bool is_max,
+                                float scale) {
+  const cl_program prog = a.program("reduce");
+  const std::string op = is_max ? "max" : "sum";
+  const bool rows = g.inner_reduced && g.R >= 64;
+  const std::string first = (rows ? "reduce_rows_" : "reduce_cols_") + op;
+  Kernel probe(HG_CL_CREATE(clCreateKernel, prog, first.c_str()));
+  const std::size_t L = rows ? pow2_group(a.device, probe.get(), static_cast<std::size_t>(g.R)) : 0;
+  const std::int64_t n_out = std::max<std::int64_t>(g.n_out, 1);
+  std::int64_t parts =
+      rows
+          ? std::clamp<std::int64_t>(
+                ceil_div(64, n_out), 1,
+                std::max<std::int64_t>(1, g.R / (4 * static_cast<std::int64_t>(L))))
+          : std::clamp<std::int64_t>(ceil_div(4096, n_out), 1, std::max<std::int64_t>(1, g.R / 64));
+  const std::int64_t chunk = std::max<std::int64_t>(1, ceil_div(g.R, parts));
+  parts = std::max<std::int64_t>(1, ceil_div(g.R, chunk));
+
+  std::vector<Mem> scratch;
+  cl_mem dst = a.out;
+  if (parts > 1) {
+    scratch.emplace_back(HG_CL_CREATE(clCreateBuffer, a.device.context(), CL_MEM_READ_WRITE,
+                                      static_cast<std::size_t>(n_out * parts) * 4, nullptr));
+    dst = scratch.back().get();
+  }
+  const cl_float s1 = parts > 1 ? 1.0f : scale;
+  set_args(probe.get(), x, dst, to_int(g.n_out), g.kd, g.ks, g.rd, g.rs, to_int(g.R), to_int(chunk),
+           to_int(parts), s1);
+  std::vector<Launch> launches;
+  launches.push_back(rows ? launch_groups(a.device, std::move(probe), L)
+                          : launch_1d(a.device, std::move(probe)));
+  if (parts > 1) {
+    Kernel fin = make_kernel(prog, ("reduce_parts_" + op).c_str(), dst, a.out, to_int(g.n_out),
+                             to_int(parts), cl_float{scale});
+    launches.push_back(launch_1d(a.device, std::move(fin)));
+  }
+  return std::make_unique<KernelSeq>(std::move(launches), std::move(scratch));
+}
+
+std::array<bool, 4> axis_mask(const Shape& s, int axis) {
+  std::array<bool, 4> m{};
+  for (int i = 0; i < s.rank(); ++i) {
+    m[static_cast<std::size_t>(i)] = axis == kAllAxes || i == (axis < 0 ? axis + s.rank() : axis);
+  }
+  return m;
+}
+
+std::unique_ptr<ClOp> make_reduce(const OpArgs& a) {
+  const Shape& s = a.in_shape(0);
+  const ReduceGeom g = reduce_geom(s, axis_mask(s, a.node.attrs.axis));
+  const bool mean = a.node.op == OpKind::ReduceMean;
+  const float scale = mean ? 1.0f / static_cast<float>(g.R) : 1.0f;
+  return reduction(a, a.in[0], g, a.node.op == OpKind::ReduceMax, scale);
+}
+
+// sum_to(g, like): reduce g over the dims `like` broadcasts along (right-aligned).
+std::unique_ptr<ClOp> make_sum_to(const OpArgs& a) {
+  const Shape& gs = a.in_shape(0);
+  const Shape& like = a.out_shape();
+  std::array<bool, 4> mask{};
+  for (int i = 0; i < gs.rank(); ++i) {
+    const int j = like.rank() - gs.rank() + i;
+    const std::int64_t ld = j >= 0 ? like[j] : 1;
+    mask[static_cast<std::size_t>(i)] = ld == 1 && gs[i] != 1;
+  }
+  return reduction(a, a.in[0], reduce_geom(gs, mask), false, 1.0f);
+}
+
+std::unique_ptr<ClOp> make_reduce_max_grad(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(1), a.node.attrs.axis);
+  const std::int64_t lines = g.outer * g.inner;
+  Kernel k = make_kernel(a.program("reduce"), "reduce_max_grad", a.in[0], a.in[1], a.in[2], a.out,
+                         to_int(lines), to_int(g.n), to_int(g.inner));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
+  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  const cl_float s = a.node.attrs.mean ? 1.0f / static_cast<float>(g.n) : 1.0f;
+  const std::int64_t total = a.out_shape().numel();
+  Kernel k = make_kernel(a.program("reduce"), "expand_f32", a.in[0], a.out, to_int(total),
+                         to_int(g.n), to_int(g.inner), s);
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+}  // namespace
+
+void register_reduce_ops(OpTable& t) {
+  for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax})
+    t[static_cast<std::size_t>(k)] = {"cl_reduce", make_reduce};
+  t[static_cast<std::size_t>(OpKind::SumTo)] = {"cl_reduce", make_sum_to};
+  t[static_cast<std::size_t>(OpKind::ReduceMaxGrad)] = {"cl_first_argmax", make_reduce_max_grad};
+  t[static_cast<std::size_t>(OpKind::Expand)] = {"cl_expand", make_expand};
+}
+
+}  // namespace hetgraph::detail::cl

@@ -1,0 +1,645 @@
+// The OpenCL platform: OpenClExecutable (see executable.hpp), its Backend, and the public
+// Platform::opencl* functions.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "compiler/graph_stats.hpp"
+#include "hetgraph/error.hpp"
+#include "opencl/executable.hpp"
+
+namespace hetgraph {
+namespace detail::cl {
+
+namespace {
+
+std::atomic<bool> g_force_staged{false};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void sort_unique(std::vector<std::uint32_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+std::size_t labels_input(OpKind op) {
+  return op == OpKind::CrossEntropy ? 1 : 2;
+}
+
+}  // namespace
+
+void OpenClExecutable::force_staged_inputs(bool on) {
+  g_force_staged = on;
+}
+
+std::uint32_t OpenClExecutable::base_of(std::uint32_t node) const {
+  const Plan& p = plan();
+  while (p.nodes[node].storage == Storage::View) node = p.nodes[node].inputs[0];
+  return node;
+}
+
+OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared_ptr<Device> dev,
+                                   bool in_order)
+    : Executable(plan), dev_(std::move(dev)), q_(dev_->queue(in_order)) {
+  const Plan& p = *plan;
+  const std::size_t n = p.nodes.size();
+  const cl_context ctx = dev_->context();
+
+  // The kernels index with 32-bit ints (faster on GPUs): refuse larger tensors up front.
+  for (const PlanNode& node : p.nodes) {
+    if (node.type.shape.numel() > INT_MAX) {
+      throw PlatformError("node " + node.label + " of shape " + node.type.shape.str() +
+                          " has more than 2^31-1 elements, more than the OpenCL kernels index");
+    }
+  }
+
+  // ---- memory: one cl_mem per planned buffer; host-visible ones where the host maps them
+  std::vector<char> host_visible(p.buffer_bytes.size(), 0);
+  for (const PlanNode& node : p.nodes) {
+    if (node.buffer >= 0 && (node.storage == Storage::Input || node.fetched))
+      host_visible[static_cast<std::size_t>(node.buffer)] = 1;
+  }
+  bufs_.resize(p.buffer_bytes.size());
+  for (std::size_t b = 0; b < bufs_.size(); ++b) {
+    const cl_mem_flags flags = CL_MEM_READ_WRITE | (host_visible[b] ? CL_MEM_ALLOC_HOST_PTR : 0);
+    cl_int err = CL_SUCCESS;
+    bufs_[b] = Mem(clCreateBuffer(ctx, flags, p.buffer_bytes[b], nullptr, &err));
+    if (err != CL_SUCCESS) {
+      std::string users;
+      for (const PlanNode& node : p.nodes) {
+        if (node.buffer == static_cast<std::int32_t>(b) && users.size() < 200)
+          users += (users.empty() ? "" : ", ") + node.label;
+      }
+      check(err, "clCreateBuffer", __FILE__, __LINE__,
+            std::to_string(p.buffer_bytes[b]) + " bytes for " + users + " on " + dev_->label() +
+                " (largest allocation " + std::to_string(dev_->max_alloc()) + " bytes)");
+    }
+  }
+  mem_.assign(n, nullptr);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (p.nodes[i].buffer >= 0) mem_[i] = bufs_[static_cast<std::size_t>(p.nodes[i].buffer)].get();
+  }
+
+  // ---- inputs: mapped for the caller; zero-copy when the mapping stays put across maps
+  input_of_.assign(n, -1);
+  const bool staged = g_force_staged.load();
+  for (std::uint32_t i : p.inputs) {
+    InputBuf in;
+    in.node = i;
+    in.mem = mem_[i];
+    in.bytes = p.buffer_bytes[static_cast<std::size_t>(p.nodes[i].buffer)];
+    const std::string what = "input " + p.nodes[i].label;
+    void* first = map_buffer(q_, in.mem, in.bytes, nullptr, what);
+    unmap_buffer(q_, in.mem, first);
+    in.host = map_buffer(q_, in.mem, in.bytes, nullptr, what);
+    in.zero_copy = in.host == first && !staged;
+    if (!in.zero_copy) {
+      // The caller gets a pinned staging buffer that stays mapped; each run copies it over.
+      unmap_buffer(q_, in.mem, in.host);
+      in.mapped = false;
+      in.staging = Mem(HG_CL_CREATE(clCreateBuffer, ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+                                    in.bytes, nullptr));
+      in.host = map_buffer(q_, in.staging.get(), in.bytes, nullptr, "staging for " + what);
+    }
+    std::memset(in.host, 0, in.bytes);
+    input_of_[i] = static_cast<std::int32_t>(inputs_.size());
+    inputs_.push_back(std::move(in));
+  }
+
+  // ---- int32 label checks: on the host for fed labels, on the device for computed ones
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const PlanNode& node = p.nodes[i];
+    if (!needs_status_slot(node, p)) continue;
+    LabelCheck c;
+    c.node = i;
+    c.labels = node.inputs[labels_input(node.op)];
+    const Shape& probs = p.nodes[node.inputs[node.op == OpKind::CrossEntropy ? 0 : 1]].type.shape;
+    c.classes = probs.dim(-1);
+    c.rows = probs.numel() / c.classes;
+    c.slot = static_cast<int>(labels_.size());
+    c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
+    labels_.push_back(c);
+  }
+  checked_.assign(n, 0);
+  for (const LabelCheck& c : labels_) checked_[c.node] = 1;
+  device_checks_ =
+      std::any_of(labels_.begin(), labels_.end(), [](const LabelCheck& c) { return !c.on_host; });
+  if (!labels_.empty()) {
+    status_ = Mem(HG_CL_CREATE(clCreateBuffer, ctx, CL_MEM_READ_WRITE,
+                               labels_.size() * sizeof(cl_int), nullptr));
+  }
+
+  // ---- ops, created now so a run only enqueues
+  ops_.resize(n);
+  names_.assign(n, "none");
+  std::map<std::string, cl_program, std::less<>> programs;
+  auto program = [&](std::string_view family) {
+    auto it = programs.find(family);
+    if (it == programs.end())
+      it = programs.emplace(std::string(family), dev_->programs().get(family)).first;
+    return it->second;
+  };
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const PlanNode& node = p.nodes[i];
+    const bool work =
+        node.storage == Storage::Computed || (node.op == OpKind::Assign && !node.elided);
+    if (!work) continue;
+    const OpImpl& impl = op_table()[static_cast<std::size_t>(node.op)];
+    if (!impl.make) {
+      throw PlatformError("no OpenCL kernel for node " + node.label + " (op " +
+                          std::string(op_name(node.op)) + ")");
+    }
+    OpArgs args{p, i, node, {}, {}, nullptr, node.type, *dev_, program, status_.get(), -1};
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      const std::uint32_t u = node.inputs[k];
+      args.in.push_back(node.reads_input(k) ? mem_[u] : nullptr);
+      args.in_types.push_back(p.nodes[u].type);
+    }
+    args.out = node.op == OpKind::Assign ? mem_[node.inputs[0]] : mem_[i];
+    for (const LabelCheck& c : labels_) {
+      if (c.node == i) args.status_slot = c.slot;
+    }
+    ops_[i] = impl.make(args);
+    names_[i] = impl.name;
+  }
+
+  // ---- events: what each node waits for, what a host access of it waits for
+  // done[i]: the work nodes (and inputs, whose event is their unmap or upload) whose events
+  // mark node i's value as complete.
+  std::vector<std::vector<std::uint32_t>> done(n);
+  waits_.resize(n);
+  // Plan order respects every dependency (assign ordering included), so enqueueing in it
+  // makes every wait one on an earlier event.
+  work_.clear();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (ops_[i]) work_.push_back(i);
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const PlanNode& node = p.nodes[i];
+    if (ops_[i] || node.storage == Storage::Input) {
+      done[i] = {i};
+    } else if (node.storage == Storage::View) {
+      done[i] = done[node.inputs[0]];
+    } else if (node.storage == Storage::None) {  // groups, elided assigns
+      for (std::uint32_t d : node.deps)
+        done[i].insert(done[i].end(), done[d].begin(), done[d].end());
+      sort_unique(done[i]);
+    }
+    if (ops_[i]) {
+      for (std::uint32_t d : node.deps)
+        waits_[i].insert(waits_[i].end(), done[d].begin(), done[d].end());
+      sort_unique(waits_[i]);
+    }
+  }
+  std::vector<char> waited(n, 0);
+  for (std::uint32_t i : work_) {
+    for (std::uint32_t w : waits_[i]) waited[w] = 1;
+  }
+  for (std::uint32_t i : work_) {
+    if (!waited[i]) finals_.push_back(i);
+  }
+  // Readers of each input's buffer (directly or through views), for the map after them.
+  for (std::uint32_t i : work_) {
+    const PlanNode& node = p.nodes[i];
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      if (!node.reads_input(k)) continue;
+      const std::int32_t in = input_of_[base_of(node.inputs[k])];
+      if (in >= 0) inputs_[static_cast<std::size_t>(in)].readers.push_back(i);
+    }
+  }
+  for (InputBuf& in : inputs_) sort_unique(in.readers);
+  // A host access waits for the last writer of the node's buffer in the run: the node itself
+  // for computed values; for a variable, its assign, or the op computed in place over it.
+  writer_.resize(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::uint32_t b = base_of(i);
+    if (ops_[b]) writer_[i] = {b};
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const PlanNode& node = p.nodes[i];
+    if (node.op != OpKind::Assign) continue;
+    const std::uint32_t var = node.inputs[0];
+    writer_[var] = node.elided ? writer_[node.inputs[1]] : std::vector<std::uint32_t>{i};
+  }
+  ev_.resize(n);
+
+  initialize_state();
+}
+
+OpenClExecutable::~OpenClExecutable() {
+  // Work in flight uses this executable's buffers: let it finish (errors have no one to reach).
+  release_hold(true);
+  if (in_flight_) settle_all();
+}
+
+std::size_t OpenClExecutable::zero_copy_inputs() const {
+  return static_cast<std::size_t>(
+      std::count_if(inputs_.begin(), inputs_.end(), [](const InputBuf& b) { return b.zero_copy; }));
+}
+
+std::string OpenClExecutable::kernel_name(std::uint32_t node) const {
+  return std::string(names_[node]);
+}
+
+EngineReport OpenClExecutable::engine_report() const {
+  EngineReport r;
+  r.engine = out_of_order() ? "opencl out-of-order queue" : "opencl in-order queue";
+  r.executors = 1 + static_cast<int>(dev_->gemm_queue_count());  // the trace lanes
+  r.threads_per_executor = static_cast<int>(dev_->compute_units());
+  r.runs = runs_;
+  const GraphStats st = graph_stats(plan());
+  r.nodes = st.nodes;
+  r.heavy_nodes = st.heavy;
+  r.heavy_levels = st.heavy_levels;
+  r.max_width = st.max_width;
+  r.avg_width = st.avg_width;
+  return r;
+}
+
+// ---- host access ---------------------------------------------------------------------------
+
+void* OpenClExecutable::host_pointer(std::uint32_t node) {
+  return inputs_[static_cast<std::size_t>(input_of_[node])].host;
+}
+
+void OpenClExecutable::copy_in(std::uint32_t node, const void* src, std::size_t bytes) {
+  if (in_flight_) settle_all();  // a write must not race the run that may still read it
+  const std::uint32_t b = base_of(node);
+  if (input_of_[b] >= 0) {
+    std::memcpy(inputs_[static_cast<std::size_t>(input_of_[b])].host, src, bytes);
+    return;
+  }
+  write_buffer(q_, mem_[node], 0, bytes, src);
+}
+
+void OpenClExecutable::copy_out(std::uint32_t node, void* dst, std::size_t bytes) {
+  const std::uint32_t b = base_of(node);
+  if (input_of_[b] >= 0) {
+    std::memcpy(dst, inputs_[static_cast<std::size_t>(input_of_[b])].host, bytes);
+    return;
+  }
+  // settle_for_access has waited for the node's writer; nothing else writes this buffer.
+  read_buffer(q_, mem_[node], 0, bytes, dst);
+}
+
+void OpenClExecutable::settle_for_access(std::uint32_t node) {
+  if (!in_flight_) return;
+  std::vector<cl_event> evs;
+  const std::uint32_t b = base_of(node);
+  if (input_of_[b] >= 0) {
+    const InputBuf& in = inputs_[static_cast<std::size_t>(input_of_[b])];
+    if (in.remap) evs.push_back(in.remap.get());
+  }
+  for (std::uint32_t w : writer_[node]) {
+    if (ev_[w]) evs.push_back(ev_[w].get());
+  }
+  if (evs.empty()) return;
+  if (clWaitForEvents(static_cast<cl_uint>(evs.size()), evs.data()) != CL_SUCCESS) {
+    wait();  // the value was not computed: report the run's failure now
+  }
+}
+
+// ---- runs ----------------------------------------------------------------------------------
+
+void OpenClExecutable::execute() {
+  launch();
+  finish();
+}
+
+void OpenClExecutable::launch_async() {
+  launch();
+}
+
+void OpenClExecutable::finish_async() {
+  finish();
+}
+
+void OpenClExecutable::check_labels_on_host() const {
+  for (const LabelCheck& c : labels_) {
+    if (!c.on_host) continue;
+    const InputBuf& in = inputs_[static_cast<std::size_t>(input_of_[base_of(c.labels)])];
+    const auto* ids = static_cast<const std::int32_t*>(in.host);
+    for (std::int64_t r = 0; r < c.rows; ++r) {
+      if (ids[r] < 0 || ids[r] >= c.classes) {
+        throw FeedError("node " + plan().nodes[c.node].label + ": class id " +
+                        std::to_string(ids[r]) + " at row " + std::to_string(r) +
+                        " is outside [0, " + std::to_string(c.classes) + ")");
+      }
+    }
+  }
+}
+
+void OpenClExecutable::enqueue_input_unmaps() {
+  for (InputBuf& in : inputs_) {
+    cl::Event& ev = ev_[in.node];
+    if (in.zero_copy) {
+      // Kernels may use the buffer only once the host mapping is gone.
+      HG_CL(clEnqueueUnmapMemObject(q_, in.mem, in.host, 0, nullptr, ev.out()));
+      in.mapped = false;
+    } else {
+      HG_CL(clEnqueueWriteBuffer(q_, in.mem, CL_FALSE, 0, in.bytes, in.host, 0, nullptr, ev.out()));
+    }
+  }
+}
+
+void OpenClExecutable::enqueue_input_remaps() {
+  std::vector<cl_event> wl;
+  for (InputBuf& in : inputs_) {
+    if (!in.zero_copy) continue;
+    wl.clear();
+    for (std::uint32_t r : in.readers) {
+      if (ev_[r]) wl.push_back(ev_[r].get());
+    }
+    if (wl.empty()) wl.push_back(ev_[in.node].get());  // no reader: after the unmap
+    cl_int err = CL_SUCCESS;
+    void* ptr =
+        clEnqueueMapBuffer(q_, in.mem, CL_FALSE, CL_MAP_READ | CL_MAP_WRITE, 0, in.bytes,
+                           static_cast<cl_uint>(wl.size()), wl.data(), in.remap.out(), &err);
+    check(err, "clEnqueueMapBuffer", __FILE__, __LINE__, "input " + plan().nodes[in.node].label);
+    in.mapped = true;
+    if (ptr != in.host) {
+      throw PlatformError("clEnqueueMapBuffer: the driver moved the mapping of input " +
+                          plan().nodes[in.node].label + " between runs");
+    }
+  }
+}
+
+void OpenClExecutable::launch() {
+  check_labels_on_host();  // before anything is enqueued, as the CPU platform does
+  ++runs_;
+  for (cl::Event& e : ev_) e.reset();
+  for (InputBuf& in : inputs_) in.remap.reset();
+  status_reset_.reset();
+  injected_.reset();
+  forced_fail_ = -1;
+  if (recording_) first_.assign(ev_.size(), {});
+  in_flight_ = true;
+  run_t0_ns_ = steady_ns();
+  try {
+    if (device_checks_) {
+      const cl_int none = INT_MAX;
+      HG_CL(clEnqueueFillBuffer(q_, status_.get(), &none, sizeof(none), 0,
+                                labels_.size() * sizeof(none), 0, nullptr, status_reset_.out()));
+    }
+    enqueue_input_unmaps();
+    std::vector<cl_event> wl;
+    for (std::uint32_t i : work_) {
+      wl.clear();
+      for (std::uint32_t w : waits_[i]) {
+        if (ev_[w]) wl.push_back(ev_[w].get());
+      }
+      if (checked_[i] && status_reset_) wl.push_back(status_reset_.get());
+      try {
+        if (inject_ == static_cast<std::int64_t>(i)) {
+          inject_ = -1;
+          if (fault_ == Fault::enqueue_error) {
+            check(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel", __FILE__, __LINE__,
+                  "injected by a test");
+          }
+          if (fault_ == Fault::fail_event) {
+            forced_fail_ = i;
+          } else {
+            injected_ = cl::Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
+            pending_ = true;
+            wl.push_back(injected_.get());
+          }
+        }
+        ev_[i] = ops_[i]->enqueue(q_, wl, recording_ ? &first_[i] : nullptr);
+      } catch (const PlatformError& e) {
+        const PlanNode& node = plan().nodes[i];
+        throw PlatformError("node " + node.label + " (" + std::string(op_name(node.op)) +
+                            "): " + e.what());
+      }
+    }
+    enqueue_input_remaps();
+    HG_CL(clFlush(q_));
+  } catch (...) {
+    release_hold(true);  // nothing may wait forever on the test's event
+    settle_each();
+    restore_maps();
+    in_flight_ = false;
+    throw;
+  }
+}
+
+void OpenClExecutable::release_hold(bool fail) {
+  if (!pending_) return;
+  pending_ = false;
+  clSetUserEventStatus(injected_.get(), fail ? CL_OUT_OF_RESOURCES : CL_COMPLETE);
+}
+
+bool OpenClExecutable::settle_all() {
+  std::vector<cl_event> evs;
+  for (std::uint32_t i : finals_) {
+    if (ev_[i]) evs.push_back(ev_[i].get());
+  }
+  for (const InputBuf& in : inputs_) {
+    if (in.remap) evs.push_back(in.remap.get());
+  }
+  if (status_reset_) evs.push_back(status_reset_.get());
+  if (evs.empty() || clWaitForEvents(static_cast<cl_uint>(evs.size()), evs.data()) == CL_SUCCESS) {
+    return true;  // every other event of the run precedes one of these
+  }
+  settle_each();
+  return false;
+}
+
+void OpenClExecutable::settle_each() {
+  // Each event on its own: after a failure a wait on many may return before all are done, and
+  // nothing may still be running when the buffers are touched again.
+  auto wait_one = [](const cl::Event& e) {
+    if (!e) return;
+    const cl_event raw = e.get();
+    clWaitForEvents(1, &raw);
+  };
+  for (const cl::Event& e : ev_) wait_one(e);
+  for (const InputBuf& in : inputs_) wait_one(in.remap);
+  wait_one(status_reset_);
+}
+
+void OpenClExecutable::restore_maps() {
+  for (InputBuf& in : inputs_) {
+    if (!in.zero_copy) continue;
+    cl_int st = CL_COMPLETE;
+    if (in.remap) {
+      clGetEventInfo(in.remap.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, nullptr);
+    }
+    if (in.mapped && st == CL_COMPLETE) continue;
+    // The map after the run did not happen (it waited on a failed command): map again.
+    void* ptr = map_buffer(q_, in.mem, in.bytes, nullptr, "input " + plan().nodes[in.node].label);
+    in.mapped = true;
+    in.remap.reset();
+    if (ptr != in.host) {
+      throw PlatformError("clEnqueueMapBuffer: the driver moved the mapping of input " +
+                          plan().nodes[in.node].label + " after a failed run");
+    }
+  }
+}
+
+void OpenClExecutable::finish() {
+  if (!in_flight_) return;
+  const bool ok = settle_all() && forced_fail_ < 0;
+  in_flight_ = false;
+  // The first node, in plan order, whose command failed.
+  std::string failure;
+  for (std::uint32_t i : work_) {
+    if (ok) break;
+    if (!ev_[i]) continue;
+    cl_int st = CL_OUT_OF_RESOURCES;
+    if (forced_fail_ != static_cast<std::int64_t>(i)) {
+      HG_CL(clGetEventInfo(ev_[i].get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st,
+                           nullptr));
+    }
+    if (st < 0) {
+      const PlanNode& node = plan().nodes[i];
+      failure = "node " + node.label + " (" + std::string(op_name(node.op)) + ") failed on " +
+                dev_->label() + ": " + error_name(st) + " (" + std::to_string(st) + ")";
+      break;
+    }
+  }
+  restore_maps();
+  if (recording_ && failure.empty()) collect_events();
+  if (!failure.empty()) {
+    // A device fault may have cost the context: later compiles get a fresh one.
+    dev_->mark_broken();
+    throw PlatformError(failure +
+                        "; the run did not complete (compile the graph again to "
+                        "continue)");
+  }
+  if (device_checks_) {
+    std::vector<cl_int> bad(labels_.size());
+    read_buffer(q_, status_.get(), 0, bad.size() * sizeof(cl_int), bad.data());
+    for (const LabelCheck& c : labels_) {
+      const cl_int row = bad[static_cast<std::size_t>(c.slot)];
+      if (c.on_host || row == INT_MAX) continue;
+      std::string id = "a class id";
+      if (!plan().nodes[c.labels].clobbered) {  // still readable: name the offending value
+        cl_int v = 0;
+        read_buffer(q_, mem_[c.labels], static_cast<std::size_t>(row) * sizeof(cl_int), sizeof(v),
+                    &v);
+        id = "class id " + std::to_string(v);
+      }
+      throw FeedError("node " + plan().nodes[c.node].label + ": " + id + " at row " +
+                      std::to_string(row) + " is outside [0, " + std::to_string(c.classes) + ")");
+    }
+  }
+}
+
+// ---- traces --------------------------------------------------------------------------------
+
+void OpenClExecutable::collect_events() {
+  last_events_.clear();
+  // The device clock against the host's: the run's first command was queued just after
+  // run_t0_ns_ (profiling times are readable once a command is complete, as all are now).
+  const cl_event anchor = status_reset_      ? status_reset_.get()
+                          : !inputs_.empty() ? ev_[inputs_[0].node].get()
+                          : !work_.empty()   ? ev_[work_[0]].get()
+                                             : nullptr;
+  cl_ulong queued = 0;
+  if (anchor != nullptr) {
+    HG_CL(clGetEventProfilingInfo(anchor, CL_PROFILING_COMMAND_QUEUED, sizeof(queued), &queued,
+                                  nullptr));
+  }
+  clock_offset_ns_ = run_t0_ns_ - static_cast<std::int64_t>(queued);
+  auto when = [&](const cl::Event& e, cl_profiling_info what) {
+    cl_ulong t = 0;
+    HG_CL(clGetEventProfilingInfo(e.get(), what, sizeof(t), &t, nullptr));
+    return static_cast<std::int64_t>(t) + clock_offset_ns_;
+  };
+  for (std::uint32_t i : work_) {
+    const cl::Event& start = first_[i] ? first_[i] : ev_[i];
+    last_events_.push_back({i, ops_[i]->lane(), when(start, CL_PROFILING_COMMAND_START),
+                            when(ev_[i], CL_PROFILING_COMMAND_END)});
+  }
+}
+
+void OpenClExecutable::add_trace_events(TraceWriter& w, std::int64_t run) {
+  std::vector<std::string> lanes = {"OpenCL queue (" + dev_->info().name + ")"};
+  for (std::size_t k = 0; k < dev_->gemm_queue_count(); ++k)
+    lanes.push_back("CLBlast queue " + std::to_string(k));
+  w.set_lanes(lanes);
+  for (const Executable::Event& e : last_events_) {
+    const PlanNode& n = plan().nodes[e.node];
+    const std::string name =
+        n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
+    std::size_t in_bytes = 0;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();
+    }
+    w.add(name, std::string(op_name(n.op)), e.lane, e.start_ns, e.end_ns, n.label, run, in_bytes,
+          n.type.bytes());
+  }
+}
+
+// ---- backend -------------------------------------------------------------------------------
+
+namespace {
+
+class OpenClBackend final : public Backend {
+ public:
+  OpenClBackend(std::shared_ptr<Device> dev, bool in_order)
+      : dev_(std::move(dev)), in_order_(in_order) {}
+  std::string name() const override { return "opencl"; }
+  // Nodes run in any order the events allow: buffers may only be reused between nodes the
+  // dependencies order.
+  ReuseMode reuse_mode() const override { return ReuseMode::dag; }
+  std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
+    std::shared_ptr<Device> dev;
+    {
+      std::lock_guard lk(mu_);
+      if (dev_->broken()) {  // a device fault earlier: continue on a fresh context
+        OpenClOptions o;
+        o.platform_index = dev_->info().platform_index;
+        o.device_index = dev_->info().device_index;
+        dev_ = Device::get(o);
+      }
+      dev = dev_;
+    }
+    return std::make_unique<OpenClExecutable>(std::move(plan), std::move(dev), in_order_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<Device> dev_;
+  bool in_order_;
+};
+
+}  // namespace
+}  // namespace detail::cl
+
+Platform Platform::opencl(OpenClOptions options) {
+  auto dev = detail::cl::Device::get(options);
+  return Platform(std::make_shared<detail::cl::OpenClBackend>(std::move(dev), options.in_order));
+}
+
+bool Platform::opencl_available(OpenClOptions options) noexcept {
+  try {
+    detail::cl::choose_device(options);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::vector<OpenClDevice> Platform::opencl_devices() {
+  std::vector<OpenClDevice> out;
+  try {
+    for (const auto& d : detail::cl::enumerate_devices()) {
+      out.push_back({d.platform_index, d.device_index, d.platform_name, d.name,
+                     detail::cl::type_name(d.type)});
+    }
+  } catch (const PlatformError&) {
+    // no platform installed: no devices
+  }
+  return out;
+}
+
+}  // namespace hetgraph

@@ -1,0 +1,122 @@
+// OpenCL node kernels: for each op, the work a node enqueues, created at compile time with its
+// buffers and arguments bound so that a run only enqueues. Ops are grouped by family like the
+// kernels/*.cl programs they use (elementwise, reduce, nn, movement) plus CLBlast GEMM.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "compiler/plan.hpp"
+#include "opencl/cl.hpp"
+#include "opencl/device.hpp"
+
+namespace hetgraph::detail::cl {
+
+/// A node's work on the device.
+class ClOp {
+ public:
+  virtual ~ClOp() = default;
+  /// Enqueues the work on `q` after every event in `wait`; returns the event of its
+  /// completion, and in `first` (when not null and the work is several commands) the event of
+  /// its first command, for traces. Throws PlatformError when an enqueue fails.
+  virtual Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event* first) = 0;
+  /// The trace lane of its commands: 0 for the main queue, 1 + i for CLBlast's queue i.
+  virtual int lane() const { return 0; }
+};
+
+/// Everything known about a node when its op is created (compile time).
+struct OpArgs {
+  const Plan& plan;
+  std::uint32_t index;
+  const PlanNode& node;
+  std::vector<cl_mem> in;  // buffer of each input; nullptr for shape-only inputs
+  std::vector<TensorType> in_types;
+  cl_mem out = nullptr;  // buffer of the result (the variable's, for a copying assign)
+  TensorType out_type;
+  Device& device;
+  std::function<cl_program(std::string_view family)> program;  // built once per context
+  cl_mem status = nullptr;  // int32 error slots (class ids out of range), reset every run
+  int status_slot = -1;     // this node's slot, for ops that check int32 labels
+
+  const Shape& in_shape(std::size_t i) const { return in_types[i].shape; }
+  const Shape& out_shape() const { return out_type.shape; }
+};
+
+struct OpImpl {
+  std::string_view name;
+  std::unique_ptr<ClOp> (*make)(const OpArgs&) = nullptr;
+};
+using OpTable = std::array<OpImpl, kNumOps>;
+
+/// The op table; OpImpl::make is null for ops without device work (inputs, views, groups).
+const OpTable& op_table();
+/// Whether a node of this op needs a status slot (int32 class ids checked on the device).
+bool needs_status_slot(const PlanNode& n, const Plan& p);
+
+void register_elementwise_ops(OpTable& t);
+void register_reduce_ops(OpTable& t);
+void register_nn_ops(OpTable& t);
+void register_movement_ops(OpTable& t);
+void register_matmul_ops(OpTable& t);
+
+// ---- building blocks shared by the families --------------------------------------------------
+
+/// One NDRange launch with its arguments bound.
+struct Launch {
+  Kernel kernel;
+  cl_uint dims = 1;
+  std::array<std::size_t, 2> global{0, 1}, local{1, 1};
+};
+
+/// Creates `name` from `program` and binds `args` in order.
+template <class... A>
+Kernel make_kernel(cl_program program, const char* name, const A&... args) {
+  Kernel k(HG_CL_CREATE(clCreateKernel, program, name));
+  set_args(k.get(), args...);
+  return k;
+}
+
+/// Work-group size for a 1-d launch of `k`: at most `cap`, the device's and the kernel's limit.
+std::size_t group_size(const Device& dev, cl_kernel k, std::size_t cap = 256);
+/// The largest power of two <= min(limit, cap, want), at least 1 (tree reductions need 2^k).
+std::size_t pow2_group(const Device& dev, cl_kernel k, std::size_t want, std::size_t cap = 256);
+
+/// A launch on the device's fixed grid (Device::grid_groups() work-groups of the kernel's
+/// group size): the kernels stride through their work, so the size never depends on the
+/// tensor (see FOR_EACH in kernels/*.cl for why).
+Launch launch_1d(const Device& dev, Kernel k);
+/// The same with work-groups of `local` work-items (a power of two for tree reductions).
+Launch launch_groups(const Device& dev, Kernel k, std::size_t local);
+
+/// Launches run one after another (each waits for the previous one); the last one's event is
+/// the node's. Tensors are never empty (the compiler rejects empty dims), so neither are
+/// launches.
+class KernelSeq final : public ClOp {
+ public:
+  explicit KernelSeq(std::vector<Launch> launches, std::vector<Mem> scratch = {})
+      : launches_(std::move(launches)), scratch_(std::move(scratch)) {}
+  Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event* first) override;
+
+ private:
+  std::vector<Launch> launches_;
+  std::vector<Mem> scratch_;  // buffers the launches use besides the plan's (partials)
+};
+
+std::unique_ptr<ClOp> make_seq(Launch l);
+
+/// Every dim of `s` right-aligned into 4 (leading 1s), and its row-major strides (0 for 1s).
+struct Dims4 {
+  cl_int4 d{}, s{};
+};
+
+/// A size as the kernels take it (the executable has checked every tensor fits in an int).
+inline cl_int to_int(std::int64_t v) {
+  return static_cast<cl_int>(v);
+}
+
+}  // namespace hetgraph::detail::cl
