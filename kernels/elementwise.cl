@@ -26,6 +26,7 @@ UNARY(scale_f32, alpha * v)
 UNARY(exp_f32, exp(v))
 UNARY(log_f32, log(v))
 UNARY(sqrt_f32, sqrt(v))
+UNARY(floor_f32, floor(v))
 UNARY(relu_f32, v > 0.0f ? v : 0.0f)
 UNARY(sigmoid_f32, 1.0f / (1.0f + exp(-v)))
 // Some libms (PoCL's) stop one ulp short of +-1 for large |x|; tanh is exactly +-1 in float

@@ -31,6 +31,7 @@ In rand_in(const std::string& name, Shape s, std::uint32_t seed, float lo = -1.0
 
 class NnOpTest : public ::testing::TestWithParam<PlatformCase> {
  protected:
+  bool on_cpu() const { return GetParam().name.rfind("cpu", 0) == 0; }
   void check(const Graph& g, const std::vector<In>& ins, Node out, double rtol, double atol,
              const std::string& what) {
     const auto got = testing_util::run_checked(GetParam(), g, ins, {out});
@@ -95,6 +96,7 @@ TEST_P(NnOpTest, Conv2dForward) {
 
 TEST_P(NnOpTest, Conv2dKernelIsOneDnn) {
   SKIP_IF_REFERENCE_FORCED();
+  if (!on_cpu()) GTEST_SKIP() << "oneDNN kernels are the CPU platform's";
   Graph g;
   auto x = g.input("x"), w = g.input("w");
   auto y = conv2d(x, w, {.padding = {1, 1}});
@@ -231,7 +233,7 @@ TEST_P(NnOpTest, SigmoidAndTanhThroughOneDnn) {
         check(g, {rand_in("x", {n}, 6, -12, 12)}, y, 1e-6, 1e-7,
               std::string(tanh_op ? "tanh" : "sigmoid") + " of " + std::to_string(n) +
                   (in_place ? " in place" : ""));
-        if (!reference_forced()) {
+        if (!reference_forced() && on_cpu()) {
           auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", {n}}}, {y});
           EXPECT_EQ(cg.kernel_name(y), "dnnl_eltwise");
         }
@@ -453,6 +455,44 @@ TEST(NnKernels, GradientRulesSurviveGraphGrowth) {
               (std::vector<float>{2, 2, 2, 4, 4, 4, 2, 2, 2, 2, 2, 2, 4, 4, 4, 2, 2, 2}))
         << pad;
   }
+}
+
+// The same training steps (convolution, both poolings, an embedding, SGD) on the CPU and on
+// OpenCL: the losses agree to float rounding step after step.
+TEST(NnKernels, CpuAndOpenClAgree) {
+  if (!Platform::opencl_available() && !testing_util::opencl_required()) {
+    GTEST_SKIP() << "no OpenCL device";
+  }
+  auto train = [](const Platform& platform) {
+    Graph g;
+    auto x = g.input("x"), ids = g.input("ids", DType::i32), y = g.input("y", DType::i32);
+    auto W = g.variable("W", {6, 2, 3, 3}, Initializer::normal(0, 0.3f, 4));
+    auto b = g.variable("b", {6});
+    auto E = g.variable("E", {20, 4}, Initializer::normal(0, 0.3f, 5));
+    auto V = g.variable("V", {6 * 2 * 2 + 4, 3}, Initializer::normal(0, 0.3f, 6));
+    auto h = relu(conv2d(x, W, b, {.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 2}}));
+    h = avg_pool2d(max_pool2d(h, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}),
+                   {.kernel = {2, 2}, .stride = {2, 1}, .count_include_pad = true});  // [8,6,2,2]
+    auto feats = concat({reshape(h, {8, 24}), embedding(E, ids)}, 1);
+    auto loss = reduce_mean(cross_entropy(softmax(matmul(feats, V)), y));
+    auto step = sgd(loss, {W, b, E, V}, 0.2f);
+    auto cg = GraphCompiler(platform).compile(g, {{"x", {8, 2, 8, 7}}, {"ids", {8}}, {"y", {8}}},
+                                              {loss, step});
+    const auto xv = testing_util::random_vec(8 * 2 * 8 * 7, 11);
+    const std::vector<std::int32_t> iv{3, 19, 0, 3, 7, 7, 12, 3}, yv{0, 1, 2, 0, 1, 2, 0, 1};
+    std::vector<float> losses;
+    for (int i = 0; i < 12; ++i) {
+      cg.run({{"x", xv}, {"ids", iv}, {"y", yv}});
+      losses.push_back(cg.read(loss)[0]);
+    }
+    return losses;
+  };
+  const auto cpu = train(Platform::cpu({.threads = 1}));
+  const auto cl = train(Platform::opencl());
+  ASSERT_EQ(cpu.size(), cl.size());
+  for (std::size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(cl[i], cpu[i], 1e-5 * std::abs(cpu[i]) + 1e-6) << "step " << i;
+  EXPECT_LT(cpu.back(), cpu.front());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, NnOpTest, ::testing::ValuesIn(testing_util::platforms()),

@@ -78,12 +78,15 @@ class OpenClExecutable final : public Executable {
     cl::Event remap;                     // this run's map after the last reader
   };
   struct LabelCheck {
-    std::uint32_t node = 0;    // the cross-entropy node
-    std::uint32_t labels = 0;  // its int32 labels input (plan index)
-    std::int64_t rows = 0, classes = 0;
+    std::uint32_t node = 0;    // the cross-entropy (or embedding) node
+    std::uint32_t labels = 0;  // its int32 labels (indices) input (plan index)
+    std::int64_t rows = 0, classes = 0;  // embedding: indices and table rows
     int slot = 0;
-    bool on_host = false;  // labels are an input: checked before the run, on the host
+    bool on_host = false;    // labels are an input: checked before the run, on the host
+    bool embedding = false;  // indices of an embedding lookup (or of its gradient)
   };
+  /// The FeedError message for value `v` at `row` of a check's labels.
+  std::string label_error(const LabelCheck& c, const std::string& value, std::int64_t row) const;
 
   std::uint32_t base_of(std::uint32_t node) const;  // through views
   void launch();

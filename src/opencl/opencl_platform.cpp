@@ -31,7 +31,8 @@ void sort_unique(std::vector<std::uint32_t>& v) {
 }
 
 std::size_t labels_input(OpKind op) {
-  return op == OpKind::CrossEntropy ? 1 : 2;
+  return op == OpKind::CrossEntropy || op == OpKind::Embedding || op == OpKind::EmbeddingGrad ? 1
+                                                                                             : 2;
 }
 
 }  // namespace
@@ -121,9 +122,16 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     LabelCheck c;
     c.node = i;
     c.labels = node.inputs[labels_input(node.op)];
-    const Shape& probs = p.nodes[node.inputs[node.op == OpKind::CrossEntropy ? 0 : 1]].type.shape;
-    c.classes = probs.dim(-1);
-    c.rows = probs.numel() / c.classes;
+    c.embedding = node.op == OpKind::Embedding || node.op == OpKind::EmbeddingGrad;
+    if (c.embedding) {
+      c.classes = p.nodes[node.inputs[node.op == OpKind::Embedding ? 0 : 2]].type.shape[0];
+      c.rows = p.nodes[c.labels].type.shape.numel();
+    } else {
+      const Shape& probs =
+          p.nodes[node.inputs[node.op == OpKind::CrossEntropy ? 0 : 1]].type.shape;
+      c.classes = probs.dim(-1);
+      c.rows = probs.numel() / c.classes;
+    }
     c.slot = static_cast<int>(labels_.size());
     c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
     labels_.push_back(c);
@@ -322,17 +330,26 @@ void OpenClExecutable::finish_async() {
   finish();
 }
 
+std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string& value,
+                                          std::int64_t row) const {
+  const std::string node = "node " + plan().nodes[c.node].label + ": ";
+  const std::string range = "[0, " + std::to_string(c.classes) + ")";
+  if (c.embedding) {  // the CPU platform's wording
+    return node + (value.empty() ? "an index" : "index " + value) + " at position " +
+           std::to_string(row) + " of the indices " + plan().nodes[c.labels].type.shape.str() +
+           " is outside the table's rows " + range;
+  }
+  return node + (value.empty() ? "a class id" : "class id " + value) + " at row " +
+         std::to_string(row) + " is outside " + range;
+}
+
 void OpenClExecutable::check_labels_on_host() const {
   for (const LabelCheck& c : labels_) {
     if (!c.on_host) continue;
     const InputBuf& in = inputs_[static_cast<std::size_t>(input_of_[base_of(c.labels)])];
     const auto* ids = static_cast<const std::int32_t*>(in.host);
     for (std::int64_t r = 0; r < c.rows; ++r) {
-      if (ids[r] < 0 || ids[r] >= c.classes) {
-        throw FeedError("node " + plan().nodes[c.node].label + ": class id " +
-                        std::to_string(ids[r]) + " at row " + std::to_string(r) +
-                        " is outside [0, " + std::to_string(c.classes) + ")");
-      }
+      if (ids[r] < 0 || ids[r] >= c.classes) throw FeedError(label_error(c, std::to_string(ids[r]), r));
     }
   }
 }
@@ -520,15 +537,14 @@ void OpenClExecutable::finish() {
     for (const LabelCheck& c : labels_) {
       const cl_int row = bad[static_cast<std::size_t>(c.slot)];
       if (c.on_host || row == INT_MAX) continue;
-      std::string id = "a class id";
+      std::string value;
       if (!plan().nodes[c.labels].clobbered) {  // still readable: name the offending value
         cl_int v = 0;
         read_buffer(q_, mem_[c.labels], static_cast<std::size_t>(row) * sizeof(cl_int), sizeof(v),
                     &v);
-        id = "class id " + std::to_string(v);
+        value = std::to_string(v);
       }
-      throw FeedError("node " + plan().nodes[c.node].label + ": " + id + " at row " +
-                      std::to_string(row) + " is outside [0, " + std::to_string(c.classes) + ")");
+      throw FeedError(label_error(c, value, row));
     }
   }
 }

@@ -13,6 +13,8 @@ const OpTable& op_table() {
     register_nn_ops(t);
     register_movement_ops(t);
     register_matmul_ops(t);
+    register_conv_ops(t);
+    register_embedding_ops(t);
     return t;
   }();
   return table;
@@ -28,6 +30,9 @@ bool needs_status_slot(const PlanNode& n, const Plan& p) {
     case OpKind::CrossEntropyGrad:
     case OpKind::SoftmaxXentGrad:
       return labels_i32(2);
+    case OpKind::Embedding:  // indices checked against the table's rows
+    case OpKind::EmbeddingGrad:
+      return true;
     default:
       return false;
   }

@@ -63,6 +63,8 @@ void register_reduce_ops(OpTable& t);
 void register_nn_ops(OpTable& t);
 void register_movement_ops(OpTable& t);
 void register_matmul_ops(OpTable& t);
+void register_conv_ops(OpTable& t);
+void register_embedding_ops(OpTable& t);
 
 // ---- building blocks shared by the families --------------------------------------------------
 

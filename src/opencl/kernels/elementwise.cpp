@@ -20,6 +20,8 @@ const char* unary_kernel(OpKind k) {
       return "log_f32";
     case OpKind::Sqrt:
       return "sqrt_f32";
+    case OpKind::Floor:
+      return "floor_f32";
     case OpKind::Relu:
       return "relu_f32";
     case OpKind::Sigmoid:
@@ -91,7 +93,7 @@ std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
 
 void register_elementwise_ops(OpTable& t) {
   for (OpKind k : {OpKind::Neg, OpKind::Scale, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Relu,
-                   OpKind::Sigmoid, OpKind::Tanh}) {
+                   OpKind::Sigmoid, OpKind::Tanh, OpKind::Floor}) {
     t[static_cast<std::size_t>(k)] = {"cl_unary", make_unary};
   }
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Axpby,

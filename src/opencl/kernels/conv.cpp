@@ -1,0 +1,99 @@
+// Convolution and pooling on OpenCL (kernels/conv.cl): direct loops with a work-item per output
+// element, forward and backward; max pooling's gradient recomputes the argmax from x (there is
+// no workspace to keep on this platform). Every kernel takes the same 16 geometry arguments.
+#include "compiler/ops/window.hpp"
+#include "opencl/ops.hpp"
+
+namespace hetgraph::detail::cl {
+
+namespace {
+
+// buffers..., ints..., then the geometry (GEOM_ARGS in conv.cl)
+Kernel window_kernel(const OpArgs& a, const char* name, std::initializer_list<cl_mem> buffers,
+                     std::initializer_list<cl_int> ints, const ImageGeom& g) {
+  Kernel k(HG_CL_CREATE(clCreateKernel, a.program("conv"), name));
+  cl_uint i = 0;
+  for (cl_mem m : buffers) set_arg(k.get(), i++, sizeof(m), &m);
+  for (cl_int v : ints) set_arg(k.get(), i++, sizeof(v), &v);
+  const Window2d& w = g.win;
+  const std::int64_t geom[] = {g.n,
+                               g.c,
+                               g.h,
+                               g.w,
+                               g.oc,
+                               g.oh,
+                               g.ow,
+                               w.kernel[0],
+                               w.kernel[1],
+                               w.stride[0],
+                               w.stride[1],
+                               w.pad_begin[0],
+                               w.pad_begin[1],
+                               w.dilation[0],
+                               w.dilation[1],
+                               w.count_include_pad};
+  for (std::int64_t v : geom) {
+    const cl_int c = to_int(v);
+    set_arg(k.get(), i++, sizeof(c), &c);
+  }
+  return k;
+}
+
+std::unique_ptr<ClOp> make_conv(const OpArgs& a) {
+  const bool bias = a.in.size() == 3;
+  const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
+  // Without a bias the weights stand in for the unused buffer argument.
+  return make_seq(launch_1d(
+      a.device, window_kernel(a, "conv2d_fwd", {a.in[0], a.in[1], bias ? a.in[2] : a.in[1], a.out},
+                              {bias ? 1 : 0}, g)));
+}
+
+std::unique_ptr<ClOp> make_conv_bwd_data(const OpArgs& a) {  // (g, w, x-shape)
+  const ImageGeom g = conv_geom(a.in_shape(2), a.in_shape(1), a.node.attrs);
+  return make_seq(
+      launch_1d(a.device, window_kernel(a, "conv2d_bwd_data", {a.in[0], a.in[1], a.out}, {}, g)));
+}
+
+std::unique_ptr<ClOp> make_conv_bwd_weights(const OpArgs& a) {  // (g, x, w-shape)
+  const ImageGeom g = conv_geom(a.in_shape(1), a.in_shape(2), a.node.attrs);
+  return make_seq(launch_1d(
+      a.device, window_kernel(a, "conv2d_bwd_weights", {a.in[0], a.in[1], a.out}, {}, g)));
+}
+
+std::unique_ptr<ClOp> make_conv_bias_grad(const OpArgs& a) {
+  const Shape& s = a.in_shape(0);
+  Kernel k = make_kernel(a.program("conv"), "conv2d_bias_grad", a.in[0], a.out, to_int(s[0]),
+                         to_int(s[1]), to_int(s[2] * s[3]));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+std::unique_ptr<ClOp> make_pool(const OpArgs& a) {
+  const ImageGeom g = pool_geom(a.in_shape(0), a.node.attrs);
+  const cl_int is_max = a.node.op == OpKind::MaxPool2d ? 1 : 0;
+  return make_seq(launch_1d(a.device, window_kernel(a, "pool_fwd", {a.in[0], a.out}, {is_max}, g)));
+}
+
+// max: (g, x, y);  avg: (g, x-shape), with g standing in for the unread x.
+std::unique_ptr<ClOp> make_pool_bwd(const OpArgs& a) {
+  const ImageGeom g = pool_geom(a.in_shape(1), a.node.attrs);
+  const bool max = a.node.op == OpKind::MaxPool2dGrad;
+  return make_seq(launch_1d(
+      a.device,
+      window_kernel(a, "pool_bwd", {a.in[0], max ? a.in[1] : a.in[0], a.out}, {max ? 1 : 0}, g)));
+}
+
+}  // namespace
+
+void register_conv_ops(OpTable& t) {
+  t[static_cast<std::size_t>(OpKind::Conv2d)] = {"cl_conv_direct", make_conv};
+  t[static_cast<std::size_t>(OpKind::Conv2dGradInput)] = {"cl_conv_bwd_data", make_conv_bwd_data};
+  t[static_cast<std::size_t>(OpKind::Conv2dGradWeight)] = {"cl_conv_bwd_weights",
+                                                           make_conv_bwd_weights};
+  t[static_cast<std::size_t>(OpKind::Conv2dGradBias)] = {"cl_channel_sums", make_conv_bias_grad};
+  t[static_cast<std::size_t>(OpKind::MaxPool2d)] = {"cl_pool", make_pool};
+  t[static_cast<std::size_t>(OpKind::AvgPool2d)] = {"cl_pool", make_pool};
+  t[static_cast<std::size_t>(OpKind::MaxPool2dGrad)] = {"cl_pool_bwd_recompute", make_pool_bwd};
+  t[static_cast<std::size_t>(OpKind::AvgPool2dGrad)] = {"cl_pool_bwd", make_pool_bwd};
+}
+
+}  // namespace hetgraph::detail::cl

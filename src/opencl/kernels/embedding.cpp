@@ -1,0 +1,28 @@
+// Embedding lookup and its scatter-add gradient on OpenCL (kernels/embedding.cl). Indices are
+// checked like int32 class ids: on the host before the run when they are fed, on the device
+// (the node's status slot) when they are computed.
+#include "opencl/ops.hpp"
+
+namespace hetgraph::detail::cl {
+
+namespace {
+
+// (table, ids) -> rows;  (g, ids, table-shape) -> dtable
+std::unique_ptr<ClOp> make_embedding(const OpArgs& a) {
+  const bool grad = a.node.op == OpKind::EmbeddingGrad;
+  const Shape& table = a.in_shape(grad ? 2 : 0);
+  const std::int64_t count = a.in_shape(1).numel();
+  Kernel k = make_kernel(a.program("embedding"), grad ? "embedding_grad" : "embedding_fwd", a.in[0],
+                         a.in[1], a.out, to_int(count), to_int(table[0]), to_int(table[1]),
+                         a.status, cl_int{a.status_slot});
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+}  // namespace
+
+void register_embedding_ops(OpTable& t) {
+  t[static_cast<std::size_t>(OpKind::Embedding)] = {"cl_gather_rows", make_embedding};
+  t[static_cast<std::size_t>(OpKind::EmbeddingGrad)] = {"cl_row_scatter_add", make_embedding};
+}
+
+}  // namespace hetgraph::detail::cl
