@@ -7,7 +7,7 @@ namespace hetgraph::detail::cl {
 
 namespace {
 
-// (table, ids) -> rows;  (g, ids, table-shape) -> dtable
+// (table, ids) -> rows;  (g, ids, table-shape) -> dtable: zeros, then the scatter-add.
 std::unique_ptr<ClOp> make_embedding(const OpArgs& a) {
   const bool grad = a.node.op == OpKind::EmbeddingGrad;
   const Shape& table = a.in_shape(grad ? 2 : 0);
@@ -15,7 +15,12 @@ std::unique_ptr<ClOp> make_embedding(const OpArgs& a) {
   Kernel k = make_kernel(a.program("embedding"), grad ? "embedding_grad" : "embedding_fwd", a.in[0],
                          a.in[1], a.out, to_int(count), to_int(table[0]), to_int(table[1]),
                          a.status, cl_int{a.status_slot});
-  return make_seq(launch_1d(a.device, std::move(k)));
+  if (!grad) return make_seq(launch_1d(a.device, std::move(k)));
+  std::vector<Launch> launches;
+  launches.push_back(launch_1d(a.device, make_kernel(a.program("movement"), "fill_f32", a.out,
+                                                     to_int(table.numel()), cl_float{0.0f})));
+  launches.push_back(launch_1d(a.device, std::move(k)));
+  return std::make_unique<KernelSeq>(std::move(launches));
 }
 
 }  // namespace
