@@ -8,12 +8,16 @@ For each (workload, platform, engine, executors, mapped) the last line wins. Dra
                            the fastest (like the Graphi paper's Figures 5-6);
   par-matmul.png           time over the number of branches, per engine configuration;
   kernels.png              kernel workloads split into setup / copy / compute per platform,
-                           mapped and not (like the baseline report's Figures 2-5).
+                           mapped and not (like the baseline report's Figures 2-5);
+  node-vs-raw.png          matmul, convolution and pooling nodes over the raw library call of
+                           the same shape (median over every round in the files).
+and writes summary.md next to the charts: the tables bench/README.md quotes.
 """
 import argparse
 import json
 import os
 import re
+import statistics
 
 import matplotlib
 
@@ -22,7 +26,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def load(paths):
-    rows = {}
+    """The last line per configuration, and every line (for medians over rounds)."""
+    rows, lines = {}, []
     for p in paths:
         with open(p) as f:
             for line in f:
@@ -33,7 +38,8 @@ def load(paths):
                 key = (r["workload"], r.get("platform"), r.get("engine"), r.get("executors"),
                        r.get("mapped", True), r.get("fused", True), r.get("inline_below_us"))
                 rows[key] = r
-    return list(rows.values())
+                lines.append(r)
+    return list(rows.values()), lines
 
 
 def label(r):
@@ -120,22 +126,116 @@ def kernels_chart(rows, out):
     return path
 
 
+RAW_PREFIXES = ("dnnl-", "sgemm-")
+
+
+def raw_pairs(lines):
+    """(node workload, node median, raw median) for each node with a raw twin, medians over
+    every line of that workload."""
+    med = {}
+    for r in lines:
+        med.setdefault(r["workload"], []).append(r["median_s"])
+    med = {w: statistics.median(v) for w, v in med.items()}
+    pairs = []
+    for w, t in sorted(med.items()):
+        if w.startswith(RAW_PREFIXES) or w.startswith("dnnl-conv-blocked"):
+            continue
+        twin = "sgemm-" + w[7:] if w.startswith("matmul-") else "dnnl-" + w
+        if twin in med:
+            pairs.append((w, t, med[twin], med.get("dnnl-conv-blocked-" + w[5:])))
+    return pairs
+
+
+def node_vs_raw_chart(lines, out):
+    pairs = raw_pairs(lines)
+    if not pairs:
+        return None
+    fig, ax = plt.subplots(figsize=(max(6, len(pairs) * 0.9), 3.6))
+    bars = ax.bar([w for w, *_ in pairs], [t / raw for _, t, raw, _ in pairs], color="#dd8452")
+    for b, (_, t, raw, _) in zip(bars, pairs):
+        ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{t*1e3:.3g}/{raw*1e3:.3g} ms",
+                ha="center", va="bottom", fontsize=6)
+    ax.axhline(1.0, color="black", linewidth=0.5)
+    ax.axhline(1.1, color="red", linewidth=0.5, linestyle="--")
+    ax.set_ylabel("node time / raw library time")
+    ax.set_title("hetgraph nodes vs raw oneDNN (dnnl_sgemm, primitives on NCHW data)", fontsize=9)
+    plt.xticks(rotation=30, ha="right", fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(out, "node-vs-raw.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def ms(x):
+    return f"{x*1e3:.3g}"
+
+
+def summary(rows, lines, out):
+    """Markdown tables: engines per workload (with auto's pick against the exhaustive search
+    and the guideline), node vs raw, kernel split."""
+    md = ["| workload | nodes / heavy / width max, avg | sequential ms | critical-path best ms "
+          "| shared-queue best ms | auto ms (pick) | exhaustive best | guideline executors "
+          "| auto vs seq | auto vs SQ best |", "|" + "---|" * 10]
+    by = {}
+    for r in rows:
+        if r.get("platform") == "cpu" and "inline_below_us" not in r:
+            by.setdefault(r["workload"], []).append(r)
+    for w, rs in sorted(by.items()):
+        if w.startswith(("kernel-", "matmul-", "conv-", "maxpool-", "avgpool-")):
+            continue
+        pick = {e: [r for r in rs if r["engine"] == e] for e in
+                ("sequential", "critical-path", "shared-queue", "auto")}
+        if not pick["sequential"] or not pick["auto"]:
+            continue
+        best = {e: min(v, key=lambda r: r["median_s"]) if v else None for e, v in pick.items()}
+        seq, auto = best["sequential"], best["auto"]
+        cp, sq = best["critical-path"], best["shared-queue"]
+        fixed = [r for r in rs if r["engine"] in ("critical-path", "shared-queue")]
+        ex = min(fixed, key=lambda r: r["median_s"]) if fixed else seq
+        md.append(
+            f"| {w} | {seq.get('nodes')} / {seq.get('heavy_nodes')} / {seq.get('max_width')}, "
+            f"{seq.get('avg_width')} | {ms(seq['median_s'])} | "
+            f"{ms(cp['median_s']) + ' (' + cp['executors'] + ')' if cp else '-'} | "
+            f"{ms(sq['median_s']) + ' (' + sq['executors'] + ')' if sq else '-'} | "
+            f"{ms(auto['median_s'])} ({auto['executors']}) | {ex['engine']} {ex['executors']} | "
+            f"{auto.get('guideline_executors')} | {seq['median_s'] / auto['median_s']:.2f}x | "
+            f"{(sq['median_s'] / auto['median_s']) if sq else float('nan'):.2f}x |")
+    md += ["", "| node | node ms | raw ms | node / raw | raw on blocked layouts ms |", "|---|---|---|---|---|"]
+    for w, t, raw, blocked in raw_pairs(lines):
+        md.append(f"| {w} | {ms(t)} | {ms(raw)} | {t / raw:.3f} | {ms(blocked) if blocked else '-'} |")
+    md += ["", "| kernel workload | platform | memory | setup ms | copy ms | compute ms |",
+           "|---|---|---|---|---|---|"]
+    for r in sorted((r for r in rows if r["workload"].startswith("kernel-")),
+                    key=lambda r: (r["workload"], r.get("platform"), not r.get("mapped", True))):
+        md.append(f"| {r['workload']} | {r.get('platform')} | "
+                  f"{'mapped' if r.get('mapped', True) else 'copied'} | {ms(r.get('setup_s', 0))} | "
+                  f"{ms(r.get('copy_s', 0))} | {ms(r.get('compute_s', r['median_s']))} |")
+    path = os.path.join(out, "summary.md")
+    with open(path, "w") as f:
+        f.write("\n".join(md) + "\n")
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="+")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "charts"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    rows = load(a.results)
+    rows, lines = load(a.results)
     made = []
     by = {}
     for r in rows:
         by.setdefault(r["workload"], []).append(r)
     for w, rs in sorted(by.items()):
-        if not w.startswith(("par-matmul-", "kernel-", "matmul-", "sgemm-")):
+        if not w.startswith(("par-matmul-", "kernel-", "matmul-", "sgemm-", "conv-", "dnnl-",
+                             "maxpool-", "avgpool-")):
             made.append(engines_chart(w, rs, a.out))
     made.append(par_matmul_chart(rows, a.out))
     made.append(kernels_chart(rows, a.out))
+    made.append(node_vs_raw_chart(lines, a.out))
+    made.append(summary(rows, lines, a.out))
     for m in made:
         if m:
             print(m)

@@ -33,6 +33,15 @@ matrix() {  # workload, repeat, extra args: sequential, both parallel engines x 
 echo "writing $out" >&2
 # Kernels against the raw library calls of the same shapes.
 run --workload matmul-200x100x200,sgemm-200x100x200,matmul-1000x1000x1000,sgemm-1000x1000x1000 --repeat "$(rep 15)"
+# Convolution and pooling nodes against raw oneDNN on the same shapes (pathnet and inception
+# layers); three interleaved rounds, plot.py takes the median.
+pairs=(conv-64x16x32x32-16x3x3-p1 conv-32x64x32x32-64x3x3-p1 conv-32x192x28x28-64x1x1
+       conv-32x32x28x28-64x5x5-p2 maxpool-64x16x32x32-k2 maxpool-32x64x56x56-k3-s2-p1
+       avgpool-32x64x56x56-k3-s1-p1)
+for round in 1 2 3; do
+  [ $quick = 1 ] && [ $round -gt 1 ] && continue
+  for p in "${pairs[@]}"; do run --workload "$p,dnnl-$p" --repeat "$(rep 15)"; done
+done
 # Engines: the issue-5 workloads.
 matrix mnist-softmax "$(rep 10)"
 for n in 512 1024 2048 4096 8192; do
@@ -64,4 +73,6 @@ if [ $opencl = 1 ]; then
   run --workload par-matmul-1024 --platform opencl --repeat "$(rep 3)" --warmup 1
 fi
 echo "results appended to $out" >&2
-python3 bench/plot.py "$out" || echo "plot.py failed (matplotlib missing?)" >&2
+# Debian's python3 has python3-matplotlib; a python3 earlier on PATH (pyenv) may not.
+py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+$py bench/plot.py "$out" || echo "plot.py failed (matplotlib missing?)" >&2
