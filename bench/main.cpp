@@ -29,6 +29,7 @@ struct Options {
   bool json = false;
   bool fuse = true;
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
+  bool pin = true;     // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
 };
 
 [[noreturn]] void usage(int code) {
@@ -39,7 +40,7 @@ struct Options {
       "NxT|auto]\n"
       "                      (opencl: --engine out-of-order|in-order)\n"
       "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-      "                      [--trace FILE] [--no-fuse] [--no-mapped] [--json] [--list]\n");
+      "                      [--trace FILE] [--no-fuse] [--no-mapped] [--no-pin] [--json] [--list]\n");
   std::exit(code);
 }
 
@@ -91,6 +92,8 @@ Options parse(int argc, char** argv) {
         o.fuse = false;
       else if (a == "--no-mapped")
         o.mapped = false;
+      else if (a == "--no-pin")
+        o.pin = false;
       else if (a == "--list") {
         for (const auto& n : bench::workload_names()) std::printf("%s\n", n.c_str());
         std::exit(0);
@@ -122,6 +125,7 @@ hetgraph::Platform make_platform(const Options& o) {
   c.executors = o.executors;
   c.threads_per_executor = o.threads_per_executor;
   if (o.inline_below_us >= 0) c.inline_below_us = o.inline_below_us;
+  c.pin_threads = o.pin;
   return hetgraph::Platform::cpu(c);
 }
 

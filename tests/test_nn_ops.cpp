@@ -3,11 +3,14 @@
 // sizes large enough for blocked layouts and parallel paths; the max-pooling workspace path;
 // embedding lookups of any index rank, out-of-range indices and the deterministic scatter-add.
 // Gradients are checked in test_autodiff.cpp, shape errors in test_errors.cpp.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
 #include <limits>
+#include <tuple>
 
+#include "common/executable.hpp"
 #include "hetgraph/autodiff.hpp"
 #include "test_util.hpp"
 
@@ -384,6 +387,80 @@ TEST(NnKernels, EmbeddingScatterAddIsDeterministic) {
       EXPECT_TRUE(testing_util::bitwise_equal(d, first)) << pc.name;
     }
   }
+}
+
+// Plain SGD on an embedding table is fused into a sparse step (embedding_update): only the
+// looked-up rows change, by what the dense step gives them. With momentum the dense path stays.
+TEST(NnKernels, EmbeddingSgdStepIsSparse) {
+  SKIP_IF_REFERENCE_FORCED();
+  Graph g;
+  auto t = g.variable("t", {40, 6}, Initializer::uniform(-1, 1, 3));
+  auto m = g.variable("m", {40, 6}, Initializer::uniform(-1, 1, 4));
+  auto ids = g.input("ids", DType::i32);
+  auto w = g.input("w");
+  auto loss = reduce_sum(embedding(t, ids) * w);
+  auto step = sgd(loss, {t}, 0.25f);
+  auto mloss = reduce_sum(embedding(m, ids) * w);
+  auto mstep = sgd(mloss, {m}, 0.25f, 0.5f);
+  // Repeated rows, in no order; rows 0-2 and 30-39 are never looked up.
+  const std::vector<std::int32_t> iv{5, 17, 5, 29, 3, 17, 17, 8, 29, 5, 12, 3};
+  const InputShapes shapes{{"ids", {12}}, {"w", {12, 6}}};
+  auto train = [&](const PlatformCase& pc, CompileOptions o, Node var, Node st) {
+    auto cg = GraphCompiler(pc.make(), o).compile(g, shapes, {st});
+    std::vector<float> initial = cg.read(var);
+    for (std::uint32_t k = 0; k < 3; ++k) cg.run({{"ids", iv}, {"w", testing_util::random_vec(72, 20 + k)}});
+    int updates = 0;
+    for (const auto& n : cg.executable().plan().nodes)
+      updates += n.op == detail::OpKind::EmbeddingUpdate && n.fused_into < 0;
+    return std::tuple{initial, cg.read(var), updates};
+  };
+  std::vector<float> first;
+  for (const auto& pc : testing_util::platforms()) {
+    const bool cpu = pc.name.rfind("cpu", 0) == 0;
+    const auto [init, fused, n_fused] = train(pc, {}, t, step);
+    const auto [init2, dense, n_dense] = train(pc, {.fuse = false}, t, step);
+    const auto [init3, unplanned, n_unplanned] = train(pc, {.plan_memory = false}, t, step);
+    EXPECT_EQ(n_fused, cpu ? 1 : 0) << pc.name;  // OpenCL has no fused kernels
+    EXPECT_EQ(n_dense, 0) << pc.name;
+    testing_util::expect_close(fused, ref::Array(Shape{40, 6}, std::vector<double>(dense.begin(), dense.end())), 1e-6,
+                               1e-6, "fused vs dense SGD step on " + pc.name);
+    EXPECT_TRUE(testing_util::bitwise_equal(fused, unplanned)) << pc.name;  // out-of-place path
+    for (std::size_t r = 0; r < 40; ++r) {
+      const bool looked_up = std::find(iv.begin(), iv.end(), static_cast<std::int32_t>(r)) != iv.end();
+      for (std::size_t d = 0; d < 6; ++d) {
+        const std::size_t i = r * 6 + d;
+        if (looked_up) {
+          EXPECT_NE(fused[i], init[i]) << pc.name << " row " << r;
+        } else {
+          EXPECT_EQ(fused[i], init[i]) << pc.name << " row " << r;
+        }
+      }
+    }
+    if (cpu) {
+      if (first.empty()) first = fused;
+      EXPECT_TRUE(testing_util::bitwise_equal(fused, first)) << pc.name;
+      EXPECT_EQ(std::get<2>(train(pc, {}, m, mstep)), 0) << "momentum keeps the dense step";
+    }
+  }
+}
+
+// An out-of-range index in a fused sparse step is a FeedError naming the node; the table is
+// left as it was.
+TEST(NnKernels, EmbeddingSgdStepChecksIndices) {
+  SKIP_IF_REFERENCE_FORCED();
+  Graph g;
+  auto t = g.variable("t", {10, 4}, Initializer::uniform(-1, 1, 5));
+  auto ids = g.input("ids", DType::i32);
+  auto step = sgd(reduce_sum(embedding(t, ids)), {t}, 0.5f);
+  auto cg = GraphCompiler().compile(g, {{"ids", {3}}}, {step});
+  const auto before = cg.read(t);
+  try {
+    cg.run({{"ids", std::vector<std::int32_t>{1, 10, 2}}});
+    ADD_FAILURE() << "no error for index 10 of a 10-row table";
+  } catch (const FeedError& e) {
+    EXPECT_NE(std::string(e.what()).find("10"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(testing_util::bitwise_equal(cg.read(t), before));
 }
 
 // A small CNN trains: conv + relu + max pool + avg pool + linear, SGD; two compiles of the

@@ -122,8 +122,9 @@ struct CompileOptions {
   /// Liveness-based buffer reuse and in-place ops. Off: one buffer per node (the test oracle
   /// for the planner: results must be bitwise identical).
   bool plan_memory = true;
-  /// Rewrites such as folding an elementwise op or an accumulation into a matmul (where the
-  /// platform supports them). Off: every node runs as written.
+  /// Rewrites such as folding an elementwise op or an accumulation into a matmul, or an
+  /// embedding gradient into its table's SGD step (where the platform supports them). Off:
+  /// every node runs as written.
   bool fuse = true;
 };
 

@@ -32,7 +32,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   }
   detail::PlanOptions po;
   po.reuse = options_.plan_memory ? platform_.backend()->reuse_mode() : detail::ReuseMode::none;
-  po.fuse_matmul = options_.fuse && platform_.backend()->fuses_matmul();
+  po.fuse = options_.fuse && platform_.backend()->has_fused_kernels();
   auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
   CompiledGraph cg(platform_.backend()->instantiate(std::move(plan)));
   cg.exe_->report().setup_s =

@@ -26,8 +26,9 @@ class Backend {
   virtual std::string name() const = 0;
   /// What the memory planner may assume about execution order on this platform.
   virtual ReuseMode reuse_mode() const = 0;
-  /// Whether the platform has a fused_matmul kernel (the fusion pass runs only then).
-  virtual bool fuses_matmul() const { return false; }
+  /// Whether the platform has kernels for the fusion pass's ops (fused_matmul,
+  /// embedding_update); the pass runs only then.
+  virtual bool has_fused_kernels() const { return false; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
 };
 

@@ -1,9 +1,15 @@
-// Matmul fusion. After shape inference, a matmul whose value has exactly one reader that is a
+// Fusion. After shape inference, a matmul whose value has exactly one reader that is a
 // unary elementwise op takes that op as an epilogue; a matmul (or fused matmul) whose single
 // reader adds a same-shape value to it accumulates into that value. The reader becomes a
 // fused_matmul node; the matmul (and any identity view between them) is marked fused and
 // does no work. Saves a pass over the product each time: par-matmul's log and first adds,
 // the LSTM's sums of per-step weight gradients.
+//
+// An embedding gradient whose only reader is its table's plain SGD step, assign(v, axpby(v,
+// dv, 1, beta)), folds into that step as embedding_update(v, g, indices): the looked-up rows
+// get v + beta * (their summed gradient), the others stay as they are, which is what the dense
+// step computes for them (v + beta * 0). It saves zeroing a dense table-sized gradient and a
+// pass over the whole table per step: wide & deep's tables hold millions of rows' worth.
 #include <algorithm>
 
 #include "compiler/plan.hpp"
@@ -32,8 +38,12 @@ struct Fuser {
   Plan& p;
   std::vector<int> readers;  // data readers per node
 
-  explicit Fuser(Plan& plan) : p(plan), readers(plan.nodes.size(), 0) {
+  std::vector<std::int64_t> assigned;  // per node: the variable it is the new value of, or -1
+
+  explicit Fuser(Plan& plan)
+      : p(plan), readers(plan.nodes.size(), 0), assigned(plan.nodes.size(), -1) {
     for (const PlanNode& n : p.nodes) {
+      if (n.op == OpKind::Assign) assigned[n.inputs[1]] = n.inputs[0];
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
         if (n.reads_input(k)) ++readers[n.inputs[k]];
       }
@@ -77,10 +87,29 @@ struct Fuser {
     n.inputs = std::move(in);
   }
 
+  // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
+  void sparse_update(std::uint32_t i) {
+    PlanNode& n = p.nodes[i];
+    if (n.attrs.alpha != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) return;
+    const std::uint32_t v = n.inputs[0], e = n.inputs[1];
+    const PlanNode& eg = p.nodes[e];
+    if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
+        readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
+      return;
+    }
+    n.op = OpKind::EmbeddingUpdate;
+    n.inputs = {v, eg.inputs[0], eg.inputs[1]};
+    kill(e, i);
+  }
+
   void run() {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       PlanNode& n = p.nodes[i];
       if (n.storage != Storage::Computed) continue;
+      if (n.op == OpKind::Axpby) {
+        sparse_update(i);
+        continue;
+      }
       if (epilogue_op(n.op)) {
         const std::uint32_t m = n.inputs[0];
         if (product(m) && epilogue_of(p.nodes[m]) < 0 && !accumulates(p.nodes[m]) &&
@@ -128,7 +157,7 @@ struct Fuser {
 
 }  // namespace
 
-void fuse_matmuls(Plan& p) {
+void fuse(Plan& p) {
   Fuser(p).run();
 }
 

@@ -80,6 +80,7 @@ enum class OpKind : std::uint8_t {
   // embedding.cpp
   Embedding,      // (table, int32 indices)
   EmbeddingGrad,  // (g, indices, table): scatter-add into a zero table; table lends its shape
+  EmbeddingUpdate,  // compiler-made: (v, g, indices) -> v + beta * embedding_grad; fusion.cpp
   Floor,          // elementwise.cpp; no gradient flows through it
   Count_
 };

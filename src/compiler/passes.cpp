@@ -407,7 +407,7 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
   auto plan = std::make_shared<Plan>(build_plan(g, order, roots));
   infer_shapes(*plan, shapes);
   simplify(*plan);
-  if (options.fuse_matmul) fuse_matmuls(*plan);
+  if (options.fuse) fuse(*plan);
   link_dependencies(*plan);
   order_by_dependencies(*plan);
   plan_memory(*plan, options.reuse);

@@ -104,12 +104,14 @@ void plan_memory(Plan& p, ReuseMode mode);
 
 /// Folds a matmul's single consumer into it: a unary elementwise op becomes its epilogue, an
 /// add of a same-shape value becomes an accumulation (C = epilogue(A B) + X, in place over X).
-/// Looks through identity views. Only for platforms with a fused_matmul kernel.
-void fuse_matmuls(Plan& p);
+/// Looks through identity views. Folds an embedding gradient into the plain SGD step on its
+/// table (v + beta * dv): only the looked-up rows change, no dense gradient is made. Only for
+/// platforms with kernels for the fused ops.
+void fuse(Plan& p);
 
 struct PlanOptions {
   ReuseMode reuse = ReuseMode::sequential;
-  bool fuse_matmul = false;
+  bool fuse = false;
 };
 std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& shapes,
                                          std::span<const std::uint32_t> fetches,

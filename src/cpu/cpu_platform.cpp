@@ -210,7 +210,7 @@ class CpuBackend final : public Backend {
   ReuseMode reuse_mode() const override {
     return opts_.engine == CpuEngine::sequential ? ReuseMode::sequential : ReuseMode::dag;
   }
-  bool fuses_matmul() const override { return true; }
+  bool has_fused_kernels() const override { return true; }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }

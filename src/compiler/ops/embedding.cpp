@@ -46,6 +46,17 @@ TensorType infer_embedding_grad(const InferCtx& c) {
   return c.in[2];
 }
 
+// embedding_update(v, g, indices) with attrs alpha = 1, beta: v + beta * embedding_grad(g,
+// indices, v). Made by the fusion pass from an SGD step; its type is the table's.
+TensorType infer_embedding_update(const InferCtx& c) {
+  const Shape want = gathered_shape(c, c.in[0], c.in[2]);
+  if (c.in[1].dtype != DType::f32 || c.in[1].shape != want) {
+    c.fail("embedding_update: the incoming gradient must have the lookup's shape " + want.str() +
+           ", got " + c.in[1].shape.str());
+  }
+  return c.in[0];
+}
+
 void grad_embedding(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::EmbeddingGrad, {c.grad, c.in[1], c.in[0]}));
   c.not_differentiable(1, "indices of embedding are int32 data, not differentiable");
@@ -67,6 +78,12 @@ void register_embedding_ops(std::vector<OpDef>& t) {
                .shape_only = 0b100u,
                .infer = infer_embedding_grad,
                .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::EmbeddingUpdate,
+               .name = "embedding_update",
+               .arity = 3,
+               .inplace = 0b1u,
+               .infer = infer_embedding_update,
+               .flops_per_elem = 0.0f});
 }
 
 }  // namespace detail

@@ -8,9 +8,17 @@
 // team, and each thread scans every lookup in order, adding the ones that land in its rows.
 // Each row's sum is thus accumulated in lookup order, whatever the team size; the scan costs
 // one pass over the indices per thread, small next to the zeroing of the table.
+//
+// embedding_update (the fusion pass's sparse SGD step) touches only the looked-up rows: the
+// lookups are grouped by row (a stable sort, so each group keeps lookup order), each row's
+// gradient is summed in that order from zero, as the scatter-add does, and the row becomes
+// v + beta * sum. Groups are disjoint rows, so any team gives the same result.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
@@ -108,6 +116,79 @@ std::unique_ptr<CpuKernel> make_scatter_add_ref(const KernelArgs& a) {
   });
 }
 
+// (v, g, indices) -> v + beta * scatter_add(g, indices): the output is v's buffer when the
+// planner put the step in place (the usual case); otherwise v is copied over first.
+template <bool Reference>
+std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
+  const Lookup l = lookup(a, 0, 2);
+  const float* v = a.in_f(0);
+  const float* g = a.in_f(1);
+  const std::int32_t* idx = a.in_i(2);
+  float* out = a.out_f();
+  const float beta = a.node.attrs.beta;
+  struct Scratch {
+    std::vector<std::int32_t> order;  // lookup positions grouped by row, lookup order within
+    std::vector<std::int64_t> starts;  // group boundaries in `order`
+    std::vector<float> sums;           // one row-sized accumulator per thread
+  };
+  auto sc = std::make_shared<Scratch>();
+  return make_kernel([=](const ExecCtx& ctx) {
+    check_indices(l, idx);
+    if (out != v) {
+      parallel_for(ctx, l.rows * l.dim, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        std::memcpy(out + b, v + b, static_cast<std::size_t>(e - b) * sizeof(float));
+      });
+    }
+    if (Reference) {  // dense: the sum for every row, then the step on every touched row
+      std::vector<float> sum(static_cast<std::size_t>(l.dim));
+      std::vector<bool> done(static_cast<std::size_t>(l.rows), false);
+      for (std::int64_t i = 0; i < l.count; ++i) {
+        const std::int64_t r = idx[i];
+        if (done[static_cast<std::size_t>(r)]) continue;
+        done[static_cast<std::size_t>(r)] = true;
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        for (std::int64_t j = i; j < l.count; ++j) {
+          if (idx[j] != r) continue;
+          for (std::int64_t d = 0; d < l.dim; ++d) sum[static_cast<std::size_t>(d)] += g[j * l.dim + d];
+        }
+        for (std::int64_t d = 0; d < l.dim; ++d)
+          out[r * l.dim + d] = v[r * l.dim + d] + beta * sum[static_cast<std::size_t>(d)];
+      }
+      return;
+    }
+    std::vector<std::int32_t>& order = sc->order;
+    order.resize(static_cast<std::size_t>(l.count));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::int32_t x, std::int32_t y) { return idx[x] < idx[y]; });
+    std::vector<std::int64_t>& starts = sc->starts;
+    starts.clear();
+    for (std::int64_t k = 0; k < l.count; ++k) {
+      if (k == 0 || idx[order[k]] != idx[order[k - 1]]) starts.push_back(k);
+    }
+    const auto groups = static_cast<std::int64_t>(starts.size());
+    starts.push_back(l.count);
+    sc->sums.resize(static_cast<std::size_t>(ctx.nthreads * l.dim));
+    parallel_for(ctx, groups, std::max<std::int64_t>(1, kParallelGrain / (4 * l.dim)),
+                 [&](std::int64_t b, std::int64_t e) {
+                   float* sum = sc->sums.data() + omp_get_thread_num() * l.dim;
+                   for (std::int64_t q = b; q < e; ++q) {
+                     std::fill(sum, sum + l.dim, 0.0f);
+                     for (std::int64_t k = starts[q]; k < starts[q + 1]; ++k) {
+                       const float* gi = g + order[k] * l.dim;
+#pragma omp simd
+                       for (std::int64_t d = 0; d < l.dim; ++d) sum[d] += gi[d];
+                     }
+                     const std::int64_t r = idx[order[starts[q]]];
+                     const float* vr = v + r * l.dim;
+                     float* o = out + r * l.dim;
+#pragma omp simd
+                     for (std::int64_t d = 0; d < l.dim; ++d) o[d] = vr[d] + beta * sum[d];
+                   }
+                 });
+  });
+}
+
 }  // namespace
 
 void register_embedding_kernels(KernelTable& t) {
@@ -117,6 +198,9 @@ void register_embedding_kernels(KernelTable& t) {
   auto& bwd = t[static_cast<std::size_t>(OpKind::EmbeddingGrad)];
   bwd.push_back({"row_scatter_add", nullptr, make_scatter_add});
   bwd.push_back({"reference", nullptr, make_scatter_add_ref});
+  auto& upd = t[static_cast<std::size_t>(OpKind::EmbeddingUpdate)];
+  upd.push_back({"sparse_rows", nullptr, make_update<false>});
+  upd.push_back({"reference", nullptr, make_update<true>});
 }
 
 }  // namespace hetgraph::detail::cpu
