@@ -272,8 +272,9 @@ int main(int argc, char** argv) {
           std::printf(",\"search\":[");
           for (std::size_t i = 0; i < r.engine.search.size(); ++i) {
             const auto& t = r.engine.search[i];
-            std::printf("%s{\"executors\":\"%dx%d\",\"median_s\":%.9g}", i ? "," : "", t.executors,
-                        t.threads_per_executor, t.median_s);
+            std::printf("%s{\"engine\":\"%s\",\"executors\":\"%dx%d\",\"median_s\":%.9g}",
+                        i ? "," : "", t.engine.c_str(), t.executors, t.threads_per_executor,
+                        t.median_s);
           }
           std::printf("]");
         }
@@ -288,8 +289,8 @@ int main(int argc, char** argv) {
         if (!r.copies.empty()) std::printf("  copy %.6f s", median(r.copies));
         std::printf("\n");
         for (const auto& t : r.engine.search) {
-          std::printf("    search: %dx%d  median %.6f s\n", t.executors, t.threads_per_executor,
-                      t.median_s);
+          std::printf("    search: %-13s %dx%d  median %.6f s\n", t.engine.c_str(), t.executors,
+                      t.threads_per_executor, t.median_s);
         }
       }
       std::fflush(stdout);

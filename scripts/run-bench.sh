@@ -58,7 +58,7 @@ for w in threadpool threadpool-dag; do
 done
 # The workload zoo (issue 6), where this build has it.
 for w in phased-lstm-small pathnet-small pathnet-medium inception-small wide-deep-infer-1 wide-deep-infer-64 wide-deep-train threadpool-10k; do
-  if $bench --json --workload "$w" --repeat 1 --warmup 0 >/dev/null 2>&1; then matrix "$w" "$(rep 5)" --warmup 1; fi
+  if $bench --json --workload "$w" --repeat 1 --warmup 0 >/dev/null 2>&1; then matrix "$w" "$(rep 10)" --warmup 2; fi
 done
 for w in kernel-vector-add kernel-matmul kernel-reduce-mean-axis0 kernel-reduce-mean-axis1; do
   if $bench --json --workload "$w" --repeat 1 --warmup 0 >/dev/null 2>&1; then

@@ -378,8 +378,12 @@ TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   int divisors = 0;
   for (int e = 1; e <= cores; ++e) divisors += cores % e == 0;
-  EXPECT_EQ(static_cast<int>(r.search.size()), divisors);
+  // every symmetric critical-path configuration, then the sequential engine on all cores
+  ASSERT_EQ(static_cast<int>(r.search.size()), divisors + 1);
   EXPECT_EQ(r.search.front().executors, first.guideline_executors);
+  EXPECT_EQ(r.search.back().engine, "sequential");
+  EXPECT_EQ(r.search.back().threads_per_executor, cores);
+  for (const auto& t : r.search) EXPECT_GE(t.runs, 3);
   double best = 1e30;
   for (const auto& t : r.search) best = std::min(best, t.median_s);
   bool chosen = false;

@@ -71,6 +71,7 @@ struct EngineReport {
     int executors = 1, threads_per_executor = 1;
     double median_s = 0;
     int runs = 0;
+    std::string engine = "critical-path";  // or "sequential": all cores, plan order, no scheduler
   };
   std::vector<Trial> search;  // automatic: each configuration tried, in order
 };

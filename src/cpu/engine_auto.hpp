@@ -18,26 +18,36 @@ class AutoEngine final : public Engine {
   std::string_view name() const override { return "auto"; }
   void set_recording(bool on) override {
     recording_ = on;
-    current_->set_recording(on);
+    active().set_recording(on);
   }
-  const std::vector<NodeEvent>& last_events() const override { return current_->last_events(); }
-  std::vector<std::string> lane_names() const override { return current_->lane_names(); }
-  int executors() const override { return current_->executors(); }
-  int threads_per_executor() const override { return current_->threads_per_executor(); }
-  bool levels_profiled() const override { return current_->levels_profiled(); }
-  int runs() const override { return runs_ + current_->runs(); }
+  const std::vector<NodeEvent>& last_events() const override { return active().last_events(); }
+  std::vector<std::string> lane_names() const override { return active().lane_names(); }
+  int executors() const override { return active().executors(); }
+  int threads_per_executor() const override { return active().threads_per_executor(); }
+  bool levels_profiled() const override { return active().levels_profiled(); }
+  int runs() const override { return runs_ + active().runs(); }
   bool tuned() const override { return tuned_; }
   std::vector<EngineReport::Trial> search() const override { return search_; }
 
  private:
+  // Each configuration is timed over at least kTimedRuns runs and kTimedSeconds (a few runs
+  // of a millisecond graph are at the mercy of one noisy interval), at most kMaxTimedRuns.
   static constexpr int kTimedRuns = 3;
+  static constexpr int kMaxTimedRuns = 64;
+  static constexpr double kTimedSeconds = 0.02;
   std::unique_ptr<ParallelEngine> make(int executors) const;
+  // The engine running now: the sequential candidate while it is timed or once it won.
+  Engine& active() const { return plain_ ? *plain_ : *current_; }
+  bool timed(double seconds);  // records a timed run; true once the candidate has enough
+  double take_median();
+  void finish();  // keeps the fastest candidate
 
   Program prog_;
   EngineConfig base_;
   int cores_ = 1;
   std::vector<int> order_;  // executor counts to try, the guideline's first
   std::unique_ptr<ParallelEngine> current_;
+  std::unique_ptr<Engine> plain_;
   std::vector<double> times_;
   std::vector<EngineReport::Trial> search_;
   std::vector<std::vector<double>> costs_;
