@@ -37,11 +37,7 @@ class NnOpTest : public ::testing::TestWithParam<PlatformCase> {
   bool on_cpu() const { return GetParam().name.rfind("cpu", 0) == 0; }
   void check(const Graph& g, const std::vector<In>& ins, Node out, double rtol, double atol,
              const std::string& what) {
-    const auto got = testing_util::run_checked(GetParam(), g, ins, {out});
-    ref::Values vals;
-    for (const In& in : ins) vals[in.name] = testing_util::to_ref(in.shape, in.values);
-    const auto want = ref::evaluate(g, std::vector<Node>{out}, vals);
-    testing_util::expect_close(got[0], want[0], rtol, atol, what + " on " + GetParam().name);
+    testing_util::check_against_reference(GetParam(), g, ins, out, rtol, atol, what);
     // A platform kernel that could not be made falls back to the reference, which would pass
     // the comparison above: the op under test must have got a real kernel.
     if (!reference_forced()) {

@@ -78,4 +78,14 @@ void expect_close(const std::vector<float>& got, const ref::Array& want, double 
                      << want.v[first] << "; worst error " << worst;
 }
 
+void check_against_reference(const PlatformCase& pc, const hetgraph::Graph& g,
+                             const std::vector<In>& inputs, hetgraph::Node out, double rtol,
+                             double atol, const std::string& what) {
+  const auto got = run_checked(pc, g, inputs, {out});
+  ref::Values vals;
+  for (const In& in : inputs) vals[in.name] = to_ref(in.shape, in.values);
+  const auto want = ref::evaluate(g, std::vector<hetgraph::Node>{out}, vals);
+  expect_close(got[0], want[0], rtol, atol, what + " on " + pc.name);
+}
+
 }  // namespace testing_util

@@ -60,6 +60,12 @@ std::vector<std::vector<float>> run_checked(const PlatformCase& pc, const hetgra
 void expect_close(const std::vector<float>& got, const ref::Array& want, double rtol, double atol,
                   const std::string& what);
 
+/// Runs `out` of `g` on the platform (run_checked) and compares it with the double-precision
+/// reference evaluation of the same graph.
+void check_against_reference(const PlatformCase& pc, const hetgraph::Graph& g,
+                             const std::vector<In>& inputs, hetgraph::Node out, double rtol,
+                             double atol, const std::string& what);
+
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
