@@ -3,7 +3,8 @@
 
 usage: bench/plot.py RESULTS.jsonl [more.jsonl ...] [--out bench/charts]
 
-For each (workload, platform, engine, executors, mapped) the last line wins. Draws:
+For each (workload, platform, engine, executors, mapped) the time is the median over every
+line in the files (one per interleaved round); the other fields are the last line's. Draws:
   engines-<workload>.png   engines and executor configurations side by side, relative to
                            the fastest (like the Graphi paper's Figures 5-6);
   par-matmul.png           time over the number of branches, per engine configuration;
@@ -26,8 +27,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def load(paths):
-    """The last line per configuration, and every line (for medians over rounds)."""
-    rows, lines = {}, []
+    """One row per configuration (the last line, its time the median over every line of that
+    configuration: interleaved rounds, see scripts/ab-engines.sh), and every line."""
+    rows, lines, times = {}, [], {}
     for p in paths:
         with open(p) as f:
             for line in f:
@@ -35,10 +37,16 @@ def load(paths):
                 if not line.startswith("{"):
                     continue
                 r = json.loads(line)
-                key = (r["workload"], r.get("platform"), r.get("engine"), r.get("executors"),
+                # auto's pick may differ between rounds: one configuration all the same
+                ex = None if r.get("engine") == "auto" else r.get("executors")
+                key = (r["workload"], r.get("platform"), r.get("engine"), ex,
                        r.get("mapped", True), r.get("fused", True), r.get("inline_below_us"))
                 rows[key] = r
+                times.setdefault(key, []).append(r["median_s"])
                 lines.append(r)
+    for key, r in rows.items():
+        r["median_s"] = statistics.median(times[key])
+        r["rounds"] = len(times[key])
     return list(rows.values()), lines
 
 
