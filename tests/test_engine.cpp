@@ -369,12 +369,12 @@ TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {
   EXPECT_EQ(first.executors, first.guideline_executors);
   EXPECT_FALSE(first.tuned);
   int runs = 0;
-  while (!cg.engine_report().tuned && runs < 200) {
+  while (!cg.engine_report().tuned && runs < 400) {
     cg.run({{"a", av}, {"b", bv}});
     ++runs;
   }
   const EngineReport r = cg.engine_report();
-  ASSERT_TRUE(r.tuned) << "search did not finish in 200 runs";
+  ASSERT_TRUE(r.tuned) << "search did not finish in 400 runs";
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   int divisors = 0;
   for (int e = 1; e <= cores; ++e) divisors += cores % e == 0;

@@ -1,10 +1,10 @@
 // The automatic engine: the graph-width guideline picks a first configuration, then the
 // profiler refines it. Each symmetric configuration (E executors x C/E threads) runs under the
-// critical-path engine until its levels are profiled, is timed over a few more runs (20 ms'
-// worth at least, 64 runs at most); last the sequential engine (all cores, plan order, no
-// scheduler) is timed the same way, and the fastest median is kept (a critical-path winner
-// with its profiled levels). Runs during the search are ordinary runs: their
-// results are correct, only their thread counts differ.
+// critical-path engine until its levels are profiled; then the configurations and the
+// sequential engine (all cores, plan order, no scheduler) take turns, run by run, until each
+// has 3 timed runs and 20 ms' worth (64 runs at most), and the fastest median is kept (a
+// critical-path winner with its profiled levels). Runs during the search are ordinary runs:
+// their results are correct, only their thread counts differ.
 #include "cpu/engine_auto.hpp"
 
 #include <algorithm>
@@ -31,97 +31,84 @@ int guideline_executors(const Plan& p, int cores) {
 }
 
 AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores)
-    : prog_(prog), base_(base) {
+    : cores_(cores), profile_runs_(std::max(1, base.profile_runs)) {
   const int first = guideline_executors(*prog.plan, cores);
-  order_.push_back(first);
+  std::vector<int> order{first};
   for (int e : symmetric_executor_counts(cores)) {
-    if (e != first) order_.push_back(e);
+    if (e != first) order.push_back(e);
   }
-  cores_ = cores;
-  current_ = make(first);
+  for (int e : order) {
+    EngineConfig c = base;
+    c.executors = e;
+    c.threads = cores / e;
+    c.profile_runs = profile_runs_;
+    candidates_.push_back(std::make_unique<CriticalPathEngine>(prog, c));
+  }
+  // No scheduler at all: on small or narrow graphs dispatch costs more than it overlaps.
+  candidates_.push_back(make_sequential_engine(prog, cores));
+  times_.resize(candidates_.size());
+  last_ = candidates_.front().get();
 }
 
-std::unique_ptr<ParallelEngine> AutoEngine::make(int executors) const {
-  EngineConfig c = base_;
-  c.executors = executors;
-  c.threads = cores_ / executors;
-  c.profile_runs = std::max(1, base_.profile_runs);
-  return std::make_unique<CriticalPathEngine>(prog_, c);
+void AutoEngine::set_recording(bool on) {
+  for (auto& c : candidates_) c->set_recording(on);
+  if (chosen_) chosen_->set_recording(on);
 }
 
-bool AutoEngine::timed(double dt) {
-  times_.push_back(dt);
-  const int n = static_cast<int>(times_.size());
-  if (n < kTimedRuns) return false;
+bool AutoEngine::enough(const std::vector<double>& times) const {
+  const int n = static_cast<int>(times.size());
   double total = 0;
-  for (double t : times_) total += t;
-  return total >= kTimedSeconds || n >= kMaxTimedRuns;
-}
-
-double AutoEngine::take_median() {
-  std::sort(times_.begin(), times_.end());
-  const double m = times_[times_.size() / 2];
-  times_.clear();
-  return m;
+  for (double t : times) total += t;
+  return n >= kTimedRuns && (total >= kTimedSeconds || n >= kMaxTimedRuns);
 }
 
 void AutoEngine::run() {
+  ++runs_;
   if (tuned_) {
-    active().run();
+    chosen_->run();
     return;
   }
+  // First each candidate in turn until its levels come from measured durations (critical
+  // path) or it has run once (sequential): untimed.
+  if (warming_ < candidates_.size()) {
+    Engine& e = *candidates_[warming_];
+    last_ = &e;
+    e.run();
+    const bool parallel = warming_ + 1 < candidates_.size();
+    if (!parallel || (e.levels_profiled() && e.runs() > profile_runs_)) ++warming_;
+    return;
+  }
+  // Then all of them by turns, timed.
+  const std::size_t c = turn_;
+  turn_ = (turn_ + 1) % candidates_.size();
+  last_ = candidates_[c].get();
   const auto t0 = std::chrono::steady_clock::now();
-  if (plain_) {  // the last candidate: the sequential engine (its first run untimed)
-    plain_->run();
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (plain_->runs() == 1 || !timed(dt)) return;
-    const int n = static_cast<int>(times_.size());
-    search_.push_back({1, cores_, take_median(), n, "sequential"});
-    finish();
-    return;
+  candidates_[c]->run();
+  times_[c].push_back(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (turn_ != 0) return;  // decide after whole rounds only
+  for (const auto& t : times_) {
+    if (!enough(t)) return;
   }
-  current_->run();
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!current_->levels_profiled()) return;  // still measuring node durations
-  if (current_->runs() <= current_->config().profile_runs)
-    return;  // the run that finished profiling
-  if (!timed(dt)) return;
-  const int n = static_cast<int>(times_.size());
-  search_.push_back(
-      {current_->config().executors, current_->config().threads, take_median(), n});
-  costs_.push_back(current_->costs());
-  runs_ += current_->runs();
-  if (search_.size() < order_.size()) {
-    current_ = make(order_[search_.size()]);
-    current_->set_recording(recording_);
-    return;
-  }
-  // Last, no scheduler at all: on small or narrow graphs dispatch costs more than it overlaps.
-  plain_ = make_sequential_engine(prog_, cores_);
-  plain_->set_recording(recording_);
+  finish();
 }
 
 void AutoEngine::finish() {
   std::size_t best = 0;
-  for (std::size_t i = 1; i < search_.size(); ++i) {
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    std::vector<double>& t = times_[i];
+    std::sort(t.begin(), t.end());
+    const bool sequential = i + 1 == candidates_.size();
+    search_.push_back({sequential ? 1 : candidates_[i]->executors(),
+                       sequential ? cores_ : candidates_[i]->threads_per_executor(),
+                       t[t.size() / 2], static_cast<int>(t.size()),
+                       sequential ? "sequential" : "critical-path"});
     if (search_[i].median_s < search_[best].median_s) best = i;
   }
+  chosen_ = std::move(candidates_[best]);  // keeps its profiled levels
+  candidates_.clear();                     // the others' executor threads end here
+  last_ = chosen_.get();
   tuned_ = true;
-  if (search_[best].engine == "sequential") {
-    current_.reset();  // its executor threads are not needed any more
-    return;
-  }
-  runs_ += plain_->runs();
-  plain_.reset();
-  // Rebuild the winner with the levels it was profiled with: no second profiling pass.
-  EngineConfig c = base_;
-  c.executors = search_[best].executors;
-  c.threads = search_[best].threads_per_executor;
-  c.profile_runs = 0;
-  current_ = std::make_unique<CriticalPathEngine>(prog_, c);
-  current_->set_costs(costs_[best], true);
-  current_->set_recording(recording_);
 }
 
 }  // namespace hetgraph::detail::cpu

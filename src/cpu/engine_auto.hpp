@@ -16,43 +16,37 @@ class AutoEngine final : public Engine {
 
   void run() override;
   std::string_view name() const override { return "auto"; }
-  void set_recording(bool on) override {
-    recording_ = on;
-    active().set_recording(on);
-  }
-  const std::vector<NodeEvent>& last_events() const override { return active().last_events(); }
-  std::vector<std::string> lane_names() const override { return active().lane_names(); }
-  int executors() const override { return active().executors(); }
-  int threads_per_executor() const override { return active().threads_per_executor(); }
-  bool levels_profiled() const override { return active().levels_profiled(); }
-  int runs() const override { return runs_ + active().runs(); }
+  void set_recording(bool on) override;
+  const std::vector<NodeEvent>& last_events() const override { return last_->last_events(); }
+  std::vector<std::string> lane_names() const override { return last_->lane_names(); }
+  int executors() const override { return last_->executors(); }
+  int threads_per_executor() const override { return last_->threads_per_executor(); }
+  bool levels_profiled() const override { return last_->levels_profiled(); }
+  int runs() const override { return runs_; }
   bool tuned() const override { return tuned_; }
   std::vector<EngineReport::Trial> search() const override { return search_; }
 
  private:
-  // Each configuration is timed over at least kTimedRuns runs and kTimedSeconds (a few runs
-  // of a millisecond graph are at the mercy of one noisy interval), at most kMaxTimedRuns.
+  // Each candidate is timed over at least kTimedRuns runs and kTimedSeconds, at most
+  // kMaxTimedRuns; the candidates take turns run by run, so a noisy interval of the machine
+  // falls on all of them alike instead of deciding the search.
   static constexpr int kTimedRuns = 3;
   static constexpr int kMaxTimedRuns = 64;
   static constexpr double kTimedSeconds = 0.02;
-  std::unique_ptr<ParallelEngine> make(int executors) const;
-  // The engine running now: the sequential candidate while it is timed or once it won.
-  Engine& active() const { return plain_ ? *plain_ : *current_; }
-  bool timed(double seconds);  // records a timed run; true once the candidate has enough
-  double take_median();
-  void finish();  // keeps the fastest candidate
+  bool enough(const std::vector<double>& times) const;
+  void finish();  // keeps the fastest candidate, drops the others
 
-  Program prog_;
-  EngineConfig base_;
   int cores_ = 1;
-  std::vector<int> order_;  // executor counts to try, the guideline's first
-  std::unique_ptr<ParallelEngine> current_;
-  std::unique_ptr<Engine> plain_;
-  std::vector<double> times_;
+  int profile_runs_ = 1;
+  // The critical-path configurations (the guideline's first), then the sequential engine.
+  std::vector<std::unique_ptr<Engine>> candidates_;
+  std::vector<std::vector<double>> times_;  // per candidate, timed runs
+  std::size_t warming_ = 0;  // candidates [0, warming_) are profiled and warm
+  std::size_t turn_ = 0;     // timing: the candidate whose turn it is
+  std::unique_ptr<Engine> chosen_;
+  Engine* last_ = nullptr;   // the engine that ran last (or runs next, before any run)
   std::vector<EngineReport::Trial> search_;
-  std::vector<std::vector<double>> costs_;
   bool tuned_ = false;
-  bool recording_ = false;
   int runs_ = 0;
 };
 
