@@ -1,10 +1,10 @@
 // The automatic engine: the graph-width guideline picks a first configuration, then the
 // profiler refines it. Each symmetric configuration (E executors x C/E threads) runs under the
 // critical-path engine until its levels are profiled; then the configurations and the
-// sequential engine (all cores, plan order, no scheduler) take turns, run by run, until each
-// has 3 timed runs and 20 ms' worth (64 runs at most), and the fastest median is kept (a
-// critical-path winner with its profiled levels). Runs during the search are ordinary runs:
-// their results are correct, only their thread counts differ.
+// sequential engine (all cores, plan order, no scheduler) take turns (an untimed run, then a
+// timed one) until each has 3 timed runs and 20 ms' worth (48 at most), and the fastest
+// median is kept (a critical-path winner with its profiled levels). Runs during the search
+// are ordinary runs: their results are correct, only their thread counts differ.
 #include "cpu/engine_auto.hpp"
 
 #include <algorithm>
@@ -78,10 +78,17 @@ void AutoEngine::run() {
     if (!parallel || (e.levels_profiled() && e.runs() > profile_runs_)) ++warming_;
     return;
   }
-  // Then all of them by turns, timed.
+  // Then all of them by turns of two runs, the second timed: the first after a switch pays
+  // for the previous candidate's threads still spinning on the same cores.
   const std::size_t c = turn_;
-  turn_ = (turn_ + 1) % candidates_.size();
   last_ = candidates_[c].get();
+  if (!settled_) {
+    candidates_[c]->run();
+    settled_ = true;
+    return;
+  }
+  settled_ = false;
+  turn_ = (turn_ + 1) % candidates_.size();
   const auto t0 = std::chrono::steady_clock::now();
   candidates_[c]->run();
   times_[c].push_back(

@@ -28,10 +28,10 @@ class AutoEngine final : public Engine {
 
  private:
   // Each candidate is timed over at least kTimedRuns runs and kTimedSeconds, at most
-  // kMaxTimedRuns; the candidates take turns run by run, so a noisy interval of the machine
-  // falls on all of them alike instead of deciding the search.
+  // kMaxTimedRuns; the candidates take turns, so a noisy interval of the machine falls on all
+  // of them alike instead of deciding the search.
   static constexpr int kTimedRuns = 3;
-  static constexpr int kMaxTimedRuns = 64;
+  static constexpr int kMaxTimedRuns = 48;
   static constexpr double kTimedSeconds = 0.02;
   bool enough(const std::vector<double>& times) const;
   void finish();  // keeps the fastest candidate, drops the others
@@ -43,6 +43,7 @@ class AutoEngine final : public Engine {
   std::vector<std::vector<double>> times_;  // per candidate, timed runs
   std::size_t warming_ = 0;  // candidates [0, warming_) are profiled and warm
   std::size_t turn_ = 0;     // timing: the candidate whose turn it is
+  bool settled_ = false;     // its turn's untimed first run is done
   std::unique_ptr<Engine> chosen_;
   Engine* last_ = nullptr;   // the engine that ran last (or runs next, before any run)
   std::vector<EngineReport::Trial> search_;
