@@ -4,6 +4,7 @@
 //   build/bench/hetgraph-bench --workload par-matmul-8192 --engine critical-path --executors 2x1
 //   --json build/bench/hetgraph-bench --workload lstm-small --engine auto --repeat 10 --trace
 //   lstm.json
+#include <chrono>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -202,8 +203,11 @@ Result time_case(bench::Case& c, const Options& o) {
     }
   };
   if (c.time_copies) feeds = mapped_feeds;
-  // An automatic engine tunes itself on the first runs: those are warm-up, not samples.
-  while (!cg.engine_report().tuned && r.tuning_runs < 1000) {
+  // An automatic engine tunes itself on the first runs (timed turns of 15 ms per candidate):
+  // those are warm-up, not samples.
+  const auto tune_t0 = std::chrono::steady_clock::now();
+  while (!cg.engine_report().tuned &&
+         std::chrono::steady_clock::now() - tune_t0 < std::chrono::seconds(300)) {
     cg.run(feeds);
     ++r.tuning_runs;
   }

@@ -1,10 +1,10 @@
 // The automatic engine: the graph-width guideline picks a first configuration, then the
 // profiler refines it. Each symmetric configuration (E executors x C/E threads) runs under the
 // critical-path engine until its levels are profiled; then the configurations and the
-// sequential engine (all cores, plan order, no scheduler) take turns (an untimed run, then a
-// timed one) until each has 3 timed runs and 20 ms' worth (48 at most), and the fastest
-// median is kept (a critical-path winner with its profiled levels). Runs during the search
-// are ordinary runs: their results are correct, only their thread counts differ.
+// sequential engine (all cores, plan order, no scheduler) take turns (10 ms untimed, then
+// 5 ms of timed runs) until each has 3 turns and 20 ms timed, and the fastest median is kept
+// (a critical-path winner with its profiled levels). Runs during the search are ordinary
+// runs: their results are correct, only their thread counts differ.
 #include "cpu/engine_auto.hpp"
 
 #include <algorithm>
@@ -47,6 +47,7 @@ AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores)
   // No scheduler at all: on small or narrow graphs dispatch costs more than it overlaps.
   candidates_.push_back(make_sequential_engine(prog, cores));
   times_.resize(candidates_.size());
+  turns_.assign(candidates_.size(), 0);
   last_ = candidates_.front().get();
 }
 
@@ -55,11 +56,10 @@ void AutoEngine::set_recording(bool on) {
   if (chosen_) chosen_->set_recording(on);
 }
 
-bool AutoEngine::enough(const std::vector<double>& times) const {
-  const int n = static_cast<int>(times.size());
+bool AutoEngine::enough(std::size_t c) const {
   double total = 0;
-  for (double t : times) total += t;
-  return n >= kTimedRuns && (total >= kTimedSeconds || n >= kMaxTimedRuns);
+  for (double t : times_[c]) total += t;
+  return turns_[c] >= kTurns && total >= kTimedSeconds;
 }
 
 void AutoEngine::run() {
@@ -78,24 +78,33 @@ void AutoEngine::run() {
     if (!parallel || (e.levels_profiled() && e.runs() > profile_runs_)) ++warming_;
     return;
   }
-  // Then all of them by turns of two runs, the second timed: the first after a switch pays
-  // for the previous candidate's threads still spinning on the same cores.
+  // Then all of them by turns: settle untimed, then timed runs.
+  using clock = std::chrono::steady_clock;
   const std::size_t c = turn_;
   last_ = candidates_[c].get();
+  if (!in_turn_) {
+    in_turn_ = true;
+    settled_ = false;
+    turn_t0_ = clock::now();
+  }
+  const auto t0 = clock::now();
+  candidates_[c]->run();
+  const auto t1 = clock::now();
   if (!settled_) {
-    candidates_[c]->run();
-    settled_ = true;
+    if (std::chrono::duration<double>(t1 - turn_t0_).count() >= kSettleSeconds) {
+      settled_ = true;
+      turn_t0_ = t1;
+    }
     return;
   }
-  settled_ = false;
+  times_[c].push_back(std::chrono::duration<double>(t1 - t0).count());
+  if (std::chrono::duration<double>(t1 - turn_t0_).count() < kTurnSeconds) return;
+  ++turns_[c];
+  in_turn_ = false;
   turn_ = (turn_ + 1) % candidates_.size();
-  const auto t0 = std::chrono::steady_clock::now();
-  candidates_[c]->run();
-  times_[c].push_back(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   if (turn_ != 0) return;  // decide after whole rounds only
-  for (const auto& t : times_) {
-    if (!enough(t)) return;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    if (!enough(i)) return;
   }
   finish();
 }

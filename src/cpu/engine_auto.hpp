@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+
 #include "cpu/engine_parallel.hpp"
 
 namespace hetgraph::detail::cpu {
@@ -27,13 +29,16 @@ class AutoEngine final : public Engine {
   std::vector<EngineReport::Trial> search() const override { return search_; }
 
  private:
-  // Each candidate is timed over at least kTimedRuns runs and kTimedSeconds, at most
-  // kMaxTimedRuns; the candidates take turns, so a noisy interval of the machine falls on all
-  // of them alike instead of deciding the search.
-  static constexpr int kTimedRuns = 3;
-  static constexpr int kMaxTimedRuns = 48;
+  // The candidates take turns, so a noisy interval of the machine falls on all of them alike
+  // instead of deciding the search. A turn runs untimed for kSettleSeconds first: OpenMP
+  // workers of the previous candidate spin for milliseconds after its last parallel region,
+  // on cores this one's pinned threads need. Then runs are timed for kTurnSeconds (one run at
+  // least). A candidate is done after kTurns turns and kTimedSeconds of timed runs.
+  static constexpr double kSettleSeconds = 0.01;
+  static constexpr double kTurnSeconds = 0.005;
+  static constexpr int kTurns = 3;
   static constexpr double kTimedSeconds = 0.02;
-  bool enough(const std::vector<double>& times) const;
+  bool enough(std::size_t candidate) const;
   void finish();  // keeps the fastest candidate, drops the others
 
   int cores_ = 1;
@@ -41,9 +46,12 @@ class AutoEngine final : public Engine {
   // The critical-path configurations (the guideline's first), then the sequential engine.
   std::vector<std::unique_ptr<Engine>> candidates_;
   std::vector<std::vector<double>> times_;  // per candidate, timed runs
+  std::vector<int> turns_;                   // per candidate, turns done
   std::size_t warming_ = 0;  // candidates [0, warming_) are profiled and warm
   std::size_t turn_ = 0;     // timing: the candidate whose turn it is
-  bool settled_ = false;     // its turn's untimed first run is done
+  bool settled_ = false;     // its turn's untimed part is over
+  std::chrono::steady_clock::time_point turn_t0_;  // when this turn (or its timed part) began
+  bool in_turn_ = false;
   std::unique_ptr<Engine> chosen_;
   Engine* last_ = nullptr;   // the engine that ran last (or runs next, before any run)
   std::vector<EngineReport::Trial> search_;

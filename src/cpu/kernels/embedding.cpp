@@ -139,7 +139,7 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
         std::memcpy(out + b, v + b, static_cast<std::size_t>(e - b) * sizeof(float));
       });
     }
-    if (Reference) {  // dense: the sum for every row, then the step on every touched row
+    if constexpr (Reference) {  // each row at its first lookup: its lookups summed in order
       std::vector<float> sum(static_cast<std::size_t>(l.dim));
       std::vector<bool> done(static_cast<std::size_t>(l.rows), false);
       for (std::int64_t i = 0; i < l.count; ++i) {
