@@ -323,4 +323,19 @@ void Executable::initialize_state() {
   }
 }
 
+void Executable::add_node_events(TraceWriter& w, const std::vector<Event>& events,
+                                 std::int64_t run) const {
+  for (const Event& e : events) {
+    const PlanNode& n = plan().nodes[e.node];
+    const std::string name =
+        n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
+    std::size_t in_bytes = 0;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();
+    }
+    w.add(name, std::string(op_name(n.op)), e.lane, e.start_ns, e.end_ns, n.label, run, in_bytes,
+          n.type.bytes());
+  }
+}
+
 }  // namespace hetgraph::detail

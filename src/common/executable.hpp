@@ -87,6 +87,8 @@ class Executable {
   /// adds the run's events to the writer.
   virtual void set_recording(bool on) = 0;
   virtual void add_trace_events(TraceWriter& w, std::int64_t run) = 0;
+  /// Adds `events` (after the platform set its lanes): named nodes, op kinds, bytes.
+  void add_node_events(TraceWriter& w, const std::vector<Event>& events, std::int64_t run) const;
   /// execute() plus trace collection: what run() calls (wait() collects after async runs).
   void execute_traced();
 

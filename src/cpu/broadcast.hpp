@@ -1,8 +1,11 @@
-// Broadcast stride plans shared by elementwise kernels and sum_to.
+// Broadcast stride plans shared by elementwise kernels and sum_to, and the other index
+// geometry both platforms compute the same way (axes, transposes).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "hetgraph/graph.hpp"
 
@@ -94,6 +97,35 @@ inline AxisGeom axis_geom(const Shape& s, int axis) {
       g.n = s[i];
     else
       g.inner *= s[i];
+  }
+  return g;
+}
+
+/// Transpose as a strided copy: output dims and the input stride of each, right-aligned into
+/// 4 dims. An empty permutation swaps the last two axes.
+struct TransposeGeom {
+  std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};  // out dims, input strides
+};
+
+inline TransposeGeom transpose_geom(const Shape& in, const std::vector<std::int64_t>& perm_attr) {
+  const int r = in.rank();
+  std::vector<std::int64_t> perm = perm_attr;
+  if (perm.empty()) {
+    for (int i = 0; i < r; ++i) perm.push_back(i);
+    if (r >= 2)
+      std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
+  }
+  std::array<std::int64_t, 4> stride{};
+  std::int64_t m = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    stride[static_cast<std::size_t>(i)] = m;
+    m *= in[i];
+  }
+  TransposeGeom g;
+  for (int i = 0; i < r; ++i) {  // right-align into 4 dims
+    const auto j = static_cast<std::size_t>(4 - r + i);
+    g.od[j] = in[static_cast<int>(perm[static_cast<std::size_t>(i)])];
+    g.is[j] = stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])];
   }
   return g;
 }

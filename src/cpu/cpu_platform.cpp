@@ -146,17 +146,7 @@ class CpuExecutable final : public Executable {
   }
   void add_trace_events(TraceWriter& w, std::int64_t run) override {
     w.set_lanes(engine_->lane_names());
-    for (const NodeEvent& e : engine_->last_events()) {
-      const PlanNode& n = plan().nodes[e.node];
-      const std::string name =
-          n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
-      std::size_t in_bytes = 0;
-      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-        if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();
-      }
-      w.add(name, std::string(op_name(n.op)), e.executor, e.start_ns, e.end_ns, n.label, run, in_bytes,
-            n.type.bytes());
-    }
+    add_node_events(w, last_run_events(), run);
   }
 
   /// Executors and threads per executor of a fixed parallel engine.

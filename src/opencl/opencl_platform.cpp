@@ -582,17 +582,7 @@ void OpenClExecutable::add_trace_events(TraceWriter& w, std::int64_t run) {
   for (std::size_t k = 0; k < dev_->gemm_queue_count(); ++k)
     lanes.push_back("CLBlast queue " + std::to_string(k));
   w.set_lanes(lanes);
-  for (const Executable::Event& e : last_events_) {
-    const PlanNode& n = plan().nodes[e.node];
-    const std::string name =
-        n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
-    std::size_t in_bytes = 0;
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();
-    }
-    w.add(name, std::string(op_name(n.op)), e.lane, e.start_ns, e.end_ns, n.label, run, in_bytes,
-          n.type.bytes());
-  }
+  add_node_events(w, last_events_, run);
 }
 
 // ---- backend -------------------------------------------------------------------------------

@@ -119,33 +119,6 @@ std::unique_ptr<CpuKernel> make_concat_grad(const KernelArgs& k) {
 
 // Transpose: the output walked in order, the input through permuted strides. When only the
 // last two dims swap (the common case), 32x32 tiles keep both sides in cache.
-struct TransposeGeom {
-  std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};  // out dims, input strides
-};
-
-TransposeGeom transpose_geom(const Shape& in, const std::vector<std::int64_t>& perm_attr) {
-  const int r = in.rank();
-  std::vector<std::int64_t> perm = perm_attr;
-  if (perm.empty()) {
-    for (int i = 0; i < r; ++i) perm.push_back(i);
-    if (r >= 2)
-      std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
-  }
-  std::array<std::int64_t, 4> stride{};
-  std::int64_t m = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    stride[static_cast<std::size_t>(i)] = m;
-    m *= in[i];
-  }
-  TransposeGeom g;
-  for (int i = 0; i < r; ++i) {  // right-align into 4 dims
-    const auto j = static_cast<std::size_t>(4 - r + i);
-    g.od[j] = in[static_cast<int>(perm[static_cast<std::size_t>(i)])];
-    g.is[j] = stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])];
-  }
-  return g;
-}
-
 std::unique_ptr<CpuKernel> make_transpose(const KernelArgs& k) {
   const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.ints);
   const float* x = k.in_f(0);

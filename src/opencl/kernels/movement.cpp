@@ -80,25 +80,11 @@ std::unique_ptr<ClOp> make_concat_grad(const OpArgs& a) {
 
 std::unique_ptr<ClOp> make_transpose(const OpArgs& a) {
   const Shape& in = a.in_shape(0);
-  const int r = in.rank();
-  std::vector<std::int64_t> perm = a.node.attrs.ints;
-  if (perm.empty()) {
-    for (int i = 0; i < r; ++i) perm.push_back(i);
-    if (r >= 2)
-      std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
-  }
-  std::array<std::int64_t, 4> stride{};
-  std::int64_t m = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    stride[static_cast<std::size_t>(i)] = m;
-    m *= in[i];
-  }
-  cl_int4 od{{1, 1, 1, 1}}, is{{0, 0, 0, 0}};
-  for (int i = 0; i < r; ++i) {  // right-aligned into 4 dims
-    const int j = 4 - r + i;
-    const auto p = static_cast<std::size_t>(perm[static_cast<std::size_t>(i)]);
-    od.s[j] = to_int(in[static_cast<int>(p)]);
-    is.s[j] = to_int(stride[p]);
+  const cpu::TransposeGeom g = cpu::transpose_geom(in, a.node.attrs.ints);
+  cl_int4 od, is;
+  for (std::size_t j = 0; j < 4; ++j) {
+    od.s[j] = to_int(g.od[j]);
+    is.s[j] = to_int(g.is[j]);
   }
   const std::int64_t total = in.numel();
   Kernel k =
