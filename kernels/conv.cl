@@ -3,11 +3,6 @@
 // do not depend on the grid. Windows skip the taps that fall in the padding; max pooling's
 // argmax is the first maximum of a window in row-major order (as oneDNN's and the CPU
 // reference's), and its gradient recomputes it from x.
-#pragma OPENCL FP_CONTRACT OFF
-
-// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
-// depend on the tensor) and strides through its work (see elementwise.cl).
-#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
 
 // Image geometry shared by all kernels: input [N, C, H, W], output [N, O, OH, OW] (O = C for
 // pooling), window KH x KW with strides, top/left padding and dilations.

@@ -1,15 +1,7 @@
 // Elementwise kernels: unary math, numpy-broadcasting binary ops and the activation gradients.
-// Each work-item strides through the elements (FOR_EACH below). Inputs and output may be the same
-// buffer (in-place ops): each work-item reads an element before writing it, and no pointer is
-// restrict. No contraction into fma: results stay as close as possible to the CPU kernels'.
-#pragma OPENCL FP_CONTRACT OFF
-
-// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
-// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
-// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
-// specialised for different grid sizes when both run at once (an assertion aborts). The
-// counters are unsigned so that i + stride cannot overflow for n < 2^31.
-#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
+// Each work-item strides through the elements (FOR_EACH, kernels/prelude.cl). Inputs and
+// output may be the same buffer (in-place ops): each work-item reads an element before writing
+// it, and no pointer is restrict.
 
 #define UNARY(name, expr)                                                                    \
   kernel void name(global const float* x, global float* y, const int n, const float alpha) { \

@@ -3,10 +3,6 @@
 // each row's sum has the CPU's order, for any grid. An index outside the table is never read
 // or written through: it is recorded (the lowest position) in the run's status slot, which
 // the host turns into a FeedError, and the lookup's output row is zeros.
-#pragma OPENCL FP_CONTRACT OFF
-
-// Launch geometry: a fixed grid per device, striding through the work (see elementwise.cl).
-#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
 
 // out[i, d] = table[ids[i], d] for i < count, d < dim
 kernel void embedding_fwd(global const float* table, global const int* ids, global float* out,

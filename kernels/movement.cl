@@ -2,13 +2,6 @@
 // words, so the same kernels serve float and int32 tensors (and keep NaN payloads).
 // Work-items stride through the output elements.
 
-// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
-// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
-// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
-// specialised for different grid sizes when both run at once (an assertion aborts). The
-// counters are unsigned so that i + stride cannot overflow for n < 2^31.
-#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
-
 // Copies a band between two [outer, *, inner] layouts: for o < outer, j < len, k < inner,
 // dst[(o * dst_d + dst_off + j) * inner + k] = src[(o * src_d + src_off + j) * inner + k].
 kernel void copy_band(global const uint* src, global uint* dst, const int total, const int len,

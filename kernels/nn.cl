@@ -7,15 +7,6 @@
 //            along it together and combine through local memory in a fixed tree order.
 // Outputs may alias inputs (in-place): every work-item writes only elements it has read
 // itself, after the reductions that need them.
-#pragma OPENCL FP_CONTRACT OFF
-
-// Launch geometry: every kernel runs on a fixed grid per device (the launch size does not
-// depend on the tensor) and strides through its work. Besides suiting GPUs, this avoids a
-// PoCL 3.1 bug: its cache of compiled work-group functions mixes up two variants of a kernel
-// specialised for different grid sizes when both run at once (an assertion aborts). The
-// counters are unsigned so that i + stride cannot overflow for n < 2^31.
-#define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
-#define FOR_EACH_GROUP(t, n) for (uint t = get_group_id(0); t < (uint)(n); t += get_num_groups(0))
 
 #define MAX_WG 256  // the host never launches *_rows with more work-items
 

@@ -134,7 +134,9 @@ bool DiskCache::store(std::string_view key, std::span<const unsigned char> binar
 
 // ---- sources ---------------------------------------------------------------------------------
 
-std::string kernel_source(std::string_view family, std::string* origin) {
+namespace {
+
+std::string family_text(std::string_view family, std::string* origin) {
   const std::string dir = env("HETGRAPH_CL_KERNELS");
   if (!dir.empty()) {
     const std::string path = dir + "/" + std::string(family) + ".cl";
@@ -154,6 +156,15 @@ std::string kernel_source(std::string_view family, std::string* origin) {
     }
   }
   throw PlatformError("no OpenCL kernel family '" + std::string(family) + "' in the library");
+}
+
+}  // namespace
+
+// Every family is built behind kernels/prelude.cl (launch geometry, FP_CONTRACT OFF); #line
+// restarts the count so build logs name the family's own lines.
+std::string kernel_source(std::string_view family, std::string* origin) {
+  if (family == "prelude") return family_text(family, origin);
+  return family_text("prelude", nullptr) + "\n#line 1\n" + family_text(family, origin);
 }
 
 // ---- program cache ---------------------------------------------------------------------------

@@ -56,7 +56,8 @@ class DiskCache {
 };
 
 /// The source of a kernel family ("elementwise" -> kernels/elementwise.cl): embedded at build
-/// time, or read from $HETGRAPH_CL_KERNELS when set. `origin` says which.
+/// time, or read from $HETGRAPH_CL_KERNELS when set, behind kernels/prelude.cl. `origin` says
+/// which.
 std::string kernel_source(std::string_view family, std::string* origin = nullptr);
 
 struct ProgramStats {
