@@ -4,8 +4,8 @@
 //   build/bench/hetgraph-bench --workload par-matmul-8192 --engine critical-path --executors 2x1
 //   --json build/bench/hetgraph-bench --workload lstm-small --engine auto --repeat 10 --trace
 //   lstm.json
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -41,7 +41,8 @@ struct Options {
       "NxT|auto]\n"
       "                      (opencl: --engine out-of-order|in-order)\n"
       "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-      "                      [--trace FILE] [--no-fuse] [--no-mapped] [--no-pin] [--json] [--list]\n");
+      "                      [--trace FILE] [--no-fuse] [--no-mapped] [--no-pin] [--json] "
+      "[--list]\n");
   std::exit(code);
 }
 
@@ -206,7 +207,7 @@ Result time_case(bench::Case& c, const Options& o) {
   // An automatic engine tunes itself on the first runs (timed turns of 15 ms per candidate):
   // those are warm-up, not samples.
   const auto tune_t0 = std::chrono::steady_clock::now();
-  while (!cg.engine_report().tuned &&
+  while (!cg.engine_report().tuned() &&
          std::chrono::steady_clock::now() - tune_t0 < std::chrono::seconds(300)) {
     cg.run(feeds);
     ++r.tuning_runs;
@@ -256,8 +257,12 @@ int main(int argc, char** argv) {
       const double mx = *std::max_element(r.samples.begin(), r.samples.end());
       const std::string platform = c.raw ? "raw" : o.platform;
       const std::string engine = c.raw ? "none" : r.engine.engine;
-      const std::string executors =
-          std::to_string(r.engine.executors) + "x" + std::to_string(r.engine.threads_per_executor);
+      // lanes x threads: CPU executors x their team size, OpenCL queues x compute units
+      const std::string executors = r.engine.lanes.empty()
+                                        ? "1x1"
+                                        : std::to_string(r.engine.lanes.size()) + "x" +
+                                              std::to_string(r.engine.lanes.front().threads);
+      const hetgraph::EngineReport::Cpu cpu = r.engine.cpu.value_or(hetgraph::EngineReport::Cpu{});
       if (o.json) {
         std::printf(
             "{\"workload\":\"%s\",\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%s\","
@@ -269,13 +274,13 @@ int main(int argc, char** argv) {
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), o.repeat,
             c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
-            r.engine.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
+            cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
             o.mapped ? "true" : "false", med);
         if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", median(r.copies));
-        if (!r.engine.search.empty()) {
+        if (!cpu.search.empty()) {
           std::printf(",\"search\":[");
-          for (std::size_t i = 0; i < r.engine.search.size(); ++i) {
-            const auto& t = r.engine.search[i];
+          for (std::size_t i = 0; i < cpu.search.size(); ++i) {
+            const auto& t = cpu.search[i];
             std::printf("%s{\"engine\":\"%s\",\"executors\":\"%dx%d\",\"median_s\":%.9g}",
                         i ? "," : "", t.engine.c_str(), t.executors, t.threads_per_executor,
                         t.median_s);
@@ -292,7 +297,7 @@ int main(int argc, char** argv) {
             r.setup_s, r.checksum);
         if (!r.copies.empty()) std::printf("  copy %.6f s", median(r.copies));
         std::printf("\n");
-        for (const auto& t : r.engine.search) {
+        for (const auto& t : cpu.search) {
           std::printf("    search: %-13s %dx%d  median %.6f s\n", t.engine.c_str(), t.executors,
                       t.threads_per_executor, t.median_s);
         }

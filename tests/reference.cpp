@@ -6,8 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "compiler/geometry.hpp"
 #include "compiler/graph_impl.hpp"
-#include "compiler/ops/window.hpp"
 
 namespace ref {
 
@@ -257,7 +257,7 @@ struct Win {
   bool include_pad;
 };
 Win window_of(const hetgraph::detail::Attrs& at, std::int64_t kh, std::int64_t kw) {
-  const auto w = hetgraph::detail::Window2d::decode(at);
+  const auto w = at.get<hetgraph::detail::Window2d>();
   return {
       kh,           kw,           w.stride[0],   w.stride[1],   w.pad_begin[0],     w.pad_begin[1],
       w.pad_end[0], w.pad_end[1], w.dilation[0], w.dilation[1], w.count_include_pad};
@@ -296,7 +296,7 @@ Array conv2d(const Array& x, const Array& w, const Array* b, const hetgraph::det
 }
 
 Array pool2d(const Array& x, const hetgraph::detail::Attrs& at, bool max) {
-  const auto w = hetgraph::detail::Window2d::decode(at);
+  const auto w = at.get<hetgraph::detail::Window2d>();
   const Win p = window_of(at, w.kernel[0], w.kernel[1]);
   const Shape& xs = x.shape;
   const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
@@ -474,10 +474,10 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         out = concat(in, at.axis);
         break;
       case OpKind::Transpose:
-        out = transpose(in[0], at.ints);
+        out = transpose(in[0], at.get<hetgraph::detail::Permutation>().perm);
         break;
       case OpKind::Reshape:
-        out = reshape(in[0], at.ints);
+        out = reshape(in[0], at.get<hetgraph::detail::ReshapeTarget>().dims);
         break;
       case OpKind::Conv2d:
         out = conv2d(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, at);

@@ -347,7 +347,7 @@ TEST(GradRewrites, SlicesAndSharedWeightsAreFolded) {
   const auto dW = gradients(loss, {W})[0];
   auto cg = GraphCompiler().compile(g, {{"x", {2, 4}}, {"W", {4, 6}}}, {dW});
   int slice_grad_n = 0, concats = 0, products = 0;
-  for (const auto& n : cg.executable().plan().nodes) {
+  for (const auto& n : detail::executable_of(cg).plan().nodes) {
     if (n.fused_into >= 0) continue;  // folded into another node: no work of its own
     slice_grad_n += n.op == detail::OpKind::SliceGradN;
     concats += n.op == detail::OpKind::Concat;

@@ -2,8 +2,8 @@
 // results bitwise equal to the sequential engine with the same team size), errors raised
 // inside executors, engine lifetime with work pending, concurrent callers, the profiler, the
 // automatic configuration search, traces, and the scheduler's data structures.
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -170,10 +170,9 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
     Graph g = random_dag(rng, n, d % 4);
     auto seq = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, {});
     seq.run({{"x", xv}, {"y", yv}});
-    const auto& plan = seq.executable().plan();
+    const auto& plan = detail::executable_of(seq).plan();
     std::vector<std::vector<float>> want;
-    for (std::uint32_t f : plan.fetches)
-      want.push_back(seq.read(plan.graph->handle(plan.nodes[f].gid)));
+    for (std::uint32_t f : plan.fetches) want.push_back(seq.read(g.node(plan.nodes[f].gid)));
     for (const Config& c : configs) {
       CpuOptions o;
       o.engine = c.engine;
@@ -181,12 +180,12 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
       o.threads_per_executor = 1;
       o.inline_below_us = d % 2 ? 2.0 : 0.0;  // with and without inline execution
       auto cg = GraphCompiler(Platform::cpu(o)).compile(g, shapes, {});
-      cg.executable().record_events(true);
-      const auto& p = cg.executable().plan();
+      detail::executable_of(cg).record_events(true);
+      const auto& p = detail::executable_of(cg).plan();
       for (int r = 0; r < runs; ++r) {
         cg.run({{"x", xv}, {"y", yv}});
         // every kernel node exactly once, never before its dependencies finished
-        const auto events = cg.executable().last_run_events();
+        const auto events = detail::executable_of(cg).last_run_events();
         std::vector<int> seen(p.nodes.size(), 0);
         std::vector<std::int64_t> end(p.nodes.size(), -1), start(p.nodes.size(), -1);
         for (const auto& e : events) {
@@ -207,7 +206,7 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
           }
         }
         for (std::size_t k = 0; k < p.fetches.size(); ++k) {
-          const auto got = cg.read(p.graph->handle(p.nodes[p.fetches[k]].gid));
+          const auto got = cg.read(g.node(p.nodes[p.fetches[k]].gid));
           ASSERT_TRUE(testing_util::bitwise_equal(got, want[k]))
               << engine_name(c.engine) << " " << c.executors << " executors, dag " << d << " run "
               << r;
@@ -344,13 +343,16 @@ TEST(EngineProfiler, LevelsComeFromMeasurementsAfterProfileRuns) {
   o.profile_runs = 3;
   auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
   for (int i = 0; i < 3; ++i) {
-    EXPECT_FALSE(cg.engine_report().levels_profiled);
+    EXPECT_FALSE(cg.engine_report().cpu->levels_profiled);
     cg.run({{"a", av}, {"b", bv}});
   }
   const EngineReport r = cg.engine_report();
-  EXPECT_TRUE(r.levels_profiled);
+  EXPECT_TRUE(r.cpu->levels_profiled);
   EXPECT_EQ(r.engine, "critical-path");
-  EXPECT_EQ(r.executors, 2);
+  EXPECT_EQ(r.cpu->executors, 2);
+  ASSERT_EQ(r.lanes.size(), 2u);
+  EXPECT_EQ(r.lanes[0].threads, 1);
+  EXPECT_FALSE(r.opencl.has_value());
   EXPECT_EQ(r.runs, 3);
   EXPECT_EQ(r.heavy_nodes, 8u);
   EXPECT_EQ(r.heavy_levels, 1);
@@ -366,14 +368,15 @@ TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {
   CpuOptions o;
   o.engine = CpuEngine::automatic;
   auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
-  const EngineReport first = cg.engine_report();
+  const EngineReport::Cpu first = *cg.engine_report().cpu;
   EXPECT_EQ(first.executors, first.guideline_executors);
   EXPECT_FALSE(first.tuned);
   // The search is timed (turns of 15 ms, 3 per candidate): a tiny graph runs thousands of times.
   const auto t0 = std::chrono::steady_clock::now();
-  while (!cg.engine_report().tuned && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+  while (!cg.engine_report().tuned() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
     cg.run({{"a", av}, {"b", bv}});
-  const EngineReport r = cg.engine_report();
+  const EngineReport::Cpu r = *cg.engine_report().cpu;
   ASSERT_TRUE(r.tuned) << "search did not finish in 60 s";
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   int divisors = 0;

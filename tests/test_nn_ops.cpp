@@ -404,9 +404,10 @@ TEST(NnKernels, EmbeddingSgdStepIsSparse) {
   auto train = [&](const PlatformCase& pc, CompileOptions o, Node var, Node st) {
     auto cg = GraphCompiler(pc.make(), o).compile(g, shapes, {st});
     std::vector<float> initial = cg.read(var);
-    for (std::uint32_t k = 0; k < 3; ++k) cg.run({{"ids", iv}, {"w", testing_util::random_vec(72, 20 + k)}});
+    for (std::uint32_t k = 0; k < 3; ++k)
+      cg.run({{"ids", iv}, {"w", testing_util::random_vec(72, 20 + k)}});
     int updates = 0;
-    for (const auto& n : cg.executable().plan().nodes)
+    for (const auto& n : detail::executable_of(cg).plan().nodes)
       updates += n.op == detail::OpKind::EmbeddingUpdate && n.fused_into < 0;
     return std::tuple{initial, cg.read(var), updates};
   };
@@ -418,11 +419,13 @@ TEST(NnKernels, EmbeddingSgdStepIsSparse) {
     const auto [init3, unplanned, n_unplanned] = train(pc, {.plan_memory = false}, t, step);
     EXPECT_EQ(n_fused, cpu ? 1 : 0) << pc.name;  // OpenCL has no fused kernels
     EXPECT_EQ(n_dense, 0) << pc.name;
-    testing_util::expect_close(fused, ref::Array(Shape{40, 6}, std::vector<double>(dense.begin(), dense.end())), 1e-6,
-                               1e-6, "fused vs dense SGD step on " + pc.name);
+    testing_util::expect_close(
+        fused, ref::Array(Shape{40, 6}, std::vector<double>(dense.begin(), dense.end())), 1e-6,
+        1e-6, "fused vs dense SGD step on " + pc.name);
     EXPECT_TRUE(testing_util::bitwise_equal(fused, unplanned)) << pc.name;  // out-of-place path
     for (std::size_t r = 0; r < 40; ++r) {
-      const bool looked_up = std::find(iv.begin(), iv.end(), static_cast<std::int32_t>(r)) != iv.end();
+      const bool looked_up =
+          std::find(iv.begin(), iv.end(), static_cast<std::int32_t>(r)) != iv.end();
       for (std::size_t d = 0; d < 6; ++d) {
         const std::size_t i = r * 6 + d;
         if (looked_up) {

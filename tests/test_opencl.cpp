@@ -68,11 +68,65 @@ class TempDir {
 };
 
 OpenClExecutable& cl_exe(CompiledGraph& cg) {
-  return dynamic_cast<OpenClExecutable&>(cg.executable());
+  return dynamic_cast<OpenClExecutable&>(detail::executable_of(cg));
 }
 std::uint32_t plan_index(CompiledGraph& cg, Node n) {
-  return cg.executable().plan().index(n, "test");
+  return detail::executable_of(cg).plan().index(n, "test");
 }
+
+// Device faults injected through the executable's test seam (OpenClExecutable::RunHook), in
+// the next run only. fail_event: the node's event reads as failed with CL_OUT_OF_RESOURCES, as
+// after a device fault. hold: the node waits on a user event that stays pending until
+// complete(). enqueue_error: enqueueing the node throws, as a failed clEnqueue* would.
+class Fault final : public OpenClExecutable::RunHook {
+ public:
+  enum class Kind { fail_event, hold, enqueue_error };
+  Fault(std::uint32_t node, Kind kind) : node_(node), kind_(kind) {}
+  /// Installs a fault on `node` of cg; the hook stays the executable's.
+  static Fault& inject(CompiledGraph& cg, Node node, Kind kind) {
+    auto f = std::make_unique<Fault>(plan_index(cg, node), kind);
+    Fault& ref = *f;
+    cl_exe(cg).set_run_hook(std::move(f));
+    return ref;
+  }
+
+  void before_enqueue(cl_context ctx, std::uint32_t node, std::vector<cl_event>& wait) override {
+    if (node != node_) return;
+    failing_ = false;
+    if (fired_) return;
+    fired_ = true;
+    switch (kind_) {
+      case Kind::enqueue_error:
+        detail::cl::check(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel", __FILE__, __LINE__,
+                          "injected by a test");
+        break;
+      case Kind::fail_event:
+        failing_ = true;
+        break;
+      case Kind::hold:
+        held_ = detail::cl::Event(HG_CL_CREATE(clCreateUserEvent, ctx));
+        pending_ = true;
+        wait.push_back(held_.get());
+        break;
+    }
+  }
+  cl_int event_status(std::uint32_t node, cl_int driver) override {
+    return failing_ && node == node_ ? CL_OUT_OF_RESOURCES : driver;
+  }
+  void release() override { complete(true); }
+  /// Completes (or, with `fail`, fails) the event a hold left pending.
+  void complete(bool fail) {
+    if (!pending_) return;
+    pending_ = false;
+    clSetUserEventStatus(held_.get(), fail ? CL_OUT_OF_RESOURCES : CL_COMPLETE);
+  }
+
+ private:
+  std::uint32_t node_;
+  Kind kind_;
+  bool fired_ = false, failing_ = false, pending_ = false;
+  detail::cl::Event held_;
+};
 
 std::string message_of(const std::function<void()>& f) {
   try {
@@ -227,13 +281,13 @@ TEST(Events, RecordedScheduleRespectsDependencies) {
   const auto xv = testing_util::random_vec(200, 5, 0, 1),
              yv = testing_util::random_vec(200, 6, 0, 1);
   auto cg = GraphCompiler(Platform::opencl()).compile(w.g, shapes, {w.out});
-  cg.executable().record_events(true);
-  const auto& p = cg.executable().plan();
+  detail::executable_of(cg).record_events(true);
+  const auto& p = detail::executable_of(cg).plan();
   for (int run = 0; run < 3; ++run) {
     cg.run({{"x", xv}, {"y", yv}});
     std::vector<int> seen(p.nodes.size(), 0);
     std::vector<std::int64_t> start(p.nodes.size(), -1), end(p.nodes.size(), -1);
-    for (const auto& e : cg.executable().last_run_events()) {
+    for (const auto& e : detail::executable_of(cg).last_run_events()) {
       ++seen[e.node];
       start[e.node] = e.start_ns;
       end[e.node] = e.end_ns;
@@ -408,14 +462,15 @@ TEST(MappedMemory, InputsAreTheDevicesOwnBuffers) {
   const auto xv = testing_util::random_vec(50 * 32, 5), yv = one_hot(50, 10);
   cg.run({{"x", xv}, {"y", yv}});
   const auto copied = cg.read(m.loss);
-  const auto bytes = cg.executable().feed_bytes_copied();
+  const auto bytes = detail::executable_of(cg).feed_bytes_copied();
 
   std::span<float> xb = cg.mapped_input("x"), yb = cg.mapped_input("y");
   std::copy(xv.begin(), xv.end(), xb.begin());
   std::copy(yv.begin(), yv.end(), yb.begin());
   for (int i = 0; i < 3; ++i) {
     cg.run({{"x", xb}, {"y", yb}});
-    EXPECT_EQ(cg.executable().feed_bytes_copied(), bytes) << "mapped feeds are not copied";
+    EXPECT_EQ(detail::executable_of(cg).feed_bytes_copied(), bytes)
+        << "mapped feeds are not copied";
     EXPECT_EQ(cg.read(m.loss), copied);
     EXPECT_EQ(cg.mapped_input("x").data(), xb.data()) << "the mapping stays put across runs";
   }
@@ -486,13 +541,12 @@ TEST(Async, AReadWaitsOnlyForItsNode) {
   const auto xv = testing_util::random_vec(100, 10);
   cg.run({{"x", xv}});
   const auto wa = cg.read(a), wb = cg.read(b);
-  auto& exe = cl_exe(cg);
-  exe.inject(plan_index(cg, b), OpenClExecutable::Fault::hold);
+  Fault& hold = Fault::inject(cg, b, Fault::Kind::hold);
   cg.run_async({{"x", xv}});
   EXPECT_EQ(cg.read(a), wa);
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    exe.release_hold(false);
+    hold.complete(false);
   });
   EXPECT_EQ(cg.read(b), wb);  // waits for the release
   release.join();
@@ -509,19 +563,18 @@ TEST(Failures, DeviceErrorsReachRunAndWaitAndRecompilingWorks) {
   cg.run({{"x", xv}, {"y", yv}});
   const auto good = cg.read(m.p);
   std::span<float> xb = cg.mapped_input("x");
-  const std::uint32_t p_node = plan_index(cg, m.p);
 
-  cl_exe(cg).inject(p_node, OpenClExecutable::Fault::fail_event);
+  Fault::inject(cg, m.p, Fault::Kind::fail_event);
   std::string msg = message_of([&] { cg.run({{"x", xv}, {"y", yv}}); });
   EXPECT_TRUE(contains(msg, "failed on OpenCL device")) << msg;
   EXPECT_TRUE(contains(msg, "softmax")) << msg;
   EXPECT_TRUE(contains(msg, "CL_")) << msg;
 
-  cl_exe(cg).inject(p_node, OpenClExecutable::Fault::fail_event);
+  Fault::inject(cg, m.p, Fault::Kind::fail_event);
   cg.run_async({{"x", xv}, {"y", yv}});
   EXPECT_THROW(cg.wait(), PlatformError);
 
-  cl_exe(cg).inject(p_node, OpenClExecutable::Fault::enqueue_error);
+  Fault::inject(cg, m.p, Fault::Kind::enqueue_error);
   msg = message_of([&] { cg.run({{"x", xv}, {"y", yv}}); });
   EXPECT_TRUE(contains(msg, "clEnqueueNDRangeKernel failed: CL_OUT_OF_RESOURCES (-5)")) << msg;
   EXPECT_TRUE(contains(msg, "softmax")) << msg;
@@ -712,7 +765,7 @@ TEST(Kernels, GradientOpsAgreeWithTheCpu) {
   {
     detail::Attrs at;  // two pieces of b's axis 1, out of order, with gaps
     at.axis = 1;
-    at.ints = {40, 70, 3, 20};
+    at.set(detail::SliceRanges{{{40, 70}, {3, 20}}});
     f.push_back(make_op(OpKind::SliceGradN, {b, slice(a, 1, 40, 70), slice(b, 1, 3, 20)}, at));
   }
   const std::vector<In> ins = {rand_in("a", {5, 70}, 31), rand_in("b", {5, 70}, 32),

@@ -134,7 +134,7 @@ int run(const Args& args) {
 
   // Batches are converted with the executor-0 team's threads: more would spin on the cores the
   // other executors are pinned to.
-  const int copy_threads = train.engine_report().threads_per_executor;
+  const int copy_threads = train.engine_report().lanes.front().threads;
   Counters counters;
   if (!counters.available()) std::fprintf(stderr, "note: %s\n", counters.note().c_str());
   double copy_s = 0, compute_s = 0, final_loss = 0;
@@ -200,10 +200,10 @@ int run(const Args& args) {
         "\"lr\":%g,\"setup_s\":%.6f,\"copy_s\":%.6f,\"compute_s\":%.6f,\"train_s\":%.6f,"
         "\"final_loss\":%.8f,\"test_accuracy\":%.6f,\"counters\":%s,\"instructions\":%lld,"
         "\"cycles\":%lld}\n",
-        platform.name().c_str(), er.engine.c_str(), er.executors, er.threads_per_executor,
-        args.threads, args.epochs, args.batch, static_cast<double>(args.lr), setup_s, copy_s,
-        compute_s, train_s, final_loss, accuracy, cv.available ? "true" : "false", cv.instructions,
-        cv.cycles);
+        platform.name().c_str(), er.engine.c_str(), static_cast<int>(er.lanes.size()),
+        er.lanes.front().threads, args.threads, args.epochs, args.batch,
+        static_cast<double>(args.lr), setup_s, copy_s, compute_s, train_s, final_loss, accuracy,
+        cv.available ? "true" : "false", cv.instructions, cv.cycles);
   }
   return 0;
 }

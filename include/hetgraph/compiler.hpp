@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,9 +28,14 @@
 
 namespace hetgraph {
 
+class CompiledGraph;
+class Platform;
 namespace detail {
 class Backend;
 class Executable;
+// Internal access for the library and its tests (src/common/executable.hpp).
+Executable& executable_of(const CompiledGraph& cg);
+Backend& backend_of(const Platform& p);
 }  // namespace detail
 
 /// How the CPU platform executes a compiled graph. All engines give bitwise identical results
@@ -56,24 +62,53 @@ struct CpuOptions {
   bool pin_threads = true;       // bind executor teams to their cores (hwloc)
 };
 
-/// How a compiled graph is being executed.
+/// How a compiled graph is being executed: the lanes its work runs on (the tracks of its
+/// traces), the graph's shape, and what only one platform has.
+///
+///   EngineReport r = cg.engine_report();
+///   std::printf("%s on %zu lanes of %d threads\n", r.engine.c_str(), r.lanes.size(),
+///               r.lanes[0].threads);
+///   if (r.cpu && !r.cpu->search.empty()) { /* the automatic engine's measurements */ }
 struct EngineReport {
-  std::string engine;  // "sequential", "critical-path", ..., or a platform name
-  int executors = 1;
-  int threads_per_executor = 1;
-  int runs = 0;
-  bool levels_profiled = false;  // levels come from measured durations
-  bool tuned = true;             // automatic: the configuration search is over
-  // Graph-width guideline (heavy ops: matmul, ...)
-  std::size_t nodes = 0, heavy_nodes = 0;
-  int heavy_levels = 0, max_width = 0, avg_width = 1, guideline_executors = 1;
-  struct Trial {
-    int executors = 1, threads_per_executor = 1;
-    double median_s = 0;
-    int runs = 0;
-    std::string engine = "critical-path";  // or "sequential": all cores, plan order, no scheduler
+  /// "sequential", "shared-queue", "critical-path", "auto", "opencl out-of-order queue", ...
+  std::string engine;
+  /// Where nodes run: a CPU executor (a team of threads) or an OpenCL command queue.
+  struct Lane {
+    std::string name;
+    int threads = 1;  // the executor's team size; for a queue, the device's compute units
   };
-  std::vector<Trial> search;  // automatic: each configuration tried, in order
+  std::vector<Lane> lanes;
+  int runs = 0;
+  /// Graph-width statistics (heavy ops: products, convolutions, embedding lookups).
+  std::size_t nodes = 0, heavy_nodes = 0;
+  int heavy_levels = 0, max_width = 0, avg_width = 1;
+
+  /// The CPU platform's engines.
+  struct Cpu {
+    int executors = 1;
+    int threads_per_executor = 1;
+    bool levels_profiled = false;  // levels come from measured durations
+    bool tuned = true;             // automatic: the configuration search is over
+    int guideline_executors = 1;   // what the graph-width guideline chose
+    struct Trial {
+      int executors = 1, threads_per_executor = 1;
+      double median_s = 0;
+      int runs = 0;
+      std::string engine = "critical-path";  // or "sequential": all cores, plan order
+    };
+    std::vector<Trial> search;  // automatic: each configuration tried, in order
+  };
+  std::optional<Cpu> cpu;
+  /// The OpenCL platform.
+  struct OpenCl {
+    std::string device;
+    bool out_of_order = false;  // nodes may overlap on the device
+    int compute_units = 1;
+  };
+  std::optional<OpenCl> opencl;
+
+  /// False while an automatic engine is still searching for its configuration.
+  bool tuned() const { return !cpu || cpu->tuned; }
 };
 
 /// Which OpenCL device runs compiled graphs, and how.
@@ -112,9 +147,9 @@ class Platform {
   /// Every OpenCL device of every installed platform; empty when there is none.
   static std::vector<OpenClDevice> opencl_devices();
   std::string name() const;
-  const std::shared_ptr<detail::Backend>& backend() const { return backend_; }
 
  private:
+  friend detail::Backend& detail::backend_of(const Platform& p);
   explicit Platform(std::shared_ptr<detail::Backend> b) : backend_(std::move(b)) {}
   std::shared_ptr<detail::Backend> backend_;
 };
@@ -213,10 +248,9 @@ class CompiledGraph {
   std::size_t planned_bytes() const { return report().planned_bytes; }
   std::size_t naive_bytes() const { return report().naive_bytes; }
 
-  detail::Executable& executable() const { return *exe_; }
-
  private:
   friend class GraphCompiler;
+  friend detail::Executable& detail::executable_of(const CompiledGraph& cg);
   explicit CompiledGraph(std::unique_ptr<detail::Executable> exe);
   std::unique_ptr<detail::Executable> exe_;
 };

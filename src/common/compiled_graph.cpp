@@ -9,6 +9,15 @@ namespace hetgraph {
 
 using detail::Executable;
 
+namespace detail {
+Executable& executable_of(const CompiledGraph& cg) {
+  return *cg.exe_;
+}
+Backend& backend_of(const Platform& p) {
+  return *p.backend_;
+}
+}  // namespace detail
+
 std::string Platform::name() const {
   return backend_->name();
 }
@@ -30,11 +39,21 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
     detail::check_same_graph(&graph.impl(), f, "compile");
     ids.push_back(f.id());
   }
+  detail::Backend& backend = detail::backend_of(platform_);
   detail::PlanOptions po;
-  po.reuse = options_.plan_memory ? platform_.backend()->reuse_mode() : detail::ReuseMode::none;
-  po.fuse = options_.fuse && platform_.backend()->has_fused_kernels();
+  po.reuse = options_.plan_memory ? backend.reuse_mode() : detail::ReuseMode::none;
+  po.fuse = options_.fuse;
+  po.capabilities = &backend;
   auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
-  CompiledGraph cg(platform_.backend()->instantiate(std::move(plan)));
+  // Every kernel the plan needs exists on this platform: checked before anything is allocated.
+  for (const detail::PlanNode& n : plan->nodes) {
+    if (!n.has_work()) continue;
+    if (const std::string why = backend.unsupported(*plan, n); !why.empty()) {
+      throw PlatformError("node " + n.label + " cannot run on the " + backend.name() +
+                          " platform: " + why);
+    }
+  }
+  CompiledGraph cg(backend.instantiate(std::move(plan)));
   cg.exe_->report().setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return cg;
@@ -131,7 +150,13 @@ const CompileReport& CompiledGraph::report() const {
 }  // namespace hetgraph
 
 namespace hetgraph {
-EngineReport CompiledGraph::engine_report() const { return exe_->engine_report(); }
-void CompiledGraph::start_trace(const std::string& path) { exe_->start_trace(path); }
-void CompiledGraph::stop_trace() { exe_->stop_trace(); }
+EngineReport CompiledGraph::engine_report() const {
+  return exe_->engine_report();
+}
+void CompiledGraph::start_trace(const std::string& path) {
+  exe_->start_trace(path);
+}
+void CompiledGraph::stop_trace() {
+  exe_->stop_trace();
+}
 }  // namespace hetgraph

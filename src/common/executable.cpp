@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "compiler/graph_stats.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
@@ -137,6 +138,12 @@ EngineReport Executable::engine_report() const {
   EngineReport r;
   r.engine = "platform";
   r.runs = static_cast<int>(runs_);
+  const GraphStats st = graph_stats(plan());
+  r.nodes = st.nodes;
+  r.heavy_nodes = st.heavy;
+  r.heavy_levels = st.heavy_levels;
+  r.max_width = st.max_width;
+  r.avg_width = st.avg_width;
   return r;
 }
 
@@ -172,8 +179,7 @@ void Executable::feed(std::span<const FeedItem> feeds) {
     while (k < p.inputs.size() && p.nodes[p.inputs[k]].name != f.name) ++k;
     if (k == p.inputs.size()) {
       // An input of the graph that no fetch needs was pruned: its data is not wanted.
-      auto it = p.graph->by_name.find(std::string(f.name));
-      if (it != p.graph->by_name.end() && p.graph->rec(it->second).op == OpKind::Input) continue;
+      if (p.graph_inputs.count(std::string(f.name))) continue;
       throw FeedError("unknown feed '" + std::string(f.name) +
                       "': not an input of the compiled graph (its inputs: " + input_list(p) + ")");
     }
@@ -213,8 +219,10 @@ void Executable::access_check(std::uint32_t node, DType dtype, std::size_t count
   if (n.fused_into >= 0) {
     // A fused node may itself have been fused further: name where the value ended up.
     std::size_t into = static_cast<std::size_t>(n.fused_into);
-    while (plan_->nodes[into].fused_into >= 0) into = static_cast<std::size_t>(plan_->nodes[into].fused_into);
-    throw GraphError(std::string(what) + ": node " + n.label + " was fused into " + plan_->nodes[into].label +
+    while (plan_->nodes[into].fused_into >= 0)
+      into = static_cast<std::size_t>(plan_->nodes[into].fused_into);
+    throw GraphError(std::string(what) + ": node " + n.label + " was fused into " +
+                     plan_->nodes[into].label +
                      " and has no value of its own: fetch it at compile time to keep it");
   }
   if (n.storage == Storage::None) {

@@ -20,15 +20,13 @@ namespace hetgraph::detail {
 
 class Executable;
 
-class Backend {
+/// A platform: what it can run (Capabilities::unsupported, asked by the fusion passes and by
+/// compile() for every node before anything is allocated) and how it instantiates a plan.
+class Backend : public Capabilities {
  public:
-  virtual ~Backend() = default;
   virtual std::string name() const = 0;
   /// What the memory planner may assume about execution order on this platform.
   virtual ReuseMode reuse_mode() const = 0;
-  /// Whether the platform has kernels for the fusion pass's ops (fused_matmul,
-  /// embedding_update); the pass runs only then.
-  virtual bool has_fused_kernels() const { return false; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
 };
 
@@ -53,6 +51,7 @@ class Executable {
   virtual std::string kernel_name(std::uint32_t node) const = 0;
   /// Bytes copied from feeds into the graph so far (mapped feeds copy nothing).
   std::uint64_t feed_bytes_copied() const { return feed_bytes_copied_; }
+  /// Runs and graph statistics; platforms add their lanes and their own fields.
   virtual EngineReport engine_report() const;
   void start_trace(const std::string& path);
   void stop_trace();

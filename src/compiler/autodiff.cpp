@@ -1,7 +1,8 @@
 // Reverse-mode differentiation over the user graph: gradient contributions flow from the loss
 // back through the nodes on a path between `wrt` and the loss, in reverse topological order,
 // using each op's rule from the op table. Contributions to one node are summed in the order
-// they were made, so the built graph (and its results) are deterministic.
+// they were made, so the built graph (and its results) are deterministic; the compiler's
+// regroup_gradients pass rearranges such sums where it pays (see passes.cpp).
 #include "hetgraph/autodiff.hpp"
 
 #include <algorithm>
@@ -23,9 +24,7 @@ using detail::OpKind;
 namespace {
 
 bool data_input(const GraphImpl& g, std::uint32_t node, std::size_t i) {
-  const std::uint32_t m = detail::op_def(g.rec(node).op).shape_only;
-  const bool shape_only = i < 31 ? ((m >> i) & 1u) != 0 : ((m >> 31) & 1u) != 0;
-  return !shape_only;
+  return !detail::op_def(g.rec(node).op).shape_only_input(i);
 }
 
 class Contributions final : public detail::GradCtx {
@@ -54,97 +53,16 @@ class Contributions final : public detail::GradCtx {
   std::map<std::uint32_t, std::vector<Node>>& acc_;
 };
 
-Node sum_all(const std::vector<Node>& parts) {
-  Node s = parts.front();
-  for (std::size_t i = 1; i < parts.size(); ++i) s = add(s, parts[i]);
-  return s;
-}
-
-// Products per chunk when per-step weight gradients are regrouped (see sum_contributions).
-constexpr std::size_t kStepsPerProduct = 8;
-
-// Sums the gradient contributions to one node, folding two common patterns first:
-//  - gradients of slices of one tensor along one axis with disjoint ranges (an LSTM's four
-//    gates) are placed by one slice_grad_n instead of zero-filling a full tensor per slice
-//    and adding them up;
-//  - weight gradients sum_to(A_t^T G_t, W) of a weight used at many steps are regrouped into
-//    products over concatenated steps, sum_t A_t^T G_t = [A_1..A_k]^T [G_1..G_k], in chunks
-//    of kStepsPerProduct: each small-K product would otherwise read and write the whole
-//    accumulator (lstm-medium: 30 steps of K = 64 into 8 MB). Chunks, not one product, so
-//    parallel engines still have several nodes to spread.
+// The sum of the contributions to one node, left to right. The adds are marked: the
+// regroup_gradients pass of the compiler finds these sums and regroups their parts (slice
+// gradients of one tensor, per-step weight gradients) where that pays.
 Node sum_contributions(GraphImpl& g, const std::vector<Node>& parts) {
-  if (parts.size() < 2) return parts.front();
-  std::vector<Node> rest, slices;
-  std::vector<std::pair<Node, Node>>
-      products;  // (A_t, G_t) of sum_to(matmul(A_t, G_t, T, N), like)
-  Node like;
-  for (const Node& n : parts) {
-    const NodeRec& r = g.rec(n.id());
-    if (r.op == OpKind::SliceGrad && r.attrs.begin >= 0 && r.attrs.end > r.attrs.begin) {
-      slices.push_back(n);
-      continue;
-    }
-    if (r.op == OpKind::SumTo) {
-      const NodeRec& m = g.rec(r.inputs[0]);
-      const Node l = g.handle(r.inputs[1]);
-      if (m.op == OpKind::MatMul && m.attrs.trans_a && !m.attrs.trans_b &&
-          (!like.valid() || like == l)) {
-        like = l;
-        products.push_back({g.handle(m.inputs[0]), g.handle(m.inputs[1])});
-        continue;
-      }
-    }
-    rest.push_back(n);
+  Node s = parts.front();
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    s = add(s, parts[i]);
+    g.nodes[s.id()].grad_sum = true;
   }
-  // slices: same tensor, same axis, disjoint ranges
-  if (slices.size() >= 2) {
-    const NodeRec& s0 = g.rec(slices[0].id());
-    bool ok = true;
-    std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
-    for (const Node& n : slices) {
-      const NodeRec& r = g.rec(n.id());
-      ok = ok && r.inputs[1] == s0.inputs[1] && r.attrs.axis == s0.attrs.axis;
-      ranges.push_back({r.attrs.begin, r.attrs.end});
-    }
-    auto sorted = ranges;
-    std::sort(sorted.begin(), sorted.end());
-    for (std::size_t i = 1; i < sorted.size(); ++i)
-      ok = ok && sorted[i].first >= sorted[i - 1].second;
-    if (ok) {
-      Attrs at;
-      at.axis = s0.attrs.axis;
-      std::vector<Node> in{g.handle(s0.inputs[1])};
-      for (std::size_t i = 0; i < slices.size(); ++i) {
-        in.push_back(g.handle(g.rec(slices[i].id()).inputs[0]));
-        at.ints.push_back(ranges[i].first);
-        at.ints.push_back(ranges[i].second);
-      }
-      rest.push_back(make_op(OpKind::SliceGradN, std::span<const Node>(in), at));
-    } else {
-      rest.insert(rest.end(), slices.begin(), slices.end());
-    }
-  } else {
-    rest.insert(rest.end(), slices.begin(), slices.end());
-  }
-  if (products.size() >= 2) {
-    for (std::size_t c = 0; c < products.size(); c += kStepsPerProduct) {
-      std::vector<Node> as, gs;
-      for (std::size_t i = c; i < std::min(products.size(), c + kStepsPerProduct); ++i) {
-        as.push_back(products[i].first);
-        gs.push_back(products[i].second);
-      }
-      const Node a = as.size() == 1 ? as[0] : concat(as, 0);
-      const Node gr = gs.size() == 1 ? gs[0] : concat(gs, 0);
-      rest.push_back(detail::sum_to(matmul(a, gr, true, false), like));
-    }
-  } else if (products.size() == 1) {
-    // a single product stays as it was made
-    for (const Node& n : parts) {
-      if (g.rec(n.id()).op == OpKind::SumTo && std::find(rest.begin(), rest.end(), n) == rest.end())
-        rest.push_back(n);
-    }
-  }
-  return sum_all(rest);
+  return s;
 }
 
 }  // namespace
@@ -212,6 +130,7 @@ std::vector<Node> gradients(Node loss, std::span<const Node> wrt) {
     ctx.node = g.handle(v);
     ctx.in = std::move(in);
     ctx.grad = grad;
+    ctx.attrs = g.rec(v).attrs;
     def.grad(ctx);
   }
 

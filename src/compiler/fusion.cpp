@@ -1,15 +1,19 @@
-// Fusion. After shape inference, a matmul whose value has exactly one reader that is a
-// unary elementwise op takes that op as an epilogue; a matmul (or fused matmul) whose single
-// reader adds a same-shape value to it accumulates into that value. The reader becomes a
-// fused_matmul node; the matmul (and any identity view between them) is marked fused and
-// does no work. Saves a pass over the product each time: par-matmul's log and first adds,
-// the LSTM's sums of per-step weight gradients.
+// Fusion passes, after shape inference. Each asks the platform's capabilities before it
+// rewrites: a fused node is made only where the platform has a kernel for it.
 //
-// An embedding gradient whose only reader is its table's plain SGD step, assign(v, axpby(v,
-// dv, 1, beta)), folds into that step as embedding_update(v, g, indices): the looked-up rows
-// get v + beta * (their summed gradient), the others stay as they are, which is what the dense
-// step computes for them (v + beta * 0). It saves zeroing a dense table-sized gradient and a
-// pass over the whole table per step: wide & deep's tables hold millions of rows' worth.
+// fuse_matmul_epilogue: a matmul whose value has exactly one reader that is a unary
+// elementwise op (OpDef::epilogue) takes that op as an epilogue. fuse_matmul_accumulate: a
+// matmul (or fused matmul) whose single reader adds a same-shape value to it accumulates into
+// that value. The reader becomes a fused_matmul node; the matmul (and any identity view between
+// them) is marked fused and does no work. Saves a pass over the product each time:
+// par-matmul's log and first adds, the LSTM's sums of per-step weight gradients.
+//
+// fuse_sparse_update: an embedding gradient whose only reader is its table's plain SGD step,
+// assign(v, axpby(v, dv, 1, beta)), folds into that step as embedding_update(v, g, indices):
+// the looked-up rows get v + beta * (their summed gradient), the others stay as they are,
+// which is what the dense step computes for them (v + beta * 0). It saves zeroing a dense
+// table-sized gradient and a pass over the whole table per step: wide & deep's tables hold
+// millions of rows' worth.
 #include <algorithm>
 
 #include "compiler/plan.hpp"
@@ -18,30 +22,14 @@ namespace hetgraph::detail {
 
 namespace {
 
-bool epilogue_op(OpKind k) {
-  switch (k) {
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Sqrt:
-    case OpKind::Relu:
-    case OpKind::Sigmoid:
-    case OpKind::Tanh:
-    case OpKind::Scale:
-    case OpKind::Neg:
-      return true;
-    default:
-      return false;
-  }
-}
-
 struct Fuser {
   Plan& p;
-  std::vector<int> readers;  // data readers per node
-
+  const Capabilities* caps;
+  std::vector<int> readers;            // data readers per node
   std::vector<std::int64_t> assigned;  // per node: the variable it is the new value of, or -1
 
-  explicit Fuser(Plan& plan)
-      : p(plan), readers(plan.nodes.size(), 0), assigned(plan.nodes.size(), -1) {
+  Fuser(Plan& plan, const Capabilities* c)
+      : p(plan), caps(c), readers(plan.nodes.size(), 0), assigned(plan.nodes.size(), -1) {
     for (const PlanNode& n : p.nodes) {
       if (n.op == OpKind::Assign) assigned[n.inputs[1]] = n.inputs[0];
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
@@ -57,11 +45,11 @@ struct Fuser {
            n.storage == Storage::Computed && !n.fetched && readers[m] == 1 &&
            n.type.dtype == DType::f32;
   }
-  static std::int64_t epilogue_of(const PlanNode& n) {
-    return n.op == OpKind::FusedMatMul ? n.attrs.ints[0] : -1;
+  static bool has_epilogue(const PlanNode& n) {
+    return n.op == OpKind::FusedMatMul && n.attrs.get<MatmulEpilogue>().has_op;
   }
   static bool accumulates(const PlanNode& n) {
-    return n.op == OpKind::FusedMatMul && n.attrs.ints[1] != 0;
+    return n.op == OpKind::FusedMatMul && n.attrs.get<MatmulEpilogue>().accumulate;
   }
 
   void kill(std::uint32_t dead, std::uint32_t into) {
@@ -71,56 +59,35 @@ struct Fuser {
     d.fused_into = into;
   }
 
-  // Turns node `at` into fused_matmul(m's operands[, x]) with m's transposes and epilogue.
-  void rewrite(std::uint32_t at, std::uint32_t m, std::int64_t epilogue, float alpha,
-               std::int64_t x) {
-    PlanNode& n = p.nodes[at];
-    const PlanNode& mm = p.nodes[m];
-    Attrs a = mm.attrs;
-    const bool acc = x >= 0;
-    a.ints = {epilogue, acc ? 1 : 0};
-    a.alpha = alpha;
-    std::vector<std::uint32_t> in{mm.inputs[0], mm.inputs[1]};
-    if (acc) in.push_back(static_cast<std::uint32_t>(x));
-    n.op = OpKind::FusedMatMul;
-    n.attrs = std::move(a);
-    n.inputs = std::move(in);
+  // Node `at` rewritten as `op` with these attributes and inputs, if the platform runs it.
+  bool rewrite(std::uint32_t at, OpKind op, Attrs attrs, std::vector<std::uint32_t> inputs) {
+    PlanNode n = p.nodes[at];
+    n.op = op;
+    n.attrs = std::move(attrs);
+    n.inputs = std::move(inputs);
+    if (caps != nullptr && !caps->unsupported(p, n).empty()) return false;
+    p.nodes[at] = std::move(n);
+    return true;
   }
 
-  // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
-  void sparse_update(std::uint32_t i) {
-    PlanNode& n = p.nodes[i];
-    if (n.attrs.alpha != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) return;
-    const std::uint32_t v = n.inputs[0], e = n.inputs[1];
-    const PlanNode& eg = p.nodes[e];
-    if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
-        readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
-      return;
-    }
-    n.op = OpKind::EmbeddingUpdate;
-    n.inputs = {v, eg.inputs[0], eg.inputs[1]};
-    kill(e, i);
-  }
-
-  void run() {
+  void epilogues() {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
-      PlanNode& n = p.nodes[i];
-      if (n.storage != Storage::Computed) continue;
-      if (n.op == OpKind::Axpby) {
-        sparse_update(i);
-        continue;
-      }
-      if (epilogue_op(n.op)) {
-        const std::uint32_t m = n.inputs[0];
-        if (product(m) && epilogue_of(p.nodes[m]) < 0 && !accumulates(p.nodes[m]) &&
-            p.nodes[m].type == n.type) {
-          const float alpha = n.op == OpKind::Scale ? n.attrs.alpha : 1.0f;
-          rewrite(i, m, static_cast<std::int64_t>(n.op), alpha, -1);
-          kill(m, i);
-        }
-        continue;
-      }
-      if (n.op != OpKind::Add) continue;
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || !op_def(n.op).epilogue) continue;
+      const std::uint32_t m = n.inputs[0];
+      const PlanNode& mm = p.nodes[m];
+      if (!product(m) || has_epilogue(mm) || accumulates(mm) || mm.type != n.type) continue;
+      Attrs a = mm.attrs;
+      a.alpha = n.op == OpKind::Scale ? n.attrs.alpha : 1.0f;
+      a.set(MatmulEpilogue{.has_op = true, .op = n.op, .accumulate = false});
+      if (rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1]})) kill(m, i);
+    }
+  }
+
+  void accumulations() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::Add) continue;
       for (int side : {1, 0}) {
         std::uint32_t q = n.inputs[static_cast<std::size_t>(side)];
         const std::uint32_t other = n.inputs[static_cast<std::size_t>(1 - side)];
@@ -133,32 +100,49 @@ struct Fuser {
         if (q == other || !product(q) || accumulates(p.nodes[q])) continue;
         if (p.nodes[q].type != n.type || p.nodes[other].type != n.type) continue;  // no broadcasts
         const PlanNode& mm = p.nodes[q];
-        const std::int64_t epi = epilogue_of(mm);
-        const float alpha = mm.op == OpKind::FusedMatMul ? mm.attrs.alpha : 1.0f;
-        if (mm.op == OpKind::FusedMatMul) {
-          // keep its operands, transposes and epilogue
-          const std::vector<std::uint32_t> ops{mm.inputs[0], mm.inputs[1]};
-          PlanNode& t = p.nodes[i];
-          t.op = OpKind::FusedMatMul;
-          t.attrs = mm.attrs;
-          t.attrs.ints = {epi, 1};
-          t.attrs.alpha = alpha;
-          t.inputs = {ops[0], ops[1], other};
-        } else {
-          rewrite(i, q, -1, 1.0f, other);
-        }
+        // A fused product keeps its operands, transposes, alpha and epilogue.
+        Attrs a = mm.attrs;
+        MatmulEpilogue e =
+            mm.op == OpKind::FusedMatMul ? mm.attrs.get<MatmulEpilogue>() : MatmulEpilogue{};
+        if (mm.op != OpKind::FusedMatMul) a.alpha = 1.0f;
+        e.accumulate = true;
+        a.set(e);
+        if (!rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1], other}))
+          continue;
         kill(q, i);
         if (view >= 0) kill(static_cast<std::uint32_t>(view), i);
         break;
       }
     }
   }
+
+  // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
+  void sparse_updates() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::Axpby) continue;
+      if (n.attrs.alpha != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) continue;
+      const std::uint32_t v = n.inputs[0], e = n.inputs[1];
+      const PlanNode& eg = p.nodes[e];
+      if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
+          readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
+        continue;
+      }
+      if (rewrite(i, OpKind::EmbeddingUpdate, n.attrs, {v, eg.inputs[0], eg.inputs[1]})) kill(e, i);
+    }
+  }
 };
 
 }  // namespace
 
-void fuse(Plan& p) {
-  Fuser(p).run();
+void fuse_matmul_epilogue(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).epilogues();
+}
+void fuse_matmul_accumulate(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).accumulations();
+}
+void fuse_sparse_update(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).sparse_updates();
 }
 
 }  // namespace hetgraph::detail

@@ -1,6 +1,7 @@
 // Graph, Node and Shape, and the public op builders. Builders only record structure; shape
 // checks happen in shape inference (compile time), where input shapes are known.
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "compiler/graph_impl.hpp"
@@ -63,6 +64,12 @@ std::string Shape::str() const {
 // ---- GraphImpl -------------------------------------------------------------------------
 
 namespace detail {
+
+namespace {
+std::atomic<std::uint64_t> g_next_graph_id{1};
+}  // namespace
+
+GraphImpl::GraphImpl() : id(g_next_graph_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 Node GraphImpl::add(NodeRec rec) {
   const auto id = static_cast<std::uint32_t>(nodes.size());
@@ -355,7 +362,7 @@ Node concat(std::initializer_list<Node> xs, int axis) {
 
 Node transpose(Node x, std::vector<int> perm) {
   Attrs at;
-  at.ints.assign(perm.begin(), perm.end());
+  at.set(detail::Permutation{{perm.begin(), perm.end()}});
   return make_op(OpKind::Transpose, {x}, at);
 }
 
@@ -368,7 +375,7 @@ Node reshape(Node x, std::vector<std::int64_t> shape) {
     throw ShapeError("reshape of " + x.label() + ": at most one dimension may be -1");
   }
   Attrs at;
-  at.ints = std::move(shape);
+  at.set(detail::ReshapeTarget{std::move(shape)});
   return make_op(OpKind::Reshape, {x}, at);
 }
 

@@ -21,9 +21,14 @@ struct NodeRec {
   std::shared_ptr<const std::vector<float>> f32_values;         // constants
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;  // int constants
   Initializer init;                                             // variables
+  bool grad_sum = false;  // an add made by gradients() to sum contributions (regroup_gradients)
 };
 
 struct GraphImpl {
+  GraphImpl();
+  /// Unique per graph for the life of the process: compiled graphs recognise their graph's
+  /// nodes by it (an address may be reused by a later graph).
+  const std::uint64_t id;
   std::vector<NodeRec> nodes;
   std::unordered_map<std::string, std::uint32_t> by_name;
 

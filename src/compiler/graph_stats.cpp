@@ -3,24 +3,13 @@
 #include <algorithm>
 #include <map>
 
-#include "compiler/ops/window.hpp"
-
 namespace hetgraph::detail {
 
-// Heavy ops (the guideline paper's "compute-intensive or embedding operators"): products,
-// convolutions forward and backward, and embedding lookups with their scatter-adds.
+// Heavy ops (the guideline paper's "compute-intensive or embedding operators") are marked in
+// the op table: products, convolutions forward and backward, embedding lookups and their
+// scatter-adds.
 bool is_heavy(const PlanNode& n) {
-  switch (n.op) {
-    case OpKind::MatMul:
-    case OpKind::Conv2d:
-    case OpKind::Conv2dGradInput:
-    case OpKind::Conv2dGradWeight:
-    case OpKind::Embedding:
-    case OpKind::EmbeddingGrad:
-      return true;
-    default:
-      return false;
-  }
+  return op_def(n.op).heavy;
 }
 
 GraphStats graph_stats(const Plan& p) {
@@ -53,36 +42,14 @@ std::vector<double> static_costs(const Plan& p) {
   // cost per kernel call. Only the ratios matter (they order the ready nodes).
   constexpr double kFlopsPerUs = 50e3, kBytesPerUs = 10e3, kCallUs = 0.3;
   std::vector<double> c(p.nodes.size(), 0.0);
+  std::vector<TensorType> in;
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     const PlanNode& n = p.nodes[i];
-    const bool work = n.storage == Storage::Computed || (n.op == OpKind::Assign && !n.elided);
-    if (!work) continue;
-    const double out = static_cast<double>(n.type.shape.numel());
-    double bytes = 4.0 * out, flops = 0.0;
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      // A lookup reads only the rows it gathers, not its whole table.
-      if (n.op == OpKind::Embedding && k == 0) continue;
-      if (n.reads_input(k)) bytes += static_cast<double>(p.nodes[n.inputs[k]].type.bytes());
-    }
-    if (n.op == OpKind::Conv2d || n.op == OpKind::Conv2dGradInput ||
-        n.op == OpKind::Conv2dGradWeight) {
-      // Every variant does the forward's multiply-adds: 2 * N*O*OH*OW * C*KH*KW.
-      const bool fwd = n.op == OpKind::Conv2d;
-      const Shape& x =
-          p.nodes[n.inputs[fwd ? 0 : (n.op == OpKind::Conv2dGradInput ? 2 : 1)]].type.shape;
-      const Shape& w =
-          p.nodes[n.inputs[fwd ? 1 : (n.op == OpKind::Conv2dGradInput ? 1 : 2)]].type.shape;
-      const ImageGeom g = conv_geom(x, w, n.attrs);
-      flops = 2.0 * static_cast<double>(g.n * g.oc * g.oh * g.ow) *
-              static_cast<double>(g.c * g.win.kernel[0] * g.win.kernel[1]);
-    } else if (n.op == OpKind::MatMul) {
-      const Shape& a = p.nodes[n.inputs[0]].type.shape;
-      const double k = static_cast<double>(n.attrs.trans_a ? a.dim(-2) : a.dim(-1));
-      flops = 2.0 * out * k;
-    } else {
-      flops = out * op_def(n.op).flops_per_elem;
-    }
-    c[i] = kCallUs + std::max(flops / kFlopsPerUs, bytes / kBytesPerUs);
+    if (!n.has_work()) continue;
+    in.clear();
+    for (std::uint32_t u : n.inputs) in.push_back(p.nodes[u].type);
+    const Cost k = op_cost(n.op, in, n.type, n.attrs);
+    c[i] = kCallUs + std::max(k.flops / kFlopsPerUs, k.bytes / kBytesPerUs);
   }
   return c;
 }

@@ -1,8 +1,9 @@
-// Liveness-based memory planning.
+// Liveness-based memory planning, and the assign elision it builds on.
 //
-// Walking the plan in order, each computed node gets, by preference:
-//   1. its assign's variable, when it is the new value of that variable and can be computed in
-//      place over it (SGD's W - lr*dW writes straight into W; the assign does nothing);
+// elide_assigns marks each node that is the new value of a variable and can be computed in
+// place over it (SGD's W - lr*dW writes straight into W; its assign then does nothing).
+// plan_memory, walking the plan in order, gives each computed node, by preference:
+//   1. its variable, where elide_assigns said so;
 //   2. the buffer of an input it may overwrite (elementwise ops), when it is that input's
 //      last reader;
 //   3. a free buffer, best fit by size (grown when none is big enough);
@@ -76,13 +77,9 @@ struct Buffer {
   std::vector<std::uint32_t> writers;  // nodes that wrote it, in plan order
 };
 
-}  // namespace
-
-void plan_memory(Plan& p, ReuseMode mode) {
-  p.reuse = mode;
+/// Data readers of each node (views count as readers of what they view).
+std::vector<std::vector<std::uint32_t>> data_readers(const Plan& p) {
   const std::size_t n = p.nodes.size();
-  // Direct data readers of each node (views count as readers; their own readers are added to
-  // the buffer when the view is reached, which is before any of them).
   std::vector<std::vector<std::uint32_t>> readers(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
@@ -93,11 +90,63 @@ void plan_memory(Plan& p, ReuseMode mode) {
       }
     }
   }
-  // The assign (if any) whose value each node is.
-  std::vector<std::int64_t> assign_of(n, -1);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (p.nodes[i].op == OpKind::Assign) assign_of[p.nodes[i].inputs[1]] = i;
+  return readers;
+}
+
+}  // namespace
+
+void elide_assigns(Plan& p, ReuseMode mode) {
+  if (mode == ReuseMode::none) return;
+  const std::size_t n = p.nodes.size();
+  const auto readers = data_readers(p);
+  Reach reach(p);
+  // A value assigned to two variables is considered for the later assign (plan order) only.
+  std::vector<char> considered(n, 0);
+  for (std::uint32_t a = static_cast<std::uint32_t>(n); a-- > 0;) {
+    PlanNode& assign = p.nodes[a];
+    if (assign.op != OpKind::Assign) continue;
+    const std::uint32_t var = assign.inputs[0], i = assign.inputs[1];
+    PlanNode& node = p.nodes[i];
+    if (considered[i]) continue;
+    considered[i] = 1;
+    if (node.storage != Storage::Computed || p.nodes[var].type != node.type) continue;
+    const OpDef& def = op_def(node.op);
+    bool over_var = false;
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      over_var = over_var || (def.inplace_input(k) && node.inputs[k] == var);
+    }
+    if (!over_var) continue;
+    // Everything that reads the variable's value, directly or through views, must have run
+    // before the node overwrites it.
+    std::vector<std::uint32_t> others, stack{var};
+    while (!stack.empty()) {
+      const std::uint32_t v = stack.back();
+      stack.pop_back();
+      if (v != i) others.push_back(v);
+      for (std::uint32_t r : readers[v]) {
+        if (p.nodes[r].storage == Storage::View) {
+          stack.push_back(r);
+        } else if (r != i) {
+          others.push_back(r);
+        }
+      }
+    }
+    const bool done =
+        mode == ReuseMode::sequential
+            ? std::all_of(others.begin(), others.end(), [&](std::uint32_t u) { return u < i; })
+            : reach.all_before(others, i);
+    if (!done) continue;
+    node.into_variable = var;
+    assign.elided = true;
   }
+}
+
+void plan_memory(Plan& p, ReuseMode mode) {
+  p.reuse = mode;
+  const std::size_t n = p.nodes.size();
+  // Direct data readers of each node (views count as readers; their own readers are added to
+  // the buffer when the view is reached, which is before any of them).
+  const auto readers = data_readers(p);
 
   std::vector<Buffer> bufs;
   std::multimap<std::size_t, std::int32_t> free_by_size;
@@ -175,24 +224,17 @@ void plan_memory(Plan& p, ReuseMode mode) {
     }
     const OpDef& def = op_def(node.op);
     bool placed = false;
-    // 1. Straight into the variable this node is the new value of.
-    if (assign_of[i] >= 0) {
-      const std::uint32_t var = p.nodes[static_cast<std::size_t>(assign_of[i])].inputs[0];
-      for (std::size_t k = 0; k < node.inputs.size() && !placed; ++k) {
-        if (((def.inplace >> k) & 1u) && node.inputs[k] == var && p.nodes[var].type == node.type &&
-            others_done(p.nodes[var].buffer, i)) {
-          Buffer& B = bufs[static_cast<std::size_t>(p.nodes[var].buffer)];
-          occupy(p.nodes[var].buffer, i);
-          B.pinned = true;
-          node.in_place = true;
-          p.nodes[static_cast<std::size_t>(assign_of[i])].elided = true;
-          placed = true;
-        }
-      }
+    // 1. Straight into the variable this node is the new value of (elide_assigns).
+    if (node.into_variable >= 0) {
+      const std::int32_t b = p.nodes[static_cast<std::size_t>(node.into_variable)].buffer;
+      occupy(b, i);
+      bufs[static_cast<std::size_t>(b)].pinned = true;
+      node.in_place = true;
+      placed = true;
     }
     // 2. Over an input whose last reader this is.
     for (std::size_t k = 0; k < node.inputs.size() && !placed; ++k) {
-      if (!((def.inplace >> k) & 1u)) continue;
+      if (!def.inplace_input(k)) continue;
       const PlanNode& u = p.nodes[node.inputs[k]];
       if (u.buffer < 0 || u.type != node.type) continue;
       const std::int32_t b = u.buffer;
@@ -242,7 +284,8 @@ void plan_memory(Plan& p, ReuseMode mode) {
   p.buffers = bufs.size();
   p.buffer_offset = offset;
   p.buffer_bytes.resize(bufs.size());
-  for (std::size_t b = 0; b < bufs.size(); ++b) p.buffer_bytes[b] = align_up(std::max<std::size_t>(bufs[b].bytes, 4));
+  for (std::size_t b = 0; b < bufs.size(); ++b)
+    p.buffer_bytes[b] = align_up(std::max<std::size_t>(bufs[b].bytes, 4));
   p.naive_bytes = 0;
   p.in_place = 0;
   for (PlanNode& node : p.nodes) {

@@ -1,5 +1,7 @@
-// The op table: every op declared once (name, arity, in-place candidates, shape inference,
-// differentiation rule). Kernels live per platform and are looked up by OpKind.
+// The op table: every op declared once, with every fact that holds on every platform: arity,
+// storage, in-place candidates, shape inference, differentiation rule, cost and heavy flag,
+// fusion traits and index inputs. Kernels live per platform and are looked up by OpKind.
+// CONTRIBUTING.md walks through adding an op.
 #pragma once
 
 #include <cstdint>
@@ -8,13 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "compiler/attrs.hpp"
 #include "hetgraph/graph.hpp"
 #include "hetgraph/tensor.hpp"
 
 namespace hetgraph::detail {
-
-struct GraphImpl;
-struct NodeRec;
 
 enum class OpKind : std::uint8_t {
   // graph structure
@@ -68,7 +68,7 @@ enum class OpKind : std::uint8_t {
   Transpose,
   Reshape,
   ReshapeLike,
-  // images (conv.cpp): NCHW convolution and pooling, geometry in Attrs::ints (see window.hpp)
+  // images (conv.cpp): NCHW convolution and pooling, geometry in a Window2d payload
   Conv2d,            // (x, w[, b])
   Conv2dGradInput,   // (g, w, x): x lends its shape
   Conv2dGradWeight,  // (g, x, w): w lends its shape
@@ -78,27 +78,13 @@ enum class OpKind : std::uint8_t {
   AvgPool2d,
   AvgPool2dGrad,  // (g, x): x lends its shape
   // embedding.cpp
-  Embedding,      // (table, int32 indices)
-  EmbeddingGrad,  // (g, indices, table): scatter-add into a zero table; table lends its shape
+  Embedding,        // (table, int32 indices)
+  EmbeddingGrad,    // (g, indices, table): scatter-add into a zero table; table lends its shape
   EmbeddingUpdate,  // compiler-made: (v, g, indices) -> v + beta * embedding_grad; fusion.cpp
-  Floor,          // elementwise.cpp; no gradient flows through it
+  Floor,            // elementwise.cpp; no gradient flows through it
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
-
-/// Attributes of all ops in one plain struct; each op reads the fields it documents.
-struct Attrs {
-  float alpha = 1.0f;  // scale factor, axpby a
-  float beta = 0.0f;   // axpby b
-  int axis = 0;        // reductions, softmax, slice, concat (kAllAxes: all)
-  bool keepdims = false;
-  bool trans_a = false, trans_b = false;  // matmul
-  bool mean = false;                      // expand: divide by the reduced count
-  std::int64_t begin = 0, end = 0;        // slice / slice_grad
-  std::vector<std::int64_t> ints;         // transpose perm, reshape target
-
-  friend bool operator==(const Attrs&, const Attrs&) = default;
-};
 
 struct TensorType {
   Shape shape;
@@ -107,15 +93,20 @@ struct TensorType {
   friend bool operator==(const TensorType&, const TensorType&) = default;
 };
 
+struct Plan;
+
 /// What shape inference sees of one node.
 struct InferCtx {
-  const GraphImpl& graph;
-  std::uint32_t node;
-  const NodeRec& rec;
+  const Plan& plan;
+  std::uint32_t node;  // plan index
+  OpKind op;
+  const Attrs& attrs;
+  const TensorType& declared;  // variables and constants: their declared type
   std::span<const TensorType> in;
   /// Throws ShapeError naming the node, the op and every input shape.
   [[noreturn]] void fail(const std::string& why) const;
   int norm_axis(int axis, int rank) const;  // negative axes; fails when out of range
+  std::string input_label(std::size_t i) const;
 };
 using InferFn = TensorType (*)(const InferCtx&);
 
@@ -126,6 +117,8 @@ struct GradCtx {
   Node node;
   std::vector<Node> in;
   Node grad;
+  /// A copy of the forward node's attributes (building nodes may move its record).
+  Attrs attrs;
   virtual void add(Node target, Node contribution) const = 0;
   virtual void not_differentiable(int input, std::string_view why) const = 0;
   /// Whether the caller asked for this node's own gradient (a fused rule must not skip it).
@@ -134,16 +127,60 @@ struct GradCtx {
 };
 using GradFn = void (*)(const GradCtx&);
 
+/// How a node of an op holds its value.
+enum class Storage : std::uint8_t {
+  None,      // assign, group: no data
+  Input,     // fed each run; never reused
+  Variable,  // persistent; written only by its assign
+  Constant,  // written once at instantiation
+  Computed,  // a planned buffer
+  View,      // input 0's memory reinterpreted (reshape, identity sum_to)
+};
+
+/// Static work estimate of one node, before profiling.
+struct Cost {
+  double flops = 0.0;
+  double bytes = 0.0;  // memory traffic
+};
+/// Adjusts `base`, the default estimate (flops_per_elem per output element; the bytes of the
+/// output and of every input read), where the shapes say more.
+using CostFn = Cost (*)(std::span<const TensorType> in, const TensorType& out, const Attrs& at,
+                        Cost base);
+
+/// An int32 input whose values index into another input's dim: checked before a kernel reads
+/// with them (a bad value is a FeedError naming the node, the value and where it is).
+struct IndexInput {
+  int input = -1;         // -1: the op has none
+  int bound_input = 0;    // the input whose dim bounds the values
+  int bound_dim = 0;      // that dim (negative: from the back)
+  std::string_view what;  // "class id" (one per row) or "index" (one per position)
+};
+
+/// Everything true of an op on every platform. Kernels live per platform (src/cpu,
+/// src/opencl) and are looked up by OpKind.
 struct OpDef {
   OpKind kind;
   std::string_view name;
   int arity;                     // -1: any number >= 1
   std::uint32_t inplace = 0;     // bit i: output may overwrite input i (same shape and type)
   std::uint32_t shape_only = 0;  // bit i: input i only lends its shape; its data is not read
-  bool view = false;             // output is input 0's memory reinterpreted (no kernel)
+                                 // (bit 31 covers every input from 31 on)
+  Storage storage = Storage::Computed;
+  int writes_input = -1;  // the kernel writes input k's memory instead of its own (assign)
   InferFn infer = nullptr;
-  GradFn grad = nullptr;        // null: not differentiable
-  float flops_per_elem = 1.0f;  // static cost estimate before profiling (per output element)
+  GradFn grad = nullptr;  // null: not differentiable
+  // ---- cost model, used before profiling and by the graph-width guideline
+  bool heavy = false;           // compute-intensive (products, convolutions, embedding lookups)
+  float flops_per_elem = 1.0f;  // default cost: per output element, plus the bytes read/written
+  CostFn cost = nullptr;        // replaces the default where shapes say more (products)
+  // ---- traits the rewrites use
+  bool epilogue = false;  // unary elementwise: may fold into a matmul as its epilogue
+  IndexInput index{};
+
+  bool shape_only_input(std::size_t i) const {
+    return i < 31 ? ((shape_only >> i) & 1u) != 0 : ((shape_only >> 31) & 1u) != 0;
+  }
+  bool inplace_input(std::size_t i) const { return i < 32 && ((inplace >> i) & 1u) != 0; }
 };
 
 const OpDef& op_def(OpKind k);
@@ -160,6 +197,9 @@ void register_nn_ops(std::vector<OpDef>& table);
 void register_movement_ops(std::vector<OpDef>& table);
 void register_conv_ops(std::vector<OpDef>& table);
 void register_embedding_ops(std::vector<OpDef>& table);
+
+/// The estimated work of a node of op `k` (OpDef::cost, or the default from flops_per_elem).
+Cost op_cost(OpKind k, std::span<const TensorType> in, const TensorType& out, const Attrs& at);
 
 /// Numpy broadcasting of two shapes; returns false when they do not broadcast.
 bool broadcast_shapes(const Shape& a, const Shape& b, Shape& out);

@@ -12,18 +12,6 @@
 
 namespace hetgraph::detail {
 
-namespace {
-bool shape_only_input(OpKind op, std::size_t i) {
-  // Bit 31 is sticky: it covers every input from 31 on (variadic ops such as concat_grad).
-  const std::uint32_t m = op_def(op).shape_only;
-  return i < 31 ? ((m >> i) & 1u) != 0 : ((m >> 31) & 1u) != 0;
-}
-}  // namespace
-
-bool PlanNode::reads_input(std::size_t i) const {
-  return !shape_only_input(op, i);
-}
-
 // ---- prune --------------------------------------------------------------------------------
 
 std::vector<std::uint32_t> prune(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
@@ -43,58 +31,29 @@ std::vector<std::uint32_t> prune(const GraphImpl& g, std::span<const std::uint32
   return out;
 }
 
-// ---- topological order --------------------------------------------------------------------
+// ---- topological order (of the user's graph, and of a plan a pass rewired) ----------------
 
 namespace {
 
-[[noreturn]] void report_cycle(const GraphImpl& g, const std::vector<char>& remaining) {
-  // Every node left over by Kahn's algorithm has an input that is left over too, so walking
-  // inputs from any of them must revisit a node: that closes a cycle.
-  std::uint32_t v = 0;
-  while (!remaining[v]) ++v;
-  std::vector<std::uint32_t> path;
-  std::vector<std::int64_t> pos(g.nodes.size(), -1);
-  while (pos[v] < 0) {
-    pos[v] = static_cast<std::int64_t>(path.size());
-    path.push_back(v);
-    for (std::uint32_t u : g.nodes[v].inputs) {
-      if (remaining[u]) {
-        v = u;
-        break;
-      }
-    }
-  }
-  // path[pos[v]..] walks against the edges; print it along them.
-  std::vector<std::uint32_t> cycle(path.begin() + pos[v], path.end());
-  std::reverse(cycle.begin(), cycle.end());
-  std::string msg = "the graph has a cycle that no assign breaks: ";
-  for (std::uint32_t n : cycle) msg += g.label(n) + " -> ";
-  msg += g.label(cycle.front()) +
-         " (only assign may feed a value back, into a variable for the next run)";
-  throw GraphError(msg);
-}
-
-}  // namespace
-
-std::vector<std::uint32_t> topo_order(const GraphImpl& g, std::span<const std::uint32_t> needed,
-                                      std::span<const std::uint32_t> fetches) {
-  const std::size_t n = g.nodes.size();
-  std::vector<char> in_set(n, 0);
-  for (std::uint32_t v : needed) in_set[v] = 1;
-
-  // Depth-first post-order ranks from the fetches break ties in Kahn's queue.
+/// Kahn's algorithm over `needed` (ids below n), where inputs_of(v) lists v's producers; ties
+/// go to depth-first post-order ranks from `roots`, which keeps producers next to consumers.
+/// On a cycle the order is shorter than `needed` and `remaining` marks the nodes left over.
+template <class InputsOf>
+std::vector<std::uint32_t> kahn_order(std::size_t n, std::span<const std::uint32_t> needed,
+                                      std::span<const std::uint32_t> roots, InputsOf inputs_of,
+                                      std::vector<char>& remaining) {
   std::vector<std::uint32_t> rank(n, 0);
   {
     std::vector<char> state(n, 0);  // 0 new, 1 open, 2 done
     std::vector<std::pair<std::uint32_t, std::size_t>> stack;
     std::uint32_t next = 0;
-    for (std::uint32_t f : fetches) {
+    for (std::uint32_t f : roots) {
       if (state[f]) continue;
       stack.push_back({f, 0});
       state[f] = 1;
       while (!stack.empty()) {
         auto& [v, i] = stack.back();
-        const auto& ins = g.nodes[v].inputs;
+        const auto& ins = inputs_of(v);
         if (i < ins.size()) {
           const std::uint32_t u = ins[i++];
           if (!state[u]) {
@@ -109,11 +68,10 @@ std::vector<std::uint32_t> topo_order(const GraphImpl& g, std::span<const std::u
       }
     }
   }
-
   std::vector<std::uint32_t> indeg(n, 0);
   std::vector<std::vector<std::uint32_t>> consumers(n);
   for (std::uint32_t v : needed) {
-    for (std::uint32_t u : g.nodes[v].inputs) {
+    for (std::uint32_t u : inputs_of(v)) {
       ++indeg[v];
       consumers[u].push_back(v);
     }
@@ -134,19 +92,143 @@ std::vector<std::uint32_t> topo_order(const GraphImpl& g, std::span<const std::u
     }
   }
   if (order.size() != needed.size()) {
-    std::vector<char> remaining(n, 0);
+    remaining.assign(n, 0);
     for (std::uint32_t v : needed) remaining[v] = indeg[v] > 0;
-    report_cycle(g, remaining);
+  }
+  return order;
+}
+
+/// Throws the GraphError for a cycle among the `remaining` nodes.
+template <class InputsOf, class LabelOf>
+[[noreturn]] void report_cycle(const std::vector<char>& remaining, InputsOf inputs_of,
+                               LabelOf label_of) {
+  // Every node left over by Kahn's algorithm has an input that is left over too, so walking
+  // inputs from any of them must revisit a node: that closes a cycle.
+  std::uint32_t v = 0;
+  while (!remaining[v]) ++v;
+  std::vector<std::uint32_t> path;
+  std::vector<std::int64_t> pos(remaining.size(), -1);
+  while (pos[v] < 0) {
+    pos[v] = static_cast<std::int64_t>(path.size());
+    path.push_back(v);
+    for (std::uint32_t u : inputs_of(v)) {
+      if (remaining[u]) {
+        v = u;
+        break;
+      }
+    }
+  }
+  // path[pos[v]..] walks against the edges; print it along them.
+  std::vector<std::uint32_t> cycle(path.begin() + pos[v], path.end());
+  std::reverse(cycle.begin(), cycle.end());
+  std::string msg = "the graph has a cycle that no assign breaks: ";
+  for (std::uint32_t n : cycle) msg += label_of(n) + " -> ";
+  msg += label_of(cycle.front()) +
+         " (only assign may feed a value back, into a variable for the next run)";
+  throw GraphError(msg);
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> topo_order(const GraphImpl& g, std::span<const std::uint32_t> needed,
+                                      std::span<const std::uint32_t> fetches) {
+  auto inputs_of = [&](std::uint32_t v) -> const std::vector<std::uint32_t>& {
+    return g.nodes[v].inputs;
+  };
+  std::vector<char> remaining;
+  auto order = kahn_order(g.nodes.size(), needed, fetches, inputs_of, remaining);
+  if (order.size() != needed.size()) {
+    report_cycle(remaining, inputs_of, [&](std::uint32_t v) { return g.label(v); });
   }
   return order;
 }
 
 // ---- plan construction ---------------------------------------------------------------------
 
-Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> order,
-                std::span<const std::uint32_t> fetches) {
+namespace {
+
+std::string node_label(const std::string& name, std::uint32_t id, OpKind op) {
+  const std::string o(op_name(op));
+  if (name.empty()) return "#" + std::to_string(id) + " (" + o + ")";
+  return "'" + name + "' (#" + std::to_string(id) + ", " + o + ")";
+}
+
+/// Moves the nodes into `order` (old indices; nodes left out are dropped) and remaps every
+/// index the plan holds. Lists keep their order.
+void reorder(Plan& p, const std::vector<std::uint32_t>& order) {
+  const std::size_t n = p.nodes.size();
+  constexpr std::uint32_t kGone = 0xFFFFFFFFu;
+  std::vector<std::uint32_t> at(n, kGone);  // old index -> new index
+  for (std::uint32_t i = 0; i < order.size(); ++i) at[order[i]] = i;
+  auto remap = [&](std::vector<std::uint32_t>& v, bool drop) {
+    std::size_t k = 0;
+    for (std::uint32_t x : v) {
+      if (at[x] != kGone)
+        v[k++] = at[x];
+      else if (!drop)
+        throw Error("internal: a kept node refers to a dropped one");
+    }
+    v.resize(k);
+  };
+  auto remap_one = [&](std::int64_t& x) {
+    if (x >= 0) x = at[static_cast<std::size_t>(x)] == kGone ? -1 : at[static_cast<std::size_t>(x)];
+  };
+  std::vector<PlanNode> nodes;
+  nodes.reserve(order.size());
+  for (std::uint32_t old : order) nodes.push_back(std::move(p.nodes[old]));
+  for (PlanNode& node : nodes) {
+    remap(node.inputs, false);
+    remap(node.deps, false);
+    remap(node.succs, false);
+    remap_one(node.fused_into);
+    remap_one(node.into_variable);
+  }
+  p.nodes = std::move(nodes);
+  remap(p.inputs, true);
+  remap(p.variables, true);
+  remap(p.fetches, false);
+  p.index_of.clear();
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    if (p.nodes[i].gid != kNoGid) p.index_of[p.nodes[i].gid] = i;
+  }
+}
+
+}  // namespace
+
+std::uint32_t Plan::add_node(OpKind op, std::vector<std::uint32_t> in, Attrs attrs) {
+  PlanNode n;
+  n.op = op;
+  n.attrs = std::move(attrs);
+  n.inputs = std::move(in);
+  n.storage = op_def(op).storage;
+  n.label = node_label("", next_label++, op);
+  nodes.push_back(std::move(n));
+  return static_cast<std::uint32_t>(nodes.size() - 1);
+}
+
+Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
+  if (g.nodes.empty()) throw GraphError("cannot compile an empty graph (it has no nodes)");
+  std::vector<std::uint32_t> roots(fetches.begin(), fetches.end());
+  if (roots.empty()) {
+    // No fetches given: every node nothing consumes.
+    std::vector<char> consumed(g.nodes.size(), 0);
+    for (const NodeRec& r : g.nodes) {
+      for (std::uint32_t u : r.inputs) consumed[u] = 1;
+    }
+    for (std::uint32_t v = 0; v < g.nodes.size(); ++v) {
+      if (!consumed[v]) roots.push_back(v);
+    }
+  }
+  const auto order = topo_order(g, prune(g, roots), roots);
   Plan p;
-  p.graph = &g;
+  p.graph_id = g.id;
+  p.graph_size = static_cast<std::uint32_t>(g.nodes.size());
+  p.next_label = p.graph_size;
+  p.names.reserve(g.by_name.size());
+  for (const auto& [name, id] : g.by_name) {
+    p.names.emplace(name, id);
+    if (g.rec(id).op == OpKind::Input) p.graph_inputs.insert(name);
+  }
   p.nodes.resize(order.size());
   p.index_of.reserve(order.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
@@ -161,31 +243,16 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> order,
     n.name = r.name;
     n.label = g.label(order[i]);
     for (std::uint32_t u : r.inputs) n.inputs.push_back(p.index_of.at(u));
+    n.declared = {r.shape, r.dtype};
+    n.grad_sum = r.grad_sum;
     n.init = r.init;
     n.f32_values = r.f32_values;
     n.i32_values = r.i32_values;
-    switch (r.op) {
-      case OpKind::Input:
-        n.storage = Storage::Input;
-        p.inputs.push_back(static_cast<std::uint32_t>(i));
-        break;
-      case OpKind::Variable:
-        n.storage = Storage::Variable;
-        p.variables.push_back(static_cast<std::uint32_t>(i));
-        break;
-      case OpKind::Constant:
-        n.storage = Storage::Constant;
-        break;
-      case OpKind::Assign:
-      case OpKind::Group:
-        n.storage = Storage::None;
-        break;
-      default:
-        n.storage = op_def(r.op).view ? Storage::View : Storage::Computed;
-        break;
-    }
+    n.storage = op_def(r.op).storage;
+    if (n.storage == Storage::Input) p.inputs.push_back(static_cast<std::uint32_t>(i));
+    if (n.storage == Storage::Variable) p.variables.push_back(static_cast<std::uint32_t>(i));
   }
-  for (std::uint32_t f : fetches) {
+  for (std::uint32_t f : roots) {
     const std::uint32_t i = p.index_of.at(f);
     if (!p.nodes[i].fetched) {
       p.nodes[i].fetched = true;
@@ -193,6 +260,185 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> order,
     }
   }
   return p;
+}
+
+void prune_and_sort(Plan& p) {
+  const std::size_t n = p.nodes.size();
+  std::vector<char> seen(n, 0);
+  std::vector<std::uint32_t> stack(p.fetches.begin(), p.fetches.end()), needed;
+  while (!stack.empty()) {
+    const std::uint32_t v = stack.back();
+    stack.pop_back();
+    if (seen[v]) continue;
+    seen[v] = 1;
+    needed.push_back(v);
+    for (std::uint32_t u : p.nodes[v].inputs) {
+      if (!seen[u]) stack.push_back(u);
+    }
+  }
+  std::sort(needed.begin(), needed.end());
+  auto inputs_of = [&](std::uint32_t v) -> const std::vector<std::uint32_t>& {
+    return p.nodes[v].inputs;
+  };
+  std::vector<char> remaining;
+  const auto order = kahn_order(n, needed, p.fetches, inputs_of, remaining);
+  if (order.size() != needed.size()) {
+    report_cycle(remaining, inputs_of, [&](std::uint32_t v) { return p.nodes[v].label; });
+  }
+  reorder(p, order);
+  // As build_plan lists them: in plan order.
+  p.inputs.clear();
+  p.variables.clear();
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    if (p.nodes[i].storage == Storage::Input) p.inputs.push_back(i);
+    if (p.nodes[i].storage == Storage::Variable) p.variables.push_back(i);
+  }
+}
+
+// ---- regroup gradient sums -----------------------------------------------------------------
+
+namespace {
+
+// Products per chunk when per-step weight gradients are regrouped.
+constexpr std::size_t kStepsPerProduct = 8;
+
+// A gradient sum's parts (the contributions autodiff summed, in its order) rearranged the way
+// regroup_gradients sums them: other parts first, then the slice gradients (as one
+// slice_grad_n when they fit), then the weight-gradient products (as products over
+// concatenated steps when there are several). New nodes are appended to the plan.
+std::vector<std::uint32_t> regroup(Plan& p, const std::vector<std::uint32_t>& parts) {
+  std::vector<std::uint32_t> rest, slices;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> products;  // (A_t, G_t), and their sum_to
+  std::vector<std::uint32_t> product_nodes;
+  std::int64_t like = -1;
+  for (std::uint32_t q : parts) {
+    const PlanNode& r = p.nodes[q];
+    if (r.op == OpKind::SliceGrad && r.attrs.begin >= 0 && r.attrs.end > r.attrs.begin) {
+      slices.push_back(q);
+      continue;
+    }
+    if (r.op == OpKind::SumTo) {
+      const PlanNode& m = p.nodes[r.inputs[0]];
+      const std::uint32_t l = r.inputs[1];
+      if (m.op == OpKind::MatMul && m.attrs.trans_a && !m.attrs.trans_b &&
+          (like < 0 || like == static_cast<std::int64_t>(l))) {
+        like = l;
+        products.push_back({m.inputs[0], m.inputs[1]});
+        product_nodes.push_back(q);
+        continue;
+      }
+    }
+    rest.push_back(q);
+  }
+  // slices: same tensor, same axis, disjoint ranges
+  bool placed = false;
+  if (slices.size() >= 2) {
+    const PlanNode& s0 = p.nodes[slices[0]];
+    bool ok = true;
+    std::vector<std::array<std::int64_t, 2>> ranges;
+    for (std::uint32_t q : slices) {
+      const PlanNode& r = p.nodes[q];
+      ok = ok && r.inputs[1] == s0.inputs[1] && r.attrs.axis == s0.attrs.axis;
+      ranges.push_back({r.attrs.begin, r.attrs.end});
+    }
+    auto sorted = ranges;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 1; i < sorted.size(); ++i) ok = ok && sorted[i][0] >= sorted[i - 1][1];
+    if (ok) {
+      Attrs at;
+      at.axis = s0.attrs.axis;
+      at.set(SliceRanges{ranges});
+      std::vector<std::uint32_t> in{s0.inputs[1]};
+      for (std::uint32_t q : slices) in.push_back(p.nodes[q].inputs[0]);
+      rest.push_back(p.add_node(OpKind::SliceGradN, std::move(in), std::move(at)));
+      placed = true;
+    }
+  }
+  if (!placed) rest.insert(rest.end(), slices.begin(), slices.end());
+  if (products.size() >= 2) {
+    for (std::size_t c = 0; c < products.size(); c += kStepsPerProduct) {
+      std::vector<std::uint32_t> as, gs;
+      for (std::size_t i = c; i < std::min(products.size(), c + kStepsPerProduct); ++i) {
+        as.push_back(products[i].first);
+        gs.push_back(products[i].second);
+      }
+      auto joined = [&](std::vector<std::uint32_t>& v) {
+        if (v.size() == 1) return v[0];
+        Attrs at;
+        at.axis = 0;
+        return p.add_node(OpKind::Concat, std::move(v), at);
+      };
+      const std::uint32_t a = joined(as), g = joined(gs);
+      Attrs mm;
+      mm.trans_a = true;
+      const std::uint32_t prod = p.add_node(OpKind::MatMul, {a, g}, mm);
+      rest.push_back(p.add_node(OpKind::SumTo, {prod, static_cast<std::uint32_t>(like)}));
+    }
+  } else {
+    rest.insert(rest.end(), product_nodes.begin(), product_nodes.end());
+  }
+  return rest;
+}
+
+}  // namespace
+
+void regroup_gradients(Plan& p) {
+  const std::size_t n = p.nodes.size();
+  std::vector<int> readers(n, 0);
+  std::vector<std::int64_t> reader(n, -1);  // the reader, when there is one
+  for (std::uint32_t i = 0; i < n; ++i) {
+    for (std::uint32_t u : p.nodes[i].inputs) {
+      ++readers[u];
+      reader[u] = i;
+    }
+  }
+  // Links of a sum chain add(add(add(p0, p1), p2), p3): interior adds have one reader, the
+  // next add, which takes them as input 0.
+  auto interior = [&](std::uint32_t v) {
+    const PlanNode& x = p.nodes[v];
+    return x.op == OpKind::Add && x.grad_sum && readers[v] == 1 && reader[v] >= 0 &&
+           p.nodes[static_cast<std::size_t>(reader[v])].grad_sum &&
+           p.nodes[static_cast<std::size_t>(reader[v])].inputs[0] == v;
+  };
+  bool changed = false;
+  for (std::uint32_t root = 0; root < n; ++root) {
+    if (p.nodes[root].op != OpKind::Add || !p.nodes[root].grad_sum || interior(root)) continue;
+    std::vector<std::uint32_t> parts;
+    std::uint32_t v = root;
+    for (;;) {
+      parts.push_back(p.nodes[v].inputs[1]);
+      const std::uint32_t u = p.nodes[v].inputs[0];
+      if (!interior(u)) {
+        parts.push_back(u);
+        break;
+      }
+      v = u;
+    }
+    std::reverse(parts.begin(), parts.end());
+    const std::size_t before = p.nodes.size();
+    std::vector<std::uint32_t> sum = regroup(p, parts);
+    if (sum == parts) continue;
+    changed = true;
+    // Sum left to right; the root takes the last step, so the gradient node the user holds
+    // is the total.
+    std::uint32_t acc = sum[0];
+    for (std::size_t k = 1; k + 1 < sum.size(); ++k) acc = p.add_node(OpKind::Add, {acc, sum[k]});
+    PlanNode& r = p.nodes[root];
+    if (sum.size() >= 2) {
+      r.inputs = {acc, sum.back()};
+    } else {
+      // One part left: a node regroup just made; the root becomes it.
+      if (sum[0] < before) throw Error("internal: regroup_gradients lost a sum");
+      PlanNode& made = p.nodes[sum[0]];
+      r.op = made.op;
+      r.attrs = made.attrs;
+      r.inputs = made.inputs;
+      made.inputs.clear();  // unreferenced: dropped below
+      r.label = node_label(r.name, r.gid, r.op);
+    }
+    r.grad_sum = false;
+  }
+  if (changed) prune_and_sort(p);
 }
 
 // ---- shape inference -----------------------------------------------------------------------
@@ -210,26 +456,26 @@ void check_nonempty(const PlanNode& n) {
 
 void infer_shapes(Plan& p, const InputShapes& shapes) {
   for (const auto& [name, shape] : shapes) {
-    auto it = p.graph->by_name.find(name);
-    if (it == p.graph->by_name.end() || p.graph->rec(it->second).op != OpKind::Input) {
+    if (!p.graph_inputs.count(name)) {
       throw GraphError("input shapes name '" + name + "', which is not an input of the graph");
     }
   }
   std::vector<TensorType> in;
-  for (PlanNode& n : p.nodes) {
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    PlanNode& n = p.nodes[i];
     if (n.op == OpKind::Input) {
       auto it = std::find_if(shapes.begin(), shapes.end(),
                              [&](const auto& s) { return s.first == n.name; });
       if (it == shapes.end()) {
         throw ShapeError("input '" + n.name + "' has no shape: pass its shape to compile()");
       }
-      n.type = {it->second, p.graph->rec(n.gid).dtype};
+      n.type = {it->second, n.declared.dtype};
       check_nonempty(n);
       continue;
     }
     in.clear();
     for (std::uint32_t u : n.inputs) in.push_back(p.nodes[u].type);
-    const InferCtx ctx{*p.graph, n.gid, p.graph->rec(n.gid), in};
+    const InferCtx ctx{p, i, n.op, n.attrs, n.declared, in};
     n.type = op_def(n.op).infer(ctx);
     if (n.storage != Storage::None) check_nonempty(n);
   }
@@ -244,7 +490,7 @@ void simplify(Plan& p) {
         n.op == OpKind::SumTo && p.nodes[n.inputs[0]].type.shape == n.type.shape;
     bool identity_transpose = false;
     if (n.op == OpKind::Transpose) {
-      const auto& perm = n.attrs.ints;
+      const auto& perm = n.attrs.get<Permutation>().perm;
       identity_transpose = perm.empty() ? n.type.shape.rank() < 2 : [&] {
         for (std::size_t i = 0; i < perm.size(); ++i) {
           if (perm[i] != static_cast<std::int64_t>(i)) return false;
@@ -363,56 +609,105 @@ void order_by_dependencies(Plan& p) {
   }
   bool same = true;
   for (std::uint32_t i = 0; i < n && same; ++i) same = order[i] == i;
-  if (same) return;
-  std::vector<std::uint32_t> at(n);  // old index -> new index
-  for (std::uint32_t i = 0; i < n; ++i) at[order[i]] = i;
-  auto remap = [&](std::vector<std::uint32_t>& v) {
-    for (std::uint32_t& x : v) x = at[x];
-  };
-  std::vector<PlanNode> nodes;
-  nodes.reserve(n);
-  for (std::uint32_t old : order) nodes.push_back(std::move(p.nodes[old]));
-  for (PlanNode& node : nodes) {
-    remap(node.inputs);
-    remap(node.deps);
-    remap(node.succs);
-    if (node.fused_into >= 0) node.fused_into = at[static_cast<std::size_t>(node.fused_into)];
-  }
-  p.nodes = std::move(nodes);
-  remap(p.inputs);
-  remap(p.variables);
-  remap(p.fetches);
-  for (auto& [gid, idx] : p.index_of) idx = at[idx];
+  if (!same) reorder(p, order);
 }
 
 // ---- pipeline ------------------------------------------------------------------------------
 
+namespace {
+
+bool fusing(const PlanOptions& o) {
+  return o.fuse;
+}
+bool planning(const PlanOptions& o) {
+  return o.reuse != ReuseMode::none;
+}
+
+// The passes after build, in order; each can be dumped with HETGRAPH_DUMP_PLAN=after:<name>.
+const Pass kPasses[] = {
+    {"regroup_gradients", [](Plan& p, const PassContext&) { regroup_gradients(p); }},
+    {"infer_shapes", [](Plan& p, const PassContext& c) { infer_shapes(p, c.shapes); }},
+    {"simplify", [](Plan& p, const PassContext&) { simplify(p); }},
+    {"fuse_matmul_epilogue",
+     [](Plan& p, const PassContext& c) { fuse_matmul_epilogue(p, c.options.capabilities); },
+     fusing},
+    {"fuse_matmul_accumulate",
+     [](Plan& p, const PassContext& c) { fuse_matmul_accumulate(p, c.options.capabilities); },
+     fusing},
+    {"fuse_sparse_update",
+     [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
+    {"link_dependencies", [](Plan& p, const PassContext&) { link_dependencies(p); }},
+    {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},
+    {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },
+     planning},
+    {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); }},
+};
+
+/// HETGRAPH_DUMP_PLAN: "1" (the final plan), "after:<pass>[,<pass>...]", or "after:all".
+/// Dumps go to stderr.
+struct DumpRequest {
+  bool final = false, all = false;
+  std::vector<std::string> after;
+
+  static DumpRequest from_env() {
+    DumpRequest r;
+    const char* d = std::getenv("HETGRAPH_DUMP_PLAN");
+    if (d == nullptr || *d == '\0' || std::string_view(d) == "0") return r;
+    std::string_view v(d);
+    if (!v.starts_with("after:")) {
+      r.final = true;
+      return r;
+    }
+    v.remove_prefix(6);
+    while (!v.empty()) {
+      const std::size_t comma = v.find(',');
+      const std::string_view name = v.substr(0, comma);
+      if (name == "all")
+        r.all = true;
+      else if (!name.empty())
+        r.after.emplace_back(name);
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+    for (const std::string& name : r.after) {
+      const bool known =
+          name == "build" || std::any_of(std::begin(kPasses), std::end(kPasses),
+                                         [&](const Pass& ps) { return ps.name == name; });
+      if (!known) {
+        std::string names = "build";
+        for (const Pass& ps : kPasses) names += ", " + std::string(ps.name);
+        std::cerr << "hetgraph: HETGRAPH_DUMP_PLAN names no pass '" << name
+                  << "' (passes: " << names << ")\n";
+      }
+    }
+    return r;
+  }
+  void maybe_dump(const Plan& p, std::string_view pass, bool last) const {
+    const bool want =
+        all || (final && last) || std::find(after.begin(), after.end(), pass) != after.end();
+    if (want) std::cerr << "after " << pass << ": " << dump(p);
+  }
+};
+
+}  // namespace
+
+std::span<const Pass> passes() {
+  return kPasses;
+}
+
 std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& shapes,
                                          std::span<const std::uint32_t> fetches,
                                          const PlanOptions& options) {
-  if (g.nodes.empty()) throw GraphError("cannot compile an empty graph (it has no nodes)");
-  std::vector<std::uint32_t> roots(fetches.begin(), fetches.end());
-  if (roots.empty()) {
-    // No fetches given: every node nothing consumes.
-    std::vector<char> consumed(g.nodes.size(), 0);
-    for (const NodeRec& r : g.nodes) {
-      for (std::uint32_t u : r.inputs) consumed[u] = 1;
-    }
-    for (std::uint32_t v = 0; v < g.nodes.size(); ++v) {
-      if (!consumed[v]) roots.push_back(v);
-    }
-  }
-  const auto needed = prune(g, roots);
-  const auto order = topo_order(g, needed, roots);
-  auto plan = std::make_shared<Plan>(build_plan(g, order, roots));
-  infer_shapes(*plan, shapes);
-  simplify(*plan);
-  if (options.fuse) fuse(*plan);
-  link_dependencies(*plan);
-  order_by_dependencies(*plan);
-  plan_memory(*plan, options.reuse);
-  if (const char* d = std::getenv("HETGRAPH_DUMP_PLAN"); d != nullptr && *d == '1') {
-    std::cerr << dump(*plan);
+  static const DumpRequest dumps = DumpRequest::from_env();
+  auto plan = std::make_shared<Plan>(build_plan(g, fetches));
+  dumps.maybe_dump(*plan, "build", false);
+  const PassContext ctx{shapes, options};
+  const std::size_t n = std::size(kPasses);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Pass& pass = kPasses[i];
+    if (pass.enabled != nullptr && !pass.enabled(options)) continue;
+    pass.run(*plan, ctx);
+    dumps.maybe_dump(*plan, pass.name, i + 1 == n);
   }
   return plan;
 }
@@ -421,7 +716,7 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
 
 std::uint32_t Plan::index(const Node& n, std::string_view what) const {
   if (!n.valid()) throw GraphError(std::string(what) + ": invalid (default-constructed) node");
-  if (n.graph_impl() != graph) {
+  if (n.graph_impl()->id != graph_id) {
     throw GraphError(std::string(what) + ": node " + n.label() +
                      " belongs to another graph than the one compiled");
   }
@@ -441,11 +736,16 @@ std::int64_t Plan::input_named(std::string_view name) const {
 }
 
 std::uint32_t Plan::named(std::string_view name, std::string_view what) const {
-  auto it = graph->by_name.find(std::string(name));
-  if (it == graph->by_name.end()) {
+  auto it = names.find(std::string(name));
+  if (it == names.end()) {
     throw GraphError(std::string(what) + ": no node named '" + std::string(name) + "'");
   }
-  return index(graph->handle(it->second), what);
+  auto at = index_of.find(it->second);
+  if (at == index_of.end()) {
+    throw GraphError(std::string(what) + ": node '" + std::string(name) +
+                     "' was pruned: no fetched node needs it (fetch it at compile time)");
+  }
+  return at->second;
 }
 
 std::string dump(const Plan& p) {
@@ -460,6 +760,9 @@ std::string dump(const Plan& p) {
     if (n.buffer >= 0) os << " b" << n.buffer << "@" << n.offset;
     if (n.in_place) os << " in-place";
     if (n.elided) os << " elided";
+    if (n.into_variable >= 0) os << " into-variable";
+    if (n.fused_into >= 0) os << " fused-into " << n.fused_into;
+    if (n.grad_sum) os << " grad-sum";
     if (n.fetched) os << " fetched";
     os << " deps[";
     for (std::size_t k = 0; k < n.deps.size(); ++k) os << (k ? "," : "") << n.deps[k];

@@ -1,13 +1,21 @@
 // The compiler's IR and output: the pruned graph in topological order with shapes, execution
 // dependencies and a memory plan. Platforms instantiate kernels from it.
+//
+// A Plan owns everything it needs (nodes, names, values of constants): a compiled graph keeps
+// working after the Graph it came from is gone. Passes are named (see PassList below) and run
+// in order by compile_plan; HETGRAPH_DUMP_PLAN=after:<pass> prints the plan after that pass
+// (after:all after every pass, 1 the final plan).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "compiler/graph_impl.hpp"
@@ -16,17 +24,11 @@
 
 namespace hetgraph::detail {
 
-enum class Storage : std::uint8_t {
-  None,      // assign, group: no data
-  Input,     // fed each run; never reused
-  Variable,  // persistent; written only by its assign
-  Constant,  // written once at instantiation
-  Computed,  // a planned buffer
-  View,      // input 0's memory reinterpreted (reshape, identity sum_to)
-};
+/// gid of a node a pass made: it has no node in the user's graph.
+inline constexpr std::uint32_t kNoGid = 0xFFFFFFFFu;
 
 struct PlanNode {
-  std::uint32_t gid = 0;  // id in the user's graph
+  std::uint32_t gid = kNoGid;  // id in the user's graph; kNoGid for nodes passes made
   OpKind op = OpKind::Input;
   Attrs attrs;
   std::string name;                   // user name, may be empty
@@ -35,21 +37,28 @@ struct PlanNode {
   std::vector<std::uint32_t> deps;    // execution predecessors: data inputs and ordering edges
   std::vector<std::uint32_t> succs;   // execution successors
   TensorType type;
+  TensorType declared;  // variables and constants: their declared type; inputs: the dtype
   Storage storage = Storage::Computed;
+  bool grad_sum = false;  // an add autodiff made to sum gradient contributions
   // memory plan
   std::int32_t buffer = -1;  // -1: no storage
   std::size_t offset = 0;    // byte offset into the arena
   bool fetched = false;
-  bool in_place = false;   // writes over one of its inputs' buffer
-  bool clobbered = false;  // a later node overwrites its buffer within a run
-  bool elided = false;     // assign whose value is computed straight into the variable
-  std::int64_t fused_into = -1;  // fused into that node by the fusion pass: no kernel, no data
+  bool in_place = false;            // writes over one of its inputs' buffer
+  bool clobbered = false;           // a later node overwrites its buffer within a run
+  bool elided = false;              // assign whose value is computed straight into the variable
+  std::int64_t into_variable = -1;  // computed straight into this variable (elide_assigns)
+  std::int64_t fused_into = -1;     // fused into that node by a fusion pass: no kernel, no data
   // state
   Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;
 
-  bool reads_input(std::size_t i) const;  // false for shape-only inputs
+  bool reads_input(std::size_t i) const { return !op_def(op).shape_only_input(i); }
+  /// Whether a platform runs a kernel for this node: computed values and copying assigns.
+  bool has_work() const {
+    return storage == Storage::Computed || (op == OpKind::Assign && !elided);
+  }
 };
 
 /// What the planner may assume about execution order.
@@ -60,9 +69,13 @@ enum class ReuseMode : std::uint8_t {
 };
 
 struct Plan {
-  const GraphImpl* graph = nullptr;
-  std::vector<PlanNode> nodes;                                // topological order
+  std::uint64_t graph_id = 0;    // identity of the user's graph (not its address)
+  std::uint32_t graph_size = 0;  // nodes in the user's graph when it was compiled
+  std::uint32_t next_label = 0;  // "#n" in the labels of nodes passes make (after the graph's)
+  std::vector<PlanNode> nodes;   // topological order
   std::unordered_map<std::uint32_t, std::uint32_t> index_of;  // gid -> plan index
+  std::unordered_map<std::string, std::uint32_t> names;       // every user name -> gid
+  std::unordered_set<std::string> graph_inputs;  // names of every input of the user's graph
   std::vector<std::uint32_t> inputs, variables, fetches;
   ReuseMode reuse = ReuseMode::sequential;
   std::size_t arena_bytes = 0;
@@ -79,9 +92,47 @@ struct Plan {
   std::int64_t input_named(std::string_view name) const;
   /// Plan index of the node called `name`; throws GraphError when none.
   std::uint32_t named(std::string_view name, std::string_view what) const;
+  /// The node whose memory node i's kernel writes: the variable for an assign, else i.
+  std::uint32_t output_of(std::uint32_t i) const {
+    const int k = op_def(nodes[i].op).writes_input;
+    return k >= 0 ? nodes[i].inputs[static_cast<std::size_t>(k)] : i;
+  }
+  /// Appends a node made by a pass (storage from its op, no user node). The plan is out of
+  /// topological order until the pass calls sort_topologically.
+  std::uint32_t add_node(OpKind op, std::vector<std::uint32_t> inputs, Attrs attrs = {});
 };
 
-// ---- passes, in pipeline order (compile_plan runs them) ----
+/// What the platform being compiled for can run: the fusion passes only make nodes it has a
+/// kernel for, and compile() rejects a plan with a node it has none for.
+class Capabilities {
+ public:
+  virtual ~Capabilities() = default;
+  /// Why the platform cannot run node `n` of plan `p` (whose inputs are typed); empty when it
+  /// can. `n` need not be in `p.nodes` yet (a fusion pass asks before rewriting).
+  virtual std::string unsupported(const Plan& p, const PlanNode& n) const = 0;
+};
+
+struct PlanOptions {
+  ReuseMode reuse = ReuseMode::sequential;
+  bool fuse = false;
+  const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
+};
+
+/// What passes see besides the plan.
+struct PassContext {
+  const InputShapes& shapes;
+  const PlanOptions& options;
+};
+/// One named pass over the plan.
+struct Pass {
+  std::string_view name;
+  void (*run)(Plan&, const PassContext&);
+  bool (*enabled)(const PlanOptions&) = nullptr;  // null: always
+};
+/// The passes compile_plan runs after build_plan, in order.
+std::span<const Pass> passes();
+
+// ---- passes and pieces of them, in pipeline order ----
 /// Nodes that the fetches need (transitively), as graph ids in increasing order.
 std::vector<std::uint32_t> prune(const GraphImpl& g, std::span<const std::uint32_t> fetches);
 /// Kahn's algorithm over the pruned nodes; ties go to depth-first post-order from the fetches,
@@ -89,35 +140,44 @@ std::vector<std::uint32_t> prune(const GraphImpl& g, std::span<const std::uint32
 /// lists the nodes on it.
 std::vector<std::uint32_t> topo_order(const GraphImpl& g, std::span<const std::uint32_t> needed,
                                       std::span<const std::uint32_t> fetches);
-Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> order,
-                std::span<const std::uint32_t> fetches);
+/// The "build" step: the pruned nodes in topological order, self-contained (names, values).
+Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches);
+/// Drops nodes no fetch needs and sorts the rest in topo_order's order (after a pass rewired
+/// the plan). Only before link_dependencies.
+void prune_and_sort(Plan& p);
+/// Sums of gradient contributions (grad_sum adds) regrouped: slice gradients of one tensor into
+/// one slice_grad_n, per-step weight gradients into products over concatenated steps.
+void regroup_gradients(Plan& p);
 void infer_shapes(Plan& p, const InputShapes& shapes);
-/// Rewrites after shape inference: sum_to of an unchanged shape becomes a view.
+/// Rewrites after shape inference: sum_to of an unchanged shape and identity transposes
+/// become views.
 void simplify(Plan& p);
+/// Folds a matmul's single consumer into it: a unary elementwise op becomes its epilogue, an
+/// add of a same-shape value becomes an accumulation (C = epilogue(A B) + X, in place over X).
+/// Looks through identity views. Only where the platform has a kernel for the fused node.
+void fuse_matmul_epilogue(Plan& p, const Capabilities* caps);
+void fuse_matmul_accumulate(Plan& p, const Capabilities* caps);
+/// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
+/// looked-up rows change, no dense gradient is made.
+void fuse_sparse_update(Plan& p, const Capabilities* caps);
 /// Execution dependencies: data inputs, plus every reader of a variable before its assign.
 void link_dependencies(Plan& p);
 /// Re-sorts the plan over all its dependencies, the assign-ordering ones included (the first
 /// order only knew data edges): a stable Kahn order that keeps the current order where it is
 /// already valid. Assigns that wait on each other are a GraphError naming them.
 void order_by_dependencies(Plan& p);
+/// Marks each assign whose value can be computed in place over its variable (SGD's W - lr*dW
+/// straight into W: the assign does nothing). Depends on the reuse mode: every other reader
+/// of the variable must run before the value's node.
+void elide_assigns(Plan& p, ReuseMode mode);
 void plan_memory(Plan& p, ReuseMode mode);
 
-/// Folds a matmul's single consumer into it: a unary elementwise op becomes its epilogue, an
-/// add of a same-shape value becomes an accumulation (C = epilogue(A B) + X, in place over X).
-/// Looks through identity views. Folds an embedding gradient into the plain SGD step on its
-/// table (v + beta * dv): only the looked-up rows change, no dense gradient is made. Only for
-/// platforms with kernels for the fused ops.
-void fuse(Plan& p);
-
-struct PlanOptions {
-  ReuseMode reuse = ReuseMode::sequential;
-  bool fuse = false;
-};
+/// Runs build_plan and every pass, printing the plan where HETGRAPH_DUMP_PLAN asks.
 std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& shapes,
                                          std::span<const std::uint32_t> fetches,
                                          const PlanOptions& options);
 
-/// Human-readable dump of a plan (HETGRAPH_DUMP_PLAN=1 prints it after compile).
+/// Human-readable dump of a plan.
 std::string dump(const Plan& p);
 
 }  // namespace hetgraph::detail

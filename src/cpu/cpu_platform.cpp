@@ -80,16 +80,14 @@ class CpuExecutable final : public Executable {
     const std::vector<int> teams = team_sizes(p);
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
-      const bool work = n.storage == Storage::Computed || (n.op == OpKind::Assign && !n.elided);
-      if (!work) continue;
+      if (!n.has_work()) continue;
       KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_, teams, &kernels_};
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
         const PlanNode& u = p.nodes[n.inputs[k]];
         args.in.push_back(n.reads_input(k) && u.buffer >= 0 ? arena_.get() + u.offset : nullptr);
         args.in_types.push_back(u.type);
       }
-      // A copying assign writes into its variable.
-      args.out = arena_.get() + (n.op == OpKind::Assign ? p.nodes[n.inputs[0]].offset : n.offset);
+      args.out = arena_.get() + p.nodes[p.output_of(i)].offset;  // an assign: its variable
       kernels_[i] = create_kernel(args, names_[i]);
       prog.kernels[i] = kernels_[i].get();
       prog.scratch_bytes = std::max(prog.scratch_bytes, kernels_[i]->scratch_bytes());
@@ -108,21 +106,23 @@ class CpuExecutable final : public Executable {
   std::string kernel_name(std::uint32_t node) const override { return std::string(names_[node]); }
 
   EngineReport engine_report() const override {
-    EngineReport r;
+    EngineReport r = Executable::engine_report();
     r.engine = std::string(engine_->name());
-    r.executors = engine_->executors();
-    r.threads_per_executor = engine_->threads_per_executor();
     r.runs = engine_->runs();
-    r.levels_profiled = engine_->levels_profiled();
-    r.tuned = engine_->tuned();
-    r.search = engine_->search();
-    const GraphStats st = graph_stats(plan());
-    r.nodes = st.nodes;
-    r.heavy_nodes = st.heavy;
-    r.heavy_levels = st.heavy_levels;
-    r.max_width = st.max_width;
-    r.avg_width = st.avg_width;
-    r.guideline_executors = guideline_executors(plan(), allowed_cores());
+    EngineReport::Cpu c;
+    c.executors = engine_->executors();
+    c.threads_per_executor = engine_->threads_per_executor();
+    c.levels_profiled = engine_->levels_profiled();
+    c.tuned = engine_->tuned();
+    c.search = engine_->search();
+    c.guideline_executors = guideline_executors(plan(), allowed_cores());
+    const std::vector<std::string> names = engine_->lane_names();
+    for (int e = 0; e < c.executors; ++e) {
+      const auto k = static_cast<std::size_t>(e);
+      r.lanes.push_back(
+          {k < names.size() ? names[k] : "executor " + std::to_string(e), c.threads_per_executor});
+    }
+    r.cpu = std::move(c);
     return r;
   }
 
@@ -200,7 +200,9 @@ class CpuBackend final : public Backend {
   ReuseMode reuse_mode() const override {
     return opts_.engine == CpuEngine::sequential ? ReuseMode::sequential : ReuseMode::dag;
   }
-  bool has_fused_kernels() const override { return true; }
+  std::string unsupported(const Plan& p, const PlanNode& n) const override {
+    return cpu::unsupported(p, n);
+  }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }

@@ -47,7 +47,7 @@ class Engine {
   virtual int runs() const = 0;
   /// Automatic engines: the configuration search is over (fixed engines: always).
   virtual bool tuned() const { return true; }
-  virtual std::vector<EngineReport::Trial> search() const { return {}; }
+  virtual std::vector<EngineReport::Cpu::Trial> search() const { return {}; }
 };
 
 /// Runs a kernel and turns foreign exceptions into PlatformError naming the node.

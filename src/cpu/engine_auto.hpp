@@ -26,7 +26,7 @@ class AutoEngine final : public Engine {
   bool levels_profiled() const override { return last_->levels_profiled(); }
   int runs() const override { return runs_; }
   bool tuned() const override { return tuned_; }
-  std::vector<EngineReport::Trial> search() const override { return search_; }
+  std::vector<EngineReport::Cpu::Trial> search() const override { return search_; }
 
  private:
   // The candidates take turns, so a noisy interval of the machine falls on all of them alike
@@ -45,16 +45,16 @@ class AutoEngine final : public Engine {
   int profile_runs_ = 1;
   // The critical-path configurations (the guideline's first), then the sequential engine.
   std::vector<std::unique_ptr<Engine>> candidates_;
-  std::vector<std::vector<double>> times_;  // per candidate, timed runs
-  std::vector<int> turns_;                   // per candidate, turns done
-  std::size_t warming_ = 0;  // candidates [0, warming_) are profiled and warm
-  std::size_t turn_ = 0;     // timing: the candidate whose turn it is
-  bool settled_ = false;     // its turn's untimed part is over
+  std::vector<std::vector<double>> times_;         // per candidate, timed runs
+  std::vector<int> turns_;                         // per candidate, turns done
+  std::size_t warming_ = 0;                        // candidates [0, warming_) are profiled and warm
+  std::size_t turn_ = 0;                           // timing: the candidate whose turn it is
+  bool settled_ = false;                           // its turn's untimed part is over
   std::chrono::steady_clock::time_point turn_t0_;  // when this turn (or its timed part) began
   bool in_turn_ = false;
   std::unique_ptr<Engine> chosen_;
-  Engine* last_ = nullptr;   // the engine that ran last (or runs next, before any run)
-  std::vector<EngineReport::Trial> search_;
+  Engine* last_ = nullptr;  // the engine that ran last (or runs next, before any run)
+  std::vector<EngineReport::Cpu::Trial> search_;
   bool tuned_ = false;
   int runs_ = 0;
 };

@@ -1,7 +1,8 @@
 // CPU kernels: the interface a node's kernel implements, and the registry that maps each op to
-// an ordered list of implementations. The first implementation that accepts a node wins; a
-// reference implementation ends each list. HETGRAPH_LOG_KERNELS=1 prints why candidates were
-// rejected; HETGRAPH_CPU_REFERENCE=1 forces the last (reference) implementation everywhere.
+// an ordered list of implementations (src/common/kernel_registry.hpp). The first
+// implementation that accepts a node wins; a reference implementation ends every list (the
+// registry refuses to start otherwise). HETGRAPH_LOG_KERNELS=1 prints why candidates were
+// rejected; HETGRAPH_CPU_REFERENCE=1 runs the reference implementations everywhere.
 #pragma once
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/kernel_registry.hpp"
 #include "compiler/plan.hpp"
 
 namespace hetgraph::detail::cpu {
@@ -46,7 +48,8 @@ std::unique_ptr<CpuKernel> make_kernel(F f) {
   return std::make_unique<FnKernel<F>>(std::move(f));
 }
 
-/// Everything known about a node when its kernel is created (compile time).
+/// Everything known about a node when its kernel is created (compile time). Reject functions
+/// see it before memory exists (in, out and kernels null): they read types and attributes only.
 struct KernelArgs {
   const Plan& plan;
   std::uint32_t index;
@@ -69,27 +72,23 @@ struct KernelArgs {
   const Shape& out_shape() const { return out_type.shape; }
 };
 
-struct KernelImpl {
-  std::string_view name;
-  /// nullptr when the implementation accepts the node, else why not.
-  const char* (*reject)(const KernelArgs&) = nullptr;
-  std::unique_ptr<CpuKernel> (*make)(const KernelArgs&) = nullptr;
-};
+using KernelRegistry = detail::KernelRegistry<KernelArgs, CpuKernel>;
+using KernelImpl = KernelRegistry::Candidate;
+const KernelRegistry& kernel_registry();
 
-using KernelTable = std::array<std::vector<KernelImpl>, kNumOps>;
-const KernelTable& kernel_table();
-
+/// Why the CPU platform cannot run node `n` of `p` (empty when it can).
+std::string unsupported(const Plan& p, const PlanNode& n);
 /// Chooses and creates the kernel for a node; throws PlatformError when nothing accepts it.
 std::unique_ptr<CpuKernel> create_kernel(const KernelArgs& args, std::string_view& chosen);
 
-void register_elementwise_kernels(KernelTable& t);
-void register_reduce_kernels(KernelTable& t);
-void register_matmul_kernels(KernelTable& t);
-void register_nn_kernels(KernelTable& t);
-void register_movement_kernels(KernelTable& t);
-void register_graph_kernels(KernelTable& t);
-void register_conv_kernels(KernelTable& t);
-void register_embedding_kernels(KernelTable& t);
-void register_eltwise_dnnl_kernels(KernelTable& t);  // after the elementwise ones
+void register_elementwise_kernels(KernelRegistry& r);
+void register_reduce_kernels(KernelRegistry& r);
+void register_matmul_kernels(KernelRegistry& r);
+void register_nn_kernels(KernelRegistry& r);
+void register_movement_kernels(KernelRegistry& r);
+void register_graph_kernels(KernelRegistry& r);
+void register_conv_kernels(KernelRegistry& r);
+void register_embedding_kernels(KernelRegistry& r);
+void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
 
 }  // namespace hetgraph::detail::cpu

@@ -1,6 +1,5 @@
-// The CPU kernel table and the choice of an implementation for a node.
+// The CPU kernel registry, the capability query and the choice of an implementation for a node.
 #include <cstdlib>
-#include <iostream>
 
 #include "cpu/kernel.hpp"
 #include "hetgraph/error.hpp"
@@ -12,51 +11,54 @@ bool env_on(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' && *v != '0';
 }
+
+std::string shapes_of(const std::vector<TensorType>& types) {
+  std::string s;
+  for (const TensorType& t : types) s += (s.empty() ? "" : ", ") + t.shape.str();
+  return s;
+}
 }  // namespace
 
-const KernelTable& kernel_table() {
-  static const KernelTable table = [] {
-    KernelTable t;
-    register_elementwise_kernels(t);
-    register_reduce_kernels(t);
-    register_matmul_kernels(t);
-    register_nn_kernels(t);
-    register_movement_kernels(t);
-    register_graph_kernels(t);
-    register_conv_kernels(t);
-    register_embedding_kernels(t);
-    register_eltwise_dnnl_kernels(t);
-    return t;
+const KernelRegistry& kernel_registry() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r("CPU");
+    register_elementwise_kernels(r);
+    register_reduce_kernels(r);
+    register_matmul_kernels(r);
+    register_nn_kernels(r);
+    register_movement_kernels(r);
+    register_graph_kernels(r);
+    register_conv_kernels(r);
+    register_embedding_kernels(r);
+    register_eltwise_dnnl_kernels(r);
+    // The promise HETGRAPH_CPU_REFERENCE=1 relies on.
+    if (const auto missing = r.lists_without_reference(); !missing.empty()) {
+      std::string ops;
+      for (OpKind k : missing) ops += (ops.empty() ? "" : ", ") + std::string(op_name(k));
+      throw Error("internal: CPU kernel lists without a reference implementation: " + ops);
+    }
+    return r;
   }();
-  return table;
+  return registry;
+}
+
+std::string unsupported(const Plan& p, const PlanNode& n) {
+  if (!n.has_work()) return {};
+  KernelArgs args{p, 0, n, {}, {}, nullptr, n.type, 1, {1}, nullptr};
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    args.in.push_back(nullptr);
+    args.in_types.push_back(p.nodes[n.inputs[k]].type);
+  }
+  std::string why = kernel_registry().unsupported(args, n.op);
+  if (!why.empty()) why += " (inputs " + shapes_of(args.in_types) + ")";
+  return why;
 }
 
 std::unique_ptr<CpuKernel> create_kernel(const KernelArgs& args, std::string_view& chosen) {
-  static const bool log = env_on("HETGRAPH_LOG_KERNELS");
   static const bool reference = env_on("HETGRAPH_CPU_REFERENCE");
-  const auto& impls = kernel_table()[static_cast<std::size_t>(args.node.op)];
-  std::string reasons;
-  for (std::size_t i = reference && !impls.empty() ? impls.size() - 1 : 0; i < impls.size(); ++i) {
-    const KernelImpl& impl = impls[i];
-    const char* why = impl.reject ? impl.reject(args) : nullptr;
-    std::unique_ptr<CpuKernel> k;
-    if (why == nullptr) {
-      k = impl.make(args);
-      if (!k) why = "the library could not create it for these shapes";
-    }
-    if (k) {
-      chosen = impl.name;
-      return k;
-    }
-    reasons += std::string(reasons.empty() ? "" : "; ") + std::string(impl.name) + ": " + why;
-    if (log)
-      std::cerr << "hetgraph: " << args.node.label << ": " << impl.name << " rejected: " << why
-                << '\n';
-  }
-  std::string shapes;
-  for (const TensorType& t : args.in_types) shapes += (shapes.empty() ? "" : ", ") + t.shape.str();
-  throw PlatformError("no CPU kernel for node " + args.node.label + " with inputs " + shapes +
-                      (reasons.empty() ? std::string(" (none registered)") : " (" + reasons + ")"));
+  return kernel_registry().create(args, args.node.op,
+                                  args.node.label + " with inputs " + shapes_of(args.in_types),
+                                  reference, chosen);
 }
 
 }  // namespace hetgraph::detail::cpu

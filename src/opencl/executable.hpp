@@ -32,24 +32,29 @@ class OpenClExecutable final : public Executable {
   /// "opencl out-of-order queue" or "opencl in-order queue"; lanes are the queues.
   EngineReport engine_report() const override;
   Device& device() const { return *dev_; }
+  /// One per queue work goes to: the device's queue, then CLBlast's (trace tracks, lanes).
+  std::vector<std::string> lane_names() const;
   bool out_of_order() const { return dev_->queue(false) == q_ && dev_->out_of_order_supported(); }
   /// How many inputs are handed to the caller as mapped device memory (the rest go through a
   /// host staging buffer, when the driver moves a buffer's mapping between maps).
   std::size_t zero_copy_inputs() const;
 
-  /// Test hooks, for the next run only. fail_event: `node`'s event reads as failed with
-  /// CL_OUT_OF_RESOURCES, as after a device fault (injected where the executable reads event
-  /// statuses: PoCL cannot fail a queued command reliably, its propagation of a failed user
-  /// event asserts or hangs). hold: `node` waits on a user event that stays pending until
-  /// release_hold(). enqueue_error: enqueueing `node` throws, as a failed clEnqueue* would.
-  enum class Fault : std::uint8_t { fail_event, hold, enqueue_error };
-  void inject(std::uint32_t node, Fault f) {
-    inject_ = node;
-    fault_ = f;
-  }
-  /// Completes (or, with `fail`, fails) the event a `hold` fault left pending.
-  void release_hold(bool fail);
-  /// Test hook: inputs of executables created after this call use host staging buffers even
+  /// Test seam: a hook consulted while runs are launched and finished. Production
+  /// executables have none; tests install one to inject device faults (PoCL cannot fail a
+  /// queued command reliably: its propagation of a failed user event asserts or hangs).
+  class RunHook {
+   public:
+    virtual ~RunHook() = default;
+    /// Before `node` is enqueued: may throw as a failed clEnqueue* would, or add events to
+    /// its wait list.
+    virtual void before_enqueue(cl_context, std::uint32_t /*node*/, std::vector<cl_event>&) {}
+    /// The execution status the run reports for `node`'s event, given the driver's.
+    virtual cl_int event_status(std::uint32_t /*node*/, cl_int driver) { return driver; }
+    /// A launch failed or the executable goes away: complete anything the hook holds back.
+    virtual void release() {}
+  };
+  void set_run_hook(std::unique_ptr<RunHook> hook) { hook_ = std::move(hook); }
+  /// Test seam: inputs of executables created after this call use host staging buffers even
   /// where mapping is stable (to test that path on drivers that never need it).
   static void force_staged_inputs(bool on);
 
@@ -78,8 +83,8 @@ class OpenClExecutable final : public Executable {
     cl::Event remap;                     // this run's map after the last reader
   };
   struct LabelCheck {
-    std::uint32_t node = 0;    // the cross-entropy (or embedding) node
-    std::uint32_t labels = 0;  // its int32 labels (indices) input (plan index)
+    std::uint32_t node = 0;              // the cross-entropy (or embedding) node
+    std::uint32_t labels = 0;            // its int32 labels (indices) input (plan index)
     std::int64_t rows = 0, classes = 0;  // embedding: indices and table rows
     int slot = 0;
     bool on_host = false;    // labels are an input: checked before the run, on the host
@@ -129,11 +134,7 @@ class OpenClExecutable final : public Executable {
   void collect_events();
   bool in_flight_ = false;
   int runs_ = 0;
-  std::int64_t inject_ = -1;
-  Fault fault_ = Fault::fail_event;
-  cl::Event injected_;
-  bool pending_ = false;           // injected_ has no status yet
-  std::int64_t forced_fail_ = -1;  // this run's fail_event node
+  std::unique_ptr<RunHook> hook_;
 };
 
 }  // namespace hetgraph::detail::cl

@@ -30,11 +30,6 @@ void sort_unique(std::vector<std::uint32_t>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
-std::size_t labels_input(OpKind op) {
-  return op == OpKind::CrossEntropy || op == OpKind::Embedding || op == OpKind::EmbeddingGrad ? 1
-                                                                                             : 2;
-}
-
 }  // namespace
 
 void OpenClExecutable::force_staged_inputs(bool on) {
@@ -118,20 +113,17 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   // ---- int32 label checks: on the host for fed labels, on the device for computed ones
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
-    if (!needs_status_slot(node, p)) continue;
+    if (!node.has_work()) continue;
+    const int k = checked_index_input(node, p);
+    if (k < 0) continue;
+    const IndexInput& x = op_def(node.op).index;
     LabelCheck c;
     c.node = i;
-    c.labels = node.inputs[labels_input(node.op)];
-    c.embedding = node.op == OpKind::Embedding || node.op == OpKind::EmbeddingGrad;
-    if (c.embedding) {
-      c.classes = p.nodes[node.inputs[node.op == OpKind::Embedding ? 0 : 2]].type.shape[0];
-      c.rows = p.nodes[c.labels].type.shape.numel();
-    } else {
-      const Shape& probs =
-          p.nodes[node.inputs[node.op == OpKind::CrossEntropy ? 0 : 1]].type.shape;
-      c.classes = probs.dim(-1);
-      c.rows = probs.numel() / c.classes;
-    }
+    c.labels = node.inputs[static_cast<std::size_t>(k)];
+    c.embedding = x.what == "index";
+    c.classes =
+        p.nodes[node.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape.dim(x.bound_dim);
+    c.rows = p.nodes[c.labels].type.shape.numel();
     c.slot = static_cast<int>(labels_.size());
     c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
     labels_.push_back(c);
@@ -157,26 +149,18 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   };
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
-    const bool work =
-        node.storage == Storage::Computed || (node.op == OpKind::Assign && !node.elided);
-    if (!work) continue;
-    const OpImpl& impl = op_table()[static_cast<std::size_t>(node.op)];
-    if (!impl.make) {
-      throw PlatformError("no OpenCL kernel for node " + node.label + " (op " +
-                          std::string(op_name(node.op)) + ")");
-    }
+    if (!node.has_work()) continue;
     OpArgs args{p, i, node, {}, {}, nullptr, node.type, *dev_, program, status_.get(), -1};
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
       const std::uint32_t u = node.inputs[k];
       args.in.push_back(node.reads_input(k) ? mem_[u] : nullptr);
       args.in_types.push_back(p.nodes[u].type);
     }
-    args.out = node.op == OpKind::Assign ? mem_[node.inputs[0]] : mem_[i];
+    args.out = mem_[p.output_of(i)];  // an assign: its variable
     for (const LabelCheck& c : labels_) {
       if (c.node == i) args.status_slot = c.slot;
     }
-    ops_[i] = impl.make(args);
-    names_[i] = impl.name;
+    ops_[i] = op_registry().create(args, node.op, node.label, false, names_[i]);
   }
 
   // ---- events: what each node waits for, what a host access of it waits for
@@ -225,17 +209,17 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   }
   for (InputBuf& in : inputs_) sort_unique(in.readers);
   // A host access waits for the last writer of the node's buffer in the run: the node itself
-  // for computed values; for a variable, its assign, or the op computed in place over it.
+  // for computed values; for a variable, its copying assign, or the op computed in place
+  // over it.
   writer_.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const std::uint32_t b = base_of(i);
     if (ops_[b]) writer_[i] = {b};
   }
   for (std::uint32_t i = 0; i < n; ++i) {
-    const PlanNode& node = p.nodes[i];
-    if (node.op != OpKind::Assign) continue;
-    const std::uint32_t var = node.inputs[0];
-    writer_[var] = node.elided ? writer_[node.inputs[1]] : std::vector<std::uint32_t>{i};
+    if (ops_[i] && p.output_of(i) != i) writer_[p.output_of(i)] = {i};
+    const std::int64_t var = p.nodes[i].into_variable;
+    if (var >= 0) writer_[static_cast<std::size_t>(var)] = writer_[i];
   }
   ev_.resize(n);
 
@@ -244,7 +228,7 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
 
 OpenClExecutable::~OpenClExecutable() {
   // Work in flight uses this executable's buffers: let it finish (errors have no one to reach).
-  release_hold(true);
+  if (hook_) hook_->release();
   if (in_flight_) settle_all();
 }
 
@@ -258,18 +242,20 @@ std::string OpenClExecutable::kernel_name(std::uint32_t node) const {
 }
 
 EngineReport OpenClExecutable::engine_report() const {
-  EngineReport r;
+  EngineReport r = Executable::engine_report();
   r.engine = out_of_order() ? "opencl out-of-order queue" : "opencl in-order queue";
-  r.executors = 1 + static_cast<int>(dev_->gemm_queue_count());  // the trace lanes
-  r.threads_per_executor = static_cast<int>(dev_->compute_units());
   r.runs = runs_;
-  const GraphStats st = graph_stats(plan());
-  r.nodes = st.nodes;
-  r.heavy_nodes = st.heavy;
-  r.heavy_levels = st.heavy_levels;
-  r.max_width = st.max_width;
-  r.avg_width = st.avg_width;
+  const int units = static_cast<int>(dev_->compute_units());
+  for (const std::string& lane : lane_names()) r.lanes.push_back({lane, units});
+  r.opencl = EngineReport::OpenCl{dev_->label(), out_of_order(), units};
   return r;
+}
+
+std::vector<std::string> OpenClExecutable::lane_names() const {
+  std::vector<std::string> lanes = {"OpenCL queue (" + dev_->info().name + ")"};
+  for (std::size_t k = 0; k < dev_->gemm_queue_count(); ++k)
+    lanes.push_back("CLBlast queue " + std::to_string(k));
+  return lanes;
 }
 
 // ---- host access ---------------------------------------------------------------------------
@@ -349,7 +335,8 @@ void OpenClExecutable::check_labels_on_host() const {
     const InputBuf& in = inputs_[static_cast<std::size_t>(input_of_[base_of(c.labels)])];
     const auto* ids = static_cast<const std::int32_t*>(in.host);
     for (std::int64_t r = 0; r < c.rows; ++r) {
-      if (ids[r] < 0 || ids[r] >= c.classes) throw FeedError(label_error(c, std::to_string(ids[r]), r));
+      if (ids[r] < 0 || ids[r] >= c.classes)
+        throw FeedError(label_error(c, std::to_string(ids[r]), r));
     }
   }
 }
@@ -395,8 +382,6 @@ void OpenClExecutable::launch() {
   for (cl::Event& e : ev_) e.reset();
   for (InputBuf& in : inputs_) in.remap.reset();
   status_reset_.reset();
-  injected_.reset();
-  forced_fail_ = -1;
   if (recording_) first_.assign(ev_.size(), {});
   in_flight_ = true;
   run_t0_ns_ = steady_ns();
@@ -415,20 +400,7 @@ void OpenClExecutable::launch() {
       }
       if (checked_[i] && status_reset_) wl.push_back(status_reset_.get());
       try {
-        if (inject_ == static_cast<std::int64_t>(i)) {
-          inject_ = -1;
-          if (fault_ == Fault::enqueue_error) {
-            check(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel", __FILE__, __LINE__,
-                  "injected by a test");
-          }
-          if (fault_ == Fault::fail_event) {
-            forced_fail_ = i;
-          } else {
-            injected_ = cl::Event(HG_CL_CREATE(clCreateUserEvent, dev_->context()));
-            pending_ = true;
-            wl.push_back(injected_.get());
-          }
-        }
+        if (hook_) hook_->before_enqueue(dev_->context(), i, wl);
         ev_[i] = ops_[i]->enqueue(q_, wl, recording_ ? &first_[i] : nullptr);
       } catch (const PlatformError& e) {
         const PlanNode& node = plan().nodes[i];
@@ -439,18 +411,12 @@ void OpenClExecutable::launch() {
     enqueue_input_remaps();
     HG_CL(clFlush(q_));
   } catch (...) {
-    release_hold(true);  // nothing may wait forever on the test's event
+    if (hook_) hook_->release();  // nothing may wait forever on a test's event
     settle_each();
     restore_maps();
     in_flight_ = false;
     throw;
   }
-}
-
-void OpenClExecutable::release_hold(bool fail) {
-  if (!pending_) return;
-  pending_ = false;
-  clSetUserEventStatus(injected_.get(), fail ? CL_OUT_OF_RESOURCES : CL_COMPLETE);
 }
 
 bool OpenClExecutable::settle_all() {
@@ -503,18 +469,17 @@ void OpenClExecutable::restore_maps() {
 
 void OpenClExecutable::finish() {
   if (!in_flight_) return;
-  const bool ok = settle_all() && forced_fail_ < 0;
+  const bool ok = settle_all();
   in_flight_ = false;
   // The first node, in plan order, whose command failed.
   std::string failure;
   for (std::uint32_t i : work_) {
-    if (ok) break;
+    if (ok && !hook_) break;
     if (!ev_[i]) continue;
-    cl_int st = CL_OUT_OF_RESOURCES;
-    if (forced_fail_ != static_cast<std::int64_t>(i)) {
-      HG_CL(clGetEventInfo(ev_[i].get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st,
-                           nullptr));
-    }
+    cl_int st = CL_COMPLETE;
+    HG_CL(
+        clGetEventInfo(ev_[i].get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, nullptr));
+    if (hook_) st = hook_->event_status(i, st);
     if (st < 0) {
       const PlanNode& node = plan().nodes[i];
       failure = "node " + node.label + " (" + std::string(op_name(node.op)) + ") failed on " +
@@ -578,10 +543,7 @@ void OpenClExecutable::collect_events() {
 }
 
 void OpenClExecutable::add_trace_events(TraceWriter& w, std::int64_t run) {
-  std::vector<std::string> lanes = {"OpenCL queue (" + dev_->info().name + ")"};
-  for (std::size_t k = 0; k < dev_->gemm_queue_count(); ++k)
-    lanes.push_back("CLBlast queue " + std::to_string(k));
-  w.set_lanes(lanes);
+  w.set_lanes(lane_names());
   add_node_events(w, last_events_, run);
 }
 
@@ -597,6 +559,20 @@ class OpenClBackend final : public Backend {
   // Nodes run in any order the events allow: buffers may only be reused between nodes the
   // dependencies order.
   ReuseMode reuse_mode() const override { return ReuseMode::dag; }
+  std::string unsupported(const Plan& p, const PlanNode& n) const override {
+    if (!n.has_work()) return {};
+    std::shared_ptr<Device> dev;
+    {
+      std::lock_guard lk(mu_);
+      dev = dev_;
+    }
+    OpArgs args{p, 0, n, {}, {}, nullptr, n.type, *dev, nullptr, nullptr, -1};
+    for (std::uint32_t u : n.inputs) {
+      args.in.push_back(nullptr);
+      args.in_types.push_back(p.nodes[u].type);
+    }
+    return op_registry().unsupported(args, n.op);
+  }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     std::shared_ptr<Device> dev;
     {
@@ -613,7 +589,7 @@ class OpenClBackend final : public Backend {
   }
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::shared_ptr<Device> dev_;
   bool in_order_;
 };

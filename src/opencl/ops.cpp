@@ -5,37 +5,26 @@
 
 namespace hetgraph::detail::cl {
 
-const OpTable& op_table() {
-  static const OpTable table = [] {
-    OpTable t{};
-    register_elementwise_ops(t);
-    register_reduce_ops(t);
-    register_nn_ops(t);
-    register_movement_ops(t);
-    register_matmul_ops(t);
-    register_conv_ops(t);
-    register_embedding_ops(t);
-    return t;
+const OpRegistry& op_registry() {
+  static const OpRegistry registry = [] {
+    OpRegistry r("OpenCL");
+    register_elementwise_ops(r);
+    register_reduce_ops(r);
+    register_nn_ops(r);
+    register_movement_ops(r);
+    register_matmul_ops(r);
+    register_conv_ops(r);
+    register_embedding_ops(r);
+    return r;
   }();
-  return table;
+  return registry;
 }
 
-bool needs_status_slot(const PlanNode& n, const Plan& p) {
-  const auto labels_i32 = [&](std::size_t input) {
-    return input < n.inputs.size() && p.nodes[n.inputs[input]].type.dtype == DType::i32;
-  };
-  switch (n.op) {
-    case OpKind::CrossEntropy:
-      return labels_i32(1);
-    case OpKind::CrossEntropyGrad:
-    case OpKind::SoftmaxXentGrad:
-      return labels_i32(2);
-    case OpKind::Embedding:  // indices checked against the table's rows
-    case OpKind::EmbeddingGrad:
-      return true;
-    default:
-      return false;
-  }
+int checked_index_input(const PlanNode& n, const Plan& p) {
+  const IndexInput& x = op_def(n.op).index;
+  if (x.input < 0 || static_cast<std::size_t>(x.input) >= n.inputs.size()) return -1;
+  return p.nodes[n.inputs[static_cast<std::size_t>(x.input)]].type.dtype == DType::i32 ? x.input
+                                                                                       : -1;
 }
 
 std::size_t group_size(const Device& dev, cl_kernel k, std::size_t cap) {

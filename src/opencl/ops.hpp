@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/kernel_registry.hpp"
 #include "compiler/plan.hpp"
 #include "opencl/cl.hpp"
 #include "opencl/device.hpp"
@@ -47,24 +48,20 @@ struct OpArgs {
   const Shape& out_shape() const { return out_type.shape; }
 };
 
-struct OpImpl {
-  std::string_view name;
-  std::unique_ptr<ClOp> (*make)(const OpArgs&) = nullptr;
-};
-using OpTable = std::array<OpImpl, kNumOps>;
+/// Kernels per op in the shape every platform registers them (src/common/kernel_registry.hpp).
+using OpRegistry = KernelRegistry<OpArgs, ClOp>;
+const OpRegistry& op_registry();
 
-/// The op table; OpImpl::make is null for ops without device work (inputs, views, groups).
-const OpTable& op_table();
-/// Whether a node of this op needs a status slot (int32 class ids checked on the device).
-bool needs_status_slot(const PlanNode& n, const Plan& p);
+/// The int32 index input of node n whose values the device checks (OpDef::index), or -1.
+int checked_index_input(const PlanNode& n, const Plan& p);
 
-void register_elementwise_ops(OpTable& t);
-void register_reduce_ops(OpTable& t);
-void register_nn_ops(OpTable& t);
-void register_movement_ops(OpTable& t);
-void register_matmul_ops(OpTable& t);
-void register_conv_ops(OpTable& t);
-void register_embedding_ops(OpTable& t);
+void register_elementwise_ops(OpRegistry& r);
+void register_reduce_ops(OpRegistry& r);
+void register_nn_ops(OpRegistry& r);
+void register_movement_ops(OpRegistry& r);
+void register_matmul_ops(OpRegistry& r);
+void register_conv_ops(OpRegistry& r);
+void register_embedding_ops(OpRegistry& r);
 
 // ---- building blocks shared by the families --------------------------------------------------
 

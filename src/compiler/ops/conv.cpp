@@ -5,9 +5,9 @@
 // (oneDNN's workspace) can use it, and one that does not can recompute it from x and y.
 #include <string>
 
+#include "compiler/geometry.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
-#include "compiler/ops/window.hpp"
 
 namespace hetgraph {
 
@@ -30,7 +30,7 @@ detail::Attrs conv_attrs(const Conv2dOptions& o) {
   w.pad_end = end_pad(o.padding, o.padding_end);
   w.dilation = wide(o.dilation);
   detail::Attrs at;
-  at.ints = w.encode();
+  at.set(w);
   return at;
 }
 
@@ -43,7 +43,7 @@ detail::Attrs pool_attrs(const Pool2dOptions& o) {
   w.pad_end = end_pad(o.padding, o.padding_end);
   w.count_include_pad = o.count_include_pad;
   detail::Attrs at;
-  at.ints = w.encode();
+  at.set(w);
   return at;
 }
 
@@ -78,8 +78,12 @@ void need_image(const InferCtx& c, const TensorType& t, const std::string& what)
   }
 }
 
+const Window2d& window_of(const InferCtx& c) {
+  if (!c.attrs.has<Window2d>()) c.fail("window attributes are missing");
+  return c.attrs.get<Window2d>();
+}
+
 void check_window(const InferCtx& c, const Window2d& w, bool pooling) {
-  if (c.rec.attrs.ints.size() != Window2d::kInts) c.fail("window attributes are missing");
   for (std::size_t d = 0; d < 2; ++d) {
     if (pooling && w.kernel[d] < 1) c.fail("pooling kernel must be >= 1, got " + pair(w.kernel));
   }
@@ -130,14 +134,14 @@ Shape conv_out(const InferCtx& c, const TensorType& x, const TensorType& w, cons
     c.fail("conv2d bias must be float [" + std::to_string(w.shape[0]) +
            "] (one per output channel), got " + b->shape.str());
   }
-  check_window(c, Window2d::decode(c.rec.attrs), false);  // before any division by a stride
-  return window_out(c, conv_geom(x.shape, w.shape, c.rec.attrs));
+  check_window(c, window_of(c), false);  // before any division by a stride
+  return window_out(c, conv_geom(x.shape, w.shape, c.attrs));
 }
 
 Shape pool_out(const InferCtx& c, const TensorType& x) {
-  need_image(c, x, std::string(op_name(c.rec.op)) + " input");
-  check_window(c, Window2d::decode(c.rec.attrs), true);
-  return window_out(c, pool_geom(x.shape, c.rec.attrs));
+  need_image(c, x, std::string(op_name(c.op)) + " input");
+  check_window(c, window_of(c), true);
+  return window_out(c, pool_geom(x.shape, c.attrs));
 }
 
 void need_grad_shape(const InferCtx& c, const TensorType& g, const Shape& want) {
@@ -180,44 +184,55 @@ TensorType infer_avg_pool_grad(const InferCtx& c) {  // (g, x)
   return c.in[1];
 }
 
-// A copy: make_op grows the node vector, which would leave a reference dangling.
-Attrs attrs_of(const GradCtx& c) {
-  return c.node.graph_impl()->rec(c.node.id()).attrs;
-}
 void grad_conv(const GradCtx& c) {
-  const Attrs at = attrs_of(c);
+  const Attrs& at = c.attrs;
   const Node x = c.in[0], w = c.in[1], g = c.grad;
   c.add(x, make_op(OpKind::Conv2dGradInput, {g, w, x}, at));
   c.add(w, make_op(OpKind::Conv2dGradWeight, {g, x, w}, at));
   if (c.in.size() == 3) c.add(c.in[2], make_op(OpKind::Conv2dGradBias, {g}, at));
 }
 void grad_max_pool(const GradCtx& c) {
-  c.add(c.in[0], make_op(OpKind::MaxPool2dGrad, {c.grad, c.in[0], c.node}, attrs_of(c)));
+  c.add(c.in[0], make_op(OpKind::MaxPool2dGrad, {c.grad, c.in[0], c.node}, c.attrs));
 }
 void grad_avg_pool(const GradCtx& c) {
-  c.add(c.in[0], make_op(OpKind::AvgPool2dGrad, {c.grad, c.in[0]}, attrs_of(c)));
+  c.add(c.in[0], make_op(OpKind::AvgPool2dGrad, {c.grad, c.in[0]}, c.attrs));
+}
+
+// Every convolution variant does the forward's multiply-adds: 2 * N*O*OH*OW * C*KH*KW, from
+// the image (input xi) and weights (input wi) shapes.
+template <int xi, int wi>
+Cost conv_cost(std::span<const TensorType> in, const TensorType&, const Attrs& at, Cost base) {
+  const ImageGeom g = conv_geom(in[xi].shape, in[wi].shape, at);
+  base.flops = 2.0 * static_cast<double>(g.n * g.oc * g.oh * g.ow) *
+               static_cast<double>(g.c * g.win.kernel[0] * g.win.kernel[1]);
+  return base;
 }
 
 }  // namespace
 
 void register_conv_ops(std::vector<OpDef>& t) {
-  // Costs of convolutions come from their shapes (graph_stats.cpp); pooling reads each input
-  // element about once per window it is in.
+  // Pooling reads each input element about once per window it is in.
   t.push_back({.kind = OpKind::Conv2d,
                .name = "conv2d",
                .arity = -1,
                .infer = infer_conv,
-               .grad = grad_conv});
-  t.push_back({.kind = OpKind::Conv2dGradInput,
+               .grad = grad_conv,
+               .heavy = true,
+               .cost = conv_cost<0, 1>});
+  t.push_back({.kind = OpKind::Conv2dGradInput,  // (g, w, x)
                .name = "conv2d_grad_input",
                .arity = 3,
                .shape_only = 0b100u,
-               .infer = infer_conv_grad_input});
-  t.push_back({.kind = OpKind::Conv2dGradWeight,
+               .infer = infer_conv_grad_input,
+               .heavy = true,
+               .cost = conv_cost<2, 1>});
+  t.push_back({.kind = OpKind::Conv2dGradWeight,  // (g, x, w)
                .name = "conv2d_grad_weight",
                .arity = 3,
                .shape_only = 0b100u,
-               .infer = infer_conv_grad_weight});
+               .infer = infer_conv_grad_weight,
+               .heavy = true,
+               .cost = conv_cost<1, 2>});
   t.push_back({.kind = OpKind::Conv2dGradBias,
                .name = "conv2d_grad_bias",
                .arity = 1,

@@ -8,7 +8,7 @@ namespace {
 
 void need_f32(const InferCtx& c) {
   for (const TensorType& t : c.in) {
-    if (t.dtype != DType::f32) c.fail(std::string(op_name(c.rec.op)) + " needs float inputs");
+    if (t.dtype != DType::f32) c.fail(std::string(op_name(c.op)) + " needs float inputs");
   }
 }
 
@@ -56,13 +56,11 @@ void grad_neg(const GradCtx& c) {
   c.add(c.in[0], neg(c.grad));
 }
 void grad_scale(const GradCtx& c) {
-  c.add(c.in[0], scale(c.grad, c.node.graph_impl()->rec(c.node.id()).attrs.alpha));
+  c.add(c.in[0], scale(c.grad, c.attrs.alpha));
 }
 void grad_axpby(const GradCtx& c) {
-  // A copy: scale() grows the node vector, which may move this node's record.
-  const Attrs at = c.node.graph_impl()->rec(c.node.id()).attrs;
-  c.add(c.in[0], scale(c.grad, at.alpha));
-  c.add(c.in[1], scale(c.grad, at.beta));
+  c.add(c.in[0], scale(c.grad, c.attrs.alpha));
+  c.add(c.in[1], scale(c.grad, c.attrs.beta));
 }
 void grad_exp(const GradCtx& c) {
   c.add(c.in[0], mul(c.grad, c.node));
@@ -101,24 +99,26 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   binary(OpKind::Sub, "sub", grad_sub);
   binary(OpKind::Mul, "mul", grad_mul);
   binary(OpKind::Div, "div", grad_div);
-  auto unary = [&](OpKind k, std::string_view name, GradFn g, float flops) {
+  // `epilogue`: the fusion pass may fold it into a matmul that feeds it.
+  auto unary = [&](OpKind k, std::string_view name, GradFn g, float flops, bool epilogue) {
     t.push_back({.kind = k,
                  .name = name,
                  .arity = 1,
                  .inplace = 0b1u,
                  .infer = infer_unary,
                  .grad = g,
-                 .flops_per_elem = flops});
+                 .flops_per_elem = flops,
+                 .epilogue = epilogue});
   };
-  unary(OpKind::Neg, "neg", grad_neg, 1);
-  unary(OpKind::Scale, "scale", grad_scale, 1);
-  unary(OpKind::Exp, "exp", grad_exp, 10);
-  unary(OpKind::Log, "log", grad_log, 10);
-  unary(OpKind::Sqrt, "sqrt", grad_sqrt, 4);
-  unary(OpKind::Relu, "relu", grad_relu, 1);
-  unary(OpKind::Sigmoid, "sigmoid", grad_sigmoid, 12);
-  unary(OpKind::Tanh, "tanh", grad_tanh, 12);
-  unary(OpKind::Floor, "floor", grad_floor, 1);
+  unary(OpKind::Neg, "neg", grad_neg, 1, true);
+  unary(OpKind::Scale, "scale", grad_scale, 1, true);
+  unary(OpKind::Exp, "exp", grad_exp, 10, true);
+  unary(OpKind::Log, "log", grad_log, 10, true);
+  unary(OpKind::Sqrt, "sqrt", grad_sqrt, 4, true);
+  unary(OpKind::Relu, "relu", grad_relu, 1, true);
+  unary(OpKind::Sigmoid, "sigmoid", grad_sigmoid, 12, true);
+  unary(OpKind::Tanh, "tanh", grad_tanh, 12, true);
+  unary(OpKind::Floor, "floor", grad_floor, 1, false);
   t.push_back({.kind = OpKind::Axpby,
                .name = "axpby",
                .arity = 2,

@@ -62,28 +62,41 @@ void grad_embedding(const GradCtx& c) {
   c.not_differentiable(1, "indices of embedding are int32 data, not differentiable");
 }
 
+// A lookup reads only the rows it gathers, not its whole table: about one load and one store
+// per output element, plus the indices.
+Cost lookup_cost(std::span<const TensorType> in, const TensorType&, const Attrs&, Cost base) {
+  base.bytes -= static_cast<double>(in[0].bytes());
+  return base;
+}
+
 }  // namespace
 
 void register_embedding_ops(std::vector<OpDef>& t) {
-  // Row copies: about one load and one store per output element.
+  // Indices pick rows of the table: each must lie in [0, rows).
   t.push_back({.kind = OpKind::Embedding,
                .name = "embedding",
                .arity = 2,
                .infer = infer_embedding,
                .grad = grad_embedding,
-               .flops_per_elem = 0.5f});
+               .heavy = true,
+               .flops_per_elem = 0.5f,
+               .cost = lookup_cost,
+               .index = {.input = 1, .bound_input = 0, .bound_dim = 0, .what = "index"}});
   t.push_back({.kind = OpKind::EmbeddingGrad,
                .name = "embedding_grad",
                .arity = 3,
                .shape_only = 0b100u,
                .infer = infer_embedding_grad,
-               .flops_per_elem = 0.5f});
+               .heavy = true,
+               .flops_per_elem = 0.5f,
+               .index = {.input = 1, .bound_input = 2, .bound_dim = 0, .what = "index"}});
   t.push_back({.kind = OpKind::EmbeddingUpdate,
                .name = "embedding_update",
                .arity = 3,
                .inplace = 0b1u,
                .infer = infer_embedding_update,
-               .flops_per_elem = 0.0f});
+               .flops_per_elem = 0.0f,
+               .index = {.input = 2, .bound_input = 0, .bound_dim = 0, .what = "index"}});
 }
 
 }  // namespace detail

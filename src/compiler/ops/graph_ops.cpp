@@ -1,6 +1,5 @@
 // Structural ops: input, variable, constant, assign, group, and the gradient seed.
 // Inputs are typed by the compile-time shapes (see infer_shapes); the rest infer here.
-#include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 
 namespace hetgraph::detail {
@@ -8,7 +7,7 @@ namespace hetgraph::detail {
 namespace {
 
 TensorType infer_declared(const InferCtx& c) {
-  return {c.rec.shape, c.rec.dtype};
+  return c.declared;
 }
 
 TensorType infer_assign(const InferCtx& c) {
@@ -26,7 +25,7 @@ TensorType infer_group(const InferCtx&) {
 
 TensorType infer_grad_seed(const InferCtx& c) {
   if (c.in[0].shape.numel() != 1) {
-    c.fail("gradients need a scalar loss, but " + c.graph.label(c.rec.inputs[0]) + " has shape " +
+    c.fail("gradients need a scalar loss, but " + c.input_label(0) + " has shape " +
            c.in[0].shape.str());
   }
   if (c.in[0].dtype != DType::f32) c.fail("gradients need a float loss");
@@ -36,20 +35,32 @@ TensorType infer_grad_seed(const InferCtx& c) {
 }  // namespace
 
 void register_graph_ops(std::vector<OpDef>& t) {
-  t.push_back({.kind = OpKind::Input, .name = "input", .arity = 0});
-  t.push_back({.kind = OpKind::Variable, .name = "variable", .arity = 0, .infer = infer_declared});
-  t.push_back({.kind = OpKind::Constant, .name = "constant", .arity = 0, .infer = infer_declared});
+  // Inputs are typed by the compile-time shapes (infer_shapes).
+  t.push_back({.kind = OpKind::Input, .name = "input", .arity = 0, .storage = Storage::Input});
+  t.push_back({.kind = OpKind::Variable,
+               .name = "variable",
+               .arity = 0,
+               .storage = Storage::Variable,
+               .infer = infer_declared});
+  t.push_back({.kind = OpKind::Constant,
+               .name = "constant",
+               .arity = 0,
+               .storage = Storage::Constant,
+               .infer = infer_declared});
   // Input 0 of assign is the variable it writes, not a read: marking it shape-only keeps the
-  // assign out of the variable's readers.
+  // assign out of the variable's readers. Its kernel (a copy, unless elided) writes there.
   t.push_back({.kind = OpKind::Assign,
                .name = "assign",
                .arity = 2,
                .shape_only = 0b01u,
+               .storage = Storage::None,
+               .writes_input = 0,
                .infer = infer_assign,
                .flops_per_elem = 0.0f});
   t.push_back({.kind = OpKind::Group,
                .name = "group",
                .arity = -1,
+               .storage = Storage::None,
                .infer = infer_group,
                .flops_per_elem = 0.0f});
   t.push_back({.kind = OpKind::GradSeed,

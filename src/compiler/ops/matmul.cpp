@@ -1,5 +1,6 @@
 // Matrix multiplication with transpose flags; rank 2, or batched over a leading dim where a
 // rank-2 operand is shared by the whole batch.
+#include "compiler/geometry.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
 
@@ -16,9 +17,9 @@ TensorType infer_matmul(const InferCtx& c) {
   if (a.rank() < 2 || a.rank() > 3 || b.rank() < 2 || b.rank() > 3) {
     c.fail("matmul needs rank-2 or rank-3 operands, got " + a.str() + " and " + b.str());
   }
-  const bool ta = c.rec.attrs.trans_a, tb = c.rec.attrs.trans_b;
-  const std::int64_t m = ta ? a.dim(-1) : a.dim(-2), k = ta ? a.dim(-2) : a.dim(-1);
-  const std::int64_t k2 = tb ? b.dim(-1) : b.dim(-2), n = tb ? b.dim(-2) : b.dim(-1);
+  const bool ta = c.attrs.trans_a, tb = c.attrs.trans_b;
+  const MatmulGeom g = matmul_geom(a, b, ta, tb);
+  const std::int64_t m = g.m, k = g.k, k2 = g.k_b, n = g.n;
   if (k != k2) {
     c.fail(std::string("inner dimensions differ: op(a) is [") + std::to_string(m) + ", " +
            std::to_string(k) + "] and op(b) is [" + std::to_string(k2) + ", " + std::to_string(n) +
@@ -37,7 +38,7 @@ TensorType infer_matmul(const InferCtx& c) {
 // C = op(A) op(B). For each transpose combination the adjoints are again matmuls; sum_to
 // folds the batch away for an operand the batch shared.
 void grad_matmul(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  const Attrs& at = c.attrs;
   const Node a = c.in[0], b = c.in[1], g = c.grad;
   Node da, db;
   if (!at.trans_a && !at.trans_b) {
@@ -57,19 +58,43 @@ void grad_matmul(const GradCtx& c) {
   c.add(b, sum_to(db, b));
 }
 
-// fused_matmul(a, b[, x]): made by the fusion pass after shape inference; attrs.ints holds
-// {epilogue op kind, accumulate}. Its type is the matmul's.
+// fused_matmul(a, b[, x]): made by the fusion passes after shape inference; a MatmulEpilogue
+// payload says what follows the product. Its type is the matmul's.
 TensorType infer_fused_matmul(const InferCtx& c) {
   const TensorType t = infer_matmul(c);
-  if (c.in.size() == 3 && c.in[2] != t) c.fail("fused_matmul: the accumulated input must have the product's shape");
+  const MatmulEpilogue& e = c.attrs.get<MatmulEpilogue>();
+  if (e.accumulate != (c.in.size() == 3))
+    c.fail("fused_matmul: accumulates exactly when it has a third input");
+  if (c.in.size() == 3 && c.in[2] != t)
+    c.fail("fused_matmul: the accumulated input must have the product's shape");
   return t;
+}
+
+// Multiply-adds of the product: 2 * batch*m*n * k.
+Cost matmul_cost(std::span<const TensorType> in, const TensorType& out, const Attrs& at,
+                 Cost base) {
+  const Shape& a = in[0].shape;
+  const double k = static_cast<double>(at.trans_a ? a.dim(-2) : a.dim(-1));
+  base.flops = 2.0 * static_cast<double>(out.shape.numel()) * k;
+  return base;
 }
 
 }  // namespace
 
 void register_matmul_ops(std::vector<OpDef>& t) {
-  t.push_back({.kind = OpKind::MatMul, .name = "matmul", .arity = 2, .infer = infer_matmul, .grad = grad_matmul});
-  t.push_back({.kind = OpKind::FusedMatMul, .name = "fused_matmul", .arity = -1, .inplace = 0b100u,
+  t.push_back({.kind = OpKind::MatMul,
+               .name = "matmul",
+               .arity = 2,
+               .infer = infer_matmul,
+               .grad = grad_matmul,
+               .heavy = true,
+               .cost = matmul_cost});
+  // The static cost model sees a fused product as one pass over its output (flops_per_elem
+  // 1), as it always has: the profiler's first runs replace the estimate.
+  t.push_back({.kind = OpKind::FusedMatMul,
+               .name = "fused_matmul",
+               .arity = -1,
+               .inplace = 0b100u,
                .infer = infer_fused_matmul});
 }
 

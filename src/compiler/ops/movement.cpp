@@ -13,10 +13,10 @@ namespace hetgraph::detail {
 void slice_range(const InferCtx& c, const Shape& s, int axis, std::int64_t& b, std::int64_t& e) {
   const int a = c.norm_axis(axis, s.rank());
   const std::int64_t d = s[a];
-  b = c.rec.attrs.begin < 0 ? c.rec.attrs.begin + d : c.rec.attrs.begin;
-  e = c.rec.attrs.end < 0 ? c.rec.attrs.end + d : c.rec.attrs.end;
+  b = c.attrs.begin < 0 ? c.attrs.begin + d : c.attrs.begin;
+  e = c.attrs.end < 0 ? c.attrs.end + d : c.attrs.end;
   if (b < 0 || e > d || b >= e) {
-    c.fail("slice [" + std::to_string(c.rec.attrs.begin) + ", " + std::to_string(c.rec.attrs.end) +
+    c.fail("slice [" + std::to_string(c.attrs.begin) + ", " + std::to_string(c.attrs.end) +
            ") of axis " + std::to_string(axis) + " (size " + std::to_string(d) +
            ") is empty or out of range");
   }
@@ -34,29 +34,29 @@ TensorType infer_slice(const InferCtx& c) {
   const Shape& s = c.in[0].shape;
   if (s.rank() == 0) c.fail("cannot slice a scalar");
   std::int64_t b = 0, e = 0;
-  slice_range(c, s, c.rec.attrs.axis, b, e);
-  return {with_dim(s, c.norm_axis(c.rec.attrs.axis, s.rank()), e - b), c.in[0].dtype};
+  slice_range(c, s, c.attrs.axis, b, e);
+  return {with_dim(s, c.norm_axis(c.attrs.axis, s.rank()), e - b), c.in[0].dtype};
 }
 
 TensorType infer_slice_grad(const InferCtx& c) {
   const Shape& like = c.in[1].shape;
   std::int64_t b = 0, e = 0;
-  slice_range(c, like, c.rec.attrs.axis, b, e);
-  const Shape want = with_dim(like, c.norm_axis(c.rec.attrs.axis, like.rank()), e - b);
+  slice_range(c, like, c.attrs.axis, b, e);
+  const Shape want = with_dim(like, c.norm_axis(c.attrs.axis, like.rank()), e - b);
   if (c.in[0].shape != want) c.fail("slice gradient must have shape " + want.str());
   return {like, DType::f32};
 }
 
 // slice_grad_n(like, g_1..g_n): the gradients of n slices of `like` along one axis, placed
-// into one zero tensor of like's shape. attrs.ints = b1, e1, b2, e2, ...: disjoint and
-// non-negative (autodiff checks before making it), so no element is written twice.
+// into one zero tensor of like's shape. SliceRanges: disjoint and non-negative
+// (regroup_gradients checks before making it), so no element is written twice.
 TensorType infer_slice_grad_n(const InferCtx& c) {
   const Shape& like = c.in[0].shape;
-  const auto& r = c.rec.attrs.ints;
-  if (r.size() != 2 * (c.in.size() - 1)) c.fail("slice_grad_n: one [begin, end) pair per gradient");
-  const int a = c.norm_axis(c.rec.attrs.axis, like.rank());
+  const auto& r = c.attrs.get<SliceRanges>().ranges;
+  if (r.size() != c.in.size() - 1) c.fail("slice_grad_n: one [begin, end) pair per gradient");
+  const int a = c.norm_axis(c.attrs.axis, like.rank());
   for (std::size_t i = 1; i < c.in.size(); ++i) {
-    const std::int64_t b = r[2 * (i - 1)], e = r[2 * (i - 1) + 1];
+    const std::int64_t b = r[i - 1][0], e = r[i - 1][1];
     if (b < 0 || e > like[a] || b >= e) c.fail("slice_grad_n: range out of bounds");
     if (c.in[i].shape != with_dim(like, a, e - b))
       c.fail("slice_grad_n: gradient " + std::to_string(i) + " has the wrong shape");
@@ -68,14 +68,14 @@ TensorType infer_slice_grad_n(const InferCtx& c) {
 Shape concat_shape(const InferCtx& c, std::size_t first) {
   const Shape& s0 = c.in[first].shape;
   if (s0.rank() == 0) c.fail("cannot concatenate scalars");
-  const int a = c.norm_axis(c.rec.attrs.axis, s0.rank());
+  const int a = c.norm_axis(c.attrs.axis, s0.rank());
   std::int64_t total = 0;
   for (std::size_t i = first; i < c.in.size(); ++i) {
     const Shape& s = c.in[i].shape;
     bool ok = s.rank() == s0.rank() && c.in[i].dtype == c.in[first].dtype;
     for (int d = 0; ok && d < s.rank(); ++d) ok = d == a || s[d] == s0[d];
     if (!ok) {
-      c.fail("concat along axis " + std::to_string(c.rec.attrs.axis) + ": input " +
+      c.fail("concat along axis " + std::to_string(c.attrs.axis) + ": input " +
              std::to_string(i - first) + " has shape " + s.str() + ", which differs from input 0 " +
              s0.str() + " outside that axis");
     }
@@ -92,14 +92,14 @@ TensorType infer_concat(const InferCtx& c) {
 TensorType infer_concat_grad(const InferCtx& c) {
   const Shape whole = concat_shape(c, 1);
   if (c.in[0].shape != whole) c.fail("concat gradient must have shape " + whole.str());
-  const auto i = static_cast<std::size_t>(c.rec.attrs.begin) + 1;
+  const auto i = static_cast<std::size_t>(c.attrs.begin) + 1;
   if (i >= c.in.size()) c.fail("concat gradient index out of range");
   return {c.in[i].shape, DType::f32};
 }
 
 TensorType infer_transpose(const InferCtx& c) {
   const Shape& s = c.in[0].shape;
-  const std::vector<std::int64_t>& perm = c.rec.attrs.ints;
+  const std::vector<std::int64_t>& perm = c.attrs.get<Permutation>().perm;
   std::vector<std::int64_t> d(s.dims().begin(), s.dims().end());
   if (perm.empty()) {
     if (s.rank() >= 2) std::swap(d[d.size() - 1], d[d.size() - 2]);
@@ -123,7 +123,7 @@ TensorType infer_transpose(const InferCtx& c) {
 
 TensorType infer_reshape(const InferCtx& c) {
   const Shape& s = c.in[0].shape;
-  std::vector<std::int64_t> d = c.rec.attrs.ints;
+  std::vector<std::int64_t> d = c.attrs.get<ReshapeTarget>().dims;
   std::int64_t known = 1;
   int infer_at = -1;
   for (std::size_t i = 0; i < d.size(); ++i) {
@@ -158,22 +158,19 @@ TensorType infer_reshape_like(const InferCtx& c) {
 }
 
 void grad_slice(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
-  c.add(c.in[0], make_op(OpKind::SliceGrad, {c.grad, c.in[0]}, at));
+  c.add(c.in[0], make_op(OpKind::SliceGrad, {c.grad, c.in[0]}, c.attrs));
 }
 void grad_concat(const GradCtx& c) {
-  // A copy: each make_op below may grow the node vector and move this node's record.
-  const Attrs at = c.node.graph_impl()->rec(c.node.id()).attrs;
   std::vector<Node> ins{c.grad};
   ins.insert(ins.end(), c.in.begin(), c.in.end());
   for (std::size_t i = 0; i < c.in.size(); ++i) {
-    Attrs a = at;
+    Attrs a = c.attrs;
     a.begin = static_cast<std::int64_t>(i);
     c.add(c.in[i], make_op(OpKind::ConcatGrad, std::span<const Node>(ins), a));
   }
 }
 void grad_transpose(const GradCtx& c) {
-  const std::vector<std::int64_t>& perm = c.node.graph_impl()->rec(c.node.id()).attrs.ints;
+  const std::vector<std::int64_t>& perm = c.attrs.get<Permutation>().perm;
   std::vector<int> inv(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i)
     inv[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
@@ -225,7 +222,7 @@ void register_movement_ops(std::vector<OpDef>& t) {
   t.push_back({.kind = OpKind::Reshape,
                .name = "reshape",
                .arity = 1,
-               .view = true,
+               .storage = Storage::View,
                .infer = infer_reshape,
                .grad = grad_reshape,
                .flops_per_elem = 0.0f});
@@ -233,7 +230,7 @@ void register_movement_ops(std::vector<OpDef>& t) {
                .name = "reshape_like",
                .arity = 2,
                .shape_only = 0b10u,
-               .view = true,
+               .storage = Storage::View,
                .infer = infer_reshape_like,
                .grad = grad_reshape,
                .flops_per_elem = 0.0f});

@@ -13,13 +13,13 @@ namespace {
 TensorType infer_softmax(const InferCtx& c) {
   if (c.in[0].dtype != DType::f32) c.fail("softmax needs float input");
   if (c.in[0].shape.rank() == 0) c.fail("softmax needs rank >= 1");
-  c.norm_axis(c.rec.attrs.axis, c.in[0].shape.rank());
+  c.norm_axis(c.attrs.axis, c.in[0].shape.rank());
   return c.in[0];
 }
 
 TensorType infer_softmax_grad(const InferCtx& c) {
   if (c.in[0].shape != c.in[1].shape) c.fail("gradient and output shapes differ");
-  c.norm_axis(c.rec.attrs.axis, c.in[0].shape.rank());
+  c.norm_axis(c.attrs.axis, c.in[0].shape.rank());
   return c.in[1];
 }
 
@@ -54,11 +54,11 @@ TensorType infer_xent_grad(const InferCtx& c) {
 }
 
 void grad_softmax(const GradCtx& c) {
-  const int axis = c.node.graph_impl()->rec(c.node.id()).attrs.axis;
+  const int axis = c.attrs.axis;
   c.add(c.in[0], with_axis(OpKind::SoftmaxGrad, {c.grad, c.node}, axis));
 }
 void grad_log_softmax(const GradCtx& c) {
-  const int axis = c.node.graph_impl()->rec(c.node.id()).attrs.axis;
+  const int axis = c.attrs.axis;
   c.add(c.in[0], with_axis(OpKind::LogSoftmaxGrad, {c.grad, c.node}, axis));
 }
 void grad_xent(const GradCtx& c) {
@@ -91,12 +91,17 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .infer = infer_softmax,
                .grad = grad_log_softmax,
                .flops_per_elem = 14});
+  // int32 labels are class ids: each must lie in [0, classes).
+  constexpr IndexInput kLabels{.input = 1, .bound_input = 0, .bound_dim = -1, .what = "class id"};
+  constexpr IndexInput kGradLabels{
+      .input = 2, .bound_input = 1, .bound_dim = -1, .what = "class id"};
   t.push_back({.kind = OpKind::CrossEntropy,
                .name = "cross_entropy",
                .arity = 2,
                .infer = infer_xent,
                .grad = grad_xent,
-               .flops_per_elem = 12});
+               .flops_per_elem = 12,
+               .index = kLabels});
   t.push_back({.kind = OpKind::SoftmaxGrad,
                .name = "softmax_grad",
                .arity = 2,
@@ -114,13 +119,15 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .arity = 3,
                .inplace = 0b110u,
                .infer = infer_xent_grad,
-               .flops_per_elem = 3});
+               .flops_per_elem = 3,
+               .index = kGradLabels});
   t.push_back({.kind = OpKind::SoftmaxXentGrad,
                .name = "softmax_xent_grad",
                .arity = 3,
                .inplace = 0b110u,
                .infer = infer_xent_grad,
-               .flops_per_elem = 3});
+               .flops_per_elem = 3,
+               .index = kGradLabels});
 }
 
 }  // namespace hetgraph::detail

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <mutex>
 
-#include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
+#include "compiler/plan.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
@@ -42,13 +42,28 @@ const OpDef& op_def(OpKind k) {
 }
 
 void InferCtx::fail(const std::string& why) const {
-  std::string msg = "node " + graph.label(node) + ": " + why + " (inputs:";
+  std::string msg = "node " + plan.nodes[node].label + ": " + why + " (inputs:";
   if (in.empty()) msg += " none";
   for (std::size_t i = 0; i < in.size(); ++i) {
     msg += (i ? ", " : " ") + in[i].shape.str();
     if (in[i].dtype != DType::f32) msg += std::string(" ") + std::string(dtype_name(in[i].dtype));
   }
   throw ShapeError(msg + ")");
+}
+
+std::string InferCtx::input_label(std::size_t i) const {
+  return plan.nodes[plan.nodes[node].inputs[i]].label;
+}
+
+Cost op_cost(OpKind k, std::span<const TensorType> in, const TensorType& out, const Attrs& at) {
+  const OpDef& d = op_def(k);
+  Cost c;
+  c.flops = static_cast<double>(out.shape.numel()) * d.flops_per_elem;
+  c.bytes = static_cast<double>(out.bytes());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!d.shape_only_input(i)) c.bytes += static_cast<double>(in[i].bytes());
+  }
+  return d.cost != nullptr ? d.cost(in, out, at, c) : c;
 }
 
 int InferCtx::norm_axis(int axis, int rank) const {

@@ -27,12 +27,12 @@ namespace {
 
 TensorType infer_reduce(const InferCtx& c) {
   if (c.in[0].dtype != DType::f32) c.fail("reductions need float input");
-  return {reduced_shape(c, c.in[0].shape, c.rec.attrs.axis, c.rec.attrs.keepdims), DType::f32};
+  return {reduced_shape(c, c.in[0].shape, c.attrs.axis, c.attrs.keepdims), DType::f32};
 }
 
 // expand(g, like): g has the reduced shape of `like`; the result has like's shape.
 TensorType infer_expand(const InferCtx& c) {
-  const Shape want = reduced_shape(c, c.in[1].shape, c.rec.attrs.axis, c.rec.attrs.keepdims);
+  const Shape want = reduced_shape(c, c.in[1].shape, c.attrs.axis, c.attrs.keepdims);
   if (c.in[0].shape != want) {
     c.fail("expand: gradient shape " + c.in[0].shape.str() + " is not the reduced shape " +
            want.str());
@@ -42,7 +42,7 @@ TensorType infer_expand(const InferCtx& c) {
 
 // reduce_max_grad(g, x, y): g and y have the reduced shape of x.
 TensorType infer_reduce_max_grad(const InferCtx& c) {
-  const Shape want = reduced_shape(c, c.in[1].shape, c.rec.attrs.axis, c.rec.attrs.keepdims);
+  const Shape want = reduced_shape(c, c.in[1].shape, c.attrs.axis, c.attrs.keepdims);
   if (c.in[0].shape != want || c.in[2].shape != want) {
     c.fail("reduce_max_grad: gradient and max must have shape " + want.str());
   }
@@ -57,20 +57,20 @@ TensorType infer_sum_to(const InferCtx& c) {
 }
 
 void grad_reduce_sum(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  const Attrs& at = c.attrs;
   c.add(c.in[0], expand(c.grad, c.in[0], at.axis, at.keepdims, false));
 }
 void grad_reduce_mean(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  const Attrs& at = c.attrs;
   c.add(c.in[0], expand(c.grad, c.in[0], at.axis, at.keepdims, true));
 }
 void grad_reduce_max(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  const Attrs& at = c.attrs;
   c.add(c.in[0], with_axis(OpKind::ReduceMaxGrad, {c.grad, c.in[0], c.node}, at.axis, at.keepdims));
 }
 // The gradient of a broadcast back along an axis is the reduction along it.
 void grad_expand(const GradCtx& c) {
-  const Attrs& at = c.node.graph_impl()->rec(c.node.id()).attrs;
+  const Attrs& at = c.attrs;
   Node r = make_op(at.mean ? OpKind::ReduceMean : OpKind::ReduceSum, {c.grad}, at);
   c.add(c.in[0], r);
 }

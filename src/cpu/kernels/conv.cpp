@@ -28,7 +28,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
-#include "compiler/ops/window.hpp"
+#include "compiler/geometry.hpp"
 #include "cpu/dnnl_call.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/kernel.hpp"
@@ -294,7 +294,7 @@ PoolDims pool_dims(const ImageGeom& g) {
 dnnl::algorithm pool_alg(const KernelArgs& a) {
   const OpKind k = a.node.op;
   if (k == OpKind::MaxPool2d || k == OpKind::MaxPool2dGrad) return dnnl::algorithm::pooling_max;
-  return Window2d::decode(a.node.attrs).count_include_pad
+  return a.node.attrs.get<Window2d>().count_include_pad
              ? dnnl::algorithm::pooling_avg_include_padding
              : dnnl::algorithm::pooling_avg_exclude_padding;
 }
@@ -556,27 +556,24 @@ std::unique_ptr<CpuKernel> make_pool_bwd_ref(const KernelArgs& a) {
 
 }  // namespace
 
-void register_conv_kernels(KernelTable& t) {
-  auto add = [&](OpKind op, std::string_view name, const char* (*reject)(const KernelArgs&),
-                 std::unique_ptr<CpuKernel> (*make)(const KernelArgs&)) {
-    t[static_cast<std::size_t>(op)].push_back({name, reject, make});
-  };
-  add(OpKind::Conv2d, "dnnl_conv", nullptr, make_conv_fwd);
-  add(OpKind::Conv2d, "reference", nullptr, make_conv_ref);
-  add(OpKind::Conv2dGradInput, "dnnl_conv_bwd_data", nullptr, make_conv_bwd_data);
-  add(OpKind::Conv2dGradInput, "reference", nullptr, make_conv_bwd_data_ref);
-  add(OpKind::Conv2dGradWeight, "dnnl_conv_bwd_weights", nullptr, make_conv_bwd_weights);
-  add(OpKind::Conv2dGradWeight, "reference", nullptr, make_conv_bwd_weights_ref);
-  add(OpKind::Conv2dGradBias, "channel_sums", nullptr, make_conv_bias_grad);
-  add(OpKind::Conv2dGradBias, "reference", nullptr, make_conv_bias_grad_ref);
-  add(OpKind::MaxPool2d, "dnnl_pool", nullptr, make_pool_fwd);
-  add(OpKind::MaxPool2d, "reference", nullptr, make_pool_fwd_ref);
-  add(OpKind::AvgPool2d, "dnnl_pool", nullptr, make_pool_fwd);
-  add(OpKind::AvgPool2d, "reference", nullptr, make_pool_fwd_ref);
-  add(OpKind::MaxPool2dGrad, "dnnl_pool_bwd_workspace", reject_max_pool_bwd, make_max_pool_bwd);
-  add(OpKind::MaxPool2dGrad, "reference", nullptr, make_pool_bwd_ref);
-  add(OpKind::AvgPool2dGrad, "dnnl_pool_bwd", nullptr, make_avg_pool_bwd);
-  add(OpKind::AvgPool2dGrad, "reference", nullptr, make_pool_bwd_ref);
+void register_conv_kernels(KernelRegistry& r) {
+  constexpr bool ref = true;
+  r.add(OpKind::Conv2d, {"dnnl_conv", nullptr, make_conv_fwd});
+  r.add(OpKind::Conv2d, {"reference", nullptr, make_conv_ref, ref});
+  r.add(OpKind::Conv2dGradInput, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
+  r.add(OpKind::Conv2dGradInput, {"reference", nullptr, make_conv_bwd_data_ref, ref});
+  r.add(OpKind::Conv2dGradWeight, {"dnnl_conv_bwd_weights", nullptr, make_conv_bwd_weights});
+  r.add(OpKind::Conv2dGradWeight, {"reference", nullptr, make_conv_bwd_weights_ref, ref});
+  r.add(OpKind::Conv2dGradBias, {"channel_sums", nullptr, make_conv_bias_grad});
+  r.add(OpKind::Conv2dGradBias, {"reference", nullptr, make_conv_bias_grad_ref, ref});
+  r.add(OpKind::MaxPool2d, {"dnnl_pool", nullptr, make_pool_fwd});
+  r.add(OpKind::MaxPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
+  r.add(OpKind::AvgPool2d, {"dnnl_pool", nullptr, make_pool_fwd});
+  r.add(OpKind::AvgPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
+  r.add(OpKind::MaxPool2dGrad, {"dnnl_pool_bwd_workspace", reject_max_pool_bwd, make_max_pool_bwd});
+  r.add(OpKind::MaxPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
+  r.add(OpKind::AvgPool2dGrad, {"dnnl_pool_bwd", nullptr, make_avg_pool_bwd});
+  r.add(OpKind::AvgPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
 #include "cpu/vmath.hpp"
@@ -234,21 +234,19 @@ std::unique_ptr<CpuKernel> unary_ref(const KernelArgs& k) {
 }
 
 template <class Op>
-void binary(KernelTable& t, OpKind kind) {
-  auto& list = t[static_cast<std::size_t>(kind)];
-  list.push_back({"broadcast_simd", need_f32, binary_fast<Op>});
-  list.push_back({"reference", need_f32, binary_ref<Op>});
+void binary(KernelRegistry& r, OpKind kind) {
+  r.add(kind, {"broadcast_simd", need_f32, binary_fast<Op>});
+  r.add(kind, {"reference", need_f32, binary_ref<Op>, true});
 }
 template <class Fast, class Ref>
-void unary(KernelTable& t, OpKind kind) {
-  auto& list = t[static_cast<std::size_t>(kind)];
-  list.push_back({"simd", need_f32, unary_fast<Fast>});
-  list.push_back({"reference", need_f32, unary_ref<Ref>});
+void unary(KernelRegistry& r, OpKind kind) {
+  r.add(kind, {"simd", need_f32, unary_fast<Fast>});
+  r.add(kind, {"reference", need_f32, unary_ref<Ref>, true});
 }
 
 }  // namespace
 
-void register_elementwise_kernels(KernelTable& t) {
+void register_elementwise_kernels(KernelRegistry& t) {
   binary<AddF>(t, OpKind::Add);
   binary<SubF>(t, OpKind::Sub);
   binary<MulF>(t, OpKind::Mul);

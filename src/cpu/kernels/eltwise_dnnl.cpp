@@ -64,13 +64,9 @@ std::unique_ptr<CpuKernel> make_eltwise_fwd(const KernelArgs& a) {
 
 }  // namespace
 
-void register_eltwise_dnnl_kernels(KernelTable& t) {
-  auto first = [&](OpKind op, std::unique_ptr<CpuKernel> (*make)(const KernelArgs&)) {
-    auto& list = t[static_cast<std::size_t>(op)];
-    list.insert(list.begin(), {"dnnl_eltwise", reject_eltwise, make});
-  };
-  first(OpKind::Sigmoid, make_eltwise_fwd);
-  first(OpKind::Tanh, make_eltwise_fwd);
+void register_eltwise_dnnl_kernels(KernelRegistry& r) {
+  r.add_first(OpKind::Sigmoid, {"dnnl_eltwise", reject_eltwise, make_eltwise_fwd});
+  r.add_first(OpKind::Tanh, {"dnnl_eltwise", reject_eltwise, make_eltwise_fwd});
 }
 
 }  // namespace hetgraph::detail::cpu

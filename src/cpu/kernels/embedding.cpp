@@ -127,7 +127,7 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
   float* out = a.out_f();
   const float beta = a.node.attrs.beta;
   struct Scratch {
-    std::vector<std::int32_t> order;  // lookup positions grouped by row, lookup order within
+    std::vector<std::int32_t> order;   // lookup positions grouped by row, lookup order within
     std::vector<std::int64_t> starts;  // group boundaries in `order`
     std::vector<float> sums;           // one row-sized accumulator per thread
   };
@@ -149,7 +149,8 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
         std::fill(sum.begin(), sum.end(), 0.0f);
         for (std::int64_t j = i; j < l.count; ++j) {
           if (idx[j] != r) continue;
-          for (std::int64_t d = 0; d < l.dim; ++d) sum[static_cast<std::size_t>(d)] += g[j * l.dim + d];
+          for (std::int64_t d = 0; d < l.dim; ++d)
+            sum[static_cast<std::size_t>(d)] += g[j * l.dim + d];
         }
         for (std::int64_t d = 0; d < l.dim; ++d)
           out[r * l.dim + d] = v[r * l.dim + d] + beta * sum[static_cast<std::size_t>(d)];
@@ -191,16 +192,13 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
 
 }  // namespace
 
-void register_embedding_kernels(KernelTable& t) {
-  auto& fwd = t[static_cast<std::size_t>(OpKind::Embedding)];
-  fwd.push_back({"row_copies", nullptr, make_gather});
-  fwd.push_back({"reference", nullptr, make_gather_ref});
-  auto& bwd = t[static_cast<std::size_t>(OpKind::EmbeddingGrad)];
-  bwd.push_back({"row_scatter_add", nullptr, make_scatter_add});
-  bwd.push_back({"reference", nullptr, make_scatter_add_ref});
-  auto& upd = t[static_cast<std::size_t>(OpKind::EmbeddingUpdate)];
-  upd.push_back({"sparse_rows", nullptr, make_update<false>});
-  upd.push_back({"reference", nullptr, make_update<true>});
+void register_embedding_kernels(KernelRegistry& r) {
+  r.add(OpKind::Embedding, {"row_copies", nullptr, make_gather});
+  r.add(OpKind::Embedding, {"reference", nullptr, make_gather_ref, true});
+  r.add(OpKind::EmbeddingGrad, {"row_scatter_add", nullptr, make_scatter_add});
+  r.add(OpKind::EmbeddingGrad, {"reference", nullptr, make_scatter_add_ref, true});
+  r.add(OpKind::EmbeddingUpdate, {"sparse_rows", nullptr, make_update<false>});
+  r.add(OpKind::EmbeddingUpdate, {"reference", nullptr, make_update<true>, true});
 }
 
 }  // namespace hetgraph::detail::cpu

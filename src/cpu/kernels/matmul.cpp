@@ -22,6 +22,7 @@
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "compiler/geometry.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
@@ -36,26 +37,10 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-struct Geom {
-  std::int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool a_batched = false, b_batched = false;
-  bool ta = false, tb = false;
-  std::int64_t c_elems() const { return batch * m * n; }
-};
+using Geom = MatmulGeom;
 
 Geom geom(const KernelArgs& a) {
-  Geom g;
-  const Shape& sa = a.in_shape(0);
-  const Shape& sb = a.in_shape(1);
-  g.ta = a.node.attrs.trans_a;
-  g.tb = a.node.attrs.trans_b;
-  g.a_batched = sa.rank() == 3;
-  g.b_batched = sb.rank() == 3;
-  g.batch = g.a_batched ? sa[0] : (g.b_batched ? sb[0] : 1);
-  g.m = g.ta ? sa.dim(-1) : sa.dim(-2);
-  g.k = g.ta ? sa.dim(-2) : sa.dim(-1);
-  g.n = g.tb ? sb.dim(-2) : sb.dim(-1);
-  return g;
+  return matmul_geom(a.in_shape(0), a.in_shape(1), a.node.attrs.trans_a, a.node.attrs.trans_b);
 }
 
 // ---- products -------------------------------------------------------------------------------
@@ -284,10 +269,10 @@ struct Fused {
 };
 Fused fused(const KernelArgs& a) {
   Fused f;
-  const auto& ints = a.node.attrs.ints;
-  if (ints[0] >= 0) f.epilogue = static_cast<OpKind>(ints[0]);
+  const MatmulEpilogue& e = a.node.attrs.get<MatmulEpilogue>();
+  if (e.has_op) f.epilogue = e.op;
   f.alpha = a.node.attrs.alpha;
-  f.accumulate = ints[1] != 0;
+  f.accumulate = e.accumulate;
   return f;
 }
 
@@ -408,16 +393,15 @@ std::unique_ptr<CpuKernel> make_fused_reference(const KernelArgs& a) {
 
 }  // namespace
 
-void register_matmul_kernels(KernelTable& t) {
-  auto& list = t[static_cast<std::size_t>(OpKind::MatMul)];
-  list.push_back({"dnnl_sgemm", reject_route<0>, make_matmul});
-  list.push_back({"dnnl_matmul_transposed", reject_route<1>, make_matmul});
-  list.push_back({"dnnl_matmul", nullptr, make_matmul});
-  list.push_back({"reference", nullptr, make_reference});
-  auto& fl = t[static_cast<std::size_t>(OpKind::FusedMatMul)];
-  fl.push_back({"dnnl_sgemm_accumulate", reject_sgemm_accumulate, make_sgemm_accumulate});
-  fl.push_back({"product_then_epilogue", nullptr, make_fused});
-  fl.push_back({"reference", nullptr, make_fused_reference});
+void register_matmul_kernels(KernelRegistry& r) {
+  r.add(OpKind::MatMul, {"dnnl_sgemm", reject_route<0>, make_matmul});
+  r.add(OpKind::MatMul, {"dnnl_matmul_transposed", reject_route<1>, make_matmul});
+  r.add(OpKind::MatMul, {"dnnl_matmul", nullptr, make_matmul});
+  r.add(OpKind::MatMul, {"reference", nullptr, make_reference, true});
+  r.add(OpKind::FusedMatMul,
+        {"dnnl_sgemm_accumulate", reject_sgemm_accumulate, make_sgemm_accumulate});
+  r.add(OpKind::FusedMatMul, {"product_then_epilogue", nullptr, make_fused});
+  r.add(OpKind::FusedMatMul, {"reference", nullptr, make_fused_reference, true});
 }
 
 }  // namespace hetgraph::detail::cpu

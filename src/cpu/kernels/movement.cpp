@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
 
@@ -61,9 +61,9 @@ std::unique_ptr<CpuKernel> make_slice_grad_n(const KernelArgs& k) {
     std::int64_t b, e;
   };
   std::vector<Piece> pieces;
+  const auto& ranges = k.node.attrs.get<SliceRanges>().ranges;
   for (std::size_t i = 1; i < k.in.size(); ++i) {
-    pieces.push_back(
-        {k.in_f(i), k.node.attrs.ints[2 * (i - 1)], k.node.attrs.ints[2 * (i - 1) + 1]});
+    pieces.push_back({k.in_f(i), ranges[i - 1][0], ranges[i - 1][1]});
   }
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.b < b.b; });
   float* out = k.out_f();
@@ -120,7 +120,7 @@ std::unique_ptr<CpuKernel> make_concat_grad(const KernelArgs& k) {
 // Transpose: the output walked in order, the input through permuted strides. When only the
 // last two dims swap (the common case), 32x32 tiles keep both sides in cache.
 std::unique_ptr<CpuKernel> make_transpose(const KernelArgs& k) {
-  const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.ints);
+  const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.get<Permutation>());
   const float* x = k.in_f(0);
   float* out = k.out_f();
   return make_kernel([=](const ExecCtx& ctx) {
@@ -162,7 +162,7 @@ std::unique_ptr<CpuKernel> make_transpose(const KernelArgs& k) {
 
 // Reference transpose: each output element from its input coordinates.
 std::unique_ptr<CpuKernel> make_transpose_ref(const KernelArgs& k) {
-  const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.ints);
+  const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.get<Permutation>());
   const float* x = k.in_f(0);
   float* out = k.out_f();
   return make_kernel([=](const ExecCtx&) {
@@ -173,6 +173,81 @@ std::unique_ptr<CpuKernel> make_transpose_ref(const KernelArgs& k) {
           for (std::int64_t d = 0; d < g.od[3]; ++d)
             out[o++] = x[a * g.is[0] + b * g.is[1] + c * g.is[2] + d * g.is[3]];
   });
+}
+
+// ---- references: element by element over [outer, along, inner] coordinates -------------
+
+// out[o, ob + j, i] = in[o, ib + j, i] for j < len, with `od` / `id` the along-axis sizes.
+void copy_elements(const float* in, std::int64_t id, std::int64_t ib, float* out, std::int64_t od,
+                   std::int64_t ob, std::int64_t len, const AxisGeom& g) {
+  for (std::int64_t o = 0; o < g.outer; ++o)
+    for (std::int64_t j = 0; j < len; ++j)
+      for (std::int64_t i = 0; i < g.inner; ++i)
+        out[(o * od + ob + j) * g.inner + i] = in[(o * id + ib + j) * g.inner + i];
+}
+
+std::unique_ptr<CpuKernel> make_slice_ref(const KernelArgs& k) {
+  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx&) { copy_elements(x, g.n, b, out, e - b, 0, e - b, g); });
+}
+
+std::unique_ptr<CpuKernel> make_slice_grad_ref(const KernelArgs& k) {
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  const std::int64_t total = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx&) {
+    for (std::int64_t i = 0; i < total; ++i) out[i] = 0.0f;
+    copy_elements(gr, e - b, 0, out, g.n, b, e - b, g);
+  });
+}
+
+std::unique_ptr<CpuKernel> make_slice_grad_n_ref(const KernelArgs& k) {
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  std::vector<const float*> src;
+  for (std::size_t i = 1; i < k.in.size(); ++i) src.push_back(k.in_f(i));
+  const auto ranges = k.node.attrs.get<SliceRanges>().ranges;
+  float* out = k.out_f();
+  const std::int64_t total = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx&) {
+    for (std::int64_t i = 0; i < total; ++i) out[i] = 0.0f;
+    for (std::size_t p = 0; p < src.size(); ++p) {
+      const std::int64_t len = ranges[p][1] - ranges[p][0];
+      copy_elements(src[p], len, 0, out, g.n, ranges[p][0], len, g);
+    }
+  });
+}
+
+std::unique_ptr<CpuKernel> make_concat_ref(const KernelArgs& k) {
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const int axis = k.node.attrs.axis;
+  std::vector<std::pair<const float*, std::int64_t>> parts;
+  for (std::size_t i = 0; i < k.in.size(); ++i)
+    parts.push_back({k.in_f(i), k.in_shape(i).dim(axis)});
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx&) {
+    std::int64_t off = 0;
+    for (const auto& [src, d] : parts) {
+      copy_elements(src, d, 0, out, g.n, off, d, g);
+      off += d;
+    }
+  });
+}
+
+std::unique_ptr<CpuKernel> make_concat_grad_ref(const KernelArgs& k) {
+  const int axis = k.node.attrs.axis;
+  const auto index = static_cast<std::size_t>(k.node.attrs.begin);
+  const AxisGeom g = axis_geom(k.in_shape(0), axis);
+  std::int64_t off = 0;
+  for (std::size_t i = 1; i <= index; ++i) off += k.in_shape(i).dim(axis);
+  const std::int64_t len = k.out_shape().dim(axis);
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  return make_kernel([=](const ExecCtx&) { copy_elements(gr, g.n, off, out, len, 0, len, g); });
 }
 
 std::unique_ptr<CpuKernel> make_grad_seed(const KernelArgs& k) {
@@ -193,23 +268,23 @@ std::unique_ptr<CpuKernel> make_assign_copy(const KernelArgs& k) {
 
 }  // namespace
 
-void register_movement_kernels(KernelTable& t) {
-  auto add = [&](OpKind op, std::string_view name,
-                 std::unique_ptr<CpuKernel> (*make)(const KernelArgs&)) {
-    t[static_cast<std::size_t>(op)].push_back({name, nullptr, make});
+void register_movement_kernels(KernelRegistry& r) {
+  auto add = [&](OpKind op, std::string_view name, auto make, auto make_ref) {
+    r.add(op, {name, nullptr, make});
+    r.add(op, {"reference", nullptr, make_ref, true});
   };
-  add(OpKind::Slice, "memcpy_bands", make_slice);
-  add(OpKind::SliceGrad, "memcpy_bands", make_slice_grad);
-  add(OpKind::SliceGradN, "place_pieces", make_slice_grad_n);
-  add(OpKind::Concat, "memcpy_bands", make_concat);
-  add(OpKind::ConcatGrad, "memcpy_bands", make_concat_grad);
-  add(OpKind::Transpose, "tiled", make_transpose);
-  add(OpKind::Transpose, "reference", make_transpose_ref);
+  add(OpKind::Slice, "memcpy_bands", make_slice, make_slice_ref);
+  add(OpKind::SliceGrad, "memcpy_bands", make_slice_grad, make_slice_grad_ref);
+  add(OpKind::SliceGradN, "place_pieces", make_slice_grad_n, make_slice_grad_n_ref);
+  add(OpKind::Concat, "memcpy_bands", make_concat, make_concat_ref);
+  add(OpKind::ConcatGrad, "memcpy_bands", make_concat_grad, make_concat_grad_ref);
+  add(OpKind::Transpose, "tiled", make_transpose, make_transpose_ref);
 }
 
-void register_graph_kernels(KernelTable& t) {
-  t[static_cast<std::size_t>(OpKind::GradSeed)].push_back({"fill_ones", nullptr, make_grad_seed});
-  t[static_cast<std::size_t>(OpKind::Assign)].push_back({"memcpy", nullptr, make_assign_copy});
+// Filling ones and copying are their own reference: nothing plainer exists.
+void register_graph_kernels(KernelRegistry& r) {
+  r.add(OpKind::GradSeed, {"fill_ones", nullptr, make_grad_seed, true});
+  r.add(OpKind::Assign, {"memcpy", nullptr, make_assign_copy, true});
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
 #include "cpu/vmath.hpp"
@@ -251,20 +251,115 @@ std::unique_ptr<CpuKernel> make_xent_grad(const KernelArgs& k) {
   });
 }
 
+// ---- references: one line at a time, double accumulation, no vector tricks ----------------
+
+// Calls f(index of element j of the line) for the lines of an [outer, n, inner] view.
+template <class F>
+void each_line(const AxisGeom& g, F&& f) {
+  for (std::int64_t o = 0; o < g.outer; ++o) {
+    for (std::int64_t i = 0; i < g.inner; ++i) {
+      f([&, base = o * g.n * g.inner + i](std::int64_t j) { return base + j * g.inner; });
+    }
+  }
+}
+
+std::unique_ptr<CpuKernel> make_softmax_ref(const KernelArgs& k) {
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  const bool log_sm = k.node.op == OpKind::LogSoftmax;
+  return make_kernel([=](const ExecCtx&) {
+    each_line(g, [&](auto at) {
+      double m = -std::numeric_limits<double>::infinity(), sum = 0.0;
+      for (std::int64_t j = 0; j < g.n; ++j) m = std::max(m, static_cast<double>(x[at(j)]));
+      for (std::int64_t j = 0; j < g.n; ++j) sum += std::exp(x[at(j)] - m);
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        const double v = x[at(j)] - m;
+        out[at(j)] = static_cast<float>(log_sm ? v - std::log(sum) : std::exp(v) / sum);
+      }
+    });
+  });
+}
+
+std::unique_ptr<CpuKernel> make_softmax_grad_ref(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  const float* y = k.in_f(1);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(1), k.node.attrs.axis);
+  const bool log_sm = k.node.op == OpKind::LogSoftmaxGrad;
+  return make_kernel([=](const ExecCtx&) {
+    each_line(g, [&](auto at) {
+      double dot = 0.0;
+      for (std::int64_t j = 0; j < g.n; ++j)
+        dot += log_sm ? gr[at(j)] : static_cast<double>(gr[at(j)]) * y[at(j)];
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        const double gv = gr[at(j)], yv = y[at(j)];
+        out[at(j)] = static_cast<float>(log_sm ? gv - std::exp(yv) * dot : yv * (gv - dot));
+      }
+    });
+  });
+}
+
+std::unique_ptr<CpuKernel> make_xent_ref(const KernelArgs& k) {
+  const float* p = k.in_f(0);
+  const void* labels = k.in[1];
+  float* out = k.out_f();
+  const XentGeom x = xent_geom(k.in_types[0], k.in_types[1]);
+  return make_kernel([=, label = k.node.label](const ExecCtx&) {
+    const auto* ids = static_cast<const std::int32_t*>(labels);
+    const auto* y = static_cast<const float*>(labels);
+    if (x.int_labels) check_labels(label, ids, x.rows, x.classes);
+    for (std::int64_t r = 0; r < x.rows; ++r) {
+      double s = 0.0;
+      for (std::int64_t c = 0; c < x.classes; ++c) {
+        const double yv = x.int_labels ? (c == ids[r] ? 1.0 : 0.0) : y[r * x.classes + c];
+        if (yv != 0.0) s += yv * std::log(std::max(p[r * x.classes + c], FLT_MIN));
+      }
+      out[r] = static_cast<float>(-s);
+    }
+  });
+}
+
+std::unique_ptr<CpuKernel> make_xent_grad_ref(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  const float* p = k.in_f(1);
+  const void* labels = k.in[2];
+  float* out = k.out_f();
+  const XentGeom x = xent_geom(k.in_types[1], k.in_types[2]);
+  const bool fused = k.node.op == OpKind::SoftmaxXentGrad;
+  return make_kernel([=, label = k.node.label](const ExecCtx&) {
+    const auto* ids = static_cast<const std::int32_t*>(labels);
+    const auto* y = static_cast<const float*>(labels);
+    if (x.int_labels) check_labels(label, ids, x.rows, x.classes);
+    for (std::int64_t r = 0; r < x.rows; ++r) {
+      auto yv = [&](std::int64_t c) -> double {
+        return x.int_labels ? (c == ids[r] ? 1.0 : 0.0) : y[r * x.classes + c];
+      };
+      double sy = 0.0;
+      for (std::int64_t c = 0; c < x.classes; ++c) sy += yv(c);
+      for (std::int64_t c = 0; c < x.classes; ++c) {
+        const double pv = p[r * x.classes + c], yc = yv(c), g = gr[r];
+        out[r * x.classes + c] = static_cast<float>(
+            fused ? g * (pv * sy - yc) : -g * yc / std::max(pv, static_cast<double>(FLT_MIN)));
+      }
+    }
+  });
+}
+
 }  // namespace
 
-void register_nn_kernels(KernelTable& t) {
-  auto add = [&](OpKind op, std::string_view name,
-                 std::unique_ptr<CpuKernel> (*make)(const KernelArgs&)) {
-    t[static_cast<std::size_t>(op)].push_back({name, nullptr, make});
+void register_nn_kernels(KernelRegistry& r) {
+  auto add = [&](OpKind op, std::string_view name, auto make, auto make_ref) {
+    r.add(op, {name, nullptr, make});
+    r.add(op, {"reference", nullptr, make_ref, true});
   };
-  add(OpKind::Softmax, "blocked_rows", make_softmax);
-  add(OpKind::LogSoftmax, "blocked_rows", make_softmax);
-  add(OpKind::SoftmaxGrad, "lines", make_softmax_grad);
-  add(OpKind::LogSoftmaxGrad, "lines", make_softmax_grad);
-  add(OpKind::CrossEntropy, "rows_simd", make_xent);
-  add(OpKind::CrossEntropyGrad, "rows_simd", make_xent_grad);
-  add(OpKind::SoftmaxXentGrad, "rows_simd", make_xent_grad);
+  add(OpKind::Softmax, "blocked_rows", make_softmax, make_softmax_ref);
+  add(OpKind::LogSoftmax, "blocked_rows", make_softmax, make_softmax_ref);
+  add(OpKind::SoftmaxGrad, "lines", make_softmax_grad, make_softmax_grad_ref);
+  add(OpKind::LogSoftmaxGrad, "lines", make_softmax_grad, make_softmax_grad_ref);
+  add(OpKind::CrossEntropy, "rows_simd", make_xent, make_xent_ref);
+  add(OpKind::CrossEntropyGrad, "rows_simd", make_xent_grad, make_xent_grad_ref);
+  add(OpKind::SoftmaxXentGrad, "rows_simd", make_xent_grad, make_xent_grad_ref);
 }
 
 }  // namespace hetgraph::detail::cpu

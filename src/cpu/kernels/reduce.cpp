@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
 
@@ -226,21 +226,86 @@ std::unique_ptr<CpuKernel> make_sum_to(const KernelArgs& k) {
   });
 }
 
+// ---- references -------------------------------------------------------------------------
+
+std::unique_ptr<CpuKernel> make_reduce_max_grad_ref(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  const float* x = k.in_f(1);
+  const float* y = k.in_f(2);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(1), k.node.attrs.axis);
+  return make_kernel([=](const ExecCtx&) {
+    for (std::int64_t o = 0; o < g.outer; ++o) {
+      for (std::int64_t i = 0; i < g.inner; ++i) {
+        bool given = false;  // to the first maximum only
+        for (std::int64_t j = 0; j < g.n; ++j) {
+          const std::int64_t at = (o * g.n + j) * g.inner + i;
+          const bool first = !given && x[at] == y[o * g.inner + i];
+          out[at] = first ? gr[o * g.inner + i] : 0.0f;
+          given = given || first;
+        }
+      }
+    }
+  });
+}
+
+std::unique_ptr<CpuKernel> make_expand_ref(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const bool mean = k.node.attrs.mean;
+  return make_kernel([=](const ExecCtx&) {
+    for (std::int64_t o = 0; o < g.outer; ++o)
+      for (std::int64_t j = 0; j < g.n; ++j)
+        for (std::int64_t i = 0; i < g.inner; ++i) {
+          const double v = gr[o * g.inner + i];
+          out[(o * g.n + j) * g.inner + i] =
+              static_cast<float>(mean ? v / static_cast<double>(g.n) : v);
+        }
+  });
+}
+
+// Each element of g added (in double) into the element of `like`'s shape it broadcast from.
+std::unique_ptr<CpuKernel> make_sum_to_ref(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  float* out = k.out_f();
+  const Shape big = k.in_shape(0), small = k.out_shape();
+  return make_kernel([=](const ExecCtx&) {
+    std::vector<double> acc(static_cast<std::size_t>(small.numel()), 0.0);
+    for (std::int64_t flat = 0; flat < big.numel(); ++flat) {
+      std::int64_t rem = flat, at = 0, stride = 1;
+      for (int d = big.rank() - 1; d >= 0; --d) {
+        const std::int64_t i = rem % big[d];
+        rem /= big[d];
+        const int ds = small.rank() - big.rank() + d;
+        if (ds >= 0) {
+          at += (small[ds] == 1 ? 0 : i) * stride;
+          stride *= small[ds];
+        }
+      }
+      acc[static_cast<std::size_t>(at)] += gr[flat];
+    }
+    for (std::size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i]);
+  });
+}
+
 const char* f32_only(const KernelArgs& k) {
   return k.in_types[0].dtype == DType::f32 ? nullptr : "needs float input";
 }
 
 }  // namespace
 
-void register_reduce_kernels(KernelTable& t) {
+void register_reduce_kernels(KernelRegistry& r) {
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax}) {
-    t[static_cast<std::size_t>(op)].push_back({"blocked_simd", f32_only, make_reduce});
-    t[static_cast<std::size_t>(op)].push_back({"reference", f32_only, make_reduce_ref});
+    r.add(op, {"blocked_simd", f32_only, make_reduce});
+    r.add(op, {"reference", f32_only, make_reduce_ref, true});
   }
-  t[static_cast<std::size_t>(OpKind::ReduceMaxGrad)].push_back(
-      {"first_argmax", nullptr, make_reduce_max_grad});
-  t[static_cast<std::size_t>(OpKind::Expand)].push_back({"broadcast_rows", nullptr, make_expand});
-  t[static_cast<std::size_t>(OpKind::SumTo)].push_back({"row_accumulate", nullptr, make_sum_to});
+  r.add(OpKind::ReduceMaxGrad, {"first_argmax", nullptr, make_reduce_max_grad});
+  r.add(OpKind::ReduceMaxGrad, {"reference", nullptr, make_reduce_max_grad_ref, true});
+  r.add(OpKind::Expand, {"broadcast_rows", nullptr, make_expand});
+  r.add(OpKind::Expand, {"reference", nullptr, make_expand_ref, true});
+  r.add(OpKind::SumTo, {"row_accumulate", nullptr, make_sum_to});
+  r.add(OpKind::SumTo, {"reference", nullptr, make_sum_to_ref, true});
 }
 
 }  // namespace hetgraph::detail::cpu

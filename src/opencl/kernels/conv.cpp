@@ -1,7 +1,7 @@
 // Convolution and pooling on OpenCL (kernels/conv.cl): direct loops with a work-item per output
 // element, forward and backward; max pooling's gradient recomputes the argmax from x (there is
 // no workspace to keep on this platform). Every kernel takes the same 16 geometry arguments.
-#include "compiler/ops/window.hpp"
+#include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
 namespace hetgraph::detail::cl {
@@ -84,16 +84,15 @@ std::unique_ptr<ClOp> make_pool_bwd(const OpArgs& a) {
 
 }  // namespace
 
-void register_conv_ops(OpTable& t) {
-  t[static_cast<std::size_t>(OpKind::Conv2d)] = {"cl_conv_direct", make_conv};
-  t[static_cast<std::size_t>(OpKind::Conv2dGradInput)] = {"cl_conv_bwd_data", make_conv_bwd_data};
-  t[static_cast<std::size_t>(OpKind::Conv2dGradWeight)] = {"cl_conv_bwd_weights",
-                                                           make_conv_bwd_weights};
-  t[static_cast<std::size_t>(OpKind::Conv2dGradBias)] = {"cl_channel_sums", make_conv_bias_grad};
-  t[static_cast<std::size_t>(OpKind::MaxPool2d)] = {"cl_pool", make_pool};
-  t[static_cast<std::size_t>(OpKind::AvgPool2d)] = {"cl_pool", make_pool};
-  t[static_cast<std::size_t>(OpKind::MaxPool2dGrad)] = {"cl_pool_bwd_recompute", make_pool_bwd};
-  t[static_cast<std::size_t>(OpKind::AvgPool2dGrad)] = {"cl_pool_bwd", make_pool_bwd};
+void register_conv_ops(OpRegistry& r) {
+  r.add(OpKind::Conv2d, {"cl_conv_direct", nullptr, make_conv});
+  r.add(OpKind::Conv2dGradInput, {"cl_conv_bwd_data", nullptr, make_conv_bwd_data});
+  r.add(OpKind::Conv2dGradWeight, {"cl_conv_bwd_weights", nullptr, make_conv_bwd_weights});
+  r.add(OpKind::Conv2dGradBias, {"cl_channel_sums", nullptr, make_conv_bias_grad});
+  r.add(OpKind::MaxPool2d, {"cl_pool", nullptr, make_pool});
+  r.add(OpKind::AvgPool2d, {"cl_pool", nullptr, make_pool});
+  r.add(OpKind::MaxPool2dGrad, {"cl_pool_bwd_recompute", nullptr, make_pool_bwd});
+  r.add(OpKind::AvgPool2dGrad, {"cl_pool_bwd", nullptr, make_pool_bwd});
 }
 
 }  // namespace hetgraph::detail::cl

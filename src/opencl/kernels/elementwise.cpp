@@ -1,7 +1,7 @@
 // Elementwise ops on OpenCL (kernels/elementwise.cl): unary math, broadcasting binary ops and
 // the activation gradients. Binary ops use the CPU's collapsed broadcast plan; operands that
 // both have the output's shape take the contiguous _ff kernel.
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
 namespace hetgraph::detail::cl {
@@ -81,7 +81,7 @@ std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
   if (a.in_shape(0) == a.out_shape() && a.in_shape(1) == a.out_shape()) {
     k = make_kernel(prog, (base + "_ff").c_str(), a.in[0], a.in[1], a.out, n, alpha, beta);
   } else {
-    const cpu::Bcast p = cpu::make_bcast(a.in_shape(0), a.in_shape(1), a.out_shape());
+    const Bcast p = make_bcast(a.in_shape(0), a.in_shape(1), a.out_shape());
     k = make_kernel(prog, (base + "_bc").c_str(), a.in[0], a.in[1], a.out, n,
                     right_aligned(p.d, p.rank, 1), right_aligned(p.sa, p.rank, 0),
                     right_aligned(p.sb, p.rank, 0), alpha, beta);
@@ -91,14 +91,14 @@ std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
 
 }  // namespace
 
-void register_elementwise_ops(OpTable& t) {
+void register_elementwise_ops(OpRegistry& r) {
   for (OpKind k : {OpKind::Neg, OpKind::Scale, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Relu,
                    OpKind::Sigmoid, OpKind::Tanh, OpKind::Floor}) {
-    t[static_cast<std::size_t>(k)] = {"cl_unary", make_unary};
+    r.add(k, {"cl_unary", nullptr, make_unary});
   }
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Axpby,
                    OpKind::ReluGrad, OpKind::SigmoidGrad, OpKind::TanhGrad}) {
-    t[static_cast<std::size_t>(k)] = {"cl_broadcast", make_binary};
+    r.add(k, {"cl_broadcast", nullptr, make_binary});
   }
 }
 

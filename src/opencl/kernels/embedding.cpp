@@ -25,9 +25,9 @@ std::unique_ptr<ClOp> make_embedding(const OpArgs& a) {
 
 }  // namespace
 
-void register_embedding_ops(OpTable& t) {
-  t[static_cast<std::size_t>(OpKind::Embedding)] = {"cl_gather_rows", make_embedding};
-  t[static_cast<std::size_t>(OpKind::EmbeddingGrad)] = {"cl_row_scatter_add", make_embedding};
+void register_embedding_ops(OpRegistry& r) {
+  r.add(OpKind::Embedding, {"cl_gather_rows", nullptr, make_embedding});
+  r.add(OpKind::EmbeddingGrad, {"cl_row_scatter_add", nullptr, make_embedding});
 }
 
 }  // namespace hetgraph::detail::cl

@@ -11,6 +11,7 @@
 
 #include <mutex>
 
+#include "compiler/geometry.hpp"
 #include "hetgraph/error.hpp"
 #include "opencl/ops.hpp"
 
@@ -84,28 +85,14 @@ void warm(Device& dev, bool strided_batched) {
   HG_CL(clWaitForEvents(1, &e));
 }
 
-struct Geom {
-  std::int64_t batch = 1, m = 0, n = 0, k = 0;
-  bool a_batched = false, b_batched = false, ta = false, tb = false;
-};
-
 class GemmOp final : public ClOp {
  public:
   explicit GemmOp(const OpArgs& a)
       : dev_(a.device),
         label_(a.node.label),
         queue_index_(a.index % a.device.gemm_queue_count()),
-        queue_(a.device.gemm_queue(queue_index_)) {
-    const Shape& sa = a.in_shape(0);
-    const Shape& sb = a.in_shape(1);
-    g_.ta = a.node.attrs.trans_a;
-    g_.tb = a.node.attrs.trans_b;
-    g_.a_batched = sa.rank() == 3;
-    g_.b_batched = sb.rank() == 3;
-    g_.batch = g_.a_batched ? sa[0] : (g_.b_batched ? sb[0] : 1);
-    g_.m = g_.ta ? sa.dim(-1) : sa.dim(-2);
-    g_.k = g_.ta ? sa.dim(-2) : sa.dim(-1);
-    g_.n = g_.tb ? sb.dim(-2) : sb.dim(-1);
+        queue_(a.device.gemm_queue(queue_index_)),
+        g_(matmul_geom(a.in_shape(0), a.in_shape(1), a.node.attrs.trans_a, a.node.attrs.trans_b)) {
     a_ = a.in[0];
     b_ = a.in[1];
     c_ = a.out;
@@ -182,7 +169,7 @@ class GemmOp final : public ClOp {
   std::string label_;
   std::size_t queue_index_;
   cl_command_queue queue_;
-  Geom g_;
+  MatmulGeom g_;
   cl_mem a_ = nullptr, b_ = nullptr, c_ = nullptr;
   Mem temp_;
 };
@@ -193,8 +180,8 @@ std::unique_ptr<ClOp> make_gemm(const OpArgs& a) {
 
 }  // namespace
 
-void register_matmul_ops(OpTable& t) {
-  t[static_cast<std::size_t>(OpKind::MatMul)] = {"clblast_gemm", make_gemm};
+void register_matmul_ops(OpRegistry& r) {
+  r.add(OpKind::MatMul, {"clblast_gemm", nullptr, make_gemm});
 }
 
 }  // namespace hetgraph::detail::cl

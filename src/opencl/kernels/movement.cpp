@@ -1,7 +1,7 @@
 // Data movement on OpenCL (kernels/movement.cl): slice, concat and their gradients, transpose;
 // and the structural ops, which are plain queue commands: the gradient seed fills ones, a
 // copying assign copies the new value into its variable.
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
 namespace hetgraph::detail::cl {
@@ -25,13 +25,13 @@ Launch band(const OpArgs& a, cl_mem src, std::int64_t src_d, std::int64_t src_of
 }
 
 std::unique_ptr<ClOp> make_slice(const OpArgs& a) {
-  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const AxisGeom g = axis_geom(a.in_shape(0), a.node.attrs.axis);
   const std::int64_t b = norm(a.node.attrs.begin, g.n), e = norm(a.node.attrs.end, g.n);
   return make_seq(band(a, a.in[0], g.n, b, a.out, e - b, 0, e - b, g.outer, g.inner));
 }
 
 std::unique_ptr<ClOp> make_slice_grad(const OpArgs& a) {
-  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  const AxisGeom g = axis_geom(a.out_shape(), a.node.attrs.axis);
   const std::int64_t b = norm(a.node.attrs.begin, g.n), e = norm(a.node.attrs.end, g.n);
   const std::int64_t total = a.out_shape().numel();
   Kernel k = make_kernel(a.program("movement"), "slice_grad", a.in[0], a.out, to_int(total),
@@ -39,16 +39,17 @@ std::unique_ptr<ClOp> make_slice_grad(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
-// slice_grad_n(like, g_1..g_n) with attrs.ints = b1, e1, b2, e2, ...: zeros, then each
+// slice_grad_n(like, g_1..g_n) with one SliceRanges range per gradient: zeros, then each
 // gradient copied into its (disjoint) range along the axis.
 std::unique_ptr<ClOp> make_slice_grad_n(const OpArgs& a) {
-  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  const AxisGeom g = axis_geom(a.out_shape(), a.node.attrs.axis);
   std::vector<Launch> launches;
   Kernel zero = make_kernel(a.program("movement"), "fill_f32", a.out, to_int(a.out_shape().numel()),
                             cl_float{0.0f});
   launches.push_back(launch_1d(a.device, std::move(zero)));
+  const auto& ranges = a.node.attrs.get<SliceRanges>().ranges;
   for (std::size_t i = 1; i < a.in.size(); ++i) {
-    const std::int64_t b = a.node.attrs.ints[2 * (i - 1)], e = a.node.attrs.ints[2 * (i - 1) + 1];
+    const std::int64_t b = ranges[i - 1][0], e = ranges[i - 1][1];
     launches.push_back(band(a, a.in[i], e - b, 0, a.out, g.n, b, e - b, g.outer, g.inner));
   }
   return std::make_unique<KernelSeq>(std::move(launches));
@@ -56,7 +57,7 @@ std::unique_ptr<ClOp> make_slice_grad_n(const OpArgs& a) {
 
 // Each input's band is its own launch; they write disjoint parts of the output.
 std::unique_ptr<ClOp> make_concat(const OpArgs& a) {
-  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  const AxisGeom g = axis_geom(a.out_shape(), a.node.attrs.axis);
   std::vector<Launch> launches;
   std::int64_t off = 0;
   for (std::size_t i = 0; i < a.in.size(); ++i) {
@@ -71,7 +72,7 @@ std::unique_ptr<ClOp> make_concat(const OpArgs& a) {
 std::unique_ptr<ClOp> make_concat_grad(const OpArgs& a) {
   const int axis = a.node.attrs.axis;
   const auto index = static_cast<std::size_t>(a.node.attrs.begin);
-  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(0), axis);
+  const AxisGeom g = axis_geom(a.in_shape(0), axis);
   std::int64_t off = 0;
   for (std::size_t i = 1; i <= index; ++i) off += a.in_shape(i).dim(axis);
   const std::int64_t len = a.out_shape().dim(axis);
@@ -80,7 +81,7 @@ std::unique_ptr<ClOp> make_concat_grad(const OpArgs& a) {
 
 std::unique_ptr<ClOp> make_transpose(const OpArgs& a) {
   const Shape& in = a.in_shape(0);
-  const cpu::TransposeGeom g = cpu::transpose_geom(in, a.node.attrs.ints);
+  const TransposeGeom g = transpose_geom(in, a.node.attrs.get<Permutation>());
   cl_int4 od, is;
   for (std::size_t j = 0; j < 4; ++j) {
     od.s[j] = to_int(g.od[j]);
@@ -141,15 +142,15 @@ std::unique_ptr<ClOp> make_assign_copy(const OpArgs& a) {
 
 }  // namespace
 
-void register_movement_ops(OpTable& t) {
-  t[static_cast<std::size_t>(OpKind::Slice)] = {"cl_copy_band", make_slice};
-  t[static_cast<std::size_t>(OpKind::SliceGrad)] = {"cl_slice_grad", make_slice_grad};
-  t[static_cast<std::size_t>(OpKind::SliceGradN)] = {"cl_place_pieces", make_slice_grad_n};
-  t[static_cast<std::size_t>(OpKind::Concat)] = {"cl_copy_band", make_concat};
-  t[static_cast<std::size_t>(OpKind::ConcatGrad)] = {"cl_copy_band", make_concat_grad};
-  t[static_cast<std::size_t>(OpKind::Transpose)] = {"cl_transpose", make_transpose};
-  t[static_cast<std::size_t>(OpKind::GradSeed)] = {"cl_fill", make_grad_seed};
-  t[static_cast<std::size_t>(OpKind::Assign)] = {"cl_copy", make_assign_copy};
+void register_movement_ops(OpRegistry& r) {
+  r.add(OpKind::Slice, {"cl_copy_band", nullptr, make_slice});
+  r.add(OpKind::SliceGrad, {"cl_slice_grad", nullptr, make_slice_grad});
+  r.add(OpKind::SliceGradN, {"cl_place_pieces", nullptr, make_slice_grad_n});
+  r.add(OpKind::Concat, {"cl_copy_band", nullptr, make_concat});
+  r.add(OpKind::ConcatGrad, {"cl_copy_band", nullptr, make_concat_grad});
+  r.add(OpKind::Transpose, {"cl_transpose", nullptr, make_transpose});
+  r.add(OpKind::GradSeed, {"cl_fill", nullptr, make_grad_seed});
+  r.add(OpKind::Assign, {"cl_copy", nullptr, make_assign_copy});
 }
 
 }  // namespace hetgraph::detail::cl

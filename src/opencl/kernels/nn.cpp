@@ -1,6 +1,6 @@
 // Softmax, log-softmax, cross-entropy and their gradients on OpenCL (kernels/nn.cl). Long
 // contiguous lines get a work-group each (*_rows); short or strided lines a work-item each.
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
 namespace hetgraph::detail::cl {
@@ -17,7 +17,7 @@ Launch line_groups(const OpArgs& a, Kernel k, std::int64_t n) {
 }
 
 std::unique_ptr<ClOp> make_softmax(const OpArgs& a) {
-  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const AxisGeom g = axis_geom(a.in_shape(0), a.node.attrs.axis);
   const bool grad = a.node.op == OpKind::SoftmaxGrad || a.node.op == OpKind::LogSoftmaxGrad;
   const cl_int log_out =
       a.node.op == OpKind::LogSoftmax || a.node.op == OpKind::LogSoftmaxGrad ? 1 : 0;
@@ -72,14 +72,14 @@ std::unique_ptr<ClOp> make_xent_grad(const OpArgs& a) {
 
 }  // namespace
 
-void register_nn_ops(OpTable& t) {
+void register_nn_ops(OpRegistry& r) {
   for (OpKind k :
        {OpKind::Softmax, OpKind::LogSoftmax, OpKind::SoftmaxGrad, OpKind::LogSoftmaxGrad}) {
-    t[static_cast<std::size_t>(k)] = {"cl_softmax", make_softmax};
+    r.add(k, {"cl_softmax", nullptr, make_softmax});
   }
-  t[static_cast<std::size_t>(OpKind::CrossEntropy)] = {"cl_xent", make_xent};
-  t[static_cast<std::size_t>(OpKind::CrossEntropyGrad)] = {"cl_xent_grad", make_xent_grad};
-  t[static_cast<std::size_t>(OpKind::SoftmaxXentGrad)] = {"cl_xent_grad", make_xent_grad};
+  r.add(OpKind::CrossEntropy, {"cl_xent", nullptr, make_xent});
+  r.add(OpKind::CrossEntropyGrad, {"cl_xent_grad", nullptr, make_xent_grad});
+  r.add(OpKind::SoftmaxXentGrad, {"cl_xent_grad", nullptr, make_xent_grad});
 }
 
 }  // namespace hetgraph::detail::cl

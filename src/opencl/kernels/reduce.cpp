@@ -6,7 +6,7 @@
 // otherwise a work-item does (reduce_cols_*), so consecutive work-items read consecutive
 // addresses on both axes. Few outputs over a long range split the range into parts that a
 // second kernel (reduce_parts_*) combines in order: enough parallel work, fixed results.
-#include "cpu/broadcast.hpp"
+#include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
 namespace hetgraph::detail::cl {
@@ -140,7 +140,7 @@ std::unique_ptr<ClOp> make_sum_to(const OpArgs& a) {
 }
 
 std::unique_ptr<ClOp> make_reduce_max_grad(const OpArgs& a) {
-  const cpu::AxisGeom g = cpu::axis_geom(a.in_shape(1), a.node.attrs.axis);
+  const AxisGeom g = axis_geom(a.in_shape(1), a.node.attrs.axis);
   const std::int64_t lines = g.outer * g.inner;
   Kernel k = make_kernel(a.program("reduce"), "reduce_max_grad", a.in[0], a.in[1], a.in[2], a.out,
                          to_int(lines), to_int(g.n), to_int(g.inner));
@@ -148,7 +148,7 @@ std::unique_ptr<ClOp> make_reduce_max_grad(const OpArgs& a) {
 }
 
 std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
-  const cpu::AxisGeom g = cpu::axis_geom(a.out_shape(), a.node.attrs.axis);
+  const AxisGeom g = axis_geom(a.out_shape(), a.node.attrs.axis);
   const cl_float s = a.node.attrs.mean ? 1.0f / static_cast<float>(g.n) : 1.0f;
   const std::int64_t total = a.out_shape().numel();
   Kernel k = make_kernel(a.program("reduce"), "expand_f32", a.in[0], a.out, to_int(total),
@@ -158,12 +158,12 @@ std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
 
 }  // namespace
 
-void register_reduce_ops(OpTable& t) {
+void register_reduce_ops(OpRegistry& r) {
   for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax})
-    t[static_cast<std::size_t>(k)] = {"cl_reduce", make_reduce};
-  t[static_cast<std::size_t>(OpKind::SumTo)] = {"cl_reduce", make_sum_to};
-  t[static_cast<std::size_t>(OpKind::ReduceMaxGrad)] = {"cl_first_argmax", make_reduce_max_grad};
-  t[static_cast<std::size_t>(OpKind::Expand)] = {"cl_expand", make_expand};
+    r.add(k, {"cl_reduce", nullptr, make_reduce});
+  r.add(OpKind::SumTo, {"cl_reduce", nullptr, make_sum_to});
+  r.add(OpKind::ReduceMaxGrad, {"cl_first_argmax", nullptr, make_reduce_max_grad});
+  r.add(OpKind::Expand, {"cl_expand", nullptr, make_expand});
 }
 
 }  // namespace hetgraph::detail::cl

@@ -1,5 +1,7 @@
-// Broadcast stride plans shared by elementwise kernels and sum_to, and the other index
-// geometry both platforms compute the same way (axes, transposes).
+// Index geometry every platform computes the same way: numpy broadcast stride plans, axis
+// splits of reductions, transposes as strided copies, matmul dimensions and the image
+// dimensions of the sliding-window ops. Shape inference, the kernels of both platforms and
+// the cost model read shapes through here, so the arithmetic exists once.
 #pragma once
 
 #include <array>
@@ -7,9 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/attrs.hpp"
 #include "hetgraph/graph.hpp"
 
-namespace hetgraph::detail::cpu {
+namespace hetgraph::detail {
 
 /// Iteration plan for out = f(a, b) with numpy broadcasting: output dims of size 1 are dropped
 /// and neighbouring dims merge when both inputs step through them alike. The result is
@@ -107,9 +110,9 @@ struct TransposeGeom {
   std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};  // out dims, input strides
 };
 
-inline TransposeGeom transpose_geom(const Shape& in, const std::vector<std::int64_t>& perm_attr) {
+inline TransposeGeom transpose_geom(const Shape& in, const Permutation& perm_attr) {
   const int r = in.rank();
-  std::vector<std::int64_t> perm = perm_attr;
+  std::vector<std::int64_t> perm = perm_attr.perm;
   if (perm.empty()) {
     for (int i = 0; i < r; ++i) perm.push_back(i);
     if (r >= 2)
@@ -130,4 +133,62 @@ inline TransposeGeom transpose_geom(const Shape& in, const std::vector<std::int6
   return g;
 }
 
-}  // namespace hetgraph::detail::cpu
+/// op(a) @ op(b) of a matmul node: rank 2 x rank 2, or batched over a leading dim where a
+/// rank-2 operand is shared by the whole batch.
+struct MatmulGeom {
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  std::int64_t k_b = 0;  // op(b)'s row count: equal to k when the shapes fit
+  bool a_batched = false, b_batched = false;
+  bool ta = false, tb = false;
+  std::int64_t c_elems() const { return batch * m * n; }
+};
+inline MatmulGeom matmul_geom(const Shape& a, const Shape& b, bool trans_a, bool trans_b) {
+  MatmulGeom g;
+  g.ta = trans_a;
+  g.tb = trans_b;
+  g.a_batched = a.rank() == 3;
+  g.b_batched = b.rank() == 3;
+  g.batch = g.a_batched ? a[0] : (g.b_batched ? b[0] : 1);
+  g.m = g.ta ? a.dim(-1) : a.dim(-2);
+  g.k = g.ta ? a.dim(-2) : a.dim(-1);
+  g.k_b = g.tb ? b.dim(-1) : b.dim(-2);
+  g.n = g.tb ? b.dim(-2) : b.dim(-1);
+  return g;
+}
+
+/// One node's image dimensions: input [n, c, h, w], output [n, oc, oh, ow]; for conv2d the
+/// kernel is [oc, c, win.kernel[0], win.kernel[1]].
+struct ImageGeom {
+  std::int64_t n = 1, c = 1, h = 1, w = 1, oc = 1, oh = 1, ow = 1;
+  Window2d win;
+};
+
+/// Geometry of a convolution of x [N, C, H, W] with weights [O, C, KH, KW].
+inline ImageGeom conv_geom(const Shape& x, const Shape& wt, const Attrs& a) {
+  ImageGeom g;
+  g.win = a.get<Window2d>();
+  g.win.kernel = {wt[2], wt[3]};
+  g.n = x[0];
+  g.c = x[1];
+  g.h = x[2];
+  g.w = x[3];
+  g.oc = wt[0];
+  g.oh = g.win.out_size(0, g.h);
+  g.ow = g.win.out_size(1, g.w);
+  return g;
+}
+
+/// Geometry of a pooling of x [N, C, H, W].
+inline ImageGeom pool_geom(const Shape& x, const Attrs& a) {
+  ImageGeom g;
+  g.win = a.get<Window2d>();
+  g.n = x[0];
+  g.c = g.oc = x[1];
+  g.h = x[2];
+  g.w = x[3];
+  g.oh = g.win.out_size(0, g.h);
+  g.ow = g.win.out_size(1, g.w);
+  return g;
+}
+
+}  // namespace hetgraph::detail
