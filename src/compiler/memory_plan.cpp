@@ -17,6 +17,7 @@
 #include <queue>
 
 #include "compiler/plan.hpp"
+#include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
 
@@ -72,6 +73,7 @@ class Reach {
 struct Buffer {
   std::size_t bytes = 0;
   bool pinned = false;
+  bool listed = false;                 // in the free list (at most once)
   std::uint32_t last_read = 0;         // latest plan index reading the current contents
   std::vector<std::uint32_t> users;    // readers of the current contents and their writer
   std::vector<std::uint32_t> writers;  // nodes that wrote it, in plan order
@@ -156,6 +158,7 @@ void plan_memory(Plan& p, ReuseMode mode) {
 
   auto occupy = [&](std::int32_t b, std::uint32_t i) {
     Buffer& B = bufs[static_cast<std::size_t>(b)];
+    if (B.listed) throw Error("internal: the memory planner reused a buffer still listed free");
     B.bytes = std::max(B.bytes, p.nodes[i].type.bytes());
     B.users = readers[i];
     B.users.push_back(i);
@@ -190,8 +193,14 @@ void plan_memory(Plan& p, ReuseMode mode) {
     while (!expiring.empty() && expiring.top().first < i) {
       const auto [when, b] = expiring.top();
       expiring.pop();
-      const Buffer& B = bufs[static_cast<std::size_t>(b)];
-      if (!B.pinned && B.last_read == when) free_by_size.insert({B.bytes, b});
+      Buffer& B = bufs[static_cast<std::size_t>(b)];
+      // A buffer can have several expiry entries for the same last read (an in-place chain
+      // ending in a node nobody reads pushes one per link): list it once, or a second copy
+      // would hand it out again while its next contents are live.
+      if (!B.pinned && !B.listed && B.last_read == when) {
+        free_by_size.insert({B.bytes, b});
+        B.listed = true;
+      }
     }
     switch (node.storage) {
       case Storage::None:
@@ -264,6 +273,7 @@ void plan_memory(Plan& p, ReuseMode mode) {
           continue;
         }
         free_by_size.erase(it);
+        bufs[static_cast<std::size_t>(b)].listed = false;
         occupy(b, i);
         placed = true;
         break;
