@@ -24,6 +24,7 @@ UNARY(sigmoid_f32, 1.0f / (1.0f + exp(-v)))
 // Some libms (PoCL's) stop one ulp short of +-1 for large |x|; tanh is exactly +-1 in float
 // from |x| = 10 on.
 UNARY(tanh_f32, fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v))
+UNARY(gelu_f32, 0.5f * v * (1.0f + erf(v * M_SQRT1_2_F)))
 // clang-format on
 
 // Binary ops in two forms: _ff for two full operands of the output's shape (contiguous), _bc
@@ -64,4 +65,5 @@ BINARY(axpby, alpha * a + beta * b)
 BINARY(relu_grad, b > 0.0f ? a : 0.0f)
 BINARY(sigmoid_grad, a * b * (1.0f - b))
 BINARY(tanh_grad, a * (1.0f - b * b))
+BINARY(gelu_grad, a * (0.5f * (1.0f + erf(b * M_SQRT1_2_F)) + b * 0.3989422804014327f * exp(-0.5f * b * b)))
 // clang-format on

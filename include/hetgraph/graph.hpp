@@ -125,6 +125,9 @@ Node floor(Node x);
 Node relu(Node x);
 Node sigmoid(Node x);
 Node tanh(Node x);
+/// Gaussian error linear unit x * Phi(x), with the exact normal CDF
+/// Phi(x) = (1 + erf(x / sqrt(2))) / 2 (PyTorch's default gelu, ONNX's Gelu).
+Node gelu(Node x);
 
 /// op(a) @ op(b) where op transposes the last two dims when asked. Rank 2 x rank 2, or
 /// batched: rank 3 x rank 3 (same batch) or rank 3 x rank 2 (b shared by the batch).

@@ -82,6 +82,8 @@ enum class OpKind : std::uint8_t {
   EmbeddingGrad,    // (g, indices, table): scatter-add into a zero table; table lends its shape
   EmbeddingUpdate,  // compiler-made: (v, g, indices) -> v + beta * embedding_grad; fusion.cpp
   Floor,            // elementwise.cpp; no gradient flows through it
+  Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
+  GeluGrad,
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -137,6 +139,11 @@ enum class Storage : std::uint8_t {
   View,      // input 0's memory reinterpreted (reshape, identity sum_to)
 };
 
+/// Elementwise ops map each element (unary: f(x)) or each broadcast pair (binary: f(a, b)) on
+/// their own: platforms run them through one generic kernel per kind (an OpenCL op `name`
+/// is the kernel name_f32, or name_ff / name_bc, in kernels/elementwise.cl).
+enum class Elementwise : std::uint8_t { none, unary, binary };
+
 /// Static work estimate of one node, before profiling.
 struct Cost {
   double flops = 0.0;
@@ -174,6 +181,7 @@ struct OpDef {
   float flops_per_elem = 1.0f;  // default cost: per output element, plus the bytes read/written
   CostFn cost = nullptr;        // replaces the default where shapes say more (products)
   // ---- traits the rewrites use
+  Elementwise elementwise = Elementwise::none;
   bool epilogue = false;  // unary elementwise: may fold into a matmul as its epilogue
   IndexInput index{};
 

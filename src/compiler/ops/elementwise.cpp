@@ -1,4 +1,5 @@
 // Elementwise ops: numpy-broadcasting binary ops, unary math, and the activation gradients.
+#include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
 
@@ -83,6 +84,10 @@ void grad_tanh(const GradCtx& c) {
 // floor is piecewise constant: its derivative is zero wherever it exists, so it passes no
 // gradient on (x - floor(x) differentiates like x, as TensorFlow's floor-mod does).
 void grad_floor(const GradCtx&) {}
+// d gelu(x) / dx = Phi(x) + x phi(x): one kernel from the incoming gradient and x.
+void grad_gelu(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::GeluGrad, {c.grad, c.in[0]}));
+}
 
 }  // namespace
 
@@ -93,7 +98,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                  .arity = 2,
                  .inplace = 0b11u,
                  .infer = infer_broadcast,
-                 .grad = g});
+                 .grad = g,
+                 .elementwise = Elementwise::binary});
   };
   binary(OpKind::Add, "add", grad_add);
   binary(OpKind::Sub, "sub", grad_sub);
@@ -108,6 +114,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                  .infer = infer_unary,
                  .grad = g,
                  .flops_per_elem = flops,
+                 .elementwise = Elementwise::unary,
                  .epilogue = epilogue});
   };
   unary(OpKind::Neg, "neg", grad_neg, 1, true);
@@ -119,31 +126,32 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Sigmoid, "sigmoid", grad_sigmoid, 12, true);
   unary(OpKind::Tanh, "tanh", grad_tanh, 12, true);
   unary(OpKind::Floor, "floor", grad_floor, 1, false);
-  t.push_back({.kind = OpKind::Axpby,
-               .name = "axpby",
-               .arity = 2,
-               .inplace = 0b11u,
-               .infer = infer_same,
-               .grad = grad_axpby,
-               .flops_per_elem = 2});
-  // Activation gradients (g, x or y): first-order only.
-  t.push_back({.kind = OpKind::ReluGrad,
-               .name = "relu_grad",
-               .arity = 2,
-               .inplace = 0b11u,
-               .infer = infer_same});
-  t.push_back({.kind = OpKind::SigmoidGrad,
-               .name = "sigmoid_grad",
-               .arity = 2,
-               .inplace = 0b11u,
-               .infer = infer_same,
-               .flops_per_elem = 3});
-  t.push_back({.kind = OpKind::TanhGrad,
-               .name = "tanh_grad",
-               .arity = 2,
-               .inplace = 0b11u,
-               .infer = infer_same,
-               .flops_per_elem = 3});
+  unary(OpKind::Gelu, "gelu", grad_gelu, 20, false);
+  // Same-shape binary ops: axpby (optimizer updates) and the activation gradients (g, x or y),
+  // first-order only.
+  auto same = [&](OpKind k, std::string_view name, GradFn g, float flops) {
+    t.push_back({.kind = k,
+                 .name = name,
+                 .arity = 2,
+                 .inplace = 0b11u,
+                 .infer = infer_same,
+                 .grad = g,
+                 .flops_per_elem = flops,
+                 .elementwise = Elementwise::binary});
+  };
+  same(OpKind::Axpby, "axpby", grad_axpby, 2);
+  same(OpKind::ReluGrad, "relu_grad", nullptr, 1);
+  same(OpKind::SigmoidGrad, "sigmoid_grad", nullptr, 3);
+  same(OpKind::TanhGrad, "tanh_grad", nullptr, 3);
+  same(OpKind::GeluGrad, "gelu_grad", nullptr, 20);
 }
 
 }  // namespace hetgraph::detail
+
+namespace hetgraph {
+
+Node gelu(Node x) {
+  return detail::make_op(detail::OpKind::Gelu, {x});
+}
+
+}  // namespace hetgraph

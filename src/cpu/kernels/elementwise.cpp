@@ -113,6 +113,14 @@ struct TanhGradF {
   static TanhGradF from(const Attrs&) { return {}; }
   float operator()(float g, float y) const { return g * (1.0f - y * y); }
 };
+// gelu'(x) = Phi(x) + x phi(x)
+struct GeluGradF {
+  static GeluGradF from(const Attrs&) { return {}; }
+  float operator()(float g, float x) const {
+    const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
+    return g * (cdf + x * 0.39894228040143268f * std::exp(-0.5f * x * x));
+  }
+};
 
 // Unary functors: Fast uses vm::, Ref uses libm (the reference the fast ones are tested by).
 struct NegF {
@@ -135,6 +143,18 @@ struct FloorF {
 struct ReluF {
   static ReluF from(const Attrs&) { return {}; }
   float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+};
+// x Phi(x) with libm's erf, in float (the reference works in double)
+struct GeluF {
+  static GeluF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+};
+struct RefGeluF {
+  static RefGeluF from(const Attrs&) { return {}; }
+  float operator()(float x) const {
+    const double v = x;
+    return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+  }
 };
 // Transcendental functors work on 16-lane vectors (see vmath.hpp).
 struct ExpF {
@@ -255,6 +275,7 @@ void register_elementwise_kernels(KernelRegistry& t) {
   binary<ReluGradF>(t, OpKind::ReluGrad);
   binary<SigmoidGradF>(t, OpKind::SigmoidGrad);
   binary<TanhGradF>(t, OpKind::TanhGrad);
+  binary<GeluGradF>(t, OpKind::GeluGrad);
   unary<NegF, NegF>(t, OpKind::Neg);
   unary<ScaleF, ScaleF>(t, OpKind::Scale);
   unary<SqrtF, SqrtF>(t, OpKind::Sqrt);
@@ -264,6 +285,7 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<LogF, RefLogF>(t, OpKind::Log);
   unary<SigmoidF, RefSigmoidF>(t, OpKind::Sigmoid);
   unary<TanhF, RefTanhF>(t, OpKind::Tanh);
+  unary<GeluF, RefGeluF>(t, OpKind::Gelu);
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -1,64 +1,41 @@
 // Elementwise ops on OpenCL (kernels/elementwise.cl): unary math, broadcasting binary ops and
-// the activation gradients. Binary ops use the CPU's collapsed broadcast plan; operands that
-// both have the output's shape take the contiguous _ff kernel.
+// the activation gradients, one generic launch per kind for every op the op table marks
+// elementwise. Binary ops use the shared collapsed broadcast plan; operands that both have the
+// output's shape take the contiguous _ff kernel.
 #include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
+#include "opencl/program_cache.hpp"
 
 namespace hetgraph::detail::cl {
 
 namespace {
 
-const char* unary_kernel(OpKind k) {
-  switch (k) {
-    case OpKind::Neg:
-      return "neg_f32";
-    case OpKind::Scale:
-      return "scale_f32";
-    case OpKind::Exp:
-      return "exp_f32";
-    case OpKind::Log:
-      return "log_f32";
-    case OpKind::Sqrt:
-      return "sqrt_f32";
-    case OpKind::Floor:
-      return "floor_f32";
-    case OpKind::Relu:
-      return "relu_f32";
-    case OpKind::Sigmoid:
-      return "sigmoid_f32";
-    case OpKind::Tanh:
-      return "tanh_f32";
-    default:
-      return nullptr;
-  }
+// Whether kernels/elementwise.cl defines the kernel an elementwise op runs (looked up once).
+bool has_kernel(OpKind k) {
+  static const std::vector<char> present = [] {
+    const std::string src = kernel_source("elementwise");
+    std::vector<char> p(kNumOps, 0);
+    for (int i = 0; i < kNumOps; ++i) {
+      const OpDef& d = op_def(static_cast<OpKind>(i));
+      const std::string name(d.name);
+      if (d.elementwise == Elementwise::unary)
+        p[static_cast<std::size_t>(i)] = src.find("UNARY(" + name + "_f32,") != std::string::npos;
+      if (d.elementwise == Elementwise::binary)
+        p[static_cast<std::size_t>(i)] = src.find("BINARY(" + name + ",") != std::string::npos;
+    }
+    return p;
+  }();
+  return present[static_cast<std::size_t>(k)] != 0;
 }
 
-const char* binary_kernel(OpKind k) {
-  switch (k) {
-    case OpKind::Add:
-      return "add";
-    case OpKind::Sub:
-      return "sub";
-    case OpKind::Mul:
-      return "mul";
-    case OpKind::Div:
-      return "div";
-    case OpKind::Axpby:
-      return "axpby";
-    case OpKind::ReluGrad:
-      return "relu_grad";
-    case OpKind::SigmoidGrad:
-      return "sigmoid_grad";
-    case OpKind::TanhGrad:
-      return "tanh_grad";
-    default:
-      return nullptr;
-  }
+const char* reject_missing(const OpArgs& a) {
+  return has_kernel(a.node.op) ? nullptr : "kernels/elementwise.cl has no kernel for this op";
 }
 
 std::unique_ptr<ClOp> make_unary(const OpArgs& a) {
   const cl_int n = to_int(a.out_shape().numel());
-  Kernel k = make_kernel(a.program("elementwise"), unary_kernel(a.node.op), a.in[0], a.out, n,
+  const std::string name = std::string(op_name(a.node.op)) + "_f32";
+  Kernel k = make_kernel(a.program("elementwise"), name.c_str(), a.in[0], a.out, n,
                          cl_float{a.node.attrs.alpha});
   return make_seq(launch_1d(a.device, std::move(k)));
 }
@@ -73,7 +50,7 @@ cl_int4 right_aligned(const std::array<std::int64_t, 4>& v, int rank, std::int64
 }
 
 std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
-  const std::string base = binary_kernel(a.node.op);
+  const std::string base(op_name(a.node.op));
   const cl_int n = to_int(a.out_shape().numel());
   const cl_float alpha = a.node.attrs.alpha, beta = a.node.attrs.beta;
   const cl_program prog = a.program("elementwise");
@@ -91,14 +68,15 @@ std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
 
 }  // namespace
 
+// Every elementwise op of the op table runs through these two: its OpenCL kernel is its line
+// in kernels/elementwise.cl.
 void register_elementwise_ops(OpRegistry& r) {
-  for (OpKind k : {OpKind::Neg, OpKind::Scale, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Relu,
-                   OpKind::Sigmoid, OpKind::Tanh, OpKind::Floor}) {
-    r.add(k, {"cl_unary", nullptr, make_unary});
-  }
-  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Axpby,
-                   OpKind::ReluGrad, OpKind::SigmoidGrad, OpKind::TanhGrad}) {
-    r.add(k, {"cl_broadcast", nullptr, make_binary});
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpDef& d = op_def(static_cast<OpKind>(i));
+    if (d.elementwise == Elementwise::unary)
+      r.add(d.kind, {"cl_unary", reject_missing, make_unary});
+    if (d.elementwise == Elementwise::binary)
+      r.add(d.kind, {"cl_broadcast", reject_missing, make_binary});
   }
 }
 

@@ -1,0 +1,468 @@
+// Every op kind on every platform (after ggml's test-backend-ops). Each row builds a small graph
+// in which its ops appear; the test runs it on every platform present, checks that the compiled
+// plan really holds them, and compares with a float64 reference: the reference interpreter's
+// value for forward rows, finite differences of it for gradient rows (internal gradient ops),
+// or the row's own formula for elementwise ops the interpreter does not know.
+//
+// Coverage: the rows name every OpKind, and a platform may lack an op only where it says so at
+// compile time (the capability query) and kExpectedMissing lists it. Adding an op means adding
+// its row here (CONTRIBUTING.md).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include "common/executable.hpp"
+#include "hetgraph/autodiff.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+using detail::OpKind;
+using testing_util::In;
+using testing_util::PlatformCase;
+
+namespace {
+
+struct IntIn {
+  std::string name;
+  Shape shape;
+  std::vector<std::int32_t> values;
+};
+
+using Builder = std::function<Node(Graph&, const std::vector<Node>& f, const std::vector<Node>& i)>;
+
+struct Row {
+  std::vector<OpKind> ops;  // the ops the compiled row must hold (where the platform has them)
+  std::string what;
+  std::vector<In> inputs;
+  std::vector<IntIn> ints;
+  Builder build;
+  /// Empty: compare the built node's value. Else: gradients of sum(y * r) with respect to
+  /// these float inputs (by index), against finite differences.
+  std::vector<int> wrt{};
+  /// Elementwise rows: y = formula(x) of input 0, in place of the reference interpreter.
+  std::function<double(double)> formula{};
+  double rtol = 1e-4, atol = 1e-5;
+};
+
+// Platforms without a kernel for an op, by design (and saying so at compile time): OpenCL runs
+// the unfused graph instead of the CPU's fused products and sparse embedding updates.
+const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
+    {"OpenCL", OpKind::FusedMatMul}, {"OpenCL", OpKind::EmbeddingUpdate}};
+
+In uniform(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
+  return {name, s, testing_util::random_vec(static_cast<std::size_t>(s.numel()), seed, lo, hi)};
+}
+// |x| in [lo, hi], alternating sign: away from kinks and poles at 0.
+In away(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
+  In in = uniform(name, s, lo, hi, seed);
+  for (std::size_t i = 0; i < in.values.size(); i += 2) in.values[i] = -in.values[i];
+  return in;
+}
+// Distinct values 0.05 apart: no ties for max.
+In distinct(const std::string& name, Shape s, std::uint32_t seed) {
+  In in = uniform(name, s, 0, 1, seed);
+  std::vector<std::size_t> idx(in.values.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::mt19937 rng(seed);
+  std::shuffle(idx.begin(), idx.end(), rng);
+  for (std::size_t r = 0; r < idx.size(); ++r)
+    in.values[idx[r]] = 0.05f * static_cast<float>(r) - 1;
+  return in;
+}
+In one_hot(const std::string& name, Shape s) {
+  In in{name, s, std::vector<float>(static_cast<std::size_t>(s.numel()), 0.0f)};
+  const std::int64_t c = s.dim(-1);
+  for (std::int64_t r = 0; r < s.numel() / c; ++r)
+    in.values[static_cast<std::size_t>(r * c + (r * 3 + 1) % c)] = 1.0f;
+  return in;
+}
+
+using F = std::vector<Node>;
+Builder unary(Node (*f)(Node)) {
+  return [f](Graph&, const F& x, const F&) { return f(x[0]); };
+}
+Builder binary(Node (*f)(Node, Node)) {
+  return [f](Graph&, const F& x, const F&) { return f(x[0], x[1]); };
+}
+
+std::vector<Row> rows() {
+  std::vector<Row> r;
+  const In a = uniform("a", {3, 4}, -1, 1, 1), b = uniform("b", {4}, -1, 1, 2);
+  const In img = uniform("x", {1, 2, 5, 5}, -1, 1, 3), img4 = distinct("x", {1, 2, 4, 4}, 4);
+  // ---- forward rows: the reference interpreter's value
+  r.push_back({{OpKind::Add, OpKind::Input}, "add", {a, b}, {}, binary(add)});
+  r.push_back({{OpKind::Sub}, "sub", {a, b}, {}, binary(sub)});
+  r.push_back({{OpKind::Mul}, "mul", {a, b}, {}, binary(mul)});
+  r.push_back({{OpKind::Div}, "div", {a, away("b", {4}, 0.5f, 2, 5)}, {}, binary(div)});
+  r.push_back({{OpKind::Axpby},
+               "axpby",
+               {a, uniform("c", {3, 4}, -1, 1, 6)},
+               {},
+               [](Graph&, const F& x, const F&) { return axpby(x[0], x[1], 0.5f, -2.0f); }});
+  r.push_back({{OpKind::Neg}, "neg", {a}, {}, unary(neg)});
+  r.push_back({{OpKind::Scale}, "scale", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return scale(x[0], -1.5f);
+               }});
+  r.push_back({{OpKind::Constant}, "constant", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return x[0] + 2.0f;
+               }});
+  r.push_back({{OpKind::Exp}, "exp", {a}, {}, unary(exp)});
+  r.push_back({{OpKind::Log}, "log", {uniform("a", {3, 4}, 0.5f, 3, 7)}, {}, unary(log)});
+  r.push_back({{OpKind::Sqrt}, "sqrt", {uniform("a", {3, 4}, 0.5f, 3, 8)}, {}, unary(sqrt)});
+  r.push_back({{OpKind::Floor}, "floor", {uniform("a", {3, 4}, -3, 3, 9)}, {}, unary(floor)});
+  r.push_back({{OpKind::Relu}, "relu", {away("a", {3, 4}, 0.1f, 1, 10)}, {}, unary(relu)});
+  r.push_back({{OpKind::Sigmoid}, "sigmoid", {a}, {}, unary(sigmoid)});
+  r.push_back({{OpKind::Tanh}, "tanh", {a}, {}, unary(tanh)});
+  r.push_back({{OpKind::MatMul},
+               "matmul",
+               {a, uniform("b", {4, 5}, -1, 1, 11)},
+               {},
+               [](Graph&, const F& x, const F&) { return matmul(x[0], x[1]); }});
+  r.push_back({{OpKind::MatMul},
+               "batched matmul^T",
+               {uniform("a", {2, 3, 4}, -1, 1, 12), uniform("b", {5, 4}, -1, 1, 13)},
+               {},
+               [](Graph&, const F& x, const F&) { return matmul(x[0], x[1], false, true); }});
+  // With fusion on (the default), the exp folds into the product where the platform can.
+  r.push_back({{OpKind::FusedMatMul},
+               "exp(matmul)",
+               {a, uniform("b", {4, 5}, -1, 1, 14)},
+               {},
+               [](Graph&, const F& x, const F&) { return exp(matmul(x[0], x[1])); }});
+  r.push_back({{OpKind::ReduceSum}, "reduce_sum", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return reduce_sum(x[0], 1);
+               }});
+  r.push_back({{OpKind::ReduceMean}, "reduce_mean", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return reduce_mean(x[0], 0, true);
+               }});
+  r.push_back({{OpKind::ReduceMax}, "reduce_max", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return reduce_max(x[0], -1);
+               }});
+  r.push_back({{OpKind::Softmax}, "softmax", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return softmax(x[0]);
+               }});
+  r.push_back({{OpKind::LogSoftmax}, "log_softmax", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return log_softmax(x[0], 0);
+               }});
+  r.push_back({{OpKind::CrossEntropy},
+               "cross_entropy",
+               {a, one_hot("y", {3, 4})},
+               {},
+               [](Graph&, const F& x, const F&) { return cross_entropy(softmax(x[0]), x[1]); }});
+  r.push_back({{OpKind::CrossEntropy},
+               "cross_entropy i32",
+               {a},
+               {{"ids", {3}, {3, 0, 2}}},
+               [](Graph&, const F& x, const F& i) { return cross_entropy(softmax(x[0]), i[0]); }});
+  r.push_back({{OpKind::Slice}, "slice", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return slice(x[0], 1, 1, 3);
+               }});
+  r.push_back({{OpKind::Concat},
+               "concat",
+               {a, uniform("c", {2, 4}, -1, 1, 15)},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 return concat({x[0], x[1]}, 0);
+               }});
+  r.push_back({{OpKind::Transpose},
+               "transpose",
+               {uniform("a", {2, 3, 4}, -1, 1, 16)},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 return transpose(x[0], {2, 0, 1});
+               }});
+  r.push_back({{OpKind::Reshape}, "reshape", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return exp(reshape(x[0], {2, -1}));
+               }});
+  r.push_back({{OpKind::Conv2d},
+               "conv2d",
+               {img, uniform("w", {3, 2, 3, 3}, -1, 1, 17), uniform("c", {3}, -1, 1, 18)},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 return conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}});
+               }});
+  r.push_back({{OpKind::MaxPool2d}, "max_pool2d", {img4}, {}, [](Graph&, const F& x, const F&) {
+                 return max_pool2d(x[0]);
+               }});
+  r.push_back({{OpKind::AvgPool2d}, "avg_pool2d", {img4}, {}, [](Graph&, const F& x, const F&) {
+                 return avg_pool2d(x[0], {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}});
+               }});
+  r.push_back({{OpKind::Embedding},
+               "embedding",
+               {uniform("t", {6, 3}, -1, 1, 19)},
+               {{"ids", {2, 2}, {5, 0, 3, 5}}},
+               [](Graph&, const F& x, const F& i) { return embedding(x[0], i[0]); }});
+  // ---- elementwise rows with their own formula (forward, and the gradient op by differences)
+  const auto gelu_f = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
+  r.push_back(
+      {{OpKind::Gelu}, "gelu", {uniform("a", {3, 4}, -3, 3, 20)}, {}, unary(gelu), {}, gelu_f});
+  r.push_back({{OpKind::GeluGrad},
+               "gelu'",
+               {uniform("a", {3, 4}, -3, 3, 20)},
+               {},
+               unary(gelu),
+               {0},
+               gelu_f,
+               1e-3,
+               1e-4});
+  // ---- gradient rows: internal ops against finite differences of the reference
+  auto grad = [&](std::vector<OpKind> ops, std::string what, std::vector<In> in,
+                  std::vector<IntIn> ints, Builder b, std::vector<int> wrt) {
+    r.push_back({std::move(ops),
+                 what + "'",
+                 std::move(in),
+                 std::move(ints),
+                 std::move(b),
+                 std::move(wrt),
+                 {},
+                 1e-3,
+                 1e-4});
+  };
+  grad({OpKind::ReluGrad, OpKind::GradSeed}, "relu", {away("a", {3, 4}, 0.1f, 1, 21)}, {},
+       unary(relu), {0});
+  grad({OpKind::SigmoidGrad}, "sigmoid", {a}, {}, unary(sigmoid), {0});
+  grad({OpKind::TanhGrad}, "tanh", {a}, {}, unary(tanh), {0});
+  grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},
+       [](Graph&, const F& x, const F&) { return reduce_max(x[0], 1); }, {0});
+  grad({OpKind::Expand}, "reduce_mean", {a}, {},
+       [](Graph&, const F& x, const F&) { return reduce_mean(x[0], 1); }, {0});
+  grad({OpKind::SumTo}, "broadcast add", {a, b}, {}, binary(add), {1});
+  grad({OpKind::SoftmaxGrad}, "softmax", {a}, {},
+       [](Graph&, const F& x, const F&) { return softmax(x[0], 0); }, {0});
+  grad({OpKind::LogSoftmaxGrad}, "log_softmax", {a}, {},
+       [](Graph&, const F& x, const F&) { return log_softmax(x[0]); }, {0});
+  grad({OpKind::CrossEntropyGrad}, "cross_entropy of sigmoid", {a, one_hot("y", {3, 4})}, {},
+       [](Graph&, const F& x, const F&) { return cross_entropy(sigmoid(x[0]), x[1]); }, {0});
+  grad({OpKind::SoftmaxXentGrad}, "cross_entropy of softmax", {a}, {{"ids", {3}, {1, 3, 0}}},
+       [](Graph&, const F& x, const F& i) { return cross_entropy(softmax(x[0]), i[0]); }, {0});
+  grad({OpKind::SliceGrad}, "slice", {a}, {},
+       [](Graph&, const F& x, const F&) { return slice(x[0], 1, 1, 3); }, {0});
+  grad({OpKind::SliceGradN}, "two slices", {a}, {},
+       [](Graph&, const F& x, const F&) { return slice(x[0], 1, 0, 2) * slice(x[0], 1, 2, 4); },
+       {0});
+  grad({OpKind::ConcatGrad}, "concat", {a, uniform("c", {3, 2}, -1, 1, 23)}, {},
+       [](Graph&, const F& x, const F&) {
+         return concat({x[0], x[1]}, 1);
+       },
+       {0, 1});
+  grad({OpKind::ReshapeLike}, "reshape", {a}, {},
+       [](Graph&, const F& x, const F&) { return exp(reshape(x[0], {12})); }, {0});
+  grad({OpKind::Conv2dGradInput, OpKind::Conv2dGradWeight, OpKind::Conv2dGradBias}, "conv2d",
+       {img, uniform("w", {3, 2, 3, 3}, -1, 1, 24), uniform("c", {3}, -1, 1, 25)}, {},
+       [](Graph&, const F& x, const F&) {
+         return conv2d(x[0], x[1], x[2], {.padding = {1, 1}});
+       },
+       {0, 1, 2});
+  grad({OpKind::MaxPool2dGrad}, "max_pool2d", {img4}, {},
+       [](Graph&, const F& x, const F&) { return max_pool2d(x[0]); }, {0});
+  grad({OpKind::AvgPool2dGrad}, "avg_pool2d", {img4}, {},
+       [](Graph&, const F& x, const F&) {
+         return avg_pool2d(x[0], {.kernel = {3, 3}});
+       },
+       {0});
+  grad({OpKind::EmbeddingGrad}, "embedding", {uniform("t", {6, 3}, -1, 1, 26)},
+       {{"ids", {4}, {5, 0, 5, 2}}},
+       [](Graph&, const F& x, const F& i) { return embedding(x[0], i[0]); }, {0});
+  return r;
+}
+
+// ---- running a row ---------------------------------------------------------------------------
+
+struct Built {
+  Graph g;
+  std::vector<Node> f, i;
+  Node y;
+};
+
+Built build(const Row& row) {
+  Built b;
+  for (const In& in : row.inputs) b.f.push_back(b.g.input(in.name));
+  for (const IntIn& in : row.ints) b.i.push_back(b.g.input(in.name, DType::i32));
+  b.y = row.build(b.g, b.f, b.i);
+  return b;
+}
+
+ref::Values values_of(const Row& row) {
+  ref::Values v;
+  for (const In& in : row.inputs) v[in.name] = testing_util::to_ref(in.shape, in.values);
+  for (const IntIn& in : row.ints)
+    v[in.name] = ref::Array(in.shape, std::vector<double>(in.values.begin(), in.values.end()));
+  return v;
+}
+
+// y of the row in double: the formula applied to input 0, or the reference interpreter.
+ref::Array reference_y(const Row& row, const Built& b, const ref::Values& v) {
+  if (row.formula) {
+    ref::Array x = v.at(row.inputs[0].name);
+    for (double& e : x.v) e = row.formula(e);
+    return x;
+  }
+  return ref::evaluate(b.g, std::span<const Node>(&b.y, 1), v)[0];
+}
+
+struct Expected {
+  std::vector<Node> fetches;
+  std::vector<ref::Array> want;
+  std::vector<In> extra;  // the random weights r of a gradient row
+};
+
+Expected expected(const Row& row, Built& b) {
+  Expected e;
+  ref::Values v = values_of(row);
+  const ref::Array y = reference_y(row, b, v);
+  if (row.wrt.empty()) {
+    e.fetches = {b.y};
+    e.want = {y};
+    return e;
+  }
+  // loss = sum(y * r): its gradient with respect to x is what the row's gradient ops compute.
+  const In r = uniform("r", y.shape, -1, 1, 99);
+  e.extra = {r};
+  const Node loss = reduce_sum(b.y * b.g.input("r"));
+  std::vector<Node> wrt;
+  for (int k : row.wrt) wrt.push_back(b.f[static_cast<std::size_t>(k)]);
+  e.fetches = gradients(loss, wrt);
+  auto loss_at = [&](const ref::Values& vals) {
+    const ref::Array yy = reference_y(row, b, vals);
+    double s = 0;
+    for (std::size_t j = 0; j < yy.size(); ++j) s += yy.v[j] * r.values[j];
+    return s;
+  };
+  for (int k : row.wrt) {
+    const std::string& name = row.inputs[static_cast<std::size_t>(k)].name;
+    ref::Array g(row.inputs[static_cast<std::size_t>(k)].shape);
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      constexpr double h = 1e-6;
+      ref::Values up = v, down = v;
+      up[name].v[j] += h;
+      down[name].v[j] -= h;
+      g.v[j] = (loss_at(up) - loss_at(down)) / (2 * h);
+    }
+    e.want.push_back(g);
+  }
+  return e;
+}
+
+const detail::Plan& plan_of(const CompiledGraph& cg) {
+  return detail::executable_of(cg).plan();
+}
+
+bool holds(const detail::Plan& p, OpKind op) {
+  return std::any_of(p.nodes.begin(), p.nodes.end(),
+                     [&](const detail::PlanNode& n) { return n.op == op && n.fused_into < 0; });
+}
+
+std::string platform_name(const Platform& p) {
+  return p.name() == "cpu" ? "CPU" : "OpenCL";
+}
+
+class BackendOps : public ::testing::TestWithParam<PlatformCase> {};
+
+TEST_P(BackendOps, EveryRowMatchesTheReference) {
+  const Platform platform = GetParam().make();
+  for (const Row& row : rows()) {
+    SCOPED_TRACE(row.what);
+    Built b = build(row);
+    const Expected e = expected(row, b);
+    InputShapes shapes;
+    std::vector<FeedItem> feeds;
+    std::vector<In> floats = row.inputs;
+    floats.insert(floats.end(), e.extra.begin(), e.extra.end());
+    for (const In& in : floats) {
+      shapes.push_back({in.name, in.shape});
+      feeds.push_back({in.name, in.values});
+    }
+    for (const IntIn& in : row.ints) {
+      shapes.push_back({in.name, in.shape});
+      feeds.push_back({in.name, in.values});
+    }
+    auto cg = GraphCompiler(platform).compile(b.g, shapes, e.fetches);
+    for (OpKind op : row.ops) {
+      if (kExpectedMissing.count({platform_name(platform), op})) continue;
+      EXPECT_TRUE(holds(plan_of(cg), op))
+          << "the compiled row holds no " << detail::op_name(op) << " on " << GetParam().name;
+    }
+    cg.run(std::span<const FeedItem>(feeds));
+    for (std::size_t k = 0; k < e.fetches.size(); ++k) {
+      testing_util::expect_close(cg.read(e.fetches[k]), e.want[k], row.rtol, row.atol,
+                                 row.what + " on " + GetParam().name);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPlatforms, BackendOps, ::testing::ValuesIn(testing_util::platforms()),
+                         [](const auto& info) { return info.param.name; });
+
+// An SGD step on an embedding table: variables, assigns, groups and (on the CPU, where it is
+// fused) the sparse update, against the reference step v - lr * dL/dv.
+TEST_P(BackendOps, SparseSgdStepMatchesTheReference) {
+  Graph g;
+  auto T = g.variable("T", {6, 3}, Initializer::uniform(-1, 1, 7));
+  auto ids = g.input("ids", DType::i32);
+  auto r = g.input("r");
+  auto loss = reduce_sum(embedding(T, ids) * r);
+  auto step = sgd(loss, {T}, 0.5f);
+  const std::vector<std::int32_t> idv{4, 1, 4, 0};
+  const auto rv = testing_util::random_vec(12, 5);
+  const Platform platform = GetParam().make();
+  auto cg = GraphCompiler(platform).compile(g, {{"ids", {4}}, {"r", {4, 3}}}, {loss, step});
+  const std::vector<float> t0 = cg.read(T);
+  for (OpKind op : {OpKind::Variable, OpKind::Assign, OpKind::Group, OpKind::EmbeddingUpdate}) {
+    if (kExpectedMissing.count({platform_name(platform), op})) continue;
+    // The fused update writes the table itself: the assign is gone then.
+    if (op == OpKind::Assign && holds(plan_of(cg), OpKind::EmbeddingUpdate)) continue;
+    EXPECT_TRUE(holds(plan_of(cg), op)) << detail::op_name(op) << " on " << GetParam().name;
+  }
+  cg.run({{"ids", idv}, {"r", rv}});
+  ref::Array want = testing_util::to_ref({6, 3}, t0);
+  for (std::size_t k = 0; k < idv.size(); ++k)
+    for (std::size_t d = 0; d < 3; ++d)
+      want.v[static_cast<std::size_t>(idv[k]) * 3 + d] -= 0.5 * rv[k * 3 + d];
+  testing_util::expect_close(cg.read(T), want, 1e-6, 1e-6, "sgd step on " + GetParam().name);
+}
+
+TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
+  std::set<OpKind> seen{OpKind::Variable, OpKind::Assign, OpKind::Group, OpKind::EmbeddingUpdate};
+  for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
+  std::string missing;
+  for (int i = 0; i < detail::kNumOps; ++i) {
+    if (!seen.count(static_cast<OpKind>(i))) {
+      missing += " " + std::string(detail::op_name(static_cast<OpKind>(i)));
+    }
+  }
+  EXPECT_TRUE(missing.empty()) << "ops without a row in test_backend_ops:" << missing;
+}
+
+// A platform without a kernel for a node says so when the graph is compiled, naming the node
+// and the op, before anything is allocated.
+TEST(BackendOpsCoverage, MissingKernelsAreCompileTimeErrors) {
+  for (const PlatformCase& pc : testing_util::platforms()) {
+    const Platform platform = pc.make();
+    for (const auto& [plat, op] : kExpectedMissing) {
+      if (plat != platform_name(platform)) continue;
+      Graph g;
+      auto a = g.input("a");
+      auto bb = g.input("b");
+      auto ids = g.input("ids", DType::i32);
+      detail::Attrs at;
+      Node n;
+      if (op == OpKind::FusedMatMul) {
+        at.set(detail::MatmulEpilogue{});
+        n = detail::make_op(op, {a, bb}, at).named("fused");
+      } else {
+        n = detail::make_op(op, {a, bb, ids}, at).named("fused");
+      }
+      try {
+        GraphCompiler(platform).compile(g, {{"a", {4, 4}}, {"b", {4, 4}}, {"ids", {4}}}, {n});
+        ADD_FAILURE() << pc.name << " compiled a node it has no kernel for";
+      } catch (const PlatformError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("'fused'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(std::string(detail::op_name(op))), std::string::npos) << msg;
+      }
+    }
+  }
+}
+
+}  // namespace
