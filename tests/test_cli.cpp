@@ -63,7 +63,7 @@ TEST(NumberParsing, RealsAreWhole) {
   EXPECT_EQ(parse_real("1e999", v), ParseStatus::out_of_range);
   for (const char* bad : {"", "0.1x", " 1", "+1", "0x1p3", "1,5", "--1"})
     EXPECT_EQ(parse_real(bad, v), ParseStatus::malformed) << bad;
-  EXPECT_EQ(hetgraph::detail::quoted("a\nb'\xff"), "'a\\x0ab\\x27\\xff'");
+  EXPECT_EQ(hetgraph::detail::quote("a\nb'\xff"), "'a\\x0ab\\x27\\xff'");
 }
 
 TEST(Cli, ValuesRangesAndMessages) {

@@ -9,7 +9,7 @@
 namespace hetgraph::cli {
 
 using detail::ParseStatus;
-using detail::quoted;
+using detail::quote;
 
 namespace {
 
@@ -31,10 +31,10 @@ std::int64_t to_int(std::string_view flag, std::string_view value, std::int64_t 
   std::int64_t v = 0;
   const ParseStatus st = detail::parse_int(value, v);
   if (st == ParseStatus::malformed) {
-    throw UsageError(std::string(flag) + ": " + quoted(value) + " is not an integer");
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not an integer");
   }
   if (st == ParseStatus::out_of_range || v < min || v > max) {
-    throw UsageError(std::string(flag) + ": " + quoted(value) + " is out of range (" +
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is out of range (" +
                      range_text(min, max) + ")");
   }
   return v;
@@ -44,14 +44,14 @@ double to_real(std::string_view flag, std::string_view value, double min, double
   double v = 0;
   const ParseStatus st = detail::parse_real(value, v);
   if (st == ParseStatus::malformed) {
-    throw UsageError(std::string(flag) + ": " + quoted(value) + " is not a number");
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not a number");
   }
   if (st == ParseStatus::out_of_range || !std::isfinite(v)) {
-    throw UsageError(std::string(flag) + ": " + quoted(value) + " is not a finite number");
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not a finite number");
   }
   const bool low = lower == Bound::open ? !(v > min) : !(v >= min);
   if (low || v > max) {
-    throw UsageError(std::string(flag) + ": " + quoted(value) + " is out of range (" +
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is out of range (" +
                      (lower == Bound::open ? "more than " : "at least ") + real_text(min) +
                      ", at most " + real_text(max) + ")");
   }
@@ -62,8 +62,7 @@ std::pair<int, int> to_int_pair(std::string_view flag, std::string_view value, c
                                 int max) {
   const auto parts = detail::split_pair(value, sep);
   if (!parts) {
-    throw UsageError(std::string(flag) + ": " + quoted(value) + " is not of the form N" + sep +
-                     "T");
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not of the form N" + sep + "T");
   }
   return {static_cast<int>(to_int(flag, parts->first, min, max)),
           static_cast<int>(to_int(flag, parts->second, min, max))};
@@ -116,7 +115,7 @@ Parser& Parser::choice(std::string name, std::string& out, std::vector<std::stri
     }
     std::string all;
     for (const std::string& c : choices) all += (all.empty() ? "" : ", ") + c;
-    throw UsageError(flag + ": " + quoted(v) + " is not one of " + all);
+    throw UsageError(flag + ": " + quote(v) + " is not one of " + all);
   });
 }
 
@@ -128,7 +127,7 @@ Parser& Parser::list(std::string name, std::vector<std::string>& out) {
     for (;;) {
       const std::size_t comma = std::min(v.find(',', start), v.size());
       const std::string_view item = v.substr(start, comma - start);
-      if (item.empty()) throw UsageError(flag + ": " + quoted(v) + " has an empty item");
+      if (item.empty()) throw UsageError(flag + ": " + quote(v) + " has an empty item");
       out.emplace_back(item);
       if (comma == v.size()) break;
       start = comma + 1;
@@ -166,8 +165,8 @@ void Parser::parse(int argc, const char* const* argv) {
       if (o.name == name) opt = &o;
     }
     if (!opt) {
-      throw UsageError(arg.rfind("-", 0) == 0 ? "unknown option " + quoted(arg)
-                                              : "unexpected argument " + quoted(arg));
+      throw UsageError(arg.rfind("-", 0) == 0 ? "unknown option " + quote(arg)
+                                              : "unexpected argument " + quote(arg));
     }
     if (opt->seen) throw UsageError(opt->name + ": given twice");
     opt->seen = true;

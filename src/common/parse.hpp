@@ -56,9 +56,9 @@ inline std::optional<std::pair<std::string_view, std::string_view>> split_pair(
   return std::pair{text.substr(0, at), text.substr(at + 1)};
 }
 
-/// `text` quoted for a message, with control and non-ASCII bytes escaped (\xNN) and long
+/// `text` in single quotes for a message, with control and non-ASCII bytes escaped (\xNN) and long
 /// values cut, so a hostile value cannot garble a terminal or a log.
-inline std::string quoted(std::string_view text, std::size_t max = 64) {
+inline std::string quote(std::string_view text, std::size_t max = 64) {
   std::string s = "'";
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (i == max) {
