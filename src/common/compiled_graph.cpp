@@ -1,5 +1,6 @@
 // The public GraphCompiler / CompiledGraph / Platform over the internal Backend and Executable.
 #include <chrono>
+#include <new>
 
 #include "common/executable.hpp"
 #include "hetgraph/compiler.hpp"
@@ -34,7 +35,17 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.reuse = options_.plan_memory ? platform_.backend()->reuse_mode() : detail::ReuseMode::none;
   po.fuse = options_.fuse && platform_.backend()->has_fused_kernels();
   auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
-  CompiledGraph cg(platform_.backend()->instantiate(std::move(plan)));
+  // Allocation sites name what they allocate (the CPU arena, OpenCL buffers); any other
+  // allocation failing while the platform builds the graph is still a PlatformError.
+  std::unique_ptr<detail::Executable> exe;
+  try {
+    exe = platform_.backend()->instantiate(plan);
+  } catch (const std::bad_alloc&) {
+    throw PlatformError("out of host memory instantiating the graph on " + platform_.name() + " (" +
+                        std::to_string(plan->nodes.size()) + " nodes, " +
+                        std::to_string(plan->arena_bytes) + " planned bytes)");
+  }
+  CompiledGraph cg(std::move(exe));
   cg.exe_->report().setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return cg;
@@ -131,7 +142,13 @@ const CompileReport& CompiledGraph::report() const {
 }  // namespace hetgraph
 
 namespace hetgraph {
-EngineReport CompiledGraph::engine_report() const { return exe_->engine_report(); }
-void CompiledGraph::start_trace(const std::string& path) { exe_->start_trace(path); }
-void CompiledGraph::stop_trace() { exe_->stop_trace(); }
+EngineReport CompiledGraph::engine_report() const {
+  return exe_->engine_report();
+}
+void CompiledGraph::start_trace(const std::string& path) {
+  exe_->start_trace(path);
+}
+void CompiledGraph::stop_trace() {
+  exe_->stop_trace();
+}
 }  // namespace hetgraph
