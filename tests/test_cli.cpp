@@ -10,8 +10,10 @@
 
 #include "bench/options.hpp"
 #include "common/cli.hpp"
+#include "common/env.hpp"
 #include "common/parse.hpp"
 #include "examples/mnist_softmax/options.hpp"
+#include "hetgraph/error.hpp"
 
 using hetgraph::cli::UsageError;
 
@@ -64,6 +66,46 @@ TEST(NumberParsing, RealsAreWhole) {
   for (const char* bad : {"", "0.1x", " 1", "+1", "0x1p3", "1,5", "--1"})
     EXPECT_EQ(parse_real(bad, v), ParseStatus::malformed) << bad;
   EXPECT_EQ(hetgraph::detail::quote("a\nb'\xff"), "'a\\x0ab\\x27\\xff'");
+}
+
+// HETGRAPH_OPENCL_DEVICE: two plain indices. "-0:0" came from the env fuzz target (it parsed
+// as 0:0).
+TEST(Environment, DeviceSpecIsTwoPlainIndices) {
+  using hetgraph::detail::parse_device_spec;
+  EXPECT_EQ(parse_device_spec("0:0"), (std::pair{0, 0}));
+  EXPECT_EQ(parse_device_spec("1:2147483647"), (std::pair{1, 2147483647}));
+  for (const char* bad : {"-0:0", "0:-0", "4294967296:0", "2147483648:0", "0:0:0", ":", "0", ""})
+    EXPECT_FALSE(parse_device_spec(bad).has_value()) << bad;
+}
+
+TEST(Environment, IntegersAndChoicesAreStrict) {
+  using hetgraph::detail::env_choice;
+  using hetgraph::detail::env_int;
+  const char* name = "HETGRAPH_TEST_CLI_VALUE";
+  unsetenv(name);
+  EXPECT_EQ(env_int<hetgraph::Error>(name, 1, 10, 7), 7);
+  EXPECT_EQ(env_choice<hetgraph::Error>(name, {"", "0", "force"}), "");
+  const struct {
+    const char* value;
+    const char* message;
+  } bad[] = {{"12abc", "HETGRAPH_TEST_CLI_VALUE='12abc' is not an integer"},
+             {"1e3", "HETGRAPH_TEST_CLI_VALUE='1e3' is not an integer"},
+             {"11", "HETGRAPH_TEST_CLI_VALUE='11' is out of range (from 1 to 10)"},
+             {"99999999999999999999", "is out of range"}};
+  for (const auto& b : bad) {
+    setenv(name, b.value, 1);
+    try {
+      env_int<hetgraph::Error>(name, 1, 10, 7);
+      ADD_FAILURE() << b.value;
+    } catch (const hetgraph::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos) << e.what();
+    }
+  }
+  setenv(name, "3", 1);
+  EXPECT_EQ(env_int<hetgraph::Error>(name, 1, 10, 7), 3);
+  setenv(name, "yes", 1);
+  EXPECT_THROW(env_choice<hetgraph::Error>(name, {"", "0", "force"}), hetgraph::Error);
+  unsetenv(name);
 }
 
 TEST(Cli, ValuesRangesAndMessages) {

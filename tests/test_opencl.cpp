@@ -140,8 +140,9 @@ TEST(Devices, ExplicitChoiceAndClearErrors) {
     EXPECT_NO_THROW(Platform::opencl());
   }
   // 4294967296:0 once wrapped to 0:0 (a long cast to int); spaces, signs and hex are refused.
-  for (const char* bad : {"zero", "0", "0:", ":1", "0:0:0", "-1:0", "4294967296:0", "0:4294967296",
-                          "2147483648:0", " 0:0", "0:0 ", "+0:0", "0x0:0", "0:0\n", "1e0:0"}) {
+  for (const char* bad :
+       {"zero", "0", "0:", ":1", "0:0:0", "-1:0", "4294967296:0", "0:4294967296", "2147483648:0",
+        " 0:0", "0:0 ", "+0:0", "0x0:0", "0:0\n", "1e0:0", "-0:0", "0:-0"}) {
     ScopedEnv env("HETGRAPH_OPENCL_DEVICE", bad);
     const std::string msg = message_of([] { Platform::opencl(); });
     EXPECT_TRUE(contains(msg, "is not platform:device")) << bad << ": " << msg;

@@ -23,7 +23,9 @@ namespace hetgraph::detail {
 /// "P:D", two decimal indices in [0, INT_MAX] (HETGRAPH_OPENCL_DEVICE); nullopt otherwise.
 inline std::optional<std::pair<int, int>> parse_device_spec(std::string_view v) {
   const auto parts = split_pair(v, ':');
-  if (!parts) return std::nullopt;
+  // Indices are unsigned: no sign at all ("-0" would parse as 0).
+  if (!parts || parts->first.starts_with('-') || parts->second.starts_with('-'))
+    return std::nullopt;
   const auto p = parse_int(parts->first), d = parse_int(parts->second);
   if (!p || !d || *p < 0 || *d < 0 || *p > INT_MAX || *d > INT_MAX) return std::nullopt;
   return std::pair{static_cast<int>(*p), static_cast<int>(*d)};
