@@ -2,6 +2,7 @@
 // way a file can be wrong.
 #include <zlib.h>
 
+#include <climits>
 #include <filesystem>
 #include <fstream>
 
@@ -118,6 +119,9 @@ TEST_F(DataTest, LoadsBothNamingsPlainAndGzip) {
         EXPECT_LE(p, 1.0f);
       }
       expect_data_error([&] { m.train.images(4, 2, two); }, {"outside [0, 5)"});
+      // first + n would overflow (undefined behaviour before the check was rewritten)
+      expect_data_error([&] { m.train.images(INT64_MAX, 2, two); }, {"outside [0, 5)"});
+      expect_data_error([&] { m.train.images(2, INT64_MAX, two); }, {"outside [0, 5)"});
       expect_data_error([&] { m.train.images(0, 1, two); }, {"holds 12", "need 6"});
     }
   }

@@ -81,20 +81,29 @@ void CompiledGraph::wait() {
 }
 
 namespace {
-std::size_t numel_of(const detail::Plan& p, std::uint32_t i) {
-  return static_cast<std::size_t>(p.nodes[i].type.shape.numel());
+// A host vector for node i's values; running out of memory is a PlatformError naming it.
+template <class T>
+std::vector<T> host_vector(const detail::Plan& p, std::uint32_t i, std::string_view what) {
+  const auto n = static_cast<std::size_t>(p.nodes[i].type.shape.numel());
+  try {
+    return std::vector<T>(n);
+  } catch (const std::bad_alloc&) {
+    throw PlatformError(std::string(what) + ": cannot allocate " + std::to_string(n * sizeof(T)) +
+                        " bytes of host memory for node " + p.nodes[i].label + " " +
+                        p.nodes[i].type.shape.str());
+  }
 }
 }  // namespace
 
 std::vector<float> CompiledGraph::read(Node n) const {
   const auto i = exe_->plan().index(n, "read");
-  std::vector<float> out(numel_of(exe_->plan(), i));
+  std::vector<float> out = host_vector<float>(exe_->plan(), i, "read");
   exe_->read(i, out.data(), out.size(), DType::f32, "read");
   return out;
 }
 std::vector<float> CompiledGraph::read(std::string_view name) const {
   const auto i = exe_->plan().named(name, "read");
-  std::vector<float> out(numel_of(exe_->plan(), i));
+  std::vector<float> out = host_vector<float>(exe_->plan(), i, "read");
   exe_->read(i, out.data(), out.size(), DType::f32, "read");
   return out;
 }
@@ -103,7 +112,7 @@ void CompiledGraph::read(Node n, std::span<float> out) const {
 }
 std::vector<std::int32_t> CompiledGraph::read_i32(Node n) const {
   const auto i = exe_->plan().index(n, "read_i32");
-  std::vector<std::int32_t> out(numel_of(exe_->plan(), i));
+  std::vector<std::int32_t> out = host_vector<std::int32_t>(exe_->plan(), i, "read_i32");
   exe_->read(i, out.data(), out.size(), DType::i32, "read_i32");
   return out;
 }

@@ -164,9 +164,9 @@ IdxFile read_idx(const std::string& path, std::uint32_t expected_magic) {
 }
 
 void Split::images(std::int64_t first, std::int64_t n, std::span<float> out, int threads) const {
-  if (first < 0 || n < 0 || first + n > count) {
-    throw DataError("images [" + std::to_string(first) + ", " + std::to_string(first + n) +
-                    ") outside [0, " + std::to_string(count) + ")");
+  if (first < 0 || n < 0 || first > count || n > count - first) {  // no overflow
+    throw DataError("images [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                    std::to_string(n) + ") outside [0, " + std::to_string(count) + ")");
   }
   const std::size_t len = static_cast<std::size_t>(n * image_size());
   if (out.size() != len) {
