@@ -47,11 +47,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
               [&o](std::string_view v) {
                 if (v == "auto") return;
                 std::tie(o.executors, o.threads_per_executor) =
-                    hetgraph::cli::to_int_pair("--executors", v, 'x', 1, 4096);
-                if (o.executors > 64) {
-                  throw hetgraph::cli::UsageError("--executors: '" + std::string(v) +
-                                                  "' is out of range (at most 64 executors)");
-                }
+                    hetgraph::cli::to_executors("--executors", v);
               })
       .integer("--threads", o.threads, 0, 4096)
       .real("--inline-below-us", o.inline_below_us, 0, 1e9)

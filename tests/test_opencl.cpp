@@ -877,19 +877,23 @@ TEST(DiskCache, ProgramsComeBackFromDisk) {
   EXPECT_FALSE(fresh().disk_cache().enabled());
 }
 
-TEST(KernelSources, LoadedFromADirectoryAndBuildErrorsCarryTheLog) {
-  TempDir dir;
+// The embedded kernels written to `dir` (for HETGRAPH_CL_KERNELS), with `from` replaced by
+// `to` in elementwise.cl when given.
+void write_kernels(const TempDir& dir, const std::string& from = {}, const std::string& to = {}) {
   for (const auto& k : detail::cl::embedded_kernels()) {
     std::string text(k.source);
-    if (k.family == "elementwise") {
-      // A visible change: add gives a + b + 1.
-      const std::string from = "BINARY(add, a + b)";
+    if (k.family == "elementwise" && !from.empty()) {
       const auto at = text.find(from);
       ASSERT_NE(at, std::string::npos);
-      text.replace(at, from.size(), "BINARY(add, a + b + 1.0f)");
+      text.replace(at, from.size(), to);
     }
     std::ofstream(dir.path() / (std::string(k.family) + ".cl")) << text;
   }
+}
+
+TEST(KernelSources, LoadedFromADirectoryAndBuildErrorsCarryTheLog) {
+  TempDir dir;
+  write_kernels(dir, "BINARY(add, a + b)", "BINARY(add, a + b + 1.0f)");  // add gives a + b + 1
   Graph g;
   auto x = g.input("x");
   auto y = x + x;
@@ -930,16 +934,7 @@ TEST(KernelSources, LoadedFromADirectoryAndBuildErrorsCarryTheLog) {
 // file it was read from, and lists what the file has (before: CL_INVALID_KERNEL_NAME alone).
 TEST(KernelSources, AMissingKernelNamesItsFamilyAndFile) {
   TempDir dir;
-  for (const auto& k : detail::cl::embedded_kernels()) {
-    std::string text(k.source);
-    if (k.family == "elementwise") {
-      const std::string from = "BINARY(add, a + b)";
-      const auto at = text.find(from);
-      ASSERT_NE(at, std::string::npos);
-      text.replace(at, from.size(), "BINARY(plus, a + b)");
-    }
-    std::ofstream(dir.path() / (std::string(k.family) + ".cl")) << text;
-  }
+  write_kernels(dir, "BINARY(add, a + b)", "BINARY(plus, a + b)");
   Graph g;
   auto x = g.input("x");
   auto y = x + x;
@@ -957,8 +952,7 @@ TEST(KernelSources, AMissingKernelNamesItsFamilyAndFile) {
 // broken prelude was reported against the family, at lines of PoCL's temporary file).
 TEST(KernelSources, BuildLogsPointIntoOurFiles) {
   TempDir dir;
-  for (const auto& k : detail::cl::embedded_kernels())
-    std::ofstream(dir.path() / (std::string(k.family) + ".cl")) << k.source;
+  write_kernels(dir);
   Graph g;
   auto x = g.input("x");
   auto y = x + x;

@@ -40,11 +40,7 @@ inline hetgraph::cli::Parser parser(Args& a) {
       .custom("--executors",
               [&a](std::string_view v) {
                 std::tie(a.executors, a.threads_per_executor) =
-                    hetgraph::cli::to_int_pair("--executors", v, 'x', 1, 4096);
-                if (a.executors > 64) {
-                  throw hetgraph::cli::UsageError("--executors: '" + std::string(v) +
-                                                  "' is out of range (at most 64 executors)");
-                }
+                    hetgraph::cli::to_executors("--executors", v);
               })
       .integer("--threads", a.threads, 0, 4096)
       .flag("--json", a.json);

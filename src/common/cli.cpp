@@ -68,6 +68,15 @@ std::pair<int, int> to_int_pair(std::string_view flag, std::string_view value, c
           static_cast<int>(to_int(flag, parts->second, min, max))};
 }
 
+std::pair<int, int> to_executors(std::string_view flag, std::string_view value) {
+  const auto et = to_int_pair(flag, value, 'x', 1, 4096);
+  if (et.first > 64) {
+    throw UsageError(std::string(flag) + ": " + quote(value) +
+                     " is out of range (at most 64 executors)");
+  }
+  return et;
+}
+
 Parser::Parser(std::string program, std::string usage)
     : program_(std::move(program)), usage_(std::move(usage)) {}
 

@@ -43,6 +43,8 @@ double to_real(std::string_view flag, std::string_view value, double min, double
 /// "NxT": two integers in [min, max] each.
 std::pair<int, int> to_int_pair(std::string_view flag, std::string_view value, char sep, int min,
                                 int max);
+/// --executors NxT: N executors (1-64) of T threads each (1-4096).
+std::pair<int, int> to_executors(std::string_view flag, std::string_view value);
 
 class Parser {
  public:
