@@ -4,11 +4,17 @@ namespace testing_util {
 
 using namespace hetgraph;
 
-Graph random_dag(std::mt19937& rng, int n, int kind) {
+RandomDag random_dag(std::mt19937& rng, int n, int kind) {
   Graph g;
   std::vector<Node> v{g.input("x"), g.input("y")};
-  auto pick = [&] { return v[rng() % v.size()]; };
+  std::set<std::uint32_t> read;  // nodes some other node reads
+  auto use = [&](Node a) {
+    read.insert(a.id());
+    return a;
+  };
+  auto pick = [&] { return use(v[rng() % v.size()]); };
   auto unary = [&](Node a) -> Node {
+    use(a);
     switch (rng() % 3) {
       case 0:
         return tanh(a);
@@ -24,7 +30,7 @@ Graph random_dag(std::mt19937& rng, int n, int kind) {
         v.push_back(rng() % 2 ? unary(pick()) : tanh(pick() * pick()));
         break;
       case 1:  // chains
-        v.push_back(unary(v.back()));
+        v.push_back(unary(use(v.back())));
         break;
       case 2: {  // fan-out then fan-in
         const Node src = pick();
@@ -33,6 +39,7 @@ Graph random_dag(std::mt19937& rng, int n, int kind) {
         for (int i = 0; i < w; ++i) fan.push_back(unary(src));
         Node sum = fan[0];
         for (int i = 1; i < w; ++i) sum = sum + fan[static_cast<std::size_t>(i)];
+        for (const Node& f : fan) use(f);
         v.insert(v.end(), fan.begin(), fan.end());
         v.push_back(tanh(sum));
         break;
@@ -40,17 +47,21 @@ Graph random_dag(std::mt19937& rng, int n, int kind) {
       default: {  // diamonds
         const Node a = pick();
         const Node b = unary(a), c = unary(a);
-        v.push_back(b);
-        v.push_back(c);
+        v.push_back(use(b));
+        v.push_back(use(c));
         v.push_back(b * c);
         break;
       }
     }
   }
-  return g;
+  RandomDag dag{std::move(g), {}};
+  for (std::size_t i = 0; i < v.size(); ++i) {  // an input nothing reads is kept too
+    if (!read.count(v[i].id())) dag.sinks.push_back(v[i]);
+  }
+  return dag;
 }
 
-Graph next_random_dag(std::mt19937& rng, int index) {
+RandomDag next_random_dag(std::mt19937& rng, int index) {
   const int n =
       index % 10 == 0 ? 1 + static_cast<int>(rng() % 2000) : 1 + static_cast<int>(rng() % 200);
   return random_dag(rng, n, index % 4);

@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "common/cli.hpp"
-#include "common/executable.hpp"
 #include "random_dag.hpp"
 
 extern char** environ;
@@ -90,21 +89,17 @@ std::vector<Config> configs() {
 int worker(const Options& o) {
   const std::vector<Config> cs = configs();
   const std::vector<FeedItem> feeds = testing_util::random_dag_feeds();
-  // The automatic engine tunes itself for a while: it gets every fourth DAG.
+  const InputShapes& shapes = testing_util::random_dag_shapes();
   for (int d = o.first_dag; d < o.first_dag + o.dags; ++d) {
     if (d == o.crash_dag) std::abort();
     std::mt19937 rng(static_cast<std::uint32_t>(o.seed) + static_cast<std::uint32_t>(d) * 7919u);
-    const Graph g = testing_util::next_random_dag(rng, d);
-    auto seq = GraphCompiler(Platform::cpu({.threads = 1}))
-                   .compile(g, testing_util::random_dag_shapes(), {});
+    const testing_util::RandomDag dag = testing_util::next_random_dag(rng, d);
+    const std::vector<Node>& fetches = dag.sinks;
+    const Graph& g = dag.graph;
+    auto seq = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, fetches);
     seq.run(feeds);
-    const auto& plan = seq.executable().plan();
-    std::vector<Node> fetches;
     std::vector<std::vector<float>> want;
-    for (std::uint32_t f : plan.fetches) {
-      fetches.push_back(plan.graph->handle(plan.nodes[f].gid));
-      want.push_back(seq.read(fetches.back()));
-    }
+    for (const Node& f : fetches) want.push_back(seq.read(f));
     int runs = 0, mismatches = 0;
     auto check = [&](CompiledGraph& cg, const char* label) {
       for (int r = 0; r < o.runs_per_config; ++r) {
@@ -122,14 +117,13 @@ int worker(const Options& o) {
       }
     };
     for (const Config& c : cs) {
-      auto cg =
-          GraphCompiler(Platform::cpu(c.options)).compile(g, testing_util::random_dag_shapes(), {});
+      auto cg = GraphCompiler(Platform::cpu(c.options)).compile(g, shapes, fetches);
       check(cg, c.label);
     }
-    if (d % 4 == 0) {
+    if (d % 4 == 0) {  // the automatic engine tunes itself for a while: every fourth DAG
       CpuOptions a;
       a.engine = CpuEngine::automatic;
-      auto cg = GraphCompiler(Platform::cpu(a)).compile(g, testing_util::random_dag_shapes(), {});
+      auto cg = GraphCompiler(Platform::cpu(a)).compile(g, shapes, fetches);
       for (int k = 0; k < 8; ++k) check(cg, "auto");  // through its configuration search
     }
     std::printf("dag %d runs %d mismatches %d\n", d, runs, mismatches);
