@@ -14,6 +14,7 @@ packages=(
   zlib1g-dev             # gzip'd IDX files
   dataset-fashion-mnist  # the default MNIST-format data set
   python3 python3-matplotlib   # bench/plot.py
+  clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
 )
 
 missing=()
