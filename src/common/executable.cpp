@@ -328,8 +328,8 @@ void InitialValues::next(std::span<float> out) {
 void Executable::initialize_state() {
   constexpr std::size_t kChunk = std::size_t{1} << 20;  // floats: 4 MiB at a time
   std::vector<float> chunk;
-  for (const PlanNode& n : plan_->nodes) {
-    const std::uint32_t node = plan_->index_of.at(n.gid);
+  for (std::uint32_t node = 0; node < plan_->nodes.size(); ++node) {
+    const PlanNode& n = plan_->nodes[node];
     if (n.storage == Storage::Constant) {
       const void* src = n.type.dtype == DType::f32 ? static_cast<const void*>(n.f32_values->data())
                                                    : static_cast<const void*>(n.i32_values->data());
