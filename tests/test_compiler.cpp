@@ -279,8 +279,9 @@ TEST(MemoryPlan, FarReuseAddsOrderingEdgesThatKeepThePlanSafe) {
   Graph g;
   std::mt19937 rng(11);
   auto x = g.input("x");
-  std::vector<float> xv(16);
-  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>(i) - 0.7f;
+  // 64 KiB values: buffers under 4 KiB are not worth an ordering edge.
+  std::vector<float> xv(16384);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.001f * static_cast<float>(i % 1000) - 0.7f;
   std::vector<Node> prev(300, x);
   std::vector<std::vector<float>> host(300, xv);
   for (int layer = 0; layer < 10; ++layer) {
@@ -302,7 +303,7 @@ TEST(MemoryPlan, FarReuseAddsOrderingEdgesThatKeepThePlanSafe) {
     prev = std::move(cur);
     host = std::move(next);
   }
-  const InputShapes shapes{{"x", {16}}};
+  const InputShapes shapes{{"x", {16384}}};
   auto dag = plan_of(g, shapes, prev, ReuseMode::dag);
   EXPECT_GT(dag->ordering_edges, 0u);
   check_plan_safe(*dag);

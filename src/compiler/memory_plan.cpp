@@ -28,10 +28,15 @@ std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
 
-// Dag mode, reusing a free buffer: a proof by search of at most kReuseProofBudget steps that
-// its users all precede the node, else (users at least kOrderDistance earlier in plan order,
-// at most kMaxOrderEdges of them) ordering edges from them to the node.
-constexpr std::size_t kReuseProofBudget = 64;
+// Dag mode, reusing a free buffer: a proof by search that its users all precede the node (of
+// up to 4096 steps, or 64 in plans of more than kLargePlan nodes: a million candidates times
+// 4096 steps is minutes), else (users at least kOrderDistance earlier in plan order, at most
+// kMaxOrderEdges of them, the buffer at least kMinOrderedBytes) ordering edges from them to
+// the node. The edges cost the scheduler an atomic each (7% on threadpool-dag's 60,000 tiny
+// nodes), so small plans keep the long proof and small buffers are not worth an edge.
+constexpr std::size_t kLargePlan = std::size_t{1} << 17;
+constexpr std::size_t kLongProof = 4096, kShortProof = 64;
+constexpr std::size_t kMinOrderedBytes = std::size_t{4} << 10;
 constexpr std::uint32_t kOrderDistance = 256;
 constexpr std::size_t kMaxOrderEdges = 16;
 
@@ -297,13 +302,14 @@ void plan_memory(Plan& p, ReuseMode mode) {
         const std::int32_t b = it->second;
         if (mode == ReuseMode::dag) {
           const std::vector<std::uint32_t>& users = bufs[static_cast<std::size_t>(b)].users;
-          if (!reach.all_before(users, i, kReuseProofBudget)) {
+          if (!reach.all_before(users, i, n > kLargePlan ? kShortProof : kLongProof)) {
             // Not provably finished with, but long ago in plan order: order its users before
             // this node instead of proving it (a search per candidate would cost a million-
             // node graph minutes). Such users finished long before in any schedule.
             // A group member runs at its group's place, which the engines wait on.
             const std::uint32_t at = node.group >= 0 ? static_cast<std::uint32_t>(node.group) : i;
-            const bool far = users.size() <= kMaxOrderEdges &&
+            const bool far = bufs[static_cast<std::size_t>(b)].bytes >= kMinOrderedBytes &&
+                             users.size() <= kMaxOrderEdges &&
                              std::all_of(users.begin(), users.end(),
                                          [&](std::uint32_t u) { return u + kOrderDistance <= at; });
             if (!far) continue;
