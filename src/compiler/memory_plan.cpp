@@ -28,13 +28,13 @@ std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
 
-// Dag mode, reusing a free buffer: a proof by search that its users all precede the node (of
-// up to 4096 steps, or 64 in plans of more than kLargePlan nodes: a million candidates times
-// 4096 steps is minutes), else (users at least kOrderDistance earlier in plan order, at most
-// kMaxOrderEdges of them, the buffer at least kMinOrderedBytes) ordering edges from them to
-// the node. The edges cost the scheduler an atomic each (7% on threadpool-dag's 60,000 tiny
-// nodes), so small plans keep the long proof and small buffers are not worth an edge.
-constexpr std::size_t kLargePlan = std::size_t{1} << 17;
+// Dag mode, reusing a free buffer: a proof by search that its users all precede the node, of
+// kProofSteps / n steps (between 64 and 4096) so that the whole plan's proofs stay bounded (a
+// million candidates times 4096 steps is minutes); else (users at least kOrderDistance
+// earlier in plan order, at most kMaxOrderEdges of them, the buffer at least
+// kMinOrderedBytes) ordering edges from them to the node. The edges cost the scheduler an
+// atomic each (7% on threadpool-dag's 60,000 tiny nodes), so small buffers get none.
+constexpr std::size_t kProofSteps = std::size_t{1} << 24;
 constexpr std::size_t kLongProof = 4096, kShortProof = 64;
 constexpr std::size_t kMinOrderedBytes = std::size_t{4} << 10;
 constexpr std::uint32_t kOrderDistance = 256;
@@ -184,6 +184,8 @@ void plan_memory(Plan& p, ReuseMode mode) {
   using Expiry = std::pair<std::uint32_t, std::int32_t>;  // (last_read, buffer)
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> expiring;
   Reach reach(p);
+  const std::size_t proof_steps =
+      std::clamp(kProofSteps / std::max<std::size_t>(n, 1), kShortProof, kLongProof);
 
   auto occupy = [&](std::int32_t b, std::uint32_t i) {
     Buffer& B = bufs[static_cast<std::size_t>(b)];
@@ -302,7 +304,7 @@ void plan_memory(Plan& p, ReuseMode mode) {
         const std::int32_t b = it->second;
         if (mode == ReuseMode::dag) {
           const std::vector<std::uint32_t>& users = bufs[static_cast<std::size_t>(b)].users;
-          if (!reach.all_before(users, i, n > kLargePlan ? kShortProof : kLongProof)) {
+          if (!reach.all_before(users, i, proof_steps)) {
             // Not provably finished with, but long ago in plan order: order its users before
             // this node instead of proving it (a search per candidate would cost a million-
             // node graph minutes). Such users finished long before in any schedule.
