@@ -34,19 +34,24 @@ struct GraphImpl;
 
 /// How a variable gets its first value. Random initialisers are deterministic in `seed`.
 struct Initializer {
-  enum class Kind : std::uint8_t { zeros, fill, uniform, normal };
+  enum class Kind : std::uint8_t { zeros, fill, uniform, normal, values };
   Kind kind = Kind::zeros;
   float a = 0.0f;  // fill value, uniform low, normal mean
   float b = 0.0f;  // uniform high, normal stddev
   std::uint64_t seed = 0;
+  std::shared_ptr<const std::vector<float>> data;  // values: one per element, row-major
 
   static Initializer zeros() { return {}; }
-  static Initializer fill(float v) { return {Kind::fill, v, 0.0f, 0}; }
+  static Initializer fill(float v) { return {Kind::fill, v, 0.0f, 0, {}}; }
   static Initializer uniform(float lo, float hi, std::uint64_t seed) {
-    return {Kind::uniform, lo, hi, seed};
+    return {Kind::uniform, lo, hi, seed, {}};
   }
   static Initializer normal(float mean, float stddev, std::uint64_t seed) {
-    return {Kind::normal, mean, stddev, seed};
+    return {Kind::normal, mean, stddev, seed, {}};
+  }
+  /// Exactly these values (e.g. an imported model's weights).
+  static Initializer values(std::vector<float> v) {
+    return {Kind::values, 0.0f, 0.0f, 0, std::make_shared<const std::vector<float>>(std::move(v))};
   }
 };
 

@@ -307,6 +307,9 @@ std::vector<float> initial_values(const PlanNode& var) {
     case Initializer::Kind::uniform:
       for (float& x : v) x = static_cast<float>(in.a + (in.b - in.a) * unit(s));
       break;
+    case Initializer::Kind::values:
+      std::copy(in.data->begin(), in.data->end(), v.begin());
+      break;
     case Initializer::Kind::normal:
       for (std::size_t i = 0; i < n; i += 2) {
         const double r = std::sqrt(-2.0 * std::log(unit(s))), t = 6.283185307179586 * unit(s);

@@ -199,6 +199,12 @@ Node Graph::input(std::string name, DType dtype) {
 
 Node Graph::variable(std::string name, Shape shape, Initializer init) {
   if (name.empty()) throw GraphError("variable: a name is required");
+  if (init.kind == Initializer::Kind::values &&
+      (!init.data || static_cast<std::int64_t>(init.data->size()) != shape.numel())) {
+    throw ShapeError("variable '" + name + "' of shape " + shape.str() + " needs " +
+                     std::to_string(shape.numel()) + " initial values, got " +
+                     std::to_string(init.data ? init.data->size() : 0));
+  }
   NodeRec r;
   r.op = OpKind::Variable;
   r.name = std::move(name);
