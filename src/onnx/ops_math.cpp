@@ -1,0 +1,252 @@
+// ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul and Gemm,
+// reductions, Softmax / LogSoftmax.
+#include <algorithm>
+
+#include "onnx/importer.hpp"
+
+namespace hetgraph::onnx::imp {
+
+namespace {
+
+// Before opset 7, binary ops broadcast only when asked (broadcast=1), and then B lines up with
+// A's dims from `axis` on (by default at A's end).
+Node legacy_rhs(Ctx& c, Node a, Node b) {
+  if (c.version >= 7) return b;
+  const Dims da = c.shape(a), db = c.shape(b);
+  if (c.attr_i("broadcast", 0) == 0) {
+    if (da != db)
+      c.fail("shapes " + dims_str(da) + " and " + dims_str(db) + " differ (broadcast=0)");
+    return b;
+  }
+  const auto ra = static_cast<std::int64_t>(da.size()), rb = static_cast<std::int64_t>(db.size());
+  std::int64_t axis = c.attr_i("axis", ra - rb);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra)
+    c.fail("broadcast axis " + std::to_string(axis) + " out of range");
+  Dims aligned(static_cast<std::size_t>(ra - axis), 1);
+  std::copy(db.begin(), db.end(), aligned.begin());
+  return c.reshape(b, aligned);
+}
+
+template <Node (*F)(Node, Node)>
+void binary(Ctx& c) {
+  Node a = c.f32(0);
+  Node b = legacy_rhs(c, a, c.f32(1));
+  c.set(0, F(a, b));
+}
+
+template <Node (*F)(Node)>
+void unary(Ctx& c) {
+  c.set(0, F(c.f32(0)));
+}
+
+void reciprocal(Ctx& c) {
+  c.set(0, div(c.constant(1.0f), c.f32(0)));
+}
+
+void ceil_op(Ctx& c) {  // ceil(x) = -floor(-x), exactly
+  c.set(0, neg(hetgraph::floor(neg(c.f32(0)))));
+}
+
+void softplus(Ctx& c) {  // log(exp(x) + 1), ONNX's definition as written
+  c.set(0, log(add(exp(c.f32(0)), c.constant(1.0f))));
+}
+
+void identity(Ctx& c) {
+  c.alias(0, 0);
+}
+
+// Sum and Mean of any number of inputs, broadcasting.
+void sum_op(Ctx& c) {
+  Node acc = c.f32(0);
+  for (std::size_t i = 1; i < c.inputs(); ++i) acc = add(acc, c.f32(i));
+  if (c.n.op == "Mean" && c.inputs() > 1)
+    acc = div(acc, c.constant(static_cast<float>(c.inputs())));
+  if (c.inputs() == 1) {
+    c.alias(0, 0);
+    return;
+  }
+  c.set(0, acc);
+}
+
+// ---- MatMul and Gemm -------------------------------------------------------------------------
+
+Dims batch_of(const Dims& d) {
+  return Dims(d.begin(), d.end() - 2);
+}
+bool all_ones(const Dims& d) {
+  return std::all_of(d.begin(), d.end(), [](std::int64_t v) { return v == 1; });
+}
+
+// numpy matmul: 1-d operands gain a dim that the result drops; batch dims broadcast. hetgraph's
+// matmul takes rank 2 x 2, 3 x 3 (same batch) and 3 x 2; the rest is reshaped onto those.
+void matmul_op(Ctx& c) {
+  Node a = c.f32(0), b = c.f32(1);
+  Dims da = c.shape(a), db = c.shape(b);
+  if (da.empty() || db.empty()) c.fail("MatMul of a scalar");
+  const bool a1 = da.size() == 1, b1 = db.size() == 1;
+  if (a1) a = c.reshape(a, da = {1, da[0]});
+  if (b1) b = c.reshape(b, db = {db[0], 1});
+  const std::int64_t M = da[da.size() - 2], K = da.back(), N = db.back();
+  if (db[db.size() - 2] != K) {
+    c.fail("inner dimensions differ: " + dims_str(c.dims(0)) + " x " + dims_str(c.dims(1)));
+  }
+  Dims ba = batch_of(da), bb = batch_of(db);
+  // A batch of ones is no batch: a shared operand.
+  if (!ba.empty() && all_ones(ba) && bb.size() >= ba.size()) a = c.reshape(a, {M, K}), ba.clear();
+  if (!bb.empty() && all_ones(bb) && ba.size() >= bb.size()) b = c.reshape(b, {K, N}), bb.clear();
+  const Dims batch = broadcast(ba, bb, c);
+  Node y;
+  if (ba.empty() && bb.empty()) {
+    y = matmul(a, b);
+  } else if (bb.empty()) {  // [..., M, K] x [K, N]: one product over the rows of every batch
+    y = matmul(c.reshape(a, {numel(ba) * M, K}), b);
+  } else if (ba.empty()) {  // [M, K] x [..., K, N] = ([..., K, N]^T [M, K]^T)^T
+    Node bt = c.reshape(b, {numel(bb), K, N});
+    y = transpose(matmul(bt, a, true, true));
+  } else {
+    if (ba != batch)
+      a = broadcast_to(c, a, [&] {
+        Dims d = batch;
+        d.push_back(M), d.push_back(K);
+        return d;
+      }());
+    if (bb != batch)
+      b = broadcast_to(c, b, [&] {
+        Dims d = batch;
+        d.push_back(K), d.push_back(N);
+        return d;
+      }());
+    y = matmul(c.reshape(a, {numel(batch), M, K}), c.reshape(b, {numel(batch), K, N}));
+  }
+  Dims out = batch;
+  if (!a1) out.push_back(M);
+  if (!b1) out.push_back(N);
+  c.set(0, c.reshape(y, out));
+}
+
+// Y = alpha * op(A) op(B) + beta * C
+void gemm(Ctx& c) {
+  Node a = c.f32(0), b = c.f32(1);
+  if (c.rank(0) != 2 || c.rank(1) != 2) {
+    c.fail("Gemm takes 2-d A and B, got " + dims_str(c.dims(0)) + " and " + dims_str(c.dims(1)));
+  }
+  const float alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
+  Node y = matmul(a, b, c.attr_i("transA", 0) != 0, c.attr_i("transB", 0) != 0);
+  if (alpha != 1.0f) y = scale(y, alpha);
+  if (c.has(2) && beta != 0.0f) {
+    Node bias = c.f32(2);
+    if (c.version < 7 && c.attr_i("broadcast", 0) == 0 && c.shape(bias) != c.shape(y)) {
+      c.fail("C " + dims_str(c.dims(2)) + " must have the output's shape without broadcast=1");
+    }
+    if (beta != 1.0f) bias = scale(bias, beta);
+    y = add(y, bias);
+  }
+  c.set(0, y);
+}
+
+// ---- reductions ----------------------------------------------------------------------------
+
+/// Reduces x over `axes` (empty: all) with `op`, one axis at a time (keeping dims, then
+/// dropping them at once unless keepdims).
+Node reduce_axes(Ctx& c, Node x, Dims axes, bool keep, Node (*op)(Node, int, bool)) {
+  const Dims d = c.shape(x);
+  const int r = static_cast<int>(d.size());
+  std::vector<bool> red(d.size(), axes.empty());
+  for (std::int64_t a : axes) red[static_cast<std::size_t>(c.axis(a, r))] = true;
+  Node y = x;
+  if (r == 0) return y;
+  if (std::all_of(red.begin(), red.end(), [](bool v) { return v; })) {
+    y = op(x, kAllAxes, true);
+  } else {
+    for (int a = r - 1; a >= 0; --a) {
+      if (red[static_cast<std::size_t>(a)]) y = op(y, a, true);
+    }
+  }
+  Dims out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (!red[i])
+      out.push_back(d[i]);
+    else if (keep)
+      out.push_back(1);
+  }
+  return c.reshape(y, out);
+}
+
+Dims reduce_axes_of(Ctx& c, bool& noop) {
+  noop = false;
+  Dims axes = c.attr_ints("axes");
+  if (c.has(1)) axes = c.ints(1, "axes");
+  if (axes.empty() && c.attr_i("noop_with_empty_axes", 0) != 0) noop = true;
+  return axes;
+}
+
+template <Node (*Op)(Node, int, bool)>
+void reduce(Ctx& c) {
+  bool noop = false;
+  const Dims axes = reduce_axes_of(c, noop);
+  if (noop) return c.alias(0, 0);
+  const bool keep = c.attr_i("keepdims", 1) != 0;
+  Node x = c.f32(0);
+  const std::string& op = c.n.op;
+  if (op == "ReduceSumSquare" || op == "ReduceL2") x = mul(x, x);
+  if (op == "ReduceLogSumExp") x = exp(x);
+  Node y = reduce_axes(c, x, axes, keep, Op);
+  if (op == "ReduceL2") y = sqrt(y);
+  if (op == "ReduceLogSum" || op == "ReduceLogSumExp") y = log(y);
+  c.set(0, y);
+}
+
+// ---- softmax -------------------------------------------------------------------------------
+
+template <Node (*Op)(Node, int)>
+void softmax_op(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  const int r = static_cast<int>(d.size());
+  if (c.version >= 13) {
+    c.set(0, Op(x, c.axis(c.attr_i("axis", -1), r)));
+    return;
+  }
+  // Before opset 13 the input is seen as 2-d: [dims before axis, dims from axis on].
+  const int axis = c.axis(c.attr_i("axis", 1), std::max(r, 1));
+  const std::int64_t rows = numel(Dims(d.begin(), d.begin() + axis));
+  Node y = Op(c.reshape(x, {rows, numel(d) / rows}), -1);
+  c.set(0, c.reshape(y, d));
+}
+
+}  // namespace
+
+void register_math_ops(std::vector<Handler>& h) {
+  h.push_back({"Add", 1, 14, binary<add>});
+  h.push_back({"Sub", 1, 14, binary<sub>});
+  h.push_back({"Mul", 1, 14, binary<mul>});
+  h.push_back({"Div", 1, 14, binary<div>});
+  h.push_back({"Sum", 1, 13, sum_op});
+  h.push_back({"Mean", 1, 13, sum_op});
+  h.push_back({"Neg", 1, 13, unary<neg>});
+  h.push_back({"Sqrt", 1, 13, unary<sqrt>});
+  h.push_back({"Exp", 1, 13, unary<exp>});
+  h.push_back({"Log", 1, 13, unary<log>});
+  h.push_back({"Relu", 1, 14, unary<relu>});
+  h.push_back({"Sigmoid", 1, 13, unary<sigmoid>});
+  h.push_back({"Tanh", 1, 13, unary<tanh>});
+  h.push_back({"Floor", 1, 13, unary<hetgraph::floor>});
+  h.push_back({"Ceil", 1, 13, ceil_op});
+  h.push_back({"Reciprocal", 1, 13, reciprocal});
+  h.push_back({"Softplus", 1, 17, softplus});
+  h.push_back({"Identity", 1, 16, identity});
+  h.push_back({"MatMul", 1, 13, matmul_op});
+  h.push_back({"Gemm", 1, 13, gemm});
+  h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});
+  h.push_back({"ReduceMax", 1, 13, reduce<reduce_max>});
+  h.push_back({"ReduceSumSquare", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceL2", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceLogSum", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceLogSumExp", 1, 13, reduce<reduce_sum>});
+  h.push_back({"Softmax", 1, 13, softmax_op<softmax>});
+  h.push_back({"LogSoftmax", 1, 13, softmax_op<log_softmax>});
+}
+
+}  // namespace hetgraph::onnx::imp
