@@ -16,6 +16,7 @@ packages=(
   libonnx-testdata       # the ONNX backend test suite (conformance test)
   dataset-fashion-mnist  # the default MNIST-format data set
   python3 python3-matplotlib   # bench/plot.py
+  clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
 )
 
 missing=()
