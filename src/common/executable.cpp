@@ -306,8 +306,9 @@ void InitialValues::next(std::span<float> out) {
     case Initializer::Kind::uniform:
       for (float& x : out) x = static_cast<float>(in.a + (in.b - in.a) * unit(state_));
       break;
-    case Initializer::Kind::values:
-      std::copy(in.data->begin(), in.data->end(), v.begin());
+    case Initializer::Kind::values:  // state_ (seed 0) counts the values given out
+      std::copy_n(in.data->begin() + static_cast<std::ptrdiff_t>(state_), out.size(), out.begin());
+      state_ += out.size();
       break;
     case Initializer::Kind::normal:
       // Box-Muller: each pair of uniforms gives two values (the second of a last odd one is
