@@ -68,6 +68,25 @@ Array binary(const Array& a, const Array& b, const std::function<double(double, 
   return out;
 }
 
+Array ternary(const Array& c, const Array& a, const Array& b,
+              const std::function<double(double, double, double)>& f) {
+  Array out(broadcast(c.shape, broadcast(a.shape, b.shape)));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    const auto idx = unravel(i, out.shape);
+    out.v[static_cast<std::size_t>(i)] =
+        f(at_broadcast(c, idx), at_broadcast(a, idx), at_broadcast(b, idx));
+  }
+  return out;
+}
+
+// NaN-propagating maximum and minimum: a NaN operand is the result (as PyTorch and ONNX).
+double nan_max(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b);
+}
+double nan_min(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);
+}
+
 Array unary(const Array& a, const std::function<double(double)>& f) {
   Array out(a.shape);
   for (std::size_t i = 0; i < a.size(); ++i) out.v[i] = f(a.v[i]);
@@ -351,6 +370,8 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::Transpose:
     case OpKind::Reshape:
       return int_typed(g, r.inputs[0]);
+    case OpKind::Where:
+      return int_typed(g, r.inputs[1]);
     default:
       return false;
   }
@@ -431,7 +452,36 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         out = unary(in[0], [](double a) { return std::sqrt(a); });
         break;
       case OpKind::Relu:
-        out = unary(in[0], [](double a) { return a > 0 ? a : 0.0; });
+        out = unary(in[0], [](double a) { return nan_max(a, 0.0); });
+        break;
+      case OpKind::Abs:
+        out = unary(in[0], [](double a) { return std::fabs(a); });
+        break;
+      case OpKind::Erf:
+        out = unary(in[0], [](double a) { return std::erf(a); });
+        break;
+      case OpKind::LeakyRelu: {
+        const double s = at.alpha;
+        out = unary(in[0], [s](double a) { return a > 0 ? a : s * a; });
+        break;
+      }
+      case OpKind::Clip: {
+        const double lo = at.alpha, hi = at.beta;
+        out = unary(in[0], [lo, hi](double a) { return nan_min(nan_max(a, lo), hi); });
+        break;
+      }
+      case OpKind::Pow:
+        out = binary(in[0], in[1], [](double a, double b) { return std::pow(a, b); });
+        break;
+      case OpKind::Maximum:
+        out = binary(in[0], in[1], nan_max);
+        break;
+      case OpKind::Minimum:
+        out = binary(in[0], in[1], nan_min);
+        break;
+      case OpKind::Where:
+        out = ternary(in[0], in[1], in[2],
+                      [](double c, double a, double b) { return c != 0 ? a : b; });
         break;
       case OpKind::Sigmoid:
         out = unary(in[0], [](double a) { return 1.0 / (1.0 + std::exp(-a)); });

@@ -136,6 +136,29 @@ TEST(ShapeErrors, SameShapeOpsAndFloatOnlyOps) {
       {"'e'", "exp", "float", "i32"});
 }
 
+TEST(ShapeErrors, OnnxElementwise) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b"), c = g.input("c", DType::i32);
+  auto ids = g.input("ids", DType::i32);
+  auto wf = where(a, a, b).named("w_float_cond");
+  auto wm = where(c, a, ids).named("w_mixed");
+  auto wb = where(c, a, b).named("w_shapes");
+  auto mx = maximum(a, b).named("mx");
+  auto pw = pow(a, ids).named("pw");
+  auto cl = clip(ids, 0, 1).named("cl");
+  const InputShapes s{{"a", {2, 3}}, {"b", {4, 3}}, {"c", {3}}, {"ids", {3}}};
+  expect_error<ShapeError>([&] { compile(g, s, {wf}); },
+                           {"'w_float_cond'", "where", "condition must be int32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {wm}); },
+                           {"'w_mixed'", "where", "one type", "f32", "i32"});
+  expect_error<ShapeError>([&] { compile(g, s, {wb}); },
+                           {"'w_shapes'", "where", "[3]", "[2, 3]", "[4, 3]", "do not broadcast"});
+  expect_error<ShapeError>([&] { compile(g, s, {mx}); },
+                           {"'mx'", "maximum", "[2, 3]", "[4, 3]", "do not broadcast"});
+  expect_error<ShapeError>([&] { compile(g, s, {pw}); }, {"'pw'", "pow", "float", "i32"});
+  expect_error<ShapeError>([&] { compile(g, s, {cl}); }, {"'cl'", "clip", "float", "i32"});
+}
+
 TEST(ShapeErrors, ShapesThemselves) {
   expect_error<ShapeError>([] { Shape s{1, 2, 3, 4, 5}; }, {"rank 5"});
   Graph g;

@@ -133,6 +133,27 @@ Node tanh(Node x);
 /// Gaussian error linear unit x * Phi(x), with the exact normal CDF
 /// Phi(x) = (1 + erf(x / sqrt(2))) / 2 (PyTorch's default gelu, ONNX's Gelu).
 Node gelu(Node x);
+Node abs(Node x);
+/// The Gauss error function (ONNX Erf).
+Node erf(Node x);
+/// x for x > 0, alpha * x otherwise (ONNX LeakyRelu; its default alpha is 0.01).
+Node leaky_relu(Node x, float alpha = 0.01f);
+/// min(max(x, lo), hi) (ONNX Clip): lo > hi gives hi. Bounds are attributes: ONNX Clip-11+
+/// takes them as inputs, nearly always constants, whose values become these (a missing
+/// bound is -inf or +inf). Bounds computed at run time: minimum(maximum(x, lo), hi).
+///   auto relu6 = clip(x, 0.0f, 6.0f);
+Node clip(Node x, float lo, float hi);
+/// a^b elementwise with broadcasting, C's powf (a < 0 with a non-integer b is NaN).
+Node pow(Node a, Node b);
+/// Elementwise maximum / minimum with broadcasting (ONNX Max / Min of two inputs).
+Node maximum(Node a, Node b);
+Node minimum(Node a, Node b);
+/// a where cond is nonzero, else b, with numpy broadcasting of all three (ONNX Where).
+/// cond is int32 (ONNX's bool); a and b are both float or both int32.
+///   auto masked = where(mask, scores, g.constant(-1e9f));
+Node where(Node cond, Node a, Node b);
+// NaN: every op propagates NaN as PyTorch and ONNX do: relu, clip, maximum/minimum, the max
+// reductions and max pooling return NaN where an input is NaN.
 
 /// op(a) @ op(b) where op transposes the last two dims when asked. Rank 2 x rank 2, or
 /// batched: rank 3 x rank 3 (same batch) or rank 3 x rank 2 (b shared by the batch).

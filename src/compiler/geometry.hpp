@@ -14,55 +14,59 @@
 
 namespace hetgraph::detail {
 
-/// Iteration plan for out = f(a, b) with numpy broadcasting: output dims of size 1 are dropped
-/// and neighbouring dims merge when both inputs step through them alike. The result is
-/// `rows` x `inner` with per-dim element strides (0 where an input is broadcast).
-struct Bcast {
+/// Iteration plan for out = f(x_0, .., x_{N-1}) with numpy broadcasting: output dims of size 1
+/// are dropped and neighbouring dims merge when every input steps through them alike. The
+/// result is `rows` x `inner` with per-dim element strides of each input (0 where it is
+/// broadcast).
+template <std::size_t N>
+struct BcastN {
   int rank = 0;  // collapsed rank, >= 1
-  std::array<std::int64_t, 4> d{}, sa{}, sb{};
+  std::array<std::int64_t, 4> d{};
+  std::array<std::array<std::int64_t, 4>, N> s{};  // s[k][dim]: input k's stride
   std::int64_t rows = 1, inner = 1;
+  /// Input k's stride along the innermost (collapsed) dim: 0 or 1.
+  std::int64_t inner_stride(std::size_t k) const {
+    return s[k][static_cast<std::size_t>(rank - 1)];
+  }
 };
 
-inline Bcast make_bcast(const Shape& a, const Shape& b, const Shape& out) {
+template <std::size_t N>
+BcastN<N> make_bcast_n(const std::array<const Shape*, N>& in, const Shape& out) {
   // Pad to the output's rank, compute strides with 0 for broadcast dims.
   const int r = out.rank();
-  std::array<std::int64_t, 4> da{}, db{}, sta{}, stb{};
-  for (int i = 0; i < r; ++i) {
-    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
-    da[static_cast<std::size_t>(i)] = ia >= 0 ? a[ia] : 1;
-    db[static_cast<std::size_t>(i)] = ib >= 0 ? b[ib] : 1;
+  std::array<std::array<std::int64_t, 4>, N> st{};
+  for (std::size_t k = 0; k < N; ++k) {
+    std::int64_t m = 1;
+    for (int i = r - 1; i >= 0; --i) {
+      const int j = in[k]->rank() - r + i;
+      const std::int64_t dk = j >= 0 ? (*in[k])[j] : 1;
+      st[k][static_cast<std::size_t>(i)] = dk == 1 ? 0 : m;
+      m *= dk;
+    }
   }
-  std::int64_t ma = 1, mb = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    const auto k = static_cast<std::size_t>(i);
-    sta[k] = da[k] == 1 ? 0 : ma;
-    stb[k] = db[k] == 1 ? 0 : mb;
-    ma *= da[k];
-    mb *= db[k];
-  }
-  Bcast p;
+  BcastN<N> p;
   for (int i = 0; i < r; ++i) {
-    const auto k = static_cast<std::size_t>(i);
+    const auto u = static_cast<std::size_t>(i);
     if (out[i] == 1) continue;
     if (p.rank > 0) {
       const auto j = static_cast<std::size_t>(p.rank - 1);
-      // Merge into the previous kept dim when both inputs continue through it contiguously.
-      if (p.sa[j] == sta[k] * out[i] && p.sb[j] == stb[k] * out[i]) {
+      // Merge into the previous kept dim when every input continues through it contiguously.
+      bool merge = true;
+      for (std::size_t k = 0; k < N; ++k) merge = merge && p.s[k][j] == st[k][u] * out[i];
+      if (merge) {
         p.d[j] *= out[i];
-        p.sa[j] = sta[k];
-        p.sb[j] = stb[k];
+        for (std::size_t k = 0; k < N; ++k) p.s[k][j] = st[k][u];
         continue;
       }
     }
     const auto j = static_cast<std::size_t>(p.rank++);
     p.d[j] = out[i];
-    p.sa[j] = sta[k];
-    p.sb[j] = stb[k];
+    for (std::size_t k = 0; k < N; ++k) p.s[k][j] = st[k][u];
   }
   if (p.rank == 0) {
     p.rank = 1;
     p.d[0] = 1;
-    p.sa[0] = p.sb[0] = 0;
+    for (std::size_t k = 0; k < N; ++k) p.s[k][0] = 0;
   }
   p.inner = p.d[static_cast<std::size_t>(p.rank - 1)];
   p.rows = 1;
@@ -71,15 +75,36 @@ inline Bcast make_bcast(const Shape& a, const Shape& b, const Shape& out) {
 }
 
 /// Input offsets of row `row` of a plan (the innermost dim excluded).
-inline void row_offsets(const Bcast& p, std::int64_t row, std::int64_t& oa, std::int64_t& ob) {
-  oa = ob = 0;
+template <std::size_t N>
+std::array<std::int64_t, N> row_offsets(const BcastN<N>& p, std::int64_t row) {
+  std::array<std::int64_t, N> o{};
   for (int k = p.rank - 2; k >= 0; --k) {
     const auto u = static_cast<std::size_t>(k);
     const std::int64_t i = row % p.d[u];
     row /= p.d[u];
-    oa += i * p.sa[u];
-    ob += i * p.sb[u];
+    for (std::size_t q = 0; q < N; ++q) o[q] += i * p.s[q][u];
   }
+  return o;
+}
+
+/// The two-input plan of binary elementwise ops and sum_to.
+struct Bcast {
+  int rank = 0;  // collapsed rank, >= 1
+  std::array<std::int64_t, 4> d{}, sa{}, sb{};
+  std::int64_t rows = 1, inner = 1;
+};
+
+inline Bcast make_bcast(const Shape& a, const Shape& b, const Shape& out) {
+  const BcastN<2> n = make_bcast_n<2>({&a, &b}, out);
+  return {n.rank, n.d, n.s[0], n.s[1], n.rows, n.inner};
+}
+
+/// Input offsets of row `row` of a plan (the innermost dim excluded).
+inline void row_offsets(const Bcast& p, std::int64_t row, std::int64_t& oa, std::int64_t& ob) {
+  const BcastN<2> n{p.rank, p.d, {p.sa, p.sb}, p.rows, p.inner};
+  const auto o = row_offsets(n, row);
+  oa = o[0];
+  ob = o[1];
 }
 
 /// [outer, n, inner] view of a reduction over `axis` (kAllAxes: everything is n).

@@ -84,6 +84,22 @@ enum class OpKind : std::uint8_t {
   Floor,            // elementwise.cpp; no gradient flows through it
   Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
   GeluGrad,
+  // elementwise.cpp: the ONNX set (issue 17)
+  Abs,
+  AbsGrad,
+  Erf,
+  ErfGrad,
+  LeakyRelu,      // alpha: the slope below 0
+  LeakyReluGrad,  // (g, x), alpha
+  Clip,           // alpha, beta: the bounds
+  ClipGrad,       // (g, x), alpha, beta
+  Pow,
+  XLogY,  // x * log(y), 0 where x == 0: pow's gradient with respect to the exponent
+  Maximum,
+  Minimum,
+  MaximumGrad,  // (g, a, b), begin: the input (0: a, 1: b) whose share of g it is
+  MinimumGrad,
+  Where,  // (int32 cond, a, b)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -141,8 +157,11 @@ enum class Storage : std::uint8_t {
 
 /// Elementwise ops map each element (unary: f(x)) or each broadcast pair (binary: f(a, b)) on
 /// their own: platforms run them through one generic kernel per kind (an OpenCL op `name`
-/// is the kernel name_f32, or name_ff / name_bc, in kernels/elementwise.cl).
-enum class Elementwise : std::uint8_t { none, unary, binary };
+/// is the kernel name_f32, or name_ff / name_bc, in kernels/elementwise.cl). Unary kernels
+/// get the node's alpha and beta, binary and ternary ones too.
+/// Ternary ops (where, the maximum/minimum gradients) broadcast three inputs (name_bc, or
+/// name_ff when all have the output's shape).
+enum class Elementwise : std::uint8_t { none, unary, binary, ternary };
 
 /// Static work estimate of one node, before profiling.
 struct Cost {
