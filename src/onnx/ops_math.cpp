@@ -1,6 +1,7 @@
 // ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul and Gemm,
 // reductions, Softmax / LogSoftmax.
 #include <algorithm>
+#include <cmath>
 
 #include "onnx/importer.hpp"
 
@@ -50,6 +51,106 @@ void ceil_op(Ctx& c) {  // ceil(x) = -floor(-x), exactly
 
 void softplus(Ctx& c) {  // log(exp(x) + 1), ONNX's definition as written
   c.set(0, log(add(exp(c.f32(0)), c.constant(1.0f))));
+}
+
+void leaky_relu_op(Ctx& c) {
+  c.set(0, leaky_relu(c.f32(0), c.attr_f("alpha", 0.01f)));
+}
+
+// x >= 0 ? x : slope * x, with slope broadcast (per channel, usually).
+void prelu(Ctx& c) {
+  Node x = c.f32(0);
+  Node slope = c.f32(1);
+  const Dims dx = c.shape(x), ds = c.shape(slope);
+  if (c.version < 7 && numel(ds) > 1 && dx.size() >= 2 && ds.size() == 1) {
+    // PRelu-6 and before: one slope per channel (dim 1).
+    Dims to{ds[0]};
+    for (std::size_t i = 2; i < dx.size(); ++i) to.push_back(1);
+    slope = c.reshape(slope, to);
+  }
+  c.set(0, add(relu(x), mul(slope, minimum(x, c.constant(0.0f)))));
+}
+
+// x > 0 ? x : alpha * (exp(x) - 1); the exp sees only x <= 0 (no overflow for large x).
+Node elu_of(Ctx& c, Node x, float alpha) {
+  return add(relu(x), scale(sub(exp(minimum(x, c.constant(0.0f))), c.constant(1.0f)), alpha));
+}
+void elu(Ctx& c) {
+  c.set(0, elu_of(c, c.f32(0), c.attr_f("alpha", 1.0f)));
+}
+void selu(Ctx& c) {
+  c.set(0, scale(elu_of(c, c.f32(0), c.attr_f("alpha", 1.67326319217681884765625f)),
+                 c.attr_f("gamma", 1.05070102214813232421875f)));
+}
+void hard_sigmoid(Ctx& c) {  // max(0, min(1, alpha * x + beta))
+  Node x = c.f32(0);
+  c.set(0, clip(add(scale(x, c.attr_f("alpha", 0.2f)), c.constant(c.attr_f("beta", 0.5f))), 0.0f,
+                1.0f));
+}
+void hard_swish(Ctx& c) {  // x * hard_sigmoid(x) with alpha 1/6, beta 1/2
+  Node x = c.f32(0);
+  c.set(0, mul(x, clip(add(scale(x, 1.0f / 6.0f), c.constant(0.5f)), 0.0f, 1.0f)));
+}
+void softsign(Ctx& c) {  // x / (1 + |x|)
+  Node x = c.f32(0);
+  c.set(0, div(x, add(c.constant(1.0f), abs(x))));
+}
+
+void clip_op(Ctx& c) {
+  Node x = c.f32(0);
+  float lo = -INFINITY, hi = INFINITY;
+  if (c.version < 11) {
+    lo = c.attr_f("min", -INFINITY);
+    hi = c.attr_f("max", INFINITY);
+  }
+  // Bounds known at import are attributes of one clip; bounds computed at run time compose.
+  Node y = x;
+  bool runtime = false;
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    if (!c.has(i)) continue;
+    if (c.known(i)) {
+      const std::vector<float> v = c.floats(i, i == 1 ? "min" : "max");
+      if (v.size() != 1) c.fail("Clip bounds must be scalars");
+      (i == 1 ? lo : hi) = v[0];
+    } else {
+      runtime = true;
+    }
+  }
+  if (!runtime) {
+    c.set(0, clip(x, lo, hi));
+    return;
+  }
+  if (c.has(1)) y = c.known(1) ? maximum(y, c.constant(lo)) : maximum(y, c.f32(1));
+  if (c.has(2)) y = c.known(2) ? minimum(y, c.constant(hi)) : minimum(y, c.f32(2));
+  c.set(0, y);
+}
+
+void pow_op(Ctx& c) {
+  Node a = c.f32(0);
+  Node b;
+  if (c.elem(1) != ir::kFloat && c.known(1)) {  // an integer exponent known now: as floats
+    b = c.constant(c.dims(1), c.floats(1, "exponent"));
+  } else {
+    b = c.f32(1);
+  }
+  c.set(0, pow(a, legacy_rhs(c, a, b)));
+}
+
+// Max / Min of any number of inputs, broadcasting.
+template <Node (*F)(Node, Node)>
+void extremum(Ctx& c) {
+  if (c.inputs() == 1) return c.alias(0, 0);
+  Node acc = c.f32(0);
+  for (std::size_t i = 1; i < c.inputs(); ++i) acc = F(acc, c.f32(i));
+  c.set(0, acc);
+}
+
+void where_op(Ctx& c) {
+  if (!ir::is_integral(c.elem(0))) c.fail("the condition must be bool");
+  const int elem = c.elem(1);
+  if (elem != c.elem(2)) c.fail("X and Y differ in element type");
+  Node x = c.node(1), y = c.node(2);
+  c.set(0, where(c.node(0), x, y), elem);
 }
 
 void identity(Ctx& c) {
@@ -181,6 +282,11 @@ Dims reduce_axes_of(Ctx& c, bool& noop) {
   return axes;
 }
 
+// min over axes = -max of -x: exact (negation is), NaN included.
+Node reduce_min_of(Node x, int axis, bool keepdims) {
+  return neg(reduce_max(neg(x), axis, keepdims));
+}
+
 template <Node (*Op)(Node, int, bool)>
 void reduce(Ctx& c) {
   bool noop = false;
@@ -236,6 +342,21 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Reciprocal", 1, 13, reciprocal});
   h.push_back({"Softplus", 1, 17, softplus});
   h.push_back({"Identity", 1, 16, identity});
+  h.push_back({"Abs", 1, 13, unary<abs>});
+  h.push_back({"Erf", 9, 13, unary<erf>});
+  h.push_back({"LeakyRelu", 1, 16, leaky_relu_op});
+  h.push_back({"PRelu", 1, 16, prelu});
+  h.push_back({"Elu", 1, 6, elu});
+  h.push_back({"Selu", 1, 6, selu});
+  h.push_back({"HardSigmoid", 1, 6, hard_sigmoid});
+  h.push_back({"HardSwish", 14, 14, hard_swish});
+  h.push_back({"Softsign", 1, 1, softsign});
+  h.push_back({"Clip", 1, 13, clip_op});
+  h.push_back({"Pow", 1, 15, pow_op});
+  h.push_back({"Max", 1, 13, extremum<maximum>});
+  h.push_back({"Min", 1, 13, extremum<minimum>});
+  h.push_back({"Where", 9, 16, where_op});
+  h.push_back({"ReduceMin", 1, 13, reduce<reduce_min_of>});
   h.push_back({"MatMul", 1, 13, matmul_op});
   h.push_back({"Gemm", 1, 13, gemm});
   h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
