@@ -59,13 +59,13 @@ struct TensorData;
 struct ImportOptions {
   /// Shapes of the model's inputs, by name: required for dynamic dims (symbolic or unknown),
   /// checked against the fixed ones. Inputs not named keep the shapes the model declares.
-  InputShapes input_shapes;
+  InputShapes input_shapes{};
   /// Size given to dynamic dims of inputs not in `input_shapes`; 0: such a dim is an error.
   std::int64_t dynamic_dim = 0;
   /// Inputs whose values are fixed when the graph is built: they become constants (and are
   /// no longer inputs), so computations on them fold. For inputs that are parameters, such
   /// as the axes, shapes and pads some models take as inputs.
-  std::vector<std::pair<std::string, std::shared_ptr<const TensorData>>> input_values;
+  std::vector<std::pair<std::string, std::shared_ptr<const TensorData>>> input_values{};
   /// Run onnx::checker on the model first.
   bool check = true;
   /// Fold an inference BatchNormalization into the Conv before it (its weights and bias are
@@ -125,7 +125,7 @@ struct ExportOptions {
   /// without it, their initial values. Its variables must include the exported ones.
   const CompiledGraph* values = nullptr;
   /// ONNX names of the outputs; default: the nodes' names, or output_0, output_1, ...
-  std::vector<std::string> output_names;
+  std::vector<std::string> output_names{};
   std::string graph_name = "hetgraph";
 };
 
