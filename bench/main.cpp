@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tool_run.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "options.hpp"
 #include "workloads.hpp"
@@ -19,20 +20,6 @@
 namespace {
 
 using bench::Options;
-
-hetgraph::Platform make_platform(const Options& o) {
-  if (o.platform == "opencl") {  // --engine in-order: one in-order queue (a serial run)
-    return hetgraph::Platform::opencl({.in_order = o.engine == "in-order"});
-  }
-  hetgraph::CpuOptions c;
-  c.engine = hetgraph::parse_engine(o.engine);
-  c.threads = o.threads;
-  c.executors = o.executors;
-  c.threads_per_executor = o.threads_per_executor;
-  if (o.inline_below_us >= 0) c.inline_below_us = o.inline_below_us;
-  c.pin_threads = o.pin;
-  return hetgraph::Platform::cpu(c);
-}
 
 struct Result {
   std::vector<double> samples;  // seconds per run
@@ -42,12 +29,6 @@ struct Result {
   int tuning_runs = 0;
   hetgraph::EngineReport engine;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 Result time_case(bench::Case& c, const Options& o) {
   Result r;
@@ -64,8 +45,8 @@ Result time_case(bench::Case& c, const Options& o) {
   const double t0 = hetgraph::now_s();
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
-  hetgraph::CompiledGraph cg =
-      hetgraph::GraphCompiler(make_platform(o), co).compile(c.graph, c.shapes, c.fetches);
+  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co)
+                                   .compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
   r.planned = cg.planned_bytes();
   r.naive = cg.naive_bytes();
@@ -107,31 +88,16 @@ Result time_case(bench::Case& c, const Options& o) {
     }
   };
   if (c.time_copies) feeds = mapped_feeds;
-  // An automatic engine tunes itself on the first runs (timed turns of 15 ms per candidate):
-  // those are warm-up, not samples.
-  const auto tune_t0 = std::chrono::steady_clock::now();
-  while (!cg.engine_report().tuned() &&
-         std::chrono::steady_clock::now() - tune_t0 < std::chrono::seconds(300)) {
-    cg.run(feeds);
-    ++r.tuning_runs;
-  }
-  for (int i = 0; i < o.warmup; ++i) cg.run(feeds);
-  if (!o.trace.empty()) cg.start_trace(o.trace);
-  for (int s = 0; s < o.repeat; ++s) {
-    if (c.time_copies) {  // one run per sample, its copy timed apart
-      const double t0 = hetgraph::now_s();
-      write_inputs();
-      const double t1 = hetgraph::now_s();
-      cg.run(feeds);
-      r.copies.push_back(t1 - t0);
-      r.samples.push_back(hetgraph::now_s() - t1);
-      continue;
-    }
-    const double ts = hetgraph::now_s();
-    for (int i = 0; i < c.runs_per_sample; ++i) cg.run(feeds);
-    r.samples.push_back((hetgraph::now_s() - ts) / c.runs_per_sample);
-  }
-  if (!o.trace.empty()) cg.stop_trace();
+  hetgraph::tool::TimingOptions to;
+  to.repeat = o.repeat;
+  to.warmup = o.warmup;
+  to.runs_per_sample = c.runs_per_sample;
+  to.trace = o.trace;
+  if (c.time_copies) to.before_sample = write_inputs;
+  hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
+  r.samples = std::move(t.samples);
+  r.copies = std::move(t.before);
+  r.tuning_runs = t.tuning_runs;
   for (const hetgraph::Node& n : c.checksum) {
     for (float v : cg.read(n)) r.checksum += v;
   }
@@ -159,16 +125,13 @@ int run(const Options& o) {
     try {
       bench::Case c = w->make();
       const Result r = time_case(c, o);
-      const double med = median(r.samples);
+      const double med = hetgraph::tool::median(r.samples);
       const double mn = *std::min_element(r.samples.begin(), r.samples.end());
       const double mx = *std::max_element(r.samples.begin(), r.samples.end());
       const std::string platform = c.raw ? "raw" : o.platform;
       const std::string engine = c.raw ? "none" : r.engine.engine;
       // lanes x threads: CPU executors x their team size, OpenCL queues x compute units
-      const std::string executors = r.engine.lanes.empty()
-                                        ? "1x1"
-                                        : std::to_string(r.engine.lanes.size()) + "x" +
-                                              std::to_string(r.engine.lanes.front().threads);
+      const std::string executors = hetgraph::tool::lanes_label(r.engine);
       const hetgraph::EngineReport::Cpu cpu = r.engine.cpu.value_or(hetgraph::EngineReport::Cpu{});
       if (o.json) {
         std::printf(
@@ -183,7 +146,7 @@ int run(const Options& o) {
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
             cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
             o.mapped ? "true" : "false", med);
-        if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", median(r.copies));
+        if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", hetgraph::tool::median(r.copies));
         if (!cpu.search.empty()) {
           std::printf(",\"search\":[");
           for (std::size_t i = 0; i < cpu.search.size(); ++i) {
@@ -202,7 +165,7 @@ int run(const Options& o) {
             "%.6g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), med, mn, mx,
             r.setup_s, r.checksum);
-        if (!r.copies.empty()) std::printf("  copy %.6f s", median(r.copies));
+        if (!r.copies.empty()) std::printf("  copy %.6f s", hetgraph::tool::median(r.copies));
         std::printf("\n");
         for (const auto& t : cpu.search) {
           std::printf("    search: %-13s %dx%d  median %.6f s\n", t.engine.c_str(), t.executors,
