@@ -126,6 +126,10 @@ struct ExportOptions {
   const CompiledGraph* values = nullptr;
   /// ONNX names of the outputs; default: the nodes' names, or output_0, output_1, ...
   std::vector<std::string> output_names{};
+  /// Declare dim 0 of every input and output as the dynamic dim "batch" (the shapes given
+  /// fix the rest). Only for graphs whose nodes do not depend on the batch size (no reshape
+  /// that names it): importing with another batch size then checks that.
+  bool dynamic_batch = false;
   std::string graph_name = "hetgraph";
 };
 

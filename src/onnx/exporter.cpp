@@ -173,6 +173,7 @@ class Exporter {
         v.elem = n.type.dtype == DType::f32 ? ir::kFloat : ir::kInt32;
         v.has_shape = true;
         for (std::int64_t d : n.type.shape.dims()) v.dims.push_back({d, ""});
+        if (o_.dynamic_batch && !v.dims.empty()) v.dims[0] = {-1, "batch"};
         m_.graph.inputs.push_back(v);
         return;
       }
@@ -407,6 +408,7 @@ class Exporter {
       v.elem = n.type.dtype == DType::f32 ? ir::kFloat : ir::kInt32;
       v.has_shape = true;
       for (std::int64_t d : n.type.shape.dims()) v.dims.push_back({d, ""});
+      if (o_.dynamic_batch && !v.dims.empty()) v.dims[0] = {-1, "batch"};
       m_.graph.outputs.push_back(v);
     }
   }
