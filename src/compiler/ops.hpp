@@ -100,6 +100,7 @@ enum class OpKind : std::uint8_t {
   MaximumGrad,  // (g, a, b), begin: the input (0: a, 1: b) whose share of g it is
   MinimumGrad,
   Where,  // (int32 cond, a, b)
+  CheckIndices,  // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
