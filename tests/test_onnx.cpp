@@ -12,6 +12,7 @@
 #include "common/executable.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
+#include "onnx/ir.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -238,6 +239,20 @@ TEST(OnnxImport, ShapeComputationsFoldForEachBatchSize) {
       for (std::size_t k = 0; k < x.size(); ++k) ASSERT_EQ(y[k], std::max(x[k], 0.0f));
     }
   }
+}
+
+// The cross-check after every import: ONNX's shape inference, run for the shapes the graph was
+// built for, sees the same output shape.
+TEST(OnnxImport, OnnxShapeInferenceAgreesWithTheBuiltGraph) {
+  const Builder b = flatten_model();
+  const std::string bytes = b.bytes();
+  const auto m =
+      hetgraph::onnx::ir::parse_model(bytes.data(), bytes.size(), "flatten.onnx", "", true);
+  const auto t = hetgraph::onnx::ir::infer_output_types(m, {{"x", {1, {7, 3, 4}, true}}});
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_TRUE(t[0].has_shape);
+  EXPECT_EQ(t[0].dims, (std::vector<std::int64_t>{7, 12}));
+  EXPECT_EQ(t[0].elem, 1);
 }
 
 // ---- initializers, batch norm folding, fine-tuning --------------------------------------------

@@ -17,11 +17,21 @@ Dims strides_of(const Dims& d) {
   return s;
 }
 
+// Tensors computed at import are shapes and small constants: anything bigger comes from a
+// damaged or hostile model.
+constexpr std::int64_t kMaxHostElements = std::int64_t{1} << 28;
+
 ir::Tensor empty_like(int elem, Dims dims) {
+  const std::int64_t count = numel(dims);
+  if (count < 0 || count > kMaxHostElements) {
+    throw UnsupportedError("a tensor of shape " + dims_str(dims) +
+                           " computed while importing: negative or too large (at most 2^28 "
+                           "elements are computed at import)");
+  }
   ir::Tensor t;
   t.elem = elem;
   t.dims = std::move(dims);
-  const auto n = static_cast<std::size_t>(t.numel());
+  const auto n = static_cast<std::size_t>(count);
   if (ir::is_integral(elem))
     t.i.resize(n);
   else
@@ -69,7 +79,11 @@ void put(ir::Tensor& t, std::size_t k, double v) {
   if (t.elem == ir::kBool) {
     t.i[k] = v != 0.0;
   } else if (ir::is_integral(t.elem)) {
-    t.i[k] = std::isfinite(v) ? static_cast<std::int64_t>(v) : 0;
+    // Out of range saturates (a C++ conversion would be undefined).
+    t.i[k] = !std::isfinite(v) ? 0
+             : v >= 9.2e18     ? INT64_MAX
+             : v <= -9.2e18    ? INT64_MIN
+                               : static_cast<std::int64_t>(v);
   } else {
     t.f[k] = static_cast<float>(v);
   }
@@ -79,11 +93,15 @@ bool is_float(int elem) {
   return elem == ir::kFloat || elem == ir::kDouble || elem == ir::kFloat16 || elem == ir::kBfloat16;
 }
 
+// Integer arithmetic wraps as the hardware does (signed overflow would be undefined).
+std::int64_t wrap(std::uint64_t v) {
+  return static_cast<std::int64_t>(v);
+}
 std::int64_t int_div(std::int64_t a, std::int64_t b) {
-  return b == 0 ? 0 : a / b;
+  return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
 }
 std::int64_t int_mod(std::int64_t a, std::int64_t b) {  // sign of the divisor (Python's %)
-  if (b == 0) return 0;
+  if (b == 0 || b == -1) return 0;
   const std::int64_t m = a % b;
   return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
 }
@@ -97,9 +115,18 @@ bool values_ok(const Ctx& c) {
   return true;
 }
 
+/// ONNX ops take inputs of one element type (checked: the checker does not infer types).
+void same_elem(const Ctx& c, const ir::Tensor& a, const ir::Tensor& b) {
+  if (a.elem != b.elem) {
+    c.fail(std::string("inputs of different element types, ") + ir::elem_name(a.elem) + " and " +
+           ir::elem_name(b.elem));
+  }
+}
+
 ir::Tensor binary(Ctx& c, const std::string& op) {
   const ir::Tensor& a = *c.in(0).konst;
   const ir::Tensor& b = *c.in(1).konst;
+  if (op != "Pow") same_elem(c, a, b);
   const Dims out = broadcast(a.dims, b.dims, c);
   const bool cmp = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
                    op == "GreaterOrEqual" || op == "And" || op == "Or" || op == "Xor";
@@ -109,17 +136,18 @@ ir::Tensor binary(Ctx& c, const std::string& op) {
   for_broadcast(out, {a.dims, b.dims}, [&](std::size_t k, const std::vector<std::size_t>& o) {
     if (ints && !cmp && op != "Pow") {
       const std::int64_t x = a.i[o[0]], y = b.i[o[1]];
+      const auto ux = static_cast<std::uint64_t>(x), uy = static_cast<std::uint64_t>(y);
       std::int64_t v = 0;
       if (op == "Add")
-        v = x + y;
+        v = wrap(ux + uy);
       else if (op == "Sub")
-        v = x - y;
+        v = wrap(ux - uy);
       else if (op == "Mul")
-        v = x * y;
+        v = wrap(ux * uy);
       else if (op == "Div")
         v = int_div(x, y);
       else if (op == "Mod")
-        v = fmod ? (y == 0 ? 0 : x % y) : int_mod(x, y);
+        v = fmod ? (y == 0 || y == -1 ? 0 : x % y) : int_mod(x, y);
       r.i[k] = v;
       return;
     }
@@ -172,9 +200,9 @@ ir::Tensor unary(const ir::Tensor& a, const std::string& op) {
       const std::int64_t x = a.i[k];
       std::int64_t v = x;
       if (op == "Neg")
-        v = -x;
+        v = wrap(0 - static_cast<std::uint64_t>(x));
       else if (op == "Abs")
-        v = x < 0 ? -x : x;
+        v = x < 0 ? wrap(0 - static_cast<std::uint64_t>(x)) : x;
       else if (op == "Sign")
         v = (x > 0) - (x < 0);
       else if (op == "Not")
@@ -333,6 +361,7 @@ bool fold(Ctx& c) {
     ir::Tensor acc = *c.in(0).konst;
     for (std::size_t i = 1; i < c.inputs(); ++i) {
       const ir::Tensor& b = *c.in(i).konst;
+      same_elem(c, acc, b);
       const Dims out = broadcast(acc.dims, b.dims, c);
       ir::Tensor r = empty_like(acc.elem, out);
       for_broadcast(out, {acc.dims, b.dims}, [&](std::size_t k, const std::vector<std::size_t>& o) {
@@ -358,6 +387,7 @@ bool fold(Ctx& c) {
     const ir::Tensor& cond = *c.in(0).konst;
     const ir::Tensor& x = *c.in(1).konst;
     const ir::Tensor& y = *c.in(2).konst;
+    same_elem(c, x, y);
     const Dims out = broadcast(broadcast(cond.dims, x.dims, c), y.dims, c);
     ir::Tensor r = empty_like(x.elem, out);
     for_broadcast(out, {cond.dims, x.dims, y.dims},
@@ -380,6 +410,7 @@ bool fold(Ctx& c) {
   if (op == "ConstantOfShape") {
     const Dims dims = c.ints(0, "shape");
     const ir::Tensor* v = c.attr_t("value");
+    if (v && v->numel() != 1) c.fail("the value must hold one element");
     ir::Tensor r = empty_like(v ? v->elem : ir::kFloat, dims);
     for (std::size_t k = 0; k < static_cast<std::size_t>(r.numel()); ++k) {
       if (v == nullptr)
@@ -396,13 +427,23 @@ bool fold(Ctx& c) {
     const ir::Tensor& s = *c.in(0).konst;
     const ir::Tensor& l = *c.in(1).konst;
     const ir::Tensor& d = *c.in(2).konst;
+    if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1)
+      c.fail("start, limit and delta must be scalars");
+    same_elem(c, s, l);
+    same_elem(c, s, d);
     const double start = get(s, 0), limit = get(l, 0), delta = get(d, 0);
-    if (delta == 0) c.fail("Range with delta 0");
-    const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
+    if (delta == 0 || !std::isfinite((limit - start) / delta))
+      c.fail("Range with delta 0 or an endless range");
+    const double steps = std::max(0.0, std::ceil((limit - start) / delta));
+    if (steps > static_cast<double>(kMaxHostElements))
+      c.unsupported("a range of " + std::to_string(steps) + " elements");
+    const auto n = static_cast<std::int64_t>(steps);
     ir::Tensor r = empty_like(s.elem, {n});
     for (std::int64_t k = 0; k < n; ++k) {
       if (ir::is_integral(s.elem))
-        r.i[static_cast<std::size_t>(k)] = s.i[0] + k * d.i[0];
+        r.i[static_cast<std::size_t>(k)] =
+            wrap(static_cast<std::uint64_t>(s.i[0]) +
+                 static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(d.i[0]));
       else
         r.f[static_cast<std::size_t>(k)] = s.f[0] + static_cast<float>(k) * d.f[0];
     }

@@ -3,6 +3,7 @@
 #include "onnx/importer.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -18,8 +19,13 @@ namespace hetgraph::onnx {
 namespace imp {
 
 std::int64_t numel(const Dims& d) {
+  // Saturates: dims from a damaged model must not wrap around to a plausible count.
   std::int64_t n = 1;
-  for (std::int64_t v : d) n *= v;
+  for (std::int64_t v : d) {
+    if (v < 0) return -1;
+    if (v != 0 && n > INT64_MAX / v) return INT64_MAX;
+    n *= v;
+  }
   return n;
 }
 
@@ -53,6 +59,41 @@ class Importer {
     add_inputs();
     for (const ir::Node& n : m_.graph.nodes) add_node(n);
     add_outputs();
+    if (opt_.check) check_against_onnx();
+  }
+
+  /// ONNX's own shape inference, for the shapes the graph was built for, must agree with the
+  /// outputs built: a difference is an importer bug (or a model ONNX reads otherwise).
+  void check_against_onnx() {
+    std::map<std::string, ir::TypeInfo> in;
+    for (const ValueDesc& v : out_.input_info) {
+      const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                                   [&](const ir::ValueInfo& i) { return i.name == v.name; });
+      in[v.name] = {it->elem, Dims(v.shape.dims().begin(), v.shape.dims().end()), true};
+    }
+    for (const auto& given : opt_.input_values) {
+      const std::string& name = given.first;
+      const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                                   [&](const ir::ValueInfo& i) { return i.name == name; });
+      const Shape& s = given.second->shape;
+      in[name] = {it->elem, Dims(s.dims().begin(), s.dims().end()), true};
+    }
+    const std::vector<ir::TypeInfo> inferred = ir::infer_output_types(m_, in);
+    for (std::size_t k = 0; k < inferred.size() && k < out_.output_info.size(); ++k) {
+      const ir::TypeInfo& t = inferred[k];
+      const ValueDesc& o = out_.output_info[k];
+      const Dims built(o.shape.dims().begin(), o.shape.dims().end());
+      const bool static_shape = t.has_shape && std::all_of(t.dims.begin(), t.dims.end(),
+                                                           [](std::int64_t d) { return d >= 0; });
+      const bool type_differs =
+          t.elem != ir::kUndefined && (t.elem == ir::kFloat) != (o.dtype == DType::f32);
+      if ((static_shape && t.dims != built) || type_differs) {
+        throw ShapeError(m_.source + ": output '" + o.name + "': ONNX's shape inference gives " +
+                         ir::elem_name(t.elem) + " " +
+                         (static_shape ? dims_str(t.dims) : "(shape unknown)") +
+                         ", hetgraph built " + o.onnx_type + " " + dims_str(built));
+      }
+    }
   }
 
   const ir::Model& model() const { return m_; }
@@ -63,7 +104,14 @@ class Importer {
       throw ShapeError(m_.source + ": ONNX node " + n.label + " reads '" + name +
                        "', which no node, input or initializer of the model defines");
     }
-    return it->second;
+    const Value& v = it->second;
+    if (v.known() && !ir::is_integral(v.konst->elem) &&
+        v.konst->f.size() != static_cast<std::size_t>(v.konst->numel())) {
+      // Strings and complex numbers are kept without values.
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label + " reads '" + name + "', a " +
+                             ir::elem_name(v.konst->elem) + " tensor");
+    }
+    return v;
   }
 
   Node materialize(const std::string& name, const ir::Node& n) {
@@ -176,7 +224,8 @@ class Importer {
     std::string non_tensor;
     for (const ir::Node& n : m_.graph.nodes) {
       const bool known_op = n.domain.empty() && n.since > 0 &&
-                            (find_handler(n.op, n.since) != nullptr || foldable(n.op));
+                            (find_handler(n.op, n.since) != nullptr || foldable(n.op) ||
+                             ir::has_function(n.domain, n.op, n.since));
       if (!known_op) {
         missing.insert((n.domain.empty() ? "" : n.domain + ".") + n.op + "-" +
                        (n.since > 0 ? std::to_string(n.since) : "?"));
@@ -206,7 +255,9 @@ class Importer {
 
   void add_inputs() {
     std::map<std::string, Shape> given;
-    for (const auto& [name, s] : opt_.input_shapes) {
+    for (const auto& given_shape : opt_.input_shapes) {
+      const std::string& name = given_shape.first;
+      const Shape& s = given_shape.second;
       const bool is_input =
           std::any_of(m_.graph.inputs.begin(), m_.graph.inputs.end(),
                       [&](const ir::ValueInfo& v) { return v.name == name && !env.count(name); });
@@ -320,7 +371,7 @@ class Importer {
     env[name] = std::move(val);
   }
 
-  void add_node(const ir::Node& n) {
+  void add_node(const ir::Node& n, int depth = 0) {
     Ctx c(*this, n);
     if (absorbed.count(&n)) {  // done by the node before it (a batch norm folded into a Conv)
       c.alias(0, 0);
@@ -338,25 +389,54 @@ class Importer {
       // (fine-tuning an imported model must reach it).
       if (!(all_known && !float_initializer && !n.inputs.empty() && fold(c))) {
         const Handler* h = find_handler(n.op, n.since);
-        if (h == nullptr) {
+        if (h != nullptr) {
+          h->fn(c);
+        } else if (ir::has_function(n.domain, n.op, n.since) && depth < 16) {
+          expand(c, depth);
+        } else {
           c.unsupported(
               "only computed at import, for inputs known there (shape computations); "
               "this one depends on values computed at run time");
         }
-        h->fn(c);
       }
     } catch (const UnsupportedError&) {
       throw;
     } catch (const ShapeError& e) {
-      throw ShapeError(m_.source + ": ONNX node " + n.label + ": " + e.what());
+      throw ShapeError(in_context(n, e.what()));
     } catch (const GraphError& e) {
-      throw ShapeError(m_.source + ": ONNX node " + n.label + ": " + e.what());
+      throw ShapeError(in_context(n, e.what()));
     }
     for (std::size_t k = 0; k < n.outputs.size(); ++k) {
       if (!n.outputs[k].empty() && !env.count(n.outputs[k])) {
         c.unsupported("output " + std::to_string(k) + " ('" + n.outputs[k] +
                       "') is not produced by the hetgraph version of this op");
       }
+    }
+  }
+
+  std::string in_context(const ir::Node& n, const std::string& what) const {
+    if (what.rfind(m_.source + ":", 0) == 0) return what;  // it names the node already
+    return m_.source + ": ONNX node " + n.label + ": " + what;
+  }
+
+  /// An op ONNX defines as a function of other ops: its body, built for the types of the
+  /// inputs as they are here, imported in its place.
+  void expand(Ctx& c, int depth) {
+    std::vector<ir::TypeInfo> types;
+    for (std::size_t i = 0; i < c.inputs(); ++i) {
+      ir::TypeInfo t;
+      if (c.has(i)) {
+        t.elem = c.elem(i);
+        t.dims = c.dims(i);
+        t.has_shape = true;
+      }
+      types.push_back(t);
+    }
+    std::vector<ir::Node> body = ir::function_body(c.n, types, serial_++, m_.source);
+    if (body.empty()) c.unsupported("ONNX builds no function body for it here");
+    for (ir::Node& b : body) {
+      bodies_.push_back(std::move(b));
+      add_node(bodies_.back(), depth + 1);
     }
   }
 
@@ -401,6 +481,8 @@ class Importer {
  private:
   std::unordered_map<std::uint32_t, TensorType> types_;
   std::unordered_map<std::string, std::vector<const ir::Node*>> readers_;  // nullptr: output
+  std::deque<ir::Node> bodies_;  // nodes of expanded functions (stable addresses)
+  int serial_ = 0;
   detail::Plan scratch_;
 };
 
@@ -702,10 +784,6 @@ void build(const std::shared_ptr<const Model::Source>& src, Model& out) {
 
 namespace {
 
-bool handled(const std::string& domain, const std::string& op, int since) {
-  return domain.empty() && (imp::find_handler(op, since) != nullptr || imp::foldable(op));
-}
-
 Model import_parsed(ir::Model parsed, const ImportOptions& options, bool build) {
   auto src = std::make_shared<Model::Source>();
   src->model = std::make_shared<const ir::Model>(std::move(parsed));
@@ -741,27 +819,29 @@ std::string dir_of(const std::string& path) {
 Model import(const std::string& path, const ImportOptions& options) {
   const std::string bytes = read_bytes(path);
   return import_parsed(
-      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check, handled),
-      options, true);
+      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check), options,
+      true);
 }
 
 Model read_model(const std::string& path, const ImportOptions& options) {
   const std::string bytes = read_bytes(path);
   return import_parsed(
-      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check, handled),
-      options, false);
+      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check), options,
+      false);
 }
 
 Model import_bytes(std::span<const std::byte> bytes, const ImportOptions& options,
                    const std::string& what) {
-  return import_parsed(
-      ir::parse_model(bytes.data(), bytes.size(), what, "", options.check, handled), options, true);
+  return import_parsed(ir::parse_model(bytes.data(), bytes.size(), what, "", options.check),
+                       options, true);
 }
 
 Model Model::with_shapes(const InputShapes& shapes) const {
   if (!source) throw GraphError("Model::with_shapes: the model was not imported");
   auto src = std::make_shared<Source>(*source);
-  for (const auto& [name, s] : shapes) {
+  for (const auto& shape : shapes) {
+    const std::string& name = shape.first;
+    const Shape& s = shape.second;
     auto it = std::find_if(src->options.input_shapes.begin(), src->options.input_shapes.end(),
                            [&](const auto& p) { return p.first == name; });
     if (it != src->options.input_shapes.end())
@@ -781,17 +861,6 @@ Model Model::with_options(const ImportOptions& options) const {
   Model m;
   imp::build(src, m);
   return m;
-}
-
-CompiledGraph Model::compile(const GraphCompiler& compiler, const InputShapes& shapes) const {
-  bool same = true;
-  for (const auto& [name, s] : shapes) {
-    auto it = std::find_if(input_shapes.begin(), input_shapes.end(),
-                           [&](const auto& p) { return p.first == name; });
-    same = same && it != input_shapes.end() && it->second == s;
-  }
-  if (!same) return with_shapes(shapes).compile(compiler);
-  return compiler.compile(graph, input_shapes, outputs);
 }
 
 }  // namespace hetgraph::onnx

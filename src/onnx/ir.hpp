@@ -80,7 +80,8 @@ struct Attr {
 
 struct Node {
   std::string op, domain, name;
-  int since = 0;  // the op's schema version in effect under the model's opset (0: unknown)
+  int since = 0;           // the op's schema version in effect under the model's opset (0: unknown)
+  std::int64_t opset = 0;  // the opset of its domain it is read under (a function's own)
   std::vector<std::string> inputs, outputs;  // "" marks an omitted optional input
   std::map<std::string, Attr> attrs;
   /// "'name' (Op-13)" or "#k (Op-13)" for messages.
@@ -90,7 +91,7 @@ struct Node {
 struct Graph {
   std::string name;
   std::vector<Node> nodes;  // as the model lists them (topologically sorted, per ONNX)
-  std::vector<ValueInfo> inputs, outputs, value_info;
+  std::vector<ValueInfo> inputs, outputs;
   std::vector<Tensor> initializers;
 };
 
@@ -104,14 +105,32 @@ struct Model {
   std::string source;
 };
 
-/// Reads a model (binary protobuf), runs onnx::checker on it when `check` and ONNX's shape
-/// inference (its results land in graph.value_info), and converts it. Tensors stored as
-/// external data are read relative to `base_dir`. Errors are DataErrors naming `source`.
-/// Nodes whose op `handled` does not take and whose ONNX schema is a function are replaced
-/// by the function's body.
+/// Reads a model (binary protobuf), runs onnx::checker on it when `check`, and converts it.
+/// Tensors stored as external data are read relative to `base_dir`. Errors are DataErrors
+/// naming `source`.
 Model parse_model(const void* data, std::size_t size, const std::string& source,
-                  const std::string& base_dir, bool check,
-                  bool (*handled)(const std::string& domain, const std::string& op, int since));
+                  const std::string& base_dir, bool check);
+
+/// A value's type as the importer knows it when it reaches a node.
+struct TypeInfo {
+  int elem = kUndefined;
+  std::vector<std::int64_t> dims;  // -1: unknown
+  bool has_shape = false;
+};
+
+/// Whether ONNX defines this op version as a function (a body of other ops).
+bool has_function(const std::string& domain, const std::string& op, int since);
+/// The body that replaces node `n`: ONNX's function for its op (or the body ONNX builds for
+/// these input types), values renamed into the caller's (the body's own made unique with
+/// `serial`), attributes resolved, versions under the function's opset. Empty when none.
+std::vector<Node> function_body(const Node& n, const std::vector<TypeInfo>& input_types, int serial,
+                                const std::string& source);
+/// ONNX's shape inference on `m` with its inputs of these types: the type of each graph
+/// output (has_shape false where ONNX infers none; empty when inference itself fails). Run
+/// only on models hetgraph has built, whose nodes it has already checked: ONNX 1.12's
+/// inference crashes on some malformed nodes (strides of 0, RNN inputs of the wrong rank).
+std::vector<TypeInfo> infer_output_types(const Model& m,
+                                         const std::map<std::string, TypeInfo>& inputs);
 
 /// Serialises a model (the exporter's), after onnx::checker accepted it; the bytes of a
 /// ModelProto.

@@ -77,6 +77,7 @@ class Recurrent {
     H = c.attr_i("hidden_size", 0);
     const Dims dw = c.dims(1);
     if (H <= 0 && dw.size() == 3) H = dw[1] / gates;
+    if (H <= 0 || H > (1 << 24)) c.fail("hidden_size " + std::to_string(H));
     if (dw != Dims{dirs, gates * H, in})
       c.fail("W " + dims_str(dw) + " does not fit " + std::to_string(dirs) +
              " directions, hidden size " + std::to_string(H));
@@ -91,11 +92,37 @@ class Recurrent {
     x2 = c.reshape(x, {seq * batch, in});
   }
 
-  Node dir_slice(std::size_t input, int d) {  // [dirs, a, b] -> [a, b] of direction d
+  /// Input `input` ([dirs] + per) without its direction dim, for direction d.
+  Node dir_slice(std::size_t input, int d) {
+    static const char* const kNames[] = {"X",         "W",         "R", "B", "sequence_lens",
+                                         "initial_h", "initial_c", "P"};
+    Dims per;
+    switch (input) {
+      case 1:
+        per = {gates * H, in};
+        break;
+      case 2:
+        per = {gates * H, H};
+        break;
+      case 3:
+        per = {2 * gates * H};
+        break;
+      case 5:
+      case 6:
+        per = {batch, H};
+        break;
+      case 7:
+        per = {3 * H};
+        break;
+      default:
+        c.fail("internal: no direction slice of input " + std::to_string(input));
+    }
     Node v = c.f32(input);
     const Dims dv = c.shape(v);
-    if (dv[0] != dirs)
-      c.fail("input " + std::to_string(input) + " " + dims_str(dv) + " is not per direction");
+    Dims want{dirs};
+    want.insert(want.end(), per.begin(), per.end());
+    if (dv != want)
+      c.fail(std::string(kNames[input]) + " is " + dims_str(dv) + ", expected " + dims_str(want));
     if (dirs > 1) v = slice(v, 0, d, d + 1);
     Dims rest(dv.begin() + 1, dv.end());
     return c.reshape(v, rest);
@@ -121,6 +148,8 @@ class Recurrent {
     if (!c.has(input)) return Node();
     if (layout == 0) return dir_slice(input, d);
     Node v = c.f32(input);  // [batch, dirs, H]
+    if (c.shape(v) != Dims{batch, dirs, H})
+      c.fail("initial state " + dims_str(c.shape(v)) + ", expected " + dims_str({batch, dirs, H}));
     if (dirs > 1) v = slice(v, 1, d, d + 1);
     return c.reshape(v, {batch, H});
   }

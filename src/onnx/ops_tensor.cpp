@@ -43,10 +43,13 @@ void reshape_op(Ctx& c) {
       infer = static_cast<int>(i);
     } else if (out[i] < 0) {
       c.fail("shape " + dims_str(target) + " has a negative dim");
-    } else {
-      known *= out[i];
     }
   }
+  Dims fixed;
+  for (std::int64_t v : out) {
+    if (v != -1) fixed.push_back(v);
+  }
+  known = numel(fixed);  // saturating: a damaged shape cannot wrap around to a match
   if (infer >= 0) {
     if (known == 0 || numel(in) % known != 0)
       c.fail("cannot reshape " + dims_str(in) + " to " + dims_str(target));
@@ -116,7 +119,13 @@ void transpose_op(Ctx& c) {
   }
   if (perm.size() != d.size())
     c.fail("perm " + dims_str(perm) + " does not fit rank " + std::to_string(d.size()));
-  for (auto& p : perm) p = c.axis(p, static_cast<int>(d.size()));
+  std::vector<bool> seen(d.size(), false);
+  for (auto& p : perm) {
+    p = c.axis(p, static_cast<int>(d.size()));
+    if (seen[static_cast<std::size_t>(p)])
+      c.fail("perm " + dims_str(perm) + " is not a permutation");
+    seen[static_cast<std::size_t>(p)] = true;
+  }
   if (on_host(c, 0)) {
     c.set(0, host::transpose(*c.in(0).konst, perm));
     return;
@@ -134,6 +143,11 @@ void concat_op(Ctx& c) {
     for (std::size_t i = 0; i < c.inputs(); ++i) ts.push_back(c.in(i).konst.get());
     for (const ir::Tensor* t : ts) {
       if (t->dims.size() != ts[0]->dims.size()) c.fail("inputs of different ranks");
+      if (t->elem != ts[0]->elem) c.fail("inputs of different element types");
+      for (std::size_t d = 0; d < t->dims.size(); ++d) {
+        if (static_cast<int>(d) != axis && t->dims[d] != ts[0]->dims[d])
+          c.fail("inputs differ outside the axis");
+      }
     }
     c.set(0, host::concat(ts, axis));
     return;
@@ -182,6 +196,9 @@ void split(Ctx& c) {
              " equal parts");
     sizes.assign(static_cast<std::size_t>(n), total / n);
   }
+  if (std::any_of(sizes.begin(), sizes.end(), [&](std::int64_t s) { return s < 0 || s > total; })) {
+    c.fail("split sizes " + dims_str(sizes) + " out of range");
+  }
   if (sizes.size() != c.outputs() ||
       std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != total) {
     c.fail("split sizes " + dims_str(sizes) + " do not cover dim " + std::to_string(axis) + " of " +
@@ -216,9 +233,18 @@ void slice_op(Ctx& c) {
   Dims start(d.size(), 0), step(d.size(), 1), count = d;
   for (std::size_t k = 0; k < axes.size(); ++k) {
     const auto a = static_cast<std::size_t>(c.axis(axes[k], r));
-    const std::int64_t dim = d[a], st = steps[k];
-    if (st == 0) c.fail("slice step 0");
+    const std::int64_t dim = d[a];
+    if (steps[k] == 0) c.fail("slice step 0");
+    // A step beyond the dim takes one element either way (and cannot overflow below).
+    const std::int64_t st = std::clamp<std::int64_t>(steps[k], -dim - 1, dim + 1);
     std::int64_t b = starts[k], e = ends[k];
+    if (dim == 0) {
+      count[a] = 0;
+      continue;
+    }
+    // Clamped first: starts and ends may be INT64_MIN / INT64_MAX ("to the end").
+    b = std::clamp<std::int64_t>(b, -dim - 1, dim + 1);
+    e = std::clamp<std::int64_t>(e, -dim - 1, dim + 1);
     if (b < 0) b += dim;
     if (e < 0) e += dim;
     if (st > 0) {

@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <fstream>
@@ -435,112 +436,211 @@ void load_external_data(pb::ModelProto& m, const std::string& base_dir, const st
   }
 }
 
+/// ONNX 1.12's shape inference divides by strides and dilations without checking them (a
+/// stride of 0 is a SIGFPE in convPoolShapeInference): such models are refused first.
+void check_window_attributes(const pb::GraphProto& g, const std::string& source) {
+  static const char* const kWindowOps[] = {"Conv",    "ConvTranspose", "ConvInteger", "QLinearConv",
+                                           "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool"};
+  for (const auto& n : g.node()) {
+    if (std::none_of(std::begin(kWindowOps), std::end(kWindowOps),
+                     [&](const char* op) { return n.op_type() == op; }))
+      continue;
+    for (const auto& a : n.attribute()) {
+      const bool positive =
+          a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+      if (!positive && a.name() != "pads") continue;
+      for (std::int64_t v : a.ints()) {
+        if (positive ? v < 1 : v < 0) {
+          bad(source, "node '" + n.name() + "' (" + n.op_type() + ") has " + a.name() + " " +
+                          std::to_string(v) +
+                          (positive ? " (they must be at least 1)" : " (pads are never negative)"));
+        }
+      }
+    }
+  }
+}
+
 std::string node_label(const pb::NodeProto& n, std::size_t index, int since) {
   const std::string op = n.op_type() + "-" + std::to_string(since);
   if (n.name().empty()) return "#" + std::to_string(index) + " (" + op + ")";
   return "'" + n.name() + "' (" + op + ")";
 }
 
-/// Replaces nodes of ops the importer does not take by their ONNX function bodies, where
-/// ONNX defines one (Celu, LayerNormalization, ...), recursively.
-class FunctionInliner {
- public:
-  FunctionInliner(const std::unordered_map<std::string, int>& opsets,
-                  const std::unordered_map<std::string, pb::TypeProto>& types,
-                  bool (*handled)(const std::string&, const std::string&, int))
-      : opsets_(opsets), types_(types), handled_(handled) {}
+const pb::OpSchema* schema_of(const std::string& domain, const std::string& op,
+                              std::int64_t opset) {
+  if (opset <= 0) return nullptr;
+  return pb::OpSchemaRegistry::Schema(op, static_cast<int>(opset), domain);
+}
 
-  // Appends `n` (or its expansion) to `out`, with versions resolved under `opsets`.
-  void add(const pb::NodeProto& n, const std::unordered_map<std::string, int>& opsets,
-           std::vector<std::pair<pb::NodeProto, int>>& out, int depth) {
-    const pb::OpSchema* s = schema(n, opsets);
-    const int since = s ? s->SinceVersion() : 0;
-    if (!s || !handled_ || handled_(n.domain(), n.op_type(), since) || depth > 8) {
-      out.push_back({n, since});
-      return;
-    }
-    pb::FunctionProto body;
-    if (s->HasFunction()) {
-      body = *s->GetFunction();
-    } else if (s->HasContextDependentFunction()) {
-      std::vector<pb::TypeProto> in_types;
-      for (const auto& name : n.input()) {
-        auto it = types_.find(name);
-        in_types.push_back(it == types_.end() ? pb::TypeProto() : it->second);
-      }
-      pb::FunctionBodyBuildContextImpl ctx(n, in_types);
-      try {
-        if (!s->BuildContextDependentFunction(ctx, body)) body.Clear();
-      } catch (const std::exception&) {
-        body.Clear();
-      }
-    }
-    if (body.node_size() == 0) {
-      out.push_back({n, since});
-      return;
-    }
-    std::unordered_map<std::string, int> inner = opsets;
-    for (const auto& o : body.opset_import()) inner[o.domain()] = static_cast<int>(o.version());
-    // Formal names -> actual names; values the body makes get names of their own.
-    std::unordered_map<std::string, std::string> rename;
-    for (int i = 0; i < body.input_size(); ++i)
-      rename[body.input(i)] = i < n.input_size() ? n.input(i) : "";
-    for (int i = 0; i < body.output_size(); ++i)
-      rename[body.output(i)] = i < n.output_size() ? n.output(i) : "";
-    const std::string prefix = (n.output_size() ? n.output(0) : n.name()) + "::" + n.op_type() +
-                               "_" + std::to_string(serial_++) + "::";
-    auto mapped = [&](const std::string& name) {
-      if (name.empty()) return name;
-      auto it = rename.find(name);
-      if (it != rename.end()) return it->second;
-      return prefix + name;
-    };
-    std::unordered_map<std::string, const pb::AttributeProto*> given;
-    for (const auto& a : n.attribute()) given[a.name()] = &a;
-    for (pb::NodeProto b : body.node()) {
-      for (auto& in : *b.mutable_input()) in = mapped(in);
-      for (auto& o : *b.mutable_output()) o = mapped(o);
-      google::protobuf::RepeatedPtrField<pb::AttributeProto> attrs;
-      for (const auto& a : b.attribute()) {
-        if (a.ref_attr_name().empty()) {
-          *attrs.Add() = a;
-        } else if (auto it = given.find(a.ref_attr_name()); it != given.end()) {
-          pb::AttributeProto v = *it->second;
-          v.set_name(a.name());
-          *attrs.Add() = v;
-        } else if (const auto d = s->attributes().find(a.ref_attr_name());
-                   d != s->attributes().end() && d->second.default_value.type() != 0) {
-          pb::AttributeProto v = d->second.default_value;
-          v.set_name(a.name());
-          *attrs.Add() = v;
-        }
-      }
-      *b.mutable_attribute() = attrs;
-      b.set_name(n.name() + "::" + (b.name().empty() ? b.op_type() : b.name()));
-      add(b, inner, out, depth + 1);
+pb::NodeProto to_proto(const Node& n) {
+  pb::NodeProto p;
+  p.set_op_type(n.op);
+  p.set_domain(n.domain);
+  p.set_name(n.name);
+  for (const auto& i : n.inputs) p.add_input(i);
+  for (const auto& o : n.outputs) p.add_output(o);
+  for (const auto& [name, a] : n.attrs) {
+    if (a.kind != Attr::kOther && a.kind != Attr::kNone) to_proto(name, a, *p.add_attribute());
+  }
+  return p;
+}
+
+pb::TypeProto to_proto(const TypeInfo& t) {
+  pb::TypeProto p;
+  auto* tt = p.mutable_tensor_type();
+  tt->set_elem_type(t.elem);
+  if (t.has_shape) {
+    auto* s = tt->mutable_shape();
+    for (std::int64_t d : t.dims) {
+      if (d >= 0)
+        s->add_dim()->set_dim_value(d);
+      else
+        s->add_dim();
     }
   }
-
- private:
-  const pb::OpSchema* schema(const pb::NodeProto& n,
-                             const std::unordered_map<std::string, int>& opsets) const {
-    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
-    auto it = opsets.find(domain);
-    if (it == opsets.end()) return nullptr;
-    return pb::OpSchemaRegistry::Schema(n.op_type(), it->second, domain);
-  }
-
-  const std::unordered_map<std::string, int>& opsets_;
-  const std::unordered_map<std::string, pb::TypeProto>& types_;
-  bool (*handled_)(const std::string&, const std::string&, int);
-  int serial_ = 0;
-};
+  return p;
+}
 
 }  // namespace
 
+bool has_function(const std::string& domain, const std::string& op, int since) {
+  const pb::OpSchema* s = schema_of(domain, op, since);
+  return s && s->SinceVersion() == since && (s->HasFunction() || s->HasContextDependentFunction());
+}
+
+std::vector<Node> function_body(const Node& n, const std::vector<TypeInfo>& input_types, int serial,
+                                const std::string& source) {
+  const pb::OpSchema* s = schema_of(n.domain, n.op, n.opset);
+  if (!s) return {};
+  const pb::NodeProto np = to_proto(n);
+  pb::FunctionProto body;
+  if (s->HasFunction()) {
+    body = *s->GetFunction();
+  } else if (s->HasContextDependentFunction()) {
+    std::vector<pb::TypeProto> types;
+    for (const TypeInfo& t : input_types) types.push_back(to_proto(t));
+    pb::FunctionBodyBuildContextImpl ctx(np, types);
+    try {
+      if (!s->BuildContextDependentFunction(ctx, body)) body.Clear();
+    } catch (const std::exception&) {
+      body.Clear();
+    }
+  }
+  std::int64_t opset = n.opset;
+  for (const auto& o : body.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  }
+  // Formal names -> the caller's names; values the body makes get names of their own.
+  std::unordered_map<std::string, std::string> rename;
+  for (int i = 0; i < body.input_size(); ++i)
+    rename[body.input(i)] =
+        static_cast<std::size_t>(i) < n.inputs.size() ? n.inputs[static_cast<std::size_t>(i)] : "";
+  for (int i = 0; i < body.output_size(); ++i)
+    rename[body.output(i)] = static_cast<std::size_t>(i) < n.outputs.size()
+                                 ? n.outputs[static_cast<std::size_t>(i)]
+                                 : "";
+  const std::string prefix = (n.outputs.empty() ? n.name : n.outputs[0]) + "::" + n.op + "_" +
+                             std::to_string(serial) + "::";
+  auto mapped = [&](const std::string& name) {
+    if (name.empty()) return name;
+    auto it = rename.find(name);
+    return it != rename.end() ? it->second : prefix + name;
+  };
+  std::unordered_map<std::string, const pb::AttributeProto*> given;
+  for (const auto& a : np.attribute()) given[a.name()] = &a;
+  std::vector<Node> out;
+  for (const pb::NodeProto& b : body.node()) {
+    Node node;
+    node.op = b.op_type();
+    node.domain = b.domain() == "ai.onnx" ? "" : b.domain();
+    node.name = n.name + "::" + (b.name().empty() ? b.op_type() : b.name());
+    node.opset = node.domain.empty() ? opset : 0;
+    const pb::OpSchema* bs = schema_of(node.domain, node.op, node.opset);
+    node.since = bs ? bs->SinceVersion() : 0;
+    node.label = "'" + node.name + "' (" + node.op + "-" + std::to_string(node.since) + ")";
+    for (const auto& i : b.input()) node.inputs.push_back(mapped(i));
+    for (const auto& o : b.output()) node.outputs.push_back(mapped(o));
+    for (const auto& a : b.attribute()) {
+      // Attributes that refer to the caller's take its value, or the schema's default.
+      const pb::AttributeProto* v = &a;
+      if (!a.ref_attr_name().empty()) {
+        auto it = given.find(a.ref_attr_name());
+        const auto d = s->attributes().find(a.ref_attr_name());
+        if (it != given.end())
+          v = it->second;
+        else if (d != s->attributes().end() && d->second.default_value.type() != 0)
+          v = &d->second.default_value;
+        else
+          continue;
+      }
+      node.attrs[a.name()] = from_proto(*v, source);
+    }
+    out.push_back(std::move(node));
+  }
+  return out;
+}
+
+std::vector<TypeInfo> infer_output_types(const Model& m,
+                                         const std::map<std::string, TypeInfo>& inputs) {
+  pb::ModelProto p;
+  p.set_ir_version(m.ir_version);
+  for (const auto& [domain, version] : m.opsets) {
+    auto* o = p.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
+  auto* g = p.mutable_graph();
+  for (const auto& [name, t] : inputs) {
+    auto* v = g->add_input();
+    v->set_name(name);
+    *v->mutable_type() = to_proto(t);
+  }
+  // Initializers by type only, except small integer ones (shapes, axes) whose values shape
+  // inference reads.
+  for (const Tensor& t : m.graph.initializers) {
+    if (is_integral(t.elem) && t.numel() <= 64) {
+      to_proto(t, *g->add_initializer());
+      continue;
+    }
+    auto* v = g->add_input();
+    v->set_name(t.name);
+    *v->mutable_type() = to_proto(TypeInfo{t.elem, t.dims, true});
+  }
+  for (const Node& n : m.graph.nodes) *g->add_node() = to_proto(n);
+  for (const ValueInfo& o : m.graph.outputs) {
+    auto* v = g->add_output();
+    v->set_name(o.name);
+  }
+  try {
+    // Data propagation follows Shape -> Gather -> Concat into Reshape, as the importer does.
+    const pb::ShapeInferenceOptions options(false, 0, true);
+    pb::shape_inference::InferShapes(p, pb::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    return {};
+  }
+  std::unordered_map<std::string, const pb::TypeProto*> types;
+  for (const auto& v : p.graph().value_info()) types[v.name()] = &v.type();
+  for (const auto& v : p.graph().output()) types[v.name()] = &v.type();
+  std::vector<TypeInfo> out;
+  for (const ValueInfo& o : m.graph.outputs) {
+    TypeInfo t;
+    auto it = types.find(o.name);
+    if (it != types.end() && it->second->has_tensor_type()) {
+      const auto& tt = it->second->tensor_type();
+      t.elem = tt.elem_type();
+      t.has_shape = tt.has_shape();
+      for (const auto& d : tt.shape().dim())
+        t.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+namespace {}  // namespace
+
 Model parse_model(const void* data, std::size_t size, const std::string& source,
-                  const std::string& base_dir, bool check,
-                  bool (*handled)(const std::string&, const std::string&, int)) {
+                  const std::string& base_dir, bool check) {
   if (size > static_cast<std::size_t>(INT_MAX)) {
     bad(source, "models larger than 2 GiB must keep their tensors as external data");
   }
@@ -557,11 +657,7 @@ Model parse_model(const void* data, std::size_t size, const std::string& source,
       bad(source, std::string("onnx::checker rejects the model: ") + e.what());
     }
   }
-  try {
-    pb::shape_inference::InferShapes(m);
-  } catch (const std::exception& e) {
-    bad(source, std::string("ONNX shape inference fails: ") + e.what());
-  }
+  check_window_attributes(m.graph(), source);
 
   Model out;
   out.source = source;
@@ -569,38 +665,27 @@ Model parse_model(const void* data, std::size_t size, const std::string& source,
   out.producer_name = m.producer_name();
   out.producer_version = m.producer_version();
   out.doc = m.doc_string();
-  std::unordered_map<std::string, int> opsets;
   for (const auto& o : m.opset_import()) {
-    const std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
-    out.opsets[domain] = o.version();
-    opsets[domain] = static_cast<int>(o.version());
+    out.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
   }
   const pb::GraphProto& g = m.graph();
   out.graph.name = g.name();
   for (const auto& v : g.input()) out.graph.inputs.push_back(from_proto(v));
   for (const auto& v : g.output()) out.graph.outputs.push_back(from_proto(v));
-  std::unordered_map<std::string, pb::TypeProto> types;
-  for (const auto* list : {&g.input(), &g.output(), &g.value_info()}) {
-    for (const auto& v : *list) types[v.name()] = v.type();
-  }
-  for (const auto& v : g.value_info()) out.graph.value_info.push_back(from_proto(v));
   for (const auto& t : g.initializer()) out.graph.initializers.push_back(from_proto(t, source));
   if (g.sparse_initializer_size() > 0) bad(source, "sparse initializers are not supported");
-
-  FunctionInliner inliner(opsets, types, handled);
-  std::vector<std::pair<pb::NodeProto, int>> nodes;
-  for (const auto& n : g.node()) {
+  for (int k = 0; k < g.node_size(); ++k) {
+    const pb::NodeProto& n = g.node(k);
     out.ops.push_back(n.op_type());
-    inliner.add(n, opsets, nodes, 0);
-  }
-  for (std::size_t k = 0; k < nodes.size(); ++k) {
-    const auto& [n, since] = nodes[k];
     Node node;
     node.op = n.op_type();
     node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
     node.name = n.name();
-    node.since = since;
-    node.label = node_label(n, k, since);
+    auto it = out.opsets.find(node.domain);
+    node.opset = it == out.opsets.end() ? 0 : it->second;
+    const pb::OpSchema* s = schema_of(node.domain, node.op, node.opset);
+    node.since = s ? s->SinceVersion() : 0;
+    node.label = node_label(n, static_cast<std::size_t>(k), node.since);
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
     for (const auto& a : n.attribute()) node.attrs[a.name()] = from_proto(a, source);
