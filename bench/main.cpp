@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/tool_run.hpp"
 #include "hetgraph/hetgraph.hpp"
+#include "hetgraph/onnx.hpp"
 #include "options.hpp"
 #include "workloads.hpp"
 
@@ -105,6 +107,32 @@ Result time_case(bench::Case& c, const Options& o) {
   return r;
 }
 
+// The workload's graph as DIR/NAME.onnx (its fetches the outputs, its variables at their
+// initial values) and its inputs as DIR/NAME/<input>.pb: what hetgraph-run times against the
+// hand-built graph.
+void export_case(const bench::Case& c, const std::string& name, const std::string& dir) {
+  namespace ho = hetgraph::onnx;
+  if (c.raw) throw hetgraph::GraphError(name + " is a raw library call, not a graph");
+  const std::filesystem::path d(dir);
+  std::filesystem::create_directories(d / name);
+  ho::export_model(c.graph, c.fetches, c.shapes, (d / (name + ".onnx")).string());
+  auto shape_of = [&](const std::string& input) {
+    for (const auto& [n, s] : c.shapes) {
+      if (n == input) return s;
+    }
+    throw hetgraph::GraphError(name + ": input '" + input + "' has no shape");
+  };
+  for (const auto& [input, data] : c.inputs) {
+    ho::TensorData t{input, "float", hetgraph::DType::f32, shape_of(input), data, {}};
+    ho::write_tensor((d / name / (input + ".pb")).string(), t);
+  }
+  for (const auto& [input, data] : c.int_inputs) {
+    ho::TensorData t{input, "int32", hetgraph::DType::i32, shape_of(input), {}, data};
+    ho::write_tensor((d / name / (input + ".pb")).string(), t);
+  }
+  std::printf("%s -> %s\n", name.c_str(), (d / (name + ".onnx")).string().c_str());
+}
+
 }  // namespace
 
 int run(const Options& o) {
@@ -124,6 +152,10 @@ int run(const Options& o) {
     }
     try {
       bench::Case c = w->make();
+      if (!o.export_onnx.empty()) {
+        export_case(c, name, o.export_onnx);
+        continue;
+      }
       const Result r = time_case(c, o);
       const double med = hetgraph::tool::median(r.samples);
       const double mn = *std::min_element(r.samples.begin(), r.samples.end());

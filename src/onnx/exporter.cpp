@@ -4,6 +4,7 @@
 // constants become initializers (variables with a compiled graph's current values if given).
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "common/executable.hpp"
@@ -38,12 +39,26 @@ class Exporter {
         used_.insert(p_.nodes[i].name);
     }
     names_.resize(p_.nodes.size());
+    // A computed output without a name of its own is that value itself, named as the output
+    // (no Identity node).
+    std::map<std::uint32_t, std::string> preset;
+    for (std::size_t k = 0; k < p_.fetches.size(); ++k) {
+      const PlanNode& n = p_.nodes[p_.fetches[k]];
+      const std::string want = output_name(k);
+      if (n.name.empty() && n.storage == detail::Storage::Computed && !used_.count(want) &&
+          !preset.count(p_.fetches[k])) {
+        used_.insert(want);
+        preset[p_.fetches[k]] = want;
+      }
+    }
     for (std::uint32_t i = 0; i < p_.nodes.size(); ++i) {
       const PlanNode& n = p_.nodes[i];
-      names_[i] =
-          n.name.empty()
-              ? fresh("n" + std::to_string(n.gid) + "_" + std::string(detail::op_name(n.op)))
-              : n.name;
+      if (auto it = preset.find(i); it != preset.end())
+        names_[i] = it->second;
+      else if (n.name.empty())
+        names_[i] = fresh("n" + std::to_string(n.gid) + "_" + std::string(detail::op_name(n.op)));
+      else
+        names_[i] = n.name;
       node(i);
     }
     outputs();
@@ -383,13 +398,18 @@ class Exporter {
     }
   }
 
+  std::string output_name(std::size_t k) const {
+    const PlanNode& n = p_.nodes[p_.fetches[k]];
+    return k < o_.output_names.size() ? o_.output_names[k]
+           : n.name.empty()           ? "output_" + std::to_string(k)
+                                      : n.name;
+  }
+
   void outputs() {
     for (std::size_t k = 0; k < p_.fetches.size(); ++k) {
       const std::uint32_t i = p_.fetches[k];
       const PlanNode& n = p_.nodes[i];
-      std::string name = k < o_.output_names.size() ? o_.output_names[k]
-                         : n.name.empty()           ? "output_" + std::to_string(k)
-                                                    : n.name;
+      std::string name = output_name(k);
       const bool taken = std::any_of(m_.graph.outputs.begin(), m_.graph.outputs.end(),
                                      [&](const ir::ValueInfo& v) { return v.name == name; });
       // A value that is a graph input, an initializer or an output already, or another name:

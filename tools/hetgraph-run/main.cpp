@@ -42,7 +42,15 @@ int run(const hgrun::Options& o) {
   const double t0 = hetgraph::now_s();
   const ho::Model base = ho::read_model(o.model);
   std::map<std::string, std::shared_ptr<ho::TensorData>> data;
-  for (const auto& [name, file] : o.inputs) {
+  std::size_t next = 0;  // files without a name go to the inputs in order
+  for (auto [name, file] : o.inputs) {
+    if (name.empty()) {
+      while (next < base.input_info.size() && data.count(base.input_info[next].name)) ++next;
+      if (next == base.input_info.size()) {
+        throw UsageError("--input: more files than the model has inputs");
+      }
+      name = base.input_info[next].name;
+    }
     const bool known = std::any_of(base.input_info.begin(), base.input_info.end(),
                                    [&](const ho::ValueDesc& v) { return v.name == name; });
     if (!known) {

@@ -25,10 +25,11 @@ inline constexpr const char* kUsage =
     "                    [--engine sequential|shared-queue|critical-path|auto] [--executors "
     "NxT|auto]\n"
     "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
-    "                    [--input NAME=FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
+    "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse] "
     "[--json]\n"
-    "Inputs come from ONNX TensorProto files (the backend tests' format) or are random (floats in\n"
+    "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
+    "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
     "--output-dir writes each output as DIR/<output name>.pb.";
 
@@ -47,7 +48,15 @@ inline hetgraph::cli::Parser parser(Options& o) {
   hetgraph::cli::Parser p("hetgraph-run", kUsage);
   p.positional("MODEL.onnx", o.model);
   hetgraph::tool::add_engine_flags(p, o);
-  p.repeated("--input", [&o](std::string_view v) { o.inputs.push_back(name_value("--input", v)); })
+  p.repeated("--input",
+             [&o](std::string_view v) {
+               // FILE alone: the next model input in order (the backend tests' input_N.pb).
+               if (v.find('=') == std::string_view::npos && !v.empty()) {
+                 o.inputs.push_back({"", std::string(v)});
+                 return;
+               }
+               o.inputs.push_back(name_value("--input", v));
+             })
       .repeated(
           "--shape",
           [&o](std::string_view v) {
