@@ -18,6 +18,7 @@ struct Options : hetgraph::tool::EngineFlags {
   std::string trace;
   bool json = false;
   bool fuse = true;
+  bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
   bool list = false;
   std::string export_onnx;  // --export-onnx DIR: write each workload as ONNX instead of timing
@@ -29,8 +30,9 @@ inline constexpr const char* kUsage =
     "NxT|auto]\n"
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-    "                      [--trace FILE] [--no-fuse] [--no-mapped] [--no-pin] [--json] [--list]\n"
-    "                      [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb; no timing)";
+    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
+    "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb;\n"
+    "                      no timing)";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
 /// --workload unless --list or --help was given (check_bench_options).
@@ -44,6 +46,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .text("--trace", o.trace)
       .flag("--json", o.json)
       .flag("--no-fuse", o.fuse, false)
+      .flag("--no-parallel-ops", o.parallel_ops, false)
       .flag("--no-mapped", o.mapped, false)
       .text("--export-onnx", o.export_onnx)
       .flag("--no-pin", o.pin, false)

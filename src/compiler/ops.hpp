@@ -100,7 +100,8 @@ enum class OpKind : std::uint8_t {
   MaximumGrad,  // (g, a, b), begin: the input (0: a, 1: b) whose share of g it is
   MinimumGrad,
   Where,  // (int32 cond, a, b)
-  CheckIndices,  // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  CheckIndices,   // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
