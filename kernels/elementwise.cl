@@ -22,7 +22,7 @@ UNARY(exp_f32, exp(v))
 UNARY(log_f32, log(v))
 UNARY(sqrt_f32, sqrt(v))
 UNARY(floor_f32, floor(v))
-UNARY(relu_f32, v > 0.0f ? v : 0.0f)
+UNARY(relu_f32, v <= 0.0f ? 0.0f : v)
 UNARY(sigmoid_f32, 1.0f / (1.0f + exp(-v)))
 // Some libms (PoCL's) stop one ulp short of +-1 for large |x|; tanh is exactly +-1 in float
 // from |x| = 10 on.
@@ -70,7 +70,7 @@ BINARY(mul, a * b)
 BINARY(div, a / b)
 BINARY(axpby, alpha * a + beta * b)
 // Activation gradients: a is the incoming gradient, b the forward input (relu) or output.
-BINARY(relu_grad, b > 0.0f ? a : 0.0f)
+BINARY(relu_grad, b <= 0.0f ? 0.0f : a)
 BINARY(sigmoid_grad, a * b * (1.0f - b))
 BINARY(tanh_grad, a * (1.0f - b * b))
 BINARY(gelu_grad, a * (0.5f * (1.0f + erf(b * M_SQRT1_2_F)) + b * 0.3989422804014327f * exp(-0.5f * b * b)))

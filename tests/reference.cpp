@@ -123,7 +123,7 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
     }
     const auto o = static_cast<std::size_t>(ravel(oi, out.shape));
     const double v = x.v[static_cast<std::size_t>(i)];
-    acc[o] = op == OpKind::ReduceMax ? std::max(acc[o], v) : acc[o] + v;
+    acc[o] = op == OpKind::ReduceMax ? nan_max(acc[o], v) : acc[o] + v;
     ++count[o];
   }
   for (std::size_t o = 0; o < out.size(); ++o) {
@@ -333,7 +333,7 @@ Array pool2d(const Array& x, const hetgraph::detail::Attrs& at, bool max) {
             const std::int64_t y = oy * p.sh - p.pt + ky, xx = ox * p.sw - p.pl + kx;
             if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
             const double v = x.v[static_cast<std::size_t>((nc * H + y) * W + xx)];
-            m = std::max(m, v);
+            m = nan_max(m, v);
             s += v;
             ++inside;
           }

@@ -1,6 +1,6 @@
 // Convolution, pooling and embedding on every platform: forward against the double-precision
 // reference over strides, paddings (symmetric and not), dilations, odd and 1-sized shapes and
-// sizes large enough for blocked layouts and parallel paths; the max-pooling workspace path;
+// sizes large enough for blocked layouts and parallel paths; the max-pooling argmax path;
 // embedding lookups of any index rank, out-of-range indices and the deterministic scatter-add.
 // Gradients are checked in test_autodiff.cpp, shape errors in test_errors.cpp.
 #include <algorithm>
@@ -144,7 +144,7 @@ TEST_P(NnOpTest, PoolingForward) {
 }
 
 // A window of equal values sends its whole gradient to its first element (row-major), on the
-// workspace path as in the reference; a padded window never picks the padding.
+// argmax path as in the reference; a padded window never picks the padding.
 TEST_P(NnOpTest, MaxPoolGradientGoesToTheFirstMaximum) {
   Graph g;
   auto x = g.input("x");
@@ -201,16 +201,17 @@ TEST(NnKernels, TrainingStepKernels) {
   EXPECT_EQ(cg.kernel_name(e), "row_copies");
 }
 
-TEST(NnKernels, MaxPoolBackwardUsesTheForwardWorkspace) {
+// Max pooling is not oneDNN's (it drops NaN): the forward keeps the argmaxes for the backward.
+TEST(NnKernels, MaxPoolBackwardUsesTheForwardArgmaxes) {
   SKIP_IF_REFERENCE_FORCED();
   Graph g;
   auto x = g.input("x");
   auto y = max_pool2d(x);
   auto dx = gradients(reduce_sum(y), {x})[0];
   auto cg = GraphCompiler().compile(g, {{"x", {2, 3, 8, 8}}}, {dx});
-  EXPECT_EQ(cg.kernel_name(y), "dnnl_pool");
-  EXPECT_EQ(cg.kernel_name(dx), "dnnl_pool_bwd_workspace");
-  // avg pooling needs no workspace
+  EXPECT_EQ(cg.kernel_name(y), "nan_max_rows");
+  EXPECT_EQ(cg.kernel_name(dx), "argmax_scatter");
+  // avg pooling needs no argmaxes
   Graph g2;
   auto x2 = g2.input("x");
   auto y2 = avg_pool2d(x2);

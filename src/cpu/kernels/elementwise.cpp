@@ -101,9 +101,10 @@ struct AxpbyF {
   static AxpbyF from(const Attrs& at) { return {at.alpha, at.beta}; }
   float operator()(float a, float b) const { return x * a + y * b; }
 };
+// A NaN x passed through relu: its gradient flows (x <= 0 is false for NaN).
 struct ReluGradF {
   static ReluGradF from(const Attrs&) { return {}; }
-  float operator()(float g, float x) const { return x > 0.0f ? g : 0.0f; }
+  float operator()(float g, float x) const { return x <= 0.0f ? 0.0f : g; }
 };
 struct SigmoidGradF {
   static SigmoidGradF from(const Attrs&) { return {}; }
@@ -199,9 +200,10 @@ struct FloorF {
   static FloorF from(const Attrs&) { return {}; }
   float operator()(float x) const { return __builtin_floorf(x); }
 };
+// NaN stays NaN (x <= 0 is false for it); -0 becomes +0.
 struct ReluF {
   static ReluF from(const Attrs&) { return {}; }
-  float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+  float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
 };
 struct AbsF {
   static AbsF from(const Attrs&) { return {}; }
