@@ -123,3 +123,18 @@ TERNARY(where, int, uint, uint, uint, c != 0 ? a : b)
 TERNARY(maximum_grad, float, float, float, float, ((a >= b || isnan(a)) == (sel == 0)) ? c : 0.0f)
 TERNARY(minimum_grad, float, float, float, float, ((a <= b || isnan(a)) == (sel == 0)) ? c : 0.0f)
 // clang-format on
+
+// cast: float to int32 rounds toward zero and saturates, NaN gives 0 (as on the CPU); int32 to
+// float rounds to nearest; a cast to the same type copies.
+kernel void cast_f32_i32(global const float* x, global int* y, const int n) {
+  FOR_EACH(i, n) {
+    const float v = x[i];
+    y[i] = isnan(v) ? 0 : convert_int_sat_rtz(v);
+  }
+}
+kernel void cast_i32_f32(global const int* x, global float* y, const int n) {
+  FOR_EACH(i, n) y[i] = convert_float(x[i]);
+}
+kernel void copy_u32(global const uint* x, global uint* y, const int n) {
+  FOR_EACH(i, n) y[i] = x[i];
+}

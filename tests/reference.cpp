@@ -342,6 +342,33 @@ Array pool2d(const Array& x, const hetgraph::detail::Attrs& at, bool max) {
   return out;
 }
 
+// ONNX Gather along axis a: x.shape[:a] + idx.shape + x.shape[a+1:], negative indices wrap.
+Array gather(const Array& x, const Array& idx, int axis) {
+  const int a = norm_axis(axis, x.shape.rank());
+  std::vector<std::int64_t> od(x.shape.dims().begin(), x.shape.dims().begin() + a);
+  od.insert(od.end(), idx.shape.dims().begin(), idx.shape.dims().end());
+  od.insert(od.end(), x.shape.dims().begin() + a + 1, x.shape.dims().end());
+  Array out(make_shape(od));
+  const std::int64_t n = x.shape[a];
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    const auto oi = unravel(i, out.shape);
+    std::vector<std::int64_t> xi(oi.begin(), oi.begin() + a);
+    const std::vector<std::int64_t> ii(oi.begin() + a, oi.begin() + a + idx.shape.rank());
+    auto j = static_cast<std::int64_t>(idx.v[static_cast<std::size_t>(ravel(ii, idx.shape))]);
+    if (j < -n || j >= n) throw std::runtime_error("ref: gather index out of range");
+    xi.push_back(j < 0 ? j + n : j);
+    xi.insert(xi.end(), oi.begin() + a + idx.shape.rank(), oi.end());
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(xi, x.shape))];
+  }
+  return out;
+}
+
+// Float to int32 as hetgraph defines it: toward zero, saturating, NaN to 0.
+double to_i32(double v) {
+  if (std::isnan(v)) return 0;
+  return std::trunc(std::clamp(v, -2147483648.0, 2147483647.0));
+}
+
 Array gather_rows(const Array& table, const Array& idx) {
   const std::int64_t R = table.shape[0], D = table.shape[1];
   std::vector<std::int64_t> od(idx.shape.dims().begin(), idx.shape.dims().end());
@@ -372,6 +399,10 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
       return int_typed(g, r.inputs[0]);
     case OpKind::Where:
       return int_typed(g, r.inputs[1]);
+    case OpKind::Gather:
+      return int_typed(g, r.inputs[0]);
+    case OpKind::Cast:
+      return r.attrs.get<hetgraph::detail::TargetType>().dtype == hetgraph::DType::i32;
     default:
       return false;
   }
@@ -538,6 +569,17 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Embedding:
         out = gather_rows(in[0], in[1]);
+        break;
+      case OpKind::Gather:
+        out = gather(in[0], in[1], at.axis);
+        break;
+      case OpKind::Cast:
+        if (int_typed(g, id) && !int_typed(g, r.inputs[0]))
+          out = unary(in[0], to_i32);
+        else if (!int_typed(g, id) && int_typed(g, r.inputs[0]))  // rounded to the nearest float
+          out = unary(in[0], [](double v) { return static_cast<double>(static_cast<float>(v)); });
+        else
+          out = in[0];
         break;
       default:
         throw std::runtime_error("ref: op not supported by the reference: " +

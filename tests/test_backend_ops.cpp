@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "common/executable.hpp"
@@ -232,6 +233,42 @@ std::vector<Row> rows() {
        {},
        {{"c", {2, 1}, {0, 7}}, {"p", {3}, {1, 2, 3}}, {"q", {2, 3}, {-1, -2, -3, -4, -5, -6}}},
        [](Graph&, const F&, const F& i) { return where(i[0], i[1], i[2]); }});
+  const float inf = std::numeric_limits<float>::infinity();
+  r.push_back(
+      {{OpKind::Cast},
+       "cast to int32",
+       {{"a", {3, 4}, {NAN, inf, -inf, 3e9f, -3e9f, 2.7f, -2.7f, 0.5f, -0.5f, 1e9f, 7, -7}}},
+       {},
+       [](Graph&, const F& x, const F&) { return cast(x[0], DType::i32); }});
+  r.push_back({{OpKind::Cast},
+               "cast to float",
+               {},
+               {{"i", {4}, {16777217, -3, 0, 2147483647}}},
+               [](Graph&, const F&, const F& i) { return cast(i[0], DType::f32); }});
+  r.push_back({{OpKind::Cast}, "cast float to float", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return cast(x[0], DType::f32);
+               }});
+  const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
+  r.push_back({{OpKind::Gather},
+               "gather axis 0, 2-d indices",
+               {uniform("x", {5, 3}, -1, 1, 38)},
+               {{"i", {2, 2}, {4, -1, 0, -5}}},
+               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }});
+  r.push_back({{OpKind::Gather},
+               "gather axis 1, scalar index",
+               {cube},
+               {{"i", {}, {-2}}},
+               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 1); }});
+  r.push_back({{OpKind::Gather},
+               "gather last axis",
+               {cube},
+               {{"i", {5}, {2, 0, -1, 1, 2}}},
+               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], -1); }});
+  r.push_back({{OpKind::Gather},
+               "gather int32",
+               {},
+               {{"x", {2, 3}, {10, 11, 12, 13, 14, 15}}, {"i", {2}, {1, -3}}},
+               [](Graph&, const F&, const F& i) { return gather(i[0], i[1], 1); }});
   // ---- elementwise rows with their own formula (forward, and the gradient op by differences)
   const auto gelu_f = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
   r.push_back(
@@ -274,6 +311,14 @@ std::vector<Row> rows() {
   grad({OpKind::MinimumGrad}, "minimum", {db, da}, {}, binary(minimum), {0, 1});
   grad({OpKind::Where}, "where", {a, uniform("b", {3, 1}, -1, 1, 36)}, {{"c", {4}, {1, 0, 0, -3}}},
        [](Graph&, const F& x, const F& i) { return where(i[0], x[0], x[1]); }, {0, 1});
+  grad({OpKind::GatherGrad}, "gather, repeated indices", {cube},
+       {{"i", {2, 3}, {3, -1, 0, 1, 3, -4}}},
+       [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 1); }, {0});
+  grad({OpKind::GatherGrad}, "gather axis 0", {uniform("x", {5, 3}, -1, 1, 39)},
+       {{"i", {4}, {4, -1, 0, 2}}},
+       [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
+  grad({OpKind::Cast}, "cast float to float", {a}, {},
+       [](Graph&, const F& x, const F&) { return exp(cast(x[0], DType::f32)); }, {0});
   grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},
        [](Graph&, const F& x, const F&) { return reduce_max(x[0], 1); }, {0});
   grad({OpKind::Expand}, "reduce_mean", {a}, {},

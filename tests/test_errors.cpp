@@ -159,6 +159,21 @@ TEST(ShapeErrors, OnnxElementwise) {
   expect_error<ShapeError>([&] { compile(g, s, {cl}); }, {"'cl'", "clip", "float", "i32"});
 }
 
+TEST(ShapeErrors, Gather) {
+  Graph g;
+  auto x = g.input("x"), f = g.input("f"), ids = g.input("ids", DType::i32);
+  auto by_float = gather(x, f).named("g_float");
+  auto too_big = gather(x, ids, 1).named("g_rank");
+  auto bad_axis = gather(x, ids, 3).named("g_axis");
+  const InputShapes s{{"x", {2, 3, 4}}, {"f", {2}}, {"ids", {2, 2, 2}}};
+  expect_error<ShapeError>([&] { compile(g, s, {by_float}); },
+                           {"'g_float'", "gather", "int32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {too_big}); },
+                           {"'g_rank'", "gather", "[2, 3, 4]", "[2, 2, 2]", "rank 5"});
+  expect_error<ShapeError>([&] { compile(g, s, {bad_axis}); },
+                           {"'g_axis'", "gather", "axis 3", "rank 3"});
+}
+
 TEST(ShapeErrors, ShapesThemselves) {
   expect_error<ShapeError>([] { Shape s{1, 2, 3, 4, 5}; }, {"rank 5"});
   Graph g;

@@ -3,7 +3,7 @@
 // reductions and max pooling give NaN where an input (a window, a reduced line) holds one;
 // gradients follow the forward's choice, so the element a NaN came from gets the gradient
 // (at the first NaN of a line or window), and abs, whose derivative has no branch to follow
-// at a NaN, gives NaN there.
+// at a NaN, gives NaN there. A cast to int32 has no NaN: it gives 0.
 //
 // Inputs are long enough for the vectorised CPU paths and their tails, with NaNs at several
 // positions; each row's expectation comes from a scalar rule written here.
@@ -155,6 +155,10 @@ std::vector<NanRow> rows() {
                {X},
                [](Graph& g, const F& v) { return pow(v[0], g.constant(0.0f)); },
                map1(x, [](float) { return 1.0f; })});
+  r.push_back({"cast to int32 (NaN: 0)",
+               {X},
+               [](Graph&, const F& v) { return cast(cast(v[0] * 10.0f, DType::i32), DType::f32); },
+               map1(x, [](float v) { return std::isnan(v) ? 0.0f : std::trunc(v * 10.0f); })});
   // ---- gradients (of sum(y): the incoming gradient is 1)
   r.push_back({"maximum' a",
                {X, Y},

@@ -355,6 +355,44 @@ TEST_P(NnOpTest, EmbeddingIndexOutOfRangeIsAFeedError) {
   EXPECT_FLOAT_EQ(cg.read(dt)[1 * 8], 255.0f);
 }
 
+// ONNX Gather: an index outside [-n, n) for the gathered axis is a FeedError naming the node,
+// the value and its position, whether fed (checked on the host) or computed (checked on the
+// device: OpenCL's status slot); -n..-1 count from the back. The graph stays usable.
+TEST_P(NnOpTest, GatherIndexOutOfRangeIsAFeedError) {
+  Graph g;
+  auto x = g.variable("x", {3, 5, 2}, Initializer::uniform(-1, 1, 1));
+  auto ids = g.input("ids", DType::i32);
+  auto f = g.input("f");
+  auto fed = gather(x, ids, 1).named("fed");
+  auto computed = gather(x, cast(f, DType::i32), -2).named("computed");
+  auto loss = reduce_sum(fed) + reduce_sum(computed);
+  auto dx = gradients(loss, {x})[0];
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {40}}, {"f", {2, 20}}}, {dx});
+  std::vector<std::int32_t> v(40, -5);
+  std::vector<float> fv(40, 4.0f);
+  for (const auto& [bad, node] : {std::pair{5, "'fed'"}, {-6, "'fed'"}, {7, "'computed'"}}) {
+    v[17] = node == std::string("'fed'") ? bad : 0;
+    fv[17] = node == std::string("'fed'") ? 0.0f : static_cast<float>(bad);
+    try {
+      cg.run({{"ids", v}, {"f", fv}});
+      ADD_FAILURE() << "no error for index " << bad;
+    } catch (const FeedError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(node), std::string::npos) << msg;
+      EXPECT_NE(msg.find("position 17"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("[-5, 5)"), std::string::npos) << msg;
+      if (node == std::string("'fed'")) EXPECT_NE(msg.find(std::to_string(bad)), std::string::npos);
+    }
+  }
+  v[17] = -1;
+  fv[17] = 4.0f;
+  cg.run({{"ids", v}, {"f", fv}});
+  // every index is row 0 (-5) except position 17 (-1, row 4); f gives row 4 throughout
+  const auto d = cg.read(dx);
+  EXPECT_FLOAT_EQ(d[0], 39.0f);
+  EXPECT_FLOAT_EQ(d[4 * 2], 41.0f);
+}
+
 // The scatter-add of many repeated rows: against the reference sums, and bitwise equal for
 // every team size and engine (no atomics, no order that depends on the threads).
 TEST(NnKernels, EmbeddingScatterAddIsDeterministic) {

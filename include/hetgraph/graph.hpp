@@ -147,6 +147,12 @@ Node minimum(Node a, Node b);
 /// cond is int32 (ONNX's bool); a and b are both float or both int32.
 ///   auto masked = where(mask, scores, g.constant(-1e9f));
 Node where(Node cond, Node a, Node b);
+/// Converts to `to` (ONNX Cast to float, int32 or int64, which is int32 here). Float to int32
+/// rounds toward zero and saturates; NaN becomes 0 (C leaves these undefined; this is Java's,
+/// Rust's and OpenCL's convert_int_sat_rtz). Int32 to float rounds to nearest. No gradient
+/// flows into ints.
+///   auto ids = cast(floor(x * 10.0f), DType::i32);
+Node cast(Node x, DType to);
 // NaN: every op propagates NaN as PyTorch and ONNX do: relu, clip, maximum/minimum, the max
 // reductions and max pooling return NaN where an input is NaN.
 
@@ -216,6 +222,13 @@ Node avg_pool2d(Node x, Pool2dOptions options = {});
 ///   auto ids = g.input("ids", DType::i32);                 // [batch]
 ///   auto e = embedding(g.variable("E", {10000, 32}), ids);  // [batch, 32]
 Node embedding(Node table, Node indices);
+
+/// ONNX Gather: slices of `x` along `axis` picked by the int32 `indices` (any shape S):
+/// x.shape[:axis] + S + x.shape[axis+1:], rank 4 at most. An index may be negative (counting
+/// from the back); one outside [-n, n) for the axis' size n is a FeedError at run(). x may be
+/// float or int32; the gradient with respect to float x is a scatter-add.
+///   auto cols = gather(x, g.constant_i32({2}, {0, -1}), 1);   // first and last columns
+Node gather(Node x, Node indices, int axis = 0);
 
 /// Writes `value` into `variable` at the end of a run (after every read of its old value).
 Node assign(Node variable, Node value);
