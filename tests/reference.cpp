@@ -217,6 +217,38 @@ Array slice(const Array& x, int axis, std::int64_t b, std::int64_t e) {
   return out;
 }
 
+// ONNX Slice from its definition (Slice-13): per axis, clamp then walk by the step.
+Array strided_slice(const Array& x, const hetgraph::detail::SliceSpec& sp) {
+  const int r = x.shape.rank();
+  std::vector<std::int64_t> start(static_cast<std::size_t>(r), 0), step(start.size(), 1),
+      count(x.shape.dims().begin(), x.shape.dims().end());
+  for (std::size_t i = 0; i < sp.starts.size(); ++i) {
+    const int a =
+        norm_axis(sp.axes.empty() ? static_cast<int>(i) : static_cast<int>(sp.axes[i]), r);
+    const auto u = static_cast<std::size_t>(a);
+    const double d = static_cast<double>(x.shape[a]);
+    const double st = sp.steps.empty() ? 1.0 : static_cast<double>(sp.steps[i]);
+    double b = static_cast<double>(sp.starts[i]), e = static_cast<double>(sp.ends[i]);
+    if (b < 0) b += d;
+    if (e < 0) e += d;
+    b = st > 0 ? std::clamp(b, 0.0, d) : std::clamp(b, 0.0, d - 1);
+    e = st > 0 ? std::clamp(e, 0.0, d) : std::clamp(e, -1.0, d - 1);
+    start[u] = static_cast<std::int64_t>(b);
+    step[u] = static_cast<std::int64_t>(st);
+    count[u] = static_cast<std::int64_t>(std::max(0.0, std::ceil((e - b) / st)));
+  }
+  Array out(make_shape(count));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    auto idx = unravel(i, out.shape);
+    for (int d = 0; d < r; ++d) {
+      const auto u = static_cast<std::size_t>(d);
+      idx[u] = start[u] + idx[u] * step[u];
+    }
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(idx, x.shape))];
+  }
+  return out;
+}
+
 Array concat(const std::vector<Array>& xs, int axis) {
   const int a = norm_axis(axis, xs[0].shape.rank());
   std::vector<std::int64_t> od(xs[0].shape.dims().begin(), xs[0].shape.dims().end());
@@ -393,6 +425,7 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::Constant:
       return r.dtype == hetgraph::DType::i32;
     case OpKind::Slice:
+    case OpKind::StridedSlice:
     case OpKind::Concat:
     case OpKind::Transpose:
     case OpKind::Reshape:
@@ -553,6 +586,9 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Concat:
         out = concat(in, at.axis);
+        break;
+      case OpKind::StridedSlice:
+        out = strided_slice(in[0], at.get<hetgraph::detail::SliceSpec>());
         break;
       case OpKind::Transpose:
         out = transpose(in[0], at.get<hetgraph::detail::Permutation>().perm);

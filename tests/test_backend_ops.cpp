@@ -269,6 +269,23 @@ std::vector<Row> rows() {
                {},
                {{"x", {2, 3}, {10, 11, 12, 13, 14, 15}}, {"i", {2}, {1, -3}}},
                [](Graph&, const F&, const F& i) { return gather(i[0], i[1], 1); }});
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const In block = uniform("x", {4, 5, 6}, -1, 1, 40);
+  const auto reversing = [](Graph&, const F& x, const F&) {
+    return strided_slice(x[0], {1, -1}, {kMax, kMin}, {0, 2}, {2, -2});
+  };
+  const auto clamping = [](Graph&, const F& x, const F&) {
+    return strided_slice(x[0], {-100, 1}, {100, 4}, {-1, 1}, {3, 1});
+  };
+  r.push_back({{OpKind::StridedSlice}, "strided_slice reversed", {block}, {}, reversing});
+  r.push_back({{OpKind::StridedSlice}, "strided_slice clamped", {block}, {}, clamping});
+  r.push_back(
+      {{OpKind::StridedSlice},
+       "strided_slice int32",
+       {},
+       {{"x", {2, 3}, {1, 2, 3, 4, 5, 6}}},
+       [](Graph&, const F&, const F& i) { return strided_slice(i[0], {2}, {-4}, {1}, {-1}); }});
   // ---- elementwise rows with their own formula (forward, and the gradient op by differences)
   const auto gelu_f = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
   r.push_back(
@@ -317,6 +334,8 @@ std::vector<Row> rows() {
   grad({OpKind::GatherGrad}, "gather axis 0", {uniform("x", {5, 3}, -1, 1, 39)},
        {{"i", {4}, {4, -1, 0, 2}}},
        [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
+  grad({OpKind::StridedSliceGrad}, "strided_slice reversed", {block}, {}, reversing, {0});
+  grad({OpKind::StridedSliceGrad}, "strided_slice clamped", {block}, {}, clamping, {0});
   grad({OpKind::Cast}, "cast float to float", {a}, {},
        [](Graph&, const F& x, const F&) { return exp(cast(x[0], DType::f32)); }, {0});
   grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},

@@ -174,6 +174,13 @@ Node log_softmax(Node x, int axis = -1);
 Node cross_entropy(Node probs, Node labels);
 
 Node slice(Node x, int axis, std::int64_t begin, std::int64_t end);
+/// ONNX Slice: along each of `axes` (default 0, 1, ...), from starts[i] toward ends[i] (not
+/// included) by steps[i] (default 1; negative steps walk backwards). Negative starts and ends
+/// count from the back; out-of-range ones clamp (so INT64_MAX means "to the end"). An empty
+/// result is a ShapeError. x may be float or int32.
+///   auto rev = strided_slice(x, {-1}, {INT64_MIN}, {1}, {-1});   // axis 1 reversed
+Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
+                   std::vector<std::int64_t> axes = {}, std::vector<std::int64_t> steps = {});
 Node concat(std::span<const Node> xs, int axis);
 Node concat(std::initializer_list<Node> xs, int axis);
 /// Permutes axes; an empty perm swaps the last two.

@@ -104,6 +104,9 @@ enum class OpKind : std::uint8_t {
   // embedding.cpp: ONNX Gather
   Gather,      // (x, int32 indices), axis
   GatherGrad,  // (g, indices, x): scatter-add into zeros; x lends its shape
+  // movement.cpp: ONNX Slice
+  StridedSlice,      // SliceSpec payload
+  StridedSliceGrad,  // (g, x): g placed into zeros; x lends its shape
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
