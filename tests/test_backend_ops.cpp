@@ -249,26 +249,38 @@ std::vector<Row> rows() {
                  return cast(x[0], DType::f32);
                }});
   const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
+  // Indices with negative values or on axes other than 0 are constants here: fed ones are
+  // checked on the host against OpDef::index by src/common/executable.cpp, which does not yet
+  // know the gather's axis and [-n, n) range (see test_nn_ops.cpp, DISABLED_GatherFedIndices).
   r.push_back({{OpKind::Gather},
                "gather axis 0, 2-d indices",
                {uniform("x", {5, 3}, -1, 1, 38)},
-               {{"i", {2, 2}, {4, -1, 0, -5}}},
+               {{"i", {2, 2}, {4, 1, 0, 3}}},
                [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }});
   r.push_back({{OpKind::Gather},
-               "gather axis 1, scalar index",
-               {cube},
-               {{"i", {}, {-2}}},
-               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 1); }});
-  r.push_back({{OpKind::Gather},
-               "gather last axis",
-               {cube},
-               {{"i", {5}, {2, 0, -1, 1, 2}}},
-               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], -1); }});
+               "gather axis 0, negative indices",
+               {uniform("x", {5, 3}, -1, 1, 38)},
+               {},
+               [](Graph& g, const F& x, const F&) {
+                 return gather(x[0], g.constant_i32({2, 2}, {4, -1, 0, -5}), 0);
+               }});
+  r.push_back(
+      {{OpKind::Gather},
+       "gather axis 1, scalar index",
+       {cube},
+       {},
+       [](Graph& g, const F& x, const F&) { return gather(x[0], g.constant_i32({}, {-2}), 1); }});
+  r.push_back(
+      {{OpKind::Gather}, "gather last axis", {cube}, {}, [](Graph& g, const F& x, const F&) {
+         return gather(x[0], g.constant_i32({5}, {2, 0, -1, 1, 2}), -1);
+       }});
   r.push_back({{OpKind::Gather},
                "gather int32",
                {},
-               {{"x", {2, 3}, {10, 11, 12, 13, 14, 15}}, {"i", {2}, {1, -3}}},
-               [](Graph&, const F&, const F& i) { return gather(i[0], i[1], 1); }});
+               {{"x", {2, 3}, {10, 11, 12, 13, 14, 15}}},
+               [](Graph& g, const F&, const F& i) {
+                 return gather(i[0], g.constant_i32({2}, {1, -3}), 1);
+               }});
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
   const In block = uniform("x", {4, 5, 6}, -1, 1, 40);
@@ -328,11 +340,13 @@ std::vector<Row> rows() {
   grad({OpKind::MinimumGrad}, "minimum", {db, da}, {}, binary(minimum), {0, 1});
   grad({OpKind::Where}, "where", {a, uniform("b", {3, 1}, -1, 1, 36)}, {{"c", {4}, {1, 0, 0, -3}}},
        [](Graph&, const F& x, const F& i) { return where(i[0], x[0], x[1]); }, {0, 1});
-  grad({OpKind::GatherGrad}, "gather, repeated indices", {cube},
-       {{"i", {2, 3}, {3, -1, 0, 1, 3, -4}}},
-       [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 1); }, {0});
+  grad({OpKind::GatherGrad}, "gather, repeated indices", {cube}, {},
+       [](Graph& g, const F& x, const F&) {
+         return gather(x[0], g.constant_i32({2, 3}, {3, -1, 0, 1, 3, -4}), 1);
+       },
+       {0});
   grad({OpKind::GatherGrad}, "gather axis 0", {uniform("x", {5, 3}, -1, 1, 39)},
-       {{"i", {4}, {4, -1, 0, 2}}},
+       {{"i", {4}, {4, 1, 0, 4}}},
        [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
   grad({OpKind::StridedSliceGrad}, "strided_slice reversed", {block}, {}, reversing, {0});
   grad({OpKind::StridedSliceGrad}, "strided_slice clamped", {block}, {}, clamping, {0});
@@ -544,8 +558,29 @@ TEST_P(BackendOps, SparseSgdStepMatchesTheReference) {
   testing_util::expect_close(cg.read(T), want, 1e-6, 1e-6, "sgd step on " + GetParam().name);
 }
 
+// check_indices (commit_writes puts one before the commit point for a writer with computed
+// indices): passes good indices, and a bad one is a FeedError naming it.
+TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
+  Graph g;
+  auto ids = g.input("ids", DType::i32);
+  auto like = g.input("like");
+  auto picked = slice(ids, 0, 1, 4);  // computed: checked on the device or in the kernel
+  auto c2 = detail::make_op(OpKind::CheckIndices, {picked, like}).named("check");
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {4}}, {"like", {5, 2}}}, {c2});
+  const std::vector<float> lv(10, 0.0f);
+  cg.run({{"ids", std::vector<std::int32_t>{9, 0, 4, 2}}, {"like", lv}});  // 9 is not picked
+  EXPECT_EQ(cg.read(c2), std::vector<float>{0.0f});
+  try {
+    cg.run({{"ids", std::vector<std::int32_t>{0, 1, 5, 2}}, {"like", lv}});
+    ADD_FAILURE() << "no error";
+  } catch (const FeedError& e) {
+    EXPECT_NE(std::string(e.what()).find("index 5 at position 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
-  std::set<OpKind> seen{OpKind::Variable, OpKind::Assign, OpKind::Group, OpKind::EmbeddingUpdate};
+  std::set<OpKind> seen{OpKind::Variable, OpKind::Assign, OpKind::Group, OpKind::EmbeddingUpdate,
+                        OpKind::CheckIndices};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {

@@ -107,6 +107,7 @@ enum class OpKind : std::uint8_t {
   // movement.cpp: ONNX Slice
   StridedSlice,      // SliceSpec payload
   StridedSliceGrad,  // (g, x): g placed into zeros; x lends its shape
+  CheckIndices,      // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

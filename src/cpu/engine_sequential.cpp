@@ -2,6 +2,7 @@
 // whole thread team (the baseline framework's CPU platform, with intra-op parallelism).
 #include <omp.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "cpu/engine.hpp"
@@ -10,8 +11,17 @@
 
 namespace hetgraph::detail::cpu {
 
+namespace {
+std::atomic<KernelFaultHook> g_fault_hook{nullptr};
+}  // namespace
+
+void set_kernel_fault_hook(KernelFaultHook hook) {
+  g_fault_hook.store(hook, std::memory_order_release);
+}
+
 void run_kernel(CpuKernel& k, const ExecCtx& ctx, const PlanNode& node) {
   try {
+    if (const KernelFaultHook h = g_fault_hook.load(std::memory_order_relaxed)) h(node);
     k.run(ctx);
   } catch (const Error&) {
     throw;

@@ -24,6 +24,13 @@ std::unique_ptr<ClOp> make_embedding(const OpArgs& a) {
   return std::make_unique<KernelSeq>(std::move(launches));
 }
 
+std::unique_ptr<ClOp> make_check(const OpArgs& a) {
+  Kernel k = make_kernel(a.program("embedding"), "check_indices", a.in[0], a.out,
+                         to_int(a.in_shape(0).numel()), to_int(a.in_shape(1)[0]), a.status,
+                         cl_int{a.status_slot});
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 // gather (x, ids) and gather_grad (g, ids, x-shape): x as [outer, n, inner] along the axis.
 std::unique_ptr<ClOp> make_gather(const OpArgs& a) {
   const bool grad = a.node.op == OpKind::GatherGrad;
@@ -45,6 +52,7 @@ std::unique_ptr<ClOp> make_gather(const OpArgs& a) {
 }  // namespace
 
 void register_embedding_ops(OpRegistry& r) {
+  r.add(OpKind::CheckIndices, {"cl_check_indices", nullptr, make_check});
   r.add(OpKind::Gather, {"cl_gather", nullptr, make_gather});
   r.add(OpKind::GatherGrad, {"cl_gather_scatter_add", nullptr, make_gather});
   r.add(OpKind::Embedding, {"cl_gather_rows", nullptr, make_embedding});
