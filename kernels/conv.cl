@@ -1,8 +1,8 @@
 // Convolution and pooling over NCHW images, and their gradients: direct loops, one work-item
 // per output element, every sum in a fixed order (gathers, never scattered atomics), so results
 // do not depend on the grid. Windows skip the taps that fall in the padding; max pooling's
-// argmax is the first maximum of a window in row-major order (as oneDNN's and the CPU
-// reference's), and its gradient recomputes it from x.
+// argmax is the first NaN of a window, else its first maximum in row-major order (as the CPU
+// kernels'), and its gradient recomputes it from x.
 
 // Image geometry shared by all kernels: input [N, C, H, W], output [N, O, OH, OW] (O = C for
 // pooling), window KH x KW with strides, top/left padding and dilations.
@@ -106,7 +106,8 @@ kernel void conv2d_bias_grad(global const float* gy, global float* db, const int
 
 // ---- pooling ---------------------------------------------------------------------------------
 
-// The first in-image maximum of window (oy, ox) of plane xp, as a flat position.
+// The first in-image NaN of window (oy, ox) of plane xp, else its first maximum, as a flat
+// position (max pooling propagates NaN, as PyTorch and ONNX do).
 inline int window_argmax(global const float* xp, const Geom g, const int oy, const int ox) {
   int best = -1;
   float m = 0.0f;
@@ -117,7 +118,7 @@ inline int window_argmax(global const float* xp, const Geom g, const int oy, con
       const int ix = ox * g.SW - g.PL + kx;
       if (ix < 0 || ix >= g.W) continue;
       const float v = xp[iy * g.W + ix];
-      if (best < 0 || v > m) {
+      if (best < 0 || v > m || (isnan(v) && !isnan(m))) {
         m = v;
         best = iy * g.W + ix;
       }

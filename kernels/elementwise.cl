@@ -22,7 +22,7 @@ UNARY(exp_f32, exp(v))
 UNARY(log_f32, log(v))
 UNARY(sqrt_f32, sqrt(v))
 UNARY(floor_f32, floor(v))
-UNARY(relu_f32, v > 0.0f ? v : 0.0f)
+UNARY(relu_f32, v <= 0.0f ? 0.0f : v)
 UNARY(sigmoid_f32, 1.0f / (1.0f + exp(-v)))
 // Some libms (PoCL's) stop one ulp short of +-1 for large |x|; tanh is exactly +-1 in float
 // from |x| = 10 on.
@@ -70,7 +70,7 @@ BINARY(mul, a * b)
 BINARY(div, a / b)
 BINARY(axpby, alpha * a + beta * b)
 // Activation gradients: a is the incoming gradient, b the forward input (relu) or output.
-BINARY(relu_grad, b > 0.0f ? a : 0.0f)
+BINARY(relu_grad, b <= 0.0f ? 0.0f : a)
 BINARY(sigmoid_grad, a * b * (1.0f - b))
 BINARY(tanh_grad, a * (1.0f - b * b))
 BINARY(gelu_grad, a * (0.5f * (1.0f + erf(b * M_SQRT1_2_F)) + b * 0.3989422804014327f * exp(-0.5f * b * b)))
@@ -123,3 +123,18 @@ TERNARY(where, int, uint, uint, uint, c != 0 ? a : b)
 TERNARY(maximum_grad, float, float, float, float, ((a >= b || isnan(a)) == (sel == 0)) ? c : 0.0f)
 TERNARY(minimum_grad, float, float, float, float, ((a <= b || isnan(a)) == (sel == 0)) ? c : 0.0f)
 // clang-format on
+
+// cast: float to int32 rounds toward zero and saturates, NaN gives 0 (as on the CPU); int32 to
+// float rounds to nearest; a cast to the same type copies.
+kernel void cast_f32_i32(global const float* x, global int* y, const int n) {
+  FOR_EACH(i, n) {
+    const float v = x[i];
+    y[i] = isnan(v) ? 0 : convert_int_sat_rtz(v);
+  }
+}
+kernel void cast_i32_f32(global const int* x, global float* y, const int n) {
+  FOR_EACH(i, n) y[i] = convert_float(x[i]);
+}
+kernel void copy_u32(global const uint* x, global uint* y, const int n) {
+  FOR_EACH(i, n) y[i] = x[i];
+}

@@ -123,7 +123,7 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
     }
     const auto o = static_cast<std::size_t>(ravel(oi, out.shape));
     const double v = x.v[static_cast<std::size_t>(i)];
-    acc[o] = op == OpKind::ReduceMax ? std::max(acc[o], v) : acc[o] + v;
+    acc[o] = op == OpKind::ReduceMax ? nan_max(acc[o], v) : acc[o] + v;
     ++count[o];
   }
   for (std::size_t o = 0; o < out.size(); ++o) {
@@ -212,6 +212,38 @@ Array slice(const Array& x, int axis, std::int64_t b, std::int64_t e) {
   for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
     auto idx = unravel(i, out.shape);
     idx[static_cast<std::size_t>(a)] += b;
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(idx, x.shape))];
+  }
+  return out;
+}
+
+// ONNX Slice from its definition (Slice-13): per axis, clamp then walk by the step.
+Array strided_slice(const Array& x, const hetgraph::detail::SliceSpec& sp) {
+  const int r = x.shape.rank();
+  std::vector<std::int64_t> start(static_cast<std::size_t>(r), 0), step(start.size(), 1),
+      count(x.shape.dims().begin(), x.shape.dims().end());
+  for (std::size_t i = 0; i < sp.starts.size(); ++i) {
+    const int a =
+        norm_axis(sp.axes.empty() ? static_cast<int>(i) : static_cast<int>(sp.axes[i]), r);
+    const auto u = static_cast<std::size_t>(a);
+    const double d = static_cast<double>(x.shape[a]);
+    const double st = sp.steps.empty() ? 1.0 : static_cast<double>(sp.steps[i]);
+    double b = static_cast<double>(sp.starts[i]), e = static_cast<double>(sp.ends[i]);
+    if (b < 0) b += d;
+    if (e < 0) e += d;
+    b = st > 0 ? std::clamp(b, 0.0, d) : std::clamp(b, 0.0, d - 1);
+    e = st > 0 ? std::clamp(e, 0.0, d) : std::clamp(e, -1.0, d - 1);
+    start[u] = static_cast<std::int64_t>(b);
+    step[u] = static_cast<std::int64_t>(st);
+    count[u] = static_cast<std::int64_t>(std::max(0.0, std::ceil((e - b) / st)));
+  }
+  Array out(make_shape(count));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    auto idx = unravel(i, out.shape);
+    for (int d = 0; d < r; ++d) {
+      const auto u = static_cast<std::size_t>(d);
+      idx[u] = start[u] + idx[u] * step[u];
+    }
     out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(idx, x.shape))];
   }
   return out;
@@ -333,13 +365,40 @@ Array pool2d(const Array& x, const hetgraph::detail::Attrs& at, bool max) {
             const std::int64_t y = oy * p.sh - p.pt + ky, xx = ox * p.sw - p.pl + kx;
             if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
             const double v = x.v[static_cast<std::size_t>((nc * H + y) * W + xx)];
-            m = std::max(m, v);
+            m = nan_max(m, v);
             s += v;
             ++inside;
           }
         out.v[i++] = max ? m : s / static_cast<double>(p.include_pad ? p.kh * p.kw : inside);
       }
   return out;
+}
+
+// ONNX Gather along axis a: x.shape[:a] + idx.shape + x.shape[a+1:], negative indices wrap.
+Array gather(const Array& x, const Array& idx, int axis) {
+  const int a = norm_axis(axis, x.shape.rank());
+  std::vector<std::int64_t> od(x.shape.dims().begin(), x.shape.dims().begin() + a);
+  od.insert(od.end(), idx.shape.dims().begin(), idx.shape.dims().end());
+  od.insert(od.end(), x.shape.dims().begin() + a + 1, x.shape.dims().end());
+  Array out(make_shape(od));
+  const std::int64_t n = x.shape[a];
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    const auto oi = unravel(i, out.shape);
+    std::vector<std::int64_t> xi(oi.begin(), oi.begin() + a);
+    const std::vector<std::int64_t> ii(oi.begin() + a, oi.begin() + a + idx.shape.rank());
+    auto j = static_cast<std::int64_t>(idx.v[static_cast<std::size_t>(ravel(ii, idx.shape))]);
+    if (j < -n || j >= n) throw std::runtime_error("ref: gather index out of range");
+    xi.push_back(j < 0 ? j + n : j);
+    xi.insert(xi.end(), oi.begin() + a + idx.shape.rank(), oi.end());
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(xi, x.shape))];
+  }
+  return out;
+}
+
+// Float to int32 as hetgraph defines it: toward zero, saturating, NaN to 0.
+double to_i32(double v) {
+  if (std::isnan(v)) return 0;
+  return std::trunc(std::clamp(v, -2147483648.0, 2147483647.0));
 }
 
 Array gather_rows(const Array& table, const Array& idx) {
@@ -366,12 +425,17 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::Constant:
       return r.dtype == hetgraph::DType::i32;
     case OpKind::Slice:
+    case OpKind::StridedSlice:
     case OpKind::Concat:
     case OpKind::Transpose:
     case OpKind::Reshape:
       return int_typed(g, r.inputs[0]);
     case OpKind::Where:
       return int_typed(g, r.inputs[1]);
+    case OpKind::Gather:
+      return int_typed(g, r.inputs[0]);
+    case OpKind::Cast:
+      return r.attrs.get<hetgraph::detail::TargetType>().dtype == hetgraph::DType::i32;
     default:
       return false;
   }
@@ -523,6 +587,9 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Concat:
         out = concat(in, at.axis);
         break;
+      case OpKind::StridedSlice:
+        out = strided_slice(in[0], at.get<hetgraph::detail::SliceSpec>());
+        break;
       case OpKind::Transpose:
         out = transpose(in[0], at.get<hetgraph::detail::Permutation>().perm);
         break;
@@ -538,6 +605,17 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Embedding:
         out = gather_rows(in[0], in[1]);
+        break;
+      case OpKind::Gather:
+        out = gather(in[0], in[1], at.axis);
+        break;
+      case OpKind::Cast:
+        if (int_typed(g, id) && !int_typed(g, r.inputs[0]))
+          out = unary(in[0], to_i32);
+        else if (!int_typed(g, id) && int_typed(g, r.inputs[0]))  // rounded to the nearest float
+          out = unary(in[0], [](double v) { return static_cast<double>(static_cast<float>(v)); });
+        else
+          out = in[0];
         break;
       default:
         throw std::runtime_error("ref: op not supported by the reference: " +

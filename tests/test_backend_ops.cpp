@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "common/executable.hpp"
@@ -236,6 +237,71 @@ std::vector<Row> rows() {
        {},
        {{"c", {2, 1}, {0, 7}}, {"p", {3}, {1, 2, 3}}, {"q", {2, 3}, {-1, -2, -3, -4, -5, -6}}},
        [](Graph&, const F&, const F& i) { return where(i[0], i[1], i[2]); }});
+  const float inf = std::numeric_limits<float>::infinity();
+  r.push_back(
+      {{OpKind::Cast},
+       "cast to int32",
+       {{"a", {3, 4}, {NAN, inf, -inf, 3e9f, -3e9f, 2.7f, -2.7f, 0.5f, -0.5f, 1e9f, 7, -7}}},
+       {},
+       [](Graph&, const F& x, const F&) { return cast(x[0], DType::i32); }});
+  r.push_back({{OpKind::Cast},
+               "cast to float",
+               {},
+               {{"i", {4}, {16777217, -3, 0, 2147483647}}},
+               [](Graph&, const F&, const F& i) { return cast(i[0], DType::f32); }});
+  r.push_back({{OpKind::Cast}, "cast float to float", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return cast(x[0], DType::f32);
+               }});
+  const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
+  // Indices with negative values or on axes other than 0 are constants here: fed ones are
+  // checked on the host against OpDef::index by src/common/executable.cpp, which does not yet
+  // know the gather's axis and [-n, n) range (see test_nn_ops.cpp, DISABLED_GatherFedIndices).
+  r.push_back({{OpKind::Gather},
+               "gather axis 0, 2-d indices",
+               {uniform("x", {5, 3}, -1, 1, 38)},
+               {{"i", {2, 2}, {4, 1, 0, 3}}},
+               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }});
+  r.push_back({{OpKind::Gather},
+               "gather axis 0, negative indices",
+               {uniform("x", {5, 3}, -1, 1, 38)},
+               {},
+               [](Graph& g, const F& x, const F&) {
+                 return gather(x[0], g.constant_i32({2, 2}, {4, -1, 0, -5}), 0);
+               }});
+  r.push_back(
+      {{OpKind::Gather},
+       "gather axis 1, scalar index",
+       {cube},
+       {},
+       [](Graph& g, const F& x, const F&) { return gather(x[0], g.constant_i32({}, {-2}), 1); }});
+  r.push_back(
+      {{OpKind::Gather}, "gather last axis", {cube}, {}, [](Graph& g, const F& x, const F&) {
+         return gather(x[0], g.constant_i32({5}, {2, 0, -1, 1, 2}), -1);
+       }});
+  r.push_back({{OpKind::Gather},
+               "gather int32",
+               {},
+               {{"x", {2, 3}, {10, 11, 12, 13, 14, 15}}},
+               [](Graph& g, const F&, const F& i) {
+                 return gather(i[0], g.constant_i32({2}, {1, -3}), 1);
+               }});
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const In block = uniform("x", {4, 5, 6}, -1, 1, 40);
+  const auto reversing = [](Graph&, const F& x, const F&) {
+    return strided_slice(x[0], {1, -1}, {kMax, kMin}, {0, 2}, {2, -2});
+  };
+  const auto clamping = [](Graph&, const F& x, const F&) {
+    return strided_slice(x[0], {-100, 1}, {100, 4}, {-1, 1}, {3, 1});
+  };
+  r.push_back({{OpKind::StridedSlice}, "strided_slice reversed", {block}, {}, reversing});
+  r.push_back({{OpKind::StridedSlice}, "strided_slice clamped", {block}, {}, clamping});
+  r.push_back(
+      {{OpKind::StridedSlice},
+       "strided_slice int32",
+       {},
+       {{"x", {2, 3}, {1, 2, 3, 4, 5, 6}}},
+       [](Graph&, const F&, const F& i) { return strided_slice(i[0], {2}, {-4}, {1}, {-1}); }});
   // ---- elementwise rows with their own formula (forward, and the gradient op by differences)
   const auto gelu_f = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
   r.push_back(
@@ -278,6 +344,18 @@ std::vector<Row> rows() {
   grad({OpKind::MinimumGrad}, "minimum", {db, da}, {}, binary(minimum), {0, 1});
   grad({OpKind::Where}, "where", {a, uniform("b", {3, 1}, -1, 1, 36)}, {{"c", {4}, {1, 0, 0, -3}}},
        [](Graph&, const F& x, const F& i) { return where(i[0], x[0], x[1]); }, {0, 1});
+  grad({OpKind::GatherGrad}, "gather, repeated indices", {cube}, {},
+       [](Graph& g, const F& x, const F&) {
+         return gather(x[0], g.constant_i32({2, 3}, {3, -1, 0, 1, 3, -4}), 1);
+       },
+       {0});
+  grad({OpKind::GatherGrad}, "gather axis 0", {uniform("x", {5, 3}, -1, 1, 39)},
+       {{"i", {4}, {4, 1, 0, 4}}},
+       [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
+  grad({OpKind::StridedSliceGrad}, "strided_slice reversed", {block}, {}, reversing, {0});
+  grad({OpKind::StridedSliceGrad}, "strided_slice clamped", {block}, {}, clamping, {0});
+  grad({OpKind::Cast}, "cast float to float", {a}, {},
+       [](Graph&, const F& x, const F&) { return exp(cast(x[0], DType::f32)); }, {0});
   grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},
        [](Graph&, const F& x, const F&) { return reduce_max(x[0], 1); }, {0});
   grad({OpKind::Expand}, "reduce_mean", {a}, {},

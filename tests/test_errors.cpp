@@ -159,6 +159,39 @@ TEST(ShapeErrors, OnnxElementwise) {
   expect_error<ShapeError>([&] { compile(g, s, {cl}); }, {"'cl'", "clip", "float", "i32"});
 }
 
+TEST(ShapeErrors, Gather) {
+  Graph g;
+  auto x = g.input("x"), f = g.input("f"), ids = g.input("ids", DType::i32);
+  auto by_float = gather(x, f).named("g_float");
+  auto too_big = gather(x, ids, 1).named("g_rank");
+  auto bad_axis = gather(x, ids, 3).named("g_axis");
+  const InputShapes s{{"x", {2, 3, 4}}, {"f", {2}}, {"ids", {2, 2, 2}}};
+  expect_error<ShapeError>([&] { compile(g, s, {by_float}); },
+                           {"'g_float'", "gather", "int32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {too_big}); },
+                           {"'g_rank'", "gather", "[2, 3, 4]", "[2, 2, 2]", "rank 5"});
+  expect_error<ShapeError>([&] { compile(g, s, {bad_axis}); },
+                           {"'g_axis'", "gather", "axis 3", "rank 3"});
+}
+
+TEST(ShapeErrors, StridedSlice) {
+  Graph g;
+  auto x = g.input("x");
+  auto zero = strided_slice(x, {0}, {3}, {1}, {0}).named("step0");
+  auto twice = strided_slice(x, {0, 1}, {3, 3}, {1, -1}).named("twice");
+  auto empty = strided_slice(x, {2}, {1}, {0}).named("empty");
+  auto counts = strided_slice(x, {0, 1}, {3}).named("counts");
+  auto axis = strided_slice(x, {0}, {1}, {2}).named("axis");
+  const InputShapes s{{"x", {3, 4}}};
+  expect_error<ShapeError>([&] { compile(g, s, {zero}); },
+                           {"'step0'", "strided_slice", "[3, 4]", "step along axis 1 is 0"});
+  expect_error<ShapeError>([&] { compile(g, s, {twice}); }, {"'twice'", "axis 1 is sliced twice"});
+  expect_error<ShapeError>([&] { compile(g, s, {empty}); },
+                           {"'empty'", "axis 0 (size 3) from 2 to 1 by 1 is empty"});
+  expect_error<ShapeError>([&] { compile(g, s, {counts}); }, {"'counts'", "2 starts, 1 ends"});
+  expect_error<ShapeError>([&] { compile(g, s, {axis}); }, {"'axis'", "axis 2", "rank 2"});
+}
+
 TEST(ShapeErrors, ShapesThemselves) {
   expect_error<ShapeError>([] { Shape s{1, 2, 3, 4, 5}; }, {"rank 5"});
   Graph g;

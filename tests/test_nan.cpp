@@ -3,7 +3,7 @@
 // reductions and max pooling give NaN where an input (a window, a reduced line) holds one;
 // gradients follow the forward's choice, so the element a NaN came from gets the gradient
 // (at the first NaN of a line or window), and abs, whose derivative has no branch to follow
-// at a NaN, gives NaN there.
+// at a NaN, gives NaN there. A cast to int32 has no NaN: it gives 0.
 //
 // Inputs are long enough for the vectorised CPU paths and their tails, with NaNs at several
 // positions; each row's expectation comes from a scalar rule written here.
@@ -58,6 +58,67 @@ Node grad_of(Node y, Node x) {
   return gradients(reduce_sum(y), {x})[0];
 }
 
+// ---- expectations for reductions and pooling: a line's or window's maximum is its first NaN
+// if it has one; the gradient goes to that element (else to the first maximum).
+
+// [outer, n, inner] view of reducing x over one axis: out[o, i] and the winner's index j.
+struct Line {
+  std::int64_t outer, n, inner;
+};
+std::int64_t winner(const std::vector<float>& x, const Line& l, std::int64_t o, std::int64_t i,
+                    bool is_max) {
+  std::int64_t best = -1;
+  for (std::int64_t j = 0; j < l.n; ++j) {
+    const float v = x[static_cast<std::size_t>((o * l.n + j) * l.inner + i)];
+    if (std::isnan(v)) return j;
+    if (best < 0) {
+      best = j;
+      continue;
+    }
+    const float b = x[static_cast<std::size_t>((o * l.n + best) * l.inner + i)];
+    if (is_max ? v > b : v < b) best = j;
+  }
+  return best;
+}
+std::vector<float> reduce_want(const std::vector<float>& x, const Line& l, bool is_max) {
+  std::vector<float> y;
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    for (std::int64_t i = 0; i < l.inner; ++i)
+      y.push_back(
+          x[static_cast<std::size_t>((o * l.n + winner(x, l, o, i, is_max)) * l.inner + i)]);
+  return y;
+}
+std::vector<float> reduce_grad_want(const std::vector<float>& x, const Line& l, bool is_max) {
+  std::vector<float> d(x.size(), 0.0f);
+  for (std::int64_t o = 0; o < l.outer; ++o)
+    for (std::int64_t i = 0; i < l.inner; ++i)
+      d[static_cast<std::size_t>((o * l.n + winner(x, l, o, i, is_max)) * l.inner + i)] = 1.0f;
+  return d;
+}
+
+// Max pooling of planes [P, H, W] with a square window k, stride s, padding p on every side;
+// f(window's winning position, output position) for each output.
+void pool_windows(const std::vector<float>& x, std::int64_t P, std::int64_t H, std::int64_t W,
+                  std::int64_t k, std::int64_t s, std::int64_t p,
+                  const std::function<void(std::int64_t, std::int64_t)>& f) {
+  const std::int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+  for (std::int64_t q = 0; q < P; ++q)
+    for (std::int64_t oy = 0; oy < OH; ++oy)
+      for (std::int64_t ox = 0; ox < OW; ++ox) {
+        std::int64_t best = -1;
+        for (std::int64_t ky = 0; ky < k; ++ky)
+          for (std::int64_t kx = 0; kx < k; ++kx) {
+            const std::int64_t iy = oy * s - p + ky, ix = ox * s - p + kx;
+            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+            const std::int64_t at = (q * H + iy) * W + ix;
+            const float v = x[static_cast<std::size_t>(at)];
+            if (best >= 0 && std::isnan(x[static_cast<std::size_t>(best)])) continue;
+            if (best < 0 || std::isnan(v) || v > x[static_cast<std::size_t>(best)]) best = at;
+          }
+        f(best, (q * OH + oy) * OW + ox);
+      }
+}
+
 std::vector<NanRow> rows() {
   std::vector<NanRow> r;
   constexpr std::size_t n = 45;  // 2 vectors of 16 and a tail
@@ -94,6 +155,10 @@ std::vector<NanRow> rows() {
                {X},
                [](Graph& g, const F& v) { return pow(v[0], g.constant(0.0f)); },
                map1(x, [](float) { return 1.0f; })});
+  r.push_back({"cast to int32 (NaN: 0)",
+               {X},
+               [](Graph&, const F& v) { return cast(cast(v[0] * 10.0f, DType::i32), DType::f32); },
+               map1(x, [](float v) { return std::isnan(v) ? 0.0f : std::trunc(v * 10.0f); })});
   // ---- gradients (of sum(y): the incoming gradient is 1)
   r.push_back({"maximum' a",
                {X, Y},
@@ -119,6 +184,82 @@ std::vector<NanRow> rows() {
                {X},
                [](Graph&, const F& v) { return grad_of(abs(v[0]), v[0]); },
                map1(x, [](float v) { return v > 0 ? 1.0f : (v < 0 ? -1.0f : v * 0.0f); })});
+  // ---- existing ops (the finding: relu, reduce_max and max pooling dropped NaN)
+  unary("relu", relu, [](float v) { return std::isnan(v) ? v : std::max(v, 0.0f); });
+  r.push_back({"relu'",
+               {X},
+               [](Graph&, const F& v) { return grad_of(relu(v[0]), v[0]); },
+               map1(x, [](float v) { return v <= 0 ? 0.0f : 1.0f; })});
+  // reductions: rows of 45 (contiguous), columns (strided), everything
+  const std::vector<float> m = with_nans(5 * 45, 50, 37);  // rows 0 and 5 hold no NaN
+  const In M{"m", {5, 45}, m};
+  for (const bool is_max : {true}) {
+    auto red = [is_max](Node v, int axis) {
+      return is_max ? reduce_max(v, axis) : reduce_max(v, axis);
+    };
+    const std::string name = is_max ? "reduce_max" : "reduce_min";
+    r.push_back({name + " rows",
+                 {M},
+                 [red](Graph&, const F& v) { return red(v[0], 1); },
+                 reduce_want(m, {5, 45, 1}, is_max)});
+    r.push_back({name + " columns",
+                 {M},
+                 [red](Graph&, const F& v) { return red(v[0], 0); },
+                 reduce_want(m, {1, 5, 45}, is_max)});
+    r.push_back(
+        {name + " all", {M}, [red](Graph&, const F& v) { return red(v[0], kAllAxes); }, {kNaN}});
+    r.push_back({name + "' rows",
+                 {M},
+                 [red](Graph&, const F& v) { return grad_of(red(v[0], 1), v[0]); },
+                 reduce_grad_want(m, {5, 45, 1}, is_max)});
+    r.push_back({name + "' columns",
+                 {M},
+                 [red](Graph&, const F& v) { return grad_of(red(v[0], 0), v[0]); },
+                 reduce_grad_want(m, {1, 5, 45}, is_max)});
+  }
+  // max pooling over planes [2, 2, 7, 7] with NaNs in some windows, in first and later places
+  std::vector<float> img = with_nans(2 * 2 * 7 * 7, 9, 23);
+  const In I{"img", {2, 2, 7, 7}, img};
+  for (const auto& [k, st, pd] : {std::array<std::int64_t, 3>{2, 2, 0}, {3, 1, 1}}) {
+    std::vector<float> want, dx(img.size(), 0.0f);
+    pool_windows(img, 4, 7, 7, k, st, pd, [&](std::int64_t at, std::int64_t) {
+      want.push_back(img[static_cast<std::size_t>(at)]);
+      dx[static_cast<std::size_t>(at)] += 1.0f;
+    });
+    const Pool2dOptions o{.kernel = {static_cast<int>(k), static_cast<int>(k)},
+                          .stride = {static_cast<int>(st), static_cast<int>(st)},
+                          .padding = {static_cast<int>(pd), static_cast<int>(pd)}};
+    const std::string what = "max_pool2d k" + std::to_string(k) + " s" + std::to_string(st);
+    r.push_back({what, {I}, [o](Graph&, const F& v) { return max_pool2d(v[0], o); }, want});
+    r.push_back({what + "'",
+                 {I},
+                 [o](Graph&, const F& v) { return grad_of(max_pool2d(v[0], o), v[0]); },
+                 dx});
+  }
+  // sigmoid and tanh from 4096 elements go through oneDNN on the CPU; a relu after a matmul
+  // folds into the product's epilogue.
+  const std::vector<float> big = with_nans(5000, 100, 301);
+  const In B{"big", {5000}, big};
+  r.push_back({"sigmoid (oneDNN sizes)",
+               {B},
+               [](Graph&, const F& v) { return sigmoid(v[0]); },
+               map1(big, [](float v) { return 1.0f / (1.0f + std::exp(-v)); })});
+  r.push_back({"tanh (oneDNN sizes)",
+               {B},
+               [](Graph&, const F& v) { return tanh(v[0]); },
+               map1(big, [](float v) { return std::tanh(v); })});
+  const std::vector<float> a = with_nans(4 * 8, 9, 100), w = with_nans(8 * 5, 100, 1);
+  std::vector<float> prod;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double acc = 0;
+      for (int q = 0; q < 8; ++q) acc += static_cast<double>(a[i * 8 + q]) * w[q * 5 + j];
+      prod.push_back(std::isnan(acc) ? kNaN : static_cast<float>(std::max(acc, 0.0)));
+    }
+  r.push_back({"relu(matmul)",
+               {{"a", {4, 8}, a}, {"w", {8, 5}, w}},
+               [](Graph&, const F& v) { return relu(matmul(v[0], v[1])); },
+               prod});
   return r;
 }
 

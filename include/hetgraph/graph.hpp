@@ -153,6 +153,12 @@ Node minimum(Node a, Node b);
 /// cond is int32 (ONNX's bool); a and b are both float or both int32.
 ///   auto masked = where(mask, scores, g.constant(-1e9f));
 Node where(Node cond, Node a, Node b);
+/// Converts to `to` (ONNX Cast to float, int32 or int64, which is int32 here). Float to int32
+/// rounds toward zero and saturates; NaN becomes 0 (C leaves these undefined; this is Java's,
+/// Rust's and OpenCL's convert_int_sat_rtz). Int32 to float rounds to nearest. No gradient
+/// flows into ints.
+///   auto ids = cast(floor(x * 10.0f), DType::i32);
+Node cast(Node x, DType to);
 // NaN: every op propagates NaN as PyTorch and ONNX do: relu, clip, maximum/minimum, the max
 // reductions and max pooling return NaN where an input is NaN.
 
@@ -174,6 +180,13 @@ Node log_softmax(Node x, int axis = -1);
 Node cross_entropy(Node probs, Node labels);
 
 Node slice(Node x, int axis, std::int64_t begin, std::int64_t end);
+/// ONNX Slice: along each of `axes` (default 0, 1, ...), from starts[i] toward ends[i] (not
+/// included) by steps[i] (default 1; negative steps walk backwards). Negative starts and ends
+/// count from the back; out-of-range ones clamp (so INT64_MAX means "to the end"). An empty
+/// result is a ShapeError. x may be float or int32.
+///   auto rev = strided_slice(x, {-1}, {INT64_MIN}, {1}, {-1});   // axis 1 reversed
+Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
+                   std::vector<std::int64_t> axes = {}, std::vector<std::int64_t> steps = {});
 Node concat(std::span<const Node> xs, int axis);
 Node concat(std::initializer_list<Node> xs, int axis);
 /// Permutes axes; an empty perm swaps the last two.
@@ -222,6 +235,13 @@ Node avg_pool2d(Node x, Pool2dOptions options = {});
 ///   auto ids = g.input("ids", DType::i32);                 // [batch]
 ///   auto e = embedding(g.variable("E", {10000, 32}), ids);  // [batch, 32]
 Node embedding(Node table, Node indices);
+
+/// ONNX Gather: slices of `x` along `axis` picked by the int32 `indices` (any shape S):
+/// x.shape[:axis] + S + x.shape[axis+1:], rank 4 at most. An index may be negative (counting
+/// from the back); one outside [-n, n) for the axis' size n is a FeedError at run(). x may be
+/// float or int32; the gradient with respect to float x is a scatter-add.
+///   auto cols = gather(x, g.constant_i32({2}, {0, -1}), 1);   // first and last columns
+Node gather(Node x, Node indices, int axis = 0);
 
 /// Writes `value` into `variable` at the end of a run (after every read of its old value).
 Node assign(Node variable, Node value);

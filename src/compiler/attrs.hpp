@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hetgraph/error.hpp"
+#include "hetgraph/tensor.hpp"
 
 namespace hetgraph::detail {
 
@@ -76,6 +77,32 @@ struct SliceRanges {
   friend bool operator==(const SliceRanges&, const SliceRanges&) = default;
 };
 
+/// cast: the element type of the result.
+struct TargetType {
+  static constexpr std::string_view kName = "target type";
+  DType dtype = DType::f32;
+  friend bool operator==(const TargetType&, const TargetType&) = default;
+};
+
+/// strided_slice: ONNX Slice's starts, ends, axes and steps, as given (negative values count
+/// from the back; out-of-range starts and ends clamp). Empty axes: 0, 1, ...; empty steps: 1s.
+/// geometry.hpp normalises them against a shape (strided_slice_geom).
+struct SliceSpec {
+  static constexpr std::string_view kName = "slice spec";
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  friend bool operator==(const SliceSpec&, const SliceSpec&) = default;
+};
+
+/// pad: elements added before and after each axis (one pair per axis of the input; negative
+/// values crop) and how they are filled. The constant is the node's alpha.
+struct PadSpec {
+  static constexpr std::string_view kName = "pad spec";
+  enum class Mode : std::uint8_t { constant, reflect, edge };
+  Mode mode = Mode::constant;
+  std::vector<std::int64_t> begin, end;
+  friend bool operator==(const PadSpec&, const PadSpec&) = default;
+};
+
 struct Attrs {
   float alpha = 1.0f;  // scale factor, axpby a
   float beta = 0.0f;   // axpby b
@@ -84,7 +111,8 @@ struct Attrs {
   bool trans_a = false, trans_b = false;  // matmul
   bool mean = false;                      // expand: divide by the reduced count
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
-  std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges>
+  std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
+               TargetType, SliceSpec, PadSpec>
       payload;
 
   template <class T>

@@ -4,8 +4,10 @@
 // the cost model read shapes through here, so the arithmetic exists once.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -156,6 +158,82 @@ inline TransposeGeom transpose_geom(const Shape& in, const Permutation& perm_att
     g.is[j] = stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])];
   }
   return g;
+}
+
+/// A strided slice as a strided copy: the first element's offset, then per output dim (right-
+/// aligned into 4, leading 1s) its size and input stride (step * the dim's row-major stride).
+struct StridedGeom {
+  std::int64_t base = 0;
+  std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};
+  Shape out;
+};
+
+/// Normalises ONNX Slice's starts/ends/axes/steps against `s` (Slice-13's rules: negative
+/// values count from the back, then starts and ends clamp to the dim, [0, d] for positive
+/// steps and [-1, d-1] for negative ones). Returns why the spec is invalid or the slice
+/// empty, or "" with `g` filled.
+inline std::string strided_slice_geom(const Shape& s, const SliceSpec& sp, StridedGeom& g) {
+  const std::size_t n = sp.starts.size();
+  if (sp.ends.size() != n || (!sp.axes.empty() && sp.axes.size() != n) ||
+      (!sp.steps.empty() && sp.steps.size() != n)) {
+    return "starts, ends, axes and steps must have one entry per sliced axis (" +
+           std::to_string(n) + " starts, " + std::to_string(sp.ends.size()) + " ends, " +
+           std::to_string(sp.axes.size()) + " axes, " + std::to_string(sp.steps.size()) + " steps)";
+  }
+  const int r = s.rank();
+  std::array<std::int64_t, 4> start{}, step{1, 1, 1, 1}, count{};
+  for (int d = 0; d < r; ++d) count[static_cast<std::size_t>(d)] = s[d];
+  std::array<bool, 4> seen{};
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t a = sp.axes.empty() ? static_cast<std::int64_t>(i) : sp.axes[i];
+    if (a < -r || a >= r) {
+      return "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r);
+    }
+    if (a < 0) a += r;
+    const auto u = static_cast<std::size_t>(a);
+    if (seen[u]) return "axis " + std::to_string(a) + " is sliced twice";
+    seen[u] = true;
+    const std::int64_t d = s[static_cast<int>(a)];
+    const std::int64_t st = sp.steps.empty() ? 1 : sp.steps[i];
+    if (st == 0) return "the step along axis " + std::to_string(a) + " is 0";
+    std::int64_t b = sp.starts[i], e = sp.ends[i];
+    if (b < 0) b = b < -d ? -1 : b + d;  // below -d: before the start, clamped next
+    if (e < 0) e = e < -d ? -1 : e + d;
+    if (st > 0) {
+      b = std::clamp<std::int64_t>(b, 0, d);
+      e = std::clamp<std::int64_t>(e, 0, d);
+    } else {
+      b = std::clamp<std::int64_t>(b, 0, d - 1);
+      e = std::clamp<std::int64_t>(e, -1, d - 1);
+    }
+    const std::int64_t len = st > 0 ? (e - b + st - 1) / st : (b - e + (-st) - 1) / (-st);
+    if (len <= 0) {
+      return "the slice of axis " + std::to_string(a) + " (size " + std::to_string(d) + ") from " +
+             std::to_string(sp.starts[i]) + " to " + std::to_string(sp.ends[i]) + " by " +
+             std::to_string(st) + " is empty";
+    }
+    start[u] = b;
+    step[u] = st;
+    count[u] = len;
+  }
+  std::int64_t m = 1;
+  std::array<std::int64_t, 4> stride{};
+  for (int d = r - 1; d >= 0; --d) {
+    stride[static_cast<std::size_t>(d)] = m;
+    m *= s[d];
+  }
+  g = StridedGeom{};
+  std::vector<std::int64_t> od;
+  for (int d = 0; d < r; ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    g.base += start[u] * stride[u];
+    const auto j = static_cast<std::size_t>(4 - r + d);
+    g.od[j] = count[u];
+    g.is[j] = step[u] * stride[u];
+    od.push_back(count[u]);
+  }
+  g.out = Shape(std::span<const std::int64_t>(od));
+  return {};
 }
 
 /// op(a) @ op(b) of a matmul node: rank 2 x rank 2, or batched over a leading dim where a

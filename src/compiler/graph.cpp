@@ -371,6 +371,13 @@ Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
   return make_op(OpKind::Slice, {x}, at);
 }
 
+Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
+                   std::vector<std::int64_t> axes, std::vector<std::int64_t> steps) {
+  Attrs at;
+  at.set(detail::SliceSpec{std::move(starts), std::move(ends), std::move(axes), std::move(steps)});
+  return make_op(OpKind::StridedSlice, {x}, at);
+}
+
 Node concat(std::span<const Node> xs, int axis) {
   Attrs at;
   at.axis = axis;

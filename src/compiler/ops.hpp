@@ -100,7 +100,14 @@ enum class OpKind : std::uint8_t {
   MaximumGrad,  // (g, a, b), begin: the input (0: a, 1: b) whose share of g it is
   MinimumGrad,
   Where,  // (int32 cond, a, b)
-  CheckIndices,   // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  Cast,   // TargetType payload
+  // embedding.cpp: ONNX Gather
+  Gather,      // (x, int32 indices), axis
+  GatherGrad,  // (g, indices, x): scatter-add into zeros; x lends its shape
+  // movement.cpp: ONNX Slice
+  StridedSlice,      // SliceSpec payload
+  StridedSliceGrad,  // (g, x): g placed into zeros; x lends its shape
+  CheckIndices,      // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
   ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
   Count_
 };
@@ -182,6 +189,14 @@ struct IndexInput {
   int bound_input = 0;    // the input whose dim bounds the values
   int bound_dim = 0;      // that dim (negative: from the back)
   std::string_view what;  // "class id" (one per row) or "index" (one per position)
+  bool axis_dim = false;  // the bounding dim is the node's axis attribute, not bound_dim
+  bool wraps = false;     // values lie in [-n, n); negative ones count from the back (ONNX)
+
+  /// The dim of the bounding input's shape `s` that bounds node values with attributes `at`.
+  int dim_of(const Shape& s, const Attrs& at) const {
+    const int d = axis_dim ? at.axis : bound_dim;
+    return d < 0 ? d + s.rank() : d;
+  }
 };
 
 /// Everything true of an op on every platform. Kernels live per platform (src/cpu,

@@ -55,6 +55,10 @@ TensorType infer_where(const InferCtx& c) {
   return {out, c.in[1].dtype};
 }
 
+TensorType infer_cast(const InferCtx& c) {
+  return {c.in[0].shape, c.attrs.get<TargetType>().dtype};
+}
+
 // maximum_grad / minimum_grad (g, a, b): g has the broadcast shape of a and b.
 TensorType infer_select_grad(const InferCtx& c) {
   need_f32(c);
@@ -151,6 +155,11 @@ void grad_select(const GradCtx& c) {
     c.add(in, sum_to(make_op(K, {c.grad, c.in[0], c.in[1]}, at), in));
   }
 }
+// Ints carry no gradient: a cast to int32 passes none on (like floor, it is piecewise
+// constant); a cast to float passes g through (to a float input: an identity).
+void grad_cast(const GradCtx& c) {
+  if (c.attrs.get<TargetType>().dtype == DType::f32) c.add(c.in[0], c.grad);
+}
 // g goes to a where cond holds, to b elsewhere; the int32 condition carries no gradient.
 void grad_where(const GradCtx& c) {
   const Node zero = scalar_constant(*c.node.graph_impl(), 0.0f);
@@ -214,6 +223,13 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                  .elementwise = Elementwise::ternary});
   };
   ternary(OpKind::Where, "where", infer_where, grad_where);
+  // Not elementwise for the generic kernels: its input and output types differ.
+  t.push_back({.kind = OpKind::Cast,
+               .name = "cast",
+               .arity = 1,
+               .inplace = 0b1u,
+               .infer = infer_cast,
+               .grad = grad_cast});
   ternary(OpKind::MaximumGrad, "maximum_grad", infer_select_grad, nullptr);
   ternary(OpKind::MinimumGrad, "minimum_grad", infer_select_grad, nullptr);
   // Same-shape binary ops: axpby (optimizer updates) and the activation gradients (g, x or y),
@@ -274,6 +290,11 @@ Node minimum(Node a, Node b) {
 }
 Node where(Node cond, Node a, Node b) {
   return detail::make_op(detail::OpKind::Where, {cond, a, b});
+}
+Node cast(Node x, DType to) {
+  detail::Attrs at;
+  at.set(detail::TargetType{to});
+  return detail::make_op(detail::OpKind::Cast, {x}, at);
 }
 
 }  // namespace hetgraph

@@ -4,6 +4,7 @@
 // scalar/full, scalar/scalar) that the compiler vectorises.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "compiler/geometry.hpp"
@@ -101,9 +102,10 @@ struct AxpbyF {
   static AxpbyF from(const Attrs& at) { return {at.alpha, at.beta}; }
   float operator()(float a, float b) const { return x * a + y * b; }
 };
+// A NaN x passed through relu: its gradient flows (x <= 0 is false for NaN).
 struct ReluGradF {
   static ReluGradF from(const Attrs&) { return {}; }
-  float operator()(float g, float x) const { return x > 0.0f ? g : 0.0f; }
+  float operator()(float g, float x) const { return x <= 0.0f ? 0.0f : g; }
 };
 struct SigmoidGradF {
   static SigmoidGradF from(const Attrs&) { return {}; }
@@ -199,9 +201,10 @@ struct FloorF {
   static FloorF from(const Attrs&) { return {}; }
   float operator()(float x) const { return __builtin_floorf(x); }
 };
+// NaN stays NaN (x <= 0 is false for it); -0 becomes +0.
 struct ReluF {
   static ReluF from(const Attrs&) { return {}; }
-  float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+  float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
 };
 struct AbsF {
   static AbsF from(const Attrs&) { return {}; }
@@ -404,6 +407,47 @@ std::unique_ptr<CpuKernel> make_pow(const KernelArgs& k) {
   });
 }
 
+// ---- cast -------------------------------------------------------------------------------------
+
+// Float to int32: toward zero, saturating, NaN to 0 (OpenCL's convert_int_sat_rtz).
+inline std::int32_t to_i32(float v) {
+  if (v != v) return 0;
+  if (v >= 2147483648.0f) return std::numeric_limits<std::int32_t>::max();
+  if (v <= -2147483648.0f) return std::numeric_limits<std::int32_t>::min();
+  return static_cast<std::int32_t>(v);
+}
+
+template <bool Simd>
+std::unique_ptr<CpuKernel> make_cast(const KernelArgs& k) {
+  const DType from = k.in_types[0].dtype, to = k.out_type.dtype;
+  const void* x = k.in[0];
+  void* o = k.out;
+  const std::int64_t n = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, n, Simd ? kParallelGrain : n, [&](std::int64_t b, std::int64_t e) {
+      if (from == to) {
+        if (o != x)
+          std::memcpy(static_cast<std::uint32_t*>(o) + b, static_cast<const std::uint32_t*>(x) + b,
+                      static_cast<std::size_t>(e - b) * 4);
+      } else if (from == DType::f32) {
+        const auto* xf = static_cast<const float*>(x);
+        auto* oi = static_cast<std::int32_t*>(o);
+        if constexpr (Simd) {
+#pragma omp simd
+          for (std::int64_t i = b; i < e; ++i) oi[i] = to_i32(xf[i]);
+        } else {
+          for (std::int64_t i = b; i < e; ++i) oi[i] = to_i32(xf[i]);
+        }
+      } else {
+        const auto* xi = static_cast<const std::int32_t*>(x);
+        auto* of = static_cast<float*>(o);
+#pragma omp simd
+        for (std::int64_t i = b; i < e; ++i) of[i] = static_cast<float>(xi[i]);
+      }
+    });
+  });
+}
+
 const char* need_f32(const KernelArgs& k) {
   for (const TensorType& t : k.in_types) {
     if (t.dtype != DType::f32) return "needs float inputs";
@@ -524,6 +568,8 @@ void register_elementwise_kernels(KernelRegistry& t) {
   binary<MaximumF>(t, OpKind::Maximum);
   binary<MinimumF>(t, OpKind::Minimum);
   ternary<WhereF>(t, OpKind::Where);
+  t.add(OpKind::Cast, {"simd", nullptr, make_cast<true>});
+  t.add(OpKind::Cast, {"reference", nullptr, make_cast<false>, true});
   ternary<SelectGradF<true>>(t, OpKind::MaximumGrad);
   ternary<SelectGradF<false>>(t, OpKind::MinimumGrad);
 }

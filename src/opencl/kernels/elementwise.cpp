@@ -91,6 +91,15 @@ std::unique_ptr<ClOp> make_ternary(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+std::unique_ptr<ClOp> make_cast(const OpArgs& a) {
+  const DType from = a.in_types[0].dtype, to = a.out_type.dtype;
+  const char* name =
+      from == to ? "copy_u32" : (from == DType::f32 ? "cast_f32_i32" : "cast_i32_f32");
+  Kernel k =
+      make_kernel(a.program("elementwise"), name, a.in[0], a.out, to_int(a.out_shape().numel()));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 // Every elementwise op of the op table runs through these two: its OpenCL kernel is its line
@@ -105,6 +114,7 @@ void register_elementwise_ops(OpRegistry& r) {
     if (d.elementwise == Elementwise::ternary)
       r.add(d.kind, {"cl_broadcast3", reject_missing, make_ternary});
   }
+  r.add(OpKind::Cast, {"cl_cast", nullptr, make_cast});
 }
 
 }  // namespace hetgraph::detail::cl
