@@ -729,9 +729,19 @@ Node broadcast_to(Ctx& c, Node x, const Dims& dims) {
     const std::size_t off = dims.size() - have.size();
     if (i < off || have[i - off] == 1) ones[i] = dims[i];
   }
-  if (c.type(x).dtype != DType::f32) c.unsupported("broadcasting int tensors at run time");
-  Node r = mul(
-      x, float_constant(c, ones, std::vector<float>(static_cast<std::size_t>(numel(ones)), 1.0f)));
+  if (ones.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    c.unsupported("a result of rank " + std::to_string(ones.size()));
+  }
+  Node r;
+  if (c.type(x).dtype == DType::f32) {
+    r = mul(x, float_constant(c, ones,
+                              std::vector<float>(static_cast<std::size_t>(numel(ones)), 1.0f)));
+  } else {  // int32: where(true, x, x) broadcasts the words as they are
+    Node t =
+        c.graph().constant_i32(Shape(std::span<const std::int64_t>(ones)),
+                               std::vector<std::int32_t>(static_cast<std::size_t>(numel(ones)), 1));
+    r = where(t, x, x);
+  }
   c.type(r);
   return r;
 }

@@ -130,6 +130,8 @@ void pow_op(Ctx& c) {
   Node b;
   if (c.elem(1) != ir::kFloat && c.known(1)) {  // an integer exponent known now: as floats
     b = c.constant(c.dims(1), c.floats(1, "exponent"));
+  } else if (c.elem(1) != ir::kFloat) {
+    b = cast(c.node(1), DType::f32);
   } else {
     b = c.f32(1);
   }

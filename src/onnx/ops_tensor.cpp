@@ -264,14 +264,21 @@ void slice_op(Ctx& c) {
   }
   if (numel(count) == 0) c.unsupported("the slice is empty " + dims_str(count));
   Node x = c.node(0);
+  int sliced = 0, axis = 0;
+  bool unit_steps = true;
   for (std::size_t a = 0; a < d.size(); ++a) {
-    if (count[a] == d[a]) continue;
-    if (step[a] != 1)
-      c.unsupported("slices with a step other than 1 (axis " + std::to_string(a) + ", step " +
-                    std::to_string(step[a]) + ")");
-    x = slice(x, static_cast<int>(a), start[a], start[a] + count[a]);
+    if (count[a] == d[a] && step[a] == 1) continue;
+    ++sliced;
+    axis = static_cast<int>(a);
+    unit_steps = unit_steps && step[a] == 1;
   }
-  c.set(0, x, c.in(0).elem);
+  if (sliced == 0) {
+    c.alias(0, 0);
+  } else if (sliced == 1 && unit_steps) {  // one band of one axis: the plain slice
+    c.set(0, slice(x, axis, start[axis], start[axis] + count[axis]), c.in(0).elem);
+  } else {  // steps, several axes: one strided copy, ONNX's own starts / ends / steps
+    c.set(0, strided_slice(x, starts, ends, axes, steps), c.in(0).elem);
+  }
 }
 
 // Gather along `axis`: an embedding lookup with that axis moved to the front.
@@ -302,42 +309,29 @@ void gather(Ctx& c) {
       return;
     }
   }
-  Node x = c.f32(0);
-  if (c.in(0).elem != ir::kFloat) c.unsupported("gathering from int tensors at run time");
-  Node indices;
+  Node x = c.node(0);
+  if (idims.size() > 3) c.unsupported("indices of rank " + std::to_string(idims.size()));
+  const std::size_t out_rank = d.size() - 1 + idims.size();
+  if (out_rank > static_cast<std::size_t>(Shape::kMaxRank)) {
+    c.unsupported("a gather result of rank " + std::to_string(out_rank));
+  }
   if (c.known(1)) {
     Dims idx = c.in(1).konst->i;
-    for (auto& v : idx) v = v < 0 ? v + d[a] : v;
-    if (idims.size() > 3) c.unsupported("indices of rank " + std::to_string(idims.size()));
-    indices = c.graph().constant_i32(Shape(std::span<const std::int64_t>(idims)),
-                                     std::vector<std::int32_t>(idx.begin(), idx.end()));
-  } else {
-    indices = c.node(1);
+    for (auto& v : idx) v = v < 0 ? v + d[a] : v;  // range-checked above
+    Node indices = c.graph().constant_i32(Shape(std::span<const std::int64_t>(idims)),
+                                          std::vector<std::int32_t>(idx.begin(), idx.end()));
+    // Rows of a float table by known, non-negative indices: an embedding lookup (its SGD
+    // step on the table is the sparse one, for fine-tuning).
+    if (axis == 0 && d.size() == 2 && c.in(0).elem == ir::kFloat) {
+      c.set(0, embedding(x, indices));
+      return;
+    }
+    c.set(0, gather(x, indices, axis), c.in(0).elem);
+    return;
   }
-  // table [d[axis], rest] with `axis` first
-  std::vector<int> perm(static_cast<std::size_t>(r));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::rotate(perm.begin(), perm.begin() + axis, perm.begin() + axis + 1);
-  Node moved = axis == 0 ? x : transpose(x, perm);
-  Dims rest;
-  for (int p : perm) rest.push_back(d[static_cast<std::size_t>(p)]);
-  rest.erase(rest.begin());
-  Node table = c.reshape(moved, {d[a], numel(rest)});
-  Node rows = embedding(table, indices);  // idims + [numel(rest)]
-  Dims got = idims;
-  got.insert(got.end(), rest.begin(), rest.end());  // idims + dims after moving
-  if (got.size() > static_cast<std::size_t>(Shape::kMaxRank))
-    c.unsupported("a gather result of rank " + std::to_string(got.size()));
-  Node y = c.reshape(rows, got);
-  if (axis > 0) {  // [idims, d[:axis], d[axis+1:]] -> [d[:axis], idims, d[axis+1:]]
-    const int q = static_cast<int>(idims.size());
-    std::vector<int> back;
-    for (int i = 0; i < axis; ++i) back.push_back(q + i);
-    for (int i = 0; i < q; ++i) back.push_back(i);
-    for (int i = q + axis; i < static_cast<int>(got.size()); ++i) back.push_back(i);
-    y = transpose(y, back);
-  }
-  c.set(0, y);
+  // Indices computed at run time may be negative (from the back, as ONNX allows): gather
+  // wraps them.
+  c.set(0, gather(x, c.node(1), axis), c.in(0).elem);
 }
 
 void expand(Ctx& c) {
@@ -346,7 +340,7 @@ void expand(Ctx& c) {
     c.set(0, host::broadcast_to(*c.in(0).konst, out));
     return;
   }
-  c.set(0, broadcast_to(c, c.f32(0), out));
+  c.set(0, broadcast_to(c, c.node(0), out), c.in(0).elem);
 }
 
 void tile(Ctx& c) {
@@ -444,6 +438,13 @@ void cast(Ctx& c) {
   if (to == from || ints) {
     Node x = c.node(0);
     c.set(0, x, to);
+    return;
+  }
+  // float <-> the integers held as int32 (a bool source is 0 / 1 already).
+  const bool to_int = to == ir::kInt32 || to == ir::kInt64;
+  const bool from_int = from == ir::kInt32 || from == ir::kInt64 || from == ir::kBool;
+  if ((to == ir::kFloat && from_int) || (to_int && from == ir::kFloat)) {
+    c.set(0, cast(c.node(0), to == ir::kFloat ? DType::f32 : DType::i32), to);
     return;
   }
   c.unsupported(std::string("casting ") + ir::elem_name(from) + " to " + ir::elem_name(to) +
