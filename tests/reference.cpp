@@ -301,28 +301,52 @@ Array reshape(const Array& x, std::vector<std::int64_t> d) {
   return Array(make_shape(d), x.v);
 }
 
-// 2-D windows over NCHW images, written from the definitions: output size
-// floor((in + pads - span) / stride) + 1; taps outside the image are padding.
+// 2-D windows over NCHW images, written from the definitions (ONNX's): output size
+// floor((in + pads - span) / stride) + 1, or ceil with ceil_mode; taps outside the image are
+// padding; auto_pad SAME pads so the output has ceil(in / stride) rows, the odd pad at the end
+// (SAME_UPPER) or the start (SAME_LOWER).
 struct Win {
   std::int64_t kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
-  bool include_pad;
+  bool include_pad, ceil;
+  std::int64_t groups;
 };
-Win window_of(const hetgraph::detail::Attrs& at, std::int64_t kh, std::int64_t kw) {
+Win window_of(const hetgraph::detail::Attrs& at, std::int64_t kh, std::int64_t kw, std::int64_t h,
+              std::int64_t wd) {
+  using hetgraph::detail::AutoPadMode;
   const auto w = at.get<hetgraph::detail::Window2d>();
-  return {
-      kh,           kw,           w.stride[0],   w.stride[1],   w.pad_begin[0],     w.pad_begin[1],
-      w.pad_end[0], w.pad_end[1], w.dilation[0], w.dilation[1], w.count_include_pad};
+  Win p{
+      kh,           kw,           w.stride[0],   w.stride[1],   w.pad_begin[0],      w.pad_begin[1],
+      w.pad_end[0], w.pad_end[1], w.dilation[0], w.dilation[1], w.count_include_pad, w.ceil_mode,
+      w.groups};
+  if (w.auto_pad != AutoPadMode::none) {
+    auto pads = [&](std::int64_t in, std::int64_t k, std::int64_t d, std::int64_t s,
+                    std::int64_t& begin, std::int64_t& end) {
+      std::int64_t total = 0;
+      if (w.auto_pad != AutoPadMode::valid) {
+        const auto out = static_cast<std::int64_t>(std::ceil(static_cast<double>(in) / s));
+        total = std::max<std::int64_t>(0, (out - 1) * s + (k - 1) * d + 1 - in);
+      }
+      begin = w.auto_pad == AutoPadMode::same_lower ? total - total / 2 : total / 2;
+      end = total - begin;
+    };
+    pads(h, kh, p.dh, p.sh, p.pt, p.pb);
+    pads(wd, kw, p.dw, p.sw, p.pl, p.pr);
+  }
+  return p;
 }
 std::int64_t out_len(std::int64_t in, std::int64_t pad, std::int64_t k, std::int64_t dil,
-                     std::int64_t stride) {
-  return (in + pad - (dil * (k - 1) + 1)) / stride + 1;
+                     std::int64_t stride, bool ceil = false) {
+  const double span = static_cast<double>(in + pad - (dil * (k - 1) + 1)) / stride;
+  return static_cast<std::int64_t>(ceil ? std::ceil(span) : std::floor(span)) + 1;
 }
 
+// Grouped: output channel o reads the C / G input channels of its group (o / (O / G)).
 Array conv2d(const Array& x, const Array& w, const Array* b, const hetgraph::detail::Attrs& at) {
   const Shape& xs = x.shape;
   const Shape& ws = w.shape;
-  const Win p = window_of(at, ws[2], ws[3]);
   const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0];
+  const Win p = window_of(at, ws[2], ws[3], H, W);
+  const std::int64_t CG = C / p.groups, OG = O / p.groups;
   const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, p.dh, p.sh);
   const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, p.dw, p.sw);
   Array out(Shape{N, O, OH, OW});
@@ -332,44 +356,88 @@ Array conv2d(const Array& x, const Array& w, const Array* b, const hetgraph::det
       for (std::int64_t oy = 0; oy < OH; ++oy)
         for (std::int64_t ox = 0; ox < OW; ++ox) {
           double s = b ? b->v[static_cast<std::size_t>(o)] : 0.0;
-          for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t cl = 0; cl < CG; ++cl)
             for (std::int64_t ky = 0; ky < p.kh; ++ky)
               for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+                const std::int64_t c = o / OG * CG + cl;
                 const std::int64_t y = oy * p.sh - p.pt + ky * p.dh;
                 const std::int64_t xx = ox * p.sw - p.pl + kx * p.dw;
                 if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
                 s += x.v[static_cast<std::size_t>(((n * C + c) * H + y) * W + xx)] *
-                     w.v[static_cast<std::size_t>(((o * C + c) * p.kh + ky) * p.kw + kx)];
+                     w.v[static_cast<std::size_t>(((o * CG + cl) * p.kh + ky) * p.kw + kx)];
               }
           out.v[i++] = s;
         }
   return out;
 }
 
+// ONNX ConvTranspose, scattering: input (iy, ix) of channel c adds x w[c, o % OG, ky, kx] at
+// output (iy * s - pad + ky * d, ...) of each channel o of c's group.
+Array conv_transpose2d(const Array& x, const Array& w, const Array* b,
+                       const hetgraph::detail::Attrs& at) {
+  const auto win = at.get<hetgraph::detail::Window2d>();
+  const Shape& xs = x.shape;
+  const Shape& ws = w.shape;
+  const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], G = win.groups;
+  const std::int64_t OG = ws[1], O = OG * G, CG = C / G, KH = ws[2], KW = ws[3];
+  const std::int64_t OH = win.stride[0] * (H - 1) + win.output_padding[0] +
+                          (KH - 1) * win.dilation[0] + 1 - win.pad_begin[0] - win.pad_end[0];
+  const std::int64_t OW = win.stride[1] * (W - 1) + win.output_padding[1] +
+                          (KW - 1) * win.dilation[1] + 1 - win.pad_begin[1] - win.pad_end[1];
+  Array out(Shape{N, O, OH, OW});
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t i = 0; i < OH * OW; ++i)
+        out.v[static_cast<std::size_t>((n * O + o) * OH * OW + i)] =
+            b ? b->v[static_cast<std::size_t>(o)] : 0.0;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t iy = 0; iy < H; ++iy)
+        for (std::int64_t ix = 0; ix < W; ++ix)
+          for (std::int64_t ol = 0; ol < OG; ++ol)
+            for (std::int64_t ky = 0; ky < KH; ++ky)
+              for (std::int64_t kx = 0; kx < KW; ++kx) {
+                const std::int64_t o = c / CG * OG + ol;
+                const std::int64_t y = iy * win.stride[0] - win.pad_begin[0] + ky * win.dilation[0];
+                const std::int64_t xx =
+                    ix * win.stride[1] - win.pad_begin[1] + kx * win.dilation[1];
+                if (y < 0 || y >= OH || xx < 0 || xx >= OW) continue;
+                out.v[static_cast<std::size_t>(((n * O + o) * OH + y) * OW + xx)] +=
+                    x.v[static_cast<std::size_t>(((n * C + c) * H + iy) * W + ix)] *
+                    w.v[static_cast<std::size_t>(((c * OG + ol) * KH + ky) * KW + kx)];
+              }
+  return out;
+}
+
+// Max: NaN-propagating, over the in-image taps. Average: over the in-image taps, divided by
+// their count, or with count_include_pad by the window's size inside the padded image (ceil
+// mode's last window may reach past the end padding: that part does not count).
 Array pool2d(const Array& x, const hetgraph::detail::Attrs& at, bool max) {
   const auto w = at.get<hetgraph::detail::Window2d>();
-  const Win p = window_of(at, w.kernel[0], w.kernel[1]);
   const Shape& xs = x.shape;
   const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, 1, p.sh);
-  const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, 1, p.sw);
+  const Win p = window_of(at, w.kernel[0], w.kernel[1], H, W);
+  const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, p.dh, p.sh, p.ceil);
+  const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, p.dw, p.sw, p.ceil);
   Array out(Shape{N, C, OH, OW});
   std::size_t i = 0;
   for (std::int64_t nc = 0; nc < N * C; ++nc)
     for (std::int64_t oy = 0; oy < OH; ++oy)
       for (std::int64_t ox = 0; ox < OW; ++ox) {
         double m = -INFINITY, s = 0;
-        std::int64_t inside = 0;
+        std::int64_t inside = 0, padded = 0;
         for (std::int64_t ky = 0; ky < p.kh; ++ky)
           for (std::int64_t kx = 0; kx < p.kw; ++kx) {
-            const std::int64_t y = oy * p.sh - p.pt + ky, xx = ox * p.sw - p.pl + kx;
+            const std::int64_t y = oy * p.sh - p.pt + ky * p.dh;
+            const std::int64_t xx = ox * p.sw - p.pl + kx * p.dw;
+            if (y < H + p.pb && xx < W + p.pr) ++padded;
             if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
             const double v = x.v[static_cast<std::size_t>((nc * H + y) * W + xx)];
             m = nan_max(m, v);
             s += v;
             ++inside;
           }
-        out.v[i++] = max ? m : s / static_cast<double>(p.include_pad ? p.kh * p.kw : inside);
+        out.v[i++] = max ? m : s / static_cast<double>(p.include_pad ? padded : inside);
       }
   return out;
 }
@@ -598,6 +666,9 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Conv2d:
         out = conv2d(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, at);
+        break;
+      case OpKind::ConvTranspose2d:
+        out = conv_transpose2d(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, at);
         break;
       case OpKind::MaxPool2d:
       case OpKind::AvgPool2d:

@@ -302,6 +302,76 @@ std::vector<Row> rows() {
        {},
        {{"x", {2, 3}, {1, 2, 3, 4, 5, 6}}},
        [](Graph&, const F&, const F& i) { return strided_slice(i[0], {2}, {-4}, {1}, {-1}); }});
+  // ---- convolutions: groups, depthwise, auto_pad, transposed
+  const In img4c = uniform("x", {2, 4, 6, 5}, -1, 1, 41);
+  const In wg = uniform("w", {6, 2, 3, 3}, -1, 1, 42), bg = uniform("b", {6}, -1, 1, 43);
+  const auto grouped = [](Graph&, const F& x, const F&) {
+    return conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 0}, .groups = 2});
+  };
+  const In wd = uniform("w", {4, 1, 3, 3}, -1, 1, 44);
+  const auto depthwise = [](Graph&, const F& x, const F&) {
+    return conv2d(x[0], x[1], {.padding = {2, 2}, .dilation = {2, 2}, .groups = 4});
+  };
+  r.push_back({{OpKind::Conv2d}, "conv2d grouped", {img4c, wg, bg}, {}, grouped});
+  r.push_back({{OpKind::Conv2d}, "conv2d depthwise", {img4c, wd}, {}, depthwise});
+  for (const AutoPad ap : {AutoPad::same_upper, AutoPad::same_lower, AutoPad::valid}) {
+    r.push_back({{OpKind::Conv2d},
+                 "conv2d auto_pad " + std::to_string(static_cast<int>(ap)),
+                 {img4c, uniform("w", {3, 4, 2, 3}, -1, 1, 45)},
+                 {},
+                 [ap](Graph&, const F& x, const F&) {
+                   return conv2d(x[0], x[1], {.stride = {2, 2}, .auto_pad = ap});
+                 }});
+  }
+  const In wt = uniform("w", {4, 3, 3, 2}, -1, 1, 46), bt = uniform("b", {6}, -1, 1, 47);
+  const auto transposed = [](Graph&, const F& x, const F&) {
+    return conv_transpose2d(x[0], x[1], x[2],
+                            {.stride = {2, 3},
+                             .padding = {1, 0},
+                             .padding_end = {0, 1},
+                             .dilation = {1, 2},
+                             .output_padding = {1, 2},
+                             .groups = 2});
+  };
+  r.push_back({{OpKind::ConvTranspose2d}, "conv_transpose2d", {img4c, wt, bt}, {}, transposed});
+  // ---- pooling: ceil_mode, dilation, auto_pad
+  const In img7 = distinct("x", {1, 2, 7, 6}, 48);
+  const Pool2dOptions ceil3{
+      .kernel = {3, 2}, .stride = {2, 2}, .padding = {1, 0}, .ceil_mode = true};
+  const Pool2dOptions dil{
+      .kernel = {2, 2}, .stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 3}};
+  Pool2dOptions ceil_incl = ceil3;
+  ceil_incl.count_include_pad = true;
+  const Pool2dOptions same{.kernel = {3, 3}, .stride = {2, 2}, .auto_pad = AutoPad::same_lower};
+  r.push_back({{OpKind::MaxPool2d},
+               "max_pool2d ceil_mode",
+               {img7},
+               {},
+               [ceil3](Graph&, const F& x, const F&) { return max_pool2d(x[0], ceil3); }});
+  r.push_back(
+      {{OpKind::MaxPool2d}, "max_pool2d dilation", {img7}, {}, [dil](Graph&, const F& x, const F&) {
+         return max_pool2d(x[0], dil);
+       }});
+  r.push_back({{OpKind::MaxPool2d},
+               "max_pool2d auto_pad",
+               {img7},
+               {},
+               [same](Graph&, const F& x, const F&) { return max_pool2d(x[0], same); }});
+  r.push_back({{OpKind::AvgPool2d},
+               "avg_pool2d ceil_mode",
+               {img7},
+               {},
+               [ceil3](Graph&, const F& x, const F&) { return avg_pool2d(x[0], ceil3); }});
+  r.push_back({{OpKind::AvgPool2d},
+               "avg_pool2d ceil_mode, padding counted",
+               {img7},
+               {},
+               [ceil_incl](Graph&, const F& x, const F&) { return avg_pool2d(x[0], ceil_incl); }});
+  r.push_back({{OpKind::AvgPool2d},
+               "avg_pool2d auto_pad",
+               {img7},
+               {},
+               [same](Graph&, const F& x, const F&) { return avg_pool2d(x[0], same); }});
   // ---- elementwise rows with their own formula (forward, and the gradient op by differences)
   const auto gelu_f = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
   r.push_back(
@@ -354,6 +424,20 @@ std::vector<Row> rows() {
        [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
   grad({OpKind::StridedSliceGrad}, "strided_slice reversed", {block}, {}, reversing, {0});
   grad({OpKind::StridedSliceGrad}, "strided_slice clamped", {block}, {}, clamping, {0});
+  grad({OpKind::Conv2dGradInput, OpKind::Conv2dGradWeight, OpKind::Conv2dGradBias},
+       "conv2d grouped", {img4c, wg, bg}, {}, grouped, {0, 1, 2});
+  grad({OpKind::Conv2dGradInput, OpKind::Conv2dGradWeight}, "conv2d depthwise", {img4c, wd}, {},
+       depthwise, {0, 1});
+  grad({OpKind::Conv2d, OpKind::Conv2dGradWeight, OpKind::Conv2dGradBias}, "conv_transpose2d",
+       {img4c, wt, bt}, {}, transposed, {0, 1, 2});
+  grad({OpKind::MaxPool2dGrad}, "max_pool2d ceil_mode", {img7}, {},
+       [ceil3](Graph&, const F& x, const F&) { return max_pool2d(x[0], ceil3); }, {0});
+  grad({OpKind::MaxPool2dGrad}, "max_pool2d dilation", {img7}, {},
+       [dil](Graph&, const F& x, const F&) { return max_pool2d(x[0], dil); }, {0});
+  grad({OpKind::AvgPool2dGrad}, "avg_pool2d ceil_mode, padding counted", {img7}, {},
+       [ceil_incl](Graph&, const F& x, const F&) { return avg_pool2d(x[0], ceil_incl); }, {0});
+  grad({OpKind::AvgPool2dGrad}, "avg_pool2d auto_pad", {img7}, {},
+       [same](Graph&, const F& x, const F&) { return avg_pool2d(x[0], same); }, {0});
   grad({OpKind::Cast}, "cast float to float", {a}, {},
        [](Graph&, const F& x, const F&) { return exp(cast(x[0], DType::f32)); }, {0});
   grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},

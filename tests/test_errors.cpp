@@ -291,6 +291,61 @@ TEST(ShapeErrors, Pooling) {
       {"'neg_stride'", "stride must be >= 1"});
 }
 
+// Groups, auto_pad, ceil_mode and conv_transpose2d: each bad combination names the node.
+TEST(ShapeErrors, ConvGroupsAndPads) {
+  Graph g;
+  auto x = g.input("x"), w = g.input("w"), b = g.input("b");
+  auto grouped = conv2d(x, w, {.groups = 2}).named("grp");
+  auto zero = conv2d(x, w, {.groups = 0}).named("grp0");
+  auto both = conv2d(x, w, {.padding = {1, 1}, .auto_pad = AutoPad::same_upper}).named("both");
+  auto ct = conv_transpose2d(x, w, b, {.stride = {2, 2}, .output_padding = {2, 0}}).named("ct");
+  auto ct_c = conv_transpose2d(x, w).named("ct_c");
+  auto ceil_only_pad =
+      max_pool2d(x, {.kernel = {2, 2}, .stride = {3, 3}, .padding = {1, 1}, .ceil_mode = true})
+          .named("ceil");
+  auto avg_dil = avg_pool2d(x, {.kernel = {2, 2}, .dilation = {2, 1}}).named("avg_dil");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 6, 8, 8}}, {"w", {4, 2, 3, 3}}}, {grouped});
+      },
+      {"'grp'", "channel mismatch", "expect 4", "2 per group, 2 groups"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 6, 8, 8}}, {"w", {3, 3, 3, 3}}}, {grouped});
+      },
+      {"'grp'", "2 groups must divide", "6 channels", "3 output channels"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 8, 8}}, {"w", {3, 3, 3, 3}}}, {zero});
+      },
+      {"'grp0'", "groups must be >= 1", "0"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 8, 8}}, {"w", {3, 3, 3, 3}}}, {both});
+      },
+      {"'both'", "auto_pad", "(1, 1)"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 4, 4}}, {"w", {3, 2, 3, 3}}, {"b", {2}}}, {ct});
+      },
+      {"'ct'", "output_padding (2, 0)", "smaller than the stride (2, 2)"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 4, 4}}, {"w", {4, 2, 3, 3}}}, {ct_c});
+      },
+      {"'ct_c'", "channel mismatch", "3 channels", "expect 4"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 4, 4}}}, {ceil_only_pad});
+      },
+      {"'ceil'", "holds only padding", "ceil_mode"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 8, 8}}}, {avg_dil});
+      },
+      {"'avg_dil'", "avg_pool2d takes no dilation", "(2, 1)"});
+}
+
 TEST(ShapeErrors, Embedding) {
   Graph g;
   auto t = g.input("t"), fidx = g.input("f"), ids = g.input("ids", DType::i32);

@@ -197,20 +197,49 @@ Node reshape(Node x, std::vector<std::int64_t> shape);
 // ---- images and embeddings ---------------------------------------------------------------
 // Images are NCHW float tensors [batch, channels, height, width]; pairs are (height, width).
 
+/// ONNX auto_pad: padding derived from the input size when the graph is compiled. SAME pads so
+/// that the output has ceil(in / stride) rows and columns, the odd one at the end (same_upper)
+/// or at the start (same_lower); valid pads nothing. Explicit padding must then be 0.
+enum class AutoPad : std::uint8_t { none, same_upper, same_lower, valid };
+
 /// Options of conv2d. Zero padding is added before (top, left) and after (bottom, right); by
-/// default the same amount on both sides. Dilation 1 is a dense kernel.
+/// default the same amount on both sides. Dilation 1 is a dense kernel. `groups` splits the
+/// channels into independent convolutions (groups = C = O: depthwise).
 ///   auto y = conv2d(x, W, b, {.stride = {2, 2}, .padding = {1, 1}});
+///   auto dw = conv2d(x, Wd, {.padding = {1, 1}, .groups = 32});   // Wd [32, 1, 3, 3]
 struct Conv2dOptions {
   std::array<int, 2> stride{1, 1};
   std::array<int, 2> padding{0, 0};
   std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
   std::array<int, 2> dilation{1, 1};
+  int groups = 1;
+  AutoPad auto_pad = AutoPad::none;
 };
-/// Cross-correlation of x [N, C, H, W] with weights [O, C, KH, KW] (one group), plus an
-/// optional bias [O] per output channel: [N, O, OH, OW] with
+/// Cross-correlation of x [N, C, H, W] with weights [O, C / groups, KH, KW], plus an optional
+/// bias [O] per output channel: [N, O, OH, OW] with
 /// OH = (H + pad_top + pad_bottom - ((KH - 1) * dilation + 1)) / stride + 1 (OW alike).
 Node conv2d(Node x, Node weights, Conv2dOptions options = {});
 Node conv2d(Node x, Node weights, Node bias, Conv2dOptions options = {});
+
+/// Options of conv_transpose2d (ONNX ConvTranspose with explicit pads; its output_shape and
+/// auto_pad turn into pads given the input and kernel sizes). output_padding adds rows and
+/// columns at the end and must be smaller than the stride.
+struct ConvTranspose2dOptions {
+  std::array<int, 2> stride{1, 1};
+  std::array<int, 2> padding{0, 0};
+  std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
+  std::array<int, 2> dilation{1, 1};
+  std::array<int, 2> output_padding{0, 0};
+  int groups = 1;
+};
+/// The transpose of conv2d (the gradient of a convolution with respect to its input) of
+/// x [N, C, H, W] with weights [C, O / groups, KH, KW], plus an optional bias [O]:
+/// [N, O, OH, OW] with OH = stride * (H - 1) + output_padding + (KH - 1) * dilation + 1 -
+/// pad_top - pad_bottom (OW alike).
+///   auto up = conv_transpose2d(x, W, b, {.stride = {2, 2}, .padding = {1, 1}, .output_padding =
+///   {1, 1}});
+Node conv_transpose2d(Node x, Node weights, ConvTranspose2dOptions options = {});
+Node conv_transpose2d(Node x, Node weights, Node bias, ConvTranspose2dOptions options = {});
 
 /// Options of max_pool2d and avg_pool2d. Padding must be smaller than the kernel, so every
 /// window holds at least one element of the image.
@@ -221,10 +250,18 @@ struct Pool2dOptions {
   std::array<int, 2> padding{0, 0};
   std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
   /// avg_pool2d: divide by the whole window (padding counts as zeros) instead of by the
-  /// number of image elements in it (the default, which ignores padding).
+  /// number of image elements in it (the default, which ignores padding). With ceil_mode, the
+  /// part of the last window past the end padding never counts.
   bool count_include_pad = false;
+  /// The output size rounds up: a last, partial window (ONNX ceil_mode; see the note on
+  /// max_pool2d).
+  bool ceil_mode = false;
+  std::array<int, 2> dilation{1, 1};  // max_pool2d only
+  AutoPad auto_pad = AutoPad::none;
 };
-/// Maximum over each window of x [N, C, H, W] (padding never wins): [N, C, OH, OW].
+/// Maximum over each window of x [N, C, H, W] (padding never wins; NaN propagates): [N, C,
+/// OH, OW]. Every window must hold an image element: with ceil_mode, a last window wholly in
+/// the padding (which ONNX 1.12's shape rule keeps and PyTorch drops) is a ShapeError.
 Node max_pool2d(Node x, Pool2dOptions options = {});
 /// Mean over each window of x [N, C, H, W]: [N, C, OH, OW].
 Node avg_pool2d(Node x, Pool2dOptions options = {});

@@ -260,17 +260,41 @@ inline MatmulGeom matmul_geom(const Shape& a, const Shape& b, bool trans_a, bool
 }
 
 /// One node's image dimensions: input [n, c, h, w], output [n, oc, oh, ow]; for conv2d the
-/// kernel is [oc, c, win.kernel[0], win.kernel[1]].
+/// kernel is [oc, c / groups, win.kernel[0], win.kernel[1]]. Pads are resolved (auto_pad).
 struct ImageGeom {
   std::int64_t n = 1, c = 1, h = 1, w = 1, oc = 1, oh = 1, ow = 1;
   Window2d win;
+  std::int64_t groups() const { return win.groups; }
+  std::int64_t c_per_group() const { return c / win.groups; }
+  std::int64_t oc_per_group() const { return oc / win.groups; }
 };
 
-/// Geometry of a convolution of x [N, C, H, W] with weights [O, C, KH, KW].
+/// `w` with auto_pad turned into explicit pads for an input of (h, w) rows and columns: SAME
+/// gives total padding (ceil(in / stride) - 1) * stride + extent - in (at least 0), split with
+/// the odd one at the end (same_upper) or the start (same_lower), as ONNX's shape inference.
+inline Window2d resolve_pads(Window2d w, std::int64_t h, std::int64_t wd) {
+  if (w.auto_pad == AutoPadMode::none) return w;
+  const std::int64_t in[2] = {h, wd};
+  for (std::size_t d = 0; d < 2; ++d) {
+    std::int64_t total = 0;
+    if (w.auto_pad != AutoPadMode::valid) {
+      const std::int64_t out = (in[d] + w.stride[d] - 1) / w.stride[d];
+      total = std::max<std::int64_t>(
+          0, (out - 1) * w.stride[d] + w.extent(static_cast<int>(d)) - in[d]);
+    }
+    const std::int64_t small = total / 2, big = total - small;
+    w.pad_begin[d] = w.auto_pad == AutoPadMode::same_lower ? big : small;
+    w.pad_end[d] = w.auto_pad == AutoPadMode::same_lower ? small : big;
+  }
+  return w;
+}
+
+/// Geometry of a convolution of x [N, C, H, W] with weights [O, C / groups, KH, KW].
 inline ImageGeom conv_geom(const Shape& x, const Shape& wt, const Attrs& a) {
   ImageGeom g;
   g.win = a.get<Window2d>();
   g.win.kernel = {wt[2], wt[3]};
+  g.win = resolve_pads(g.win, x[2], x[3]);
   g.n = x[0];
   g.c = x[1];
   g.h = x[2];
@@ -281,10 +305,35 @@ inline ImageGeom conv_geom(const Shape& x, const Shape& wt, const Attrs& a) {
   return g;
 }
 
+/// Rows and columns of conv_transpose2d's output for x [N, C, H, W] and weights
+/// [C, O / groups, KH, KW] (ONNX ConvTranspose): stride * (in - 1) + output_padding + extent -
+/// pads.
+inline std::array<std::int64_t, 2> conv_transpose_out(const Shape& x, const Shape& wt,
+                                                      const Window2d& win) {
+  Window2d w = win;
+  w.kernel = {wt[2], wt[3]};
+  std::array<std::int64_t, 2> out{};
+  for (std::size_t d = 0; d < 2; ++d) {
+    out[d] = w.stride[d] * (x[static_cast<int>(d) + 2] - 1) + w.output_padding[d] +
+             w.extent(static_cast<int>(d)) - w.pad_begin[d] - w.pad_end[d];
+  }
+  return out;
+}
+
+/// conv_transpose2d of x [N, C, H, W] is the input gradient of the convolution that maps its
+/// output [N, O, OH, OW] back to x's shape with the same weights: this is that convolution's
+/// geometry (its input is the transposed one's output), which the conv2d_grad_input kernels
+/// run as they are.
+inline ImageGeom conv_transpose_geom(const Shape& x, const Shape& wt, const Attrs& a) {
+  const Window2d& w = a.get<Window2d>();
+  const auto out = conv_transpose_out(x, wt, w);
+  return conv_geom(Shape{x[0], wt[1] * w.groups, out[0], out[1]}, wt, a);
+}
+
 /// Geometry of a pooling of x [N, C, H, W].
 inline ImageGeom pool_geom(const Shape& x, const Attrs& a) {
   ImageGeom g;
-  g.win = a.get<Window2d>();
+  g.win = resolve_pads(a.get<Window2d>(), x[2], x[3]);
   g.n = x[0];
   g.c = g.oc = x[1];
   g.h = x[2];

@@ -107,6 +107,7 @@ enum class OpKind : std::uint8_t {
   // movement.cpp: ONNX Slice
   StridedSlice,      // SliceSpec payload
   StridedSliceGrad,  // (g, x): g placed into zeros; x lends its shape
+  ConvTranspose2d,   // conv.cpp: (x, w[, b]); Window2d
   CheckIndices,      // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
   ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
   Count_

@@ -35,24 +35,33 @@ using dt = memory::data_type;
 
 // ---- convolution ----------------------------------------------------------------------------
 
+// Grouped weights are oneDNN's 5-d [G, O/G, C/G, KH, KW] (goihw), the same memory as the
+// plain [O, C/G, KH, KW] tensor (oihw) of one group.
 struct ConvDims {
   memory::dims src, wei, bias, dst, strides, dilates, pad_l, pad_r;
+  tag wei_tag;
 };
 ConvDims conv_dims(const ImageGeom& g) {
   const Window2d& w = g.win;
+  const std::int64_t G = g.groups();
   return {{g.n, g.c, g.h, g.w},
-          {g.oc, g.c, w.kernel[0], w.kernel[1]},
+          G == 1 ? memory::dims{g.oc, g.c, w.kernel[0], w.kernel[1]}
+                 : memory::dims{G, g.oc_per_group(), g.c_per_group(), w.kernel[0], w.kernel[1]},
           {g.oc},
           {g.n, g.oc, g.oh, g.ow},
           {w.stride[0], w.stride[1]},
           {w.dilation[0] - 1, w.dilation[1] - 1},  // oneDNN counts the gaps
           {w.pad_begin[0], w.pad_begin[1]},
-          {w.pad_end[0], w.pad_end[1]}};
+          {w.pad_end[0], w.pad_end[1]},
+          G == 1 ? tag::oihw : tag::goihw};
 }
 
-// The geometry of a conv node or of one of its gradients, from its inputs' shapes.
+// The geometry of a conv node or of one of its gradients, from its inputs' shapes;
+// conv_transpose2d's is that of the convolution whose input gradient it computes.
 ImageGeom conv_geom_of(const KernelArgs& a) {
   switch (a.node.op) {
+    case OpKind::ConvTranspose2d:  // (x, w[, b])
+      return conv_transpose_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
     case OpKind::Conv2dGradInput:  // (g, w, x)
       return conv_geom(a.in_shape(2), a.in_shape(1), a.node.attrs);
     case OpKind::Conv2dGradWeight:  // (g, x, w)
@@ -85,7 +94,7 @@ std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
       const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference);
       std::vector<DnnlCall::Arg> args{
           {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
-          {DNNL_ARG_WEIGHTS, plain_md(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
+          {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
           {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
       if (bias) args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
       return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
@@ -96,9 +105,38 @@ std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
   }
 }
 
-// diff_src = conv2d_grad_input(diff_dst, weights, x-shape)
+/// conv_transpose2d: oneDNN's backward data, then the bias per output channel (one pass over
+/// the output, split by channel planes).
+class ConvTransposeKernel final : public DnnlKernel {
+ public:
+  ConvTransposeKernel(TeamVariants<DnnlCall> calls, const float* bias, float* y, std::int64_t n,
+                      std::int64_t c, std::int64_t hw)
+      : DnnlKernel(std::move(calls)), bias_(bias), y_(y), n_(n), c_(c), hw_(hw) {}
+  void run(const ExecCtx& ctx) override {
+    DnnlKernel::run(ctx);
+    if (bias_ == nullptr) return;
+    parallel_for(ctx, n_ * c_, std::max<std::int64_t>(1, kParallelGrain / hw_),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t p = b; p < e; ++p) {
+                     float* row = y_ + p * hw_;
+                     const float v = bias_[p % c_];
+#pragma omp simd
+                     for (std::int64_t i = 0; i < hw_; ++i) row[i] += v;
+                   }
+                 });
+  }
+
+ private:
+  const float* bias_;
+  float* y_;
+  std::int64_t n_, c_, hw_;
+};
+
+// diff_src = conv2d_grad_input(diff_dst, weights, x-shape); conv_transpose2d(x, w[, b]) is the
+// same computation with x as diff_dst.
 std::unique_ptr<CpuKernel> make_conv_bwd_data(const KernelArgs& a) {
-  const ConvDims d = conv_dims(conv_geom_of(a));
+  const ImageGeom geom = conv_geom_of(a);
+  const ConvDims d = conv_dims(geom);
   try {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
       const auto hint = conv_fwd_pd(d, false, dnnl::prop_kind::forward_training);
@@ -109,9 +147,14 @@ std::unique_ptr<CpuKernel> make_conv_bwd_data(const KernelArgs& a) {
       return DnnlCall(
           dnnl::convolution_backward_data(pd), pd.scratchpad_desc(),
           {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
-           {DNNL_ARG_WEIGHTS, plain_md(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
+           {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
            {DNNL_ARG_DIFF_SRC, plain_md(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
     });
+    if (a.node.op == OpKind::ConvTranspose2d) {
+      return std::make_unique<ConvTransposeKernel>(std::move(calls),
+                                                   a.in.size() == 3 ? a.in_f(2) : nullptr,
+                                                   a.out_f(), geom.n, geom.c, geom.h * geom.w);
+    }
     return std::make_unique<DnnlKernel>(std::move(calls));
   } catch (const dnnl::error&) {
     return nullptr;
@@ -131,7 +174,7 @@ std::unique_ptr<CpuKernel> make_conv_bwd_weights(const KernelArgs& a) {
       return DnnlCall(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
                       {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
                        {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[1]},
-                       {DNNL_ARG_DIFF_WEIGHTS, plain_md(d.wei, tag::oihw), pd.diff_weights_desc(),
+                       {DNNL_ARG_DIFF_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.diff_weights_desc(),
                         a.out, true}});
     });
     return std::make_unique<DnnlKernel>(std::move(calls));
@@ -173,7 +216,8 @@ std::unique_ptr<CpuKernel> make_conv_bias_grad(const KernelArgs& a) {
 
 struct ConvRef {
   ImageGeom g;
-  // Calls f(n, o, oy, ox, c, ky, kx, iy, ix) for every in-image tap of every output element.
+  // Calls f(n, o, oy, ox, c, ky, kx, iy, ix) for every in-image tap of every output element;
+  // output channel o sees the input channels c of its group.
   template <class F>
   void for_taps(F&& f) const {
     const Window2d& w = g.win;
@@ -181,7 +225,8 @@ struct ConvRef {
       for (std::int64_t o = 0; o < g.oc; ++o)
         for (std::int64_t oy = 0; oy < g.oh; ++oy)
           for (std::int64_t ox = 0; ox < g.ow; ++ox)
-            for (std::int64_t c = 0; c < g.c; ++c)
+            for (std::int64_t c = o / g.oc_per_group() * g.c_per_group();
+                 c < (o / g.oc_per_group() + 1) * g.c_per_group(); ++c)
               for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
                 const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
                 if (iy < 0 || iy >= g.h) continue;
@@ -194,8 +239,10 @@ struct ConvRef {
   std::int64_t xi(std::int64_t n, std::int64_t c, std::int64_t y, std::int64_t x) const {
     return ((n * g.c + c) * g.h + y) * g.w + x;
   }
+  // weights [O, C / G, KH, KW]: input channel c is c % (C / G) within its group
   std::int64_t wi(std::int64_t o, std::int64_t c, std::int64_t y, std::int64_t x) const {
-    return ((o * g.c + c) * g.win.kernel[0] + y) * g.win.kernel[1] + x;
+    const std::int64_t cg = g.c_per_group();
+    return ((o * cg + c % cg) * g.win.kernel[0] + y) * g.win.kernel[1] + x;
   }
   std::int64_t yi(std::int64_t n, std::int64_t o, std::int64_t y, std::int64_t x) const {
     return ((n * g.oc + o) * g.oh + y) * g.ow + x;
@@ -222,10 +269,12 @@ std::unique_ptr<CpuKernel> make_conv_ref(const KernelArgs& a) {
   });
 }
 
+// Also conv_transpose2d (x, w[, b]): x in the role of the output gradient, plus the bias.
 std::unique_ptr<CpuKernel> make_conv_bwd_data_ref(const KernelArgs& a) {
   const ConvRef r{conv_geom_of(a)};
   const float* gy = a.in_f(0);
   const float* w = a.in_f(1);
+  const float* b = a.node.op == OpKind::ConvTranspose2d && a.in.size() == 3 ? a.in_f(2) : nullptr;
   float* dx = a.out_f();
   const std::size_t n = static_cast<std::size_t>(a.out_shape().numel());
   return make_kernel([=](const ExecCtx&) {
@@ -234,7 +283,10 @@ std::unique_ptr<CpuKernel> make_conv_bwd_data_ref(const KernelArgs& a) {
       acc[static_cast<std::size_t>(r.xi(n_, c, iy, ix))] +=
           static_cast<double>(gy[r.yi(n_, o, oy, ox)]) * w[r.wi(o, c, ky, kx)];
     });
-    for (std::size_t i = 0; i < n; ++i) dx[i] = static_cast<float>(acc[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<std::int64_t>(i) / (r.g.h * r.g.w) % r.g.c;
+      dx[i] = static_cast<float>(acc[i] + (b ? b[c] : 0.0f));
+    }
   });
 }
 
@@ -276,6 +328,8 @@ void register_conv_kernels(KernelRegistry& r) {
   r.add(OpKind::Conv2d, {"dnnl_conv", nullptr, make_conv_fwd});
   r.add(OpKind::Conv2d, {"reference", nullptr, make_conv_ref, ref});
   r.add(OpKind::Conv2dGradInput, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
+  r.add(OpKind::ConvTranspose2d, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
+  r.add(OpKind::ConvTranspose2d, {"reference", nullptr, make_conv_bwd_data_ref, ref});
   r.add(OpKind::Conv2dGradInput, {"reference", nullptr, make_conv_bwd_data_ref, ref});
   r.add(OpKind::Conv2dGradWeight, {"dnnl_conv_bwd_weights", nullptr, make_conv_bwd_weights});
   r.add(OpKind::Conv2dGradWeight, {"reference", nullptr, make_conv_bwd_weights_ref, ref});

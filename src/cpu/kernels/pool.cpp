@@ -39,11 +39,24 @@ using tag = memory::format_tag;
 struct PoolDims {
   memory::dims src, dst, strides, kernel, pad_l, pad_r;
 };
+// ceil_mode's last window reaches past the end padding: oneDNN sees that as more padding.
 PoolDims pool_dims(const ImageGeom& g) {
   const Window2d& w = g.win;
-  return {
-      {g.n, g.c, g.h, g.w},       {g.n, g.c, g.oh, g.ow},           {w.stride[0], w.stride[1]},
-      {w.kernel[0], w.kernel[1]}, {w.pad_begin[0], w.pad_begin[1]}, {w.pad_end[0], w.pad_end[1]}};
+  return {{g.n, g.c, g.h, g.w},
+          {g.n, g.c, g.oh, g.ow},
+          {w.stride[0], w.stride[1]},
+          {w.kernel[0], w.kernel[1]},
+          {w.pad_begin[0], w.pad_begin[1]},
+          {w.pad_end[0] + w.ceil_extra(0, g.h), w.pad_end[1] + w.ceil_extra(1, g.w)}};
+}
+
+// oneDNN's include-padding divisor is the whole window: ONNX's (and PyTorch's) leaves out
+// the part of ceil_mode's last window past the end padding.
+const char* reject_avg(const KernelArgs& a) {
+  const ImageGeom g = pool_geom(a.in_shape(a.node.op == OpKind::AvgPool2d ? 0 : 1), a.node.attrs);
+  if (g.win.count_include_pad && (g.win.ceil_extra(0, g.h) > 0 || g.win.ceil_extra(1, g.w) > 0))
+    return "count_include_pad with a ceil_mode window past the padding: oneDNN's divisor differs";
+  return nullptr;
 }
 
 dnnl::algorithm avg_alg(const KernelArgs& a) {
@@ -307,9 +320,17 @@ struct PoolRef {
       }
     }
   }
-  // Divisor of an average window: the whole window, or its in-image elements.
+  // Divisor of an average window: its elements in the padded image (count_include_pad; not
+  // past the end padding, where ceil_mode's last window may reach), or in the image.
   double divisor(std::int64_t oy, std::int64_t ox) const {
-    if (g.win.count_include_pad) return static_cast<double>(g.win.kernel[0] * g.win.kernel[1]);
+    const Window2d& w = g.win;
+    if (w.count_include_pad) {
+      auto span = [&](std::size_t d, std::int64_t o, std::int64_t in) {
+        const std::int64_t lo = o * w.stride[d] - w.pad_begin[d];
+        return std::min(lo + w.extent(static_cast<int>(d)), in + w.pad_end[d]) - lo;
+      };
+      return static_cast<double>(span(0, oy, g.h) * span(1, ox, g.w));
+    }
     double n = 0;
     window(oy, ox, [&](std::int64_t, std::int64_t) { n += 1; });
     return n;
@@ -385,11 +406,11 @@ void register_pool_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
   r.add(OpKind::MaxPool2d, {"nan_max_rows", nullptr, make_max_pool_fwd});
   r.add(OpKind::MaxPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
-  r.add(OpKind::AvgPool2d, {"dnnl_pool", nullptr, make_avg_pool_fwd});
+  r.add(OpKind::AvgPool2d, {"dnnl_pool", reject_avg, make_avg_pool_fwd});
   r.add(OpKind::AvgPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
   r.add(OpKind::MaxPool2dGrad, {"argmax_scatter", reject_max_pool_bwd, make_max_pool_bwd});
   r.add(OpKind::MaxPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
-  r.add(OpKind::AvgPool2dGrad, {"dnnl_pool_bwd", nullptr, make_avg_pool_bwd});
+  r.add(OpKind::AvgPool2dGrad, {"dnnl_pool_bwd", reject_avg, make_avg_pool_bwd});
   r.add(OpKind::AvgPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
 }
 
