@@ -253,9 +253,8 @@ std::vector<Row> rows() {
                  return cast(x[0], DType::f32);
                }});
   const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
-  // Indices with negative values or on axes other than 0 are constants here: fed ones are
-  // checked on the host against OpDef::index by src/common/executable.cpp, which does not yet
-  // know the gather's axis and [-n, n) range (see test_nn_ops.cpp, DISABLED_GatherFedIndices).
+  // Indices with negative values or on axes other than 0 are constants here; fed ones are
+  // checked on the host (test_nn_ops.cpp, GatherFedIndices).
   r.push_back({{OpKind::Gather},
                "gather axis 0, 2-d indices",
                {uniform("x", {5, 3}, -1, 1, 38)},

@@ -358,7 +358,7 @@ TEST_P(NnOpTest, EmbeddingIndexOutOfRangeIsAFeedError) {
 // ONNX Gather: an index outside [-n, n) for the gathered axis is a FeedError naming the node,
 // the value and its position, checked before it is read (CPU: by the kernel; OpenCL: in the
 // device's status slot); -n..-1 count from the back. The graph stays usable. The indices are
-// computed in the graph here; DISABLED_GatherFedIndices covers fed ones.
+// computed in the graph here; GatherFedIndices covers fed ones.
 TEST_P(NnOpTest, GatherIndexOutOfRangeIsAFeedError) {
   Graph g;
   auto x = g.variable("x", {3, 5, 2}, Initializer::uniform(-1, 1, 1));
@@ -396,13 +396,9 @@ TEST_P(NnOpTest, GatherIndexOutOfRangeIsAFeedError) {
 }
 
 // Fed gather indices are checked on the host before the run, against OpDef::index, by
-// src/common/executable.cpp. That check does not yet know the two facts gather's index adds
-// (IndexInput::axis_dim: the bound is the node's axis; IndexInput::wraps: values lie in
-// [-n, n)): it takes dim bound_dim (0) and [0, n), so it rejects valid negative indices and
-// judges other axes by dim 0. Enable once Executable's constructor takes
-// `bounded[x.dim_of(bounded, n.attrs)]` as the bound and check_indices/index_error take
-// `x.wraps ? -bound : 0` as the lower end (the OpenCL platform's LabelCheck already does).
-TEST_P(NnOpTest, DISABLED_GatherFedIndices) {
+// src/common/executable.cpp: the bound is the node's axis (IndexInput::axis_dim) and values lie
+// in [-n, n) (IndexInput::wraps).
+TEST_P(NnOpTest, GatherFedIndices) {
   Graph g;
   auto x = g.variable("x", {3, 5, 2}, Initializer::uniform(-1, 1, 1));
   auto ids = g.input("ids", DType::i32);
