@@ -382,6 +382,53 @@ TEST(OnnxExport, RoundTripGivesTheSameOutputs) {
   }
 }
 
+// Groups, auto_pad, transposed convolutions, ceil_mode, dilated and padding-counting pools:
+// each attribute goes out as ONNX's own and comes back to the same outputs.
+TEST(OnnxExport, WindowAttributesRoundTrip) {
+  Graph g;
+  auto img = g.input("img");
+  auto Wd = g.variable("Wd", {4, 1, 3, 3}, Initializer::uniform(-0.5f, 0.5f, 11));
+  auto Wg = g.variable("Wg", {6, 2, 3, 3}, Initializer::uniform(-0.3f, 0.3f, 12));
+  auto bg = g.variable("bg", {6}, Initializer::uniform(-0.1f, 0.1f, 13));
+  auto Wt = g.variable("Wt", {6, 2, 3, 3}, Initializer::uniform(-0.3f, 0.3f, 14));
+  auto bt = g.variable("bt", {4}, Initializer::uniform(-0.1f, 0.1f, 15));
+  auto dw = conv2d(img, Wd, {.stride = {2, 2}, .groups = 4, .auto_pad = AutoPad::same_upper});
+  auto gc = relu(conv2d(dw, Wg, bg, {.padding = {1, 1}, .groups = 2}));  // [2, 6, 5, 5]
+  auto ct = conv_transpose2d(
+      gc, Wt, bt, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}, .groups = 2});
+  auto avg = avg_pool2d(ct, {.kernel = {3, 3},
+                             .stride = {2, 2},
+                             .padding = {1, 1},
+                             .count_include_pad = true,
+                             .ceil_mode = true})
+                 .named("avg");  // [2, 4, 6, 6]
+  auto mx =
+      max_pool2d(ct, {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true, .dilation = {1, 2}})
+          .named("max");  // [2, 4, 5, 5]
+  const InputShapes shapes{{"img", {2, 4, 9, 9}}};
+  const std::vector<Node> outs{avg, mx};
+  const std::string path = (fs::temp_directory_path() / "hetgraph-windows.onnx").string();
+  ho::export_model(g, outs, shapes, path);
+  ho::Model m = ho::import(path);
+  fs::remove(path);
+  ASSERT_EQ(m.output_info.size(), 2u);
+  EXPECT_EQ(m.output_info[0].shape, (Shape{2, 4, 6, 6}));
+  EXPECT_EQ(m.output_info[1].shape, (Shape{2, 4, 5, 5}));
+  const auto imgs = testing_util::random_vec(2 * 4 * 81, 17);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph a = GraphCompiler(pc.make()).compile(g, shapes, outs);
+    CompiledGraph b = m.compile(GraphCompiler(pc.make()));
+    for (CompiledGraph* cg : {&a, &b}) cg->run({{"img", imgs}});
+    for (const char* name : {"avg", "max"}) {
+      const auto x = a.read(name), y = b.read(name);
+      ASSERT_EQ(x.size(), y.size());
+      for (std::size_t k = 0; k < x.size(); ++k)
+        EXPECT_NEAR(x[k], y[k], 1e-5 + 1e-4 * std::fabs(x[k])) << name << " " << k;
+    }
+  }
+}
+
 TEST(OnnxExport, TrainedValuesComeFromTheCompiledGraph) {
   Graph g;
   auto x = g.input("x");

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/executable.hpp"
+#include "compiler/geometry.hpp"
 #include "compiler/plan.hpp"
 #include "hetgraph/onnx.hpp"
 #include "onnx/atomic_file.hpp"
@@ -362,26 +363,36 @@ class Exporter {
         add("Reshape", {in(n, 0), ints(dims(n.type.shape))}, {out});
         return;
       case OpKind::Conv2d:
+      case OpKind::ConvTranspose2d:
       case OpKind::MaxPool2d:
       case OpKind::AvgPool2d: {
-        const auto& w = at.get<detail::Window2d>();
-        const bool conv = n.op == OpKind::Conv2d;
+        const bool conv = n.op == OpKind::Conv2d || n.op == OpKind::ConvTranspose2d;
+        const Shape& x = p_.nodes[n.inputs[0]].type.shape;
+        // auto_pad as the pads it resolves to for this input (the plan's shapes are fixed);
+        // a convolution's kernel is its weights'.
+        detail::Window2d win = at.get<detail::Window2d>();
+        if (conv)
+          win.kernel = {p_.nodes[n.inputs[1]].type.shape[2], p_.nodes[n.inputs[1]].type.shape[3]};
+        const auto w = detail::resolve_pads(win, x[2], x[3]);
         std::vector<std::string> ins{in(n, 0)};
         if (conv) {
           ins.push_back(in(n, 1));
           if (n.inputs.size() > 2) ins.push_back(in(n, 2));
         }
-        ir::Node& c = add(conv                        ? "Conv"
-                          : n.op == OpKind::MaxPool2d ? "MaxPool"
-                                                      : "AveragePool",
+        ir::Node& c = add(n.op == OpKind::Conv2d            ? "Conv"
+                          : n.op == OpKind::ConvTranspose2d ? "ConvTranspose"
+                          : n.op == OpKind::MaxPool2d       ? "MaxPool"
+                                                            : "AveragePool",
                           ins, {out});
-        const auto kernel = conv ? std::vector<std::int64_t>{p_.nodes[n.inputs[1]].type.shape[2],
-                                                             p_.nodes[n.inputs[1]].type.shape[3]}
-                                 : std::vector<std::int64_t>{w.kernel[0], w.kernel[1]};
-        c.attrs["kernel_shape"] = attr_ints(kernel);
+        c.attrs["kernel_shape"] = attr_ints({w.kernel[0], w.kernel[1]});
         c.attrs["strides"] = attr_ints({w.stride[0], w.stride[1]});
         c.attrs["pads"] = attr_ints({w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]});
-        if (conv) c.attrs["dilations"] = attr_ints({w.dilation[0], w.dilation[1]});
+        if (n.op != OpKind::AvgPool2d)
+          c.attrs["dilations"] = attr_ints({w.dilation[0], w.dilation[1]});
+        if (conv) c.attrs["group"] = attr_i(w.groups);
+        if (n.op == OpKind::ConvTranspose2d)
+          c.attrs["output_padding"] = attr_ints({w.output_padding[0], w.output_padding[1]});
+        if (!conv) c.attrs["ceil_mode"] = attr_i(w.ceil_mode ? 1 : 0);
         if (n.op == OpKind::AvgPool2d)
           c.attrs["count_include_pad"] = attr_i(w.count_include_pad ? 1 : 0);
         return;

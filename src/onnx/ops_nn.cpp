@@ -1,6 +1,6 @@
-// ONNX image and normalisation ops: Conv (with an inference BatchNormalization after it folded
-// in), MaxPool / AveragePool, GlobalAveragePool / GlobalMaxPool, BatchNormalization,
-// InstanceNormalization. 1-d images run as 2-d ones of height 1.
+// ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
+// it folded in), ConvTranspose, MaxPool / AveragePool (ceil_mode), GlobalAveragePool /
+// GlobalMaxPool, BatchNormalization, InstanceNormalization. 1-d images run as 2-d ones of height 1.
 #include <algorithm>
 #include <cmath>
 
@@ -107,7 +107,9 @@ void conv(Ctx& c) {
     c.fail("input " + dims_str(dx) + " and weights " + dims_str(dw) + " differ in rank");
   Node xi = as_image(c, x);
   const std::int64_t group = c.attr_i("group", 1);
-  if (group != 1) c.unsupported("grouped convolution (group " + std::to_string(group) + ")");
+  if (group < 1 || dx[1] % group != 0 || dw[0] % group != 0)
+    c.fail("group " + std::to_string(group) + " does not divide the input's " +
+           std::to_string(dx[1]) + " channels and the weights' " + std::to_string(dw[0]));
   const Dims kernel = c.attr_ints("kernel_shape", spatial(dw));
   if (kernel != spatial(dw))
     c.fail("kernel_shape " + dims_str(kernel) + " differs from the weights " + dims_str(dw));
@@ -117,6 +119,7 @@ void conv(Ctx& c) {
   o.dilation = pair(w.dilation, 1);
   o.padding = pair(w.pad_begin, 0);
   o.padding_end = pair(w.pad_end, 0);
+  o.groups = static_cast<int>(group);
   const std::int64_t O = dw[0];
   const Dims dw4 = dw.size() == 3 ? Dims{dw[0], dw[1], 1, dw[2]} : dw;
 
@@ -162,6 +165,77 @@ void conv(Ctx& c) {
   c.set(0, y);
 }
 
+// ---- ConvTranspose -----------------------------------------------------------------------
+
+/// ONNX ConvTranspose: weights [C, M / group, k...]. output_shape and auto_pad become pads
+/// (and, where the asked-for output is larger than the stride pattern gives, output padding).
+void conv_transpose(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims dx = c.shape(x), dw = c.dims(1);
+  if (dx.size() != dw.size())
+    c.fail("input " + dims_str(dx) + " and weights " + dims_str(dw) + " differ in rank");
+  Node xi = as_image(c, x);
+  const std::size_t n = dx.size() - 2;
+  const std::int64_t group = c.attr_i("group", 1);
+  if (group < 1 || dx[1] % group != 0 || dw[0] != dx[1])
+    c.fail("group " + std::to_string(group) + " and weights " + dims_str(dw) + " do not fit " +
+           std::to_string(dx[1]) + " input channels");
+  const Dims kernel = c.attr_ints("kernel_shape", spatial(dw));
+  if (kernel != spatial(dw))
+    c.fail("kernel_shape " + dims_str(kernel) + " differs from the weights " + dims_str(dw));
+  const Dims stride = c.attr_ints("strides", Dims(n, 1));
+  const Dims dilation = c.attr_ints("dilations", Dims(n, 1));
+  Dims out_pad = c.attr_ints("output_padding", Dims(n, 0));
+  const Dims pads = c.attr_ints("pads", Dims(2 * n, 0));
+  const Dims out_shape = c.attr_ints("output_shape", {});
+  if (stride.size() != n || dilation.size() != n || out_pad.size() != n || pads.size() != 2 * n ||
+      (!out_shape.empty() && out_shape.size() != n)) {
+    c.fail("strides, dilations, output_padding, pads and output_shape must give " +
+           std::to_string(n) + " spatial dims");
+  }
+  Dims begin(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
+  Dims end(pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end());
+  const std::string autopad = c.attr_s("auto_pad", "NOTSET");
+  if (autopad != "NOTSET" && !autopad.empty() && autopad != "VALID" && autopad != "SAME_UPPER" &&
+      autopad != "SAME_LOWER") {
+    c.fail("auto_pad '" + autopad + "' is not an ONNX value");
+  }
+  const bool same = autopad == "SAME_UPPER" || autopad == "SAME_LOWER";
+  if (!out_shape.empty() || same || autopad == "VALID") {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t in = dx[i + 2];
+      const std::int64_t natural =
+          stride[i] * (in - 1) + out_pad[i] + (kernel[i] - 1) * dilation[i] + 1;
+      const std::int64_t want = !out_shape.empty() ? out_shape[i] : same ? in * stride[i] : natural;
+      const std::int64_t total = natural - want;
+      if (total < 0) {  // more rows than the pattern fills: zeros (plus bias) at the end
+        begin[i] = end[i] = 0;
+        out_pad[i] -= total;
+      } else {  // ONNX: the odd one at the end, except for SAME_LOWER
+        const std::int64_t small = total / 2, big = total - small;
+        begin[i] = autopad == "SAME_LOWER" ? big : small;
+        end[i] = autopad == "SAME_LOWER" ? small : big;
+      }
+    }
+  }
+  ConvTranspose2dOptions o;
+  o.stride = pair(stride, 1);
+  o.dilation = pair(dilation, 1);
+  o.padding = pair(begin, 0);
+  o.padding_end = pair(end, 0);
+  o.output_padding = pair(out_pad, 0);
+  o.groups = static_cast<int>(group);
+  const Dims dw4 = dw.size() == 3 ? Dims{dw[0], dw[1], 1, dw[2]} : dw;
+  Node weights = c.reshape(c.f32(1), dw4);
+  Node y = c.has(2) ? conv_transpose2d(xi, weights, c.f32(2), o) : conv_transpose2d(xi, weights, o);
+  if (dx.size() == 3)
+    y = c.reshape(y, [&] {
+      Dims d = c.shape(y);
+      return Dims{d[0], d[1], d[3]};
+    }());
+  c.set(0, y);
+}
+
 // ---- pooling -------------------------------------------------------------------------------
 
 void pool(Ctx& c) {
@@ -174,25 +248,37 @@ void pool(Ctx& c) {
   if (kernel.size() != dx.size() - 2)
     c.fail("kernel_shape " + dims_str(kernel) + " does not fit " + dims_str(dx));
   Window w = window(c, spatial(dx), kernel);
-  for (std::int64_t d : w.dilation) {
-    if (d != 1) c.unsupported("dilated pooling (dilations " + dims_str(w.dilation) + ")");
+  if (!is_max) {
+    for (std::int64_t d : w.dilation) {  // AveragePool has dilations from opset 19 only
+      if (d != 1) c.unsupported("dilated average pooling (dilations " + dims_str(w.dilation) + ")");
+    }
   }
   const bool include_pad = !is_max && c.attr_i("count_include_pad", 0) != 0;
+  bool ceil_mode = false;
   if (c.version >= 10 && c.attr_i("ceil_mode", 0) != 0) {
-    // Output sizes rounded up: a last window that starts inside the (left-padded) input is
-    // kept. It reaches past the padding; more end padding gives the same result when
-    // padding counts for nothing (max, or an average over the image elements only).
+    // Output sizes rounded up, as PyTorch (and ONNX Runtime): a last window that starts past
+    // the (left-padded) input is dropped. Without such a window this is the op's own
+    // ceil_mode; with one, more end padding gives the same result when padding counts for
+    // nothing (max, or an average over the image elements only).
+    const Dims in = spatial(dx);
+    Dims extra(kernel.size(), 0);
+    bool dropped = false;
     for (std::size_t i = 0; i < kernel.size(); ++i) {
-      const Dims in = spatial(dx);
-      const std::int64_t span = in[i] + w.pad_begin[i] + w.pad_end[i] - kernel[i];
+      const std::int64_t extent = (kernel[i] - 1) * w.dilation[i] + 1;
+      const std::int64_t span = in[i] + w.pad_begin[i] + w.pad_end[i] - extent;
       std::int64_t out = (span + w.stride[i] - 1) / w.stride[i] + 1;
-      if ((out - 1) * w.stride[i] >= in[i] + w.pad_begin[i]) --out;
-      const std::int64_t extra =
-          (out - 1) * w.stride[i] + kernel[i] - (in[i] + w.pad_begin[i] + w.pad_end[i]);
-      if (extra > 0) {
-        if (include_pad) c.unsupported("ceil_mode with count_include_pad");
-        w.pad_end[i] += extra;
+      if ((out - 1) * w.stride[i] >= in[i] + w.pad_begin[i]) {
+        --out;
+        dropped = true;
       }
+      extra[i] = std::max<std::int64_t>(
+          0, (out - 1) * w.stride[i] + extent - (in[i] + w.pad_begin[i] + w.pad_end[i]));
+    }
+    if (!dropped) {
+      ceil_mode = true;
+    } else {
+      if (include_pad) c.unsupported("ceil_mode with count_include_pad and a dropped last window");
+      for (std::size_t i = 0; i < kernel.size(); ++i) w.pad_end[i] += extra[i];
     }
   }
   Pool2dOptions o;
@@ -200,7 +286,9 @@ void pool(Ctx& c) {
   o.stride = pair(w.stride, 1);
   o.padding = pair(w.pad_begin, 0);
   o.padding_end = pair(w.pad_end, 0);
+  o.dilation = pair(w.dilation, 1);
   o.count_include_pad = include_pad;
+  o.ceil_mode = ceil_mode;
   for (std::size_t i = 0; i < kernel.size(); ++i) {
     if (w.pad_begin[i] >= kernel[i] || w.pad_end[i] >= kernel[i]) {
       c.unsupported("pooling padding " + dims_str(w.pad_begin) + " / " + dims_str(w.pad_end) +
@@ -258,6 +346,30 @@ void batch_norm(Ctx& c) {
   c.set(0, add(mul(y, scale), b));
 }
 
+/// LRN across channels: y = x / (bias + alpha / size * square_sum)^beta, square_sum over the
+/// `size` channels around c (floor((size - 1) / 2) before, ceil after). The sum is an average
+/// pooling of x^2 seen as [N, 1, C, spatial] with a (size, 1) window whose padding counts.
+void lrn(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  if (d.size() < 3) c.fail("input " + dims_str(d) + " has no spatial dims");
+  const std::int64_t size = c.attr_i("size", 0);
+  if (size < 1) c.fail("size must be >= 1, got " + std::to_string(size));
+  const float alpha = c.attr_f("alpha", 1e-4f), beta = c.attr_f("beta", 0.75f),
+              bias = c.attr_f("bias", 1.0f);
+  std::int64_t rest = 1;
+  for (std::size_t i = 2; i < d.size(); ++i) rest *= d[i];
+  Pool2dOptions o;
+  o.kernel = {static_cast<int>(size), 1};
+  o.stride = {1, 1};
+  o.padding = {static_cast<int>((size - 1) / 2), 0};
+  o.padding_end = {static_cast<int>(size / 2), 0};
+  o.count_include_pad = true;
+  Node mean_sq = avg_pool2d(c.reshape(mul(x, x), {d[0], 1, d[1], rest}), o);
+  Node scale = pow(mean_sq * alpha + bias, c.constant(beta));
+  c.set(0, div(x, c.reshape(scale, d)));
+}
+
 void instance_norm(Ctx& c) {
   Node x = c.f32(0);
   const Dims d = c.shape(x);
@@ -276,12 +388,14 @@ void instance_norm(Ctx& c) {
 
 void register_nn_ops(std::vector<Handler>& h) {
   h.push_back({"Conv", 1, 11, conv});
+  h.push_back({"ConvTranspose", 1, 11, conv_transpose});
   h.push_back({"MaxPool", 1, 12, pool});
   h.push_back({"AveragePool", 1, 11, pool});
   h.push_back({"GlobalAveragePool", 1, 1, global_pool});
   h.push_back({"GlobalMaxPool", 1, 1, global_pool});
   h.push_back({"BatchNormalization", 1, 15, batch_norm});
   h.push_back({"InstanceNormalization", 1, 6, instance_norm});
+  h.push_back({"LRN", 1, 13, lrn});
 }
 
 }  // namespace hetgraph::onnx::imp

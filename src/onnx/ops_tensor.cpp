@@ -1,7 +1,8 @@
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
-// Split, Slice, Gather, Expand, Tile, and the value ops Constant, Shape, Size, Cast, Dropout.
+// Split, Slice, Gather, Expand, Tile, Pad, and the value ops Constant, Shape, Size, Cast, Dropout.
 // Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 #include "compiler/graph_impl.hpp"
@@ -367,6 +368,71 @@ void tile(Ctx& c) {
   c.set(0, x, c.in(0).elem);
 }
 
+// Pad, with pads known at import: constant (any value), edge and reflect, axis by axis as
+// concatenations of x with constant blocks, repeated edge slices or reversed strided slices;
+// negative pads crop first.
+void pad(Ctx& c) {
+  const Dims d = c.dims(0);
+  const std::size_t r = d.size();
+  Dims pads;
+  float value = 0.0f;
+  if (c.version < 11) {
+    pads = c.attr_ints("pads");
+    value = c.attr_f("value", 0.0f);
+  } else {
+    pads = c.ints(1, "pads");
+    if (c.has(2)) {
+      const std::vector<float> v = c.floats(2, "constant_value");
+      if (!v.empty()) value = v[0];
+    }
+  }
+  const std::string mode = c.attr_s("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    c.fail("mode '" + mode + "' is not an ONNX value");
+  if (pads.size() != 2 * r)
+    c.fail(std::to_string(pads.size()) + " pads for an input of rank " + std::to_string(r));
+  Node x = c.f32(0);
+  for (std::size_t a = 0; a < r; ++a) {
+    const std::int64_t b = pads[a], e = pads[a + r];
+    const int ax = static_cast<int>(a);
+    Dims cur = c.shape(x);
+    if (b < 0 || e < 0) {  // crop
+      const std::int64_t lo = std::max<std::int64_t>(0, -b);
+      const std::int64_t hi = cur[a] - std::max<std::int64_t>(0, -e);
+      if (hi <= lo)
+        c.unsupported("pads " + dims_str(pads) + " leave axis " + std::to_string(a) + " empty");
+      x = slice(x, ax, lo, hi);
+      cur = c.shape(x);
+    }
+    const std::int64_t n = cur[a];
+    auto block = [&](std::int64_t p, bool before) {
+      if (mode == "constant") {
+        Dims bd = cur;
+        bd[a] = p;
+        return c.constant(bd, std::vector<float>(static_cast<std::size_t>(numel(bd)), value));
+      }
+      if (mode == "edge") {
+        Node edge = before ? slice(x, ax, 0, 1) : slice(x, ax, n - 1, n);
+        return p == 1 ? edge : concat(std::vector<Node>(static_cast<std::size_t>(p), edge), ax);
+      }
+      if (p > n - 1) {
+        c.unsupported("reflect padding of " + std::to_string(p) + " on axis " + std::to_string(a) +
+                      " of size " + std::to_string(n) + " (at most the size - 1)");
+      }
+      // before: x[p], x[p-1], ..., x[1]; after: x[n-2], ..., x[n-1-p]
+      const std::int64_t start = before ? p : n - 2, end = before ? 0 : n - 2 - p;
+      return strided_slice(x, {start}, {end < 0 ? INT64_MIN : end}, {static_cast<std::int64_t>(a)},
+                           {-1});
+    };
+    std::vector<Node> parts;
+    if (b > 0) parts.push_back(block(b, true));
+    parts.push_back(x);
+    if (e > 0) parts.push_back(block(e, false));
+    if (parts.size() > 1) x = concat(parts, ax);
+  }
+  c.set(0, x);
+}
+
 void dropout(Ctx& c) {
   if (c.version >= 12 && c.has(2)) {
     const ir::Tensor& t = c.known_tensor(2, "training_mode");
@@ -466,6 +532,7 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"Expand", 8, 13, expand});
   h.push_back({"Tile", 6, 13, tile});
   h.push_back({"Dropout", 1, 13, dropout});
+  h.push_back({"Pad", 2, 13, pad});
   h.push_back({"Constant", 1, 13, constant});
   h.push_back({"Shape", 1, 15, shape_op});
   h.push_back({"Size", 1, 13, size_op});
