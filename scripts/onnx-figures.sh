@@ -7,11 +7,14 @@
 # JSON lines (each with "source" and "round") go to bench/results/<date>-onnx.jsonl; the
 # summary table is printed at the end (bench/onnx_summary.py).
 #   scripts/onnx-figures.sh [ROUNDS=5] [REPEAT=50]
+# Each run takes /tmp/hetgraph-build.lock by itself; to hold it once for the whole script:
+#   flock /tmp/hetgraph-build.lock env ONNX_FIGURES_LOCK= scripts/onnx-figures.sh 3 30
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5} repeat=${2:-50}
 bench=build/bench/hetgraph-bench run=build/tools/hetgraph-run
 models=build/onnx-figures
+lock=${ONNX_FIGURES_LOCK-flock /tmp/hetgraph-build.lock}
 out=bench/results/$(date +%Y-%m-%d)-onnx.jsonl
 mkdir -p bench/results "$models"
 workloads=(lstm-infer-small lstm-infer-medium wide-deep-infer-1 wide-deep-infer-64)
@@ -25,7 +28,7 @@ inputs_of() {  # --input flags for a workload's exported inputs
   for f in "$models/$w"/*.pb; do printf ' --input %s=%s' "$(basename "$f" .pb)" "$f"; done
 }
 
-flock /tmp/hetgraph-build.lock "$bench" --workload "$(IFS=,; echo "${workloads[*]}")" --export-onnx "$models" >&2
+$lock "$bench" --workload "$(IFS=,; echo "${workloads[*]}")" --export-onnx "$models" >&2
 echo "writing $out" >&2
 for r in $(seq "$rounds"); do
   for w in "${workloads[@]}"; do
@@ -33,9 +36,9 @@ for r in $(seq "$rounds"); do
     [ "$w" = lstm-infer-medium ] && rep=$((repeat / 5 > 3 ? repeat / 5 : 3))
     for e in "${engines[@]}"; do
       # shellcheck disable=SC2086
-      flock /tmp/hetgraph-build.lock "$bench" --json --workload "$w" $e --repeat "$rep" | tag hand-built "$r" | tee -a "$out"
+      $lock "$bench" --json --workload "$w" $e --repeat "$rep" | tag hand-built "$r" | tee -a "$out"
       # shellcheck disable=SC2086
-      flock /tmp/hetgraph-build.lock "$run" "$models/$w.onnx" $(inputs_of "$w") $e --repeat "$rep" --json |
+      $lock "$run" "$models/$w.onnx" $(inputs_of "$w") $e --repeat "$rep" --json |
         python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); d["workload"]=sys.argv[1]; print(json.dumps(d))' "$w" |
         tag imported "$r" | tee -a "$out"
     done
@@ -48,7 +51,7 @@ for t in $(awk '$1 ~ /^pytorch-converted\// && $2 == "pass" {sub("pytorch-conver
   flags=""
   for f in "$data/$t"/test_data_set_0/input_*.pb; do flags="$flags --input $f"; done
   # shellcheck disable=SC2086
-  flock /tmp/hetgraph-build.lock "$run" "$data/$t/model.onnx" $flags --repeat "$repeat" --json |
+  $lock "$run" "$data/$t/model.onnx" $flags --repeat "$repeat" --json |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); d["workload"]=sys.argv[1]; print(json.dumps(d))' "$t" |
     tag pytorch-converted 1 | tee -a "$out"
 done
