@@ -37,30 +37,34 @@ detail::AutoPadMode auto_pad_mode(AutoPad a) {
   }
 }
 
-detail::Attrs conv_attrs(const Conv2dOptions& o) {
+// The window fields conv2d and conv_transpose2d share.
+template <class Options>
+Window2d conv_window(const Options& o) {
   Window2d w;
   w.stride = wide(o.stride);
   w.pad_begin = wide(o.padding);
   w.pad_end = end_pad(o.padding, o.padding_end);
   w.dilation = wide(o.dilation);
   w.groups = o.groups;
-  w.auto_pad = auto_pad_mode(o.auto_pad);
+  return w;
+}
+
+detail::Attrs window_attrs(const Window2d& w) {
   detail::Attrs at;
   at.set(w);
   return at;
 }
 
+detail::Attrs conv_attrs(const Conv2dOptions& o) {
+  Window2d w = conv_window(o);
+  w.auto_pad = auto_pad_mode(o.auto_pad);
+  return window_attrs(w);
+}
+
 detail::Attrs conv_transpose_attrs(const ConvTranspose2dOptions& o) {
-  Window2d w;
-  w.stride = wide(o.stride);
-  w.pad_begin = wide(o.padding);
-  w.pad_end = end_pad(o.padding, o.padding_end);
-  w.dilation = wide(o.dilation);
+  Window2d w = conv_window(o);
   w.output_padding = wide(o.output_padding);
-  w.groups = o.groups;
-  detail::Attrs at;
-  at.set(w);
-  return at;
+  return window_attrs(w);
 }
 
 detail::Attrs pool_attrs(const Pool2dOptions& o) {
@@ -74,9 +78,7 @@ detail::Attrs pool_attrs(const Pool2dOptions& o) {
   w.count_include_pad = o.count_include_pad;
   w.ceil_mode = o.ceil_mode;
   w.auto_pad = auto_pad_mode(o.auto_pad);
-  detail::Attrs at;
-  at.set(w);
-  return at;
+  return window_attrs(w);
 }
 
 }  // namespace
