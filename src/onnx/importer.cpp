@@ -171,10 +171,11 @@ class Importer {
     } else if (r.op == detail::OpKind::Input) {
       throw Error("internal: ONNX import: input " + g.impl().label(v.id()) + " has no shape");
     } else {
+      // The inputs' types first: typing one may recurse, and each level reuses scratch_.
       std::vector<TensorType> in;
+      for (std::size_t k = 0; k < r.inputs.size(); ++k) in.push_back(type(g.node(r.inputs[k])));
       scratch_.nodes.assign(r.inputs.size() + 1, detail::PlanNode{});
       for (std::size_t k = 0; k < r.inputs.size(); ++k) {
-        in.push_back(type(g.node(r.inputs[k])));
         scratch_.nodes[k].label = g.impl().label(r.inputs[k]);
         scratch_.nodes.back().inputs.push_back(static_cast<std::uint32_t>(k));
       }
