@@ -37,8 +37,9 @@ class RecurrentCell {
 
 /// A 4-layer recurrent training step, batch 64, input size = hidden size: forward over `seq`
 /// steps, a softmax classifier on every step's top-layer output, mean cross-entropy, autodiff
-/// backward, SGD (0.01).
-Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell);
+/// backward, SGD (0.01). `train` false: the forward pass alone, fetching every step's class
+/// probabilities (the inference graph, which ONNX can hold).
+Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, bool train = true);
 
 /// Scheduler overhead: n independent tiny nodes (one float each), all fetched.
 Case threadpool_independent(int n);

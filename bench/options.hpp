@@ -7,16 +7,12 @@
 #include <vector>
 
 #include "common/cli.hpp"
+#include "common/engine_flags.hpp"
 
 namespace bench {
 
-struct Options {
+struct Options : hetgraph::tool::EngineFlags {
   std::vector<std::string> workloads;
-  std::string platform = "cpu";
-  std::string engine = "sequential";
-  int executors = 0, threads_per_executor = 0;  // --executors NxT (0: engine's choice / auto)
-  int threads = 0;
-  double inline_below_us = -1;  // <0: library default
   int repeat = 10;
   int warmup = 3;
   std::string trace;
@@ -24,8 +20,8 @@ struct Options {
   bool fuse = true;
   bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
-  bool pin = true;     // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
   bool list = false;
+  std::string export_onnx;  // --export-onnx DIR: write each workload as ONNX instead of timing
 };
 
 inline constexpr const char* kUsage =
@@ -35,24 +31,16 @@ inline constexpr const char* kUsage =
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
     "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
-    "                      [--json] [--list]";
+    "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb;\n"
+    "                      no timing)";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
 /// --workload unless --list or --help was given (check_bench_options).
 inline hetgraph::cli::Parser bench_parser(Options& o) {
   hetgraph::cli::Parser p("hetgraph-bench", kUsage);
-  p.list("--workload", o.workloads)
-      .choice("--platform", o.platform, {"cpu", "opencl"})
-      .choice("--engine", o.engine,
-              {"sequential", "shared-queue", "critical-path", "auto", "in-order", "out-of-order"})
-      .custom("--executors",
-              [&o](std::string_view v) {
-                if (v == "auto") return;
-                std::tie(o.executors, o.threads_per_executor) =
-                    hetgraph::cli::to_executors("--executors", v);
-              })
-      .integer("--threads", o.threads, 0, 4096)
-      .real("--inline-below-us", o.inline_below_us, 0, 1e9)
+  p.list("--workload", o.workloads);
+  hetgraph::tool::add_engine_flags(p, o);
+  p.real("--inline-below-us", o.inline_below_us, 0, 1e9)
       .integer("--repeat", o.repeat, 1, 1'000'000'000)
       .integer("--warmup", o.warmup, 0, 1'000'000'000)
       .text("--trace", o.trace)
@@ -60,6 +48,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--no-fuse", o.fuse, false)
       .flag("--no-parallel-ops", o.parallel_ops, false)
       .flag("--no-mapped", o.mapped, false)
+      .text("--export-onnx", o.export_onnx)
       .flag("--no-pin", o.pin, false)
       .flag("--list", o.list);
   return p;
@@ -70,12 +59,7 @@ inline void check_bench_options(const Options& o) {
   using hetgraph::cli::UsageError;
   if (o.list) return;
   if (o.workloads.empty()) throw UsageError("--workload is required (--list shows them)");
-  const bool cl_engine = o.engine == "in-order" || o.engine == "out-of-order";
-  if (o.platform == "cpu" && cl_engine)
-    throw UsageError("--engine: '" + o.engine + "' is an OpenCL queue mode (--platform opencl)");
-  if (o.platform == "opencl" && !cl_engine && o.engine != "sequential")
-    throw UsageError("--engine: '" + o.engine +
-                     "' is a CPU engine (opencl: in-order or out-of-order)");
+  hetgraph::tool::check_engine_flags(o);
 }
 
 struct FigureOptions {

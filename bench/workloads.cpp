@@ -110,7 +110,7 @@ LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) 
   return {o * tanh(c), c};
 }
 
-Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
+Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, bool train) {
   Case c;
   Graph& g = c.graph;
   constexpr int kLayers = 4, kBatch = 64, kClasses = 10;
@@ -118,11 +118,12 @@ Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
   std::vector<Node> xs, ys;
   for (int t = 0; t < seq; ++t) {
     xs.push_back(g.input("x" + std::to_string(t)));
-    ys.push_back(g.input("y" + std::to_string(t), DType::i32));
     c.shapes.push_back({"x" + std::to_string(t), {kBatch, H}});
-    c.shapes.push_back({"y" + std::to_string(t), {kBatch}});
     c.inputs["x" + std::to_string(t)] =
         random_data(static_cast<std::size_t>(kBatch * H), 100 + static_cast<std::uint32_t>(t));
+    if (!train) continue;
+    ys.push_back(g.input("y" + std::to_string(t), DType::i32));
+    c.shapes.push_back({"y" + std::to_string(t), {kBatch}});
     std::vector<std::int32_t> lab(kBatch);
     for (int i = 0; i < kBatch; ++i) lab[static_cast<std::size_t>(i)] = (i * 7 + t) % kClasses;
     c.int_inputs["y" + std::to_string(t)] = lab;
@@ -146,7 +147,7 @@ Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
   auto zeros =
       g.constant(Shape{kBatch, H}, std::vector<float>(static_cast<std::size_t>(kBatch * H), 0.0f));
   std::vector<LstmState> state(kLayers, LstmState{zeros, zeros});
-  std::vector<Node> losses;
+  std::vector<Node> losses, probs;
   for (int t = 0; t < seq; ++t) {
     Node in = xs[static_cast<std::size_t>(t)];
     for (int l = 0; l < kLayers; ++l) {
@@ -154,8 +155,16 @@ Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
       state[L] = cell.step(l, t, in, state[L], Ws[L], bs[L], H);
       in = state[L].h;
     }
-    losses.push_back(reduce_mean(
-        cross_entropy(softmax(matmul(in, Wout) + bout), ys[static_cast<std::size_t>(t)])));
+    probs.push_back(softmax(matmul(in, Wout) + bout));
+    if (train)
+      losses.push_back(reduce_mean(cross_entropy(probs.back(), ys[static_cast<std::size_t>(t)])));
+  }
+  if (!train) {  // inference: every step's class probabilities, [seq * batch, classes]
+    c.fetches = {concat(std::span<const Node>(probs), 0).named("probs")};
+    c.checksum = c.fetches;
+    c.stats["seq"] = seq;
+    c.stats["hidden"] = hidden;
+    return c;
   }
   Node loss = losses[0];
   for (std::size_t t = 1; t < losses.size(); ++t) loss = loss + losses[t];
@@ -186,13 +195,13 @@ namespace {
 // A 4-layer LSTM training step from primitive ops (concat, matmul, add, slice, sigmoid,
 // tanh, mul), batch 64: forward over the sequence, a softmax classifier on every step's
 // top-layer output, mean cross-entropy, autodiff backward, SGD. Input size = hidden size.
-Case lstm(int seq, int hidden) {
+Case lstm(int seq, int hidden, bool train = true) {
   struct Lstm final : RecurrentCell {
     LstmState step(int, int, Node x, const LstmState& s, Node W, Node b, std::int64_t H) override {
       return lstm_cell(x, s, W, b, H);
     }
   } cell;
-  return recurrent_training_step(seq, hidden, cell);
+  return recurrent_training_step(seq, hidden, cell, train);
 }
 
 // Scheduler overhead: a layered random DAG of tiny nodes, each reading one or two nodes of
@@ -258,6 +267,12 @@ std::optional<Workload> find_workload(const std::string& name) {
     return Workload{name, "4-layer LSTM step, seq 30, hidden 512", [] { return lstm(30, 512); }};
   if (name == "lstm-large")
     return Workload{name, "4-layer LSTM step, seq 40, hidden 1024", [] { return lstm(40, 1024); }};
+  if (name == "lstm-infer-small")
+    return Workload{name, "4-layer LSTM forward (inference), seq 20, hidden 128",
+                    [] { return lstm(20, 128, false); }};
+  if (name == "lstm-infer-medium")
+    return Workload{name, "4-layer LSTM forward (inference), seq 30, hidden 512",
+                    [] { return lstm(30, 512, false); }};
   if (name == "threadpool")
     return Workload{name, "10,000 independent tiny nodes",
                     [] { return threadpool_independent(10000); }};
@@ -269,9 +284,10 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{"matmul-MxKxN", "sgemm-MxKxN", "mnist-softmax",
-                                 "par-matmul-N", "lstm-small",  "lstm-medium",
-                                 "lstm-large",   "threadpool",  "threadpool-dag"};
+  std::vector<std::string> names{"matmul-MxKxN", "sgemm-MxKxN",      "mnist-softmax",
+                                 "par-matmul-N", "lstm-small",       "lstm-medium",
+                                 "lstm-large",   "lstm-infer-small", "lstm-infer-medium",
+                                 "threadpool",   "threadpool-dag"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }

@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "hetgraph/onnx.hpp"
 #include "idx_files.hpp"
 #include "test_util.hpp"
 
@@ -95,6 +96,53 @@ TEST(MnistExample, TrainsOnAGeneratedDataSet) {
   EXPECT_EQ(field(last, "batch"), 100);
   EXPECT_GT(field(last, "test_accuracy"), 0.95);
   EXPECT_LT(field(last, "final_loss"), 0.5);
+}
+
+// --checkpoint after one epoch, then --load and one more epoch, ends exactly where two epochs
+// straight do; --save writes an ONNX classifier that imports for any batch size and classifies
+// like the program's own test pass.
+TEST(MnistExample, CheckpointResumesAndSaveWritesOnnx) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_ckpt_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 1000, 3);
+  write_set(dir, "t10k", 200, 4);
+  const std::string data = "--data " + dir.string() + " --batch 100 --lr 0.5 --json";
+  const std::string ckpt = (dir / "state.ckpt").string(), model = (dir / "model.onnx").string();
+  const Result straight = run(data + " --epochs 2");
+  const Result first = run(data + " --epochs 1 --checkpoint " + ckpt);
+  const Result resumed = run(data + " --epochs 1 --load " + ckpt + " --save " + model);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resumed from checkpoint"), std::string::npos) << resumed.err;
+  const std::string a = straight.out.substr(straight.out.rfind('{'));
+  const std::string b = resumed.out.substr(resumed.out.rfind('{'));
+  EXPECT_EQ(field(a, "final_loss"), field(b, "final_loss"));
+  EXPECT_EQ(field(a, "test_accuracy"), field(b, "test_accuracy"));
+
+  namespace ho = hetgraph::onnx;
+  ho::Model m = ho::import(model, {.input_shapes = {{"x", {200, 784}}}});
+  EXPECT_EQ(m.input_info[0].declared, (std::vector<std::int64_t>{-1, 784}));
+  hetgraph::CompiledGraph cg = m.compile();
+  const auto test = hetgraph::data::load_mnist(dir.string());
+  std::vector<float> x(200 * 784);
+  test.test.images(0, 200, x);
+  cg.run({{"x", x}});
+  const auto p = cg.read("probs");
+  int correct = 0;
+  for (int i = 0; i < 200; ++i) {
+    const auto row = p.begin() + i * 10;
+    correct +=
+        std::max_element(row, row + 10) - row == test.test.labels[static_cast<std::size_t>(i)];
+  }
+  EXPECT_EQ(correct / 200.0, field(b, "test_accuracy"));
+  // A damaged checkpoint stops the run with the file's name, before any training.
+  std::ofstream(ckpt, std::ios::binary | std::ios::trunc) << "HGCKPT";
+  const Result bad = run(data + " --epochs 1 --load " + ckpt);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find(ckpt), std::string::npos) << bad.err;
+  fs::remove_all(dir);
 }
 
 TEST(MnistExample, BadDataDirectoryAndArguments) {

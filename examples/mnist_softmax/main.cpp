@@ -2,6 +2,12 @@
 //
 //   build/examples/mnist_softmax [--data DIR] [--epochs 10] [--batch 500] [--lr 0.1]
 //                                [--platform cpu|opencl] [--threads N] [--json]
+//                                [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]
+//
+// --checkpoint saves W and b after every epoch (atomically: a killed run leaves the last
+// one), --load resumes from such a file, --save writes the trained classifier as an ONNX model
+// (x [batch, 784] -> probabilities [batch, 10], the batch a dynamic dim) that
+// build/tools/hetgraph-run or any ONNX runtime runs.
 //
 // The backward pass comes from hetgraph::sgd (autodiff), W and b start at zero and live in the
 // compiled graph between steps, batches go in order (no shuffling) straight into the graph's
@@ -14,6 +20,7 @@
 #include <string>
 
 #include "hetgraph/hetgraph.hpp"
+#include "hetgraph/onnx.hpp"
 #include "options.hpp"
 
 namespace {
@@ -51,7 +58,8 @@ int run(const Args& args) {
   auto W = g.variable("W", {pixels, mnist.classes});
   auto b = g.variable("b", {mnist.classes});
   auto logits = matmul(x, W) + b;
-  auto loss = reduce_mean(cross_entropy(softmax(logits), y)).named("loss");
+  auto probs = softmax(logits).named("probs");
+  auto loss = reduce_mean(cross_entropy(probs, y)).named("loss");
   auto step = sgd(loss, {W, b}, args.lr);
 
   const Platform platform = make_platform(args);
@@ -59,6 +67,10 @@ int run(const Args& args) {
   CompiledGraph train =
       GraphCompiler(platform).compile(g, {{"x", {B, pixels}}, {"y", {B}}}, {loss, step});
   const double setup_s = now_s() - t0;
+  if (!args.load.empty()) {
+    train.load(args.load);
+    std::fprintf(stderr, "resumed from checkpoint %s\n", args.load.c_str());
+  }
 
   std::span<float> xb = train.mapped_input("x");
   std::span<std::int32_t> yb = train.mapped_input_i32("y");
@@ -90,6 +102,7 @@ int run(const Args& args) {
     final_loss = loss_sum / static_cast<double>(steps);
     std::fprintf(stderr, "epoch %2d/%d  mean loss %.6f  elapsed %.3f s\n", epoch, args.epochs,
                  final_loss, now_s() - train_t0);
+    if (!args.checkpoint.empty()) train.save(args.checkpoint);
   }
   const CounterValues cv = counters.stop();
   const double train_s = now_s() - train_t0;
@@ -111,6 +124,11 @@ int run(const Args& args) {
     correct += pred == mnist.test.labels[static_cast<std::size_t>(i)];
   }
   const double accuracy = static_cast<double>(correct) / static_cast<double>(mnist.test.count);
+  if (!args.save.empty()) {
+    onnx::export_model(g, std::vector<Node>{probs}, {{"x", {1, pixels}}}, args.save,
+                       {.values = &train, .dynamic_batch = true});
+    std::fprintf(stderr, "saved the trained model to %s\n", args.save.c_str());
+  }
 
   std::printf("test accuracy %.4f (%lld/%lld)\n", accuracy, static_cast<long long>(correct),
               static_cast<long long>(mnist.test.count));

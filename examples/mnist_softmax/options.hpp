@@ -19,13 +19,17 @@ struct Args {
   int executors = 0, threads_per_executor = 0;  // --executors NxT
   int threads = 0;
   bool json = false;
+  std::string save;        // --save PATH: the trained model as ONNX (x -> class probabilities)
+  std::string checkpoint;  // --checkpoint PATH: the training state after every epoch
+  std::string load;        // --load PATH: start from a checkpoint
 };
 
 inline constexpr const char* kUsage =
     "usage: mnist_softmax [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
     "                     [--platform cpu|opencl] [--engine "
     "sequential|shared-queue|critical-path|auto]\n"
-    "                     [--executors NxT] [--threads N] [--json]";
+    "                     [--executors NxT] [--threads N] [--json]\n"
+    "                     [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]";
 
 /// A parser that fills `a` (which must outlive it).
 inline hetgraph::cli::Parser parser(Args& a) {
@@ -43,7 +47,10 @@ inline hetgraph::cli::Parser parser(Args& a) {
                     hetgraph::cli::to_executors("--executors", v);
               })
       .integer("--threads", a.threads, 0, 4096)
-      .flag("--json", a.json);
+      .flag("--json", a.json)
+      .text("--save", a.save)
+      .text("--checkpoint", a.checkpoint)
+      .text("--load", a.load);
   return p;
 }
 

@@ -296,6 +296,17 @@ class CompiledGraph {
   std::size_t planned_bytes() const { return report().planned_bytes; }
   std::size_t naive_bytes() const { return report().naive_bytes; }
 
+  /// Checkpoints: every variable of the compiled graph (names, shapes, types, values) in one
+  /// file, format version 1 (described in src/onnx/checkpoint.cpp and the README), with a CRC-32
+  /// per variable and one over the file. save() writes a temporary file, fsyncs it and renames
+  /// it over `path`: a process killed while saving leaves the previous checkpoint intact.
+  /// load() checks everything first (format, version, checksums, and that the file holds
+  /// exactly this graph's variables with the same shapes and types): a truncated, corrupt or
+  /// mismatching file is a DataError naming the file and the variable, and changes nothing.
+  ///   cg.save("model.ckpt");   ...   resumed.load("model.ckpt");
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
  private:
   friend class GraphCompiler;
   friend detail::Executable& detail::executable_of(const CompiledGraph& cg);

@@ -33,11 +33,13 @@ struct IndexCheck {
   std::uint32_t node = 0;     // the op reading the indices
   std::uint32_t indices = 0;  // its index input (plan index)
   std::uint32_t fed = 0;      // the input node holding them
-  std::int64_t bound = 0;     // values must lie in [0, bound)
+  std::int64_t bound = 0;     // values must lie in [0, bound), or [-bound, bound) with wraps
+  bool wraps = false;         // negative values count from the back (ONNX Gather)
 };
 /// The FeedError message of a bad index: names the node, the value, where it is, the bound.
 std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices,
-                        const std::string& value, std::int64_t position, std::int64_t bound);
+                        const std::string& value, std::int64_t position, std::int64_t bound,
+                        bool wraps = false);
 
 /// A platform: what it can run (Capabilities::unsupported, asked by the fusion passes and by
 /// compile() for every node before anything is allocated) and how it instantiates a plan.

@@ -213,6 +213,12 @@ Node Graph::input(std::string name, DType dtype) {
 
 Node Graph::variable(std::string name, Shape shape, Initializer init) {
   if (name.empty()) throw GraphError("variable: a name is required");
+  if (init.kind == Initializer::Kind::values &&
+      (!init.data || static_cast<std::int64_t>(init.data->size()) != shape.numel())) {
+    throw ShapeError("variable '" + name + "' of shape " + shape.str() + " needs " +
+                     std::to_string(shape.numel()) + " initial values, got " +
+                     std::to_string(init.data ? init.data->size() : 0));
+  }
   NodeRec r;
   r.op = OpKind::Variable;
   r.name = std::move(name);
@@ -363,6 +369,13 @@ Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
   at.begin = begin;
   at.end = end;
   return make_op(OpKind::Slice, {x}, at);
+}
+
+Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
+                   std::vector<std::int64_t> axes, std::vector<std::int64_t> steps) {
+  Attrs at;
+  at.set(detail::SliceSpec{std::move(starts), std::move(ends), std::move(axes), std::move(steps)});
+  return make_op(OpKind::StridedSlice, {x}, at);
 }
 
 Node concat(std::span<const Node> xs, int axis) {

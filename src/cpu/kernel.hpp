@@ -88,6 +88,7 @@ void register_nn_kernels(KernelRegistry& r);
 void register_movement_kernels(KernelRegistry& r);
 void register_graph_kernels(KernelRegistry& r);
 void register_conv_kernels(KernelRegistry& r);
+void register_pool_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
 void register_group_kernels(KernelRegistry& r);

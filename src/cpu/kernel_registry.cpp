@@ -29,6 +29,7 @@ const KernelRegistry& kernel_registry() {
     register_movement_kernels(r);
     register_graph_kernels(r);
     register_conv_kernels(r);
+    register_pool_kernels(r);
     register_embedding_kernels(r);
     register_eltwise_dnnl_kernels(r);
     register_group_kernels(r);

@@ -100,6 +100,7 @@ class OpenClExecutable final : public Executable {
     std::uint32_t node = 0;              // the cross-entropy (or embedding) node
     std::uint32_t labels = 0;            // its int32 labels (indices) input (plan index)
     std::int64_t rows = 0, classes = 0;  // embedding: indices and table rows
+    bool wraps = false;                  // values lie in [-classes, classes) (gather)
     int slot = 0;
     bool on_host = false;    // labels are an input: checked before the run, on the host
     bool embedding = false;  // indices of an embedding lookup (or of its gradient)

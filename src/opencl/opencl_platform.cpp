@@ -121,8 +121,9 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     c.node = i;
     c.labels = node.inputs[static_cast<std::size_t>(k)];
     c.embedding = x.what == "index";
-    c.classes =
-        p.nodes[node.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape.dim(x.bound_dim);
+    const Shape& bound = p.nodes[node.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape;
+    c.classes = bound[x.dim_of(bound, node.attrs)];
+    c.wraps = x.wraps;
     c.rows = p.nodes[c.labels].type.shape.numel();
     c.slot = static_cast<int>(labels_.size());
     c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
@@ -353,7 +354,13 @@ std::exception_ptr OpenClExecutable::finish_async() {
 std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string& value,
                                           std::int64_t row) const {
   const std::string node = "node " + plan().nodes[c.node].label + ": ";
-  const std::string range = "[0, " + std::to_string(c.classes) + ")";
+  const std::string range =
+      "[" + std::to_string(c.wraps ? -c.classes : 0) + ", " + std::to_string(c.classes) + ")";
+  if (c.wraps) {  // gather: the CPU platform's wording
+    return node + (value.empty() ? "an index" : "index " + value) + " at position " +
+           std::to_string(row) + " of the indices " + plan().nodes[c.labels].type.shape.str() +
+           " is outside " + range + ", the size of the gathered axis";
+  }
   if (c.embedding) {  // the CPU platform's wording
     return node + (value.empty() ? "an index" : "index " + value) + " at position " +
            std::to_string(row) + " of the indices " + plan().nodes[c.labels].type.shape.str() +

@@ -1,0 +1,45 @@
+// The platform and engine flags of the programs that compile and time graphs (hetgraph-bench,
+// hetgraph-run): --platform, --engine, --executors NxT|auto, --threads. Header-only over the
+// command-line parser, so the command-line fuzz target parses exactly what the programs do.
+#pragma once
+
+#include <string>
+#include <tuple>
+
+#include "common/cli.hpp"
+
+namespace hetgraph::tool {
+
+struct EngineFlags {
+  std::string platform = "cpu";
+  std::string engine = "sequential";  // opencl: in-order or out-of-order (sequential: default)
+  int executors = 0, threads_per_executor = 0;  // --executors NxT (0: engine's choice / auto)
+  int threads = 0;
+  double inline_below_us = -1;  // <0: library default
+  bool pin = true;              // CpuOptions::pin_threads
+};
+
+inline void add_engine_flags(cli::Parser& p, EngineFlags& e) {
+  p.choice("--platform", e.platform, {"cpu", "opencl"})
+      .choice("--engine", e.engine,
+              {"sequential", "shared-queue", "critical-path", "auto", "in-order", "out-of-order"})
+      .custom("--executors",
+              [&e](std::string_view v) {
+                if (v == "auto") return;
+                std::tie(e.executors, e.threads_per_executor) = cli::to_executors("--executors", v);
+              })
+      .integer("--threads", e.threads, 0, 4096);
+}
+
+/// The engines each platform takes (a UsageError otherwise).
+inline void check_engine_flags(const EngineFlags& e) {
+  const bool cl_engine = e.engine == "in-order" || e.engine == "out-of-order";
+  if (e.platform == "cpu" && cl_engine)
+    throw cli::UsageError("--engine: '" + e.engine +
+                          "' is an OpenCL queue mode (--platform opencl)");
+  if (e.platform == "opencl" && !cl_engine && e.engine != "sequential")
+    throw cli::UsageError("--engine: '" + e.engine +
+                          "' is a CPU engine (opencl: in-order or out-of-order)");
+}
+
+}  // namespace hetgraph::tool
