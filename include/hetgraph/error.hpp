@@ -51,4 +51,11 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// Collectives across processes (hetgraph/distributed.hpp): a rank that failed, died or stopped
+/// responding, a collective past its deadline, MPI errors. The message names the rank.
+class CommunicationError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace hetgraph

@@ -496,6 +496,7 @@ void OpenClExecutable::finish() {
                         "; the run did not complete (compile the graph again to "
                         "continue)");
   }
+  for (std::uint32_t i : work_) ops_[i]->after_run();
   if (device_checks_) {
     std::vector<cl_int> bad(labels_.size());
     read_buffer(q_, status_.get(), 0, bad.size() * sizeof(cl_int), bad.data());

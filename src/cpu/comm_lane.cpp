@@ -1,0 +1,107 @@
+#include "cpu/comm_lane.hpp"
+
+#include <condition_variable>
+
+#include "hetgraph/error.hpp"
+
+namespace hetgraph::detail::cpu {
+
+namespace {
+
+class BlockingDone final : public CommDone {
+ public:
+  void comm_done(std::uint64_t, std::exception_ptr error) override {
+    std::lock_guard lk(mu_);
+    error_ = std::move(error);
+    done_ = true;
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void AsyncKernel::run(const ExecCtx&) {
+  BlockingDone d;
+  start(d, 0);
+  d.wait();
+}
+
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+CommLane::CommLane(const Program& prog) {
+  const std::size_t n = prog.kernels.size();
+  async_.assign(n, nullptr);
+  start_ns_.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (prog.kernels[i] == nullptr || !op_def(prog.plan->nodes[i].op).communication) continue;
+    async_[i] = dynamic_cast<AsyncKernel*>(prog.kernels[i]);
+    if (async_[i] != nullptr) ++count_;
+  }
+  finished_.reserve(count_);
+}
+
+void CommLane::start(std::uint32_t v) {
+  // Written before the post: the communicator's hand-off orders it before comm_done reads it.
+  start_ns_[v] = recording_ ? now_ns() : 0;
+  try {
+    async_[v]->start(*this, v);
+  } catch (...) {
+    comm_done(v, std::current_exception());
+  }
+}
+
+void CommLane::abandon(std::uint32_t v, const std::string& why) {
+  async_[v]->abandon(why);
+}
+
+void CommLane::comm_done(std::uint64_t token, std::exception_ptr error) {
+  const auto v = static_cast<std::uint32_t>(token);
+  // Everything under the lock: a taker needs it, so once this returns nobody here touches the
+  // lane again, and the run (and the engine) may end.
+  std::lock_guard lk(mu_);
+  finished_.push_back({v, std::move(error), start_ns_[v], recording_ ? now_ns() : 0});
+  ready_.fetch_add(1, std::memory_order_release);
+  wake_.notify_all();
+  if (notify_) notify_();
+}
+
+bool CommLane::take(Finished& f) {
+  if (!has_finished()) return false;
+  std::lock_guard lk(mu_);
+  if (finished_.empty()) return false;
+  f = std::move(finished_.back());
+  finished_.pop_back();
+  ready_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
+CommLane::Finished CommLane::wait() {
+  Finished f;
+  for (;;) {
+    if (take(f)) return f;
+    const std::uint32_t ticket = wake_.ticket();
+    if (has_finished()) continue;
+    wake_.wait(ticket);
+  }
+}
+
+}  // namespace hetgraph::detail::cpu
