@@ -12,6 +12,7 @@ packages=(
   libclblast-dev         # OpenCL GEMM
   libgtest-dev           # GoogleTest
   zlib1g-dev             # gzip'd IDX files
+  libopenmpi-dev openmpi-bin   # MPI for data-parallel training (libhetgraph_mpi, mpirun tests)
   dataset-fashion-mnist  # the default MNIST-format data set
   python3 python3-matplotlib   # bench/plot.py
 )
