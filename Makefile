@@ -3,7 +3,15 @@
 #   make test   the whole test suite: Release build, then AddressSanitizer+UBSan, then the
 #               engine tests under ThreadSanitizer
 #   make bench  the benchmark suite, JSON lines into bench/results/
-.PHONY: deps configure build run test test-release test-asan test-tsan bench clean
+#   make fuzz   every fuzz target for FUZZ_SECONDS each (default 600); `make test` runs each
+#               for 15 s (fuzz/CMakeLists.txt says how to add one)
+#   make soak   SOAK_RUNS random-DAG runs (default 100000) across the CPU engines, each
+#               compared bitwise with the sequential engine; not part of `make test`
+.PHONY: deps configure build run test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+        soak bench clean
+
+FUZZ_SECONDS ?= 600
+SOAK_RUNS ?= 100000
 
 deps:
 	@scripts/install-deps.sh
@@ -31,10 +39,26 @@ test-tsan: deps
 	@cmake --build --preset tsan --target test_engine
 	ctest --preset tsan -R test_engine
 
-test: test-release test-asan test-tsan
+# libFuzzer targets (clang, ASan+UBSan) in a project of their own: only the parsers' sources.
+fuzz-build: deps
+	@cmake -S fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j 2
+
+test-fuzz: fuzz-build
+	ctest --test-dir build-fuzz -j 2 --output-on-failure
+
+fuzz: fuzz-build
+	HETGRAPH_FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --test-dir build-fuzz -j 2 --output-on-failure \
+	  --timeout $$(( $(FUZZ_SECONDS) + 300 ))
+
+test: test-release test-asan test-tsan test-fuzz
+
+soak: build
+	@cmake --build --preset release --target hetgraph-soak
+	./build/tests/hetgraph-soak --runs $(SOAK_RUNS)
 
 bench: build
 	scripts/run-bench.sh
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

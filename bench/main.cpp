@@ -13,114 +13,17 @@
 #include <vector>
 
 #include "hetgraph/hetgraph.hpp"
+#include "options.hpp"
 #include "workloads.hpp"
 
 namespace {
 
-struct Options {
-  std::vector<std::string> workloads;
-  std::string platform = "cpu";
-  std::string engine = "sequential";
-  int executors = 0, threads_per_executor = 0;  // --executors NxT (0: engine's choice / auto)
-  int threads = 0;
-  double inline_below_us = -1;  // <0: library default
-  int repeat = 10;
-  int warmup = 3;
-  std::string trace;
-  bool json = false;
-  bool fuse = true;
-  bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
-  bool pin = true;     // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
-};
-
-[[noreturn]] void usage(int code) {
-  std::fprintf(
-      code ? stderr : stdout,
-      "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl]\n"
-      "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
-      "NxT|auto]\n"
-      "                      (opencl: --engine out-of-order|in-order)\n"
-      "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-      "                      [--trace FILE] [--no-fuse] [--no-mapped] [--no-pin] [--json] "
-      "[--list]\n");
-  std::exit(code);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(2);
-      return argv[++i];
-    };
-    try {
-      if (a == "--workload")
-        o.workloads = split(value());
-      else if (a == "--platform")
-        o.platform = value();
-      else if (a == "--engine")
-        o.engine = value();
-      else if (a == "--executors") {
-        const std::string v = value();
-        if (v != "auto") {
-          const auto x = v.find('x');
-          if (x == std::string::npos) usage(2);
-          o.executors = std::stoi(v.substr(0, x));
-          o.threads_per_executor = std::stoi(v.substr(x + 1));
-        }
-      } else if (a == "--threads")
-        o.threads = std::stoi(value());
-      else if (a == "--inline-below-us")
-        o.inline_below_us = std::stod(value());
-      else if (a == "--repeat")
-        o.repeat = std::max(1, std::stoi(value()));
-      else if (a == "--warmup")
-        o.warmup = std::max(0, std::stoi(value()));
-      else if (a == "--trace")
-        o.trace = value();
-      else if (a == "--json")
-        o.json = true;
-      else if (a == "--no-fuse")
-        o.fuse = false;
-      else if (a == "--no-mapped")
-        o.mapped = false;
-      else if (a == "--no-pin")
-        o.pin = false;
-      else if (a == "--list") {
-        for (const auto& n : bench::workload_names()) std::printf("%s\n", n.c_str());
-        std::exit(0);
-      } else if (a == "--help" || a == "-h")
-        usage(0);
-      else {
-        std::fprintf(stderr, "hetgraph-bench: unknown argument %s\n", a.c_str());
-        usage(2);
-      }
-    } catch (const std::logic_error&) {
-      std::fprintf(stderr, "hetgraph-bench: bad value for %s\n", a.c_str());
-      usage(2);
-    }
-  }
-  if (o.workloads.empty()) usage(2);
-  return o;
-}
+using bench::Options;
 
 hetgraph::Platform make_platform(const Options& o) {
   if (o.platform == "opencl") {  // --engine in-order: one in-order queue (a serial run)
-    if (o.engine != "sequential" && o.engine != "in-order" && o.engine != "out-of-order")
-      throw hetgraph::PlatformError("--platform opencl takes --engine in-order or out-of-order");
     return hetgraph::Platform::opencl({.in_order = o.engine == "in-order"});
   }
-  if (o.platform != "cpu") throw hetgraph::PlatformError("unknown platform '" + o.platform + "'");
   hetgraph::CpuOptions c;
   c.engine = hetgraph::parse_engine(o.engine);
   c.threads = o.threads;
@@ -238,8 +141,12 @@ Result time_case(bench::Case& c, const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+int run(const Options& o) {
+  bench::check_bench_options(o);
+  if (o.list) {
+    for (const auto& n : bench::workload_names()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
   int status = 0;
   for (const std::string& name : o.workloads) {
     const auto w = bench::find_workload(name);
@@ -309,4 +216,10 @@ int main(int argc, char** argv) {
     }
   }
   return status;
+}
+
+int main(int argc, char** argv) {
+  Options o;
+  hetgraph::cli::Parser parser = bench::bench_parser(o);
+  return hetgraph::cli::run_main(parser, argc, argv, [&] { return run(o); });
 }

@@ -25,6 +25,7 @@
 
 #include "hetgraph/hetgraph.hpp"
 #include "opencl/executable.hpp"
+#include "options.hpp"
 #include "workloads.hpp"
 
 namespace {
@@ -129,20 +130,7 @@ void copy_figures(const bench::Case& c, const std::string& workload, int repeat)
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string workload = "mnist-softmax";
-  int repeat = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k == "--workload") {
-      workload = argv[i + 1];
-    } else if (k == "--repeat") {
-      repeat = std::max(1, std::stoi(argv[i + 1]));
-    } else {
-      std::fprintf(stderr, "usage: hetgraph-opencl-figures [--workload NAME] [--repeat N]\n");
-      return 2;
-    }
-  }
+int figures(const std::string& workload, int repeat) {
   try {
     const auto w = bench::find_workload(workload);
     if (!w) throw hetgraph::Error("unknown workload " + workload);
@@ -170,4 +158,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  bench::FigureOptions o;
+  hetgraph::cli::Parser parser = bench::figures_parser(o);
+  return hetgraph::cli::run_main(parser, argc, argv, [&] { return figures(o.workload, o.repeat); });
 }

@@ -2,6 +2,7 @@
 // way a file can be wrong.
 #include <zlib.h>
 
+#include <climits>
 #include <filesystem>
 #include <fstream>
 
@@ -18,6 +19,39 @@ namespace {
 
 using testing_util::idx_bytes;
 using testing_util::write_file;
+
+// `members` gzip members of `bytes` each inflating to zeros, appended to `out`: a gzip bomb
+// (zlib reads concatenated members as one stream).
+void append_zero_members(std::vector<std::uint8_t>& out, std::size_t bytes, int members) {
+  const std::vector<std::uint8_t> zeros(bytes, 0);
+  uLongf cap = compressBound(static_cast<uLong>(bytes)) + 64;
+  std::vector<std::uint8_t> gz(cap);
+  z_stream z{};
+  ASSERT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  z.next_in = const_cast<Bytef*>(zeros.data());
+  z.avail_in = static_cast<uInt>(bytes);
+  z.next_out = gz.data();
+  z.avail_out = static_cast<uInt>(cap);
+  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  gz.resize(z.total_out);
+  deflateEnd(&z);
+  for (int i = 0; i < members; ++i) out.insert(out.end(), gz.begin(), gz.end());
+}
+
+// The bytes of `plain` as one gzip member.
+std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& plain) {
+  std::vector<std::uint8_t> out(compressBound(static_cast<uLong>(plain.size())) + 64);
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+  z.next_in = const_cast<Bytef*>(plain.data());
+  z.avail_in = static_cast<uInt>(plain.size());
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
 
 class DataTest : public ::testing::Test {
  protected:
@@ -85,6 +119,9 @@ TEST_F(DataTest, LoadsBothNamingsPlainAndGzip) {
         EXPECT_LE(p, 1.0f);
       }
       expect_data_error([&] { m.train.images(4, 2, two); }, {"outside [0, 5)"});
+      // first + n would overflow (undefined behaviour before the check was rewritten)
+      expect_data_error([&] { m.train.images(INT64_MAX, 2, two); }, {"outside [0, 5)"});
+      expect_data_error([&] { m.train.images(2, INT64_MAX, two); }, {"outside [0, 5)"});
       expect_data_error([&] { m.train.images(0, 1, two); }, {"holds 12", "need 6"});
     }
   }
@@ -140,6 +177,47 @@ TEST_F(DataTest, CountMismatchAndLabelRange) {
   write_file(dir_ / "train-labels-idx1-ubyte", idx_bytes(kIdxLabels, {5}, {0, 1, 12, 3, 4}), false);
   expect_data_error([&] { load_mnist(dir_.string()); },
                     {"train-labels-idx1-ubyte", "label 12", "index 2"});
+}
+
+// Dimensions whose product wraps around 2^64 (2^31 * 2^31 * 4 = 0 mod 2^64) once passed as
+// a file of 0 data bytes, with a Split claiming 2^31 images.
+TEST_F(DataTest, DimensionsWhoseProductOverflowsAreRejected) {
+  const fs::path p = dir_ / "wrap-idx3-ubyte";
+  write_file(p, idx_bytes(kIdxImages, {0x80000000u, 0x80000000u, 4}, {}), false);
+  expect_data_error([&] { read_idx(p.string(), kIdxImages); },
+                    {"wrap-idx3-ubyte", "2147483648x2147483648x4", "overflow"});
+  write_file(p, idx_bytes(kIdxImages, {0xffffffffu, 0xffffffffu, 0xffffffffu}, {1, 2, 3}), true);
+  expect_data_error([&] { read_idx(p.string(), kIdxImages); }, {"overflow"});
+}
+
+// A header promising more than the file holds fails as truncated without setting aside the
+// promised size first (2^40 bytes here), plain or gzip'd.
+TEST_F(DataTest, HugeHeaderOverATinyFileFailsWithoutReservingIt) {
+  const fs::path p = dir_ / "huge-idx3-ubyte";
+  for (bool gz : {false, true}) {
+    write_file(p, idx_bytes(kIdxImages, {1u << 20, 1u << 10, 1u << 10}, {1, 2, 3}), gz);
+    testing_util::reset_peak_rss();
+    const long before = testing_util::peak_rss_kib();
+    expect_data_error([&] { read_idx(p.string(), kIdxImages); },
+                      {"huge-idx3-ubyte", "truncated", "1099511627776"});
+    EXPECT_LT(testing_util::peak_rss_kib() - before, 64 * 1024) << "KiB, gzip " << gz;
+  }
+}
+
+// A gzip bomb: a valid 5x2x3 header and its 30 bytes, then 1 GiB of zeros in 2 MB of gzip.
+// The reader stops one byte past what the header promises instead of inflating it all.
+TEST_F(DataTest, GzipBombStopsAtWhatTheHeaderPromises) {
+  const fs::path p = dir_ / "bomb-idx3-ubyte.gz";
+  std::vector<std::uint8_t> file =
+      gzip(idx_bytes(kIdxImages, {5, 2, 3}, std::vector<std::uint8_t>(30, 7)));
+  append_zero_members(file, 64u << 20, 16);
+  ASSERT_LT(file.size(), 4u << 20);
+  write_file(p, file, false);
+  testing_util::reset_peak_rss();
+  const long before = testing_util::peak_rss_kib();
+  expect_data_error([&] { read_idx(p.string(), kIdxImages); },
+                    {"bomb-idx3-ubyte.gz", "trailing data", "30 data bytes"});
+  EXPECT_LT(testing_util::peak_rss_kib() - before, 64 * 1024) << "KiB";
 }
 
 }  // namespace

@@ -12,19 +12,21 @@
 #include <set>
 #include <thread>
 
+#include "common/env.hpp"
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
 #include "cpu/ready_heap.hpp"
 #include "cpu/sync.hpp"
+#include "random_dag.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
 
 namespace {
 
+// Sizes of the stress runs (smaller under sanitizers), read strictly.
 int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
+  return static_cast<int>(detail::env_int<Error>(name, 0, 1'000'000'000, fallback));
 }
 
 // ---- data structures ------------------------------------------------------------------------
@@ -102,51 +104,20 @@ TEST(EventCount, WaiterWakesOnNotify) {
 
 // ---- random DAG stress ----------------------------------------------------------------------
 
-// Random DAGs of tiny nodes in four shapes: random, chain, wide fan-out/fan-in, diamonds.
-Graph random_dag(std::mt19937& rng, int n, int kind) {
-  Graph g;
-  std::vector<Node> v{g.input("x"), g.input("y")};
-  auto pick = [&] { return v[rng() % v.size()]; };
-  auto unary = [&](Node a) -> Node {
-    switch (rng() % 3) {
-      case 0:
-        return tanh(a);
-      case 1:
-        return scale(a, 0.5f);
-      default:
-        return a * 0.9f + 0.1f;
-    }
-  };
-  while (static_cast<int>(v.size()) < n) {
-    switch (kind) {
-      case 0:  // random fan-in 1-2
-        v.push_back(rng() % 2 ? unary(pick()) : tanh(pick() * pick()));
-        break;
-      case 1:  // chains
-        v.push_back(unary(v.back()));
-        break;
-      case 2: {  // fan-out then fan-in
-        const Node src = pick();
-        std::vector<Node> fan;
-        const int w = 2 + static_cast<int>(rng() % 16);
-        for (int i = 0; i < w; ++i) fan.push_back(unary(src));
-        Node sum = fan[0];
-        for (int i = 1; i < w; ++i) sum = sum + fan[static_cast<std::size_t>(i)];
-        v.insert(v.end(), fan.begin(), fan.end());
-        v.push_back(tanh(sum));
-        break;
-      }
-      default: {  // diamonds
-        const Node a = pick();
-        const Node b = unary(a), c = unary(a);
-        v.push_back(b);
-        v.push_back(c);
-        v.push_back(b * c);
-        break;
-      }
-    }
+// The soak fetches a random DAG's sinks explicitly (public API only): they are what a compile
+// without fetches keeps.
+TEST(EngineStress, RandomDagSinksAreTheGraphsOutputs) {
+  std::mt19937 rng(7);
+  for (int d = 0; d < 40; ++d) {
+    const testing_util::RandomDag dag = testing_util::next_random_dag(rng, d);
+    auto cg = GraphCompiler(Platform::cpu({.threads = 1}))
+                  .compile(dag.graph, testing_util::random_dag_shapes(), {});
+    const auto& plan = detail::executable_of(cg).plan();
+    std::set<std::uint32_t> want, got;
+    for (std::uint32_t f : plan.fetches) want.insert(plan.nodes[f].gid);
+    for (const Node& n : dag.sinks) got.insert(n.id());
+    EXPECT_EQ(got, want) << "dag " << d;
   }
-  return g;
 }
 
 struct Config {
@@ -162,14 +133,12 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
     for (int n : {1, 2, 3, 4, 8}) configs.push_back({e, n});
   }
   std::mt19937 rng(2024);
-  const std::vector<float> xv{0.1f, -0.2f, 0.3f, 0.7f}, yv{0.5f, 0.25f, -0.75f, 0.125f};
-  const InputShapes shapes{{"x", {4}}, {"y", {4}}};
+  const InputShapes& shapes = testing_util::random_dag_shapes();
+  const std::vector<FeedItem> feeds = testing_util::random_dag_feeds();
   for (int d = 0; d < dags; ++d) {
-    const int n =
-        d % 10 == 0 ? 1 + static_cast<int>(rng() % 2000) : 1 + static_cast<int>(rng() % 200);
-    Graph g = random_dag(rng, n, d % 4);
+    const Graph g = testing_util::next_random_dag(rng, d).graph;
     auto seq = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, {});
-    seq.run({{"x", xv}, {"y", yv}});
+    seq.run(feeds);
     const auto& plan = detail::executable_of(seq).plan();
     std::vector<std::vector<float>> want;
     for (std::uint32_t f : plan.fetches) want.push_back(seq.read(g.node(plan.nodes[f].gid)));
@@ -183,7 +152,7 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
       detail::executable_of(cg).record_events(true);
       const auto& p = detail::executable_of(cg).plan();
       for (int r = 0; r < runs; ++r) {
-        cg.run({{"x", xv}, {"y", yv}});
+        cg.run(feeds);
         // every kernel node exactly once, never before its dependencies finished
         const auto events = detail::executable_of(cg).last_run_events();
         std::vector<int> seen(p.nodes.size(), 0);

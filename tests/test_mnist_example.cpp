@@ -103,9 +103,57 @@ TEST(MnistExample, BadDataDirectoryAndArguments) {
   EXPECT_NE(r.err.find("/nonexistent/mnist"), std::string::npos) << r.err;
   r = run("--epochs");
   EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--epochs: needs a value"), std::string::npos) << r.err;
   r = run("--bogus");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown option '--bogus'"), std::string::npos) << r.err;
+}
+
+// Every bad value is refused before anything runs: exit 2, the flag and the value on stderr
+// (the program does not even look at --data). Before, 1e3 ran 1 epoch, 10abc batch 10 and nan
+// trained to NaN with exit 0; -1 and 0 printed the usage alone.
+TEST(MnistExample, BadValuesNameTheFlagAndTheValue) {
+  const struct {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"--epochs 1e3", "--epochs: '1e3' is not an integer"},
+      {"--batch 10abc", "--batch: '10abc' is not an integer"},
+      {"--lr nan", "--lr: 'nan' is not a finite number"},
+      {"--lr inf", "--lr: 'inf' is not a finite number"},
+      {"--lr 0", "--lr: '0' is out of range (more than 0"},
+      {"--lr -0.5", "--lr: '-0.5' is out of range"},
+      {"--lr 1e39", "--lr: '1e39' is out of range"},
+      {"--lr 0.1x", "--lr: '0.1x' is not a number"},
+      {"--epochs -1", "--epochs: '-1' is out of range (from 1 to 1000000)"},
+      {"--batch 0", "--batch: '0' is out of range"},
+      {"--epochs 99999999999999999999", "--epochs: '99999999999999999999' is out of range"},
+      {"--epochs ' 3'", "--epochs: ' 3' is not an integer"},
+      {"--threads -2", "--threads: '-2' is out of range"},
+      {"--executors 2x", "--executors: '' is not an integer"},
+      {"--executors 0x1", "--executors: '0' is out of range"},
+      {"--executors 99x1", "--executors: '99x1' is out of range (at most 64 executors)"},
+      {"--executors 2", "--executors: '2' is not of the form NxT"},
+      {"--platform gpu", "--platform: 'gpu' is not one of cpu, opencl"},
+      {"--engine fast", "--engine: 'fast' is not one of sequential"},
+      {"--epochs 3 --epochs 4", "--epochs: given twice"},
+      {"--json=1", "--json: takes no value"},
+      {"stray", "unexpected argument 'stray'"},
+  };
+  for (const auto& c : cases) {
+    const Result r = run(std::string("--data /nonexistent ") + c.args);
+    EXPECT_EQ(r.status, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string("mnist_softmax: ") + c.says), std::string::npos)
+        << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find("usage:"), std::string::npos) << c.args;
+  }
+  // --name=value works like --name value; --help prints the usage on stdout and exits 0.
+  Result r = run("--data /nonexistent --epochs=2");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent"), std::string::npos) << r.err;
+  r = run("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("usage: mnist_softmax"), std::string::npos) << r.out;
 }
 
 }  // namespace

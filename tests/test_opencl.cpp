@@ -193,7 +193,10 @@ TEST(Devices, ExplicitChoiceAndClearErrors) {
     ScopedEnv env("HETGRAPH_OPENCL_DEVICE", "0:0");
     EXPECT_NO_THROW(Platform::opencl());
   }
-  for (const char* bad : {"zero", "0", "0:", ":1", "0:0:0", "-1:0"}) {
+  // 4294967296:0 once wrapped to 0:0 (a long cast to int); spaces, signs and hex are refused.
+  for (const char* bad :
+       {"zero", "0", "0:", ":1", "0:0:0", "-1:0", "4294967296:0", "0:4294967296", "2147483648:0",
+        " 0:0", "0:0 ", "+0:0", "0x0:0", "0:0\n", "1e0:0", "-0:0", "0:-0"}) {
     ScopedEnv env("HETGRAPH_OPENCL_DEVICE", bad);
     const std::string msg = message_of([] { Platform::opencl(); });
     EXPECT_TRUE(contains(msg, "is not platform:device")) << bad << ": " << msg;
@@ -927,19 +930,23 @@ TEST(DiskCache, ProgramsComeBackFromDisk) {
   EXPECT_FALSE(fresh().disk_cache().enabled());
 }
 
-TEST(KernelSources, LoadedFromADirectoryAndBuildErrorsCarryTheLog) {
-  TempDir dir;
+// The embedded kernels written to `dir` (for HETGRAPH_CL_KERNELS), with `from` replaced by
+// `to` in elementwise.cl when given.
+void write_kernels(const TempDir& dir, const std::string& from = {}, const std::string& to = {}) {
   for (const auto& k : detail::cl::embedded_kernels()) {
     std::string text(k.source);
-    if (k.family == "elementwise") {
-      // A visible change: add gives a + b + 1.
-      const std::string from = "BINARY(add, a + b)";
+    if (k.family == "elementwise" && !from.empty()) {
       const auto at = text.find(from);
       ASSERT_NE(at, std::string::npos);
-      text.replace(at, from.size(), "BINARY(add, a + b + 1.0f)");
+      text.replace(at, from.size(), to);
     }
     std::ofstream(dir.path() / (std::string(k.family) + ".cl")) << text;
   }
+}
+
+TEST(KernelSources, LoadedFromADirectoryAndBuildErrorsCarryTheLog) {
+  TempDir dir;
+  write_kernels(dir, "BINARY(add, a + b)", "BINARY(add, a + b + 1.0f)");  // add gives a + b + 1
   Graph g;
   auto x = g.input("x");
   auto y = x + x;
@@ -974,6 +981,64 @@ TEST(KernelSources, LoadedFromADirectoryAndBuildErrorsCarryTheLog) {
   auto cg = GraphCompiler(Platform::opencl()).compile(g, {{"x", {3}}}, {y});
   cg.run({{"x", std::vector<float>{1, 2, 3}}});
   EXPECT_EQ(cg.read(y), (std::vector<float>{2, 4, 6}));
+}
+
+// A family without the kernel an op asks for: the error names the kernel, the family and the
+// file it was read from, and lists what the file has (before: CL_INVALID_KERNEL_NAME alone).
+TEST(KernelSources, AMissingKernelNamesItsFamilyAndFile) {
+  TempDir dir;
+  write_kernels(dir, "BINARY(add, a + b)", "BINARY(plus, a + b)");
+  Graph g;
+  auto x = g.input("x");
+  auto y = x + x;
+  ScopedEnv env("HETGRAPH_CL_KERNELS", dir.str().c_str());
+  const std::string msg = message_of([&] {
+    GraphCompiler(Platform::opencl()).compile(g, {{"x", {3}}}, {y});
+  });
+  EXPECT_TRUE(contains(msg, "clCreateKernel failed: CL_INVALID_KERNEL_NAME")) << msg;
+  EXPECT_TRUE(contains(msg, "kernel 'add_ff' of family 'elementwise'")) << msg;
+  EXPECT_TRUE(contains(msg, (dir.path() / "elementwise.cl").string())) << msg;
+  EXPECT_TRUE(contains(msg, "plus_ff")) << "lists the kernels there: " << msg;
+}
+
+// Build logs name our files with their own line numbers, the prelude's included (before: a
+// broken prelude was reported against the family, at lines of PoCL's temporary file).
+TEST(KernelSources, BuildLogsPointIntoOurFiles) {
+  TempDir dir;
+  write_kernels(dir);
+  Graph g;
+  auto x = g.input("x");
+  auto y = x + x;
+  auto build_error = [&] {
+    ScopedEnv env("HETGRAPH_CL_KERNELS", dir.str().c_str());
+    return message_of([&] { GraphCompiler(Platform::opencl()).compile(g, {{"x", {3}}}, {y}); });
+  };
+  {
+    std::ofstream(dir.path() / "elementwise.cl") << "kernel void broken(global float* x) {\n"
+                                                    "  x[0] = undeclared_thing;\n}\n";
+    const std::string msg = build_error();
+    EXPECT_TRUE(contains(msg, (dir.path() / "elementwise.cl").string() + ":2:")) << msg;
+  }
+  {
+    std::ofstream(dir.path() / "elementwise.cl")
+        << "kernel void fine(global float* x) { x[0] = 1; }\n";
+    std::ofstream(dir.path() / "prelude.cl") << "// prelude\n#define OK 1\nthis is not C;\n";
+    const std::string msg = build_error();
+    EXPECT_TRUE(contains(msg, (dir.path() / "prelude.cl").string() + ":3:")) << msg;
+    EXPECT_FALSE(contains(msg, (dir.path() / "elementwise.cl").string() + ":")) << msg;
+  }
+  // The embedded sources name the files of the source tree.
+  std::string origin;
+  const std::string src = detail::cl::kernel_source("movement", &origin);
+  EXPECT_EQ(origin, "embedded kernels/movement.cl");
+  EXPECT_EQ(src.rfind("#line 1 \"kernels/prelude.cl\"\n", 0), 0u) << src.substr(0, 80);
+  EXPECT_TRUE(contains(src, "\n#line 1 \"kernels/movement.cl\"\n"));
+}
+
+TEST(DiskCache, AnUnknownModeIsAnError) {
+  ScopedEnv env("HETGRAPH_CL_CACHE", "yes");
+  const std::string msg = message_of([] { detail::cl::DiskCache::default_dir(); });
+  EXPECT_TRUE(contains(msg, "HETGRAPH_CL_CACHE='yes' is not one of 1, 0, force")) << msg;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "test_util.hpp"
 
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 namespace testing_util {
@@ -26,6 +27,18 @@ std::vector<PlatformCase> platforms() {
     out.push_back({"opencl", [] { return hetgraph::Platform::opencl(); }});
   }
   return out;
+}
+
+long peak_rss_kib() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
 }
 
 bool opencl_required() {

@@ -66,6 +66,11 @@ void check_against_reference(const PlatformCase& pc, const hetgraph::Graph& g,
                              const std::vector<In>& inputs, hetgraph::Node out, double rtol,
                              double atol, const std::string& what);
 
+/// Peak resident memory of this process in KiB (VmHWM), and its reset to the current
+/// resident size (Linux >= 4.0), so a test can measure the peak of one call.
+long peak_rss_kib();
+void reset_peak_rss();
+
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }

@@ -14,78 +14,11 @@
 #include <string>
 
 #include "hetgraph/hetgraph.hpp"
+#include "options.hpp"
 
 namespace {
 
-struct Args {
-  std::string data = "/usr/share/datasets/fashion-mnist";
-  int epochs = 10;
-  int batch = 500;
-  float lr = 0.1f;
-  std::string platform = "cpu";
-  std::string engine = "sequential";
-  int executors = 0, threads_per_executor = 0;  // --executors NxT
-  int threads = 0;
-  bool json = false;
-};
-
-[[noreturn]] void usage(int code) {
-  std::fprintf(code ? stderr : stdout,
-               "usage: mnist_softmax [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
-               "                     [--platform cpu|opencl] [--engine "
-               "sequential|shared-queue|critical-path|auto]\n"
-               "                     [--executors NxT] [--threads N] [--json]\n");
-  std::exit(code);
-}
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "mnist_softmax: %s needs a value\n", k.c_str());
-        usage(2);
-      }
-      return argv[++i];
-    };
-    try {
-      if (k == "--data")
-        a.data = value();
-      else if (k == "--epochs")
-        a.epochs = std::stoi(value());
-      else if (k == "--batch")
-        a.batch = std::stoi(value());
-      else if (k == "--lr")
-        a.lr = std::stof(value());
-      else if (k == "--platform")
-        a.platform = value();
-      else if (k == "--threads")
-        a.threads = std::stoi(value());
-      else if (k == "--engine")
-        a.engine = value();
-      else if (k == "--executors") {
-        const std::string v = value();
-        const auto x = v.find('x');
-        if (x == std::string::npos) throw std::invalid_argument(v);
-        a.executors = std::stoi(v.substr(0, x));
-        a.threads_per_executor = std::stoi(v.substr(x + 1));
-      } else if (k == "--json")
-        a.json = true;
-      else if (k == "--help" || k == "-h")
-        usage(0);
-      else {
-        std::fprintf(stderr, "mnist_softmax: unknown argument %s\n", k.c_str());
-        usage(2);
-      }
-    } catch (const std::logic_error&) {
-      std::fprintf(stderr, "mnist_softmax: bad value for %s\n", k.c_str());
-      usage(2);
-    }
-  }
-  if (a.epochs < 1 || a.batch < 1 || a.threads < 0) usage(2);
-  return a;
-}
+using mnist::Args;
 
 hetgraph::Platform make_platform(const Args& a) {
   if (a.platform == "cpu") {
@@ -96,8 +29,7 @@ hetgraph::Platform make_platform(const Args& a) {
     o.threads_per_executor = a.threads_per_executor;
     return hetgraph::Platform::cpu(o);
   }
-  if (a.platform == "opencl") return hetgraph::Platform::opencl();  // HETGRAPH_OPENCL_DEVICE picks
-  throw hetgraph::PlatformError("--platform " + a.platform + ": unknown (choose cpu or opencl)");
+  return hetgraph::Platform::opencl();  // HETGRAPH_OPENCL_DEVICE picks
 }
 
 int run(const Args& args) {
@@ -211,11 +143,7 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse(argc, argv);
-  try {
-    return run(args);
-  } catch (const hetgraph::Error& e) {
-    std::fprintf(stderr, "mnist_softmax: %s\n", e.what());
-    return 1;
-  }
+  Args args;
+  hetgraph::cli::Parser parser = mnist::parser(args);
+  return hetgraph::cli::run_main(parser, argc, argv, [&] { return run(args); });
 }

@@ -1,5 +1,6 @@
 // The public GraphCompiler / CompiledGraph / Platform over the internal Backend and Executable.
 #include <chrono>
+#include <new>
 
 #include "common/executable.hpp"
 #include "hetgraph/compiler.hpp"
@@ -53,7 +54,17 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
                           " platform: " + why);
     }
   }
-  CompiledGraph cg(backend.instantiate(std::move(plan)));
+  // Allocation sites name what they allocate (the CPU arena, OpenCL buffers); any other
+  // allocation failing while the platform builds the graph is still a PlatformError.
+  std::unique_ptr<detail::Executable> exe;
+  try {
+    exe = backend.instantiate(plan);
+  } catch (const std::bad_alloc&) {
+    throw PlatformError("out of host memory instantiating the graph on " + platform_.name() + " (" +
+                        std::to_string(plan->nodes.size()) + " nodes, " +
+                        std::to_string(plan->arena_bytes) + " planned bytes)");
+  }
+  CompiledGraph cg(std::move(exe));
   cg.exe_->report().setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return cg;
@@ -89,20 +100,29 @@ void CompiledGraph::wait() {
 }
 
 namespace {
-std::size_t numel_of(const detail::Plan& p, std::uint32_t i) {
-  return static_cast<std::size_t>(p.nodes[i].type.shape.numel());
+// A host vector for node i's values; running out of memory is a PlatformError naming it.
+template <class T>
+std::vector<T> host_vector(const detail::Plan& p, std::uint32_t i, std::string_view what) {
+  const auto n = static_cast<std::size_t>(p.nodes[i].type.shape.numel());
+  try {
+    return std::vector<T>(n);
+  } catch (const std::bad_alloc&) {
+    throw PlatformError(std::string(what) + ": cannot allocate " + std::to_string(n * sizeof(T)) +
+                        " bytes of host memory for node " + p.nodes[i].label + " " +
+                        p.nodes[i].type.shape.str());
+  }
 }
 }  // namespace
 
 std::vector<float> CompiledGraph::read(Node n) const {
   const auto i = exe_->plan().index(n, "read");
-  std::vector<float> out(numel_of(exe_->plan(), i));
+  std::vector<float> out = host_vector<float>(exe_->plan(), i, "read");
   exe_->read(i, out.data(), out.size(), DType::f32, "read");
   return out;
 }
 std::vector<float> CompiledGraph::read(std::string_view name) const {
   const auto i = exe_->plan().named(name, "read");
-  std::vector<float> out(numel_of(exe_->plan(), i));
+  std::vector<float> out = host_vector<float>(exe_->plan(), i, "read");
   exe_->read(i, out.data(), out.size(), DType::f32, "read");
   return out;
 }
@@ -111,7 +131,7 @@ void CompiledGraph::read(Node n, std::span<float> out) const {
 }
 std::vector<std::int32_t> CompiledGraph::read_i32(Node n) const {
   const auto i = exe_->plan().index(n, "read_i32");
-  std::vector<std::int32_t> out(numel_of(exe_->plan(), i));
+  std::vector<std::int32_t> out = host_vector<std::int32_t>(exe_->plan(), i, "read_i32");
   exe_->read(i, out.data(), out.size(), DType::i32, "read_i32");
   return out;
 }

@@ -1,5 +1,6 @@
 #include "common/executable.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -293,40 +294,56 @@ double unit(std::uint64_t& s) {  // in (0, 1)
 }
 }  // namespace
 
-std::vector<float> initial_values(const PlanNode& var) {
-  const auto n = static_cast<std::size_t>(var.type.shape.numel());
-  std::vector<float> v(n, 0.0f);
-  const Initializer& in = var.init;
-  std::uint64_t s = in.seed;
+void InitialValues::next(std::span<float> out) {
+  const Initializer& in = init_;
   switch (in.kind) {
     case Initializer::Kind::zeros:
+      std::fill(out.begin(), out.end(), 0.0f);
       break;
     case Initializer::Kind::fill:
-      std::fill(v.begin(), v.end(), in.a);
+      std::fill(out.begin(), out.end(), in.a);
       break;
     case Initializer::Kind::uniform:
-      for (float& x : v) x = static_cast<float>(in.a + (in.b - in.a) * unit(s));
+      for (float& x : out) x = static_cast<float>(in.a + (in.b - in.a) * unit(state_));
       break;
     case Initializer::Kind::normal:
-      for (std::size_t i = 0; i < n; i += 2) {
-        const double r = std::sqrt(-2.0 * std::log(unit(s))), t = 6.283185307179586 * unit(s);
-        v[i] = static_cast<float>(in.a + in.b * r * std::cos(t));
-        if (i + 1 < n) v[i + 1] = static_cast<float>(in.a + in.b * r * std::sin(t));
+      // Box-Muller: each pair of uniforms gives two values (the second of a last odd one is
+      // dropped).
+      for (float& x : out) {
+        if (has_pending_) {
+          x = pending_;
+          has_pending_ = false;
+          continue;
+        }
+        const double r = std::sqrt(-2.0 * std::log(unit(state_)));
+        const double t = 6.283185307179586 * unit(state_);
+        x = static_cast<float>(in.a + in.b * r * std::cos(t));
+        pending_ = static_cast<float>(in.a + in.b * r * std::sin(t));
+        has_pending_ = true;
       }
       break;
   }
-  return v;
 }
 
 void Executable::initialize_state() {
-  for (const PlanNode& n : plan_->nodes) {
+  constexpr std::size_t kChunk = std::size_t{1} << 20;  // floats: 4 MiB at a time
+  std::vector<float> chunk;
+  for (std::uint32_t node = 0; node < plan_->nodes.size(); ++node) {
+    const PlanNode& n = plan_->nodes[node];
     if (n.storage == Storage::Constant) {
       const void* src = n.type.dtype == DType::f32 ? static_cast<const void*>(n.f32_values->data())
                                                    : static_cast<const void*>(n.i32_values->data());
-      copy_in(plan_->index_of.at(n.gid), src, n.type.bytes());
+      copy_in(node, src, n.type.bytes());
     } else if (n.storage == Storage::Variable) {
-      const auto v = initial_values(n);
-      copy_in(plan_->index_of.at(n.gid), v.data(), n.type.bytes());
+      if (n.init.kind == Initializer::Kind::zeros && memory_starts_zeroed()) continue;
+      const auto count = static_cast<std::size_t>(n.type.shape.numel());
+      chunk.resize(std::min(count, kChunk));
+      InitialValues gen(n.init);
+      for (std::size_t at = 0; at < count; at += kChunk) {
+        const std::size_t len = std::min(kChunk, count - at);
+        gen.next(std::span<float>(chunk.data(), len));
+        copy_in_at(node, at * sizeof(float), chunk.data(), len * sizeof(float));
+      }
     }
   }
 }

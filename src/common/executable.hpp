@@ -71,6 +71,13 @@ class Executable {
   virtual void* host_pointer(std::uint32_t node) = 0;
   /// Copies into / out of a node's memory; no run is in flight.
   virtual void copy_in(std::uint32_t node, const void* src, std::size_t bytes) = 0;
+  /// Copies into part of a node's memory, from byte `offset` on (variable initialisation
+  /// writes in chunks); no run is in flight.
+  virtual void copy_in_at(std::uint32_t node, std::size_t offset, const void* src,
+                          std::size_t bytes) = 0;
+  /// Whether a node's memory reads as zeros before anything is written (then zero-initialised
+  /// variables are not written at all, and cost no memory until used).
+  virtual bool memory_starts_zeroed() const { return false; }
   virtual void copy_out(std::uint32_t node, void* dst, std::size_t bytes) = 0;
   /// Runs the graph once in the calling thread; rethrows kernel errors.
   virtual void execute() = 0;
@@ -114,7 +121,23 @@ class Executable {
   std::int64_t runs_ = 0;
 };
 
-/// Deterministic initial values for a variable.
-std::vector<float> initial_values(const PlanNode& var);
+/// Deterministic initial values of a variable, produced in order a chunk at a time: the
+/// values do not depend on the chunk sizes, so a variable of any size is written through a
+/// small buffer.
+///
+///   InitialValues gen(var.init);
+///   gen.next(chunk);   // the first chunk.size() values, then the next ones ...
+class InitialValues {
+ public:
+  explicit InitialValues(const Initializer& init) : init_(init), state_(init.seed) {}
+  /// Writes the next out.size() values.
+  void next(std::span<float> out);
+
+ private:
+  Initializer init_;
+  std::uint64_t state_;
+  bool has_pending_ = false;  // normal values come in pairs; the second waits here
+  float pending_ = 0;
+};
 
 }  // namespace hetgraph::detail

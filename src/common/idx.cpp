@@ -2,8 +2,11 @@
 #include <omp.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <memory>
+#include <new>
 
 #include "hetgraph/data.hpp"
 #include "hetgraph/error.hpp"
@@ -16,48 +19,119 @@ struct GzCloser {
   void operator()(gzFile f) const { gzclose(f); }
 };
 
-std::vector<std::uint8_t> read_all(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    throw DataError(path + ": no such file");
-  }
-  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
-  if (!f) throw DataError(path + ": cannot open");
-  std::vector<std::uint8_t> out;
-  std::uint8_t chunk[1 << 16];
-  for (;;) {
-    const int n = gzread(f.get(), chunk, sizeof(chunk));
-    if (n < 0) {
-      int code = 0;
-      const char* msg = gzerror(f.get(), &code);
-      throw DataError(path + ": corrupt gzip data (" + std::string(msg ? msg : "zlib error") + ")");
-    }
-    if (n == 0) break;
-    out.insert(out.end(), chunk, chunk + n);
-  }
-  // gzread stops quietly at a truncated gzip stream; gzerror tells.
-  int code = 0;
-  const char* msg = gzerror(f.get(), &code);
-  if (code != Z_OK && code != Z_STREAM_END) {
-    throw DataError(path + ": corrupt or truncated gzip data (" +
-                    std::string(msg ? msg : "zlib error") + ")");
-  }
-  return out;
-}
-
 std::uint32_t be32(const std::uint8_t* p) {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
          p[3];
 }
 
+// An IDX file read through zlib's gz* API, which reads gzip'd and plain files alike. Reads
+// stop where asked: the header is checked before any data is read, and the data is inflated
+// in chunks up to what the header promises, so a gzip bomb costs one byte past that.
+class IdxReader {
+ public:
+  explicit IdxReader(std::string path) : path_(std::move(path)) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path_, ec)) throw DataError(path_ + ": no such file");
+    f_.reset(gzopen(path_.c_str(), "rb"));
+    if (!f_) throw DataError(path_ + ": cannot open");
+    gzbuffer(f_.get(), 1 << 17);
+  }
+
+  // Reads up to n bytes; fewer only at the end of the data. Throws on corrupt gzip data.
+  std::size_t read(void* dst, std::size_t n) {
+    auto* out = static_cast<std::uint8_t*>(dst);
+    std::size_t got = 0;
+    while (got < n) {
+      const unsigned ask = static_cast<unsigned>(std::min<std::size_t>(n - got, 1u << 20));
+      const int r = gzread(f_.get(), out + got, ask);
+      if (r < 0) fail("corrupt gzip data");
+      if (r == 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    return got;
+  }
+
+  // After a short read: gzread stops quietly at a truncated gzip stream; gzerror tells.
+  void check_stream() {
+    int code = 0;
+    gzerror(f_.get(), &code);
+    if (code != Z_OK && code != Z_STREAM_END) fail("corrupt or truncated gzip data");
+  }
+
+  // The file is plain (not gzip'd); valid once something was read.
+  bool plain() { return gzdirect(f_.get()) == 1; }
+  const std::string& path() const { return path_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    int code = 0;
+    const char* msg = gzerror(f_.get(), &code);
+    throw DataError(path_ + ": " + what + " (" + std::string(msg && *msg ? msg : "zlib error") +
+                    ")");
+  }
+
+  std::string path_;
+  std::unique_ptr<gzFile_s, GzCloser> f_;
+};
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string s;
+  for (std::int64_t d : dims) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+// The data bytes, read in growing chunks: memory follows what the file really holds, never
+// only what the header claims.
+std::vector<std::uint8_t> read_data(IdxReader& in, std::size_t header, std::size_t count) {
+  const std::string& path = in.path();
+  if (in.plain()) {  // the size is known: check it before reading
+    std::error_code ec;
+    const auto size = static_cast<std::size_t>(std::filesystem::file_size(path, ec));
+    if (!ec && size - header != count) {
+      throw DataError(path + ": " + (size - header < count ? "truncated" : "trailing data") +
+                      ": its dims need " + std::to_string(count) + " data bytes, the file has " +
+                      std::to_string(size - header));
+    }
+  }
+  std::vector<std::uint8_t> data;
+  try {
+    data.reserve(std::min<std::size_t>(count, 64u << 20));
+    std::size_t have = 0;
+    while (have < count) {
+      const std::size_t chunk =
+          std::min<std::size_t>(count - have, std::max<std::size_t>(have, 1u << 20));
+      data.resize(have + chunk);
+      const std::size_t got = in.read(data.data() + have, chunk);
+      have += got;
+      if (got < chunk) {
+        in.check_stream();
+        throw DataError(path + ": truncated: its dims need " + std::to_string(count) +
+                        " data bytes, the file has " + std::to_string(have));
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    throw DataError(path + ": out of memory holding its " + std::to_string(count) + " data bytes");
+  }
+  std::uint8_t extra = 0;
+  if (in.read(&extra, 1) != 0) {
+    throw DataError(path + ": trailing data: its dims need " + std::to_string(count) +
+                    " data bytes, the file has more");
+  }
+  in.check_stream();
+  return data;
+}
+
 }  // namespace
 
 IdxFile read_idx(const std::string& path, std::uint32_t expected_magic) {
-  const std::vector<std::uint8_t> raw = read_all(path);
-  if (raw.size() < 4)
-    throw DataError(path + ": truncated: no IDX header (" + std::to_string(raw.size()) + " bytes)");
+  IdxReader in(path);
+  std::uint8_t word[4];
+  if (const std::size_t n = in.read(word, 4); n < 4) {
+    in.check_stream();
+    throw DataError(path + ": truncated: no IDX header (" + std::to_string(n) + " bytes)");
+  }
   IdxFile f;
-  f.magic = be32(raw.data());
+  f.magic = be32(word);
   if (f.magic != expected_magic) {
     throw DataError(path + ": magic number " + std::to_string(f.magic) + ", expected " +
                     std::to_string(expected_magic) +
@@ -65,29 +139,34 @@ IdxFile read_idx(const std::string& path, std::uint32_t expected_magic) {
   }
   const std::size_t ndims = f.magic & 0xff;
   const std::size_t header = 4 + 4 * ndims;
-  if (raw.size() < header)
-    throw DataError(path + ": truncated: header needs " + std::to_string(header) + " bytes");
-  std::size_t count = 1;
+  // The product of the dims must be a size this process can hold (it is also the data's
+  // length): checked before it is multiplied, so it cannot wrap.
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  std::uint64_t count = 1;
+  bool overflow = false;
   for (std::size_t d = 0; d < ndims; ++d) {
-    const std::uint32_t v = be32(raw.data() + 4 + 4 * d);
+    if (in.read(word, 4) < 4) {
+      in.check_stream();
+      throw DataError(path + ": truncated: header needs " + std::to_string(header) + " bytes");
+    }
+    const std::uint32_t v = be32(word);
     if (v == 0) throw DataError(path + ": dimension " + std::to_string(d) + " is 0");
     f.dims.push_back(v);
-    count *= v;
+    overflow = overflow || count > kMax / v;
+    if (!overflow) count *= v;
   }
-  const std::size_t data = raw.size() - header;
-  if (data != count) {
-    throw DataError(path + ": " + (data < count ? "truncated" : "trailing data") +
-                    ": its dims need " + std::to_string(count) + " data bytes, the file has " +
-                    std::to_string(data));
+  if (overflow) {
+    throw DataError(path + ": dimensions " + dims_text(f.dims) +
+                    " overflow: their product is more than 2^63-1 bytes");
   }
-  f.bytes.assign(raw.begin() + static_cast<std::ptrdiff_t>(header), raw.end());
+  f.bytes = read_data(in, header, static_cast<std::size_t>(count));
   return f;
 }
 
 void Split::images(std::int64_t first, std::int64_t n, std::span<float> out, int threads) const {
-  if (first < 0 || n < 0 || first + n > count) {
-    throw DataError("images [" + std::to_string(first) + ", " + std::to_string(first + n) +
-                    ") outside [0, " + std::to_string(count) + ")");
+  if (first < 0 || n < 0 || first > count || n > count - first) {  // no overflow
+    throw DataError("images [" + std::to_string(first) + ", " + std::to_string(first) + " + " +
+                    std::to_string(n) + ") outside [0, " + std::to_string(count) + ")");
   }
   const std::size_t len = static_cast<std::size_t>(n * image_size());
   if (out.size() != len) {
@@ -123,7 +202,7 @@ std::string find_file(const std::string& dir, const std::string& stem, const std
 Split load_split(const std::string& dir, const std::string& prefix, int classes) {
   const std::string ip = find_file(dir, prefix + "-images", "idx3-ubyte");
   const std::string lp = find_file(dir, prefix + "-labels", "idx1-ubyte");
-  const IdxFile images = read_idx(ip, kIdxImages);
+  IdxFile images = read_idx(ip, kIdxImages);
   const IdxFile labels = read_idx(lp, kIdxLabels);
   if (images.dims[0] != labels.dims[0]) {
     throw DataError(ip + " holds " + std::to_string(images.dims[0]) + " images but " + lp +
@@ -133,7 +212,7 @@ Split load_split(const std::string& dir, const std::string& prefix, int classes)
   s.count = images.dims[0];
   s.rows = images.dims[1];
   s.cols = images.dims[2];
-  s.pixels = images.bytes;
+  s.pixels = std::move(images.bytes);
   s.labels.resize(labels.bytes.size());
   for (std::size_t i = 0; i < labels.bytes.size(); ++i) {
     if (labels.bytes[i] >= classes) {

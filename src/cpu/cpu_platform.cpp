@@ -3,8 +3,14 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
 #include <tuple>
 
 #include "common/executable.hpp"
@@ -53,6 +59,79 @@ struct Unmap {
   void operator()(std::byte* p) const { munmap(p, bytes); }
 };
 
+// A number from a file such as /proc/meminfo ("MemAvailable:  123 kB", key given) or a cgroup
+// limit (a bare number; "max" is none).
+std::optional<std::uint64_t> read_number(const char* path, std::string_view key = {}) {
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) {
+    if (!key.empty() && line.rfind(key, 0) != 0) continue;
+    std::string_view v(line);
+    v.remove_prefix(key.size());
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    std::uint64_t n = 0;
+    const char* last = v.data() + v.size();
+    const auto [end, ec] = std::from_chars(v.data(), last, n);
+    if (ec != std::errc()) return std::nullopt;
+    return std::string_view(end, static_cast<std::size_t>(last - end)).find("kB") !=
+                   std::string_view::npos
+               ? n * 1024
+               : n;
+  }
+  return std::nullopt;
+}
+
+// Memory this process can still fill without swapping or the OOM killer: MemAvailable,
+// lowered by a cgroup (v2 or v1) limit; nullopt when nothing says.
+std::optional<std::uint64_t> available_memory() {
+  std::optional<std::uint64_t> avail = read_number("/proc/meminfo", "MemAvailable:");
+  auto lower = [&](const char* limit, const char* usage) {
+    const auto l = read_number(limit), u = read_number(usage);
+    if (l && u && *l < (std::uint64_t{1} << 60)) {
+      const std::uint64_t left = *l > *u ? *l - *u : 0;
+      avail = avail ? std::min(*avail, left) : left;
+    }
+  };
+  lower("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current");
+  lower("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+        "/sys/fs/cgroup/memory/memory.usage_in_bytes");
+  return avail;
+}
+
+// The largest values the arena holds, for an allocation error: "'W' (#3, variable) [784, 10]
+// (31360 bytes), ...".
+std::string largest_nodes(const Plan& p) {
+  std::vector<const PlanNode*> nodes;
+  for (const PlanNode& n : p.nodes) {
+    if (n.buffer >= 0) nodes.push_back(&n);
+  }
+  std::sort(nodes.begin(), nodes.end(),
+            [](const PlanNode* a, const PlanNode* b) { return a->type.bytes() > b->type.bytes(); });
+  std::string s;
+  for (std::size_t i = 0; i < std::min<std::size_t>(nodes.size(), 3); ++i) {
+    s += (i ? ", " : "") + nodes[i]->label + " " + nodes[i]->type.shape.str() + " (" +
+         std::to_string(nodes[i]->type.bytes()) + " bytes)";
+  }
+  return s.empty() ? "no values" : s;
+}
+
+// The arena: anonymous memory, checked first against what the machine has left, since Linux
+// overcommits: an arena larger than that would be granted, then kill the process (or another)
+// when a run fills it.
+void* map_arena(const Plan& p, std::size_t bytes) {
+  const std::string what = "the graph's memory (" + std::to_string(bytes) +
+                           " bytes; largest values: " + largest_nodes(p) + ")";
+  if (const auto avail = available_memory(); avail && bytes > *avail) {
+    throw PlatformError("cannot allocate " + what + ": only " + std::to_string(*avail) +
+                        " bytes of memory are available");
+  }
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    throw PlatformError("cannot allocate " + what + ": mmap: " + std::strerror(errno) +
+                        " (more than is available)");
+  }
+  return mem;
+}
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<const Plan> plan, const CpuOptions& opts)
@@ -61,11 +140,7 @@ class CpuExecutable final : public Executable {
     // Anonymous memory arrives zeroed, page by page on first touch: no memset of an arena
     // that may be gigabytes (parallel-safe plans of wide graphs reuse little).
     arena_bytes_ = std::max<std::size_t>(p.arena_bytes, 64);
-    void* mem =
-        mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-      throw PlatformError("cannot allocate the " + std::to_string(arena_bytes_) + "-byte arena");
-    }
+    void* mem = map_arena(p, arena_bytes_);
     // Huge pages where the kernel gives them on request (THP "madvise", as on these VMs):
     // GEMMs over multi-megabyte operands otherwise spend time in TLB misses.
     if (arena_bytes_ >= (2u << 20)) madvise(mem, arena_bytes_, MADV_HUGEPAGE);
@@ -136,6 +211,12 @@ class CpuExecutable final : public Executable {
   void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override {
     std::memcpy(dst, host_pointer(node), bytes);
   }
+  void copy_in_at(std::uint32_t node, std::size_t offset, const void* src,
+                  std::size_t bytes) override {
+    std::memcpy(static_cast<std::byte*>(host_pointer(node)) + offset, src, bytes);
+  }
+  // The arena is fresh anonymous memory when variables are initialised.
+  bool memory_starts_zeroed() const override { return true; }
   void execute() override { engine_->run(); }
   void set_recording(bool on) override { engine_->set_recording(on); }
   std::vector<Event> last_run_events() const override {

@@ -22,6 +22,15 @@ std::string error_name(cl_int code);
 void check(cl_int code, std::string_view call, const char* file, int line,
            std::string_view context = {});
 
+/// What a failed creator was making, from its arguments: clCreateKernel(program, name) names
+/// the kernel, its family and source file (program_cache.cpp) and the program's kernels;
+/// other creators add nothing.
+std::string failure_context(cl_program program, const char* kernel);
+template <class... A>
+std::string failure_context(const A&...) {
+  return {};
+}
+
 /// The function name of a call expression ("clFinish(q)" -> "clFinish").
 constexpr std::string_view call_name(std::string_view expr) {
   return expr.substr(0, expr.find('('));
@@ -33,13 +42,17 @@ constexpr std::string_view call_name(std::string_view expr) {
   ::hetgraph::detail::cl::check((call), ::hetgraph::detail::cl::call_name(#call), __FILE__, \
                                 __LINE__)
 
-// For creators that report through a trailing `cl_int* errcode_ret`.
-#define HG_CL_CREATE(fn, ...)                                        \
-  [&] {                                                              \
-    cl_int hg_err_ = CL_SUCCESS;                                     \
-    auto hg_obj_ = fn(__VA_ARGS__, &hg_err_);                        \
-    ::hetgraph::detail::cl::check(hg_err_, #fn, __FILE__, __LINE__); \
-    return hg_obj_;                                                  \
+// For creators that report through a trailing `cl_int* errcode_ret`. A failure says what was
+// being created where the arguments tell (failure_context).
+#define HG_CL_CREATE(fn, ...)                                                              \
+  [&] {                                                                                    \
+    cl_int hg_err_ = CL_SUCCESS;                                                           \
+    auto hg_obj_ = fn(__VA_ARGS__, &hg_err_);                                              \
+    if (hg_err_ != CL_SUCCESS) {                                                           \
+      ::hetgraph::detail::cl::check(hg_err_, #fn, __FILE__, __LINE__,                      \
+                                    ::hetgraph::detail::cl::failure_context(__VA_ARGS__)); \
+    }                                                                                      \
+    return hg_obj_;                                                                        \
   }()
 
 namespace hetgraph::detail::cl {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 
+#include "common/env.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cl {
@@ -108,20 +110,15 @@ DeviceInfo choose_device(const OpenClOptions& o) {
     p = std::max(p, 0);
     d = std::max(d, 0);
     how = "OpenClOptions";
-  } else if (const char* e = std::getenv("HETGRAPH_OPENCL_DEVICE"); e != nullptr && *e != '\0') {
-    const std::string v(e);
-    char* end = nullptr;
-    const long pl = std::strtol(v.c_str(), &end, 10);
-    const bool ok_p = end != v.c_str() && *end == ':';
-    const char* rest = ok_p ? end + 1 : nullptr;
-    const long dl = ok_p ? std::strtol(rest, &end, 10) : -1;
-    if (!ok_p || end == rest || *end != '\0' || pl < 0 || dl < 0) {
-      throw PlatformError("HETGRAPH_OPENCL_DEVICE='" + v +
-                          "' is not platform:device (e.g. 0:0); the devices are:\n" +
+  } else if (const std::string v = env_value("HETGRAPH_OPENCL_DEVICE"); !v.empty()) {
+    const auto spec = parse_device_spec(v);
+    if (!spec) {
+      throw PlatformError("HETGRAPH_OPENCL_DEVICE=" + quote(v) +
+                          " is not platform:device (two indices from 0 to 2147483647, e.g. "
+                          "0:0); the devices are:\n" +
                           describe(devs));
     }
-    p = static_cast<int>(pl);
-    d = static_cast<int>(dl);
+    std::tie(p, d) = *spec;
     how = "HETGRAPH_OPENCL_DEVICE";
   } else {
     for (const DeviceInfo& i : devs) {

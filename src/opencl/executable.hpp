@@ -11,6 +11,7 @@
 // node waits only for the event of the node that last wrote it.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -62,6 +63,19 @@ class OpenClExecutable final : public Executable {
   void* host_pointer(std::uint32_t node) override;
   void copy_in(std::uint32_t node, const void* src, std::size_t bytes) override;
   void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override;
+  /// Variable initialisation's chunks (defined here, beside copy_in's declaration, to keep
+  /// opencl_platform.cpp as it is): inputs are host memory, everything else a buffer write.
+  void copy_in_at(std::uint32_t node, std::size_t offset, const void* src,
+                  std::size_t bytes) override {
+    if (in_flight_) settle_all();
+    const std::uint32_t b = base_of(node);
+    if (input_of_[b] >= 0) {
+      std::memcpy(static_cast<char*>(inputs_[static_cast<std::size_t>(input_of_[b])].host) + offset,
+                  src, bytes);
+      return;
+    }
+    write_buffer(q_, mem_[node], offset, bytes, src);
+  }
   void execute() override;
   void launch_async() override;
   void finish_async() override;

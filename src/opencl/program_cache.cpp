@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/env.hpp"
 #include "hetgraph/error.hpp"
 #include "opencl/kernel_sources.hpp"
 
@@ -49,8 +50,12 @@ namespace {
 constexpr char kMagic[8] = {'H', 'G', 'C', 'L', 'B', 'I', 'N', '1'};
 
 std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
+  return env_value(name);
+}
+
+// HETGRAPH_CL_CACHE: unset or 1 (automatic), 0 (off) or force; anything else is a mistake.
+std::string cache_mode() {
+  return env_choice<PlatformError>("HETGRAPH_CL_CACHE", {"", "1", "0", "force"});
 }
 
 template <class T>
@@ -68,7 +73,7 @@ bool take(std::string_view& in, T& v) {
 }  // namespace
 
 std::string DiskCache::default_dir() {
-  if (env("HETGRAPH_CL_CACHE") == "0") return {};
+  if (cache_mode() == "0") return {};
   if (const std::string x = env("XDG_CACHE_HOME"); !x.empty()) return x + "/hetgraph";
   if (const std::string h = env("HOME"); !h.empty()) return h + "/.cache/hetgraph";
   return {};
@@ -136,7 +141,9 @@ bool DiskCache::store(std::string_view key, std::span<const unsigned char> binar
 
 namespace {
 
-std::string family_text(std::string_view family, std::string* origin) {
+// The text of kernels/<family>.cl; `file` is the name build logs give it (kernels/<family>.cl,
+// or the path read), `origin` says where it came from (embedded, or the path).
+std::string family_text(std::string_view family, std::string* file, std::string* origin) {
   const std::string dir = env("HETGRAPH_CL_KERNELS");
   if (!dir.empty()) {
     const std::string path = dir + "/" + std::string(family) + ".cl";
@@ -146,25 +153,77 @@ std::string family_text(std::string_view family, std::string* origin) {
       throw PlatformError("HETGRAPH_CL_KERNELS=" + dir + ": cannot read " + path +
                           " (unset the variable to use the kernels built into the library)");
     }
+    *file = path;
     if (origin) *origin = path;
     return ss.str();
   }
   for (const EmbeddedKernel& k : embedded_kernels()) {
     if (k.family == family) {
-      if (origin) *origin = "embedded kernels/" + std::string(family) + ".cl";
+      *file = "kernels/" + std::string(family) + ".cl";
+      if (origin) *origin = "embedded " + *file;
       return std::string(k.source);
     }
   }
   throw PlatformError("no OpenCL kernel family '" + std::string(family) + "' in the library");
 }
 
+// `#line 1 "<file>"`: compilers' messages then name the file and its own line numbers.
+std::string line_directive(const std::string& file) {
+  std::string s = "#line 1 \"";
+  for (char c : file) {
+    if (c == '"' || c == '\\') s += '\\';
+    if (c != '\n') s += c;
+  }
+  return s + "\"\n";
+}
+
 }  // namespace
 
-// Every family is built behind kernels/prelude.cl (launch geometry, FP_CONTRACT OFF); #line
-// restarts the count so build logs name the family's own lines.
+// Every family is built behind kernels/prelude.cl (launch geometry, FP_CONTRACT OFF). Each part
+// starts with a #line naming its file, so build logs point into our sources (PoCL otherwise
+// names its temporary file, with the prelude's lines counted in).
 std::string kernel_source(std::string_view family, std::string* origin) {
-  if (family == "prelude") return family_text(family, origin);
-  return family_text("prelude", nullptr) + "\n#line 1\n" + family_text(family, origin);
+  std::string file;
+  const std::string text = family_text(family, &file, origin);
+  if (family == "prelude") return line_directive(file) + text;
+  std::string prelude_file;
+  const std::string prelude = family_text("prelude", &prelude_file, nullptr);
+  return line_directive(prelude_file) + prelude + "\n" + line_directive(file) + text;
+}
+
+// ---- which program is which, for errors ----------------------------------------------------
+
+namespace {
+struct ProgramName {
+  std::string family, origin;
+};
+std::mutex g_names_mu;
+std::unordered_map<cl_program, ProgramName>& program_names() {
+  static auto* m = new std::unordered_map<cl_program, ProgramName>();  // outlives every cache
+  return *m;
+}
+}  // namespace
+
+std::string failure_context(cl_program program, const char* kernel) {
+  std::string s = "kernel '" + std::string(kernel ? kernel : "(null)") + "'";
+  {
+    std::lock_guard lk(g_names_mu);
+    const auto it = program_names().find(program);
+    if (it != program_names().end())
+      s += " of family '" + it->second.family + "' (" + it->second.origin + ")";
+  }
+  std::size_t n = 0;
+  if (clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, 0, nullptr, &n) == CL_SUCCESS && n > 1) {
+    std::string names(n, '\0');
+    if (clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, n, names.data(), nullptr) ==
+        CL_SUCCESS) {
+      names.resize(names.find('\0') == std::string::npos ? n : names.find('\0'));
+      for (char& c : names) c = c == ';' ? ' ' : c;
+      if (names.size() > 300) names = names.substr(0, 300) + " ...";
+      s += "; the program's kernels: " + names;
+    }
+  }
+  return s;
 }
 
 // ---- program cache ---------------------------------------------------------------------------
@@ -178,8 +237,13 @@ ProgramCache::ProgramCache(cl_context ctx, cl_device_id dev, std::string device_
       options_(std::move(options)),
       driver_caches_(driver_caches) {}
 
+ProgramCache::~ProgramCache() {
+  std::lock_guard lk(g_names_mu);
+  for (const auto& [key, prog] : built_) program_names().erase(prog.get());
+}
+
 DiskCache ProgramCache::disk_cache() const {
-  const std::string mode = env("HETGRAPH_CL_CACHE");
+  const std::string mode = cache_mode();
   if (mode == "0" || (driver_caches_ && mode != "force")) return DiskCache("");
   return DiskCache(DiskCache::default_dir());
 }
@@ -233,6 +297,8 @@ cl_program ProgramCache::get_source(std::string_view name, const std::string& so
   }
   cl_program raw = prog.get();
   built_.emplace(key, std::move(prog));
+  std::lock_guard names_lk(g_names_mu);
+  program_names()[raw] = {std::string(name), std::string(origin)};
   return raw;
 }
 

@@ -9,7 +9,8 @@
 // Environment: HETGRAPH_CL_KERNELS=<dir> loads <dir>/<family>.cl instead of the copies embedded
 // in the library (kernel development); HETGRAPH_CL_CACHE=0 disables the disk cache,
 // HETGRAPH_CL_CACHE=force uses it even on drivers that cache by themselves (to test it there);
-// the cache lives in $XDG_CACHE_HOME/hetgraph or ~/.cache/hetgraph.
+// the cache lives in $XDG_CACHE_HOME/hetgraph or ~/.cache/hetgraph. Any other value of
+// HETGRAPH_CL_CACHE (than unset, 1, 0, force) is a PlatformError naming it.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +58,8 @@ class DiskCache {
 
 /// The source of a kernel family ("elementwise" -> kernels/elementwise.cl): embedded at build
 /// time, or read from $HETGRAPH_CL_KERNELS when set, behind kernels/prelude.cl. `origin` says
-/// which.
+/// which ("embedded kernels/elementwise.cl" or the path read). Each part starts with a #line
+/// naming its file, so build logs give our files' own line numbers.
 std::string kernel_source(std::string_view family, std::string* origin = nullptr);
 
 struct ProgramStats {
@@ -77,6 +79,9 @@ class ProgramCache {
   /// skipped unless HETGRAPH_CL_CACHE=force.
   ProgramCache(cl_context ctx, cl_device_id dev, std::string device_name, std::string driver,
                std::string options, bool driver_caches);
+  ~ProgramCache();
+  ProgramCache(const ProgramCache&) = delete;
+  ProgramCache& operator=(const ProgramCache&) = delete;
 
   /// The program of a kernel family, built once per (source, options) for this context.
   /// Build failures throw PlatformError carrying the build log.

@@ -1,0 +1,223 @@
+#include "common/cli.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "common/parse.hpp"
+
+namespace hetgraph::cli {
+
+using detail::ParseStatus;
+using detail::quote;
+
+namespace {
+
+std::string range_text(std::int64_t min, std::int64_t max) {
+  if (max == std::numeric_limits<std::int64_t>::max()) return "at least " + std::to_string(min);
+  return "from " + std::to_string(min) + " to " + std::to_string(max);
+}
+
+std::string real_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::int64_t to_int(std::string_view flag, std::string_view value, std::int64_t min,
+                    std::int64_t max) {
+  std::int64_t v = 0;
+  const ParseStatus st = detail::parse_int(value, v);
+  if (st == ParseStatus::malformed) {
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not an integer");
+  }
+  if (st == ParseStatus::out_of_range || v < min || v > max) {
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is out of range (" +
+                     range_text(min, max) + ")");
+  }
+  return v;
+}
+
+double to_real(std::string_view flag, std::string_view value, double min, double max, Bound lower) {
+  double v = 0;
+  const ParseStatus st = detail::parse_real(value, v);
+  if (st == ParseStatus::malformed) {
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not a number");
+  }
+  if (st == ParseStatus::out_of_range || !std::isfinite(v)) {
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not a finite number");
+  }
+  const bool low = lower == Bound::open ? !(v > min) : !(v >= min);
+  if (low || v > max) {
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is out of range (" +
+                     (lower == Bound::open ? "more than " : "at least ") + real_text(min) +
+                     ", at most " + real_text(max) + ")");
+  }
+  return v;
+}
+
+std::pair<int, int> to_int_pair(std::string_view flag, std::string_view value, char sep, int min,
+                                int max) {
+  const auto parts = detail::split_pair(value, sep);
+  if (!parts) {
+    throw UsageError(std::string(flag) + ": " + quote(value) + " is not of the form N" + sep + "T");
+  }
+  return {static_cast<int>(to_int(flag, parts->first, min, max)),
+          static_cast<int>(to_int(flag, parts->second, min, max))};
+}
+
+std::pair<int, int> to_executors(std::string_view flag, std::string_view value) {
+  const auto et = to_int_pair(flag, value, 'x', 1, 4096);
+  if (et.first > 64) {
+    throw UsageError(std::string(flag) + ": " + quote(value) +
+                     " is out of range (at most 64 executors)");
+  }
+  return et;
+}
+
+Parser::Parser(std::string program, std::string usage)
+    : program_(std::move(program)), usage_(std::move(usage)) {}
+
+Parser& Parser::add(std::string name, bool takes_value,
+                    std::function<void(std::string_view)> apply) {
+  options_.push_back({std::move(name), takes_value, std::move(apply), false});
+  return *this;
+}
+
+Parser& Parser::integer(std::string name, int& out, std::int64_t min, std::int64_t max) {
+  const std::string flag = name;
+  return add(std::move(name), true, [flag, &out, min, max](std::string_view v) {
+    out = static_cast<int>(to_int(flag, v, min, max));
+  });
+}
+
+Parser& Parser::real(std::string name, double& out, double min, double max, Bound lower) {
+  const std::string flag = name;
+  return add(std::move(name), true, [flag, &out, min, max, lower](std::string_view v) {
+    out = to_real(flag, v, min, max, lower);
+  });
+}
+
+Parser& Parser::real(std::string name, float& out, double min, double max, Bound lower) {
+  const std::string flag = name;
+  // A float keeps what fits in a float: larger limits would round to infinity.
+  max = std::min(max, static_cast<double>(std::numeric_limits<float>::max()));
+  return add(std::move(name), true, [flag, &out, min, max, lower](std::string_view v) {
+    out = static_cast<float>(to_real(flag, v, min, max, lower));
+  });
+}
+
+Parser& Parser::text(std::string name, std::string& out) {
+  return add(std::move(name), true, [&out](std::string_view v) { out = std::string(v); });
+}
+
+Parser& Parser::choice(std::string name, std::string& out, std::vector<std::string> choices) {
+  const std::string flag = name;
+  return add(std::move(name), true, [flag, &out, choices](std::string_view v) {
+    for (const std::string& c : choices) {
+      if (c == v) {
+        out = c;
+        return;
+      }
+    }
+    std::string all;
+    for (const std::string& c : choices) all += (all.empty() ? "" : ", ") + c;
+    throw UsageError(flag + ": " + quote(v) + " is not one of " + all);
+  });
+}
+
+Parser& Parser::list(std::string name, std::vector<std::string>& out) {
+  const std::string flag = name;
+  return add(std::move(name), true, [flag, &out](std::string_view v) {
+    out.clear();
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = std::min(v.find(',', start), v.size());
+      const std::string_view item = v.substr(start, comma - start);
+      if (item.empty()) throw UsageError(flag + ": " + quote(v) + " has an empty item");
+      out.emplace_back(item);
+      if (comma == v.size()) break;
+      start = comma + 1;
+    }
+  });
+}
+
+Parser& Parser::custom(std::string name, std::function<void(std::string_view)> parse) {
+  return add(std::move(name), true, std::move(parse));
+}
+
+Parser& Parser::flag(std::string name, bool& out, bool value) {
+  return add(std::move(name), false, [&out, value](std::string_view) { out = value; });
+}
+
+bool Parser::given(std::string_view name) const {
+  for (const Option& o : options_) {
+    if (o.name == name) return o.seen;
+  }
+  return false;
+}
+
+void Parser::parse(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i] ? argv[i] : "";
+    if (arg == "--help" || arg == "-h") {
+      help_ = true;
+      return;
+    }
+    // --name=value or --name value
+    const std::size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string_view::npos;
+    const std::string_view name = arg.substr(0, eq);
+    Option* opt = nullptr;
+    for (Option& o : options_) {
+      if (o.name == name) opt = &o;
+    }
+    if (!opt) {
+      throw UsageError(arg.rfind("-", 0) == 0 ? "unknown option " + quote(arg)
+                                              : "unexpected argument " + quote(arg));
+    }
+    if (opt->seen) throw UsageError(opt->name + ": given twice");
+    opt->seen = true;
+    if (!opt->takes_value) {
+      if (eq != std::string_view::npos) throw UsageError(opt->name + ": takes no value");
+      opt->apply({});
+      continue;
+    }
+    std::string_view value;
+    if (eq != std::string_view::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc && argv[i + 1]) {
+      value = argv[++i];
+    } else {
+      throw UsageError(opt->name + ": needs a value");
+    }
+    opt->apply(value);
+  }
+}
+
+int run_main(Parser& parser, int argc, const char* const* argv, const std::function<int()>& body) {
+  try {
+    parser.parse(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s\n%s\n", parser.program().c_str(), e.what(),
+                 parser.usage().c_str());
+    return 2;
+  }
+  if (parser.help()) {
+    std::printf("%s\n", parser.usage().c_str());
+    return 0;
+  }
+  try {
+    return body();
+  } catch (const UsageError& e) {  // a check the body makes on the arguments
+    std::fprintf(stderr, "%s: %s\n%s\n", parser.program().c_str(), e.what(),
+                 parser.usage().c_str());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", parser.program().c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace hetgraph::cli

@@ -1,0 +1,35 @@
+// Random DAGs of tiny nodes for the engine stress test (test_engine) and the soak
+// (hetgraph-soak): every engine must run them with results bitwise equal to `sequential`.
+//
+//   std::mt19937 rng(seed);
+//   auto dag = testing_util::next_random_dag(rng, d);   // DAG d of a stream
+//   auto cg = GraphCompiler(platform).compile(dag.graph, testing_util::random_dag_shapes(),
+//                                             dag.sinks);
+//   cg.run(testing_util::random_dag_feeds());
+#pragma once
+
+#include <random>
+#include <set>
+#include <vector>
+
+#include "hetgraph/hetgraph.hpp"
+
+namespace testing_util {
+
+struct RandomDag {
+  hetgraph::Graph graph;
+  std::vector<hetgraph::Node>
+      sinks;  // nodes nothing reads (inputs too): what compile(g, shapes, {}) keeps
+};
+
+/// A DAG of `n` nodes in one of four shapes (`kind` 0-3): random fan-in, chains, wide
+/// fan-out then fan-in, diamonds. Inputs x and y, shape [4] each.
+RandomDag random_dag(std::mt19937& rng, int n, int kind);
+/// DAG `index` of a stream drawn from `rng`: 1-200 nodes (every tenth up to 2000), shape
+/// index % 4.
+RandomDag next_random_dag(std::mt19937& rng, int index);
+/// The input shapes and feeds every random DAG takes.
+const hetgraph::InputShapes& random_dag_shapes();
+std::vector<hetgraph::FeedItem> random_dag_feeds();
+
+}  // namespace testing_util

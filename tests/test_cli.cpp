@@ -1,0 +1,212 @@
+// The strict command-line parser every program shares (src/common/cli.hpp), the option tables
+// of hetgraph-bench and hetgraph-opencl-figures, and the number parsing behind environment
+// variables (src/common/parse.hpp). mnist_softmax's table runs end to end in
+// test_mnist_example.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench/options.hpp"
+#include "common/cli.hpp"
+#include "common/env.hpp"
+#include "common/parse.hpp"
+#include "examples/mnist_softmax/options.hpp"
+#include "hetgraph/error.hpp"
+
+using hetgraph::cli::UsageError;
+
+namespace {
+
+// Parses `args` (split at spaces) with `p`; returns the UsageError message or "".
+std::string parse(hetgraph::cli::Parser& p, const std::string& args) {
+  std::vector<std::string> words{"prog"};
+  std::size_t start = 0;
+  while (start <= args.size() && !args.empty()) {
+    const std::size_t sp = std::min(args.find(' ', start), args.size());
+    words.push_back(args.substr(start, sp - start));
+    start = sp + 1;
+  }
+  std::vector<const char*> argv;
+  for (const auto& w : words) argv.push_back(w.c_str());
+  try {
+    p.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NumberParsing, IntegersAreWholeDecimalAndInRange) {
+  using hetgraph::detail::parse_int;
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("-7"), -7);
+  EXPECT_EQ(parse_int("9223372036854775807"), INT64_MAX);
+  for (const char* bad : {"", "+1", " 1", "1 ", "1e3", "10abc", "0x10", "1.0", "-",
+                          "9223372036854775808", "4294967296:0"}) {
+    EXPECT_FALSE(parse_int(bad).has_value()) << bad;
+  }
+  std::int64_t v = 0;
+  EXPECT_EQ(hetgraph::detail::parse_int("99999999999999999999", v),
+            hetgraph::detail::ParseStatus::out_of_range);
+}
+
+TEST(NumberParsing, RealsAreWhole) {
+  double v = 0;
+  using hetgraph::detail::parse_real;
+  using hetgraph::detail::ParseStatus;
+  EXPECT_EQ(parse_real("0.1", v), ParseStatus::ok);
+  EXPECT_EQ(v, 0.1);
+  EXPECT_EQ(parse_real("1e-3", v), ParseStatus::ok);
+  EXPECT_EQ(v, 1e-3);
+  EXPECT_EQ(parse_real("nan", v), ParseStatus::ok);  // callers reject it (to_real)
+  EXPECT_TRUE(std::isnan(v));
+  EXPECT_EQ(parse_real("1e999", v), ParseStatus::out_of_range);
+  for (const char* bad : {"", "0.1x", " 1", "+1", "0x1p3", "1,5", "--1"})
+    EXPECT_EQ(parse_real(bad, v), ParseStatus::malformed) << bad;
+  EXPECT_EQ(hetgraph::detail::quote("a\nb'\xff"), "'a\\x0ab\\x27\\xff'");
+}
+
+// HETGRAPH_OPENCL_DEVICE: two plain indices. "-0:0" came from the env fuzz target (it parsed
+// as 0:0).
+TEST(Environment, DeviceSpecIsTwoPlainIndices) {
+  using hetgraph::detail::parse_device_spec;
+  EXPECT_EQ(parse_device_spec("0:0"), (std::pair{0, 0}));
+  EXPECT_EQ(parse_device_spec("1:2147483647"), (std::pair{1, 2147483647}));
+  for (const char* bad : {"-0:0", "0:-0", "4294967296:0", "2147483648:0", "0:0:0", ":", "0", ""})
+    EXPECT_FALSE(parse_device_spec(bad).has_value()) << bad;
+}
+
+TEST(Environment, IntegersAndChoicesAreStrict) {
+  using hetgraph::detail::env_choice;
+  using hetgraph::detail::env_int;
+  const char* name = "HETGRAPH_TEST_CLI_VALUE";
+  unsetenv(name);
+  EXPECT_EQ(env_int<hetgraph::Error>(name, 1, 10, 7), 7);
+  EXPECT_EQ(env_choice<hetgraph::Error>(name, {"", "0", "force"}), "");
+  const struct {
+    const char* value;
+    const char* message;
+  } bad[] = {{"12abc", "HETGRAPH_TEST_CLI_VALUE='12abc' is not an integer"},
+             {"1e3", "HETGRAPH_TEST_CLI_VALUE='1e3' is not an integer"},
+             {"11", "HETGRAPH_TEST_CLI_VALUE='11' is out of range (from 1 to 10)"},
+             {"99999999999999999999", "is out of range"}};
+  for (const auto& b : bad) {
+    setenv(name, b.value, 1);
+    try {
+      env_int<hetgraph::Error>(name, 1, 10, 7);
+      ADD_FAILURE() << b.value;
+    } catch (const hetgraph::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos) << e.what();
+    }
+  }
+  setenv(name, "3", 1);
+  EXPECT_EQ(env_int<hetgraph::Error>(name, 1, 10, 7), 3);
+  setenv(name, "yes", 1);
+  EXPECT_THROW(env_choice<hetgraph::Error>(name, {"", "0", "force"}), hetgraph::Error);
+  unsetenv(name);
+}
+
+TEST(Cli, ValuesRangesAndMessages) {
+  int n = 5;
+  double x = 1;
+  float f = 1;
+  std::string s, c = "a";
+  std::vector<std::string> l;
+  bool b = false;
+  auto make = [&] {
+    hetgraph::cli::Parser p("prog", "usage: prog");
+    p.integer("--n", n, 1, 100)
+        .real("--x", x, 0, 10, hetgraph::cli::Bound::open)
+        .real("--f", f, 0, 1e300)
+        .text("--s", s)
+        .choice("--c", c, {"a", "b"})
+        .list("--l", l)
+        .flag("--b", b);
+    return p;
+  };
+  {
+    auto p = make();
+    EXPECT_EQ(parse(p, "--n 7 --x=2.5 --f 1e3 --s hello --c b --l p,q --b"), "");
+    EXPECT_EQ(n, 7);
+    EXPECT_EQ(x, 2.5);
+    EXPECT_EQ(f, 1000.0f);
+    EXPECT_EQ(s, "hello");
+    EXPECT_EQ(c, "b");
+    EXPECT_EQ(l, (std::vector<std::string>{"p", "q"}));
+    EXPECT_TRUE(b);
+    EXPECT_TRUE(p.given("--n"));
+  }
+  const struct {
+    const char* args;
+    const char* message;
+  } bad[] = {
+      {"--n 1e2", "--n: '1e2' is not an integer"},
+      {"--n 101", "--n: '101' is out of range (from 1 to 100)"},
+      {"--n", "--n: needs a value"},
+      {"--x 0", "--x: '0' is out of range (more than 0, at most 10)"},
+      {"--x -nan", "--x: '-nan' is not a finite number"},
+      {"--f 1e39", "--f: '1e39' is out of range (at least 0, at most 3.40282e+38)"},
+      {"--c z", "--c: 'z' is not one of a, b"},
+      {"--l p,,q", "--l: 'p,,q' has an empty item"},
+      {"--l ", "--l: '' has an empty item"},
+      {"--b --b", "--b: given twice"},
+      {"--bx", "unknown option '--bx'"},
+      {"-n 3", "unknown option '-n'"},
+      {"x", "unexpected argument 'x'"},
+  };
+  for (const auto& t : bad) {
+    auto p = make();
+    EXPECT_EQ(parse(p, t.args), t.message) << t.args;
+  }
+  auto p = make();
+  EXPECT_EQ(parse(p, "--help --n bad"), "");
+  EXPECT_TRUE(p.help());
+}
+
+TEST(Cli, BenchOptions) {
+  {
+    bench::Options o;
+    auto p = bench::bench_parser(o);
+    EXPECT_EQ(parse(p, "--workload a,b --engine critical-path --executors 2x1 --repeat 3 --no-pin"),
+              "");
+    EXPECT_EQ(o.workloads, (std::vector<std::string>{"a", "b"}));
+    EXPECT_EQ(o.executors, 2);
+    EXPECT_EQ(o.threads_per_executor, 1);
+    EXPECT_EQ(o.repeat, 3);
+    EXPECT_FALSE(o.pin);
+    EXPECT_NO_THROW(bench::check_bench_options(o));
+  }
+  for (const char* args :
+       {"--workload x --repeat 0", "--workload x --repeat 2.5", "--workload x --warmup -1",
+        "--workload x --executors 2x0", "--workload x --executors autox",
+        "--workload x --inline-below-us nan", "--workload x --platform tpu", "--workload"}) {
+    bench::Options o;
+    auto p = bench::bench_parser(o);
+    EXPECT_NE(parse(p, args), "") << args;
+  }
+  for (const char* args :
+       {"", "--workload x --engine in-order", "--workload x --platform opencl --engine auto"}) {
+    bench::Options o;
+    auto p = bench::bench_parser(o);
+    ASSERT_EQ(parse(p, args), "") << args;
+    EXPECT_THROW(bench::check_bench_options(o), UsageError) << args;
+  }
+  bench::FigureOptions f;
+  auto p = bench::figures_parser(f);
+  EXPECT_EQ(parse(p, "--repeat 0x5"), "--repeat: '0x5' is not an integer");
+}
+
+TEST(Cli, MnistOptions) {
+  mnist::Args a;
+  auto p = mnist::parser(a);
+  EXPECT_EQ(parse(p, "--epochs 3 --batch 100 --lr 0.5 --executors 2x1 --engine auto"), "");
+  EXPECT_EQ(a.epochs, 3);
+  EXPECT_EQ(a.batch, 100);
+  EXPECT_EQ(a.lr, 0.5f);
+  EXPECT_EQ(a.executors, 2);
+  EXPECT_EQ(a.engine, "auto");
+}
+
+}  // namespace
