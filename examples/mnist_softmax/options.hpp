@@ -19,13 +19,16 @@ struct Args {
   int executors = 0, threads_per_executor = 0;  // --executors NxT
   int threads = 0;
   bool json = false;
+  bool data_parallel = false;  // one process per share of each batch (under mpirun)
 };
 
 inline constexpr const char* kUsage =
     "usage: mnist_softmax [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
     "                     [--platform cpu|opencl] [--engine "
     "sequential|shared-queue|critical-path|auto]\n"
-    "                     [--executors NxT] [--threads N] [--json]";
+    "                     [--executors NxT] [--threads N] [--json] [--data-parallel]\n"
+    "  --data-parallel: under mpirun -np P, each process trains on its P-th of every batch\n"
+    "                   (--batch is the global batch, a multiple of P)";
 
 /// A parser that fills `a` (which must outlive it).
 inline hetgraph::cli::Parser parser(Args& a) {
@@ -43,7 +46,8 @@ inline hetgraph::cli::Parser parser(Args& a) {
                     hetgraph::cli::to_executors("--executors", v);
               })
       .integer("--threads", a.threads, 0, 4096)
-      .flag("--json", a.json);
+      .flag("--json", a.json)
+      .flag("--data-parallel", a.data_parallel);
   return p;
 }
 
