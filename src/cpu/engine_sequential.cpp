@@ -9,6 +9,7 @@
 #include <functional>
 #include <queue>
 
+#include "compiler/graph_stats.hpp"
 #include "cpu/comm_lane.hpp"
 #include "cpu/engine.hpp"
 #include "cpu/parallel.hpp"
@@ -87,10 +88,13 @@ class SequentialEngine final : public Engine {
 
   // A step waits for the communication nodes among its dependencies, looking through nodes
   // that have no kernel (views, groups, elided assigns): those complete with their inputs.
-  // The steps are reordered too: a step that waits for a collective goes after every ready step
-  // that does not, so the collective stays in flight while they run (plan order often puts an
-  // update right after its gradient's allreduce). Any order that respects the dependencies is
-  // safe: plans with communication nodes are memory-planned as for parallel engines.
+  // The steps are reordered too, by list scheduling. Among the ready steps a collective starts
+  // first (starting it costs nothing), one that waits for a collective goes last (so the
+  // collective stays in flight while the others run; plan order often puts an update right
+  // after its gradient's allreduce), and otherwise the highest level first (the longest
+  // estimated path to the end, collectives' time included: the work that feeds a collective
+  // goes early). Any order that respects the dependencies is safe: plans with communication
+  // nodes are memory-planned as for parallel engines.
   void link_comm_waits(const Program& prog) {
     const Plan& p = *prog.plan;
     const std::size_t n = p.nodes.size();
@@ -117,19 +121,28 @@ class SequentialEngine final : public Engine {
         if (lane_.is_comm(d)) steps_[k].waits.push_back(d);
       }
     }
-    // Kahn's algorithm, plan order among equals, waiting steps last.
-    using MinHeap = std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>>;
-    MinHeap free_steps, waiting_steps;
+    // Kahn's algorithm: collectives first, waiting steps last, then by level, then plan order.
+    const std::vector<double> level = levels_from_costs(p, static_costs(p));
+    auto later = [&](std::uint32_t a, std::uint32_t b) {
+      const double la = level[steps_[a].index], lb = level[steps_[b].index];
+      return la != lb ? la < lb : a > b;
+    };
+    using Heap = std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, decltype(later)>;
+    Heap comm_steps(later), free_steps(later), waiting_steps(later);
     auto ready = [&](std::uint32_t k) {
-      (steps_[k].waits.empty() ? free_steps : waiting_steps).push(k);
+      if (lane_.is_comm(steps_[k].index)) {
+        comm_steps.push(k);
+      } else {
+        (steps_[k].waits.empty() ? free_steps : waiting_steps).push(k);
+      }
     };
     for (std::uint32_t k = 0; k < steps_.size(); ++k) {
       if (missing[k] == 0) ready(k);
     }
     std::vector<Step> order;
     order.reserve(steps_.size());
-    while (!free_steps.empty() || !waiting_steps.empty()) {
-      MinHeap& h = free_steps.empty() ? waiting_steps : free_steps;
+    while (!comm_steps.empty() || !free_steps.empty() || !waiting_steps.empty()) {
+      Heap& h = !comm_steps.empty() ? comm_steps : !free_steps.empty() ? free_steps : waiting_steps;
       const std::uint32_t k = h.top();
       h.pop();
       order.push_back(steps_[k]);
