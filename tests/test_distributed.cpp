@@ -336,6 +336,76 @@ INSTANTIATE_TEST_SUITE_P(CpuEngines, DataParallelTraining,
                          ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
 
+// An embedding table's gradient travels sparse: rows and indices allgathered (int32 indices
+// across ranks), the update fused into a sparse one; training matches the single process.
+TEST_P(DataParallelTraining, EmbeddingTablesTravelSparse) {
+  constexpr std::int64_t kRows = 50, kDim = 8, kBatch = 16;
+  const int P = comm().size(), r = comm().rank();
+  auto build = [&](Graph& g, const DataParallel* dp) {
+    auto ids = g.input("ids", DType::i32);
+    auto y = g.input("y", DType::i32);
+    auto T = g.variable("T", {kRows, kDim}, Initializer::uniform(-0.5f, 0.5f, 8));
+    auto W = g.variable("W", {kDim, 5}, Initializer::uniform(-0.5f, 0.5f, 9));
+    auto loss = reduce_mean(cross_entropy(softmax(matmul(tanh(embedding(T, ids)), W)), y));
+    auto step = dp ? sgd(loss, {T, W}, 0.5f, 0.0f, *dp) : sgd(loss, {T, W}, 0.5f);
+    return std::vector<Node>{loss, step, T, W};
+  };
+  std::vector<std::int32_t> all_ids(kBatch * 8), all_y(kBatch * 8);
+  for (std::size_t i = 0; i < all_ids.size(); ++i) {
+    all_ids[i] = static_cast<std::int32_t>((i * 13 + i / 7) % kRows);
+    all_y[i] = static_cast<std::int32_t>(i % 5);
+  }
+  auto train_it = [&](const DataParallel* dp) {
+    Graph g;
+    const auto n = build(g, dp);
+    const std::int64_t B = dp ? kBatch / P : kBatch;
+    auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {B}}, {"y", {B}}}, {n[0], n[1]});
+    if (dp && GetParam().name.starts_with("cpu")) {
+      const auto& plan = detail::executable_of(cg).plan();
+      bool sparse = false, table_allreduce = false;
+      for (const auto& node : plan.nodes) {
+        sparse |= node.op == detail::OpKind::EmbeddingUpdate;
+        table_allreduce |=
+            node.op == detail::OpKind::Allreduce && node.type.shape.numel() >= kRows * kDim;
+      }
+      EXPECT_TRUE(sparse) << "the table's update is not sparse";
+      EXPECT_FALSE(table_allreduce) << "a table-sized allreduce";
+    }
+    for (int s = 0; s < 8; ++s) {
+      const std::int64_t first = s * kBatch + (dp ? r * B : 0);
+      cg.run(
+          {{"ids", std::vector<std::int32_t>(all_ids.begin() + first, all_ids.begin() + first + B)},
+           {"y", std::vector<std::int32_t>(all_y.begin() + first, all_y.begin() + first + B)}});
+    }
+    std::vector<float> out = cg.read(n[2]);
+    const auto w = cg.read(n[3]);
+    out.insert(out.end(), w.begin(), w.end());
+    return out;
+  };
+  const auto single = train_it(nullptr);
+  const DataParallel dp{comm()};
+  const auto a = train_it(&dp);
+  ASSERT_EQ(a.size(), single.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], single[i], 1e-5 * (1 + std::abs(single[i])))
+        << "at " << i << " on " << GetParam().name;
+  EXPECT_TRUE(same_on_every_rank(a)) << GetParam().name;
+}
+
+TEST(Collectives, Int32BroadcastAndAllgather) {
+  const int P = comm().size(), r = comm().rank();
+  Graph g;
+  auto ids = g.input("ids", DType::i32);
+  auto bc = dist::broadcast(ids, comm(), P - 1);
+  auto ag = dist::allgather(ids, comm());
+  auto cg = GraphCompiler().compile(g, {{"ids", {3}}}, {bc, ag});
+  cg.run({{"ids", std::vector<std::int32_t>{r, 10 * r, -r}}});
+  EXPECT_EQ(cg.read_i32(bc), (std::vector<std::int32_t>{P - 1, 10 * (P - 1), 1 - P}));
+  std::vector<std::int32_t> want;
+  for (int q = 0; q < P; ++q) want.insert(want.end(), {q, 10 * q, -q});
+  EXPECT_EQ(cg.read_i32(ag), want);
+}
+
 // The first bucket's allreduce (the last layer's gradient) is in flight while the executor
 // computes the earlier layers' gradients: in the trace its span on the communication track
 // overlaps node spans on the executor's.

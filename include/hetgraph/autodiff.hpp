@@ -47,9 +47,10 @@ struct DataParallel {
   std::size_t bucket_bytes = 4u << 20;
 };
 
-/// sgd with gradients averaged across dp.comm (an allreduce of the mean per bucket). With one
-/// rank it is plain sgd. Every rank must start from the same variables: see
-/// distributed::broadcast_variables.
+/// sgd with gradients averaged across dp.comm (an allreduce of the mean per bucket). The
+/// gradient of an embedding table looked up once travels sparse: the looked-up rows and their
+/// indices are allgathered, and the update touches those rows only. With one rank it is plain
+/// sgd. Every rank must start from the same variables: see distributed::broadcast_variables.
 Node sgd(Node loss, std::span<const Node> variables, float learning_rate, float momentum,
          const DataParallel& dp);
 Node sgd(Node loss, std::initializer_list<Node> variables, float learning_rate, float momentum,

@@ -109,11 +109,11 @@ Communicator world(const WorldOptions& options = {});
 
 /// The sum (or mean) over ranks of x, on every rank.
 Node allreduce(Node x, const Communicator& comm, ReduceOp op = ReduceOp::sum);
-/// Rank root's x, on every rank.
+/// Rank root's x, on every rank. Float or int32.
 Node broadcast(Node x, const Communicator& comm, int root = 0);
 /// The sum over ranks of x on rank root; zeros on the others.
 Node reduce(Node x, const Communicator& comm, int root = 0);
-/// Every rank's x [n, ...] stacked along axis 0 in rank order: [size * n, ...].
+/// Every rank's x [n, ...] stacked along axis 0 in rank order: [size * n, ...]. Float or int32.
 Node allgather(Node x, const Communicator& comm);
 /// The sum over ranks of x [size * n, ...], of which rank r keeps rows [r * n, (r + 1) * n).
 Node reduce_scatter(Node x, const Communicator& comm);

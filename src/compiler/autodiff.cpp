@@ -190,16 +190,33 @@ Node sgd_steps(std::span<const Node> variables, const std::vector<Node>& grads, 
   return group(steps);
 }
 
-// Averages the gradients across ranks, bucket by bucket. A gradient's node id is the order in
-// which autodiff made it: it walks the graph backwards from the loss, so the last layer's
-// gradients come first, as the backward pass produces them. Consecutive gradients in that order
-// share a bucket up to the byte threshold: flattened, concatenated, one allreduce of the mean,
-// sliced back into shape.
+// Averages the gradients across ranks. Dense ones go bucket by bucket. A gradient's node id is
+// the order in which autodiff made it: it walks the graph backwards from the loss, so the last
+// layer's gradients come first, as the backward pass produces them. Consecutive gradients in
+// that order share a bucket up to the byte threshold: flattened, concatenated, one allreduce of
+// the mean, sliced back into shape.
 std::vector<Node> average_gradients(std::span<const Node> variables, std::vector<Node> grads,
                                     const DataParallel& dp) {
   GraphImpl& g = *variables.front().graph_impl();
-  std::vector<std::size_t> order(grads.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<Node> out(grads.size());
+  const float inv = 1.0f / static_cast<float>(dp.comm.size());
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const NodeRec& r = g.rec(grads[i].id());
+    if (r.op != OpKind::EmbeddingGrad) {
+      order.push_back(i);
+      continue;
+    }
+    // A table's gradient from one lookup is a scatter-add of the looked-up rows. Exchanged as
+    // those rows and their indices (an allgather of each, in rank order: the global batch's
+    // order), it is the scatter-add of every rank's rows, which the compiler fuses into a sparse
+    // update of the table: nothing table-sized crosses the network (Horovod treats
+    // TensorFlow's IndexedSlices this way).
+    const Node rows = g.handle(r.inputs[0]), ids = g.handle(r.inputs[1]);
+    out[i] = make_op(OpKind::EmbeddingGrad,
+                     {scale(distributed::allgather(rows, dp.comm), inv),
+                      distributed::allgather(ids, dp.comm), g.handle(r.inputs[2])});
+  }
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return grads[a].id() < grads[b].id(); });
   std::vector<std::vector<std::size_t>> buckets;
@@ -213,7 +230,6 @@ std::vector<Node> average_gradients(std::span<const Node> variables, std::vector
     buckets.back().push_back(i);
     bytes += b;
   }
-  std::vector<Node> out(grads.size());
   for (const auto& bucket : buckets) {
     const std::string name =
         fresh_name(g, "grad bucket " + std::to_string(&bucket - buckets.data()));

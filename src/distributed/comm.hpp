@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "hetgraph/distributed.hpp"
+#include "hetgraph/tensor.hpp"
 
 namespace hetgraph::detail {
 
@@ -27,13 +28,15 @@ enum class CollectiveKind : std::uint8_t {
 };
 std::string_view collective_name(CollectiveKind k);
 
-/// One collective over float memory that stays untouched by anyone else until it completes.
+/// One collective over memory that stays untouched by anyone else until it completes. Elements
+/// are 4 bytes: float, or int32 for the collectives that only move data (broadcast, allgather).
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::allreduce;
   distributed::ReduceOp op = distributed::ReduceOp::sum;
   int root = 0;
-  const float* in = nullptr;  // allreduce, broadcast, reduce: may equal out (in place)
-  float* out = nullptr;
+  DType dtype = DType::f32;
+  const void* in = nullptr;  // allreduce, broadcast, reduce: may equal out (in place)
+  void* out = nullptr;
   /// Elements of `out`: allgather's out holds size * (its in), reduce_scatter's in holds
   /// size * (its out).
   std::size_t count = 0;
@@ -88,6 +91,11 @@ class Comm {
 
 /// One process: every collective copies (allgather, reduce_scatter and mean included: one rank).
 std::shared_ptr<Comm> make_self_comm();
+
+/// Whether a collective of this kind moves data only (no reduction): it may carry int32.
+inline bool moves_only(CollectiveKind k) {
+  return k == CollectiveKind::broadcast || k == CollectiveKind::allgather;
+}
 
 /// Checks a collective's root against the communicator; the error names `what`.
 void check_root(const Comm& c, int root, const std::string& what);

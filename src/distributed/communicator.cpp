@@ -81,7 +81,7 @@ class SelfComm final : public Comm {
           CommunicationError(ch.label() + ": the communicator was aborted: " + why));
     } else if (c.in != c.out) {
       // One rank: the sum, mean, broadcast, gather and scatter of a value is the value.
-      std::memcpy(c.out, c.in, c.count * sizeof(float));
+      std::memcpy(c.out, c.in, c.count * 4);
     }
     done.comm_done(token, error);
   }

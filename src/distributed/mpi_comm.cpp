@@ -311,6 +311,7 @@ class MpiRuntime {
     }
     const int n = static_cast<int>(c.count);
     const bool in_place = c.in == c.out;
+    const MPI_Datatype type = c.dtype == DType::i32 ? MPI_INT : MPI_FLOAT;
     switch (c.kind) {
       case CollectiveKind::allreduce:
         what = "MPI_Iallreduce";
@@ -318,16 +319,15 @@ class MpiRuntime {
                               &req);
       case CollectiveKind::broadcast:
         what = "MPI_Ibcast";
-        if (rank_ == c.root && !in_place) std::memcpy(c.out, c.in, c.count * sizeof(float));
-        return MPI_Ibcast(c.out, n, MPI_FLOAT, c.root, j.comm, &req);
+        if (rank_ == c.root && !in_place) std::memcpy(c.out, c.in, c.count * 4);
+        return MPI_Ibcast(c.out, n, type, c.root, j.comm, &req);
       case CollectiveKind::reduce:
         what = "MPI_Ireduce";
         return MPI_Ireduce(in_place && rank_ == c.root ? MPI_IN_PLACE : c.in, c.out, n, MPI_FLOAT,
                            MPI_SUM, c.root, j.comm, &req);
       case CollectiveKind::allgather:
         what = "MPI_Iallgather";
-        return MPI_Iallgather(c.in, n / size_, MPI_FLOAT, c.out, n / size_, MPI_FLOAT, j.comm,
-                              &req);
+        return MPI_Iallgather(c.in, n / size_, type, c.out, n / size_, type, j.comm, &req);
       case CollectiveKind::reduce_scatter:
         what = "MPI_Ireduce_scatter_block";
         return MPI_Ireduce_scatter_block(c.in, c.out, n, MPI_FLOAT, MPI_SUM, j.comm, &req);
@@ -337,13 +337,13 @@ class MpiRuntime {
 
   // After a collective completes: the mean's division, the zeros of a reduce off its root.
   void finish_values(const CollectiveCall& c) const {
+    if (moves_only(c.kind)) return;
+    float* out = static_cast<float*>(c.out);
     if (c.kind == CollectiveKind::reduce && rank_ != c.root) {
-      std::fill(c.out, c.out + c.count, 0.0f);
-    } else if (c.op == distributed::ReduceOp::mean && size_ > 1 &&
-               (c.kind == CollectiveKind::allreduce || c.kind == CollectiveKind::reduce ||
-                c.kind == CollectiveKind::reduce_scatter)) {
+      std::fill(out, out + c.count, 0.0f);
+    } else if (c.op == distributed::ReduceOp::mean && size_ > 1) {
       const float inv = 1.0f / static_cast<float>(size_);
-      for (std::size_t i = 0; i < c.count; ++i) c.out[i] *= inv;
+      for (std::size_t i = 0; i < c.count; ++i) out[i] *= inv;
     }
   }
 

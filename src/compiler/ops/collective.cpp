@@ -50,13 +50,18 @@ TensorType infer_same(const InferCtx& c) {
   return c.in[0];
 }
 
+// Broadcast moves data only: int32 too (indices, labels).
+TensorType infer_moved(const InferCtx& c) {
+  return c.in[0];
+}
+
+// Allgather too (the indices of sparse gradients).
 TensorType infer_allgather(const InferCtx& c) {
-  check_float(c);
   const Shape& s = c.in[0].shape;
   if (s.rank() < 1) c.fail("allgather stacks along axis 0: it needs a tensor of rank >= 1");
   std::vector<std::int64_t> d(s.dims().begin(), s.dims().end());
   d[0] *= spec(c).comm->size();
-  return {Shape(std::span<const std::int64_t>(d)), DType::f32};
+  return {Shape(std::span<const std::int64_t>(d)), c.in[0].dtype};
 }
 
 TensorType infer_reduce_scatter(const InferCtx& c) {
@@ -119,7 +124,7 @@ OpDef collective_def(OpKind k, std::string_view name, InferFn infer, GradFn grad
 void register_collective_ops(std::vector<OpDef>& t) {
   // In place where the collective's buffer holds the same elements as its input (MPI_IN_PLACE).
   t.push_back(collective_def(OpKind::Allreduce, "allreduce", infer_same, grad_allreduce, true));
-  t.push_back(collective_def(OpKind::Broadcast, "broadcast", infer_same, grad_broadcast, true));
+  t.push_back(collective_def(OpKind::Broadcast, "broadcast", infer_moved, grad_broadcast, true));
   t.push_back(collective_def(OpKind::Reduce, "reduce", infer_same, grad_reduce, true));
   t.push_back(
       collective_def(OpKind::Allgather, "allgather", infer_allgather, grad_allgather, false));

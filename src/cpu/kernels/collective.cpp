@@ -39,15 +39,18 @@ Bound bind(const KernelArgs& a) {
   b.call = {.kind = kind_of(a.node.op),
             .op = c.op,
             .root = c.root,
-            .in = a.in_f(0),
-            .out = a.out_f(),
+            .dtype = a.in_types[0].dtype,
+            .in = a.in[0],
+            .out = a.out,
             .count = static_cast<std::size_t>(a.out_shape().numel())};
   b.channel = c.comm->open_channel(std::string(op_name(a.node.op)) + " node " + a.node.label);
   return b;
 }
 
 const char* reject_non_float(const KernelArgs& a) {
-  return a.in_types[0].dtype == DType::f32 ? nullptr : "collectives take float tensors";
+  return a.in_types[0].dtype == DType::f32 || moves_only(kind_of(a.node.op))
+             ? nullptr
+             : "reductions take float tensors";
 }
 
 // `blocking`: start() waits for the collective (the reference: no overlap, nothing in flight).

@@ -44,6 +44,7 @@ class CollectiveOp final : public ClOp, private CommDone {
     call_ = {.kind = kind_of(a.node.op),
              .op = c.op,
              .root = c.root,
+             .dtype = a.in_types[0].dtype,
              .count = static_cast<std::size_t>(a.out_shape().numel())};
     channel_ = comm_->open_channel(std::string(op_name(a.node.op)) + " node " + a.node.label);
   }
@@ -70,8 +71,8 @@ class CollectiveOp final : public ClOp, private CommDone {
       check(err, "clEnqueueMapBuffer", __FILE__, __LINE__, channel_->label());
       maps_done = map_out.get();
     }
-    call_.in = static_cast<const float*>(host_in);
-    call_.out = static_cast<float*>(host_out);
+    call_.in = host_in;
+    call_.out = host_out;
     collective_done_ = Event(HG_CL_CREATE(clCreateUserEvent, ctx_));
     // The callback runs on the driver's thread once both maps are done: post from there.
     HG_CL(clSetEventCallback(maps_done, CL_COMPLETE, &CollectiveOp::on_mapped, this));
@@ -127,7 +128,6 @@ class CollectiveOp final : public ClOp, private CommDone {
 };
 
 std::unique_ptr<ClOp> make_collective(const OpArgs& a) {
-  if (a.in_types[0].dtype != DType::f32) return nullptr;
   return std::make_unique<CollectiveOp>(a);
 }
 
