@@ -337,59 +337,88 @@ INSTANTIATE_TEST_SUITE_P(CpuEngines, DataParallelTraining,
                          [](const auto& info) { return info.param.name; });
 
 // An embedding table's gradient travels sparse: rows and indices allgathered (int32 indices
-// across ranks), the update fused into a sparse one; training matches the single process.
+// across ranks), the update fused into a sparse one; the three tables' allgathers are fused
+// into one of rows and one of indices; training matches the single process, and the unfused
+// plan gives the same bits.
 TEST_P(DataParallelTraining, EmbeddingTablesTravelSparse) {
-  constexpr std::int64_t kRows = 50, kDim = 8, kBatch = 16;
+  constexpr std::int64_t kBatch = 16, kSteps = 8;
+  const std::int64_t rows[] = {50, 30, 20}, dims[] = {8, 4, 6};
   const int P = comm().size(), r = comm().rank();
-  auto build = [&](Graph& g, const DataParallel* dp) {
-    auto ids = g.input("ids", DType::i32);
-    auto y = g.input("y", DType::i32);
-    auto T = g.variable("T", {kRows, kDim}, Initializer::uniform(-0.5f, 0.5f, 8));
-    auto W = g.variable("W", {kDim, 5}, Initializer::uniform(-0.5f, 0.5f, 9));
-    auto loss = reduce_mean(cross_entropy(softmax(matmul(tanh(embedding(T, ids)), W)), y));
-    auto step = dp ? sgd(loss, {T, W}, 0.5f, 0.0f, *dp) : sgd(loss, {T, W}, 0.5f);
-    return std::vector<Node>{loss, step, T, W};
-  };
-  std::vector<std::int32_t> all_ids(kBatch * 8), all_y(kBatch * 8);
-  for (std::size_t i = 0; i < all_ids.size(); ++i) {
-    all_ids[i] = static_cast<std::int32_t>((i * 13 + i / 7) % kRows);
-    all_y[i] = static_cast<std::int32_t>(i % 5);
-  }
-  auto train_it = [&](const DataParallel* dp) {
+  struct Model {
     Graph g;
-    const auto n = build(g, dp);
+    Node loss, step;
+    std::vector<Node> vars;
+  };
+  auto build = [&](Model& m, const DataParallel* dp) {
+    std::vector<Node> features;
+    for (int t = 0; t < 3; ++t) {
+      m.vars.push_back(
+          m.g.variable("T" + std::to_string(t), {rows[t], dims[t]},
+                       Initializer::uniform(-0.5f, 0.5f, 8 + static_cast<unsigned>(t))));
+      features.push_back(
+          embedding(m.vars.back(), m.g.input("ids" + std::to_string(t), DType::i32)));
+    }
+    m.vars.push_back(m.g.variable("W", {18, 5}, Initializer::uniform(-0.5f, 0.5f, 9)));
+    auto logits = matmul(tanh(concat(features, 1)), m.vars.back());
+    m.loss = reduce_mean(cross_entropy(softmax(logits), m.g.input("y", DType::i32)));
+    m.step = dp ? sgd(m.loss, m.vars, 0.5f, 0.0f, *dp) : sgd(m.loss, m.vars, 0.5f);
+  };
+  auto label = [](std::int64_t i, int t) {
+    return static_cast<std::int32_t>((i * (13 + t) + i / 7) % 20);
+  };
+  auto train_it = [&](const DataParallel* dp, bool fuse) {
+    Model m;
+    build(m, dp);
     const std::int64_t B = dp ? kBatch / P : kBatch;
-    auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {B}}, {"y", {B}}}, {n[0], n[1]});
-    if (dp && GetParam().name.starts_with("cpu")) {
+    InputShapes shapes = {{"y", {B}}};
+    for (int t = 0; t < 3; ++t) shapes.push_back({"ids" + std::to_string(t), {B}});
+    auto cg =
+        GraphCompiler(GetParam().make(), {.fuse = fuse}).compile(m.g, shapes, {m.loss, m.step});
+    if (dp && fuse) {
       const auto& plan = detail::executable_of(cg).plan();
+      int allgathers = 0;
       bool sparse = false, table_allreduce = false;
       for (const auto& node : plan.nodes) {
+        allgathers += node.op == detail::OpKind::Allgather;
         sparse |= node.op == detail::OpKind::EmbeddingUpdate;
-        table_allreduce |=
-            node.op == detail::OpKind::Allreduce && node.type.shape.numel() >= kRows * kDim;
+        table_allreduce |= node.op == detail::OpKind::Allreduce && node.type.shape.numel() >= 120;
       }
-      EXPECT_TRUE(sparse) << "the table's update is not sparse";
+      EXPECT_EQ(allgathers, 2) << "rows and indices of the three tables, fused";
+      EXPECT_EQ(sparse, GetParam().name.starts_with("cpu")) << "the tables' updates are sparse";
       EXPECT_FALSE(table_allreduce) << "a table-sized allreduce";
     }
-    for (int s = 0; s < 8; ++s) {
+    for (std::int64_t s = 0; s < kSteps; ++s) {
       const std::int64_t first = s * kBatch + (dp ? r * B : 0);
-      cg.run(
-          {{"ids", std::vector<std::int32_t>(all_ids.begin() + first, all_ids.begin() + first + B)},
-           {"y", std::vector<std::int32_t>(all_y.begin() + first, all_y.begin() + first + B)}});
+      std::vector<std::vector<std::int32_t>> ids(3), y(1);
+      std::vector<FeedItem> feeds;
+      for (std::int64_t i = first; i < first + B; ++i) {
+        for (int t = 0; t < 3; ++t)
+          ids[static_cast<std::size_t>(t)].push_back(label(i, t) %
+                                                     static_cast<std::int32_t>(rows[t]));
+        y[0].push_back(static_cast<std::int32_t>(i % 5));
+      }
+      const std::string names[] = {"ids0", "ids1", "ids2"};
+      for (int t = 0; t < 3; ++t) feeds.push_back({names[t], ids[static_cast<std::size_t>(t)]});
+      feeds.push_back({"y", y[0]});
+      cg.run(feeds);
     }
-    std::vector<float> out = cg.read(n[2]);
-    const auto w = cg.read(n[3]);
-    out.insert(out.end(), w.begin(), w.end());
+    std::vector<float> out;
+    for (Node v : m.vars) {
+      const auto x = cg.read(v);
+      out.insert(out.end(), x.begin(), x.end());
+    }
     return out;
   };
-  const auto single = train_it(nullptr);
+  const auto single = train_it(nullptr, true);
   const DataParallel dp{comm()};
-  const auto a = train_it(&dp);
+  const auto a = train_it(&dp, true);
   ASSERT_EQ(a.size(), single.size());
   for (std::size_t i = 0; i < a.size(); ++i)
     ASSERT_NEAR(a[i], single[i], 1e-5 * (1 + std::abs(single[i])))
         << "at " << i << " on " << GetParam().name;
   EXPECT_TRUE(same_on_every_rank(a)) << GetParam().name;
+  EXPECT_TRUE(testing_util::bitwise_equal(a, train_it(&dp, false)))
+      << "fused and unfused allgathers differ on " << GetParam().name;
 }
 
 TEST(Collectives, Int32BroadcastAndAllgather) {
@@ -465,6 +494,8 @@ TEST(DataParallelTrace, AllreducesOverlapTheBackwardPass) {
         }
       }
     }
+    if (overlapped == 0 && std::getenv("HETGRAPH_TEST_DUMP"))
+      std::fprintf(stderr, "%s\n", json.c_str());
     EXPECT_GT(overlapped, 0) << "no allreduce overlapped a compute node (engine "
                              << engine_name(engine) << ")";
   }

@@ -202,7 +202,7 @@ std::vector<Node> average_gradients(std::span<const Node> variables, std::vector
   const float inv = 1.0f / static_cast<float>(dp.comm.size());
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    const NodeRec& r = g.rec(grads[i].id());
+    const NodeRec r = g.rec(grads[i].id());  // a copy: making nodes below moves the records
     if (r.op != OpKind::EmbeddingGrad) {
       order.push_back(i);
       continue;
@@ -212,10 +212,9 @@ std::vector<Node> average_gradients(std::span<const Node> variables, std::vector
     // order), it is the scatter-add of every rank's rows, which the compiler fuses into a sparse
     // update of the table: nothing table-sized crosses the network (Horovod treats
     // TensorFlow's IndexedSlices this way).
-    const Node rows = g.handle(r.inputs[0]), ids = g.handle(r.inputs[1]);
-    out[i] = make_op(OpKind::EmbeddingGrad,
-                     {scale(distributed::allgather(rows, dp.comm), inv),
-                      distributed::allgather(ids, dp.comm), g.handle(r.inputs[2])});
+    const Node rows = scale(distributed::allgather(g.handle(r.inputs[0]), dp.comm), inv);
+    const Node ids = distributed::allgather(g.handle(r.inputs[1]), dp.comm);
+    out[i] = make_op(OpKind::EmbeddingGrad, {rows, ids, g.handle(r.inputs[2])});
   }
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return grads[a].id() < grads[b].id(); });

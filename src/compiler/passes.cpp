@@ -636,6 +636,7 @@ const Pass kPasses[] = {
      fusing},
     {"fuse_sparse_update",
      [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
+    {"fuse_collectives", [](Plan& p, const PassContext&) { fuse_collectives(p); }, fusing},
     {"link_dependencies", [](Plan& p, const PassContext&) { link_dependencies(p); }},
     {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},
     {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },

@@ -95,6 +95,8 @@ bool CommLane::take(Finished& f) {
 }
 
 CommLane::Finished CommLane::wait() {
+  // No spinning: the communicator's thread that will end the wait may share this core (one
+  // rank per core), and would be the one kept waiting.
   Finished f;
   for (;;) {
     if (take(f)) return f;
