@@ -142,12 +142,16 @@ int run_workload(const Options& o) {
   const auto& plan = exe.plan();
   double payload = 0, wire = 0;
   int collectives = 0, allreduces = 0;
+  std::string allreduce_bytes, allgather_bytes;  // JSON lists: the scaling model's input
   for (const auto& n : plan.nodes) {
     if (!hetgraph::detail::op_def(n.op).communication) continue;
     ++collectives;
     const double bytes = static_cast<double>(n.type.bytes());
     payload += bytes;
     const double share = static_cast<double>(ranks - 1) / ranks;
+    std::string& list =
+        n.op == hetgraph::detail::OpKind::Allreduce ? allreduce_bytes : allgather_bytes;
+    list += (list.empty() ? "" : ",") + std::to_string(n.type.bytes());
     if (n.op == hetgraph::detail::OpKind::Allreduce) {
       ++allreduces;
       wire += 2 * share * bytes;
@@ -189,11 +193,13 @@ int run_workload(const Options& o) {
       "\"global_batch\":%g,\"local_batch\":%g,\"engine\":\"%s\",\"threads\":%d,"
       "\"bucket_bytes\":%lld,\"steps\":%d,\"step_s\":%.6f,\"step_s_min\":%.6f,"
       "\"compute_s\":%.6f,\"comm_s\":%.6f,\"hidden_fraction\":%.4f,\"overlap_window\":%.4f,"
-      "\"collectives\":%d,\"allreduces\":%d,\"payload_bytes\":%.0f,\"wire_bytes_per_rank\":%.0f}\n",
+      "\"collectives\":%d,\"allreduces\":%d,\"payload_bytes\":%.0f,\"wire_bytes_per_rank\":%.0f,"
+      "\"allreduce_bytes\":[%s],\"allgather_bytes\":[%s]}\n",
       o.workload.c_str(), ranks, o.simulate > 0 ? "true" : "false", c.stats["batch"] * ranks,
       c.stats["batch"], o.engine.c_str(), o.threads, static_cast<long long>(dp.bucket_bytes),
       o.steps, median(slowest), *std::min_element(slowest.begin(), slowest.end()), median(compute),
-      median(in_flight), median(hidden), median(window), collectives, allreduces, payload, wire);
+      median(in_flight), median(hidden), median(window), collectives, allreduces, payload, wire,
+      allreduce_bytes.c_str(), allgather_bytes.c_str());
   return 0;
 }
 

@@ -216,6 +216,8 @@ TEST(HostCollectives, AllreduceBroadcastBarrierAndVariables) {
   EXPECT_EQ(b[0], static_cast<float>(P - 1) + 0.5f);
   comm().barrier();
   EXPECT_NE(comm().name().find("rank " + std::to_string(r)), std::string::npos) << comm().name();
+  EXPECT_EQ(comm().local_size(), P) << "every rank of the test runs on this machine";
+  EXPECT_EQ(dist::Communicator::self().local_size(), 1);
 
   // Variables initialised differently per rank end up as rank 0's.
   Graph g;

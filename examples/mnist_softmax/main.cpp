@@ -13,12 +13,16 @@
 // compiled graph between steps, batches go in order (no shuffling) straight into the graph's
 // mapped input buffers. Timing with PAPI: setup (compile), copy (writing batches), compute
 // (runs), train (the whole loop); instructions and cycles where counters exist.
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
+#include "hetgraph/distributed.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "options.hpp"
 
@@ -26,11 +30,23 @@ namespace {
 
 using mnist::Args;
 
-hetgraph::Platform make_platform(const Args& a) {
+// Threads per rank when --threads is not given: every allowed core, unless the ranks on this
+// machine would then start more threads than it has cores (mpirun binds a rank to a core only
+// while there are cores for all; oversubscribed ranks are unbound and each sees every core).
+int default_threads(const hetgraph::distributed::Communicator& comm) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  const int allowed = CPU_COUNT(&set);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int local = comm.local_size();
+  return allowed * local > cores ? std::max(1, cores / local) : 0;
+}
+
+hetgraph::Platform make_platform(const Args& a, const hetgraph::distributed::Communicator& comm) {
   if (a.platform == "cpu") {
     hetgraph::CpuOptions o;
     o.engine = hetgraph::parse_engine(a.engine);
-    o.threads = a.threads;
+    o.threads = a.threads > 0 ? a.threads : default_threads(comm);
     o.executors = a.executors;
     o.threads_per_executor = a.threads_per_executor;
     return hetgraph::Platform::cpu(o);
@@ -72,7 +88,7 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   auto loss = reduce_mean(cross_entropy(softmax(logits), y)).named("loss");
   auto step = sgd(loss, {W, b}, args.lr, 0.0f, DataParallel{comm});
 
-  const Platform platform = make_platform(args);
+  const Platform platform = make_platform(args, comm);
   double t0 = now_s();
   CompiledGraph train =
       GraphCompiler(platform).compile(g, {{"x", {B, pixels}}, {"y", {B}}}, {loss, step});

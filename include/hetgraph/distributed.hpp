@@ -62,6 +62,8 @@ class Communicator {
 
   int rank() const;
   int size() const;
+  /// Ranks of this communicator on this machine, this one included (they share its cores).
+  int local_size() const;
   /// "MPI_COMM_WORLD (rank 1 of 4)", "self".
   std::string name() const;
 

@@ -72,6 +72,7 @@ class Comm {
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  virtual int local_size() const { return 1; }  // ranks on this machine
   virtual std::string name() const = 0;
   /// A new channel. Collective: every rank opens its channels in the same order (graphs do it
   /// at compile time, in plan order). Blocks until every rank has opened it.

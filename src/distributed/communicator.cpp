@@ -136,6 +136,9 @@ int Communicator::rank() const {
 int Communicator::size() const {
   return impl_->size();
 }
+int Communicator::local_size() const {
+  return impl_->local_size();
+}
 std::string Communicator::name() const {
   return impl_->name();
 }

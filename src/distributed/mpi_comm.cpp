@@ -134,6 +134,7 @@ class MpiRuntime {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  int local_size() const { return local_size_; }
 
   void submit(Job j) {
     {
@@ -222,6 +223,12 @@ class MpiRuntime {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm node = MPI_COMM_NULL;  // the ranks that share this machine's memory
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+      MPI_Comm_size(node, &local_size_);
+      MPI_Comm_free(&node);
+    }
     // Channels are duplicated from data_; heartbeats and notices travel on control_.
     if (MPI_Comm_dup(MPI_COMM_WORLD, &data_) != MPI_SUCCESS ||
         MPI_Comm_dup(MPI_COMM_WORLD, &control_) != MPI_SUCCESS) {
@@ -548,10 +555,10 @@ class MpiRuntime {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> jobs_;     // guarded by mu_
-  bool stopping_ = false;    // guarded by mu_
-  bool stopped_ = false;     // guarded by mu_
-  int rank_ = 0, size_ = 1;  // set before the constructor returns
+  std::deque<Job> jobs_;                      // guarded by mu_
+  bool stopping_ = false;                     // guarded by mu_
+  bool stopped_ = false;                      // guarded by mu_
+  int rank_ = 0, size_ = 1, local_size_ = 1;  // set before the constructor returns
   Clock::duration interval_{}, heartbeat_timeout_{}, collective_timeout_{};
   // the communication thread's own
   bool owns_mpi_ = true;
@@ -596,6 +603,7 @@ class MpiComm final : public Comm {
 
   int rank() const override { return rt_->rank(); }
   int size() const override { return rt_->size(); }
+  int local_size() const override { return rt_->local_size(); }
   std::string name() const override {
     return "MPI_COMM_WORLD (rank " + std::to_string(rank()) + " of " + std::to_string(size()) + ")";
   }
