@@ -43,3 +43,14 @@ kernel void embedding_grad(global const float* g, global const int* ids, global 
     }
   }
 }
+
+// check_indices: records the lowest position of an index outside [0, rows) in the status slot
+// (commit_writes checks computed indices this way before any variable is written).
+kernel void check_indices(global const int* ids, global float* out, const int count,
+                          const int rows, global int* err, const int slot) {
+  FOR_EACH(i, count) {
+    const int r = ids[i];
+    if (r < 0 || r >= rows) atomic_min(err + slot, (int)i);
+  }
+  if (get_global_id(0) == 0) out[0] = 0.0f;
+}

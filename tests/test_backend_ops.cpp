@@ -442,8 +442,29 @@ TEST_P(BackendOps, SparseSgdStepMatchesTheReference) {
   testing_util::expect_close(cg.read(T), want, 1e-6, 1e-6, "sgd step on " + GetParam().name);
 }
 
+// check_indices (commit_writes puts one before the commit point for a writer with computed
+// indices): passes good indices, and a bad one is a FeedError naming it.
+TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
+  Graph g;
+  auto ids = g.input("ids", DType::i32);
+  auto like = g.input("like");
+  auto picked = slice(ids, 0, 1, 4);  // computed: checked on the device or in the kernel
+  auto c2 = detail::make_op(OpKind::CheckIndices, {picked, like}).named("check");
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {4}}, {"like", {5, 2}}}, {c2});
+  const std::vector<float> lv(10, 0.0f);
+  cg.run({{"ids", std::vector<std::int32_t>{9, 0, 4, 2}}, {"like", lv}});  // 9 is not picked
+  EXPECT_EQ(cg.read(c2), std::vector<float>{0.0f});
+  try {
+    cg.run({{"ids", std::vector<std::int32_t>{0, 1, 5, 2}}, {"like", lv}});
+    ADD_FAILURE() << "no error";
+  } catch (const FeedError& e) {
+    EXPECT_NE(std::string(e.what()).find("index 5 at position 1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
-  std::set<OpKind> seen{OpKind::Variable, OpKind::Assign, OpKind::Group, OpKind::EmbeddingUpdate};
+  std::set<OpKind> seen{OpKind::Variable, OpKind::Assign, OpKind::Group, OpKind::EmbeddingUpdate,
+                        OpKind::CheckIndices};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {

@@ -418,7 +418,7 @@ TEST(Passes, RunInTheDocumentedOrder) {
   const std::vector<std::string> want = {
       "regroup_gradients",      "infer_shapes",       "simplify",         "fuse_matmul_epilogue",
       "fuse_matmul_accumulate", "fuse_sparse_update", "fuse_collectives", "link_dependencies",
-      "order_by_dependencies",  "elide_assigns",      "plan_memory"};
+      "order_by_dependencies",  "elide_assigns",      "commit_writes",    "plan_memory"};
   EXPECT_EQ(names, want);
 }
 

@@ -17,6 +17,7 @@
 #include "common/env.hpp"
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
+#include "cpu/engine.hpp"
 #include "cpu/ready_heap.hpp"
 #include "cpu/sync.hpp"
 #include "distributed/comm.hpp"
@@ -661,24 +662,31 @@ TEST(CommLane, CollectiveErrorReachesRunAndTheRestIsAbandoned) {
   }
 }
 
-// A kernel that fails before a collective: the collective is abandoned, and the communicator
-// hears the kernel's error (the other processes would be told it).
+// A kernel that fails before a collective (a fault injected through the kernel seam): the
+// collective is abandoned, and the communicator hears the kernel's error (the other processes
+// would be told it).
 TEST(CommLane, KernelErrorAbandonsTheCollectivesAfterIt) {
+  static std::atomic<bool> armed{false};
+  detail::cpu::set_kernel_fault_hook([](const detail::PlanNode& n) {
+    if (armed.load() && n.name == "boom") throw PlatformError("node 'boom': injected fault 12");
+  });
   for (const LaneCase& lc : kLaneCases) {
     auto comm = std::make_shared<DelayedComm>(4);
     const distributed::Communicator c(comm);
-    Wide w;
-    auto y = distributed::allreduce(w.loss, c);
-    auto cg = GraphCompiler(lane_platform(lc, 0)).compile(w.g, {{"x", {8, 5}}, {"ids", {8}}}, {y});
-    const std::vector<float> xv(40, 0.0f);
-    std::vector<std::int32_t> ids(8, 1);
-    cg.run({{"x", xv}, {"ids", ids}});
-    ids[5] = 12;
-    EXPECT_THROW(cg.run({{"x", xv}, {"ids", ids}}), FeedError) << engine_name(lc.engine);
+    Graph g;
+    auto x = g.input("x");
+    auto y = distributed::allreduce(reduce_sum(tanh(x * 2.0f).named("boom")), c);
+    auto cg = GraphCompiler(lane_platform(lc, 0)).compile(g, {{"x", {8}}}, {y});
+    const std::vector<float> xv(8, 0.5f);
+    cg.run({{"x", xv}});
+    armed = true;
+    EXPECT_THROW(cg.run({{"x", xv}}), PlatformError) << engine_name(lc.engine);
+    armed = false;
     ASSERT_EQ(comm->aborts().size(), 1u) << engine_name(lc.engine);
-    EXPECT_NE(comm->aborts()[0].find("12"), std::string::npos) << comm->aborts()[0];
+    EXPECT_NE(comm->aborts()[0].find("injected fault 12"), std::string::npos) << comm->aborts()[0];
     EXPECT_EQ(comm->posts(), 1) << "the failed run's allreduce must not start";
   }
+  detail::cpu::set_kernel_fault_hook(nullptr);
 }
 
 // While a collective is in flight the executors go on: compute that does not need it starts

@@ -460,8 +460,8 @@ TEST(Concurrency, OneGraphFromSeveralThreadsIsSafeOrRejected) {
         try {
           cg.run({{"x", xv}});
           ++ok;
-        } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("already running"), std::string::npos);
+        } catch (const UsageError& e) {
+          EXPECT_NE(std::string(e.what()).find("in use by another thread"), std::string::npos);
           ++rejected;
         }
       }

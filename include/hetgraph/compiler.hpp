@@ -33,6 +33,7 @@ class Platform;
 namespace detail {
 class Backend;
 class Executable;
+struct RunState;
 // Internal access for the library and its tests (src/common/executable.hpp).
 Executable& executable_of(const CompiledGraph& cg);
 Backend& backend_of(const Platform& p);
@@ -202,6 +203,44 @@ struct CompileReport {
   double setup_s = 0.0;           // wall time of compile()
 };
 
+/// A run started by CompiledGraph::run_async. wait() finishes it (in the thread that started
+/// it) and rethrows its error; a default-constructed or moved-from handle has no run.
+///
+///   RunHandle h = cg.run_async({{"x", batch}});
+///   prepare_next_batch();   // overlaps the run
+///   h.wait();               // this run's error, if it failed
+class RunHandle {
+ public:
+  RunHandle() = default;
+  RunHandle(RunHandle&&) noexcept;
+  RunHandle& operator=(RunHandle&&) noexcept;
+  ~RunHandle();
+  /// Finishes the run if it is still in flight; rethrows its error (each time it is called).
+  void wait();
+  /// Whether the run has finished (without waiting).
+  bool done() const;
+
+ private:
+  friend class CompiledGraph;
+  explicit RunHandle(std::shared_ptr<detail::RunState> s);
+  std::shared_ptr<detail::RunState> state_;
+};
+
+/// A graph compiled for a platform, run many times.
+///
+/// Contract:
+/// - One thread at a time. A call on a compiled graph while another thread uses it (a run in
+///   flight, or any other call) throws UsageError; it never races. A thread that started a
+///   run with run_async keeps the graph until the run is waited for (a later run, a read or a
+///   write of a value the run computes finish it first).
+/// - A run that throws (or an asynchronous run that fails) leaves every variable and input
+///   exactly as it was before the run, on every engine and platform: fed data is validated
+///   before any kernel runs, and variables are only written once every other node of the run
+///   has succeeded. Values the failed run would have computed are not readable (UsageError)
+///   until a run succeeds or they are written.
+/// - The error of an asynchronous run reaches its handle's wait(), and CompiledGraph::wait()
+///   while it is the latest run; starting another run does not report it.
+/// - Every call on a moved-from compiled graph throws UsageError.
 class CompiledGraph {
  public:
   CompiledGraph(CompiledGraph&&) noexcept;
@@ -212,10 +251,12 @@ class CompiledGraph {
   /// copied. Errors raised by kernels are rethrown here.
   void run(std::initializer_list<FeedItem> feeds = {});
   void run(std::span<const FeedItem> feeds);
-  /// Starts a run and returns; feeds are consumed before it returns. wait() finishes it and
-  /// rethrows its error. A second run_async first waits for the one in flight.
-  void run_async(std::initializer_list<FeedItem> feeds = {});
-  void run_async(std::span<const FeedItem> feeds);
+  /// Starts a run and returns; feeds are consumed before it returns. A run_async while this
+  /// thread's previous one is in flight first finishes that one (its error stays with its
+  /// handle).
+  RunHandle run_async(std::initializer_list<FeedItem> feeds = {});
+  RunHandle run_async(std::span<const FeedItem> feeds);
+  /// Finishes the latest run if it is in flight and rethrows its error if it failed (once).
   void wait();
 
   /// Values after the last run (variables: their current values). A node whose buffer the
@@ -252,6 +293,8 @@ class CompiledGraph {
   friend class GraphCompiler;
   friend detail::Executable& detail::executable_of(const CompiledGraph& cg);
   explicit CompiledGraph(std::unique_ptr<detail::Executable> exe);
+  /// The executable; UsageError naming `what` on a moved-from compiled graph.
+  detail::Executable& live(std::string_view what) const;
   std::unique_ptr<detail::Executable> exe_;
 };
 

@@ -58,4 +58,11 @@ class CommunicationError : public Error {
   using Error::Error;
 };
 
+/// Misuse of an object's contract: a call on a moved-from object, calls on one compiled
+/// graph from two threads at once, reading a value a failed run left invalid.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace hetgraph

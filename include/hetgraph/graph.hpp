@@ -101,7 +101,8 @@ class Graph {
   /// The node with this user name; throws GraphError when there is none.
   Node find(std::string_view name) const;
 
-  detail::GraphImpl& impl() const { return *impl_; }
+  /// The graph's records (library internals); UsageError on a moved-from Graph.
+  detail::GraphImpl& impl() const;
 
  private:
   std::shared_ptr<detail::GraphImpl> impl_;

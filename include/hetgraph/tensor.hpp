@@ -23,6 +23,9 @@ std::string_view dtype_name(DType t);
 class Shape {
  public:
   static constexpr int kMaxRank = 4;
+  /// The most elements a tensor may hold: its bytes (4 per element) fit in a signed 64-bit
+  /// size. A shape with more is a ShapeError when it is made.
+  static constexpr std::int64_t kMaxElements = std::int64_t{1} << 61;
 
   Shape() = default;  // rank 0: a scalar
   Shape(std::initializer_list<std::int64_t> dims);

@@ -11,16 +11,14 @@ namespace hetgraph {
 using detail::Executable;
 
 namespace detail {
-Executable& executable_of(const CompiledGraph& cg) {
-  return *cg.exe_;
-}
 Backend& backend_of(const Platform& p) {
+  if (!p.backend_) throw UsageError("this Platform was moved from; use the one it was moved to");
   return *p.backend_;
 }
 }  // namespace detail
 
 std::string Platform::name() const {
-  return backend_->name();
+  return detail::backend_of(*this).name();
 }
 
 GraphCompiler::GraphCompiler(Platform platform, CompileOptions options)
@@ -72,31 +70,68 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
 
 CompiledGraph::CompiledGraph(std::unique_ptr<Executable> exe) : exe_(std::move(exe)) {}
 CompiledGraph::CompiledGraph(CompiledGraph&&) noexcept = default;
-CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
-CompiledGraph::~CompiledGraph() {
-  // A run still in flight must finish before its memory goes; its error has no one to reach.
-  if (exe_) {
-    try {
-      exe_->wait();
-    } catch (...) {
-    }
+CompiledGraph& CompiledGraph::operator=(CompiledGraph&& other) noexcept {
+  if (this != &other) {
+    if (exe_) exe_->shutdown();
+    exe_ = std::move(other.exe_);
   }
+  return *this;
+}
+CompiledGraph::~CompiledGraph() {
+  // A run still in flight must finish before its memory goes; its error stays with its handle.
+  if (exe_) exe_->shutdown();
+}
+
+Executable& CompiledGraph::live(std::string_view what) const {
+  if (!exe_) {
+    throw UsageError(std::string(what) +
+                     ": this CompiledGraph was moved from; use the one it was moved to");
+  }
+  return *exe_;
+}
+
+namespace detail {
+Executable& executable_of(const CompiledGraph& cg) {
+  if (!cg.exe_) throw UsageError("executable_of: this CompiledGraph was moved from");
+  return *cg.exe_;
+}
+}  // namespace detail
+
+// ---- runs ----------------------------------------------------------------------------------
+
+RunHandle::RunHandle(std::shared_ptr<detail::RunState> s) : state_(std::move(s)) {}
+RunHandle::RunHandle(RunHandle&&) noexcept = default;
+RunHandle& RunHandle::operator=(RunHandle&&) noexcept = default;
+RunHandle::~RunHandle() = default;
+
+void RunHandle::wait() {
+  if (!state_)
+    throw UsageError("RunHandle::wait: this handle has no run (default-constructed or moved from)");
+  if (!state_->done && state_->exe != nullptr) {
+    state_->exe->wait(*state_);
+    return;
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+bool RunHandle::done() const {
+  return !state_ || state_->done;
 }
 
 void CompiledGraph::run(std::initializer_list<FeedItem> feeds) {
-  exe_->run(std::span<const FeedItem>(feeds.begin(), feeds.size()));
+  live("run").run(std::span<const FeedItem>(feeds.begin(), feeds.size()));
 }
 void CompiledGraph::run(std::span<const FeedItem> feeds) {
-  exe_->run(feeds);
+  live("run").run(feeds);
 }
-void CompiledGraph::run_async(std::initializer_list<FeedItem> feeds) {
-  exe_->run_async(std::span<const FeedItem>(feeds.begin(), feeds.size()));
+RunHandle CompiledGraph::run_async(std::initializer_list<FeedItem> feeds) {
+  return RunHandle(
+      live("run_async").run_async(std::span<const FeedItem>(feeds.begin(), feeds.size())));
 }
-void CompiledGraph::run_async(std::span<const FeedItem> feeds) {
-  exe_->run_async(feeds);
+RunHandle CompiledGraph::run_async(std::span<const FeedItem> feeds) {
+  return RunHandle(live("run_async").run_async(feeds));
 }
 void CompiledGraph::wait() {
-  exe_->wait();
+  live("wait").wait();
 }
 
 namespace {
@@ -115,68 +150,74 @@ std::vector<T> host_vector(const detail::Plan& p, std::uint32_t i, std::string_v
 }  // namespace
 
 std::vector<float> CompiledGraph::read(Node n) const {
-  const auto i = exe_->plan().index(n, "read");
-  std::vector<float> out = host_vector<float>(exe_->plan(), i, "read");
-  exe_->read(i, out.data(), out.size(), DType::f32, "read");
+  Executable& e = live("read");
+  const auto i = e.plan().index(n, "read");
+  std::vector<float> out = host_vector<float>(e.plan(), i, "read");
+  e.read(i, out.data(), out.size(), DType::f32, "read");
   return out;
 }
 std::vector<float> CompiledGraph::read(std::string_view name) const {
-  const auto i = exe_->plan().named(name, "read");
-  std::vector<float> out = host_vector<float>(exe_->plan(), i, "read");
-  exe_->read(i, out.data(), out.size(), DType::f32, "read");
+  Executable& e = live("read");
+  const auto i = e.plan().named(name, "read");
+  std::vector<float> out = host_vector<float>(e.plan(), i, "read");
+  e.read(i, out.data(), out.size(), DType::f32, "read");
   return out;
 }
 void CompiledGraph::read(Node n, std::span<float> out) const {
-  exe_->read(exe_->plan().index(n, "read"), out.data(), out.size(), DType::f32, "read");
+  Executable& e = live("read");
+  e.read(e.plan().index(n, "read"), out.data(), out.size(), DType::f32, "read");
 }
 std::vector<std::int32_t> CompiledGraph::read_i32(Node n) const {
-  const auto i = exe_->plan().index(n, "read_i32");
-  std::vector<std::int32_t> out = host_vector<std::int32_t>(exe_->plan(), i, "read_i32");
-  exe_->read(i, out.data(), out.size(), DType::i32, "read_i32");
+  Executable& e = live("read_i32");
+  const auto i = e.plan().index(n, "read_i32");
+  std::vector<std::int32_t> out = host_vector<std::int32_t>(e.plan(), i, "read_i32");
+  e.read(i, out.data(), out.size(), DType::i32, "read_i32");
   return out;
 }
 void CompiledGraph::write(Node n, std::span<const float> data) {
-  exe_->write(exe_->plan().index(n, "write"), data.data(), data.size(), DType::f32, "write");
+  Executable& e = live("write");
+  e.write(e.plan().index(n, "write"), data.data(), data.size(), DType::f32, "write");
 }
 void CompiledGraph::write(std::string_view name, std::span<const float> data) {
-  exe_->write(exe_->plan().named(name, "write"), data.data(), data.size(), DType::f32, "write");
+  Executable& e = live("write");
+  e.write(e.plan().named(name, "write"), data.data(), data.size(), DType::f32, "write");
 }
 void CompiledGraph::write_i32(Node n, std::span<const std::int32_t> data) {
-  exe_->write(exe_->plan().index(n, "write_i32"), data.data(), data.size(), DType::i32,
-              "write_i32");
+  Executable& e = live("write_i32");
+  e.write(e.plan().index(n, "write_i32"), data.data(), data.size(), DType::i32, "write_i32");
 }
 
 std::span<float> CompiledGraph::mapped_input(std::string_view name) {
   std::size_t count = 0;
-  auto* p = static_cast<float*>(exe_->mapped_input(name, DType::f32, count));
+  auto* p = static_cast<float*>(live("mapped_input").mapped_input(name, DType::f32, count));
   return {p, count};
 }
 std::span<std::int32_t> CompiledGraph::mapped_input_i32(std::string_view name) {
   std::size_t count = 0;
-  auto* p = static_cast<std::int32_t*>(exe_->mapped_input(name, DType::i32, count));
+  auto* p =
+      static_cast<std::int32_t*>(live("mapped_input_i32").mapped_input(name, DType::i32, count));
   return {p, count};
 }
 
 Shape CompiledGraph::shape(Node n) const {
-  return exe_->plan().nodes[exe_->plan().index(n, "shape")].type.shape;
+  const Executable& e = live("shape");
+  return e.plan().nodes[e.plan().index(n, "shape")].type.shape;
 }
 std::string CompiledGraph::kernel_name(Node n) const {
-  return exe_->kernel_name(exe_->plan().index(n, "kernel_name"));
+  const Executable& e = live("kernel_name");
+  return e.kernel_name(e.plan().index(n, "kernel_name"));
 }
 const CompileReport& CompiledGraph::report() const {
-  return exe_->report();
+  return live("report").report();
 }
-
-}  // namespace hetgraph
-
-namespace hetgraph {
 EngineReport CompiledGraph::engine_report() const {
-  return exe_->engine_report();
+  return live("engine_report").report_engine();
 }
 void CompiledGraph::start_trace(const std::string& path) {
-  exe_->start_trace(path);
+  live("start_trace").start_trace(path);
 }
 void CompiledGraph::stop_trace() {
-  exe_->stop_trace();
+  live("stop_trace").stop_trace();
 }
+
 }  // namespace hetgraph

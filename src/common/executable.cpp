@@ -15,9 +15,36 @@ Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)
   report_.naive_bytes = plan_->naive_bytes;
   report_.buffers = plan_->buffers;
   report_.in_place = plan_->in_place;
+  written_since_.assign(plan_->nodes.size(), 0);
+  // Index inputs read straight from a feed (through views) are checked before each run.
+  const Plan& p = *plan_;
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    const PlanNode& n = p.nodes[i];
+    const IndexInput& x = op_def(n.op).index;
+    if (!n.has_work() || x.input < 0) continue;
+    const std::uint32_t idx = n.inputs[static_cast<std::size_t>(x.input)];
+    if (p.nodes[idx].type.dtype != DType::i32) continue;
+    std::uint32_t base = idx;
+    while (p.nodes[base].storage == Storage::View) base = p.nodes[base].inputs[0];
+    if (p.nodes[base].storage != Storage::Input) continue;
+    const Shape& bounded = p.nodes[n.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape;
+    fed_checks_.push_back({i, idx, base, bounded.dim(x.bound_dim)});
+  }
+}
+
+void Executable::shutdown() {
+  if (!inflight_) return;
+  holds_ = 1;  // the run's claim: finish_inflight releases it
+  finish_inflight();
 }
 
 Executable::~Executable() {
+  if (inflight_) {  // a platform that did not shut down: the run cannot be finished any more
+    inflight_->done = true;
+    inflight_->exe = nullptr;
+    inflight_->error =
+        std::make_exception_ptr(PlatformError("the compiled graph was destroyed during its run"));
+  }
   if (runner_.joinable()) {
     {
       std::lock_guard lk(mu_);
@@ -28,57 +55,111 @@ Executable::~Executable() {
   }
 }
 
+// ---- the claim -----------------------------------------------------------------------------
+
+void Executable::claim(std::string_view what) {
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id expected{};
+  if (!user_.compare_exchange_strong(expected, me, std::memory_order_acq_rel) && expected != me) {
+    throw UsageError(std::string(what) +
+                     ": this compiled graph is in use by another thread (a run in flight or "
+                     "another call); calls from several threads must not overlap (compile one "
+                     "graph per thread)");
+  }
+  ++holds_;
+}
+
+void Executable::unclaim() {
+  if (--holds_ == 0) user_.store(std::thread::id{}, std::memory_order_release);
+}
+
+Executable::Use::Use(Executable& e, std::string_view what) : e_(e) {
+  e_.claim(what);
+}
+Executable::Use::~Use() {
+  e_.unclaim();
+}
+
 // ---- runs ----------------------------------------------------------------------------------
 
-void Executable::begin_run(const char* what) {
-  if (async_pending_.load() && async_owner_.load() == std::this_thread::get_id()) wait();
-  bool expected = false;
-  if (!busy_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
-    throw Error(std::string(what) +
-                ": this compiled graph is already running in another thread; runs of one "
-                "compiled graph must not overlap (compile one per thread)");
+void Executable::begin_run() {
+  finish_inflight();  // this thread's previous async run, if any: its error stays with it
+}
+
+void Executable::record_outcome(std::exception_ptr e) {
+  last_failed_ = e != nullptr;
+  if (e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      last_error_ = x.what();
+    } catch (...) {
+      last_error_ = "unknown error";
+    }
+  } else {
+    ran_ = true;
   }
 }
 
 void Executable::run(std::span<const FeedItem> feeds) {
-  begin_run("run");
+  Use use(*this, "run");
+  begin_run();
+  feed(feeds);  // a bad feed changes nothing
+  ++generation_;
   try {
-    feed(feeds);
     execute_traced();
   } catch (...) {
-    busy_.store(false, std::memory_order_release);
+    record_outcome(std::current_exception());
     throw;
   }
-  busy_.store(false, std::memory_order_release);
+  record_outcome(nullptr);
+  latest_.reset();  // a synchronous run is the latest now: nothing for wait() to report
 }
 
-void Executable::run_async(std::span<const FeedItem> feeds) {
-  begin_run("run_async");
-  try {
-    feed(feeds);
-    ++runs_;
-    launch_async();
-  } catch (...) {
-    busy_.store(false, std::memory_order_release);
-    throw;
-  }
-  async_owner_.store(std::this_thread::get_id());
-  async_pending_.store(true);
+std::shared_ptr<RunState> Executable::run_async(std::span<const FeedItem> feeds) {
+  Use use(*this, "run_async");
+  begin_run();
+  feed(feeds);  // a bad feed changes nothing
+  ++generation_;
+  ++runs_;
+  launch_async();
+  auto s = std::make_shared<RunState>();
+  s->exe = this;
+  inflight_ = s;
+  latest_ = s;
+  claim("run_async");  // held by the run until it is finished
+  return s;
+}
+
+void Executable::finish_inflight() {
+  if (!inflight_) return;
+  const std::shared_ptr<RunState> s = std::move(inflight_);
+  // The run's trace events are collected here, after it finished, for every platform's
+  // asynchronous path (a failed run's events too).
+  std::exception_ptr e = finish_async();
+  if (trace_) add_trace_events(*trace_, runs_);
+  record_outcome(e);
+  s->error = e;
+  s->done = true;
+  s->exe = nullptr;
+  unclaim();
 }
 
 void Executable::wait() {
-  if (!async_pending_.exchange(false)) return;
-  // The run's trace events are collected here, after it finished, for every platform's
-  // asynchronous path (a failed run's events too).
-  try {
-    finish_async();
-  } catch (...) {
-    if (trace_) add_trace_events(*trace_, runs_);
-    busy_.store(false, std::memory_order_release);
-    throw;
+  Use use(*this, "wait");
+  finish_inflight();
+  if (!latest_) return;
+  const std::exception_ptr e = std::exchange(latest_, nullptr)->error;
+  if (e) std::rethrow_exception(e);
+}
+
+void Executable::wait(RunState& s) {
+  if (!s.done) {
+    Use use(*this, "RunHandle::wait");
+    finish_inflight();
   }
-  if (trace_) add_trace_events(*trace_, runs_);
-  busy_.store(false, std::memory_order_release);
+  if (latest_.get() == &s) latest_.reset();  // reported here: not again by wait()
+  if (s.error) std::rethrow_exception(s.error);
 }
 
 void Executable::launch_async() {
@@ -110,14 +191,14 @@ void Executable::launch_async() {
   cv_.notify_all();
 }
 
-void Executable::finish_async() {
+std::exception_ptr Executable::finish_async() {
   std::unique_lock lk(mu_);
   cv_.wait(lk, [this] { return done_; });
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return std::exchange(error_, nullptr);
 }
 
 void Executable::settle_for_access(std::uint32_t) {
-  wait();
+  finish_inflight();
 }
 
 void Executable::execute_traced() {
@@ -135,6 +216,11 @@ void Executable::execute_traced() {
   add_trace_events(*trace_, runs_);
 }
 
+EngineReport Executable::report_engine() {
+  Use use(*this, "engine_report");
+  return engine_report();
+}
+
 EngineReport Executable::engine_report() const {
   EngineReport r;
   r.engine = "platform";
@@ -149,13 +235,15 @@ EngineReport Executable::engine_report() const {
 }
 
 void Executable::start_trace(const std::string& path) {
-  wait();
+  Use use(*this, "start_trace");
+  finish_inflight();
   trace_ = std::make_unique<TraceWriter>(path);
   set_recording(true);
 }
 
 void Executable::stop_trace() {
-  wait();
+  Use use(*this, "stop_trace");
+  finish_inflight();
   if (!trace_) return;
   set_recording(false);
   auto t = std::move(trace_);
@@ -174,7 +262,8 @@ std::string input_list(const Plan& p) {
 
 void Executable::feed(std::span<const FeedItem> feeds) {
   const Plan& p = *plan_;
-  std::vector<char> fed(p.inputs.size(), 0);
+  // Check everything first: a bad feed must leave every input as it was.
+  std::vector<const FeedItem*> by_input(p.inputs.size(), nullptr);
   for (const FeedItem& f : feeds) {
     std::size_t k = 0;
     while (k < p.inputs.size() && p.nodes[p.inputs[k]].name != f.name) ++k;
@@ -185,8 +274,8 @@ void Executable::feed(std::span<const FeedItem> feeds) {
                       "': not an input of the compiled graph (its inputs: " + input_list(p) + ")");
     }
     const PlanNode& in = p.nodes[p.inputs[k]];
-    if (fed[k]) throw FeedError("input '" + in.name + "' is fed twice");
-    fed[k] = 1;
+    if (by_input[k]) throw FeedError("input '" + in.name + "' is fed twice");
+    by_input[k] = &f;
     if (f.value.dtype() != in.type.dtype) {
       throw FeedError("feed '" + in.name + "' holds " + std::string(dtype_name(f.value.dtype())) +
                       " values, the input expects " + std::string(dtype_name(in.type.dtype)));
@@ -197,17 +286,50 @@ void Executable::feed(std::span<const FeedItem> feeds) {
                       " elements; input '" + in.name + "' of shape " + in.type.shape.str() +
                       " needs " + std::to_string(need));
     }
-    // The caller wrote straight into the mapped buffer: nothing to copy.
-    if (f.value.data() != host_pointer(p.inputs[k])) {
-      copy_in(p.inputs[k], f.value.data(), need * 4);
-      feed_bytes_copied_ += need * 4;
-    }
   }
-  for (std::size_t k = 0; k < fed.size(); ++k) {
-    if (!fed[k]) {
+  for (std::size_t k = 0; k < by_input.size(); ++k) {
+    if (!by_input[k]) {
       const PlanNode& in = p.nodes[p.inputs[k]];
       throw FeedError("missing feed for input '" + in.name + "' of shape " + in.type.shape.str() +
                       " (every input must be fed at each run)");
+    }
+  }
+  // Fed indices against their bounds (before any kernel could read out of range).
+  for (const IndexCheck& c : fed_checks_) {
+    const auto k = static_cast<std::size_t>(std::find(p.inputs.begin(), p.inputs.end(), c.fed) -
+                                            p.inputs.begin());
+    check_indices(c, static_cast<const std::int32_t*>(by_input[k]->value.data()));
+  }
+  for (std::size_t k = 0; k < by_input.size(); ++k) {
+    const FeedItem& f = *by_input[k];
+    const std::size_t bytes = f.value.count() * 4;
+    // The caller wrote straight into the mapped buffer: nothing to copy.
+    if (f.value.data() != host_pointer(p.inputs[k])) {
+      copy_in(p.inputs[k], f.value.data(), bytes);
+      feed_bytes_copied_ += bytes;
+    }
+  }
+}
+
+std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices,
+                        const std::string& value, std::int64_t position, std::int64_t bound) {
+  const PlanNode& n = p.nodes[node];
+  const std::string range = "[0, " + std::to_string(bound) + ")";
+  const std::string_view what = op_def(n.op).index.what;
+  if (what == "class id") {
+    return "node " + n.label + ": " + (value.empty() ? "a class id" : "class id " + value) +
+           " at row " + std::to_string(position) + " is outside " + range;
+  }
+  return "node " + n.label + ": " + (value.empty() ? "an index" : "index " + value) +
+         " at position " + std::to_string(position) + " of the indices " +
+         p.nodes[indices].type.shape.str() + " is outside [0, " + std::to_string(bound) + ")";
+}
+
+void Executable::check_indices(const IndexCheck& c, const std::int32_t* ids) const {
+  const std::int64_t n = plan_->nodes[c.fed].type.shape.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= c.bound) {
+      throw FeedError(index_error(*plan_, c.node, c.indices, std::to_string(ids[i]), i, c.bound));
     }
   }
 }
@@ -250,21 +372,43 @@ void Executable::access_check(std::uint32_t node, DType dtype, std::size_t count
   }
 }
 
+// Computed values (and views of them) are valid after a successful run, or once written.
+void Executable::value_check(std::uint32_t node, std::string_view what) const {
+  std::uint32_t base = node;
+  while (plan_->nodes[base].storage == Storage::View) base = plan_->nodes[base].inputs[0];
+  if (plan_->nodes[base].storage != Storage::Computed) return;  // inputs, variables, constants
+  if (written_since_[node] == generation_ || written_since_[base] == generation_) return;
+  if (last_failed_) {
+    throw UsageError(std::string(what) + ": node " + plan_->nodes[node].label +
+                     " has no valid value: the last run failed (" + last_error_ +
+                     "); variables and inputs kept their values");
+  }
+  if (!ran_) {
+    throw UsageError(std::string(what) + ": node " + plan_->nodes[node].label +
+                     " has no value yet: run the graph first");
+  }
+}
+
 void Executable::read(std::uint32_t node, void* dst, std::size_t count, DType dtype,
                       std::string_view what) {
+  Use use(*this, what);
   access_check(node, dtype, count, what, false);
   settle_for_access(node);
+  value_check(node, what);
   copy_out(node, dst, count * 4);
 }
 
 void Executable::write(std::uint32_t node, const void* src, std::size_t count, DType dtype,
                        std::string_view what) {
+  Use use(*this, what);
   access_check(node, dtype, count, what, true);
   settle_for_access(node);
   copy_in(node, src, count * 4);
+  written_since_[node] = generation_;
 }
 
 void* Executable::mapped_input(std::string_view name, DType dtype, std::size_t& count) {
+  Use use(*this, "mapped_input");
   const std::int64_t k = plan_->input_named(name);
   if (k < 0) {
     throw FeedError("mapped_input: '" + std::string(name) +

@@ -20,6 +20,25 @@ namespace hetgraph::detail {
 
 class Executable;
 
+/// The outcome of an asynchronous run, shared with its RunHandle.
+struct RunState {
+  Executable* exe = nullptr;  // while the run is in flight
+  bool done = false;
+  std::exception_ptr error;
+};
+
+/// An int32 index input whose values come from a fed input (through views): checked on the
+/// host before a run, against the dim OpDef::index names.
+struct IndexCheck {
+  std::uint32_t node = 0;     // the op reading the indices
+  std::uint32_t indices = 0;  // its index input (plan index)
+  std::uint32_t fed = 0;      // the input node holding them
+  std::int64_t bound = 0;     // values must lie in [0, bound)
+};
+/// The FeedError message of a bad index: names the node, the value, where it is, the bound.
+std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices,
+                        const std::string& value, std::int64_t position, std::int64_t bound);
+
 /// A platform: what it can run (Capabilities::unsupported, asked by the fusion passes and by
 /// compile() for every node before anything is allocated) and how it instantiates a plan.
 class Backend : public Capabilities {
@@ -39,16 +58,26 @@ class Executable {
 
   const Plan& plan() const { return *plan_; }
   CompileReport& report() { return report_; }
+  const CompileReport& report() const { return report_; }
 
+  // The run protocol; CompiledGraph documents the contract.
   void run(std::span<const FeedItem> feeds);
-  void run_async(std::span<const FeedItem> feeds);
+  std::shared_ptr<RunState> run_async(std::span<const FeedItem> feeds);
+  /// Finishes the latest run and rethrows its error once.
   void wait();
+  /// Finishes the run of a handle (its thread only) and rethrows its error.
+  void wait(RunState& s);
+  /// Before the executable goes: finishes a run in flight (from any thread; its error stays
+  /// with its handle). Platforms' destructors call it while they can still run.
+  void shutdown();
 
   void read(std::uint32_t node, void* dst, std::size_t count, DType dtype, std::string_view what);
   void write(std::uint32_t node, const void* src, std::size_t count, DType dtype,
              std::string_view what);
   void* mapped_input(std::string_view name, DType dtype, std::size_t& count);
   virtual std::string kernel_name(std::uint32_t node) const = 0;
+  /// The engine report, with the calling thread's claim on the graph (see Use).
+  EngineReport report_engine();
   /// Bytes copied from feeds into the graph so far (mapped feeds copy nothing).
   std::uint64_t feed_bytes_copied() const { return feed_bytes_copied_; }
   /// Runs and graph statistics; platforms add their lanes and their own fields.
@@ -79,13 +108,20 @@ class Executable {
   /// variables are not written at all, and cost no memory until used).
   virtual bool memory_starts_zeroed() const { return false; }
   virtual void copy_out(std::uint32_t node, void* dst, std::size_t bytes) = 0;
-  /// Runs the graph once in the calling thread; rethrows kernel errors.
+  /// Runs the graph once in the calling thread; rethrows kernel errors. A run that throws
+  /// must leave variables unchanged (the commit_writes pass orders the plan so that nothing
+  /// can fail once a variable is written; platforms check fed indices first).
   virtual void execute() = 0;
   /// Asynchronous run. Default: a background thread calls execute().
   virtual void launch_async();
-  virtual void finish_async();
-  /// Called before a read or write while an async run may be in flight. Default: finish it.
+  /// Completes the run launch_async started; returns its error instead of throwing it.
+  virtual std::exception_ptr finish_async();
+  /// Before a read or write of `node` while an async run is in flight: waits until the run
+  /// no longer writes the node. Default: finishes the run (finish_inflight).
   virtual void settle_for_access(std::uint32_t node);
+  /// Completes the in-flight async run (if any) and records its outcome; never throws the
+  /// run's error (that goes to the run's wait()).
+  void finish_inflight();
 
   /// Writes constants and initial variable values; platforms call it once memory exists.
   void initialize_state();
@@ -99,16 +135,45 @@ class Executable {
   void execute_traced();
 
  private:
+  /// A call's claim on the graph: the first call of a thread claims it (another thread's
+  /// call then throws UsageError); nested calls of the claiming thread, and its async run in
+  /// flight, keep the claim until the last of them ends.
+  class Use {
+   public:
+    Use(Executable& e, std::string_view what);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    Executable& e_;
+  };
+  void claim(std::string_view what);
+  void unclaim();
+
+  /// Checks every feed (names, types, sizes, and the values of fed index inputs against
+  /// their bounds: OpDef::index), then copies them in: a bad feed changes nothing.
   void feed(std::span<const FeedItem> feeds);
-  void begin_run(const char* what);
+  void check_indices(const IndexCheck& c, const std::int32_t* ids) const;
+  void begin_run();
+  void record_outcome(std::exception_ptr e);
   void access_check(std::uint32_t node, DType dtype, std::size_t count, std::string_view what,
                     bool writing) const;
+  void value_check(std::uint32_t node, std::string_view what) const;
 
   std::shared_ptr<const Plan> plan_;
   CompileReport report_;
-  std::atomic<bool> busy_{false};
-  std::atomic<bool> async_pending_{false};
-  std::atomic<std::thread::id> async_owner_{};
+  // The claim: the claiming thread and its count of open calls and runs (that thread only).
+  std::atomic<std::thread::id> user_{};
+  int holds_ = 0;
+  std::shared_ptr<RunState> inflight_;  // the async run in flight
+  std::shared_ptr<RunState> latest_;    // the latest async run, until wait() reports it
+  // Validity of computed values: the last run failed (its error), or written since it started.
+  bool last_failed_ = false;
+  bool ran_ = false;  // a run succeeded at least once
+  std::string last_error_;
+  std::uint64_t generation_ = 1;              // runs started, plus one
+  std::vector<std::uint64_t> written_since_;  // per node: generation of its last write
 
   // default async runner
   std::thread runner_;
@@ -119,6 +184,7 @@ class Executable {
   std::uint64_t feed_bytes_copied_ = 0;
   std::unique_ptr<TraceWriter> trace_;
   std::int64_t runs_ = 0;
+  std::vector<IndexCheck> fed_checks_;
 };
 
 /// Deterministic initial values of a variable, produced in order a chunk at a time: the

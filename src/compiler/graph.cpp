@@ -30,11 +30,20 @@ Shape::Shape(std::span<const std::int64_t> dims) {
                      " is not supported: tensors have rank 0 to 4");
   }
   rank_ = static_cast<int>(dims.size());
+  std::int64_t n = 1;
+  bool too_many = false;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0) {
       throw ShapeError("negative dimension " + std::to_string(dims[i]) + " in a shape");
     }
     dims_[i] = dims[i];
+    too_many = too_many || __builtin_mul_overflow(n, dims[i], &n) || n > kMaxElements;
+  }
+  // A zero dim makes the product 0 whatever the others are; the compiler rejects empty
+  // tensors with its own message. Overflow is checked dim by dim, before any wrap.
+  if (too_many && std::find(dims.begin(), dims.end(), 0) == dims.end()) {
+    throw ShapeError("shape " + str() + " has more than 2^61 elements, more than a tensor may " +
+                     "hold (its size in bytes must fit in 64 bits)");
   }
 }
 
@@ -188,13 +197,18 @@ void Node::set_input(int index, Node producer) const {
 
 Graph::Graph() : impl_(std::make_shared<GraphImpl>()) {}
 
+GraphImpl& Graph::impl() const {
+  if (!impl_) throw UsageError("this Graph was moved from; use the one it was moved to");
+  return *impl_;
+}
+
 Node Graph::input(std::string name, DType dtype) {
   if (name.empty()) throw GraphError("input: a name is required (feeds are by name)");
   NodeRec r;
   r.op = OpKind::Input;
   r.name = std::move(name);
   r.dtype = dtype;
-  return impl_->add(std::move(r));
+  return impl().add(std::move(r));
 }
 
 Node Graph::variable(std::string name, Shape shape, Initializer init) {
@@ -204,7 +218,7 @@ Node Graph::variable(std::string name, Shape shape, Initializer init) {
   r.name = std::move(name);
   r.shape = shape;
   r.init = init;
-  return impl_->add(std::move(r));
+  return impl().add(std::move(r));
 }
 
 Node Graph::constant(float value) {
@@ -221,7 +235,7 @@ Node Graph::constant(Shape shape, std::vector<float> values) {
   r.op = OpKind::Constant;
   r.shape = shape;
   r.f32_values = std::make_shared<const std::vector<float>>(std::move(values));
-  return impl_->add(std::move(r));
+  return impl().add(std::move(r));
 }
 
 Node Graph::constant_i32(Shape shape, std::vector<std::int32_t> values) {
@@ -235,22 +249,22 @@ Node Graph::constant_i32(Shape shape, std::vector<std::int32_t> values) {
   r.shape = shape;
   r.dtype = DType::i32;
   r.i32_values = std::make_shared<const std::vector<std::int32_t>>(std::move(values));
-  return impl_->add(std::move(r));
+  return impl().add(std::move(r));
 }
 
 std::size_t Graph::size() const {
-  return impl_->nodes.size();
+  return impl().nodes.size();
 }
 
 Node Graph::node(std::uint32_t id) const {
-  if (id >= impl_->nodes.size()) throw GraphError("no node #" + std::to_string(id));
-  return impl_->handle(id);
+  if (id >= impl().nodes.size()) throw GraphError("no node #" + std::to_string(id));
+  return impl().handle(id);
 }
 
 Node Graph::find(std::string_view name) const {
-  auto it = impl_->by_name.find(std::string(name));
-  if (it == impl_->by_name.end()) throw GraphError("no node named '" + std::string(name) + "'");
-  return impl_->handle(it->second);
+  auto it = impl().by_name.find(std::string(name));
+  if (it == impl().by_name.end()) throw GraphError("no node named '" + std::string(name) + "'");
+  return impl().handle(it->second);
 }
 
 // ---- op builders -----------------------------------------------------------------------

@@ -102,22 +102,39 @@ void elide_assigns(Plan& p, ReuseMode mode) {
   const std::size_t n = p.nodes.size();
   const auto readers = data_readers(p);
   Reach reach(p);
-  // A value assigned to two variables is considered for the later assign (plan order) only.
-  std::vector<char> considered(n, 0);
-  for (std::uint32_t a = static_cast<std::uint32_t>(n); a-- > 0;) {
-    PlanNode& assign = p.nodes[a];
-    if (assign.op != OpKind::Assign) continue;
-    const std::uint32_t var = assign.inputs[0], i = assign.inputs[1];
+  // Each value with the assign that writes it; a value assigned to two variables is considered
+  // for the later assign (plan order) only.
+  std::vector<std::int64_t> assign_of(n, -1);
+  for (std::uint32_t a = 0; a < n; ++a) {
+    if (p.nodes[a].op == OpKind::Assign) assign_of[p.nodes[a].inputs[1]] = a;
+  }
+  // Values in reverse plan order: a value's readers are decided before it.
+  for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) {
+    if (assign_of[i] < 0) continue;
+    PlanNode& assign = p.nodes[static_cast<std::size_t>(assign_of[i])];
+    const std::uint32_t var = assign.inputs[0];
     PlanNode& node = p.nodes[i];
-    if (considered[i]) continue;
-    considered[i] = 1;
     if (node.storage != Storage::Computed || p.nodes[var].type != node.type) continue;
     const OpDef& def = op_def(node.op);
+    // After the commit point only kernels that cannot fail run: an index input must be fed
+    // (checked before the run) or checkable by a check_indices before the commit point
+    // (commit_writes adds it): bounded by a dim 0.
+    if (def.index.input >= 0 && def.index.bound_dim != 0) {
+      std::uint32_t b = node.inputs[static_cast<std::size_t>(def.index.input)];
+      while (p.nodes[b].storage == Storage::View) b = p.nodes[b].inputs[0];
+      if (p.nodes[b].storage != Storage::Input) continue;
+    }
     bool over_var = false;
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
       over_var = over_var || (def.inplace_input(k) && node.inputs[k] == var);
     }
     if (!over_var) continue;
+    // Its own readers (besides the assign) must write variables too.
+    const bool only_writers =
+        std::all_of(readers[i].begin(), readers[i].end(), [&](std::uint32_t r) {
+          return r == static_cast<std::uint32_t>(assign_of[i]) || p.nodes[r].into_variable >= 0;
+        });
+    if (!only_writers) continue;
     // Everything that reads the variable's value, directly or through views, must have run
     // before the node overwrites it.
     std::vector<std::uint32_t> others, stack{var};

@@ -84,6 +84,7 @@ enum class OpKind : std::uint8_t {
   Floor,            // elementwise.cpp; no gradient flows through it
   Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
   GeluGrad,
+  CheckIndices,  // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
   // collectives across processes (collective.cpp): a Collective payload names the communicator
   Allreduce,
   Broadcast,

@@ -476,7 +476,14 @@ void infer_shapes(Plan& p, const InputShapes& shapes) {
     in.clear();
     for (std::uint32_t u : n.inputs) in.push_back(p.nodes[u].type);
     const InferCtx ctx{p, i, n.op, n.attrs, n.declared, in};
-    n.type = op_def(n.op).infer(ctx);
+    try {
+      n.type = op_def(n.op).infer(ctx);
+    } catch (const ShapeError& e) {
+      // A shape the rule built that cannot exist (more elements than fit): name the node.
+      const std::string m = e.what();
+      if (m.rfind("node ", 0) == 0) throw;
+      ctx.fail(m);
+    }
     if (n.storage != Storage::None) check_nonempty(n);
   }
 }
@@ -612,6 +619,53 @@ void order_by_dependencies(Plan& p) {
   if (!same) reorder(p, order);
 }
 
+// ---- commit point --------------------------------------------------------------------------
+
+void commit_writes(Plan& p) {
+  const std::size_t n = p.nodes.size();
+  // A writer whose index input is computed gets a check_indices before the commit point: a
+  // bad index then fails the run before anything is written.
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (!p.nodes[i].writes_variable()) continue;
+    const IndexInput& x = op_def(p.nodes[i].op).index;
+    if (x.input < 0) continue;
+    const std::uint32_t idx = p.nodes[i].inputs[static_cast<std::size_t>(x.input)];
+    std::uint32_t b = idx;
+    while (p.nodes[b].storage == Storage::View) b = p.nodes[b].inputs[0];
+    if (p.nodes[b].storage == Storage::Input) continue;  // checked when fed
+    const std::uint32_t like = p.nodes[i].inputs[static_cast<std::size_t>(x.bound_input)];
+    const std::uint32_t c = p.add_node(OpKind::CheckIndices, {idx, like});
+    PlanNode& check = p.nodes[c];
+    check.type = {Shape{1}, DType::f32};
+    check.label = "'check indices of " + p.nodes[i].label + "'";
+    check.deps = {idx};
+    p.nodes[idx].succs.push_back(c);
+  }
+  std::vector<std::uint32_t> before;
+  bool writes = false;
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    const PlanNode& node = p.nodes[i];
+    if (node.writes_variable())
+      writes = true;
+    else if (node.has_work())
+      before.push_back(i);
+  }
+  if (!writes) return;
+  const std::uint32_t c = p.add_node(OpKind::Group, {});
+  PlanNode& commit = p.nodes[c];
+  commit.storage = Storage::None;
+  commit.commit = true;
+  commit.label = "commit point";
+  commit.deps = std::move(before);
+  for (std::uint32_t d : commit.deps) p.nodes[d].succs.push_back(c);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (!p.nodes[i].writes_variable()) continue;
+    p.nodes[i].deps.push_back(c);
+    p.nodes[c].succs.push_back(i);
+  }
+  order_by_dependencies(p);
+}
+
 // ---- pipeline ------------------------------------------------------------------------------
 
 namespace {
@@ -641,6 +695,7 @@ const Pass kPasses[] = {
     {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},
     {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },
      planning},
+    {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }},
     {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); }},
 };
 
@@ -773,6 +828,7 @@ std::string dump(const Plan& p) {
     if (n.into_variable >= 0) os << " into-variable";
     if (n.fused_into >= 0) os << " fused-into " << n.fused_into;
     if (n.grad_sum) os << " grad-sum";
+    if (n.commit) os << " commit";
     if (n.fetched) os << " fetched";
     os << " deps[";
     for (std::size_t k = 0; k < n.deps.size(); ++k) os << (k ? "," : "") << n.deps[k];

@@ -40,6 +40,7 @@ struct PlanNode {
   TensorType declared;  // variables and constants: their declared type; inputs: the dtype
   Storage storage = Storage::Computed;
   bool grad_sum = false;  // an add autodiff made to sum gradient contributions
+  bool commit = false;    // the commit point: every writer of a variable waits for it
   // memory plan
   std::int32_t buffer = -1;  // -1: no storage
   std::size_t offset = 0;    // byte offset into the arena
@@ -58,6 +59,11 @@ struct PlanNode {
   /// Whether a platform runs a kernel for this node: computed values and copying assigns.
   bool has_work() const {
     return storage == Storage::Computed || (op == OpKind::Assign && !elided);
+  }
+  /// Whether the node's kernel writes a variable (a copying assign, or a value computed in
+  /// place over its variable): such nodes run after the commit point.
+  bool writes_variable() const {
+    return has_work() && (op == OpKind::Assign || into_variable >= 0);
   }
 };
 
@@ -171,8 +177,14 @@ void link_dependencies(Plan& p);
 void order_by_dependencies(Plan& p);
 /// Marks each assign whose value can be computed in place over its variable (SGD's W - lr*dW
 /// straight into W: the assign does nothing). Depends on the reuse mode: every other reader
-/// of the variable must run before the value's node.
+/// of the variable must run before the value's node. The value's other readers must write
+/// variables themselves (momentum's velocity feeds its weight's update), so that nothing that
+/// can fail depends on a written variable.
 void elide_assigns(Plan& p, ReuseMode mode);
+/// Makes runs atomic: every node that writes a variable waits for a commit point that waits
+/// for every other node with work. A run that fails before the commit changes no variable;
+/// after it only writes run (copies and in-place arithmetic, whose inputs are all computed).
+void commit_writes(Plan& p);
 void plan_memory(Plan& p, ReuseMode mode);
 
 /// Runs build_plan and every pass, printing the plan where HETGRAPH_DUMP_PLAN asks.

@@ -171,12 +171,7 @@ class CpuExecutable final : public Executable {
     initialize_state();
   }
 
-  ~CpuExecutable() override {
-    try {
-      wait();
-    } catch (...) {
-    }
-  }
+  ~CpuExecutable() override { shutdown(); }
 
   std::string kernel_name(std::uint32_t node) const override { return std::string(names_[node]); }
 

@@ -53,6 +53,11 @@ class Engine {
 /// Runs a kernel and turns foreign exceptions into PlatformError naming the node.
 void run_kernel(CpuKernel& k, const ExecCtx& ctx, const PlanNode& node);
 
+/// Test seam: when set, called before every kernel (any engine) and may throw as the kernel
+/// would; tests inject failures with it. Null in production.
+using KernelFaultHook = void (*)(const PlanNode& node);
+void set_kernel_fault_hook(KernelFaultHook hook);
+
 std::unique_ptr<Engine> make_sequential_engine(const Program& prog, int threads);
 
 }  // namespace hetgraph::detail::cpu

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <queue>
@@ -17,8 +18,17 @@
 
 namespace hetgraph::detail::cpu {
 
+namespace {
+std::atomic<KernelFaultHook> g_fault_hook{nullptr};
+}  // namespace
+
+void set_kernel_fault_hook(KernelFaultHook hook) {
+  g_fault_hook.store(hook, std::memory_order_release);
+}
+
 void run_kernel(CpuKernel& k, const ExecCtx& ctx, const PlanNode& node) {
   try {
+    if (const KernelFaultHook h = g_fault_hook.load(std::memory_order_relaxed)) h(node);
     k.run(ctx);
   } catch (const Error&) {
     throw;

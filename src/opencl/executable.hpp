@@ -78,7 +78,7 @@ class OpenClExecutable final : public Executable {
   }
   void execute() override;
   void launch_async() override;
-  void finish_async() override;
+  std::exception_ptr finish_async() override;
   void settle_for_access(std::uint32_t node) override;
   void set_recording(bool on) override { recording_ = on; }
   std::vector<Executable::Event> last_run_events() const override { return last_events_; }
@@ -117,7 +117,12 @@ class OpenClExecutable final : public Executable {
   void settle_each();
   /// Maps inputs whose map was lost (a failed run, a failed enqueue).
   void restore_maps();
-  void check_labels_on_host() const;
+  void enqueue_work(std::size_t from, std::size_t to);
+  /// "node ... failed on ...": the first of work_[0, upto) whose command failed, or "".
+  std::string first_failure(std::size_t upto) const;
+  void check_device_labels();
+  /// Waits for everything before the commit point, checks it, then enqueues the writers.
+  void commit();
   void enqueue_input_unmaps();
   void enqueue_input_remaps();
 
@@ -149,6 +154,12 @@ class OpenClExecutable final : public Executable {
   bool in_flight_ = false;
   int runs_ = 0;
   std::unique_ptr<RunHook> hook_;
+  // The commit point (see commit_writes): writers of variables are work_[phase1_, end).
+  std::int64_t commit_ = -1;
+  std::size_t phase1_ = 0;
+  std::vector<std::uint32_t> finals1_;  // work before the commit no other such work waits for
+  std::vector<char> committed_by_;      // per node: written after the commit point
+  bool committed_ = true;               // this run's writers are enqueued
 };
 
 }  // namespace hetgraph::detail::cl

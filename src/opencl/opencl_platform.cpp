@@ -173,9 +173,20 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   work_.clear();
   for (std::uint32_t i = 0; i < n; ++i) {
     if (ops_[i]) work_.push_back(i);
+    if (p.nodes[i].commit) commit_ = i;
+  }
+  // Writers of variables (after the commit point) are enqueued only once everything before
+  // it completed and was checked: they need no events from before it.
+  if (commit_ >= 0) {
+    phase1_ = static_cast<std::size_t>(
+        std::lower_bound(work_.begin(), work_.end(), static_cast<std::uint32_t>(commit_)) -
+        work_.begin());
+  } else {
+    phase1_ = work_.size();
   }
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
+    if (node.commit) continue;  // done[commit] stays empty
     if (ops_[i] || node.storage == Storage::Input) {
       done[i] = {i};
     } else if (node.storage == Storage::View) {
@@ -191,12 +202,24 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
       sort_unique(waits_[i]);
     }
   }
-  std::vector<char> waited(n, 0);
-  for (std::uint32_t i : work_) {
-    for (std::uint32_t w : waits_[i]) waited[w] = 1;
+  std::vector<char> waited(n, 0), waited1(n, 0);
+  for (std::size_t k = 0; k < work_.size(); ++k) {
+    for (std::uint32_t w : waits_[work_[k]]) {
+      waited[w] = 1;
+      if (k < phase1_) waited1[w] = 1;
+    }
   }
-  for (std::uint32_t i : work_) {
-    if (!waited[i]) finals_.push_back(i);
+  for (std::size_t k = 0; k < work_.size(); ++k) {
+    if (!waited[work_[k]]) finals_.push_back(work_[k]);
+    if (k < phase1_ && !waited1[work_[k]]) finals1_.push_back(work_[k]);
+  }
+  // A host access of what a writer writes waits for the whole run (the commit included).
+  committed_by_.assign(n, 0);
+  for (std::size_t k = phase1_; k < work_.size(); ++k) {
+    const std::uint32_t w = work_[k];
+    committed_by_[w] = committed_by_[p.output_of(w)] = 1;
+    if (p.nodes[w].into_variable >= 0)
+      committed_by_[static_cast<std::size_t>(p.nodes[w].into_variable)] = 1;
   }
   // Readers of each input's buffer (directly or through views), for the map after them.
   for (std::uint32_t i : work_) {
@@ -227,8 +250,10 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
 }
 
 OpenClExecutable::~OpenClExecutable() {
-  // Work in flight uses this executable's buffers: let it finish (errors have no one to reach).
+  // Work in flight uses this executable's buffers: let it finish (its error stays with its
+  // handle).
   if (hook_) hook_->release();
+  shutdown();
   if (in_flight_) settle_all();
 }
 
@@ -286,6 +311,10 @@ void OpenClExecutable::copy_out(std::uint32_t node, void* dst, std::size_t bytes
 
 void OpenClExecutable::settle_for_access(std::uint32_t node) {
   if (!in_flight_) return;
+  if (committed_by_[base_of(node)] || committed_by_[node]) {
+    finish_inflight();  // written after the commit point: the run's end decides
+    return;
+  }
   std::vector<cl_event> evs;
   const std::uint32_t b = base_of(node);
   if (input_of_[b] >= 0) {
@@ -297,7 +326,7 @@ void OpenClExecutable::settle_for_access(std::uint32_t node) {
   }
   if (evs.empty()) return;
   if (clWaitForEvents(static_cast<cl_uint>(evs.size()), evs.data()) != CL_SUCCESS) {
-    wait();  // the value was not computed: report the run's failure now
+    finish_inflight();  // the value was not computed: the run failed (its wait() reports it)
   }
 }
 
@@ -312,8 +341,13 @@ void OpenClExecutable::launch_async() {
   launch();
 }
 
-void OpenClExecutable::finish_async() {
-  finish();
+std::exception_ptr OpenClExecutable::finish_async() {
+  try {
+    finish();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
 }
 
 std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string& value,
@@ -327,18 +361,6 @@ std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string
   }
   return node + (value.empty() ? "a class id" : "class id " + value) + " at row " +
          std::to_string(row) + " is outside " + range;
-}
-
-void OpenClExecutable::check_labels_on_host() const {
-  for (const LabelCheck& c : labels_) {
-    if (!c.on_host) continue;
-    const InputBuf& in = inputs_[static_cast<std::size_t>(input_of_[base_of(c.labels)])];
-    const auto* ids = static_cast<const std::int32_t*>(in.host);
-    for (std::int64_t r = 0; r < c.rows; ++r) {
-      if (ids[r] < 0 || ids[r] >= c.classes)
-        throw FeedError(label_error(c, std::to_string(ids[r]), r));
-    }
-  }
 }
 
 void OpenClExecutable::enqueue_input_unmaps() {
@@ -377,8 +399,9 @@ void OpenClExecutable::enqueue_input_remaps() {
 }
 
 void OpenClExecutable::launch() {
-  check_labels_on_host();  // before anything is enqueued, as the CPU platform does
+  // Fed labels were checked on the host before the run (Executable::feed).
   ++runs_;
+  committed_ = commit_ < 0;
   for (cl::Event& e : ev_) e.reset();
   for (InputBuf& in : inputs_) in.remap.reset();
   status_reset_.reset();
@@ -392,23 +415,8 @@ void OpenClExecutable::launch() {
                                 labels_.size() * sizeof(none), 0, nullptr, status_reset_.out()));
     }
     enqueue_input_unmaps();
-    std::vector<cl_event> wl;
-    for (std::uint32_t i : work_) {
-      wl.clear();
-      for (std::uint32_t w : waits_[i]) {
-        if (ev_[w]) wl.push_back(ev_[w].get());
-      }
-      if (checked_[i] && status_reset_) wl.push_back(status_reset_.get());
-      try {
-        if (hook_) hook_->before_enqueue(dev_->context(), i, wl);
-        ev_[i] = ops_[i]->enqueue(q_, wl, recording_ ? &first_[i] : nullptr);
-      } catch (const PlatformError& e) {
-        const PlanNode& node = plan().nodes[i];
-        throw PlatformError("node " + node.label + " (" + std::string(op_name(node.op)) +
-                            "): " + e.what());
-      }
-    }
-    enqueue_input_remaps();
+    enqueue_work(0, phase1_);
+    if (committed_) enqueue_input_remaps();  // else after the writers, at the commit
     HG_CL(clFlush(q_));
   } catch (...) {
     if (hook_) hook_->release();  // nothing may wait forever on a test's event
@@ -417,6 +425,96 @@ void OpenClExecutable::launch() {
     in_flight_ = false;
     throw;
   }
+}
+
+void OpenClExecutable::enqueue_work(std::size_t from, std::size_t to) {
+  std::vector<cl_event> wl;
+  for (std::size_t k = from; k < to; ++k) {
+    const std::uint32_t i = work_[k];
+    wl.clear();
+    for (std::uint32_t w : waits_[i]) {
+      if (ev_[w]) wl.push_back(ev_[w].get());
+    }
+    if (checked_[i] && status_reset_) wl.push_back(status_reset_.get());
+    try {
+      if (hook_) hook_->before_enqueue(dev_->context(), i, wl);
+      ev_[i] = ops_[i]->enqueue(q_, wl, recording_ ? &first_[i] : nullptr);
+    } catch (const PlatformError& e) {
+      const PlanNode& node = plan().nodes[i];
+      throw PlatformError("node " + node.label + " (" + std::string(op_name(node.op)) +
+                          "): " + e.what());
+    }
+  }
+}
+
+std::string OpenClExecutable::first_failure(std::size_t upto) const {
+  for (std::size_t k = 0; k < upto; ++k) {
+    const std::uint32_t i = work_[k];
+    if (!ev_[i]) continue;
+    cl_int st = CL_COMPLETE;
+    HG_CL(
+        clGetEventInfo(ev_[i].get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, nullptr));
+    if (hook_) st = hook_->event_status(i, st);
+    if (st < 0) {
+      const PlanNode& node = plan().nodes[i];
+      return "node " + node.label + " (" + std::string(op_name(node.op)) + ") failed on " +
+             dev_->label() + ": " + error_name(st) + " (" + std::to_string(st) + ")";
+    }
+  }
+  return {};
+}
+
+void OpenClExecutable::check_device_labels() {
+  if (!device_checks_) return;
+  std::vector<cl_int> bad(labels_.size());
+  read_buffer(q_, status_.get(), 0, bad.size() * sizeof(cl_int), bad.data());
+  for (const LabelCheck& c : labels_) {
+    const cl_int row = bad[static_cast<std::size_t>(c.slot)];
+    if (c.on_host || row == INT_MAX) continue;
+    std::string value;
+    if (!plan().nodes[c.labels].clobbered) {  // still readable: name the offending value
+      cl_int v = 0;
+      read_buffer(q_, mem_[c.labels], static_cast<std::size_t>(row) * sizeof(cl_int), sizeof(v),
+                  &v);
+      value = std::to_string(v);
+    }
+    throw FeedError(label_error(c, value, row));
+  }
+}
+
+// The commit: everything before the commit point has completed without a failure and with
+// valid labels; only then are the writers of variables enqueued. A failure here leaves every
+// variable as it was.
+void OpenClExecutable::commit() {
+  std::vector<cl_event> evs;
+  for (std::uint32_t i : finals1_) {
+    if (ev_[i]) evs.push_back(ev_[i].get());
+  }
+  if (status_reset_) evs.push_back(status_reset_.get());
+  bool ok =
+      evs.empty() || clWaitForEvents(static_cast<cl_uint>(evs.size()), evs.data()) == CL_SUCCESS;
+  if (!ok) settle_each();
+  std::string failure = first_failure(phase1_);
+  if (failure.empty() && !ok) failure = "a command before the commit point failed";
+  try {
+    if (!failure.empty()) {
+      dev_->mark_broken();
+      throw PlatformError(failure +
+                          "; no variable was changed (compile the graph again to "
+                          "continue)");
+    }
+    check_device_labels();
+    enqueue_work(phase1_, work_.size());
+    enqueue_input_remaps();
+    HG_CL(clFlush(q_));
+  } catch (...) {
+    if (hook_) hook_->release();
+    settle_each();
+    restore_maps();
+    in_flight_ = false;
+    throw;
+  }
+  committed_ = true;
 }
 
 bool OpenClExecutable::settle_all() {
@@ -469,50 +567,26 @@ void OpenClExecutable::restore_maps() {
 
 void OpenClExecutable::finish() {
   if (!in_flight_) return;
+  if (!committed_) commit();
   const bool ok = settle_all();
   in_flight_ = false;
   // The first node, in plan order, whose command failed.
-  std::string failure;
-  for (std::uint32_t i : work_) {
-    if (ok && !hook_) break;
-    if (!ev_[i]) continue;
-    cl_int st = CL_COMPLETE;
-    HG_CL(
-        clGetEventInfo(ev_[i].get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, nullptr));
-    if (hook_) st = hook_->event_status(i, st);
-    if (st < 0) {
-      const PlanNode& node = plan().nodes[i];
-      failure = "node " + node.label + " (" + std::string(op_name(node.op)) + ") failed on " +
-                dev_->label() + ": " + error_name(st) + " (" + std::to_string(st) + ")";
-      break;
-    }
-  }
+  const std::string failure = ok && !hook_ ? std::string() : first_failure(work_.size());
   restore_maps();
   if (recording_ && failure.empty()) collect_events();
   if (!failure.empty()) {
     // A device fault may have cost the context: later compiles get a fresh one.
     dev_->mark_broken();
-    throw PlatformError(failure +
-                        "; the run did not complete (compile the graph again to "
-                        "continue)");
+    // Without a commit point nothing was written to variables; with one, the check before it
+    // passed, so the fault hit a write of a variable itself.
+    throw PlatformError(failure + (commit_ < 0 ? "; the run did not complete and changed no "
+                                                 "variable (compile the graph again to continue)"
+                                               : "; the fault hit the writes of variables, which "
+                                                 "may be partly updated (compile the graph again "
+                                                 "and restore them)"));
   }
   for (std::uint32_t i : work_) ops_[i]->after_run();
-  if (device_checks_) {
-    std::vector<cl_int> bad(labels_.size());
-    read_buffer(q_, status_.get(), 0, bad.size() * sizeof(cl_int), bad.data());
-    for (const LabelCheck& c : labels_) {
-      const cl_int row = bad[static_cast<std::size_t>(c.slot)];
-      if (c.on_host || row == INT_MAX) continue;
-      std::string value;
-      if (!plan().nodes[c.labels].clobbered) {  // still readable: name the offending value
-        cl_int v = 0;
-        read_buffer(q_, mem_[c.labels], static_cast<std::size_t>(row) * sizeof(cl_int), sizeof(v),
-                    &v);
-        value = std::to_string(v);
-      }
-      throw FeedError(label_error(c, value, row));
-    }
-  }
+  if (commit_ < 0) check_device_labels();  // with a commit point, checked before it
 }
 
 // ---- traces --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // weight and bias gradients) so platforms run each with their best kernel; max pooling's
 // gradient reads the forward node itself, so a platform whose forward kernel keeps the argmax
 // (oneDNN's workspace) can use it, and one that does not can recompute it from x and y.
+#include <limits>
 #include <string>
 
 #include "compiler/geometry.hpp"
@@ -83,7 +84,16 @@ const Window2d& window_of(const InferCtx& c) {
   return c.attrs.get<Window2d>();
 }
 
+// Window sizes, strides, paddings and dilations, and image sizes, fit in 31 bits: the
+// kernels of every platform index with int.
+constexpr std::int64_t kMaxWindow = std::numeric_limits<std::int32_t>::max();
+
 void check_window(const InferCtx& c, const Window2d& w, bool pooling) {
+  for (const auto* v : {&w.kernel, &w.stride, &w.pad_begin, &w.pad_end, &w.dilation}) {
+    if ((*v)[0] > kMaxWindow || (*v)[1] > kMaxWindow) {
+      c.fail("window parameter " + pair(*v) + " exceeds 2^31-1");
+    }
+  }
   for (std::size_t d = 0; d < 2; ++d) {
     if (pooling && w.kernel[d] < 1) c.fail("pooling kernel must be >= 1, got " + pair(w.kernel));
   }
@@ -107,6 +117,10 @@ Shape window_out(const InferCtx& c, const ImageGeom& g) {
   const std::int64_t in[2] = {g.h, g.w};
   for (int d = 0; d < 2; ++d) {
     const auto i = static_cast<std::size_t>(d);
+    if (g.win.kernel[i] > kMaxWindow || in[d] > kMaxWindow) {
+      c.fail("image or kernel size " + std::to_string(std::max(g.win.kernel[i], in[d])) +
+             " exceeds 2^31-1");
+    }
     const std::int64_t padded = in[d] + g.win.pad_begin[i] + g.win.pad_end[i];
     if (g.win.extent(d) > padded) {
       c.fail(std::string("the kernel spans ") + std::to_string(g.win.extent(d)) +
@@ -115,6 +129,10 @@ Shape window_out(const InferCtx& c, const ImageGeom& g) {
              std::to_string(in[d]) + " + padding " + std::to_string(g.win.pad_begin[i]) + " + " +
              std::to_string(g.win.pad_end[i]) + ")");
     }
+  }
+  if (g.oh > kMaxWindow || g.ow > kMaxWindow) {
+    c.fail("the output image would be " + std::to_string(g.oh) + " x " + std::to_string(g.ow) +
+           ", more than 2^31-1 rows or columns");
   }
   return Shape{g.n, g.oc, g.oh, g.ow};
 }

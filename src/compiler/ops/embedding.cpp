@@ -62,10 +62,25 @@ void grad_embedding(const GradCtx& c) {
   c.not_differentiable(1, "indices of embedding are int32 data, not differentiable");
 }
 
+// check_indices(indices, like): made by commit_writes before the commit point for a writer
+// whose indices are computed, so that a bad one fails the run before any variable changes.
+// Its one-element output is never read.
+TensorType infer_check_indices(const InferCtx& c) {
+  if (c.in[0].dtype != DType::i32) c.fail("check_indices: indices must be int32");
+  if (c.in[1].shape.rank() == 0) c.fail("check_indices: the bound needs a dim 0");
+  return {Shape{1}, DType::f32};
+}
+
 // A lookup reads only the rows it gathers, not its whole table: about one load and one store
 // per output element, plus the indices.
 Cost lookup_cost(std::span<const TensorType> in, const TensorType&, const Attrs&, Cost base) {
   base.bytes -= static_cast<double>(in[0].bytes());
+  return base;
+}
+
+// Reads the indices once.
+Cost check_cost(std::span<const TensorType> in, const TensorType&, const Attrs&, Cost base) {
+  base.flops = static_cast<double>(in[0].shape.numel());
   return base;
 }
 
@@ -90,6 +105,14 @@ void register_embedding_ops(std::vector<OpDef>& t) {
                .heavy = true,
                .flops_per_elem = 0.5f,
                .index = {.input = 1, .bound_input = 2, .bound_dim = 0, .what = "index"}});
+  t.push_back({.kind = OpKind::CheckIndices,
+               .name = "check_indices",
+               .arity = 2,
+               .shape_only = 0b10u,
+               .infer = infer_check_indices,
+               .flops_per_elem = 0.0f,
+               .cost = check_cost,
+               .index = {.input = 0, .bound_input = 1, .bound_dim = 0, .what = "index"}});
   t.push_back({.kind = OpKind::EmbeddingUpdate,
                .name = "embedding_update",
                .arity = 3,

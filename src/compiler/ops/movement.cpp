@@ -79,7 +79,7 @@ Shape concat_shape(const InferCtx& c, std::size_t first) {
              std::to_string(i - first) + " has shape " + s.str() + ", which differs from input 0 " +
              s0.str() + " outside that axis");
     }
-    total += s[a];
+    if (__builtin_add_overflow(total, s[a], &total)) c.fail("the concatenated axis overflows");
   }
   return with_dim(s0, a, total);
 }
@@ -131,8 +131,10 @@ TensorType infer_reshape(const InferCtx& c) {
       infer_at = static_cast<int>(i);
     } else if (d[i] <= 0) {
       c.fail("reshape target has a non-positive dimension " + std::to_string(d[i]));
-    } else {
-      known *= d[i];
+    } else if (__builtin_mul_overflow(known, d[i], &known) || known > Shape::kMaxElements) {
+      std::string dims;
+      for (std::int64_t v : d) dims += (dims.empty() ? "" : ", ") + std::to_string(v);
+      c.fail("reshape target [" + dims + "] has more elements than a tensor may hold");
     }
   }
   if (infer_at >= 0) {

@@ -190,9 +190,22 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
   });
 }
 
+// check_indices(indices, like): the indices against like's rows; nothing else (its output
+// is never read: zero).
+std::unique_ptr<CpuKernel> make_check(const KernelArgs& a) {
+  const Lookup l = lookup(a, 1, 0);
+  const std::int32_t* idx = a.in_i(0);
+  float* out = a.out_f();
+  return make_kernel([=](const ExecCtx&) {
+    check_indices(l, idx);
+    *out = 0.0f;
+  });
+}
+
 }  // namespace
 
 void register_embedding_kernels(KernelRegistry& r) {
+  r.add(OpKind::CheckIndices, {"scan", nullptr, make_check, true});
   r.add(OpKind::Embedding, {"row_copies", nullptr, make_gather});
   r.add(OpKind::Embedding, {"reference", nullptr, make_gather_ref, true});
   r.add(OpKind::EmbeddingGrad, {"row_scatter_add", nullptr, make_scatter_add});

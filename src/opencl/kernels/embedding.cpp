@@ -23,9 +23,17 @@ std::unique_ptr<ClOp> make_embedding(const OpArgs& a) {
   return std::make_unique<KernelSeq>(std::move(launches));
 }
 
+std::unique_ptr<ClOp> make_check(const OpArgs& a) {
+  Kernel k = make_kernel(a.program("embedding"), "check_indices", a.in[0], a.out,
+                         to_int(a.in_shape(0).numel()), to_int(a.in_shape(1)[0]), a.status,
+                         cl_int{a.status_slot});
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 void register_embedding_ops(OpRegistry& r) {
+  r.add(OpKind::CheckIndices, {"cl_check_indices", nullptr, make_check});
   r.add(OpKind::Embedding, {"cl_gather_rows", nullptr, make_embedding});
   r.add(OpKind::EmbeddingGrad, {"cl_row_scatter_add", nullptr, make_embedding});
 }

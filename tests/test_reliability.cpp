@@ -1,0 +1,423 @@
+// Issue 11, the contract of compiled graphs: sizes that cannot exist are ShapeErrors, a
+// compiled graph owns what it needs, moved-from objects refuse every call, a run that fails
+// changes no variable on any engine or platform (failures injected at random nodes of random
+// training graphs), and calls from several threads are rejected, never raced.
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "common/executable.hpp"
+#include "cpu/engine.hpp"
+#include "hetgraph/autodiff.hpp"
+#include "opencl/executable.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+using testing_util::PlatformCase;
+
+namespace {
+
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+bool has(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+
+// ---- 1. sizes --------------------------------------------------------------------------------
+
+TEST(Sizes, ShapesWithMoreElementsThanFitAreShapeErrors) {
+  const std::string m = error_of<ShapeError>([] { Shape s{3, 6148914691236517206}; });
+  EXPECT_TRUE(has(m, "6148914691236517206")) << m;
+  EXPECT_TRUE(has(error_of<ShapeError>([] { Shape s{1ll << 32, 1ll << 32}; }), "2^61"));
+  // A zero dim: no overflow, the compiler's empty-tensor rule applies.
+  EXPECT_NO_THROW((Shape{0, 1ll << 40, 1ll << 40}));
+}
+
+TEST(Sizes, OpsWhoseResultWouldNotFitNameTheNode) {
+  Graph g;
+  auto x = g.input("x");
+  auto big = reshape(x, {1ll << 40, 1ll << 40}).named("big");
+  std::string m = error_of<ShapeError>([&] { GraphCompiler().compile(g, {{"x", {4}}}, {big}); });
+  EXPECT_TRUE(has(m, "'big'")) << m;
+
+  Graph g2;
+  auto a = g2.input("a");
+  auto wide = concat({a, a, a, a}, 1).named("wide");
+  m = error_of<ShapeError>([&] { GraphCompiler().compile(g2, {{"a", {2, 1ll << 60}}}, {wide}); });
+  EXPECT_TRUE(has(m, "'wide'")) << m;
+
+  // Padding near INT_MAX used to reach oneDNN (SIGFPE): now a ShapeError at compile time.
+  Graph g3;
+  auto img = g3.input("img");
+  auto w = g3.variable("w", {1, 1, 3, 3});
+  const int huge = std::numeric_limits<int>::max() - 1;
+  auto y = conv2d(img, w, {.padding = {huge, 0}}).named("conv");
+  m = error_of<ShapeError>([&] { GraphCompiler().compile(g3, {{"img", {1, 1, 3, 3}}}, {y}); });
+  EXPECT_TRUE(has(m, "'conv'")) << m;
+  EXPECT_TRUE(has(m, "2^31-1")) << m;
+}
+
+// ---- 2. a compiled graph owns what it needs -----------------------------------------------
+
+TEST(Lifetime, ACompiledGraphOutlivesItsGraph) {
+  std::optional<CompiledGraph> cg;
+  Node w_node;
+  {
+    Graph g;
+    auto x = g.input("x");
+    auto W = g.variable("W", {3}, Initializer::fill(2.0f));
+    w_node = W;
+    cg.emplace(GraphCompiler().compile(g, {{"x", {3}}}, {(x * W).named("y")}));
+  }
+  const std::vector<float> xv{1, 2, 3};
+  cg->run({{"x", xv}});
+  EXPECT_EQ(cg->read("y"), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(cg->read("W"), (std::vector<float>{2, 2, 2}));
+  EXPECT_TRUE(has(error_of<FeedError>([&] { cg->run({{"nope", xv}}); }), "unknown feed 'nope'"));
+  EXPECT_TRUE(has(error_of<GraphError>([&] { (void)cg->read("nope"); }), "no node named"));
+}
+
+TEST(Lifetime, NodesOfAnotherGraphAreRejectedEvenAtTheSameAddress) {
+  auto g1 = std::make_unique<Graph>();
+  auto x1 = g1->input("x");
+  auto cg = GraphCompiler().compile(*g1, {{"x", {2}}}, {x1 + 1.0f});
+  g1.reset();
+  // A new graph may well get the old one's memory: identity is not an address.
+  auto g2 = std::make_unique<Graph>();
+  auto x2 = g2->input("x");
+  cg.run({{"x", std::vector<float>{1, 2}}});
+  EXPECT_TRUE(has(error_of<GraphError>([&] { (void)cg.read(x2); }), "another graph"));
+}
+
+// ---- 3. moved-from objects ---------------------------------------------------------------
+
+TEST(MovedFrom, EveryCallOfAMovedFromObjectIsAUsageError) {
+  Graph g;
+  auto x = g.input("x");
+  auto y = (x * 2.0f).named("y");
+  auto cg = GraphCompiler().compile(g, {{"x", {2}}}, {y});
+  CompiledGraph other = std::move(cg);
+  const std::vector<float> xv{1, 2};
+  std::vector<float> buf(2);
+  const std::vector<std::function<void()>> calls = {
+      [&] {
+        cg.run({{"x", xv}});
+      },
+      [&] {
+        (void)cg.run_async({{"x", xv}});
+      },
+      [&] { cg.wait(); },
+      [&] { (void)cg.read(y); },
+      [&] { (void)cg.read("y"); },
+      [&] { cg.read(y, buf); },
+      [&] { (void)cg.read_i32(y); },
+      [&] { cg.write(x, xv); },
+      [&] { cg.write("x", xv); },
+      [&] { (void)cg.mapped_input("x"); },
+      [&] { (void)cg.mapped_input_i32("x"); },
+      [&] { (void)cg.engine_report(); },
+      [&] { cg.start_trace("/tmp/t.json"); },
+      [&] { cg.stop_trace(); },
+      [&] { (void)cg.shape(y); },
+      [&] { (void)cg.kernel_name(y); },
+      [&] { (void)cg.report(); },
+      [&] { (void)cg.planned_bytes(); },
+  };
+  for (const auto& call : calls) EXPECT_TRUE(has(error_of<UsageError>(call), "moved from"));
+  other.run({{"x", xv}});
+  EXPECT_EQ(other.read(y), (std::vector<float>{2, 4}));
+
+  Graph moved = std::move(g);
+  EXPECT_TRUE(has(error_of<UsageError>([&] { (void)g.input("z"); }), "moved from"));
+  EXPECT_TRUE(has(error_of<UsageError>([&] { (void)g.size(); }), "moved from"));
+  EXPECT_TRUE(has(error_of<UsageError>([&] { (void)g.find("y"); }), "moved from"));
+  EXPECT_EQ(moved.find("y"), y);
+
+  Platform p = Platform::cpu();
+  Platform p2 = std::move(p);
+  EXPECT_TRUE(has(error_of<UsageError>([&] { (void)p.name(); }), "moved from"));
+  EXPECT_TRUE(has(error_of<UsageError>([&] {
+                    (void)GraphCompiler(std::move(p)).compile(moved, {{"x", {2}}}, {y});
+                  }),
+                  "moved from"));
+  GraphCompiler c(std::move(p2));
+  GraphCompiler c2 = std::move(c);
+  EXPECT_TRUE(has(error_of<UsageError>([&] {
+                    (void)c.compile(moved, {{"x", {2}}}, {y});
+                  }),
+                  "moved from"));
+
+  RunHandle h;
+  EXPECT_THROW(h.wait(), UsageError);
+}
+
+// ---- 4. a failed run changes nothing ---------------------------------------------------------
+
+std::vector<std::vector<float>> variables_of(const CompiledGraph& cg, const std::vector<Node>& vs) {
+  std::vector<std::vector<float>> out;
+  for (const Node& v : vs) out.push_back(cg.read(v));
+  return out;
+}
+// Every variable of the compiled graph (optimizer state included), by plan index.
+std::vector<std::vector<float>> all_variables(const CompiledGraph& cg) {
+  detail::Executable& e = detail::executable_of(cg);
+  std::vector<std::vector<float>> out;
+  for (std::uint32_t i : e.plan().variables) {
+    std::vector<float> v(static_cast<std::size_t>(e.plan().nodes[i].type.shape.numel()));
+    e.read(i, v.data(), v.size(), DType::f32, "test");
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+TEST(FailedRuns, BadFedIndicesChangeNothingOnEveryPlatform) {
+  for (const PlatformCase& pc : testing_util::platforms()) {
+    Graph g;
+    auto ids = g.input("ids", DType::i32);
+    auto T = g.variable("T", {5, 3}, Initializer::uniform(-1, 1, 3));
+    auto W = g.variable("W", {3, 4}, Initializer::uniform(-1, 1, 4));
+    auto labels = g.input("labels", DType::i32);
+    auto loss = reduce_mean(cross_entropy(softmax(matmul(embedding(T, ids), W)), labels));
+    auto step = sgd(loss, {T, W}, 0.5f, 0.9f);
+    auto cg = GraphCompiler(pc.make()).compile(g, {{"ids", {4}}, {"labels", {4}}}, {loss, step});
+    const std::vector<std::int32_t> good_ids{0, 4, 2, 4}, good_labels{1, 3, 0, 2};
+    cg.run({{"ids", good_ids}, {"labels", good_labels}});
+    const auto before = variables_of(cg, {T, W});
+    auto mapped = cg.mapped_input_i32("ids");
+    const std::vector<std::int32_t> held(mapped.begin(), mapped.end());
+    std::string m = error_of<FeedError>([&] {
+      cg.run({{"ids", std::vector<std::int32_t>{0, 5, 1, 1}}, {"labels", good_labels}});
+    });
+    EXPECT_TRUE(has(m, "index 5 at position 1")) << pc.name << ": " << m;
+    m = error_of<FeedError>([&] {
+      cg.run({{"ids", good_ids}, {"labels", std::vector<std::int32_t>{0, 1, 4, 0}}});
+    });
+    EXPECT_TRUE(has(m, "class id 4 at row 2")) << pc.name << ": " << m;
+    EXPECT_EQ(variables_of(cg, {T, W}), before) << pc.name;
+    // A bad feed is refused before anything is copied: the inputs hold the last good feed.
+    EXPECT_EQ(std::vector<std::int32_t>(mapped.begin(), mapped.end()), held) << pc.name;
+    // Values the failed run would have computed are not readable; the last good ones were
+    // not overwritten either, but a failed run does not vouch for them.
+    cg.run({{"ids", good_ids}, {"labels", good_labels}});
+    EXPECT_NE(variables_of(cg, {T, W}), before) << pc.name;
+  }
+}
+
+TEST(FailedRuns, BadComputedIndicesChangeNothingOnEveryPlatform) {
+  for (const PlatformCase& pc : testing_util::platforms()) {
+    Graph g;
+    auto ids = g.input("ids", DType::i32);
+    auto T = g.variable("T", {5, 3}, Initializer::uniform(-1, 1, 3));
+    // Computed indices: the device or kernel checks them while the run is under way.
+    auto picked = slice(ids, 0, 1, 3);
+    auto loss = reduce_sum(embedding(T, picked) * embedding(T, picked));
+    auto step = sgd(loss, {T}, 0.25f);
+    auto cg = GraphCompiler(pc.make()).compile(g, {{"ids", {4}}}, {loss, step});
+    const auto before = cg.read(T);
+    // The fed check does not see a computed input: position 2 (row 3 of ids) is out of range.
+    const std::string m = error_of<FeedError>([&] {
+      cg.run({{"ids", std::vector<std::int32_t>{0, 1, 7, 2}}});
+    });
+    EXPECT_TRUE(has(m, "7")) << pc.name << ": " << m;
+    EXPECT_EQ(cg.read(T), before) << pc.name;
+    EXPECT_TRUE(has(error_of<UsageError>([&] { (void)cg.read(loss); }), "the last run failed"))
+        << pc.name;
+    cg.run({{"ids", std::vector<std::int32_t>{0, 1, 4, 2}}});
+    EXPECT_NE(cg.read(T), before) << pc.name;
+  }
+}
+
+// A random training graph: variables used by random ops, a scalar loss, an SGD step with
+// momentum and a step counter. Returns the graph, its variables and the fetches.
+struct Training {
+  Graph g;
+  std::vector<Node> vars, fetches;
+};
+
+Training random_training(std::mt19937& rng) {
+  Training t;
+  auto x = t.g.input("x");
+  const int nv = 2 + static_cast<int>(rng() % 4);
+  for (int i = 0; i < nv; ++i) {
+    t.vars.push_back(
+        t.g.variable("v" + std::to_string(i), {4, 4}, Initializer::uniform(-0.5f, 0.5f, 10 + i)));
+  }
+  std::vector<Node> pool{x};
+  pool.insert(pool.end(), t.vars.begin(), t.vars.end());
+  const int ops = 4 + static_cast<int>(rng() % 12);
+  for (int i = 0; i < ops; ++i) {
+    const Node a = pool[rng() % pool.size()], b = pool[rng() % pool.size()];
+    switch (rng() % 6) {
+      case 0:
+        pool.push_back(a + b);
+        break;
+      case 1:
+        pool.push_back(a * b);
+        break;
+      case 2:
+        pool.push_back(tanh(a));
+        break;
+      case 3:
+        pool.push_back(matmul(a, b));
+        break;
+      case 4:
+        pool.push_back(sigmoid(a) - b);
+        break;
+      default:
+        pool.push_back(softmax(a));
+        break;
+    }
+  }
+  Node loss = reduce_sum(pool.back() * pool.back());
+  for (std::size_t i = pool.size() - 3; i < pool.size() - 1; ++i)
+    loss = loss + reduce_mean(pool[i]);
+  for (const Node& v : t.vars) loss = loss + reduce_mean(v * v);  // every variable counts
+  auto counter = t.g.variable("steps", {1});
+  auto step = sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
+  t.vars.push_back(counter);
+  t.fetches = {loss, step, assign(counter, counter + 1.0f)};
+  return t;
+}
+
+// The CPU's kernel fault seam: the node labelled g_fail fails.
+std::string g_fail;
+void fail_labelled(const detail::PlanNode& n) {
+  if (n.label == g_fail) throw PlatformError("injected failure in " + n.label);
+}
+
+// The OpenCL seam: the node's event reads as failed.
+class FailEvent final : public detail::cl::OpenClExecutable::RunHook {
+ public:
+  explicit FailEvent(std::uint32_t node) : node_(node) {}
+  cl_int event_status(std::uint32_t node, cl_int driver) override {
+    return node == node_ ? CL_OUT_OF_RESOURCES : driver;
+  }
+
+ private:
+  std::uint32_t node_;
+};
+
+TEST(FailedRuns, FailuresAtRandomNodesOfRandomTrainingGraphsChangeNothing) {
+  std::mt19937 rng(11);
+  const auto xv = testing_util::random_vec(16, 5);
+  int injected = 0;
+  for (int gi = 0; gi < 12; ++gi) {
+    Training t = random_training(rng);
+    for (const PlatformCase& pc : testing_util::platforms()) {
+      const bool opencl = pc.name == "opencl";
+      // A device fault costs the context (a later compile builds its programs again): a few
+      // graphs on the device are enough.
+      if (opencl && gi >= 3) continue;
+      // Two compiled copies: one fails now and then, the reference never does.
+      auto cg = GraphCompiler(pc.make()).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+      auto ref = GraphCompiler(pc.make()).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+      const detail::Plan& p = detail::executable_of(cg).plan();
+      // Nodes that can fail: everything with work before the commit point.
+      std::vector<std::uint32_t> fallible;
+      for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+        if (p.nodes[i].has_work() && !p.nodes[i].writes_variable()) fallible.push_back(i);
+      }
+      ASSERT_FALSE(fallible.empty());
+      for (int r = 0; r < 6; ++r) {
+        const auto before = all_variables(cg);
+        const std::uint32_t victim = fallible[rng() % fallible.size()];
+        if (opencl) {
+          dynamic_cast<detail::cl::OpenClExecutable&>(detail::executable_of(cg))
+              .set_run_hook(std::make_unique<FailEvent>(victim));
+        } else {
+          g_fail = p.nodes[victim].label;
+          detail::cpu::set_kernel_fault_hook(fail_labelled);
+        }
+        EXPECT_THROW(cg.run({{"x", xv}}), PlatformError) << pc.name << " " << p.nodes[victim].label;
+        ++injected;
+        detail::cpu::set_kernel_fault_hook(nullptr);
+        if (opencl) {
+          dynamic_cast<detail::cl::OpenClExecutable&>(detail::executable_of(cg))
+              .set_run_hook(nullptr);
+        }
+        ASSERT_EQ(all_variables(cg), before)
+            << pc.name << ": a run failing at " << p.nodes[victim].label << " changed state";
+        // A good run continues exactly where the reference is.
+        cg.run({{"x", xv}});
+        ref.run({{"x", xv}});
+        ASSERT_EQ(all_variables(cg), all_variables(ref)) << pc.name;
+      }
+    }
+  }
+  EXPECT_GT(injected, 100);
+}
+
+// ---- 5. threads and asynchronous runs ---------------------------------------------------------
+
+TEST(Concurrency, AReadWhileAnotherThreadRunsIsRejected) {
+  Graph g;
+  auto x = g.input("x");
+  Node y = x;
+  for (int i = 0; i < 200; ++i) y = tanh(y) + 0.5f;
+  auto cg = GraphCompiler().compile(g, {{"x", {20000}}}, {y});
+  const std::vector<float> xv(20000, 0.25f);
+  cg.run({{"x", xv}});
+  RunHandle h = cg.run_async({{"x", xv}});
+  std::string m;
+  std::thread other([&] { m = error_of<UsageError>([&] { (void)cg.read(y); }); });
+  other.join();
+  EXPECT_TRUE(has(m, "in use by another thread")) << m;
+  h.wait();
+  // Once waited for, another thread may use the graph.
+  std::thread after([&] { EXPECT_NO_THROW((void)cg.read(y)); });
+  after.join();
+}
+
+TEST(Concurrency, AnAsyncRunsErrorReachesItsOwnWait) {
+  for (const PlatformCase& pc : testing_util::platforms()) {
+    Graph g;
+    auto ids = g.input("ids", DType::i32);
+    auto T = g.variable("T", {3, 2}, Initializer::fill(1.0f));
+    auto picked = slice(ids, 0, 0, 2);  // computed: checked while the run is under way
+    auto out = embedding(T, picked) * 2.0f;
+    auto cg = GraphCompiler(pc.make()).compile(g, {{"ids", {2}}}, {out});
+    const std::vector<std::int32_t> bad{0, 9}, good{2, 1};
+    RunHandle first = cg.run_async({{"ids", bad}});
+    RunHandle second = cg.run_async({{"ids", good}});  // finishes the first, then starts
+    EXPECT_NO_THROW(second.wait()) << pc.name;
+    EXPECT_EQ(cg.read(out), (std::vector<float>{2, 2, 2, 2})) << pc.name;
+    EXPECT_THROW(first.wait(), FeedError) << pc.name;
+    EXPECT_THROW(first.wait(), FeedError) << pc.name;  // each time it is asked
+    EXPECT_NO_THROW(cg.wait()) << pc.name;             // the latest run (the second) succeeded
+
+    RunHandle third = cg.run_async({{"ids", bad}});
+    EXPECT_THROW(cg.wait(), FeedError) << pc.name;  // the latest run's error, once
+    EXPECT_NO_THROW(cg.wait()) << pc.name;
+    EXPECT_TRUE(third.done());
+    EXPECT_THROW(third.wait(), FeedError) << pc.name;
+    EXPECT_TRUE(has(error_of<UsageError>([&] { (void)cg.read(out); }), "the last run failed"))
+        << pc.name;
+    EXPECT_EQ(cg.read(T), std::vector<float>(6, 1.0f)) << pc.name;
+  }
+}
+
+TEST(Concurrency, ComputedValuesAreNotReadableBeforeTheFirstRun) {
+  Graph g;
+  auto x = g.input("x");
+  auto y = x + 1.0f;
+  auto cg = GraphCompiler().compile(g, {{"x", {2}}}, {y});
+  EXPECT_TRUE(has(error_of<UsageError>([&] { (void)cg.read(y); }), "run the graph first"));
+  cg.write(y, std::vector<float>{5, 6});  // written values are readable
+  EXPECT_EQ(cg.read(y), (std::vector<float>{5, 6}));
+  cg.run({{"x", std::vector<float>{1, 2}}});
+  EXPECT_EQ(cg.read(y), (std::vector<float>{2, 3}));
+}
+
+}  // namespace
