@@ -1,38 +1,11 @@
 #include "cpu/comm_lane.hpp"
 
-#include <condition_variable>
-
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cpu {
 
-namespace {
-
-class BlockingDone final : public CommDone {
- public:
-  void comm_done(std::uint64_t, std::exception_ptr error) override {
-    std::lock_guard lk(mu_);
-    error_ = std::move(error);
-    done_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-};
-
-}  // namespace
-
 void AsyncKernel::run(const ExecCtx&) {
-  BlockingDone d;
+  CommWaiter d;
   start(d, 0);
   d.wait();
 }

@@ -7,10 +7,12 @@
 //   // ... later, on the communicator's thread: sink.comm_done(7, nullptr)
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,9 @@ enum class CollectiveKind : std::uint8_t {
   reduce_scatter
 };
 std::string_view collective_name(CollectiveKind k);
+enum class OpKind : std::uint8_t;
+/// The collective a collective op performs (compiler/ops/collective.cpp).
+CollectiveKind collective_kind(OpKind op);
 
 /// One collective over memory that stays untouched by anyone else until it completes. Elements
 /// are 4 bytes: float, or int32 for the collectives that only move data (broadcast, allgather).
@@ -50,6 +55,19 @@ class CommDone {
 
  protected:
   ~CommDone() = default;
+};
+
+/// A CommDone to block on: wait() returns once comm_done was called, rethrowing its error.
+class CommWaiter final : public CommDone {
+ public:
+  void comm_done(std::uint64_t token, std::exception_ptr error) override;
+  void wait();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
 };
 
 /// Collectives on one channel are matched across ranks in the order they are posted; channels

@@ -39,27 +39,6 @@ void check_root(const Comm& c, int root, const std::string& what) {
 
 namespace {
 
-class Waiter final : public CommDone {
- public:
-  void comm_done(std::uint64_t, std::exception_ptr error) override {
-    std::lock_guard lk(mu_);
-    error_ = std::move(error);
-    done_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-};
-
 class SelfChannel final : public CommChannel {
  public:
   explicit SelfChannel(std::string label) : CommChannel(std::move(label)) {}
@@ -103,8 +82,21 @@ class SelfComm final : public Comm {
 
 }  // namespace
 
+void CommWaiter::comm_done(std::uint64_t, std::exception_ptr error) {
+  std::lock_guard lk(mu_);
+  error_ = std::move(error);
+  done_ = true;
+  cv_.notify_all();
+}
+
+void CommWaiter::wait() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
 void Comm::run_blocking(CommChannel& ch, const CollectiveCall& call) {
-  Waiter w;
+  CommWaiter w;
   post(ch, call, w, 0);
   w.wait();
 }

@@ -121,6 +121,23 @@ OpDef collective_def(OpKind k, std::string_view name, InferFn infer, GradFn grad
 
 }  // namespace
 
+CollectiveKind collective_kind(OpKind op) {
+  switch (op) {
+    case OpKind::Allreduce:
+      return CollectiveKind::allreduce;
+    case OpKind::Broadcast:
+      return CollectiveKind::broadcast;
+    case OpKind::Reduce:
+      return CollectiveKind::reduce;
+    case OpKind::Allgather:
+      return CollectiveKind::allgather;
+    case OpKind::ReduceScatter:
+      return CollectiveKind::reduce_scatter;
+    default:
+      throw Error("internal: " + std::string(op_name(op)) + " is not a collective");
+  }
+}
+
 void register_collective_ops(std::vector<OpDef>& t) {
   // In place where the collective's buffer holds the same elements as its input (MPI_IN_PLACE).
   t.push_back(collective_def(OpKind::Allreduce, "allreduce", infer_same, grad_allreduce, true));

@@ -17,26 +17,11 @@ struct Bound {
   CollectiveCall call;
 };
 
-CollectiveKind kind_of(OpKind op) {
-  switch (op) {
-    case OpKind::Allreduce:
-      return CollectiveKind::allreduce;
-    case OpKind::Broadcast:
-      return CollectiveKind::broadcast;
-    case OpKind::Reduce:
-      return CollectiveKind::reduce;
-    case OpKind::Allgather:
-      return CollectiveKind::allgather;
-    default:
-      return CollectiveKind::reduce_scatter;
-  }
-}
-
 Bound bind(const KernelArgs& a) {
   const Collective& c = a.node.attrs.get<Collective>();
   Bound b;
   b.comm = c.comm;
-  b.call = {.kind = kind_of(a.node.op),
+  b.call = {.kind = collective_kind(a.node.op),
             .op = c.op,
             .root = c.root,
             .dtype = a.in_types[0].dtype,
@@ -48,7 +33,7 @@ Bound bind(const KernelArgs& a) {
 }
 
 const char* reject_non_float(const KernelArgs& a) {
-  return a.in_types[0].dtype == DType::f32 || moves_only(kind_of(a.node.op))
+  return a.in_types[0].dtype == DType::f32 || moves_only(collective_kind(a.node.op))
              ? nullptr
              : "reductions take float tensors";
 }

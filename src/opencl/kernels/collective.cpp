@@ -16,21 +16,6 @@ namespace hetgraph::detail::cl {
 
 namespace {
 
-CollectiveKind kind_of(OpKind op) {
-  switch (op) {
-    case OpKind::Allreduce:
-      return CollectiveKind::allreduce;
-    case OpKind::Broadcast:
-      return CollectiveKind::broadcast;
-    case OpKind::Reduce:
-      return CollectiveKind::reduce;
-    case OpKind::Allgather:
-      return CollectiveKind::allgather;
-    default:
-      return CollectiveKind::reduce_scatter;
-  }
-}
-
 class CollectiveOp final : public ClOp, private CommDone {
  public:
   explicit CollectiveOp(const OpArgs& a)
@@ -41,7 +26,7 @@ class CollectiveOp final : public ClOp, private CommDone {
         out_bytes_(a.out_type.bytes()) {
     const Collective& c = a.node.attrs.get<Collective>();
     comm_ = c.comm;
-    call_ = {.kind = kind_of(a.node.op),
+    call_ = {.kind = collective_kind(a.node.op),
              .op = c.op,
              .root = c.root,
              .dtype = a.in_types[0].dtype,
