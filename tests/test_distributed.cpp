@@ -503,6 +503,23 @@ TEST(DataParallelTrace, AllreducesOverlapTheBackwardPass) {
   }
 }
 
+// Run by CTest with HETGRAPH_MPI_HEARTBEAT_TIMEOUT=soon: world() refuses it, naming it.
+TEST(WorldErrors, BadSettingsAreNamed) {
+  if (std::getenv("HETGRAPH_MPI_HEARTBEAT_TIMEOUT") == std::string_view("soon")) {
+    try {
+      dist::world();
+      ADD_FAILURE() << "world() took HETGRAPH_MPI_HEARTBEAT_TIMEOUT=soon";
+    } catch (const CommunicationError& e) {
+      EXPECT_NE(std::string(e.what()).find("HETGRAPH_MPI_HEARTBEAT_TIMEOUT='soon'"),
+                std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  // Later calls return the first communicator: their options are not read again.
+  EXPECT_EQ(dist::world({.heartbeat_timeout_s = -1}), comm());
+}
+
 // ---- failure (an invocation of its own: the communicator stays broken afterwards) -----------
 
 // A kernel fails on the last rank (a computed embedding index out of range): its run fails with

@@ -506,8 +506,8 @@ class DelayedComm final : public detail::Comm {
       }
       auto it = std::min_element(jobs_.begin(), jobs_.end(),
                                  [](const Job& a, const Job& b) { return a.due < b.due; });
-      if (std::chrono::steady_clock::now() < it->due) {
-        cv_.wait_until(lk, it->due);
+      if (const auto due = it->due; std::chrono::steady_clock::now() < due) {
+        cv_.wait_until(lk, due);  // a copy: posts move the jobs while this waits
         continue;
       }
       const Job j = *it;

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/env.hpp"
 #include "distributed/comm.hpp"
 #include "hetgraph/error.hpp"
 
@@ -77,16 +78,30 @@ Clock::duration from_seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// HETGRAPH_MPI_* overrides: a number of seconds >= 0, or a CommunicationError naming the variable.
+// HETGRAPH_MPI_* overrides, read strictly: seconds in [0, 1e9], or a CommunicationError naming
+// the variable and its value.
 double env_seconds(const char* name, double fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const double d = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(d >= 0) || d > 1e9) {
-    throw CommunicationError(std::string(name) + "='" + v + "' is not a number of seconds (>= 0)");
+  const std::string v = env_value(name);
+  if (v.empty()) return fallback;
+  double d = 0;
+  if (parse_real(v, d) != ParseStatus::ok || !(d >= 0) || d > 1e9) {
+    throw CommunicationError(std::string(name) + "=" + quote(v) +
+                             " is not a number of seconds from 0 to 1e9");
   }
   return d;
+}
+
+// The failure detection must be able to tell a silent rank from a slow heartbeat.
+void check(const distributed::WorldOptions& o) {
+  auto bad = [](const std::string& what) { throw CommunicationError("world(): " + what); };
+  if (!(o.heartbeat_interval_s >= 0.001 && o.heartbeat_interval_s <= 3600))
+    bad("heartbeat_interval_s must lie in [0.001, 3600] s");
+  if (!(o.heartbeat_timeout_s >= 2 * o.heartbeat_interval_s && o.heartbeat_timeout_s <= 1e9))
+    bad("heartbeat_timeout_s (" + std::to_string(o.heartbeat_timeout_s) +
+        " s) must be at least twice heartbeat_interval_s (" +
+        std::to_string(o.heartbeat_interval_s) + " s)");
+  if (!(o.collective_timeout_s >= 0 && o.collective_timeout_s <= 1e9))
+    bad("collective_timeout_s must lie in [0, 1e9] s (0: none)");
 }
 
 class MpiChannel;
@@ -113,12 +128,14 @@ struct Pending {
 
 class MpiRuntime {
  public:
-  explicit MpiRuntime(const distributed::WorldOptions& o) {
-    interval_ = from_seconds(std::max(0.01, o.heartbeat_interval_s));
-    heartbeat_timeout_ =
-        from_seconds(env_seconds("HETGRAPH_MPI_HEARTBEAT_TIMEOUT", o.heartbeat_timeout_s));
-    const double ct = env_seconds("HETGRAPH_MPI_COLLECTIVE_TIMEOUT", o.collective_timeout_s);
-    collective_timeout_ = ct > 0 ? from_seconds(ct) : Clock::duration::max() / 2;
+  explicit MpiRuntime(distributed::WorldOptions o) {
+    o.heartbeat_timeout_s = env_seconds("HETGRAPH_MPI_HEARTBEAT_TIMEOUT", o.heartbeat_timeout_s);
+    o.collective_timeout_s = env_seconds("HETGRAPH_MPI_COLLECTIVE_TIMEOUT", o.collective_timeout_s);
+    check(o);
+    interval_ = from_seconds(o.heartbeat_interval_s);
+    heartbeat_timeout_ = from_seconds(o.heartbeat_timeout_s);
+    collective_timeout_ = o.collective_timeout_s > 0 ? from_seconds(o.collective_timeout_s)
+                                                     : Clock::duration::max() / 2;
     auto ready = std::make_shared<std::promise<void>>();
     auto started = ready->get_future();
     thread_ = std::thread([this, ready] { main(*ready); });
