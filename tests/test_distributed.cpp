@@ -533,9 +533,13 @@ TEST(Failure, RunThatThrowsIsNamedOnEveryRank) {
   auto ids = g.input("ids", DType::i32);
   // Computed indices (a slice): checked by the kernel during the run, not with the feed.
   auto y = dist::allreduce(reduce_sum(embedding(T, slice(ids, 0, 0, 2))), comm());
-  auto cg = GraphCompiler().compile(g, {{"ids", {3}}}, {y});
+  // A variable written from the collective: a failed run must leave it as it was.
+  auto acc = g.variable("acc", {1});
+  auto step = assign(acc, acc + reshape(y, {1}));
+  auto cg = GraphCompiler().compile(g, {{"ids", {3}}}, {y, step});
   cg.run({{"ids", std::vector<std::int32_t>{0, 1, 0}}});
   EXPECT_EQ(cg.read(y)[0], 6.0f * static_cast<float>(P));
+  EXPECT_EQ(cg.read(acc)[0], 6.0f * static_cast<float>(P));
   const bool bad = r == P - 1;
   try {
     cg.run({{"ids", std::vector<std::int32_t>{0, bad ? 99 : 1, 0}}});
@@ -550,6 +554,7 @@ TEST(Failure, RunThatThrowsIsNamedOnEveryRank) {
     EXPECT_NE(msg.find("index 99"), std::string::npos) << msg;
     EXPECT_NE(msg.find("allreduce"), std::string::npos) << msg;
   }
+  EXPECT_EQ(cg.read(acc)[0], 6.0f * static_cast<float>(P)) << "the failed run wrote a variable";
   // Broken for good: later collectives fail at once, on every rank.
   EXPECT_THROW(cg.run({{"ids", std::vector<std::int32_t>{0, 1, 0}}}), CommunicationError);
 }
