@@ -84,7 +84,8 @@ enum class OpKind : std::uint8_t {
   Floor,            // elementwise.cpp; no gradient flows through it
   Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
   GeluGrad,
-  CheckIndices,  // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  CheckIndices,   // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
   // collectives across processes (collective.cpp): a Collective payload names the communicator
   Allreduce,
   Broadcast,

@@ -182,6 +182,8 @@ void reorder(Plan& p, const std::vector<std::uint32_t>& order) {
     remap(node.succs, false);
     remap_one(node.fused_into);
     remap_one(node.into_variable);
+    remap_one(node.group);
+    remap(node.members, false);
   }
   p.nodes = std::move(nodes);
   remap(p.inputs, true);
@@ -695,6 +697,8 @@ const Pass kPasses[] = {
     {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},
     {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },
      planning},
+    {"fuse_parallel_ops", [](Plan& p, const PassContext& c) { fuse_parallel_ops(p, c.options); },
+     [](const PlanOptions& o) { return o.parallel_ops && o.kernel_threads > 1; }},
     {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }},
     {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); }},
 };

@@ -106,5 +106,6 @@ void register_conv_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
 void register_collective_kernels(KernelRegistry& r);
+void register_group_kernels(KernelRegistry& r);
 
 }  // namespace hetgraph::detail::cpu
