@@ -2,6 +2,7 @@
 // results bitwise equal to the sequential engine with the same team size), errors raised
 // inside executors, engine lifetime with work pending, concurrent callers, the profiler, the
 // automatic configuration search, traces, and the scheduler's data structures.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -719,6 +720,52 @@ TEST(CommLane, ComputeRunsWhileACollectiveIsInFlight) {
     EXPECT_GE(ar_end - ar_start, 20'000'000) << engine_name(lc.engine);
     EXPECT_GT(started_inside, 0) << engine_name(lc.engine) << " x" << lc.executors;
   }
+}
+
+// The critical-path scheduler gives a collective its place in the levels by its measured time in
+// flight. Before profiling, the static estimate of a one-rank allreduce is tiny and the compute
+// chain ranks first; after the profile runs the allreduce's level holds its 50 ms, and the node
+// that feeds it ranks above the chain, so it is started first and the chain hides the wait.
+// (50 ms: far above the chain's measured time even on a loaded machine, first-run setup
+// included.)
+TEST(CommLane, ProfiledLevelsCountTimeInFlight) {
+  auto comm = std::make_shared<DelayedComm>(7, 50000, -1, 50000);
+  const distributed::Communicator c(comm);
+  Graph g;
+  auto x = g.input("x");
+  Node y = (x * 2.0f).named("y");
+  auto ar = distributed::allreduce(y, c).named("ar");
+  Node v = x;
+  for (int i = 0; i < 4; ++i) v = tanh(matmul(v, x)).named("mm" + std::to_string(i));
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.executors = 2;
+  o.threads_per_executor = 1;
+  o.profile_runs = 2;
+  auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"x", {32, 32}}}, {ar, v});
+  detail::Executable& exe = detail::executable_of(cg);
+  auto levels = [&] {
+    const std::vector<double> l = exe.node_levels();
+    double y_level = -1, ar_level = -1, chain = 0;
+    for (std::uint32_t i = 0; i < exe.plan().nodes.size(); ++i) {
+      const std::string& name = exe.plan().nodes[i].name;
+      if (name == "y") y_level = l.at(i);
+      if (name == "ar") ar_level = l.at(i);
+      if (name.starts_with("mm")) chain = std::max(chain, l.at(i));
+    }
+    return std::array<double, 3>{y_level, ar_level, chain};
+  };
+  const auto before = levels();
+  ASSERT_GE(before[0], 0) << "no node named y in the plan";
+  ASSERT_GE(before[1], 0) << "no node named ar in the plan";
+  EXPECT_LT(before[0], before[2]) << "the static estimate already ranks the collective first";
+  const auto xs = testing_util::random_vec(32 * 32, 8, -0.1f, 0.1f);
+  for (int i = 0; i < 2; ++i) cg.run({{"x", xs}});
+  ASSERT_TRUE(cg.engine_report().cpu->levels_profiled);
+  const auto after = levels();
+  EXPECT_GE(after[1], 50000.0) << "the allreduce's level lacks its time in flight";
+  EXPECT_GT(after[0], after[2]) << "the collective's producer does not rank above the chain";
+  EXPECT_LT(after[2], 50000.0) << "the chain's measured level";
 }
 
 }  // namespace

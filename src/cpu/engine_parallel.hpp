@@ -59,7 +59,7 @@ class ParallelEngine : public Engine {
   /// `profiled`: the costs are measured ones (no profiling pass needed).
   void set_costs(std::vector<double> cost_us, bool profiled = false);
   const std::vector<double>& costs() const { return cost_; }
-  const std::vector<double>& levels() const { return levels_; }
+  std::span<const double> levels() const override { return levels_; }
 
  protected:
   struct Worker {
