@@ -56,21 +56,7 @@ Case raw_sgemm(std::int64_t m, std::int64_t k, std::int64_t n) {
 // One epoch (60000 / 500 training steps) of the MNIST softmax model on synthetic data of the
 // real shape; the batch stays in the mapped buffers (compute only).
 Case mnist_softmax() {
-  Case c;
-  Graph& g = c.graph;
-  auto x = g.input("x");
-  auto y = g.input("y", DType::i32);
-  auto W = g.variable("W", {784, 10});
-  auto b = g.variable("b", {10});
-  auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W) + b), y));
-  auto step = sgd(loss, {W, b}, 0.1f);
-  c.shapes = {{"x", {500, 784}}, {"y", {500}}};
-  c.fetches = {loss, step};
-  c.checksum = {loss};
-  c.inputs["x"] = random_data(500 * 784, 3, 0.0f, 1.0f);
-  std::vector<std::int32_t> labels(500);
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
-  c.int_inputs["y"] = labels;
+  Case c = mnist_softmax_step({});
   c.runs_per_sample = 120;
   c.stats["steps_per_sample"] = 120;
   return c;
@@ -100,6 +86,28 @@ Case par_matmul(int n) {
 
 }  // namespace
 
+Case mnist_softmax_step(const Training& t) {
+  Case c;
+  Graph& g = c.graph;
+  const std::int64_t B = t.local(500);
+  auto x = g.input("x");
+  auto y = g.input("y", DType::i32);
+  auto W = g.variable("W", {784, 10});
+  auto b = g.variable("b", {10});
+  auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W) + b), y));
+  const Node params[] = {W, b};
+  auto step = t.step(loss, params, 0.1f);
+  c.shapes = {{"x", {B, 784}}, {"y", {B}}};
+  c.fetches = {loss, step};
+  c.checksum = {loss};
+  c.inputs["x"] = random_data(static_cast<std::size_t>(B) * 784, 3, 0.0f, 1.0f);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(B));
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
+  c.int_inputs["y"] = labels;
+  c.stats["batch"] = static_cast<double>(B);
+  return c;
+}
+
 LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) {
   auto gates = matmul(concat({x, s.h}, 1), W) + b;
   auto i = sigmoid(slice(gates, 1, 0, H));
@@ -110,10 +118,12 @@ LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) 
   return {o * tanh(c), c};
 }
 
-Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, bool train) {
+Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, const Training& tr,
+                             bool train) {
   Case c;
   Graph& g = c.graph;
-  constexpr int kLayers = 4, kBatch = 64, kClasses = 10;
+  constexpr int kLayers = 4, kClasses = 10;
+  const std::int64_t kBatch = tr.local(64);
   const std::int64_t H = hidden;
   std::vector<Node> xs, ys;
   for (int t = 0; t < seq; ++t) {
@@ -169,12 +179,22 @@ Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, bool trai
   Node loss = losses[0];
   for (std::size_t t = 1; t < losses.size(); ++t) loss = loss + losses[t];
   loss = loss * (1.0f / static_cast<float>(seq));
-  auto step = sgd(loss, params, 0.01f);
+  auto step = tr.step(loss, params, 0.01f);
   c.fetches = {loss, step};
   c.checksum = {loss};
+  c.stats["batch"] = static_cast<double>(kBatch);
   c.stats["seq"] = seq;
   c.stats["hidden"] = hidden;
   return c;
+}
+
+Case lstm_training(int seq, int hidden, const Training& t, bool train) {
+  struct Lstm final : RecurrentCell {
+    LstmState step(int, int, Node x, const LstmState& s, Node W, Node b, std::int64_t H) override {
+      return lstm_cell(x, s, W, b, H);
+    }
+  } cell;
+  return recurrent_training_step(seq, hidden, cell, t, train);
 }
 
 // Scheduler overhead: n independent tiny nodes (one float each).
@@ -196,12 +216,7 @@ namespace {
 // tanh, mul), batch 64: forward over the sequence, a softmax classifier on every step's
 // top-layer output, mean cross-entropy, autodiff backward, SGD. Input size = hidden size.
 Case lstm(int seq, int hidden, bool train = true) {
-  struct Lstm final : RecurrentCell {
-    LstmState step(int, int, Node x, const LstmState& s, Node W, Node b, std::int64_t H) override {
-      return lstm_cell(x, s, W, b, H);
-    }
-  } cell;
-  return recurrent_training_step(seq, hidden, cell, train);
+  return lstm_training(seq, hidden, {}, train);
 }
 
 // Scheduler overhead: a layered random DAG of tiny nodes, each reading one or two nodes of

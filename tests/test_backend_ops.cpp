@@ -15,6 +15,7 @@
 
 #include "common/executable.hpp"
 #include "hetgraph/autodiff.hpp"
+#include "hetgraph/distributed.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -384,6 +385,25 @@ std::vector<Row> rows() {
                gelu_f,
                1e-3,
                1e-4});
+  // ---- collectives on one process (Communicator::self(): each returns its input); the same ops
+  // across processes are tested under mpirun in test_distributed
+  const distributed::Communicator self;
+  const auto identity = [](double x) { return x; };
+  using Collective = std::function<Node(Node)>;
+  const std::vector<std::pair<OpKind, Collective>> collectives = {
+      {OpKind::Allreduce,
+       [self](Node x) { return distributed::allreduce(x, self, distributed::ReduceOp::mean); }},
+      {OpKind::Broadcast, [self](Node x) { return distributed::broadcast(x, self); }},
+      {OpKind::Reduce, [self](Node x) { return distributed::reduce(x, self); }},
+      {OpKind::Allgather, [self](Node x) { return distributed::allgather(x, self); }},
+      {OpKind::ReduceScatter, [self](Node x) { return distributed::reduce_scatter(x, self); }},
+  };
+  for (const auto& [op, f] : collectives) {
+    const Builder b = [f](Graph&, const F& x, const F&) { return f(x[0]); };
+    const std::string what(detail::op_name(op));
+    r.push_back({{op}, what, {a}, {}, b, {}, identity});
+    r.push_back({{op}, what + "'", {a}, {}, b, {0}, identity});
+  }
   // ---- gradient rows: internal ops against finite differences of the reference
   auto grad = [&](std::vector<OpKind> ops, std::string what, std::vector<In> in,
                   std::vector<IntIn> ints, Builder b, std::vector<int> wrt) {

@@ -2,6 +2,7 @@
 // node, the op and the shapes (or the feed / file), and nothing crashes.
 #include <thread>
 
+#include "distributed/comm.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -374,6 +375,63 @@ TEST(ShapeErrors, Embedding) {
       },
       {"'emb'", "index 10", "position 5", "[2, 3]", "[0, 10)"});
   cg.run({{"t", table}, {"ids", std::vector<std::int32_t>{0, 1, 2, 3, 4, 9}}});  // still usable
+}
+
+// A communicator of `size` ranks that is only compiled against (shape inference rejects first).
+class FakeComm final : public detail::Comm {
+ public:
+  explicit FakeComm(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  std::string name() const override { return "fake of " + std::to_string(size_); }
+  std::unique_ptr<detail::CommChannel> open_channel(std::string) override {
+    throw CommunicationError("fake: compile only");
+  }
+  void post(detail::CommChannel&, const detail::CollectiveCall&, detail::CommDone&,
+            std::uint64_t) override {}
+  void abort(const std::string&) override {}
+  detail::CommChannel& host_channel() override { throw CommunicationError("fake"); }
+
+ private:
+  int size_;
+};
+
+TEST(ShapeErrors, Collectives) {
+  const distributed::Communicator three(std::make_shared<FakeComm>(3));
+  Graph g;
+  auto x = g.input("x");
+  auto ids = g.input("ids", DType::i32);
+  auto scattered = distributed::reduce_scatter(x, three).named("rs");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {4, 2}}}, {scattered});
+      },
+      {"'rs'", "reduce_scatter", "[4, 2]", "multiple of 3"});
+  auto gathered = distributed::allgather(x, three).named("ag");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {}}}, {gathered});
+      },
+      {"'ag'", "allgather", "rank >= 1"});
+  auto summed = distributed::allreduce(ids, distributed::Communicator::self()).named("ar");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"ids", {4}}}, {summed});
+      },
+      {"'ar'", "allreduce takes float tensors", "i32"});
+  // Roots outside the communicator, when the graph is built.
+  expect_error<GraphError>([&] { distributed::broadcast(x, three, 3); },
+                           {"broadcast", "root 3", "fake of 3"});
+  expect_error<GraphError>([&] { distributed::reduce(x, distributed::Communicator::self(), -1); },
+                           {"reduce", "root -1", "self"});
+  expect_error<GraphError>([&] { distributed::Communicator(nullptr); }, {"no communicator"});
+  // A data-parallel step with no room for a gradient.
+  auto W = g.variable("W", {2, 2});
+  expect_error<GraphError>(
+      [&] {
+        sgd(reduce_sum(matmul(x, W)), {W}, 0.1f, 0.0f, DataParallel{three, 0});
+      },
+      {"bucket_bytes"});
 }
 
 TEST(GraphErrors, CycleWithoutAssignNamesItsNodes) {

@@ -47,9 +47,11 @@ struct Result {
   std::string out, err;
 };
 
-Result run(const std::string& args) {
+// The example with `args`; under mpirun with `mpi` (its arguments) when given.
+Result run(const std::string& args, const std::string& mpi = "") {
   const fs::path tmp = fs::temp_directory_path() / ("hetgraph_mnist_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(HETGRAPH_MNIST_EXAMPLE) + " " + args + " >" + tmp.string() +
+  const std::string launch = mpi.empty() ? "" : std::string(HETGRAPH_MPIRUN) + " " + mpi + " ";
+  const std::string cmd = launch + HETGRAPH_MNIST_EXAMPLE + " " + args + " >" + tmp.string() +
                           ".out 2>" + tmp.string() + ".err";
   const int status = std::system(cmd.c_str());
   auto slurp = [](const fs::path& p) {
@@ -142,6 +144,39 @@ TEST(MnistExample, CheckpointResumesAndSaveWritesOnnx) {
   const Result bad = run(data + " --epochs 1 --load " + ckpt);
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find(ckpt), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
+// mpirun -np P mnist_softmax --data-parallel: each rank trains on its share of every batch and
+// the run ends where the single-process one does (loss to float rounding: the gradient sums are
+// grouped differently; see README), with the same test accuracy.
+TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_dp_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 2000, 1);
+  write_set(dir, "t10k", 500, 2);
+  const std::string base = "--data " + dir.string() + " --epochs 3 --lr 0.5 --json";
+  const std::string args = base + " --batch 100";
+  const Result single = run(args);
+  ASSERT_EQ(single.status, 0) << single.err;
+  const std::string want = single.out.substr(single.out.rfind('{'));
+  for (int ranks : {2, 4}) {
+    const Result dp = run(args + " --data-parallel", "-np " + std::to_string(ranks));
+    ASSERT_EQ(dp.status, 0) << dp.err;
+    const std::string got = dp.out.substr(dp.out.rfind('{'));
+    EXPECT_EQ(field(got, "ranks"), ranks);
+    EXPECT_NEAR(field(got, "final_loss"), field(want, "final_loss"),
+                1e-5 * field(want, "final_loss"))
+        << ranks << " ranks";
+    EXPECT_EQ(field(got, "test_accuracy"), field(want, "test_accuracy")) << ranks << " ranks";
+    // Rank 0 alone prints: one result line.
+    EXPECT_EQ(dp.out.find("test accuracy"), dp.out.rfind("test accuracy")) << dp.out;
+  }
+  // A global batch the ranks cannot share equally: every rank refuses, naming the flag.
+  const Result bad = run(base + " --batch 98 --data-parallel", "-np 4");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--batch 98 cannot be shared by 4 ranks"), std::string::npos) << bad.err;
   fs::remove_all(dir);
 }
 

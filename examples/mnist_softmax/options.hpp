@@ -22,14 +22,17 @@ struct Args {
   std::string save;        // --save PATH: the trained model as ONNX (x -> class probabilities)
   std::string checkpoint;  // --checkpoint PATH: the training state after every epoch
   std::string load;        // --load PATH: start from a checkpoint
+  bool data_parallel = false;  // one process per share of each batch (under mpirun)
 };
 
 inline constexpr const char* kUsage =
     "usage: mnist_softmax [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
     "                     [--platform cpu|opencl] [--engine "
     "sequential|shared-queue|critical-path|auto]\n"
-    "                     [--executors NxT] [--threads N] [--json]\n"
-    "                     [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]";
+    "                     [--executors NxT] [--threads N] [--json] [--data-parallel]\n"
+    "                     [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]\n"
+    "  --data-parallel: under mpirun -np P, each process trains on its P-th of every batch\n"
+    "                   (--batch is the global batch, a multiple of P; rank 0 checkpoints)";
 
 /// A parser that fills `a` (which must outlive it).
 inline hetgraph::cli::Parser parser(Args& a) {
@@ -50,7 +53,8 @@ inline hetgraph::cli::Parser parser(Args& a) {
       .flag("--json", a.json)
       .text("--save", a.save)
       .text("--checkpoint", a.checkpoint)
-      .text("--load", a.load);
+      .text("--load", a.load)
+      .flag("--data-parallel", a.data_parallel);
   return p;
 }
 

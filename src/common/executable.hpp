@@ -98,6 +98,9 @@ class Executable {
   };
   void record_events(bool on) { set_recording(on || trace_ != nullptr); }
   virtual std::vector<Event> last_run_events() const { return {}; }
+  /// Per plan node, the scheduler's critical-path level (tests check what profiling does);
+  /// empty where the platform does not schedule by level.
+  virtual std::vector<double> node_levels() const { return {}; }
 
  protected:
   /// Host pointer to a node's memory that stays valid for the executable's life (CPU: the

@@ -11,17 +11,20 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "hetgraph/distributed.hpp"
 #include "hetgraph/error.hpp"
 #include "hetgraph/tensor.hpp"
 
 namespace hetgraph::detail {
 
 enum class OpKind : std::uint8_t;
+class Comm;
 
 /// transpose: output axis i is input axis perm[i]; empty swaps the last two axes.
 struct Permutation {
@@ -121,6 +124,16 @@ struct PadSpec {
   friend bool operator==(const PadSpec&, const PadSpec&) = default;
 };
 
+/// Collectives (allreduce, broadcast, reduce, allgather, reduce_scatter): among whom, with which
+/// reduction, from or to which root.
+struct Collective {
+  static constexpr std::string_view kName = "collective";
+  std::shared_ptr<Comm> comm;
+  distributed::ReduceOp op = distributed::ReduceOp::sum;
+  int root = 0;
+  friend bool operator==(const Collective&, const Collective&) = default;
+};
+
 struct Attrs {
   float alpha = 1.0f;  // scale factor, axpby a
   float beta = 0.0f;   // axpby b
@@ -130,7 +143,7 @@ struct Attrs {
   bool mean = false;                      // expand: divide by the reduced count
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
-               TargetType, SliceSpec, PadSpec>
+               TargetType, SliceSpec, PadSpec, Collective>
       payload;
 
   template <class T>

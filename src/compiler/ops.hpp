@@ -110,6 +110,12 @@ enum class OpKind : std::uint8_t {
   ConvTranspose2d,   // conv.cpp: (x, w[, b]); Window2d
   CheckIndices,      // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
   ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
+  // collectives across processes (collective.cpp): a Collective payload names the communicator
+  Allreduce,
+  Broadcast,
+  Reduce,  // to a root rank
+  Allgather,
+  ReduceScatter,
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -221,6 +227,9 @@ struct OpDef {
   Elementwise elementwise = Elementwise::none;
   bool epilogue = false;  // unary elementwise: may fold into a matmul as its epilogue
   IndexInput index{};
+  /// A collective across processes: CPU engines start it on their communication lane and the
+  /// communicator completes it, so it never occupies an executor while it waits for the others.
+  bool communication = false;
 
   bool shape_only_input(std::size_t i) const {
     return i < 31 ? ((shape_only >> i) & 1u) != 0 : ((shape_only >> 31) & 1u) != 0;
@@ -242,6 +251,7 @@ void register_nn_ops(std::vector<OpDef>& table);
 void register_movement_ops(std::vector<OpDef>& table);
 void register_conv_ops(std::vector<OpDef>& table);
 void register_embedding_ops(std::vector<OpDef>& table);
+void register_collective_ops(std::vector<OpDef>& table);
 
 /// The estimated work of a node of op `k` (OpDef::cost, or the default from flops_per_elem).
 Cost op_cost(OpKind k, std::span<const TensorType> in, const TensorType& out, const Attrs& at);

@@ -715,6 +715,7 @@ const Pass kPasses[] = {
      fusing},
     {"fuse_sparse_update",
      [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
+    {"fuse_collectives", [](Plan& p, const PassContext&) { fuse_collectives(p); }, fusing},
     {"link_dependencies", [](Plan& p, const PassContext&) { link_dependencies(p); }},
     {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},
     {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },
@@ -791,11 +792,20 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
   };
   lap("build");
   dumps.maybe_dump(*plan, "build", false);
-  const PassContext ctx{shapes, options};
+  // A communication node stays in flight while the nodes after it in plan order run (on the
+  // CPU engines' communication lane): plan memory as for a parallel engine, so nothing reuses
+  // its buffers before the nodes that depend on it.
+  PlanOptions opts = options;
+  if (opts.reuse == ReuseMode::sequential &&
+      std::any_of(plan->nodes.begin(), plan->nodes.end(),
+                  [](const PlanNode& n) { return op_def(n.op).communication; })) {
+    opts.reuse = ReuseMode::dag;
+  }
+  const PassContext ctx{shapes, opts};
   const std::size_t n = std::size(kPasses);
   for (std::size_t i = 0; i < n; ++i) {
     const Pass& pass = kPasses[i];
-    if (pass.enabled != nullptr && !pass.enabled(options)) continue;
+    if (pass.enabled != nullptr && !pass.enabled(opts)) continue;
     pass.run(*plan, ctx);
     lap(pass.name);
     dumps.maybe_dump(*plan, pass.name, i + 1 == n);

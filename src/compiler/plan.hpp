@@ -201,6 +201,9 @@ void fuse_matmul_accumulate(Plan& p, const Capabilities* caps);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);
+/// Allgathers on one communicator and of one type become one allgather of their concatenated
+/// inputs (up to 4 MiB each), sliced back: one collective's latency instead of many.
+void fuse_collectives(Plan& p);
 /// Execution dependencies: data inputs, plus every reader of a variable before its assign.
 void link_dependencies(Plan& p);
 /// Re-sorts the plan over all its dependencies, the assign-ordering ones included (the first

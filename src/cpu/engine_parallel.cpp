@@ -1,5 +1,4 @@
 #include "cpu/engine_parallel.hpp"
-#include "cpu/parallel.hpp"
 
 #include <omp.h>
 
@@ -10,6 +9,7 @@
 #include <cstdlib>
 
 #include "compiler/graph_stats.hpp"
+#include "cpu/parallel.hpp"
 #include "cpu/topology.hpp"
 #include "hetgraph/error.hpp"
 
@@ -32,7 +32,7 @@ constexpr int kSpin = 4000;
 // ---- ParallelEngine -------------------------------------------------------------------------
 
 ParallelEngine::ParallelEngine(const Program& prog, const EngineConfig& cfg)
-    : plan_(prog.plan), cfg_(cfg), kernels_(prog.kernels) {
+    : plan_(prog.plan), cfg_(cfg), kernels_(prog.kernels), lane_(prog) {
   const Plan& p = *plan_;
   const std::size_t n = p.nodes.size();
   if (cfg_.executors < 1 || cfg_.threads < 1)
@@ -74,6 +74,10 @@ ParallelEngine::ParallelEngine(const Program& prog, const EngineConfig& cfg)
     w->stack.reserve(64);
     workers_.push_back(std::move(w));
   }
+  // A collective's end may be the only thing left to do: wake the executors to pick it up.
+  lane_.set_notify([this] {
+    for (auto& w : workers_) wake_of(*w).notify_all();
+  });
 }
 
 void ParallelEngine::start_workers() {
@@ -101,6 +105,7 @@ std::vector<std::string> ParallelEngine::lane_names() const {
     names.push_back("executor " + std::to_string(w->id) + (w->id == 0 ? " (caller)" : "") +
                     " cores " + cores);
   }
+  if (!lane_.empty()) names.push_back("communication");
   return names;
 }
 
@@ -168,6 +173,7 @@ void ParallelEngine::run() {
   TeamSize team(cfg_.threads);
 
   recording_ = trace_recording_ || runs_ < cfg_.profile_runs;
+  lane_.begin_run(recording_);
   for (auto& w : workers_) w->events.clear();
   const std::size_t n = ndeps_.size();
   for (std::size_t i = 0; i < n; ++i) pending_[i].store(ndeps_[i], std::memory_order_relaxed);
@@ -178,7 +184,11 @@ void ParallelEngine::run() {
 
   // Sources: cheap ones run here at once, the rest go to the scheduler.
   for (std::uint32_t v : sources_) {
-    if (tiny_[v]) {
+    if (lane_.is_comm(v)) {
+      std::vector<std::uint32_t> abandoned;
+      start_comm(v, abandoned);
+      if (!abandoned.empty()) complete(v, w0);
+    } else if (tiny_[v]) {
       execute(v, w0);
       complete(v, w0);
     } else {
@@ -200,8 +210,13 @@ void ParallelEngine::work(Worker& w, bool caller) {
     return caller ? remaining_.load(std::memory_order_acquire) == 0
                   : stop_.load(std::memory_order_acquire);
   };
+  CommLane::Finished ended;
   for (;;) {
     if (finished()) return;
+    if (lane_.take(ended)) {
+      finish_comm(ended, w);
+      continue;
+    }
     std::uint32_t v;
     if (take_work(w, v)) {
       execute(v, w);
@@ -213,11 +228,11 @@ void ParallelEngine::work(Worker& w, bool caller) {
     bool found = false;
     for (int i = 0; i < kSpin && !found; ++i) {
       cpu_relax();
-      found = has_work(w) || finished();
+      found = has_work(w) || lane_.has_finished() || finished();
     }
     if (found) continue;
     const std::uint32_t ticket = wake.ticket();
-    if (has_work(w) || finished()) continue;
+    if (has_work(w) || lane_.has_finished() || finished()) continue;
     wake.wait(ticket);
   }
 }
@@ -247,7 +262,9 @@ void ParallelEngine::complete(std::uint32_t v, Worker& w) {
       const std::uint32_t s = succ_[k];
       // acq_rel: the last decrement sees every predecessor's writes (release sequence).
       if (pending_[s].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        if (tiny_[s]) {
+        if (lane_.is_comm(s)) {
+          start_comm(s, stack);
+        } else if (tiny_[s]) {
           execute(s, w);
           stack.push_back(s);
         } else {
@@ -262,6 +279,28 @@ void ParallelEngine::complete(std::uint32_t v, Worker& w) {
     // The run is over: wake the caller (executor 0).
     wake_of(*workers_[0]).notify_all();
   }
+}
+
+void ParallelEngine::start_comm(std::uint32_t v, std::vector<std::uint32_t>& stack) {
+  if (!failed_.load(std::memory_order_relaxed)) {
+    lane_.start(v);
+    return;
+  }
+  // The run failed: the other processes must not wait for this node. It completes here.
+  std::exception_ptr e;
+  {
+    std::lock_guard lk(error_mu_);
+    e = error_;
+  }
+  lane_.abandon(v, error_text(e));
+  stack.push_back(v);
+}
+
+void ParallelEngine::finish_comm(CommLane::Finished& f, Worker& w) {
+  if (f.error) fail(std::move(f.error));
+  if (recording_) w.events.push_back({f.node, cfg_.executors, f.start_ns, f.end_ns});
+  complete(f.node, w);
+  after_comm(w);
 }
 
 void ParallelEngine::fail(std::exception_ptr e) {

@@ -12,7 +12,9 @@
 //    takes the same lock and runs the same step, so on few cores no core is kept for it and
 //    no executor waits on a busy caller.
 //  - SharedQueueEngine (TensorFlow/MXNet style): all executors pull from one global FIFO.
-// Idle executors spin briefly, then sleep on an event count.
+// Idle executors spin briefly, then sleep on an event count. Communication nodes go to the
+// communication lane instead (comm_lane.hpp): started by the thread that readies them, completed
+// by whichever executor picks up their end, never waited for in an executor.
 #pragma once
 
 #include <atomic>
@@ -22,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/comm_lane.hpp"
 #include "cpu/engine.hpp"
 #include "cpu/ready_heap.hpp"
 #include "cpu/sync.hpp"
@@ -56,7 +59,7 @@ class ParallelEngine : public Engine {
   /// `profiled`: the costs are measured ones (no profiling pass needed).
   void set_costs(std::vector<double> cost_us, bool profiled = false);
   const std::vector<double>& costs() const { return cost_; }
-  const std::vector<double>& levels() const { return levels_; }
+  std::span<const double> levels() const override { return levels_; }
 
  protected:
   struct Worker {
@@ -81,6 +84,7 @@ class ParallelEngine : public Engine {
   virtual bool has_work(const Worker& w) const = 0;
   virtual bool poll(Worker& w) = 0;  // idle hook; true when it produced work for w
   virtual void after_node(Worker& w) = 0;
+  virtual void after_comm(Worker& w) = 0;  // w completed a communication node
   virtual void begin_run() = 0;
   virtual void kick() = 0;  // after the sources went through on_ready
   virtual EventCount& wake_of(Worker& w) = 0;
@@ -100,6 +104,9 @@ class ParallelEngine : public Engine {
   void work(Worker& w, bool caller);
   void execute(std::uint32_t v, Worker& w);
   void complete(std::uint32_t v, Worker& w);
+  /// A ready communication node: onto the lane, or (the run failed) abandoned onto `stack`.
+  void start_comm(std::uint32_t v, std::vector<std::uint32_t>& stack);
+  void finish_comm(CommLane::Finished& f, Worker& w);
   void fail(std::exception_ptr e);
   void update_profile();
 
@@ -118,6 +125,7 @@ class ParallelEngine : public Engine {
   std::atomic<bool> failed_{false};
   std::mutex error_mu_;
   std::exception_ptr error_;
+  CommLane lane_;
   // profiler
   int runs_ = 0;
   bool profiled_ = false;
@@ -139,6 +147,7 @@ class CriticalPathEngine final : public ParallelEngine {
   bool has_work(const Worker& w) const override;
   bool poll(Worker& w) override;
   void after_node(Worker& w) override;
+  void after_comm(Worker& w) override { request(w); }
   void begin_run() override;
   void kick() override { request(*workers_[0]); }
   EventCount& wake_of(Worker& w) override { return w.wake; }
@@ -165,6 +174,7 @@ class SharedQueueEngine final : public ParallelEngine {
   bool has_work(const Worker&) const override { return size_.load(std::memory_order_acquire) > 0; }
   bool poll(Worker&) override { return false; }
   void after_node(Worker&) override {}
+  void after_comm(Worker&) override {}
   void begin_run() override {}
   void kick() override {}
   EventCount& wake_of(Worker&) override { return wake_; }

@@ -511,6 +511,9 @@ void OpenClExecutable::commit() {
                           "continue)");
     }
     check_device_labels();
+    // A collective that failed (another rank gave up) fails the run before any variable is
+    // written, like a device fault.
+    for (std::size_t k = 0; k < phase1_; ++k) ops_[work_[k]]->after_run();
     enqueue_work(phase1_, work_.size());
     enqueue_input_remaps();
     HG_CL(clFlush(q_));
@@ -592,6 +595,9 @@ void OpenClExecutable::finish() {
                                                  "may be partly updated (compile the graph again "
                                                  "and restore them)"));
   }
+  // With a commit point the work before it was checked there.
+  for (std::size_t k = commit_ < 0 ? 0 : phase1_; k < work_.size(); ++k)
+    ops_[work_[k]]->after_run();
   if (commit_ < 0) check_device_labels();  // with a commit point, checked before it
 }
 
