@@ -442,9 +442,56 @@ TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
   }
 }
 
+// Every row on a heterogeneous platform (the CPU and an OpenCL device) with its ops' inputs
+// produced on the other device: fed inputs on one device and every op on the other, both ways,
+// then each node on the device its graph id's parity names (most values cross). Results must
+// match the reference as closely as on one device.
+TEST(BackendOpsHetero, EveryRowWithItsInputsOnTheOtherDevice) {
+  if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  const Platform cl = Platform::opencl();
+  const Device gpu = cl.devices().front();
+  const Platform both = Platform::heterogeneous({Platform::cpu(), cl});
+  const Device devices[2] = {Device::cpu(), gpu};
+  for (const Row& row : rows()) {
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(row.what + " variant " + std::to_string(variant));
+      Built b = build(row);
+      const Expected e = expected(row, b);
+      for (std::uint32_t id = 0; id < b.g.size(); ++id) {
+        const Node n = b.g.node(id);
+        const bool fed = n.op_name() == "input";
+        const int d = variant == 2 ? static_cast<int>(id % 2) : (fed == (variant == 0) ? 0 : 1);
+        n.on(devices[d]);
+      }
+      InputShapes shapes;
+      std::vector<FeedItem> feeds;
+      std::vector<In> floats = row.inputs;
+      floats.insert(floats.end(), e.extra.begin(), e.extra.end());
+      for (const In& in : floats) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      for (const IntIn& in : row.ints) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      auto cg = GraphCompiler(both).compile(b.g, shapes, e.fetches);
+      // (By parity a row may happen to keep each value on its device: views follow theirs.)
+      if (variant < 2) EXPECT_TRUE(holds(plan_of(cg), OpKind::Transfer));
+      cg.run(std::span<const FeedItem>(feeds));
+      for (std::size_t k = 0; k < e.fetches.size(); ++k) {
+        testing_util::expect_close(cg.read(e.fetches[k]), e.want[k], row.rtol, row.atol,
+                                   row.what + " across devices");
+      }
+    }
+  }
+}
+
 TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
-  std::set<OpKind> seen{OpKind::Variable, OpKind::Assign, OpKind::Group, OpKind::EmbeddingUpdate,
-                        OpKind::CheckIndices};
+  // Transfers exist only in heterogeneous plans: BackendOpsHetero below moves every row's
+  // values across devices.
+  std::set<OpKind> seen{OpKind::Variable,        OpKind::Assign,       OpKind::Group,
+                        OpKind::EmbeddingUpdate, OpKind::CheckIndices, OpKind::Transfer};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {

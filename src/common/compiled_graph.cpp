@@ -21,6 +21,10 @@ std::string Platform::name() const {
   return detail::backend_of(*this).name();
 }
 
+std::vector<Device> Platform::devices() const {
+  return detail::backend_of(*this).devices();
+}
+
 GraphCompiler::GraphCompiler(Platform platform, CompileOptions options)
     : platform_(std::move(platform)), options_(options) {}
 
@@ -43,6 +47,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.reuse = options_.plan_memory ? backend.reuse_mode() : detail::ReuseMode::none;
   po.fuse = options_.fuse;
   po.capabilities = &backend;
+  po.placer = backend.placer();
   auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
   // Every kernel the plan needs exists on this platform: checked before anything is allocated.
   for (const detail::PlanNode& n : plan->nodes) {

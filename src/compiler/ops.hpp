@@ -85,6 +85,8 @@ enum class OpKind : std::uint8_t {
   Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
   GeluGrad,
   CheckIndices,  // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  Transfer,      // compiler-made: a value crossing devices (send, recv) or the commit gate;
+                 // graph_ops.cpp, src/compiler/placement.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +51,12 @@ struct PlanNode {
   bool elided = false;              // assign whose value is computed straight into the variable
   std::int64_t into_variable = -1;  // computed straight into this variable (elide_assigns)
   std::int64_t fused_into = -1;     // fused into that node by a fusion pass: no kernel, no data
+  // placement (heterogeneous platforms: src/compiler/placement.hpp)
+  std::optional<Device> pin;                // Node::on / DeviceScope
+  std::int32_t device = -1;                 // index of its device in the platform's; -1: not placed
+  std::int32_t local = -1;                  // split_devices: its index in that device's part
+  std::string placed_by;                    // why it runs there (engine_report)
+  double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
   // state
   Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
@@ -74,6 +81,8 @@ enum class ReuseMode : std::uint8_t {
   dag,         // nodes run in any order the dependencies allow (parallel engines)
 };
 
+struct PlacementSummary;  // src/compiler/placement.hpp
+
 struct Plan {
   std::uint64_t graph_id = 0;    // identity of the user's graph (not its address)
   std::uint32_t graph_size = 0;  // nodes in the user's graph when it was compiled
@@ -91,6 +100,11 @@ struct Plan {
   /// platforms that allocate one device buffer per planned buffer instead of an arena.
   std::vector<std::size_t> buffer_bytes, buffer_offset;
   std::size_t in_place = 0;
+  /// Heterogeneous platforms (split_devices): one self-contained plan per device (null where
+  /// the device got no node), each with its own order, commit point and memory plan.
+  std::vector<std::shared_ptr<Plan>> parts;
+  /// The placement's summary for engine_report (place_devices).
+  std::shared_ptr<const PlacementSummary> placement;
 
   /// Plan index of a user node; throws GraphError naming it when it was pruned or is foreign.
   std::uint32_t index(const Node& n, std::string_view what) const;
@@ -118,10 +132,26 @@ class Capabilities {
   virtual std::string unsupported(const Plan& p, const PlanNode& n) const = 0;
 };
 
+/// Placement for a heterogeneous platform (src/compiler/placement.hpp): the passes
+/// place_devices, insert_transfers and split_devices ask it. Null for single-device platforms.
+class Placer {
+ public:
+  virtual ~Placer() = default;
+  /// place_devices: a device for every node (PlanNode::device, placed_by, est_*).
+  virtual void place(Plan& p) const = 0;
+  /// Devices of the platform, and what the memory planner may assume on each.
+  virtual std::size_t device_count() const = 0;
+  virtual ReuseMode reuse_mode(std::size_t device) const = 0;
+  /// Which device hosts the CPU part (its parts commit for the others), or -1.
+  virtual int host_device() const = 0;
+  virtual std::string device_name(std::size_t device) const = 0;
+};
+
 struct PlanOptions {
   ReuseMode reuse = ReuseMode::sequential;
   bool fuse = false;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
+  const Placer* placer = nullptr;              // heterogeneous platforms
 };
 
 /// What passes see besides the plan.
@@ -151,6 +181,9 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches);
 /// Drops nodes no fetch needs and sorts the rest in topo_order's order (after a pass rewired
 /// the plan). Only before link_dependencies.
 void prune_and_sort(Plan& p);
+/// Moves the nodes into `order` (old indices; nodes left out are dropped) and remaps every
+/// index the plan holds. Lists keep their order.
+void reorder(Plan& p, const std::vector<std::uint32_t>& order);
 /// Sums of gradient contributions (grad_sum adds) regrouped: slice gradients of one tensor into
 /// one slice_grad_n, per-step weight gradients into products over concatenated steps.
 void regroup_gradients(Plan& p);

@@ -90,5 +90,6 @@ void register_graph_kernels(KernelRegistry& r);
 void register_conv_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
+void register_transfer_kernels(KernelRegistry& r);      // heterogeneous platforms
 
 }  // namespace hetgraph::detail::cpu

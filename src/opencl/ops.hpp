@@ -62,6 +62,7 @@ void register_movement_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_embedding_ops(OpRegistry& r);
+void register_transfer_ops(OpRegistry& r);  // heterogeneous platforms
 
 // ---- building blocks shared by the families --------------------------------------------------
 
