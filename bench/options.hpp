@@ -22,6 +22,7 @@ struct Options {
   std::string trace;
   bool json = false;
   bool fuse = true;
+  bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
   bool pin = true;     // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
   bool list = false;
@@ -33,7 +34,8 @@ inline constexpr const char* kUsage =
     "NxT|auto]\n"
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-    "                      [--trace FILE] [--no-fuse] [--no-mapped] [--no-pin] [--json] [--list]";
+    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
+    "                      [--json] [--list]";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
 /// --workload unless --list or --help was given (check_bench_options).
@@ -56,6 +58,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .text("--trace", o.trace)
       .flag("--json", o.json)
       .flag("--no-fuse", o.fuse, false)
+      .flag("--no-parallel-ops", o.parallel_ops, false)
       .flag("--no-mapped", o.mapped, false)
       .flag("--no-pin", o.pin, false)
       .flag("--list", o.list);

@@ -419,8 +419,8 @@ TEST(Passes, RunInTheDocumentedOrder) {
   const std::vector<std::string> want = {
       "regroup_gradients",     "infer_shapes",           "simplify",           "place_devices",
       "fuse_matmul_epilogue",  "fuse_matmul_accumulate", "fuse_sparse_update", "link_dependencies",
-      "order_by_dependencies", "insert_transfers",       "elide_assigns",      "commit_writes",
-      "plan_memory",           "split_devices"};
+      "order_by_dependencies", "insert_transfers",       "elide_assigns",      "fuse_parallel_ops",
+      "commit_writes",         "plan_memory",            "split_devices"};
   EXPECT_EQ(names, want);
 }
 
@@ -540,6 +540,64 @@ TEST(DumpPlan, AfterAPass) {
   // slice gradients before the pass, one slice_grad_n after
   EXPECT_NE(out.substr(before, after - before).find("(slice_grad)"), std::string::npos) << out;
   EXPECT_NE(out.substr(after).find("slice_grad_n"), std::string::npos) << out;
+}
+
+// ---- parallel-op fusion ----------------------------------------------------------------
+
+// Eight independent products of one input: a group where a kernel gets two threads, none
+// where it gets one or the switch is off; the results agree either way.
+TEST(ParallelOps, IndependentSmallNodesRunAsOneGroupWhereKernelsHaveThreads) {
+  Graph g;
+  auto x = g.input("x");
+  std::vector<Node> outs;
+  for (int i = 0; i < 8; ++i) {
+    auto w = g.variable("w" + std::to_string(i), {96, 96}, Initializer::uniform(-1, 1, 1 + i));
+    outs.push_back(tanh(matmul(x, w)));
+  }
+  const auto xv = testing_util::random_vec(96 * 96, 3);
+  auto groups = [](const CompiledGraph& cg) {
+    std::size_t members = 0;
+    for (const auto& n : detail::executable_of(cg).plan().nodes)
+      if (n.op == OpKind::ParallelGroup) members += n.members.size();
+    return members;
+  };
+  // Each product is fetched on its own (a sum would fold them into one chain of accumulating
+  // products): eight independent products with a tanh epilogue.
+  const InputShapes shapes{{"x", {96, 96}}};
+  auto two = GraphCompiler(Platform::cpu({.threads = 2})).compile(g, shapes, outs);
+  auto one = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, outs);
+  auto off = GraphCompiler(Platform::cpu({.threads = 2}), {.parallel_ops = false})
+                 .compile(g, shapes, outs);
+  auto cp = GraphCompiler(Platform::cpu({.engine = CpuEngine::critical_path,
+                                         .executors = 1,
+                                         .threads_per_executor = 2}))
+                .compile(g, shapes, outs);
+  EXPECT_EQ(groups(two), 8u);
+  EXPECT_EQ(groups(one), 0u);
+  EXPECT_EQ(groups(off), 0u);
+  EXPECT_EQ(groups(cp), 8u);
+  std::vector<std::vector<std::vector<float>>> got;
+  for (CompiledGraph* cg : {&two, &one, &off, &cp}) {
+    cg->run({{"x", xv}});
+    got.emplace_back();
+    for (const Node& o : outs) got.back().push_back(cg->read(o));
+  }
+  for (std::size_t k = 1; k < got.size(); ++k) {
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      testing_util::expect_close(got[k][i], testing_util::to_ref({96, 96}, got[0][i]), 1e-5, 1e-5,
+                                 "grouped vs not");
+    }
+  }
+  // A group's results do not depend on the team size that runs it.
+  auto again = GraphCompiler(Platform::cpu({.threads = 2})).compile(g, shapes, outs);
+  again.run({{"x", xv}});
+  for (std::size_t i = 0; i < outs.size(); ++i)
+    EXPECT_TRUE(testing_util::bitwise_equal(again.read(outs[i]), got[0][i]));
+  // A member's kernel failing fails the run, like any kernel: nothing is left half done.
+  EXPECT_NE(detail::executable_of(two)
+                .kernel_name(detail::executable_of(two).plan().index(outs[3], "t"))
+                .find("parallel group"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -236,6 +236,10 @@ struct CompileOptions {
   /// embedding gradient into its table's SGD step (where the platform supports them). Off:
   /// every node runs as written.
   bool fuse = true;
+  /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
+  /// small products) run as one node whose kernel runs them side by side on the team's
+  /// threads. Only where kernels get several threads (CPU engines with teams of 2+).
+  bool parallel_ops = true;
 };
 
 /// Data for one input at run(): a view of the caller's memory, copied into the graph unless

@@ -49,6 +49,9 @@ class Backend : public Capabilities {
   virtual std::string name() const = 0;
   /// What the memory planner may assume about execution order on this platform.
   virtual ReuseMode reuse_mode() const = 0;
+  /// Threads one kernel gets (the largest team the engine may use); 0 where kernels do not
+  /// run on host threads. Parallel-op fusion pays only above 1.
+  virtual int kernel_threads() const { return 0; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
   /// The devices it runs on (Platform::devices).
   virtual std::vector<Device> devices() const = 0;

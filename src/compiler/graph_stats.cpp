@@ -45,11 +45,19 @@ std::vector<double> static_costs(const Plan& p) {
   std::vector<TensorType> in;
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     const PlanNode& n = p.nodes[i];
-    if (!n.has_work()) continue;
+    if (!n.has_work() || n.op == OpKind::ParallelGroup) continue;
     in.clear();
     for (std::uint32_t u : n.inputs) in.push_back(p.nodes[u].type);
     const Cost k = op_cost(n.op, in, n.type, n.attrs);
     c[i] = kCallUs + std::max(k.flops / kFlopsPerUs, k.bytes / kBytesPerUs);
+  }
+  // A parallel group does its members' work (at one thread; its members then cost nothing).
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    if (p.nodes[i].op != OpKind::ParallelGroup) continue;
+    for (std::uint32_t m : p.nodes[i].members) {
+      c[i] += c[m];
+      c[m] = 0.0;
+    }
   }
   return c;
 }

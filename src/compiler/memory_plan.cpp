@@ -206,8 +206,10 @@ void plan_memory(Plan& p, ReuseMode mode) {
 
   for (std::uint32_t i = 0; i < n; ++i) {
     PlanNode& node = p.nodes[i];
-    // Release buffers whose readers are all earlier in plan order.
-    while (!expiring.empty() && expiring.top().first < i) {
+    // Release buffers whose readers are all earlier in plan order. Members of a parallel
+    // group run together, at their group's place: nothing is released between them (one
+    // member's last read is not over while another member runs).
+    while (node.group < 0 && !expiring.empty() && expiring.top().first < i) {
       const auto [when, b] = expiring.top();
       expiring.pop();
       Buffer& B = bufs[static_cast<std::size_t>(b)];
@@ -258,8 +260,9 @@ void plan_memory(Plan& p, ReuseMode mode) {
       node.in_place = true;
       placed = true;
     }
-    // 2. Over an input whose last reader this is.
-    for (std::size_t k = 0; k < node.inputs.size() && !placed; ++k) {
+    // 2. Over an input whose last reader this is (not for members of a parallel group: the
+    // input may be another member's too, read at the same time).
+    for (std::size_t k = 0; k < node.inputs.size() && !placed && node.group < 0; ++k) {
       if (!def.inplace_input(k)) continue;
       const PlanNode& u = p.nodes[node.inputs[k]];
       if (u.buffer < 0 || u.type != node.type) continue;

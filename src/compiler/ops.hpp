@@ -84,9 +84,10 @@ enum class OpKind : std::uint8_t {
   Floor,            // elementwise.cpp; no gradient flows through it
   Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
   GeluGrad,
-  CheckIndices,  // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
-  Transfer,      // compiler-made: a value crossing devices (send, recv) or the commit gate;
-                 // graph_ops.cpp, src/compiler/placement.cpp
+  CheckIndices,   // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
+  Transfer,       // compiler-made: a value crossing devices (send, recv) or the commit gate;
+                  // graph_ops.cpp, src/compiler/placement.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

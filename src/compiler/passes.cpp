@@ -183,6 +183,8 @@ void reorder(Plan& p, const std::vector<std::uint32_t>& order) {
     remap(node.succs, false);
     remap_one(node.fused_into);
     remap_one(node.into_variable);
+    remap_one(node.group);
+    remap(node.members, false);
   }
   p.nodes = std::move(nodes);
   remap(p.inputs, true);
@@ -705,6 +707,11 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) { insert_transfers(p, *c.options.placer); }, placing},
     {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },
      planning},
+    // Heterogeneous plans: each device's part is its own (split_devices) and runs no groups.
+    {"fuse_parallel_ops", [](Plan& p, const PassContext& c) { fuse_parallel_ops(p, c.options); },
+     [](const PlanOptions& o) {
+       return o.parallel_ops && o.kernel_threads > 1 && o.placer == nullptr;
+     }},
     {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }, single_device},
     {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); },
      single_device},

@@ -42,6 +42,10 @@ struct PlanNode {
   Storage storage = Storage::Computed;
   bool grad_sum = false;  // an add autodiff made to sum gradient contributions
   bool commit = false;    // the commit point: every writer of a variable waits for it
+  // fuse_parallel_ops: a member's kernel runs inside the group node `group`; a group node lists
+  // its members.
+  std::int64_t group = -1;
+  std::vector<std::uint32_t> members;
   // memory plan
   std::int32_t buffer = -1;  // -1: no storage
   std::size_t offset = 0;    // byte offset into the arena
@@ -65,7 +69,8 @@ struct PlanNode {
   bool reads_input(std::size_t i) const { return !op_def(op).shape_only_input(i); }
   /// Whether a platform runs a kernel for this node: computed values and copying assigns.
   bool has_work() const {
-    return storage == Storage::Computed || (op == OpKind::Assign && !elided);
+    return storage == Storage::Computed || (op == OpKind::Assign && !elided) ||
+           op == OpKind::ParallelGroup;
   }
   /// Whether the node's kernel writes a variable (a copying assign, or a value computed in
   /// place over its variable): such nodes run after the commit point.
@@ -150,6 +155,10 @@ class Placer {
 struct PlanOptions {
   ReuseMode reuse = ReuseMode::sequential;
   bool fuse = false;
+  /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
+  /// where a kernel has several: 0 or 1 turns the pass off).
+  bool parallel_ops = false;
+  int kernel_threads = 0;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
   const Placer* placer = nullptr;              // heterogeneous platforms
 };
@@ -211,6 +220,12 @@ void order_by_dependencies(Plan& p);
 /// variables themselves (momentum's velocity feeds its weight's update), so that nothing that
 /// can fail depends on a written variable.
 void elide_assigns(Plan& p, ReuseMode mode);
+/// Parallel-op fusion (the MXNet proposal): independent nodes of one kind, equal shapes and
+/// attributes, at one depth of the graph and small enough that their kernels use several
+/// threads poorly, run as one parallel_group node whose kernel runs their kernels side by
+/// side (one thread each). Members keep their own values; groups stay small enough that their
+/// outputs are live together without growing the plan much.
+void fuse_parallel_ops(Plan& p, const PlanOptions& options);
 /// Makes runs atomic: every node that writes a variable waits for a commit point that waits
 /// for every other node with work. A run that fails before the commit changes no variable;
 /// after it only writes run (copies and in-place arithmetic, whose inputs are all computed).

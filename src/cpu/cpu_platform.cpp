@@ -153,7 +153,15 @@ class CpuExecutable final : public Executable {
     kernels_.resize(p.nodes.size());
     names_.assign(p.nodes.size(), "none");
     const std::vector<int> teams = team_sizes(p);
+    // Parallel groups last: their kernels run their members' kernels.
+    std::vector<std::uint32_t> order;
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      if (p.nodes[i].op != OpKind::ParallelGroup) order.push_back(i);
+    }
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      if (p.nodes[i].op == OpKind::ParallelGroup) order.push_back(i);
+    }
+    for (std::uint32_t i : order) {
       const PlanNode& n = p.nodes[i];
       if (!n.has_work()) continue;
       KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_, teams, &kernels_};
@@ -163,8 +171,13 @@ class CpuExecutable final : public Executable {
         args.in_types.push_back(u.type);
       }
       args.out = arena_.get() + p.nodes[p.output_of(i)].offset;  // an assign: its variable
-      kernels_[i] = create_kernel(args, names_[i]);
-      prog.kernels[i] = kernels_[i].get();
+      std::string_view chosen;
+      kernels_[i] = create_kernel(args, chosen);
+      names_[i] = n.group < 0 ? std::string(chosen)
+                              : std::string(chosen) + " in " +
+                                    p.nodes[static_cast<std::size_t>(n.group)].label;
+      // A member runs inside its group's kernel, not on its own.
+      if (n.group < 0) prog.kernels[i] = kernels_[i].get();
       prog.scratch_bytes = std::max(prog.scratch_bytes, kernels_[i]->scratch_bytes());
     }
     engine_ = make_engine(prog);
@@ -173,7 +186,7 @@ class CpuExecutable final : public Executable {
 
   ~CpuExecutable() override { shutdown(); }
 
-  std::string kernel_name(std::uint32_t node) const override { return std::string(names_[node]); }
+  std::string kernel_name(std::uint32_t node) const override { return names_[node]; }
 
   EngineReport engine_report() const override {
     EngineReport r = Executable::engine_report();
@@ -263,7 +276,7 @@ class CpuExecutable final : public Executable {
   int threads_;
   std::unique_ptr<std::byte, Unmap> arena_;
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
-  std::vector<std::string_view> names_;
+  std::vector<std::string> names_;
   std::unique_ptr<Engine> engine_;
 };
 
@@ -278,6 +291,18 @@ class CpuBackend final : public Backend {
   }
   std::string unsupported(const Plan& p, const PlanNode& n) const override {
     return cpu::unsupported(p, n);
+  }
+  int kernel_threads() const override {
+    const int cores = allowed_cores();
+    switch (opts_.engine) {
+      case CpuEngine::sequential:
+        return opts_.threads > 0 ? opts_.threads : cores;
+      case CpuEngine::automatic:  // its search includes the sequential engine on every core
+        return cores;
+      default:  // a fixed parallel engine: its teams (the guideline's, when not given, is 1+)
+        if (opts_.threads_per_executor > 0) return opts_.threads_per_executor;
+        return opts_.executors > 0 ? std::max(1, cores / opts_.executors) : 1;
+    }
   }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);

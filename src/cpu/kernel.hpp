@@ -91,5 +91,6 @@ void register_conv_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
 void register_transfer_kernels(KernelRegistry& r);      // heterogeneous platforms
+void register_group_kernels(KernelRegistry& r);
 
 }  // namespace hetgraph::detail::cpu

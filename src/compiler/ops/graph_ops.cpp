@@ -68,6 +68,14 @@ void register_graph_ops(std::vector<OpDef>& t) {
                .storage = Storage::None,
                .infer = infer_group,
                .flops_per_elem = 0.0f});
+  // Made by fuse_parallel_ops: its members (PlanNode::members) keep their values; it runs
+  // their kernels together. No value of its own.
+  t.push_back({.kind = OpKind::ParallelGroup,
+               .name = "parallel_group",
+               .arity = -1,
+               .storage = Storage::None,
+               .infer = infer_group,
+               .flops_per_elem = 0.0f});
   // Made after shape inference (insert_transfers), with its type set: never inferred.
   t.push_back({.kind = OpKind::Transfer,
                .name = "transfer",
