@@ -119,7 +119,18 @@ class Placement {
     auto summary = std::make_shared<PlacementSummary>();
     for (const DeviceModel& m : r_.devices) summary->device_names.push_back(m.name);
     Schedule chosen;
-    if (r_.mode == Mode::first) {
+    if (!r_.estimates) {
+      chosen = settle([&](std::uint32_t i) { return first_capable(i); });
+      summary->decision = r_.mode == Mode::first
+                              ? "first member with a kernel for each node (no cost figures)"
+                              : "every node with a kernel is pinned";
+      for (std::uint32_t i = 0; i < n_; ++i) {
+        if (!is_task(p_.nodes[i]) || pinned_[i] >= 0) continue;
+        chosen.reason[i] = first_capable(i) == 0
+                               ? "first member"
+                               : "capability: " + incapable_text(i, first_capable(i));
+      }
+    } else if (r_.mode == Mode::first) {
       chosen = settle([&](std::uint32_t i) { return first_capable(i); });
       summary->decision = "first member with a kernel for each node";
       for (std::uint32_t i = 0; i < n_; ++i) {
@@ -170,7 +181,7 @@ class Placement {
       }
       summary->estimated_us = chosen.makespan;
     }
-    if (summary->estimated_us == 0) summary->estimated_us = chosen.makespan;
+    if (r_.estimates && summary->estimated_us == 0) summary->estimated_us = chosen.makespan;
     for (std::uint32_t i = 0; i < n_; ++i) {
       PlanNode& n = p.nodes[i];
       n.device = chosen.device[i];
@@ -332,15 +343,12 @@ class Placement {
     }
     return true;
   }
+  // Why the members before `chosen` do not run node i ("opencl:0:0 (...): no OpenCL kernel...").
   std::string incapable_text(std::uint32_t i, int chosen) const {
-    std::string s = "only ";
-    std::string others;
-    for (std::size_t d = 0; d < d_; ++d) {
-      if (capable_[i * d_ + d]) continue;
-      others += (others.empty() ? "" : "; ") + r_.devices[d].name + ": " + why_[i * d_ + d];
-    }
-    return s + "devices from " + r_.devices[static_cast<std::size_t>(chosen)].name +
-           " on have a kernel (" + others + ")";
+    std::string s;
+    for (std::size_t d = 0; d < static_cast<std::size_t>(chosen); ++d)
+      s += (s.empty() ? "" : "; ") + r_.devices[d].name + ": " + why_[i * d_ + d];
+    return s;
   }
 
   /// List scheduling in rank order. `choose(i)` names a device (fixed placements) or -1 for

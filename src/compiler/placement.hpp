@@ -50,6 +50,9 @@ struct PlacementRequest {
   HeteroOptions::Placement mode = HeteroOptions::Placement::automatic;
   double min_split_gain = 0.1;
   MeasuredCost measured;  // may be empty
+  /// False when the costs are placeholders (nothing was left to decide: every node with work
+  /// pinned, or the "first" placement without figures): the report then gives no estimates.
+  bool estimates = true;
 };
 
 /// What engine_report tells of the placement.

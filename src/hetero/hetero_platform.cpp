@@ -526,6 +526,7 @@ class HeteroBackend final : public Backend, public Placer {
     r.mode = opts_.placement;
     r.min_split_gain = opts_.min_split_gain;
     const std::vector<DeviceCosts> costs = device_costs(p);
+    r.estimates = !opts_.costs.empty() || needs_costs(p);
     for (std::size_t d = 0; d < members_.size(); ++d) {
       const Member& m = members_[d];
       r.devices.push_back(
@@ -550,12 +551,14 @@ class HeteroBackend final : public Backend, public Placer {
  private:
   // The given figures; else measured ones where placement depends on them (HEFT with some
   // node unpinned), zeros otherwise (estimates then only order the nodes).
+  bool needs_costs(const Plan& p) const {
+    if (opts_.placement == HeteroOptions::Placement::first) return false;
+    return std::any_of(p.nodes.begin(), p.nodes.end(),
+                       [](const PlanNode& n) { return n.storage == Storage::Computed && !n.pin; });
+  }
   std::vector<DeviceCosts> device_costs(const Plan& p) const {
     if (!opts_.costs.empty()) return opts_.costs;
-    bool free = false;
-    for (const PlanNode& n : p.nodes) free = free || (n.storage == Storage::Computed && !n.pin);
-    if (!free || opts_.placement == HeteroOptions::Placement::first)
-      return std::vector<DeviceCosts>(members_.size());
+    if (!needs_costs(p)) return std::vector<DeviceCosts>(members_.size());
     std::vector<DeviceCosts> out;
     for (const Member& m : members_) out.push_back(measure_costs(m.platform));
     return out;
