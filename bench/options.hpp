@@ -2,6 +2,7 @@
 // command-line fuzz target parse exactly what the programs do.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -23,26 +24,34 @@ struct Options {
   bool json = false;
   bool fuse = true;
   bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
-  bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
-  bool pin = true;     // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
+  bool mapped = true;        // inputs written into the graph's mapped buffers (no copy at run())
+  bool pin = true;           // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
   bool list = false;
+  // --platform hetero: the members in order ("cpu", "opencl" (the default device) or
+  // "opencl:P:D"), and how unpinned nodes are placed (HeteroOptions::Placement).
+  std::vector<std::string> devices{"cpu", "opencl"};
+  std::string placement = "auto";
 };
 
 inline constexpr const char* kUsage =
-    "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl]\n"
+    "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl|hetero]\n"
     "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
     "NxT|auto]\n"
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
-    "                      [--json] [--list]";
+    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] "
+    "[--no-pin]\n"
+    "                      [--json] [--list]\n"
+    "                      (hetero: [--devices cpu,opencl[:P:D],...] [--placement "
+    "auto|heft|first];\n"
+    "                       --engine picks the CPU member's engine)";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
 /// --workload unless --list or --help was given (check_bench_options).
 inline hetgraph::cli::Parser bench_parser(Options& o) {
   hetgraph::cli::Parser p("hetgraph-bench", kUsage);
   p.list("--workload", o.workloads)
-      .choice("--platform", o.platform, {"cpu", "opencl"})
+      .choice("--platform", o.platform, {"cpu", "opencl", "hetero"})
       .choice("--engine", o.engine,
               {"sequential", "shared-queue", "critical-path", "auto", "in-order", "out-of-order"})
       .custom("--executors",
@@ -61,7 +70,9 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--no-parallel-ops", o.parallel_ops, false)
       .flag("--no-mapped", o.mapped, false)
       .flag("--no-pin", o.pin, false)
-      .flag("--list", o.list);
+      .flag("--list", o.list)
+      .list("--devices", o.devices)
+      .choice("--placement", o.placement, {"auto", "heft", "first"});
   return p;
 }
 
@@ -71,8 +82,16 @@ inline void check_bench_options(const Options& o) {
   if (o.list) return;
   if (o.workloads.empty()) throw UsageError("--workload is required (--list shows them)");
   const bool cl_engine = o.engine == "in-order" || o.engine == "out-of-order";
-  if (o.platform == "cpu" && cl_engine)
+  if (o.platform != "opencl" && cl_engine)
     throw UsageError("--engine: '" + o.engine + "' is an OpenCL queue mode (--platform opencl)");
+  if (o.platform == "hetero" && o.devices.empty()) throw UsageError("--devices: none given");
+  for (const std::string& d : o.devices) {
+    int p = 0, k = 0, end = 0;
+    const bool indexed = std::sscanf(d.c_str(), "opencl:%d:%d%n", &p, &k, &end) == 2 &&
+                         static_cast<std::size_t>(end) == d.size() && p >= 0 && k >= 0;
+    if (d != "cpu" && d != "opencl" && !indexed)
+      throw UsageError("--devices: '" + d + "' is not cpu, opencl or opencl:P:D");
+  }
   if (o.platform == "opencl" && !cl_engine && o.engine != "sequential")
     throw UsageError("--engine: '" + o.engine +
                      "' is a CPU engine (opencl: in-order or out-of-order)");

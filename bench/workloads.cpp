@@ -219,6 +219,28 @@ Case threadpool_dag(int layers, int width) {
   return c;
 }
 
+// The cost of crossing devices (issue 13): a chain of `hops` negations of n floats pinned
+// alternately to the OpenCL device and the CPU, so each link of the chain is a crossing on a
+// heterogeneous platform. The same graph on one device (pins ignored) is the baseline: the
+// difference per crossing is the transfer (n * 4 bytes) plus its synchronisation.
+Case pingpong(std::int64_t n, int hops) {
+  Case c;
+  Graph& g = c.graph;
+  const Device gpu =
+      Platform::opencl_available() ? Platform::opencl().devices().front() : Device::opencl(0, 0);
+  auto x = g.input("x").on(Device::cpu());
+  Node y = x;
+  for (int i = 0; i < hops; ++i) y = neg(y).on(i % 2 == 0 ? gpu : Device::cpu());
+  c.shapes = {{"x", {n}}};
+  c.fetches = {y};
+  c.checksum = {y};
+  c.inputs["x"] = random_data(static_cast<std::size_t>(n), 11);
+  c.runs_per_sample = static_cast<int>(std::clamp<std::int64_t>(4'000'000 / n, 1, 200));
+  c.stats["bytes"] = static_cast<double>(n) * 4;
+  c.stats["hops"] = hops;
+  return c;
+}
+
 bool parse_mkn(const std::string& s, const std::string& prefix, std::int64_t& m, std::int64_t& k,
                std::int64_t& n) {
   std::smatch mt;
@@ -248,6 +270,11 @@ std::optional<Workload> find_workload(const std::string& name) {
     return Workload{name, "parallel matmul branches + tree sum",
                     [=] { return par_matmul(branches); }};
   }
+  if (std::regex_match(name, mt, std::regex("pingpong-([0-9]+)"))) {
+    const std::int64_t floats = std::stoll(mt[1]);
+    return Workload{name, "8 negations of N floats alternating between OpenCL and CPU",
+                    [=] { return pingpong(floats, 8); }};
+  }
   if (name == "lstm-small")
     return Workload{name, "4-layer LSTM step, seq 20, hidden 128", [] { return lstm(20, 128); }};
   if (name == "lstm-medium")
@@ -265,9 +292,9 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{"matmul-MxKxN", "sgemm-MxKxN", "mnist-softmax",
-                                 "par-matmul-N", "lstm-small",  "lstm-medium",
-                                 "lstm-large",   "threadpool",  "threadpool-dag"};
+  std::vector<std::string> names{"matmul-MxKxN", "sgemm-MxKxN",   "mnist-softmax", "par-matmul-N",
+                                 "pingpong-N",   "lstm-small",    "lstm-medium",   "lstm-large",
+                                 "threadpool",   "threadpool-dag"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }
