@@ -368,6 +368,50 @@ TEST(Hetero, ValuesCrossBetweenTwoOpenClDevicesAndTheCpu) {
   EXPECT_GE(cg.engine_report().hetero->transfers, 4u);
 }
 
+// ---- each part gets what its device alone gets ------------------------------------------------
+
+// Parallel-op fusion (independent small nodes as one parallel_group) forms in the CPU's part as
+// on the CPU alone, with the CPU member's threads; the OpenCL part forms none.
+TEST(Hetero, TheCpuPartFormsTheParallelGroupsTheCpuAloneForms) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto x = g.input("x");
+  std::vector<Node> outs;
+  for (int i = 0; i < 8; ++i) {
+    auto w = g.variable("w" + std::to_string(i), {96, 96}, Initializer::uniform(-1, 1, 1 + i));
+    DeviceScope on(g, i < 4 || i % 2 ? Device::cpu() : cl);
+    outs.push_back(tanh(matmul(x, w)));
+  }
+  auto members = [](const detail::Plan* p) {
+    std::size_t m = 0;
+    if (p)
+      for (const auto& n : p->nodes)
+        if (n.op == detail::OpKind::ParallelGroup) m += n.members.size();
+    return m;
+  };
+  const InputShapes shapes{{"x", {96, 96}}};
+  const Platform cpu2 = Platform::cpu({.threads = 2});
+  auto h = Platform::heterogeneous({cpu2, cl_platform(cl)}, {.costs = {costs(), costs()}});
+  auto het = GraphCompiler(h).compile(g, shapes, outs);
+  auto alone = GraphCompiler(cpu2).compile(g, shapes, outs);
+  auto off = GraphCompiler(h, {.parallel_ops = false}).compile(g, shapes, outs);
+  const detail::Plan& hp = plan_of(het);
+  ASSERT_EQ(hp.parts.size(), 2u);
+  EXPECT_EQ(members(hp.parts[0].get()), 6u);  // the six products on the CPU
+  EXPECT_EQ(members(hp.parts[1].get()), 0u);
+  EXPECT_EQ(members(plan_of(off).parts[0].get()), 0u);
+  EXPECT_EQ(members(&plan_of(alone)), 8u);
+  const auto xv = testing_util::random_vec(96 * 96, 3);
+  for (CompiledGraph* cg : {&het, &alone, &off}) cg->run({{"x", xv}});
+  for (int i = 0; i < 8; ++i) {
+    expect_near(het.read(outs[i]), alone.read(outs[i]), 1e-5, "product " + std::to_string(i));
+    // The CPU's products are the same kernels, grouped or not: the same bits.
+    if (i < 4 || i % 2) {
+      EXPECT_TRUE(testing_util::bitwise_equal(het.read(outs[i]), off.read(outs[i])));
+    }
+  }
+}
+
 // ---- random DAGs, random placements -------------------------------------------------------
 
 TEST(Hetero, RandomDagsWithRandomPlacementsMatchTheCpu) {

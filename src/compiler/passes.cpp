@@ -707,7 +707,7 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) { insert_transfers(p, *c.options.placer); }, placing},
     {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },
      planning},
-    // Heterogeneous plans: each device's part is its own (split_devices) and runs no groups.
+    // Heterogeneous plans: split_devices runs it on each part, with that device's threads.
     {"fuse_parallel_ops", [](Plan& p, const PassContext& c) { fuse_parallel_ops(p, c.options); },
      [](const PlanOptions& o) {
        return o.parallel_ops && o.kernel_threads > 1 && o.placer == nullptr;
@@ -716,7 +716,9 @@ const Pass kPasses[] = {
     {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); },
      single_device},
     {"split_devices",
-     [](Plan& p, const PassContext& c) { split_devices(p, *c.options.placer, c.options.reuse); },
+     [](Plan& p, const PassContext& c) {
+       split_devices(p, *c.options.placer, c.options.reuse, c.options.parallel_ops);
+     },
      placing},
 };
 

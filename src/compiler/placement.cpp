@@ -756,7 +756,7 @@ std::vector<std::vector<std::uint32_t>> host_sends_before(const Plan& p, int hos
 
 }  // namespace
 
-void split_devices(Plan& p, const Placer& placer, ReuseMode reuse) {
+void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel_ops) {
   const std::size_t devices = placer.device_count();
   const int host = placer.host_device();
   const std::size_t n = p.nodes.size();
@@ -861,7 +861,8 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse) {
     order_by_dependencies(*part);
     p.parts[d] = std::move(part);
   }
-  // Each part's own passes: elision, commit point (the host's with its gate), memory.
+  // Each part's own passes: elision, parallel groups, commit point (the host's with its gate),
+  // memory.
   std::size_t used = 0;
   for (const auto& part : p.parts) used += part != nullptr;
   p.arena_bytes = p.naive_bytes = p.buffers = p.in_place = 0;
@@ -870,6 +871,16 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse) {
     Plan& part = *p.parts[d];
     const ReuseMode mode = reuse == ReuseMode::none ? ReuseMode::none : placer.reuse_mode(d);
     if (mode != ReuseMode::none) elide_assigns(part, mode);
+    // Parallel groups exactly as the device alone would form them (its threads and kernels);
+    // transfers are never members (not on the pass's list of thread-safe kernels).
+    if (parallel_ops && placer.kernel_threads(d) > 1) {
+      PlanOptions po;
+      po.reuse = mode;
+      po.parallel_ops = true;
+      po.kernel_threads = placer.kernel_threads(d);
+      po.capabilities = placer.capabilities(d);
+      fuse_parallel_ops(part, po);
+    }
     commit_writes(part);
     const bool others = used > 1;
     if (static_cast<int>(d) == host && others) {

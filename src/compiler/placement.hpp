@@ -67,7 +67,9 @@ struct PlacementSummary {
 void place_devices(Plan& p, const PlacementRequest& r);
 void insert_transfers(Plan& p, const Placer& placer);
 /// `reuse`: ReuseMode::none when the memory planner is off for every part.
-void split_devices(Plan& p, const Placer& placer, ReuseMode reuse);
+/// `parallel_ops`: each part whose device gives a kernel several threads gets
+/// fuse_parallel_ops too.
+void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel_ops = false);
 
 /// The model's time of node `n` on a device with costs `c`, in microseconds.
 double node_cost_us(const Plan& p, const PlanNode& n, const DeviceCosts& c);

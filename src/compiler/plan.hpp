@@ -150,6 +150,10 @@ class Placer {
   /// Which device hosts the CPU part (its parts commit for the others), or -1.
   virtual int host_device() const = 0;
   virtual std::string device_name(std::size_t device) const = 0;
+  /// The threads one kernel of device d's engine gets, and what it runs: split_devices fuses
+  /// parallel ops in each part where a kernel has several (as on that device alone).
+  virtual int kernel_threads(std::size_t) const { return 0; }
+  virtual const Capabilities* capabilities(std::size_t) const { return nullptr; }
 };
 
 struct PlanOptions {

@@ -547,6 +547,8 @@ class HeteroBackend final : public Backend, public Placer {
     return -1;
   }
   std::string device_name(std::size_t d) const override { return members_[d].name; }
+  int kernel_threads(std::size_t d) const override { return members_[d].backend->kernel_threads(); }
+  const Capabilities* capabilities(std::size_t d) const override { return members_[d].backend; }
 
  private:
   // The given figures; else measured ones where placement depends on them (HEFT with some
