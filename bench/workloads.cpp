@@ -284,6 +284,10 @@ std::optional<Workload> find_workload(const std::string& name) {
                               : "4 negations of N floats on OpenCL, then 4 on the CPU",
                     [=] { return pingpong(floats, 8, alternate); }};
   }
+  if (std::regex_match(name, mt, std::regex("lstm-([0-9]+)x([0-9]+)"))) {
+    const int seq = std::stoi(mt[1]), hidden = std::stoi(mt[2]);
+    return Workload{name, "4-layer LSTM step, seq x hidden", [=] { return lstm(seq, hidden); }};
+  }
   if (name == "lstm-small")
     return Workload{name, "4-layer LSTM step, seq 20, hidden 128", [] { return lstm(20, 128); }};
   if (name == "lstm-medium")

@@ -789,6 +789,7 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
     part->graph_id = p.graph_id;
     part->graph_size = p.graph_size;
     part->next_label = p.next_label;
+    part->index_of.reset(part->graph_size);
     std::vector<std::int64_t> local(n, -1);
     for (std::uint32_t i = 0; i < n; ++i) {
       const PlanNode& node = p.nodes[i];
@@ -841,7 +842,7 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
       copy.local = -1;
       const auto li = static_cast<std::uint32_t>(part->nodes.size());
       local[i] = li;
-      if (copy.gid != kNoGid && node.device == dev) part->index_of[copy.gid] = li;
+      if (copy.gid != kNoGid && node.device == dev) part->index_of.set(copy.gid, li);
       if (copy.storage == Storage::Input) part->inputs.push_back(li);
       if (copy.storage == Storage::Variable) part->variables.push_back(li);
       if (copy.fetched) part->fetches.push_back(li);
@@ -928,8 +929,7 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
       }
       std::int64_t li = -1;
       if (node.gid != kNoGid) {
-        auto it = part.index_of.find(node.gid);
-        if (it != part.index_of.end()) li = it->second;
+        li = part.index_of.find(node.gid);
       } else {
         auto it = by_label.find(node.label);
         if (it != by_label.end()) li = it->second;
