@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +24,31 @@ namespace {
 
 using bench::Options;
 
+// --platform hetero: the members --devices names, in order; --engine is the CPU member's.
+hetgraph::Platform make_platform(const Options& o) {
+  if (o.platform != "hetero") return hetgraph::tool::make_platform(o);
+  std::vector<hetgraph::Platform> members;
+  for (const std::string& d : o.devices) {
+    if (d == "cpu") {
+      Options cpu = o;
+      cpu.platform = "cpu";
+      members.push_back(hetgraph::tool::make_platform(cpu));
+    } else if (d == "opencl") {
+      members.push_back(hetgraph::Platform::opencl());
+    } else {
+      int p = 0, k = 0;
+      if (std::sscanf(d.c_str(), "opencl:%d:%d", &p, &k) != 2)
+        throw hetgraph::cli::UsageError("--devices: '" + d + "' is not opencl:P:D");
+      members.push_back(hetgraph::Platform::opencl({.platform_index = p, .device_index = k}));
+    }
+  }
+  hetgraph::HeteroOptions h;
+  h.placement = o.placement == "heft"    ? hetgraph::HeteroOptions::Placement::heft
+                : o.placement == "first" ? hetgraph::HeteroOptions::Placement::first
+                                         : hetgraph::HeteroOptions::Placement::automatic;
+  return hetgraph::Platform::heterogeneous(std::move(members), h);
+}
+
 struct Result {
   std::vector<double> samples;  // seconds per run
   std::vector<double> copies;   // time_copies: seconds writing the inputs before each run
@@ -31,6 +57,12 @@ struct Result {
   int tuning_runs = 0;
   hetgraph::EngineReport engine;
 };
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
 
 Result time_case(bench::Case& c, const Options& o) {
   Result r;
@@ -48,7 +80,7 @@ Result time_case(bench::Case& c, const Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.parallel_ops = o.parallel_ops;
-  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co)
+  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(make_platform(o), co)
                                    .compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
   r.planned = cg.planned_bytes();
@@ -172,7 +204,8 @@ int run(const Options& o) {
             "\"repeat\":%d,\"runs_per_sample\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,"
             "\"setup_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,\"naive_bytes\":%zu,"
             "\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
-            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,\"parallel_ops\":%s,\"mapped\":%s,"
+            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,\"parallel_ops\":%s,"
+            "\"mapped\":%s,"
             "\"compute_s\":%.9g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), o.repeat,
             c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
@@ -190,6 +223,21 @@ int run(const Options& o) {
                         t.median_s);
           }
           std::printf("]");
+        }
+        if (const auto& h = r.engine.hetero) {
+          // Where the nodes went: "cpu:12,opencl:0:0:3".
+          std::map<std::string, int> count;
+          for (const auto& n : h->nodes) ++count[n.device];
+          std::string where;
+          for (const auto& [d, k] : count)
+            where += (where.empty() ? "" : ",") + d + ":" + std::to_string(k);
+          std::string decision;
+          for (char ch : h->decision) decision += ch == '"' || ch == '\\' ? '\'' : ch;
+          std::printf(
+              ",\"placement\":\"%s\",\"devices\":\"%s\",\"nodes_on\":\"%s\",\"transfers\":%zu,"
+              "\"transfer_bytes\":%zu,\"estimated_us\":%.9g,\"decision\":\"%s\"",
+              o.placement.c_str(), join(o.devices).c_str(), where.c_str(), h->transfers,
+              h->transfer_bytes, h->estimated_us, decision.c_str());
         }
         for (const auto& [k, v] : c.stats) std::printf(",\"%s\":%.9g", k.c_str(), v);
         std::printf("}\n");

@@ -2,6 +2,7 @@
 // command-line fuzz target parse exactly what the programs do.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,24 +23,30 @@ struct Options : hetgraph::tool::EngineFlags {
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
   bool list = false;
   std::string export_onnx;  // --export-onnx DIR: write each workload as ONNX instead of timing
+  // --platform hetero: the members in order ("cpu", "opencl" (the default device) or
+  // "opencl:P:D"), and how unpinned nodes are placed (HeteroOptions::Placement).
+  std::vector<std::string> devices{"cpu", "opencl"};
+  std::string placement = "auto";
 };
 
 inline constexpr const char* kUsage =
-    "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl]\n"
+    "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl|hetero]\n"
     "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
     "NxT|auto]\n"
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
     "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
     "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb;\n"
-    "                      no timing)";
+    "                      no timing)\n"
+    "                      (hetero: [--devices cpu,opencl[:P:D],...] [--placement auto|heft|first];\n"
+    "                       --engine picks the CPU member's engine)";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
 /// --workload unless --list or --help was given (check_bench_options).
 inline hetgraph::cli::Parser bench_parser(Options& o) {
   hetgraph::cli::Parser p("hetgraph-bench", kUsage);
   p.list("--workload", o.workloads);
-  hetgraph::tool::add_engine_flags(p, o);
+  hetgraph::tool::add_engine_flags(p, o, /*hetero=*/true);
   p.real("--inline-below-us", o.inline_below_us, 0, 1e9)
       .integer("--repeat", o.repeat, 1, 1'000'000'000)
       .integer("--warmup", o.warmup, 0, 1'000'000'000)
@@ -50,7 +57,9 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--no-mapped", o.mapped, false)
       .text("--export-onnx", o.export_onnx)
       .flag("--no-pin", o.pin, false)
-      .flag("--list", o.list);
+      .flag("--list", o.list)
+      .list("--devices", o.devices)
+      .choice("--placement", o.placement, {"auto", "heft", "first"});
   return p;
 }
 
@@ -60,6 +69,14 @@ inline void check_bench_options(const Options& o) {
   if (o.list) return;
   if (o.workloads.empty()) throw UsageError("--workload is required (--list shows them)");
   hetgraph::tool::check_engine_flags(o);
+  if (o.platform == "hetero" && o.devices.empty()) throw UsageError("--devices: none given");
+  for (const std::string& d : o.devices) {
+    int p = 0, k = 0, end = 0;
+    const bool indexed = std::sscanf(d.c_str(), "opencl:%d:%d%n", &p, &k, &end) == 2 &&
+                         static_cast<std::size_t>(end) == d.size() && p >= 0 && k >= 0;
+    if (d != "cpu" && d != "opencl" && !indexed)
+      throw UsageError("--devices: '" + d + "' is not cpu, opencl or opencl:P:D");
+  }
 }
 
 struct FigureOptions {

@@ -243,6 +243,34 @@ Case threadpool_dag(int layers, int width) {
   return c;
 }
 
+// The cost of crossing devices (issue 13): a chain of `hops` negations of n floats, half
+// pinned to the OpenCL device and half to the CPU. `alternate`: the pins alternate, so every
+// link is a crossing (hops crossings); else the first half runs on the device and the second
+// on the CPU (2 crossings). Both do the same work on each device, so (t_alternate - t_blocks) /
+// (hops - 2) is what one crossing of n * 4 bytes costs, its transfer and synchronisation. On
+// one device the pins are ignored.
+Case pingpong(std::int64_t n, int hops, bool alternate) {
+  Case c;
+  Graph& g = c.graph;
+  const Device gpu =
+      Platform::opencl_available() ? Platform::opencl().devices().front() : Device::opencl(0, 0);
+  auto x = g.input("x").on(Device::cpu());
+  Node y = x;
+  for (int i = 0; i < hops; ++i) {
+    const bool on_gpu = alternate ? i % 2 == 0 : i < hops / 2;
+    y = neg(y).on(on_gpu ? gpu : Device::cpu());
+  }
+  c.shapes = {{"x", {n}}};
+  c.fetches = {y};
+  c.checksum = {y};
+  c.inputs["x"] = random_data(static_cast<std::size_t>(n), 11);
+  c.runs_per_sample = static_cast<int>(std::clamp<std::int64_t>(4'000'000 / n, 1, 200));
+  c.stats["bytes"] = static_cast<double>(n) * 4;
+  c.stats["hops"] = hops;
+  c.stats["crossings"] = alternate ? hops : 2;
+  return c;
+}
+
 bool parse_mkn(const std::string& s, const std::string& prefix, std::int64_t& m, std::int64_t& k,
                std::int64_t& n) {
   std::smatch mt;
@@ -272,6 +300,14 @@ std::optional<Workload> find_workload(const std::string& name) {
     return Workload{name, "parallel matmul branches + tree sum",
                     [=] { return par_matmul(branches); }};
   }
+  if (std::regex_match(name, mt, std::regex("pingpong(-blocks)?-([0-9]+)"))) {
+    const std::int64_t floats = std::stoll(mt[2]);
+    const bool alternate = !mt[1].matched;
+    return Workload{name,
+                    alternate ? "8 negations of N floats alternating between OpenCL and CPU"
+                              : "4 negations of N floats on OpenCL, then 4 on the CPU",
+                    [=] { return pingpong(floats, 8, alternate); }};
+  }
   if (std::regex_match(name, mt, std::regex("lstm-([0-9]+)x([0-9]+)"))) {
     const int seq = std::stoi(mt[1]), hidden = std::stoi(mt[2]);
     return Workload{name, "4-layer LSTM step, seq x hidden", [=] { return lstm(seq, hidden); }};
@@ -299,9 +335,10 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{"matmul-MxKxN", "sgemm-MxKxN",      "mnist-softmax",
-                                 "par-matmul-N", "lstm-small",       "lstm-medium",
-                                 "lstm-large",   "lstm-infer-small", "lstm-infer-medium",
+  std::vector<std::string> names{"matmul-MxKxN",     "sgemm-MxKxN",       "mnist-softmax",
+                                 "par-matmul-N",     "pingpong-N",        "pingpong-blocks-N",
+                                 "lstm-small",       "lstm-medium",       "lstm-large",
+                                 "lstm-infer-small", "lstm-infer-medium",
                                  "threadpool",   "threadpool-dag"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;

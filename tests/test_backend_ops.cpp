@@ -595,6 +595,15 @@ std::string platform_name(const Platform& p) {
 
 class BackendOps : public ::testing::TestWithParam<PlatformCase> {};
 
+// A fetched value as floats, whichever element type it holds (cast and where rows give int32).
+std::vector<float> read_as_float(const CompiledGraph& cg, const Node& n) {
+  const detail::Plan& p = plan_of(cg);
+  if (p.nodes[p.index(n, "read")].type.dtype != DType::i32) return cg.read(n);
+  std::vector<float> got;
+  for (std::int32_t v : cg.read_i32(n)) got.push_back(static_cast<float>(v));
+  return got;
+}
+
 TEST_P(BackendOps, EveryRowMatchesTheReference) {
   const Platform platform = GetParam().make();
   for (const Row& row : rows()) {
@@ -621,14 +630,7 @@ TEST_P(BackendOps, EveryRowMatchesTheReference) {
     }
     cg.run(std::span<const FeedItem>(feeds));
     for (std::size_t k = 0; k < e.fetches.size(); ++k) {
-      const detail::Plan& p = plan_of(cg);
-      std::vector<float> got;
-      if (p.nodes[p.index(e.fetches[k], "read")].type.dtype == DType::i32) {
-        for (std::int32_t v : cg.read_i32(e.fetches[k])) got.push_back(static_cast<float>(v));
-      } else {
-        got = cg.read(e.fetches[k]);
-      }
-      testing_util::expect_close(got, e.want[k], row.rtol, row.atol,
+      testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol, row.atol,
                                  row.what + " on " + GetParam().name);
     }
   }
@@ -685,12 +687,78 @@ TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
   }
 }
 
+// Every row on a heterogeneous platform (the CPU and an OpenCL device) with its ops' inputs
+// produced on the other device: fed inputs on one device and every op on the other, both ways,
+// then each node on the device its graph id's parity names (most values cross). Results must
+// match the reference as closely as on one device.
+TEST(BackendOpsHetero, EveryRowWithItsInputsOnTheOtherDevice) {
+  if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  const Platform cl = Platform::opencl();
+  const Device gpu = cl.devices().front();
+  const Platform both = Platform::heterogeneous({Platform::cpu(), cl});
+  const Device devices[2] = {Device::cpu(), gpu};
+  for (const Row& row : rows()) {
+    // Collectives are refused on a heterogeneous platform (CollectivesAreRefused below).
+    if (detail::op_def(row.ops.front()).communication) continue;
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(row.what + " variant " + std::to_string(variant));
+      Built b = build(row);
+      const Expected e = expected(row, b);
+      for (std::uint32_t id = 0; id < b.g.size(); ++id) {
+        const Node n = b.g.node(id);
+        const bool fed = n.op_name() == "input";
+        const int d = variant == 2 ? static_cast<int>(id % 2) : (fed == (variant == 0) ? 0 : 1);
+        n.on(devices[d]);
+      }
+      InputShapes shapes;
+      std::vector<FeedItem> feeds;
+      std::vector<In> floats = row.inputs;
+      floats.insert(floats.end(), e.extra.begin(), e.extra.end());
+      for (const In& in : floats) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      for (const IntIn& in : row.ints) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      auto cg = GraphCompiler(both).compile(b.g, shapes, e.fetches);
+      // (By parity a row may happen to keep each value on its device: views follow theirs.)
+      if (variant < 2) {
+        EXPECT_TRUE(holds(plan_of(cg), OpKind::Transfer));
+      }
+      cg.run(std::span<const FeedItem>(feeds));
+      for (std::size_t k = 0; k < e.fetches.size(); ++k) {
+        testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol,
+                                   row.atol, row.what + " across devices");
+      }
+    }
+  }
+}
+
+TEST(BackendOpsHetero, CollectivesAreRefusedNamingTheNode) {
+  if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  Graph g;
+  auto x = g.input("x");
+  auto s = distributed::allreduce(relu(x), distributed::Communicator{}).named("sum");
+  const Platform both = Platform::heterogeneous({Platform::cpu(), Platform::opencl()});
+  try {
+    GraphCompiler(both).compile(g, {{"x", {4}}}, {s});
+    ADD_FAILURE() << "no error";
+  } catch (const PlatformError& e) {
+    EXPECT_NE(std::string(e.what()).find("sum"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("heterogeneous"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
   // Variables, assigns, groups and sparse updates: SparseSgdStepMatchesTheReference; the check
   // op: CheckIndicesRejectsIndicesOutsideTheBound; parallel groups: test_compiler's ParallelOps
-  // (they form only for nodes big enough to pay, on CPU teams of two threads).
+  // (they form only for nodes big enough to pay, on CPU teams of two threads); transfers exist
+  // only in heterogeneous plans: BackendOpsHetero moves every row's values across devices.
   std::set<OpKind> seen{OpKind::Variable,        OpKind::Assign,       OpKind::Group,
-                        OpKind::EmbeddingUpdate, OpKind::CheckIndices, OpKind::ParallelGroup};
+                        OpKind::EmbeddingUpdate, OpKind::CheckIndices, OpKind::ParallelGroup,
+                        OpKind::Transfer};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {

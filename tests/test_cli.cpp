@@ -179,16 +179,30 @@ TEST(Cli, BenchOptions) {
     EXPECT_FALSE(o.pin);
     EXPECT_NO_THROW(bench::check_bench_options(o));
   }
+  {
+    bench::Options o;
+    auto p = bench::bench_parser(o);
+    EXPECT_EQ(parse(p, "--workload a --platform hetero --devices cpu,opencl:0:1 --placement heft"),
+              "");
+    EXPECT_EQ(o.devices, (std::vector<std::string>{"cpu", "opencl:0:1"}));
+    EXPECT_EQ(o.placement, "heft");
+    EXPECT_NO_THROW(bench::check_bench_options(o));
+  }
   for (const char* args :
        {"--workload x --repeat 0", "--workload x --repeat 2.5", "--workload x --warmup -1",
         "--workload x --executors 2x0", "--workload x --executors autox",
-        "--workload x --inline-below-us nan", "--workload x --platform tpu", "--workload"}) {
+        "--workload x --inline-below-us nan", "--workload x --platform tpu", "--workload",
+        "--workload x --platform hetero --placement best"}) {
     bench::Options o;
     auto p = bench::bench_parser(o);
     EXPECT_NE(parse(p, args), "") << args;
   }
   for (const char* args :
-       {"", "--workload x --engine in-order", "--workload x --platform opencl --engine auto"}) {
+       {"", "--workload x --engine in-order", "--workload x --platform opencl --engine auto",
+        "--workload x --platform hetero --engine in-order",
+        "--workload x --platform hetero --devices cpu,gpu",
+        "--workload x --platform hetero --devices cpu,opencl:1",
+        "--workload x --platform hetero --devices opencl:0:1x"}) {
     bench::Options o;
     auto p = bench::bench_parser(o);
     ASSERT_EQ(parse(p, args), "") << args;

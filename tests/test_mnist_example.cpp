@@ -180,6 +180,28 @@ TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
   fs::remove_all(dir);
 }
 
+// Issue 13: the forward matmul on the OpenCL device, the rest (gradients, SGD) on the CPU, as
+// one graph: the same accuracy as the CPU alone (the products differ in rounding only).
+TEST(MnistExample, TrainsAcrossCpuAndOpenClToTheSameAccuracy) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_hetero_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 2000, 3);
+  write_set(dir, "t10k", 500, 4);
+  const std::string args = "--data " + dir.string() + " --epochs 3 --batch 100 --lr 0.5 --json";
+  const Result cpu = run(args);
+  const Result het = run(args + " --platform hetero");
+  fs::remove_all(dir);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  ASSERT_EQ(het.status, 0) << het.err;
+  const std::string a = cpu.out.substr(cpu.out.rfind('{')), h = het.out.substr(het.out.rfind('{'));
+  EXPECT_NE(h.find("\"platform\":\"heterogeneous\""), std::string::npos) << h;
+  EXPECT_NE(h.find("\"engine\":\"heterogeneous (cpu + opencl:"), std::string::npos) << h;
+  EXPECT_GT(field(h, "test_accuracy"), 0.95);
+  EXPECT_NEAR(field(h, "test_accuracy"), field(a, "test_accuracy"), 0.004);
+  EXPECT_NEAR(field(h, "final_loss"), field(a, "final_loss"), 1e-4 + 1e-3 * field(a, "final_loss"));
+}
+
 TEST(MnistExample, BadDataDirectoryAndArguments) {
   Result r = run("--data /nonexistent/mnist");
   EXPECT_EQ(r.status, 1);

@@ -1,7 +1,7 @@
 // MNIST softmax classifier: x[B,784] @ W[784,10] + b, softmax, mean cross-entropy, SGD.
 //
 //   build/examples/mnist_softmax [--data DIR] [--epochs 10] [--batch 500] [--lr 0.1]
-//                                [--platform cpu|opencl] [--threads N] [--json]
+//                                [--platform cpu|opencl|hetero] [--threads N] [--json]
 //                                [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]
 //
 // --checkpoint saves W and b after every epoch (atomically: a killed run leaves the last
@@ -16,6 +16,10 @@
 // the single-process run to float rounding. Rank 0 prints; test accuracy is counted per shard
 // and summed.
 //
+// --platform hetero: the CPU and the OpenCL device as one heterogeneous platform, the forward
+// matmul pinned to the device and everything else (the gradients and the SGD step included)
+// to the CPU: x and the product cross between them every step.
+//
 // The backward pass comes from hetgraph::sgd (autodiff), W and b start at zero and live in the
 // compiled graph between steps, batches go in order (no shuffling) straight into the graph's
 // mapped input buffers. Timing with PAPI: setup (compile), copy (writing batches), compute
@@ -26,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -51,13 +56,15 @@ int default_threads(const hetgraph::distributed::Communicator& comm) {
 }
 
 hetgraph::Platform make_platform(const Args& a, const hetgraph::distributed::Communicator& comm) {
-  if (a.platform == "cpu") {
-    hetgraph::CpuOptions o;
-    o.engine = hetgraph::parse_engine(a.engine);
-    o.threads = a.threads > 0 ? a.threads : default_threads(comm);
-    o.executors = a.executors;
-    o.threads_per_executor = a.threads_per_executor;
-    return hetgraph::Platform::cpu(o);
+  hetgraph::CpuOptions o;
+  o.engine = hetgraph::parse_engine(a.engine);
+  o.threads = a.threads > 0 ? a.threads : default_threads(comm);
+  o.executors = a.executors;
+  o.threads_per_executor = a.threads_per_executor;
+  if (a.platform == "cpu") return hetgraph::Platform::cpu(o);
+  if (a.platform == "hetero") {
+    return hetgraph::Platform::heterogeneous(
+        {hetgraph::Platform::cpu(o), hetgraph::Platform::opencl()});
   }
   return hetgraph::Platform::opencl();  // HETGRAPH_OPENCL_DEVICE picks
 }
@@ -87,17 +94,21 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
                  static_cast<long long>(mnist.train.count % B));
   }
 
+  const Platform platform = make_platform(args, comm);
   Graph g;
+  std::optional<DeviceScope> on_cpu;  // hetero: everything on the CPU but the matmul
+  if (args.platform == "hetero") on_cpu.emplace(g, Device::cpu());
   auto x = g.input("x");
   auto y = g.input("y", DType::i32);
   auto W = g.variable("W", {pixels, mnist.classes});
   auto b = g.variable("b", {mnist.classes});
-  auto logits = matmul(x, W) + b;
+  auto product = matmul(x, W).named("product");
+  if (args.platform == "hetero") product.on(platform.devices().back());
+  auto logits = product + b;
   auto probs = softmax(logits).named("probs");
   auto loss = reduce_mean(cross_entropy(probs, y)).named("loss");
   auto step = sgd(loss, {W, b}, args.lr, 0.0f, DataParallel{comm});
 
-  const Platform platform = make_platform(args, comm);
   double t0 = now_s();
   CompiledGraph train =
       GraphCompiler(platform).compile(g, {{"x", {B, pixels}}, {"y", {B}}}, {loss, step});

@@ -27,7 +27,7 @@ struct Args {
 
 inline constexpr const char* kUsage =
     "usage: mnist_softmax [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
-    "                     [--platform cpu|opencl] [--engine "
+    "                     [--platform cpu|opencl|hetero] [--engine "
     "sequential|shared-queue|critical-path|auto]\n"
     "                     [--executors NxT] [--threads N] [--json] [--data-parallel]\n"
     "                     [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]\n"
@@ -42,7 +42,7 @@ inline hetgraph::cli::Parser parser(Args& a) {
       .integer("--epochs", a.epochs, 1, 1'000'000)
       .integer("--batch", a.batch, 1, 1 << 30)
       .real("--lr", a.lr, 0.0, 1e6, Bound::open)
-      .choice("--platform", a.platform, {"cpu", "opencl"})
+      .choice("--platform", a.platform, {"cpu", "opencl", "hetero"})
       .choice("--engine", a.engine, {"sequential", "shared-queue", "critical-path", "auto"})
       .custom("--executors",
               [&a](std::string_view v) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,31 @@ struct Initializer {
 
 class Graph;
 
+/// A device of this machine, for placing nodes on a heterogeneous platform
+/// (Platform::heterogeneous in compiler.hpp): the CPU, or an OpenCL device by its platform and
+/// device index (as Platform::opencl_devices() lists them). A value: it names a device, it
+/// does not open one.
+///
+///   const Device gpu = Device::opencl(0, 1);
+///   auto logits = matmul(x, W).on(gpu);           // this node runs on the OpenCL device
+///   {
+///     DeviceScope on_cpu(g, Device::cpu());       // nodes made in this scope run on the CPU
+///     loss = reduce_mean(cross_entropy(softmax(logits + b), y));
+///   }
+struct Device {
+  enum class Kind : std::uint8_t { cpu, opencl };
+  Kind kind = Kind::cpu;
+  int platform_index = 0, device_index = 0;  // OpenCL only
+
+  static Device cpu() { return {}; }
+  static Device opencl(int platform_index, int device_index) {
+    return {Kind::opencl, platform_index, device_index};
+  }
+  /// "cpu" or "opencl:<platform>:<device>".
+  std::string str() const;
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
 /// A handle to one node of a Graph.
 class Node {
  public:
@@ -72,6 +98,12 @@ class Node {
 
   /// Gives the node a name (shown in errors and traces); returns the same node.
   Node named(std::string name) const;
+  /// Pins the node to a device: a heterogeneous platform runs it there (a device without a
+  /// kernel for it is a PlatformError at compile time, naming both). Inputs and variables
+  /// pinned to a device live there. Single-device platforms ignore pins. Returns the same node.
+  Node on(Device device) const;
+  /// The device the node is pinned to, if any.
+  std::optional<Device> device() const;
 
   /// Graph surgery: makes `producer` input `index` of this node. This is the only way to
   /// form a cycle; compiling a graph with a cycle that no assign breaks is a GraphError.
@@ -111,6 +143,21 @@ class Graph {
 
  private:
   std::shared_ptr<detail::GraphImpl> impl_;
+};
+
+/// Pins every node made in `graph` while it lives to `device` (as Node::on does), gradients
+/// that gradients() builds in it included. Scopes nest; the innermost wins; the graph must
+/// outlive the scope. See Device.
+class DeviceScope {
+ public:
+  DeviceScope(Graph& graph, Device device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  detail::GraphImpl* g_;
+  std::optional<Device> previous_;
 };
 
 // ---- ops ---------------------------------------------------------------------------------

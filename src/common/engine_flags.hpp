@@ -19,8 +19,14 @@ struct EngineFlags {
   bool pin = true;              // CpuOptions::pin_threads
 };
 
-inline void add_engine_flags(cli::Parser& p, EngineFlags& e) {
-  p.choice("--platform", e.platform, {"cpu", "opencl"})
+/// `hetero`: --platform also takes "hetero" (hetgraph-bench's heterogeneous platform).
+inline void add_engine_flags(cli::Parser& p, EngineFlags& e, bool hetero = false) {
+  if (hetero) {
+    p.choice("--platform", e.platform, {"cpu", "opencl", "hetero"});
+  } else {
+    p.choice("--platform", e.platform, {"cpu", "opencl"});
+  }
+  p
       .choice("--engine", e.engine,
               {"sequential", "shared-queue", "critical-path", "auto", "in-order", "out-of-order"})
       .custom("--executors",
@@ -34,7 +40,7 @@ inline void add_engine_flags(cli::Parser& p, EngineFlags& e) {
 /// The engines each platform takes (a UsageError otherwise).
 inline void check_engine_flags(const EngineFlags& e) {
   const bool cl_engine = e.engine == "in-order" || e.engine == "out-of-order";
-  if (e.platform == "cpu" && cl_engine)
+  if (e.platform != "opencl" && cl_engine)
     throw cli::UsageError("--engine: '" + e.engine +
                           "' is an OpenCL queue mode (--platform opencl)");
   if (e.platform == "opencl" && !cl_engine && e.engine != "sequential")

@@ -503,8 +503,11 @@ void Executable::add_node_events(TraceWriter& w, const std::vector<Event>& event
                                  std::int64_t run) const {
   for (const Event& e : events) {
     const PlanNode& n = plan().nodes[e.node];
-    const std::string name =
-        n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
+    // Nodes passes made have no graph id: their label says what they are ("send ...").
+    const std::string name = !n.name.empty() ? n.name
+                             : n.gid == kNoGid
+                                 ? n.label
+                                 : std::string(op_name(n.op)) + " #" + std::to_string(n.gid);
     std::size_t in_bytes = 0;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();

@@ -19,6 +19,9 @@
 namespace hetgraph::detail {
 
 class Executable;
+namespace hetero {
+class HeteroExecutable;
+}
 
 /// The outcome of an asynchronous run, shared with its RunHandle.
 struct RunState {
@@ -52,9 +55,17 @@ class Backend : public Capabilities {
   /// run on host threads. Parallel-op fusion pays only above 1.
   virtual int kernel_threads() const { return 0; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
+  /// The devices it runs on (Platform::devices).
+  virtual std::vector<Device> devices() const = 0;
+  /// Heterogeneous platforms place nodes on their devices (compile_plan's placement passes).
+  virtual const Placer* placer() const { return nullptr; }
 };
 
 class Executable {
+  // The heterogeneous executable runs platforms' executables as its parts, through the
+  // protected interface below (memory access, execute, traces).
+  friend class hetero::HeteroExecutable;
+
  public:
   explicit Executable(std::shared_ptr<const Plan> plan);
   virtual ~Executable();

@@ -134,6 +134,25 @@ struct Collective {
   friend bool operator==(const Collective&, const Collective&) = default;
 };
 
+class TransferEndpoint;  // the runtime's side of a crossing: src/common/transfer.hpp
+
+/// transfer (made by insert_transfers on heterogeneous platforms): its role at a device
+/// boundary. A send (on the producer's device) hands the value to the host; a recv (on a
+/// consumer's device) takes it into that device's memory; the commit gate (on the CPU part)
+/// lets the CPU's writers of variables run once every other device's work before its commit
+/// point succeeded. The endpoint is the heterogeneous executable's, set when it instantiates
+/// the part: kernels call it.
+struct TransferLink {
+  static constexpr std::string_view kName = "transfer";
+  enum class Role : std::uint8_t { send, recv, commit };
+  Role role = Role::send;
+  std::uint32_t link = 0;           // which crossing: its send and its recvs share the number
+  std::size_t bytes = 0;            // the value's
+  std::int32_t from = -1, to = -1;  // devices (recv: to is its own; send: to is -1)
+  std::shared_ptr<TransferEndpoint> endpoint;
+  friend bool operator==(const TransferLink&, const TransferLink&) = default;
+};
+
 struct Attrs {
   float alpha = 1.0f;  // scale factor, axpby a
   float beta = 0.0f;   // axpby b
@@ -143,7 +162,7 @@ struct Attrs {
   bool mean = false;                      // expand: divide by the reduced count
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
-               TargetType, SliceSpec, PadSpec, Collective>
+               TargetType, SliceSpec, PadSpec, Collective, TransferLink>
       payload;
 
   template <class T>

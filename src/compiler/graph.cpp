@@ -82,6 +82,7 @@ GraphImpl::GraphImpl() : id(g_next_graph_id.fetch_add(1, std::memory_order_relax
 
 Node GraphImpl::add(NodeRec rec) {
   const auto id = static_cast<std::uint32_t>(nodes.size());
+  if (scope && !rec.pin) rec.pin = scope;
   std::string name = std::move(rec.name);
   nodes.push_back(std::move(rec));
   if (!name.empty()) set_name(id, std::move(name));
@@ -169,6 +170,30 @@ Node Node::named(std::string name) const {
   rec_of(*this);
   g_->set_name(id_, std::move(name));
   return *this;
+}
+
+Node Node::on(Device device) const {
+  rec_of(*this);
+  if (device.kind == Device::Kind::opencl && (device.platform_index < 0 || device.device_index < 0))
+    throw GraphError(label() + ": on(" + device.str() + "): OpenCL indices must be >= 0");
+  g_->nodes[id_].pin = device;
+  return *this;
+}
+
+std::optional<Device> Node::device() const {
+  return rec_of(*this).pin;
+}
+
+std::string Device::str() const {
+  if (kind == Kind::cpu) return "cpu";
+  return "opencl:" + std::to_string(platform_index) + ":" + std::to_string(device_index);
+}
+
+DeviceScope::DeviceScope(Graph& graph, Device device) : g_(&graph.impl()), previous_(g_->scope) {
+  g_->scope = device;
+}
+DeviceScope::~DeviceScope() {
+  g_->scope = previous_;
 }
 
 int Node::num_inputs() const {

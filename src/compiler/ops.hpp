@@ -116,6 +116,8 @@ enum class OpKind : std::uint8_t {
   Reduce,  // to a root rank
   Allgather,
   ReduceScatter,
+  Transfer,       // compiler-made: a value crossing devices (send, recv) or the commit gate;
+                  // graph_ops.cpp, src/compiler/placement.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

@@ -311,6 +311,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }
+  std::vector<Device> devices() const override { return {Device::cpu()}; }
 
  private:
   CpuOptions opts_;

@@ -254,6 +254,7 @@ OpenClExecutable::~OpenClExecutable() {
   // Work in flight uses this executable's buffers: let it finish (its error stays with its
   // handle).
   if (hook_) hook_->release();
+  if (in_flight_ && abort_hook_) abort_hook_();
   shutdown();
   if (in_flight_) settle_all();
 }
@@ -426,7 +427,7 @@ void OpenClExecutable::launch() {
     if (committed_) enqueue_input_remaps();  // else after the writers, at the commit
     HG_CL(clFlush(q_));
   } catch (...) {
-    if (hook_) hook_->release();  // nothing may wait forever on a test's event
+    release_waiters();  // nothing may wait forever on a test's or another device's event
     settle_each();
     restore_maps();
     in_flight_ = false;
@@ -493,6 +494,11 @@ void OpenClExecutable::check_device_labels() {
 // valid labels; only then are the writers of variables enqueued. A failure here leaves every
 // variable as it was.
 void OpenClExecutable::commit() {
+  check_commit();
+  enqueue_commit();
+}
+
+void OpenClExecutable::check_commit() {
   std::vector<cl_event> evs;
   for (std::uint32_t i : finals1_) {
     if (ev_[i]) evs.push_back(ev_[i].get());
@@ -514,17 +520,35 @@ void OpenClExecutable::commit() {
     // A collective that failed (another rank gave up) fails the run before any variable is
     // written, like a device fault.
     for (std::size_t k = 0; k < phase1_; ++k) ops_[work_[k]]->after_run();
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
+void OpenClExecutable::enqueue_commit() {
+  if (committed_ || !in_flight_) return;
+  try {
     enqueue_work(phase1_, work_.size());
     enqueue_input_remaps();
     HG_CL(clFlush(q_));
   } catch (...) {
-    if (hook_) hook_->release();
-    settle_each();
-    restore_maps();
-    in_flight_ = false;
+    abandon();
     throw;
   }
   committed_ = true;
+}
+
+void OpenClExecutable::abandon() {
+  if (!in_flight_) return;
+  release_waiters();
+  settle_each();
+  in_flight_ = false;
+  try {
+    restore_maps();
+  } catch (...) {
+    // A mapping lost for good: the next run's unmap reports it.
+  }
 }
 
 bool OpenClExecutable::settle_all() {
@@ -673,6 +697,10 @@ class OpenClBackend final : public Backend {
       dev = dev_;
     }
     return std::make_unique<OpenClExecutable>(std::move(plan), std::move(dev), in_order_);
+  }
+  std::vector<hetgraph::Device> devices() const override {
+    std::lock_guard lk(mu_);
+    return {hetgraph::Device::opencl(dev_->info().platform_index, dev_->info().device_index)};
   }
 
  private:

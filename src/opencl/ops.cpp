@@ -16,6 +16,7 @@ const OpRegistry& op_registry() {
     register_conv_ops(r);
     register_embedding_ops(r);
     register_collective_ops(r);
+    register_transfer_ops(r);
     return r;
   }();
   return registry;

@@ -66,6 +66,7 @@ void register_matmul_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_embedding_ops(OpRegistry& r);
 void register_collective_ops(OpRegistry& r);
+void register_transfer_ops(OpRegistry& r);  // heterogeneous platforms
 
 // ---- building blocks shared by the families --------------------------------------------------
 
