@@ -231,6 +231,11 @@ TEST(Cli, PositionalAndRepeatedArguments) {
   EXPECT_EQ(parse(p, "--in a"), "FILE is missing");
   p = make();
   EXPECT_EQ(parse(p, "m.onnx other"), "unexpected argument 'other'");
+  // An empty word is no file name (found by fuzz_cli: hetgraph-run took "" as its model).
+  p = make();
+  const char* argv[] = {"prog", ""};
+  EXPECT_THROW(p.parse(2, argv), hetgraph::cli::UsageError);
+  EXPECT_EQ(file, "");
 }
 
 TEST(Cli, HetgraphRunOptions) {

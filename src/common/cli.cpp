@@ -185,6 +185,7 @@ void Parser::parse(int argc, const char* const* argv) {
       if (o.name == name) opt = &o;
     }
     if (!opt && arg.rfind("-", 0) != 0 && positional_seen_ < positionals_.size()) {
+      if (arg.empty()) throw UsageError(positionals_[positional_seen_].first + ": empty");
       *positionals_[positional_seen_++].second = std::string(arg);
       continue;
     }

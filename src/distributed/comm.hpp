@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "hetgraph/distributed.hpp"
+#include "hetgraph/error.hpp"
 #include "hetgraph/tensor.hpp"
 
 namespace hetgraph::detail {
@@ -116,7 +117,13 @@ inline bool moves_only(CollectiveKind k) {
   return k == CollectiveKind::broadcast || k == CollectiveKind::allgather;
 }
 
-/// Checks a collective's root against the communicator; the error names `what`.
-void check_root(const Comm& c, int root, const std::string& what);
+/// Checks a collective's root against the communicator; the error names `what`. Inline: the op
+/// table's shape rules use it, and the ONNX import fuzz target links those without the runtime.
+inline void check_root(const Comm& c, int root, const std::string& what) {
+  if (root < 0 || root >= c.size()) {
+    throw GraphError(what + ": root " + std::to_string(root) + " is not a rank of " + c.name() +
+                     " (ranks 0.." + std::to_string(c.size() - 1) + ")");
+  }
+}
 
 }  // namespace hetgraph::detail

@@ -30,13 +30,6 @@ std::string_view collective_name(CollectiveKind k) {
   return "?";
 }
 
-void check_root(const Comm& c, int root, const std::string& what) {
-  if (root < 0 || root >= c.size()) {
-    throw GraphError(what + ": root " + std::to_string(root) + " is not a rank of " + c.name() +
-                     " (ranks 0.." + std::to_string(c.size() - 1) + ")");
-  }
-}
-
 namespace {
 
 class SelfChannel final : public CommChannel {
