@@ -1,0 +1,212 @@
+// Issue 18's harness: ONNX Runtime, PyTorch and hetgraph on the same CNN files, interleaved.
+//
+//   node bench/cnn/run.js [--rounds 3] [--models googlenet,resnet18] [--batches 1,32]
+//                         [--hetgraph build/tools/hetgraph-run] [--dir build/bench-cnn]
+//                         [--label NAME] [--engines sequential,shared-queue,critical-path,auto]
+//
+// bench/cnn/run.sh exports the models first and installs onnxruntime-node; see bench/README.md.
+// Every measurement is a fresh child process under /usr/bin/time -v (its peak RSS) and under
+// flock /tmp/hetgraph-build.lock (no build runs beside it). Each round runs every
+// configuration of every model and batch once, in the same order, so slow minutes of this
+// noisy VM hit every contender alike. One JSON line per measurement goes to
+// bench/results/<date>-cnn[-label].jsonl, then one summary line per model and batch: medians
+// over the rounds, ONNX Runtime's and PyTorch's best configuration, hetgraph's ratio to ONNX
+// Runtime's best, and hetgraph's outputs against ONNX Runtime's (max |a - b| / max |b|).
+'use strict';
+const {execFileSync} = require('child_process');
+const fs = require('fs');
+const path = require('path');
+
+const root = path.resolve(__dirname, '..', '..');
+const args = process.argv.slice(2);
+function opt(name, def) {
+  const i = args.indexOf('--' + name);
+  return i >= 0 ? args[i + 1] : def;
+}
+const rounds = Number(opt('rounds', '3'));
+const models = opt('models', 'googlenet,resnet18').split(',');
+const batches = opt('batches', '1,32').split(',').map(Number);
+const hetgraph = path.resolve(root, opt('hetgraph', 'build/tools/hetgraph-run'));
+const dir = path.resolve(root, opt('dir', 'build/bench-cnn'));
+const label = opt('label', '');
+const engines = opt('engines', 'sequential,shared-queue,critical-path,auto').split(',');
+const extra = opt('hetgraph-args', '').split(' ').filter((s) => s.length);
+
+// Repetitions: enough samples for a median, few enough that a round of everything stays near
+// two minutes on 2 cores.
+const reps = (b) => (b === 1 ? {repeat: 20, warmup: 3} : {repeat: 4, warmup: 1});
+
+const out = path.join(dir, 'outputs');
+fs.mkdirSync(out, {recursive: true});
+const date = new Date().toISOString().slice(0, 10);
+const resultsFile =
+    path.join(root, 'bench', 'results', `${date}-cnn${label ? '-' + label : ''}.jsonl`);
+const commit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD']).toString().trim();
+
+// Runs argv under flock and /usr/bin/time -v; returns the child's last stdout line parsed as
+// JSON, with its peak RSS in MiB.
+function measure(argv) {
+  const timeFile = path.join(out, 'time.txt');
+  const stdout = execFileSync(
+      'flock', ['/tmp/hetgraph-build.lock', '/usr/bin/time', '-v', '-o', timeFile, ...argv],
+      {maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit']});
+  const lines = stdout.toString().trim().split('\n');
+  const r = JSON.parse(lines[lines.length - 1]);
+  const m = /Maximum resident set size \(kbytes\): (\d+)/.exec(fs.readFileSync(timeFile, 'utf8'));
+  r.peak_rss_mib = m ? Number(m[1]) / 1024 : null;
+  return r;
+}
+
+// ONNX TensorProto -> Float32Array (fields the writer uses: dims 1, raw_data 9, float_data 4).
+function readTensorProto(file) {
+  const b = fs.readFileSync(file);
+  let at = 0;
+  const varint = () => {
+    let v = 0n, s = 0n;
+    for (;;) {
+      const c = b[at++];
+      v |= BigInt(c & 0x7f) << s;
+      if (!(c & 0x80)) return v;
+      s += 7n;
+    }
+  };
+  let floats = null;
+  while (at < b.length) {
+    const key = Number(varint());
+    const field = key >> 3, wire = key & 7;
+    if (wire === 0) {
+      varint();
+    } else if (wire === 5) {
+      at += 4;
+    } else if (wire === 1) {
+      at += 8;
+    } else if (wire === 2) {
+      const len = Number(varint());
+      if (field === 9 || field === 4) {
+        const bytes = Buffer.from(b.subarray(at, at + len));
+        floats = new Float32Array(bytes.buffer, bytes.byteOffset, len / 4);
+      }
+      at += len;
+    } else {
+      throw new Error(`${file}: wire type ${wire}`);
+    }
+  }
+  if (!floats) throw new Error(`${file}: no float data`);
+  return floats;
+}
+function readRaw(file) {
+  const b = fs.readFileSync(file);
+  return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+}
+function relErr(a, ref) {
+  if (a.length !== ref.length) return Infinity;
+  let maxDiff = 0, maxRef = 0;
+  for (let i = 0; i < a.length; ++i) {
+    maxDiff = Math.max(maxDiff, Math.abs(a[i] - ref[i]));
+    maxRef = Math.max(maxRef, Math.abs(ref[i]));
+  }
+  return maxRef > 0 ? maxDiff / maxRef : maxDiff;
+}
+
+function configs(model, batch) {
+  const onnx = path.join(dir, `${model}-b${batch}.onnx`);
+  const {repeat, warmup} = reps(batch);
+  const list = [];
+  for (const mode of ['sequential', 'parallel']) {
+    for (const intra of [1, 2]) {
+      const o = path.join(out, `ort-${model}-b${batch}-${mode}-${intra}.bin`);
+      list.push({
+        who: 'ort', config: `${mode} intra ${intra}`, output: o,
+        argv: ['node', path.join(__dirname, 'ort_child.js'), onnx,
+               path.join(dir, `input-b${batch}.bin`), `${batch},3,224,224`, mode, String(intra),
+               String(repeat), String(warmup), o],
+      });
+    }
+  }
+  for (const t of [1, 2]) {
+    list.push({
+      who: 'pytorch', config: `threads ${t}`,
+      argv: ['/usr/bin/python3', path.join(__dirname, 'torch_child.py'), dir, model,
+             String(batch), String(t), String(repeat), String(warmup)],
+    });
+  }
+  for (const e of engines) {
+    const o = path.join(out, `hg-${model}-b${batch}-${e}`);
+    list.push({
+      who: 'hetgraph', config: e, output: path.join(o, 'y.pb'),
+      argv: [hetgraph, onnx, '--input', path.join(dir, `input-b${batch}.pb`), '--engine', e,
+             '--repeat', String(repeat), '--warmup', String(warmup), '--json', '--output-dir', o,
+             ...extra],
+    });
+  }
+  return list;
+}
+
+const median = (v) => {
+  const s = [...v].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+};
+const write = (o) => fs.appendFileSync(resultsFile, JSON.stringify(o) + '\n');
+
+const all = {};  // "model b" -> "who config" -> [lines]
+for (let r = 0; r < rounds; ++r) {
+  for (const model of models) {
+    for (const batch of batches) {
+      for (const c of configs(model, batch)) {
+        const res = measure(c.argv);
+        const line = {kind: 'cnn-run', commit, round: r, model, batch, who: c.who,
+                      config: c.config, median_s: res.median_s, min_s: res.min_s,
+                      max_s: res.max_s, peak_rss_mib: res.peak_rss_mib};
+        if (c.who === 'hetgraph') {
+          line.executors = res.executors;
+          line.planned_bytes = res.planned_bytes;
+          line.nodes = res.nodes;
+          line.tuning_runs = res.tuning_runs;
+        }
+        if (c.who === 'ort') line.version = res.ort_version;
+        if (c.who === 'pytorch') line.version = res.torch_version;
+        if (c.who === 'hetgraph') {
+          // ONNX Runtime's sequential two-thread output is the reference.
+          const ref = path.join(out, `ort-${model}-b${batch}-sequential-2.bin`);
+          line.rel_err_vs_ort = relErr(readTensorProto(c.output), readRaw(ref));
+        }
+        write(line);
+        console.error(`round ${r} ${model} b${batch} ${c.who} ${c.config}: ` +
+                      `${(line.median_s * 1e3).toFixed(2)} ms, ${line.peak_rss_mib.toFixed(0)} MiB` +
+                      (line.rel_err_vs_ort !== undefined ? `, err ${line.rel_err_vs_ort.toExponential(2)}` : ''));
+        const key = `${model} ${batch}`;
+        ((all[key] ??= {})[`${c.who}|${c.config}`] ??= []).push(line);
+      }
+    }
+  }
+}
+
+// Summary: medians over rounds; the best configuration of each contender.
+for (const [key, byConfig] of Object.entries(all)) {
+  const [model, batch] = key.split(' ');
+  const rows = Object.entries(byConfig).map(([k, lines]) => {
+    const [who, config] = k.split('|');
+    return {who, config, median_s: median(lines.map((l) => l.median_s)),
+            peak_rss_mib: median(lines.map((l) => l.peak_rss_mib)),
+            rel_err_vs_ort: lines[0].rel_err_vs_ort === undefined ? undefined :
+                Math.max(...lines.map((l) => l.rel_err_vs_ort)),
+            rounds: lines.length};
+  });
+  const best = (who) => rows.filter((x) => x.who === who).reduce((a, b) => (a.median_s <= b.median_s ? a : b));
+  const ort = best('ort'), torch = best('pytorch'), hg = best('hetgraph');
+  const summary = {
+    kind: 'cnn-summary', commit, model, batch: Number(batch), rounds,
+    ort_best: ort, pytorch_best: torch, hetgraph_best: hg,
+    hetgraph: Object.fromEntries(rows.filter((x) => x.who === 'hetgraph').map((x) => [x.config, x])),
+    ratio_best_vs_ort: hg.median_s / ort.median_s,
+    ratio_auto_vs_ort: byConfig['hetgraph|auto'] ? rows.find((x) => x.who === 'hetgraph' && x.config === 'auto').median_s / ort.median_s : null,
+    rss_ratio_vs_ort: hg.peak_rss_mib / ort.peak_rss_mib,
+  };
+  write(summary);
+  console.log(`${model} b${batch}: ORT best ${(ort.median_s * 1e3).toFixed(2)} ms (${ort.config}, ` +
+              `${ort.peak_rss_mib.toFixed(0)} MiB), PyTorch best ${(torch.median_s * 1e3).toFixed(2)} ms (${torch.config}), ` +
+              `hetgraph best ${(hg.median_s * 1e3).toFixed(2)} ms (${hg.config}, ${hg.peak_rss_mib.toFixed(0)} MiB, ` +
+              `err ${hg.rel_err_vs_ort.toExponential(2)}) = ${summary.ratio_best_vs_ort.toFixed(2)}x ORT`);
+}
+console.log(`results: ${path.relative(root, resultsFile)}`);
