@@ -53,6 +53,7 @@ struct Row {
 // independent nodes side by side.
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
     {"OpenCL", OpKind::FusedMatMul},
+    {"OpenCL", OpKind::FusedConv2d},
     {"OpenCL", OpKind::EmbeddingUpdate},
     {"OpenCL", OpKind::ParallelGroup}};
 
@@ -187,6 +188,15 @@ std::vector<Row> rows() {
                {},
                [](Graph&, const F& x, const F&) {
                  return conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 1}});
+               }});
+  // With fusion on (the default), the bias, residual and relu run inside the convolution
+  // where the platform can (fused_conv2d).
+  r.push_back({{OpKind::FusedConv2d},
+               "relu(conv2d + b + residual)",
+               {img, uniform("w", {2, 2, 3, 3}, -1, 1, 19), uniform("c", {2}, -1, 1, 21)},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 return relu(conv2d(x[0], x[1], x[2], {.padding = {1, 1}}) + x[0]);
                }});
   r.push_back({{OpKind::MaxPool2d}, "max_pool2d", {img4}, {}, [](Graph&, const F& x, const F&) {
                  return max_pool2d(x[0]);
@@ -729,8 +739,8 @@ TEST(BackendOpsHetero, EveryRowWithItsInputsOnTheOtherDevice) {
       }
       cg.run(std::span<const FeedItem>(feeds));
       for (std::size_t k = 0; k < e.fetches.size(); ++k) {
-        testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol,
-                                   row.atol, row.what + " across devices");
+        testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol, row.atol,
+                                   row.what + " across devices");
       }
     }
   }
@@ -785,6 +795,10 @@ TEST(BackendOpsCoverage, MissingKernelsAreCompileTimeErrors) {
       if (op == OpKind::FusedMatMul) {
         at.set(detail::MatmulEpilogue{});
         n = detail::make_op(op, {a, bb}, at).named("fused");
+      } else if (op == OpKind::FusedConv2d) {  // a 1x1 convolution of a [1, 4, 4, 1] image
+        at.set(detail::ConvEpilogue{});
+        n = detail::make_op(op, {reshape(a, {1, 4, 4, 1}), reshape(bb, {4, 4, 1, 1})}, at)
+                .named("fused");
       } else {
         n = detail::make_op(op, {a, bb, ids}, at).named("fused");
       }

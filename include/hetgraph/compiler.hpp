@@ -236,6 +236,14 @@ struct CompileOptions {
   /// embedding gradient into its table's SGD step (where the platform supports them). Off:
   /// every node runs as written.
   bool fuse = true;
+  /// With `fuse`: a convolution's bias, residual add (ResNet) and relu / clip / leaky_relu /
+  /// sigmoid run inside the convolution as oneDNN post-ops on the CPU (passes
+  /// fuse_conv_residual, fuse_conv_epilogue). Off: those run as nodes of their own.
+  ///
+  ///   CompileOptions o;
+  ///   o.conv_post_ops = false;  // e.g. to compare with the fused plan
+  ///   auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, {y});
+  bool conv_post_ops = true;
   /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).

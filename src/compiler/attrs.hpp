@@ -91,6 +91,20 @@ struct MatmulEpilogue {
   friend bool operator==(const MatmulEpilogue&, const MatmulEpilogue&) = default;
 };
 
+/// fused_conv2d (made by the conv fusion passes): the convolution's window, then what follows
+/// it as oneDNN post-ops: plus the bias (its own input), plus a same-shape residual (sum
+/// post-op, its last input), then an elementwise op (relu, clip, leaky_relu or sigmoid, with
+/// Attrs::alpha and beta as that op reads them).
+struct ConvEpilogue {
+  static constexpr std::string_view kName = "convolution epilogue";
+  Window2d window;
+  bool bias = false;        // inputs (x, w, b, ...)
+  bool accumulate = false;  // last input r: y = conv + b + r, before the op
+  bool has_op = false;
+  OpKind op{};
+  friend bool operator==(const ConvEpilogue&, const ConvEpilogue&) = default;
+};
+
 /// slice_grad_n: the [begin, end) range along the node's axis of each placed gradient.
 struct SliceRanges {
   static constexpr std::string_view kName = "slice ranges";
@@ -162,7 +176,7 @@ struct Attrs {
   bool mean = false;                      // expand: divide by the reduced count
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
-               TargetType, SliceSpec, PadSpec, Collective, TransferLink>
+               TargetType, SliceSpec, PadSpec, Collective, TransferLink, ConvEpilogue>
       payload;
 
   template <class T>
@@ -194,5 +208,11 @@ struct Attrs {
 
   friend bool operator==(const Attrs&, const Attrs&) = default;
 };
+
+/// The window of a convolution or pooling node: its Window2d, or a fused convolution's.
+inline const Window2d& window2d(const Attrs& a) {
+  if (const auto* e = std::get_if<ConvEpilogue>(&a.payload)) return e->window;
+  return a.get<Window2d>();
+}
 
 }  // namespace hetgraph::detail

@@ -14,6 +14,15 @@
 // which is what the dense step computes for them (v + beta * 0). It saves zeroing a dense
 // table-sized gradient and a pass over the whole table per step: wide & deep's tables hold
 // millions of rows' worth.
+//
+// fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
+// convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
+// same-shape value (ResNet's residual) takes it as a sum post-op (fused_conv2d, in place over
+// that value where the planner can); a convolution (fused or not, without an op yet) whose
+// only reader is relu, clip, leaky_relu or sigmoid takes that op as an eltwise post-op. The
+// bias is always the convolution's own (oneDNN adds it in the same pass). Each saves a read
+// and a write of the activation per node: the unfused graph passes over every conv output
+// once more for its relu, and ResNet's over every block's output twice more.
 #include <algorithm>
 
 #include "compiler/plan.hpp"
@@ -121,6 +130,67 @@ struct Fuser {
     }
   }
 
+  // A convolution whose value may be folded into its only reader: plain, or fused without an
+  // elementwise op yet (the op comes last in the epilogue).
+  bool convolution(std::uint32_t c) const {
+    const PlanNode& n = p.nodes[c];
+    const bool plain = n.op == OpKind::Conv2d ||
+                       (n.op == OpKind::FusedConv2d && !n.attrs.get<ConvEpilogue>().has_op);
+    return plain && n.storage == Storage::Computed && !n.fetched && readers[c] == 1 &&
+           n.type.dtype == DType::f32;
+  }
+  // The epilogue a convolution already has: none for a plain conv2d (its bias is input 2).
+  ConvEpilogue epilogue_of(const PlanNode& c) const {
+    if (c.op == OpKind::FusedConv2d) return c.attrs.get<ConvEpilogue>();
+    return ConvEpilogue{.window = c.attrs.get<Window2d>(), .bias = c.inputs.size() == 3};
+  }
+
+  // add(conv, r) or add(r, conv), same shapes -> fused_conv2d(x, w[, b], r) at the add.
+  void conv_residuals() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::Add) continue;
+      for (int side : {0, 1}) {
+        const std::uint32_t q = n.inputs[static_cast<std::size_t>(side)];
+        const std::uint32_t other = n.inputs[static_cast<std::size_t>(1 - side)];
+        if (q == other || !convolution(q)) continue;
+        const PlanNode& c = p.nodes[q];
+        if (c.type != n.type || p.nodes[other].type != n.type) continue;  // no broadcasts
+        ConvEpilogue e = epilogue_of(c);
+        if (e.accumulate) continue;
+        e.accumulate = true;
+        Attrs a;
+        a.set(e);
+        std::vector<std::uint32_t> in = c.inputs;
+        in.push_back(other);
+        if (!rewrite(i, OpKind::FusedConv2d, std::move(a), std::move(in), q)) continue;
+        kill(q, i);
+        break;
+      }
+    }
+  }
+
+  // relu / clip / leaky_relu / sigmoid of a convolution -> fused_conv2d at the op.
+  void conv_epilogues() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed) continue;
+      if (n.op != OpKind::Relu && n.op != OpKind::Clip && n.op != OpKind::LeakyRelu &&
+          n.op != OpKind::Sigmoid) {
+        continue;
+      }
+      const std::uint32_t q = n.inputs[0];
+      if (!convolution(q) || p.nodes[q].type != n.type) continue;
+      const PlanNode& c = p.nodes[q];
+      ConvEpilogue e = epilogue_of(c);
+      e.has_op = true;
+      e.op = n.op;
+      Attrs a = n.attrs;  // the op's alpha and beta
+      a.set(e);
+      if (rewrite(i, OpKind::FusedConv2d, std::move(a), c.inputs, q)) kill(q, i);
+    }
+  }
+
   // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
   void sparse_updates() {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
@@ -146,6 +216,12 @@ void fuse_matmul_epilogue(Plan& p, const Capabilities* caps) {
 }
 void fuse_matmul_accumulate(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).accumulations();
+}
+void fuse_conv_residual(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).conv_residuals();
+}
+void fuse_conv_epilogue(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).conv_epilogues();
 }
 void fuse_sparse_update(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).sparse_updates();

@@ -292,7 +292,7 @@ inline Window2d resolve_pads(Window2d w, std::int64_t h, std::int64_t wd) {
 /// Geometry of a convolution of x [N, C, H, W] with weights [O, C / groups, KH, KW].
 inline ImageGeom conv_geom(const Shape& x, const Shape& wt, const Attrs& a) {
   ImageGeom g;
-  g.win = a.get<Window2d>();
+  g.win = window2d(a);
   g.win.kernel = {wt[2], wt[3]};
   g.win = resolve_pads(g.win, x[2], x[3]);
   g.n = x[0];

@@ -109,15 +109,16 @@ enum class OpKind : std::uint8_t {
   StridedSliceGrad,  // (g, x): g placed into zeros; x lends its shape
   ConvTranspose2d,   // conv.cpp: (x, w[, b]); Window2d
   CheckIndices,      // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
-  ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
+  ParallelGroup,     // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
   // collectives across processes (collective.cpp): a Collective payload names the communicator
   Allreduce,
   Broadcast,
   Reduce,  // to a root rank
   Allgather,
   ReduceScatter,
-  Transfer,       // compiler-made: a value crossing devices (send, recv) or the commit gate;
-                  // graph_ops.cpp, src/compiler/placement.cpp
+  Transfer,     // compiler-made: a value crossing devices (send, recv) or the commit gate;
+                // graph_ops.cpp, src/compiler/placement.cpp
+  FusedConv2d,  // compiler-made: op(conv2d(x, w) [+ b] [+ r]); ConvEpilogue; fusion.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

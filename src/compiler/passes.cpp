@@ -698,6 +698,9 @@ namespace {
 bool fusing(const PlanOptions& o) {
   return o.fuse;
 }
+bool conv_fusing(const PlanOptions& o) {
+  return o.fuse && o.conv_post_ops;
+}
 bool planning(const PlanOptions& o) {
   return o.reuse != ReuseMode::none && o.placer == nullptr;
 }
@@ -722,6 +725,12 @@ const Pass kPasses[] = {
     {"fuse_matmul_accumulate",
      [](Plan& p, const PassContext& c) { fuse_matmul_accumulate(p, c.options.capabilities); },
      fusing},
+    {"fuse_conv_residual",
+     [](Plan& p, const PassContext& c) { fuse_conv_residual(p, c.options.capabilities); },
+     conv_fusing},
+    {"fuse_conv_epilogue",
+     [](Plan& p, const PassContext& c) { fuse_conv_epilogue(p, c.options.capabilities); },
+     conv_fusing},
     {"fuse_sparse_update",
      [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
     {"fuse_collectives", [](Plan& p, const PassContext&) { fuse_collectives(p); }, fusing},

@@ -186,6 +186,8 @@ class Placer {
 struct PlanOptions {
   ReuseMode reuse = ReuseMode::sequential;
   bool fuse = false;
+  /// fuse_conv_residual and fuse_conv_epilogue (with fuse).
+  bool conv_post_ops = true;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
   /// where a kernel has several: 0 or 1 turns the pass off).
   bool parallel_ops = false;
@@ -236,6 +238,11 @@ void simplify(Plan& p);
 /// Looks through identity views. Only where the platform has a kernel for the fused node.
 void fuse_matmul_epilogue(Plan& p, const Capabilities* caps);
 void fuse_matmul_accumulate(Plan& p, const Capabilities* caps);
+/// A convolution's only reader folded into it as a oneDNN post-op: an add of a same-shape value
+/// (residual: sum post-op) and then relu / clip / leaky_relu / sigmoid (eltwise post-op).
+/// Only where the platform has a fused_conv2d kernel (PlanOptions::conv_post_ops).
+void fuse_conv_residual(Plan& p, const Capabilities* caps);
+void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
@@ -42,6 +43,9 @@ class DnnlCall {
     memory::desc prim;  // layout the primitive was created for
     const void* data;
     bool output = false;
+    /// Outputs a sum post-op adds to: their value before the primitive runs, loaded from here
+    /// (the same memory as `data` when the node runs in place).
+    const void* load = nullptr;
   };
 
   DnnlCall() = default;
@@ -57,6 +61,8 @@ class DnnlCall {
       memory user(a.user, eng, const_cast<void*>(a.data));
       if (a.prim == a.user) {
         args_.insert({a.id, user});
+        if (a.load != nullptr && a.load != a.data)
+          copies_.push_back({a.data, a.load, a.user.get_size()});
         continue;
       }
       Staged s;
@@ -71,6 +77,17 @@ class DnnlCall {
         s.pad = memory(rpd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
         s.args.insert({DNNL_ARG_SCRATCHPAD, s.pad});
         pad = std::max(pad, rpd.scratchpad_desc().get_size());
+      }
+      if (a.load != nullptr) {  // the value the sum post-op adds to, into the staged copy
+        memory from(a.user, eng, const_cast<void*>(a.load));
+        const dnnl::reorder::primitive_desc lpd(eng, a.user, eng, a.prim, user_scratchpad());
+        s.load = dnnl::reorder(lpd);
+        s.load_args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, s.copy}};
+        if (lpd.scratchpad_desc().get_size() > 0) {
+          if (!s.pad) s.pad = memory(lpd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+          s.load_args.insert({DNNL_ARG_SCRATCHPAD, s.pad});
+          pad = std::max(pad, lpd.scratchpad_desc().get_size());
+        }
       }
       args_.insert({a.id, s.copy});
       staged_.push_back(std::move(s));
@@ -91,7 +108,9 @@ class DnnlCall {
       s.copy.set_data_handle(base + s.offset);
       if (s.pad) s.pad.set_data_handle(base);
       if (!s.output) s.reorder.execute(st, s.args);
+      if (s.load) s.load.execute(st, s.load_args);
     }
+    for (const Copy& c : copies_) std::memcpy(const_cast<void*>(c.to), c.from, c.bytes);
     prim_.execute(st, args_);
     for (Staged& s : staged_) {
       if (s.output) s.reorder.execute(st, s.args);
@@ -105,8 +124,8 @@ class DnnlCall {
   static std::size_t aligned(std::size_t n) { return (n + 63) / 64 * 64; }
   struct Staged {
     memory copy, pad;
-    dnnl::reorder reorder;
-    std::unordered_map<int, memory> args;
+    dnnl::reorder reorder, load;
+    std::unordered_map<int, memory> args, load_args;
     std::size_t offset = 0;
     bool output = false;
   };
@@ -115,6 +134,12 @@ class DnnlCall {
   memory pad_;
   std::unordered_map<int, memory> args_;
   std::vector<Staged> staged_;
+  struct Copy {
+    const void* to;
+    const void* from;
+    std::size_t bytes;
+  };
+  std::vector<Copy> copies_;  // unstaged outputs loaded from elsewhere
   std::size_t scratch_bytes_ = 0;
 };
 

@@ -121,8 +121,9 @@ void need_image(const InferCtx& c, const TensorType& t, const std::string& what)
 }
 
 const Window2d& window_of(const InferCtx& c) {
-  if (!c.attrs.has<Window2d>()) c.fail("window attributes are missing");
-  return c.attrs.get<Window2d>();
+  if (!c.attrs.has<Window2d>() && !c.attrs.has<ConvEpilogue>())
+    c.fail("window attributes are missing");
+  return window2d(c.attrs);
 }
 
 // Window sizes, strides, paddings and dilations, and image sizes, fit in 31 bits: the
@@ -324,6 +325,27 @@ TensorType infer_conv(const InferCtx& c) {
   }
   return {conv_out(c, c.in[0], c.in[1], c.in.size() == 3 ? &c.in[2] : nullptr), DType::f32};
 }
+// fused_conv2d(x, w[, b][, r]): what the inputs are, its ConvEpilogue says; r has the
+// convolution's output type.
+TensorType infer_fused_conv(const InferCtx& c) {
+  const ConvEpilogue& e = c.attrs.get<ConvEpilogue>();
+  if (e.has_op && e.op != OpKind::Relu && e.op != OpKind::LeakyRelu && e.op != OpKind::Clip &&
+      e.op != OpKind::Sigmoid) {
+    c.fail("fused_conv2d takes relu, leaky_relu, clip or sigmoid as its op, got " +
+           std::string(op_name(e.op)));
+  }
+  const std::size_t want = 2 + (e.bias ? 1 : 0) + (e.accumulate ? 1 : 0);
+  if (c.in.size() != want) {
+    c.fail("fused_conv2d takes " + std::to_string(want) + " inputs for its epilogue, got " +
+           std::to_string(c.in.size()));
+  }
+  const TensorType t{conv_out(c, c.in[0], c.in[1], e.bias ? &c.in[2] : nullptr), DType::f32};
+  if (e.accumulate && c.in.back() != t) {
+    c.fail("fused_conv2d: the accumulated input " + c.in.back().shape.str() +
+           " must have the convolution's shape " + t.shape.str());
+  }
+  return t;
+}
 TensorType infer_conv_transpose(const InferCtx& c) {
   if (c.in.size() < 2 || c.in.size() > 3) {
     c.fail("conv_transpose2d takes an input, weights and an optional bias, got " +
@@ -407,6 +429,15 @@ void register_conv_ops(std::vector<OpDef>& t) {
                .arity = -1,
                .infer = infer_conv,
                .grad = grad_conv,
+               .heavy = true,
+               .cost = conv_cost<0, 1>});
+  // Made after autodiff: no gradient. May write over its residual (the last input; index 2
+  // or 3 with a bias, whose type never matches the output's).
+  t.push_back({.kind = OpKind::FusedConv2d,
+               .name = "fused_conv2d",
+               .arity = -1,
+               .inplace = 0b1100u,
+               .infer = infer_fused_conv,
                .heavy = true,
                .cost = conv_cost<0, 1>});
   t.push_back({.kind = OpKind::Conv2dGradInput,  // (g, w, x)

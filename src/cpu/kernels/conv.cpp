@@ -71,18 +71,19 @@ ImageGeom conv_geom_of(const KernelArgs& a) {
   }
 }
 
-dnnl::convolution_forward::primitive_desc conv_fwd_pd(const ConvDims& d, bool bias,
-                                                      dnnl::prop_kind prop) {
+dnnl::convolution_forward::primitive_desc conv_fwd_pd(
+    const ConvDims& d, bool bias, dnnl::prop_kind prop,
+    const dnnl::primitive_attr& attr = user_scratchpad()) {
   const auto alg = dnnl::algorithm::convolution_direct;
   if (bias) {
     return {{prop, alg, any_md(d.src), any_md(d.wei), plain_md(d.bias, tag::x), any_md(d.dst),
              d.strides, d.dilates, d.pad_l, d.pad_r},
-            user_scratchpad(),
+            attr,
             dnnl_engine()};
   }
   return {{prop, alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates, d.pad_l,
            d.pad_r},
-          user_scratchpad(),
+          attr,
           dnnl_engine()};
 }
 
@@ -97,6 +98,60 @@ std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
           {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
           {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
       if (bias) args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
+      return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
+    });
+    return std::make_unique<DnnlKernel>(std::move(calls));
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+// fused_conv2d's epilogue as oneDNN post-ops: the residual (sum), then the elementwise op with
+// the parameters that op reads from its attributes.
+dnnl::primitive_attr conv_post_ops(const Attrs& at) {
+  const ConvEpilogue& e = at.get<ConvEpilogue>();
+  dnnl::post_ops ops;
+  if (e.accumulate) ops.append_sum(1.0f);
+  if (e.has_op) {
+    using alg = dnnl::algorithm;
+    switch (e.op) {
+      case OpKind::Relu:
+        ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+        break;
+      case OpKind::LeakyRelu:
+        ops.append_eltwise(1.0f, alg::eltwise_relu, at.alpha, 0.0f);
+        break;
+      case OpKind::Clip:
+        ops.append_eltwise(1.0f, alg::eltwise_clip, at.alpha, at.beta);
+        break;
+      case OpKind::Sigmoid:
+        ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
+        break;
+      default:
+        throw dnnl::error(dnnl_unimplemented, "no post-op for this op");
+    }
+  }
+  dnnl::primitive_attr a = user_scratchpad();
+  a.set_post_ops(ops);
+  return a;
+}
+
+// fused_conv2d(x, w[, b][, r]): one primitive; the residual, when there is one, is loaded into
+// the destination first (the sum post-op adds to it).
+std::unique_ptr<CpuKernel> make_fused_conv(const KernelArgs& a) {
+  const ConvDims d = conv_dims(conv_geom_of(a));
+  const ConvEpilogue& e = a.node.attrs.get<ConvEpilogue>();
+  try {
+    const dnnl::primitive_attr attr = conv_post_ops(a.node.attrs);
+    TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
+      const auto pd = conv_fwd_pd(d, e.bias, dnnl::prop_kind::forward_inference, attr);
+      std::vector<DnnlCall::Arg> args{
+          {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
+          {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
+          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true,
+           e.accumulate ? a.in.back() : nullptr}};
+      if (e.bias)
+        args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
       return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
     });
     return std::make_unique<DnnlKernel>(std::move(calls));
@@ -269,6 +324,45 @@ std::unique_ptr<CpuKernel> make_conv_ref(const KernelArgs& a) {
   });
 }
 
+// The epilogue's elementwise op in double, as the unfused nodes' reference kernels compute it.
+double epilogue_ref(const ConvEpilogue& e, const Attrs& at, double v) {
+  if (!e.has_op) return v;
+  switch (e.op) {
+    case OpKind::Relu:
+      return v > 0 ? v : 0.0;
+    case OpKind::LeakyRelu:
+      return v > 0 ? v : at.alpha * v;
+    case OpKind::Clip:
+      return std::min<double>(std::max<double>(v, at.alpha), at.beta);
+    default:  // sigmoid
+      return 1.0 / (1.0 + std::exp(-v));
+  }
+}
+
+std::unique_ptr<CpuKernel> make_fused_conv_ref(const KernelArgs& a) {
+  const ConvRef r{conv_geom_of(a)};
+  const Attrs at = a.node.attrs;
+  const ConvEpilogue e = at.get<ConvEpilogue>();
+  const float* x = a.in_f(0);
+  const float* w = a.in_f(1);
+  const float* b = e.bias ? a.in_f(2) : nullptr;
+  const float* res = e.accumulate ? static_cast<const float*>(a.in.back()) : nullptr;
+  float* y = a.out_f();
+  const std::size_t n = static_cast<std::size_t>(a.out_shape().numel());
+  return make_kernel([=](const ExecCtx&) {
+    std::vector<double> acc(n, 0.0);
+    r.for_taps([&](auto n_, auto o, auto oy, auto ox, auto c, auto ky, auto kx, auto iy, auto ix) {
+      acc[static_cast<std::size_t>(r.yi(n_, o, oy, ox))] +=
+          static_cast<double>(x[r.xi(n_, c, iy, ix)]) * w[r.wi(o, c, ky, kx)];
+    });
+    for (std::size_t i = 0; i < n; ++i) {  // y may be res itself (in place): read it first
+      const auto o = static_cast<std::int64_t>(i) / (r.g.oh * r.g.ow) % r.g.oc;
+      const double v = acc[i] + (b ? b[o] : 0.0f) + (res ? res[i] : 0.0f);
+      y[i] = static_cast<float>(epilogue_ref(e, at, v));
+    }
+  });
+}
+
 // Also conv_transpose2d (x, w[, b]): x in the role of the output gradient, plus the bias.
 std::unique_ptr<CpuKernel> make_conv_bwd_data_ref(const KernelArgs& a) {
   const ConvRef r{conv_geom_of(a)};
@@ -327,6 +421,8 @@ void register_conv_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
   r.add(OpKind::Conv2d, {"dnnl_conv", nullptr, make_conv_fwd});
   r.add(OpKind::Conv2d, {"reference", nullptr, make_conv_ref, ref});
+  r.add(OpKind::FusedConv2d, {"dnnl_conv_post_ops", nullptr, make_fused_conv});
+  r.add(OpKind::FusedConv2d, {"reference", nullptr, make_fused_conv_ref, ref});
   r.add(OpKind::Conv2dGradInput, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
   r.add(OpKind::ConvTranspose2d, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
   r.add(OpKind::ConvTranspose2d, {"reference", nullptr, make_conv_bwd_data_ref, ref});
