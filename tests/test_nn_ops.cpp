@@ -182,6 +182,42 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
   }
 }
 
+// A convolution keeps weights no node writes in oneDNN's layout across runs (conv.cpp,
+// FixedWeights): weights the host writes between runs must still be the ones used, and a
+// fused convolution (post-ops) the same.
+TEST_P(NnOpTest, ConvWeightsWrittenBetweenRunsAreUsed) {
+  for (bool fused : {false, true}) {
+    Graph g;
+    auto x = g.input("x");
+    const std::vector<float> w0 = testing_util::random_vec(16 * 16 * 9, 41),
+                             w1 = testing_util::random_vec(16 * 16 * 9, 42);
+    auto w = g.variable("w", {16, 16, 3, 3}, Initializer::values(w0));
+    auto b = g.variable("b", {16}, Initializer::values(testing_util::random_vec(16, 43)));
+    Node c = conv2d(x, w, b, {.padding = {1, 1}});
+    Node y = fused ? relu(c) : c;
+    const In xin = rand_in("x", {2, 16, 6, 7}, 44);
+    auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", xin.shape}}, {y});
+    std::vector<float> got[2];
+    for (int k = 0; k < 2; ++k) {
+      cg.write(w, k == 0 ? w0 : w1);
+      cg.run({{"x", xin.values}});
+      cg.run({{"x", xin.values}});  // a second run reuses what the first prepared
+      got[k] = cg.read(y);
+    }
+    // The same graph with w1 from the start.
+    Graph g2;
+    auto x2 = g2.input("x");
+    auto wv = g2.variable("w", {16, 16, 3, 3}, Initializer::values(w1));
+    auto b2 = g2.variable("b", {16}, Initializer::values(testing_util::random_vec(16, 43)));
+    Node c2 = conv2d(x2, wv, b2, {.padding = {1, 1}});
+    Node y2 = fused ? relu(c2) : c2;
+    auto cg2 = GraphCompiler(GetParam().make()).compile(g2, {{"x", xin.shape}}, {y2});
+    cg2.run({{"x", xin.values}});
+    EXPECT_TRUE(testing_util::bitwise_equal(got[1], cg2.read(y2))) << (fused ? "fused" : "plain");
+    EXPECT_FALSE(testing_util::bitwise_equal(got[0], got[1])) << (fused ? "fused" : "plain");
+  }
+}
+
 struct PoolCase {
   Shape x;
   Pool2dOptions opts;

@@ -847,6 +847,19 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
 
 // ---- lookups and dump ----------------------------------------------------------------------
 
+bool fixed_between_runs(const Plan& p, std::uint32_t i) {
+  while (p.nodes[i].storage == Storage::View) i = p.nodes[i].inputs[0];
+  const Storage s = p.nodes[i].storage;
+  if (s == Storage::Constant) return true;
+  if (s != Storage::Variable) return false;
+  for (std::uint32_t k = 0; k < p.nodes.size(); ++k) {
+    const PlanNode& n = p.nodes[k];
+    if (n.into_variable == static_cast<std::int64_t>(i)) return false;
+    if (n.has_work() && p.output_of(k) == i && k != i) return false;
+  }
+  return true;
+}
+
 std::uint32_t Plan::index(const Node& n, std::string_view what) const {
   if (!n.valid()) throw GraphError(std::string(what) + ": invalid (default-constructed) node");
   if (n.graph_impl()->id != graph_id) {

@@ -273,6 +273,12 @@ void fuse_parallel_ops(Plan& p, const PlanOptions& options);
 void commit_writes(Plan& p);
 void plan_memory(Plan& p, ReuseMode mode);
 
+/// Whether node i's value can change only between runs (by the host writing it): a constant,
+/// or a variable that no node of the plan writes, seen through views. Kernels may keep a
+/// derived copy of such a value (a convolution's weights in oneDNN's blocked layout) and
+/// refresh it only after host writes.
+bool fixed_between_runs(const Plan& p, std::uint32_t i);
+
 /// Runs build_plan and every pass, printing the plan where HETGRAPH_DUMP_PLAN asks.
 std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& shapes,
                                          std::span<const std::uint32_t> fetches,

@@ -164,7 +164,7 @@ class CpuExecutable final : public Executable {
     for (std::uint32_t i : order) {
       const PlanNode& n = p.nodes[i];
       if (!n.has_work()) continue;
-      KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_, teams, &kernels_};
+      KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_, teams, &kernels_, &host_writes_};
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
         const PlanNode& u = p.nodes[n.inputs[k]];
         args.in.push_back(n.reads_input(k) && u.buffer >= 0 ? arena_.get() + u.offset : nullptr);
@@ -215,6 +215,7 @@ class CpuExecutable final : public Executable {
   }
   void copy_in(std::uint32_t node, const void* src, std::size_t bytes) override {
     std::memcpy(host_pointer(node), src, bytes);
+    host_writes_.fetch_add(1, std::memory_order_release);
   }
   void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override {
     std::memcpy(dst, host_pointer(node), bytes);
@@ -222,6 +223,7 @@ class CpuExecutable final : public Executable {
   void copy_in_at(std::uint32_t node, std::size_t offset, const void* src,
                   std::size_t bytes) override {
     std::memcpy(static_cast<std::byte*>(host_pointer(node)) + offset, src, bytes);
+    host_writes_.fetch_add(1, std::memory_order_release);
   }
   // The arena is fresh anonymous memory when variables are initialised.
   bool memory_starts_zeroed() const override { return true; }
@@ -279,6 +281,7 @@ class CpuExecutable final : public Executable {
   std::size_t arena_bytes_ = 0;
   int threads_;
   std::unique_ptr<std::byte, Unmap> arena_;
+  std::atomic<std::uint64_t> host_writes_{0};  // KernelArgs::host_writes
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
   std::vector<std::string> names_;
   std::unique_ptr<Engine> engine_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string_view>
@@ -79,6 +80,9 @@ struct KernelArgs {
   /// Kernels of the nodes before this one in plan order (null where a node has none): a
   /// backward kernel may use state its forward node's kernel keeps (max pooling's argmax).
   const std::vector<std::unique_ptr<CpuKernel>>* kernels = nullptr;
+  /// Counts the host's writes into the graph's memory (variables written between runs): a
+  /// kernel keeping a copy of a value fixed_between_runs refreshes it when this moves.
+  const std::atomic<std::uint64_t>* host_writes = nullptr;
 
   const float* in_f(std::size_t i) const { return static_cast<const float*>(in[i]); }
   const std::int32_t* in_i(std::size_t i) const { return static_cast<const std::int32_t*>(in[i]); }
@@ -107,7 +111,7 @@ void register_pool_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
 void register_collective_kernels(KernelRegistry& r);
-void register_transfer_kernels(KernelRegistry& r);      // heterogeneous platforms
+void register_transfer_kernels(KernelRegistry& r);  // heterogeneous platforms
 void register_group_kernels(KernelRegistry& r);
 
 }  // namespace hetgraph::detail::cpu

@@ -87,23 +87,94 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(
           dnnl_engine()};
 }
 
-std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
+/// Weights that change only between runs (fixed_between_runs: an imported model's), kept in
+/// the layout the primitive wants: reordered at the first run and after each host write,
+/// instead of at every run. Measured at batch 1 (issue 18), where reordering every weight
+/// each run is a large share of a CNN's time. Shared by a kernel's team variants when they
+/// want the same layout (they never run at once).
+class FixedWeights {
+ public:
+  FixedWeights(const memory::desc& user, const memory::desc& prim, const void* data,
+               const std::atomic<std::uint64_t>* host_writes)
+      : host_writes_(host_writes), desc_(prim) {
+    auto& eng = dnnl_engine();
+    const dnnl::reorder::primitive_desc rpd(eng, user, eng, prim);
+    if (rpd.scratchpad_desc().get_size() > 0) throw dnnl::error(dnnl_unimplemented, "scratchpad");
+    buffer_.resize((prim.get_size() + sizeof(float) - 1) / sizeof(float));
+    copy_ = memory(prim, eng, buffer_.data());
+    reorder_ = dnnl::reorder(rpd);
+    args_ = {{DNNL_ARG_FROM, memory(user, eng, const_cast<void*>(data))}, {DNNL_ARG_TO, copy_}};
+  }
+  const memory::desc& desc() const { return desc_; }
+  const void* data() const { return buffer_.data(); }
+  void refresh() {
+    const std::uint64_t now = host_writes_->load(std::memory_order_acquire);
+    if (now == seen_ && fresh_) return;
+    reorder_.execute(dnnl_stream(), args_);
+    seen_ = now;
+    fresh_ = true;
+  }
+
+ private:
+  const std::atomic<std::uint64_t>* host_writes_;
+  memory::desc desc_;
+  std::vector<float> buffer_;
+  memory copy_;
+  dnnl::reorder reorder_;
+  std::unordered_map<int, memory> args_;
+  std::uint64_t seen_ = 0;
+  bool fresh_ = false;
+};
+
+class FixedWeightsKernel final : public DnnlKernel {
+ public:
+  FixedWeightsKernel(TeamVariants<DnnlCall> calls, std::shared_ptr<FixedWeights> w)
+      : DnnlKernel(std::move(calls)), weights_(std::move(w)) {}
+  void run(const ExecCtx& ctx) override {
+    weights_->refresh();
+    DnnlKernel::run(ctx);
+  }
+
+ private:
+  std::shared_ptr<FixedWeights> weights_;
+};
+
+// A forward convolution (plain or fused): x, w[, b] -> y, with `attr`'s post-ops; the
+// residual of a sum post-op, when there is one, is loaded into the destination first.
+std::unique_ptr<CpuKernel> make_conv_forward(const KernelArgs& a, bool bias, const void* residual,
+                                             const dnnl::primitive_attr& attr) {
   const ConvDims d = conv_dims(conv_geom_of(a));
-  const bool bias = a.in.size() == 3;
+  const memory::desc user_wei = plain_md(d.wei, d.wei_tag);
+  std::shared_ptr<FixedWeights> fixed;
+  const bool cache = a.host_writes != nullptr && fixed_between_runs(a.plan, a.node.inputs[1]);
   try {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference);
+      const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference, attr);
+      if (cache && !fixed && pd.weights_desc() != user_wei) {
+        try {
+          fixed =
+              std::make_shared<FixedWeights>(user_wei, pd.weights_desc(), a.in[1], a.host_writes);
+        } catch (const dnnl::error&) {  // a reorder with a scratchpad: staged at each run
+        }
+      }
+      const bool use_fixed = fixed && fixed->desc() == pd.weights_desc();
       std::vector<DnnlCall::Arg> args{
           {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
-          {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
-          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
+          use_fixed ? DnnlCall::Arg{DNNL_ARG_WEIGHTS, fixed->desc(), fixed->desc(), fixed->data()}
+                    : DnnlCall::Arg{DNNL_ARG_WEIGHTS, user_wei, pd.weights_desc(), a.in[1]},
+          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true, residual}};
       if (bias) args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
       return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
     });
+    if (fixed) return std::make_unique<FixedWeightsKernel>(std::move(calls), std::move(fixed));
     return std::make_unique<DnnlKernel>(std::move(calls));
   } catch (const dnnl::error&) {
     return nullptr;
   }
+}
+
+std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
+  return make_conv_forward(a, a.in.size() == 3, nullptr, user_scratchpad());
 }
 
 // fused_conv2d's epilogue as oneDNN post-ops: the residual (sum), then the elementwise op with
@@ -136,25 +207,12 @@ dnnl::primitive_attr conv_post_ops(const Attrs& at) {
   return a;
 }
 
-// fused_conv2d(x, w[, b][, r]): one primitive; the residual, when there is one, is loaded into
-// the destination first (the sum post-op adds to it).
+// fused_conv2d(x, w[, b][, r]): one primitive with the epilogue as post-ops.
 std::unique_ptr<CpuKernel> make_fused_conv(const KernelArgs& a) {
-  const ConvDims d = conv_dims(conv_geom_of(a));
   const ConvEpilogue& e = a.node.attrs.get<ConvEpilogue>();
   try {
-    const dnnl::primitive_attr attr = conv_post_ops(a.node.attrs);
-    TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto pd = conv_fwd_pd(d, e.bias, dnnl::prop_kind::forward_inference, attr);
-      std::vector<DnnlCall::Arg> args{
-          {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
-          {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
-          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true,
-           e.accumulate ? a.in.back() : nullptr}};
-      if (e.bias)
-        args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
-      return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
-    });
-    return std::make_unique<DnnlKernel>(std::move(calls));
+    return make_conv_forward(a, e.bias, e.accumulate ? a.in.back() : nullptr,
+                             conv_post_ops(a.node.attrs));
   } catch (const dnnl::error&) {
     return nullptr;
   }
