@@ -46,6 +46,43 @@ kernel void conv2d_fwd(global const float* x, global const float* w, global cons
   }
 }
 
+// fused_conv2d: conv2d_fwd's sum, plus the bias, plus a same-shape residual r (which y may be:
+// each work-item reads its element before writing it), then an activation as
+// kernels/elementwise.cl computes it: 0 none, 1 relu, 2 leaky_relu (alpha), 3 clip (alpha,
+// beta), 4 sigmoid. One pass over y instead of one per op.
+kernel void fused_conv2d_fwd(global const float* x, global const float* w, global const float* b,
+                             global const float* r, global float* y, const int has_bias,
+                             const int has_residual, const int act, const float alpha,
+                             const float beta, GEOM_ARGS) {
+  const Geom g = GEOM;
+  const int CG = g.C / g.G, OG = g.O / g.G;
+  FOR_EACH(i, g.N * g.O * g.OH * g.OW) {
+    const int ox = (int)i % g.OW, oy = (int)i / g.OW % g.OH;
+    const int o = (int)i / (g.OW * g.OH) % g.O, n = (int)i / (g.OW * g.OH * g.O);
+    const int c0 = o / OG * CG;
+    float s = 0.0f;
+    for (int cl = 0; cl < CG; ++cl) {
+      global const float* xc = x + (n * g.C + c0 + cl) * g.H * g.W;
+      global const float* wc = w + (o * CG + cl) * g.KH * g.KW;
+      for (int ky = 0; ky < g.KH; ++ky) {
+        const int iy = oy * g.SH - g.PT + ky * g.DH;
+        if (iy < 0 || iy >= g.H) continue;
+        for (int kx = 0; kx < g.KW; ++kx) {
+          const int ix = ox * g.SW - g.PL + kx * g.DW;
+          if (ix >= 0 && ix < g.W) s += xc[iy * g.W + ix] * wc[ky * g.KW + kx];
+        }
+      }
+    }
+    float v = has_bias ? s + b[o] : s;
+    if (has_residual) v += r[i];
+    if (act == 1) v = v <= 0.0f ? 0.0f : v;
+    else if (act == 2) v = v > 0.0f ? v : alpha * v;
+    else if (act == 3) v = (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v);
+    else if (act == 4) v = 1.0f / (1.0f + exp(-v));
+    y[i] = v;
+  }
+}
+
 // dx[n, c, iy, ix] = b[c] + sum over the (o of c's group, ky, kx) whose tap lands on (iy, ix)
 // of g w. With a bias this is conv_transpose2d (g: its input).
 kernel void conv2d_bwd_data(global const float* gy, global const float* w, global const float* b,

@@ -53,7 +53,6 @@ struct Row {
 // independent nodes side by side.
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
     {"OpenCL", OpKind::FusedMatMul},
-    {"OpenCL", OpKind::FusedConv2d},
     {"OpenCL", OpKind::EmbeddingUpdate},
     {"OpenCL", OpKind::ParallelGroup}};
 
@@ -795,10 +794,6 @@ TEST(BackendOpsCoverage, MissingKernelsAreCompileTimeErrors) {
       if (op == OpKind::FusedMatMul) {
         at.set(detail::MatmulEpilogue{});
         n = detail::make_op(op, {a, bb}, at).named("fused");
-      } else if (op == OpKind::FusedConv2d) {  // a 1x1 convolution of a [1, 4, 4, 1] image
-        at.set(detail::ConvEpilogue{});
-        n = detail::make_op(op, {reshape(a, {1, 4, 4, 1}), reshape(bb, {4, 4, 1, 1})}, at)
-                .named("fused");
       } else {
         n = detail::make_op(op, {a, bb, ids}, at).named("fused");
       }

@@ -278,6 +278,14 @@ void plan_memory(Plan& p, ReuseMode mode) {
     // input may be another member's too, read at the same time).
     for (std::size_t k = 0; k < node.inputs.size() && !placed && node.group < 0; ++k) {
       if (!def.inplace_input(k)) continue;
+      // Not over a value the node also reads where it may not write (fused_conv2d's residual
+      // that is its own image too): the kernel would read what it has overwritten.
+      bool read_elsewhere = false;
+      for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+        read_elsewhere = read_elsewhere || (j != k && node.inputs[j] == node.inputs[k] &&
+                                            !def.inplace_input(j) && node.reads_input(j));
+      }
+      if (read_elsewhere) continue;
       const PlanNode& u = p.nodes[node.inputs[k]];
       if (u.buffer < 0 || u.type != node.type) continue;
       const std::int32_t b = u.buffer;

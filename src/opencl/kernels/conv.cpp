@@ -9,12 +9,8 @@ namespace hetgraph::detail::cl {
 namespace {
 
 // buffers..., ints..., then the geometry (GEOM_ARGS in conv.cl)
-Kernel window_kernel(const OpArgs& a, const char* name, std::initializer_list<cl_mem> buffers,
-                     std::initializer_list<cl_int> ints, const ImageGeom& g) {
-  Kernel k(HG_CL_CREATE(clCreateKernel, a.program("conv"), name));
-  cl_uint i = 0;
-  for (cl_mem m : buffers) set_arg(k.get(), i++, sizeof(m), &m);
-  for (cl_int v : ints) set_arg(k.get(), i++, sizeof(v), &v);
+// The geometry arguments (GEOM_ARGS in conv.cl) from argument i on.
+void set_geometry(cl_kernel k, cl_uint i, const ImageGeom& g) {
   const Window2d& w = g.win;
   const std::int64_t geom[] = {g.n,
                                g.c,
@@ -37,8 +33,18 @@ Kernel window_kernel(const OpArgs& a, const char* name, std::initializer_list<cl
                                w.groups};
   for (std::int64_t v : geom) {
     const cl_int c = to_int(v);
-    set_arg(k.get(), i++, sizeof(c), &c);
+    set_arg(k, i++, sizeof(c), &c);
   }
+}
+
+// buffers..., ints..., then the geometry
+Kernel window_kernel(const OpArgs& a, const char* name, std::initializer_list<cl_mem> buffers,
+                     std::initializer_list<cl_int> ints, const ImageGeom& g) {
+  Kernel k(HG_CL_CREATE(clCreateKernel, a.program("conv"), name));
+  cl_uint i = 0;
+  for (cl_mem m : buffers) set_arg(k.get(), i++, sizeof(m), &m);
+  for (cl_int v : ints) set_arg(k.get(), i++, sizeof(v), &v);
+  set_geometry(k.get(), i, g);
   return k;
 }
 
@@ -49,6 +55,39 @@ std::unique_ptr<ClOp> make_conv(const OpArgs& a) {
   return make_seq(launch_1d(
       a.device, window_kernel(a, "conv2d_fwd", {a.in[0], a.in[1], bias ? a.in[2] : a.in[1], a.out},
                               {bias ? 1 : 0}, g)));
+}
+
+// fused_conv2d(x, w[, b][, r]): the activation's code as fused_conv2d_fwd reads it.
+cl_int activation_code(const ConvEpilogue& e) {
+  if (!e.has_op) return 0;
+  switch (e.op) {
+    case OpKind::Relu:
+      return 1;
+    case OpKind::LeakyRelu:
+      return 2;
+    case OpKind::Clip:
+      return 3;
+    default:  // sigmoid (shape inference admits no other op)
+      return 4;
+  }
+}
+
+std::unique_ptr<ClOp> make_fused_conv(const OpArgs& a) {
+  const ConvEpilogue& e = a.node.attrs.get<ConvEpilogue>();
+  const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
+  // Unused buffer arguments get the weights.
+  const cl_mem bias = e.bias ? a.in[2] : a.in[1];
+  const cl_mem residual = e.accumulate ? a.in.back() : a.in[1];
+  Kernel k(HG_CL_CREATE(clCreateKernel, a.program("conv"), "fused_conv2d_fwd"));
+  const cl_mem buffers[] = {a.in[0], a.in[1], bias, residual, a.out};
+  cl_uint i = 0;
+  for (cl_mem m : buffers) set_arg(k.get(), i++, sizeof(m), &m);
+  const cl_int ints[] = {e.bias ? 1 : 0, e.accumulate ? 1 : 0, activation_code(e)};
+  for (cl_int v : ints) set_arg(k.get(), i++, sizeof(v), &v);
+  const float params[] = {a.node.attrs.alpha, a.node.attrs.beta};
+  for (float v : params) set_arg(k.get(), i++, sizeof(v), &v);
+  set_geometry(k.get(), i, g);
+  return make_seq(launch_1d(a.device, std::move(k)));
 }
 
 // (g, w, x-shape); conv_transpose2d (x, w[, b]) is the same with x in g's role, and a bias.
@@ -96,6 +135,7 @@ std::unique_ptr<ClOp> make_pool_bwd(const OpArgs& a) {
 
 void register_conv_ops(OpRegistry& r) {
   r.add(OpKind::Conv2d, {"cl_conv_direct", nullptr, make_conv});
+  r.add(OpKind::FusedConv2d, {"cl_conv_direct_fused", nullptr, make_fused_conv});
   r.add(OpKind::Conv2dGradInput, {"cl_conv_bwd_data", nullptr, make_conv_bwd_data});
   r.add(OpKind::ConvTranspose2d, {"cl_conv_bwd_data", nullptr, make_conv_bwd_data});
   r.add(OpKind::Conv2dGradWeight, {"cl_conv_bwd_weights", nullptr, make_conv_bwd_weights});
