@@ -1,7 +1,8 @@
 // Issue 18's harness: ONNX Runtime, PyTorch and hetgraph on the same CNN files, interleaved.
 //
 //   node bench/cnn/run.js [--rounds 3] [--models googlenet,resnet18] [--batches 1,32]
-//                         [--hetgraph build/tools/hetgraph-run] [--dir build/bench-cnn]
+//                         [--hetgraph [NAME=]build/tools/hetgraph-run[,NAME=PATH...]]
+//                         [--dir build/bench-cnn]
 //                         [--label NAME] [--engines sequential,shared-queue,critical-path,auto]
 //
 // bench/cnn/run.sh exports the models first and installs onnxruntime-node; see bench/README.md.
@@ -26,7 +27,13 @@ function opt(name, def) {
 const rounds = Number(opt('rounds', '3'));
 const models = opt('models', 'googlenet,resnet18').split(',');
 const batches = opt('batches', '1,32').split(',').map(Number);
-const hetgraph = path.resolve(root, opt('hetgraph', 'build/tools/hetgraph-run'));
+// Several builds of hetgraph-run (NAME=PATH, a copy's libhetgraph.so beside it) run
+// interleaved too: an A/B of a change inside the comparison with ONNX Runtime.
+const variants = opt('hetgraph', 'build/tools/hetgraph-run').split(',').map((v) => {
+  const eq = v.indexOf('=');
+  return eq < 0 ? {name: '', bin: path.resolve(root, v)}
+                : {name: v.slice(0, eq), bin: path.resolve(root, v.slice(eq + 1))};
+});
 const dir = path.resolve(root, opt('dir', 'build/bench-cnn'));
 const label = opt('label', '');
 const engines = opt('engines', 'sequential,shared-queue,critical-path,auto').split(',');
@@ -47,9 +54,11 @@ const commit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'])
 // JSON, with its peak RSS in MiB.
 function measure(argv) {
   const timeFile = path.join(out, 'time.txt');
+  // A copied hetgraph-run finds the libhetgraph.so beside it before its build's RUNPATH.
+  const env = {...process.env, LD_LIBRARY_PATH: path.dirname(argv[0])};
   const stdout = execFileSync(
       'flock', ['/tmp/hetgraph-build.lock', '/usr/bin/time', '-v', '-o', timeFile, ...argv],
-      {maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit']});
+      {maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'], env});
   const lines = stdout.toString().trim().split('\n');
   const r = JSON.parse(lines[lines.length - 1]);
   const m = /Maximum resident set size \(kbytes\): (\d+)/.exec(fs.readFileSync(timeFile, 'utf8'));
@@ -130,11 +139,11 @@ function configs(model, batch) {
              String(batch), String(t), String(repeat), String(warmup)],
     });
   }
-  for (const e of engines) {
-    const o = path.join(out, `hg-${model}-b${batch}-${e}`);
+  for (const v of variants) for (const e of engines) {
+    const o = path.join(out, `hg-${v.name}-${model}-b${batch}-${e}`);
     list.push({
-      who: 'hetgraph', config: e, output: path.join(o, 'y.pb'),
-      argv: [hetgraph, onnx, '--input', path.join(dir, `input-b${batch}.pb`), '--engine', e,
+      who: 'hetgraph', config: v.name ? `${v.name}/${e}` : e, output: path.join(o, 'y.pb'),
+      argv: [v.bin, onnx, '--input', path.join(dir, `input-b${batch}.pb`), '--engine', e,
              '--repeat', String(repeat), '--warmup', String(warmup), '--json', '--output-dir', o,
              ...extra],
     });
@@ -195,18 +204,29 @@ for (const [key, byConfig] of Object.entries(all)) {
   });
   const best = (who) => rows.filter((x) => x.who === who).reduce((a, b) => (a.median_s <= b.median_s ? a : b));
   const ort = best('ort'), torch = best('pytorch'), hg = best('hetgraph');
+  const perVariant = {};
+  for (const v of variants) {
+    const mine = rows.filter((x) => x.who === 'hetgraph' && (v.name === '' || x.config.startsWith(v.name + '/')));
+    const b = mine.reduce((a, c) => (a.median_s <= c.median_s ? a : c));
+    perVariant[v.name || 'hetgraph'] = {best: b.config, median_s: b.median_s, ratio_vs_ort: b.median_s / ort.median_s,
+                                        peak_rss_mib: b.peak_rss_mib, rss_ratio_vs_ort: b.peak_rss_mib / ort.peak_rss_mib};
+  }
   const summary = {
     kind: 'cnn-summary', commit, model, batch: Number(batch), rounds,
     ort_best: ort, pytorch_best: torch, hetgraph_best: hg,
     hetgraph: Object.fromEntries(rows.filter((x) => x.who === 'hetgraph').map((x) => [x.config, x])),
     ratio_best_vs_ort: hg.median_s / ort.median_s,
-    ratio_auto_vs_ort: byConfig['hetgraph|auto'] ? rows.find((x) => x.who === 'hetgraph' && x.config === 'auto').median_s / ort.median_s : null,
     rss_ratio_vs_ort: hg.peak_rss_mib / ort.peak_rss_mib,
+    variants: perVariant,
   };
   write(summary);
   console.log(`${model} b${batch}: ORT best ${(ort.median_s * 1e3).toFixed(2)} ms (${ort.config}, ` +
               `${ort.peak_rss_mib.toFixed(0)} MiB), PyTorch best ${(torch.median_s * 1e3).toFixed(2)} ms (${torch.config}), ` +
               `hetgraph best ${(hg.median_s * 1e3).toFixed(2)} ms (${hg.config}, ${hg.peak_rss_mib.toFixed(0)} MiB, ` +
               `err ${hg.rel_err_vs_ort.toExponential(2)}) = ${summary.ratio_best_vs_ort.toFixed(2)}x ORT`);
+  for (const [name, v] of Object.entries(perVariant)) {
+    console.log(`  ${name}: ${(v.median_s * 1e3).toFixed(2)} ms (${v.best}) = ${v.ratio_vs_ort.toFixed(2)}x ORT, ` +
+                `RSS ${v.peak_rss_mib.toFixed(0)} MiB = ${v.rss_ratio_vs_ort.toFixed(2)}x ORT`);
+  }
 }
 console.log(`results: ${path.relative(root, resultsFile)}`);
