@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "common/executable.hpp"
+#include "cpu/kernel.hpp"
 #include "hetgraph/autodiff.hpp"
 #include "test_util.hpp"
 
@@ -189,6 +190,83 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
     }
     // And against the double-precision reference (fusion on: the default).
     check(g, ins, y, 1e-5, 1e-4, net.what);
+  }
+}
+
+// assign_layouts: values between convolutions stay in oneDNN's layout on the CPU. Small nets
+// give the same results with the pass on and off (within float rounding: the layouts may pick
+// other kernels), planner on and off bitwise (run_checked), and on the CPU some value is kept
+// out of NCHW exactly where every reader is a convolution.
+TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
+  const Conv2dOptions same{.padding = {1, 1}};
+  struct Net {
+    std::string what;
+    std::function<std::vector<Node>(Node, Node, Node, Node)> build;  // (x, w1, w2, w3): fetches
+    int kept;  // values kept out of NCHW on a CPU whose convolutions compute in another layout
+  };
+  const std::vector<Net> nets = {
+      // ResNet: conv -> relu -> conv + residual -> relu, twice; the block output feeds a
+      // convolution and a residual.
+      {"two resnet blocks",
+       [&](Node x, Node w1, Node w2, Node) {
+         Node h = relu(conv2d(x, w1, same));
+         Node b1 = relu(add(conv2d(relu(conv2d(h, w1, same)), w2, same), h));
+         return std::vector<Node>{relu(add(conv2d(relu(conv2d(b1, w1, same)), w2, same), b1))};
+       },
+       4},
+      // Inception: a 1x1 reduction into a 3x3 (kept), beside a branch into pooling and a
+      // concat (plain).
+      {"inception branches",
+       [&](Node x, Node w1, Node w2, Node w3) {
+         Node r = relu(conv2d(x, w3));
+         Node a = relu(conv2d(r, w2, same));
+         Node p = max_pool2d(relu(conv2d(x, w1, same)),
+                             {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}});
+         return std::vector<Node>{concat({a, p}, 1)};
+       },
+       1},
+      // A value a user fetches stays plain even between convolutions.
+      {"fetched intermediate",
+       [&](Node x, Node w1, Node w2, Node) {
+         Node h = relu(conv2d(x, w1, same));
+         return std::vector<Node>{h, conv2d(h, w2, same)};
+       },
+       0},
+  };
+  for (const Net& net : nets) {
+    Graph g;
+    auto x = g.input("x"), w1 = g.input("w1"), w2 = g.input("w2"), w3 = g.input("w3");
+    const std::vector<Node> ys = net.build(x, w1, w2, w3);
+    const std::vector<In> ins{rand_in("x", {2, 16, 9, 8}, 51), rand_in("w1", {16, 16, 3, 3}, 52),
+                              rand_in("w2", {16, 16, 3, 3}, 53), rand_in("w3", {16, 16, 1, 1}, 54)};
+    InputShapes shapes;
+    std::vector<FeedItem> feeds;
+    for (const In& in : ins) {
+      shapes.push_back({in.name, in.shape});
+      feeds.push_back({in.name, in.values});
+    }
+    std::vector<std::vector<float>> results[2];
+    for (bool on : {false, true}) {
+      CompileOptions o;
+      o.blocked_layouts = on;
+      auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, ys);
+      cg.run(feeds);
+      for (Node y : ys) results[on].push_back(cg.read(y));
+      int kept = 0;
+      for (const auto& n : detail::executable_of(cg).plan().nodes)
+        kept += n.layout != detail::ActivationLayout::nchw;
+      const bool cpu_layout =
+          on_cpu() && !reference_forced() &&
+          detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
+      EXPECT_EQ(kept, on && cpu_layout ? net.kept : 0) << net.what << " on " << GetParam().name;
+    }
+    for (std::size_t k = 0; k < ys.size(); ++k) {
+      for (std::size_t i = 0; i < results[0][k].size(); ++i) {
+        ASSERT_NEAR(results[1][k][i], results[0][k][i], 1e-5 * (1 + std::fabs(results[0][k][i])))
+            << net.what << " output " << k << " at " << i << " on " << GetParam().name;
+      }
+    }
+    testing_util::run_checked(GetParam(), g, ins, ys);  // planner on and off, bitwise
   }
 }
 

@@ -244,6 +244,10 @@ struct CompileOptions {
   ///   o.conv_post_ops = false;  // e.g. to compare with the fused plan
   ///   auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, {y});
   bool conv_post_ops = true;
+  /// On the CPU, a value passed from one convolution to others stays in the layout oneDNN's
+  /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
+  /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.
+  bool blocked_layouts = true;
   /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).

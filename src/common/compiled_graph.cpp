@@ -47,6 +47,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.reuse = options_.plan_memory ? backend.reuse_mode() : detail::ReuseMode::none;
   po.fuse = options_.fuse;
   po.conv_post_ops = options_.conv_post_ops;
+  if (options_.blocked_layouts) po.conv_layout = backend.conv_layout();
   po.parallel_ops = options_.parallel_ops;
   po.kernel_threads = backend.kernel_threads();
   po.capabilities = &backend;

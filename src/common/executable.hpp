@@ -54,6 +54,9 @@ class Backend : public Capabilities {
   /// Threads one kernel gets (the largest team the engine may use); 0 where kernels do not
   /// run on host threads. Parallel-op fusion pays only above 1.
   virtual int kernel_threads() const { return 0; }
+  /// The layout its convolutions pass values between them in (assign_layouts); nchw: values
+  /// stay plain.
+  virtual ActivationLayout conv_layout() const { return ActivationLayout::nchw; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
   /// The devices it runs on (Platform::devices).
   virtual std::vector<Device> devices() const = 0;

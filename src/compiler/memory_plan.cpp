@@ -287,7 +287,7 @@ void plan_memory(Plan& p, ReuseMode mode) {
       }
       if (read_elsewhere) continue;
       const PlanNode& u = p.nodes[node.inputs[k]];
-      if (u.buffer < 0 || u.type != node.type) continue;
+      if (u.buffer < 0 || u.type != node.type || u.layout != node.layout) continue;
       const std::int32_t b = u.buffer;
       if (bufs[static_cast<std::size_t>(b)].pinned || !others_done(b, i)) continue;
       occupy(b, i);

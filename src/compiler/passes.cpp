@@ -701,6 +701,9 @@ bool fusing(const PlanOptions& o) {
 bool conv_fusing(const PlanOptions& o) {
   return o.fuse && o.conv_post_ops;
 }
+bool laying_out(const PlanOptions& o) {
+  return o.conv_layout != ActivationLayout::nchw && o.placer == nullptr;
+}
 bool planning(const PlanOptions& o) {
   return o.reuse != ReuseMode::none && o.placer == nullptr;
 }
@@ -731,6 +734,8 @@ const Pass kPasses[] = {
     {"fuse_conv_epilogue",
      [](Plan& p, const PassContext& c) { fuse_conv_epilogue(p, c.options.capabilities); },
      conv_fusing},
+    {"assign_layouts",
+     [](Plan& p, const PassContext& c) { assign_layouts(p, c.options.conv_layout); }, laying_out},
     {"fuse_sparse_update",
      [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
     {"fuse_collectives", [](Plan& p, const PassContext&) { fuse_collectives(p); }, fusing},
@@ -909,6 +914,10 @@ std::string dump(const Plan& p) {
     if (n.elided) os << " elided";
     if (n.into_variable >= 0) os << " into-variable";
     if (n.fused_into >= 0) os << " fused-into " << n.fused_into;
+    if (n.layout != ActivationLayout::nchw) {
+      const char* names[] = {"nchw", "nhwc", "nChw8c", "nChw16c"};
+      os << " layout " << names[static_cast<int>(n.layout)];
+    }
     if (n.grad_sum) os << " grad-sum";
     if (n.commit) os << " commit";
     if (n.fetched) os << " fetched";

@@ -29,6 +29,25 @@ namespace hetgraph::detail {
 /// gid of a node a pass made: it has no node in the user's graph.
 inline constexpr std::uint32_t kNoGid = 0xFFFFFFFFu;
 
+/// How a 4-d value is laid out in memory: plain NCHW (every value a user sees), or a layout the
+/// platform's convolutions compute in, kept between them by assign_layouts: channels-last
+/// (NHWC) or channels in blocks of 8 or 16 (oneDNN's nChw8c, nChw16c).
+enum class ActivationLayout : std::uint8_t { nchw, nhwc, nChw8c, nChw16c };
+/// Channels one block holds (1: channels-last, 0: plain): a value's channels must fill whole
+/// blocks for it to keep its plain size.
+inline int channel_block(ActivationLayout l) {
+  switch (l) {
+    case ActivationLayout::nhwc:
+      return 1;
+    case ActivationLayout::nChw8c:
+      return 8;
+    case ActivationLayout::nChw16c:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
 struct PlanNode {
   std::uint32_t gid = kNoGid;  // id in the user's graph; kNoGid for nodes passes made
   OpKind op = OpKind::Input;
@@ -56,6 +75,7 @@ struct PlanNode {
   bool elided = false;              // assign whose value is computed straight into the variable
   std::int64_t into_variable = -1;  // computed straight into this variable (elide_assigns)
   std::int64_t fused_into = -1;     // fused into that node by a fusion pass: no kernel, no data
+  ActivationLayout layout = ActivationLayout::nchw;  // assign_layouts
   // placement (heterogeneous platforms: src/compiler/placement.hpp)
   std::optional<Device> pin;                // Node::on / DeviceScope
   std::int32_t device = -1;                 // index of its device in the platform's; -1: not placed
@@ -188,6 +208,9 @@ struct PlanOptions {
   bool fuse = false;
   /// fuse_conv_residual and fuse_conv_epilogue (with fuse).
   bool conv_post_ops = true;
+  /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
+  /// nchw turns the pass off.
+  ActivationLayout conv_layout = ActivationLayout::nchw;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
   /// where a kernel has several: 0 or 1 turns the pass off).
   bool parallel_ops = false;
@@ -243,6 +266,9 @@ void fuse_matmul_accumulate(Plan& p, const Capabilities* caps);
 /// Only where the platform has a fused_conv2d kernel (PlanOptions::conv_post_ops).
 void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
+/// Marks the values that stay in the platform's blocked layout between convolutions
+/// (PlanNode::layout); src/compiler/layouts.cpp says which.
+void assign_layouts(Plan& p, ActivationLayout layout);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);

@@ -311,6 +311,7 @@ class CpuBackend final : public Backend {
         return opts_.executors > 0 ? std::max(1, cores / opts_.executors) : 1;
     }
   }
+  ActivationLayout conv_layout() const override { return conv_activation_layout(); }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }

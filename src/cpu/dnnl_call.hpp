@@ -44,8 +44,10 @@ class DnnlCall {
     const void* data;
     bool output = false;
     /// Outputs a sum post-op adds to: their value before the primitive runs, loaded from here
-    /// (the same memory as `data` when the node runs in place).
+    /// (the same memory as `data` when the node runs in place, then in the same layout), laid
+    /// out as `load_md` (zero: as `user`).
     const void* load = nullptr;
+    memory::desc load_md{};
   };
 
   DnnlCall() = default;
@@ -59,10 +61,18 @@ class DnnlCall {
     }
     for (const Arg& a : args) {
       memory user(a.user, eng, const_cast<void*>(a.data));
+      const memory::desc load_md = a.load_md.is_zero() ? a.user : a.load_md;
       if (a.prim == a.user) {
         args_.insert({a.id, user});
-        if (a.load != nullptr && a.load != a.data)
+        if (a.load != nullptr && load_md == a.user && a.load != a.data) {
           copies_.push_back({a.data, a.load, a.user.get_size()});
+        } else if (a.load != nullptr && load_md != a.user) {  // never in place (the planner)
+          Staged s;
+          s.copy = user;
+          s.output = true;
+          load_into(s, load_md, a.load, pad);
+          loads_.push_back(std::move(s));
+        }
         continue;
       }
       Staged s;
@@ -78,17 +88,7 @@ class DnnlCall {
         s.args.insert({DNNL_ARG_SCRATCHPAD, s.pad});
         pad = std::max(pad, rpd.scratchpad_desc().get_size());
       }
-      if (a.load != nullptr) {  // the value the sum post-op adds to, into the staged copy
-        memory from(a.user, eng, const_cast<void*>(a.load));
-        const dnnl::reorder::primitive_desc lpd(eng, a.user, eng, a.prim, user_scratchpad());
-        s.load = dnnl::reorder(lpd);
-        s.load_args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, s.copy}};
-        if (lpd.scratchpad_desc().get_size() > 0) {
-          if (!s.pad) s.pad = memory(lpd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
-          s.load_args.insert({DNNL_ARG_SCRATCHPAD, s.pad});
-          pad = std::max(pad, lpd.scratchpad_desc().get_size());
-        }
-      }
+      if (a.load != nullptr) load_into(s, load_md, a.load, pad);  // into the staged copy
       args_.insert({a.id, s.copy});
       staged_.push_back(std::move(s));
     }
@@ -111,6 +111,10 @@ class DnnlCall {
       if (s.load) s.load.execute(st, s.load_args);
     }
     for (const Copy& c : copies_) std::memcpy(const_cast<void*>(c.to), c.from, c.bytes);
+    for (Staged& s : loads_) {
+      if (s.pad) s.pad.set_data_handle(base);
+      s.load.execute(st, s.load_args);
+    }
     prim_.execute(st, args_);
     for (Staged& s : staged_) {
       if (s.output) s.reorder.execute(st, s.args);
@@ -122,6 +126,20 @@ class DnnlCall {
 
  private:
   static std::size_t aligned(std::size_t n) { return (n + 63) / 64 * 64; }
+  struct Staged;
+  // A reorder of the value at `from` (laid out as `md`) into s.copy, run before the primitive.
+  static void load_into(Staged& s, const memory::desc& md, const void* from, std::size_t& pad) {
+    auto& eng = dnnl_engine();
+    const dnnl::reorder::primitive_desc lpd(eng, md, eng, s.copy.get_desc(), user_scratchpad());
+    s.load = dnnl::reorder(lpd);
+    s.load_args = {{DNNL_ARG_FROM, memory(md, eng, const_cast<void*>(from))},
+                   {DNNL_ARG_TO, s.copy}};
+    if (lpd.scratchpad_desc().get_size() > 0) {
+      if (!s.pad) s.pad = memory(lpd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+      s.load_args.insert({DNNL_ARG_SCRATCHPAD, s.pad});
+      pad = std::max(pad, lpd.scratchpad_desc().get_size());
+    }
+  }
   struct Staged {
     memory copy, pad;
     dnnl::reorder reorder, load;
@@ -139,7 +157,8 @@ class DnnlCall {
     const void* from;
     std::size_t bytes;
   };
-  std::vector<Copy> copies_;  // unstaged outputs loaded from elsewhere
+  std::vector<Copy> copies_;   // unstaged outputs loaded from elsewhere
+  std::vector<Staged> loads_;  // unstaged outputs loaded from another layout
   std::size_t scratch_bytes_ = 0;
 };
 

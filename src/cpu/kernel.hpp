@@ -107,6 +107,10 @@ void register_nn_kernels(KernelRegistry& r);
 void register_movement_kernels(KernelRegistry& r);
 void register_graph_kernels(KernelRegistry& r);
 void register_conv_kernels(KernelRegistry& r);
+/// The layout oneDNN's convolutions pick on this CPU for a typical layer, which
+/// assign_layouts keeps between them; nchw with reference kernels only
+/// (HETGRAPH_CPU_REFERENCE) or a layout it does not know.
+ActivationLayout conv_activation_layout();
 void register_pool_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones

@@ -13,6 +13,7 @@
 // Primitives are made at compile time, one per team size the engine may use (TeamVariants),
 // with user-mode scratchpads taken from the executor's scratch at run time.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -73,18 +74,44 @@ ImageGeom conv_geom_of(const KernelArgs& a) {
 
 dnnl::convolution_forward::primitive_desc conv_fwd_pd(
     const ConvDims& d, bool bias, dnnl::prop_kind prop,
-    const dnnl::primitive_attr& attr = user_scratchpad()) {
+    const dnnl::primitive_attr& attr = user_scratchpad(), const memory::desc* src = nullptr,
+    const memory::desc* dst = nullptr) {
   const auto alg = dnnl::algorithm::convolution_direct;
+  const memory::desc s = src ? *src : any_md(d.src), y = dst ? *dst : any_md(d.dst);
   if (bias) {
-    return {{prop, alg, any_md(d.src), any_md(d.wei), plain_md(d.bias, tag::x), any_md(d.dst),
-             d.strides, d.dilates, d.pad_l, d.pad_r},
+    return {{prop, alg, s, any_md(d.wei), plain_md(d.bias, tag::x), y, d.strides, d.dilates,
+             d.pad_l, d.pad_r},
             attr,
             dnnl_engine()};
   }
-  return {{prop, alg, any_md(d.src), any_md(d.wei), any_md(d.dst), d.strides, d.dilates, d.pad_l,
-           d.pad_r},
+  return {{prop, alg, s, any_md(d.wei), y, d.strides, d.dilates, d.pad_l, d.pad_r},
           attr,
           dnnl_engine()};
+}
+
+// A value in the layout assign_layouts gave it (PlanNode::layout).
+tag layout_tag(ActivationLayout l) {
+  switch (l) {
+    case ActivationLayout::nhwc:
+      return tag::nhwc;
+    case ActivationLayout::nChw8c:
+      return tag::nChw8c;
+    case ActivationLayout::nChw16c:
+      return tag::nChw16c;
+    default:
+      return tag::nchw;
+  }
+}
+memory::desc activation_md(const memory::dims& d, ActivationLayout l) {
+  return plain_md(d, layout_tag(l));
+}
+// Whether a conv node reads or writes a blocked value (the reference kernels take none).
+bool touches_blocked(const KernelArgs& a) {
+  if (a.node.layout != ActivationLayout::nchw) return true;
+  for (std::uint32_t i : a.node.inputs) {
+    if (a.plan.nodes[i].layout != ActivationLayout::nchw) return true;
+  }
+  return false;
 }
 
 /// Weights that change only between runs (fixed_between_runs: an imported model's), kept in
@@ -147,9 +174,20 @@ std::unique_ptr<CpuKernel> make_conv_forward(const KernelArgs& a, bool bias, con
   const memory::desc user_wei = plain_md(d.wei, d.wei_tag);
   std::shared_ptr<FixedWeights> fixed;
   const bool cache = a.host_writes != nullptr && fixed_between_runs(a.plan, a.node.inputs[1]);
+  // Image and result blocked where assign_layouts says: the primitive takes them as they are.
+  const ActivationLayout in_layout = a.plan.nodes[a.node.inputs[0]].layout;
+  const ActivationLayout out_layout = a.node.layout;
+  const memory::desc src_user = activation_md(d.src, in_layout);
+  const memory::desc dst_user = activation_md(d.dst, out_layout);
+  // A residual's own layout may differ from the result's (loaded through a reorder).
+  const memory::desc residual_md =
+      residual ? activation_md(d.dst, a.plan.nodes[a.node.inputs.back()].layout) : memory::desc();
+  const bool src_fixed = in_layout != ActivationLayout::nchw;
+  const bool dst_fixed = out_layout != ActivationLayout::nchw;
   try {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference, attr);
+      const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference, attr,
+                                  src_fixed ? &src_user : nullptr, dst_fixed ? &dst_user : nullptr);
       if (cache && !fixed && pd.weights_desc() != user_wei) {
         try {
           fixed =
@@ -159,10 +197,10 @@ std::unique_ptr<CpuKernel> make_conv_forward(const KernelArgs& a, bool bias, con
       }
       const bool use_fixed = fixed && fixed->desc() == pd.weights_desc();
       std::vector<DnnlCall::Arg> args{
-          {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
+          {DNNL_ARG_SRC, src_user, pd.src_desc(), a.in[0]},
           use_fixed ? DnnlCall::Arg{DNNL_ARG_WEIGHTS, fixed->desc(), fixed->desc(), fixed->data()}
                     : DnnlCall::Arg{DNNL_ARG_WEIGHTS, user_wei, pd.weights_desc(), a.in[1]},
-          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true, residual}};
+          {DNNL_ARG_DST, dst_user, pd.dst_desc(), a.out, true, residual, residual_md}};
       if (bias) args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
       return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
     });
@@ -363,6 +401,7 @@ struct ConvRef {
 };
 
 std::unique_ptr<CpuKernel> make_conv_ref(const KernelArgs& a) {
+  if (touches_blocked(a)) return nullptr;  // plain NCHW only
   const ConvRef r{conv_geom_of(a)};
   const float* x = a.in_f(0);
   const float* w = a.in_f(1);
@@ -398,6 +437,7 @@ double epilogue_ref(const ConvEpilogue& e, const Attrs& at, double v) {
 }
 
 std::unique_ptr<CpuKernel> make_fused_conv_ref(const KernelArgs& a) {
+  if (touches_blocked(a)) return nullptr;  // plain NCHW only
   const ConvRef r{conv_geom_of(a)};
   const Attrs at = a.node.attrs;
   const ConvEpilogue e = at.get<ConvEpilogue>();
@@ -474,6 +514,25 @@ std::unique_ptr<CpuKernel> make_conv_bias_grad_ref(const KernelArgs& a) {
 }
 
 }  // namespace
+
+ActivationLayout conv_activation_layout() {
+  static const ActivationLayout layout = [] {
+    const char* ref = std::getenv("HETGRAPH_CPU_REFERENCE");
+    if (ref != nullptr && *ref != '\0' && *ref != '0') return ActivationLayout::nchw;
+    try {  // a typical CNN layer: 64 -> 64 channels, 3x3, 28x28
+      const ConvDims d{{1, 64, 28, 28}, {64, 64, 3, 3}, {64},   {1, 64, 28, 28}, {1, 1},
+                       {0, 0},          {1, 1},         {1, 1}, tag::oihw};
+      const auto pd = conv_fwd_pd(d, true, dnnl::prop_kind::forward_inference);
+      for (const ActivationLayout l :
+           {ActivationLayout::nhwc, ActivationLayout::nChw16c, ActivationLayout::nChw8c}) {
+        if (pd.dst_desc() == activation_md(d.dst, l)) return l;
+      }
+    } catch (const dnnl::error&) {
+    }
+    return ActivationLayout::nchw;
+  }();
+  return layout;
+}
 
 void register_conv_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
