@@ -25,12 +25,13 @@ hetgraph::Platform make_platform(const Options& o) {
     return hetgraph::Platform::opencl({.in_order = o.engine == "in-order"});
   }
   hetgraph::CpuOptions c;
-  c.engine = hetgraph::parse_engine(o.engine);
+  if (!o.engine.empty()) c.engine = hetgraph::parse_engine(o.engine);
   c.threads = o.threads;
   c.executors = o.executors;
   c.threads_per_executor = o.threads_per_executor;
   if (o.inline_below_us >= 0) c.inline_below_us = o.inline_below_us;
   c.pin_threads = o.pin;
+  c.per_op_threads = o.per_op_threads;
   return hetgraph::Platform::cpu(c);
 }
 
@@ -177,15 +178,43 @@ int run(const Options& o) {
             "\"repeat\":%d,\"runs_per_sample\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,"
             "\"setup_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,\"naive_bytes\":%zu,"
             "\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
-            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,\"parallel_ops\":%s,\"mapped\":%s,"
+            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,\"parallel_ops\":%s,"
+            "\"mapped\":%s,"
             "\"compute_s\":%.9g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), o.repeat,
             c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
             cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
-            o.parallel_ops ? "true" : "false",
-            o.mapped ? "true" : "false", med);
+            o.parallel_ops ? "true" : "false", o.mapped ? "true" : "false", med);
         if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", median(r.copies));
+        if (platform == "cpu") {
+          // Nodes cheaper than this ran in the thread that readied them (0: inlining off).
+          const double inl =
+              o.inline_below_us >= 0 ? o.inline_below_us : hetgraph::CpuOptions{}.inline_below_us;
+          std::printf(",\"inline_below_us\":%.9g,\"inline\":%s,\"pin\":%s,\"per_op_threads\":%s",
+                      inl, inl > 0 ? "true" : "false", o.pin ? "true" : "false",
+                      o.per_op_threads ? "true" : "false");
+        }
+        if (cpu.chosen) {  // what the automatic engine settled on
+          std::printf(
+              ",\"chosen\":{\"engine\":\"%s\",\"executors\":\"%dx%d\",\"per_op_threads\":%s,"
+              "\"from_cache\":%s}",
+              cpu.chosen->engine.c_str(), cpu.chosen->executors, cpu.chosen->threads_per_executor,
+              cpu.chosen->per_op_threads ? "true" : "false",
+              cpu.chosen->from_cache ? "true" : "false");
+        }
+        if (!cpu.op_threads.empty()) {  // per-op thread counts and their hill climbs
+          std::printf(",\"op_threads\":[");
+          for (std::size_t i = 0; i < cpu.op_threads.size(); ++i) {
+            const auto& k = cpu.op_threads[i];
+            std::printf("%s{\"op\":\"%s\",\"threads\":%d,\"curve\":[", i ? "," : "", k.op.c_str(),
+                        k.threads);
+            for (std::size_t j = 0; j < k.curve.size(); ++j)
+              std::printf("%s[%d,%.6g]", j ? "," : "", k.curve[j].first, k.curve[j].second);
+            std::printf("]}");
+          }
+          std::printf("]");
+        }
         if (!cpu.search.empty()) {
           std::printf(",\"search\":[");
           for (std::size_t i = 0; i < cpu.search.size(); ++i) {

@@ -13,7 +13,7 @@ namespace bench {
 struct Options {
   std::vector<std::string> workloads;
   std::string platform = "cpu";
-  std::string engine = "sequential";
+  std::string engine;  // empty: the platform's default (CPU: auto; OpenCL: out-of-order)
   int executors = 0, threads_per_executor = 0;  // --executors NxT (0: engine's choice / auto)
   int threads = 0;
   double inline_below_us = -1;  // <0: library default
@@ -23,18 +23,21 @@ struct Options {
   bool json = false;
   bool fuse = true;
   bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
-  bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
-  bool pin = true;     // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
+  bool mapped = true;        // inputs written into the graph's mapped buffers (no copy at run())
+  bool pin = true;           // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
+  bool per_op_threads = false;  // --per-op-threads: CpuOptions::per_op_threads
   bool list = false;
 };
 
 inline constexpr const char* kUsage =
     "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl]\n"
-    "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
+    "                      [--engine auto|sequential|shared-queue|critical-path] [--executors "
     "NxT|auto]\n"
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
+    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] "
+    "[--no-pin]\n"
+    "                      [--per-op-threads]\n"
     "                      [--json] [--list]";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
@@ -61,6 +64,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--no-parallel-ops", o.parallel_ops, false)
       .flag("--no-mapped", o.mapped, false)
       .flag("--no-pin", o.pin, false)
+      .flag("--per-op-threads", o.per_op_threads)
       .flag("--list", o.list);
   return p;
 }
@@ -73,7 +77,7 @@ inline void check_bench_options(const Options& o) {
   const bool cl_engine = o.engine == "in-order" || o.engine == "out-of-order";
   if (o.platform == "cpu" && cl_engine)
     throw UsageError("--engine: '" + o.engine + "' is an OpenCL queue mode (--platform opencl)");
-  if (o.platform == "opencl" && !cl_engine && o.engine != "sequential")
+  if (o.platform == "opencl" && !cl_engine && !o.engine.empty() && o.engine != "sequential")
     throw UsageError("--engine: '" + o.engine +
                      "' is a CPU engine (opencl: in-order or out-of-order)");
 }
