@@ -78,8 +78,9 @@ struct CpuOptions {
   /// critical_path with teams of 2+ threads: each op kind's thread count is found by hill
   /// climbing on the first runs (1, 2, 4, ... threads while its largest instances get faster),
   /// and ops that run on one thread co-run side by side on the team's threads. automatic: also
-  /// tries that configuration. Off by default: on the 2-core machines it was measured on it
-  /// did not beat the best symmetric configuration (bench/README.md).
+  /// tries that configuration. Off by default: on the 2-core machine it was measured on (LSTM
+  /// training, bench/results/2026-11-23-issue12-lstm.txt) it did not beat the best fixed
+  /// configuration.
   bool per_op_threads = false;
 };
 

@@ -343,8 +343,8 @@ class CpuBackend final : public Backend {
     switch (opts_.engine) {
       case CpuEngine::sequential:
         return opts_.threads > 0 ? opts_.threads : cores;
-      case CpuEngine::automatic:  // its search includes the sequential engine on every core
-        return cores;
+      case CpuEngine::automatic:  // its search includes the sequential engine on all its cores
+        return opts_.threads > 0 ? std::min(opts_.threads, cores) : cores;
       default:  // a fixed parallel engine: its teams (the guideline's, when not given, is 1+)
         if (opts_.threads_per_executor > 0) return opts_.threads_per_executor;
         return opts_.executors > 0 ? std::max(1, cores / opts_.executors) : 1;
