@@ -264,6 +264,10 @@ std::optional<Workload> find_workload(const std::string& name) {
     return Workload{name, "parallel matmul branches + tree sum",
                     [=] { return par_matmul(branches); }};
   }
+  if (std::regex_match(name, mt, std::regex("lstm-([0-9]+)x([0-9]+)"))) {
+    const int seq = std::stoi(mt[1]), hidden = std::stoi(mt[2]);
+    return Workload{name, "4-layer LSTM step, seq x hidden", [=] { return lstm(seq, hidden); }};
+  }
   if (name == "lstm-small")
     return Workload{name, "4-layer LSTM step, seq 20, hidden 128", [] { return lstm(20, 128); }};
   if (name == "lstm-medium")

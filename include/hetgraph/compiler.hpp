@@ -243,6 +243,9 @@ struct CompileReport {
   std::size_t buffers = 0;        // distinct buffers in the plan
   std::size_t in_place = 0;       // nodes written over one of their inputs
   double setup_s = 0.0;           // wall time of compile()
+  /// Wall time of each compiler pass, in order ("build" first), then of the platform's
+  /// instantiation ("instantiate": memory and kernels).
+  std::vector<std::pair<std::string, double>> pass_seconds;
 };
 
 /// A run started by CompiledGraph::run_async. wait() finishes it (in the thread that started

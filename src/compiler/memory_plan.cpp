@@ -28,13 +28,21 @@ std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
 
+// Dag mode, reusing a free buffer: a proof by search of at most kReuseProofBudget steps that
+// its users all precede the node, else (users at least kOrderDistance earlier in plan order,
+// at most kMaxOrderEdges of them) ordering edges from them to the node.
+constexpr std::size_t kReuseProofBudget = 64;
+constexpr std::uint32_t kOrderDistance = 256;
+constexpr std::size_t kMaxOrderEdges = 16;
+
 /// Reachability queries "do all of R run before v?" in the dependency DAG, by a bounded
 /// backwards search from v that never descends below the earliest node of R in plan order.
 class Reach {
  public:
   explicit Reach(const Plan& p) : p_(p), mark_(p.nodes.size(), 0), target_(p.nodes.size(), 0) {}
 
-  bool all_before(std::span<const std::uint32_t> rs, std::uint32_t v) {
+  bool all_before(std::span<const std::uint32_t> rs, std::uint32_t v,
+                  std::size_t budget = kBudget) {
     if (rs.empty()) return true;
     ++gen_;
     std::uint32_t lo = v, targets = 0;
@@ -46,7 +54,6 @@ class Reach {
       }
       lo = std::min(lo, r);
     }
-    std::size_t budget = kBudget;
     stack_.assign(1, v);
     mark_[v] = gen_;
     while (!stack_.empty()) {
@@ -288,9 +295,28 @@ void plan_memory(Plan& p, ReuseMode mode) {
       }
       for (auto it : candidates) {
         const std::int32_t b = it->second;
-        if (mode == ReuseMode::dag &&
-            !reach.all_before(bufs[static_cast<std::size_t>(b)].users, i)) {
-          continue;
+        if (mode == ReuseMode::dag) {
+          const std::vector<std::uint32_t>& users = bufs[static_cast<std::size_t>(b)].users;
+          if (!reach.all_before(users, i, kReuseProofBudget)) {
+            // Not provably finished with, but long ago in plan order: order its users before
+            // this node instead of proving it (a search per candidate would cost a million-
+            // node graph minutes). Such users finished long before in any schedule.
+            // A group member runs at its group's place, which the engines wait on.
+            const std::uint32_t at = node.group >= 0 ? static_cast<std::uint32_t>(node.group) : i;
+            const bool far = users.size() <= kMaxOrderEdges &&
+                             std::all_of(users.begin(), users.end(),
+                                         [&](std::uint32_t u) { return u + kOrderDistance <= at; });
+            if (!far) continue;
+            PlanNode& waiter = p.nodes[at];
+            for (std::uint32_t u : users) {
+              if (std::find(waiter.deps.begin(), waiter.deps.end(), u) != waiter.deps.end()) {
+                continue;
+              }
+              waiter.deps.push_back(u);
+              p.nodes[u].succs.push_back(at);
+              ++p.ordering_edges;
+            }
+          }
         }
         free_by_size.erase(it);
         bufs[static_cast<std::size_t>(b)].listed = false;

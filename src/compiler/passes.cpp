@@ -2,6 +2,7 @@
 // inference, simplification and execution dependencies. Each is a plain function over the
 // graph or the Plan so tests can run them one by one.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <queue>
@@ -189,9 +190,9 @@ void reorder(Plan& p, const std::vector<std::uint32_t>& order) {
   remap(p.inputs, true);
   remap(p.variables, true);
   remap(p.fetches, false);
-  p.index_of.clear();
+  p.index_of.reset(p.graph_size);
   for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
-    if (p.nodes[i].gid != kNoGid) p.index_of[p.nodes[i].gid] = i;
+    if (p.nodes[i].gid != kNoGid) p.index_of.set(p.nodes[i].gid, i);
   }
 }
 
@@ -232,9 +233,9 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
     if (g.rec(id).op == OpKind::Input) p.graph_inputs.insert(name);
   }
   p.nodes.resize(order.size());
-  p.index_of.reserve(order.size());
+  p.index_of.reset(p.graph_size);
   for (std::size_t i = 0; i < order.size(); ++i) {
-    p.index_of[order[i]] = static_cast<std::uint32_t>(i);
+    p.index_of.set(order[i], static_cast<std::uint32_t>(i));
   }
   for (std::size_t i = 0; i < order.size(); ++i) {
     const NodeRec& r = g.rec(order[i]);
@@ -588,6 +589,28 @@ void order_by_dependencies(Plan& p) {
     for (std::uint32_t s : p.nodes[v].succs) {
       if (--indeg[s] == 0) ready.push(s);
     }
+    // A parallel group's members run at its place: they follow it in plan order with nothing
+    // between them, or the memory planner would let a node placed between two members reuse
+    // a buffer a member writes or reads at the group's (earlier) time.
+    if (!p.nodes[v].members.empty()) {
+      std::vector<std::uint32_t> rest;
+      while (!ready.empty()) {
+        rest.push_back(ready.top());
+        ready.pop();
+      }
+      for (std::uint32_t m : p.nodes[v].members) {
+        if (indeg[m] != 0)
+          throw Error("internal: a member of " + p.nodes[v].label +
+                      " waits for more than its group");
+        order.push_back(m);
+        for (std::uint32_t s : p.nodes[m].succs) {
+          if (--indeg[s] == 0) ready.push(s);
+        }
+      }
+      for (std::uint32_t r : rest) {
+        if (p.nodes[r].group != static_cast<std::int64_t>(v)) ready.push(r);
+      }
+    }
   }
   if (order.size() != n) {
     // Only ordering edges can close a cycle (data edges were ordered before): walk
@@ -758,7 +781,15 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
                                          std::span<const std::uint32_t> fetches,
                                          const PlanOptions& options) {
   static const DumpRequest dumps = DumpRequest::from_env();
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
   auto plan = std::make_shared<Plan>(build_plan(g, fetches));
+  auto lap = [&](std::string_view name) {
+    const auto t = clock::now();
+    plan->pass_seconds.emplace_back(name, std::chrono::duration<double>(t - t0).count());
+    t0 = t;
+  };
+  lap("build");
   dumps.maybe_dump(*plan, "build", false);
   const PassContext ctx{shapes, options};
   const std::size_t n = std::size(kPasses);
@@ -766,6 +797,7 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
     const Pass& pass = kPasses[i];
     if (pass.enabled != nullptr && !pass.enabled(options)) continue;
     pass.run(*plan, ctx);
+    lap(pass.name);
     dumps.maybe_dump(*plan, pass.name, i + 1 == n);
   }
   return plan;
@@ -779,12 +811,12 @@ std::uint32_t Plan::index(const Node& n, std::string_view what) const {
     throw GraphError(std::string(what) + ": node " + n.label() +
                      " belongs to another graph than the one compiled");
   }
-  auto it = index_of.find(n.id());
-  if (it == index_of.end()) {
+  const std::int64_t at = index_of.find(n.id());
+  if (at < 0) {
     throw GraphError(std::string(what) + ": node " + n.label() +
                      " was pruned: no fetched node needs it (fetch it at compile time)");
   }
-  return it->second;
+  return static_cast<std::uint32_t>(at);
 }
 
 std::int64_t Plan::input_named(std::string_view name) const {
@@ -799,18 +831,19 @@ std::uint32_t Plan::named(std::string_view name, std::string_view what) const {
   if (it == names.end()) {
     throw GraphError(std::string(what) + ": no node named '" + std::string(name) + "'");
   }
-  auto at = index_of.find(it->second);
-  if (at == index_of.end()) {
+  const std::int64_t at = index_of.find(it->second);
+  if (at < 0) {
     throw GraphError(std::string(what) + ": node '" + std::string(name) +
                      "' was pruned: no fetched node needs it (fetch it at compile time)");
   }
-  return at->second;
+  return static_cast<std::uint32_t>(at);
 }
 
 std::string dump(const Plan& p) {
   std::ostringstream os;
   os << "plan: " << p.nodes.size() << " nodes, arena " << p.arena_bytes << " B (naive "
-     << p.naive_bytes << " B), " << p.buffers << " buffers\n";
+     << p.naive_bytes << " B), " << p.buffers << " buffers, " << p.ordering_edges
+     << " ordering edges\n";
   static const char* kStorage[] = {"none", "input", "var", "const", "buf", "view"};
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     const PlanNode& n = p.nodes[i];

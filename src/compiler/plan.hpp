@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -79,14 +80,36 @@ enum class ReuseMode : std::uint8_t {
   dag,         // nodes run in any order the dependencies allow (parallel engines)
 };
 
+/// gid -> plan index, over the user graph's ids (a vector: plans are rebuilt often and may hold
+/// a million nodes).
+class GidIndex {
+ public:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+  void reset(std::size_t graph_size) { at_.assign(graph_size, kNone); }
+  void set(std::uint32_t gid, std::uint32_t index) { at_[gid] = index; }
+  std::size_t count(std::uint32_t gid) const { return gid < at_.size() && at_[gid] != kNone; }
+  /// Throws std::out_of_range for a gid not in the plan (a bug where it is used).
+  std::uint32_t at(std::uint32_t gid) const {
+    if (!count(gid)) throw std::out_of_range("GidIndex::at");
+    return at_[gid];
+  }
+  /// The plan index, or -1.
+  std::int64_t find(std::uint32_t gid) const {
+    return count(gid) ? static_cast<std::int64_t>(at_[gid]) : std::int64_t{-1};
+  }
+
+ private:
+  std::vector<std::uint32_t> at_;
+};
+
 struct Plan {
   std::uint64_t graph_id = 0;    // identity of the user's graph (not its address)
   std::uint32_t graph_size = 0;  // nodes in the user's graph when it was compiled
   std::uint32_t next_label = 0;  // "#n" in the labels of nodes passes make (after the graph's)
   std::vector<PlanNode> nodes;   // topological order
-  std::unordered_map<std::uint32_t, std::uint32_t> index_of;  // gid -> plan index
-  std::unordered_map<std::string, std::uint32_t> names;       // every user name -> gid
-  std::unordered_set<std::string> graph_inputs;  // names of every input of the user's graph
+  GidIndex index_of;             // gid -> plan index
+  std::unordered_map<std::string, std::uint32_t> names;  // every user name -> gid
+  std::unordered_set<std::string> graph_inputs;          // names of every input of the user's graph
   std::vector<std::uint32_t> inputs, variables, fetches;
   ReuseMode reuse = ReuseMode::sequential;
   std::size_t arena_bytes = 0;
@@ -96,6 +119,9 @@ struct Plan {
   /// platforms that allocate one device buffer per planned buffer instead of an arena.
   std::vector<std::size_t> buffer_bytes, buffer_offset;
   std::size_t in_place = 0;
+  std::size_t ordering_edges = 0;  // dependencies plan_memory added to reuse buffers (dag mode)
+  /// Wall time of each pass that made this plan ("build" first).
+  std::vector<std::pair<std::string, double>> pass_seconds;
 
   /// Plan index of a user node; throws GraphError naming it when it was pruned or is foreign.
   std::uint32_t index(const Node& n, std::string_view what) const;
