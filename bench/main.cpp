@@ -8,11 +8,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/tool_run.hpp"
 #include "hetgraph/hetgraph.hpp"
+#include "hetgraph/onnx.hpp"
 #include "options.hpp"
 #include "workloads.hpp"
 
@@ -20,19 +24,29 @@ namespace {
 
 using bench::Options;
 
+// --platform hetero: the members --devices names, in order; --engine is the CPU member's.
 hetgraph::Platform make_platform(const Options& o) {
-  if (o.platform == "opencl") {  // --engine in-order: one in-order queue (a serial run)
-    return hetgraph::Platform::opencl({.in_order = o.engine == "in-order"});
+  if (o.platform != "hetero") return hetgraph::tool::make_platform(o);
+  std::vector<hetgraph::Platform> members;
+  for (const std::string& d : o.devices) {
+    if (d == "cpu") {
+      Options cpu = o;
+      cpu.platform = "cpu";
+      members.push_back(hetgraph::tool::make_platform(cpu));
+    } else if (d == "opencl") {
+      members.push_back(hetgraph::Platform::opencl());
+    } else {
+      int p = 0, k = 0;
+      if (std::sscanf(d.c_str(), "opencl:%d:%d", &p, &k) != 2)
+        throw hetgraph::cli::UsageError("--devices: '" + d + "' is not opencl:P:D");
+      members.push_back(hetgraph::Platform::opencl({.platform_index = p, .device_index = k}));
+    }
   }
-  hetgraph::CpuOptions c;
-  if (!o.engine.empty()) c.engine = hetgraph::parse_engine(o.engine);
-  c.threads = o.threads;
-  c.executors = o.executors;
-  c.threads_per_executor = o.threads_per_executor;
-  if (o.inline_below_us >= 0) c.inline_below_us = o.inline_below_us;
-  c.pin_threads = o.pin;
-  c.per_op_threads = o.per_op_threads;
-  return hetgraph::Platform::cpu(c);
+  hetgraph::HeteroOptions h;
+  h.placement = o.placement == "heft"    ? hetgraph::HeteroOptions::Placement::heft
+                : o.placement == "first" ? hetgraph::HeteroOptions::Placement::first
+                                         : hetgraph::HeteroOptions::Placement::automatic;
+  return hetgraph::Platform::heterogeneous(std::move(members), h);
 }
 
 struct Result {
@@ -44,10 +58,10 @@ struct Result {
   hetgraph::EngineReport engine;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
 }
 
 Result time_case(bench::Case& c, const Options& o) {
@@ -66,8 +80,8 @@ Result time_case(bench::Case& c, const Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.parallel_ops = o.parallel_ops;
-  hetgraph::CompiledGraph cg =
-      hetgraph::GraphCompiler(make_platform(o), co).compile(c.graph, c.shapes, c.fetches);
+  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(make_platform(o), co)
+                                   .compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
   r.planned = cg.planned_bytes();
   r.naive = cg.naive_bytes();
@@ -109,36 +123,47 @@ Result time_case(bench::Case& c, const Options& o) {
     }
   };
   if (c.time_copies) feeds = mapped_feeds;
-  // An automatic engine tunes itself on the first runs (timed turns of 15 ms per candidate):
-  // those are warm-up, not samples.
-  const auto tune_t0 = std::chrono::steady_clock::now();
-  while (!cg.engine_report().tuned() &&
-         std::chrono::steady_clock::now() - tune_t0 < std::chrono::seconds(300)) {
-    cg.run(feeds);
-    ++r.tuning_runs;
-  }
-  for (int i = 0; i < o.warmup; ++i) cg.run(feeds);
-  if (!o.trace.empty()) cg.start_trace(o.trace);
-  for (int s = 0; s < o.repeat; ++s) {
-    if (c.time_copies) {  // one run per sample, its copy timed apart
-      const double t0 = hetgraph::now_s();
-      write_inputs();
-      const double t1 = hetgraph::now_s();
-      cg.run(feeds);
-      r.copies.push_back(t1 - t0);
-      r.samples.push_back(hetgraph::now_s() - t1);
-      continue;
-    }
-    const double ts = hetgraph::now_s();
-    for (int i = 0; i < c.runs_per_sample; ++i) cg.run(feeds);
-    r.samples.push_back((hetgraph::now_s() - ts) / c.runs_per_sample);
-  }
-  if (!o.trace.empty()) cg.stop_trace();
+  hetgraph::tool::TimingOptions to;
+  to.repeat = o.repeat;
+  to.warmup = o.warmup;
+  to.runs_per_sample = c.runs_per_sample;
+  to.trace = o.trace;
+  if (c.time_copies) to.before_sample = write_inputs;
+  hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
+  r.samples = std::move(t.samples);
+  r.copies = std::move(t.before);
+  r.tuning_runs = t.tuning_runs;
   for (const hetgraph::Node& n : c.checksum) {
     for (float v : cg.read(n)) r.checksum += v;
   }
   r.engine = cg.engine_report();
   return r;
+}
+
+// The workload's graph as DIR/NAME.onnx (its fetches the outputs, its variables at their
+// initial values) and its inputs as DIR/NAME/<input>.pb: what hetgraph-run times against the
+// hand-built graph.
+void export_case(const bench::Case& c, const std::string& name, const std::string& dir) {
+  namespace ho = hetgraph::onnx;
+  if (c.raw) throw hetgraph::GraphError(name + " is a raw library call, not a graph");
+  const std::filesystem::path d(dir);
+  std::filesystem::create_directories(d / name);
+  ho::export_model(c.graph, c.fetches, c.shapes, (d / (name + ".onnx")).string());
+  auto shape_of = [&](const std::string& input) {
+    for (const auto& [n, s] : c.shapes) {
+      if (n == input) return s;
+    }
+    throw hetgraph::GraphError(name + ": input '" + input + "' has no shape");
+  };
+  for (const auto& [input, data] : c.inputs) {
+    ho::TensorData t{input, "float", hetgraph::DType::f32, shape_of(input), data, {}};
+    ho::write_tensor((d / name / (input + ".pb")).string(), t);
+  }
+  for (const auto& [input, data] : c.int_inputs) {
+    ho::TensorData t{input, "int32", hetgraph::DType::i32, shape_of(input), {}, data};
+    ho::write_tensor((d / name / (input + ".pb")).string(), t);
+  }
+  std::printf("%s -> %s\n", name.c_str(), (d / (name + ".onnx")).string().c_str());
 }
 
 }  // namespace
@@ -160,17 +185,18 @@ int run(const Options& o) {
     }
     try {
       bench::Case c = w->make();
+      if (!o.export_onnx.empty()) {
+        export_case(c, name, o.export_onnx);
+        continue;
+      }
       const Result r = time_case(c, o);
-      const double med = median(r.samples);
+      const double med = hetgraph::tool::median(r.samples);
       const double mn = *std::min_element(r.samples.begin(), r.samples.end());
       const double mx = *std::max_element(r.samples.begin(), r.samples.end());
       const std::string platform = c.raw ? "raw" : o.platform;
       const std::string engine = c.raw ? "none" : r.engine.engine;
       // lanes x threads: CPU executors x their team size, OpenCL queues x compute units
-      const std::string executors = r.engine.lanes.empty()
-                                        ? "1x1"
-                                        : std::to_string(r.engine.lanes.size()) + "x" +
-                                              std::to_string(r.engine.lanes.front().threads);
+      const std::string executors = hetgraph::tool::lanes_label(r.engine);
       const hetgraph::EngineReport::Cpu cpu = r.engine.cpu.value_or(hetgraph::EngineReport::Cpu{});
       if (o.json) {
         std::printf(
@@ -186,8 +212,8 @@ int run(const Options& o) {
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
             cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
             o.parallel_ops ? "true" : "false", o.mapped ? "true" : "false", med);
-        if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", median(r.copies));
-        if (platform == "cpu") {
+        if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", hetgraph::tool::median(r.copies));
+        if (o.platform == "cpu" && !c.raw) {
           // Nodes cheaper than this ran in the thread that readied them (0: inlining off).
           const double inl =
               o.inline_below_us >= 0 ? o.inline_below_us : hetgraph::CpuOptions{}.inline_below_us;
@@ -225,6 +251,21 @@ int run(const Options& o) {
           }
           std::printf("]");
         }
+        if (const auto& h = r.engine.hetero) {
+          // Where the nodes went: "cpu:12,opencl:0:0:3".
+          std::map<std::string, int> count;
+          for (const auto& n : h->nodes) ++count[n.device];
+          std::string where;
+          for (const auto& [d, k] : count)
+            where += (where.empty() ? "" : ",") + d + ":" + std::to_string(k);
+          std::string decision;
+          for (char ch : h->decision) decision += ch == '"' || ch == '\\' ? '\'' : ch;
+          std::printf(
+              ",\"placement\":\"%s\",\"devices\":\"%s\",\"nodes_on\":\"%s\",\"transfers\":%zu,"
+              "\"transfer_bytes\":%zu,\"estimated_us\":%.9g,\"decision\":\"%s\"",
+              o.placement.c_str(), join(o.devices).c_str(), where.c_str(), h->transfers,
+              h->transfer_bytes, h->estimated_us, decision.c_str());
+        }
         for (const auto& [k, v] : c.stats) std::printf(",\"%s\":%.9g", k.c_str(), v);
         std::printf("}\n");
       } else {
@@ -233,7 +274,7 @@ int run(const Options& o) {
             "%.6g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), med, mn, mx,
             r.setup_s, r.checksum);
-        if (!r.copies.empty()) std::printf("  copy %.6f s", median(r.copies));
+        if (!r.copies.empty()) std::printf("  copy %.6f s", hetgraph::tool::median(r.copies));
         std::printf("\n");
         for (const auto& t : cpu.search) {
           std::printf("    search: %-13s %dx%d  median %.6f s\n", t.engine.c_str(), t.executors,

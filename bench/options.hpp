@@ -2,60 +2,53 @@
 // command-line fuzz target parse exactly what the programs do.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/cli.hpp"
+#include "common/engine_flags.hpp"
 
 namespace bench {
 
-struct Options {
+struct Options : hetgraph::tool::EngineFlags {
   std::vector<std::string> workloads;
-  std::string platform = "cpu";
-  std::string engine;  // empty: the platform's default (CPU: auto; OpenCL: out-of-order)
-  int executors = 0, threads_per_executor = 0;  // --executors NxT (0: engine's choice / auto)
-  int threads = 0;
-  double inline_below_us = -1;  // <0: library default
   int repeat = 10;
   int warmup = 3;
   std::string trace;
   bool json = false;
   bool fuse = true;
   bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
-  bool mapped = true;        // inputs written into the graph's mapped buffers (no copy at run())
-  bool pin = true;           // --no-pin: executor teams unbound (CpuOptions::pin_threads = false)
-  bool per_op_threads = false;  // --per-op-threads: CpuOptions::per_op_threads
+  bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
   bool list = false;
+  std::string export_onnx;  // --export-onnx DIR: write each workload as ONNX instead of timing
+  // --platform hetero: the members in order ("cpu", "opencl" (the default device) or
+  // "opencl:P:D"), and how unpinned nodes are placed (HeteroOptions::Placement).
+  std::vector<std::string> devices{"cpu", "opencl"};
+  std::string placement = "auto";
 };
 
 inline constexpr const char* kUsage =
-    "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl]\n"
-    "                      [--engine auto|sequential|shared-queue|critical-path] [--executors "
+    "usage: hetgraph-bench --workload NAME[,NAME...] [--platform cpu|opencl|hetero]\n"
+    "                      [--engine sequential|shared-queue|critical-path|auto] [--executors "
     "NxT|auto]\n"
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] "
-    "[--no-pin]\n"
+    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
     "                      [--per-op-threads]\n"
-    "                      [--json] [--list]";
+    "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb;\n"
+    "                      no timing)\n"
+    "                      (hetero: [--devices cpu,opencl[:P:D],...] [--placement auto|heft|first];\n"
+    "                       --engine picks the CPU member's engine)";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
 /// --workload unless --list or --help was given (check_bench_options).
 inline hetgraph::cli::Parser bench_parser(Options& o) {
   hetgraph::cli::Parser p("hetgraph-bench", kUsage);
-  p.list("--workload", o.workloads)
-      .choice("--platform", o.platform, {"cpu", "opencl"})
-      .choice("--engine", o.engine,
-              {"sequential", "shared-queue", "critical-path", "auto", "in-order", "out-of-order"})
-      .custom("--executors",
-              [&o](std::string_view v) {
-                if (v == "auto") return;
-                std::tie(o.executors, o.threads_per_executor) =
-                    hetgraph::cli::to_executors("--executors", v);
-              })
-      .integer("--threads", o.threads, 0, 4096)
-      .real("--inline-below-us", o.inline_below_us, 0, 1e9)
+  p.list("--workload", o.workloads);
+  hetgraph::tool::add_engine_flags(p, o, /*hetero=*/true);
+  p.real("--inline-below-us", o.inline_below_us, 0, 1e9)
       .integer("--repeat", o.repeat, 1, 1'000'000'000)
       .integer("--warmup", o.warmup, 0, 1'000'000'000)
       .text("--trace", o.trace)
@@ -63,9 +56,11 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--no-fuse", o.fuse, false)
       .flag("--no-parallel-ops", o.parallel_ops, false)
       .flag("--no-mapped", o.mapped, false)
+      .text("--export-onnx", o.export_onnx)
       .flag("--no-pin", o.pin, false)
-      .flag("--per-op-threads", o.per_op_threads)
-      .flag("--list", o.list);
+      .flag("--list", o.list)
+      .list("--devices", o.devices)
+      .choice("--placement", o.placement, {"auto", "heft", "first"});
   return p;
 }
 
@@ -74,12 +69,15 @@ inline void check_bench_options(const Options& o) {
   using hetgraph::cli::UsageError;
   if (o.list) return;
   if (o.workloads.empty()) throw UsageError("--workload is required (--list shows them)");
-  const bool cl_engine = o.engine == "in-order" || o.engine == "out-of-order";
-  if (o.platform == "cpu" && cl_engine)
-    throw UsageError("--engine: '" + o.engine + "' is an OpenCL queue mode (--platform opencl)");
-  if (o.platform == "opencl" && !cl_engine && !o.engine.empty() && o.engine != "sequential")
-    throw UsageError("--engine: '" + o.engine +
-                     "' is a CPU engine (opencl: in-order or out-of-order)");
+  hetgraph::tool::check_engine_flags(o);
+  if (o.platform == "hetero" && o.devices.empty()) throw UsageError("--devices: none given");
+  for (const std::string& d : o.devices) {
+    int p = 0, k = 0, end = 0;
+    const bool indexed = std::sscanf(d.c_str(), "opencl:%d:%d%n", &p, &k, &end) == 2 &&
+                         static_cast<std::size_t>(end) == d.size() && p >= 0 && k >= 0;
+    if (d != "cpu" && d != "opencl" && !indexed)
+      throw UsageError("--devices: '" + d + "' is not cpu, opencl or opencl:P:D");
+  }
 }
 
 struct FigureOptions {

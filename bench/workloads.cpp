@@ -56,21 +56,7 @@ Case raw_sgemm(std::int64_t m, std::int64_t k, std::int64_t n) {
 // One epoch (60000 / 500 training steps) of the MNIST softmax model on synthetic data of the
 // real shape; the batch stays in the mapped buffers (compute only).
 Case mnist_softmax() {
-  Case c;
-  Graph& g = c.graph;
-  auto x = g.input("x");
-  auto y = g.input("y", DType::i32);
-  auto W = g.variable("W", {784, 10});
-  auto b = g.variable("b", {10});
-  auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W) + b), y));
-  auto step = sgd(loss, {W, b}, 0.1f);
-  c.shapes = {{"x", {500, 784}}, {"y", {500}}};
-  c.fetches = {loss, step};
-  c.checksum = {loss};
-  c.inputs["x"] = random_data(500 * 784, 3, 0.0f, 1.0f);
-  std::vector<std::int32_t> labels(500);
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
-  c.int_inputs["y"] = labels;
+  Case c = mnist_softmax_step({});
   c.runs_per_sample = 120;
   c.stats["steps_per_sample"] = 120;
   return c;
@@ -100,6 +86,28 @@ Case par_matmul(int n) {
 
 }  // namespace
 
+Case mnist_softmax_step(const Training& t) {
+  Case c;
+  Graph& g = c.graph;
+  const std::int64_t B = t.local(500);
+  auto x = g.input("x");
+  auto y = g.input("y", DType::i32);
+  auto W = g.variable("W", {784, 10});
+  auto b = g.variable("b", {10});
+  auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W) + b), y));
+  const Node params[] = {W, b};
+  auto step = t.step(loss, params, 0.1f);
+  c.shapes = {{"x", {B, 784}}, {"y", {B}}};
+  c.fetches = {loss, step};
+  c.checksum = {loss};
+  c.inputs["x"] = random_data(static_cast<std::size_t>(B) * 784, 3, 0.0f, 1.0f);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(B));
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
+  c.int_inputs["y"] = labels;
+  c.stats["batch"] = static_cast<double>(B);
+  return c;
+}
+
 LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) {
   auto gates = matmul(concat({x, s.h}, 1), W) + b;
   auto i = sigmoid(slice(gates, 1, 0, H));
@@ -110,19 +118,22 @@ LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) 
   return {o * tanh(c), c};
 }
 
-Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
+Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, const Training& tr,
+                             bool train) {
   Case c;
   Graph& g = c.graph;
-  constexpr int kLayers = 4, kBatch = 64, kClasses = 10;
+  constexpr int kLayers = 4, kClasses = 10;
+  const std::int64_t kBatch = tr.local(64);
   const std::int64_t H = hidden;
   std::vector<Node> xs, ys;
   for (int t = 0; t < seq; ++t) {
     xs.push_back(g.input("x" + std::to_string(t)));
-    ys.push_back(g.input("y" + std::to_string(t), DType::i32));
     c.shapes.push_back({"x" + std::to_string(t), {kBatch, H}});
-    c.shapes.push_back({"y" + std::to_string(t), {kBatch}});
     c.inputs["x" + std::to_string(t)] =
         random_data(static_cast<std::size_t>(kBatch * H), 100 + static_cast<std::uint32_t>(t));
+    if (!train) continue;
+    ys.push_back(g.input("y" + std::to_string(t), DType::i32));
+    c.shapes.push_back({"y" + std::to_string(t), {kBatch}});
     std::vector<std::int32_t> lab(kBatch);
     for (int i = 0; i < kBatch; ++i) lab[static_cast<std::size_t>(i)] = (i * 7 + t) % kClasses;
     c.int_inputs["y" + std::to_string(t)] = lab;
@@ -146,7 +157,7 @@ Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
   auto zeros =
       g.constant(Shape{kBatch, H}, std::vector<float>(static_cast<std::size_t>(kBatch * H), 0.0f));
   std::vector<LstmState> state(kLayers, LstmState{zeros, zeros});
-  std::vector<Node> losses;
+  std::vector<Node> losses, probs;
   for (int t = 0; t < seq; ++t) {
     Node in = xs[static_cast<std::size_t>(t)];
     for (int l = 0; l < kLayers; ++l) {
@@ -154,18 +165,36 @@ Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell) {
       state[L] = cell.step(l, t, in, state[L], Ws[L], bs[L], H);
       in = state[L].h;
     }
-    losses.push_back(reduce_mean(
-        cross_entropy(softmax(matmul(in, Wout) + bout), ys[static_cast<std::size_t>(t)])));
+    probs.push_back(softmax(matmul(in, Wout) + bout));
+    if (train)
+      losses.push_back(reduce_mean(cross_entropy(probs.back(), ys[static_cast<std::size_t>(t)])));
+  }
+  if (!train) {  // inference: every step's class probabilities, [seq * batch, classes]
+    c.fetches = {concat(std::span<const Node>(probs), 0).named("probs")};
+    c.checksum = c.fetches;
+    c.stats["seq"] = seq;
+    c.stats["hidden"] = hidden;
+    return c;
   }
   Node loss = losses[0];
   for (std::size_t t = 1; t < losses.size(); ++t) loss = loss + losses[t];
   loss = loss * (1.0f / static_cast<float>(seq));
-  auto step = sgd(loss, params, 0.01f);
+  auto step = tr.step(loss, params, 0.01f);
   c.fetches = {loss, step};
   c.checksum = {loss};
+  c.stats["batch"] = static_cast<double>(kBatch);
   c.stats["seq"] = seq;
   c.stats["hidden"] = hidden;
   return c;
+}
+
+Case lstm_training(int seq, int hidden, const Training& t, bool train) {
+  struct Lstm final : RecurrentCell {
+    LstmState step(int, int, Node x, const LstmState& s, Node W, Node b, std::int64_t H) override {
+      return lstm_cell(x, s, W, b, H);
+    }
+  } cell;
+  return recurrent_training_step(seq, hidden, cell, t, train);
 }
 
 // Scheduler overhead: n independent tiny nodes (one float each).
@@ -186,13 +215,8 @@ namespace {
 // A 4-layer LSTM training step from primitive ops (concat, matmul, add, slice, sigmoid,
 // tanh, mul), batch 64: forward over the sequence, a softmax classifier on every step's
 // top-layer output, mean cross-entropy, autodiff backward, SGD. Input size = hidden size.
-Case lstm(int seq, int hidden) {
-  struct Lstm final : RecurrentCell {
-    LstmState step(int, int, Node x, const LstmState& s, Node W, Node b, std::int64_t H) override {
-      return lstm_cell(x, s, W, b, H);
-    }
-  } cell;
-  return recurrent_training_step(seq, hidden, cell);
+Case lstm(int seq, int hidden, bool train = true) {
+  return lstm_training(seq, hidden, {}, train);
 }
 
 // Scheduler overhead: a layered random DAG of tiny nodes, each reading one or two nodes of
@@ -235,6 +259,34 @@ Case threadpool_chain(int n) {
   return c;
 }
 
+// The cost of crossing devices (issue 13): a chain of `hops` negations of n floats, half
+// pinned to the OpenCL device and half to the CPU. `alternate`: the pins alternate, so every
+// link is a crossing (hops crossings); else the first half runs on the device and the second
+// on the CPU (2 crossings). Both do the same work on each device, so (t_alternate - t_blocks) /
+// (hops - 2) is what one crossing of n * 4 bytes costs, its transfer and synchronisation. On
+// one device the pins are ignored.
+Case pingpong(std::int64_t n, int hops, bool alternate) {
+  Case c;
+  Graph& g = c.graph;
+  const Device gpu =
+      Platform::opencl_available() ? Platform::opencl().devices().front() : Device::opencl(0, 0);
+  auto x = g.input("x").on(Device::cpu());
+  Node y = x;
+  for (int i = 0; i < hops; ++i) {
+    const bool on_gpu = alternate ? i % 2 == 0 : i < hops / 2;
+    y = neg(y).on(on_gpu ? gpu : Device::cpu());
+  }
+  c.shapes = {{"x", {n}}};
+  c.fetches = {y};
+  c.checksum = {y};
+  c.inputs["x"] = random_data(static_cast<std::size_t>(n), 11);
+  c.runs_per_sample = static_cast<int>(std::clamp<std::int64_t>(4'000'000 / n, 1, 200));
+  c.stats["bytes"] = static_cast<double>(n) * 4;
+  c.stats["hops"] = hops;
+  c.stats["crossings"] = alternate ? hops : 2;
+  return c;
+}
+
 bool parse_mkn(const std::string& s, const std::string& prefix, std::int64_t& m, std::int64_t& k,
                std::int64_t& n) {
   std::smatch mt;
@@ -264,6 +316,14 @@ std::optional<Workload> find_workload(const std::string& name) {
     return Workload{name, "parallel matmul branches + tree sum",
                     [=] { return par_matmul(branches); }};
   }
+  if (std::regex_match(name, mt, std::regex("pingpong(-blocks)?-([0-9]+)"))) {
+    const std::int64_t floats = std::stoll(mt[2]);
+    const bool alternate = !mt[1].matched;
+    return Workload{name,
+                    alternate ? "8 negations of N floats alternating between OpenCL and CPU"
+                              : "4 negations of N floats on OpenCL, then 4 on the CPU",
+                    [=] { return pingpong(floats, 8, alternate); }};
+  }
   if (std::regex_match(name, mt, std::regex("lstm-([0-9]+)x([0-9]+)"))) {
     const int seq = std::stoi(mt[1]), hidden = std::stoi(mt[2]);
     return Workload{name, "4-layer LSTM step, seq x hidden", [=] { return lstm(seq, hidden); }};
@@ -274,6 +334,12 @@ std::optional<Workload> find_workload(const std::string& name) {
     return Workload{name, "4-layer LSTM step, seq 30, hidden 512", [] { return lstm(30, 512); }};
   if (name == "lstm-large")
     return Workload{name, "4-layer LSTM step, seq 40, hidden 1024", [] { return lstm(40, 1024); }};
+  if (name == "lstm-infer-small")
+    return Workload{name, "4-layer LSTM forward (inference), seq 20, hidden 128",
+                    [] { return lstm(20, 128, false); }};
+  if (name == "lstm-infer-medium")
+    return Workload{name, "4-layer LSTM forward (inference), seq 30, hidden 512",
+                    [] { return lstm(30, 512, false); }};
   if (name == "threadpool")
     return Workload{name, "10,000 independent tiny nodes",
                     [] { return threadpool_independent(10000); }};
@@ -287,9 +353,11 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{
-      "matmul-MxKxN", "sgemm-MxKxN", "mnist-softmax", "par-matmul-N",   "lstm-small",
-      "lstm-medium",  "lstm-large",  "threadpool",    "threadpool-dag", "threadpool-chain"};
+  std::vector<std::string> names{"matmul-MxKxN",     "sgemm-MxKxN",       "mnist-softmax",
+                                 "par-matmul-N",     "pingpong-N",        "pingpong-blocks-N",
+                                 "lstm-small",       "lstm-medium",       "lstm-large",
+                                 "lstm-infer-small", "lstm-infer-medium",
+                                 "threadpool",       "threadpool-dag",    "threadpool-chain"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }

@@ -245,10 +245,13 @@ Case inception(int image, int width) {
 // 88 MB), concatenated with 13 dense features into a 3-layer MLP (512, 256, 2 classes, relu
 // between). Inference fetches the class probabilities; training adds mean cross-entropy,
 // autodiff (dense scatter-add table gradients) and SGD (0.01) over tables and MLP.
-Case wide_deep(int batch, bool train) {
+}  // namespace
+
+Case wide_deep(int global_batch, bool train, const Training& t) {
   Case c;
   Graph& g = c.graph;
   constexpr int kTables = 26, kDense = 13, kClasses = 2;
+  const std::int64_t batch = t.local(global_batch);
   auto ids = g.input("ids", DType::i32);
   auto dense = g.input("dense");
   c.shapes = {{"ids", {batch, kTables}}, {"dense", {batch, kDense}}};
@@ -264,7 +267,7 @@ Case wide_deep(int batch, bool train) {
         g.variable("table" + std::to_string(t), {rows, dim},
                    Initializer::uniform(-0.05f, 0.05f, 500 + static_cast<std::uint64_t>(t)));
     params.push_back(table);
-    for (int b = 0; b < batch; ++b) {
+    for (std::int64_t b = 0; b < batch; ++b) {
       state = state * 1664525u + 1013904223u;
       idv[static_cast<std::size_t>(b * kTables + t)] =
           static_cast<std::int32_t>((state >> 8) % static_cast<std::uint32_t>(rows));
@@ -291,16 +294,18 @@ Case wide_deep(int batch, bool train) {
     c.shapes.push_back({"y", {batch}});
     c.int_inputs["y"] = labels(batch, kClasses, 2);
     auto loss = reduce_mean(cross_entropy(probs, y));
-    c.fetches = {loss, sgd(loss, params, 0.01f)};
+    c.fetches = {loss, t.step(loss, params, 0.01f)};
     c.checksum = {loss};
   } else {
     c.fetches = {probs};
     c.checksum = {probs};
   }
-  c.stats["batch"] = batch;
+  c.stats["batch"] = static_cast<double>(batch);
   c.stats["embedding_width"] = static_cast<double>(width - kDense);
   return c;
 }
+
+namespace {
 
 // ---- kernel-* (the baseline report's Tables 1-3) --------------------------------------------
 

@@ -6,6 +6,7 @@
 
 #include "bench/options.hpp"
 #include "examples/mnist_softmax/options.hpp"
+#include "tools/hetgraph-run/options.hpp"
 
 namespace {
 
@@ -59,5 +60,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   bench::FigureOptions f;
   if (parses(bench::figures_parser(f), argv)) check(f.repeat >= 1);
+  hgrun::Options r;
+  if (parses(hgrun::parser(r), argv)) {
+    check(!r.model.empty() && r.repeat >= 1 && r.warmup >= 0);
+    // An empty name: FILE alone, the next model input in order.
+    for (const auto& [name, file] : r.inputs) check(!file.empty());
+    for (const auto& [name, dims] : r.shapes) {
+      check(!name.empty() && !dims.empty() && dims.size() <= 4);
+      for (auto d : dims) check(d >= 1);
+    }
+  }
   return 0;
 }

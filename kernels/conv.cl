@@ -1,34 +1,38 @@
 // Convolution and pooling over NCHW images, and their gradients: direct loops, one work-item
 // per output element, every sum in a fixed order (gathers, never scattered atomics), so results
 // do not depend on the grid. Windows skip the taps that fall in the padding; max pooling's
-// argmax is the first maximum of a window in row-major order (as oneDNN's and the CPU
-// reference's), and its gradient recomputes it from x.
+// argmax is the first NaN of a window, else its first maximum in row-major order (as the CPU
+// kernels'), and its gradient recomputes it from x.
 
 // Image geometry shared by all kernels: input [N, C, H, W], output [N, O, OH, OW] (O = C for
-// pooling), window KH x KW with strides, top/left padding and dilations.
+// pooling), window KH x KW with strides, top/left and bottom/right padding, dilations, and
+// G channel groups (weights [O, C / G, KH, KW]).
 typedef struct {
-  int N, C, H, W, O, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, include_pad;
+  int N, C, H, W, O, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, include_pad, PB, PR, G;
 } Geom;
 
 #define GEOM_ARGS                                                                            \
   const int N, const int C, const int H, const int W, const int O, const int OH, const int OW, \
       const int KH, const int KW, const int SH, const int SW, const int PT, const int PL,      \
-      const int DH, const int DW, const int include_pad
-#define GEOM {N, C, H, W, O, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, include_pad}
+      const int DH, const int DW, const int include_pad, const int PB, const int PR, const int G
+#define GEOM {N, C, H, W, O, OH, OW, KH, KW, SH, SW, PT, PL, DH, DW, include_pad, PB, PR, G}
 
 // ---- convolution -----------------------------------------------------------------------------
 
-// y[n, o, oy, ox] = b[o] + sum over c, ky, kx of x[n, c, iy, ix] w[o, c, ky, kx]
+// y[n, o, oy, ox] = b[o] + sum over the channels c of o's group, ky, kx of
+// x[n, c, iy, ix] w[o, c % (C / G), ky, kx]
 kernel void conv2d_fwd(global const float* x, global const float* w, global const float* b,
                        global float* y, const int has_bias, GEOM_ARGS) {
   const Geom g = GEOM;
+  const int CG = g.C / g.G, OG = g.O / g.G;
   FOR_EACH(i, g.N * g.O * g.OH * g.OW) {
     const int ox = (int)i % g.OW, oy = (int)i / g.OW % g.OH;
     const int o = (int)i / (g.OW * g.OH) % g.O, n = (int)i / (g.OW * g.OH * g.O);
+    const int c0 = o / OG * CG;
     float s = 0.0f;
-    for (int c = 0; c < g.C; ++c) {
-      global const float* xc = x + (n * g.C + c) * g.H * g.W;
-      global const float* wc = w + (o * g.C + c) * g.KH * g.KW;
+    for (int cl = 0; cl < CG; ++cl) {
+      global const float* xc = x + (n * g.C + c0 + cl) * g.H * g.W;
+      global const float* wc = w + (o * CG + cl) * g.KH * g.KW;
       for (int ky = 0; ky < g.KH; ++ky) {
         const int iy = oy * g.SH - g.PT + ky * g.DH;
         if (iy < 0 || iy >= g.H) continue;
@@ -42,17 +46,20 @@ kernel void conv2d_fwd(global const float* x, global const float* w, global cons
   }
 }
 
-// dx[n, c, iy, ix] = sum over the (o, ky, kx) whose tap lands on (iy, ix) of g w
-kernel void conv2d_bwd_data(global const float* gy, global const float* w, global float* dx,
-                            GEOM_ARGS) {
+// dx[n, c, iy, ix] = b[c] + sum over the (o of c's group, ky, kx) whose tap lands on (iy, ix)
+// of g w. With a bias this is conv_transpose2d (g: its input).
+kernel void conv2d_bwd_data(global const float* gy, global const float* w, global const float* b,
+                            global float* dx, const int has_bias, GEOM_ARGS) {
   const Geom g = GEOM;
+  const int CG = g.C / g.G, OG = g.O / g.G;
   FOR_EACH(i, g.N * g.C * g.H * g.W) {
     const int ix = (int)i % g.W, iy = (int)i / g.W % g.H;
     const int c = (int)i / (g.W * g.H) % g.C, n = (int)i / (g.W * g.H * g.C);
+    const int o0 = c / CG * OG;
     float s = 0.0f;
-    for (int o = 0; o < g.O; ++o) {
+    for (int o = o0; o < o0 + OG; ++o) {
       global const float* go = gy + (n * g.O + o) * g.OH * g.OW;
-      global const float* wo = w + (o * g.C + c) * g.KH * g.KW;
+      global const float* wo = w + (o * CG + c % CG) * g.KH * g.KW;
       for (int ky = 0; ky < g.KH; ++ky) {
         const int ty = iy + g.PT - ky * g.DH;  // = oy * SH
         if (ty < 0 || ty % g.SH != 0 || ty / g.SH >= g.OH) continue;
@@ -63,17 +70,20 @@ kernel void conv2d_bwd_data(global const float* gy, global const float* w, globa
         }
       }
     }
-    dx[i] = s;
+    dx[i] = has_bias ? s + b[c] : s;
   }
 }
 
-// dw[o, c, ky, kx] = sum over n, oy, ox of g[n, o, oy, ox] x[n, c, iy, ix]
+// dw[o, cl, ky, kx] = sum over n, oy, ox of g[n, o, oy, ox] x[n, c, iy, ix], c the cl-th
+// channel of o's group
 kernel void conv2d_bwd_weights(global const float* gy, global const float* x, global float* dw,
                                GEOM_ARGS) {
   const Geom g = GEOM;
-  FOR_EACH(i, g.O * g.C * g.KH * g.KW) {
+  const int CG = g.C / g.G, OG = g.O / g.G;
+  FOR_EACH(i, g.O * CG * g.KH * g.KW) {
     const int kx = (int)i % g.KW, ky = (int)i / g.KW % g.KH;
-    const int c = (int)i / (g.KW * g.KH) % g.C, o = (int)i / (g.KW * g.KH * g.C);
+    const int cl = (int)i / (g.KW * g.KH) % CG, o = (int)i / (g.KW * g.KH * CG);
+    const int c = o / OG * CG + cl;
     float s = 0.0f;
     for (int n = 0; n < g.N; ++n) {
       global const float* go = gy + (n * g.O + o) * g.OH * g.OW;
@@ -106,18 +116,19 @@ kernel void conv2d_bias_grad(global const float* gy, global float* db, const int
 
 // ---- pooling ---------------------------------------------------------------------------------
 
-// The first in-image maximum of window (oy, ox) of plane xp, as a flat position.
+// The first in-image NaN of window (oy, ox) of plane xp, else its first maximum, as a flat
+// position (max pooling propagates NaN, as PyTorch and ONNX do).
 inline int window_argmax(global const float* xp, const Geom g, const int oy, const int ox) {
   int best = -1;
   float m = 0.0f;
   for (int ky = 0; ky < g.KH; ++ky) {
-    const int iy = oy * g.SH - g.PT + ky;
+    const int iy = oy * g.SH - g.PT + ky * g.DH;
     if (iy < 0 || iy >= g.H) continue;
     for (int kx = 0; kx < g.KW; ++kx) {
-      const int ix = ox * g.SW - g.PL + kx;
+      const int ix = ox * g.SW - g.PL + kx * g.DW;
       if (ix < 0 || ix >= g.W) continue;
       const float v = xp[iy * g.W + ix];
-      if (best < 0 || v > m) {
+      if (best < 0 || v > m || (isnan(v) && !isnan(m))) {
         m = v;
         best = iy * g.W + ix;
       }
@@ -126,11 +137,14 @@ inline int window_argmax(global const float* xp, const Geom g, const int oy, con
   return best;
 }
 
-// Elements of window (oy, ox) inside the image, or the whole window with include_pad.
+// Elements of window (oy, ox) inside the image, or with include_pad inside the padded image
+// (ceil_mode's last window may reach past the end padding; that part never counts).
 inline float window_divisor(const Geom g, const int oy, const int ox) {
-  if (g.include_pad) return (float)(g.KH * g.KW);
-  const int y0 = max(oy * g.SH - g.PT, 0), y1 = min(oy * g.SH - g.PT + g.KH, g.H);
-  const int x0 = max(ox * g.SW - g.PL, 0), x1 = min(ox * g.SW - g.PL + g.KW, g.W);
+  const int ty = oy * g.SH - g.PT, tx = ox * g.SW - g.PL;
+  if (g.include_pad)
+    return (float)((min(ty + g.KH, g.H + g.PB) - ty) * (min(tx + g.KW, g.W + g.PR) - tx));
+  const int y0 = max(ty, 0), y1 = min(ty + g.KH, g.H);
+  const int x0 = max(tx, 0), x1 = min(tx + g.KW, g.W);
   return (float)((y1 - y0) * (x1 - x0));
 }
 
@@ -158,6 +172,7 @@ kernel void pool_fwd(global const float* x, global float* y, const int is_max, G
 
 // dx[n, c, iy, ix] = sum over the windows holding (iy, ix) of their share of g: all of it where
 // (iy, ix) is the window's argmax (max), g / divisor (avg). x is read only for max pooling.
+// The windows are found tap by tap, as conv2d_bwd_data does (dilated windows have gaps).
 kernel void pool_bwd(global const float* gy, global const float* x, global float* dx,
                      const int is_max, GEOM_ARGS) {
   const Geom g = GEOM;
@@ -165,16 +180,15 @@ kernel void pool_bwd(global const float* gy, global const float* x, global float
     const int ix = (int)i % g.W, iy = (int)i / g.W % g.H, plane = (int)i / (g.W * g.H);
     global const float* gp = gy + plane * g.OH * g.OW;
     global const float* xp = x + plane * g.H * g.W;
-    // windows oy with oy * SH - PT <= iy < oy * SH - PT + KH
-    const int oy0 = max(0, (iy + g.PT - g.KH + g.SH) / g.SH);
-    const int oy1 = min(g.OH - 1, (iy + g.PT) / g.SH);
-    const int ox0 = max(0, (ix + g.PL - g.KW + g.SW) / g.SW);
-    const int ox1 = min(g.OW - 1, (ix + g.PL) / g.SW);
     float s = 0.0f;
-    for (int oy = oy0; oy <= oy1; ++oy) {
-      if (iy < oy * g.SH - g.PT || iy >= oy * g.SH - g.PT + g.KH) continue;
-      for (int ox = ox0; ox <= ox1; ++ox) {
-        if (ix < ox * g.SW - g.PL || ix >= ox * g.SW - g.PL + g.KW) continue;
+    for (int ky = 0; ky < g.KH; ++ky) {
+      const int ty = iy + g.PT - ky * g.DH;  // = oy * SH
+      if (ty < 0 || ty % g.SH != 0 || ty / g.SH >= g.OH) continue;
+      const int oy = ty / g.SH;
+      for (int kx = 0; kx < g.KW; ++kx) {
+        const int tx = ix + g.PL - kx * g.DW;
+        if (tx < 0 || tx % g.SW != 0 || tx / g.SW >= g.OW) continue;
+        const int ox = tx / g.SW;
         if (is_max) {
           if (window_argmax(xp, g, oy, ox) == iy * g.W + ix) s += gp[oy * g.OW + ox];
         } else {

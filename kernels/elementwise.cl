@@ -3,8 +3,11 @@
 // output may be the same buffer (in-place ops): each work-item reads an element before writing
 // it, and no pointer is restrict.
 
+// NaN semantics (as the CPU's, src/compiler/ops/elementwise.cpp): comparisons are written so
+// that a NaN input gives a NaN result; OpenCL's fmax/fmin would drop it.
 #define UNARY(name, expr)                                                                    \
-  kernel void name(global const float* x, global float* y, const int n, const float alpha) { \
+  kernel void name(global const float* x, global float* y, const int n, const float alpha,   \
+                   const float beta) {                                                       \
     FOR_EACH(i, n) {                                                                         \
       const float v = x[i];                                                                  \
       y[i] = (expr);                                                                         \
@@ -19,12 +22,17 @@ UNARY(exp_f32, exp(v))
 UNARY(log_f32, log(v))
 UNARY(sqrt_f32, sqrt(v))
 UNARY(floor_f32, floor(v))
-UNARY(relu_f32, v > 0.0f ? v : 0.0f)
+UNARY(relu_f32, v <= 0.0f ? 0.0f : v)
 UNARY(sigmoid_f32, 1.0f / (1.0f + exp(-v)))
 // Some libms (PoCL's) stop one ulp short of +-1 for large |x|; tanh is exactly +-1 in float
 // from |x| = 10 on.
 UNARY(tanh_f32, fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v))
 UNARY(gelu_f32, 0.5f * v * (1.0f + erf(v * M_SQRT1_2_F)))
+UNARY(abs_f32, fabs(v))
+UNARY(erf_f32, erf(v))
+UNARY(leaky_relu_f32, v > 0.0f ? v : alpha * v)
+// min(max(x, lo), hi) with lo = alpha, hi = beta: lo > hi gives hi
+UNARY(clip_f32, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))
 // clang-format on
 
 // Binary ops in two forms: _ff for two full operands of the output's shape (contiguous), _bc
@@ -62,8 +70,71 @@ BINARY(mul, a * b)
 BINARY(div, a / b)
 BINARY(axpby, alpha * a + beta * b)
 // Activation gradients: a is the incoming gradient, b the forward input (relu) or output.
-BINARY(relu_grad, b > 0.0f ? a : 0.0f)
+BINARY(relu_grad, b <= 0.0f ? 0.0f : a)
 BINARY(sigmoid_grad, a * b * (1.0f - b))
 BINARY(tanh_grad, a * (1.0f - b * b))
 BINARY(gelu_grad, a * (0.5f * (1.0f + erf(b * M_SQRT1_2_F)) + b * 0.3989422804014327f * exp(-0.5f * b * b)))
+BINARY(abs_grad, b > 0.0f ? a : (b < 0.0f ? -a : b * 0.0f))
+BINARY(erf_grad, a * 1.12837916709551257f * exp(-b * b))
+BINARY(leaky_relu_grad, b <= 0.0f ? alpha * a : a)
+BINARY(clip_grad, b < alpha || b > beta ? 0.0f : a)
+BINARY(pow, pow(a, b))
+BINARY(xlogy, a == 0.0f ? 0.0f : a * log(b))
+// a wins ties and NaNs (the result is NaN where either input is)
+BINARY(maximum, a >= b || isnan(a) ? a : b)
+BINARY(minimum, a <= b || isnan(a) ? a : b)
 // clang-format on
+
+// Ternary ops: three operands broadcast through a collapsed 4-d stride plan (_bc) or, when all
+// have the output's shape, contiguous (_ff). Operand types are part of the op.
+#define TERNARY(name, TC, TA, TB, TO, expr)                                                     \
+  kernel void name##_ff(global const TC* C, global const TA* A, global const TB* B,             \
+                        global TO* out, const int n, const float alpha, const float beta,       \
+                        const int sel) {                                                        \
+    FOR_EACH(i, n) {                                                                            \
+      const TC c = C[i];                                                                        \
+      const TA a = A[i];                                                                        \
+      const TB b = B[i];                                                                        \
+      out[i] = (expr);                                                                          \
+    }                                                                                           \
+  }                                                                                             \
+  kernel void name##_bc(global const TC* C, global const TA* A, global const TB* B,             \
+                        global TO* out, const int n, const int4 d, const int4 sc, const int4 sa, \
+                        const int4 sb, const float alpha, const float beta, const int sel) {    \
+    FOR_EACH(i, n) {                                                                            \
+      int r = (int)i;                                                                           \
+      const int i3 = r % d.w;                                                                   \
+      r /= d.w;                                                                                 \
+      const int i2 = r % d.z;                                                                   \
+      r /= d.z;                                                                                 \
+      const int i1 = r % d.y;                                                                   \
+      const int i0 = r / d.y;                                                                   \
+      const TC c = C[i0 * sc.x + i1 * sc.y + i2 * sc.z + i3 * sc.w];                            \
+      const TA a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                            \
+      const TB b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                            \
+      out[i] = (expr);                                                                          \
+    }                                                                                           \
+  }
+
+// clang-format off
+// where(cond, a, b) moves 32-bit words: a and b may be float or int32.
+TERNARY(where, int, uint, uint, uint, c != 0 ? a : b)
+// (g, a, b): g where input `sel` (0: a, 1: b) won the forward's comparison, else 0
+TERNARY(maximum_grad, float, float, float, float, ((a >= b || isnan(a)) == (sel == 0)) ? c : 0.0f)
+TERNARY(minimum_grad, float, float, float, float, ((a <= b || isnan(a)) == (sel == 0)) ? c : 0.0f)
+// clang-format on
+
+// cast: float to int32 rounds toward zero and saturates, NaN gives 0 (as on the CPU); int32 to
+// float rounds to nearest; a cast to the same type copies.
+kernel void cast_f32_i32(global const float* x, global int* y, const int n) {
+  FOR_EACH(i, n) {
+    const float v = x[i];
+    y[i] = isnan(v) ? 0 : convert_int_sat_rtz(v);
+  }
+}
+kernel void cast_i32_f32(global const int* x, global float* y, const int n) {
+  FOR_EACH(i, n) y[i] = convert_float(x[i]);
+}
+kernel void copy_u32(global const uint* x, global uint* y, const int n) {
+  FOR_EACH(i, n) y[i] = x[i];
+}

@@ -54,3 +54,49 @@ kernel void check_indices(global const int* ids, global float* out, const int co
   }
   if (get_global_id(0) == 0) out[0] = 0.0f;
 }
+
+// ---- gather (ONNX Gather): x as [outer, n, inner], `count` indices in [-n, n) ----------------
+// An index outside is recorded (the lowest position) in the run's status slot, never read
+// through; its output elements are zeros.
+
+// out[o, k, i] = x[o, wrap(ids[k]), i], as 32-bit words (float or int32 data)
+kernel void gather_fwd(global const uint* x, global const int* ids, global uint* out,
+                       const int total, const int count, const int n, const int inner,
+                       global int* err, const int slot) {
+  FOR_EACH(e, total) {
+    const int i = (int)e % inner, r = (int)e / inner;
+    const int k = r % count, o = r / count;
+    const int j = ids[k];
+    if (j < -n || j >= n) {
+      atomic_min(err + slot, k);
+      out[e] = 0;
+    } else {
+      out[e] = x[(o * n + (j < 0 ? j + n : j)) * inner + i];
+    }
+  }
+}
+
+// dx[o, wrap(ids[k]), i] += g[o, k, i] into a zero dx: the first lookup of each row owns it and
+// adds every later lookup of the same row in order (the CPU's order, no atomics).
+kernel void gather_grad(global const float* g, global const int* ids, global float* out,
+                        const int total, const int count, const int n, const int inner,
+                        global int* err, const int slot) {
+  FOR_EACH(e, total) {  // total = outer * count * inner
+    const int i = (int)e % inner, r = (int)e / inner;
+    const int k = r % count, o = r / count;
+    const int j = ids[k];
+    if (j < -n || j >= n) {
+      atomic_min(err + slot, k);
+      continue;
+    }
+    const int row = j < 0 ? j + n : j;
+    bool first = true;
+    for (int q = 0; q < k && first; ++q) first = (ids[q] < 0 ? ids[q] + n : ids[q]) != row;
+    if (!first) continue;
+    float s = 0.0f;
+    for (int q = k; q < count; ++q) {
+      if ((ids[q] < 0 ? ids[q] + n : ids[q]) == row) s += g[(o * count + q) * inner + i];
+    }
+    out[(o * n + row) * inner + i] = s;
+  }
+}

@@ -44,3 +44,23 @@ kernel void transpose4(global const uint* x, global uint* y, const int total, co
 kernel void fill_f32(global float* out, const int total, const float v) {
   FOR_EACH(i, total) out[i] = v;
 }
+
+// strided_slice: y[i] = x[base + the 4-d index of i through the strides is] (is may be
+// negative: a reversed axis); with `place`, the other way round into a zeroed x.
+kernel void strided_copy(global const uint* src, global uint* dst, const int total,
+                         const int base, const int4 od, const int4 is, const int place) {
+  FOR_EACH(i, total) {
+    int r = (int)i;
+    const int i3 = r % od.w;
+    r /= od.w;
+    const int i2 = r % od.z;
+    r /= od.z;
+    const int i1 = r % od.y;
+    const int i0 = r / od.y;
+    const int at = base + i0 * is.x + i1 * is.y + i2 * is.z + i3 * is.w;
+    if (place)
+      dst[at] = src[i];
+    else
+      dst[i] = src[at];
+  }
+}

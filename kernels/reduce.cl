@@ -27,7 +27,8 @@ inline int offset4(int i, const int4 d, const int4 s) {
 }
 
 #define SUM_OP(a, b) ((a) + (b))
-#define MAX_OP(a, b) fmax((a), (b))
+// NaN-propagating (fmax would drop a NaN): a reduced line holding a NaN gives NaN.
+#define MAX_OP(a, b) ((b) > (a) || isnan(b) ? (b) : (a))
 
 // clang-format off
 #define REDUCE(NAME, IDENT, OP)                                                                   \
@@ -90,7 +91,8 @@ REDUCE(sum, 0.0f, SUM_OP)
 REDUCE(max, -INFINITY, MAX_OP)
 
 // reduce_max_grad(g, x, y) over an [outer, n, inner] view: g goes to the first position of
-// the maximum along the axis, zeros elsewhere. A work-item per line.
+// the maximum along the axis (its first NaN if the maximum is NaN), zeros elsewhere. A
+// work-item per line.
 kernel void reduce_max_grad(global const float* g, global const float* x, global const float* y,
                             global float* out, const int lines, const int n, const int inner) {
   FOR_EACH(l, lines) {
@@ -99,7 +101,8 @@ kernel void reduce_max_grad(global const float* g, global const float* x, global
     const int base = o * n * inner + k;
     bool found = false;
     for (int j = 0; j < n; ++j) {
-      const bool hit = !found && x[base + j * inner] == m;
+      const float v = x[base + j * inner];
+      const bool hit = !found && (v == m || (isnan(v) && isnan(m)));
       out[base + j * inner] = hit ? gv : 0.0f;
       found = found || hit;
     }

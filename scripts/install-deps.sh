@@ -11,7 +11,10 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo   # OpenCL loader, headers, CPU device
   libclblast-dev         # OpenCL GEMM
   libgtest-dev           # GoogleTest
-  zlib1g-dev             # gzip'd IDX files
+  zlib1g-dev             # gzip'd IDX files, checkpoint checksums (CRC-32)
+  libonnx-dev libprotobuf-dev   # ONNX import/export: ONNX 1.12's protobuf classes, checker
+  libonnx-testdata       # the ONNX backend test suite (conformance test)
+  libopenmpi-dev openmpi-bin   # MPI for data-parallel training (libhetgraph_mpi, mpirun tests)
   dataset-fashion-mnist  # the default MNIST-format data set
   python3 python3-matplotlib   # bench/plot.py
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/

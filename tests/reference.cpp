@@ -68,6 +68,25 @@ Array binary(const Array& a, const Array& b, const std::function<double(double, 
   return out;
 }
 
+Array ternary(const Array& c, const Array& a, const Array& b,
+              const std::function<double(double, double, double)>& f) {
+  Array out(broadcast(c.shape, broadcast(a.shape, b.shape)));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    const auto idx = unravel(i, out.shape);
+    out.v[static_cast<std::size_t>(i)] =
+        f(at_broadcast(c, idx), at_broadcast(a, idx), at_broadcast(b, idx));
+  }
+  return out;
+}
+
+// NaN-propagating maximum and minimum: a NaN operand is the result (as PyTorch and ONNX).
+double nan_max(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b);
+}
+double nan_min(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);
+}
+
 Array unary(const Array& a, const std::function<double(double)>& f) {
   Array out(a.shape);
   for (std::size_t i = 0; i < a.size(); ++i) out.v[i] = f(a.v[i]);
@@ -104,7 +123,7 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
     }
     const auto o = static_cast<std::size_t>(ravel(oi, out.shape));
     const double v = x.v[static_cast<std::size_t>(i)];
-    acc[o] = op == OpKind::ReduceMax ? std::max(acc[o], v) : acc[o] + v;
+    acc[o] = op == OpKind::ReduceMax ? nan_max(acc[o], v) : acc[o] + v;
     ++count[o];
   }
   for (std::size_t o = 0; o < out.size(); ++o) {
@@ -198,6 +217,38 @@ Array slice(const Array& x, int axis, std::int64_t b, std::int64_t e) {
   return out;
 }
 
+// ONNX Slice from its definition (Slice-13): per axis, clamp then walk by the step.
+Array strided_slice(const Array& x, const hetgraph::detail::SliceSpec& sp) {
+  const int r = x.shape.rank();
+  std::vector<std::int64_t> start(static_cast<std::size_t>(r), 0), step(start.size(), 1),
+      count(x.shape.dims().begin(), x.shape.dims().end());
+  for (std::size_t i = 0; i < sp.starts.size(); ++i) {
+    const int a =
+        norm_axis(sp.axes.empty() ? static_cast<int>(i) : static_cast<int>(sp.axes[i]), r);
+    const auto u = static_cast<std::size_t>(a);
+    const double d = static_cast<double>(x.shape[a]);
+    const double st = sp.steps.empty() ? 1.0 : static_cast<double>(sp.steps[i]);
+    double b = static_cast<double>(sp.starts[i]), e = static_cast<double>(sp.ends[i]);
+    if (b < 0) b += d;
+    if (e < 0) e += d;
+    b = st > 0 ? std::clamp(b, 0.0, d) : std::clamp(b, 0.0, d - 1);
+    e = st > 0 ? std::clamp(e, 0.0, d) : std::clamp(e, -1.0, d - 1);
+    start[u] = static_cast<std::int64_t>(b);
+    step[u] = static_cast<std::int64_t>(st);
+    count[u] = static_cast<std::int64_t>(std::max(0.0, std::ceil((e - b) / st)));
+  }
+  Array out(make_shape(count));
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    auto idx = unravel(i, out.shape);
+    for (int d = 0; d < r; ++d) {
+      const auto u = static_cast<std::size_t>(d);
+      idx[u] = start[u] + idx[u] * step[u];
+    }
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(idx, x.shape))];
+  }
+  return out;
+}
+
 Array concat(const std::vector<Array>& xs, int axis) {
   const int a = norm_axis(axis, xs[0].shape.rank());
   std::vector<std::int64_t> od(xs[0].shape.dims().begin(), xs[0].shape.dims().end());
@@ -250,28 +301,52 @@ Array reshape(const Array& x, std::vector<std::int64_t> d) {
   return Array(make_shape(d), x.v);
 }
 
-// 2-D windows over NCHW images, written from the definitions: output size
-// floor((in + pads - span) / stride) + 1; taps outside the image are padding.
+// 2-D windows over NCHW images, written from the definitions (ONNX's): output size
+// floor((in + pads - span) / stride) + 1, or ceil with ceil_mode; taps outside the image are
+// padding; auto_pad SAME pads so the output has ceil(in / stride) rows, the odd pad at the end
+// (SAME_UPPER) or the start (SAME_LOWER).
 struct Win {
   std::int64_t kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
-  bool include_pad;
+  bool include_pad, ceil;
+  std::int64_t groups;
 };
-Win window_of(const hetgraph::detail::Attrs& at, std::int64_t kh, std::int64_t kw) {
+Win window_of(const hetgraph::detail::Attrs& at, std::int64_t kh, std::int64_t kw, std::int64_t h,
+              std::int64_t wd) {
+  using hetgraph::detail::AutoPadMode;
   const auto w = at.get<hetgraph::detail::Window2d>();
-  return {
-      kh,           kw,           w.stride[0],   w.stride[1],   w.pad_begin[0],     w.pad_begin[1],
-      w.pad_end[0], w.pad_end[1], w.dilation[0], w.dilation[1], w.count_include_pad};
+  Win p{
+      kh,           kw,           w.stride[0],   w.stride[1],   w.pad_begin[0],      w.pad_begin[1],
+      w.pad_end[0], w.pad_end[1], w.dilation[0], w.dilation[1], w.count_include_pad, w.ceil_mode,
+      w.groups};
+  if (w.auto_pad != AutoPadMode::none) {
+    auto pads = [&](std::int64_t in, std::int64_t k, std::int64_t d, std::int64_t s,
+                    std::int64_t& begin, std::int64_t& end) {
+      std::int64_t total = 0;
+      if (w.auto_pad != AutoPadMode::valid) {
+        const auto out = static_cast<std::int64_t>(std::ceil(static_cast<double>(in) / s));
+        total = std::max<std::int64_t>(0, (out - 1) * s + (k - 1) * d + 1 - in);
+      }
+      begin = w.auto_pad == AutoPadMode::same_lower ? total - total / 2 : total / 2;
+      end = total - begin;
+    };
+    pads(h, kh, p.dh, p.sh, p.pt, p.pb);
+    pads(wd, kw, p.dw, p.sw, p.pl, p.pr);
+  }
+  return p;
 }
 std::int64_t out_len(std::int64_t in, std::int64_t pad, std::int64_t k, std::int64_t dil,
-                     std::int64_t stride) {
-  return (in + pad - (dil * (k - 1) + 1)) / stride + 1;
+                     std::int64_t stride, bool ceil = false) {
+  const double span = static_cast<double>(in + pad - (dil * (k - 1) + 1)) / stride;
+  return static_cast<std::int64_t>(ceil ? std::ceil(span) : std::floor(span)) + 1;
 }
 
+// Grouped: output channel o reads the C / G input channels of its group (o / (O / G)).
 Array conv2d(const Array& x, const Array& w, const Array* b, const hetgraph::detail::Attrs& at) {
   const Shape& xs = x.shape;
   const Shape& ws = w.shape;
-  const Win p = window_of(at, ws[2], ws[3]);
   const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], O = ws[0];
+  const Win p = window_of(at, ws[2], ws[3], H, W);
+  const std::int64_t CG = C / p.groups, OG = O / p.groups;
   const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, p.dh, p.sh);
   const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, p.dw, p.sw);
   Array out(Shape{N, O, OH, OW});
@@ -281,46 +356,117 @@ Array conv2d(const Array& x, const Array& w, const Array* b, const hetgraph::det
       for (std::int64_t oy = 0; oy < OH; ++oy)
         for (std::int64_t ox = 0; ox < OW; ++ox) {
           double s = b ? b->v[static_cast<std::size_t>(o)] : 0.0;
-          for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t cl = 0; cl < CG; ++cl)
             for (std::int64_t ky = 0; ky < p.kh; ++ky)
               for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+                const std::int64_t c = o / OG * CG + cl;
                 const std::int64_t y = oy * p.sh - p.pt + ky * p.dh;
                 const std::int64_t xx = ox * p.sw - p.pl + kx * p.dw;
                 if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
                 s += x.v[static_cast<std::size_t>(((n * C + c) * H + y) * W + xx)] *
-                     w.v[static_cast<std::size_t>(((o * C + c) * p.kh + ky) * p.kw + kx)];
+                     w.v[static_cast<std::size_t>(((o * CG + cl) * p.kh + ky) * p.kw + kx)];
               }
           out.v[i++] = s;
         }
   return out;
 }
 
+// ONNX ConvTranspose, scattering: input (iy, ix) of channel c adds x w[c, o % OG, ky, kx] at
+// output (iy * s - pad + ky * d, ...) of each channel o of c's group.
+Array conv_transpose2d(const Array& x, const Array& w, const Array* b,
+                       const hetgraph::detail::Attrs& at) {
+  const auto win = at.get<hetgraph::detail::Window2d>();
+  const Shape& xs = x.shape;
+  const Shape& ws = w.shape;
+  const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], G = win.groups;
+  const std::int64_t OG = ws[1], O = OG * G, CG = C / G, KH = ws[2], KW = ws[3];
+  const std::int64_t OH = win.stride[0] * (H - 1) + win.output_padding[0] +
+                          (KH - 1) * win.dilation[0] + 1 - win.pad_begin[0] - win.pad_end[0];
+  const std::int64_t OW = win.stride[1] * (W - 1) + win.output_padding[1] +
+                          (KW - 1) * win.dilation[1] + 1 - win.pad_begin[1] - win.pad_end[1];
+  Array out(Shape{N, O, OH, OW});
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t o = 0; o < O; ++o)
+      for (std::int64_t i = 0; i < OH * OW; ++i)
+        out.v[static_cast<std::size_t>((n * O + o) * OH * OW + i)] =
+            b ? b->v[static_cast<std::size_t>(o)] : 0.0;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t iy = 0; iy < H; ++iy)
+        for (std::int64_t ix = 0; ix < W; ++ix)
+          for (std::int64_t ol = 0; ol < OG; ++ol)
+            for (std::int64_t ky = 0; ky < KH; ++ky)
+              for (std::int64_t kx = 0; kx < KW; ++kx) {
+                const std::int64_t o = c / CG * OG + ol;
+                const std::int64_t y = iy * win.stride[0] - win.pad_begin[0] + ky * win.dilation[0];
+                const std::int64_t xx =
+                    ix * win.stride[1] - win.pad_begin[1] + kx * win.dilation[1];
+                if (y < 0 || y >= OH || xx < 0 || xx >= OW) continue;
+                out.v[static_cast<std::size_t>(((n * O + o) * OH + y) * OW + xx)] +=
+                    x.v[static_cast<std::size_t>(((n * C + c) * H + iy) * W + ix)] *
+                    w.v[static_cast<std::size_t>(((c * OG + ol) * KH + ky) * KW + kx)];
+              }
+  return out;
+}
+
+// Max: NaN-propagating, over the in-image taps. Average: over the in-image taps, divided by
+// their count, or with count_include_pad by the window's size inside the padded image (ceil
+// mode's last window may reach past the end padding: that part does not count).
 Array pool2d(const Array& x, const hetgraph::detail::Attrs& at, bool max) {
   const auto w = at.get<hetgraph::detail::Window2d>();
-  const Win p = window_of(at, w.kernel[0], w.kernel[1]);
   const Shape& xs = x.shape;
   const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, 1, p.sh);
-  const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, 1, p.sw);
+  const Win p = window_of(at, w.kernel[0], w.kernel[1], H, W);
+  const std::int64_t OH = out_len(H, p.pt + p.pb, p.kh, p.dh, p.sh, p.ceil);
+  const std::int64_t OW = out_len(W, p.pl + p.pr, p.kw, p.dw, p.sw, p.ceil);
   Array out(Shape{N, C, OH, OW});
   std::size_t i = 0;
   for (std::int64_t nc = 0; nc < N * C; ++nc)
     for (std::int64_t oy = 0; oy < OH; ++oy)
       for (std::int64_t ox = 0; ox < OW; ++ox) {
         double m = -INFINITY, s = 0;
-        std::int64_t inside = 0;
+        std::int64_t inside = 0, padded = 0;
         for (std::int64_t ky = 0; ky < p.kh; ++ky)
           for (std::int64_t kx = 0; kx < p.kw; ++kx) {
-            const std::int64_t y = oy * p.sh - p.pt + ky, xx = ox * p.sw - p.pl + kx;
+            const std::int64_t y = oy * p.sh - p.pt + ky * p.dh;
+            const std::int64_t xx = ox * p.sw - p.pl + kx * p.dw;
+            if (y < H + p.pb && xx < W + p.pr) ++padded;
             if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
             const double v = x.v[static_cast<std::size_t>((nc * H + y) * W + xx)];
-            m = std::max(m, v);
+            m = nan_max(m, v);
             s += v;
             ++inside;
           }
-        out.v[i++] = max ? m : s / static_cast<double>(p.include_pad ? p.kh * p.kw : inside);
+        out.v[i++] = max ? m : s / static_cast<double>(p.include_pad ? padded : inside);
       }
   return out;
+}
+
+// ONNX Gather along axis a: x.shape[:a] + idx.shape + x.shape[a+1:], negative indices wrap.
+Array gather(const Array& x, const Array& idx, int axis) {
+  const int a = norm_axis(axis, x.shape.rank());
+  std::vector<std::int64_t> od(x.shape.dims().begin(), x.shape.dims().begin() + a);
+  od.insert(od.end(), idx.shape.dims().begin(), idx.shape.dims().end());
+  od.insert(od.end(), x.shape.dims().begin() + a + 1, x.shape.dims().end());
+  Array out(make_shape(od));
+  const std::int64_t n = x.shape[a];
+  for (std::int64_t i = 0; i < out.shape.numel(); ++i) {
+    const auto oi = unravel(i, out.shape);
+    std::vector<std::int64_t> xi(oi.begin(), oi.begin() + a);
+    const std::vector<std::int64_t> ii(oi.begin() + a, oi.begin() + a + idx.shape.rank());
+    auto j = static_cast<std::int64_t>(idx.v[static_cast<std::size_t>(ravel(ii, idx.shape))]);
+    if (j < -n || j >= n) throw std::runtime_error("ref: gather index out of range");
+    xi.push_back(j < 0 ? j + n : j);
+    xi.insert(xi.end(), oi.begin() + a + idx.shape.rank(), oi.end());
+    out.v[static_cast<std::size_t>(i)] = x.v[static_cast<std::size_t>(ravel(xi, x.shape))];
+  }
+  return out;
+}
+
+// Float to int32 as hetgraph defines it: toward zero, saturating, NaN to 0.
+double to_i32(double v) {
+  if (std::isnan(v)) return 0;
+  return std::trunc(std::clamp(v, -2147483648.0, 2147483647.0));
 }
 
 Array gather_rows(const Array& table, const Array& idx) {
@@ -347,10 +493,17 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::Constant:
       return r.dtype == hetgraph::DType::i32;
     case OpKind::Slice:
+    case OpKind::StridedSlice:
     case OpKind::Concat:
     case OpKind::Transpose:
     case OpKind::Reshape:
       return int_typed(g, r.inputs[0]);
+    case OpKind::Where:
+      return int_typed(g, r.inputs[1]);
+    case OpKind::Gather:
+      return int_typed(g, r.inputs[0]);
+    case OpKind::Cast:
+      return r.attrs.get<hetgraph::detail::TargetType>().dtype == hetgraph::DType::i32;
     default:
       return false;
   }
@@ -431,7 +584,36 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         out = unary(in[0], [](double a) { return std::sqrt(a); });
         break;
       case OpKind::Relu:
-        out = unary(in[0], [](double a) { return a > 0 ? a : 0.0; });
+        out = unary(in[0], [](double a) { return nan_max(a, 0.0); });
+        break;
+      case OpKind::Abs:
+        out = unary(in[0], [](double a) { return std::fabs(a); });
+        break;
+      case OpKind::Erf:
+        out = unary(in[0], [](double a) { return std::erf(a); });
+        break;
+      case OpKind::LeakyRelu: {
+        const double s = at.alpha;
+        out = unary(in[0], [s](double a) { return a > 0 ? a : s * a; });
+        break;
+      }
+      case OpKind::Clip: {
+        const double lo = at.alpha, hi = at.beta;
+        out = unary(in[0], [lo, hi](double a) { return nan_min(nan_max(a, lo), hi); });
+        break;
+      }
+      case OpKind::Pow:
+        out = binary(in[0], in[1], [](double a, double b) { return std::pow(a, b); });
+        break;
+      case OpKind::Maximum:
+        out = binary(in[0], in[1], nan_max);
+        break;
+      case OpKind::Minimum:
+        out = binary(in[0], in[1], nan_min);
+        break;
+      case OpKind::Where:
+        out = ternary(in[0], in[1], in[2],
+                      [](double c, double a, double b) { return c != 0 ? a : b; });
         break;
       case OpKind::Sigmoid:
         out = unary(in[0], [](double a) { return 1.0 / (1.0 + std::exp(-a)); });
@@ -473,6 +655,9 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Concat:
         out = concat(in, at.axis);
         break;
+      case OpKind::StridedSlice:
+        out = strided_slice(in[0], at.get<hetgraph::detail::SliceSpec>());
+        break;
       case OpKind::Transpose:
         out = transpose(in[0], at.get<hetgraph::detail::Permutation>().perm);
         break;
@@ -482,12 +667,26 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Conv2d:
         out = conv2d(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, at);
         break;
+      case OpKind::ConvTranspose2d:
+        out = conv_transpose2d(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, at);
+        break;
       case OpKind::MaxPool2d:
       case OpKind::AvgPool2d:
         out = pool2d(in[0], at, r.op == OpKind::MaxPool2d);
         break;
       case OpKind::Embedding:
         out = gather_rows(in[0], in[1]);
+        break;
+      case OpKind::Gather:
+        out = gather(in[0], in[1], at.axis);
+        break;
+      case OpKind::Cast:
+        if (int_typed(g, id) && !int_typed(g, r.inputs[0]))
+          out = unary(in[0], to_i32);
+        else if (!int_typed(g, id) && int_typed(g, r.inputs[0]))  // rounded to the nearest float
+          out = unary(in[0], [](double v) { return static_cast<double>(static_cast<float>(v)); });
+        else
+          out = in[0];
         break;
       default:
         throw std::runtime_error("ref: op not supported by the reference: " +

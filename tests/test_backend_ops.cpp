@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "common/executable.hpp"
 #include "hetgraph/autodiff.hpp"
+#include "hetgraph/distributed.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -197,6 +199,179 @@ std::vector<Row> rows() {
                {uniform("t", {6, 3}, -1, 1, 19)},
                {{"ids", {2, 2}, {5, 0, 3, 5}}},
                [](Graph&, const F& x, const F& i) { return embedding(x[0], i[0]); }});
+  // ---- the ONNX elementwise set
+  const In wide = away("a", {3, 4}, 0.2f, 2, 27);
+  r.push_back({{OpKind::Abs}, "abs", {wide}, {}, unary(abs)});
+  r.push_back({{OpKind::Erf}, "erf", {uniform("a", {4, 5}, -4.5f, 4.5f, 28)}, {}, unary(erf)});
+  r.push_back({{OpKind::LeakyRelu}, "leaky_relu", {wide}, {}, [](Graph&, const F& x, const F&) {
+                 return leaky_relu(x[0], 0.1f);
+               }});
+  r.push_back({{OpKind::Clip}, "clip", {wide}, {}, [](Graph&, const F& x, const F&) {
+                 return clip(x[0], -1.0f, 0.5f);
+               }});
+  r.push_back({{OpKind::Clip}, "clip lo > hi", {wide}, {}, [](Graph&, const F& x, const F&) {
+                 return clip(x[0], 1.0f, -1.0f);
+               }});
+  const In pos = uniform("a", {3, 4}, 0.5f, 2, 29);
+  r.push_back({{OpKind::Pow}, "pow", {pos, uniform("b", {4}, -2, 2, 30)}, {}, binary(pow)});
+  for (const float e : {2.0f, 1.0f, -1.0f, 1.5f}) {
+    r.push_back({{OpKind::Pow},
+                 "pow scalar " + std::to_string(e),
+                 {wide},
+                 {},
+                 [e](Graph& g, const F& x, const F&) { return pow(x[0], g.constant(e)); }});
+  }
+  // Distinct values on two interleaved grids: no ties between a and b either.
+  const In da = distinct("a", {3, 4}, 31);
+  In db = distinct("b", {4}, 32);
+  for (float& v : db.values) v += 0.025f;
+  r.push_back({{OpKind::Maximum}, "maximum", {da, db}, {}, binary(maximum)});
+  r.push_back({{OpKind::Minimum}, "minimum", {db, da}, {}, binary(minimum)});
+  r.push_back({{OpKind::Where},
+               "where",
+               {a, uniform("b", {3, 1}, -1, 1, 33)},
+               {{"c", {4}, {1, 0, 0, -3}}},
+               [](Graph&, const F& x, const F& i) { return where(i[0], x[0], x[1]); }});
+  r.push_back(
+      {{OpKind::Where},
+       "where int32",
+       {},
+       {{"c", {2, 1}, {0, 7}}, {"p", {3}, {1, 2, 3}}, {"q", {2, 3}, {-1, -2, -3, -4, -5, -6}}},
+       [](Graph&, const F&, const F& i) { return where(i[0], i[1], i[2]); }});
+  const float inf = std::numeric_limits<float>::infinity();
+  r.push_back(
+      {{OpKind::Cast},
+       "cast to int32",
+       {{"a", {3, 4}, {NAN, inf, -inf, 3e9f, -3e9f, 2.7f, -2.7f, 0.5f, -0.5f, 1e9f, 7, -7}}},
+       {},
+       [](Graph&, const F& x, const F&) { return cast(x[0], DType::i32); }});
+  r.push_back({{OpKind::Cast},
+               "cast to float",
+               {},
+               {{"i", {4}, {16777217, -3, 0, 2147483647}}},
+               [](Graph&, const F&, const F& i) { return cast(i[0], DType::f32); }});
+  r.push_back({{OpKind::Cast}, "cast float to float", {a}, {}, [](Graph&, const F& x, const F&) {
+                 return cast(x[0], DType::f32);
+               }});
+  const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
+  // Indices with negative values or on axes other than 0 are constants here; fed ones are
+  // checked on the host (test_nn_ops.cpp, GatherFedIndices).
+  r.push_back({{OpKind::Gather},
+               "gather axis 0, 2-d indices",
+               {uniform("x", {5, 3}, -1, 1, 38)},
+               {{"i", {2, 2}, {4, 1, 0, 3}}},
+               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }});
+  r.push_back({{OpKind::Gather},
+               "gather axis 0, negative indices",
+               {uniform("x", {5, 3}, -1, 1, 38)},
+               {},
+               [](Graph& g, const F& x, const F&) {
+                 return gather(x[0], g.constant_i32({2, 2}, {4, -1, 0, -5}), 0);
+               }});
+  r.push_back(
+      {{OpKind::Gather},
+       "gather axis 1, scalar index",
+       {cube},
+       {},
+       [](Graph& g, const F& x, const F&) { return gather(x[0], g.constant_i32({}, {-2}), 1); }});
+  r.push_back(
+      {{OpKind::Gather}, "gather last axis", {cube}, {}, [](Graph& g, const F& x, const F&) {
+         return gather(x[0], g.constant_i32({5}, {2, 0, -1, 1, 2}), -1);
+       }});
+  r.push_back({{OpKind::Gather},
+               "gather int32",
+               {},
+               {{"x", {2, 3}, {10, 11, 12, 13, 14, 15}}},
+               [](Graph& g, const F&, const F& i) {
+                 return gather(i[0], g.constant_i32({2}, {1, -3}), 1);
+               }});
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const In block = uniform("x", {4, 5, 6}, -1, 1, 40);
+  const auto reversing = [](Graph&, const F& x, const F&) {
+    return strided_slice(x[0], {1, -1}, {kMax, kMin}, {0, 2}, {2, -2});
+  };
+  const auto clamping = [](Graph&, const F& x, const F&) {
+    return strided_slice(x[0], {-100, 1}, {100, 4}, {-1, 1}, {3, 1});
+  };
+  r.push_back({{OpKind::StridedSlice}, "strided_slice reversed", {block}, {}, reversing});
+  r.push_back({{OpKind::StridedSlice}, "strided_slice clamped", {block}, {}, clamping});
+  r.push_back(
+      {{OpKind::StridedSlice},
+       "strided_slice int32",
+       {},
+       {{"x", {2, 3}, {1, 2, 3, 4, 5, 6}}},
+       [](Graph&, const F&, const F& i) { return strided_slice(i[0], {2}, {-4}, {1}, {-1}); }});
+  // ---- convolutions: groups, depthwise, auto_pad, transposed
+  const In img4c = uniform("x", {2, 4, 6, 5}, -1, 1, 41);
+  const In wg = uniform("w", {6, 2, 3, 3}, -1, 1, 42), bg = uniform("b", {6}, -1, 1, 43);
+  const auto grouped = [](Graph&, const F& x, const F&) {
+    return conv2d(x[0], x[1], x[2], {.stride = {2, 1}, .padding = {1, 0}, .groups = 2});
+  };
+  const In wd = uniform("w", {4, 1, 3, 3}, -1, 1, 44);
+  const auto depthwise = [](Graph&, const F& x, const F&) {
+    return conv2d(x[0], x[1], {.padding = {2, 2}, .dilation = {2, 2}, .groups = 4});
+  };
+  r.push_back({{OpKind::Conv2d}, "conv2d grouped", {img4c, wg, bg}, {}, grouped});
+  r.push_back({{OpKind::Conv2d}, "conv2d depthwise", {img4c, wd}, {}, depthwise});
+  for (const AutoPad ap : {AutoPad::same_upper, AutoPad::same_lower, AutoPad::valid}) {
+    r.push_back({{OpKind::Conv2d},
+                 "conv2d auto_pad " + std::to_string(static_cast<int>(ap)),
+                 {img4c, uniform("w", {3, 4, 2, 3}, -1, 1, 45)},
+                 {},
+                 [ap](Graph&, const F& x, const F&) {
+                   return conv2d(x[0], x[1], {.stride = {2, 2}, .auto_pad = ap});
+                 }});
+  }
+  const In wt = uniform("w", {4, 3, 3, 2}, -1, 1, 46), bt = uniform("b", {6}, -1, 1, 47);
+  const auto transposed = [](Graph&, const F& x, const F&) {
+    return conv_transpose2d(x[0], x[1], x[2],
+                            {.stride = {2, 3},
+                             .padding = {1, 0},
+                             .padding_end = {0, 1},
+                             .dilation = {1, 2},
+                             .output_padding = {1, 2},
+                             .groups = 2});
+  };
+  r.push_back({{OpKind::ConvTranspose2d}, "conv_transpose2d", {img4c, wt, bt}, {}, transposed});
+  // ---- pooling: ceil_mode, dilation, auto_pad
+  const In img7 = distinct("x", {1, 2, 7, 6}, 48);
+  const Pool2dOptions ceil3{
+      .kernel = {3, 2}, .stride = {2, 2}, .padding = {1, 0}, .ceil_mode = true};
+  const Pool2dOptions dil{
+      .kernel = {2, 2}, .stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 3}};
+  Pool2dOptions ceil_incl = ceil3;
+  ceil_incl.count_include_pad = true;
+  const Pool2dOptions same{.kernel = {3, 3}, .stride = {2, 2}, .auto_pad = AutoPad::same_lower};
+  r.push_back({{OpKind::MaxPool2d},
+               "max_pool2d ceil_mode",
+               {img7},
+               {},
+               [ceil3](Graph&, const F& x, const F&) { return max_pool2d(x[0], ceil3); }});
+  r.push_back(
+      {{OpKind::MaxPool2d}, "max_pool2d dilation", {img7}, {}, [dil](Graph&, const F& x, const F&) {
+         return max_pool2d(x[0], dil);
+       }});
+  r.push_back({{OpKind::MaxPool2d},
+               "max_pool2d auto_pad",
+               {img7},
+               {},
+               [same](Graph&, const F& x, const F&) { return max_pool2d(x[0], same); }});
+  r.push_back({{OpKind::AvgPool2d},
+               "avg_pool2d ceil_mode",
+               {img7},
+               {},
+               [ceil3](Graph&, const F& x, const F&) { return avg_pool2d(x[0], ceil3); }});
+  r.push_back({{OpKind::AvgPool2d},
+               "avg_pool2d ceil_mode, padding counted",
+               {img7},
+               {},
+               [ceil_incl](Graph&, const F& x, const F&) { return avg_pool2d(x[0], ceil_incl); }});
+  r.push_back({{OpKind::AvgPool2d},
+               "avg_pool2d auto_pad",
+               {img7},
+               {},
+               [same](Graph&, const F& x, const F&) { return avg_pool2d(x[0], same); }});
   // ---- elementwise rows with their own formula (forward, and the gradient op by differences)
   const auto gelu_f = [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); };
   r.push_back(
@@ -210,6 +385,25 @@ std::vector<Row> rows() {
                gelu_f,
                1e-3,
                1e-4});
+  // ---- collectives on one process (Communicator::self(): each returns its input); the same ops
+  // across processes are tested under mpirun in test_distributed
+  const distributed::Communicator self;
+  const auto identity = [](double x) { return x; };
+  using Collective = std::function<Node(Node)>;
+  const std::vector<std::pair<OpKind, Collective>> collectives = {
+      {OpKind::Allreduce,
+       [self](Node x) { return distributed::allreduce(x, self, distributed::ReduceOp::mean); }},
+      {OpKind::Broadcast, [self](Node x) { return distributed::broadcast(x, self); }},
+      {OpKind::Reduce, [self](Node x) { return distributed::reduce(x, self); }},
+      {OpKind::Allgather, [self](Node x) { return distributed::allgather(x, self); }},
+      {OpKind::ReduceScatter, [self](Node x) { return distributed::reduce_scatter(x, self); }},
+  };
+  for (const auto& [op, f] : collectives) {
+    const Builder b = [f](Graph&, const F& x, const F&) { return f(x[0]); };
+    const std::string what(detail::op_name(op));
+    r.push_back({{op}, what, {a}, {}, b, {}, identity});
+    r.push_back({{op}, what + "'", {a}, {}, b, {0}, identity});
+  }
   // ---- gradient rows: internal ops against finite differences of the reference
   auto grad = [&](std::vector<OpKind> ops, std::string what, std::vector<In> in,
                   std::vector<IntIn> ints, Builder b, std::vector<int> wrt) {
@@ -227,6 +421,44 @@ std::vector<Row> rows() {
        unary(relu), {0});
   grad({OpKind::SigmoidGrad}, "sigmoid", {a}, {}, unary(sigmoid), {0});
   grad({OpKind::TanhGrad}, "tanh", {a}, {}, unary(tanh), {0});
+  grad({OpKind::AbsGrad}, "abs", {wide}, {}, unary(abs), {0});
+  grad({OpKind::ErfGrad}, "erf", {uniform("a", {3, 4}, -2, 2, 34)}, {}, unary(erf), {0});
+  grad({OpKind::LeakyReluGrad}, "leaky_relu", {wide}, {},
+       [](Graph&, const F& x, const F&) { return leaky_relu(x[0], 0.1f); }, {0});
+  grad({OpKind::ClipGrad}, "clip", {wide}, {},
+       [](Graph&, const F& x, const F&) { return clip(x[0], -1.0f, 0.5f); }, {0});
+  grad({OpKind::Pow, OpKind::XLogY}, "pow", {pos, uniform("b", {4}, -2, 2, 35)}, {}, binary(pow),
+       {0, 1});
+  grad({OpKind::MaximumGrad}, "maximum", {da, db}, {}, binary(maximum), {0, 1});
+  grad({OpKind::MinimumGrad}, "minimum", {db, da}, {}, binary(minimum), {0, 1});
+  grad({OpKind::Where}, "where", {a, uniform("b", {3, 1}, -1, 1, 36)}, {{"c", {4}, {1, 0, 0, -3}}},
+       [](Graph&, const F& x, const F& i) { return where(i[0], x[0], x[1]); }, {0, 1});
+  grad({OpKind::GatherGrad}, "gather, repeated indices", {cube}, {},
+       [](Graph& g, const F& x, const F&) {
+         return gather(x[0], g.constant_i32({2, 3}, {3, -1, 0, 1, 3, -4}), 1);
+       },
+       {0});
+  grad({OpKind::GatherGrad}, "gather axis 0", {uniform("x", {5, 3}, -1, 1, 39)},
+       {{"i", {4}, {4, 1, 0, 4}}},
+       [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
+  grad({OpKind::StridedSliceGrad}, "strided_slice reversed", {block}, {}, reversing, {0});
+  grad({OpKind::StridedSliceGrad}, "strided_slice clamped", {block}, {}, clamping, {0});
+  grad({OpKind::Conv2dGradInput, OpKind::Conv2dGradWeight, OpKind::Conv2dGradBias},
+       "conv2d grouped", {img4c, wg, bg}, {}, grouped, {0, 1, 2});
+  grad({OpKind::Conv2dGradInput, OpKind::Conv2dGradWeight}, "conv2d depthwise", {img4c, wd}, {},
+       depthwise, {0, 1});
+  grad({OpKind::Conv2d, OpKind::Conv2dGradWeight, OpKind::Conv2dGradBias}, "conv_transpose2d",
+       {img4c, wt, bt}, {}, transposed, {0, 1, 2});
+  grad({OpKind::MaxPool2dGrad}, "max_pool2d ceil_mode", {img7}, {},
+       [ceil3](Graph&, const F& x, const F&) { return max_pool2d(x[0], ceil3); }, {0});
+  grad({OpKind::MaxPool2dGrad}, "max_pool2d dilation", {img7}, {},
+       [dil](Graph&, const F& x, const F&) { return max_pool2d(x[0], dil); }, {0});
+  grad({OpKind::AvgPool2dGrad}, "avg_pool2d ceil_mode, padding counted", {img7}, {},
+       [ceil_incl](Graph&, const F& x, const F&) { return avg_pool2d(x[0], ceil_incl); }, {0});
+  grad({OpKind::AvgPool2dGrad}, "avg_pool2d auto_pad", {img7}, {},
+       [same](Graph&, const F& x, const F&) { return avg_pool2d(x[0], same); }, {0});
+  grad({OpKind::Cast}, "cast float to float", {a}, {},
+       [](Graph&, const F& x, const F&) { return exp(cast(x[0], DType::f32)); }, {0});
   grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},
        [](Graph&, const F& x, const F&) { return reduce_max(x[0], 1); }, {0});
   grad({OpKind::Expand}, "reduce_mean", {a}, {},
@@ -363,6 +595,15 @@ std::string platform_name(const Platform& p) {
 
 class BackendOps : public ::testing::TestWithParam<PlatformCase> {};
 
+// A fetched value as floats, whichever element type it holds (cast and where rows give int32).
+std::vector<float> read_as_float(const CompiledGraph& cg, const Node& n) {
+  const detail::Plan& p = plan_of(cg);
+  if (p.nodes[p.index(n, "read")].type.dtype != DType::i32) return cg.read(n);
+  std::vector<float> got;
+  for (std::int32_t v : cg.read_i32(n)) got.push_back(static_cast<float>(v));
+  return got;
+}
+
 TEST_P(BackendOps, EveryRowMatchesTheReference) {
   const Platform platform = GetParam().make();
   for (const Row& row : rows()) {
@@ -389,7 +630,7 @@ TEST_P(BackendOps, EveryRowMatchesTheReference) {
     }
     cg.run(std::span<const FeedItem>(feeds));
     for (std::size_t k = 0; k < e.fetches.size(); ++k) {
-      testing_util::expect_close(cg.read(e.fetches[k]), e.want[k], row.rtol, row.atol,
+      testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol, row.atol,
                                  row.what + " on " + GetParam().name);
     }
   }
@@ -446,12 +687,78 @@ TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
   }
 }
 
+// Every row on a heterogeneous platform (the CPU and an OpenCL device) with its ops' inputs
+// produced on the other device: fed inputs on one device and every op on the other, both ways,
+// then each node on the device its graph id's parity names (most values cross). Results must
+// match the reference as closely as on one device.
+TEST(BackendOpsHetero, EveryRowWithItsInputsOnTheOtherDevice) {
+  if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  const Platform cl = Platform::opencl();
+  const Device gpu = cl.devices().front();
+  const Platform both = Platform::heterogeneous({Platform::cpu(), cl});
+  const Device devices[2] = {Device::cpu(), gpu};
+  for (const Row& row : rows()) {
+    // Collectives are refused on a heterogeneous platform (CollectivesAreRefused below).
+    if (detail::op_def(row.ops.front()).communication) continue;
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(row.what + " variant " + std::to_string(variant));
+      Built b = build(row);
+      const Expected e = expected(row, b);
+      for (std::uint32_t id = 0; id < b.g.size(); ++id) {
+        const Node n = b.g.node(id);
+        const bool fed = n.op_name() == "input";
+        const int d = variant == 2 ? static_cast<int>(id % 2) : (fed == (variant == 0) ? 0 : 1);
+        n.on(devices[d]);
+      }
+      InputShapes shapes;
+      std::vector<FeedItem> feeds;
+      std::vector<In> floats = row.inputs;
+      floats.insert(floats.end(), e.extra.begin(), e.extra.end());
+      for (const In& in : floats) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      for (const IntIn& in : row.ints) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      auto cg = GraphCompiler(both).compile(b.g, shapes, e.fetches);
+      // (By parity a row may happen to keep each value on its device: views follow theirs.)
+      if (variant < 2) {
+        EXPECT_TRUE(holds(plan_of(cg), OpKind::Transfer));
+      }
+      cg.run(std::span<const FeedItem>(feeds));
+      for (std::size_t k = 0; k < e.fetches.size(); ++k) {
+        testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol,
+                                   row.atol, row.what + " across devices");
+      }
+    }
+  }
+}
+
+TEST(BackendOpsHetero, CollectivesAreRefusedNamingTheNode) {
+  if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  Graph g;
+  auto x = g.input("x");
+  auto s = distributed::allreduce(relu(x), distributed::Communicator{}).named("sum");
+  const Platform both = Platform::heterogeneous({Platform::cpu(), Platform::opencl()});
+  try {
+    GraphCompiler(both).compile(g, {{"x", {4}}}, {s});
+    ADD_FAILURE() << "no error";
+  } catch (const PlatformError& e) {
+    EXPECT_NE(std::string(e.what()).find("sum"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("heterogeneous"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
   // Variables, assigns, groups and sparse updates: SparseSgdStepMatchesTheReference; the check
   // op: CheckIndicesRejectsIndicesOutsideTheBound; parallel groups: test_compiler's ParallelOps
-  // (they form only for nodes big enough to pay, on CPU teams of two threads).
+  // (they form only for nodes big enough to pay, on CPU teams of two threads); transfers exist
+  // only in heterogeneous plans: BackendOpsHetero moves every row's values across devices.
   std::set<OpKind> seen{OpKind::Variable,        OpKind::Assign,       OpKind::Group,
-                        OpKind::EmbeddingUpdate, OpKind::CheckIndices, OpKind::ParallelGroup};
+                        OpKind::EmbeddingUpdate, OpKind::CheckIndices, OpKind::ParallelGroup,
+                        OpKind::Transfer};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {

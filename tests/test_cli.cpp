@@ -14,6 +14,7 @@
 #include "common/parse.hpp"
 #include "examples/mnist_softmax/options.hpp"
 #include "hetgraph/error.hpp"
+#include "tools/hetgraph-run/options.hpp"
 
 using hetgraph::cli::UsageError;
 
@@ -178,16 +179,30 @@ TEST(Cli, BenchOptions) {
     EXPECT_FALSE(o.pin);
     EXPECT_NO_THROW(bench::check_bench_options(o));
   }
+  {
+    bench::Options o;
+    auto p = bench::bench_parser(o);
+    EXPECT_EQ(parse(p, "--workload a --platform hetero --devices cpu,opencl:0:1 --placement heft"),
+              "");
+    EXPECT_EQ(o.devices, (std::vector<std::string>{"cpu", "opencl:0:1"}));
+    EXPECT_EQ(o.placement, "heft");
+    EXPECT_NO_THROW(bench::check_bench_options(o));
+  }
   for (const char* args :
        {"--workload x --repeat 0", "--workload x --repeat 2.5", "--workload x --warmup -1",
         "--workload x --executors 2x0", "--workload x --executors autox",
-        "--workload x --inline-below-us nan", "--workload x --platform tpu", "--workload"}) {
+        "--workload x --inline-below-us nan", "--workload x --platform tpu", "--workload",
+        "--workload x --platform hetero --placement best"}) {
     bench::Options o;
     auto p = bench::bench_parser(o);
     EXPECT_NE(parse(p, args), "") << args;
   }
   for (const char* args :
-       {"", "--workload x --engine in-order", "--workload x --platform opencl --engine auto"}) {
+       {"", "--workload x --engine in-order", "--workload x --platform opencl --engine auto",
+        "--workload x --platform hetero --engine in-order",
+        "--workload x --platform hetero --devices cpu,gpu",
+        "--workload x --platform hetero --devices cpu,opencl:1",
+        "--workload x --platform hetero --devices opencl:0:1x"}) {
     bench::Options o;
     auto p = bench::bench_parser(o);
     ASSERT_EQ(parse(p, args), "") << args;
@@ -196,6 +211,56 @@ TEST(Cli, BenchOptions) {
   bench::FigureOptions f;
   auto p = bench::figures_parser(f);
   EXPECT_EQ(parse(p, "--repeat 0x5"), "--repeat: '0x5' is not an integer");
+}
+
+TEST(Cli, PositionalAndRepeatedArguments) {
+  std::string file;
+  std::vector<std::string> seen;
+  auto make = [&] {
+    file.clear();
+    seen.clear();
+    hetgraph::cli::Parser p("prog", "usage");
+    p.positional("FILE", file).repeated("--in", [&](std::string_view v) { seen.emplace_back(v); });
+    return p;
+  };
+  auto p = make();
+  EXPECT_EQ(parse(p, "--in a m.onnx --in=b"), "");
+  EXPECT_EQ(file, "m.onnx");
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b"}));
+  p = make();
+  EXPECT_EQ(parse(p, "--in a"), "FILE is missing");
+  p = make();
+  EXPECT_EQ(parse(p, "m.onnx other"), "unexpected argument 'other'");
+  // An empty word is no file name (found by fuzz_cli: hetgraph-run took "" as its model).
+  p = make();
+  const char* argv[] = {"prog", ""};
+  EXPECT_THROW(p.parse(2, argv), hetgraph::cli::UsageError);
+  EXPECT_EQ(file, "");
+}
+
+TEST(Cli, HetgraphRunOptions) {
+  hgrun::Options o;
+  auto p = hgrun::parser(o);
+  EXPECT_EQ(parse(p, "m.onnx --input x=a.pb --input y=b.pb --shape z=1x3x8 --engine auto --json"),
+            "");
+  EXPECT_EQ(o.model, "m.onnx");
+  ASSERT_EQ(o.inputs.size(), 2u);
+  EXPECT_EQ(o.inputs[1].first, "y");
+  EXPECT_EQ(o.inputs[1].second, "b.pb");
+  ASSERT_EQ(o.shapes.size(), 1u);
+  EXPECT_EQ(o.shapes[0].second, (std::vector<std::int64_t>{1, 3, 8}));
+  EXPECT_NO_THROW(hetgraph::tool::check_engine_flags(o));
+  for (const char* args : {"", "m.onnx --input x=", "m.onnx --input =a", "m.onnx --shape z=1x0",
+                           "m.onnx --shape z=1xx2", "m.onnx --shape z=1x2x3x4x5",
+                           "m.onnx --repeat 0", "m.onnx --json --json"}) {
+    hgrun::Options q;
+    auto pq = hgrun::parser(q);
+    EXPECT_NE(parse(pq, args), "") << args;
+  }
+  hgrun::Options q;
+  auto pq = hgrun::parser(q);
+  ASSERT_EQ(parse(pq, "m.onnx --platform opencl --engine critical-path"), "");
+  EXPECT_THROW(hetgraph::tool::check_engine_flags(q), UsageError);
 }
 
 TEST(Cli, MnistOptions) {

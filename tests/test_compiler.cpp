@@ -9,6 +9,7 @@
 #include "common/executable.hpp"
 #include "compiler/plan.hpp"
 #include "hetgraph/autodiff.hpp"
+#include "hetgraph/distributed.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -279,8 +280,9 @@ TEST(MemoryPlan, FarReuseAddsOrderingEdgesThatKeepThePlanSafe) {
   Graph g;
   std::mt19937 rng(11);
   auto x = g.input("x");
-  std::vector<float> xv(16);
-  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>(i) - 0.7f;
+  // 64 KiB values: buffers under 4 KiB are not worth an ordering edge.
+  std::vector<float> xv(16384);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.001f * static_cast<float>(i % 1000) - 0.7f;
   std::vector<Node> prev(300, x);
   std::vector<std::vector<float>> host(300, xv);
   for (int layer = 0; layer < 10; ++layer) {
@@ -302,7 +304,7 @@ TEST(MemoryPlan, FarReuseAddsOrderingEdgesThatKeepThePlanSafe) {
     prev = std::move(cur);
     host = std::move(next);
   }
-  const InputShapes shapes{{"x", {16}}};
+  const InputShapes shapes{{"x", {16384}}};
   auto dag = plan_of(g, shapes, prev, ReuseMode::dag);
   EXPECT_GT(dag->ordering_edges, 0u);
   check_plan_safe(*dag);
@@ -465,16 +467,49 @@ TEST(Assign, UnorderableAssignsAreAGraphError) {
 TEST(Passes, RunInTheDocumentedOrder) {
   std::vector<std::string> names;
   for (const detail::Pass& p : detail::passes()) names.emplace_back(p.name);
+  // place_devices, insert_transfers and split_devices run for heterogeneous platforms only
+  // (split_devices gives each device's part the last three passes of its own).
   const std::vector<std::string> want = {
-      "regroup_gradients",      "infer_shapes",       "simplify",          "fuse_matmul_epilogue",
-      "fuse_matmul_accumulate", "fuse_sparse_update", "link_dependencies", "order_by_dependencies",
-      "elide_assigns",          "fuse_parallel_ops",  "commit_writes",     "plan_memory"};
+      "regroup_gradients",     "infer_shapes",           "simplify",           "place_devices",
+      "fuse_matmul_epilogue",  "fuse_matmul_accumulate", "fuse_sparse_update", "fuse_collectives",
+      "link_dependencies",     "order_by_dependencies",  "insert_transfers",   "elide_assigns",
+      "fuse_parallel_ops",     "commit_writes",          "plan_memory",        "split_devices"};
   EXPECT_EQ(names, want);
 }
 
 std::size_t count_op(const Plan& p, OpKind op) {
   return static_cast<std::size_t>(
       std::count_if(p.nodes.begin(), p.nodes.end(), [&](const auto& n) { return n.op == op; }));
+}
+
+// Allgathers of one communicator and type become one (float and int32 apart), each member a
+// view of its slice of the fused result; the values are the unfused ones.
+TEST(Passes, FuseCollectivesJoinsAllgathers) {
+  const distributed::Communicator self;
+  Graph g;
+  auto a = g.input("a"), b = g.input("b"), c = g.input("c");
+  auto ids = g.input("ids", DType::i32);
+  // Fetched collectives stay as they are: these are read through a node after each.
+  std::vector<Node> outs = {distributed::allgather(tanh(a), self) + 0.0f,
+                            distributed::allgather(b * 2.0f, self) + 0.0f,
+                            distributed::allgather(c + 1.0f, self) + 0.0f,
+                            reshape(distributed::allgather(ids, self), {-1})};
+  const std::vector<float> av = testing_util::random_vec(6, 1), bv = testing_util::random_vec(8, 2),
+                           cv = testing_util::random_vec(3, 3);
+  const std::vector<std::int32_t> iv = {4, 1, 3};
+  std::vector<std::vector<float>> got[2];
+  for (bool fuse : {false, true}) {
+    auto cg = GraphCompiler(Platform::cpu(), {.fuse = fuse})
+                  .compile(g, {{"a", {2, 3}}, {"b", {8}}, {"c", {3, 1}}, {"ids", {3}}}, outs);
+    EXPECT_EQ(count_op(detail::executable_of(cg).plan(), OpKind::Allgather), fuse ? 2u : 4u);
+    cg.run({{"a", av}, {"b", bv}, {"c", cv}, {"ids", iv}});
+    for (std::size_t k = 0; k < 3; ++k) got[fuse].push_back(cg.read(outs[k]));
+    EXPECT_EQ(cg.read_i32(outs[3]), iv);
+    EXPECT_EQ(cg.shape(outs[0]), (Shape{2, 3}));
+  }
+  for (std::size_t k = 0; k < 3; ++k)
+    EXPECT_TRUE(testing_util::bitwise_equal(got[0][k], got[1][k]));
+  EXPECT_EQ(got[1][1][3], bv[3] * 2.0f);
 }
 
 TEST(RegroupGradients, SliceGradientsOfOneTensorArePlacedTogether) {

@@ -220,4 +220,43 @@ TEST_F(DataTest, GzipBombStopsAtWhatTheHeaderPromises) {
   EXPECT_LT(testing_util::peak_rss_kib() - before, 64 * 1024) << "KiB";
 }
 
+// Data-parallel shards: with blocks of 4 (the global batch) over 2 ranks, rank r keeps records
+// [4b + 2r, 4b + 2r + 2) of every whole block b; the trailing partial block goes. Without blocks
+// the records are cut into contiguous parts. Each rank gets exactly its share, in file order.
+TEST_F(DataTest, ShardsKeepEachRanksPartOfEveryBlock) {
+  write_set("-", true, 10, 7);  // image i's pixels start at i * 6 * 37 % 256; label i % 10
+  for (int r = 0; r < 2; ++r) {
+    const Mnist m =
+        load_mnist(dir_.string(), 10, {.rank = r, .size = 2, .block = 4}, {.rank = r, .size = 2});
+    const std::vector<int> train =
+        r == 0 ? std::vector<int>{0, 1, 4, 5} : std::vector<int>{2, 3, 6, 7};
+    const std::vector<int> test = r == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{3, 4, 5, 6};
+    ASSERT_EQ(m.train.count, 4);
+    ASSERT_EQ(m.test.count, static_cast<std::int64_t>(test.size()));
+    for (std::size_t k = 0; k < train.size(); ++k) {
+      EXPECT_EQ(m.train.labels[k], train[k] % 10) << "rank " << r;
+      EXPECT_EQ(m.train.pixels[k * 6], static_cast<std::uint8_t>(train[k] * 6 * 37 % 256));
+    }
+    for (std::size_t k = 0; k < test.size(); ++k) EXPECT_EQ(m.test.labels[k], test[k] % 10);
+  }
+  const IdxFile whole = read_idx((dir_ / "train-labels-idx1-ubyte.gz").string(), kIdxLabels);
+  EXPECT_EQ(whole.records, 10);
+  const IdxFile part = read_idx((dir_ / "train-labels-idx1-ubyte.gz").string(), kIdxLabels,
+                                {.rank = 1, .size = 2, .block = 4});
+  EXPECT_EQ(part.records, 4);
+  EXPECT_EQ(part.dims[0], 10) << "dims stay as stored";
+}
+
+TEST_F(DataTest, ShardsThatDoNotFitAreDataErrors) {
+  write_set("-", false, 10, 3);
+  expect_data_error([&] { load_mnist(dir_.string(), 10, {.rank = 2, .size = 2}); },
+                    {"train-images", "rank must lie in [0, size)"});
+  expect_data_error([&] { load_mnist(dir_.string(), 10, {.rank = 0, .size = 3, .block = 4}); },
+                    {"blocks of 4", "3 equal parts"});
+  expect_data_error([&] { load_mnist(dir_.string(), 10, {.rank = 0, .size = 2, .block = 12}); },
+                    {"10 records do not fill a block of 12"});
+  expect_data_error([&] { load_mnist(dir_.string(), 10, {}, {.rank = 0, .size = 4}); },
+                    {"t10k-images", "3 records cannot be shared by 4 ranks"});
+}
+
 }  // namespace

@@ -2,9 +2,12 @@
 // results bitwise equal to the sequential engine with the same team size), errors raised
 // inside executors, engine lifetime with work pending, concurrent callers, the profiler, the
 // automatic configuration search, traces, and the scheduler's data structures.
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,7 +19,9 @@
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
 #include "cpu/ready_set.hpp"
+#include "cpu/engine.hpp"
 #include "cpu/sync.hpp"
+#include "distributed/comm.hpp"
 #include "random_dag.hpp"
 #include "test_util.hpp"
 
@@ -547,6 +552,342 @@ TEST(EngineOptions, BadOptionsAreRejected) {
   EXPECT_THROW(parse_engine("fastest"), PlatformError);
   EXPECT_EQ(parse_engine("critical-path"), CpuEngine::critical_path);
   EXPECT_EQ(parse_engine("auto"), CpuEngine::automatic);
+}
+
+// ---- the communication lane ----------------------------------------------------------------
+
+// A one-rank communicator that completes each collective on a thread of its own after a delay,
+// as MPI's communication thread does: every hand-off of the lane crosses threads (and
+// ThreadSanitizer watches them). One rank: a collective's value is its input. The n-th post
+// may be made to fail.
+class DelayedComm final : public detail::Comm {
+ public:
+  explicit DelayedComm(std::uint32_t seed, int max_delay_us = 300, int fail_post = -1,
+                       int min_delay_us = 0)
+      : rng_(seed),
+        min_delay_us_(min_delay_us),
+        max_delay_us_(max_delay_us),
+        fail_post_(fail_post) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~DelayedComm() override {
+    {
+      std::lock_guard lk(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "delayed self"; }
+  std::unique_ptr<detail::CommChannel> open_channel(std::string label) override {
+    return std::make_unique<Channel>(std::move(label));
+  }
+  void post(detail::CommChannel& ch, const detail::CollectiveCall& c, detail::CommDone& done,
+            std::uint64_t token) override {
+    std::lock_guard lk(mu_);
+    std::uniform_int_distribution<int> d(min_delay_us_, max_delay_us_);
+    const bool fail = posts_++ == fail_post_;
+    jobs_.push_back({c, &done, token,
+                     std::chrono::steady_clock::now() + std::chrono::microseconds(d(rng_)),
+                     fail ? ch.label() + ": injected failure" : std::string()});
+    cv_.notify_all();
+  }
+  void abort(const std::string& why) override {
+    std::lock_guard lk(mu_);
+    aborts_.push_back(why);
+  }
+  detail::CommChannel& host_channel() override { return host_; }
+  std::vector<std::string> aborts() {
+    std::lock_guard lk(mu_);
+    return aborts_;
+  }
+  int posts() {
+    std::lock_guard lk(mu_);
+    return posts_;
+  }
+
+ private:
+  struct Channel final : detail::CommChannel {
+    explicit Channel(std::string l) : CommChannel(std::move(l)) {}
+  };
+  struct Job {
+    detail::CollectiveCall call;
+    detail::CommDone* done;
+    std::uint64_t token;
+    std::chrono::steady_clock::time_point due;
+    std::string error;
+  };
+  void loop() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      if (quit_ && jobs_.empty()) return;
+      if (jobs_.empty()) {
+        cv_.wait(lk);
+        continue;
+      }
+      auto it = std::min_element(jobs_.begin(), jobs_.end(),
+                                 [](const Job& a, const Job& b) { return a.due < b.due; });
+      if (const auto due = it->due; std::chrono::steady_clock::now() < due) {
+        cv_.wait_until(lk, due);  // a copy: posts move the jobs while this waits
+        continue;
+      }
+      const Job j = *it;
+      jobs_.erase(it);
+      lk.unlock();
+      std::exception_ptr e;
+      if (!j.error.empty()) {
+        e = std::make_exception_ptr(CommunicationError(j.error));
+      } else if (j.call.in != j.call.out) {
+        std::memcpy(j.call.out, j.call.in, j.call.count * sizeof(float));
+      }
+      j.done->comm_done(j.token, e);
+      lk.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::mt19937 rng_;
+  int min_delay_us_, max_delay_us_, fail_post_;
+  int posts_ = 0;
+  bool quit_ = false;
+  std::vector<Job> jobs_;
+  std::vector<std::string> aborts_;
+  Channel host_{"host"};
+  std::thread thread_;
+};
+
+struct LaneCase {
+  CpuEngine engine;
+  int executors;
+};
+const LaneCase kLaneCases[] = {{CpuEngine::sequential, 1},    {CpuEngine::critical_path, 1},
+                               {CpuEngine::critical_path, 2}, {CpuEngine::critical_path, 3},
+                               {CpuEngine::shared_queue, 2},  {CpuEngine::automatic, 0}};
+
+Platform lane_platform(const LaneCase& c, double inline_below_us = 2.0) {
+  CpuOptions o;
+  o.engine = c.engine;
+  o.threads = 1;
+  o.executors = c.executors;
+  o.threads_per_executor = 1;
+  o.inline_below_us = inline_below_us;
+  return Platform::cpu(o);
+}
+
+// Layered random graphs where about a third of the nodes are collectives: every engine gives
+// the sequential engine's bits, runs every node once, starts nothing before its dependencies
+// (a collective's end included) and puts the collectives on the communication track.
+TEST(CommLane, RandomGraphsWithCollectivesMatchSequential) {
+  const int graphs = env_int("HETGRAPH_STRESS_DAGS", 1000) / 20 + 2;
+  std::mt19937 rng(11);
+  for (int d = 0; d < graphs; ++d) {
+    auto comm = std::make_shared<DelayedComm>(static_cast<std::uint32_t>(d));
+    const distributed::Communicator c(comm);
+    Graph g;
+    auto x = g.input("x");
+    std::vector<Node> layer = {x};
+    std::vector<Node> all;
+    const int layers = 2 + static_cast<int>(rng() % 5), width = 1 + static_cast<int>(rng() % 5);
+    for (int l = 0; l < layers; ++l) {
+      std::vector<Node> next;
+      for (int w = 0; w < width; ++w) {
+        Node a = layer[rng() % layer.size()], b = layer[rng() % layer.size()];
+        Node v;
+        switch (rng() % 6) {
+          case 0:
+          case 1:
+            v = distributed::allreduce(
+                a, c, rng() % 2 ? distributed::ReduceOp::mean : distributed::ReduceOp::sum);
+            break;
+          case 2:
+            v = tanh(a) * 0.5f + b;
+            break;
+          case 3:
+            v = distributed::broadcast(a + b, c);
+            break;
+          default:
+            v = sigmoid(a - b * 0.25f);
+        }
+        next.push_back(v);
+        all.push_back(v);
+      }
+      layer = next;
+    }
+    const std::vector<float> xv = testing_util::random_vec(64, static_cast<std::uint32_t>(d));
+    std::vector<std::vector<float>> want;
+    for (const LaneCase& lc : kLaneCases) {
+      auto cg = GraphCompiler(lane_platform(lc, d % 2 ? 2.0 : 0.0)).compile(g, {{"x", {64}}}, all);
+      detail::Executable& exe = detail::executable_of(cg);
+      exe.record_events(true);
+      const auto& p = exe.plan();
+      for (int r = 0; r < 3; ++r) {
+        cg.run({{"x", xv}});
+        if (want.empty()) {
+          for (Node n : all) want.push_back(cg.read(n));
+        }
+        for (std::size_t k = 0; k < all.size(); ++k) {
+          ASSERT_TRUE(testing_util::bitwise_equal(cg.read(all[k]), want[k]))
+              << engine_name(lc.engine) << " x" << lc.executors << " graph " << d << " run " << r;
+        }
+        if (lc.engine == CpuEngine::automatic) continue;  // its lanes vary during the search
+        const int comm_lane = lc.engine == CpuEngine::sequential ? 1 : lc.executors;
+        std::vector<int> seen(p.nodes.size(), 0);
+        std::vector<std::int64_t> start(p.nodes.size(), -1), end(p.nodes.size(), -1);
+        for (const auto& e : exe.last_run_events()) {
+          ++seen[e.node];
+          start[e.node] = e.start_ns;
+          end[e.node] = e.end_ns;
+          const bool collective = detail::op_def(p.nodes[e.node].op).communication;
+          ASSERT_EQ(e.lane == comm_lane, collective) << p.nodes[e.node].label;
+        }
+        for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+          const bool kernel = p.nodes[i].storage == detail::Storage::Computed;
+          ASSERT_EQ(seen[i], kernel ? 1 : 0) << p.nodes[i].label << " graph " << d;
+          for (std::uint32_t dep : p.nodes[i].deps) {
+            if (kernel && end[dep] >= 0) {
+              ASSERT_GE(start[i], end[dep]) << p.nodes[i].label;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A collective that fails: run() rethrows its error naming it, the collectives not yet
+// started are abandoned (the communicator is told why), and the engine runs again afterwards.
+TEST(CommLane, CollectiveErrorReachesRunAndTheRestIsAbandoned) {
+  for (const LaneCase& lc : kLaneCases) {
+    auto comm = std::make_shared<DelayedComm>(3, 100, /*fail_post=*/1);
+    const distributed::Communicator c(comm);
+    Graph g;
+    auto x = g.input("x");
+    Node v = x;
+    for (int i = 0; i < 4; ++i)
+      v = distributed::allreduce(tanh(v), c).named("ar" + std::to_string(i));
+    auto cg = GraphCompiler(lane_platform(lc)).compile(g, {{"x", {16}}}, {v});
+    const std::vector<float> xv(16, 0.5f);
+    try {
+      cg.run({{"x", xv}});
+      ADD_FAILURE() << "no error on " << engine_name(lc.engine);
+    } catch (const CommunicationError& e) {
+      EXPECT_NE(std::string(e.what()).find("'ar1'"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(comm->posts(), 2) << "ar2 and ar3 must not start after ar1 failed";
+    ASSERT_FALSE(comm->aborts().empty()) << engine_name(lc.engine);
+    EXPECT_NE(comm->aborts().front().find("injected failure"), std::string::npos);
+    cg.run({{"x", xv}});
+    float want = 0.5f;
+    for (int i = 0; i < 4; ++i) want = std::tanh(want);
+    for (float got : cg.read(v)) EXPECT_NEAR(got, want, 1e-6) << engine_name(lc.engine);
+  }
+}
+
+// A kernel that fails before a collective (a fault injected through the kernel seam): the
+// collective is abandoned, and the communicator hears the kernel's error (the other processes
+// would be told it).
+TEST(CommLane, KernelErrorAbandonsTheCollectivesAfterIt) {
+  static std::atomic<bool> armed{false};
+  detail::cpu::set_kernel_fault_hook([](const detail::PlanNode& n) {
+    if (armed.load() && n.name == "boom") throw PlatformError("node 'boom': injected fault 12");
+  });
+  for (const LaneCase& lc : kLaneCases) {
+    auto comm = std::make_shared<DelayedComm>(4);
+    const distributed::Communicator c(comm);
+    Graph g;
+    auto x = g.input("x");
+    auto y = distributed::allreduce(reduce_sum(tanh(x * 2.0f).named("boom")), c);
+    auto cg = GraphCompiler(lane_platform(lc, 0)).compile(g, {{"x", {8}}}, {y});
+    const std::vector<float> xv(8, 0.5f);
+    cg.run({{"x", xv}});
+    armed = true;
+    EXPECT_THROW(cg.run({{"x", xv}}), PlatformError) << engine_name(lc.engine);
+    armed = false;
+    ASSERT_EQ(comm->aborts().size(), 1u) << engine_name(lc.engine);
+    EXPECT_NE(comm->aborts()[0].find("injected fault 12"), std::string::npos) << comm->aborts()[0];
+    EXPECT_EQ(comm->posts(), 1) << "the failed run's allreduce must not start";
+  }
+  detail::cpu::set_kernel_fault_hook(nullptr);
+}
+
+// While a collective is in flight the executors go on: compute that does not need it starts
+// inside the collective's span (20 ms in flight), on every engine.
+TEST(CommLane, ComputeRunsWhileACollectiveIsInFlight) {
+  for (const LaneCase& lc : kLaneCases) {
+    if (lc.engine == CpuEngine::automatic) continue;
+    auto comm = std::make_shared<DelayedComm>(5, 20000, -1, 20000);
+    const distributed::Communicator c(comm);
+    Graph g;
+    auto x = g.input("x");
+    Node y = (x * 2.0f).named("y");
+    auto ar = distributed::allreduce(y, c).named("ar");
+    Node v = y;  // ready with the collective: which goes first is the engine's choice
+    for (int i = 0; i < 8; ++i) v = tanh(matmul(v, x)).named("mm" + std::to_string(i));
+    auto cg = GraphCompiler(lane_platform(lc, 0)).compile(g, {{"x", {128, 128}}}, {ar, v});
+    detail::Executable& exe = detail::executable_of(cg);
+    exe.record_events(true);
+    cg.run({{"x", testing_util::random_vec(128 * 128, 6, -0.1f, 0.1f)}});
+    std::int64_t ar_start = 0, ar_end = 0;
+    int started_inside = 0;
+    const auto events = exe.last_run_events();
+    for (const auto& e : events) {
+      if (exe.plan().nodes[e.node].name == "ar") ar_start = e.start_ns, ar_end = e.end_ns;
+    }
+    for (const auto& e : events) {
+      const bool mm = exe.plan().nodes[e.node].name.starts_with("mm");
+      if (mm && e.start_ns >= ar_start && e.start_ns < ar_end) ++started_inside;
+    }
+    EXPECT_GE(ar_end - ar_start, 20'000'000) << engine_name(lc.engine);
+    EXPECT_GT(started_inside, 0) << engine_name(lc.engine) << " x" << lc.executors;
+  }
+}
+
+// The critical-path scheduler gives a collective its place in the levels by its measured time in
+// flight. Before profiling, the static estimate of a one-rank allreduce is tiny and the compute
+// chain ranks first; after the profile runs the allreduce's level holds its 50 ms, and the node
+// that feeds it ranks above the chain, so it is started first and the chain hides the wait.
+// (50 ms: far above the chain's measured time even on a loaded machine, first-run setup
+// included.)
+TEST(CommLane, ProfiledLevelsCountTimeInFlight) {
+  auto comm = std::make_shared<DelayedComm>(7, 50000, -1, 50000);
+  const distributed::Communicator c(comm);
+  Graph g;
+  auto x = g.input("x");
+  Node y = (x * 2.0f).named("y");
+  auto ar = distributed::allreduce(y, c).named("ar");
+  Node v = x;
+  for (int i = 0; i < 4; ++i) v = tanh(matmul(v, x)).named("mm" + std::to_string(i));
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.executors = 2;
+  o.threads_per_executor = 1;
+  o.profile_runs = 2;
+  auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"x", {32, 32}}}, {ar, v});
+  detail::Executable& exe = detail::executable_of(cg);
+  auto levels = [&] {
+    const std::vector<double> l = exe.node_levels();
+    double y_level = -1, ar_level = -1, chain = 0;
+    for (std::uint32_t i = 0; i < exe.plan().nodes.size(); ++i) {
+      const std::string& name = exe.plan().nodes[i].name;
+      if (name == "y") y_level = l.at(i);
+      if (name == "ar") ar_level = l.at(i);
+      if (name.starts_with("mm")) chain = std::max(chain, l.at(i));
+    }
+    return std::array<double, 3>{y_level, ar_level, chain};
+  };
+  const auto before = levels();
+  ASSERT_GE(before[0], 0) << "no node named y in the plan";
+  ASSERT_GE(before[1], 0) << "no node named ar in the plan";
+  EXPECT_LT(before[0], before[2]) << "the static estimate already ranks the collective first";
+  const auto xs = testing_util::random_vec(32 * 32, 8, -0.1f, 0.1f);
+  for (int i = 0; i < 2; ++i) cg.run({{"x", xs}});
+  ASSERT_TRUE(cg.engine_report().cpu->levels_profiled);
+  const auto after = levels();
+  EXPECT_GE(after[1], 50000.0) << "the allreduce's level lacks its time in flight";
+  EXPECT_GT(after[0], after[2]) << "the collective's producer does not rank above the chain";
+  EXPECT_LT(after[2], 50000.0) << "the chain's measured level";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // node, the op and the shapes (or the feed / file), and nothing crashes.
 #include <thread>
 
+#include "distributed/comm.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -136,6 +137,62 @@ TEST(ShapeErrors, SameShapeOpsAndFloatOnlyOps) {
       {"'e'", "exp", "float", "i32"});
 }
 
+TEST(ShapeErrors, OnnxElementwise) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b"), c = g.input("c", DType::i32);
+  auto ids = g.input("ids", DType::i32);
+  auto wf = where(a, a, b).named("w_float_cond");
+  auto wm = where(c, a, ids).named("w_mixed");
+  auto wb = where(c, a, b).named("w_shapes");
+  auto mx = maximum(a, b).named("mx");
+  auto pw = pow(a, ids).named("pw");
+  auto cl = clip(ids, 0, 1).named("cl");
+  const InputShapes s{{"a", {2, 3}}, {"b", {4, 3}}, {"c", {3}}, {"ids", {3}}};
+  expect_error<ShapeError>([&] { compile(g, s, {wf}); },
+                           {"'w_float_cond'", "where", "condition must be int32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {wm}); },
+                           {"'w_mixed'", "where", "one type", "f32", "i32"});
+  expect_error<ShapeError>([&] { compile(g, s, {wb}); },
+                           {"'w_shapes'", "where", "[3]", "[2, 3]", "[4, 3]", "do not broadcast"});
+  expect_error<ShapeError>([&] { compile(g, s, {mx}); },
+                           {"'mx'", "maximum", "[2, 3]", "[4, 3]", "do not broadcast"});
+  expect_error<ShapeError>([&] { compile(g, s, {pw}); }, {"'pw'", "pow", "float", "i32"});
+  expect_error<ShapeError>([&] { compile(g, s, {cl}); }, {"'cl'", "clip", "float", "i32"});
+}
+
+TEST(ShapeErrors, Gather) {
+  Graph g;
+  auto x = g.input("x"), f = g.input("f"), ids = g.input("ids", DType::i32);
+  auto by_float = gather(x, f).named("g_float");
+  auto too_big = gather(x, ids, 1).named("g_rank");
+  auto bad_axis = gather(x, ids, 3).named("g_axis");
+  const InputShapes s{{"x", {2, 3, 4}}, {"f", {2}}, {"ids", {2, 2, 2}}};
+  expect_error<ShapeError>([&] { compile(g, s, {by_float}); },
+                           {"'g_float'", "gather", "int32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {too_big}); },
+                           {"'g_rank'", "gather", "[2, 3, 4]", "[2, 2, 2]", "rank 5"});
+  expect_error<ShapeError>([&] { compile(g, s, {bad_axis}); },
+                           {"'g_axis'", "gather", "axis 3", "rank 3"});
+}
+
+TEST(ShapeErrors, StridedSlice) {
+  Graph g;
+  auto x = g.input("x");
+  auto zero = strided_slice(x, {0}, {3}, {1}, {0}).named("step0");
+  auto twice = strided_slice(x, {0, 1}, {3, 3}, {1, -1}).named("twice");
+  auto empty = strided_slice(x, {2}, {1}, {0}).named("empty");
+  auto counts = strided_slice(x, {0, 1}, {3}).named("counts");
+  auto axis = strided_slice(x, {0}, {1}, {2}).named("axis");
+  const InputShapes s{{"x", {3, 4}}};
+  expect_error<ShapeError>([&] { compile(g, s, {zero}); },
+                           {"'step0'", "strided_slice", "[3, 4]", "step along axis 1 is 0"});
+  expect_error<ShapeError>([&] { compile(g, s, {twice}); }, {"'twice'", "axis 1 is sliced twice"});
+  expect_error<ShapeError>([&] { compile(g, s, {empty}); },
+                           {"'empty'", "axis 0 (size 3) from 2 to 1 by 1 is empty"});
+  expect_error<ShapeError>([&] { compile(g, s, {counts}); }, {"'counts'", "2 starts, 1 ends"});
+  expect_error<ShapeError>([&] { compile(g, s, {axis}); }, {"'axis'", "axis 2", "rank 2"});
+}
+
 TEST(ShapeErrors, ShapesThemselves) {
   expect_error<ShapeError>([] { Shape s{1, 2, 3, 4, 5}; }, {"rank 5"});
   Graph g;
@@ -235,6 +292,61 @@ TEST(ShapeErrors, Pooling) {
       {"'neg_stride'", "stride must be >= 1"});
 }
 
+// Groups, auto_pad, ceil_mode and conv_transpose2d: each bad combination names the node.
+TEST(ShapeErrors, ConvGroupsAndPads) {
+  Graph g;
+  auto x = g.input("x"), w = g.input("w"), b = g.input("b");
+  auto grouped = conv2d(x, w, {.groups = 2}).named("grp");
+  auto zero = conv2d(x, w, {.groups = 0}).named("grp0");
+  auto both = conv2d(x, w, {.padding = {1, 1}, .auto_pad = AutoPad::same_upper}).named("both");
+  auto ct = conv_transpose2d(x, w, b, {.stride = {2, 2}, .output_padding = {2, 0}}).named("ct");
+  auto ct_c = conv_transpose2d(x, w).named("ct_c");
+  auto ceil_only_pad =
+      max_pool2d(x, {.kernel = {2, 2}, .stride = {3, 3}, .padding = {1, 1}, .ceil_mode = true})
+          .named("ceil");
+  auto avg_dil = avg_pool2d(x, {.kernel = {2, 2}, .dilation = {2, 1}}).named("avg_dil");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 6, 8, 8}}, {"w", {4, 2, 3, 3}}}, {grouped});
+      },
+      {"'grp'", "channel mismatch", "expect 4", "2 per group, 2 groups"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 6, 8, 8}}, {"w", {3, 3, 3, 3}}}, {grouped});
+      },
+      {"'grp'", "2 groups must divide", "6 channels", "3 output channels"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 8, 8}}, {"w", {3, 3, 3, 3}}}, {zero});
+      },
+      {"'grp0'", "groups must be >= 1", "0"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 8, 8}}, {"w", {3, 3, 3, 3}}}, {both});
+      },
+      {"'both'", "auto_pad", "(1, 1)"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 4, 4}}, {"w", {3, 2, 3, 3}}, {"b", {2}}}, {ct});
+      },
+      {"'ct'", "output_padding (2, 0)", "smaller than the stride (2, 2)"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 3, 4, 4}}, {"w", {4, 2, 3, 3}}}, {ct_c});
+      },
+      {"'ct_c'", "channel mismatch", "3 channels", "expect 4"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 4, 4}}}, {ceil_only_pad});
+      },
+      {"'ceil'", "holds only padding", "ceil_mode"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 8, 8}}}, {avg_dil});
+      },
+      {"'avg_dil'", "avg_pool2d takes no dilation", "(2, 1)"});
+}
+
 TEST(ShapeErrors, Embedding) {
   Graph g;
   auto t = g.input("t"), fidx = g.input("f"), ids = g.input("ids", DType::i32);
@@ -263,6 +375,63 @@ TEST(ShapeErrors, Embedding) {
       },
       {"'emb'", "index 10", "position 5", "[2, 3]", "[0, 10)"});
   cg.run({{"t", table}, {"ids", std::vector<std::int32_t>{0, 1, 2, 3, 4, 9}}});  // still usable
+}
+
+// A communicator of `size` ranks that is only compiled against (shape inference rejects first).
+class FakeComm final : public detail::Comm {
+ public:
+  explicit FakeComm(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  std::string name() const override { return "fake of " + std::to_string(size_); }
+  std::unique_ptr<detail::CommChannel> open_channel(std::string) override {
+    throw CommunicationError("fake: compile only");
+  }
+  void post(detail::CommChannel&, const detail::CollectiveCall&, detail::CommDone&,
+            std::uint64_t) override {}
+  void abort(const std::string&) override {}
+  detail::CommChannel& host_channel() override { throw CommunicationError("fake"); }
+
+ private:
+  int size_;
+};
+
+TEST(ShapeErrors, Collectives) {
+  const distributed::Communicator three(std::make_shared<FakeComm>(3));
+  Graph g;
+  auto x = g.input("x");
+  auto ids = g.input("ids", DType::i32);
+  auto scattered = distributed::reduce_scatter(x, three).named("rs");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {4, 2}}}, {scattered});
+      },
+      {"'rs'", "reduce_scatter", "[4, 2]", "multiple of 3"});
+  auto gathered = distributed::allgather(x, three).named("ag");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {}}}, {gathered});
+      },
+      {"'ag'", "allgather", "rank >= 1"});
+  auto summed = distributed::allreduce(ids, distributed::Communicator::self()).named("ar");
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"ids", {4}}}, {summed});
+      },
+      {"'ar'", "allreduce takes float tensors", "i32"});
+  // Roots outside the communicator, when the graph is built.
+  expect_error<GraphError>([&] { distributed::broadcast(x, three, 3); },
+                           {"broadcast", "root 3", "fake of 3"});
+  expect_error<GraphError>([&] { distributed::reduce(x, distributed::Communicator::self(), -1); },
+                           {"reduce", "root -1", "self"});
+  expect_error<GraphError>([&] { distributed::Communicator(nullptr); }, {"no communicator"});
+  // A data-parallel step with no room for a gradient.
+  auto W = g.variable("W", {2, 2});
+  expect_error<GraphError>(
+      [&] {
+        sgd(reduce_sum(matmul(x, W)), {W}, 0.1f, 0.0f, DataParallel{three, 0});
+      },
+      {"bucket_bytes"});
 }
 
 TEST(GraphErrors, CycleWithoutAssignNamesItsNodes) {

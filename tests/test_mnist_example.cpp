@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "hetgraph/onnx.hpp"
 #include "idx_files.hpp"
 #include "test_util.hpp"
 
@@ -46,9 +47,11 @@ struct Result {
   std::string out, err;
 };
 
-Result run(const std::string& args) {
+// The example with `args`; under mpirun with `mpi` (its arguments) when given.
+Result run(const std::string& args, const std::string& mpi = "") {
   const fs::path tmp = fs::temp_directory_path() / ("hetgraph_mnist_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(HETGRAPH_MNIST_EXAMPLE) + " " + args + " >" + tmp.string() +
+  const std::string launch = mpi.empty() ? "" : std::string(HETGRAPH_MPIRUN) + " " + mpi + " ";
+  const std::string cmd = launch + HETGRAPH_MNIST_EXAMPLE + " " + args + " >" + tmp.string() +
                           ".out 2>" + tmp.string() + ".err";
   const int status = std::system(cmd.c_str());
   auto slurp = [](const fs::path& p) {
@@ -95,6 +98,108 @@ TEST(MnistExample, TrainsOnAGeneratedDataSet) {
   EXPECT_EQ(field(last, "batch"), 100);
   EXPECT_GT(field(last, "test_accuracy"), 0.95);
   EXPECT_LT(field(last, "final_loss"), 0.5);
+}
+
+// --checkpoint after one epoch, then --load and one more epoch, ends exactly where two epochs
+// straight do; --save writes an ONNX classifier that imports for any batch size and classifies
+// like the program's own test pass.
+TEST(MnistExample, CheckpointResumesAndSaveWritesOnnx) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_ckpt_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 1000, 3);
+  write_set(dir, "t10k", 200, 4);
+  const std::string data = "--data " + dir.string() + " --batch 100 --lr 0.5 --json";
+  const std::string ckpt = (dir / "state.ckpt").string(), model = (dir / "model.onnx").string();
+  const Result straight = run(data + " --epochs 2");
+  const Result first = run(data + " --epochs 1 --checkpoint " + ckpt);
+  const Result resumed = run(data + " --epochs 1 --load " + ckpt + " --save " + model);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resumed from checkpoint"), std::string::npos) << resumed.err;
+  const std::string a = straight.out.substr(straight.out.rfind('{'));
+  const std::string b = resumed.out.substr(resumed.out.rfind('{'));
+  EXPECT_EQ(field(a, "final_loss"), field(b, "final_loss"));
+  EXPECT_EQ(field(a, "test_accuracy"), field(b, "test_accuracy"));
+
+  namespace ho = hetgraph::onnx;
+  ho::Model m = ho::import(model, {.input_shapes = {{"x", {200, 784}}}});
+  EXPECT_EQ(m.input_info[0].declared, (std::vector<std::int64_t>{-1, 784}));
+  hetgraph::CompiledGraph cg = m.compile();
+  const auto test = hetgraph::data::load_mnist(dir.string());
+  std::vector<float> x(200 * 784);
+  test.test.images(0, 200, x);
+  cg.run({{"x", x}});
+  const auto p = cg.read("probs");
+  int correct = 0;
+  for (int i = 0; i < 200; ++i) {
+    const auto row = p.begin() + i * 10;
+    correct +=
+        std::max_element(row, row + 10) - row == test.test.labels[static_cast<std::size_t>(i)];
+  }
+  EXPECT_EQ(correct / 200.0, field(b, "test_accuracy"));
+  // A damaged checkpoint stops the run with the file's name, before any training.
+  std::ofstream(ckpt, std::ios::binary | std::ios::trunc) << "HGCKPT";
+  const Result bad = run(data + " --epochs 1 --load " + ckpt);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find(ckpt), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
+// mpirun -np P mnist_softmax --data-parallel: each rank trains on its share of every batch and
+// the run ends where the single-process one does (loss to float rounding: the gradient sums are
+// grouped differently; see README), with the same test accuracy.
+TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_dp_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 2000, 1);
+  write_set(dir, "t10k", 500, 2);
+  const std::string base = "--data " + dir.string() + " --epochs 3 --lr 0.5 --json";
+  const std::string args = base + " --batch 100";
+  const Result single = run(args);
+  ASSERT_EQ(single.status, 0) << single.err;
+  const std::string want = single.out.substr(single.out.rfind('{'));
+  for (int ranks : {2, 4}) {
+    const Result dp = run(args + " --data-parallel", "-np " + std::to_string(ranks));
+    ASSERT_EQ(dp.status, 0) << dp.err;
+    const std::string got = dp.out.substr(dp.out.rfind('{'));
+    EXPECT_EQ(field(got, "ranks"), ranks);
+    EXPECT_NEAR(field(got, "final_loss"), field(want, "final_loss"),
+                1e-5 * field(want, "final_loss"))
+        << ranks << " ranks";
+    EXPECT_EQ(field(got, "test_accuracy"), field(want, "test_accuracy")) << ranks << " ranks";
+    // Rank 0 alone prints: one result line.
+    EXPECT_EQ(dp.out.find("test accuracy"), dp.out.rfind("test accuracy")) << dp.out;
+  }
+  // A global batch the ranks cannot share equally: every rank refuses, naming the flag.
+  const Result bad = run(base + " --batch 98 --data-parallel", "-np 4");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--batch 98 cannot be shared by 4 ranks"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
+// Issue 13: the forward matmul on the OpenCL device, the rest (gradients, SGD) on the CPU, as
+// one graph: the same accuracy as the CPU alone (the products differ in rounding only).
+TEST(MnistExample, TrainsAcrossCpuAndOpenClToTheSameAccuracy) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_hetero_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 2000, 3);
+  write_set(dir, "t10k", 500, 4);
+  const std::string args = "--data " + dir.string() + " --epochs 3 --batch 100 --lr 0.5 --json";
+  const Result cpu = run(args);
+  const Result het = run(args + " --platform hetero");
+  fs::remove_all(dir);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  ASSERT_EQ(het.status, 0) << het.err;
+  const std::string a = cpu.out.substr(cpu.out.rfind('{')), h = het.out.substr(het.out.rfind('{'));
+  EXPECT_NE(h.find("\"platform\":\"heterogeneous\""), std::string::npos) << h;
+  EXPECT_NE(h.find("\"engine\":\"heterogeneous (cpu + opencl:"), std::string::npos) << h;
+  EXPECT_GT(field(h, "test_accuracy"), 0.95);
+  EXPECT_NEAR(field(h, "test_accuracy"), field(a, "test_accuracy"), 0.004);
+  EXPECT_NEAR(field(h, "final_loss"), field(a, "final_loss"), 1e-4 + 1e-3 * field(a, "final_loss"));
 }
 
 TEST(MnistExample, BadDataDirectoryAndArguments) {

@@ -1,6 +1,6 @@
 // Convolution, pooling and embedding on every platform: forward against the double-precision
 // reference over strides, paddings (symmetric and not), dilations, odd and 1-sized shapes and
-// sizes large enough for blocked layouts and parallel paths; the max-pooling workspace path;
+// sizes large enough for blocked layouts and parallel paths; the max-pooling argmax path;
 // embedding lookups of any index rank, out-of-range indices and the deterministic scatter-add.
 // Gradients are checked in test_autodiff.cpp, shape errors in test_errors.cpp.
 #include <algorithm>
@@ -144,7 +144,7 @@ TEST_P(NnOpTest, PoolingForward) {
 }
 
 // A window of equal values sends its whole gradient to its first element (row-major), on the
-// workspace path as in the reference; a padded window never picks the padding.
+// argmax path as in the reference; a padded window never picks the padding.
 TEST_P(NnOpTest, MaxPoolGradientGoesToTheFirstMaximum) {
   Graph g;
   auto x = g.input("x");
@@ -201,16 +201,17 @@ TEST(NnKernels, TrainingStepKernels) {
   EXPECT_EQ(cg.kernel_name(e), "row_copies");
 }
 
-TEST(NnKernels, MaxPoolBackwardUsesTheForwardWorkspace) {
+// Max pooling is not oneDNN's (it drops NaN): the forward keeps the argmaxes for the backward.
+TEST(NnKernels, MaxPoolBackwardUsesTheForwardArgmaxes) {
   SKIP_IF_REFERENCE_FORCED();
   Graph g;
   auto x = g.input("x");
   auto y = max_pool2d(x);
   auto dx = gradients(reduce_sum(y), {x})[0];
   auto cg = GraphCompiler().compile(g, {{"x", {2, 3, 8, 8}}}, {dx});
-  EXPECT_EQ(cg.kernel_name(y), "dnnl_pool");
-  EXPECT_EQ(cg.kernel_name(dx), "dnnl_pool_bwd_workspace");
-  // avg pooling needs no workspace
+  EXPECT_EQ(cg.kernel_name(y), "nan_max_rows");
+  EXPECT_EQ(cg.kernel_name(dx), "argmax_scatter");
+  // avg pooling needs no argmaxes
   Graph g2;
   auto x2 = g2.input("x");
   auto y2 = avg_pool2d(x2);
@@ -352,6 +353,74 @@ TEST_P(NnOpTest, EmbeddingIndexOutOfRangeIsAFeedError) {
   cg.run({{"ids", v}});
   EXPECT_FLOAT_EQ(cg.read(dt)[99 * 8], 1.0f);
   EXPECT_FLOAT_EQ(cg.read(dt)[1 * 8], 255.0f);
+}
+
+// ONNX Gather: an index outside [-n, n) for the gathered axis is a FeedError naming the node,
+// the value and its position, checked before it is read (CPU: by the kernel; OpenCL: in the
+// device's status slot); -n..-1 count from the back. The graph stays usable. The indices are
+// computed in the graph here; GatherFedIndices covers fed ones.
+TEST_P(NnOpTest, GatherIndexOutOfRangeIsAFeedError) {
+  Graph g;
+  auto x = g.variable("x", {3, 5, 2}, Initializer::uniform(-1, 1, 1));
+  auto ids = g.input("ids", DType::i32);
+  auto f = g.input("f");
+  auto copied = gather(x, where(ids, ids, ids), 1).named("copied");  // ids, computed
+  auto cast_ids = gather(x, cast(f, DType::i32), -2).named("cast_ids");
+  auto loss = reduce_sum(copied) + reduce_sum(cast_ids);
+  auto dx = gradients(loss, {x})[0];
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {40}}, {"f", {2, 20}}}, {dx});
+  std::vector<std::int32_t> v(40, -5);
+  std::vector<float> fv(40, 4.0f);
+  for (const auto& [bad, node] :
+       {std::pair{5, "'copied'"}, {-6, "'copied'"}, {7, "'cast_ids'"}, {-9, "'cast_ids'"}}) {
+    const bool first = node == std::string("'copied'");
+    v[17] = first ? bad : -5;
+    fv[17] = first ? 4.0f : static_cast<float>(bad);
+    try {
+      cg.run({{"ids", v}, {"f", fv}});
+      ADD_FAILURE() << "no error for index " << bad;
+    } catch (const FeedError& e) {
+      const std::string msg = e.what();
+      // The gather or its gradient, which reads the same indices: on a parallel engine either
+      // may meet the bad index first.
+      EXPECT_TRUE(msg.find(node) != std::string::npos ||
+                  msg.find("(gather_grad)") != std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("position 17"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("[-5, 5)"), std::string::npos) << msg;
+    }
+  }
+  v[17] = -1;
+  fv[17] = 4.0f;
+  cg.run({{"ids", v}, {"f", fv}});
+  // every index is row 0 (-5) except position 17 (-1, row 4); f gives row 4 throughout
+  const auto d = cg.read(dx);
+  EXPECT_FLOAT_EQ(d[0], 39.0f);
+  EXPECT_FLOAT_EQ(d[4 * 2], 41.0f);
+}
+
+// Fed gather indices are checked on the host before the run, against OpDef::index, by
+// src/common/executable.cpp: the bound is the node's axis (IndexInput::axis_dim) and values lie
+// in [-n, n) (IndexInput::wraps).
+TEST_P(NnOpTest, GatherFedIndices) {
+  Graph g;
+  auto x = g.variable("x", {3, 5, 2}, Initializer::uniform(-1, 1, 1));
+  auto ids = g.input("ids", DType::i32);
+  auto y = gather(x, ids, 1).named("fed");
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {4}}}, {y});
+  cg.run({{"ids", std::vector<std::int32_t>{4, -1, -5, 0}}});  // valid: no error
+  EXPECT_EQ(cg.read(y)[2], cg.read(x)[4 * 2]);                 // y[0, 1, 0] = x[0, -1 = 4, 0]
+  for (std::int32_t bad : {5, -6}) {
+    try {
+      cg.run({{"ids", std::vector<std::int32_t>{0, 0, bad, 0}}});
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const FeedError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'fed'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("position 2"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("[-5, 5)"), std::string::npos) << msg;
+    }
+  }
 }
 
 // The scatter-add of many repeated rows: against the reference sums, and bitwise equal for

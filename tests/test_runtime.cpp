@@ -178,6 +178,9 @@ std::vector<float> reference_initial_values(const Initializer& in, std::size_t n
     case Initializer::Kind::uniform:
       for (float& x : v) x = static_cast<float>(in.a + (in.b - in.a) * unit(s));
       break;
+    case Initializer::Kind::values:
+      v = *in.data;
+      break;
     case Initializer::Kind::normal:
       for (std::size_t i = 0; i < n; i += 2) {
         const double r = std::sqrt(-2.0 * std::log(unit(s))), t = 6.283185307179586 * unit(s);
@@ -195,11 +198,13 @@ TEST(Variables, InitialValuesAreTheSameBitsOnEveryPlatform) {
   const struct {
     Initializer init;
     std::int64_t n;
-  } cases[] = {{Initializer::uniform(-0.5f, 0.25f, 7), big},
-               {Initializer::normal(0.1f, 2.0f, 9), big},
-               {Initializer::normal(0, 1, 3), 1},
-               {Initializer::fill(0.375f), big},
-               {Initializer::zeros(), big}};
+  } cases[] = {
+      {Initializer::uniform(-0.5f, 0.25f, 7), big},
+      {Initializer::normal(0.1f, 2.0f, 9), big},
+      {Initializer::normal(0, 1, 3), 1},
+      {Initializer::fill(0.375f), big},
+      {Initializer::zeros(), big},
+      {Initializer::values(testing_util::random_vec(static_cast<std::size_t>(big), 5)), big}};
   for (const auto& pc : testing_util::platforms()) {
     if (pc.name == "cpu_seq_2t" || pc.name == "cpu_shared_queue_2x1") continue;
     Graph g;

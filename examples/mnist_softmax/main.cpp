@@ -1,64 +1,123 @@
 // MNIST softmax classifier: x[B,784] @ W[784,10] + b, softmax, mean cross-entropy, SGD.
 //
 //   build/examples/mnist_softmax [--data DIR] [--epochs 10] [--batch 500] [--lr 0.1]
-//                                [--platform cpu|opencl] [--threads N] [--json]
+//                                [--platform cpu|opencl|hetero] [--threads N] [--json]
+//                                [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]
+//
+// --checkpoint saves W and b after every epoch (atomically: a killed run leaves the last
+// one), --load resumes from such a file, --save writes the trained classifier as an ONNX model
+// (x [batch, 784] -> probabilities [batch, 10], the batch a dynamic dim) that
+// build/tools/hetgraph-run or any ONNX runtime runs.
+//
+//   mpirun -np 2 build/examples/mnist_softmax --data-parallel      # the same training, 2 ranks
+//
+// Data parallel: each rank reads its share of every global batch (its shard of the IDX files),
+// sgd averages the gradients across ranks, and every rank ends with the same weights, those of
+// the single-process run to float rounding. Rank 0 prints; test accuracy is counted per shard
+// and summed.
+//
+// --platform hetero: the CPU and the OpenCL device as one heterogeneous platform, the forward
+// matmul pinned to the device and everything else (the gradients and the SGD step included)
+// to the CPU: x and the product cross between them every step.
 //
 // The backward pass comes from hetgraph::sgd (autodiff), W and b start at zero and live in the
 // compiled graph between steps, batches go in order (no shuffling) straight into the graph's
 // mapped input buffers. Timing with PAPI: setup (compile), copy (writing batches), compute
 // (runs), train (the whole loop); instructions and cycles where counters exist.
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <thread>
 
+#include "hetgraph/distributed.hpp"
 #include "hetgraph/hetgraph.hpp"
+#include "hetgraph/onnx.hpp"
 #include "options.hpp"
 
 namespace {
 
 using mnist::Args;
 
-hetgraph::Platform make_platform(const Args& a) {
-  if (a.platform == "cpu") {
-    hetgraph::CpuOptions o;
-    o.engine = hetgraph::parse_engine(a.engine);
-    o.threads = a.threads;
-    o.executors = a.executors;
-    o.threads_per_executor = a.threads_per_executor;
-    return hetgraph::Platform::cpu(o);
+// Threads per rank when --threads is not given: every allowed core, unless the ranks on this
+// machine would then start more threads than it has cores (mpirun binds a rank to a core only
+// while there are cores for all; oversubscribed ranks are unbound and each sees every core).
+int default_threads(const hetgraph::distributed::Communicator& comm) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  const int allowed = CPU_COUNT(&set);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int local = comm.local_size();
+  return allowed * local > cores ? std::max(1, cores / local) : 0;
+}
+
+hetgraph::Platform make_platform(const Args& a, const hetgraph::distributed::Communicator& comm) {
+  hetgraph::CpuOptions o;
+  o.engine = hetgraph::parse_engine(a.engine);
+  o.threads = a.threads > 0 ? a.threads : default_threads(comm);
+  o.executors = a.executors;
+  o.threads_per_executor = a.threads_per_executor;
+  if (a.platform == "cpu") return hetgraph::Platform::cpu(o);
+  if (a.platform == "hetero") {
+    return hetgraph::Platform::heterogeneous(
+        {hetgraph::Platform::cpu(o), hetgraph::Platform::opencl()});
   }
   return hetgraph::Platform::opencl();  // HETGRAPH_OPENCL_DEVICE picks
 }
 
-int run(const Args& args) {
+int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   using namespace hetgraph;
-  const data::Mnist mnist = data::load_mnist(args.data);
+  const int ranks = comm.size(), rank = comm.rank();
+  const bool lead = rank == 0;  // prints (and would write checkpoints)
+  if (args.batch % ranks != 0) {
+    throw DataError("--batch " + std::to_string(args.batch) + " cannot be shared by " +
+                    std::to_string(ranks) + " ranks: make it a multiple of " +
+                    std::to_string(ranks));
+  }
+  // This rank's part of every global batch, and a contiguous part of the test set.
+  const data::Mnist mnist =
+      ranks == 1
+          ? data::load_mnist(args.data)
+          : data::load_mnist(args.data, 10, {.rank = rank, .size = ranks, .block = args.batch},
+                             {.rank = rank, .size = ranks});
   const std::int64_t pixels = mnist.train.rows * mnist.train.cols;
-  const std::int64_t B = args.batch;
+  const std::int64_t B = args.batch / ranks;  // rows per rank and step
   const std::int64_t steps = mnist.train.count / B;
   if (steps == 0) throw DataError("--batch " + std::to_string(B) + " exceeds the training set");
-  if (mnist.train.count % B != 0) {
+  if (mnist.train.count % B != 0 && lead) {
     std::fprintf(stderr,
                  "note: the last %lld training images do not fill a batch and are skipped\n",
                  static_cast<long long>(mnist.train.count % B));
   }
 
+  const Platform platform = make_platform(args, comm);
   Graph g;
+  std::optional<DeviceScope> on_cpu;  // hetero: everything on the CPU but the matmul
+  if (args.platform == "hetero") on_cpu.emplace(g, Device::cpu());
   auto x = g.input("x");
   auto y = g.input("y", DType::i32);
   auto W = g.variable("W", {pixels, mnist.classes});
   auto b = g.variable("b", {mnist.classes});
-  auto logits = matmul(x, W) + b;
-  auto loss = reduce_mean(cross_entropy(softmax(logits), y)).named("loss");
-  auto step = sgd(loss, {W, b}, args.lr);
+  auto product = matmul(x, W).named("product");
+  if (args.platform == "hetero") product.on(platform.devices().back());
+  auto logits = product + b;
+  auto probs = softmax(logits).named("probs");
+  auto loss = reduce_mean(cross_entropy(probs, y)).named("loss");
+  auto step = sgd(loss, {W, b}, args.lr, 0.0f, DataParallel{comm});
 
-  const Platform platform = make_platform(args);
   double t0 = now_s();
   CompiledGraph train =
       GraphCompiler(platform).compile(g, {{"x", {B, pixels}}, {"y", {B}}}, {loss, step});
+  distributed::broadcast_variables(train, comm);  // every replica starts from rank 0's values
   const double setup_s = now_s() - t0;
+  if (!args.load.empty()) {
+    train.load(args.load);
+    std::fprintf(stderr, "resumed from checkpoint %s\n", args.load.c_str());
+  }
 
   std::span<float> xb = train.mapped_input("x");
   std::span<std::int32_t> yb = train.mapped_input_i32("y");
@@ -68,7 +127,7 @@ int run(const Args& args) {
   // other executors are pinned to.
   const int copy_threads = train.engine_report().lanes.front().threads;
   Counters counters;
-  if (!counters.available()) std::fprintf(stderr, "note: %s\n", counters.note().c_str());
+  if (!counters.available() && lead) std::fprintf(stderr, "note: %s\n", counters.note().c_str());
   double copy_s = 0, compute_s = 0, final_loss = 0;
   const double train_t0 = now_s();
   counters.start();
@@ -88,8 +147,17 @@ int run(const Args& args) {
       loss_sum += l;
     }
     final_loss = loss_sum / static_cast<double>(steps);
-    std::fprintf(stderr, "epoch %2d/%d  mean loss %.6f  elapsed %.3f s\n", epoch, args.epochs,
-                 final_loss, now_s() - train_t0);
+    if (ranks > 1) {
+      // Each rank's loss is the mean over its share: their mean is the global batch's.
+      float mean = static_cast<float>(final_loss);
+      comm.allreduce(std::span<float>(&mean, 1), distributed::ReduceOp::mean);
+      final_loss = mean;
+    }
+    if (lead) {  // every rank holds the same weights: rank 0 alone prints and checkpoints
+      std::fprintf(stderr, "epoch %2d/%d  mean loss %.6f  elapsed %.3f s\n", epoch, args.epochs,
+                   final_loss, now_s() - train_t0);
+      if (!args.checkpoint.empty()) train.save(args.checkpoint);
+    }
   }
   const CounterValues cv = counters.stop();
   const double train_s = now_s() - train_t0;
@@ -110,10 +178,24 @@ int run(const Args& args) {
     const auto pred = std::max_element(row, row + mnist.classes) - row;
     correct += pred == mnist.test.labels[static_cast<std::size_t>(i)];
   }
-  const double accuracy = static_cast<double>(correct) / static_cast<double>(mnist.test.count);
+  // Counts of every rank's part of the test set (exact in float up to 2^24 images).
+  float counts[2] = {static_cast<float>(correct), static_cast<float>(mnist.test.count)};
+  comm.allreduce(counts);
+  correct = static_cast<std::int64_t>(counts[0]);
+  const auto tested = static_cast<std::int64_t>(counts[1]);
+  const double accuracy = static_cast<double>(correct) / static_cast<double>(tested);
+  if (!lead) return 0;
+  if (!args.save.empty()) {
+    onnx::export_model(g, std::vector<Node>{probs}, {{"x", {1, pixels}}}, args.save,
+                       {.values = &train, .dynamic_batch = true});
+    std::fprintf(stderr, "saved the trained model to %s\n", args.save.c_str());
+  }
 
   std::printf("test accuracy %.4f (%lld/%lld)\n", accuracy, static_cast<long long>(correct),
-              static_cast<long long>(mnist.test.count));
+              static_cast<long long>(tested));
+  if (ranks > 1)
+    std::printf("data parallel: %d ranks of %lld images per step\n", ranks,
+                static_cast<long long>(B));
   std::printf(
       "timing: setup %.4f s  copy %.4f s  compute %.4f s  train %.4f s (%d epochs, %lld steps)\n",
       setup_s, copy_s, compute_s, train_s, args.epochs,
@@ -131,11 +213,11 @@ int run(const Args& args) {
         "\"batch\":%d,"
         "\"lr\":%g,\"setup_s\":%.6f,\"copy_s\":%.6f,\"compute_s\":%.6f,\"train_s\":%.6f,"
         "\"final_loss\":%.8f,\"test_accuracy\":%.6f,\"counters\":%s,\"instructions\":%lld,"
-        "\"cycles\":%lld}\n",
+        "\"cycles\":%lld,\"ranks\":%d}\n",
         platform.name().c_str(), er.engine.c_str(), static_cast<int>(er.lanes.size()),
         er.lanes.front().threads, args.threads, args.epochs, args.batch,
         static_cast<double>(args.lr), setup_s, copy_s, compute_s, train_s, final_loss, accuracy,
-        cv.available ? "true" : "false", cv.instructions, cv.cycles);
+        cv.available ? "true" : "false", cv.instructions, cv.cycles, ranks);
   }
   return 0;
 }
@@ -145,5 +227,14 @@ int run(const Args& args) {
 int main(int argc, char** argv) {
   Args args;
   hetgraph::cli::Parser parser = mnist::parser(args);
-  return hetgraph::cli::run_main(parser, argc, argv, [&] { return run(args); });
+  return hetgraph::cli::run_main(parser, argc, argv, [&] {
+    namespace dist = hetgraph::distributed;
+    const dist::Communicator comm = args.data_parallel ? dist::world() : dist::Communicator::self();
+    try {
+      return run(args, comm);
+    } catch (const hetgraph::Error& e) {
+      comm.abort(e.what());  // the other ranks fail at once, naming this one, instead of waiting
+      throw;
+    }
+  });
 }

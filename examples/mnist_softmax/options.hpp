@@ -19,13 +19,20 @@ struct Args {
   int executors = 0, threads_per_executor = 0;  // --executors NxT
   int threads = 0;
   bool json = false;
+  std::string save;        // --save PATH: the trained model as ONNX (x -> class probabilities)
+  std::string checkpoint;  // --checkpoint PATH: the training state after every epoch
+  std::string load;        // --load PATH: start from a checkpoint
+  bool data_parallel = false;  // one process per share of each batch (under mpirun)
 };
 
 inline constexpr const char* kUsage =
     "usage: mnist_softmax [--data DIR] [--epochs N] [--batch N] [--lr X]\n"
-    "                     [--platform cpu|opencl] [--engine "
+    "                     [--platform cpu|opencl|hetero] [--engine "
     "sequential|shared-queue|critical-path|auto]\n"
-    "                     [--executors NxT] [--threads N] [--json]";
+    "                     [--executors NxT] [--threads N] [--json] [--data-parallel]\n"
+    "                     [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]\n"
+    "  --data-parallel: under mpirun -np P, each process trains on its P-th of every batch\n"
+    "                   (--batch is the global batch, a multiple of P; rank 0 checkpoints)";
 
 /// A parser that fills `a` (which must outlive it).
 inline hetgraph::cli::Parser parser(Args& a) {
@@ -35,7 +42,7 @@ inline hetgraph::cli::Parser parser(Args& a) {
       .integer("--epochs", a.epochs, 1, 1'000'000)
       .integer("--batch", a.batch, 1, 1 << 30)
       .real("--lr", a.lr, 0.0, 1e6, Bound::open)
-      .choice("--platform", a.platform, {"cpu", "opencl"})
+      .choice("--platform", a.platform, {"cpu", "opencl", "hetero"})
       .choice("--engine", a.engine, {"sequential", "shared-queue", "critical-path", "auto"})
       .custom("--executors",
               [&a](std::string_view v) {
@@ -43,7 +50,11 @@ inline hetgraph::cli::Parser parser(Args& a) {
                     hetgraph::cli::to_executors("--executors", v);
               })
       .integer("--threads", a.threads, 0, 4096)
-      .flag("--json", a.json);
+      .flag("--json", a.json)
+      .text("--save", a.save)
+      .text("--checkpoint", a.checkpoint)
+      .text("--load", a.load)
+      .flag("--data-parallel", a.data_parallel);
   return p;
 }
 

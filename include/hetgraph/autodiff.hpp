@@ -7,12 +7,17 @@
 //
 // Gradients are ordinary nodes: they are compiled, planned and run like any other. The loss
 // must be a scalar (one element); that is checked when the graph is compiled.
+//
+// Data-parallel training (one process per share of the global batch, see distributed.hpp):
+//   Node step = hetgraph::sgd(loss, {W, b}, 0.1f, 0.0f, hetgraph::DataParallel{comm});
 #pragma once
 
+#include <cstddef>
 #include <initializer_list>
 #include <span>
 #include <vector>
 
+#include "hetgraph/distributed.hpp"
 #include "hetgraph/graph.hpp"
 
 namespace hetgraph {
@@ -28,5 +33,27 @@ std::vector<Node> gradients(Node loss, std::initializer_list<Node> wrt);
 Node sgd(Node loss, std::span<const Node> variables, float learning_rate, float momentum = 0.0f);
 Node sgd(Node loss, std::initializer_list<Node> variables, float learning_rate,
          float momentum = 0.0f);
+
+/// Data parallelism for sgd: every rank of `comm` runs the same graph on its own share of the
+/// global batch (its loss the mean over its rows), and the gradients are averaged across the
+/// ranks before the update, so every replica takes the same step, the one a single process
+/// would take on the whole batch when the shares are equal.
+struct DataParallel {
+  distributed::Communicator comm;
+  /// Gradients are packed into fusion buffers of up to this many bytes (a larger gradient gets
+  /// one of its own), one allreduce each, in the order the backward pass produces them: the
+  /// first buckets' allreduces run while the backward pass goes on (PyTorch DDP's buckets,
+  /// Horovod's fusion buffer).
+  std::size_t bucket_bytes = 4u << 20;
+};
+
+/// sgd with gradients averaged across dp.comm (an allreduce of the mean per bucket). The
+/// gradient of an embedding table looked up once travels sparse: the looked-up rows and their
+/// indices are allgathered, and the update touches those rows only. With one rank it is plain
+/// sgd. Every rank must start from the same variables: see distributed::broadcast_variables.
+Node sgd(Node loss, std::span<const Node> variables, float learning_rate, float momentum,
+         const DataParallel& dp);
+Node sgd(Node loss, std::initializer_list<Node> variables, float learning_rate, float momentum,
+         const DataParallel& dp);
 
 }  // namespace hetgraph

@@ -145,6 +145,24 @@ struct EngineReport {
     int compute_units = 1;
   };
   std::optional<OpenCl> opencl;
+  /// A heterogeneous platform: where each node runs and why, and what crossing devices costs.
+  struct Hetero {
+    std::vector<std::string> devices;  // "cpu", "opencl:0:1 (pthread-...)", in member order
+    struct Placed {
+      std::string node;    // its label
+      std::string device;  // Device::str()
+      std::string reason;  // "pinned", "cost: ...", "capability: ...", "single device: ...", ...
+    };
+    std::vector<Placed> nodes;       // every node with a value or work, in plan order
+    std::size_t transfers = 0;       // values crossing a device boundary in each run
+    std::size_t transfer_bytes = 0;  // their bytes (once per receiving device)
+    /// The cost model's makespan of the chosen placement, of HEFT's split, and of each device
+    /// alone (where that device can run every unpinned node), in microseconds.
+    double estimated_us = 0, split_us = 0;
+    std::vector<std::pair<std::string, double>> single_device_us;
+    std::string decision;  // why this placement (a split, or one device)
+  };
+  std::optional<Hetero> hetero;
 
   /// False while an automatic engine is still searching for its configuration.
   bool tuned() const { return !cpu || cpu->tuned; }
@@ -169,6 +187,42 @@ struct OpenClDevice {
   std::string type;      // "GPU", "CPU", "accelerator", ...
 };
 
+/// What placement assumes of one device of a heterogeneous platform (measured when not given:
+/// see HeteroOptions::costs). A node's estimated time is node_us + max(FLOPs / gflops,
+/// bytes / gbytes_per_s); a value crossing to or from the device costs transfer_us plus its
+/// bytes at the transfer rate, plus a host copy at the CPU's gbytes_per_s.
+struct DeviceCosts {
+  double gflops = 0;        // dense products (matmul, convolution)
+  double gbytes_per_s = 0;  // memory-bound ops
+  double node_us = 0;       // fixed cost of one node (launch, scheduling)
+  double to_device_gbytes_per_s = 0, from_device_gbytes_per_s = 0;  // host <-> device (OpenCL)
+  double transfer_us = 0;  // latency of one transfer, its synchronisation included
+  /// Runs on the CPU's own cores (PoCL, or any OpenCL CPU device): never concurrent with the
+  /// CPU, so placement only splits work for speed per node, never for overlap.
+  bool shares_host_cores = false;
+};
+
+/// How a heterogeneous platform places nodes (Platform::heterogeneous).
+struct HeteroOptions {
+  enum class Placement : std::uint8_t {
+    /// HEFT (heterogeneous earliest finish time list scheduling) over the cost model, unless
+    /// one device alone is estimated within min_split_gain of the split: then that device.
+    automatic,
+    heft,   // HEFT's placement as it comes, whatever it gains
+    first,  // every unpinned node on the first member that has a kernel for it
+  };
+  Placement placement = Placement::automatic;
+  /// A split must be estimated this much faster (fraction) than the best single device.
+  double min_split_gain = 0.1;
+  /// Cost figures per member, in member order. Empty: measured once per process and device
+  /// (a matmul, a streaming add, a chain of tiny nodes, transfers both ways), then refined by
+  /// the per-op times that compiled graphs measure in their first runs (profile_runs).
+  std::vector<DeviceCosts> costs;
+  /// Runs of each compiled graph whose per-node times go into the platform's cost table, which
+  /// later compiles on the same platform use in place of the static estimates.
+  int profile_runs = 3;
+};
+
 /// Where compiled graphs run.
 ///
 ///   auto platform = hetgraph::Platform::opencl_available()
@@ -185,6 +239,25 @@ class Platform {
   static bool opencl_available(OpenClOptions options = {}) noexcept;
   /// Every OpenCL device of every installed platform; empty when there is none.
   static std::vector<OpenClDevice> opencl_devices();
+  /// One graph across several devices: the CPU and any number of OpenCL devices, each a
+  /// single-device platform (its options apply to its part). Nodes pinned with Node::on or a
+  /// DeviceScope run where pinned; the others are placed by `options` (HEFT by default), and
+  /// nodes a device has no kernel for go to one that has. Values crossing devices are copied
+  /// once per receiving device through pinned host memory, asynchronously; the devices run
+  /// their parts concurrently. PlatformError for an empty list, a repeated device, or a member
+  /// that is itself heterogeneous.
+  ///
+  ///   auto cpu = Platform::cpu();
+  ///   auto gpu = Platform::opencl();
+  ///   auto both = Platform::heterogeneous({cpu, gpu});
+  ///   matmul(x, W).on(gpu.devices()[0]);          // or let placement decide
+  ///   auto cg = GraphCompiler(both).compile(g, shapes, {loss, step});
+  ///   for (const auto& n : cg.engine_report().hetero->nodes)
+  ///     std::printf("%s on %s: %s\n", n.node.c_str(), n.device.c_str(), n.reason.c_str());
+  static Platform heterogeneous(std::vector<Platform> members, HeteroOptions options = {});
+  /// The devices this platform runs on: one for the CPU and OpenCL platforms; the members'
+  /// for a heterogeneous one.
+  std::vector<Device> devices() const;
   std::string name() const;
 
  private:
@@ -333,6 +406,17 @@ class CompiledGraph {
   const CompileReport& report() const;
   std::size_t planned_bytes() const { return report().planned_bytes; }
   std::size_t naive_bytes() const { return report().naive_bytes; }
+
+  /// Checkpoints: every variable of the compiled graph (names, shapes, types, values) in one
+  /// file, format version 1 (described in src/onnx/checkpoint.cpp and the README), with a CRC-32
+  /// per variable and one over the file. save() writes a temporary file, fsyncs it and renames
+  /// it over `path`: a process killed while saving leaves the previous checkpoint intact.
+  /// load() checks everything first (format, version, checksums, and that the file holds
+  /// exactly this graph's variables with the same shapes and types): a truncated, corrupt or
+  /// mismatching file is a DataError naming the file and the variable, and changes nothing.
+  ///   cg.save("model.ckpt");   ...   resumed.load("model.ckpt");
+  void save(const std::string& path) const;
+  void load(const std::string& path);
 
  private:
   friend class GraphCompiler;

@@ -5,7 +5,9 @@
 //   mnist.train.labels;                                  // count class ids
 //
 // Every problem (missing, truncated or corrupt file, wrong magic number, image/label count
-// mismatch, label out of range) is a hetgraph::DataError naming the file.
+// mismatch, label out of range, a shard that does not fit) is a hetgraph::DataError naming the
+// file. Data-parallel jobs read each rank's shard:
+//   auto mine = hetgraph::data::load_mnist(dir, 10, {.rank = r, .size = n, .block = 500});
 #pragma once
 
 #include <cstdint>
@@ -18,16 +20,30 @@ namespace hetgraph::data {
 /// An IDX file: big-endian dims after a magic number, then unsigned bytes.
 struct IdxFile {
   std::uint32_t magic = 0;
-  std::vector<std::int64_t> dims;
-  std::vector<std::uint8_t> bytes;
+  std::vector<std::int64_t> dims;   // as stored in the file
+  std::vector<std::uint8_t> bytes;  // the records kept, in file order
+  std::int64_t records = 0;         // records kept: dims[0], or a shard's part of it
 };
 
 inline constexpr std::uint32_t kIdxImages = 2051;  // 0x00000803: ubyte, 3 dims
 inline constexpr std::uint32_t kIdxLabels = 2049;  // 0x00000801: ubyte, 1 dim
 
+/// The records (images, labels) one process of a data-parallel job keeps. With `block` = 0 the
+/// records are cut into `size` contiguous parts (sizes differ by one at most) and rank `rank`
+/// keeps its part. With `block` = B (the global batch) the records go in blocks of B, each cut
+/// into `size` equal parts, and rank `rank` keeps its part of every block: batch k of the rank
+/// (B / size records) is its share of global batch k. A trailing partial block is dropped.
+///
+///   Shard{.rank = comm.rank(), .size = comm.size(), .block = 500}
+struct Shard {
+  int rank = 0, size = 1;
+  std::int64_t block = 0;
+};
+
 /// Reads one IDX file (gzip'd or plain, detected from its content) and checks its magic
-/// number against `expected_magic` and its length against its dims.
-IdxFile read_idx(const std::string& path, std::uint32_t expected_magic);
+/// number against `expected_magic` and its length against its dims. Only the records (slices
+/// along dimension 0) of `shard` are kept.
+IdxFile read_idx(const std::string& path, std::uint32_t expected_magic, const Shard& shard = {});
 
 struct Split {
   std::int64_t count = 0, rows = 0, cols = 0;
@@ -50,6 +66,8 @@ struct Mnist {
 
 /// Loads train-images/train-labels/t10k-images/t10k-labels from `dir`, accepting both the
 /// `train-images-idx3-ubyte` and `train-images.idx3-ubyte` namings, with or without `.gz`.
-Mnist load_mnist(const std::string& dir, int classes = 10);
+/// Each split keeps the records of its shard (default: all).
+Mnist load_mnist(const std::string& dir, int classes = 10, const Shard& train = {},
+                 const Shard& test = {});
 
 }  // namespace hetgraph::data

@@ -51,6 +51,13 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// Collectives across processes (hetgraph/distributed.hpp): a rank that failed, died or stopped
+/// responding, a collective past its deadline, MPI errors. The message names the rank.
+class CommunicationError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Misuse of an object's contract: a call on a moved-from object, calls on one compiled
 /// graph from two threads at once, reading a value a failed run left invalid.
 class UsageError : public Error {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,23 +35,53 @@ struct GraphImpl;
 
 /// How a variable gets its first value. Random initialisers are deterministic in `seed`.
 struct Initializer {
-  enum class Kind : std::uint8_t { zeros, fill, uniform, normal };
+  enum class Kind : std::uint8_t { zeros, fill, uniform, normal, values };
   Kind kind = Kind::zeros;
   float a = 0.0f;  // fill value, uniform low, normal mean
   float b = 0.0f;  // uniform high, normal stddev
   std::uint64_t seed = 0;
+  std::shared_ptr<const std::vector<float>> data;  // values: one per element, row-major
 
   static Initializer zeros() { return {}; }
-  static Initializer fill(float v) { return {Kind::fill, v, 0.0f, 0}; }
+  static Initializer fill(float v) { return {Kind::fill, v, 0.0f, 0, {}}; }
   static Initializer uniform(float lo, float hi, std::uint64_t seed) {
-    return {Kind::uniform, lo, hi, seed};
+    return {Kind::uniform, lo, hi, seed, {}};
   }
   static Initializer normal(float mean, float stddev, std::uint64_t seed) {
-    return {Kind::normal, mean, stddev, seed};
+    return {Kind::normal, mean, stddev, seed, {}};
+  }
+  /// Exactly these values (e.g. an imported model's weights).
+  static Initializer values(std::vector<float> v) {
+    return {Kind::values, 0.0f, 0.0f, 0, std::make_shared<const std::vector<float>>(std::move(v))};
   }
 };
 
 class Graph;
+
+/// A device of this machine, for placing nodes on a heterogeneous platform
+/// (Platform::heterogeneous in compiler.hpp): the CPU, or an OpenCL device by its platform and
+/// device index (as Platform::opencl_devices() lists them). A value: it names a device, it
+/// does not open one.
+///
+///   const Device gpu = Device::opencl(0, 1);
+///   auto logits = matmul(x, W).on(gpu);           // this node runs on the OpenCL device
+///   {
+///     DeviceScope on_cpu(g, Device::cpu());       // nodes made in this scope run on the CPU
+///     loss = reduce_mean(cross_entropy(softmax(logits + b), y));
+///   }
+struct Device {
+  enum class Kind : std::uint8_t { cpu, opencl };
+  Kind kind = Kind::cpu;
+  int platform_index = 0, device_index = 0;  // OpenCL only
+
+  static Device cpu() { return {}; }
+  static Device opencl(int platform_index, int device_index) {
+    return {Kind::opencl, platform_index, device_index};
+  }
+  /// "cpu" or "opencl:<platform>:<device>".
+  std::string str() const;
+  friend bool operator==(const Device&, const Device&) = default;
+};
 
 /// A handle to one node of a Graph.
 class Node {
@@ -67,6 +98,12 @@ class Node {
 
   /// Gives the node a name (shown in errors and traces); returns the same node.
   Node named(std::string name) const;
+  /// Pins the node to a device: a heterogeneous platform runs it there (a device without a
+  /// kernel for it is a PlatformError at compile time, naming both). Inputs and variables
+  /// pinned to a device live there. Single-device platforms ignore pins. Returns the same node.
+  Node on(Device device) const;
+  /// The device the node is pinned to, if any.
+  std::optional<Device> device() const;
 
   /// Graph surgery: makes `producer` input `index` of this node. This is the only way to
   /// form a cycle; compiling a graph with a cycle that no assign breaks is a GraphError.
@@ -108,6 +145,21 @@ class Graph {
   std::shared_ptr<detail::GraphImpl> impl_;
 };
 
+/// Pins every node made in `graph` while it lives to `device` (as Node::on does), gradients
+/// that gradients() builds in it included. Scopes nest; the innermost wins; the graph must
+/// outlive the scope. See Device.
+class DeviceScope {
+ public:
+  DeviceScope(Graph& graph, Device device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  detail::GraphImpl* g_;
+  std::optional<Device> previous_;
+};
+
 // ---- ops ---------------------------------------------------------------------------------
 // Binary elementwise ops broadcast numpy-style (rank 0-4).
 Node add(Node a, Node b);
@@ -129,6 +181,33 @@ Node tanh(Node x);
 /// Gaussian error linear unit x * Phi(x), with the exact normal CDF
 /// Phi(x) = (1 + erf(x / sqrt(2))) / 2 (PyTorch's default gelu, ONNX's Gelu).
 Node gelu(Node x);
+Node abs(Node x);
+/// The Gauss error function (ONNX Erf).
+Node erf(Node x);
+/// x for x > 0, alpha * x otherwise (ONNX LeakyRelu; its default alpha is 0.01).
+Node leaky_relu(Node x, float alpha = 0.01f);
+/// min(max(x, lo), hi) (ONNX Clip): lo > hi gives hi. Bounds are attributes: ONNX Clip-11+
+/// takes them as inputs, nearly always constants, whose values become these (a missing
+/// bound is -inf or +inf). Bounds computed at run time: minimum(maximum(x, lo), hi).
+///   auto relu6 = clip(x, 0.0f, 6.0f);
+Node clip(Node x, float lo, float hi);
+/// a^b elementwise with broadcasting, C's powf (a < 0 with a non-integer b is NaN).
+Node pow(Node a, Node b);
+/// Elementwise maximum / minimum with broadcasting (ONNX Max / Min of two inputs).
+Node maximum(Node a, Node b);
+Node minimum(Node a, Node b);
+/// a where cond is nonzero, else b, with numpy broadcasting of all three (ONNX Where).
+/// cond is int32 (ONNX's bool); a and b are both float or both int32.
+///   auto masked = where(mask, scores, g.constant(-1e9f));
+Node where(Node cond, Node a, Node b);
+/// Converts to `to` (ONNX Cast to float, int32 or int64, which is int32 here). Float to int32
+/// rounds toward zero and saturates; NaN becomes 0 (C leaves these undefined; this is Java's,
+/// Rust's and OpenCL's convert_int_sat_rtz). Int32 to float rounds to nearest. No gradient
+/// flows into ints.
+///   auto ids = cast(floor(x * 10.0f), DType::i32);
+Node cast(Node x, DType to);
+// NaN: every op propagates NaN as PyTorch and ONNX do: relu, clip, maximum/minimum, the max
+// reductions and max pooling return NaN where an input is NaN.
 
 /// op(a) @ op(b) where op transposes the last two dims when asked. Rank 2 x rank 2, or
 /// batched: rank 3 x rank 3 (same batch) or rank 3 x rank 2 (b shared by the batch).
@@ -148,6 +227,13 @@ Node log_softmax(Node x, int axis = -1);
 Node cross_entropy(Node probs, Node labels);
 
 Node slice(Node x, int axis, std::int64_t begin, std::int64_t end);
+/// ONNX Slice: along each of `axes` (default 0, 1, ...), from starts[i] toward ends[i] (not
+/// included) by steps[i] (default 1; negative steps walk backwards). Negative starts and ends
+/// count from the back; out-of-range ones clamp (so INT64_MAX means "to the end"). An empty
+/// result is a ShapeError. x may be float or int32.
+///   auto rev = strided_slice(x, {-1}, {INT64_MIN}, {1}, {-1});   // axis 1 reversed
+Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
+                   std::vector<std::int64_t> axes = {}, std::vector<std::int64_t> steps = {});
 Node concat(std::span<const Node> xs, int axis);
 Node concat(std::initializer_list<Node> xs, int axis);
 /// Permutes axes; an empty perm swaps the last two.
@@ -158,20 +244,49 @@ Node reshape(Node x, std::vector<std::int64_t> shape);
 // ---- images and embeddings ---------------------------------------------------------------
 // Images are NCHW float tensors [batch, channels, height, width]; pairs are (height, width).
 
+/// ONNX auto_pad: padding derived from the input size when the graph is compiled. SAME pads so
+/// that the output has ceil(in / stride) rows and columns, the odd one at the end (same_upper)
+/// or at the start (same_lower); valid pads nothing. Explicit padding must then be 0.
+enum class AutoPad : std::uint8_t { none, same_upper, same_lower, valid };
+
 /// Options of conv2d. Zero padding is added before (top, left) and after (bottom, right); by
-/// default the same amount on both sides. Dilation 1 is a dense kernel.
+/// default the same amount on both sides. Dilation 1 is a dense kernel. `groups` splits the
+/// channels into independent convolutions (groups = C = O: depthwise).
 ///   auto y = conv2d(x, W, b, {.stride = {2, 2}, .padding = {1, 1}});
+///   auto dw = conv2d(x, Wd, {.padding = {1, 1}, .groups = 32});   // Wd [32, 1, 3, 3]
 struct Conv2dOptions {
   std::array<int, 2> stride{1, 1};
   std::array<int, 2> padding{0, 0};
   std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
   std::array<int, 2> dilation{1, 1};
+  int groups = 1;
+  AutoPad auto_pad = AutoPad::none;
 };
-/// Cross-correlation of x [N, C, H, W] with weights [O, C, KH, KW] (one group), plus an
-/// optional bias [O] per output channel: [N, O, OH, OW] with
+/// Cross-correlation of x [N, C, H, W] with weights [O, C / groups, KH, KW], plus an optional
+/// bias [O] per output channel: [N, O, OH, OW] with
 /// OH = (H + pad_top + pad_bottom - ((KH - 1) * dilation + 1)) / stride + 1 (OW alike).
 Node conv2d(Node x, Node weights, Conv2dOptions options = {});
 Node conv2d(Node x, Node weights, Node bias, Conv2dOptions options = {});
+
+/// Options of conv_transpose2d (ONNX ConvTranspose with explicit pads; its output_shape and
+/// auto_pad turn into pads given the input and kernel sizes). output_padding adds rows and
+/// columns at the end and must be smaller than the stride.
+struct ConvTranspose2dOptions {
+  std::array<int, 2> stride{1, 1};
+  std::array<int, 2> padding{0, 0};
+  std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
+  std::array<int, 2> dilation{1, 1};
+  std::array<int, 2> output_padding{0, 0};
+  int groups = 1;
+};
+/// The transpose of conv2d (the gradient of a convolution with respect to its input) of
+/// x [N, C, H, W] with weights [C, O / groups, KH, KW], plus an optional bias [O]:
+/// [N, O, OH, OW] with OH = stride * (H - 1) + output_padding + (KH - 1) * dilation + 1 -
+/// pad_top - pad_bottom (OW alike).
+///   auto up = conv_transpose2d(x, W, b, {.stride = {2, 2}, .padding = {1, 1}, .output_padding =
+///   {1, 1}});
+Node conv_transpose2d(Node x, Node weights, ConvTranspose2dOptions options = {});
+Node conv_transpose2d(Node x, Node weights, Node bias, ConvTranspose2dOptions options = {});
 
 /// Options of max_pool2d and avg_pool2d. Padding must be smaller than the kernel, so every
 /// window holds at least one element of the image.
@@ -182,10 +297,18 @@ struct Pool2dOptions {
   std::array<int, 2> padding{0, 0};
   std::array<int, 2> padding_end{-1, -1};  // -1: the same as `padding`
   /// avg_pool2d: divide by the whole window (padding counts as zeros) instead of by the
-  /// number of image elements in it (the default, which ignores padding).
+  /// number of image elements in it (the default, which ignores padding). With ceil_mode, the
+  /// part of the last window past the end padding never counts.
   bool count_include_pad = false;
+  /// The output size rounds up: a last, partial window (ONNX ceil_mode; see the note on
+  /// max_pool2d).
+  bool ceil_mode = false;
+  std::array<int, 2> dilation{1, 1};  // max_pool2d only
+  AutoPad auto_pad = AutoPad::none;
 };
-/// Maximum over each window of x [N, C, H, W] (padding never wins): [N, C, OH, OW].
+/// Maximum over each window of x [N, C, H, W] (padding never wins; NaN propagates): [N, C,
+/// OH, OW]. Every window must hold an image element: with ceil_mode, a last window wholly in
+/// the padding (which ONNX 1.12's shape rule keeps and PyTorch drops) is a ShapeError.
 Node max_pool2d(Node x, Pool2dOptions options = {});
 /// Mean over each window of x [N, C, H, W]: [N, C, OH, OW].
 Node avg_pool2d(Node x, Pool2dOptions options = {});
@@ -196,6 +319,13 @@ Node avg_pool2d(Node x, Pool2dOptions options = {});
 ///   auto ids = g.input("ids", DType::i32);                 // [batch]
 ///   auto e = embedding(g.variable("E", {10000, 32}), ids);  // [batch, 32]
 Node embedding(Node table, Node indices);
+
+/// ONNX Gather: slices of `x` along `axis` picked by the int32 `indices` (any shape S):
+/// x.shape[:axis] + S + x.shape[axis+1:], rank 4 at most. An index may be negative (counting
+/// from the back); one outside [-n, n) for the axis' size n is a FeedError at run(). x may be
+/// float or int32; the gradient with respect to float x is a scatter-add.
+///   auto cols = gather(x, g.constant_i32({2}, {0, -1}), 1);   // first and last columns
+Node gather(Node x, Node indices, int axis = 0);
 
 /// Writes `value` into `variable` at the end of a run (after every read of its old value).
 Node assign(Node variable, Node value);

@@ -12,6 +12,7 @@
 #include "hetgraph/autodiff.hpp"
 #include "hetgraph/compiler.hpp"
 #include "hetgraph/data.hpp"
+#include "hetgraph/distributed.hpp"
 #include "hetgraph/error.hpp"
 #include "hetgraph/graph.hpp"
 #include "hetgraph/tensor.hpp"

@@ -152,6 +152,17 @@ Parser& Parser::flag(std::string name, bool& out, bool value) {
   return add(std::move(name), false, [&out, value](std::string_view) { out = value; });
 }
 
+Parser& Parser::repeated(std::string name, std::function<void(std::string_view)> parse) {
+  add(std::move(name), true, std::move(parse));
+  options_.back().repeatable = true;
+  return *this;
+}
+
+Parser& Parser::positional(std::string name, std::string& out) {
+  positionals_.push_back({std::move(name), &out});
+  return *this;
+}
+
 bool Parser::given(std::string_view name) const {
   for (const Option& o : options_) {
     if (o.name == name) return o.seen;
@@ -173,11 +184,16 @@ void Parser::parse(int argc, const char* const* argv) {
     for (Option& o : options_) {
       if (o.name == name) opt = &o;
     }
+    if (!opt && arg.rfind("-", 0) != 0 && positional_seen_ < positionals_.size()) {
+      if (arg.empty()) throw UsageError(positionals_[positional_seen_].first + ": empty");
+      *positionals_[positional_seen_++].second = std::string(arg);
+      continue;
+    }
     if (!opt) {
       throw UsageError(arg.rfind("-", 0) == 0 ? "unknown option " + quote(arg)
                                               : "unexpected argument " + quote(arg));
     }
-    if (opt->seen) throw UsageError(opt->name + ": given twice");
+    if (opt->seen && !opt->repeatable) throw UsageError(opt->name + ": given twice");
     opt->seen = true;
     if (!opt->takes_value) {
       if (eq != std::string_view::npos) throw UsageError(opt->name + ": takes no value");
@@ -193,6 +209,9 @@ void Parser::parse(int argc, const char* const* argv) {
       throw UsageError(opt->name + ": needs a value");
     }
     opt->apply(value);
+  }
+  if (positional_seen_ < positionals_.size()) {
+    throw UsageError(positionals_[positional_seen_].first + " is missing");
   }
 }
 

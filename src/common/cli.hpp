@@ -63,6 +63,11 @@ class Parser {
   Parser& custom(std::string name, std::function<void(std::string_view value)> parse);
   /// --name without a value sets `out` to `value`.
   Parser& flag(std::string name, bool& out, bool value = true);
+  /// --name VALUE that may be given several times; `parse` sees each value in order.
+  Parser& repeated(std::string name, std::function<void(std::string_view value)> parse);
+  /// A required argument that is not an option (e.g. the model file), in order of
+  /// declaration; `name` is what the usage calls it.
+  Parser& positional(std::string name, std::string& out);
 
   /// Parses argv[1..argc). Throws UsageError. --help / -h stops parsing and sets help().
   void parse(int argc, const char* const* argv);
@@ -79,11 +84,14 @@ class Parser {
     bool takes_value = true;
     std::function<void(std::string_view)> apply;
     bool seen = false;
+    bool repeatable = false;
   };
   Parser& add(std::string name, bool takes_value, std::function<void(std::string_view)> apply);
 
   std::string program_, usage_;
   std::vector<Option> options_;
+  std::vector<std::pair<std::string, std::string*>> positionals_;
+  std::size_t positional_seen_ = 0;
   bool help_ = false;
 };
 

@@ -21,6 +21,10 @@ std::string Platform::name() const {
   return detail::backend_of(*this).name();
 }
 
+std::vector<Device> Platform::devices() const {
+  return detail::backend_of(*this).devices();
+}
+
 GraphCompiler::GraphCompiler(Platform platform, CompileOptions options)
     : platform_(std::move(platform)), options_(options) {}
 
@@ -45,6 +49,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.parallel_ops = options_.parallel_ops;
   po.kernel_threads = backend.kernel_threads();
   po.capabilities = &backend;
+  po.placer = backend.placer();
   auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
   const auto t_plan = std::chrono::steady_clock::now();
   // Every kernel the plan needs exists on this platform: checked before anything is allocated.

@@ -28,7 +28,7 @@ Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)
     while (p.nodes[base].storage == Storage::View) base = p.nodes[base].inputs[0];
     if (p.nodes[base].storage != Storage::Input) continue;
     const Shape& bounded = p.nodes[n.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape;
-    fed_checks_.push_back({i, idx, base, bounded.dim(x.bound_dim)});
+    fed_checks_.push_back({i, idx, base, bounded.dim(x.dim_of(bounded, n.attrs)), x.wraps});
   }
 }
 
@@ -312,9 +312,11 @@ void Executable::feed(std::span<const FeedItem> feeds) {
 }
 
 std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices,
-                        const std::string& value, std::int64_t position, std::int64_t bound) {
+                        const std::string& value, std::int64_t position, std::int64_t bound,
+                        bool wraps) {
   const PlanNode& n = p.nodes[node];
-  const std::string range = "[0, " + std::to_string(bound) + ")";
+  const std::string range =
+      "[" + std::to_string(wraps ? -bound : 0) + ", " + std::to_string(bound) + ")";
   const std::string_view what = op_def(n.op).index.what;
   if (what == "class id") {
     return "node " + n.label + ": " + (value.empty() ? "a class id" : "class id " + value) +
@@ -322,14 +324,15 @@ std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices
   }
   return "node " + n.label + ": " + (value.empty() ? "an index" : "index " + value) +
          " at position " + std::to_string(position) + " of the indices " +
-         p.nodes[indices].type.shape.str() + " is outside [0, " + std::to_string(bound) + ")";
+         p.nodes[indices].type.shape.str() + " is outside " + range;
 }
 
 void Executable::check_indices(const IndexCheck& c, const std::int32_t* ids) const {
   const std::int64_t n = plan_->nodes[c.fed].type.shape.numel();
   for (std::int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= c.bound) {
-      throw FeedError(index_error(*plan_, c.node, c.indices, std::to_string(ids[i]), i, c.bound));
+    if (ids[i] < (c.wraps ? -c.bound : 0) || ids[i] >= c.bound) {
+      throw FeedError(
+          index_error(*plan_, c.node, c.indices, std::to_string(ids[i]), i, c.bound, c.wraps));
     }
   }
 }
@@ -450,6 +453,10 @@ void InitialValues::next(std::span<float> out) {
     case Initializer::Kind::uniform:
       for (float& x : out) x = static_cast<float>(in.a + (in.b - in.a) * unit(state_));
       break;
+    case Initializer::Kind::values:  // state_ (seed 0) counts the values given out
+      std::copy_n(in.data->begin() + static_cast<std::ptrdiff_t>(state_), out.size(), out.begin());
+      state_ += out.size();
+      break;
     case Initializer::Kind::normal:
       // Box-Muller: each pair of uniforms gives two values (the second of a last odd one is
       // dropped).
@@ -496,8 +503,11 @@ void Executable::add_node_events(TraceWriter& w, const std::vector<Event>& event
                                  std::int64_t run) const {
   for (const Event& e : events) {
     const PlanNode& n = plan().nodes[e.node];
-    const std::string name =
-        n.name.empty() ? std::string(op_name(n.op)) + " #" + std::to_string(n.gid) : n.name;
+    // Nodes passes made have no graph id: their label says what they are ("send ...").
+    const std::string name = !n.name.empty() ? n.name
+                             : n.gid == kNoGid
+                                 ? n.label
+                                 : std::string(op_name(n.op)) + " #" + std::to_string(n.gid);
     std::size_t in_bytes = 0;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();

@@ -19,6 +19,9 @@
 namespace hetgraph::detail {
 
 class Executable;
+namespace hetero {
+class HeteroExecutable;
+}
 
 /// The outcome of an asynchronous run, shared with its RunHandle.
 struct RunState {
@@ -33,11 +36,13 @@ struct IndexCheck {
   std::uint32_t node = 0;     // the op reading the indices
   std::uint32_t indices = 0;  // its index input (plan index)
   std::uint32_t fed = 0;      // the input node holding them
-  std::int64_t bound = 0;     // values must lie in [0, bound)
+  std::int64_t bound = 0;     // values must lie in [0, bound), or [-bound, bound) with wraps
+  bool wraps = false;         // negative values count from the back (ONNX Gather)
 };
 /// The FeedError message of a bad index: names the node, the value, where it is, the bound.
 std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices,
-                        const std::string& value, std::int64_t position, std::int64_t bound);
+                        const std::string& value, std::int64_t position, std::int64_t bound,
+                        bool wraps = false);
 
 /// A platform: what it can run (Capabilities::unsupported, asked by the fusion passes and by
 /// compile() for every node before anything is allocated) and how it instantiates a plan.
@@ -50,9 +55,17 @@ class Backend : public Capabilities {
   /// run on host threads. Parallel-op fusion pays only above 1.
   virtual int kernel_threads() const { return 0; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
+  /// The devices it runs on (Platform::devices).
+  virtual std::vector<Device> devices() const = 0;
+  /// Heterogeneous platforms place nodes on their devices (compile_plan's placement passes).
+  virtual const Placer* placer() const { return nullptr; }
 };
 
 class Executable {
+  // The heterogeneous executable runs platforms' executables as its parts, through the
+  // protected interface below (memory access, execute, traces).
+  friend class hetero::HeteroExecutable;
+
  public:
   explicit Executable(std::shared_ptr<const Plan> plan);
   virtual ~Executable();
@@ -96,6 +109,9 @@ class Executable {
   };
   void record_events(bool on) { set_recording(on || trace_ != nullptr); }
   virtual std::vector<Event> last_run_events() const { return {}; }
+  /// Per plan node, the scheduler's critical-path level (tests check what profiling does);
+  /// empty where the platform does not schedule by level.
+  virtual std::vector<double> node_levels() const { return {}; }
 
  protected:
   /// Host pointer to a node's memory that stays valid for the executable's life (CPU: the

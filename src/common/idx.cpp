@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -123,7 +124,53 @@ std::vector<std::uint8_t> read_data(IdxReader& in, std::size_t header, std::size
 
 }  // namespace
 
-IdxFile read_idx(const std::string& path, std::uint32_t expected_magic) {
+namespace {
+
+// Keeps the records of `shard` (in place, in order) and returns how many there are.
+std::int64_t keep_shard(const std::string& path, std::vector<std::uint8_t>& bytes,
+                        std::int64_t count, const Shard& shard) {
+  if (shard.size < 1 || shard.rank < 0 || shard.rank >= shard.size) {
+    throw DataError(path + ": shard " + std::to_string(shard.rank) + " of " +
+                    std::to_string(shard.size) + ": the rank must lie in [0, size)");
+  }
+  if (shard.size == 1 && shard.block == 0) return count;
+  const std::size_t record = bytes.size() / static_cast<std::size_t>(count);
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // [first, last) records kept
+  if (shard.block == 0) {
+    if (count < shard.size) {
+      throw DataError(path + ": " + std::to_string(count) + " records cannot be shared by " +
+                      std::to_string(shard.size) + " ranks");
+    }
+    ranges.push_back({count * shard.rank / shard.size, count * (shard.rank + 1) / shard.size});
+  } else {
+    if (shard.block < 0 || shard.block % shard.size != 0) {
+      throw DataError(path + ": blocks of " + std::to_string(shard.block) +
+                      " records cannot be cut into " + std::to_string(shard.size) + " equal parts");
+    }
+    if (count < shard.block) {
+      throw DataError(path + ": " + std::to_string(count) + " records do not fill a block of " +
+                      std::to_string(shard.block));
+    }
+    const std::int64_t part = shard.block / shard.size;
+    for (std::int64_t b = 0; b + shard.block <= count; b += shard.block)
+      ranges.push_back({b + shard.rank * part, b + (shard.rank + 1) * part});
+  }
+  std::size_t out = 0;
+  std::int64_t kept = 0;
+  for (const auto& [first, last] : ranges) {
+    const std::size_t n = static_cast<std::size_t>(last - first) * record;
+    std::memmove(bytes.data() + out, bytes.data() + static_cast<std::size_t>(first) * record, n);
+    out += n;
+    kept += last - first;
+  }
+  bytes.resize(out);
+  bytes.shrink_to_fit();
+  return kept;
+}
+
+}  // namespace
+
+IdxFile read_idx(const std::string& path, std::uint32_t expected_magic, const Shard& shard) {
   IdxReader in(path);
   std::uint8_t word[4];
   if (const std::size_t n = in.read(word, 4); n < 4) {
@@ -160,6 +207,7 @@ IdxFile read_idx(const std::string& path, std::uint32_t expected_magic) {
                     " overflow: their product is more than 2^63-1 bytes");
   }
   f.bytes = read_data(in, header, static_cast<std::size_t>(count));
+  f.records = keep_shard(path, f.bytes, f.dims[0], shard);
   return f;
 }
 
@@ -199,17 +247,18 @@ std::string find_file(const std::string& dir, const std::string& stem, const std
   throw DataError(msg + " exists");
 }
 
-Split load_split(const std::string& dir, const std::string& prefix, int classes) {
+Split load_split(const std::string& dir, const std::string& prefix, int classes,
+                 const Shard& shard) {
   const std::string ip = find_file(dir, prefix + "-images", "idx3-ubyte");
   const std::string lp = find_file(dir, prefix + "-labels", "idx1-ubyte");
-  IdxFile images = read_idx(ip, kIdxImages);
-  const IdxFile labels = read_idx(lp, kIdxLabels);
+  IdxFile images = read_idx(ip, kIdxImages, shard);
+  const IdxFile labels = read_idx(lp, kIdxLabels, shard);
   if (images.dims[0] != labels.dims[0]) {
     throw DataError(ip + " holds " + std::to_string(images.dims[0]) + " images but " + lp +
                     " holds " + std::to_string(labels.dims[0]) + " labels");
   }
   Split s;
-  s.count = images.dims[0];
+  s.count = images.records;
   s.rows = images.dims[1];
   s.cols = images.dims[2];
   s.pixels = std::move(images.bytes);
@@ -226,13 +275,13 @@ Split load_split(const std::string& dir, const std::string& prefix, int classes)
 
 }  // namespace
 
-Mnist load_mnist(const std::string& dir, int classes) {
+Mnist load_mnist(const std::string& dir, int classes, const Shard& train, const Shard& test) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) throw DataError(dir + ": no such directory");
   Mnist m;
   m.classes = classes;
-  m.train = load_split(dir, "train", classes);
-  m.test = load_split(dir, "t10k", classes);
+  m.train = load_split(dir, "train", classes, train);
+  m.test = load_split(dir, "t10k", classes, test);
   if (m.train.rows != m.test.rows || m.train.cols != m.test.cols) {
     throw DataError(dir + ": train images are " + std::to_string(m.train.rows) + "x" +
                     std::to_string(m.train.cols) + " but test images " +

@@ -8,18 +8,23 @@
 //   const Permutation& p = at.get<Permutation>();   // Error("internal: ...") if it is not one
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "hetgraph/distributed.hpp"
 #include "hetgraph/error.hpp"
+#include "hetgraph/tensor.hpp"
 
 namespace hetgraph::detail {
 
 enum class OpKind : std::uint8_t;
+class Comm;
 
 /// transpose: output axis i is input axis perm[i]; empty swaps the last two axes.
 struct Permutation {
@@ -35,16 +40,25 @@ struct ReshapeTarget {
   friend bool operator==(const ReshapeTarget&, const ReshapeTarget&) = default;
 };
 
-/// Geometry of the 2-D sliding-window ops (conv2d, max/avg pooling and their gradients).
-/// Pairs are (height, width).
+/// ONNX auto_pad: the padding derived from the input size (geometry.hpp, resolve_pads). SAME
+/// pads so that the output has ceil(in / stride) rows, the odd one at the end (same_upper) or
+/// the start (same_lower); valid pads nothing.
+enum class AutoPadMode : std::uint8_t { none, same_upper, same_lower, valid };
+
+/// Geometry of the 2-D sliding-window ops (conv2d, conv_transpose2d, max/avg pooling and their
+/// gradients). Pairs are (height, width).
 struct Window2d {
   static constexpr std::string_view kName = "2-d window";
-  std::array<std::int64_t, 2> kernel{1, 1};  // pooling (conv2d takes it from the weights)
+  std::array<std::int64_t, 2> kernel{1, 1};  // pooling (convolutions take it from the weights)
   std::array<std::int64_t, 2> stride{1, 1};
-  std::array<std::int64_t, 2> pad_begin{0, 0};  // top, left
-  std::array<std::int64_t, 2> pad_end{0, 0};    // bottom, right
-  std::array<std::int64_t, 2> dilation{1, 1};   // conv2d: 1 is a dense kernel
-  bool count_include_pad = false;               // avg pooling: divide by the whole window
+  std::array<std::int64_t, 2> pad_begin{0, 0};       // top, left
+  std::array<std::int64_t, 2> pad_end{0, 0};         // bottom, right
+  std::array<std::int64_t, 2> dilation{1, 1};        // 1 is a dense window
+  bool count_include_pad = false;                    // avg pooling: divide by the whole window
+  bool ceil_mode = false;                            // pooling: the output size rounds up
+  std::int64_t groups = 1;                           // convolutions: channel groups
+  std::array<std::int64_t, 2> output_padding{0, 0};  // conv_transpose2d: rows/columns added
+  AutoPadMode auto_pad = AutoPadMode::none;          // pads from the input size instead
   friend bool operator==(const Window2d&, const Window2d&) = default;
 
   /// Input rows/columns one window spans along dim d (0: height, 1: width).
@@ -52,10 +66,18 @@ struct Window2d {
     const auto i = static_cast<std::size_t>(d);
     return (kernel[i] - 1) * dilation[i] + 1;
   }
-  /// Output size along dim d for an input of size `in` (at least 1 once shapes are checked).
+  /// Output size along dim d for an input of size `in` (at least 1 once shapes are checked);
+  /// pads as resolved (geometry.hpp).
   std::int64_t out_size(int d, std::int64_t in) const {
     const auto i = static_cast<std::size_t>(d);
-    return (in + pad_begin[i] + pad_end[i] - extent(d)) / stride[i] + 1;
+    const std::int64_t span = in + pad_begin[i] + pad_end[i] - extent(d);
+    return (ceil_mode ? (span + stride[i] - 1) / stride[i] : span / stride[i]) + 1;
+  }
+  /// Rows/columns the last window of ceil_mode reaches past the end padding (0 otherwise).
+  std::int64_t ceil_extra(int d, std::int64_t in) const {
+    const auto i = static_cast<std::size_t>(d);
+    const std::int64_t reach = (out_size(d, in) - 1) * stride[i] + extent(d);
+    return std::max<std::int64_t>(0, reach - (in + pad_begin[i] + pad_end[i]));
   }
 };
 
@@ -76,6 +98,61 @@ struct SliceRanges {
   friend bool operator==(const SliceRanges&, const SliceRanges&) = default;
 };
 
+/// cast: the element type of the result.
+struct TargetType {
+  static constexpr std::string_view kName = "target type";
+  DType dtype = DType::f32;
+  friend bool operator==(const TargetType&, const TargetType&) = default;
+};
+
+/// strided_slice: ONNX Slice's starts, ends, axes and steps, as given (negative values count
+/// from the back; out-of-range starts and ends clamp). Empty axes: 0, 1, ...; empty steps: 1s.
+/// geometry.hpp normalises them against a shape (strided_slice_geom).
+struct SliceSpec {
+  static constexpr std::string_view kName = "slice spec";
+  std::vector<std::int64_t> starts, ends, axes, steps;
+  friend bool operator==(const SliceSpec&, const SliceSpec&) = default;
+};
+
+/// pad: elements added before and after each axis (one pair per axis of the input; negative
+/// values crop) and how they are filled. The constant is the node's alpha.
+struct PadSpec {
+  static constexpr std::string_view kName = "pad spec";
+  enum class Mode : std::uint8_t { constant, reflect, edge };
+  Mode mode = Mode::constant;
+  std::vector<std::int64_t> begin, end;
+  friend bool operator==(const PadSpec&, const PadSpec&) = default;
+};
+
+/// Collectives (allreduce, broadcast, reduce, allgather, reduce_scatter): among whom, with which
+/// reduction, from or to which root.
+struct Collective {
+  static constexpr std::string_view kName = "collective";
+  std::shared_ptr<Comm> comm;
+  distributed::ReduceOp op = distributed::ReduceOp::sum;
+  int root = 0;
+  friend bool operator==(const Collective&, const Collective&) = default;
+};
+
+class TransferEndpoint;  // the runtime's side of a crossing: src/common/transfer.hpp
+
+/// transfer (made by insert_transfers on heterogeneous platforms): its role at a device
+/// boundary. A send (on the producer's device) hands the value to the host; a recv (on a
+/// consumer's device) takes it into that device's memory; the commit gate (on the CPU part)
+/// lets the CPU's writers of variables run once every other device's work before its commit
+/// point succeeded. The endpoint is the heterogeneous executable's, set when it instantiates
+/// the part: kernels call it.
+struct TransferLink {
+  static constexpr std::string_view kName = "transfer";
+  enum class Role : std::uint8_t { send, recv, commit };
+  Role role = Role::send;
+  std::uint32_t link = 0;           // which crossing: its send and its recvs share the number
+  std::size_t bytes = 0;            // the value's
+  std::int32_t from = -1, to = -1;  // devices (recv: to is its own; send: to is -1)
+  std::shared_ptr<TransferEndpoint> endpoint;
+  friend bool operator==(const TransferLink&, const TransferLink&) = default;
+};
+
 struct Attrs {
   float alpha = 1.0f;  // scale factor, axpby a
   float beta = 0.0f;   // axpby b
@@ -84,7 +161,8 @@ struct Attrs {
   bool trans_a = false, trans_b = false;  // matmul
   bool mean = false;                      // expand: divide by the reduced count
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
-  std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges>
+  std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
+               TargetType, SliceSpec, PadSpec, Collective, TransferLink>
       payload;
 
   template <class T>

@@ -59,8 +59,12 @@ struct Fuser {
     d.fused_into = into;
   }
 
-  // Node `at` rewritten as `op` with these attributes and inputs, if the platform runs it.
-  bool rewrite(std::uint32_t at, OpKind op, Attrs attrs, std::vector<std::uint32_t> inputs) {
+  // Node `at` rewritten as `op` with these attributes and inputs, absorbing node `absorbed`,
+  // if the platform runs it. On a heterogeneous platform both must have been placed on the
+  // same device (which then must run the fused node).
+  bool rewrite(std::uint32_t at, OpKind op, Attrs attrs, std::vector<std::uint32_t> inputs,
+               std::uint32_t absorbed) {
+    if (p.nodes[absorbed].device != p.nodes[at].device) return false;
     PlanNode n = p.nodes[at];
     n.op = op;
     n.attrs = std::move(attrs);
@@ -80,7 +84,8 @@ struct Fuser {
       Attrs a = mm.attrs;
       a.alpha = n.op == OpKind::Scale ? n.attrs.alpha : 1.0f;
       a.set(MatmulEpilogue{.has_op = true, .op = n.op, .accumulate = false});
-      if (rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1]})) kill(m, i);
+      if (rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1]}, m))
+        kill(m, i);
     }
   }
 
@@ -107,7 +112,7 @@ struct Fuser {
         if (mm.op != OpKind::FusedMatMul) a.alpha = 1.0f;
         e.accumulate = true;
         a.set(e);
-        if (!rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1], other}))
+        if (!rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1], other}, q))
           continue;
         kill(q, i);
         if (view >= 0) kill(static_cast<std::uint32_t>(view), i);
@@ -128,7 +133,8 @@ struct Fuser {
           readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
         continue;
       }
-      if (rewrite(i, OpKind::EmbeddingUpdate, n.attrs, {v, eg.inputs[0], eg.inputs[1]})) kill(e, i);
+      if (rewrite(i, OpKind::EmbeddingUpdate, n.attrs, {v, eg.inputs[0], eg.inputs[1]}, e))
+        kill(e, i);
     }
   }
 };

@@ -4,8 +4,10 @@
 // the cost model read shapes through here, so the arithmetic exists once.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,55 +16,59 @@
 
 namespace hetgraph::detail {
 
-/// Iteration plan for out = f(a, b) with numpy broadcasting: output dims of size 1 are dropped
-/// and neighbouring dims merge when both inputs step through them alike. The result is
-/// `rows` x `inner` with per-dim element strides (0 where an input is broadcast).
-struct Bcast {
+/// Iteration plan for out = f(x_0, .., x_{N-1}) with numpy broadcasting: output dims of size 1
+/// are dropped and neighbouring dims merge when every input steps through them alike. The
+/// result is `rows` x `inner` with per-dim element strides of each input (0 where it is
+/// broadcast).
+template <std::size_t N>
+struct BcastN {
   int rank = 0;  // collapsed rank, >= 1
-  std::array<std::int64_t, 4> d{}, sa{}, sb{};
+  std::array<std::int64_t, 4> d{};
+  std::array<std::array<std::int64_t, 4>, N> s{};  // s[k][dim]: input k's stride
   std::int64_t rows = 1, inner = 1;
+  /// Input k's stride along the innermost (collapsed) dim: 0 or 1.
+  std::int64_t inner_stride(std::size_t k) const {
+    return s[k][static_cast<std::size_t>(rank - 1)];
+  }
 };
 
-inline Bcast make_bcast(const Shape& a, const Shape& b, const Shape& out) {
+template <std::size_t N>
+BcastN<N> make_bcast_n(const std::array<const Shape*, N>& in, const Shape& out) {
   // Pad to the output's rank, compute strides with 0 for broadcast dims.
   const int r = out.rank();
-  std::array<std::int64_t, 4> da{}, db{}, sta{}, stb{};
-  for (int i = 0; i < r; ++i) {
-    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
-    da[static_cast<std::size_t>(i)] = ia >= 0 ? a[ia] : 1;
-    db[static_cast<std::size_t>(i)] = ib >= 0 ? b[ib] : 1;
+  std::array<std::array<std::int64_t, 4>, N> st{};
+  for (std::size_t k = 0; k < N; ++k) {
+    std::int64_t m = 1;
+    for (int i = r - 1; i >= 0; --i) {
+      const int j = in[k]->rank() - r + i;
+      const std::int64_t dk = j >= 0 ? (*in[k])[j] : 1;
+      st[k][static_cast<std::size_t>(i)] = dk == 1 ? 0 : m;
+      m *= dk;
+    }
   }
-  std::int64_t ma = 1, mb = 1;
-  for (int i = r - 1; i >= 0; --i) {
-    const auto k = static_cast<std::size_t>(i);
-    sta[k] = da[k] == 1 ? 0 : ma;
-    stb[k] = db[k] == 1 ? 0 : mb;
-    ma *= da[k];
-    mb *= db[k];
-  }
-  Bcast p;
+  BcastN<N> p;
   for (int i = 0; i < r; ++i) {
-    const auto k = static_cast<std::size_t>(i);
+    const auto u = static_cast<std::size_t>(i);
     if (out[i] == 1) continue;
     if (p.rank > 0) {
       const auto j = static_cast<std::size_t>(p.rank - 1);
-      // Merge into the previous kept dim when both inputs continue through it contiguously.
-      if (p.sa[j] == sta[k] * out[i] && p.sb[j] == stb[k] * out[i]) {
+      // Merge into the previous kept dim when every input continues through it contiguously.
+      bool merge = true;
+      for (std::size_t k = 0; k < N; ++k) merge = merge && p.s[k][j] == st[k][u] * out[i];
+      if (merge) {
         p.d[j] *= out[i];
-        p.sa[j] = sta[k];
-        p.sb[j] = stb[k];
+        for (std::size_t k = 0; k < N; ++k) p.s[k][j] = st[k][u];
         continue;
       }
     }
     const auto j = static_cast<std::size_t>(p.rank++);
     p.d[j] = out[i];
-    p.sa[j] = sta[k];
-    p.sb[j] = stb[k];
+    for (std::size_t k = 0; k < N; ++k) p.s[k][j] = st[k][u];
   }
   if (p.rank == 0) {
     p.rank = 1;
     p.d[0] = 1;
-    p.sa[0] = p.sb[0] = 0;
+    for (std::size_t k = 0; k < N; ++k) p.s[k][0] = 0;
   }
   p.inner = p.d[static_cast<std::size_t>(p.rank - 1)];
   p.rows = 1;
@@ -71,15 +77,36 @@ inline Bcast make_bcast(const Shape& a, const Shape& b, const Shape& out) {
 }
 
 /// Input offsets of row `row` of a plan (the innermost dim excluded).
-inline void row_offsets(const Bcast& p, std::int64_t row, std::int64_t& oa, std::int64_t& ob) {
-  oa = ob = 0;
+template <std::size_t N>
+std::array<std::int64_t, N> row_offsets(const BcastN<N>& p, std::int64_t row) {
+  std::array<std::int64_t, N> o{};
   for (int k = p.rank - 2; k >= 0; --k) {
     const auto u = static_cast<std::size_t>(k);
     const std::int64_t i = row % p.d[u];
     row /= p.d[u];
-    oa += i * p.sa[u];
-    ob += i * p.sb[u];
+    for (std::size_t q = 0; q < N; ++q) o[q] += i * p.s[q][u];
   }
+  return o;
+}
+
+/// The two-input plan of binary elementwise ops and sum_to.
+struct Bcast {
+  int rank = 0;  // collapsed rank, >= 1
+  std::array<std::int64_t, 4> d{}, sa{}, sb{};
+  std::int64_t rows = 1, inner = 1;
+};
+
+inline Bcast make_bcast(const Shape& a, const Shape& b, const Shape& out) {
+  const BcastN<2> n = make_bcast_n<2>({&a, &b}, out);
+  return {n.rank, n.d, n.s[0], n.s[1], n.rows, n.inner};
+}
+
+/// Input offsets of row `row` of a plan (the innermost dim excluded).
+inline void row_offsets(const Bcast& p, std::int64_t row, std::int64_t& oa, std::int64_t& ob) {
+  const BcastN<2> n{p.rank, p.d, {p.sa, p.sb}, p.rows, p.inner};
+  const auto o = row_offsets(n, row);
+  oa = o[0];
+  ob = o[1];
 }
 
 /// [outer, n, inner] view of a reduction over `axis` (kAllAxes: everything is n).
@@ -133,6 +160,82 @@ inline TransposeGeom transpose_geom(const Shape& in, const Permutation& perm_att
   return g;
 }
 
+/// A strided slice as a strided copy: the first element's offset, then per output dim (right-
+/// aligned into 4, leading 1s) its size and input stride (step * the dim's row-major stride).
+struct StridedGeom {
+  std::int64_t base = 0;
+  std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};
+  Shape out;
+};
+
+/// Normalises ONNX Slice's starts/ends/axes/steps against `s` (Slice-13's rules: negative
+/// values count from the back, then starts and ends clamp to the dim, [0, d] for positive
+/// steps and [-1, d-1] for negative ones). Returns why the spec is invalid or the slice
+/// empty, or "" with `g` filled.
+inline std::string strided_slice_geom(const Shape& s, const SliceSpec& sp, StridedGeom& g) {
+  const std::size_t n = sp.starts.size();
+  if (sp.ends.size() != n || (!sp.axes.empty() && sp.axes.size() != n) ||
+      (!sp.steps.empty() && sp.steps.size() != n)) {
+    return "starts, ends, axes and steps must have one entry per sliced axis (" +
+           std::to_string(n) + " starts, " + std::to_string(sp.ends.size()) + " ends, " +
+           std::to_string(sp.axes.size()) + " axes, " + std::to_string(sp.steps.size()) + " steps)";
+  }
+  const int r = s.rank();
+  std::array<std::int64_t, 4> start{}, step{1, 1, 1, 1}, count{};
+  for (int d = 0; d < r; ++d) count[static_cast<std::size_t>(d)] = s[d];
+  std::array<bool, 4> seen{};
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t a = sp.axes.empty() ? static_cast<std::int64_t>(i) : sp.axes[i];
+    if (a < -r || a >= r) {
+      return "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r);
+    }
+    if (a < 0) a += r;
+    const auto u = static_cast<std::size_t>(a);
+    if (seen[u]) return "axis " + std::to_string(a) + " is sliced twice";
+    seen[u] = true;
+    const std::int64_t d = s[static_cast<int>(a)];
+    const std::int64_t st = sp.steps.empty() ? 1 : sp.steps[i];
+    if (st == 0) return "the step along axis " + std::to_string(a) + " is 0";
+    std::int64_t b = sp.starts[i], e = sp.ends[i];
+    if (b < 0) b = b < -d ? -1 : b + d;  // below -d: before the start, clamped next
+    if (e < 0) e = e < -d ? -1 : e + d;
+    if (st > 0) {
+      b = std::clamp<std::int64_t>(b, 0, d);
+      e = std::clamp<std::int64_t>(e, 0, d);
+    } else {
+      b = std::clamp<std::int64_t>(b, 0, d - 1);
+      e = std::clamp<std::int64_t>(e, -1, d - 1);
+    }
+    const std::int64_t len = st > 0 ? (e - b + st - 1) / st : (b - e + (-st) - 1) / (-st);
+    if (len <= 0) {
+      return "the slice of axis " + std::to_string(a) + " (size " + std::to_string(d) + ") from " +
+             std::to_string(sp.starts[i]) + " to " + std::to_string(sp.ends[i]) + " by " +
+             std::to_string(st) + " is empty";
+    }
+    start[u] = b;
+    step[u] = st;
+    count[u] = len;
+  }
+  std::int64_t m = 1;
+  std::array<std::int64_t, 4> stride{};
+  for (int d = r - 1; d >= 0; --d) {
+    stride[static_cast<std::size_t>(d)] = m;
+    m *= s[d];
+  }
+  g = StridedGeom{};
+  std::vector<std::int64_t> od;
+  for (int d = 0; d < r; ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    g.base += start[u] * stride[u];
+    const auto j = static_cast<std::size_t>(4 - r + d);
+    g.od[j] = count[u];
+    g.is[j] = step[u] * stride[u];
+    od.push_back(count[u]);
+  }
+  g.out = Shape(std::span<const std::int64_t>(od));
+  return {};
+}
+
 /// op(a) @ op(b) of a matmul node: rank 2 x rank 2, or batched over a leading dim where a
 /// rank-2 operand is shared by the whole batch.
 struct MatmulGeom {
@@ -157,17 +260,41 @@ inline MatmulGeom matmul_geom(const Shape& a, const Shape& b, bool trans_a, bool
 }
 
 /// One node's image dimensions: input [n, c, h, w], output [n, oc, oh, ow]; for conv2d the
-/// kernel is [oc, c, win.kernel[0], win.kernel[1]].
+/// kernel is [oc, c / groups, win.kernel[0], win.kernel[1]]. Pads are resolved (auto_pad).
 struct ImageGeom {
   std::int64_t n = 1, c = 1, h = 1, w = 1, oc = 1, oh = 1, ow = 1;
   Window2d win;
+  std::int64_t groups() const { return win.groups; }
+  std::int64_t c_per_group() const { return c / win.groups; }
+  std::int64_t oc_per_group() const { return oc / win.groups; }
 };
 
-/// Geometry of a convolution of x [N, C, H, W] with weights [O, C, KH, KW].
+/// `w` with auto_pad turned into explicit pads for an input of (h, w) rows and columns: SAME
+/// gives total padding (ceil(in / stride) - 1) * stride + extent - in (at least 0), split with
+/// the odd one at the end (same_upper) or the start (same_lower), as ONNX's shape inference.
+inline Window2d resolve_pads(Window2d w, std::int64_t h, std::int64_t wd) {
+  if (w.auto_pad == AutoPadMode::none) return w;
+  const std::int64_t in[2] = {h, wd};
+  for (std::size_t d = 0; d < 2; ++d) {
+    std::int64_t total = 0;
+    if (w.auto_pad != AutoPadMode::valid) {
+      const std::int64_t out = (in[d] + w.stride[d] - 1) / w.stride[d];
+      total = std::max<std::int64_t>(
+          0, (out - 1) * w.stride[d] + w.extent(static_cast<int>(d)) - in[d]);
+    }
+    const std::int64_t small = total / 2, big = total - small;
+    w.pad_begin[d] = w.auto_pad == AutoPadMode::same_lower ? big : small;
+    w.pad_end[d] = w.auto_pad == AutoPadMode::same_lower ? small : big;
+  }
+  return w;
+}
+
+/// Geometry of a convolution of x [N, C, H, W] with weights [O, C / groups, KH, KW].
 inline ImageGeom conv_geom(const Shape& x, const Shape& wt, const Attrs& a) {
   ImageGeom g;
   g.win = a.get<Window2d>();
   g.win.kernel = {wt[2], wt[3]};
+  g.win = resolve_pads(g.win, x[2], x[3]);
   g.n = x[0];
   g.c = x[1];
   g.h = x[2];
@@ -178,10 +305,35 @@ inline ImageGeom conv_geom(const Shape& x, const Shape& wt, const Attrs& a) {
   return g;
 }
 
+/// Rows and columns of conv_transpose2d's output for x [N, C, H, W] and weights
+/// [C, O / groups, KH, KW] (ONNX ConvTranspose): stride * (in - 1) + output_padding + extent -
+/// pads.
+inline std::array<std::int64_t, 2> conv_transpose_out(const Shape& x, const Shape& wt,
+                                                      const Window2d& win) {
+  Window2d w = win;
+  w.kernel = {wt[2], wt[3]};
+  std::array<std::int64_t, 2> out{};
+  for (std::size_t d = 0; d < 2; ++d) {
+    out[d] = w.stride[d] * (x[static_cast<int>(d) + 2] - 1) + w.output_padding[d] +
+             w.extent(static_cast<int>(d)) - w.pad_begin[d] - w.pad_end[d];
+  }
+  return out;
+}
+
+/// conv_transpose2d of x [N, C, H, W] is the input gradient of the convolution that maps its
+/// output [N, O, OH, OW] back to x's shape with the same weights: this is that convolution's
+/// geometry (its input is the transposed one's output), which the conv2d_grad_input kernels
+/// run as they are.
+inline ImageGeom conv_transpose_geom(const Shape& x, const Shape& wt, const Attrs& a) {
+  const Window2d& w = a.get<Window2d>();
+  const auto out = conv_transpose_out(x, wt, w);
+  return conv_geom(Shape{x[0], wt[1] * w.groups, out[0], out[1]}, wt, a);
+}
+
 /// Geometry of a pooling of x [N, C, H, W].
 inline ImageGeom pool_geom(const Shape& x, const Attrs& a) {
   ImageGeom g;
-  g.win = a.get<Window2d>();
+  g.win = resolve_pads(a.get<Window2d>(), x[2], x[3]);
   g.n = x[0];
   g.c = g.oc = x[1];
   g.h = x[2];

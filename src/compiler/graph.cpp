@@ -82,6 +82,7 @@ GraphImpl::GraphImpl() : id(g_next_graph_id.fetch_add(1, std::memory_order_relax
 
 Node GraphImpl::add(NodeRec rec) {
   const auto id = static_cast<std::uint32_t>(nodes.size());
+  if (scope && !rec.pin) rec.pin = scope;
   std::string name = std::move(rec.name);
   nodes.push_back(std::move(rec));
   if (!name.empty()) set_name(id, std::move(name));
@@ -171,6 +172,30 @@ Node Node::named(std::string name) const {
   return *this;
 }
 
+Node Node::on(Device device) const {
+  rec_of(*this);
+  if (device.kind == Device::Kind::opencl && (device.platform_index < 0 || device.device_index < 0))
+    throw GraphError(label() + ": on(" + device.str() + "): OpenCL indices must be >= 0");
+  g_->nodes[id_].pin = device;
+  return *this;
+}
+
+std::optional<Device> Node::device() const {
+  return rec_of(*this).pin;
+}
+
+std::string Device::str() const {
+  if (kind == Kind::cpu) return "cpu";
+  return "opencl:" + std::to_string(platform_index) + ":" + std::to_string(device_index);
+}
+
+DeviceScope::DeviceScope(Graph& graph, Device device) : g_(&graph.impl()), previous_(g_->scope) {
+  g_->scope = device;
+}
+DeviceScope::~DeviceScope() {
+  g_->scope = previous_;
+}
+
 int Node::num_inputs() const {
   return static_cast<int>(rec_of(*this).inputs.size());
 }
@@ -213,6 +238,12 @@ Node Graph::input(std::string name, DType dtype) {
 
 Node Graph::variable(std::string name, Shape shape, Initializer init) {
   if (name.empty()) throw GraphError("variable: a name is required");
+  if (init.kind == Initializer::Kind::values &&
+      (!init.data || static_cast<std::int64_t>(init.data->size()) != shape.numel())) {
+    throw ShapeError("variable '" + name + "' of shape " + shape.str() + " needs " +
+                     std::to_string(shape.numel()) + " initial values, got " +
+                     std::to_string(init.data ? init.data->size() : 0));
+  }
   NodeRec r;
   r.op = OpKind::Variable;
   r.name = std::move(name);
@@ -363,6 +394,13 @@ Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
   at.begin = begin;
   at.end = end;
   return make_op(OpKind::Slice, {x}, at);
+}
+
+Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
+                   std::vector<std::int64_t> axes, std::vector<std::int64_t> steps) {
+  Attrs at;
+  at.set(detail::SliceSpec{std::move(starts), std::move(ends), std::move(axes), std::move(steps)});
+  return make_op(OpKind::StridedSlice, {x}, at);
 }
 
 Node concat(std::span<const Node> xs, int axis) {

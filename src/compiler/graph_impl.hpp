@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,7 +22,8 @@ struct NodeRec {
   std::shared_ptr<const std::vector<float>> f32_values;         // constants
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;  // int constants
   Initializer init;                                             // variables
-  bool grad_sum = false;  // an add made by gradients() to sum contributions (regroup_gradients)
+  bool grad_sum = false;      // an add made by gradients() to sum contributions (regroup_gradients)
+  std::optional<Device> pin;  // Node::on or a DeviceScope: where a heterogeneous platform runs it
 };
 
 struct GraphImpl {
@@ -31,6 +33,7 @@ struct GraphImpl {
   const std::uint64_t id;
   std::vector<NodeRec> nodes;
   std::unordered_map<std::string, std::uint32_t> by_name;
+  std::optional<Device> scope;  // the innermost DeviceScope: pins every node added
 
   Node add(NodeRec rec);
   Node handle(std::uint32_t id) const { return Node(const_cast<GraphImpl*>(this), id); }

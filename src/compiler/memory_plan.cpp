@@ -28,10 +28,15 @@ std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
 }
 
-// Dag mode, reusing a free buffer: a proof by search of at most kReuseProofBudget steps that
-// its users all precede the node, else (users at least kOrderDistance earlier in plan order,
-// at most kMaxOrderEdges of them) ordering edges from them to the node.
-constexpr std::size_t kReuseProofBudget = 64;
+// Dag mode, reusing a free buffer: a proof by search that its users all precede the node, of
+// kProofSteps / n steps (between 64 and 4096) so that the whole plan's proofs stay bounded (a
+// million candidates times 4096 steps is minutes); else (users at least kOrderDistance
+// earlier in plan order, at most kMaxOrderEdges of them, the buffer at least
+// kMinOrderedBytes) ordering edges from them to the node. The edges cost the scheduler an
+// atomic each (7% on threadpool-dag's 60,000 tiny nodes), so small buffers get none.
+constexpr std::size_t kProofSteps = std::size_t{1} << 24;
+constexpr std::size_t kLongProof = 4096, kShortProof = 64;
+constexpr std::size_t kMinOrderedBytes = std::size_t{4} << 10;
 constexpr std::uint32_t kOrderDistance = 256;
 constexpr std::size_t kMaxOrderEdges = 16;
 
@@ -179,6 +184,8 @@ void plan_memory(Plan& p, ReuseMode mode) {
   using Expiry = std::pair<std::uint32_t, std::int32_t>;  // (last_read, buffer)
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> expiring;
   Reach reach(p);
+  const std::size_t proof_steps =
+      std::clamp(kProofSteps / std::max<std::size_t>(n, 1), kShortProof, kLongProof);
 
   auto occupy = [&](std::int32_t b, std::uint32_t i) {
     Buffer& B = bufs[static_cast<std::size_t>(b)];
@@ -297,13 +304,14 @@ void plan_memory(Plan& p, ReuseMode mode) {
         const std::int32_t b = it->second;
         if (mode == ReuseMode::dag) {
           const std::vector<std::uint32_t>& users = bufs[static_cast<std::size_t>(b)].users;
-          if (!reach.all_before(users, i, kReuseProofBudget)) {
+          if (!reach.all_before(users, i, proof_steps)) {
             // Not provably finished with, but long ago in plan order: order its users before
             // this node instead of proving it (a search per candidate would cost a million-
             // node graph minutes). Such users finished long before in any schedule.
             // A group member runs at its group's place, which the engines wait on.
             const std::uint32_t at = node.group >= 0 ? static_cast<std::uint32_t>(node.group) : i;
-            const bool far = users.size() <= kMaxOrderEdges &&
+            const bool far = bufs[static_cast<std::size_t>(b)].bytes >= kMinOrderedBytes &&
+                             users.size() <= kMaxOrderEdges &&
                              std::all_of(users.begin(), users.end(),
                                          [&](std::uint32_t u) { return u + kOrderDistance <= at; });
             if (!far) continue;

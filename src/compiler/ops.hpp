@@ -84,8 +84,40 @@ enum class OpKind : std::uint8_t {
   Floor,            // elementwise.cpp; no gradient flows through it
   Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
   GeluGrad,
-  CheckIndices,   // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
+  // elementwise.cpp: the ONNX set (issue 17)
+  Abs,
+  AbsGrad,
+  Erf,
+  ErfGrad,
+  LeakyRelu,      // alpha: the slope below 0
+  LeakyReluGrad,  // (g, x), alpha
+  Clip,           // alpha, beta: the bounds
+  ClipGrad,       // (g, x), alpha, beta
+  Pow,
+  XLogY,  // x * log(y), 0 where x == 0: pow's gradient with respect to the exponent
+  Maximum,
+  Minimum,
+  MaximumGrad,  // (g, a, b), begin: the input (0: a, 1: b) whose share of g it is
+  MinimumGrad,
+  Where,  // (int32 cond, a, b)
+  Cast,   // TargetType payload
+  // embedding.cpp: ONNX Gather
+  Gather,      // (x, int32 indices), axis
+  GatherGrad,  // (g, indices, x): scatter-add into zeros; x lends its shape
+  // movement.cpp: ONNX Slice
+  StridedSlice,      // SliceSpec payload
+  StridedSliceGrad,  // (g, x): g placed into zeros; x lends its shape
+  ConvTranspose2d,   // conv.cpp: (x, w[, b]); Window2d
+  CheckIndices,      // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
   ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
+  // collectives across processes (collective.cpp): a Collective payload names the communicator
+  Allreduce,
+  Broadcast,
+  Reduce,  // to a root rank
+  Allgather,
+  ReduceScatter,
+  Transfer,       // compiler-made: a value crossing devices (send, recv) or the commit gate;
+                  // graph_ops.cpp, src/compiler/placement.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -143,8 +175,11 @@ enum class Storage : std::uint8_t {
 
 /// Elementwise ops map each element (unary: f(x)) or each broadcast pair (binary: f(a, b)) on
 /// their own: platforms run them through one generic kernel per kind (an OpenCL op `name`
-/// is the kernel name_f32, or name_ff / name_bc, in kernels/elementwise.cl).
-enum class Elementwise : std::uint8_t { none, unary, binary };
+/// is the kernel name_f32, or name_ff / name_bc, in kernels/elementwise.cl). Unary kernels
+/// get the node's alpha and beta, binary and ternary ones too.
+/// Ternary ops (where, the maximum/minimum gradients) broadcast three inputs (name_bc, or
+/// name_ff when all have the output's shape).
+enum class Elementwise : std::uint8_t { none, unary, binary, ternary };
 
 /// Static work estimate of one node, before profiling.
 struct Cost {
@@ -163,6 +198,14 @@ struct IndexInput {
   int bound_input = 0;    // the input whose dim bounds the values
   int bound_dim = 0;      // that dim (negative: from the back)
   std::string_view what;  // "class id" (one per row) or "index" (one per position)
+  bool axis_dim = false;  // the bounding dim is the node's axis attribute, not bound_dim
+  bool wraps = false;     // values lie in [-n, n); negative ones count from the back (ONNX)
+
+  /// The dim of the bounding input's shape `s` that bounds node values with attributes `at`.
+  int dim_of(const Shape& s, const Attrs& at) const {
+    const int d = axis_dim ? at.axis : bound_dim;
+    return d < 0 ? d + s.rank() : d;
+  }
 };
 
 /// Everything true of an op on every platform. Kernels live per platform (src/cpu,
@@ -186,6 +229,9 @@ struct OpDef {
   Elementwise elementwise = Elementwise::none;
   bool epilogue = false;  // unary elementwise: may fold into a matmul as its epilogue
   IndexInput index{};
+  /// A collective across processes: CPU engines start it on their communication lane and the
+  /// communicator completes it, so it never occupies an executor while it waits for the others.
+  bool communication = false;
 
   bool shape_only_input(std::size_t i) const {
     return i < 31 ? ((shape_only >> i) & 1u) != 0 : ((shape_only >> 31) & 1u) != 0;
@@ -207,6 +253,7 @@ void register_nn_ops(std::vector<OpDef>& table);
 void register_movement_ops(std::vector<OpDef>& table);
 void register_conv_ops(std::vector<OpDef>& table);
 void register_embedding_ops(std::vector<OpDef>& table);
+void register_collective_ops(std::vector<OpDef>& table);
 
 /// The estimated work of a node of op `k` (OpDef::cost, or the default from flops_per_elem).
 Cost op_cost(OpKind k, std::span<const TensorType> in, const TensorType& out, const Attrs& at);

@@ -8,6 +8,7 @@
 #include <queue>
 #include <sstream>
 
+#include "compiler/placement.hpp"
 #include "compiler/plan.hpp"
 #include "hetgraph/error.hpp"
 
@@ -154,8 +155,8 @@ std::string node_label(const std::string& name, std::uint32_t id, OpKind op) {
   return "'" + name + "' (#" + std::to_string(id) + ", " + o + ")";
 }
 
-/// Moves the nodes into `order` (old indices; nodes left out are dropped) and remaps every
-/// index the plan holds. Lists keep their order.
+}  // namespace
+
 void reorder(Plan& p, const std::vector<std::uint32_t>& order) {
   const std::size_t n = p.nodes.size();
   constexpr std::uint32_t kGone = 0xFFFFFFFFu;
@@ -195,8 +196,6 @@ void reorder(Plan& p, const std::vector<std::uint32_t>& order) {
     if (p.nodes[i].gid != kNoGid) p.index_of.set(p.nodes[i].gid, i);
   }
 }
-
-}  // namespace
 
 std::uint32_t Plan::add_node(OpKind op, std::vector<std::uint32_t> in, Attrs attrs) {
   PlanNode n;
@@ -248,6 +247,7 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
     for (std::uint32_t u : r.inputs) n.inputs.push_back(p.index_of.at(u));
     n.declared = {r.shape, r.dtype};
     n.grad_sum = r.grad_sum;
+    n.pin = r.pin;
     n.init = r.init;
     n.f32_values = r.f32_values;
     n.i32_values = r.i32_values;
@@ -699,7 +699,15 @@ bool fusing(const PlanOptions& o) {
   return o.fuse;
 }
 bool planning(const PlanOptions& o) {
-  return o.reuse != ReuseMode::none;
+  return o.reuse != ReuseMode::none && o.placer == nullptr;
+}
+// Heterogeneous platforms: placement, transfers, then each device's part gets its own
+// elision, commit point and memory plan (split_devices) instead of the whole plan.
+bool placing(const PlanOptions& o) {
+  return o.placer != nullptr;
+}
+bool single_device(const PlanOptions& o) {
+  return o.placer == nullptr;
 }
 
 // The passes after build, in order; each can be dumped with HETGRAPH_DUMP_PLAN=after:<name>.
@@ -707,6 +715,7 @@ const Pass kPasses[] = {
     {"regroup_gradients", [](Plan& p, const PassContext&) { regroup_gradients(p); }},
     {"infer_shapes", [](Plan& p, const PassContext& c) { infer_shapes(p, c.shapes); }},
     {"simplify", [](Plan& p, const PassContext&) { simplify(p); }},
+    {"place_devices", [](Plan& p, const PassContext& c) { c.options.placer->place(p); }, placing},
     {"fuse_matmul_epilogue",
      [](Plan& p, const PassContext& c) { fuse_matmul_epilogue(p, c.options.capabilities); },
      fusing},
@@ -715,14 +724,26 @@ const Pass kPasses[] = {
      fusing},
     {"fuse_sparse_update",
      [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
+    {"fuse_collectives", [](Plan& p, const PassContext&) { fuse_collectives(p); }, fusing},
     {"link_dependencies", [](Plan& p, const PassContext&) { link_dependencies(p); }},
     {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},
+    {"insert_transfers",
+     [](Plan& p, const PassContext& c) { insert_transfers(p, *c.options.placer); }, placing},
     {"elide_assigns", [](Plan& p, const PassContext& c) { elide_assigns(p, c.options.reuse); },
      planning},
+    // Heterogeneous plans: split_devices runs it on each part, with that device's threads.
     {"fuse_parallel_ops", [](Plan& p, const PassContext& c) { fuse_parallel_ops(p, c.options); },
-     [](const PlanOptions& o) { return o.parallel_ops && o.kernel_threads > 1; }},
-    {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }},
-    {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); }},
+     [](const PlanOptions& o) {
+       return o.parallel_ops && o.kernel_threads > 1 && o.placer == nullptr;
+     }},
+    {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }, single_device},
+    {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); },
+     single_device},
+    {"split_devices",
+     [](Plan& p, const PassContext& c) {
+       split_devices(p, *c.options.placer, c.options.reuse, c.options.parallel_ops);
+     },
+     placing},
 };
 
 /// HETGRAPH_DUMP_PLAN: "1" (the final plan), "after:<pass>[,<pass>...]", or "after:all".
@@ -791,14 +812,26 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
   };
   lap("build");
   dumps.maybe_dump(*plan, "build", false);
-  const PassContext ctx{shapes, options};
-  const std::size_t n = std::size(kPasses);
-  for (std::size_t i = 0; i < n; ++i) {
+  // A communication node stays in flight while the nodes after it in plan order run (on the
+  // CPU engines' communication lane): plan memory as for a parallel engine, so nothing reuses
+  // its buffers before the nodes that depend on it.
+  PlanOptions opts = options;
+  if (opts.reuse == ReuseMode::sequential &&
+      std::any_of(plan->nodes.begin(), plan->nodes.end(),
+                  [](const PlanNode& n) { return op_def(n.op).communication; })) {
+    opts.reuse = ReuseMode::dag;
+  }
+  const PassContext ctx{shapes, opts};
+  auto enabled = [&](const Pass& pass) { return pass.enabled == nullptr || pass.enabled(opts); };
+  std::size_t last = 0;
+  for (std::size_t i = 0; i < std::size(kPasses); ++i)
+    if (enabled(kPasses[i])) last = i;
+  for (std::size_t i = 0; i < std::size(kPasses); ++i) {
     const Pass& pass = kPasses[i];
-    if (pass.enabled != nullptr && !pass.enabled(options)) continue;
+    if (!enabled(pass)) continue;
     pass.run(*plan, ctx);
     lap(pass.name);
-    dumps.maybe_dump(*plan, pass.name, i + 1 == n);
+    dumps.maybe_dump(*plan, pass.name, i == last);
   }
   return plan;
 }
@@ -857,9 +890,13 @@ std::string dump(const Plan& p) {
     if (n.grad_sum) os << " grad-sum";
     if (n.commit) os << " commit";
     if (n.fetched) os << " fetched";
+    if (n.device >= 0) os << " @" << n.device;
     os << " deps[";
     for (std::size_t k = 0; k < n.deps.size(); ++k) os << (k ? "," : "") << n.deps[k];
     os << "]\n";
+  }
+  for (std::size_t d = 0; d < p.parts.size(); ++d) {
+    if (p.parts[d]) os << "part @" << d << ": " << dump(*p.parts[d]);
   }
   return os.str();
 }

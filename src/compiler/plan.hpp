@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -55,6 +56,12 @@ struct PlanNode {
   bool elided = false;              // assign whose value is computed straight into the variable
   std::int64_t into_variable = -1;  // computed straight into this variable (elide_assigns)
   std::int64_t fused_into = -1;     // fused into that node by a fusion pass: no kernel, no data
+  // placement (heterogeneous platforms: src/compiler/placement.hpp)
+  std::optional<Device> pin;                // Node::on / DeviceScope
+  std::int32_t device = -1;                 // index of its device in the platform's; -1: not placed
+  std::int32_t local = -1;                  // split_devices: its index in that device's part
+  std::string placed_by;                    // why it runs there (engine_report)
+  double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
   // state
   Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
@@ -79,6 +86,8 @@ enum class ReuseMode : std::uint8_t {
   sequential,  // nodes run one at a time in plan order
   dag,         // nodes run in any order the dependencies allow (parallel engines)
 };
+
+struct PlacementSummary;  // src/compiler/placement.hpp
 
 /// gid -> plan index, over the user graph's ids (a vector: plans are rebuilt often and may hold
 /// a million nodes).
@@ -119,6 +128,12 @@ struct Plan {
   /// platforms that allocate one device buffer per planned buffer instead of an arena.
   std::vector<std::size_t> buffer_bytes, buffer_offset;
   std::size_t in_place = 0;
+  /// Heterogeneous platforms (split_devices): one self-contained plan per device (null where
+  /// the device got no node), each with its own order, commit point and memory plan.
+  std::vector<std::shared_ptr<Plan>> parts;
+  /// The placement's summary for engine_report (place_devices).
+  std::shared_ptr<const PlacementSummary> placement;
+
   std::size_t ordering_edges = 0;  // dependencies plan_memory added to reuse buffers (dag mode)
   /// Wall time of each pass that made this plan ("build" first).
   std::vector<std::pair<std::string, double>> pass_seconds;
@@ -149,6 +164,25 @@ class Capabilities {
   virtual std::string unsupported(const Plan& p, const PlanNode& n) const = 0;
 };
 
+/// Placement for a heterogeneous platform (src/compiler/placement.hpp): the passes
+/// place_devices, insert_transfers and split_devices ask it. Null for single-device platforms.
+class Placer {
+ public:
+  virtual ~Placer() = default;
+  /// place_devices: a device for every node (PlanNode::device, placed_by, est_*).
+  virtual void place(Plan& p) const = 0;
+  /// Devices of the platform, and what the memory planner may assume on each.
+  virtual std::size_t device_count() const = 0;
+  virtual ReuseMode reuse_mode(std::size_t device) const = 0;
+  /// Which device hosts the CPU part (its parts commit for the others), or -1.
+  virtual int host_device() const = 0;
+  virtual std::string device_name(std::size_t device) const = 0;
+  /// The threads one kernel of device d's engine gets, and what it runs: split_devices fuses
+  /// parallel ops in each part where a kernel has several (as on that device alone).
+  virtual int kernel_threads(std::size_t) const { return 0; }
+  virtual const Capabilities* capabilities(std::size_t) const { return nullptr; }
+};
+
 struct PlanOptions {
   ReuseMode reuse = ReuseMode::sequential;
   bool fuse = false;
@@ -157,6 +191,7 @@ struct PlanOptions {
   bool parallel_ops = false;
   int kernel_threads = 0;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
+  const Placer* placer = nullptr;              // heterogeneous platforms
 };
 
 /// What passes see besides the plan.
@@ -186,6 +221,9 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches);
 /// Drops nodes no fetch needs and sorts the rest in topo_order's order (after a pass rewired
 /// the plan). Only before link_dependencies.
 void prune_and_sort(Plan& p);
+/// Moves the nodes into `order` (old indices; nodes left out are dropped) and remaps every
+/// index the plan holds. Lists keep their order.
+void reorder(Plan& p, const std::vector<std::uint32_t>& order);
 /// Sums of gradient contributions (grad_sum adds) regrouped: slice gradients of one tensor into
 /// one slice_grad_n, per-step weight gradients into products over concatenated steps.
 void regroup_gradients(Plan& p);
@@ -201,6 +239,9 @@ void fuse_matmul_accumulate(Plan& p, const Capabilities* caps);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);
+/// Allgathers on one communicator and of one type become one allgather of their concatenated
+/// inputs (up to 4 MiB each), sliced back: one collective's latency instead of many.
+void fuse_collectives(Plan& p);
 /// Execution dependencies: data inputs, plus every reader of a variable before its assign.
 void link_dependencies(Plan& p);
 /// Re-sorts the plan over all its dependencies, the assign-ordering ones included (the first

@@ -236,6 +236,10 @@ class CpuExecutable final : public Executable {
       out.push_back({e.node, e.executor, e.start_ns, e.end_ns});
     return out;
   }
+  std::vector<double> node_levels() const override {
+    const std::span<const double> l = engine_->levels();
+    return {l.begin(), l.end()};
+  }
   void add_trace_events(TraceWriter& w, std::int64_t run) override {
     w.set_lanes(engine_->lane_names());
     add_node_events(w, last_run_events(), run);
@@ -353,6 +357,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }
+  std::vector<Device> devices() const override { return {Device::cpu()}; }
 
  private:
   CpuOptions opts_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -44,6 +45,9 @@ class Engine {
   virtual int executors() const = 0;
   virtual int threads_per_executor() const = 0;
   virtual bool levels_profiled() const { return false; }
+  /// Per plan node, the critical-path level the scheduler orders by (microseconds); empty
+  /// for engines that do not schedule by level.
+  virtual std::span<const double> levels() const { return {}; }
   virtual int runs() const = 0;
   /// Automatic engines: the configuration search is over (fixed engines: always).
   virtual bool tuned() const { return true; }

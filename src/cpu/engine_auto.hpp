@@ -27,6 +27,7 @@ class AutoEngine final : public Engine {
   int executors() const override { return last_->executors(); }
   int threads_per_executor() const override { return last_->threads_per_executor(); }
   bool levels_profiled() const override { return last_->levels_profiled(); }
+  std::span<const double> levels() const override { return last_->levels(); }
   int runs() const override { return runs_; }
   bool tuned() const override { return tuned_; }
   std::vector<EngineReport::Cpu::Trial> search() const override { return search_; }

@@ -33,7 +33,7 @@ constexpr int kSpin = 4000;
 // ---- ParallelEngine -------------------------------------------------------------------------
 
 ParallelEngine::ParallelEngine(const Program& prog, const EngineConfig& cfg)
-    : plan_(prog.plan), cfg_(cfg), kernels_(prog.kernels) {
+    : plan_(prog.plan), cfg_(cfg), kernels_(prog.kernels), lane_(prog) {
   const Plan& p = *plan_;
   const std::size_t n = p.nodes.size();
   if (cfg_.executors < 1 || cfg_.threads < 1)
@@ -97,6 +97,10 @@ ParallelEngine::ParallelEngine(const Program& prog, const EngineConfig& cfg)
     w->stack.reserve(64);
     workers_.push_back(std::move(w));
   }
+  // A collective's end may be the only thing left to do: wake the executors to pick it up.
+  lane_.set_notify([this] {
+    for (auto& w : workers_) wake_of(*w).notify_all();
+  });
 }
 
 void ParallelEngine::start_workers() {
@@ -132,7 +136,12 @@ std::vector<std::string> ParallelEngine::lane_names() const {
       }
     }
   }
+  if (!lane_.empty()) names.push_back("communication");  // comm_lane_id()
   return names;
+}
+
+int ParallelEngine::comm_lane_id() const {
+  return cfg_.executors + (per_op_ ? cfg_.executors * (cfg_.threads - 1) : 0);
 }
 
 void ParallelEngine::set_costs(std::vector<double> cost_us, bool profiled) {
@@ -204,6 +213,7 @@ void ParallelEngine::run() {
 
   recording_ =
       trace_recording_ || climbing_ || (!profiled_ && runs_ - profile_start_ < cfg_.profile_runs);
+  lane_.begin_run(recording_);
   for (auto& w : workers_) w->events.clear();
   const std::size_t n = ndeps_.size();
   for (std::size_t i = 0; i < n; ++i) {
@@ -216,7 +226,11 @@ void ParallelEngine::run() {
 
   // Sources: cheap ones run here at once, the rest go to the scheduler.
   for (std::uint32_t v : sources_) {
-    if (tiny_[v]) {
+    if (lane_.is_comm(v)) {
+      std::vector<std::uint32_t> abandoned;
+      start_comm(v, abandoned);
+      if (!abandoned.empty()) complete(v, w0);
+    } else if (tiny_[v]) {
       execute(v, w0);
       complete(v, w0);
     } else {
@@ -238,7 +252,12 @@ void ParallelEngine::work(Worker& w, bool caller) {
     return caller ? remaining_.load(std::memory_order_acquire) == 0
                   : stop_.load(std::memory_order_acquire);
   };
+  CommLane::Finished ended;
   for (;;) {
+    if (!lane_.empty() && lane_.take(ended)) {
+      finish_comm(ended, w);
+      continue;
+    }
     std::uint32_t v = w.next;
     if (v != kNone) {  // a node it readied itself
       w.next = kNone;
@@ -264,12 +283,12 @@ void ParallelEngine::work(Worker& w, bool caller) {
     bool found = false;
     for (int i = 0; i < kSpin && !found; ++i) {
       cpu_relax();
-      found = has_work(w, false) || finished();
+      found = has_work(w, false) || lane_.has_finished() || finished();
     }
     if (found) continue;
     sleeping(w, true);
     const std::uint32_t ticket = wake.ticket();
-    if (!has_work(w, true) && !finished()) wake.wait(ticket);
+    if (!has_work(w, true) && !lane_.has_finished() && !finished()) wake.wait(ticket);
     sleeping(w, false);
   }
 }
@@ -364,7 +383,9 @@ void ParallelEngine::complete(std::uint32_t v, Worker& w) {
       // node sees its input through the hand-off). Otherwise acq_rel: the last decrement sees
       // every predecessor's writes (release sequence).
       if (ndeps_[s] == 1 || pending_[s].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        if (tiny_[s]) {
+        if (lane_.is_comm(s)) {
+          start_comm(s, stack);
+        } else if (tiny_[s]) {
           execute(s, w);
           stack.push_back(s);
         } else {
@@ -376,6 +397,28 @@ void ParallelEngine::complete(std::uint32_t v, Worker& w) {
   // Counted off the run's total when w runs dry (flush): the count cannot reach zero before,
   // because these nodes are in it.
   w.unflushed += done;
+}
+
+void ParallelEngine::start_comm(std::uint32_t v, std::vector<std::uint32_t>& stack) {
+  if (!failed_.load(std::memory_order_relaxed)) {
+    lane_.start(v);
+    return;
+  }
+  // The run failed: the other processes must not wait for this node. It completes here.
+  std::exception_ptr e;
+  {
+    std::lock_guard lk(error_mu_);
+    e = error_;
+  }
+  lane_.abandon(v, error_text(e));
+  stack.push_back(v);
+}
+
+void ParallelEngine::finish_comm(CommLane::Finished& f, Worker& w) {
+  if (f.error) fail(std::move(f.error));
+  if (recording_) w.events.push_back({f.node, comm_lane_id(), f.start_ns, f.end_ns});
+  complete(f.node, w);
+  after_node(w, f.node, /*given=*/false);  // hand over what it readied, as after any node
 }
 
 void ParallelEngine::fail(std::exception_ptr e) {

@@ -29,7 +29,9 @@
 //    thread pulling the next one. A node's thread count is fixed per configuration, whatever
 //    runs beside it, so results stay bitwise reproducible.
 //  - SharedQueueEngine (TensorFlow/MXNet style): all executors pull from one global FIFO.
-// Idle executors spin briefly, then sleep on an event count.
+// Idle executors spin briefly, then sleep on an event count. Communication nodes go to the
+// communication lane instead (comm_lane.hpp): started by the thread that readies them, completed
+// by whichever executor picks up their end, never waited for in an executor.
 #pragma once
 
 #include <atomic>
@@ -39,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/comm_lane.hpp"
 #include "cpu/engine.hpp"
 #include "cpu/ready_set.hpp"
 #include "cpu/sync.hpp"
@@ -76,7 +79,7 @@ class ParallelEngine : public Engine {
   /// `profiled`: the costs are measured ones (no profiling pass needed).
   void set_costs(std::vector<double> cost_us, bool profiled = false);
   const std::vector<double>& costs() const { return cost_; }
-  const std::vector<double>& levels() const { return levels_; }
+  std::span<const double> levels() const override { return levels_; }
   /// Per-op thread counts are on (and the teams have 2+ threads).
   bool per_op() const { return per_op_; }
   /// Each node's thread count (the team size unless per-op thread counts are on).
@@ -157,6 +160,11 @@ class ParallelEngine : public Engine {
   bool gather(std::uint32_t v, Worker& w);
   void run_batch(Worker& w);
   void complete(std::uint32_t v, Worker& w);
+  /// A ready communication node: onto the lane, or (the run failed) abandoned onto `stack`.
+  void start_comm(std::uint32_t v, std::vector<std::uint32_t>& stack);
+  void finish_comm(CommLane::Finished& f, Worker& w);
+  /// The trace lane of the communication lane: after the executors and their team threads.
+  int comm_lane_id() const;
   void fail(std::exception_ptr e);
   void update_profile();
   void setup_climbs();
@@ -179,6 +187,7 @@ class ParallelEngine : public Engine {
   std::atomic<bool> failed_{false};
   std::mutex error_mu_;
   std::exception_ptr error_;
+  CommLane lane_;
   // Per-op thread counts.
   bool per_op_ = false;
   std::vector<int> threads_;  // per node

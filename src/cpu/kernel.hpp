@@ -13,6 +13,7 @@
 
 #include "common/kernel_registry.hpp"
 #include "compiler/plan.hpp"
+#include "distributed/comm.hpp"
 
 namespace hetgraph::detail::cpu {
 
@@ -30,6 +31,20 @@ class CpuKernel {
   virtual void run(const ExecCtx& ctx) = 0;
   /// Scratchpad this kernel needs from its executor.
   virtual std::size_t scratch_bytes() const { return 0; }
+};
+
+/// The kernel of a communication node (OpDef::communication): its work runs elsewhere (the
+/// communicator's thread), so engines start it from whichever thread readied the node and learn
+/// of its end through `done`, without keeping an executor waiting (see comm_lane.hpp).
+class AsyncKernel : public CpuKernel {
+ public:
+  /// Starts the work and returns at once; done.comm_done(token, error) follows exactly once,
+  /// from any thread (possibly this one, before start returns).
+  virtual void start(CommDone& done, std::uint64_t token) = 0;
+  /// The run failed before this node could start: tell the other processes that wait for it.
+  virtual void abandon(const std::string& why) = 0;
+  /// Blocking: start, then wait (engines without a lane, the reference path).
+  void run(const ExecCtx& ctx) override;
 };
 
 template <class F>
@@ -88,8 +103,11 @@ void register_nn_kernels(KernelRegistry& r);
 void register_movement_kernels(KernelRegistry& r);
 void register_graph_kernels(KernelRegistry& r);
 void register_conv_kernels(KernelRegistry& r);
+void register_pool_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
+void register_collective_kernels(KernelRegistry& r);
+void register_transfer_kernels(KernelRegistry& r);      // heterogeneous platforms
 void register_group_kernels(KernelRegistry& r);
 
 }  // namespace hetgraph::detail::cpu

@@ -29,8 +29,11 @@ const KernelRegistry& kernel_registry() {
     register_movement_kernels(r);
     register_graph_kernels(r);
     register_conv_kernels(r);
+    register_pool_kernels(r);
     register_embedding_kernels(r);
     register_eltwise_dnnl_kernels(r);
+    register_collective_kernels(r);
+    register_transfer_kernels(r);
     register_group_kernels(r);
     // The promise HETGRAPH_CPU_REFERENCE=1 relies on.
     if (const auto missing = r.lists_without_reference(); !missing.empty()) {

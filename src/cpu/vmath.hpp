@@ -107,6 +107,26 @@ inline f16 sigmoid(f16 x) {
   return 1.0f / (1.0f + exp(-x));
 }
 
+// erf(x) = x P(x^2) / Q(x^2) on [-4, 4], +-1 beyond (erf is 1 in float from 3.92 on): the
+// rational approximation of Eigen and XLA, a few ulp.
+inline f16 erf(f16 x) {
+  const f16 xc = x > 4.0f ? splat(4.0f) : (x < -4.0f ? splat(-4.0f) : x);
+  const f16 z = xc * xc;
+  f16 p = splat(-2.72614225801306e-10f);
+  p = p * z + 2.77068142495902e-08f;
+  p = p * z - 2.10102402082508e-06f;
+  p = p * z - 5.69250639462346e-05f;
+  p = p * z - 7.34990630326855e-04f;
+  p = p * z - 2.95459980854025e-03f;
+  p = p * z - 1.60960333262415e-02f;
+  f16 q = splat(-1.45660718464996e-05f);
+  q = q * z - 2.13374055278905e-04f;
+  q = q * z - 1.68282697438203e-03f;
+  q = q * z - 7.37332916720468e-03f;
+  q = q * z - 1.42647390514189e-02f;
+  return x == x ? xc * p / q : x;  // NaN stays NaN
+}
+
 // Scalar entry points: lane 0 of the vector code.
 inline float exp(float x) {
   return exp(splat(x))[0];
@@ -119,6 +139,9 @@ inline float tanh(float x) {
 }
 inline float sigmoid(float x) {
   return sigmoid(splat(x))[0];
+}
+inline float erf(float x) {
+  return erf(splat(x))[0];
 }
 
 /// o[i] = f(x[i]) for i < n, 16 lanes at a time; the tail goes through a padded vector.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -59,6 +60,25 @@ class OpenClExecutable final : public Executable {
   /// where mapping is stable (to test that path on drivers that never need it).
   static void force_staged_inputs(bool on);
 
+  // ---- one run in steps, for the heterogeneous executable (src/hetero/), whose commit point
+  // spans devices: start(), then check_commit() on every device, then enqueue_commit() on
+  // every device, then complete(); or abandon() once anything failed anywhere.
+  /// Enqueues everything before the commit point (the whole run without one).
+  void start() { launch(); }
+  /// Waits for the work before the commit point and checks it (failures, computed labels).
+  /// Throws the failure after abandoning the run.
+  void check_commit();
+  /// Enqueues the writers of variables (nothing without a commit point).
+  void enqueue_commit();
+  /// Waits for the end of the run; throws a failure after the commit point.
+  void complete() { finish(); }
+  /// Ends a run that another device failed: releases what others hold back (the abort
+  /// hook), waits for what was enqueued and restores the input mappings. Never throws.
+  void abandon();
+  /// Called whenever this executable gives up a run, before it waits for its commands: events
+  /// another device was to complete (user events) must complete now or the wait never ends.
+  void set_abort_hook(std::function<void()> hook) { abort_hook_ = std::move(hook); }
+
  protected:
   void* host_pointer(std::uint32_t node) override;
   void copy_in(std::uint32_t node, const void* src, std::size_t bytes) override;
@@ -100,6 +120,7 @@ class OpenClExecutable final : public Executable {
     std::uint32_t node = 0;              // the cross-entropy (or embedding) node
     std::uint32_t labels = 0;            // its int32 labels (indices) input (plan index)
     std::int64_t rows = 0, classes = 0;  // embedding: indices and table rows
+    bool wraps = false;                  // values lie in [-classes, classes) (gather)
     int slot = 0;
     bool on_host = false;    // labels are an input: checked before the run, on the host
     bool embedding = false;  // indices of an embedding lookup (or of its gradient)
@@ -154,6 +175,12 @@ class OpenClExecutable final : public Executable {
   bool in_flight_ = false;
   int runs_ = 0;
   std::unique_ptr<RunHook> hook_;
+  std::function<void()> abort_hook_;
+  /// The test hook's and the abort hook's release, before a failed run waits for its events.
+  void release_waiters() {
+    if (hook_) hook_->release();
+    if (abort_hook_) abort_hook_();
+  }
   // The commit point (see commit_writes): writers of variables are work_[phase1_, end).
   std::int64_t commit_ = -1;
   std::size_t phase1_ = 0;

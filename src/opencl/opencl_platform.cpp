@@ -121,8 +121,9 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     c.node = i;
     c.labels = node.inputs[static_cast<std::size_t>(k)];
     c.embedding = x.what == "index";
-    c.classes =
-        p.nodes[node.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape.dim(x.bound_dim);
+    const Shape& bound = p.nodes[node.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape;
+    c.classes = bound[x.dim_of(bound, node.attrs)];
+    c.wraps = x.wraps;
     c.rows = p.nodes[c.labels].type.shape.numel();
     c.slot = static_cast<int>(labels_.size());
     c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
@@ -253,6 +254,7 @@ OpenClExecutable::~OpenClExecutable() {
   // Work in flight uses this executable's buffers: let it finish (its error stays with its
   // handle).
   if (hook_) hook_->release();
+  if (in_flight_ && abort_hook_) abort_hook_();
   shutdown();
   if (in_flight_) settle_all();
 }
@@ -353,7 +355,13 @@ std::exception_ptr OpenClExecutable::finish_async() {
 std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string& value,
                                           std::int64_t row) const {
   const std::string node = "node " + plan().nodes[c.node].label + ": ";
-  const std::string range = "[0, " + std::to_string(c.classes) + ")";
+  const std::string range =
+      "[" + std::to_string(c.wraps ? -c.classes : 0) + ", " + std::to_string(c.classes) + ")";
+  if (c.wraps) {  // gather: the CPU platform's wording
+    return node + (value.empty() ? "an index" : "index " + value) + " at position " +
+           std::to_string(row) + " of the indices " + plan().nodes[c.labels].type.shape.str() +
+           " is outside " + range + ", the size of the gathered axis";
+  }
   if (c.embedding) {  // the CPU platform's wording
     return node + (value.empty() ? "an index" : "index " + value) + " at position " +
            std::to_string(row) + " of the indices " + plan().nodes[c.labels].type.shape.str() +
@@ -419,7 +427,7 @@ void OpenClExecutable::launch() {
     if (committed_) enqueue_input_remaps();  // else after the writers, at the commit
     HG_CL(clFlush(q_));
   } catch (...) {
-    if (hook_) hook_->release();  // nothing may wait forever on a test's event
+    release_waiters();  // nothing may wait forever on a test's or another device's event
     settle_each();
     restore_maps();
     in_flight_ = false;
@@ -486,6 +494,11 @@ void OpenClExecutable::check_device_labels() {
 // valid labels; only then are the writers of variables enqueued. A failure here leaves every
 // variable as it was.
 void OpenClExecutable::commit() {
+  check_commit();
+  enqueue_commit();
+}
+
+void OpenClExecutable::check_commit() {
   std::vector<cl_event> evs;
   for (std::uint32_t i : finals1_) {
     if (ev_[i]) evs.push_back(ev_[i].get());
@@ -504,17 +517,38 @@ void OpenClExecutable::commit() {
                           "continue)");
     }
     check_device_labels();
+    // A collective that failed (another rank gave up) fails the run before any variable is
+    // written, like a device fault.
+    for (std::size_t k = 0; k < phase1_; ++k) ops_[work_[k]]->after_run();
+  } catch (...) {
+    abandon();
+    throw;
+  }
+}
+
+void OpenClExecutable::enqueue_commit() {
+  if (committed_ || !in_flight_) return;
+  try {
     enqueue_work(phase1_, work_.size());
     enqueue_input_remaps();
     HG_CL(clFlush(q_));
   } catch (...) {
-    if (hook_) hook_->release();
-    settle_each();
-    restore_maps();
-    in_flight_ = false;
+    abandon();
     throw;
   }
   committed_ = true;
+}
+
+void OpenClExecutable::abandon() {
+  if (!in_flight_) return;
+  release_waiters();
+  settle_each();
+  in_flight_ = false;
+  try {
+    restore_maps();
+  } catch (...) {
+    // A mapping lost for good: the next run's unmap reports it.
+  }
 }
 
 bool OpenClExecutable::settle_all() {
@@ -585,6 +619,9 @@ void OpenClExecutable::finish() {
                                                  "may be partly updated (compile the graph again "
                                                  "and restore them)"));
   }
+  // With a commit point the work before it was checked there.
+  for (std::size_t k = commit_ < 0 ? 0 : phase1_; k < work_.size(); ++k)
+    ops_[work_[k]]->after_run();
   if (commit_ < 0) check_device_labels();  // with a commit point, checked before it
 }
 
@@ -660,6 +697,10 @@ class OpenClBackend final : public Backend {
       dev = dev_;
     }
     return std::make_unique<OpenClExecutable>(std::move(plan), std::move(dev), in_order_);
+  }
+  std::vector<hetgraph::Device> devices() const override {
+    std::lock_guard lk(mu_);
+    return {hetgraph::Device::opencl(dev_->info().platform_index, dev_->info().device_index)};
   }
 
  private:

@@ -15,6 +15,8 @@ const OpRegistry& op_registry() {
     register_matmul_ops(r);
     register_conv_ops(r);
     register_embedding_ops(r);
+    register_collective_ops(r);
+    register_transfer_ops(r);
     return r;
   }();
   return registry;

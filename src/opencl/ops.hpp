@@ -28,6 +28,9 @@ class ClOp {
   virtual Event enqueue(cl_command_queue q, std::span<const cl_event> wait, Event* first) = 0;
   /// The trace lane of its commands: 0 for the main queue, 1 + i for CLBlast's queue i.
   virtual int lane() const { return 0; }
+  /// Once the run's commands are complete: rethrows an error of the node's host-side work (a
+  /// collective's, from the other processes).
+  virtual void after_run() {}
 };
 
 /// Everything known about a node when its op is created (compile time).
@@ -62,6 +65,8 @@ void register_movement_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_embedding_ops(OpRegistry& r);
+void register_collective_ops(OpRegistry& r);
+void register_transfer_ops(OpRegistry& r);  // heterogeneous platforms
 
 // ---- building blocks shared by the families --------------------------------------------------
 

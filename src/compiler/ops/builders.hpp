@@ -21,6 +21,13 @@ inline Node reshape_like(Node g, Node like) {
 inline Node grad_seed(Node loss) {
   return make_op(OpKind::GradSeed, {loss});
 }
+/// A float scalar constant (zeros for gradients that select).
+inline Node scalar_constant(GraphImpl& g, float v) {
+  NodeRec r;
+  r.op = OpKind::Constant;
+  r.f32_values = std::make_shared<const std::vector<float>>(std::vector<float>{v});
+  return g.add(std::move(r));
+}
 inline Node with_axis(OpKind k, std::initializer_list<Node> in, int axis, bool keepdims = false) {
   Attrs at;
   at.axis = axis;

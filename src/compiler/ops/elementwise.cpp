@@ -1,4 +1,12 @@
-// Elementwise ops: numpy-broadcasting binary ops, unary math, and the activation gradients.
+// Elementwise ops: numpy-broadcasting binary and ternary ops, unary math, and the activation
+// gradients.
+//
+// NaN semantics (issue 11, class 9; as PyTorch and ONNX): a NaN input gives a NaN output, and a
+// comparison never drops one. maximum/minimum, clip and relu return the NaN; where either input
+// of maximum/minimum is NaN the result is that NaN (a, if both are). Gradients follow the
+// forward's choice: the input a NaN was passed on from gets the gradient, as if the NaN had
+// won the comparison (relu, clip, maximum/minimum). abs has no branch to follow at a NaN: its
+// gradient there is NaN.
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
@@ -24,6 +32,42 @@ TensorType infer_broadcast(const InferCtx& c) {
 
 TensorType infer_unary(const InferCtx& c) {
   need_f32(c);
+  return c.in[0];
+}
+
+// where(cond, a, b): int32 cond; a and b of one type (float or int32: it moves 32-bit words).
+TensorType infer_where(const InferCtx& c) {
+  if (c.in[0].dtype != DType::i32) {
+    c.fail("where: the condition must be int32 (nonzero: true; ONNX's bool), got " +
+           std::string(dtype_name(c.in[0].dtype)));
+  }
+  if (c.in[1].dtype != c.in[2].dtype) {
+    c.fail("where: the two choices must have one type, got " +
+           std::string(dtype_name(c.in[1].dtype)) + " and " +
+           std::string(dtype_name(c.in[2].dtype)));
+  }
+  Shape ab, out;
+  if (!broadcast_shapes(c.in[1].shape, c.in[2].shape, ab) ||
+      !broadcast_shapes(c.in[0].shape, ab, out)) {
+    c.fail("shapes " + c.in[0].shape.str() + ", " + c.in[1].shape.str() + " and " +
+           c.in[2].shape.str() + " do not broadcast");
+  }
+  return {out, c.in[1].dtype};
+}
+
+TensorType infer_cast(const InferCtx& c) {
+  return {c.in[0].shape, c.attrs.get<TargetType>().dtype};
+}
+
+// maximum_grad / minimum_grad (g, a, b): g has the broadcast shape of a and b.
+TensorType infer_select_grad(const InferCtx& c) {
+  need_f32(c);
+  Shape out;
+  if (!broadcast_shapes(c.in[1].shape, c.in[2].shape, out) || out != c.in[0].shape) {
+    c.fail("the gradient must have the broadcast shape of " + c.in[1].shape.str() + " and " +
+           c.in[2].shape.str());
+  }
+  if (c.attrs.begin != 0 && c.attrs.begin != 1) c.fail("the input must be 0 or 1");
   return c.in[0];
 }
 
@@ -88,6 +132,41 @@ void grad_floor(const GradCtx&) {}
 void grad_gelu(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::GeluGrad, {c.grad, c.in[0]}));
 }
+// Activations whose derivative is a function of x: one kernel from (g, x) with the node's
+// attributes (leaky_relu's slope, clip's bounds).
+template <OpKind K>
+void grad_of_x(const GradCtx& c) {
+  c.add(c.in[0], make_op(K, {c.grad, c.in[0]}, c.attrs));
+}
+// d a^b / da = b a^(b-1); d a^b / db = a^b log(a), written xlogy(a^b, a) so that a = 0 (with
+// a^b = 0) gives 0 rather than 0 * -inf.
+void grad_pow(const GradCtx& c) {
+  const Node a = c.in[0], b = c.in[1];
+  c.add(a, sum_to(mul(c.grad, mul(b, pow(a, b - 1.0f))), a));
+  c.add(b, sum_to(mul(c.grad, make_op(OpKind::XLogY, {c.node, a})), b));
+}
+// Each input gets g where it won (ties and NaNs: see the file comment).
+template <OpKind K>
+void grad_select(const GradCtx& c) {
+  for (std::int64_t k = 0; k < 2; ++k) {
+    Attrs at;
+    at.begin = k;
+    const Node in = c.in[static_cast<std::size_t>(k)];
+    c.add(in, sum_to(make_op(K, {c.grad, c.in[0], c.in[1]}, at), in));
+  }
+}
+// Ints carry no gradient: a cast to int32 passes none on (like floor, it is piecewise
+// constant); a cast to float passes g through (to a float input: an identity).
+void grad_cast(const GradCtx& c) {
+  if (c.attrs.get<TargetType>().dtype == DType::f32) c.add(c.in[0], c.grad);
+}
+// g goes to a where cond holds, to b elsewhere; the int32 condition carries no gradient.
+void grad_where(const GradCtx& c) {
+  const Node zero = scalar_constant(*c.node.graph_impl(), 0.0f);
+  const Node cond = c.in[0], a = c.in[1], b = c.in[2];
+  c.add(a, sum_to(where(cond, c.grad, zero), a));
+  c.add(b, sum_to(where(cond, zero, c.grad), b));
+}
 
 }  // namespace
 
@@ -127,6 +206,32 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Tanh, "tanh", grad_tanh, 12, true);
   unary(OpKind::Floor, "floor", grad_floor, 1, false);
   unary(OpKind::Gelu, "gelu", grad_gelu, 20, false);
+  unary(OpKind::Abs, "abs", grad_of_x<OpKind::AbsGrad>, 1, false);
+  unary(OpKind::Erf, "erf", grad_of_x<OpKind::ErfGrad>, 20, false);
+  unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false);
+  unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
+  binary(OpKind::Pow, "pow", grad_pow);
+  binary(OpKind::XLogY, "xlogy", nullptr);
+  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>);
+  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>);
+  auto ternary = [&](OpKind k, std::string_view name, InferFn infer, GradFn g) {
+    t.push_back({.kind = k,
+                 .name = name,
+                 .arity = 3,
+                 .infer = infer,
+                 .grad = g,
+                 .elementwise = Elementwise::ternary});
+  };
+  ternary(OpKind::Where, "where", infer_where, grad_where);
+  // Not elementwise for the generic kernels: its input and output types differ.
+  t.push_back({.kind = OpKind::Cast,
+               .name = "cast",
+               .arity = 1,
+               .inplace = 0b1u,
+               .infer = infer_cast,
+               .grad = grad_cast});
+  ternary(OpKind::MaximumGrad, "maximum_grad", infer_select_grad, nullptr);
+  ternary(OpKind::MinimumGrad, "minimum_grad", infer_select_grad, nullptr);
   // Same-shape binary ops: axpby (optimizer updates) and the activation gradients (g, x or y),
   // first-order only.
   auto same = [&](OpKind k, std::string_view name, GradFn g, float flops) {
@@ -144,6 +249,10 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   same(OpKind::SigmoidGrad, "sigmoid_grad", nullptr, 3);
   same(OpKind::TanhGrad, "tanh_grad", nullptr, 3);
   same(OpKind::GeluGrad, "gelu_grad", nullptr, 20);
+  same(OpKind::AbsGrad, "abs_grad", nullptr, 1);
+  same(OpKind::ErfGrad, "erf_grad", nullptr, 12);
+  same(OpKind::LeakyReluGrad, "leaky_relu_grad", nullptr, 1);
+  same(OpKind::ClipGrad, "clip_grad", nullptr, 2);
 }
 
 }  // namespace hetgraph::detail
@@ -152,6 +261,40 @@ namespace hetgraph {
 
 Node gelu(Node x) {
   return detail::make_op(detail::OpKind::Gelu, {x});
+}
+Node abs(Node x) {
+  return detail::make_op(detail::OpKind::Abs, {x});
+}
+Node erf(Node x) {
+  return detail::make_op(detail::OpKind::Erf, {x});
+}
+Node leaky_relu(Node x, float alpha) {
+  detail::Attrs at;
+  at.alpha = alpha;
+  return detail::make_op(detail::OpKind::LeakyRelu, {x}, at);
+}
+Node clip(Node x, float lo, float hi) {
+  detail::Attrs at;
+  at.alpha = lo;
+  at.beta = hi;
+  return detail::make_op(detail::OpKind::Clip, {x}, at);
+}
+Node pow(Node a, Node b) {
+  return detail::make_op(detail::OpKind::Pow, {a, b});
+}
+Node maximum(Node a, Node b) {
+  return detail::make_op(detail::OpKind::Maximum, {a, b});
+}
+Node minimum(Node a, Node b) {
+  return detail::make_op(detail::OpKind::Minimum, {a, b});
+}
+Node where(Node cond, Node a, Node b) {
+  return detail::make_op(detail::OpKind::Where, {cond, a, b});
+}
+Node cast(Node x, DType to) {
+  detail::Attrs at;
+  at.set(detail::TargetType{to});
+  return detail::make_op(detail::OpKind::Cast, {x}, at);
 }
 
 }  // namespace hetgraph

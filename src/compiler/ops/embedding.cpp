@@ -1,5 +1,6 @@
 // Embedding lookup (gather rows of a table by int32 indices) and its gradient, a scatter-add
-// of the incoming rows into a zero table. The public builder lives here, next to the op.
+// of the incoming rows into a zero table; and its generalisation, ONNX Gather (any axis, any
+// index rank, negative indices from the back). The public builders live here, next to the ops.
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 
@@ -7,6 +8,11 @@ namespace hetgraph {
 
 Node embedding(Node table, Node indices) {
   return detail::make_op(detail::OpKind::Embedding, {table, indices});
+}
+Node gather(Node x, Node indices, int axis) {
+  detail::Attrs at;
+  at.axis = axis;
+  return detail::make_op(detail::OpKind::Gather, {x, indices}, at);
 }
 
 namespace detail {
@@ -57,6 +63,45 @@ TensorType infer_embedding_update(const InferCtx& c) {
   return c.in[0];
 }
 
+// gather(x, idx) along axis a: x.shape[:a] + idx.shape + x.shape[a+1:].
+Shape gather_shape(const InferCtx& c, const TensorType& x, const TensorType& idx) {
+  if (x.shape.rank() == 0) c.fail("gather needs data of rank >= 1, got a scalar");
+  const int a = c.norm_axis(c.attrs.axis, x.shape.rank());
+  if (idx.dtype != DType::i32) {
+    c.fail("gather indices must be int32, got " + std::string(dtype_name(idx.dtype)) + " " +
+           idx.shape.str());
+  }
+  std::vector<std::int64_t> d(x.shape.dims().begin(), x.shape.dims().begin() + a);
+  d.insert(d.end(), idx.shape.dims().begin(), idx.shape.dims().end());
+  d.insert(d.end(), x.shape.dims().begin() + a + 1, x.shape.dims().end());
+  if (d.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    c.fail("gathering " + x.shape.str() + " along axis " + std::to_string(a) + " by indices " +
+           idx.shape.str() + " gives rank " + std::to_string(d.size()) +
+           "; tensors have rank 4 at most");
+  }
+  return Shape(std::span<const std::int64_t>(d));
+}
+
+TensorType infer_gather(const InferCtx& c) {
+  return {gather_shape(c, c.in[0], c.in[1]), c.in[0].dtype};
+}
+
+// (g, indices, x): g has the gather's shape; the result x's.
+TensorType infer_gather_grad(const InferCtx& c) {
+  if (c.in[2].dtype != DType::f32) c.fail("gather's gradient needs float data");
+  const Shape want = gather_shape(c, c.in[2], c.in[1]);
+  if (c.in[0].dtype != DType::f32 || c.in[0].shape != want) {
+    c.fail("the incoming gradient must have the gather's shape " + want.str() + ", got " +
+           c.in[0].shape.str());
+  }
+  return c.in[2];
+}
+
+// The indices are int32 data: like every int, they carry no gradient.
+void grad_gather(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::GatherGrad, {c.grad, c.in[1], c.in[0]}, c.attrs));
+}
+
 void grad_embedding(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::EmbeddingGrad, {c.grad, c.in[1], c.in[0]}));
   c.not_differentiable(1, "indices of embedding are int32 data, not differentiable");
@@ -105,6 +150,28 @@ void register_embedding_ops(std::vector<OpDef>& t) {
                .heavy = true,
                .flops_per_elem = 0.5f,
                .index = {.input = 1, .bound_input = 2, .bound_dim = 0, .what = "index"}});
+  // Gather indices lie in [-n, n) for the gathered axis' size n.
+  constexpr IndexInput kGatherIdx{
+      .input = 1, .bound_input = 0, .what = "index", .axis_dim = true, .wraps = true};
+  constexpr IndexInput kGatherGradIdx{
+      .input = 1, .bound_input = 2, .what = "index", .axis_dim = true, .wraps = true};
+  t.push_back({.kind = OpKind::Gather,
+               .name = "gather",
+               .arity = 2,
+               .infer = infer_gather,
+               .grad = grad_gather,
+               .heavy = true,
+               .flops_per_elem = 0.5f,
+               .cost = lookup_cost,
+               .index = kGatherIdx});
+  t.push_back({.kind = OpKind::GatherGrad,
+               .name = "gather_grad",
+               .arity = 3,
+               .shape_only = 0b100u,
+               .infer = infer_gather_grad,
+               .heavy = true,
+               .flops_per_elem = 0.5f,
+               .index = kGatherGradIdx});
   t.push_back({.kind = OpKind::CheckIndices,
                .name = "check_indices",
                .arity = 2,

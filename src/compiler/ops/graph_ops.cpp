@@ -32,6 +32,11 @@ TensorType infer_grad_seed(const InferCtx& c) {
   return c.in[0];
 }
 
+// A transfer's value: a recv's is the value it receives, a send's or the commit gate's a token.
+TensorType infer_transfer(const InferCtx& c) {
+  return c.declared;
+}
+
 }  // namespace
 
 void register_graph_ops(std::vector<OpDef>& t) {
@@ -70,6 +75,12 @@ void register_graph_ops(std::vector<OpDef>& t) {
                .arity = -1,
                .storage = Storage::None,
                .infer = infer_group,
+               .flops_per_elem = 0.0f});
+  // Made after shape inference (insert_transfers), with its type set: never inferred.
+  t.push_back({.kind = OpKind::Transfer,
+               .name = "transfer",
+               .arity = -1,
+               .infer = infer_transfer,
                .flops_per_elem = 0.0f});
   t.push_back({.kind = OpKind::GradSeed,
                .name = "grad_seed",

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "compiler/geometry.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
@@ -159,6 +160,29 @@ TensorType infer_reshape_like(const InferCtx& c) {
   return {c.in[1].shape, c.in[0].dtype};
 }
 
+// strided_slice (x) and its gradient (g, x-shape): SliceSpec normalised in geometry.hpp.
+Shape strided_out(const InferCtx& c, const Shape& x) {
+  StridedGeom g;
+  const std::string why = strided_slice_geom(x, c.attrs.get<SliceSpec>(), g);
+  if (!why.empty()) c.fail("strided_slice of " + x.str() + ": " + why);
+  return g.out;
+}
+TensorType infer_strided_slice(const InferCtx& c) {
+  return {strided_out(c, c.in[0].shape), c.in[0].dtype};
+}
+TensorType infer_strided_slice_grad(const InferCtx& c) {
+  const Shape want = strided_out(c, c.in[1].shape);
+  if (c.in[0].dtype != DType::f32 || c.in[0].shape != want) {
+    c.fail("the incoming gradient must have the slice's shape " + want.str() + ", got " +
+           c.in[0].shape.str());
+  }
+  return {c.in[1].shape, DType::f32};
+}
+
+void grad_strided_slice(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::StridedSliceGrad, {c.grad, c.in[0]}, c.attrs));
+}
+
 void grad_slice(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::SliceGrad, {c.grad, c.in[0]}, c.attrs));
 }
@@ -202,6 +226,18 @@ void register_movement_ops(std::vector<OpDef>& t) {
                .arity = -1,
                .shape_only = 0b1u,
                .infer = infer_slice_grad_n,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::StridedSlice,
+               .name = "strided_slice",
+               .arity = 1,
+               .infer = infer_strided_slice,
+               .grad = grad_strided_slice,
+               .flops_per_elem = 0.5f});
+  t.push_back({.kind = OpKind::StridedSliceGrad,
+               .name = "strided_slice_grad",
+               .arity = 2,
+               .shape_only = 0b10u,
+               .infer = infer_strided_slice_grad,
                .flops_per_elem = 0.5f});
   t.push_back({.kind = OpKind::Concat,
                .name = "concat",

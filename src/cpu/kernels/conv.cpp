@@ -1,5 +1,5 @@
-// Convolution and pooling kernels (NCHW), forward and backward, through oneDNN 2.6, with
-// reference implementations ending each list.
+// Convolution kernels (NCHW), forward and backward, through oneDNN 2.6, with reference
+// implementations ending each list. Pooling is in pool.cpp.
 //
 // Layouts. Tensors between nodes are plain NCHW (weights OIHW). oneDNN's direct convolutions
 // are fastest on blocked layouts (nChw16c, OIhw16i16o): measured on this machine (1 thread,
@@ -9,16 +9,6 @@
 // costs 10-25% of the blocked time. So a convolution node lets the primitive choose its
 // layouts (format_tag::any) and reorders its plain operands in and its result out through the
 // executor's scratch, in the same kernel: oneDNN's own recipe for a user with NCHW data.
-// Pooling is the other way round: oneDNN's jit pools plain NCHW directly (transposing
-// internally), and reordering to nChw16c and back costs more than it saves (64x48x64x64,
-// 2x2: 7.5 ms plain against 2.5 ms blocked + 9 ms of reorders), so pooling runs on the plain
-// tensors as they are.
-//
-// Max pooling keeps oneDNN's workspace (the argmax of each window, one byte per output) in
-// its forward kernel when the plan holds a max_pool2d_grad of it; that backward kernel then
-// reads it instead of searching the windows again. Without such a forward kernel (the
-// reference, or forward-only graphs) the backward recomputes the argmax from x and y.
-// Ties go to the first maximum in row-major window order, as in oneDNN.
 //
 // Primitives are made at compile time, one per team size the engine may use (TeamVariants),
 // with user-mode scratchpads taken from the executor's scratch at run time.
@@ -45,24 +35,33 @@ using dt = memory::data_type;
 
 // ---- convolution ----------------------------------------------------------------------------
 
+// Grouped weights are oneDNN's 5-d [G, O/G, C/G, KH, KW] (goihw), the same memory as the
+// plain [O, C/G, KH, KW] tensor (oihw) of one group.
 struct ConvDims {
   memory::dims src, wei, bias, dst, strides, dilates, pad_l, pad_r;
+  tag wei_tag;
 };
 ConvDims conv_dims(const ImageGeom& g) {
   const Window2d& w = g.win;
+  const std::int64_t G = g.groups();
   return {{g.n, g.c, g.h, g.w},
-          {g.oc, g.c, w.kernel[0], w.kernel[1]},
+          G == 1 ? memory::dims{g.oc, g.c, w.kernel[0], w.kernel[1]}
+                 : memory::dims{G, g.oc_per_group(), g.c_per_group(), w.kernel[0], w.kernel[1]},
           {g.oc},
           {g.n, g.oc, g.oh, g.ow},
           {w.stride[0], w.stride[1]},
           {w.dilation[0] - 1, w.dilation[1] - 1},  // oneDNN counts the gaps
           {w.pad_begin[0], w.pad_begin[1]},
-          {w.pad_end[0], w.pad_end[1]}};
+          {w.pad_end[0], w.pad_end[1]},
+          G == 1 ? tag::oihw : tag::goihw};
 }
 
-// The geometry of a conv node or of one of its gradients, from its inputs' shapes.
+// The geometry of a conv node or of one of its gradients, from its inputs' shapes;
+// conv_transpose2d's is that of the convolution whose input gradient it computes.
 ImageGeom conv_geom_of(const KernelArgs& a) {
   switch (a.node.op) {
+    case OpKind::ConvTranspose2d:  // (x, w[, b])
+      return conv_transpose_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
     case OpKind::Conv2dGradInput:  // (g, w, x)
       return conv_geom(a.in_shape(2), a.in_shape(1), a.node.attrs);
     case OpKind::Conv2dGradWeight:  // (g, x, w)
@@ -95,7 +94,7 @@ std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
       const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference);
       std::vector<DnnlCall::Arg> args{
           {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
-          {DNNL_ARG_WEIGHTS, plain_md(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
+          {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
           {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
       if (bias) args.push_back({DNNL_ARG_BIAS, plain_md(d.bias, tag::x), pd.bias_desc(), a.in[2]});
       return DnnlCall(dnnl::convolution_forward(pd), pd.scratchpad_desc(), args);
@@ -106,9 +105,38 @@ std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
   }
 }
 
-// diff_src = conv2d_grad_input(diff_dst, weights, x-shape)
+/// conv_transpose2d: oneDNN's backward data, then the bias per output channel (one pass over
+/// the output, split by channel planes).
+class ConvTransposeKernel final : public DnnlKernel {
+ public:
+  ConvTransposeKernel(TeamVariants<DnnlCall> calls, const float* bias, float* y, std::int64_t n,
+                      std::int64_t c, std::int64_t hw)
+      : DnnlKernel(std::move(calls)), bias_(bias), y_(y), n_(n), c_(c), hw_(hw) {}
+  void run(const ExecCtx& ctx) override {
+    DnnlKernel::run(ctx);
+    if (bias_ == nullptr) return;
+    parallel_for(ctx, n_ * c_, std::max<std::int64_t>(1, kParallelGrain / hw_),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t p = b; p < e; ++p) {
+                     float* row = y_ + p * hw_;
+                     const float v = bias_[p % c_];
+#pragma omp simd
+                     for (std::int64_t i = 0; i < hw_; ++i) row[i] += v;
+                   }
+                 });
+  }
+
+ private:
+  const float* bias_;
+  float* y_;
+  std::int64_t n_, c_, hw_;
+};
+
+// diff_src = conv2d_grad_input(diff_dst, weights, x-shape); conv_transpose2d(x, w[, b]) is the
+// same computation with x as diff_dst.
 std::unique_ptr<CpuKernel> make_conv_bwd_data(const KernelArgs& a) {
-  const ConvDims d = conv_dims(conv_geom_of(a));
+  const ImageGeom geom = conv_geom_of(a);
+  const ConvDims d = conv_dims(geom);
   try {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
       const auto hint = conv_fwd_pd(d, false, dnnl::prop_kind::forward_training);
@@ -119,9 +147,14 @@ std::unique_ptr<CpuKernel> make_conv_bwd_data(const KernelArgs& a) {
       return DnnlCall(
           dnnl::convolution_backward_data(pd), pd.scratchpad_desc(),
           {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
-           {DNNL_ARG_WEIGHTS, plain_md(d.wei, tag::oihw), pd.weights_desc(), a.in[1]},
+           {DNNL_ARG_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.weights_desc(), a.in[1]},
            {DNNL_ARG_DIFF_SRC, plain_md(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
     });
+    if (a.node.op == OpKind::ConvTranspose2d) {
+      return std::make_unique<ConvTransposeKernel>(std::move(calls),
+                                                   a.in.size() == 3 ? a.in_f(2) : nullptr,
+                                                   a.out_f(), geom.n, geom.c, geom.h * geom.w);
+    }
     return std::make_unique<DnnlKernel>(std::move(calls));
   } catch (const dnnl::error&) {
     return nullptr;
@@ -141,7 +174,7 @@ std::unique_ptr<CpuKernel> make_conv_bwd_weights(const KernelArgs& a) {
       return DnnlCall(dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(),
                       {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
                        {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[1]},
-                       {DNNL_ARG_DIFF_WEIGHTS, plain_md(d.wei, tag::oihw), pd.diff_weights_desc(),
+                       {DNNL_ARG_DIFF_WEIGHTS, plain_md(d.wei, d.wei_tag), pd.diff_weights_desc(),
                         a.out, true}});
     });
     return std::make_unique<DnnlKernel>(std::move(calls));
@@ -183,7 +216,8 @@ std::unique_ptr<CpuKernel> make_conv_bias_grad(const KernelArgs& a) {
 
 struct ConvRef {
   ImageGeom g;
-  // Calls f(n, o, oy, ox, c, ky, kx, iy, ix) for every in-image tap of every output element.
+  // Calls f(n, o, oy, ox, c, ky, kx, iy, ix) for every in-image tap of every output element;
+  // output channel o sees the input channels c of its group.
   template <class F>
   void for_taps(F&& f) const {
     const Window2d& w = g.win;
@@ -191,7 +225,8 @@ struct ConvRef {
       for (std::int64_t o = 0; o < g.oc; ++o)
         for (std::int64_t oy = 0; oy < g.oh; ++oy)
           for (std::int64_t ox = 0; ox < g.ow; ++ox)
-            for (std::int64_t c = 0; c < g.c; ++c)
+            for (std::int64_t c = o / g.oc_per_group() * g.c_per_group();
+                 c < (o / g.oc_per_group() + 1) * g.c_per_group(); ++c)
               for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
                 const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
                 if (iy < 0 || iy >= g.h) continue;
@@ -204,8 +239,10 @@ struct ConvRef {
   std::int64_t xi(std::int64_t n, std::int64_t c, std::int64_t y, std::int64_t x) const {
     return ((n * g.c + c) * g.h + y) * g.w + x;
   }
+  // weights [O, C / G, KH, KW]: input channel c is c % (C / G) within its group
   std::int64_t wi(std::int64_t o, std::int64_t c, std::int64_t y, std::int64_t x) const {
-    return ((o * g.c + c) * g.win.kernel[0] + y) * g.win.kernel[1] + x;
+    const std::int64_t cg = g.c_per_group();
+    return ((o * cg + c % cg) * g.win.kernel[0] + y) * g.win.kernel[1] + x;
   }
   std::int64_t yi(std::int64_t n, std::int64_t o, std::int64_t y, std::int64_t x) const {
     return ((n * g.oc + o) * g.oh + y) * g.ow + x;
@@ -232,10 +269,12 @@ std::unique_ptr<CpuKernel> make_conv_ref(const KernelArgs& a) {
   });
 }
 
+// Also conv_transpose2d (x, w[, b]): x in the role of the output gradient, plus the bias.
 std::unique_ptr<CpuKernel> make_conv_bwd_data_ref(const KernelArgs& a) {
   const ConvRef r{conv_geom_of(a)};
   const float* gy = a.in_f(0);
   const float* w = a.in_f(1);
+  const float* b = a.node.op == OpKind::ConvTranspose2d && a.in.size() == 3 ? a.in_f(2) : nullptr;
   float* dx = a.out_f();
   const std::size_t n = static_cast<std::size_t>(a.out_shape().numel());
   return make_kernel([=](const ExecCtx&) {
@@ -244,7 +283,10 @@ std::unique_ptr<CpuKernel> make_conv_bwd_data_ref(const KernelArgs& a) {
       acc[static_cast<std::size_t>(r.xi(n_, c, iy, ix))] +=
           static_cast<double>(gy[r.yi(n_, o, oy, ox)]) * w[r.wi(o, c, ky, kx)];
     });
-    for (std::size_t i = 0; i < n; ++i) dx[i] = static_cast<float>(acc[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<std::int64_t>(i) / (r.g.h * r.g.w) % r.g.c;
+      dx[i] = static_cast<float>(acc[i] + (b ? b[c] : 0.0f));
+    }
   });
 }
 
@@ -279,281 +321,6 @@ std::unique_ptr<CpuKernel> make_conv_bias_grad_ref(const KernelArgs& a) {
   });
 }
 
-// ---- pooling --------------------------------------------------------------------------------
-
-struct PoolDims {
-  memory::dims src, dst, strides, kernel, pad_l, pad_r;
-};
-PoolDims pool_dims(const ImageGeom& g) {
-  const Window2d& w = g.win;
-  return {
-      {g.n, g.c, g.h, g.w},       {g.n, g.c, g.oh, g.ow},           {w.stride[0], w.stride[1]},
-      {w.kernel[0], w.kernel[1]}, {w.pad_begin[0], w.pad_begin[1]}, {w.pad_end[0], w.pad_end[1]}};
-}
-
-dnnl::algorithm pool_alg(const KernelArgs& a) {
-  const OpKind k = a.node.op;
-  if (k == OpKind::MaxPool2d || k == OpKind::MaxPool2dGrad) return dnnl::algorithm::pooling_max;
-  return a.node.attrs.get<Window2d>().count_include_pad
-             ? dnnl::algorithm::pooling_avg_include_padding
-             : dnnl::algorithm::pooling_avg_exclude_padding;
-}
-
-dnnl::pooling_forward::primitive_desc pool_fwd_pd(const PoolDims& d, dnnl::algorithm alg,
-                                                  dnnl::prop_kind prop) {
-  return {{prop, alg, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw), d.strides, d.kernel,
-           d.pad_l, d.pad_r},
-          user_scratchpad(),
-          dnnl_engine()};
-}
-
-// Whether a max_pool2d_grad in the plan reads this max_pool2d node as its forward output.
-bool has_workspace_reader(const KernelArgs& a) {
-  for (const PlanNode& n : a.plan.nodes) {
-    if (n.op == OpKind::MaxPool2dGrad && n.inputs.size() == 3 && n.inputs[2] == a.index)
-      return true;
-  }
-  return false;
-}
-
-/// Forward pooling. For a max pooling that a backward node reads, it runs oneDNN's training
-/// forward and keeps the workspace, with the layout of the variant that ran last.
-class PoolFwdKernel final : public DnnlKernel {
- public:
-  PoolFwdKernel(TeamVariants<DnnlCall> calls, std::vector<memory::desc> ws_mds,
-                std::vector<std::byte> ws)
-      : DnnlKernel(std::move(calls)), ws_mds_(std::move(ws_mds)), ws_(std::move(ws)) {}
-  void run(const ExecCtx& ctx) override {
-    const std::size_t k = calls_.index(ctx.nthreads);
-    calls_.all()[k].second.run(ctx);
-    last_ = static_cast<int>(k);
-  }
-  bool keeps_workspace() const { return !ws_.empty(); }
-  const void* workspace() const { return ws_.data(); }
-  /// Layout of the workspace the last run wrote (-1 before the first run).
-  const memory::desc* last_workspace_desc() const {
-    return last_ < 0 ? nullptr : &ws_mds_[static_cast<std::size_t>(last_)];
-  }
-  const std::vector<memory::desc>& workspace_descs() const { return ws_mds_; }
-
- private:
-  std::vector<memory::desc> ws_mds_;  // per variant, in TeamVariants order
-  std::vector<std::byte> ws_;
-  int last_ = -1;
-};
-
-std::unique_ptr<CpuKernel> make_pool_fwd(const KernelArgs& a) {
-  const PoolDims d = pool_dims(pool_geom(a.in_shape(0), a.node.attrs));
-  const dnnl::algorithm alg = pool_alg(a);
-  const bool keep = alg == dnnl::algorithm::pooling_max && has_workspace_reader(a);
-  try {
-    // Workspace descriptors first, to size the one buffer all variants share.
-    std::vector<memory::desc> ws_mds;
-    std::size_t ws_bytes = 0;
-    TeamVariants<memory::desc> probe(a.team_sizes, [&](int) {
-      return pool_fwd_pd(d, alg, dnnl::prop_kind::forward_training).workspace_desc();
-    });
-    for (const auto& [t, md] : probe.all()) {
-      ws_mds.push_back(md);
-      ws_bytes = std::max(ws_bytes, md.get_size());
-    }
-    std::vector<std::byte> ws(keep ? ws_bytes : 0);
-    TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto pd = pool_fwd_pd(
-          d, alg, keep ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference);
-      std::vector<DnnlCall::Arg> args{
-          {DNNL_ARG_SRC, plain_md(d.src, tag::nchw), pd.src_desc(), a.in[0]},
-          {DNNL_ARG_DST, plain_md(d.dst, tag::nchw), pd.dst_desc(), a.out, true}};
-      if (keep) {
-        args.push_back({DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), ws.data()});
-      }
-      return DnnlCall(dnnl::pooling_forward(pd), pd.scratchpad_desc(), args);
-    });
-    return std::make_unique<PoolFwdKernel>(std::move(calls), std::move(ws_mds), std::move(ws));
-  } catch (const dnnl::error&) {
-    return nullptr;
-  }
-}
-
-// The forward kernel of a max_pool2d_grad's y input, when it kept a workspace.
-const PoolFwdKernel* workspace_owner(const KernelArgs& a) {
-  if (a.kernels == nullptr) return nullptr;
-  const std::uint32_t y = a.node.inputs[2];
-  if (y >= a.kernels->size() || !(*a.kernels)[y]) return nullptr;
-  const auto* k = dynamic_cast<const PoolFwdKernel*>((*a.kernels)[y].get());
-  return k != nullptr && k->keeps_workspace() ? k : nullptr;
-}
-
-const char* reject_max_pool_bwd(const KernelArgs& a) {
-  if (workspace_owner(a) == nullptr) return "the forward node's kernel kept no oneDNN workspace";
-  return nullptr;
-}
-
-/// Max pooling backward from the forward kernel's workspace.
-class MaxPoolBwdKernel final : public DnnlKernel {
- public:
-  MaxPoolBwdKernel(TeamVariants<DnnlCall> calls, std::vector<memory::desc> ws_mds,
-                   const PoolFwdKernel* fwd, std::string label)
-      : DnnlKernel(std::move(calls)),
-        ws_mds_(std::move(ws_mds)),
-        fwd_(fwd),
-        label_(std::move(label)) {}
-  void run(const ExecCtx& ctx) override {
-    const std::size_t k = calls_.index(ctx.nthreads);
-    const memory::desc* written = fwd_->last_workspace_desc();
-    if (written == nullptr || !(*written == ws_mds_[k])) {
-      throw PlatformError("node " + label_ +
-                          ": the max_pool2d forward kernel wrote its workspace in another layout "
-                          "than this backward kernel reads (different team sizes)");
-    }
-    calls_.all()[k].second.run(ctx);
-  }
-
- private:
-  std::vector<memory::desc> ws_mds_;
-  const PoolFwdKernel* fwd_;
-  std::string label_;
-};
-
-std::unique_ptr<CpuKernel> make_max_pool_bwd(const KernelArgs& a) {
-  const PoolFwdKernel* fwd = workspace_owner(a);
-  const PoolDims d = pool_dims(pool_geom(a.in_shape(1), a.node.attrs));
-  try {
-    std::vector<memory::desc> ws_mds;
-    TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto hint =
-          pool_fwd_pd(d, dnnl::algorithm::pooling_max, dnnl::prop_kind::forward_training);
-      const dnnl::pooling_backward::primitive_desc pd(
-          {dnnl::algorithm::pooling_max, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw),
-           d.strides, d.kernel, d.pad_l, d.pad_r},
-          user_scratchpad(), dnnl_engine(), hint);
-      ws_mds.push_back(pd.workspace_desc());
-      return DnnlCall(
-          dnnl::pooling_backward(pd), pd.scratchpad_desc(),
-          {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
-           {DNNL_ARG_WORKSPACE, pd.workspace_desc(), pd.workspace_desc(), fwd->workspace()},
-           {DNNL_ARG_DIFF_SRC, plain_md(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
-    });
-    return std::make_unique<MaxPoolBwdKernel>(std::move(calls), std::move(ws_mds), fwd,
-                                              a.node.label);
-  } catch (const dnnl::error&) {
-    return nullptr;
-  }
-}
-
-std::unique_ptr<CpuKernel> make_avg_pool_bwd(const KernelArgs& a) {
-  const PoolDims d = pool_dims(pool_geom(a.in_shape(1), a.node.attrs));
-  const dnnl::algorithm alg = pool_alg(a);
-  try {
-    TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto hint = pool_fwd_pd(d, alg, dnnl::prop_kind::forward_training);
-      const dnnl::pooling_backward::primitive_desc pd(
-          {alg, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw), d.strides, d.kernel,
-           d.pad_l, d.pad_r},
-          user_scratchpad(), dnnl_engine(), hint);
-      return DnnlCall(
-          dnnl::pooling_backward(pd), pd.scratchpad_desc(),
-          {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
-           {DNNL_ARG_DIFF_SRC, plain_md(d.src, tag::nchw), pd.diff_src_desc(), a.out, true}});
-    });
-    return std::make_unique<DnnlKernel>(std::move(calls));
-  } catch (const dnnl::error&) {
-    return nullptr;
-  }
-}
-
-// ---- pooling references ---------------------------------------------------------------------
-
-struct PoolRef {
-  ImageGeom g;
-  // Calls f(iy, ix) for the in-image positions of output window (oy, ox), in row-major order.
-  template <class F>
-  void window(std::int64_t oy, std::int64_t ox, F&& f) const {
-    const Window2d& w = g.win;
-    for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
-      const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky;
-      if (iy < 0 || iy >= g.h) continue;
-      for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
-        const std::int64_t ix = ox * w.stride[1] - w.pad_begin[1] + kx;
-        if (ix >= 0 && ix < g.w) f(iy, ix);
-      }
-    }
-  }
-  // Divisor of an average window: the whole window, or its in-image elements.
-  double divisor(std::int64_t oy, std::int64_t ox) const {
-    if (g.win.count_include_pad) return static_cast<double>(g.win.kernel[0] * g.win.kernel[1]);
-    double n = 0;
-    window(oy, ox, [&](std::int64_t, std::int64_t) { n += 1; });
-    return n;
-  }
-  // Position (iy * w + ix) of the first maximum of a window over the plane `x`.
-  std::int64_t argmax(const float* x, std::int64_t oy, std::int64_t ox) const {
-    std::int64_t best = -1;
-    float m = -std::numeric_limits<float>::infinity();
-    window(oy, ox, [&](std::int64_t iy, std::int64_t ix) {
-      const float v = x[iy * g.w + ix];
-      if (best < 0 || v > m) {
-        m = v;
-        best = iy * g.w + ix;
-      }
-    });
-    return best;
-  }
-  std::int64_t planes() const { return g.n * g.c; }
-};
-
-std::unique_ptr<CpuKernel> make_pool_fwd_ref(const KernelArgs& a) {
-  const PoolRef r{pool_geom(a.in_shape(0), a.node.attrs)};
-  const bool max = a.node.op == OpKind::MaxPool2d;
-  const float* x = a.in_f(0);
-  float* y = a.out_f();
-  return make_kernel([=](const ExecCtx&) {
-    const ImageGeom& g = r.g;
-    for (std::int64_t p = 0; p < r.planes(); ++p) {
-      const float* xp = x + p * g.h * g.w;
-      for (std::int64_t oy = 0; oy < g.oh; ++oy)
-        for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-          float& out = y[(p * g.oh + oy) * g.ow + ox];
-          if (max) {
-            out = xp[r.argmax(xp, oy, ox)];
-          } else {
-            double s = 0;
-            r.window(oy, ox, [&](std::int64_t iy, std::int64_t ix) { s += xp[iy * g.w + ix]; });
-            out = static_cast<float>(s / r.divisor(oy, ox));
-          }
-        }
-    }
-  });
-}
-
-// max: (g, x, y), the argmax recomputed from x;  avg: (g, x).
-std::unique_ptr<CpuKernel> make_pool_bwd_ref(const KernelArgs& a) {
-  const PoolRef r{pool_geom(a.in_shape(1), a.node.attrs)};
-  const bool max = a.node.op == OpKind::MaxPool2dGrad;
-  const float* gy = a.in_f(0);
-  const float* x = a.in_f(1);  // null for avg (shape only)
-  float* dx = a.out_f();
-  const std::size_t n = static_cast<std::size_t>(a.out_shape().numel());
-  return make_kernel([=](const ExecCtx&) {
-    const ImageGeom& g = r.g;
-    std::vector<double> acc(n, 0.0);
-    for (std::int64_t p = 0; p < r.planes(); ++p) {
-      double* dp = acc.data() + p * g.h * g.w;
-      for (std::int64_t oy = 0; oy < g.oh; ++oy)
-        for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-          const double gv = gy[(p * g.oh + oy) * g.ow + ox];
-          if (max) {
-            dp[r.argmax(x + p * g.h * g.w, oy, ox)] += gv;
-          } else {
-            const double share = gv / r.divisor(oy, ox);
-            r.window(oy, ox, [&](std::int64_t iy, std::int64_t ix) { dp[iy * g.w + ix] += share; });
-          }
-        }
-    }
-    for (std::size_t i = 0; i < n; ++i) dx[i] = static_cast<float>(acc[i]);
-  });
-}
-
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& r) {
@@ -561,19 +328,13 @@ void register_conv_kernels(KernelRegistry& r) {
   r.add(OpKind::Conv2d, {"dnnl_conv", nullptr, make_conv_fwd});
   r.add(OpKind::Conv2d, {"reference", nullptr, make_conv_ref, ref});
   r.add(OpKind::Conv2dGradInput, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
+  r.add(OpKind::ConvTranspose2d, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
+  r.add(OpKind::ConvTranspose2d, {"reference", nullptr, make_conv_bwd_data_ref, ref});
   r.add(OpKind::Conv2dGradInput, {"reference", nullptr, make_conv_bwd_data_ref, ref});
   r.add(OpKind::Conv2dGradWeight, {"dnnl_conv_bwd_weights", nullptr, make_conv_bwd_weights});
   r.add(OpKind::Conv2dGradWeight, {"reference", nullptr, make_conv_bwd_weights_ref, ref});
   r.add(OpKind::Conv2dGradBias, {"channel_sums", nullptr, make_conv_bias_grad});
   r.add(OpKind::Conv2dGradBias, {"reference", nullptr, make_conv_bias_grad_ref, ref});
-  r.add(OpKind::MaxPool2d, {"dnnl_pool", nullptr, make_pool_fwd});
-  r.add(OpKind::MaxPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
-  r.add(OpKind::AvgPool2d, {"dnnl_pool", nullptr, make_pool_fwd});
-  r.add(OpKind::AvgPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
-  r.add(OpKind::MaxPool2dGrad, {"dnnl_pool_bwd_workspace", reject_max_pool_bwd, make_max_pool_bwd});
-  r.add(OpKind::MaxPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
-  r.add(OpKind::AvgPool2dGrad, {"dnnl_pool_bwd", nullptr, make_avg_pool_bwd});
-  r.add(OpKind::AvgPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
 }
 
 }  // namespace hetgraph::detail::cpu

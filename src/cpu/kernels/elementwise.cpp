@@ -4,6 +4,7 @@
 // scalar/full, scalar/scalar) that the compiler vectorises.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "compiler/geometry.hpp"
@@ -101,9 +102,10 @@ struct AxpbyF {
   static AxpbyF from(const Attrs& at) { return {at.alpha, at.beta}; }
   float operator()(float a, float b) const { return x * a + y * b; }
 };
+// A NaN x passed through relu: its gradient flows (x <= 0 is false for NaN).
 struct ReluGradF {
   static ReluGradF from(const Attrs&) { return {}; }
-  float operator()(float g, float x) const { return x > 0.0f ? g : 0.0f; }
+  float operator()(float g, float x) const { return x <= 0.0f ? 0.0f : g; }
 };
 struct SigmoidGradF {
   static SigmoidGradF from(const Attrs&) { return {}; }
@@ -112,6 +114,65 @@ struct SigmoidGradF {
 struct TanhGradF {
   static TanhGradF from(const Attrs&) { return {}; }
   float operator()(float g, float y) const { return g * (1.0f - y * y); }
+};
+// a^b: C's powf. The kernel takes a scalar exponent of 2, 1 or -1 apart (x * x, x, 1 / x:
+// exact, where powf is within an ulp); see make_pow.
+struct PowF {
+  static PowF from(const Attrs&) { return {}; }
+  float operator()(float a, float b) const { return std::pow(a, b); }
+};
+struct RefPowF {
+  static RefPowF from(const Attrs&) { return {}; }
+  float operator()(float a, float b) const {
+    return static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+  }
+};
+struct XLogYF {
+  static XLogYF from(const Attrs&) { return {}; }
+  float operator()(float x, float y) const { return x == 0.0f ? 0.0f : x * std::log(y); }
+};
+struct RefXLogYF {
+  static RefXLogYF from(const Attrs&) { return {}; }
+  float operator()(float x, float y) const {
+    return x == 0.0f ? 0.0f : static_cast<float>(x * std::log(static_cast<double>(y)));
+  }
+};
+// a wins ties and NaNs: the result is a NaN where either input is one (elementwise.cpp of the
+// compiler documents the semantics), and the gradient goes to the input the result came from.
+inline bool max_takes_a(float a, float b) {
+  return a >= b || a != a;
+}
+inline bool min_takes_a(float a, float b) {
+  return a <= b || a != a;
+}
+struct MaximumF {
+  static MaximumF from(const Attrs&) { return {}; }
+  float operator()(float a, float b) const { return max_takes_a(a, b) ? a : b; }
+};
+struct MinimumF {
+  static MinimumF from(const Attrs&) { return {}; }
+  float operator()(float a, float b) const { return min_takes_a(a, b) ? a : b; }
+};
+// (g, x) gradients. abs: sign(x) g, 0 at 0, NaN at NaN (no branch to follow).
+struct AbsGradF {
+  static AbsGradF from(const Attrs&) { return {}; }
+  float operator()(float g, float x) const { return x > 0.0f ? g : (x < 0.0f ? -g : x * 0.0f); }
+};
+// erf'(x) = 2 / sqrt(pi) exp(-x^2)
+struct ErfGradF {
+  static ErfGradF from(const Attrs&) { return {}; }
+  float operator()(float g, float x) const { return g * 1.12837916709551257f * std::exp(-x * x); }
+};
+// A NaN x took leaky_relu's and clip's identity branch (it passed through): g flows.
+struct LeakyReluGradF {
+  float alpha;
+  static LeakyReluGradF from(const Attrs& at) { return {at.alpha}; }
+  float operator()(float g, float x) const { return x <= 0.0f ? alpha * g : g; }
+};
+struct ClipGradF {
+  float lo, hi;
+  static ClipGradF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  float operator()(float g, float x) const { return x < lo || x > hi ? 0.0f : g; }
 };
 // gelu'(x) = Phi(x) + x phi(x)
 struct GeluGradF {
@@ -140,9 +201,36 @@ struct FloorF {
   static FloorF from(const Attrs&) { return {}; }
   float operator()(float x) const { return __builtin_floorf(x); }
 };
+// NaN stays NaN (x <= 0 is false for it); -0 becomes +0.
 struct ReluF {
   static ReluF from(const Attrs&) { return {}; }
-  float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+  float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
+};
+struct AbsF {
+  static AbsF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return __builtin_fabsf(x); }
+};
+struct LeakyReluF {
+  float alpha;
+  static LeakyReluF from(const Attrs& at) { return {at.alpha}; }
+  float operator()(float x) const { return x > 0.0f ? x : alpha * x; }
+};
+// min(max(x, lo), hi): lo > hi gives hi, as ONNX defines it; NaN stays NaN.
+struct ClipF {
+  float lo, hi;
+  static ClipF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  float operator()(float x) const {
+    const float t = x < lo ? lo : x;
+    return t > hi ? hi : t;
+  }
+};
+struct ErfF {
+  static ErfF from(const Attrs&) { return {}; }
+  vm::f16 operator()(vm::f16 x) const { return vm::erf(x); }
+};
+struct RefErfF {
+  static RefErfF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return static_cast<float>(std::erf(static_cast<double>(x))); }
 };
 // x Phi(x) with libm's erf, in float (the reference works in double)
 struct GeluF {
@@ -189,6 +277,176 @@ struct RefTanhF {
   static RefTanhF from(const Attrs&) { return {}; }
   float operator()(float x) const { return std::tanh(x); }
 };
+
+// ---- ternary ops: where and the maximum/minimum gradients ------------------------------------
+// Three broadcast inputs through the collapsed plan; the innermost strides (0 or 1 each) pick
+// one of eight loops with the strides as constants, which the compiler vectorises.
+
+// where(cond, a, b) on 32-bit words: a and b may be float or int32.
+struct WhereF {
+  using C = std::int32_t;
+  using A = std::uint32_t;
+  using B = std::uint32_t;
+  using O = std::uint32_t;
+  static WhereF from(const Attrs&) { return {}; }
+  O operator()(C c, A a, B b) const { return c != 0 ? a : b; }
+};
+// (g, a, b) -> g where input `which` won (maximum: max_takes_a), else 0.
+template <bool Max>
+struct SelectGradF {
+  using C = float;
+  using A = float;
+  using B = float;
+  using O = float;
+  bool to_a;
+  static SelectGradF from(const Attrs& at) { return {at.begin == 0}; }
+  O operator()(C g, A a, B b) const {
+    const bool takes_a = Max ? max_takes_a(a, b) : min_takes_a(a, b);
+    return takes_a == to_a ? g : 0.0f;
+  }
+};
+
+template <int S0, int S1, int S2, class Op>
+void ternary_loop(const Op& op, const typename Op::C* c, const typename Op::A* a,
+                  const typename Op::B* b, typename Op::O* o, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) o[i] = op(c[i * S0], a[i * S1], b[i * S2]);
+}
+
+template <class Op>
+using TernaryLoop = void (*)(const Op&, const typename Op::C*, const typename Op::A*,
+                             const typename Op::B*, typename Op::O*, std::int64_t);
+
+template <class Op>
+TernaryLoop<Op> pick_ternary_loop(std::int64_t s0, std::int64_t s1, std::int64_t s2) {
+  static constexpr TernaryLoop<Op> loops[8] = {
+      ternary_loop<0, 0, 0, Op>, ternary_loop<0, 0, 1, Op>, ternary_loop<0, 1, 0, Op>,
+      ternary_loop<0, 1, 1, Op>, ternary_loop<1, 0, 0, Op>, ternary_loop<1, 0, 1, Op>,
+      ternary_loop<1, 1, 0, Op>, ternary_loop<1, 1, 1, Op>};
+  return loops[(s0 != 0 ? 4 : 0) + (s1 != 0 ? 2 : 0) + (s2 != 0 ? 1 : 0)];
+}
+
+template <class Op>
+std::unique_ptr<CpuKernel> ternary_fast(const KernelArgs& k) {
+  const BcastN<3> p =
+      make_bcast_n<3>({&k.in_shape(0), &k.in_shape(1), &k.in_shape(2)}, k.out_shape());
+  const auto* c = static_cast<const typename Op::C*>(k.in[0]);
+  const auto* a = static_cast<const typename Op::A*>(k.in[1]);
+  const auto* b = static_cast<const typename Op::B*>(k.in[2]);
+  auto* o = static_cast<typename Op::O*>(k.out);
+  const Op op = Op::from(k.node.attrs);
+  const std::int64_t s0 = p.inner_stride(0), s1 = p.inner_stride(1), s2 = p.inner_stride(2);
+  const TernaryLoop<Op> loop = pick_ternary_loop<Op>(s0, s1, s2);
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, p.rows * p.inner, kParallelGrain, [&](std::int64_t begin, std::int64_t end) {
+      std::int64_t row = begin / p.inner, col = begin % p.inner;
+      for (std::int64_t pos = begin; pos < end; ++row, col = 0) {
+        const auto off = row_offsets(p, row);
+        const std::int64_t n = std::min(p.inner - col, end - pos);
+        loop(op, c + off[0] + col * s0, a + off[1] + col * s1, b + off[2] + col * s2, o + pos, n);
+        pos += n;
+      }
+    });
+  });
+}
+
+// Flat offset into an input of shape `in` that output element `flat` (of shape `out`) reads.
+std::int64_t broadcast_offset(std::int64_t flat, const Shape& out, const Shape& in) {
+  std::int64_t at = 0, m = 1;
+  for (int d = out.rank() - 1; d >= 0; --d) {
+    const std::int64_t i = flat % out[d];
+    flat /= out[d];
+    const int di = in.rank() - out.rank() + d;
+    if (di >= 0) {
+      at += (in[di] == 1 ? 0 : i) * m;
+      m *= in[di];
+    }
+  }
+  return at;
+}
+
+template <class Op>
+std::unique_ptr<CpuKernel> ternary_ref(const KernelArgs& k) {
+  const Shape sc = k.in_shape(0), sa = k.in_shape(1), sb = k.in_shape(2), out = k.out_shape();
+  const auto* c = static_cast<const typename Op::C*>(k.in[0]);
+  const auto* a = static_cast<const typename Op::A*>(k.in[1]);
+  const auto* b = static_cast<const typename Op::B*>(k.in[2]);
+  auto* o = static_cast<typename Op::O*>(k.out);
+  const Op op = Op::from(k.node.attrs);
+  return make_kernel([=](const ExecCtx&) {
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+      o[i] = op(c[broadcast_offset(i, out, sc)], a[broadcast_offset(i, out, sa)],
+                b[broadcast_offset(i, out, sb)]);
+    }
+  });
+}
+
+// pow with a one-element exponent: x * x, x and 1 / x for 2, 1 and -1 (exact, and several
+// times faster than powf), powf otherwise; a broadcast exponent goes through the binary loops.
+std::unique_ptr<CpuKernel> make_pow(const KernelArgs& k) {
+  if (k.in_shape(1).numel() != 1) return make_binary(k, PowF{});
+  const float* x = k.in_f(0);
+  const float* e = k.in_f(1);
+  float* o = k.out_f();
+  const std::int64_t n = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx& ctx) {
+    const float b = *e;
+    parallel_for(ctx, n, kParallelGrain / 4, [&](std::int64_t lo, std::int64_t hi) {
+      if (b == 2.0f) {
+#pragma omp simd
+        for (std::int64_t i = lo; i < hi; ++i) o[i] = x[i] * x[i];
+      } else if (b == 1.0f) {
+        if (o != x) std::memcpy(o + lo, x + lo, static_cast<std::size_t>(hi - lo) * 4);
+      } else if (b == -1.0f) {
+#pragma omp simd
+        for (std::int64_t i = lo; i < hi; ++i) o[i] = 1.0f / x[i];
+      } else {
+        for (std::int64_t i = lo; i < hi; ++i) o[i] = std::pow(x[i], b);
+      }
+    });
+  });
+}
+
+// ---- cast -------------------------------------------------------------------------------------
+
+// Float to int32: toward zero, saturating, NaN to 0 (OpenCL's convert_int_sat_rtz).
+inline std::int32_t to_i32(float v) {
+  if (v != v) return 0;
+  if (v >= 2147483648.0f) return std::numeric_limits<std::int32_t>::max();
+  if (v <= -2147483648.0f) return std::numeric_limits<std::int32_t>::min();
+  return static_cast<std::int32_t>(v);
+}
+
+template <bool Simd>
+std::unique_ptr<CpuKernel> make_cast(const KernelArgs& k) {
+  const DType from = k.in_types[0].dtype, to = k.out_type.dtype;
+  const void* x = k.in[0];
+  void* o = k.out;
+  const std::int64_t n = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, n, Simd ? kParallelGrain : n, [&](std::int64_t b, std::int64_t e) {
+      if (from == to) {
+        if (o != x)
+          std::memcpy(static_cast<std::uint32_t*>(o) + b, static_cast<const std::uint32_t*>(x) + b,
+                      static_cast<std::size_t>(e - b) * 4);
+      } else if (from == DType::f32) {
+        const auto* xf = static_cast<const float*>(x);
+        auto* oi = static_cast<std::int32_t*>(o);
+        if constexpr (Simd) {
+#pragma omp simd
+          for (std::int64_t i = b; i < e; ++i) oi[i] = to_i32(xf[i]);
+        } else {
+          for (std::int64_t i = b; i < e; ++i) oi[i] = to_i32(xf[i]);
+        }
+      } else {
+        const auto* xi = static_cast<const std::int32_t*>(x);
+        auto* of = static_cast<float*>(o);
+#pragma omp simd
+        for (std::int64_t i = b; i < e; ++i) of[i] = static_cast<float>(xi[i]);
+      }
+    });
+  });
+}
 
 const char* need_f32(const KernelArgs& k) {
   for (const TensorType& t : k.in_types) {
@@ -259,6 +517,16 @@ void binary(KernelRegistry& r, OpKind kind) {
   r.add(kind, {"reference", need_f32, binary_ref<Op>, true});
 }
 template <class Fast, class Ref>
+void binary2(KernelRegistry& r, OpKind kind) {
+  r.add(kind, {"broadcast_simd", need_f32, binary_fast<Fast>});
+  r.add(kind, {"reference", need_f32, binary_ref<Ref>, true});
+}
+template <class Op>
+void ternary(KernelRegistry& r, OpKind kind) {
+  r.add(kind, {"broadcast_simd", nullptr, ternary_fast<Op>});
+  r.add(kind, {"reference", nullptr, ternary_ref<Op>, true});
+}
+template <class Fast, class Ref>
 void unary(KernelRegistry& r, OpKind kind) {
   r.add(kind, {"simd", need_f32, unary_fast<Fast>});
   r.add(kind, {"reference", need_f32, unary_ref<Ref>, true});
@@ -286,6 +554,24 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<SigmoidF, RefSigmoidF>(t, OpKind::Sigmoid);
   unary<TanhF, RefTanhF>(t, OpKind::Tanh);
   unary<GeluF, RefGeluF>(t, OpKind::Gelu);
+  unary<AbsF, AbsF>(t, OpKind::Abs);
+  unary<ErfF, RefErfF>(t, OpKind::Erf);
+  unary<LeakyReluF, LeakyReluF>(t, OpKind::LeakyRelu);
+  unary<ClipF, ClipF>(t, OpKind::Clip);
+  binary<AbsGradF>(t, OpKind::AbsGrad);
+  binary<ErfGradF>(t, OpKind::ErfGrad);
+  binary<LeakyReluGradF>(t, OpKind::LeakyReluGrad);
+  binary<ClipGradF>(t, OpKind::ClipGrad);
+  t.add(OpKind::Pow, {"scalar_exponent", need_f32, make_pow});
+  t.add(OpKind::Pow, {"reference", need_f32, binary_ref<RefPowF>, true});
+  binary2<XLogYF, RefXLogYF>(t, OpKind::XLogY);
+  binary<MaximumF>(t, OpKind::Maximum);
+  binary<MinimumF>(t, OpKind::Minimum);
+  ternary<WhereF>(t, OpKind::Where);
+  t.add(OpKind::Cast, {"simd", nullptr, make_cast<true>});
+  t.add(OpKind::Cast, {"reference", nullptr, make_cast<false>, true});
+  ternary<SelectGradF<true>>(t, OpKind::MaximumGrad);
+  ternary<SelectGradF<false>>(t, OpKind::MinimumGrad);
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
 #include "hetgraph/error.hpp"
@@ -202,10 +203,122 @@ std::unique_ptr<CpuKernel> make_check(const KernelArgs& a) {
   });
 }
 
+// ---- gather (ONNX Gather): x viewed as [outer, n, inner], indices as `count` positions -------
+
+struct GatherGeom {
+  std::int64_t outer = 1, n = 1, inner = 1, count = 0;
+  Shape index_shape;
+  std::string label;
+};
+
+// x: the data (or, for the gradient, the shape it lends), i: the indices input.
+GatherGeom gather_geom(const KernelArgs& a, std::size_t x, std::size_t i) {
+  const AxisGeom g = axis_geom(a.in_shape(x), a.node.attrs.axis);
+  return {g.outer, g.n, g.inner, a.in_shape(i).numel(), a.in_shape(i), a.node.label};
+}
+
+// Every index in [-n, n), checked before any parallel work; negative ones count from the back.
+void check_gather_indices(const GatherGeom& l, const std::int32_t* idx) {
+  for (std::int64_t i = 0; i < l.count; ++i) {
+    if (idx[i] < -l.n || idx[i] >= l.n) {
+      throw FeedError("node " + l.label + ": index " + std::to_string(idx[i]) + " at position " +
+                      std::to_string(i) + " of the indices " + l.index_shape.str() +
+                      " is outside [" + std::to_string(-l.n) + ", " + std::to_string(l.n) +
+                      "), the size of the gathered axis");
+    }
+  }
+}
+
+inline std::int64_t wrap(std::int32_t j, std::int64_t n) {
+  return j < 0 ? j + n : j;
+}
+
+// out[o, k, :] = x[o, idx[k], :]: 32-bit words (float or int32 data).
+std::unique_ptr<CpuKernel> make_gather_axis(const KernelArgs& a) {
+  const GatherGeom l = gather_geom(a, 0, 1);
+  const auto* x = static_cast<const std::uint32_t*>(a.in[0]);
+  const std::int32_t* idx = a.in_i(1);
+  auto* out = static_cast<std::uint32_t*>(a.out);
+  return make_kernel([=](const ExecCtx& ctx) {
+    check_gather_indices(l, idx);
+    parallel_for(ctx, l.outer * l.count, std::max<std::int64_t>(1, kParallelGrain / l.inner),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t r = b; r < e; ++r) {
+                     const std::int64_t o = r / l.count, j = wrap(idx[r % l.count], l.n);
+                     const std::uint32_t* src = x + (o * l.n + j) * l.inner;
+                     if (l.inner == 1)
+                       out[r] = *src;
+                     else
+                       std::memcpy(out + r * l.inner, src, static_cast<std::size_t>(l.inner) * 4);
+                   }
+                 });
+  });
+}
+
+std::unique_ptr<CpuKernel> make_gather_axis_ref(const KernelArgs& a) {
+  const GatherGeom l = gather_geom(a, 0, 1);
+  const auto* x = static_cast<const std::uint32_t*>(a.in[0]);
+  const std::int32_t* idx = a.in_i(1);
+  auto* out = static_cast<std::uint32_t*>(a.out);
+  return make_kernel([=](const ExecCtx&) {
+    check_gather_indices(l, idx);
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t k = 0; k < l.count; ++k)
+        for (std::int64_t i = 0; i < l.inner; ++i)
+          out[(o * l.count + k) * l.inner + i] = x[(o * l.n + wrap(idx[k], l.n)) * l.inner + i];
+  });
+}
+
+// (g, idx, x-shape) -> dx: dx[o, wrap(idx[k]), :] += g[o, k, :] into zeros. Rows of dx are split
+// among the team; each thread scans the lookups in order and adds the ones landing in its
+// rows, so every row's sum has lookup order whatever the team size (as embedding_grad).
+std::unique_ptr<CpuKernel> make_gather_grad(const KernelArgs& a) {
+  const GatherGeom l = gather_geom(a, 2, 1);
+  const float* g = a.in_f(0);
+  const std::int32_t* idx = a.in_i(1);
+  float* out = a.out_f();
+  return make_kernel([=](const ExecCtx& ctx) {
+    check_gather_indices(l, idx);
+    parallel_for(ctx, l.outer * l.n, std::max<std::int64_t>(1, 4 * kParallelGrain / l.inner),
+                 [&](std::int64_t b, std::int64_t e) {
+                   std::fill(out + b * l.inner, out + e * l.inner, 0.0f);
+                   for (std::int64_t o = b / l.n; o <= (e - 1) / l.n; ++o) {
+                     for (std::int64_t k = 0; k < l.count; ++k) {
+                       const std::int64_t row = o * l.n + wrap(idx[k], l.n);
+                       if (row < b || row >= e) continue;
+                       float* dst = out + row * l.inner;
+                       const float* src = g + (o * l.count + k) * l.inner;
+#pragma omp simd
+                       for (std::int64_t i = 0; i < l.inner; ++i) dst[i] += src[i];
+                     }
+                   }
+                 });
+  });
+}
+
+std::unique_ptr<CpuKernel> make_gather_grad_ref(const KernelArgs& a) {
+  const GatherGeom l = gather_geom(a, 2, 1);
+  const float* g = a.in_f(0);
+  const std::int32_t* idx = a.in_i(1);
+  float* out = a.out_f();
+  return make_kernel([=](const ExecCtx&) {
+    check_gather_indices(l, idx);
+    std::fill(out, out + l.outer * l.n * l.inner, 0.0f);
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      for (std::int64_t k = 0; k < l.count; ++k)
+        for (std::int64_t i = 0; i < l.inner; ++i)
+          out[(o * l.n + wrap(idx[k], l.n)) * l.inner + i] += g[(o * l.count + k) * l.inner + i];
+  });
+}
+
 }  // namespace
 
 void register_embedding_kernels(KernelRegistry& r) {
   r.add(OpKind::CheckIndices, {"scan", nullptr, make_check, true});
+  r.add(OpKind::Gather, {"row_copies", nullptr, make_gather_axis});
+  r.add(OpKind::Gather, {"reference", nullptr, make_gather_axis_ref, true});
+  r.add(OpKind::GatherGrad, {"row_scatter_add", nullptr, make_gather_grad});
+  r.add(OpKind::GatherGrad, {"reference", nullptr, make_gather_grad_ref, true});
   r.add(OpKind::Embedding, {"row_copies", nullptr, make_gather});
   r.add(OpKind::Embedding, {"reference", nullptr, make_gather_ref, true});
   r.add(OpKind::EmbeddingGrad, {"row_scatter_add", nullptr, make_scatter_add});

@@ -217,7 +217,7 @@ double apply_epilogue(OpKind epi, float alpha, double s) {
     case OpKind::Sqrt:
       return std::sqrt(s);
     case OpKind::Relu:
-      return s > 0 ? s : 0;
+      return s <= 0 ? 0 : s;  // NaN stays NaN
     case OpKind::Sigmoid:
       return 1 / (1 + std::exp(-s));
     case OpKind::Tanh:
@@ -311,7 +311,7 @@ void epilogue_pass(const Fused& f, const float* p, const float* x, float* out, s
       finish([](vm::f16 v) { return vm::tanh(v); });
       break;
     case OpKind::Relu:
-      finish([](vm::f16 v) { return v > 0.0f ? v : vm::splat(0.0f); });
+      finish([](vm::f16 v) { return v <= 0.0f ? vm::splat(0.0f) : v; });  // NaN stays NaN
       break;
     case OpKind::Scale:
       finish([a = f.alpha](vm::f16 v) { return v * a; });

@@ -175,6 +175,91 @@ std::unique_ptr<CpuKernel> make_transpose_ref(const KernelArgs& k) {
   });
 }
 
+// strided_slice and its gradient: rows of the (right-aligned 4-d) output, each a run of the
+// innermost dim, copied from or placed at their strided input positions (memcpy when the
+// innermost step is 1). `Place` writes into the input-shaped tensor (the gradient).
+template <bool Place>
+void strided_rows(const ExecCtx& ctx, const StridedGeom& g, const std::uint32_t* src,
+                  std::uint32_t* dst) {
+  const auto& d = g.od;
+  const auto& s = g.is;
+  const std::int64_t rows = d[0] * d[1] * d[2], inner = d[3];
+  parallel_for(ctx, rows, std::max<std::int64_t>(1, kParallelGrain / inner),
+               [&](std::int64_t b, std::int64_t e) {
+                 for (std::int64_t r = b; r < e; ++r) {
+                   const std::int64_t i2 = r % d[2], i1 = r / d[2] % d[1], i0 = r / (d[2] * d[1]);
+                   const std::int64_t at = g.base + i0 * s[0] + i1 * s[1] + i2 * s[2];
+                   if constexpr (Place) {
+                     const std::uint32_t* from = src + r * inner;
+                     if (s[3] == 1) {
+                       std::memcpy(dst + at, from, static_cast<std::size_t>(inner) * 4);
+                     } else {
+                       for (std::int64_t j = 0; j < inner; ++j) dst[at + j * s[3]] = from[j];
+                     }
+                   } else {
+                     std::uint32_t* to = dst + r * inner;
+                     if (s[3] == 1) {
+                       std::memcpy(to, src + at, static_cast<std::size_t>(inner) * 4);
+                     } else {
+                       for (std::int64_t j = 0; j < inner; ++j) to[j] = src[at + j * s[3]];
+                     }
+                   }
+                 }
+               });
+}
+
+StridedGeom strided_of(const Shape& x, const Attrs& at) {
+  StridedGeom g;
+  strided_slice_geom(x, at.get<SliceSpec>(), g);  // checked by shape inference
+  return g;
+}
+
+std::unique_ptr<CpuKernel> make_strided_slice(const KernelArgs& k) {
+  const StridedGeom g = strided_of(k.in_shape(0), k.node.attrs);
+  const auto* x = static_cast<const std::uint32_t*>(k.in[0]);
+  auto* out = static_cast<std::uint32_t*>(k.out);
+  return make_kernel([=](const ExecCtx& ctx) { strided_rows<false>(ctx, g, x, out); });
+}
+
+// (g, x-shape): zeros, then each gradient element at the input position it was sliced from
+// (positions are distinct: no sums).
+std::unique_ptr<CpuKernel> make_strided_slice_grad(const KernelArgs& k) {
+  const StridedGeom g = strided_of(k.in_shape(1), k.node.attrs);
+  const auto* gr = static_cast<const std::uint32_t*>(k.in[0]);
+  auto* out = static_cast<std::uint32_t*>(k.out);
+  const std::int64_t total = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, total, 4 * kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      std::memset(out + b, 0, static_cast<std::size_t>(e - b) * 4);
+    });
+    strided_rows<true>(ctx, g, gr, out);
+  });
+}
+
+// References: element by element through the 4-d index.
+template <bool Place>
+std::unique_ptr<CpuKernel> make_strided_ref(const KernelArgs& k) {
+  const StridedGeom g = strided_of(k.in_shape(Place ? 1 : 0), k.node.attrs);
+  const auto* src = static_cast<const std::uint32_t*>(k.in[0]);
+  auto* dst = static_cast<std::uint32_t*>(k.out);
+  const std::int64_t total = k.out_shape().numel();
+  return make_kernel([=](const ExecCtx&) {
+    if (Place)
+      for (std::int64_t i = 0; i < total; ++i) dst[i] = 0;
+    std::int64_t o = 0;
+    for (std::int64_t a = 0; a < g.od[0]; ++a)
+      for (std::int64_t b = 0; b < g.od[1]; ++b)
+        for (std::int64_t c = 0; c < g.od[2]; ++c)
+          for (std::int64_t d = 0; d < g.od[3]; ++d, ++o) {
+            const std::int64_t at = g.base + a * g.is[0] + b * g.is[1] + c * g.is[2] + d * g.is[3];
+            if (Place)
+              dst[at] = src[o];
+            else
+              dst[o] = src[at];
+          }
+  });
+}
+
 // ---- references: element by element over [outer, along, inner] coordinates -------------
 
 // out[o, ob + j, i] = in[o, ib + j, i] for j < len, with `od` / `id` the along-axis sizes.
@@ -279,6 +364,8 @@ void register_movement_kernels(KernelRegistry& r) {
   add(OpKind::Concat, "memcpy_bands", make_concat, make_concat_ref);
   add(OpKind::ConcatGrad, "memcpy_bands", make_concat_grad, make_concat_grad_ref);
   add(OpKind::Transpose, "tiled", make_transpose, make_transpose_ref);
+  add(OpKind::StridedSlice, "strided_rows", make_strided_slice, make_strided_ref<false>);
+  add(OpKind::StridedSliceGrad, "strided_rows", make_strided_slice_grad, make_strided_ref<true>);
 }
 
 // Filling ones and copying are their own reference: nothing plainer exists.

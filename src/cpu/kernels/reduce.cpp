@@ -1,6 +1,11 @@
 // Reduction kernels over an [outer, n, inner] view, and the broadcast-back kernels of their
 // gradients. Sums accumulate in float over blocks and in double across blocks; block bounds
 // never depend on the thread count, so results are the same for any team size.
+//
+// Maxima propagate NaN (as PyTorch and ONNX): a line holding a NaN reduces to NaN, and
+// reduce_max_grad gives the gradient to the line's first NaN (the element the result came
+// from). Contiguous lines take the vector max and a NaN flag side by side (the max
+// instruction itself may drop a NaN); strided lines blend.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,11 +34,20 @@ double sum_contig(const float* x, std::int64_t n) {
   return total;
 }
 
+/// max(m, v) that keeps a NaN from either side.
+inline float nan_max(float m, float v) {
+  return v > m || v != v ? v : m;
+}
+
 float max_contig(const float* x, std::int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-  for (std::int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  return m;
+  int nan = 0;
+#pragma omp simd reduction(max : m) reduction(| : nan)
+  for (std::int64_t i = 0; i < n; ++i) {
+    m = std::max(m, x[i]);
+    nan |= x[i] != x[i];
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
 // out[o, k] = sum_j x[o, j, k] (or max), columns split in chunks across the team.
@@ -54,7 +68,7 @@ void reduce_strided(const ExecCtx& ctx, const float* x, float* out, const AxisGe
                      for (std::int64_t j = 1; j < g.n; ++j) {
                        const float* row = base + j * g.inner;
 #pragma omp simd
-                       for (std::int64_t k = 0; k < w; ++k) facc[k] = std::max(facc[k], row[k]);
+                       for (std::int64_t k = 0; k < w; ++k) facc[k] = nan_max(facc[k], row[k]);
                      }
                      std::copy(facc, facc + w, dst);
                      continue;
@@ -106,7 +120,7 @@ class ReduceKernel final : public CpuKernel {
         }
       });
       double r = max_ ? -std::numeric_limits<double>::infinity() : 0.0;
-      for (double v : partial_) r = max_ ? std::max(r, v) : r + v;
+      for (double v : partial_) r = max_ ? (v > r || v != v ? v : r) : r + v;
       *out_ = static_cast<float>(max_ ? r : r * scale_);
       return;
     }
@@ -146,13 +160,18 @@ std::unique_ptr<CpuKernel> make_reduce_ref(const KernelArgs& k) {
         double acc = op == OpKind::ReduceMax ? -INFINITY : 0.0;
         for (std::int64_t j = 0; j < g.n; ++j) {
           const double v = x[(o * g.n + j) * g.inner + i];
-          acc = op == OpKind::ReduceMax ? std::max(acc, v) : acc + v;
+          acc = op == OpKind::ReduceMax ? (std::isnan(acc) || v <= acc ? acc : v) : acc + v;
         }
         if (op == OpKind::ReduceMean) acc /= static_cast<double>(g.n);
         out[o * g.inner + i] = static_cast<float>(acc);
       }
     }
   });
+}
+
+/// Whether x is the value y a max reduction chose: equal, or both NaN.
+inline bool chosen(float x, float y) {
+  return x == y || (x != x && y != y);
 }
 
 // reduce_max_grad(g, x, y): g goes to the first position of the maximum along the axis.
@@ -171,7 +190,7 @@ std::unique_ptr<CpuKernel> make_reduce_max_grad(const KernelArgs& k) {
                      for (std::int64_t i = 0; i < g.inner; ++i) {
                        const float m = y[o * g.inner + i];
                        for (std::int64_t j = 0; j < g.n; ++j) {
-                         if (x[(o * g.n + j) * g.inner + i] == m) {
+                         if (chosen(x[(o * g.n + j) * g.inner + i], m)) {
                            dst[j * g.inner + i] = gr[o * g.inner + i];
                            break;
                          }
@@ -240,7 +259,8 @@ std::unique_ptr<CpuKernel> make_reduce_max_grad_ref(const KernelArgs& k) {
         bool given = false;  // to the first maximum only
         for (std::int64_t j = 0; j < g.n; ++j) {
           const std::int64_t at = (o * g.n + j) * g.inner + i;
-          const bool first = !given && x[at] == y[o * g.inner + i];
+          const float m = y[o * g.inner + i];
+          const bool first = !given && (x[at] == m || (std::isnan(x[at]) && std::isnan(m)));
           out[at] = first ? gr[o * g.inner + i] : 0.0f;
           given = given || first;
         }

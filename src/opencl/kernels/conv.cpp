@@ -31,7 +31,10 @@ Kernel window_kernel(const OpArgs& a, const char* name, std::initializer_list<cl
                                w.pad_begin[1],
                                w.dilation[0],
                                w.dilation[1],
-                               w.count_include_pad};
+                               w.count_include_pad,
+                               w.pad_end[0],
+                               w.pad_end[1],
+                               w.groups};
   for (std::int64_t v : geom) {
     const cl_int c = to_int(v);
     set_arg(k.get(), i++, sizeof(c), &c);
@@ -48,10 +51,17 @@ std::unique_ptr<ClOp> make_conv(const OpArgs& a) {
                               {bias ? 1 : 0}, g)));
 }
 
-std::unique_ptr<ClOp> make_conv_bwd_data(const OpArgs& a) {  // (g, w, x-shape)
-  const ImageGeom g = conv_geom(a.in_shape(2), a.in_shape(1), a.node.attrs);
-  return make_seq(
-      launch_1d(a.device, window_kernel(a, "conv2d_bwd_data", {a.in[0], a.in[1], a.out}, {}, g)));
+// (g, w, x-shape); conv_transpose2d (x, w[, b]) is the same with x in g's role, and a bias.
+std::unique_ptr<ClOp> make_conv_bwd_data(const OpArgs& a) {
+  const bool transpose = a.node.op == OpKind::ConvTranspose2d;
+  const bool bias = transpose && a.in.size() == 3;
+  const ImageGeom g = transpose ? conv_transpose_geom(a.in_shape(0), a.in_shape(1), a.node.attrs)
+                                : conv_geom(a.in_shape(2), a.in_shape(1), a.node.attrs);
+  // Without a bias the weights stand in for the unused buffer argument.
+  return make_seq(launch_1d(
+      a.device,
+      window_kernel(a, "conv2d_bwd_data", {a.in[0], a.in[1], bias ? a.in[2] : a.in[1], a.out},
+                    {bias ? 1 : 0}, g)));
 }
 
 std::unique_ptr<ClOp> make_conv_bwd_weights(const OpArgs& a) {  // (g, x, w-shape)
@@ -87,6 +97,7 @@ std::unique_ptr<ClOp> make_pool_bwd(const OpArgs& a) {
 void register_conv_ops(OpRegistry& r) {
   r.add(OpKind::Conv2d, {"cl_conv_direct", nullptr, make_conv});
   r.add(OpKind::Conv2dGradInput, {"cl_conv_bwd_data", nullptr, make_conv_bwd_data});
+  r.add(OpKind::ConvTranspose2d, {"cl_conv_bwd_data", nullptr, make_conv_bwd_data});
   r.add(OpKind::Conv2dGradWeight, {"cl_conv_bwd_weights", nullptr, make_conv_bwd_weights});
   r.add(OpKind::Conv2dGradBias, {"cl_channel_sums", nullptr, make_conv_bias_grad});
   r.add(OpKind::MaxPool2d, {"cl_pool", nullptr, make_pool});

@@ -22,6 +22,8 @@ bool has_kernel(OpKind k) {
         p[static_cast<std::size_t>(i)] = src.find("UNARY(" + name + "_f32,") != std::string::npos;
       if (d.elementwise == Elementwise::binary)
         p[static_cast<std::size_t>(i)] = src.find("BINARY(" + name + ",") != std::string::npos;
+      if (d.elementwise == Elementwise::ternary)
+        p[static_cast<std::size_t>(i)] = src.find("TERNARY(" + name + ",") != std::string::npos;
     }
     return p;
   }();
@@ -36,7 +38,7 @@ std::unique_ptr<ClOp> make_unary(const OpArgs& a) {
   const cl_int n = to_int(a.out_shape().numel());
   const std::string name = std::string(op_name(a.node.op)) + "_f32";
   Kernel k = make_kernel(a.program("elementwise"), name.c_str(), a.in[0], a.out, n,
-                         cl_float{a.node.attrs.alpha});
+                         cl_float{a.node.attrs.alpha}, cl_float{a.node.attrs.beta});
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
@@ -66,6 +68,38 @@ std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// (c, a, b) -> out; `sel` is the node's begin attribute (the maximum/minimum gradients' input).
+std::unique_ptr<ClOp> make_ternary(const OpArgs& a) {
+  const std::string base(op_name(a.node.op));
+  const cl_int n = to_int(a.out_shape().numel());
+  const cl_float alpha = a.node.attrs.alpha, beta = a.node.attrs.beta;
+  const cl_int sel = to_int(a.node.attrs.begin);
+  const cl_program prog = a.program("elementwise");
+  Kernel k;
+  if (a.in_shape(0) == a.out_shape() && a.in_shape(1) == a.out_shape() &&
+      a.in_shape(2) == a.out_shape()) {
+    k = make_kernel(prog, (base + "_ff").c_str(), a.in[0], a.in[1], a.in[2], a.out, n, alpha, beta,
+                    sel);
+  } else {
+    const BcastN<3> p =
+        make_bcast_n<3>({&a.in_shape(0), &a.in_shape(1), &a.in_shape(2)}, a.out_shape());
+    k = make_kernel(prog, (base + "_bc").c_str(), a.in[0], a.in[1], a.in[2], a.out, n,
+                    right_aligned(p.d, p.rank, 1), right_aligned(p.s[0], p.rank, 0),
+                    right_aligned(p.s[1], p.rank, 0), right_aligned(p.s[2], p.rank, 0), alpha, beta,
+                    sel);
+  }
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+std::unique_ptr<ClOp> make_cast(const OpArgs& a) {
+  const DType from = a.in_types[0].dtype, to = a.out_type.dtype;
+  const char* name =
+      from == to ? "copy_u32" : (from == DType::f32 ? "cast_f32_i32" : "cast_i32_f32");
+  Kernel k =
+      make_kernel(a.program("elementwise"), name, a.in[0], a.out, to_int(a.out_shape().numel()));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 // Every elementwise op of the op table runs through these two: its OpenCL kernel is its line
@@ -77,7 +111,10 @@ void register_elementwise_ops(OpRegistry& r) {
       r.add(d.kind, {"cl_unary", reject_missing, make_unary});
     if (d.elementwise == Elementwise::binary)
       r.add(d.kind, {"cl_broadcast", reject_missing, make_binary});
+    if (d.elementwise == Elementwise::ternary)
+      r.add(d.kind, {"cl_broadcast3", reject_missing, make_ternary});
   }
+  r.add(OpKind::Cast, {"cl_cast", nullptr, make_cast});
 }
 
 }  // namespace hetgraph::detail::cl

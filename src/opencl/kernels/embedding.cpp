@@ -1,6 +1,7 @@
 // Embedding lookup and its scatter-add gradient on OpenCL (kernels/embedding.cl). Indices are
 // checked like int32 class ids: on the host before the run when they are fed, on the device
 // (the node's status slot) when they are computed.
+#include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
 namespace hetgraph::detail::cl {
@@ -30,10 +31,30 @@ std::unique_ptr<ClOp> make_check(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// gather (x, ids) and gather_grad (g, ids, x-shape): x as [outer, n, inner] along the axis.
+std::unique_ptr<ClOp> make_gather(const OpArgs& a) {
+  const bool grad = a.node.op == OpKind::GatherGrad;
+  const AxisGeom g = axis_geom(a.in_shape(grad ? 2 : 0), a.node.attrs.axis);
+  const std::int64_t count = a.in_shape(1).numel();
+  const std::int64_t total = g.outer * count * g.inner;
+  Kernel k = make_kernel(a.program("embedding"), grad ? "gather_grad" : "gather_fwd", a.in[0],
+                         a.in[1], a.out, to_int(total), to_int(count), to_int(g.n), to_int(g.inner),
+                         a.status, cl_int{a.status_slot});
+  if (!grad) return make_seq(launch_1d(a.device, std::move(k)));
+  std::vector<Launch> launches;
+  launches.push_back(
+      launch_1d(a.device, make_kernel(a.program("movement"), "fill_f32", a.out,
+                                      to_int(a.out_shape().numel()), cl_float{0.0f})));
+  launches.push_back(launch_1d(a.device, std::move(k)));
+  return std::make_unique<KernelSeq>(std::move(launches));
+}
+
 }  // namespace
 
 void register_embedding_ops(OpRegistry& r) {
   r.add(OpKind::CheckIndices, {"cl_check_indices", nullptr, make_check});
+  r.add(OpKind::Gather, {"cl_gather", nullptr, make_gather});
+  r.add(OpKind::GatherGrad, {"cl_gather_scatter_add", nullptr, make_gather});
   r.add(OpKind::Embedding, {"cl_gather_rows", nullptr, make_embedding});
   r.add(OpKind::EmbeddingGrad, {"cl_row_scatter_add", nullptr, make_embedding});
 }

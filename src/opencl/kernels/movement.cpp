@@ -93,6 +93,27 @@ std::unique_ptr<ClOp> make_transpose(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// strided_slice (x) and its gradient (g, x-shape): zeros, then each element placed back.
+std::unique_ptr<ClOp> make_strided(const OpArgs& a) {
+  const bool grad = a.node.op == OpKind::StridedSliceGrad;
+  StridedGeom g;
+  strided_slice_geom(a.in_shape(grad ? 1 : 0), a.node.attrs.get<SliceSpec>(), g);
+  cl_int4 od, is;
+  for (std::size_t j = 0; j < 4; ++j) {
+    od.s[j] = to_int(g.od[j]);
+    is.s[j] = to_int(g.is[j]);
+  }
+  Kernel k = make_kernel(a.program("movement"), "strided_copy", a.in[0], a.out,
+                         to_int(g.out.numel()), to_int(g.base), od, is, cl_int{grad ? 1 : 0});
+  if (!grad) return make_seq(launch_1d(a.device, std::move(k)));
+  std::vector<Launch> launches;
+  launches.push_back(
+      launch_1d(a.device, make_kernel(a.program("movement"), "fill_f32", a.out,
+                                      to_int(a.out_shape().numel()), cl_float{0.0f})));
+  launches.push_back(launch_1d(a.device, std::move(k)));
+  return std::make_unique<KernelSeq>(std::move(launches));
+}
+
 // The gradient seed: ones, written by the queue's fill command.
 class FillOp final : public ClOp {
  public:
@@ -149,6 +170,8 @@ void register_movement_ops(OpRegistry& r) {
   r.add(OpKind::Concat, {"cl_copy_band", nullptr, make_concat});
   r.add(OpKind::ConcatGrad, {"cl_copy_band", nullptr, make_concat_grad});
   r.add(OpKind::Transpose, {"cl_transpose", nullptr, make_transpose});
+  r.add(OpKind::StridedSlice, {"cl_strided_copy", nullptr, make_strided});
+  r.add(OpKind::StridedSliceGrad, {"cl_strided_place", nullptr, make_strided});
   r.add(OpKind::GradSeed, {"cl_fill", nullptr, make_grad_seed});
   r.add(OpKind::Assign, {"cl_copy", nullptr, make_assign_copy});
 }

@@ -1,0 +1,128 @@
+// Data-parallel training across processes and machines: communicators and collective ops.
+//
+//   // mpirun -np 4 ./train        (link hetgraph::mpi, the MPI component, besides hetgraph)
+//   namespace dist = hetgraph::distributed;
+//   dist::Communicator comm = dist::world();          // MPI_COMM_WORLD; MPI starts on first use
+//   hetgraph::Graph g;
+//   auto x = g.input("x");                            // this rank's share of the global batch
+//   ...                                               // loss = mean over the local rows
+//   auto step = hetgraph::sgd(loss, {W, b}, 0.1f, 0.0f, hetgraph::DataParallel{comm});
+//   auto cg = hetgraph::GraphCompiler().compile(g, shapes, {loss, step});
+//   dist::broadcast_variables(cg, comm);              // every rank starts from rank 0's values
+//   for (...) cg.run(feeds);                          // gradients are averaged across ranks
+//
+// Collectives are graph ops (allreduce, broadcast, reduce, allgather, reduce_scatter), each with
+// its gradient, compiled and run like any other. On the CPU they run on the engine's
+// communication lane: started without blocking when their inputs are ready, completed by the
+// communicator's own thread, so they overlap the rest of the graph. On OpenCL they work on
+// mapped host copies of the device buffers. Every rank must build and compile the same graphs
+// in the same order (as with any MPI program): each collective node gets its own channel (a
+// duplicated MPI communicator) when it is compiled, so nodes may complete in any order.
+//
+// Failure: a rank whose run fails tells the others (they raise CommunicationError naming it); a
+// rank that dies or stops responding is found by heartbeats while a collective waits for it;
+// a collective that does not complete within its deadline fails. After any of these the
+// communicator stays failed: collectives cannot resynchronise once one rank skipped one.
+//
+// Communicator::self() is a one-process communicator that needs no MPI: the same program runs
+// single-process. MPI itself is only in libhetgraph_mpi (world()); this header includes no MPI.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "hetgraph/graph.hpp"
+
+namespace hetgraph {
+
+class CompiledGraph;
+namespace detail {
+class Comm;
+}
+
+namespace distributed {
+
+enum class ReduceOp : std::uint8_t {
+  sum,
+  mean,  // the sum divided by the number of ranks
+};
+
+/// A group of processes that run the same graphs, and the collectives among them.
+class Communicator {
+ public:
+  /// self(): one process.
+  Communicator();
+  explicit Communicator(std::shared_ptr<detail::Comm> impl);
+
+  /// A communicator of this process alone: collectives return their input. Needs no MPI.
+  static Communicator self();
+
+  int rank() const;
+  int size() const;
+  /// Ranks of this communicator on this machine, this one included (they share its cores).
+  int local_size() const;
+  /// "MPI_COMM_WORLD (rank 1 of 4)", "self".
+  std::string name() const;
+
+  /// Blocking collectives on host memory, for values outside graphs (test accuracy, counts).
+  /// Every rank must call them in the same order.
+  void allreduce(std::span<float> data, ReduceOp op = ReduceOp::sum) const;
+  void broadcast(std::span<float> data, int root = 0) const;
+  void barrier() const;
+  /// Tells every other rank that this one gives up (their waiting collectives raise
+  /// CommunicationError naming this rank and `why`), and fails this communicator's later
+  /// collectives. For errors outside graph runs (a run that fails does this by itself).
+  void abort(std::string_view why) const;
+
+  const std::shared_ptr<detail::Comm>& impl() const { return impl_; }
+  friend bool operator==(const Communicator& a, const Communicator& b) {
+    return a.impl_ == b.impl_;
+  }
+
+ private:
+  std::shared_ptr<detail::Comm> impl_;
+};
+
+/// How world() detects failures. Times in seconds.
+struct WorldOptions {
+  /// Each rank tells every other it is alive this often (a tiny message).
+  double heartbeat_interval_s = 0.25;
+  /// A collective waiting for a rank not heard from for this long fails, naming the rank.
+  double heartbeat_timeout_s = 10.0;
+  /// A collective not complete after this long fails (ranks alive but out of step). 0: none.
+  double collective_timeout_s = 600.0;
+};
+
+/// MPI_COMM_WORLD, through Open MPI. Defined in libhetgraph_mpi (CMake target hetgraph::mpi).
+/// MPI is initialised on the first call, in the communication thread that makes every MPI call
+/// of the process (MPI_THREAD_FUNNELED), and finalised at exit. Environment overrides of the
+/// options: HETGRAPH_MPI_HEARTBEAT_TIMEOUT, HETGRAPH_MPI_COLLECTIVE_TIMEOUT (seconds). Later
+/// calls return the same communicator (their options are ignored). Throws CommunicationError
+/// when MPI cannot start.
+Communicator world(const WorldOptions& options = {});
+
+// ---- collective ops ----------------------------------------------------------------------------
+// Each rank feeds its own value; shapes must agree across ranks. Gradients: of allreduce the
+// allreduce of the gradient (same op), of broadcast a reduce to the root, of reduce a
+// broadcast, of allgather a reduce_scatter, of reduce_scatter an allgather.
+
+/// The sum (or mean) over ranks of x, on every rank.
+Node allreduce(Node x, const Communicator& comm, ReduceOp op = ReduceOp::sum);
+/// Rank root's x, on every rank. Float or int32.
+Node broadcast(Node x, const Communicator& comm, int root = 0);
+/// The sum over ranks of x on rank root; zeros on the others.
+Node reduce(Node x, const Communicator& comm, int root = 0);
+/// Every rank's x [n, ...] stacked along axis 0 in rank order: [size * n, ...]. Float or int32.
+Node allgather(Node x, const Communicator& comm);
+/// The sum over ranks of x [size * n, ...], of which rank r keeps rows [r * n, (r + 1) * n).
+Node reduce_scatter(Node x, const Communicator& comm);
+
+/// Overwrites every variable of `cg` with rank root's value (one fused broadcast, variables in
+/// plan order), so that every replica starts from the same state. Every rank calls it.
+void broadcast_variables(CompiledGraph& cg, const Communicator& comm, int root = 0);
+
+}  // namespace distributed
+}  // namespace hetgraph

@@ -1,0 +1,68 @@
+#include "common/tool_run.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "hetgraph/timer.hpp"
+
+namespace hetgraph::tool {
+
+Platform make_platform(const EngineFlags& e) {
+  if (e.platform == "opencl") {  // --engine in-order: one in-order queue (a serial run)
+    return Platform::opencl({.in_order = e.engine == "in-order"});
+  }
+  CpuOptions c;
+  if (!e.engine.empty()) c.engine = parse_engine(e.engine);
+  c.threads = e.threads;
+  c.executors = e.executors;
+  c.threads_per_executor = e.threads_per_executor;
+  if (e.inline_below_us >= 0) c.inline_below_us = e.inline_below_us;
+  c.pin_threads = e.pin;
+  c.per_op_threads = e.per_op_threads;
+  return Platform::cpu(c);
+}
+
+Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const TimingOptions& o) {
+  Timing t;
+  // An automatic engine tunes itself on the first runs (timed turns per candidate): those are
+  // warm-up, not samples.
+  const auto tune_t0 = std::chrono::steady_clock::now();
+  while (!cg.engine_report().tuned() &&
+         std::chrono::steady_clock::now() - tune_t0 < std::chrono::seconds(300)) {
+    cg.run(feeds);
+    ++t.tuning_runs;
+  }
+  for (int i = 0; i < o.warmup; ++i) cg.run(feeds);
+  if (!o.trace.empty()) cg.start_trace(o.trace);
+  for (int s = 0; s < o.repeat; ++s) {
+    if (o.before_sample) {  // one run per sample, the preparation timed apart
+      const double t0 = now_s();
+      o.before_sample();
+      const double t1 = now_s();
+      cg.run(feeds);
+      t.before.push_back(t1 - t0);
+      t.samples.push_back(now_s() - t1);
+      continue;
+    }
+    const double ts = now_s();
+    for (int i = 0; i < o.runs_per_sample; ++i) cg.run(feeds);
+    t.samples.push_back((now_s() - ts) / o.runs_per_sample);
+  }
+  if (!o.trace.empty()) cg.stop_trace();
+  return t;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string lanes_label(const EngineReport& r) {
+  return r.lanes.empty()
+             ? "1x1"
+             : std::to_string(r.lanes.size()) + "x" + std::to_string(r.lanes.front().threads);
+}
+
+}  // namespace hetgraph::tool

@@ -1,0 +1,87 @@
+#include "onnx/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "hetgraph/error.hpp"
+
+namespace hetgraph::detail {
+
+namespace {
+std::string errno_text() {
+  return std::strerror(errno);
+}
+std::string dir_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+}  // namespace
+
+void write_file_atomically(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, std::size_t)>&)>& write) {
+  // One temporary name per process: a save killed half-way leaves only this file behind, and
+  // the next save of the same process starts it over.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw DataError(path + ": cannot create " + tmp + ": " + errno_text());
+  auto fail = [&](const std::string& what) {
+    const std::string err = errno_text();
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw DataError(path + ": " + what + ": " + err);
+  };
+  try {
+    write([&](const void* data, std::size_t n) {
+      const char* p = static_cast<const char*>(data);
+      while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          fail("write failed");
+        }
+        p += w;
+        n -= static_cast<std::size_t>(w);
+      }
+    });
+  } catch (const DataError&) {
+    throw;
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::fsync(fd) != 0) fail("fsync failed");
+  if (::close(fd) != 0) {
+    const std::string err = errno_text();
+    ::unlink(tmp.c_str());
+    throw DataError(path + ": close failed: " + err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = errno_text();
+    ::unlink(tmp.c_str());
+    throw DataError(path + ": cannot rename " + tmp + " over it: " + err);
+  }
+  // The rename is durable once the directory entry is.
+  const int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw DataError(path + ": cannot open " + what + ": " + errno_text());
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw DataError(path + ": cannot read " + what);
+  return bytes;
+}
+
+}  // namespace hetgraph::detail

@@ -1,0 +1,67 @@
+// CompiledGraph::save / load: every variable of a compiled graph in one checkpoint file
+// (the format: checkpoint_format.hpp). Variables are written in the compiled plan's order;
+// load() matches them by name and checks everything before it writes any.
+#include <map>
+
+#include "common/executable.hpp"
+#include "hetgraph/compiler.hpp"
+#include "hetgraph/error.hpp"
+#include "onnx/atomic_file.hpp"
+#include "onnx/checkpoint_format.hpp"
+
+namespace hetgraph {
+
+void CompiledGraph::save(const std::string& path) const {
+  detail::Executable& exe = detail::executable_of(*this);
+  const detail::Plan& p = exe.plan();
+  detail::write_file_atomically(path, [&](const auto& write) {
+    detail::CheckpointWriter w(write);
+    w.header(static_cast<std::uint32_t>(p.variables.size()));
+    std::vector<char> data;
+    for (std::uint32_t i : p.variables) {
+      const detail::PlanNode& n = p.nodes[i];
+      const auto count = static_cast<std::size_t>(n.type.shape.numel());
+      data.resize(count * 4);
+      exe.read(i, data.data(), count, n.type.dtype, "save");
+      w.entry(n.name, n.type.dtype == DType::f32,
+              {n.type.shape.dims().begin(), n.type.shape.dims().end()}, data.data(), data.size());
+    }
+    w.trailer();
+  });
+}
+
+void CompiledGraph::load(const std::string& path) {
+  detail::Executable& exe = detail::executable_of(*this);
+  const detail::Plan& p = exe.plan();
+  const std::string bytes = detail::read_file(path, "the checkpoint");
+  const auto entries = detail::parse_checkpoint(bytes, path);
+  auto fail = [&](const std::string& why) { throw DataError(path + ": " + why); };
+  std::map<std::string, std::uint32_t> vars;
+  for (std::uint32_t i : p.variables) vars[p.nodes[i].name] = i;
+  std::vector<std::pair<const detail::CheckpointEntry*, std::uint32_t>> writes;
+  for (const auto& e : entries) {
+    auto it = vars.find(e.name);
+    if (it == vars.end()) fail("variable '" + e.name + "' is not a variable of the compiled graph");
+    const detail::PlanNode& n = p.nodes[it->second];
+    const Shape shape(std::span<const std::int64_t>(e.dims));
+    const DType dtype = e.f32 ? DType::f32 : DType::i32;
+    if (n.type.shape != shape || n.type.dtype != dtype) {
+      fail("variable '" + e.name + "' is " + std::string(dtype_name(dtype)) + " " + shape.str() +
+           " in the file, " + std::string(dtype_name(n.type.dtype)) + " " + n.type.shape.str() +
+           " in the graph");
+    }
+    writes.push_back({&e, it->second});
+    vars.erase(it);
+  }
+  if (!vars.empty()) {
+    std::string missing;
+    for (const auto& [name, i] : vars) missing += (missing.empty() ? "'" : ", '") + name + "'";
+    fail("the checkpoint lacks variable " + missing + " of the compiled graph");
+  }
+  // Everything checked: only now is the graph written.
+  for (const auto& [e, i] : writes) {
+    exe.write(i, bytes.data() + e->offset, e->bytes / 4, e->f32 ? DType::f32 : DType::i32, "load");
+  }
+}
+
+}  // namespace hetgraph

@@ -1,0 +1,494 @@
+// hetgraph::onnx::export_model: the part of a Graph some outputs need, for given input shapes,
+// as an ONNX model (opset 17). The graph goes through the compiler's first passes (prune,
+// order, shape inference) and each node becomes one or a few ONNX nodes; variables and
+// constants become initializers (variables with a compiled graph's current values if given).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "common/executable.hpp"
+#include "compiler/geometry.hpp"
+#include "compiler/plan.hpp"
+#include "hetgraph/onnx.hpp"
+#include "onnx/atomic_file.hpp"
+#include "onnx/ir.hpp"
+
+namespace hetgraph::onnx {
+
+namespace {
+
+using detail::OpKind;
+using detail::PlanNode;
+
+constexpr std::int64_t kOpset = 17;
+constexpr std::int64_t kIrVersion = 8;  // what ONNX 1.12 writes for opset 17
+
+class Exporter {
+ public:
+  Exporter(const detail::Plan& p, const ExportOptions& o) : p_(p), o_(o) {
+    m_.ir_version = kIrVersion;
+    m_.opsets[""] = kOpset;
+    m_.producer_name = "hetgraph";
+    m_.producer_version = "0.1";
+    m_.graph.name = o.graph_name;
+  }
+
+  ir::Model run() {
+    for (std::uint32_t i = 0; i < p_.nodes.size(); ++i) {
+      if (p_.nodes[i].gid != detail::kNoGid && !p_.nodes[i].name.empty())
+        used_.insert(p_.nodes[i].name);
+    }
+    names_.resize(p_.nodes.size());
+    // A computed output without a name of its own is that value itself, named as the output
+    // (no Identity node).
+    std::map<std::uint32_t, std::string> preset;
+    for (std::size_t k = 0; k < p_.fetches.size(); ++k) {
+      const PlanNode& n = p_.nodes[p_.fetches[k]];
+      const std::string want = output_name(k);
+      if (n.name.empty() && n.storage == detail::Storage::Computed && !used_.count(want) &&
+          !preset.count(p_.fetches[k])) {
+        used_.insert(want);
+        preset[p_.fetches[k]] = want;
+      }
+    }
+    for (std::uint32_t i = 0; i < p_.nodes.size(); ++i) {
+      const PlanNode& n = p_.nodes[i];
+      if (auto it = preset.find(i); it != preset.end())
+        names_[i] = it->second;
+      else if (n.name.empty())
+        names_[i] = fresh("n" + std::to_string(n.gid) + "_" + std::string(detail::op_name(n.op)));
+      else
+        names_[i] = n.name;
+      node(i);
+    }
+    outputs();
+    return std::move(m_);
+  }
+
+ private:
+  std::string fresh(const std::string& base) {
+    std::string s = base;
+    for (int k = 2; used_.count(s); ++k) s = base + "_" + std::to_string(k);
+    used_.insert(s);
+    return s;
+  }
+  static std::vector<std::int64_t> dims(const Shape& s) {
+    return {s.dims().begin(), s.dims().end()};
+  }
+  const std::string& in(const PlanNode& n, std::size_t k) const { return names_[n.inputs[k]]; }
+
+  std::string ints(const std::vector<std::int64_t>& v) {
+    ir::Tensor t;
+    t.name = fresh("const_i64");
+    t.elem = ir::kInt64;
+    t.dims = {static_cast<std::int64_t>(v.size())};
+    t.i = v;
+    m_.graph.initializers.push_back(t);
+    return t.name;
+  }
+  // Float constants are Constant nodes: float initializers import as (trainable) variables.
+  std::string scalar(float v) {
+    ir::Tensor t;
+    t.elem = ir::kFloat;
+    t.f = {v};
+    return constant(fresh("const_f32"), std::move(t));
+  }
+  std::string constant(const std::string& name, ir::Tensor t) {
+    ir::Attr a;
+    a.kind = ir::Attr::kTensorA;
+    a.t = std::make_shared<const ir::Tensor>(std::move(t));
+    add("Constant", {}, {name}).attrs["value"] = a;
+    return name;
+  }
+  ir::Node& add(const std::string& op, std::vector<std::string> inputs,
+                std::vector<std::string> outputs) {
+    ir::Node n;
+    n.op = op;
+    n.name = outputs[0] + "/" + op;
+    n.inputs = std::move(inputs);
+    n.outputs = std::move(outputs);
+    m_.graph.nodes.push_back(std::move(n));
+    return m_.graph.nodes.back();
+  }
+  static ir::Attr attr_i(std::int64_t v) {
+    ir::Attr a;
+    a.kind = ir::Attr::kIntA;
+    a.i = v;
+    return a;
+  }
+  static ir::Attr attr_f(float v) {
+    ir::Attr a;
+    a.kind = ir::Attr::kFloatA;
+    a.f = v;
+    return a;
+  }
+  static ir::Attr attr_ints(std::vector<std::int64_t> v) {
+    ir::Attr a;
+    a.kind = ir::Attr::kInts;
+    a.ints = std::move(v);
+    return a;
+  }
+
+  [[noreturn]] void cannot(const PlanNode& n, const std::string& why) const {
+    throw GraphError("export_model: node " + n.label + " " + why);
+  }
+
+  /// A variable (an initializer) or a constant (a Constant node).
+  void tensor(std::uint32_t i, std::vector<float> f, const std::vector<std::int32_t>* i32,
+              bool variable) {
+    const PlanNode& n = p_.nodes[i];
+    ir::Tensor t;
+    t.dims = dims(n.type.shape);
+    if (i32) {
+      t.elem = ir::kInt32;
+      t.i.assign(i32->begin(), i32->end());
+    } else {
+      t.elem = ir::kFloat;
+      t.f = std::move(f);
+    }
+    if (!variable) {
+      constant(names_[i], std::move(t));
+      return;
+    }
+    t.name = names_[i];
+    m_.graph.initializers.push_back(std::move(t));
+  }
+
+  std::vector<float> variable_values(const PlanNode& n) {
+    const auto count = static_cast<std::size_t>(n.type.shape.numel());
+    if (o_.values) {
+      const CompiledGraph& cg = *o_.values;
+      std::vector<float> v;
+      try {
+        v = cg.read(n.name);
+      } catch (const Error& e) {
+        throw GraphError("export_model: variable '" + n.name +
+                         "' has no value in the compiled graph given: " + e.what());
+      }
+      if (v.size() != count) {
+        throw GraphError("export_model: variable '" + n.name + "' has " + std::to_string(v.size()) +
+                         " values in the compiled graph given, " + std::to_string(count) +
+                         " in the graph");
+      }
+      return v;
+    }
+    std::vector<float> v(count);
+    detail::InitialValues(n.init).next(v);
+    return v;
+  }
+
+  void node(std::uint32_t i) {
+    const PlanNode& n = p_.nodes[i];
+    const std::string& out = names_[i];
+    const auto& at = n.attrs;
+    switch (n.op) {
+      case OpKind::Input: {
+        ir::ValueInfo v;
+        v.name = out;
+        v.elem = n.type.dtype == DType::f32 ? ir::kFloat : ir::kInt32;
+        v.has_shape = true;
+        for (std::int64_t d : n.type.shape.dims()) v.dims.push_back({d, ""});
+        if (o_.dynamic_batch && !v.dims.empty()) v.dims[0] = {-1, "batch"};
+        m_.graph.inputs.push_back(v);
+        return;
+      }
+      case OpKind::Variable:
+        return tensor(i, variable_values(n), nullptr, true);
+      case OpKind::Constant:
+        if (n.type.dtype == DType::f32) return tensor(i, *n.f32_values, nullptr, false);
+        return tensor(i, {}, n.i32_values.get(), false);
+      case OpKind::Add:
+        add("Add", {in(n, 0), in(n, 1)}, {out});
+        return;
+      case OpKind::Sub:
+        add("Sub", {in(n, 0), in(n, 1)}, {out});
+        return;
+      case OpKind::Mul:
+        add("Mul", {in(n, 0), in(n, 1)}, {out});
+        return;
+      case OpKind::Div:
+        add("Div", {in(n, 0), in(n, 1)}, {out});
+        return;
+      case OpKind::Pow:
+        add("Pow", {in(n, 0), in(n, 1)}, {out});
+        return;
+      case OpKind::Maximum:
+        add("Max", {in(n, 0), in(n, 1)}, {out});
+        return;
+      case OpKind::Minimum:
+        add("Min", {in(n, 0), in(n, 1)}, {out});
+        return;
+      case OpKind::Neg:
+        add("Neg", {in(n, 0)}, {out});
+        return;
+      case OpKind::Exp:
+        add("Exp", {in(n, 0)}, {out});
+        return;
+      case OpKind::Log:
+        add("Log", {in(n, 0)}, {out});
+        return;
+      case OpKind::Sqrt:
+        add("Sqrt", {in(n, 0)}, {out});
+        return;
+      case OpKind::Relu:
+        add("Relu", {in(n, 0)}, {out});
+        return;
+      case OpKind::Sigmoid:
+        add("Sigmoid", {in(n, 0)}, {out});
+        return;
+      case OpKind::Tanh:
+        add("Tanh", {in(n, 0)}, {out});
+        return;
+      case OpKind::Floor:
+        add("Floor", {in(n, 0)}, {out});
+        return;
+      case OpKind::Abs:
+        add("Abs", {in(n, 0)}, {out});
+        return;
+      case OpKind::Erf:
+        add("Erf", {in(n, 0)}, {out});
+        return;
+      case OpKind::Scale:
+        add("Mul", {in(n, 0), scalar(at.alpha)}, {out});
+        return;
+      case OpKind::Axpby: {
+        const std::string ax = fresh(out + "/ax"), by = fresh(out + "/by");
+        add("Mul", {in(n, 0), scalar(at.alpha)}, {ax});
+        add("Mul", {in(n, 1), scalar(at.beta)}, {by});
+        add("Add", {ax, by}, {out});
+        return;
+      }
+      case OpKind::Gelu: {  // x * (1 + erf(x / sqrt 2)) / 2: opset 17 has no Gelu
+        const std::string a = fresh(out + "/scaled"), e = fresh(out + "/erf"),
+                          p = fresh(out + "/plus1"), m = fresh(out + "/times_x");
+        add("Mul", {in(n, 0), scalar(0.70710678118654752f)}, {a});
+        add("Erf", {a}, {e});
+        add("Add", {e, scalar(1.0f)}, {p});
+        add("Mul", {in(n, 0), p}, {m});
+        add("Mul", {m, scalar(0.5f)}, {out});
+        return;
+      }
+      case OpKind::LeakyRelu:
+        add("LeakyRelu", {in(n, 0)}, {out}).attrs["alpha"] = attr_f(at.alpha);
+        return;
+      case OpKind::Clip:
+        add("Clip",
+            {in(n, 0), std::isinf(at.alpha) ? "" : scalar(at.alpha),
+             std::isinf(at.beta) ? "" : scalar(at.beta)},
+            {out});
+        return;
+      case OpKind::Where: {  // ONNX's condition is bool
+        const std::string cond = fresh(out + "/cond");
+        add("Cast", {in(n, 0)}, {cond}).attrs["to"] = attr_i(ir::kBool);
+        add("Where", {cond, in(n, 1), in(n, 2)}, {out});
+        return;
+      }
+      case OpKind::ReduceSum:
+      case OpKind::ReduceMean:
+      case OpKind::ReduceMax: {
+        const char* op = n.op == OpKind::ReduceSum    ? "ReduceSum"
+                         : n.op == OpKind::ReduceMean ? "ReduceMean"
+                                                      : "ReduceMax";
+        std::vector<std::int64_t> axes;
+        if (at.axis != kAllAxes) axes.push_back(at.axis);
+        ir::Node& r = n.op == OpKind::ReduceSum
+                          ? add(op, {in(n, 0), axes.empty() ? "" : ints(axes)}, {out})
+                          : add(op, {in(n, 0)}, {out});
+        if (n.op != OpKind::ReduceSum && !axes.empty()) r.attrs["axes"] = attr_ints(axes);
+        r.attrs["keepdims"] = attr_i(at.keepdims ? 1 : 0);
+        return;
+      }
+      case OpKind::MatMul: {
+        const Shape& a = p_.nodes[n.inputs[0]].type.shape;
+        const Shape& b = p_.nodes[n.inputs[1]].type.shape;
+        if (a.rank() == 2 && b.rank() == 2) {
+          ir::Node& g = add("Gemm", {in(n, 0), in(n, 1)}, {out});
+          if (at.trans_a) g.attrs["transA"] = attr_i(1);
+          if (at.trans_b) g.attrs["transB"] = attr_i(1);
+          return;
+        }
+        auto swapped = [&](std::size_t k, const Shape& s) {
+          std::vector<std::int64_t> perm;
+          for (int d = 0; d < s.rank(); ++d) perm.push_back(d);
+          std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+          const std::string t = fresh(out + "/t" + std::to_string(k));
+          add("Transpose", {in(n, k)}, {t}).attrs["perm"] = attr_ints(perm);
+          return t;
+        };
+        add("MatMul",
+            {at.trans_a ? swapped(0, a) : in(n, 0), at.trans_b ? swapped(1, b) : in(n, 1)}, {out});
+        return;
+      }
+      case OpKind::Softmax:
+      case OpKind::LogSoftmax:
+        add(n.op == OpKind::Softmax ? "Softmax" : "LogSoftmax", {in(n, 0)}, {out}).attrs["axis"] =
+            attr_i(at.axis);
+        return;
+      case OpKind::CrossEntropy: {
+        if (p_.nodes[n.inputs[1]].type.dtype != DType::f32) {
+          cannot(n,
+                 "(cross-entropy with int32 class ids) has no ONNX form here; export the "
+                 "probabilities");
+        }
+        const std::string l = fresh(out + "/log"), m = fresh(out + "/times_labels"),
+                          s = fresh(out + "/sum");
+        add("Log", {in(n, 0)}, {l});
+        add("Mul", {in(n, 1), l}, {m});
+        add("ReduceSum", {m, ints({-1})}, {s}).attrs["keepdims"] = attr_i(0);
+        add("Neg", {s}, {out});
+        return;
+      }
+      case OpKind::Slice:
+        add("Slice", {in(n, 0), ints({at.begin}), ints({at.end}), ints({at.axis})}, {out});
+        return;
+      case OpKind::Concat: {
+        std::vector<std::string> ins;
+        for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
+        add("Concat", ins, {out}).attrs["axis"] = attr_i(at.axis);
+        return;
+      }
+      case OpKind::Transpose: {
+        std::vector<std::int64_t> perm = at.get<detail::Permutation>().perm;
+        if (perm.empty()) {
+          const int r = p_.nodes[n.inputs[0]].type.shape.rank();
+          for (int d = 0; d < r; ++d) perm.push_back(d);
+          if (r >= 2) std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+        }
+        add("Transpose", {in(n, 0)}, {out}).attrs["perm"] = attr_ints(perm);
+        return;
+      }
+      case OpKind::Reshape:
+      case OpKind::ReshapeLike:
+        add("Reshape", {in(n, 0), ints(dims(n.type.shape))}, {out});
+        return;
+      case OpKind::Conv2d:
+      case OpKind::ConvTranspose2d:
+      case OpKind::MaxPool2d:
+      case OpKind::AvgPool2d: {
+        const bool conv = n.op == OpKind::Conv2d || n.op == OpKind::ConvTranspose2d;
+        const Shape& x = p_.nodes[n.inputs[0]].type.shape;
+        // auto_pad as the pads it resolves to for this input (the plan's shapes are fixed);
+        // a convolution's kernel is its weights'.
+        detail::Window2d win = at.get<detail::Window2d>();
+        if (conv)
+          win.kernel = {p_.nodes[n.inputs[1]].type.shape[2], p_.nodes[n.inputs[1]].type.shape[3]};
+        const auto w = detail::resolve_pads(win, x[2], x[3]);
+        std::vector<std::string> ins{in(n, 0)};
+        if (conv) {
+          ins.push_back(in(n, 1));
+          if (n.inputs.size() > 2) ins.push_back(in(n, 2));
+        }
+        ir::Node& c = add(n.op == OpKind::Conv2d            ? "Conv"
+                          : n.op == OpKind::ConvTranspose2d ? "ConvTranspose"
+                          : n.op == OpKind::MaxPool2d       ? "MaxPool"
+                                                            : "AveragePool",
+                          ins, {out});
+        c.attrs["kernel_shape"] = attr_ints({w.kernel[0], w.kernel[1]});
+        c.attrs["strides"] = attr_ints({w.stride[0], w.stride[1]});
+        c.attrs["pads"] = attr_ints({w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]});
+        if (n.op != OpKind::AvgPool2d)
+          c.attrs["dilations"] = attr_ints({w.dilation[0], w.dilation[1]});
+        if (conv) c.attrs["group"] = attr_i(w.groups);
+        if (n.op == OpKind::ConvTranspose2d)
+          c.attrs["output_padding"] = attr_ints({w.output_padding[0], w.output_padding[1]});
+        if (!conv) c.attrs["ceil_mode"] = attr_i(w.ceil_mode ? 1 : 0);
+        if (n.op == OpKind::AvgPool2d)
+          c.attrs["count_include_pad"] = attr_i(w.count_include_pad ? 1 : 0);
+        return;
+      }
+      case OpKind::Embedding:
+        add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(0);
+        return;
+      case OpKind::Assign:
+      case OpKind::Group:
+        cannot(n, "updates variables (training): export the inference outputs, not the step");
+      default:
+        cannot(n, std::string("(") + std::string(detail::op_name(n.op)) +
+                      ") has no ONNX form (gradient and training ops are not exported)");
+    }
+  }
+
+  std::string output_name(std::size_t k) const {
+    const PlanNode& n = p_.nodes[p_.fetches[k]];
+    return k < o_.output_names.size() ? o_.output_names[k]
+           : n.name.empty()           ? "output_" + std::to_string(k)
+                                      : n.name;
+  }
+
+  void outputs() {
+    for (std::size_t k = 0; k < p_.fetches.size(); ++k) {
+      const std::uint32_t i = p_.fetches[k];
+      const PlanNode& n = p_.nodes[i];
+      std::string name = output_name(k);
+      const bool taken = std::any_of(m_.graph.outputs.begin(), m_.graph.outputs.end(),
+                                     [&](const ir::ValueInfo& v) { return v.name == name; });
+      // A value that is a graph input, an initializer or an output already, or another name:
+      // an Identity gives it the output's own name.
+      const bool direct = name == names_[i] && !taken && n.op != OpKind::Input &&
+                          n.op != OpKind::Variable && n.op != OpKind::Constant;
+      if (!direct) {
+        if (name == names_[i] || taken)
+          name = fresh(name);
+        else
+          used_.insert(name);
+        add("Identity", {names_[i]}, {name});
+      }
+      ir::ValueInfo v;
+      v.name = name;
+      v.elem = n.type.dtype == DType::f32 ? ir::kFloat : ir::kInt32;
+      v.has_shape = true;
+      for (std::int64_t d : n.type.shape.dims()) v.dims.push_back({d, ""});
+      if (o_.dynamic_batch && !v.dims.empty()) v.dims[0] = {-1, "batch"};
+      m_.graph.outputs.push_back(v);
+    }
+  }
+
+  const detail::Plan& p_;
+  const ExportOptions& o_;
+  ir::Model m_;
+  std::vector<std::string> names_;  // ONNX value name of each plan node
+  std::set<std::string> used_;
+};
+
+}  // namespace
+
+std::string export_bytes(const Graph& graph, std::span<const Node> outputs,
+                         const InputShapes& shapes, const ExportOptions& options) {
+  if (outputs.empty()) throw GraphError("export_model: no outputs given");
+  std::vector<std::uint32_t> ids;
+  for (const Node& n : outputs) {
+    detail::check_same_graph(&graph.impl(), n, "export_model");
+    if (std::find(ids.begin(), ids.end(), n.id()) != ids.end()) {
+      throw GraphError("export_model: output " + n.label() + " is given twice");
+    }
+    ids.push_back(n.id());
+  }
+  detail::Plan p = detail::build_plan(graph.impl(), ids);
+  // Shapes not given come from the compiled graph the values come from.
+  InputShapes all = shapes;
+  if (options.values) {
+    const detail::Plan& cp = detail::executable_of(*options.values).plan();
+    for (std::uint32_t i : cp.inputs) {
+      const std::string& name = cp.nodes[i].name;
+      if (std::none_of(all.begin(), all.end(), [&](const auto& s) { return s.first == name; })) {
+        all.push_back({name, cp.nodes[i].type.shape});
+      }
+    }
+    all.erase(std::remove_if(all.begin(), all.end(),
+                             [&](const auto& s) { return !p.graph_inputs.count(s.first); }),
+              all.end());
+  }
+  detail::infer_shapes(p, all);
+  const ir::Model m = Exporter(p, options).run();
+  return ir::serialize_model(m);
+}
+
+void export_model(const Graph& graph, std::span<const Node> outputs, const InputShapes& shapes,
+                  const std::string& path, const ExportOptions& options) {
+  const std::string bytes = export_bytes(graph, outputs, shapes, options);
+  detail::write_file_atomically(path,
+                                [&](const auto& write) { write(bytes.data(), bytes.size()); });
+}
+
+}  // namespace hetgraph::onnx

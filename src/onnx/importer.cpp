@@ -1,0 +1,877 @@
+// The import driver: inputs and initializers, the nodes in model order (folded when their
+// inputs are known, else composed by their handler), the outputs; and the public entry points.
+#include "onnx/importer.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "compiler/graph_impl.hpp"
+#include "compiler/plan.hpp"
+#include "onnx/atomic_file.hpp"
+
+namespace hetgraph::onnx {
+
+namespace imp {
+
+std::int64_t numel(const Dims& d) {
+  // Saturates: dims from a damaged model must not wrap around to a plausible count.
+  std::int64_t n = 1;
+  for (std::int64_t v : d) {
+    if (v < 0) return -1;
+    if (v != 0 && n > INT64_MAX / v) return INT64_MAX;
+    n *= v;
+  }
+  return n;
+}
+
+std::string dims_str(const Dims& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+/// The state of one import.
+class Importer {
+ public:
+  Importer(const Model::Source& src, Model& out)
+      : src_(src), m_(*src.model), opt_(src.options), out_(out), g(out.graph) {}
+
+  void run() {
+    check_supported();
+    for (const ir::Node& n : m_.graph.nodes) {
+      for (const std::string& in : n.inputs) {
+        if (!in.empty()) readers_[in].push_back(&n);
+      }
+    }
+    for (const ir::ValueInfo& o : m_.graph.outputs) readers_[o.name].push_back(nullptr);
+    for (const ir::Tensor& t : m_.graph.initializers) {
+      Value v;
+      v.konst = std::make_shared<const ir::Tensor>(t);
+      v.elem = t.elem;
+      v.initializer = t.elem == ir::kFloat;
+      env[t.name] = std::move(v);
+    }
+    add_inputs();
+    for (const ir::Node& n : m_.graph.nodes) add_node(n);
+    add_outputs();
+    if (opt_.check) check_against_onnx();
+  }
+
+  /// ONNX's own shape inference, for the shapes the graph was built for, must agree with the
+  /// outputs built: a difference is an importer bug (or a model ONNX reads otherwise).
+  void check_against_onnx() {
+    std::map<std::string, ir::TypeInfo> in;
+    for (const ValueDesc& v : out_.input_info) {
+      const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                                   [&](const ir::ValueInfo& i) { return i.name == v.name; });
+      in[v.name] = {it->elem, Dims(v.shape.dims().begin(), v.shape.dims().end()), true};
+    }
+    for (const auto& given : opt_.input_values) {
+      const std::string& name = given.first;
+      const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                                   [&](const ir::ValueInfo& i) { return i.name == name; });
+      const Shape& s = given.second->shape;
+      in[name] = {it->elem, Dims(s.dims().begin(), s.dims().end()), true};
+    }
+    const std::vector<ir::TypeInfo> inferred = ir::infer_output_types(m_, in);
+    for (std::size_t k = 0; k < inferred.size() && k < out_.output_info.size(); ++k) {
+      const ir::TypeInfo& t = inferred[k];
+      const ValueDesc& o = out_.output_info[k];
+      const Dims built(o.shape.dims().begin(), o.shape.dims().end());
+      const bool static_shape = t.has_shape && std::all_of(t.dims.begin(), t.dims.end(),
+                                                           [](std::int64_t d) { return d >= 0; });
+      const bool type_differs =
+          t.elem != ir::kUndefined && (t.elem == ir::kFloat) != (o.dtype == DType::f32);
+      if ((static_shape && t.dims != built) || type_differs) {
+        throw ShapeError(m_.source + ": output '" + o.name + "': ONNX's shape inference gives " +
+                         ir::elem_name(t.elem) + " " +
+                         (static_shape ? dims_str(t.dims) : "(shape unknown)") +
+                         ", hetgraph built " + o.onnx_type + " " + dims_str(built));
+      }
+    }
+  }
+
+  const ir::Model& model() const { return m_; }
+
+  const Value& value(const std::string& name, const ir::Node& n) const {
+    auto it = env.find(name);
+    if (it == env.end()) {
+      throw ShapeError(m_.source + ": ONNX node " + n.label + " reads '" + name +
+                       "', which no node, input or initializer of the model defines");
+    }
+    const Value& v = it->second;
+    if (v.known() && !ir::is_integral(v.konst->elem) &&
+        v.konst->f.size() != static_cast<std::size_t>(v.konst->numel())) {
+      // Strings and complex numbers are kept without values.
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label + " reads '" + name + "', a " +
+                             ir::elem_name(v.konst->elem) + " tensor");
+    }
+    return v;
+  }
+
+  Node materialize(const std::string& name, const ir::Node& n) {
+    Value& v = env.at(name);
+    if (v.node.valid()) return v.node;
+    const ir::Tensor& t = *v.konst;
+    if (t.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
+                             "' has rank " + std::to_string(t.dims.size()) +
+                             "; hetgraph tensors have rank 0 to 4");
+    }
+    if (t.numel() == 0) {
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
+                             "' is empty " + dims_str(t.dims) +
+                             "; hetgraph tensors have at least one element");
+    }
+    const Shape shape{std::span<const std::int64_t>(t.dims)};
+    Node node;
+    if (t.elem == ir::kFloat) {
+      if (v.initializer) {
+        node = g.variable(name, shape, Initializer::values(t.f));
+        out_.variables.push_back(node);
+      } else {
+        node = g.constant(shape, t.f);
+      }
+    } else if (ir::is_integral(t.elem)) {
+      std::vector<std::int32_t> i32;
+      i32.reserve(t.i.size());
+      for (std::int64_t x : t.i) {
+        if (x < INT32_MIN || x > INT32_MAX) {
+          throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": " +
+                                 ir::elem_name(t.elem) + " tensor '" + name + "' holds " +
+                                 std::to_string(x) +
+                                 ", outside int32 (hetgraph holds integers as int32)");
+        }
+        i32.push_back(static_cast<std::int32_t>(x));
+      }
+      node = g.constant_i32(shape, std::move(i32));
+    } else {
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
+                             "' has element type " + ir::elem_name(t.elem) +
+                             "; hetgraph runs float32 and int32 tensors");
+    }
+    name_node(node, name);
+    v.node = node;
+    return node;
+  }
+
+  /// Shape and type of a node, by the compiler's own shape rules (memoised).
+  TensorType type(Node v) {
+    auto it = types_.find(v.id());
+    if (it != types_.end()) return it->second;
+    const detail::NodeRec& r = g.impl().rec(v.id());
+    TensorType t;
+    if (r.op == detail::OpKind::Variable || r.op == detail::OpKind::Constant) {
+      t = {r.shape, r.dtype};
+    } else if (r.op == detail::OpKind::Input) {
+      throw Error("internal: ONNX import: input " + g.impl().label(v.id()) + " has no shape");
+    } else {
+      // The inputs' types first: typing one may recurse, and each level reuses scratch_.
+      std::vector<TensorType> in;
+      for (std::size_t k = 0; k < r.inputs.size(); ++k) in.push_back(type(g.node(r.inputs[k])));
+      scratch_.nodes.assign(r.inputs.size() + 1, detail::PlanNode{});
+      for (std::size_t k = 0; k < r.inputs.size(); ++k) {
+        scratch_.nodes[k].label = g.impl().label(r.inputs[k]);
+        scratch_.nodes.back().inputs.push_back(static_cast<std::uint32_t>(k));
+      }
+      scratch_.nodes.back().label = g.impl().label(v.id());
+      const TensorType declared{r.shape, r.dtype};
+      const detail::InferCtx ctx{
+          scratch_, static_cast<std::uint32_t>(r.inputs.size()), r.op, r.attrs, declared, in};
+      t = detail::op_def(r.op).infer(ctx);
+    }
+    for (std::int64_t d : t.shape.dims()) {
+      if (d == 0) {
+        throw UnsupportedError("node " + g.impl().label(v.id()) + " would have the empty shape " +
+                               t.shape.str() + "; hetgraph tensors have at least one element");
+      }
+    }
+    types_[v.id()] = t;
+    return t;
+  }
+
+  /// Names a node after the ONNX value it computes (errors and traces show it) when it has no
+  /// name yet and the name is free.
+  void name_node(Node v, const std::string& name) {
+    if (name.empty() || !v.name().empty() || g.impl().by_name.count(name)) return;
+    v.named(name);
+  }
+
+  void set_input_type(Node v, TensorType t) { types_[v.id()] = t; }
+
+  const ir::Node* sole_reader(const std::string& value) const {
+    auto it = readers_.find(value);
+    if (it == readers_.end() || it->second.size() != 1) return nullptr;
+    return it->second[0];
+  }
+  std::unordered_set<const ir::Node*> absorbed;
+  const ImportOptions& options() const { return opt_; }
+  Node variable(const std::string& name, const Shape& shape, std::vector<float> values) {
+    Node v = g.variable(name, shape, Initializer::values(std::move(values)));
+    out_.variables.push_back(v);
+    return v;
+  }
+
+  std::unordered_map<std::string, Value> env;
+
+ private:
+  void check_supported() {
+    std::set<std::string> missing;
+    std::string non_tensor;
+    for (const ir::Node& n : m_.graph.nodes) {
+      const bool known_op = n.domain.empty() && n.since > 0 &&
+                            (find_handler(n.op, n.since) != nullptr || foldable(n.op) ||
+                             ir::has_function(n.domain, n.op, n.since));
+      if (!known_op) {
+        missing.insert((n.domain.empty() ? "" : n.domain + ".") + n.op + "-" +
+                       (n.since > 0 ? std::to_string(n.since) : "?"));
+      }
+    }
+    for (const auto* list : {&m_.graph.inputs, &m_.graph.outputs}) {
+      for (const ir::ValueInfo& v : *list) {
+        if (!v.non_tensor.empty())
+          non_tensor += (non_tensor.empty() ? "" : ", ") + v.name + " (" + v.non_tensor + ")";
+      }
+    }
+    if (missing.empty() && non_tensor.empty()) return;
+    std::string msg =
+        m_.source + ": hetgraph cannot run this model (opset " + std::to_string(opset()) + ")";
+    if (!missing.empty()) {
+      msg += "; unsupported ops (op-version):";
+      for (const auto& s : missing) msg += " " + s;
+    }
+    if (!non_tensor.empty()) msg += "; inputs/outputs that are not tensors: " + non_tensor;
+    throw UnsupportedError(msg);
+  }
+
+  std::int64_t opset() const {
+    auto it = m_.opsets.find("");
+    return it == m_.opsets.end() ? 0 : it->second;
+  }
+
+  void add_inputs() {
+    std::map<std::string, Shape> given;
+    for (const auto& given_shape : opt_.input_shapes) {
+      const std::string& name = given_shape.first;
+      const Shape& s = given_shape.second;
+      const bool is_input =
+          std::any_of(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                      [&](const ir::ValueInfo& v) { return v.name == name && !env.count(name); });
+      if (!is_input) {
+        throw ShapeError(m_.source + ": input shapes name '" + name +
+                         "', which is not an input of the model");
+      }
+      given[name] = s;
+    }
+    for (const auto& [name, data] : opt_.input_values) bind_input(name, *data);
+    for (const ir::ValueInfo& v : m_.graph.inputs) {
+      if (env.count(v.name))
+        continue;  // an initializer listed as an input (a default value),
+                   // or an input given a value
+      DType dtype = DType::f32;
+      if (v.elem == ir::kFloat) {
+        dtype = DType::f32;
+      } else if (v.elem == ir::kInt64 || v.elem == ir::kInt32 || v.elem == ir::kBool ||
+                 v.elem == ir::kInt16 || v.elem == ir::kInt8 || v.elem == ir::kUint8 ||
+                 v.elem == ir::kUint16) {
+        dtype = DType::i32;
+      } else {
+        throw UnsupportedError(m_.source + ": input '" + v.name + "' has element type " +
+                               ir::elem_name(v.elem) + "; hetgraph runs float32 and int32 tensors");
+      }
+      Dims dims;
+      if (auto it = given.find(v.name); it != given.end()) {
+        const Shape& s = it->second;
+        if (v.has_shape && static_cast<std::size_t>(s.rank()) != v.dims.size()) {
+          throw ShapeError(m_.source + ": input '" + v.name + "' has rank " +
+                           std::to_string(v.dims.size()) + ", the shape given is " + s.str());
+        }
+        for (int d = 0; d < s.rank(); ++d) {
+          const std::int64_t want = v.has_shape ? v.dims[static_cast<std::size_t>(d)].value : -1;
+          if (want >= 0 && want != s[d]) {
+            throw ShapeError(m_.source + ": input '" + v.name + "' has dim " + std::to_string(d) +
+                             " fixed at " + std::to_string(want) + ", the shape given is " +
+                             s.str());
+          }
+          dims.push_back(s[d]);
+        }
+      } else {
+        if (!v.has_shape) {
+          throw ShapeError(m_.source + ": input '" + v.name +
+                           "' has no declared shape: give it in ImportOptions::input_shapes");
+        }
+        for (std::size_t d = 0; d < v.dims.size(); ++d) {
+          const ir::Dim& dim = v.dims[d];
+          if (dim.value >= 0) {
+            dims.push_back(dim.value);
+          } else if (opt_.dynamic_dim > 0) {
+            dims.push_back(opt_.dynamic_dim);
+          } else {
+            throw ShapeError(m_.source + ": input '" + v.name + "' dim " + std::to_string(d) +
+                             (dim.param.empty() ? "" : " ('" + dim.param + "')") +
+                             " is dynamic: give the input's shape in ImportOptions::input_shapes");
+          }
+        }
+      }
+      if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+        throw UnsupportedError(m_.source + ": input '" + v.name + "' has rank " +
+                               std::to_string(dims.size()) + " " + dims_str(dims) +
+                               "; hetgraph tensors have rank 0 to 4");
+      }
+      if (numel(dims) == 0) {
+        throw UnsupportedError(m_.source + ": input '" + v.name + "' is empty " + dims_str(dims) +
+                               "; hetgraph tensors have at least one element");
+      }
+      const Shape shape{std::span<const std::int64_t>(dims)};
+      Node in = g.input(v.name, dtype);
+      set_input_type(in, {shape, dtype});
+      Value val;
+      val.node = in;
+      val.elem = v.elem;
+      env[v.name] = val;
+      out_.inputs.push_back(in);
+      out_.input_info.push_back({v.name, ir::elem_name(v.elem), dtype, shape, declared_dims(v)});
+      out_.input_shapes.push_back({v.name, shape});
+    }
+  }
+
+  /// An input given a value at import: a known tensor from now on.
+  void bind_input(const std::string& name, const TensorData& data) {
+    auto v = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                          [&](const ir::ValueInfo& i) { return i.name == name; });
+    if (v == m_.graph.inputs.end() || env.count(name)) {
+      throw ShapeError(m_.source + ": input values name '" + name +
+                       "', which is not an input of the model");
+    }
+    ir::Tensor t;
+    t.name = name;
+    t.dims.assign(data.shape.dims().begin(), data.shape.dims().end());
+    if (data.dtype == DType::f32) {
+      t.elem = ir::kFloat;
+      t.f = data.f32;
+    } else {
+      t.elem = ir::is_integral(v->elem) ? v->elem : ir::kInt64;
+      t.i.assign(data.i32.begin(), data.i32.end());
+    }
+    if ((t.elem == ir::kFloat) != (v->elem == ir::kFloat)) {
+      throw ShapeError(m_.source + ": input '" + name + "' is " + ir::elem_name(v->elem) +
+                       ", the value given is " + data.onnx_type);
+    }
+    if (static_cast<std::size_t>(t.numel()) != (t.elem == ir::kFloat ? t.f.size() : t.i.size())) {
+      throw ShapeError(m_.source + ": the value given for input '" + name +
+                       "' does not fill its shape");
+    }
+    Value val;
+    val.elem = t.elem;
+    val.konst = std::make_shared<const ir::Tensor>(std::move(t));
+    env[name] = std::move(val);
+  }
+
+  void add_node(const ir::Node& n, int depth = 0) {
+    Ctx c(*this, n);
+    if (absorbed.count(&n)) {  // done by the node before it (a batch norm folded into a Conv)
+      c.alias(0, 0);
+      return;
+    }
+    bool all_known = true, float_initializer = false;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) continue;
+      const Value& v = value(n.inputs[i], n);
+      all_known = all_known && v.known();
+      float_initializer = float_initializer || v.initializer;
+    }
+    try {
+      // Known inputs are computed now, except a trainable initializer's: it stays a variable
+      // (fine-tuning an imported model must reach it).
+      if (!(all_known && !float_initializer && !n.inputs.empty() && fold(c))) {
+        const Handler* h = find_handler(n.op, n.since);
+        if (h != nullptr) {
+          h->fn(c);
+        } else if (ir::has_function(n.domain, n.op, n.since) && depth < 16) {
+          expand(c, depth);
+        } else {
+          c.unsupported(
+              "only computed at import, for inputs known there (shape computations); "
+              "this one depends on values computed at run time");
+        }
+      }
+    } catch (const UnsupportedError&) {
+      throw;
+    } catch (const ShapeError& e) {
+      throw ShapeError(in_context(n, e.what()));
+    } catch (const GraphError& e) {
+      throw ShapeError(in_context(n, e.what()));
+    }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      if (!n.outputs[k].empty() && !env.count(n.outputs[k])) {
+        c.unsupported("output " + std::to_string(k) + " ('" + n.outputs[k] +
+                      "') is not produced by the hetgraph version of this op");
+      }
+    }
+  }
+
+  std::string in_context(const ir::Node& n, const std::string& what) const {
+    if (what.rfind(m_.source + ":", 0) == 0) return what;  // it names the node already
+    return m_.source + ": ONNX node " + n.label + ": " + what;
+  }
+
+  /// An op ONNX defines as a function of other ops: its body, built for the types of the
+  /// inputs as they are here, imported in its place.
+  void expand(Ctx& c, int depth) {
+    std::vector<ir::TypeInfo> types;
+    for (std::size_t i = 0; i < c.inputs(); ++i) {
+      ir::TypeInfo t;
+      if (c.has(i)) {
+        t.elem = c.elem(i);
+        t.dims = c.dims(i);
+        t.has_shape = true;
+      }
+      types.push_back(t);
+    }
+    std::vector<ir::Node> body = ir::function_body(c.n, types, serial_++, m_.source);
+    if (body.empty()) c.unsupported("ONNX builds no function body for it here");
+    for (ir::Node& b : body) {
+      bodies_.push_back(std::move(b));
+      add_node(bodies_.back(), depth + 1);
+    }
+  }
+
+  void add_outputs() {
+    std::unordered_set<std::uint32_t> used;
+    for (const ir::ValueInfo& o : m_.graph.outputs) {
+      auto it = env.find(o.name);
+      if (it == env.end()) {
+        throw ShapeError(m_.source + ": graph output '" + o.name + "' is never computed");
+      }
+      static const ir::Node kOutputs = [] {
+        ir::Node n;
+        n.op = "output";
+        n.label = "(graph outputs)";
+        return n;
+      }();
+      Node v = materialize(o.name, kOutputs);
+      // An output that is an input, a variable or another output gets a view of its own,
+      // named after it (fetching and reading by name then work).
+      if (v.name() != o.name || used.count(v.id())) {
+        const TensorType t = type(v);
+        v = reshape(v, std::vector<std::int64_t>(t.shape.dims().begin(), t.shape.dims().end()));
+        if (!g.impl().by_name.count(o.name)) v.named(o.name);
+        type(v);
+      }
+      used.insert(v.id());
+      const TensorType t = type(v);
+      out_.outputs.push_back(v);
+      const int elem = o.elem != ir::kUndefined ? o.elem : it->second.elem;
+      out_.output_info.push_back({o.name, ir::elem_name(elem), t.dtype, t.shape, declared_dims(o)});
+    }
+  }
+
+  const Model::Source& src_;
+  const ir::Model& m_;
+  const ImportOptions& opt_;
+  Model& out_;
+
+ public:
+  Graph& g;
+
+ private:
+  std::unordered_map<std::uint32_t, TensorType> types_;
+  std::unordered_map<std::string, std::vector<const ir::Node*>> readers_;  // nullptr: output
+  std::deque<ir::Node> bodies_;  // nodes of expanded functions (stable addresses)
+  int serial_ = 0;
+  detail::Plan scratch_;
+};
+
+// ---- Ctx -----------------------------------------------------------------------------------
+
+const Value& Ctx::in(std::size_t i) const {
+  if (!has(i)) fail("input " + std::to_string(i) + " is missing");
+  return im.value(n.inputs[i], n);
+}
+
+Node Ctx::node(std::size_t i) {
+  if (!has(i)) fail("input " + std::to_string(i) + " is missing");
+  return im.materialize(n.inputs[i], n);
+}
+
+Node Ctx::f32(std::size_t i) {
+  if (in(i).elem != ir::kFloat) {
+    unsupported("input " + std::to_string(i) + " ('" + n.inputs[i] + "') is " +
+                ir::elem_name(in(i).elem) + "; hetgraph computes this op in float32 only");
+  }
+  return node(i);
+}
+
+Dims Ctx::dims(std::size_t i) const {
+  const Value& v = in(i);
+  if (v.known()) return v.konst->dims;
+  return shape(v.node);
+}
+
+const ir::Tensor& Ctx::known_tensor(std::size_t i, std::string_view what) const {
+  const Value& v = in(i);
+  if (!v.known()) {
+    const std::string why = "input " + std::to_string(i) + " ('" + n.inputs[i] + "', " +
+                            std::string(what) +
+                            ") is computed at run time; hetgraph needs it known when the model "
+                            "is imported";
+    // Straight from a model input: giving that input's value at import would do.
+    const bool model_input = im.g.impl().rec(v.node.id()).op == detail::OpKind::Input;
+    throw UnsupportedError(im.model().source + ": ONNX node " + n.label + ": " + why +
+                               (model_input ? " (give it in ImportOptions::input_values)" : ""),
+                           model_input ? n.inputs[i] : "");
+  }
+  return *v.konst;
+}
+
+Dims Ctx::ints(std::size_t i, std::string_view what) const {
+  const ir::Tensor& t = known_tensor(i, what);
+  if (!ir::is_integral(t.elem)) {
+    fail("input " + std::to_string(i) + " (" + std::string(what) + ") must be integers, it is " +
+         ir::elem_name(t.elem));
+  }
+  return t.i;
+}
+
+std::vector<float> Ctx::floats(std::size_t i, std::string_view what) const {
+  const ir::Tensor& t = known_tensor(i, what);
+  if (ir::is_integral(t.elem)) return std::vector<float>(t.i.begin(), t.i.end());
+  return t.f;
+}
+
+namespace {
+const ir::Attr* find_attr(const ir::Node& n, const std::string& name) {
+  auto it = n.attrs.find(name);
+  return it == n.attrs.end() ? nullptr : &it->second;
+}
+}  // namespace
+
+std::int64_t Ctx::attr_i(const std::string& name, std::int64_t def) const {
+  const ir::Attr* a = find_attr(n, name);
+  if (!a) return def;
+  if (a->kind != ir::Attr::kIntA) fail("attribute '" + name + "' must be an int");
+  return a->i;
+}
+float Ctx::attr_f(const std::string& name, float def) const {
+  const ir::Attr* a = find_attr(n, name);
+  if (!a) return def;
+  if (a->kind == ir::Attr::kIntA) return static_cast<float>(a->i);
+  if (a->kind != ir::Attr::kFloatA) fail("attribute '" + name + "' must be a float");
+  return a->f;
+}
+std::string Ctx::attr_s(const std::string& name, const std::string& def) const {
+  const ir::Attr* a = find_attr(n, name);
+  if (!a) return def;
+  if (a->kind != ir::Attr::kStringA) fail("attribute '" + name + "' must be a string");
+  return a->s;
+}
+Dims Ctx::attr_ints(const std::string& name, Dims def) const {
+  const ir::Attr* a = find_attr(n, name);
+  if (!a) return def;
+  if (a->kind != ir::Attr::kInts) fail("attribute '" + name + "' must be a list of ints");
+  return a->ints;
+}
+std::vector<float> Ctx::attr_floats(const std::string& name) const {
+  const ir::Attr* a = find_attr(n, name);
+  if (!a) return {};
+  if (a->kind != ir::Attr::kFloats) fail("attribute '" + name + "' must be a list of floats");
+  return a->floats;
+}
+const ir::Tensor* Ctx::attr_t(const std::string& name) const {
+  const ir::Attr* a = find_attr(n, name);
+  if (!a) return nullptr;
+  if (a->kind != ir::Attr::kTensorA) fail("attribute '" + name + "' must be a tensor");
+  return a->t.get();
+}
+
+void Ctx::set(std::size_t k, Node v, int elem) {
+  if (!wants(k)) return;
+  const TensorType t = im.type(v);  // shape errors surface at this node
+  if ((t.dtype == DType::f32) != (elem == ir::kFloat)) {
+    throw Error("internal: ONNX import: " + n.label + " output " + std::to_string(k) + " typed " +
+                ir::elem_name(elem) + " for a " + std::string(dtype_name(t.dtype)) + " node");
+  }
+  im.name_node(v, n.outputs[k]);
+  Value val;
+  val.node = v;
+  val.elem = elem;
+  im.env[n.outputs[k]] = val;
+}
+
+void Ctx::set(std::size_t k, ir::Tensor t) {
+  if (!wants(k)) return;
+  const std::int64_t count = t.numel();
+  const std::size_t have = ir::is_integral(t.elem) ? t.i.size() : t.f.size();
+  if (static_cast<std::size_t>(count) != have) {
+    throw Error("internal: ONNX import: " + n.label + " folded " + std::to_string(have) +
+                " values for " + dims_str(t.dims));
+  }
+  t.name = n.outputs[k];
+  Value val;
+  val.elem = t.elem;
+  val.konst = std::make_shared<const ir::Tensor>(std::move(t));
+  im.env[n.outputs[k]] = val;
+}
+
+void Ctx::alias(std::size_t k, std::size_t i) {
+  if (!wants(k)) return;
+  Value v = in(i);
+  v.initializer = false;  // the alias is a value of its own: an initializer stays one variable
+  if (in(i).initializer) v.node = node(i);
+  im.env[n.outputs[k]] = v;
+}
+
+Graph& Ctx::graph() const {
+  return im.g;
+}
+const ImportOptions& Ctx::options() const {
+  return im.options();
+}
+Node Ctx::variable(const std::string& name, const Dims& dims, std::vector<float> values) {
+  if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    unsupported("a variable of rank " + std::to_string(dims.size()));
+  }
+  std::string unique = name;
+  for (int k = 2; im.g.impl().by_name.count(unique); ++k) unique = name + "_" + std::to_string(k);
+  return im.variable(unique, Shape(std::span<const std::int64_t>(dims)), std::move(values));
+}
+const ir::Node* Ctx::sole_consumer(std::size_t k) const {
+  return wants(k) ? im.sole_reader(n.outputs[k]) : nullptr;
+}
+void Ctx::absorb(const ir::Node& later) {
+  im.absorbed.insert(&later);
+}
+bool Ctx::absorbed() const {
+  return im.absorbed.count(&n) != 0;
+}
+
+TensorType Ctx::type(Node v) const {
+  return im.type(v);
+}
+
+Dims Ctx::shape(Node v) const {
+  const Shape s = im.type(v).shape;
+  return Dims(s.dims().begin(), s.dims().end());
+}
+
+Node Ctx::constant(float v) {
+  return im.g.constant(v);
+}
+
+Node Ctx::constant(const Dims& dims, std::vector<float> values) {
+  return float_constant(*this, dims, std::move(values));
+}
+
+Node Ctx::reshape(Node v, const Dims& dims) {
+  if (shape(v) == dims) return v;
+  if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    unsupported("the result " + dims_str(dims) + " has rank " + std::to_string(dims.size()) +
+                "; hetgraph tensors have rank 0 to 4");
+  }
+  Node r = hetgraph::reshape(v, dims);
+  im.type(r);
+  return r;
+}
+
+void Ctx::unsupported(const std::string& why) const {
+  throw UnsupportedError(im.model().source + ": ONNX node " + n.label + ": " + why);
+}
+
+void Ctx::fail(const std::string& why) const {
+  throw ShapeError(im.model().source + ": ONNX node " + n.label + ": " + why);
+}
+
+int Ctx::axis(std::int64_t a, int r) const {
+  const std::int64_t v = a < 0 ? a + r : a;
+  if (v < 0 || v >= r) {
+    fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+  }
+  return static_cast<int>(v);
+}
+
+// ---- helpers -------------------------------------------------------------------------------
+
+Dims broadcast(const Dims& a, const Dims& b, const Ctx& c) {
+  const std::size_t r = std::max(a.size(), b.size());
+  Dims out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::int64_t da = i + a.size() >= r ? a[i + a.size() - r] : 1;
+    const std::int64_t db = i + b.size() >= r ? b[i + b.size() - r] : 1;
+    if (da != db && da != 1 && db != 1) {
+      c.fail("shapes " + dims_str(a) + " and " + dims_str(b) + " do not broadcast");
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values) {
+  if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    c.unsupported("a constant of rank " + std::to_string(dims.size()) +
+                  "; hetgraph tensors have rank 0 to 4");
+  }
+  return c.graph().constant(Shape(std::span<const std::int64_t>(dims)), std::move(values));
+}
+
+Node broadcast_to(Ctx& c, Node x, const Dims& dims) {
+  const Dims have = c.shape(x);
+  if (have == dims) return x;
+  const Dims out = broadcast(have, dims, c);
+  if (out != dims) c.fail("cannot broadcast " + dims_str(have) + " to " + dims_str(dims));
+  // x * ones: exact for every value (NaN, infinities and -0 included); the ones tensor spans
+  // only the dims x lacks.
+  Dims ones(dims.size(), 1);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const std::size_t off = dims.size() - have.size();
+    if (i < off || have[i - off] == 1) ones[i] = dims[i];
+  }
+  if (ones.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    c.unsupported("a result of rank " + std::to_string(ones.size()));
+  }
+  Node r;
+  if (c.type(x).dtype == DType::f32) {
+    r = mul(x, float_constant(c, ones,
+                              std::vector<float>(static_cast<std::size_t>(numel(ones)), 1.0f)));
+  } else {  // int32: where(true, x, x) broadcasts the words as they are
+    Node t =
+        c.graph().constant_i32(Shape(std::span<const std::int64_t>(ones)),
+                               std::vector<std::int32_t>(static_cast<std::size_t>(numel(ones)), 1));
+    r = where(t, x, x);
+  }
+  c.type(r);
+  return r;
+}
+
+// ---- the handler table ----------------------------------------------------------------------
+
+const std::vector<Handler>& handlers() {
+  static const std::vector<Handler> table = [] {
+    std::vector<Handler> h;
+    register_math_ops(h);
+    register_tensor_ops(h);
+    register_nn_ops(h);
+    register_rnn_ops(h);
+    return h;
+  }();
+  return table;
+}
+
+const Handler* find_handler(const std::string& op, int since) {
+  for (const Handler& h : handlers()) {
+    if (h.op == op && since >= h.min_since && since <= h.max_since) return &h;
+  }
+  return nullptr;
+}
+
+Dims declared_dims(const ir::ValueInfo& v) {
+  Dims d;
+  for (const ir::Dim& x : v.dims) d.push_back(x.value);
+  return d;
+}
+
+void describe(const std::shared_ptr<const Model::Source>& src, Model& out) {
+  out.source = src;
+  const ir::Model& m = *src->model;
+  auto it = m.opsets.find("");
+  out.opset = it == m.opsets.end() ? 0 : it->second;
+  out.producer = m.producer_name + (m.producer_version.empty() ? "" : " " + m.producer_version);
+  out.ops = m.ops;
+}
+
+void build(const std::shared_ptr<const Model::Source>& src, Model& out) {
+  describe(src, out);
+  Importer im(*src, out);
+  im.run();
+}
+
+}  // namespace imp
+
+// ---- public entry points ---------------------------------------------------------------------
+
+namespace {
+
+Model import_parsed(ir::Model parsed, const ImportOptions& options, bool build) {
+  auto src = std::make_shared<Model::Source>();
+  src->model = std::make_shared<const ir::Model>(std::move(parsed));
+  src->options = options;
+  Model m;
+  if (build) {
+    imp::build(src, m);
+    return m;
+  }
+  imp::describe(src, m);
+  const ir::Graph& g = src->model->graph;
+  for (const ir::ValueInfo& v : g.inputs) {
+    const bool init = std::any_of(g.initializers.begin(), g.initializers.end(),
+                                  [&](const ir::Tensor& t) { return t.name == v.name; });
+    if (init) continue;
+    m.input_info.push_back({v.name, ir::elem_name(v.elem),
+                            v.elem == ir::kFloat ? DType::f32 : DType::i32, Shape{},
+                            imp::declared_dims(v)});
+  }
+  return m;
+}
+
+std::string read_bytes(const std::string& path) {
+  return detail::read_file(path, "the ONNX model");
+}
+std::string dir_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+Model import(const std::string& path, const ImportOptions& options) {
+  const std::string bytes = read_bytes(path);
+  return import_parsed(
+      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check), options,
+      true);
+}
+
+Model read_model(const std::string& path, const ImportOptions& options) {
+  const std::string bytes = read_bytes(path);
+  return import_parsed(
+      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check), options,
+      false);
+}
+
+Model import_bytes(std::span<const std::byte> bytes, const ImportOptions& options,
+                   const std::string& what) {
+  return import_parsed(ir::parse_model(bytes.data(), bytes.size(), what, "", options.check),
+                       options, true);
+}
+
+Model Model::with_shapes(const InputShapes& shapes) const {
+  if (!source) throw GraphError("Model::with_shapes: the model was not imported");
+  auto src = std::make_shared<Source>(*source);
+  for (const auto& shape : shapes) {
+    const std::string& name = shape.first;
+    const Shape& s = shape.second;
+    auto it = std::find_if(src->options.input_shapes.begin(), src->options.input_shapes.end(),
+                           [&](const auto& p) { return p.first == name; });
+    if (it != src->options.input_shapes.end())
+      it->second = s;
+    else
+      src->options.input_shapes.push_back({name, s});
+  }
+  Model m;
+  imp::build(src, m);
+  return m;
+}
+
+Model Model::with_options(const ImportOptions& options) const {
+  if (!source) throw GraphError("Model::with_options: the model was not imported");
+  auto src = std::make_shared<Source>(*source);
+  src->options = options;
+  Model m;
+  imp::build(src, m);
+  return m;
+}
+
+}  // namespace hetgraph::onnx

@@ -1,0 +1,164 @@
+// Building a hetgraph Graph from an ONNX model (ir::Model), for concrete input shapes.
+//
+// Every ONNX value is either known at import (a constant: an initializer, a Constant node, or
+// something computed from those and from shapes, e.g. Shape -> Gather -> Concat) or computed
+// at run time by a node of the graph. Ops whose inputs are all known are evaluated here
+// (fold.cpp); the others are composed from hetgraph ops by one handler per ONNX op
+// (ops_*.cpp). Shapes of graph nodes come from the compiler's own shape rules (the OpDefs), so
+// a handler can look at what it built.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/ops.hpp"
+#include "hetgraph/onnx.hpp"
+#include "onnx/ir.hpp"
+
+namespace hetgraph::onnx {
+
+struct Model::Source {
+  std::shared_ptr<const ir::Model> model;  // shared by the models with_shapes() builds
+  ImportOptions options;
+};
+
+namespace imp {
+
+using detail::TensorType;
+using Dims = std::vector<std::int64_t>;
+
+/// An ONNX value during import: a graph node or a tensor known now.
+struct Value {
+  Node node;                                // valid once it exists in the graph
+  std::shared_ptr<const ir::Tensor> konst;  // set when the value is known at import
+  int elem = ir::kFloat;                    // its ONNX element type
+  bool initializer = false;                 // konst is a float initializer: a variable
+  bool known() const { return konst != nullptr; }
+};
+
+class Importer;
+
+/// What a handler sees of one ONNX node.
+class Ctx {
+ public:
+  Ctx(Importer& im, const ir::Node& n) : im(im), n(n), version(n.since) {}
+
+  Importer& im;
+  const ir::Node& n;
+  const int version;  // the op's schema version in effect
+
+  // ---- inputs
+  std::size_t inputs() const { return n.inputs.size(); }
+  bool has(std::size_t i) const { return i < n.inputs.size() && !n.inputs[i].empty(); }
+  const Value& in(std::size_t i) const;
+  bool known(std::size_t i) const { return has(i) && in(i).known(); }
+  /// Input i as a graph node (a known value becomes a constant, or its variable).
+  Node node(std::size_t i);
+  /// Input i as a float node: int inputs are an UnsupportedError (hetgraph computes in float).
+  Node f32(std::size_t i);
+  Dims dims(std::size_t i) const;
+  int rank(std::size_t i) const { return static_cast<int>(dims(i).size()); }
+  int elem(std::size_t i) const { return in(i).elem; }
+  /// Input i's values, which must be known at import (`what` says what they are).
+  const ir::Tensor& known_tensor(std::size_t i, std::string_view what) const;
+  Dims ints(std::size_t i, std::string_view what) const;
+  std::vector<float> floats(std::size_t i, std::string_view what) const;
+
+  // ---- attributes
+  bool has_attr(const std::string& name) const { return n.attrs.count(name) != 0; }
+  std::int64_t attr_i(const std::string& name, std::int64_t def) const;
+  float attr_f(const std::string& name, float def) const;
+  std::string attr_s(const std::string& name, const std::string& def) const;
+  Dims attr_ints(const std::string& name, Dims def = {}) const;
+  std::vector<float> attr_floats(const std::string& name) const;
+  const ir::Tensor* attr_t(const std::string& name) const;
+
+  // ---- outputs
+  std::size_t outputs() const { return n.outputs.size(); }
+  bool wants(std::size_t k) const { return k < n.outputs.size() && !n.outputs[k].empty(); }
+  void set(std::size_t k, Node v, int elem = ir::kFloat);
+  void set(std::size_t k, ir::Tensor t);
+  /// The output passes input i through unchanged (Identity, Dropout at inference).
+  void alias(std::size_t k, std::size_t i);
+
+  // ---- building
+  Graph& graph() const;
+  const ImportOptions& options() const;
+  /// A trainable variable made at import (e.g. weights with a batch norm folded in).
+  Node variable(const std::string& name, const Dims& dims, std::vector<float> values);
+  /// The one node that reads output k (nullptr when it has no or several readers, or is a
+  /// graph output).
+  const ir::Node* sole_consumer(std::size_t k) const;
+  /// Marks a later node as done by this one (a folded batch norm): it passes its input on.
+  void absorb(const ir::Node& later);
+  bool absorbed() const;
+  TensorType type(Node v) const;
+  Dims shape(Node v) const;
+  Node constant(float v);
+  Node constant(const Dims& dims, std::vector<float> values);
+  Node reshape(Node v, const Dims& dims);
+
+  /// The model asks for something hetgraph does not do (UnsupportedError naming the node).
+  [[noreturn]] void unsupported(const std::string& why) const;
+  /// The model is inconsistent (ShapeError naming the node).
+  [[noreturn]] void fail(const std::string& why) const;
+  /// Axis in [-rank, rank) normalised; out of range is fail().
+  int axis(std::int64_t a, int rank) const;
+};
+
+using HandlerFn = void (*)(Ctx&);
+struct Handler {
+  std::string_view op;
+  int min_since = 1, max_since = 17;  // schema versions this handler implements
+  HandlerFn fn = nullptr;
+};
+
+/// Every handler of ops_*.cpp.
+const std::vector<Handler>& handlers();
+const Handler* find_handler(const std::string& op, int since);
+void register_math_ops(std::vector<Handler>& h);
+void register_tensor_ops(std::vector<Handler>& h);
+void register_nn_ops(std::vector<Handler>& h);
+void register_rnn_ops(std::vector<Handler>& h);
+
+/// Evaluates node `n` at import when all its inputs are known and its op is one fold.cpp
+/// implements; false otherwise (the node then gets graph nodes).
+bool fold(Ctx& c);
+/// Ops fold() implements (for ops with no handler: they work only on known inputs).
+bool foldable(std::string_view op);
+
+/// Tensors known at import: layout and arithmetic on their values (fold.cpp), with ONNX's
+/// semantics. Handlers of layout ops use these when their data input is known.
+namespace host {
+ir::Tensor with_dims(const ir::Tensor& t, Dims dims);
+ir::Tensor transpose(const ir::Tensor& t, const Dims& perm);
+/// Elements at `index` (already in range) along `axis`; index dims replace that axis.
+ir::Tensor gather(const ir::Tensor& t, int axis, const Dims& index, const Dims& index_dims);
+ir::Tensor concat(const std::vector<const ir::Tensor*>& ts, int axis);
+/// Per axis: start, step and count of the elements kept (steps may be negative).
+ir::Tensor slice(const ir::Tensor& t, const Dims& start, const Dims& step, const Dims& count);
+ir::Tensor broadcast_to(const ir::Tensor& t, const Dims& dims);
+ir::Tensor scalar_ints(const Dims& values, int elem = ir::kInt64);  // rank 1
+}  // namespace host
+
+/// Builds the graph of `src` for its options into `out`.
+void build(const std::shared_ptr<const Model::Source>& src, Model& out);
+/// Fills what `out` says about the model without building it (opset, producer, ops).
+void describe(const std::shared_ptr<const Model::Source>& src, Model& out);
+Dims declared_dims(const ir::ValueInfo& v);
+
+// ---- small helpers shared by the handler files
+Dims broadcast(const Dims& a, const Dims& b, const Ctx& c);
+std::int64_t numel(const Dims& d);
+std::string dims_str(const Dims& d);
+/// y = x broadcast to `dims` (numpy rules; x * 1 with a ones tensor over the new dims).
+Node broadcast_to(Ctx& c, Node x, const Dims& dims);
+/// A float tensor of the given shape and values, checked for hetgraph's rank limit.
+Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values);
+
+}  // namespace imp
+}  // namespace hetgraph::onnx

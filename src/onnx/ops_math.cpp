@@ -1,0 +1,375 @@
+// ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul and Gemm,
+// reductions, Softmax / LogSoftmax.
+#include <algorithm>
+#include <cmath>
+
+#include "onnx/importer.hpp"
+
+namespace hetgraph::onnx::imp {
+
+namespace {
+
+// Before opset 7, binary ops broadcast only when asked (broadcast=1), and then B lines up with
+// A's dims from `axis` on (by default at A's end).
+Node legacy_rhs(Ctx& c, Node a, Node b) {
+  if (c.version >= 7) return b;
+  const Dims da = c.shape(a), db = c.shape(b);
+  if (c.attr_i("broadcast", 0) == 0) {
+    if (da != db)
+      c.fail("shapes " + dims_str(da) + " and " + dims_str(db) + " differ (broadcast=0)");
+    return b;
+  }
+  const auto ra = static_cast<std::int64_t>(da.size()), rb = static_cast<std::int64_t>(db.size());
+  std::int64_t axis = c.attr_i("axis", ra - rb);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra)
+    c.fail("broadcast axis " + std::to_string(axis) + " out of range");
+  Dims aligned(static_cast<std::size_t>(ra - axis), 1);
+  std::copy(db.begin(), db.end(), aligned.begin());
+  return c.reshape(b, aligned);
+}
+
+template <Node (*F)(Node, Node)>
+void binary(Ctx& c) {
+  Node a = c.f32(0);
+  Node b = legacy_rhs(c, a, c.f32(1));
+  c.set(0, F(a, b));
+}
+
+template <Node (*F)(Node)>
+void unary(Ctx& c) {
+  c.set(0, F(c.f32(0)));
+}
+
+void reciprocal(Ctx& c) {
+  c.set(0, div(c.constant(1.0f), c.f32(0)));
+}
+
+void ceil_op(Ctx& c) {  // ceil(x) = -floor(-x), exactly
+  c.set(0, neg(hetgraph::floor(neg(c.f32(0)))));
+}
+
+void softplus(Ctx& c) {  // log(exp(x) + 1), ONNX's definition as written
+  c.set(0, log(add(exp(c.f32(0)), c.constant(1.0f))));
+}
+
+void leaky_relu_op(Ctx& c) {
+  c.set(0, leaky_relu(c.f32(0), c.attr_f("alpha", 0.01f)));
+}
+
+// x >= 0 ? x : slope * x, with slope broadcast (per channel, usually).
+void prelu(Ctx& c) {
+  Node x = c.f32(0);
+  Node slope = c.f32(1);
+  const Dims dx = c.shape(x), ds = c.shape(slope);
+  if (c.version < 7 && numel(ds) > 1 && dx.size() >= 2 && ds.size() == 1) {
+    // PRelu-6 and before: one slope per channel (dim 1).
+    Dims to{ds[0]};
+    for (std::size_t i = 2; i < dx.size(); ++i) to.push_back(1);
+    slope = c.reshape(slope, to);
+  }
+  c.set(0, add(relu(x), mul(slope, minimum(x, c.constant(0.0f)))));
+}
+
+// x > 0 ? x : alpha * (exp(x) - 1); the exp sees only x <= 0 (no overflow for large x).
+Node elu_of(Ctx& c, Node x, float alpha) {
+  return add(relu(x), scale(sub(exp(minimum(x, c.constant(0.0f))), c.constant(1.0f)), alpha));
+}
+void elu(Ctx& c) {
+  c.set(0, elu_of(c, c.f32(0), c.attr_f("alpha", 1.0f)));
+}
+void selu(Ctx& c) {
+  c.set(0, scale(elu_of(c, c.f32(0), c.attr_f("alpha", 1.67326319217681884765625f)),
+                 c.attr_f("gamma", 1.05070102214813232421875f)));
+}
+void hard_sigmoid(Ctx& c) {  // max(0, min(1, alpha * x + beta))
+  Node x = c.f32(0);
+  c.set(0, clip(add(scale(x, c.attr_f("alpha", 0.2f)), c.constant(c.attr_f("beta", 0.5f))), 0.0f,
+                1.0f));
+}
+void hard_swish(Ctx& c) {  // x * hard_sigmoid(x) with alpha 1/6, beta 1/2
+  Node x = c.f32(0);
+  c.set(0, mul(x, clip(add(scale(x, 1.0f / 6.0f), c.constant(0.5f)), 0.0f, 1.0f)));
+}
+void softsign(Ctx& c) {  // x / (1 + |x|)
+  Node x = c.f32(0);
+  c.set(0, div(x, add(c.constant(1.0f), abs(x))));
+}
+
+void clip_op(Ctx& c) {
+  Node x = c.f32(0);
+  float lo = -INFINITY, hi = INFINITY;
+  if (c.version < 11) {
+    lo = c.attr_f("min", -INFINITY);
+    hi = c.attr_f("max", INFINITY);
+  }
+  // Bounds known at import are attributes of one clip; bounds computed at run time compose.
+  Node y = x;
+  bool runtime = false;
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    if (!c.has(i)) continue;
+    if (c.known(i)) {
+      const std::vector<float> v = c.floats(i, i == 1 ? "min" : "max");
+      if (v.size() != 1) c.fail("Clip bounds must be scalars");
+      (i == 1 ? lo : hi) = v[0];
+    } else {
+      runtime = true;
+    }
+  }
+  if (!runtime) {
+    c.set(0, clip(x, lo, hi));
+    return;
+  }
+  if (c.has(1)) y = c.known(1) ? maximum(y, c.constant(lo)) : maximum(y, c.f32(1));
+  if (c.has(2)) y = c.known(2) ? minimum(y, c.constant(hi)) : minimum(y, c.f32(2));
+  c.set(0, y);
+}
+
+void pow_op(Ctx& c) {
+  Node a = c.f32(0);
+  Node b;
+  if (c.elem(1) != ir::kFloat && c.known(1)) {  // an integer exponent known now: as floats
+    b = c.constant(c.dims(1), c.floats(1, "exponent"));
+  } else if (c.elem(1) != ir::kFloat) {
+    b = cast(c.node(1), DType::f32);
+  } else {
+    b = c.f32(1);
+  }
+  c.set(0, pow(a, legacy_rhs(c, a, b)));
+}
+
+// Max / Min of any number of inputs, broadcasting.
+template <Node (*F)(Node, Node)>
+void extremum(Ctx& c) {
+  if (c.inputs() == 1) return c.alias(0, 0);
+  Node acc = c.f32(0);
+  for (std::size_t i = 1; i < c.inputs(); ++i) acc = F(acc, c.f32(i));
+  c.set(0, acc);
+}
+
+void where_op(Ctx& c) {
+  if (!ir::is_integral(c.elem(0))) c.fail("the condition must be bool");
+  const int elem = c.elem(1);
+  if (elem != c.elem(2)) c.fail("X and Y differ in element type");
+  Node x = c.node(1), y = c.node(2);
+  c.set(0, where(c.node(0), x, y), elem);
+}
+
+void identity(Ctx& c) {
+  c.alias(0, 0);
+}
+
+// Sum and Mean of any number of inputs, broadcasting.
+void sum_op(Ctx& c) {
+  Node acc = c.f32(0);
+  for (std::size_t i = 1; i < c.inputs(); ++i) acc = add(acc, c.f32(i));
+  if (c.n.op == "Mean" && c.inputs() > 1)
+    acc = div(acc, c.constant(static_cast<float>(c.inputs())));
+  if (c.inputs() == 1) {
+    c.alias(0, 0);
+    return;
+  }
+  c.set(0, acc);
+}
+
+// ---- MatMul and Gemm -------------------------------------------------------------------------
+
+Dims batch_of(const Dims& d) {
+  return Dims(d.begin(), d.end() - 2);
+}
+bool all_ones(const Dims& d) {
+  return std::all_of(d.begin(), d.end(), [](std::int64_t v) { return v == 1; });
+}
+
+// numpy matmul: 1-d operands gain a dim that the result drops; batch dims broadcast. hetgraph's
+// matmul takes rank 2 x 2, 3 x 3 (same batch) and 3 x 2; the rest is reshaped onto those.
+void matmul_op(Ctx& c) {
+  Node a = c.f32(0), b = c.f32(1);
+  Dims da = c.shape(a), db = c.shape(b);
+  if (da.empty() || db.empty()) c.fail("MatMul of a scalar");
+  const bool a1 = da.size() == 1, b1 = db.size() == 1;
+  if (a1) a = c.reshape(a, da = {1, da[0]});
+  if (b1) b = c.reshape(b, db = {db[0], 1});
+  const std::int64_t M = da[da.size() - 2], K = da.back(), N = db.back();
+  if (db[db.size() - 2] != K) {
+    c.fail("inner dimensions differ: " + dims_str(c.dims(0)) + " x " + dims_str(c.dims(1)));
+  }
+  Dims ba = batch_of(da), bb = batch_of(db);
+  // A batch of ones is no batch: a shared operand.
+  if (!ba.empty() && all_ones(ba) && bb.size() >= ba.size()) a = c.reshape(a, {M, K}), ba.clear();
+  if (!bb.empty() && all_ones(bb) && ba.size() >= bb.size()) b = c.reshape(b, {K, N}), bb.clear();
+  const Dims batch = broadcast(ba, bb, c);
+  Node y;
+  if (ba.empty() && bb.empty()) {
+    y = matmul(a, b);
+  } else if (bb.empty()) {  // [..., M, K] x [K, N]: one product over the rows of every batch
+    y = matmul(c.reshape(a, {numel(ba) * M, K}), b);
+  } else if (ba.empty()) {  // [M, K] x [..., K, N] = ([..., K, N]^T [M, K]^T)^T
+    Node bt = c.reshape(b, {numel(bb), K, N});
+    y = transpose(matmul(bt, a, true, true));
+  } else {
+    if (ba != batch)
+      a = broadcast_to(c, a, [&] {
+        Dims d = batch;
+        d.push_back(M), d.push_back(K);
+        return d;
+      }());
+    if (bb != batch)
+      b = broadcast_to(c, b, [&] {
+        Dims d = batch;
+        d.push_back(K), d.push_back(N);
+        return d;
+      }());
+    y = matmul(c.reshape(a, {numel(batch), M, K}), c.reshape(b, {numel(batch), K, N}));
+  }
+  Dims out = batch;
+  if (!a1) out.push_back(M);
+  if (!b1) out.push_back(N);
+  c.set(0, c.reshape(y, out));
+}
+
+// Y = alpha * op(A) op(B) + beta * C
+void gemm(Ctx& c) {
+  Node a = c.f32(0), b = c.f32(1);
+  if (c.rank(0) != 2 || c.rank(1) != 2) {
+    c.fail("Gemm takes 2-d A and B, got " + dims_str(c.dims(0)) + " and " + dims_str(c.dims(1)));
+  }
+  const float alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
+  Node y = matmul(a, b, c.attr_i("transA", 0) != 0, c.attr_i("transB", 0) != 0);
+  if (alpha != 1.0f) y = scale(y, alpha);
+  if (c.has(2) && beta != 0.0f) {
+    Node bias = c.f32(2);
+    if (c.version < 7 && c.attr_i("broadcast", 0) == 0 && c.shape(bias) != c.shape(y)) {
+      c.fail("C " + dims_str(c.dims(2)) + " must have the output's shape without broadcast=1");
+    }
+    if (beta != 1.0f) bias = scale(bias, beta);
+    y = add(y, bias);
+  }
+  c.set(0, y);
+}
+
+// ---- reductions ----------------------------------------------------------------------------
+
+/// Reduces x over `axes` (empty: all) with `op`, one axis at a time (keeping dims, then
+/// dropping them at once unless keepdims).
+Node reduce_axes(Ctx& c, Node x, Dims axes, bool keep, Node (*op)(Node, int, bool)) {
+  const Dims d = c.shape(x);
+  const int r = static_cast<int>(d.size());
+  std::vector<bool> red(d.size(), axes.empty());
+  for (std::int64_t a : axes) red[static_cast<std::size_t>(c.axis(a, r))] = true;
+  Node y = x;
+  if (r == 0) return y;
+  if (std::all_of(red.begin(), red.end(), [](bool v) { return v; })) {
+    y = op(x, kAllAxes, true);
+  } else {
+    for (int a = r - 1; a >= 0; --a) {
+      if (red[static_cast<std::size_t>(a)]) y = op(y, a, true);
+    }
+  }
+  Dims out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (!red[i])
+      out.push_back(d[i]);
+    else if (keep)
+      out.push_back(1);
+  }
+  return c.reshape(y, out);
+}
+
+Dims reduce_axes_of(Ctx& c, bool& noop) {
+  noop = false;
+  Dims axes = c.attr_ints("axes");
+  if (c.has(1)) axes = c.ints(1, "axes");
+  if (axes.empty() && c.attr_i("noop_with_empty_axes", 0) != 0) noop = true;
+  return axes;
+}
+
+// min over axes = -max of -x: exact (negation is), NaN included.
+Node reduce_min_of(Node x, int axis, bool keepdims) {
+  return neg(reduce_max(neg(x), axis, keepdims));
+}
+
+template <Node (*Op)(Node, int, bool)>
+void reduce(Ctx& c) {
+  bool noop = false;
+  const Dims axes = reduce_axes_of(c, noop);
+  if (noop) return c.alias(0, 0);
+  const bool keep = c.attr_i("keepdims", 1) != 0;
+  Node x = c.f32(0);
+  const std::string& op = c.n.op;
+  if (op == "ReduceSumSquare" || op == "ReduceL2") x = mul(x, x);
+  if (op == "ReduceLogSumExp") x = exp(x);
+  Node y = reduce_axes(c, x, axes, keep, Op);
+  if (op == "ReduceL2") y = sqrt(y);
+  if (op == "ReduceLogSum" || op == "ReduceLogSumExp") y = log(y);
+  c.set(0, y);
+}
+
+// ---- softmax -------------------------------------------------------------------------------
+
+template <Node (*Op)(Node, int)>
+void softmax_op(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  const int r = static_cast<int>(d.size());
+  if (c.version >= 13) {
+    c.set(0, Op(x, c.axis(c.attr_i("axis", -1), r)));
+    return;
+  }
+  // Before opset 13 the input is seen as 2-d: [dims before axis, dims from axis on].
+  const int axis = c.axis(c.attr_i("axis", 1), std::max(r, 1));
+  const std::int64_t rows = numel(Dims(d.begin(), d.begin() + axis));
+  Node y = Op(c.reshape(x, {rows, numel(d) / rows}), -1);
+  c.set(0, c.reshape(y, d));
+}
+
+}  // namespace
+
+void register_math_ops(std::vector<Handler>& h) {
+  h.push_back({"Add", 1, 14, binary<add>});
+  h.push_back({"Sub", 1, 14, binary<sub>});
+  h.push_back({"Mul", 1, 14, binary<mul>});
+  h.push_back({"Div", 1, 14, binary<div>});
+  h.push_back({"Sum", 1, 13, sum_op});
+  h.push_back({"Mean", 1, 13, sum_op});
+  h.push_back({"Neg", 1, 13, unary<neg>});
+  h.push_back({"Sqrt", 1, 13, unary<sqrt>});
+  h.push_back({"Exp", 1, 13, unary<exp>});
+  h.push_back({"Log", 1, 13, unary<log>});
+  h.push_back({"Relu", 1, 14, unary<relu>});
+  h.push_back({"Sigmoid", 1, 13, unary<sigmoid>});
+  h.push_back({"Tanh", 1, 13, unary<tanh>});
+  h.push_back({"Floor", 1, 13, unary<hetgraph::floor>});
+  h.push_back({"Ceil", 1, 13, ceil_op});
+  h.push_back({"Reciprocal", 1, 13, reciprocal});
+  h.push_back({"Softplus", 1, 17, softplus});
+  h.push_back({"Identity", 1, 16, identity});
+  h.push_back({"Abs", 1, 13, unary<abs>});
+  h.push_back({"Erf", 9, 13, unary<erf>});
+  h.push_back({"LeakyRelu", 1, 16, leaky_relu_op});
+  h.push_back({"PRelu", 1, 16, prelu});
+  h.push_back({"Elu", 1, 6, elu});
+  h.push_back({"Selu", 1, 6, selu});
+  h.push_back({"HardSigmoid", 1, 6, hard_sigmoid});
+  h.push_back({"HardSwish", 14, 14, hard_swish});
+  h.push_back({"Softsign", 1, 1, softsign});
+  h.push_back({"Clip", 1, 13, clip_op});
+  h.push_back({"Pow", 1, 15, pow_op});
+  h.push_back({"Max", 1, 13, extremum<maximum>});
+  h.push_back({"Min", 1, 13, extremum<minimum>});
+  h.push_back({"Where", 9, 16, where_op});
+  h.push_back({"ReduceMin", 1, 13, reduce<reduce_min_of>});
+  h.push_back({"MatMul", 1, 13, matmul_op});
+  h.push_back({"Gemm", 1, 13, gemm});
+  h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});
+  h.push_back({"ReduceMax", 1, 13, reduce<reduce_max>});
+  h.push_back({"ReduceSumSquare", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceL2", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceLogSum", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceLogSumExp", 1, 13, reduce<reduce_sum>});
+  h.push_back({"Softmax", 1, 13, softmax_op<softmax>});
+  h.push_back({"LogSoftmax", 1, 13, softmax_op<log_softmax>});
+}
+
+}  // namespace hetgraph::onnx::imp

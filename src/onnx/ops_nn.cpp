@@ -1,0 +1,401 @@
+// ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
+// it folded in), ConvTranspose, MaxPool / AveragePool (ceil_mode), GlobalAveragePool /
+// GlobalMaxPool, BatchNormalization, InstanceNormalization. 1-d images run as 2-d ones of height 1.
+#include <algorithm>
+#include <cmath>
+
+#include "onnx/importer.hpp"
+
+namespace hetgraph::onnx::imp {
+
+namespace {
+
+/// Geometry of a sliding window over the spatial dims (1 or 2 of them).
+struct Window {
+  Dims kernel, stride, dilation, pad_begin, pad_end;
+};
+
+Window window(Ctx& c, const Dims& in, const Dims& kernel) {
+  const std::size_t n = in.size();
+  Window w;
+  w.kernel = kernel;
+  w.stride = c.attr_ints("strides", Dims(n, 1));
+  w.dilation = c.attr_ints("dilations", Dims(n, 1));
+  const Dims pads = c.attr_ints("pads", Dims(2 * n, 0));
+  if (w.stride.size() != n || w.dilation.size() != n || pads.size() != 2 * n) {
+    c.fail("strides, dilations and pads must give " + std::to_string(n) + " spatial dims");
+  }
+  w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
+  w.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end());
+  const std::string autopad = c.attr_s("auto_pad", "NOTSET");
+  if (autopad == "VALID") {
+    std::fill(w.pad_begin.begin(), w.pad_begin.end(), 0);
+    std::fill(w.pad_end.begin(), w.pad_end.end(), 0);
+  } else if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t out = (in[i] + w.stride[i] - 1) / w.stride[i];
+      const std::int64_t extent = (kernel[i] - 1) * w.dilation[i] + 1;
+      const std::int64_t total =
+          std::max<std::int64_t>(0, (out - 1) * w.stride[i] + extent - in[i]);
+      const std::int64_t small = total / 2, big = total - small;
+      w.pad_begin[i] = autopad == "SAME_UPPER" ? small : big;
+      w.pad_end[i] = autopad == "SAME_UPPER" ? big : small;
+    }
+  } else if (autopad != "NOTSET" && !autopad.empty()) {
+    c.fail("auto_pad '" + autopad + "' is not an ONNX value");
+  }
+  return w;
+}
+
+/// [N, C, W] as [N, C, 1, W]; images of rank 4 as they are. Others are unsupported.
+Node as_image(Ctx& c, Node x) {
+  const Dims d = c.shape(x);
+  if (d.size() == 3) return c.reshape(x, {d[0], d[1], 1, d[2]});
+  if (d.size() != 4) {
+    c.unsupported(std::to_string(static_cast<int>(d.size()) - 2) + "-d images " + dims_str(d) +
+                  " (hetgraph convolves and pools 1-d and 2-d images)");
+  }
+  return x;
+}
+
+/// A window over a 1-d image gets height 1.
+std::array<int, 2> pair(const Dims& v, std::int64_t one) {
+  if (v.size() == 1) return {static_cast<int>(one), static_cast<int>(v[0])};
+  return {static_cast<int>(v[0]), static_cast<int>(v[1])};
+}
+
+Dims spatial(const Dims& d) {
+  return Dims(d.begin() + 2, d.end());
+}
+
+// ---- Conv ----------------------------------------------------------------------------------
+
+/// Batch-norm parameters, all known at import: y = x * s + t per channel.
+bool bn_affine(Ctx& bn, std::vector<float>& s, std::vector<float>& t) {
+  for (std::size_t i = 1; i <= 4; ++i) {
+    if (!bn.known(i)) return false;
+  }
+  const std::vector<float> scale = bn.floats(1, "scale"), bias = bn.floats(2, "B"),
+                           mean = bn.floats(3, "mean"), var = bn.floats(4, "var");
+  const float eps = bn.attr_f("epsilon", 1e-5f);
+  if (scale.size() != bias.size() || mean.size() != scale.size() || var.size() != scale.size()) {
+    bn.fail("scale, B, mean and var differ in length");
+  }
+  s.resize(scale.size());
+  t.resize(scale.size());
+  for (std::size_t k = 0; k < scale.size(); ++k) {
+    s[k] = static_cast<float>(scale[k] / std::sqrt(static_cast<double>(var[k]) + eps));
+    t[k] = bias[k] - mean[k] * s[k];
+  }
+  return true;
+}
+
+bool bn_inference(const Ctx& bn) {
+  if (bn.version >= 14 && bn.attr_i("training_mode", 0) != 0) return false;
+  if (bn.version < 7 && bn.has_attr("is_test") && bn.attr_i("is_test", 0) == 0) return false;
+  if (bn.version < 9 && bn.attr_i("spatial", 1) == 0) return false;
+  for (std::size_t k = 1; k < bn.outputs(); ++k) {
+    if (bn.wants(k)) return false;
+  }
+  return true;
+}
+
+void conv(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims dx = c.shape(x), dw = c.dims(1);
+  if (dx.size() != dw.size())
+    c.fail("input " + dims_str(dx) + " and weights " + dims_str(dw) + " differ in rank");
+  Node xi = as_image(c, x);
+  const std::int64_t group = c.attr_i("group", 1);
+  if (group < 1 || dx[1] % group != 0 || dw[0] % group != 0)
+    c.fail("group " + std::to_string(group) + " does not divide the input's " +
+           std::to_string(dx[1]) + " channels and the weights' " + std::to_string(dw[0]));
+  const Dims kernel = c.attr_ints("kernel_shape", spatial(dw));
+  if (kernel != spatial(dw))
+    c.fail("kernel_shape " + dims_str(kernel) + " differs from the weights " + dims_str(dw));
+  const Window w = window(c, spatial(dx), kernel);
+  Conv2dOptions o;
+  o.stride = pair(w.stride, 1);
+  o.dilation = pair(w.dilation, 1);
+  o.padding = pair(w.pad_begin, 0);
+  o.padding_end = pair(w.pad_end, 0);
+  o.groups = static_cast<int>(group);
+  const std::int64_t O = dw[0];
+  const Dims dw4 = dw.size() == 3 ? Dims{dw[0], dw[1], 1, dw[2]} : dw;
+
+  // An inference BatchNormalization right after, with everything known: fold it into the
+  // weights and bias (one convolution instead of a convolution and two elementwise passes).
+  Node weights, bias;
+  bool has_bias = c.has(2);
+  const ir::Node* next = c.sole_consumer(0);
+  if (next && c.options().fold_batch_norm && next->op == "BatchNormalization" && c.known(1) &&
+      (!c.has(2) || c.known(2)) && next->inputs[0] == c.n.outputs[0]) {
+    Ctx bn(c.im, *next);
+    std::vector<float> s, t;
+    bool affine = false;
+    try {
+      affine = bn_inference(bn) && bn_affine(bn, s, t);
+    } catch (const ShapeError&) {
+      affine = false;  // its parameters come later in the model: the batch norm runs by itself
+    }
+    if (affine && static_cast<std::int64_t>(s.size()) == O) {
+      std::vector<float> wv = c.floats(1, "W");
+      const std::size_t per = wv.size() / static_cast<std::size_t>(O);
+      for (std::size_t k = 0; k < wv.size(); ++k) wv[k] *= s[k / per];
+      std::vector<float> bv =
+          c.has(2) ? c.floats(2, "B") : std::vector<float>(static_cast<std::size_t>(O), 0.0f);
+      for (std::size_t k = 0; k < bv.size(); ++k) bv[k] = bv[k] * s[k] + t[k];
+      weights = c.variable(c.n.inputs[1] + "/bn_folded", dw4, std::move(wv));
+      bias = c.variable((c.has(2) ? c.n.inputs[2] : c.n.outputs[0] + "/bias") + "/bn_folded", {O},
+                        std::move(bv));
+      has_bias = true;
+      c.absorb(*next);
+    }
+  }
+  if (!weights.valid()) {
+    weights = c.reshape(c.f32(1), dw4);
+    if (has_bias) bias = c.f32(2);
+  }
+  Node y = has_bias ? conv2d(xi, weights, bias, o) : conv2d(xi, weights, o);
+  if (dx.size() == 3)
+    y = c.reshape(y, [&] {
+      Dims d = c.shape(y);
+      return Dims{d[0], d[1], d[3]};
+    }());
+  c.set(0, y);
+}
+
+// ---- ConvTranspose -----------------------------------------------------------------------
+
+/// ONNX ConvTranspose: weights [C, M / group, k...]. output_shape and auto_pad become pads
+/// (and, where the asked-for output is larger than the stride pattern gives, output padding).
+void conv_transpose(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims dx = c.shape(x), dw = c.dims(1);
+  if (dx.size() != dw.size())
+    c.fail("input " + dims_str(dx) + " and weights " + dims_str(dw) + " differ in rank");
+  Node xi = as_image(c, x);
+  const std::size_t n = dx.size() - 2;
+  const std::int64_t group = c.attr_i("group", 1);
+  if (group < 1 || dx[1] % group != 0 || dw[0] != dx[1])
+    c.fail("group " + std::to_string(group) + " and weights " + dims_str(dw) + " do not fit " +
+           std::to_string(dx[1]) + " input channels");
+  const Dims kernel = c.attr_ints("kernel_shape", spatial(dw));
+  if (kernel != spatial(dw))
+    c.fail("kernel_shape " + dims_str(kernel) + " differs from the weights " + dims_str(dw));
+  const Dims stride = c.attr_ints("strides", Dims(n, 1));
+  const Dims dilation = c.attr_ints("dilations", Dims(n, 1));
+  Dims out_pad = c.attr_ints("output_padding", Dims(n, 0));
+  const Dims pads = c.attr_ints("pads", Dims(2 * n, 0));
+  const Dims out_shape = c.attr_ints("output_shape", {});
+  if (stride.size() != n || dilation.size() != n || out_pad.size() != n || pads.size() != 2 * n ||
+      (!out_shape.empty() && out_shape.size() != n)) {
+    c.fail("strides, dilations, output_padding, pads and output_shape must give " +
+           std::to_string(n) + " spatial dims");
+  }
+  Dims begin(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
+  Dims end(pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end());
+  const std::string autopad = c.attr_s("auto_pad", "NOTSET");
+  if (autopad != "NOTSET" && !autopad.empty() && autopad != "VALID" && autopad != "SAME_UPPER" &&
+      autopad != "SAME_LOWER") {
+    c.fail("auto_pad '" + autopad + "' is not an ONNX value");
+  }
+  const bool same = autopad == "SAME_UPPER" || autopad == "SAME_LOWER";
+  if (!out_shape.empty() || same || autopad == "VALID") {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t in = dx[i + 2];
+      const std::int64_t natural =
+          stride[i] * (in - 1) + out_pad[i] + (kernel[i] - 1) * dilation[i] + 1;
+      const std::int64_t want = !out_shape.empty() ? out_shape[i] : same ? in * stride[i] : natural;
+      const std::int64_t total = natural - want;
+      if (total < 0) {  // more rows than the pattern fills: zeros (plus bias) at the end
+        begin[i] = end[i] = 0;
+        out_pad[i] -= total;
+      } else {  // ONNX: the odd one at the end, except for SAME_LOWER
+        const std::int64_t small = total / 2, big = total - small;
+        begin[i] = autopad == "SAME_LOWER" ? big : small;
+        end[i] = autopad == "SAME_LOWER" ? small : big;
+      }
+    }
+  }
+  ConvTranspose2dOptions o;
+  o.stride = pair(stride, 1);
+  o.dilation = pair(dilation, 1);
+  o.padding = pair(begin, 0);
+  o.padding_end = pair(end, 0);
+  o.output_padding = pair(out_pad, 0);
+  o.groups = static_cast<int>(group);
+  const Dims dw4 = dw.size() == 3 ? Dims{dw[0], dw[1], 1, dw[2]} : dw;
+  Node weights = c.reshape(c.f32(1), dw4);
+  Node y = c.has(2) ? conv_transpose2d(xi, weights, c.f32(2), o) : conv_transpose2d(xi, weights, o);
+  if (dx.size() == 3)
+    y = c.reshape(y, [&] {
+      Dims d = c.shape(y);
+      return Dims{d[0], d[1], d[3]};
+    }());
+  c.set(0, y);
+}
+
+// ---- pooling -------------------------------------------------------------------------------
+
+void pool(Ctx& c) {
+  const bool is_max = c.n.op == "MaxPool";
+  if (is_max && c.wants(1)) c.unsupported("the Indices output of MaxPool");
+  Node x = c.f32(0);
+  const Dims dx = c.shape(x);
+  Node xi = as_image(c, x);
+  const Dims kernel = c.attr_ints("kernel_shape");
+  if (kernel.size() != dx.size() - 2)
+    c.fail("kernel_shape " + dims_str(kernel) + " does not fit " + dims_str(dx));
+  Window w = window(c, spatial(dx), kernel);
+  if (!is_max) {
+    for (std::int64_t d : w.dilation) {  // AveragePool has dilations from opset 19 only
+      if (d != 1) c.unsupported("dilated average pooling (dilations " + dims_str(w.dilation) + ")");
+    }
+  }
+  const bool include_pad = !is_max && c.attr_i("count_include_pad", 0) != 0;
+  bool ceil_mode = false;
+  if (c.version >= 10 && c.attr_i("ceil_mode", 0) != 0) {
+    // Output sizes rounded up, as PyTorch (and ONNX Runtime): a last window that starts past
+    // the (left-padded) input is dropped. Without such a window this is the op's own
+    // ceil_mode; with one, more end padding gives the same result when padding counts for
+    // nothing (max, or an average over the image elements only).
+    const Dims in = spatial(dx);
+    Dims extra(kernel.size(), 0);
+    bool dropped = false;
+    for (std::size_t i = 0; i < kernel.size(); ++i) {
+      const std::int64_t extent = (kernel[i] - 1) * w.dilation[i] + 1;
+      const std::int64_t span = in[i] + w.pad_begin[i] + w.pad_end[i] - extent;
+      std::int64_t out = (span + w.stride[i] - 1) / w.stride[i] + 1;
+      if ((out - 1) * w.stride[i] >= in[i] + w.pad_begin[i]) {
+        --out;
+        dropped = true;
+      }
+      extra[i] = std::max<std::int64_t>(
+          0, (out - 1) * w.stride[i] + extent - (in[i] + w.pad_begin[i] + w.pad_end[i]));
+    }
+    if (!dropped) {
+      ceil_mode = true;
+    } else {
+      if (include_pad) c.unsupported("ceil_mode with count_include_pad and a dropped last window");
+      for (std::size_t i = 0; i < kernel.size(); ++i) w.pad_end[i] += extra[i];
+    }
+  }
+  Pool2dOptions o;
+  o.kernel = pair(kernel, 1);
+  o.stride = pair(w.stride, 1);
+  o.padding = pair(w.pad_begin, 0);
+  o.padding_end = pair(w.pad_end, 0);
+  o.dilation = pair(w.dilation, 1);
+  o.count_include_pad = include_pad;
+  o.ceil_mode = ceil_mode;
+  for (std::size_t i = 0; i < kernel.size(); ++i) {
+    if (w.pad_begin[i] >= kernel[i] || w.pad_end[i] >= kernel[i]) {
+      c.unsupported("pooling padding " + dims_str(w.pad_begin) + " / " + dims_str(w.pad_end) +
+                    " not smaller than the kernel " + dims_str(kernel));
+    }
+  }
+  Node y = is_max ? max_pool2d(xi, o) : avg_pool2d(xi, o);
+  if (dx.size() == 3)
+    y = c.reshape(y, [&] {
+      Dims d = c.shape(y);
+      return Dims{d[0], d[1], d[3]};
+    }());
+  c.set(0, y);
+}
+
+void global_pool(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  if (d.size() < 3) c.fail("input " + dims_str(d) + " has no spatial dims");
+  const bool is_max = c.n.op == "GlobalMaxPool";
+  Node y = x;
+  for (int a = static_cast<int>(d.size()) - 1; a >= 2; --a)
+    y = is_max ? reduce_max(y, a, true) : reduce_mean(y, a, true);
+  c.set(0, y);
+}
+
+// ---- normalisation ---------------------------------------------------------------------------
+
+/// A per-channel vector [C] shaped to broadcast over [N, C, spatial...].
+Node per_channel(Ctx& c, Node v, std::size_t rank) {
+  const Dims d = c.shape(v);
+  Dims to{numel(d)};
+  for (std::size_t i = 2; i < rank; ++i) to.push_back(1);
+  return c.reshape(v, to);
+}
+
+void batch_norm(Ctx& c) {
+  if (!bn_inference(c)) c.unsupported("batch normalization in training mode");
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  if (d.size() < 2) c.fail("input " + dims_str(d) + " has no channel dim");
+  std::vector<float> s, t;
+  if (bn_affine(c, s, t)) {
+    Dims cd{d[1]};
+    for (std::size_t i = 2; i < d.size(); ++i) cd.push_back(1);
+    if (static_cast<std::int64_t>(s.size()) != d[1])
+      c.fail("parameters do not match " + std::to_string(d[1]) + " channels");
+    c.set(0, add(mul(x, c.constant(cd, std::move(s))), c.constant(cd, std::move(t))));
+    return;
+  }
+  const float eps = c.attr_f("epsilon", 1e-5f);
+  Node scale = per_channel(c, c.f32(1), d.size()), b = per_channel(c, c.f32(2), d.size());
+  Node mean = per_channel(c, c.f32(3), d.size()), var = per_channel(c, c.f32(4), d.size());
+  Node y = div(sub(x, mean), sqrt(add(var, c.constant(eps))));
+  c.set(0, add(mul(y, scale), b));
+}
+
+/// LRN across channels: y = x / (bias + alpha / size * square_sum)^beta, square_sum over the
+/// `size` channels around c (floor((size - 1) / 2) before, ceil after). The sum is an average
+/// pooling of x^2 seen as [N, 1, C, spatial] with a (size, 1) window whose padding counts.
+void lrn(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  if (d.size() < 3) c.fail("input " + dims_str(d) + " has no spatial dims");
+  const std::int64_t size = c.attr_i("size", 0);
+  if (size < 1) c.fail("size must be >= 1, got " + std::to_string(size));
+  const float alpha = c.attr_f("alpha", 1e-4f), beta = c.attr_f("beta", 0.75f),
+              bias = c.attr_f("bias", 1.0f);
+  std::int64_t rest = 1;
+  for (std::size_t i = 2; i < d.size(); ++i) rest *= d[i];
+  Pool2dOptions o;
+  o.kernel = {static_cast<int>(size), 1};
+  o.stride = {1, 1};
+  o.padding = {static_cast<int>((size - 1) / 2), 0};
+  o.padding_end = {static_cast<int>(size / 2), 0};
+  o.count_include_pad = true;
+  Node mean_sq = avg_pool2d(c.reshape(mul(x, x), {d[0], 1, d[1], rest}), o);
+  Node scale = pow(mean_sq * alpha + bias, c.constant(beta));
+  c.set(0, div(x, c.reshape(scale, d)));
+}
+
+void instance_norm(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  if (d.size() < 3) c.fail("input " + dims_str(d) + " has no spatial dims");
+  const float eps = c.attr_f("epsilon", 1e-5f);
+  Node mean = x;
+  for (int a = static_cast<int>(d.size()) - 1; a >= 2; --a) mean = reduce_mean(mean, a, true);
+  Node centred = sub(x, mean);
+  Node var = mul(centred, centred);
+  for (int a = static_cast<int>(d.size()) - 1; a >= 2; --a) var = reduce_mean(var, a, true);
+  Node y = div(centred, sqrt(add(var, c.constant(eps))));
+  c.set(0, add(mul(y, per_channel(c, c.f32(1), d.size())), per_channel(c, c.f32(2), d.size())));
+}
+
+}  // namespace
+
+void register_nn_ops(std::vector<Handler>& h) {
+  h.push_back({"Conv", 1, 11, conv});
+  h.push_back({"ConvTranspose", 1, 11, conv_transpose});
+  h.push_back({"MaxPool", 1, 12, pool});
+  h.push_back({"AveragePool", 1, 11, pool});
+  h.push_back({"GlobalAveragePool", 1, 1, global_pool});
+  h.push_back({"GlobalMaxPool", 1, 1, global_pool});
+  h.push_back({"BatchNormalization", 1, 15, batch_norm});
+  h.push_back({"InstanceNormalization", 1, 6, instance_norm});
+  h.push_back({"LRN", 1, 13, lrn});
+}
+
+}  // namespace hetgraph::onnx::imp

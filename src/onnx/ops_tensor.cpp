@@ -1,0 +1,543 @@
+// ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
+// Split, Slice, Gather, Expand, Tile, Pad, and the value ops Constant, Shape, Size, Cast, Dropout.
+// Each works on a value known at import (on the host) or on a graph node.
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+
+#include "compiler/graph_impl.hpp"
+#include "onnx/importer.hpp"
+
+namespace hetgraph::onnx::imp {
+
+namespace {
+
+// Known and not a trainable initializer: computed on the host now.
+bool on_host(const Ctx& c, std::size_t i) {
+  return c.known(i) && !c.in(i).initializer;
+}
+
+void set_layout(Ctx& c, std::size_t k, std::size_t i, const Dims& out) {
+  if (on_host(c, i)) {
+    c.set(k, host::with_dims(*c.in(i).konst, out));
+  } else {
+    c.set(k, c.reshape(c.node(i), out), c.in(i).elem);
+  }
+}
+
+void reshape_op(Ctx& c) {
+  const Dims target = c.version >= 5 ? c.ints(1, "shape") : c.attr_ints("shape");
+  const bool allowzero = c.version >= 14 && c.attr_i("allowzero", 0) != 0;
+  const Dims in = c.dims(0);
+  Dims out = target;
+  int infer = -1;
+  std::int64_t known = 1;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !allowzero) {
+      if (i >= in.size())
+        c.fail("shape " + dims_str(target) + " copies dim " + std::to_string(i) + " of " +
+               dims_str(in));
+      out[i] = in[i];
+    }
+    if (out[i] == -1) {
+      if (infer >= 0) c.fail("shape " + dims_str(target) + " has two -1 dims");
+      infer = static_cast<int>(i);
+    } else if (out[i] < 0) {
+      c.fail("shape " + dims_str(target) + " has a negative dim");
+    }
+  }
+  Dims fixed;
+  for (std::int64_t v : out) {
+    if (v != -1) fixed.push_back(v);
+  }
+  known = numel(fixed);  // saturating: a damaged shape cannot wrap around to a match
+  if (infer >= 0) {
+    if (known == 0 || numel(in) % known != 0)
+      c.fail("cannot reshape " + dims_str(in) + " to " + dims_str(target));
+    out[static_cast<std::size_t>(infer)] = numel(in) / known;
+  }
+  if (numel(out) != numel(in)) c.fail("cannot reshape " + dims_str(in) + " to " + dims_str(target));
+  set_layout(c, 0, 0, out);
+}
+
+void flatten(Ctx& c) {
+  const Dims d = c.dims(0);
+  const auto r = static_cast<std::int64_t>(d.size());
+  std::int64_t axis = c.attr_i("axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis > r) c.fail("axis " + std::to_string(c.attr_i("axis", 1)) + " out of range");
+  const std::int64_t rows = numel(Dims(d.begin(), d.begin() + axis));
+  set_layout(c, 0, 0, {rows, numel(d) / std::max<std::int64_t>(rows, 1)});
+}
+
+Dims axes_input(Ctx& c, std::size_t input) {
+  if (c.version >= 13) return c.has(input) ? c.ints(input, "axes") : Dims{};
+  return c.attr_ints("axes");
+}
+
+void squeeze(Ctx& c) {
+  const Dims d = c.dims(0);
+  const Dims axes = axes_input(c, 1);
+  std::vector<bool> drop(d.size(), false);
+  if (axes.empty()) {
+    for (std::size_t i = 0; i < d.size(); ++i) drop[i] = d[i] == 1;
+  }
+  for (std::int64_t a : axes) {
+    const int k = c.axis(a, static_cast<int>(d.size()));
+    if (d[static_cast<std::size_t>(k)] != 1)
+      c.fail("cannot squeeze dim " + std::to_string(k) + " of " + dims_str(d));
+    drop[static_cast<std::size_t>(k)] = true;
+  }
+  Dims out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (!drop[i]) out.push_back(d[i]);
+  }
+  set_layout(c, 0, 0, out);
+}
+
+void unsqueeze(Ctx& c) {
+  const Dims d = c.dims(0);
+  const Dims axes = axes_input(c, 1);
+  const int r = static_cast<int>(d.size() + axes.size());
+  std::vector<bool> ins(static_cast<std::size_t>(r), false);
+  for (std::int64_t a : axes) {
+    const int k = c.axis(a, r);
+    if (ins[static_cast<std::size_t>(k)]) c.fail("axis " + std::to_string(a) + " given twice");
+    ins[static_cast<std::size_t>(k)] = true;
+  }
+  Dims out;
+  std::size_t j = 0;
+  for (int i = 0; i < r; ++i) out.push_back(ins[static_cast<std::size_t>(i)] ? 1 : d[j++]);
+  set_layout(c, 0, 0, out);
+}
+
+void transpose_op(Ctx& c) {
+  const Dims d = c.dims(0);
+  Dims perm = c.attr_ints("perm");
+  if (perm.empty()) {
+    perm.resize(d.size());
+    std::iota(perm.rbegin(), perm.rend(), 0);
+  }
+  if (perm.size() != d.size())
+    c.fail("perm " + dims_str(perm) + " does not fit rank " + std::to_string(d.size()));
+  std::vector<bool> seen(d.size(), false);
+  for (auto& p : perm) {
+    p = c.axis(p, static_cast<int>(d.size()));
+    if (seen[static_cast<std::size_t>(p)])
+      c.fail("perm " + dims_str(perm) + " is not a permutation");
+    seen[static_cast<std::size_t>(p)] = true;
+  }
+  if (on_host(c, 0)) {
+    c.set(0, host::transpose(*c.in(0).konst, perm));
+    return;
+  }
+  c.set(0, transpose(c.node(0), std::vector<int>(perm.begin(), perm.end())), c.in(0).elem);
+}
+
+void concat_op(Ctx& c) {
+  const int r = c.rank(0);
+  const int axis = c.axis(c.attr_i("axis", c.version < 4 ? 1 : 0), r);
+  bool host_all = true;
+  for (std::size_t i = 0; i < c.inputs(); ++i) host_all = host_all && on_host(c, i);
+  if (host_all) {
+    std::vector<const ir::Tensor*> ts;
+    for (std::size_t i = 0; i < c.inputs(); ++i) ts.push_back(c.in(i).konst.get());
+    for (const ir::Tensor* t : ts) {
+      if (t->dims.size() != ts[0]->dims.size()) c.fail("inputs of different ranks");
+      if (t->elem != ts[0]->elem) c.fail("inputs of different element types");
+      for (std::size_t d = 0; d < t->dims.size(); ++d) {
+        if (static_cast<int>(d) != axis && t->dims[d] != ts[0]->dims[d])
+          c.fail("inputs differ outside the axis");
+      }
+    }
+    c.set(0, host::concat(ts, axis));
+    return;
+  }
+  std::vector<Node> parts;
+  for (std::size_t i = 0; i < c.inputs(); ++i) {
+    if (numel(c.dims(i)) == 0) continue;  // empty inputs add nothing
+    parts.push_back(c.node(i));
+  }
+  c.set(0, parts.size() == 1 ? parts[0] : concat(std::span<const Node>(parts), axis), c.in(0).elem);
+}
+
+// Output pieces of one axis, at [begin, begin + size).
+void split_into(Ctx& c, int axis, const Dims& sizes) {
+  const Dims d = c.dims(0);
+  std::int64_t at = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const std::int64_t s = sizes[k];
+    if (c.wants(k)) {
+      if (s == 0) c.unsupported("output " + std::to_string(k) + " would be empty");
+      if (on_host(c, 0)) {
+        Dims start(d.size(), 0), step(d.size(), 1), count = d;
+        start[static_cast<std::size_t>(axis)] = at;
+        count[static_cast<std::size_t>(axis)] = s;
+        c.set(k, host::slice(*c.in(0).konst, start, step, count));
+      } else {
+        Node x = c.node(0);
+        c.set(k, s == d[static_cast<std::size_t>(axis)] ? x : slice(x, axis, at, at + s),
+              c.in(0).elem);
+      }
+    }
+    at += s;
+  }
+}
+
+void split(Ctx& c) {
+  const Dims d = c.dims(0);
+  const int axis = c.axis(c.attr_i("axis", 0), static_cast<int>(d.size()));
+  const std::int64_t total = d[static_cast<std::size_t>(axis)];
+  Dims sizes = c.version >= 13 ? (c.has(1) ? c.ints(1, "split") : Dims{}) : c.attr_ints("split");
+  if (c.version < 13 && c.has(1)) sizes = c.ints(1, "split");  // Split-2 took it as input 1
+  if (sizes.empty()) {
+    const auto n = static_cast<std::int64_t>(c.outputs());
+    if (total % n != 0)
+      c.fail("cannot split " + std::to_string(total) + " into " + std::to_string(n) +
+             " equal parts");
+    sizes.assign(static_cast<std::size_t>(n), total / n);
+  }
+  if (std::any_of(sizes.begin(), sizes.end(), [&](std::int64_t s) { return s < 0 || s > total; })) {
+    c.fail("split sizes " + dims_str(sizes) + " out of range");
+  }
+  if (sizes.size() != c.outputs() ||
+      std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0}) != total) {
+    c.fail("split sizes " + dims_str(sizes) + " do not cover dim " + std::to_string(axis) + " of " +
+           dims_str(d));
+  }
+  split_into(c, axis, sizes);
+}
+
+void slice_op(Ctx& c) {
+  const Dims d = c.dims(0);
+  const int r = static_cast<int>(d.size());
+  Dims starts, ends, axes, steps;
+  if (c.version < 10) {
+    starts = c.attr_ints("starts");
+    ends = c.attr_ints("ends");
+    axes = c.attr_ints("axes");
+  } else {
+    starts = c.ints(1, "starts");
+    ends = c.ints(2, "ends");
+    if (c.has(3)) axes = c.ints(3, "axes");
+    if (c.has(4)) steps = c.ints(4, "steps");
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (starts.size() != ends.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    c.fail("starts, ends, axes and steps differ in length");
+  }
+  Dims start(d.size(), 0), step(d.size(), 1), count = d;
+  for (std::size_t k = 0; k < axes.size(); ++k) {
+    const auto a = static_cast<std::size_t>(c.axis(axes[k], r));
+    const std::int64_t dim = d[a];
+    if (steps[k] == 0) c.fail("slice step 0");
+    // A step beyond the dim takes one element either way (and cannot overflow below).
+    const std::int64_t st = std::clamp<std::int64_t>(steps[k], -dim - 1, dim + 1);
+    std::int64_t b = starts[k], e = ends[k];
+    if (dim == 0) {
+      count[a] = 0;
+      continue;
+    }
+    // Clamped first: starts and ends may be INT64_MIN / INT64_MAX ("to the end").
+    b = std::clamp<std::int64_t>(b, -dim - 1, dim + 1);
+    e = std::clamp<std::int64_t>(e, -dim - 1, dim + 1);
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    if (st > 0) {
+      b = std::clamp<std::int64_t>(b, 0, dim);
+      e = std::clamp<std::int64_t>(e, 0, dim);
+    } else {
+      b = std::clamp<std::int64_t>(b, 0, dim - 1);
+      e = std::clamp<std::int64_t>(e, -1, dim - 1);
+    }
+    start[a] = b;
+    step[a] = st;
+    count[a] = std::max<std::int64_t>(0, st > 0 ? (e - b + st - 1) / st : (b - e - st - 1) / -st);
+  }
+  if (on_host(c, 0)) {  // an empty one too: shape computations slice empty dim lists
+    c.set(0, host::slice(*c.in(0).konst, start, step, count));
+    return;
+  }
+  if (numel(count) == 0) c.unsupported("the slice is empty " + dims_str(count));
+  Node x = c.node(0);
+  int sliced = 0, axis = 0;
+  bool unit_steps = true;
+  for (std::size_t a = 0; a < d.size(); ++a) {
+    if (count[a] == d[a] && step[a] == 1) continue;
+    ++sliced;
+    axis = static_cast<int>(a);
+    unit_steps = unit_steps && step[a] == 1;
+  }
+  if (sliced == 0) {
+    c.alias(0, 0);
+  } else if (sliced == 1 && unit_steps) {  // one band of one axis: the plain slice
+    c.set(0, slice(x, axis, start[axis], start[axis] + count[axis]), c.in(0).elem);
+  } else {  // steps, several axes: one strided copy, ONNX's own starts / ends / steps
+    c.set(0, strided_slice(x, starts, ends, axes, steps), c.in(0).elem);
+  }
+}
+
+// Gather along `axis`: an embedding lookup with that axis moved to the front.
+void gather(Ctx& c) {
+  const Dims d = c.dims(0);
+  const int r = static_cast<int>(d.size());
+  const int axis = c.axis(c.attr_i("axis", 0), r);
+  const auto a = static_cast<std::size_t>(axis);
+  if (!ir::is_integral(c.in(1).elem)) c.fail("indices must be integers");
+  const Dims idims = c.dims(1);
+  if (c.known(1)) {
+    Dims idx = c.in(1).konst->i;
+    for (auto& v : idx) {
+      if (v < -d[a] || v >= d[a])
+        c.fail("index " + std::to_string(v) + " is out of range for dim " + std::to_string(axis) +
+               " of " + dims_str(d));
+      if (v < 0) v += d[a];
+    }
+    if (on_host(c, 0)) {
+      c.set(0, host::gather(*c.in(0).konst, axis, idx, idims));
+      return;
+    }
+    if (idims.empty()) {  // one index: a slice that drops the axis
+      Dims out = d;
+      out.erase(out.begin() + axis);
+      Node x = c.node(0);
+      c.set(0, c.reshape(d[a] == 1 ? x : slice(x, axis, idx[0], idx[0] + 1), out), c.in(0).elem);
+      return;
+    }
+  }
+  Node x = c.node(0);
+  if (idims.size() > 3) c.unsupported("indices of rank " + std::to_string(idims.size()));
+  const std::size_t out_rank = d.size() - 1 + idims.size();
+  if (out_rank > static_cast<std::size_t>(Shape::kMaxRank)) {
+    c.unsupported("a gather result of rank " + std::to_string(out_rank));
+  }
+  if (c.known(1)) {
+    Dims idx = c.in(1).konst->i;
+    for (auto& v : idx) v = v < 0 ? v + d[a] : v;  // range-checked above
+    Node indices = c.graph().constant_i32(Shape(std::span<const std::int64_t>(idims)),
+                                          std::vector<std::int32_t>(idx.begin(), idx.end()));
+    // Rows of a float table by known, non-negative indices: an embedding lookup (its SGD
+    // step on the table is the sparse one, for fine-tuning).
+    if (axis == 0 && d.size() == 2 && c.in(0).elem == ir::kFloat) {
+      c.set(0, embedding(x, indices));
+      return;
+    }
+    c.set(0, gather(x, indices, axis), c.in(0).elem);
+    return;
+  }
+  // Indices computed at run time may be negative (from the back, as ONNX allows): gather
+  // wraps them.
+  c.set(0, gather(x, c.node(1), axis), c.in(0).elem);
+}
+
+void expand(Ctx& c) {
+  const Dims out = broadcast(c.dims(0), c.ints(1, "shape"), c);
+  if (on_host(c, 0)) {
+    c.set(0, host::broadcast_to(*c.in(0).konst, out));
+    return;
+  }
+  c.set(0, broadcast_to(c, c.node(0), out), c.in(0).elem);
+}
+
+void tile(Ctx& c) {
+  const Dims d = c.dims(0);
+  const Dims reps = c.ints(1, "repeats");
+  if (reps.size() != d.size())
+    c.fail("repeats " + dims_str(reps) + " do not fit rank " + std::to_string(d.size()));
+  if (on_host(c, 0)) {
+    ir::Tensor t = *c.in(0).konst;
+    for (std::size_t a = 0; a < d.size(); ++a) {
+      std::vector<const ir::Tensor*> parts(static_cast<std::size_t>(reps[a]), &t);
+      if (reps[a] != 1) t = host::concat(parts, static_cast<int>(a));
+    }
+    c.set(0, std::move(t));
+    return;
+  }
+  Node x = c.node(0);
+  for (std::size_t a = 0; a < d.size(); ++a) {
+    if (reps[a] == 0) c.unsupported("the result would be empty");
+    if (reps[a] == 1) continue;
+    std::vector<Node> parts(static_cast<std::size_t>(reps[a]), x);
+    x = concat(std::span<const Node>(parts), static_cast<int>(a));
+  }
+  c.set(0, x, c.in(0).elem);
+}
+
+// Pad, with pads known at import: constant (any value), edge and reflect, axis by axis as
+// concatenations of x with constant blocks, repeated edge slices or reversed strided slices;
+// negative pads crop first.
+void pad(Ctx& c) {
+  const Dims d = c.dims(0);
+  const std::size_t r = d.size();
+  Dims pads;
+  float value = 0.0f;
+  if (c.version < 11) {
+    pads = c.attr_ints("pads");
+    value = c.attr_f("value", 0.0f);
+  } else {
+    pads = c.ints(1, "pads");
+    if (c.has(2)) {
+      const std::vector<float> v = c.floats(2, "constant_value");
+      if (!v.empty()) value = v[0];
+    }
+  }
+  const std::string mode = c.attr_s("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    c.fail("mode '" + mode + "' is not an ONNX value");
+  if (pads.size() != 2 * r)
+    c.fail(std::to_string(pads.size()) + " pads for an input of rank " + std::to_string(r));
+  Node x = c.f32(0);
+  for (std::size_t a = 0; a < r; ++a) {
+    const std::int64_t b = pads[a], e = pads[a + r];
+    const int ax = static_cast<int>(a);
+    Dims cur = c.shape(x);
+    if (b < 0 || e < 0) {  // crop
+      const std::int64_t lo = std::max<std::int64_t>(0, -b);
+      const std::int64_t hi = cur[a] - std::max<std::int64_t>(0, -e);
+      if (hi <= lo)
+        c.unsupported("pads " + dims_str(pads) + " leave axis " + std::to_string(a) + " empty");
+      x = slice(x, ax, lo, hi);
+      cur = c.shape(x);
+    }
+    const std::int64_t n = cur[a];
+    auto block = [&](std::int64_t p, bool before) {
+      if (mode == "constant") {
+        Dims bd = cur;
+        bd[a] = p;
+        return c.constant(bd, std::vector<float>(static_cast<std::size_t>(numel(bd)), value));
+      }
+      if (mode == "edge") {
+        Node edge = before ? slice(x, ax, 0, 1) : slice(x, ax, n - 1, n);
+        return p == 1 ? edge : concat(std::vector<Node>(static_cast<std::size_t>(p), edge), ax);
+      }
+      if (p > n - 1) {
+        c.unsupported("reflect padding of " + std::to_string(p) + " on axis " + std::to_string(a) +
+                      " of size " + std::to_string(n) + " (at most the size - 1)");
+      }
+      // before: x[p], x[p-1], ..., x[1]; after: x[n-2], ..., x[n-1-p]
+      const std::int64_t start = before ? p : n - 2, end = before ? 0 : n - 2 - p;
+      return strided_slice(x, {start}, {end < 0 ? INT64_MIN : end}, {static_cast<std::int64_t>(a)},
+                           {-1});
+    };
+    std::vector<Node> parts;
+    if (b > 0) parts.push_back(block(b, true));
+    parts.push_back(x);
+    if (e > 0) parts.push_back(block(e, false));
+    if (parts.size() > 1) x = concat(parts, ax);
+  }
+  c.set(0, x);
+}
+
+void dropout(Ctx& c) {
+  if (c.version >= 12 && c.has(2)) {
+    const ir::Tensor& t = c.known_tensor(2, "training_mode");
+    if (!t.i.empty() && t.i[0] != 0) c.unsupported("training mode");
+  }
+  c.alias(0, 0);
+  if (c.wants(1)) {  // the mask of an inference dropout keeps everything
+    ir::Tensor mask;
+    mask.elem = c.version >= 10 ? ir::kBool : c.in(0).elem;
+    mask.dims = c.dims(0);
+    if (ir::is_integral(mask.elem))
+      mask.i.assign(static_cast<std::size_t>(numel(mask.dims)), 1);
+    else
+      mask.f.assign(static_cast<std::size_t>(numel(mask.dims)), 1.0f);
+    c.set(1, std::move(mask));
+  }
+}
+
+void constant(Ctx& c) {
+  ir::Tensor t;
+  if (const ir::Tensor* v = c.attr_t("value")) {
+    t = *v;
+  } else if (c.has_attr("value_float")) {
+    t.elem = ir::kFloat;
+    t.f = {c.attr_f("value_float", 0)};
+  } else if (c.has_attr("value_floats")) {
+    t.elem = ir::kFloat;
+    t.f = c.attr_floats("value_floats");
+    t.dims = {static_cast<std::int64_t>(t.f.size())};
+  } else if (c.has_attr("value_int")) {
+    t.elem = ir::kInt64;
+    t.i = {c.attr_i("value_int", 0)};
+  } else if (c.has_attr("value_ints")) {
+    t = host::scalar_ints(c.attr_ints("value_ints"));
+  } else {
+    c.unsupported("constants other than tensors, floats and ints (strings, sparse tensors)");
+  }
+  if (!ir::is_integral(t.elem) && t.elem != ir::kFloat) {
+    c.unsupported(std::string("constants of element type ") + ir::elem_name(t.elem));
+  }
+  c.set(0, std::move(t));
+}
+
+void shape_op(Ctx& c) {
+  const Dims d = c.dims(0);
+  const auto r = static_cast<std::int64_t>(d.size());
+  std::int64_t b = c.attr_i("start", 0), e = c.attr_i("end", r);
+  if (b < 0) b += r;
+  if (e < 0) e += r;
+  b = std::clamp<std::int64_t>(b, 0, r);
+  e = std::clamp<std::int64_t>(e, b, r);
+  c.set(0, host::scalar_ints(Dims(d.begin() + b, d.begin() + e)));
+}
+
+void size_op(Ctx& c) {
+  ir::Tensor t;
+  t.elem = ir::kInt64;
+  t.i = {numel(c.dims(0))};
+  c.set(0, std::move(t));
+}
+
+// Cast at run time: within float or within the integers hetgraph holds as int32 (int32,
+// int64) nothing changes.
+void cast(Ctx& c) {
+  const int to = c.n.op == "Cast" ? static_cast<int>(c.attr_i("to", ir::kFloat)) : c.in(1).elem;
+  const int from = c.in(0).elem;
+  const bool ints = [](int e) { return e == ir::kInt32 || e == ir::kInt64; }(to) &&
+                    (from == ir::kInt32 || from == ir::kInt64);
+  if (to == from || ints) {
+    Node x = c.node(0);
+    c.set(0, x, to);
+    return;
+  }
+  // float <-> the integers held as int32 (a bool source is 0 / 1 already).
+  const bool to_int = to == ir::kInt32 || to == ir::kInt64;
+  const bool from_int = from == ir::kInt32 || from == ir::kInt64 || from == ir::kBool;
+  if ((to == ir::kFloat && from_int) || (to_int && from == ir::kFloat)) {
+    c.set(0, cast(c.node(0), to == ir::kFloat ? DType::f32 : DType::i32), to);
+    return;
+  }
+  c.unsupported(std::string("casting ") + ir::elem_name(from) + " to " + ir::elem_name(to) +
+                " at run time");
+}
+
+}  // namespace
+
+void register_tensor_ops(std::vector<Handler>& h) {
+  h.push_back({"Reshape", 1, 14, reshape_op});
+  h.push_back({"Flatten", 1, 13, flatten});
+  h.push_back({"Squeeze", 1, 13, squeeze});
+  h.push_back({"Unsqueeze", 1, 13, unsqueeze});
+  h.push_back({"Transpose", 1, 13, transpose_op});
+  h.push_back({"Concat", 1, 13, concat_op});
+  h.push_back({"Split", 1, 13, split});
+  h.push_back({"Slice", 1, 13, slice_op});
+  h.push_back({"Gather", 1, 13, gather});
+  h.push_back({"Expand", 8, 13, expand});
+  h.push_back({"Tile", 6, 13, tile});
+  h.push_back({"Dropout", 1, 13, dropout});
+  h.push_back({"Pad", 2, 13, pad});
+  h.push_back({"Constant", 1, 13, constant});
+  h.push_back({"Shape", 1, 15, shape_op});
+  h.push_back({"Size", 1, 13, size_op});
+  h.push_back({"Cast", 6, 13, cast});
+  h.push_back({"CastLike", 15, 15, cast});
+}
+
+}  // namespace hetgraph::onnx::imp

@@ -1,0 +1,751 @@
+// The only translation unit that sees ONNX's protobuf classes: ModelProto / TensorProto in and
+// out, onnx::checker, ONNX shape inference and function bodies from ONNX's schema registry.
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "hetgraph/error.hpp"
+#include "onnx/ir.hpp"
+
+namespace hetgraph::onnx::ir {
+
+namespace pb = ::onnx;
+
+const char* elem_name(int elem) {
+  switch (elem) {
+    case kFloat:
+      return "float";
+    case kUint8:
+      return "uint8";
+    case kInt8:
+      return "int8";
+    case kUint16:
+      return "uint16";
+    case kInt16:
+      return "int16";
+    case kInt32:
+      return "int32";
+    case kInt64:
+      return "int64";
+    case kString:
+      return "string";
+    case kBool:
+      return "bool";
+    case kFloat16:
+      return "float16";
+    case kDouble:
+      return "double";
+    case kUint32:
+      return "uint32";
+    case kUint64:
+      return "uint64";
+    case kComplex64:
+      return "complex64";
+    case kComplex128:
+      return "complex128";
+    case kBfloat16:
+      return "bfloat16";
+    default:
+      return "undefined";
+  }
+}
+
+bool is_integral(int elem) {
+  switch (elem) {
+    case kUint8:
+    case kInt8:
+    case kUint16:
+    case kInt16:
+    case kInt32:
+    case kInt64:
+    case kBool:
+    case kUint32:
+    case kUint64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& source, const std::string& why) {
+  throw DataError(source + ": " + why);
+}
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits = 0;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((man & 0x400u) == 0) {
+        man <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((man & 0x3FFu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else {
+    bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+template <class T>
+std::vector<T> raw_values(const std::string& raw, std::size_t n, const std::string& what) {
+  if (raw.size() != n * sizeof(T)) {
+    throw DataError(what + ": raw data holds " + std::to_string(raw.size()) + " bytes, " +
+                    std::to_string(n) + " elements need " + std::to_string(n * sizeof(T)));
+  }
+  std::vector<T> v(n);
+  if (n) std::memcpy(v.data(), raw.data(), n * sizeof(T));
+  return v;
+}
+
+Tensor from_proto(const pb::TensorProto& t, const std::string& source) {
+  Tensor out;
+  out.name = t.name();
+  out.elem = t.data_type();
+  std::int64_t n = 1;
+  for (std::int64_t d : t.dims()) {
+    if (d < 0) bad(source, "tensor '" + t.name() + "' has a negative dimension");
+    out.dims.push_back(d);
+    if (d != 0 && n > (std::int64_t{1} << 40) / d)
+      bad(source, "tensor '" + t.name() + "' is too large");
+    n *= d;
+  }
+  const auto count = static_cast<std::size_t>(n);
+  const std::string what = source + ": tensor '" + t.name() + "'";
+  if (t.data_location() == pb::TensorProto::EXTERNAL) {
+    bad(source, "tensor '" + t.name() + "' keeps its data in an external file that was not read");
+  }
+  const bool raw = t.has_raw_data();
+  auto check = [&](int have) {
+    if (static_cast<std::size_t>(have) != count) {
+      throw DataError(what + " has " + std::to_string(have) + " values for its " +
+                      std::to_string(count) + " elements");
+    }
+  };
+  switch (t.data_type()) {
+    case kFloat:
+      if (raw) {
+        out.f = raw_values<float>(t.raw_data(), count, what);
+      } else {
+        check(t.float_data_size());
+        out.f.assign(t.float_data().begin(), t.float_data().end());
+      }
+      break;
+    case kDouble:
+      if (raw) {
+        for (double d : raw_values<double>(t.raw_data(), count, what))
+          out.f.push_back(static_cast<float>(d));
+      } else {
+        check(t.double_data_size());
+        for (double d : t.double_data()) out.f.push_back(static_cast<float>(d));
+      }
+      break;
+    case kFloat16:
+    case kBfloat16:
+      if (raw) {
+        for (std::uint16_t h : raw_values<std::uint16_t>(t.raw_data(), count, what)) {
+          if (t.data_type() == kFloat16) {
+            out.f.push_back(half_to_float(h));
+          } else {
+            const std::uint32_t bits = std::uint32_t{h} << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            out.f.push_back(f);
+          }
+        }
+      } else {
+        check(t.int32_data_size());
+        for (std::int32_t h : t.int32_data()) {
+          const auto u = static_cast<std::uint16_t>(h);
+          if (t.data_type() == kFloat16) {
+            out.f.push_back(half_to_float(u));
+          } else {
+            const std::uint32_t bits = std::uint32_t{u} << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            out.f.push_back(f);
+          }
+        }
+      }
+      break;
+    case kInt64:
+      if (raw) {
+        out.i = raw_values<std::int64_t>(t.raw_data(), count, what);
+      } else {
+        check(t.int64_data_size());
+        out.i.assign(t.int64_data().begin(), t.int64_data().end());
+      }
+      break;
+    case kInt32:
+    case kInt16:
+    case kInt8:
+    case kUint16:
+    case kUint8:
+    case kBool:
+      if (raw) {
+        switch (t.data_type()) {
+          case kInt32:
+            for (auto v : raw_values<std::int32_t>(t.raw_data(), count, what)) out.i.push_back(v);
+            break;
+          case kInt16:
+            for (auto v : raw_values<std::int16_t>(t.raw_data(), count, what)) out.i.push_back(v);
+            break;
+          case kUint16:
+            for (auto v : raw_values<std::uint16_t>(t.raw_data(), count, what)) out.i.push_back(v);
+            break;
+          case kInt8:
+            for (auto v : raw_values<std::int8_t>(t.raw_data(), count, what)) out.i.push_back(v);
+            break;
+          default:
+            for (auto v : raw_values<std::uint8_t>(t.raw_data(), count, what)) out.i.push_back(v);
+            break;
+        }
+      } else {
+        check(t.int32_data_size());
+        out.i.assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      break;
+    case kUint32:
+    case kUint64:
+      if (raw) {
+        if (t.data_type() == kUint32) {
+          for (auto v : raw_values<std::uint32_t>(t.raw_data(), count, what)) out.i.push_back(v);
+        } else {
+          for (auto v : raw_values<std::uint64_t>(t.raw_data(), count, what))
+            out.i.push_back(static_cast<std::int64_t>(v));
+        }
+      } else {
+        check(t.uint64_data_size());
+        for (auto v : t.uint64_data()) out.i.push_back(static_cast<std::int64_t>(v));
+      }
+      break;
+    default:
+      // Strings, complex numbers: kept without values; the importer says they are unsupported.
+      break;
+  }
+  return out;
+}
+
+void to_proto(const Tensor& t, pb::TensorProto& p) {
+  p.set_name(t.name);
+  p.set_data_type(t.elem);
+  for (std::int64_t d : t.dims) p.add_dims(d);
+  const auto n = static_cast<std::size_t>(t.numel());
+  std::string raw;
+  switch (t.elem) {
+    case kFloat:
+      raw.assign(reinterpret_cast<const char*>(t.f.data()), n * 4);
+      break;
+    case kInt64:
+      raw.assign(reinterpret_cast<const char*>(t.i.data()), n * 8);
+      break;
+    case kInt32: {
+      std::vector<std::int32_t> v(t.i.begin(), t.i.end());
+      raw.assign(reinterpret_cast<const char*>(v.data()), n * 4);
+      break;
+    }
+    case kBool: {
+      std::vector<std::uint8_t> v(t.i.begin(), t.i.end());
+      raw.assign(reinterpret_cast<const char*>(v.data()), n);
+      break;
+    }
+    default:
+      throw Error("internal: writing ONNX tensors of type " + std::string(elem_name(t.elem)));
+  }
+  p.set_raw_data(raw);
+}
+
+ValueInfo from_proto(const pb::ValueInfoProto& v) {
+  ValueInfo out;
+  out.name = v.name();
+  if (!v.type().has_tensor_type()) {
+    out.non_tensor = v.type().has_sequence_type()        ? "sequence"
+                     : v.type().has_optional_type()      ? "optional"
+                     : v.type().has_map_type()           ? "map"
+                     : v.type().has_sparse_tensor_type() ? "sparse tensor"
+                                                         : "untyped";
+    return out;
+  }
+  const auto& tt = v.type().tensor_type();
+  out.elem = tt.elem_type();
+  out.has_shape = tt.has_shape();
+  for (const auto& d : tt.shape().dim()) {
+    Dim dim;
+    if (d.has_dim_value()) dim.value = d.dim_value();
+    if (d.has_dim_param()) dim.param = d.dim_param();
+    out.dims.push_back(dim);
+  }
+  return out;
+}
+
+void to_proto(const ValueInfo& v, pb::ValueInfoProto& p) {
+  p.set_name(v.name);
+  auto* tt = p.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(v.elem);
+  if (!v.has_shape) return;
+  auto* s = tt->mutable_shape();
+  for (const Dim& d : v.dims) {
+    auto* pd = s->add_dim();
+    if (d.value >= 0)
+      pd->set_dim_value(d.value);
+    else if (!d.param.empty())
+      pd->set_dim_param(d.param);
+  }
+}
+
+Attr from_proto(const pb::AttributeProto& a, const std::string& source) {
+  Attr out;
+  switch (a.type()) {
+    case pb::AttributeProto::FLOAT:
+      out.kind = Attr::kFloatA;
+      out.f = a.f();
+      break;
+    case pb::AttributeProto::INT:
+      out.kind = Attr::kIntA;
+      out.i = a.i();
+      break;
+    case pb::AttributeProto::STRING:
+      out.kind = Attr::kStringA;
+      out.s = a.s();
+      break;
+    case pb::AttributeProto::TENSOR:
+      out.kind = Attr::kTensorA;
+      out.t = std::make_shared<const Tensor>(from_proto(a.t(), source));
+      break;
+    case pb::AttributeProto::FLOATS:
+      out.kind = Attr::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case pb::AttributeProto::INTS:
+      out.kind = Attr::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case pb::AttributeProto::STRINGS:
+      out.kind = Attr::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    default:
+      out.kind = Attr::kOther;
+      out.other = pb::AttributeProto::AttributeType_Name(a.type());
+      break;
+  }
+  return out;
+}
+
+void to_proto(const std::string& name, const Attr& a, pb::AttributeProto& p) {
+  p.set_name(name);
+  switch (a.kind) {
+    case Attr::kFloatA:
+      p.set_type(pb::AttributeProto::FLOAT);
+      p.set_f(a.f);
+      break;
+    case Attr::kIntA:
+      p.set_type(pb::AttributeProto::INT);
+      p.set_i(a.i);
+      break;
+    case Attr::kStringA:
+      p.set_type(pb::AttributeProto::STRING);
+      p.set_s(a.s);
+      break;
+    case Attr::kTensorA:
+      p.set_type(pb::AttributeProto::TENSOR);
+      to_proto(*a.t, *p.mutable_t());
+      break;
+    case Attr::kFloats:
+      p.set_type(pb::AttributeProto::FLOATS);
+      for (float f : a.floats) p.add_floats(f);
+      break;
+    case Attr::kInts:
+      p.set_type(pb::AttributeProto::INTS);
+      for (std::int64_t i : a.ints) p.add_ints(i);
+      break;
+    case Attr::kStrings:
+      p.set_type(pb::AttributeProto::STRINGS);
+      for (const auto& s : a.strings) p.add_strings(s);
+      break;
+    default:
+      throw Error("internal: writing an ONNX attribute of kind " + std::to_string(a.kind));
+  }
+}
+
+/// Reads tensors kept in external files into the model (the checker and everything after it
+/// see ordinary tensors). Locations must stay inside the model's directory.
+void load_external_data(pb::ModelProto& m, const std::string& base_dir, const std::string& source) {
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != pb::TensorProto::EXTERNAL) continue;
+    std::string location;
+    std::int64_t offset = 0, length = -1;
+    for (const auto& kv : t.external_data()) {
+      try {
+        if (kv.key() == "location")
+          location = kv.value();
+        else if (kv.key() == "offset")
+          offset = std::stoll(kv.value());
+        else if (kv.key() == "length")
+          length = std::stoll(kv.value());
+      } catch (const std::exception&) {
+        bad(source,
+            "tensor '" + t.name() + "': bad external data " + kv.key() + " '" + kv.value() + "'");
+      }
+    }
+    if (location.empty() || location.front() == '/' || location.find("..") != std::string::npos) {
+      bad(source, "tensor '" + t.name() + "': external data location '" + location +
+                      "' must be a file name relative to the model");
+    }
+    if (base_dir.empty()) {
+      bad(source, "tensor '" + t.name() +
+                      "' keeps its data in an external file; load the model from a path");
+    }
+    const std::string path = base_dir + "/" + location;
+    std::ifstream f(path, std::ios::binary);
+    if (!f) bad(source, "tensor '" + t.name() + "': cannot open external data file " + path);
+    f.seekg(0, std::ios::end);
+    const std::int64_t file_size = f.tellg();
+    if (length < 0) length = file_size - offset;
+    if (offset < 0 || length < 0 || offset + length > file_size) {
+      bad(source, "tensor '" + t.name() + "': external data [" + std::to_string(offset) + ", +" +
+                      std::to_string(length) + ") lies outside " + path);
+    }
+    std::string raw(static_cast<std::size_t>(length), '\0');
+    f.seekg(offset);
+    f.read(raw.data(), length);
+    if (!f) bad(source, "tensor '" + t.name() + "': cannot read external data from " + path);
+    t.set_raw_data(std::move(raw));
+    t.clear_external_data();
+    t.set_data_location(pb::TensorProto::DEFAULT);
+  }
+}
+
+/// ONNX 1.12's shape inference divides by strides and dilations without checking them (a
+/// stride of 0 is a SIGFPE in convPoolShapeInference): such models are refused first.
+void check_window_attributes(const pb::GraphProto& g, const std::string& source) {
+  static const char* const kWindowOps[] = {"Conv",    "ConvTranspose", "ConvInteger", "QLinearConv",
+                                           "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool"};
+  for (const auto& n : g.node()) {
+    if (std::none_of(std::begin(kWindowOps), std::end(kWindowOps),
+                     [&](const char* op) { return n.op_type() == op; }))
+      continue;
+    for (const auto& a : n.attribute()) {
+      const bool positive =
+          a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+      if (!positive && a.name() != "pads") continue;
+      for (std::int64_t v : a.ints()) {
+        if (positive ? v < 1 : v < 0) {
+          bad(source, "node '" + n.name() + "' (" + n.op_type() + ") has " + a.name() + " " +
+                          std::to_string(v) +
+                          (positive ? " (they must be at least 1)" : " (pads are never negative)"));
+        }
+      }
+    }
+  }
+}
+
+std::string node_label(const pb::NodeProto& n, std::size_t index, int since) {
+  const std::string op = n.op_type() + "-" + std::to_string(since);
+  if (n.name().empty()) return "#" + std::to_string(index) + " (" + op + ")";
+  return "'" + n.name() + "' (" + op + ")";
+}
+
+const pb::OpSchema* schema_of(const std::string& domain, const std::string& op,
+                              std::int64_t opset) {
+  if (opset <= 0) return nullptr;
+  return pb::OpSchemaRegistry::Schema(op, static_cast<int>(opset), domain);
+}
+
+pb::NodeProto to_proto(const Node& n) {
+  pb::NodeProto p;
+  p.set_op_type(n.op);
+  p.set_domain(n.domain);
+  p.set_name(n.name);
+  for (const auto& i : n.inputs) p.add_input(i);
+  for (const auto& o : n.outputs) p.add_output(o);
+  for (const auto& [name, a] : n.attrs) {
+    if (a.kind != Attr::kOther && a.kind != Attr::kNone) to_proto(name, a, *p.add_attribute());
+  }
+  return p;
+}
+
+pb::TypeProto to_proto(const TypeInfo& t) {
+  pb::TypeProto p;
+  auto* tt = p.mutable_tensor_type();
+  tt->set_elem_type(t.elem);
+  if (t.has_shape) {
+    auto* s = tt->mutable_shape();
+    for (std::int64_t d : t.dims) {
+      if (d >= 0)
+        s->add_dim()->set_dim_value(d);
+      else
+        s->add_dim();
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+bool has_function(const std::string& domain, const std::string& op, int since) {
+  const pb::OpSchema* s = schema_of(domain, op, since);
+  return s && s->SinceVersion() == since && (s->HasFunction() || s->HasContextDependentFunction());
+}
+
+std::vector<Node> function_body(const Node& n, const std::vector<TypeInfo>& input_types, int serial,
+                                const std::string& source) {
+  const pb::OpSchema* s = schema_of(n.domain, n.op, n.opset);
+  if (!s) return {};
+  const pb::NodeProto np = to_proto(n);
+  pb::FunctionProto body;
+  if (s->HasFunction()) {
+    body = *s->GetFunction();
+  } else if (s->HasContextDependentFunction()) {
+    std::vector<pb::TypeProto> types;
+    for (const TypeInfo& t : input_types) types.push_back(to_proto(t));
+    pb::FunctionBodyBuildContextImpl ctx(np, types);
+    try {
+      if (!s->BuildContextDependentFunction(ctx, body)) body.Clear();
+    } catch (const std::exception&) {
+      body.Clear();
+    }
+  }
+  std::int64_t opset = n.opset;
+  for (const auto& o : body.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  }
+  // Formal names -> the caller's names; values the body makes get names of their own.
+  std::unordered_map<std::string, std::string> rename;
+  for (int i = 0; i < body.input_size(); ++i)
+    rename[body.input(i)] =
+        static_cast<std::size_t>(i) < n.inputs.size() ? n.inputs[static_cast<std::size_t>(i)] : "";
+  for (int i = 0; i < body.output_size(); ++i)
+    rename[body.output(i)] = static_cast<std::size_t>(i) < n.outputs.size()
+                                 ? n.outputs[static_cast<std::size_t>(i)]
+                                 : "";
+  const std::string prefix = (n.outputs.empty() ? n.name : n.outputs[0]) + "::" + n.op + "_" +
+                             std::to_string(serial) + "::";
+  auto mapped = [&](const std::string& name) {
+    if (name.empty()) return name;
+    auto it = rename.find(name);
+    return it != rename.end() ? it->second : prefix + name;
+  };
+  std::unordered_map<std::string, const pb::AttributeProto*> given;
+  for (const auto& a : np.attribute()) given[a.name()] = &a;
+  std::vector<Node> out;
+  for (const pb::NodeProto& b : body.node()) {
+    Node node;
+    node.op = b.op_type();
+    node.domain = b.domain() == "ai.onnx" ? "" : b.domain();
+    node.name = n.name + "::" + (b.name().empty() ? b.op_type() : b.name());
+    node.opset = node.domain.empty() ? opset : 0;
+    const pb::OpSchema* bs = schema_of(node.domain, node.op, node.opset);
+    node.since = bs ? bs->SinceVersion() : 0;
+    node.label = "'" + node.name + "' (" + node.op + "-" + std::to_string(node.since) + ")";
+    for (const auto& i : b.input()) node.inputs.push_back(mapped(i));
+    for (const auto& o : b.output()) node.outputs.push_back(mapped(o));
+    for (const auto& a : b.attribute()) {
+      // Attributes that refer to the caller's take its value, or the schema's default.
+      const pb::AttributeProto* v = &a;
+      if (!a.ref_attr_name().empty()) {
+        auto it = given.find(a.ref_attr_name());
+        const auto d = s->attributes().find(a.ref_attr_name());
+        if (it != given.end())
+          v = it->second;
+        else if (d != s->attributes().end() && d->second.default_value.type() != 0)
+          v = &d->second.default_value;
+        else
+          continue;
+      }
+      node.attrs[a.name()] = from_proto(*v, source);
+    }
+    out.push_back(std::move(node));
+  }
+  return out;
+}
+
+std::vector<TypeInfo> infer_output_types(const Model& m,
+                                         const std::map<std::string, TypeInfo>& inputs) {
+  pb::ModelProto p;
+  p.set_ir_version(m.ir_version);
+  for (const auto& [domain, version] : m.opsets) {
+    auto* o = p.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
+  auto* g = p.mutable_graph();
+  for (const auto& [name, t] : inputs) {
+    auto* v = g->add_input();
+    v->set_name(name);
+    *v->mutable_type() = to_proto(t);
+  }
+  // Initializers by type only, except small integer ones (shapes, axes) whose values shape
+  // inference reads.
+  for (const Tensor& t : m.graph.initializers) {
+    if (is_integral(t.elem) && t.numel() <= 64) {
+      to_proto(t, *g->add_initializer());
+      continue;
+    }
+    auto* v = g->add_input();
+    v->set_name(t.name);
+    *v->mutable_type() = to_proto(TypeInfo{t.elem, t.dims, true});
+  }
+  for (const Node& n : m.graph.nodes) *g->add_node() = to_proto(n);
+  for (const ValueInfo& o : m.graph.outputs) {
+    auto* v = g->add_output();
+    v->set_name(o.name);
+  }
+  try {
+    // Data propagation follows Shape -> Gather -> Concat into Reshape, as the importer does.
+    const pb::ShapeInferenceOptions options(false, 0, true);
+    pb::shape_inference::InferShapes(p, pb::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    return {};
+  }
+  std::unordered_map<std::string, const pb::TypeProto*> types;
+  for (const auto& v : p.graph().value_info()) types[v.name()] = &v.type();
+  for (const auto& v : p.graph().output()) types[v.name()] = &v.type();
+  std::vector<TypeInfo> out;
+  for (const ValueInfo& o : m.graph.outputs) {
+    TypeInfo t;
+    auto it = types.find(o.name);
+    if (it != types.end() && it->second->has_tensor_type()) {
+      const auto& tt = it->second->tensor_type();
+      t.elem = tt.elem_type();
+      t.has_shape = tt.has_shape();
+      for (const auto& d : tt.shape().dim())
+        t.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+namespace {}  // namespace
+
+Model parse_model(const void* data, std::size_t size, const std::string& source,
+                  const std::string& base_dir, bool check) {
+  if (size > static_cast<std::size_t>(INT_MAX)) {
+    bad(source, "models larger than 2 GiB must keep their tensors as external data");
+  }
+  pb::ModelProto m;
+  if (size == 0 || !m.ParseFromArray(data, static_cast<int>(size))) {
+    bad(source, "not an ONNX model (the file does not parse as an ONNX ModelProto)");
+  }
+  if (!m.has_graph()) bad(source, "the model has no graph");
+  load_external_data(m, base_dir, source);
+  if (check) {
+    try {
+      pb::checker::check_model(m);
+    } catch (const std::exception& e) {
+      bad(source, std::string("onnx::checker rejects the model: ") + e.what());
+    }
+  }
+  check_window_attributes(m.graph(), source);
+
+  Model out;
+  out.source = source;
+  out.ir_version = m.ir_version();
+  out.producer_name = m.producer_name();
+  out.producer_version = m.producer_version();
+  out.doc = m.doc_string();
+  for (const auto& o : m.opset_import()) {
+    out.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  }
+  const pb::GraphProto& g = m.graph();
+  out.graph.name = g.name();
+  for (const auto& v : g.input()) out.graph.inputs.push_back(from_proto(v));
+  for (const auto& v : g.output()) out.graph.outputs.push_back(from_proto(v));
+  for (const auto& t : g.initializer()) out.graph.initializers.push_back(from_proto(t, source));
+  if (g.sparse_initializer_size() > 0) bad(source, "sparse initializers are not supported");
+  for (int k = 0; k < g.node_size(); ++k) {
+    const pb::NodeProto& n = g.node(k);
+    out.ops.push_back(n.op_type());
+    Node node;
+    node.op = n.op_type();
+    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node.name = n.name();
+    auto it = out.opsets.find(node.domain);
+    node.opset = it == out.opsets.end() ? 0 : it->second;
+    const pb::OpSchema* s = schema_of(node.domain, node.op, node.opset);
+    node.since = s ? s->SinceVersion() : 0;
+    node.label = node_label(n, static_cast<std::size_t>(k), node.since);
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (const auto& a : n.attribute()) node.attrs[a.name()] = from_proto(a, source);
+    out.graph.nodes.push_back(std::move(node));
+  }
+  return out;
+}
+
+std::string serialize_model(const Model& m) {
+  pb::ModelProto p;
+  p.set_ir_version(m.ir_version);
+  p.set_producer_name(m.producer_name);
+  p.set_producer_version(m.producer_version);
+  if (!m.doc.empty()) p.set_doc_string(m.doc);
+  for (const auto& [domain, version] : m.opsets) {
+    auto* o = p.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
+  auto* g = p.mutable_graph();
+  g->set_name(m.graph.name);
+  for (const auto& v : m.graph.inputs) to_proto(v, *g->add_input());
+  for (const auto& v : m.graph.outputs) to_proto(v, *g->add_output());
+  for (const auto& t : m.graph.initializers) to_proto(t, *g->add_initializer());
+  for (const auto& n : m.graph.nodes) {
+    auto* pn = g->add_node();
+    pn->set_op_type(n.op);
+    pn->set_domain(n.domain);
+    pn->set_name(n.name);
+    for (const auto& i : n.inputs) pn->add_input(i);
+    for (const auto& o : n.outputs) pn->add_output(o);
+    for (const auto& [name, a] : n.attrs) to_proto(name, a, *pn->add_attribute());
+  }
+  try {
+    pb::checker::check_model(p);
+  } catch (const std::exception& e) {
+    throw Error(std::string("internal: the exported model fails onnx::checker: ") + e.what());
+  }
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) throw Error("internal: the exported model does not serialise");
+  return bytes;
+}
+
+Tensor parse_tensor(const void* data, std::size_t size, const std::string& source) {
+  pb::TensorProto t;
+  if (size > static_cast<std::size_t>(INT_MAX) || !t.ParseFromArray(data, static_cast<int>(size))) {
+    bad(source, "not an ONNX TensorProto");
+  }
+  if (!pb::TensorProto::DataType_IsValid(t.data_type()) || t.data_type() == kUndefined) {
+    bad(source, "tensor has no valid element type");
+  }
+  return from_proto(t, source);
+}
+
+std::string serialize_tensor(const Tensor& t) {
+  pb::TensorProto p;
+  to_proto(t, p);
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) throw Error("internal: a tensor does not serialise");
+  return bytes;
+}
+
+}  // namespace hetgraph::onnx::ir

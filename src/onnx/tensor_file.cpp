@@ -1,0 +1,67 @@
+// TensorProto files (the ONNX backend tests' input_N.pb and output_N.pb) as TensorData.
+#include <climits>
+
+#include "hetgraph/onnx.hpp"
+#include "onnx/atomic_file.hpp"
+#include "onnx/ir.hpp"
+
+namespace hetgraph::onnx {
+
+TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& what) {
+  const ir::Tensor t = ir::parse_tensor(bytes.data(), bytes.size(), what);
+  TensorData out;
+  out.name = t.name;
+  out.onnx_type = ir::elem_name(t.elem);
+  if (t.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    throw DataError(what + ": tensor '" + t.name + "' has rank " + std::to_string(t.dims.size()) +
+                    "; hetgraph tensors have rank 0 to 4");
+  }
+  out.shape = Shape(std::span<const std::int64_t>(t.dims));
+  if (t.elem == ir::kFloat) {
+    out.dtype = DType::f32;
+    out.f32 = t.f;
+  } else if (ir::is_integral(t.elem) && t.elem != ir::kUint64 && t.elem != ir::kUint32) {
+    out.dtype = DType::i32;
+    out.i32.reserve(t.i.size());
+    for (std::int64_t v : t.i) {
+      if (v < INT32_MIN || v > INT32_MAX) {
+        throw DataError(what + ": tensor '" + t.name + "' holds " + std::to_string(v) +
+                        ", outside int32 (hetgraph holds integers as int32)");
+      }
+      out.i32.push_back(static_cast<std::int32_t>(v));
+    }
+  } else {
+    throw DataError(what + ": tensor '" + t.name + "' has element type " + out.onnx_type +
+                    "; hetgraph holds float32 and int32 tensors");
+  }
+  return out;
+}
+
+TensorData read_tensor(const std::string& path) {
+  const std::string bytes = detail::read_file(path, "the tensor file");
+  return parse_tensor(std::as_bytes(std::span<const char>(bytes)), path);
+}
+
+void write_tensor(const std::string& path, const TensorData& t) {
+  ir::Tensor out;
+  out.name = t.name;
+  out.dims.assign(t.shape.dims().begin(), t.shape.dims().end());
+  const auto n = static_cast<std::size_t>(t.shape.numel());
+  if (t.dtype == DType::f32) {
+    if (t.f32.size() != n)
+      throw DataError(path + ": " + std::to_string(t.f32.size()) + " values for shape " +
+                      t.shape.str());
+    out.elem = ir::kFloat;
+    out.f = t.f32;
+  } else {
+    if (t.i32.size() != n)
+      throw DataError(path + ": " + std::to_string(t.i32.size()) + " values for shape " +
+                      t.shape.str());
+    out.elem = t.onnx_type == "int32" ? ir::kInt32 : t.onnx_type == "bool" ? ir::kBool : ir::kInt64;
+    out.i.assign(t.i32.begin(), t.i32.end());
+  }
+  const std::string bytes = ir::serialize_tensor(out);
+  detail::write_file_atomically(path, [&](const auto& put) { put(bytes.data(), bytes.size()); });
+}
+
+}  // namespace hetgraph::onnx

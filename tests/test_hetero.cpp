@@ -1,0 +1,685 @@
+// One graph across the CPU and OpenCL devices (issue 13): pins and their errors, the capability
+// query, HEFT's choices under fixed cost models, transfers at device boundaries, random DAGs
+// with random placements against the all-CPU run, failures on either device leaving state
+// unchanged, training across devices, asynchronous runs and traces.
+//
+// CTest runs this with POCL_DEVICES="pthread pthread basic": PoCL then offers two pthread
+// devices, so there are three devices to place on and values cross between two OpenCL devices
+// as well as to and from the CPU; and its "basic" device, which cannot be a member (its driver
+// hangs on user events: pocl issue #1177).
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cpu/engine.hpp"
+#include "hetero/hetero.hpp"
+#include "hetgraph/autodiff.hpp"
+#include "opencl/executable.hpp"
+#include "random_dag.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+using Placement = HeteroOptions::Placement;
+
+namespace {
+
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "no exception";
+  return {};
+}
+bool has(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+
+bool pocl_basic(const OpenClDevice& d) {
+  return d.platform == "Portable Computing Language" && d.name.rfind("basic", 0) == 0;
+}
+// The OpenCL devices of this machine that can be members (CTest: PoCL's two pthread devices).
+std::vector<Device> cl_devices() {
+  std::vector<Device> out;
+  for (const OpenClDevice& d : Platform::opencl_devices())
+    if (!pocl_basic(d)) out.push_back(Device::opencl(d.platform_index, d.device_index));
+  return out;
+}
+Platform cl_platform(const Device& d) {
+  return Platform::opencl({.platform_index = d.platform_index, .device_index = d.device_index});
+}
+
+// Cost figures that make placement deterministic (no measuring): devices alike unless a test
+// says otherwise, none sharing the host's cores unless asked.
+DeviceCosts costs(double gflops = 50, bool shares = false) {
+  return {.gflops = gflops,
+          .gbytes_per_s = 10,
+          .node_us = 5,
+          .to_device_gbytes_per_s = 5,
+          .from_device_gbytes_per_s = 5,
+          .transfer_us = 20,
+          .shares_host_cores = shares};
+}
+
+// CPU first, then every OpenCL device (at most `max_cl`).
+Platform hetero(Placement mode = Placement::first, std::size_t max_cl = 8) {
+  std::vector<Platform> members{Platform::cpu()};
+  std::vector<DeviceCosts> c{costs()};
+  for (const Device& d : cl_devices()) {
+    if (members.size() > max_cl) break;
+    members.push_back(cl_platform(d));
+    c.push_back(costs());
+  }
+  return Platform::heterogeneous(members, {.placement = mode, .costs = c});
+}
+
+const detail::Plan& plan_of(const CompiledGraph& cg) {
+  return detail::executable_of(cg).plan();
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+  }
+}
+
+// The placement of the node named `name` (its label starts "'name' (").
+EngineReport::Hetero::Placed placed(const EngineReport& r, const std::string& name) {
+  for (const auto& p : r.hetero->nodes)
+    if (p.node.rfind("'" + name + "' (", 0) == 0) return p;
+  ADD_FAILURE() << "no node named " << name << " in the report";
+  return {};
+}
+
+// ---- pins, errors, the capability query -------------------------------------------------
+
+TEST(Hetero, PinnedNodesRunWherePinnedAndMatchTheCpu) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {4, 3}, Initializer::uniform(-1, 1, 1));
+  auto b = g.variable("b", {3}, Initializer::fill(0.1f));
+  auto h = relu(matmul(x, W).on(cl).named("mm")).on(cl).named("h");
+  Node y;
+  {
+    DeviceScope on_cpu(g, Device::cpu());
+    y = softmax(h + b).named("y");
+  }
+  EXPECT_EQ(*g.find("y").device(), Device::cpu());
+  EXPECT_FALSE(x.device().has_value());
+  const std::vector<float> xv{1, 2, 3, 4, 5, 6, 7, 8};
+  auto cg = GraphCompiler(hetero()).compile(g, {{"x", {2, 4}}}, {y, h});
+  auto ref = GraphCompiler().compile(g, {{"x", {2, 4}}}, {y, h});
+  cg.run({{"x", xv}});
+  ref.run({{"x", xv}});
+  expect_near(cg.read(y), ref.read(y), 1e-6, "y");
+  expect_near(cg.read(h), ref.read(h), 1e-6, "h read from its device");
+  const EngineReport r = cg.engine_report();
+  ASSERT_TRUE(r.hetero.has_value());
+  EXPECT_TRUE(has(r.engine, "heterogeneous")) << r.engine;
+  const auto mm = placed(r, "mm");
+  EXPECT_EQ(mm.device, cl.str());
+  EXPECT_EQ(mm.reason, "pinned");
+  EXPECT_EQ(placed(r, "y").device, "cpu");
+  // x and W go to the device (read there only: they live there), h comes back: one crossing.
+  EXPECT_EQ(placed(r, "x").device, cl.str());
+  EXPECT_EQ(r.hetero->transfers, 1u);
+  EXPECT_EQ(r.hetero->transfer_bytes, 2u * 3 * 4);
+  // Lanes of both devices, in one report.
+  bool cpu_lane = false, cl_lane = false;
+  for (const auto& l : r.lanes) {
+    cpu_lane = cpu_lane || l.name.rfind("cpu: ", 0) == 0;
+    cl_lane = cl_lane || l.name.rfind(cl.str(), 0) == 0;
+  }
+  EXPECT_TRUE(cpu_lane && cl_lane);
+  // The mapped input is the device's own memory (the input lives there).
+  auto xb = cg.mapped_input("x");
+  std::copy(xv.begin(), xv.end(), xb.begin());
+  cg.run({{"x", xb}});
+  expect_near(cg.read(y), ref.read(y), 1e-6, "y from the mapped input");
+}
+
+TEST(Hetero, PinErrorsNameTheNodeAndTheDevice) {
+  Graph g;
+  auto x = g.input("x");
+  auto y = tanh(x).on(Device::opencl(7, 3)).named("t");
+  std::string m = error_of<PlatformError>([&] {
+    GraphCompiler(hetero()).compile(g, {{"x", {4}}}, {y});
+  });
+  EXPECT_TRUE(has(m, "'t'")) << m;
+  EXPECT_TRUE(has(m, "opencl:7:3")) << m;
+  EXPECT_TRUE(has(m, "not a device of this heterogeneous platform")) << m;
+  // Single-device platforms ignore pins.
+  EXPECT_NO_THROW(GraphCompiler().compile(g, {{"x", {4}}}, {y}));
+
+  // A device without a kernel for the node (OpenCL runs no fused matmul).
+  const Device cl = cl_devices().at(0);
+  Graph g2;
+  auto a = g2.input("a");
+  auto b = g2.input("b");
+  detail::Attrs at;
+  at.set(detail::MatmulEpilogue{});
+  auto f = detail::make_op(detail::OpKind::FusedMatMul, {a, b}, at).named("fused").on(cl);
+  m = error_of<PlatformError>([&] {
+    GraphCompiler(hetero()).compile(g2, {{"a", {4, 4}}, {"b", {4, 4}}}, {f});
+  });
+  EXPECT_TRUE(has(m, "'fused'")) << m;
+  EXPECT_TRUE(has(m, cl.str())) << m;
+  EXPECT_TRUE(has(m, "has no kernel for it")) << m;
+
+  // OpenCL indices are checked when pinning.
+  EXPECT_TRUE(has(error_of<GraphError>([&] { (void)x.on(Device::opencl(-1, 0)); }), ">= 0"));
+}
+
+TEST(Hetero, PlatformListsAreChecked) {
+  EXPECT_TRUE(has(error_of<PlatformError>([] { (void)Platform::heterogeneous({}); }),
+                  "no member platforms"));
+  EXPECT_TRUE(has(error_of<PlatformError>([] {
+                    (void)Platform::heterogeneous({Platform::cpu(), Platform::cpu()});
+                  }),
+                  "listed twice"));
+  EXPECT_TRUE(has(error_of<PlatformError>([] {
+                    (void)Platform::heterogeneous({hetero(), Platform::cpu()});
+                  }),
+                  "give each device's own platform"));
+  EXPECT_TRUE(has(error_of<PlatformError>([] {
+                    (void)Platform::heterogeneous({Platform::cpu()}, {.costs = {costs(), costs()}});
+                  }),
+                  "one per member"));
+  for (const OpenClDevice& d : Platform::opencl_devices()) {
+    if (!pocl_basic(d)) continue;
+    const std::string m = error_of<PlatformError>([&] {
+      (void)Platform::heterogeneous(
+          {Platform::cpu(),
+           Platform::opencl({.platform_index = d.platform_index, .device_index = d.device_index})});
+    });
+    EXPECT_TRUE(has(m, "pocl issue #1177")) << m;
+  }
+  const Platform h = hetero();
+  EXPECT_EQ(h.devices().front(), Device::cpu());
+  EXPECT_EQ(Platform::cpu().devices(), std::vector<Device>{Device::cpu()});
+}
+
+// A node no device but one can run goes there, whatever the placement prefers.
+TEST(Hetero, NodesGoWhereAKernelTakesThem) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto a = g.input("a");
+  auto b = g.input("b");
+  detail::Attrs at;
+  at.set(detail::MatmulEpilogue{});
+  auto f = detail::make_op(detail::OpKind::FusedMatMul, {a, b}, at).named("fused");
+  auto y = tanh(f).named("y");
+  // The OpenCL device first: "first" would put everything there.
+  auto p = Platform::heterogeneous({cl_platform(cl), Platform::cpu()},
+                                   {.placement = Placement::first, .costs = {costs(), costs()}});
+  auto cg = GraphCompiler(p).compile(g, {{"a", {3, 4}}, {"b", {4, 2}}}, {y});
+  const auto ones = std::vector<float>(12, 0.5f), twos = std::vector<float>(8, 0.25f);
+  cg.run({{"a", ones}, {"b", twos}});
+  const EngineReport r = cg.engine_report();
+  const auto pf = placed(r, "fused");
+  EXPECT_EQ(pf.device, "cpu");
+  EXPECT_TRUE(has(pf.reason, "capability")) << pf.reason;
+  EXPECT_EQ(placed(r, "y").device, cl.str());
+  expect_near(cg.read(y), std::vector<float>(6, std::tanh(0.5f)), 1e-6, "y");
+}
+
+// ---- HEFT under fixed cost models --------------------------------------------------------
+
+// Two independent heavy branches joined at the end.
+struct Branches {
+  Graph g;
+  Node out, left, right;
+};
+Branches branches() {
+  Branches b;
+  auto x = b.g.input("x");
+  auto W1 = b.g.variable("W1", {256, 256}, Initializer::uniform(-0.05f, 0.05f, 1));
+  auto W2 = b.g.variable("W2", {256, 256}, Initializer::uniform(-0.05f, 0.05f, 2));
+  b.left = tanh(matmul(matmul(x, W1), W1)).named("left");
+  b.right = tanh(matmul(matmul(x, W2), W2)).named("right");
+  b.out = (b.left + b.right).named("out");
+  return b;
+}
+
+TEST(Hetero, HeftSplitsIndependentBranchesAcrossDevicesThatCanOverlap) {
+  const Device cl = cl_devices().at(0);
+  Branches b = branches();
+  auto p = Platform::heterogeneous({Platform::cpu(), cl_platform(cl)},
+                                   {.placement = Placement::heft, .costs = {costs(), costs()}});
+  auto cg = GraphCompiler(p).compile(b.g, {{"x", {256, 256}}}, {b.out});
+  const EngineReport r = cg.engine_report();
+  const std::string dl = placed(r, "left").device;
+  const std::string dr = placed(r, "right").device;
+  EXPECT_NE(dl, dr) << r.hetero->decision;
+  EXPECT_TRUE(has(placed(r, "left").reason, "cost: finishes at"));
+  EXPECT_LT(r.hetero->estimated_us,
+            r.hetero->single_device_us.empty() ? 1e30 : r.hetero->single_device_us.front().second);
+  auto ref = GraphCompiler().compile(b.g, {{"x", {256, 256}}}, {b.out});
+  const auto xv = testing_util::random_vec(256 * 256, 3);
+  cg.run({{"x", xv}});
+  ref.run({{"x", xv}});
+  expect_near(cg.read(b.out), ref.read(b.out), 1e-4, "out");
+}
+
+TEST(Hetero, AutomaticKeepsOneDeviceWhenSplittingCannotPay) {
+  const Device cl = cl_devices().at(0);
+  Branches b = branches();
+  // The OpenCL device runs on the CPU's cores: nothing can overlap, a split only adds copies.
+  auto shared = Platform::heterogeneous({Platform::cpu(), cl_platform(cl)},
+                                        {.costs = {costs(), costs(50, true)}});
+  auto cg = GraphCompiler(shared).compile(b.g, {{"x", {256, 256}}}, {b.out});
+  EngineReport r = cg.engine_report();
+  EXPECT_TRUE(has(r.hetero->decision, "single device")) << r.hetero->decision;
+  EXPECT_EQ(r.hetero->transfers, 0u);
+  for (const auto& n : r.hetero->nodes) EXPECT_EQ(n.device, r.hetero->nodes.front().device);
+
+  // Devices that can overlap, but a transfer so dear that a split cannot gain 10%.
+  DeviceCosts slow_link = costs();
+  slow_link.transfer_us = 1e6;
+  auto far =
+      Platform::heterogeneous({Platform::cpu(), cl_platform(cl)}, {.costs = {costs(), slow_link}});
+  r = GraphCompiler(far).compile(b.g, {{"x", {256, 256}}}, {b.out}).engine_report();
+  EXPECT_TRUE(has(r.hetero->decision, "single device cpu")) << r.hetero->decision;
+
+  // A much faster device takes everything it can.
+  auto fast = Platform::heterogeneous({Platform::cpu(), cl_platform(cl)},
+                                      {.costs = {costs(), costs(5000)}});
+  r = GraphCompiler(fast).compile(b.g, {{"x", {256, 256}}}, {b.out}).engine_report();
+  EXPECT_EQ(placed(r, "left").device, cl.str()) << r.hetero->decision;
+}
+
+// The model says device 0 is four times slower at products (on a GPU machine, measured).
+TEST(Hetero, HeftPutsHeavyNodesOnTheFasterOfTwoOpenClDevices) {
+  const auto cls = cl_devices();
+  if (cls.size() < 2) GTEST_SKIP() << "needs two OpenCL devices (POCL_DEVICES=\"pthread pthread\")";
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {512, 512}, Initializer::uniform(-0.05f, 0.05f, 4));
+  auto y = matmul(matmul(x, W), W).named("y");
+  auto p = Platform::heterogeneous(
+      {cl_platform(cls[0]), cl_platform(cls[1])},
+      {.placement = Placement::heft, .costs = {costs(20, true), costs(80, true)}});
+  auto cg = GraphCompiler(p).compile(g, {{"x", {512, 512}}}, {y});
+  const EngineReport r = cg.engine_report();
+  EXPECT_EQ(placed(r, "y").device, cls[1].str());
+  const auto xv = testing_util::random_vec(512 * 512, 5);
+  cg.run({{"x", xv}});
+  auto ref = GraphCompiler().compile(g, {{"x", {512, 512}}}, {y});
+  ref.run({{"x", xv}});
+  expect_near(cg.read(y), ref.read(y), 1e-4, "y");
+}
+
+// ---- transfers ---------------------------------------------------------------------------------
+
+TEST(Hetero, AValueCrossesToADeviceOnceHoweverManyReadItThere) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto x = g.input("x");
+  auto h = tanh(x).named("h");  // CPU
+  Node sum;
+  {
+    DeviceScope s(g, cl);
+    sum = (exp(h) + sqrt(h * h) + h * 2.0f + neg(h)).named("sum");
+  }
+  auto cg = GraphCompiler(hetero(Placement::first, 1)).compile(g, {{"x", {64}}}, {sum});
+  const EngineReport r = cg.engine_report();
+  EXPECT_EQ(r.hetero->transfers, 1u) << "h is read 5 times on the device";
+  int sends = 0, recvs = 0;
+  for (const auto& n : plan_of(cg).nodes) {
+    if (n.op != detail::OpKind::Transfer) continue;
+    (n.attrs.get<detail::TransferLink>().role == detail::TransferLink::Role::send ? sends
+                                                                                  : recvs)++;
+  }
+  EXPECT_EQ(sends, 1);
+  EXPECT_EQ(recvs, 1);
+  const auto xv = testing_util::random_vec(64, 9);
+  cg.run({{"x", xv}});
+  auto ref = GraphCompiler().compile(g, {{"x", {64}}}, {sum});
+  ref.run({{"x", xv}});
+  expect_near(cg.read(sum), ref.read(sum), 1e-5, "sum");
+}
+
+TEST(Hetero, ValuesCrossBetweenTwoOpenClDevicesAndTheCpu) {
+  const auto cls = cl_devices();
+  if (cls.size() < 2) GTEST_SKIP() << "needs two OpenCL devices (POCL_DEVICES=\"pthread pthread\")";
+  Graph g;
+  auto x = g.input("x");
+  auto a = tanh(x).on(cls[0]).named("a");
+  auto b = (a * a).on(cls[1]).named("b");             // device 0 -> device 1
+  auto c = (b + a).on(Device::cpu()).named("c");      // both devices -> CPU
+  auto d = sqrt(c * c + 1.0f).on(cls[0]).named("d");  // CPU -> device 0
+  auto cg = GraphCompiler(hetero()).compile(g, {{"x", {1000}}}, {d, b});
+  auto ref = GraphCompiler().compile(g, {{"x", {1000}}}, {d, b});
+  for (int run = 0; run < 5; ++run) {
+    const auto xv = testing_util::random_vec(1000, 20 + static_cast<std::uint32_t>(run));
+    cg.run({{"x", xv}});
+    ref.run({{"x", xv}});
+    expect_near(cg.read(d), ref.read(d), 1e-5, "d");
+    expect_near(cg.read(b), ref.read(b), 1e-5, "b");
+  }
+  EXPECT_GE(cg.engine_report().hetero->transfers, 4u);
+}
+
+// ---- each part gets what its device alone gets ------------------------------------------------
+
+// Parallel-op fusion (independent small nodes as one parallel_group) forms in the CPU's part as
+// on the CPU alone, with the CPU member's threads; the OpenCL part forms none.
+TEST(Hetero, TheCpuPartFormsTheParallelGroupsTheCpuAloneForms) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto x = g.input("x");
+  std::vector<Node> outs;
+  for (int i = 0; i < 8; ++i) {
+    auto w = g.variable("w" + std::to_string(i), {96, 96}, Initializer::uniform(-1, 1, 1 + i));
+    DeviceScope on(g, i < 4 || i % 2 ? Device::cpu() : cl);
+    outs.push_back(tanh(matmul(x, w)));
+  }
+  auto members = [](const detail::Plan* p) {
+    std::size_t m = 0;
+    if (p)
+      for (const auto& n : p->nodes)
+        if (n.op == detail::OpKind::ParallelGroup) m += n.members.size();
+    return m;
+  };
+  const InputShapes shapes{{"x", {96, 96}}};
+  const Platform cpu2 = Platform::cpu({.threads = 2});
+  auto h = Platform::heterogeneous({cpu2, cl_platform(cl)}, {.costs = {costs(), costs()}});
+  auto het = GraphCompiler(h).compile(g, shapes, outs);
+  auto alone = GraphCompiler(cpu2).compile(g, shapes, outs);
+  auto off = GraphCompiler(h, {.parallel_ops = false}).compile(g, shapes, outs);
+  const detail::Plan& hp = plan_of(het);
+  ASSERT_EQ(hp.parts.size(), 2u);
+  EXPECT_EQ(members(hp.parts[0].get()), 6u);  // the six products on the CPU
+  EXPECT_EQ(members(hp.parts[1].get()), 0u);
+  EXPECT_EQ(members(plan_of(off).parts[0].get()), 0u);
+  EXPECT_EQ(members(&plan_of(alone)), 8u);
+  const auto xv = testing_util::random_vec(96 * 96, 3);
+  for (CompiledGraph* cg : {&het, &alone, &off}) cg->run({{"x", xv}});
+  for (int i = 0; i < 8; ++i) {
+    expect_near(het.read(outs[i]), alone.read(outs[i]), 1e-5, "product " + std::to_string(i));
+    // The CPU's products are the same kernels, grouped or not: the same bits.
+    if (i < 4 || i % 2) {
+      EXPECT_TRUE(testing_util::bitwise_equal(het.read(outs[i]), off.read(outs[i])));
+    }
+  }
+}
+
+// ---- random DAGs, random placements -------------------------------------------------------
+
+TEST(Hetero, RandomDagsWithRandomPlacementsMatchTheCpu) {
+  const Platform h = hetero();
+  const std::size_t devices = h.devices().size();
+  std::mt19937 rng(13);
+  int runs = 0;
+  for (int d = 0; d < 40; ++d) {
+    auto dag = testing_util::random_dag(rng, 2 + static_cast<int>(rng() % 120), d % 4);
+    for (std::uint32_t id = 0; id < dag.graph.size(); ++id) {
+      const std::size_t k = rng() % devices;
+      dag.graph.node(id).on(h.devices()[k]);
+    }
+    auto cg = GraphCompiler(h).compile(dag.graph, testing_util::random_dag_shapes(), dag.sinks);
+    auto ref = GraphCompiler().compile(dag.graph, testing_util::random_dag_shapes(), dag.sinks);
+    ref.run(testing_util::random_dag_feeds());
+    for (int r = 0; r < 3; ++r) {
+      cg.run(testing_util::random_dag_feeds());
+      ++runs;
+      for (const Node& s : dag.sinks) {
+        expect_near(cg.read(s), ref.read(s), 1e-5, "dag " + std::to_string(d) + " " + s.label());
+      }
+    }
+  }
+  EXPECT_EQ(runs, 120);
+}
+
+// The same graph, placement and threads give the same bits.
+TEST(Hetero, RunsAreBitwiseReproducible) {
+  const Platform h = hetero();
+  std::mt19937 rng(5);
+  auto dag = testing_util::random_dag(rng, 80, 0);
+  for (std::uint32_t id = 0; id < dag.graph.size(); ++id)
+    dag.graph.node(id).on(h.devices()[rng() % h.devices().size()]);
+  auto a = GraphCompiler(h).compile(dag.graph, testing_util::random_dag_shapes(), dag.sinks);
+  auto b = GraphCompiler(h).compile(dag.graph, testing_util::random_dag_shapes(), dag.sinks);
+  a.run(testing_util::random_dag_feeds());
+  b.run(testing_util::random_dag_feeds());
+  b.run(testing_util::random_dag_feeds());
+  for (const Node& s : dag.sinks) EXPECT_TRUE(testing_util::bitwise_equal(a.read(s), b.read(s)));
+}
+
+// ---- training and failures ---------------------------------------------------------------------
+
+struct Training {
+  Graph g;
+  std::vector<Node> vars, fetches;
+};
+Training random_training(std::mt19937& rng) {
+  Training t;
+  auto x = t.g.input("x");
+  const int nv = 2 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < nv; ++i)
+    t.vars.push_back(
+        t.g.variable("v" + std::to_string(i), {4, 4}, Initializer::uniform(-0.5f, 0.5f, 10 + i)));
+  std::vector<Node> pool{x};
+  pool.insert(pool.end(), t.vars.begin(), t.vars.end());
+  const int ops = 4 + static_cast<int>(rng() % 10);
+  for (int i = 0; i < ops; ++i) {
+    const Node a = pool[rng() % pool.size()], b = pool[rng() % pool.size()];
+    switch (rng() % 5) {
+      case 0:
+        pool.push_back(a + b);
+        break;
+      case 1:
+        pool.push_back(a * b);
+        break;
+      case 2:
+        pool.push_back(tanh(a));
+        break;
+      case 3:
+        pool.push_back(matmul(a, b));
+        break;
+      default:
+        pool.push_back(sigmoid(a) - b);
+        break;
+    }
+  }
+  Node loss = reduce_sum(pool.back() * pool.back());
+  for (const Node& v : t.vars) loss = loss + reduce_mean(v * v);
+  auto counter = t.g.variable("steps", {1});
+  auto step = sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
+  t.vars.push_back(counter);
+  t.fetches = {loss, step, assign(counter, counter + 1.0f)};
+  return t;
+}
+
+std::vector<std::vector<float>> read_all(const CompiledGraph& cg, const std::vector<Node>& vs) {
+  std::vector<std::vector<float>> out;
+  for (const Node& v : vs) out.push_back(cg.read(v));
+  return out;
+}
+// Every variable of the plan (optimizer state included).
+std::vector<std::vector<float>> all_variables(const CompiledGraph& cg) {
+  detail::Executable& e = detail::executable_of(cg);
+  std::vector<std::vector<float>> out;
+  for (std::uint32_t i : e.plan().variables) {
+    std::vector<float> v(static_cast<std::size_t>(e.plan().nodes[i].type.shape.numel()));
+    e.read(i, v.data(), v.size(), DType::f32, "test");
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+TEST(Hetero, TrainingAcrossDevicesMatchesTheCpu) {
+  const Platform h = hetero();
+  std::mt19937 rng(21);
+  const auto xv = testing_util::random_vec(16, 5);
+  for (int gi = 0; gi < 8; ++gi) {
+    Training t = random_training(rng);
+    for (std::uint32_t id = 0; id < t.g.size(); ++id)
+      t.g.node(id).on(h.devices()[rng() % h.devices().size()]);
+    auto cg = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+    auto ref = GraphCompiler().compile(t.g, {{"x", {4, 4}}}, t.fetches);
+    for (int step = 0; step < 5; ++step) {
+      cg.run({{"x", xv}});
+      ref.run({{"x", xv}});
+    }
+    const auto got = read_all(cg, t.vars), want = read_all(ref, t.vars);
+    for (std::size_t v = 0; v < got.size(); ++v)
+      expect_near(got[v], want[v], 1e-4, "graph " + std::to_string(gi) + " " + t.vars[v].label());
+  }
+}
+
+std::string g_fail;
+void fail_labelled(const detail::PlanNode& n) {
+  if (n.label == g_fail) throw PlatformError("injected failure in " + n.label);
+}
+// An OpenCL part's node fails: its command reads as failed, or its enqueue throws.
+class FailOnDevice final : public detail::cl::OpenClExecutable::RunHook {
+ public:
+  FailOnDevice(std::uint32_t node, bool at_enqueue) : node_(node), at_enqueue_(at_enqueue) {}
+  void before_enqueue(cl_context, std::uint32_t node, std::vector<cl_event>&) override {
+    if (at_enqueue_ && node == node_)
+      throw PlatformError("clEnqueueNDRangeKernel failed: CL_OUT_OF_RESOURCES (injected)");
+  }
+  cl_int event_status(std::uint32_t node, cl_int driver) override {
+    return !at_enqueue_ && node == node_ ? CL_OUT_OF_RESOURCES : driver;
+  }
+
+ private:
+  std::uint32_t node_;
+  bool at_enqueue_;
+};
+
+TEST(Hetero, AFailureOnEitherDeviceReachesRunAndChangesNothing) {
+  const Platform h = hetero();
+  std::mt19937 rng(31);
+  const auto xv = testing_util::random_vec(16, 6);
+  int injected_cpu = 0, injected_cl = 0;
+  for (int gi = 0; gi < 6; ++gi) {
+    Training t = random_training(rng);
+    for (std::uint32_t id = 0; id < t.g.size(); ++id)
+      t.g.node(id).on(h.devices()[rng() % h.devices().size()]);
+    auto cg = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+    auto ref = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+    auto& het = dynamic_cast<detail::hetero::HeteroExecutable&>(detail::executable_of(cg));
+    // Fallible nodes: work before the commit point of any part (transfers and gates too).
+    std::vector<std::pair<std::size_t, std::uint32_t>> fallible;  // (device, part index)
+    for (std::size_t d = 0; d < h.devices().size(); ++d) {
+      detail::Executable* part = het.part(d);
+      if (!part) continue;
+      const detail::Plan& pp = part->plan();
+      for (std::uint32_t i = 0; i < pp.nodes.size(); ++i)
+        if (pp.nodes[i].has_work() && !pp.nodes[i].writes_variable()) fallible.push_back({d, i});
+    }
+    for (int r = 0; r < 8; ++r) {
+      const auto before = all_variables(cg);
+      const auto [d, victim] = fallible[rng() % fallible.size()];
+      detail::Executable* part = het.part(d);
+      auto* cl = dynamic_cast<detail::cl::OpenClExecutable*>(part);
+      if (cl) {
+        cl->set_run_hook(std::make_unique<FailOnDevice>(victim, rng() % 2 == 0));
+        ++injected_cl;
+      } else {
+        g_fail = part->plan().nodes[victim].label;
+        detail::cpu::set_kernel_fault_hook(fail_labelled);
+        ++injected_cpu;
+      }
+      EXPECT_THROW(cg.run({{"x", xv}}), PlatformError) << part->plan().nodes[victim].label;
+      detail::cpu::set_kernel_fault_hook(nullptr);
+      if (cl) cl->set_run_hook(nullptr);
+      ASSERT_EQ(all_variables(cg), before)
+          << "a run failing at " << part->plan().nodes[victim].label << " changed state";
+      cg.run({{"x", xv}});
+      ref.run({{"x", xv}});
+      ASSERT_EQ(all_variables(cg), all_variables(ref));
+    }
+  }
+  EXPECT_GT(injected_cpu, 5);
+  EXPECT_GT(injected_cl, 5);
+}
+
+// ---- asynchronous runs, traces, the one-thread contract -----------------------------------
+
+TEST(Hetero, AsyncRunsTracesAndTheOneThreadContract) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto x = g.input("x");
+  auto a = tanh(x).on(cl).named("a");
+  auto b = (a * 3.0f).named("b");
+  auto c = (sqrt(b * b) + a).on(cl).named("c");
+  auto cg = GraphCompiler(hetero()).compile(g, {{"x", {4096}}}, {c});
+  auto ref = GraphCompiler().compile(g, {{"x", {4096}}}, {c});
+  const auto xv = testing_util::random_vec(4096, 3);
+  ref.run({{"x", xv}});
+  const std::string path = ::testing::TempDir() + "hetero_trace.json";
+  cg.start_trace(path);
+  RunHandle run = cg.run_async({{"x", xv}});
+  std::string other;
+  std::thread t([&] { other = error_of<UsageError>([&] { (void)cg.read(c); }); });
+  t.join();
+  EXPECT_TRUE(has(other, "in use by another thread")) << other;
+  run.wait();
+  expect_near(cg.read(c), ref.read(c), 1e-5, "c");
+  cg.run({{"x", xv}});
+  cg.stop_trace();
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string json = ss.str();
+  // Every device's lanes in one timeline, the transfers among the events.
+  EXPECT_TRUE(has(json, "\"cpu: ")) << json.substr(0, 400);
+  EXPECT_TRUE(has(json, "\"" + cl.str())) << json.substr(0, 400);
+  EXPECT_TRUE(has(json, "send 'a'")) << json.substr(0, 400);
+  EXPECT_TRUE(has(json, "recv 'a'")) << json.substr(0, 400);
+}
+
+// Measured per-op times go into the platform's table: a later compile uses them.
+TEST(Hetero, ProfiledTimesReplaceTheStaticEstimates) {
+  const Device cl = cl_devices().at(0);
+  // A model that thinks every node is free anywhere: on a tie HEFT keeps the first device.
+  const DeviceCosts free{.gflops = 1e9, .gbytes_per_s = 1e9, .node_us = 1e-3};
+  auto p = Platform::heterogeneous(
+      {Platform::cpu(), cl_platform(cl)},
+      {.placement = Placement::heft, .costs = {free, free}, .profile_runs = 2});
+  Graph g;
+  auto x = g.input("x");
+  Node y = x;
+  for (int i = 0; i < 6; ++i) y = tanh(y * 1.5f);
+  y = y.named("y");
+  auto cg = GraphCompiler(p).compile(g, {{"x", {65536}}}, {y});
+  EXPECT_EQ(placed(cg.engine_report(), "y").device, "cpu");
+  const auto xv = testing_util::random_vec(65536, 1);
+  for (int r = 0; r < 4; ++r) cg.run({{"x", xv}});
+  // The CPU's times are measured now, the device's still free: everything moves there, and
+  // the reasons quote the CPU's measured time.
+  const EngineReport r = GraphCompiler(p).compile(g, {{"x", {65536}}}, {y}).engine_report();
+  const auto py = placed(r, "y");
+  EXPECT_EQ(py.device, cl.str()) << py.reason;
+  EXPECT_TRUE(has(py.reason, "on cpu")) << py.reason;
+  EXPECT_GT(r.hetero->single_device_us.empty() ? 0.0 : r.hetero->single_device_us[0].second, 1.0);
+}
+
+// Without cost figures the platform measures its devices once (real kernels) and places.
+TEST(Hetero, MeasuredCostsPlaceAutomatically) {
+  const Device cl = cl_devices().at(0);
+  auto p = Platform::heterogeneous({Platform::cpu(), cl_platform(cl)});
+  Branches b = branches();
+  auto cg = GraphCompiler(p).compile(b.g, {{"x", {256, 256}}}, {b.out});
+  const EngineReport r = cg.engine_report();
+  EXPECT_GT(r.hetero->estimated_us, 0);
+  EXPECT_FALSE(r.hetero->decision.empty());
+  const auto xv = testing_util::random_vec(256 * 256, 3);
+  cg.run({{"x", xv}});
+  auto ref = GraphCompiler().compile(b.g, {{"x", {256, 256}}}, {b.out});
+  ref.run({{"x", xv}});
+  expect_near(cg.read(b.out), ref.read(b.out), 1e-4, "out");
+}
+
+}  // namespace

@@ -1,0 +1,84 @@
+// hetgraph-run end to end: a backend-test model run from its input files writes outputs that
+// match the expected ones, on each platform; --json prints one line; mistakes and unsupported
+// models exit with a message.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+#include "hetgraph/onnx.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ho = hetgraph::onnx;
+
+const std::string kData = "/usr/share/libonnx-testdata/data/";
+
+struct Result {
+  int status = -1;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  Result r;
+  FILE* p = ::popen((std::string(HETGRAPH_RUN) + " " + args + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(HetgraphRun, OutputsMatchTheBackendTestOnEachPlatform) {
+  const std::string t = kData + "pytorch-converted/test_Conv2d/";
+  const fs::path dir = fs::temp_directory_path() / "hetgraph-run-test";
+  std::vector<std::string> platforms{"cpu"};
+  if (hetgraph::Platform::opencl_available() || testing_util::opencl_required())
+    platforms.push_back("opencl");
+  for (const std::string& p : platforms) {
+    fs::remove_all(dir);
+    const Result r =
+        run(t + "model.onnx --platform " + p + " --repeat 3 --warmup 1 --input 0=" + t +
+            "test_data_set_0/input_0.pb --output-dir " + dir.string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("latency   median"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("memory"), std::string::npos) << r.out;
+    const ho::TensorData got = ho::read_tensor((dir / "3.pb").string());
+    const ho::TensorData want = ho::read_tensor(t + "test_data_set_0/output_0.pb");
+    ASSERT_EQ(got.shape, want.shape);
+    for (std::size_t k = 0; k < want.f32.size(); ++k)
+      EXPECT_NEAR(got.f32[k], want.f32[k], 1e-7 + 1e-3 * std::fabs(want.f32[k]));
+  }
+  fs::remove_all(dir);
+}
+
+TEST(HetgraphRun, JsonIsOneLine) {
+  const Result r =
+      run(kData + "node/test_lstm_defaults/model.onnx --json --repeat 2 --warmup 0 --engine auto");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  for (const char* key : {"\"median_s\":", "\"min_s\":", "\"max_s\":", "\"setup_s\":",
+                          "\"planned_bytes\":", "\"inputs\":\"random\""}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  }
+}
+
+TEST(HetgraphRun, MistakesAndUnsupportedModelsSayWhy) {
+  Result r = run(kData + "node/test_abs/model.onnx --input nope=x.pb");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("no input 'nope'"), std::string::npos) << r.out;
+  r = run("--repeat 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("MODEL.onnx is missing"), std::string::npos) << r.out;
+  r = run(kData + "node/test_top_k/model.onnx");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("TopK-11"), std::string::npos) << r.out;
+  r = run("/nonexistent.onnx");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("/nonexistent.onnx"), std::string::npos) << r.out;
+}
+
+}  // namespace

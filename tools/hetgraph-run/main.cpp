@@ -1,0 +1,208 @@
+// hetgraph-run: runs an ONNX model on a platform and reports what a user compares with
+// onnxruntime_perf_test: per-run latency (median, min, max), setup time and planned memory.
+//
+//   build/tools/hetgraph-run model.onnx --platform cpu --engine auto --repeat 50
+//   build/tools/hetgraph-run model.onnx --input x=input_0.pb --output-dir out/   # out/y.pb
+//   build/tools/hetgraph-run model.onnx --json     # one JSON line, like hetgraph-bench
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "common/tool_run.hpp"
+#include "hetgraph/hetgraph.hpp"
+#include "hetgraph/onnx.hpp"
+#include "options.hpp"
+
+namespace {
+
+namespace ho = hetgraph::onnx;
+using hetgraph::cli::UsageError;
+
+std::string file_name(const std::string& output) {  // an output name as a file name
+  std::string s = output;
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+  }
+  return s.empty() || s[0] == '.' ? "_" + s : s;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out;
+}
+
+int run(const hgrun::Options& o) {
+  hetgraph::tool::check_engine_flags(o);
+  const double t0 = hetgraph::now_s();
+  const ho::Model base = ho::read_model(o.model);
+  std::map<std::string, std::shared_ptr<ho::TensorData>> data;
+  std::size_t next = 0;  // files without a name go to the inputs in order
+  for (auto [name, file] : o.inputs) {
+    if (name.empty()) {
+      while (next < base.input_info.size() && data.count(base.input_info[next].name)) ++next;
+      if (next == base.input_info.size()) {
+        throw UsageError("--input: more files than the model has inputs");
+      }
+      name = base.input_info[next].name;
+    }
+    const bool known = std::any_of(base.input_info.begin(), base.input_info.end(),
+                                   [&](const ho::ValueDesc& v) { return v.name == name; });
+    if (!known) {
+      std::string list;
+      for (const auto& v : base.input_info) list += " " + v.name;
+      throw UsageError("--input: the model has no input '" + name + "' (its inputs:" + list + ")");
+    }
+    if (data.count(name)) throw UsageError("--input: '" + name + "' given twice");
+    data[name] = std::make_shared<ho::TensorData>(ho::read_tensor(file));
+  }
+  ho::ImportOptions io;
+  io.dynamic_dim = 1;
+  for (const auto& [name, d] : data) io.input_shapes.push_back({name, d->shape});
+  for (const auto& [name, dims] : o.shapes) {
+    if (data.count(name)) throw UsageError("--shape: '" + name + "' also has an --input file");
+    io.input_shapes.push_back({name, hetgraph::Shape(std::span<const std::int64_t>(dims))});
+  }
+  // Inputs the importer needs the values of (shapes, axes fed as inputs) are given from
+  // their files.
+  ho::Model m;
+  for (;;) {
+    try {
+      m = base.with_options(io);
+      break;
+    } catch (const ho::UnsupportedError& e) {
+      auto it = data.find(e.input_needed());
+      if (e.input_needed().empty() || it == data.end()) throw;
+      io.input_values.push_back({it->first, it->second});
+      std::erase_if(io.input_shapes, [&](const auto& s) { return s.first == it->first; });
+      data.erase(it);
+    }
+  }
+  const double import_s = hetgraph::now_s() - t0;
+  hetgraph::CompileOptions co;
+  co.fuse = o.fuse;
+  hetgraph::CompiledGraph cg =
+      m.compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
+  const double setup_s = hetgraph::now_s() - t0;
+
+  // Inputs go into the graph's mapped buffers once; every run feeds those (no copies).
+  std::mt19937 rng(static_cast<std::uint32_t>(o.seed));
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<hetgraph::FeedItem> feeds;
+  bool random = false;
+  for (const ho::ValueDesc& in : m.input_info) {
+    auto it = data.find(in.name);
+    if (it != data.end() && it->second->dtype != in.dtype) {
+      throw hetgraph::DataError("input '" + in.name + "': the file holds " + it->second->onnx_type +
+                                ", the model takes " + in.onnx_type);
+    }
+    // An input the outputs do not need was pruned: nothing to feed.
+    try {
+      in.dtype == hetgraph::DType::f32 ? (void)cg.mapped_input(in.name)
+                                       : (void)cg.mapped_input_i32(in.name);
+    } catch (const hetgraph::FeedError&) {
+      continue;
+    }
+    random = random || it == data.end();
+    if (in.dtype == hetgraph::DType::f32) {
+      auto buf = cg.mapped_input(in.name);
+      if (it != data.end())
+        std::copy(it->second->f32.begin(), it->second->f32.end(), buf.begin());
+      else
+        for (float& v : buf) v = uni(rng);
+      feeds.push_back({in.name, buf});
+    } else {
+      auto buf = cg.mapped_input_i32(in.name);
+      if (it != data.end())
+        std::copy(it->second->i32.begin(), it->second->i32.end(), buf.begin());
+      else
+        std::fill(buf.begin(), buf.end(), 0);  // a valid index for any lookup
+      feeds.push_back({in.name, buf});
+    }
+  }
+
+  hetgraph::tool::TimingOptions to;
+  to.repeat = o.repeat;
+  to.warmup = o.warmup;
+  to.trace = o.trace;
+  const hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
+  const double med = hetgraph::tool::median(t.samples);
+  const double mn = *std::min_element(t.samples.begin(), t.samples.end());
+  const double mx = *std::max_element(t.samples.begin(), t.samples.end());
+
+  double checksum = 0;
+  std::vector<std::string> written;
+  if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
+  for (std::size_t k = 0; k < m.outputs.size(); ++k) {
+    const ho::ValueDesc& out = m.output_info[k];
+    ho::TensorData td;
+    td.name = out.name;
+    td.onnx_type = out.onnx_type;
+    td.dtype = out.dtype;
+    td.shape = cg.shape(m.outputs[k]);
+    if (out.dtype == hetgraph::DType::f32) {
+      td.f32 = cg.read(m.outputs[k]);
+      for (float v : td.f32) checksum += v;
+    } else {
+      td.i32 = cg.read_i32(m.outputs[k]);
+      for (std::int32_t v : td.i32) checksum += v;
+    }
+    if (!o.output_dir.empty()) {
+      const std::string path =
+          (std::filesystem::path(o.output_dir) / (file_name(out.name) + ".pb")).string();
+      ho::write_tensor(path, td);
+      written.push_back(path);
+    }
+  }
+
+  const hetgraph::EngineReport er = cg.engine_report();
+  const hetgraph::CompileReport& cr = cg.report();
+  if (o.json) {
+    std::printf(
+        "{\"model\":\"%s\",\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%s\","
+        "\"repeat\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,\"setup_s\":%.9g,"
+        "\"import_s\":%.9g,\"compile_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,"
+        "\"naive_bytes\":%zu,\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
+        "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
+        "\"producer\":\"%s\"}\n",
+        json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
+        hetgraph::tool::lanes_label(er).c_str(), o.repeat, med, mn, mx, setup_s, import_s,
+        setup_s - import_s, checksum, cr.planned_bytes, cr.naive_bytes, er.nodes, er.heavy_nodes,
+        er.max_width, er.avg_width, t.tuning_runs, o.fuse ? "true" : "false",
+        random ? "random" : "files", static_cast<long long>(m.opset), m.ops.size(),
+        json_escape(m.producer).c_str());
+    return 0;
+  }
+  std::printf("model     %s (opset %lld%s%s, %zu ONNX nodes -> %zu graph nodes)\n", o.model.c_str(),
+              static_cast<long long>(m.opset), m.producer.empty() ? "" : ", ", m.producer.c_str(),
+              m.ops.size(), er.nodes);
+  std::printf("platform  %s, %s engine, %s\n", o.platform.c_str(), er.engine.c_str(),
+              hetgraph::tool::lanes_label(er).c_str());
+  std::printf("setup     %.4f s (import %.4f s, compile %.4f s)\n", setup_s, import_s,
+              setup_s - import_s);
+  std::printf("memory    %.3f MB planned (one buffer per node: %.3f MB)\n", cr.planned_bytes / 1e6,
+              cr.naive_bytes / 1e6);
+  std::printf("latency   median %.6f s  min %.6f s  max %.6f s  (%d runs after %d warm-up%s)\n",
+              med, mn, mx, o.repeat, o.warmup,
+              t.tuning_runs ? ", and the engine's tuning runs" : "");
+  std::printf("inputs    %s\n", random ? "random where no file was given" : "from files");
+  for (std::size_t k = 0; k < m.outputs.size(); ++k) {
+    std::printf("output    %s %s %s%s%s\n", m.output_info[k].name.c_str(),
+                cg.shape(m.outputs[k]).str().c_str(), m.output_info[k].onnx_type.c_str(),
+                written.empty() ? "" : " -> ", written.empty() ? "" : written[k].c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hgrun::Options o;
+  auto p = hgrun::parser(o);
+  return hetgraph::cli::run_main(p, argc, argv, [&] { return run(o); });
+}

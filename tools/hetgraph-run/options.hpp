@@ -1,0 +1,85 @@
+// hetgraph-run's command line, apart so the tests and the command-line fuzz target parse
+// exactly what the program does.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/cli.hpp"
+#include "common/engine_flags.hpp"
+
+namespace hgrun {
+
+struct Options : hetgraph::tool::EngineFlags {
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> inputs;                // --input name=file.pb
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;  // --shape name=AxB
+  std::string output_dir, trace;
+  int repeat = 10, warmup = 3, seed = 1;
+  bool json = false, fuse = true;
+};
+
+inline constexpr const char* kUsage =
+    "usage: hetgraph-run MODEL.onnx [--platform cpu|opencl]\n"
+    "                    [--engine sequential|shared-queue|critical-path|auto] [--executors "
+    "NxT|auto]\n"
+    "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
+    "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
+    "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse] "
+    "[--json]\n"
+    "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
+    "the next input in the model's order) or are random (floats in\n"
+    "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
+    "--output-dir writes each output as DIR/<output name>.pb.";
+
+/// "name=value" split at the first '='; a UsageError naming the flag otherwise.
+inline std::pair<std::string, std::string> name_value(std::string_view flag, std::string_view v) {
+  const auto eq = v.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == v.size()) {
+    throw hetgraph::cli::UsageError(std::string(flag) + ": '" + std::string(v.substr(0, 200)) +
+                                    "' is not NAME=VALUE");
+  }
+  return {std::string(v.substr(0, eq)), std::string(v.substr(eq + 1))};
+}
+
+inline hetgraph::cli::Parser parser(Options& o) {
+  using hetgraph::cli::UsageError;
+  hetgraph::cli::Parser p("hetgraph-run", kUsage);
+  p.positional("MODEL.onnx", o.model);
+  hetgraph::tool::add_engine_flags(p, o);
+  p.repeated("--input",
+             [&o](std::string_view v) {
+               // FILE alone: the next model input in order (the backend tests' input_N.pb).
+               if (v.find('=') == std::string_view::npos && !v.empty()) {
+                 o.inputs.push_back({"", std::string(v)});
+                 return;
+               }
+               o.inputs.push_back(name_value("--input", v));
+             })
+      .repeated(
+          "--shape",
+          [&o](std::string_view v) {
+            auto [name, dims] = name_value("--shape", v);
+            std::vector<std::int64_t> d;
+            std::size_t at = 0;
+            while (true) {
+              const std::size_t x = dims.find('x', at);
+              d.push_back(hetgraph::cli::to_int("--shape", dims.substr(at, x - at), 1, 1 << 30));
+              if (x == std::string::npos) break;
+              at = x + 1;
+            }
+            if (d.size() > 4) throw UsageError("--shape: " + name + " has rank above 4");
+            o.shapes.push_back({name, d});
+          })
+      .text("--output-dir", o.output_dir)
+      .integer("--repeat", o.repeat, 1, 1'000'000'000)
+      .integer("--warmup", o.warmup, 0, 1'000'000'000)
+      .integer("--seed", o.seed, 0, 1'000'000'000)
+      .text("--trace", o.trace)
+      .flag("--no-fuse", o.fuse, false)
+      .flag("--json", o.json);
+  return p;
+}
+
+}  // namespace hgrun
