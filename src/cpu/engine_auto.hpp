@@ -18,6 +18,8 @@ class AutoEngine final : public Engine {
  public:
   /// `cache`: where the choice is looked up first and stored once made (disabled: neither).
   AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache);
+  /// An unfinished search leaves its progress in the cache for the next process.
+  ~AutoEngine() override;
 
   void run() override;
   std::string_view name() const override { return "auto"; }
@@ -61,6 +63,9 @@ class AutoEngine final : public Engine {
     double last_run_s = 0;
   };
   void end_round();
+  std::string label(const Candidate& c) const;
+  void resume();          // from the cache's progress, when it has some for these candidates
+  void save_progress();
   void finish();  // keeps the fastest candidate, drops the others, stores the choice
   EngineReport::Cpu::Trial trial(const Candidate& c) const;
 
@@ -76,6 +81,7 @@ class AutoEngine final : public Engine {
   std::chrono::steady_clock::time_point turn_t0_;  // when this turn (or its timed part) began
   bool in_turn_ = false;
   int rounds_ = 0;
+  bool progressed_ = false;  // this process ran a candidate since the progress was loaded
   std::unique_ptr<Engine> chosen_;
   std::optional<EngineReport::Cpu::Chosen> chosen_info_;
   Engine* last_ = nullptr;  // the engine that ran last (or runs next, before any run)
