@@ -136,9 +136,16 @@ void AutoEngine::resume() {
       ++warming_;
     }
   }
-  // A turn left half done starts again with the first candidate still in.
-  turn_ = 0;
+  // The turn in progress goes on, its timed runs counted; settled already: in a new process no
+  // other candidate's team is spinning.
+  turn_ = p->turn < candidates_.size() && !candidates_[p->turn].dropped ? p->turn : 0;
   while (turn_ + 1 < candidates_.size() && candidates_[turn_].dropped) ++turn_;
+  if (warming_ == candidates_.size() && p->turn_runs > 0) {
+    in_turn_ = true;
+    settled_ = true;
+    turn_t0_ = Clock::now();
+    turn_runs_ = p->turn_runs;
+  }
 }
 
 void AutoEngine::save_progress() {
@@ -146,6 +153,8 @@ void AutoEngine::save_progress() {
   SearchProgress p;
   p.nodes = prog_.plan->nodes.size();
   p.rounds = rounds_;
+  p.turn = turn_;
+  p.turn_runs = in_turn_ && settled_ ? turn_runs_ : 0;
   for (std::size_t i = 0; i < candidates_.size(); ++i) {
     const Candidate& c = candidates_[i];
     SearchProgress::Candidate s;
@@ -203,20 +212,23 @@ void AutoEngine::run() {
     in_turn_ = true;
     settled_ = c.last_run_s >= kLongRunSeconds;
     turn_t0_ = Clock::now();
+    turn_runs_ = 0;
   }
   const auto t0 = Clock::now();
   c.engine->run();
   const auto t1 = Clock::now();
   c.last_run_s = seconds(t0, t1);
+  ++turn_runs_;
   if (!settled_) {
-    if (seconds(turn_t0_, t1) >= kSettleSeconds) {
+    if (seconds(turn_t0_, t1) >= kSettleSeconds || turn_runs_ >= kSettleRuns) {
       settled_ = true;
       turn_t0_ = t1;
+      turn_runs_ = 0;
     }
     return;
   }
   c.times.push_back(c.last_run_s);
-  if (seconds(turn_t0_, t1) < kTurnSeconds) return;
+  if (seconds(turn_t0_, t1) < kTurnSeconds && turn_runs_ < kTurnRuns) return;
   ++c.turns;
   in_turn_ = false;
   const std::size_t before = turn_;

@@ -273,7 +273,7 @@ bool TuningCache::store_progress(const SearchProgress& p) const {
   std::ostringstream o;
   o.precision(9);
   o << "hetgraph-tuning-progress " << kFormat << "\nkey " << key_ << "\nnodes " << p.nodes
-    << "\nrounds " << p.rounds << "\n";
+    << "\nrounds " << p.rounds << "\nturn " << p.turn << ' ' << p.turn_runs << "\n";
   for (const SearchProgress::Candidate& c : p.candidates) {
     o << "candidate " << c.label << "\nstate " << (c.warm ? 1 : 0) << ' ' << c.turns << ' '
       << (c.dropped ? 1 : 0) << "\ncost";
@@ -299,7 +299,7 @@ std::optional<SearchProgress> TuningCache::load_progress(
     return l[i].size() > want.size() ? l[i].substr(want.size()) : std::string();
   };
   SearchProgress p;
-  const std::size_t want_lines = 4 + 4 * labels.size();
+  const std::size_t want_lines = 5 + 4 * labels.size();
   if (l.size() != want_lines) return note(path, "corrupt: truncated"), std::nullopt;
   if (value(0, "hetgraph-tuning-progress") != std::to_string(kFormat))
     return note(path, "stale: format"), std::nullopt;
@@ -317,8 +317,15 @@ std::optional<SearchProgress> TuningCache::load_progress(
     if (!v || !read_all(in, p.rounds) || p.rounds < 0)
       return note(path, "corrupt: line 'rounds'"), std::nullopt;
   }
+  {
+    const auto v = value(4, "turn");
+    std::istringstream in(v.value_or(""));
+    if (!v || !(in >> p.turn >> p.turn_runs) || !(in >> std::ws).eof() ||
+        p.turn >= labels.size() || p.turn_runs < 0)
+      return note(path, "corrupt: line 'turn'"), std::nullopt;
+  }
   for (std::size_t k = 0; k < labels.size(); ++k) {
-    const std::size_t i = 4 + 4 * k;
+    const std::size_t i = 5 + 4 * k;
     SearchProgress::Candidate c;
     const auto label = value(i, "candidate");
     if (label != labels[k]) return note(path, "stale: other candidates"), std::nullopt;

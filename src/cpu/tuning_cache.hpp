@@ -52,6 +52,8 @@ struct SearchProgress {
   };
   std::size_t nodes = 0;
   int rounds = 0;
+  std::size_t turn = 0;  // the candidate whose turn it is
+  int turn_runs = 0;     // its timed runs in this turn (0: the turn starts afresh)
   std::vector<Candidate> candidates;
 };
 
