@@ -193,6 +193,21 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
   }
 }
 
+// Graph statistics (the engines' guideline) count each fused convolution once: the nodes fused
+// into it do no work and must not widen the graph (they have no dependencies left).
+TEST(NnKernels, FusedConvolutionsCountOnceInGraphStatistics) {
+  Graph g;
+  auto x = g.input("x"), w = g.input("w");
+  Node y = x;
+  for (int i = 0; i < 3; ++i) y = relu(conv2d(y, w, {.padding = {1, 1}}));
+  auto cg =
+      GraphCompiler(Platform::cpu()).compile(g, {{"x", {1, 8, 6, 6}}, {"w", {8, 8, 3, 3}}}, {y});
+  const EngineReport r = cg.engine_report();
+  EXPECT_EQ(r.heavy_nodes, 3u);
+  EXPECT_EQ(r.max_width, 1);
+  EXPECT_EQ(r.avg_width, 1);
+}
+
 // assign_layouts: values between convolutions stay in oneDNN's layout on the CPU. Small nets
 // give the same results with the pass on and off (within float rounding: the layouts may pick
 // other kernels), planner on and off bitwise (run_checked), and on the CPU some value is kept

@@ -8,8 +8,9 @@ namespace hetgraph::detail {
 // Heavy ops (the guideline paper's "compute-intensive or embedding operators") are marked in
 // the op table: products, convolutions forward and backward, embedding lookups and their
 // scatter-adds.
+// A node fused into another (a convolution under its relu) does no work: the fused node counts.
 bool is_heavy(const PlanNode& n) {
-  return op_def(n.op).heavy;
+  return n.has_work() && op_def(n.op).heavy;
 }
 
 GraphStats graph_stats(const Plan& p) {
