@@ -4,6 +4,7 @@
 //                         [--hetgraph [NAME=]build/tools/hetgraph-run[,NAME=PATH...]]
 //                         [--dir build/bench-cnn]
 //                         [--label NAME] [--engines sequential,shared-queue,critical-path,auto]
+//                         [--contenders ort,pytorch,hetgraph]
 //
 // bench/cnn/run.sh exports the models first and installs onnxruntime-node; see bench/README.md.
 // Every measurement is a fresh child process under /usr/bin/time -v (its peak RSS) and under
@@ -38,6 +39,8 @@ const dir = path.resolve(root, opt('dir', 'build/bench-cnn'));
 const label = opt('label', '');
 const engines = opt('engines', 'sequential,shared-queue,critical-path,auto').split(',');
 const extra = opt('hetgraph-args', '').split(' ').filter((s) => s.length);
+// ONNX Runtime always runs: hetgraph's outputs are checked against it.
+const contenders = new Set(['ort', ...opt('contenders', 'ort,pytorch,hetgraph').split(',')]);
 
 // Repetitions: enough samples for a median, few enough that a round of everything stays near
 // two minutes on 2 cores.
@@ -148,7 +151,7 @@ function configs(model, batch) {
              ...extra],
     });
   }
-  return list;
+  return list.filter((c) => contenders.has(c.who));
 }
 
 const median = (v) => {
@@ -203,7 +206,8 @@ for (const [key, byConfig] of Object.entries(all)) {
             rounds: lines.length};
   });
   const best = (who) => rows.filter((x) => x.who === who).reduce((a, b) => (a.median_s <= b.median_s ? a : b));
-  const ort = best('ort'), torch = best('pytorch'), hg = best('hetgraph');
+  const ort = best('ort'), hg = best('hetgraph');
+  const torch = contenders.has('pytorch') ? best('pytorch') : {median_s: NaN, config: 'not run'};
   const perVariant = {};
   for (const v of variants) {
     const mine = rows.filter((x) => x.who === 'hetgraph' && (v.name === '' || x.config.startsWith(v.name + '/')));
