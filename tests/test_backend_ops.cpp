@@ -667,6 +667,34 @@ TEST_P(BackendOps, SparseSgdStepMatchesTheReference) {
   testing_util::expect_close(cg.read(T), want, 1e-6, 1e-6, "sgd step on " + GetParam().name);
 }
 
+// optimizer_update (one fused kernel per variable writing it and its state): two Adam steps on
+// every platform against the rule in float64 (test_optimizers checks every rule, the ONNX
+// training-op tests and checkpoint resumption).
+TEST_P(BackendOps, OptimizerUpdateMatchesTheReference) {
+  Graph g;
+  const auto w0 = testing_util::random_vec(6, 8);
+  auto W = g.variable("W", {2, 3}, Initializer::values(w0));
+  auto dW = g.input("dW");
+  auto step =
+      apply_gradients(std::vector<Node>{W}, std::vector<Node>{dW}, Optimizer::adamw(0.05f, 0.1f));
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"dW", {2, 3}}}, {step});
+  EXPECT_TRUE(holds(plan_of(cg), OpKind::OptimizerUpdate)) << GetParam().name;
+  std::vector<double> w(w0.begin(), w0.end()), m(6, 0.0), v(6, 0.0);
+  for (int t = 1; t <= 2; ++t) {
+    const auto gv = testing_util::random_vec(6, 20 + static_cast<std::uint32_t>(t));
+    cg.run({{"dW", gv}});
+    for (std::size_t i = 0; i < 6; ++i) {
+      w[i] *= 1 - 0.05 * 0.1;
+      m[i] = 0.9 * m[i] + 0.1 * gv[i];
+      v[i] = 0.999 * v[i] + 0.001 * double(gv[i]) * gv[i];
+      w[i] -= 0.05 * (m[i] / (1 - std::pow(0.9, t))) /
+              (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
+    }
+  }
+  testing_util::expect_close(cg.read(W), ref::Array({2, 3}, w), 1e-5, 1e-6,
+                             "adamw on " + GetParam().name);
+}
+
 // check_indices (commit_writes puts one before the commit point for a writer with computed
 // indices): passes good indices, and a bad one is a FeedError naming it.
 TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
@@ -729,8 +757,8 @@ TEST(BackendOpsHetero, EveryRowWithItsInputsOnTheOtherDevice) {
       }
       cg.run(std::span<const FeedItem>(feeds));
       for (std::size_t k = 0; k < e.fetches.size(); ++k) {
-        testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol,
-                                   row.atol, row.what + " across devices");
+        testing_util::expect_close(read_as_float(cg, e.fetches[k]), e.want[k], row.rtol, row.atol,
+                                   row.what + " across devices");
       }
     }
   }
@@ -753,12 +781,13 @@ TEST(BackendOpsHetero, CollectivesAreRefusedNamingTheNode) {
 
 TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
   // Variables, assigns, groups and sparse updates: SparseSgdStepMatchesTheReference; the check
-  // op: CheckIndicesRejectsIndicesOutsideTheBound; parallel groups: test_compiler's ParallelOps
+  // op: CheckIndicesRejectsIndicesOutsideTheBound; optimizer updates:
+  // OptimizerUpdateMatchesTheReference; parallel groups: test_compiler's ParallelOps
   // (they form only for nodes big enough to pay, on CPU teams of two threads); transfers exist
   // only in heterogeneous plans: BackendOpsHetero moves every row's values across devices.
-  std::set<OpKind> seen{OpKind::Variable,        OpKind::Assign,       OpKind::Group,
-                        OpKind::EmbeddingUpdate, OpKind::CheckIndices, OpKind::ParallelGroup,
-                        OpKind::Transfer};
+  std::set<OpKind> seen{OpKind::Variable,        OpKind::Assign,         OpKind::Group,
+                        OpKind::EmbeddingUpdate, OpKind::CheckIndices,   OpKind::ParallelGroup,
+                        OpKind::Transfer,        OpKind::OptimizerUpdate};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {

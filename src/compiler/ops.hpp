@@ -109,15 +109,17 @@ enum class OpKind : std::uint8_t {
   StridedSliceGrad,  // (g, x): g placed into zeros; x lends its shape
   ConvTranspose2d,   // conv.cpp: (x, w[, b]); Window2d
   CheckIndices,      // compiler-made: (indices, like) checks indices < like.dim(0); commit_writes
-  ParallelGroup,  // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
+  ParallelGroup,     // compiler-made: runs its member nodes' kernels side by side; parallel_ops.cpp
   // collectives across processes (collective.cpp): a Collective payload names the communicator
   Allreduce,
   Broadcast,
   Reduce,  // to a root rank
   Allgather,
   ReduceScatter,
-  Transfer,       // compiler-made: a value crossing devices (send, recv) or the commit gate;
-                  // graph_ops.cpp, src/compiler/placement.cpp
+  OptimizerUpdate,  // optimizer.cpp: (v, g, lr[, step], states...), OptimizerRule; writes v
+                    // and its states like an assign
+  Transfer,         // compiler-made: a value crossing devices (send, recv) or the commit gate;
+                    // graph_ops.cpp, src/compiler/placement.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -254,6 +256,7 @@ void register_movement_ops(std::vector<OpDef>& table);
 void register_conv_ops(std::vector<OpDef>& table);
 void register_embedding_ops(std::vector<OpDef>& table);
 void register_collective_ops(std::vector<OpDef>& table);
+void register_optimizer_ops(std::vector<OpDef>& table);
 
 /// The estimated work of a node of op `k` (OpDef::cost, or the default from flops_per_elem).
 Cost op_cost(OpKind k, std::span<const TensorType> in, const TensorType& out, const Attrs& at);

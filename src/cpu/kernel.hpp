@@ -107,7 +107,8 @@ void register_pool_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones
 void register_collective_kernels(KernelRegistry& r);
-void register_transfer_kernels(KernelRegistry& r);      // heterogeneous platforms
+void register_transfer_kernels(KernelRegistry& r);  // heterogeneous platforms
 void register_group_kernels(KernelRegistry& r);
+void register_optimizer_kernels(KernelRegistry& r);
 
 }  // namespace hetgraph::detail::cpu
