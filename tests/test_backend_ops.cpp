@@ -203,6 +203,8 @@ std::vector<Row> rows() {
   const In wide = away("a", {3, 4}, 0.2f, 2, 27);
   r.push_back({{OpKind::Abs}, "abs", {wide}, {}, unary(abs)});
   r.push_back({{OpKind::Erf}, "erf", {uniform("a", {4, 5}, -4.5f, 4.5f, 28)}, {}, unary(erf)});
+  r.push_back({{OpKind::Sin}, "sin", {uniform("a", {4, 5}, -7, 7, 29)}, {}, unary(sin)});
+  r.push_back({{OpKind::Cos}, "cos", {uniform("a", {4, 5}, -7, 7, 30)}, {}, unary(cos)});
   r.push_back({{OpKind::LeakyRelu}, "leaky_relu", {wide}, {}, [](Graph&, const F& x, const F&) {
                  return leaky_relu(x[0], 0.1f);
                }});
@@ -423,6 +425,8 @@ std::vector<Row> rows() {
   grad({OpKind::TanhGrad}, "tanh", {a}, {}, unary(tanh), {0});
   grad({OpKind::AbsGrad}, "abs", {wide}, {}, unary(abs), {0});
   grad({OpKind::ErfGrad}, "erf", {uniform("a", {3, 4}, -2, 2, 34)}, {}, unary(erf), {0});
+  grad({OpKind::Cos}, "sin'", {uniform("a", {3, 4}, -3, 3, 35)}, {}, unary(sin), {0});
+  grad({OpKind::Sin}, "cos'", {uniform("a", {3, 4}, -3, 3, 36)}, {}, unary(cos), {0});
   grad({OpKind::LeakyReluGrad}, "leaky_relu", {wide}, {},
        [](Graph&, const F& x, const F&) { return leaky_relu(x[0], 0.1f); }, {0});
   grad({OpKind::ClipGrad}, "clip", {wide}, {},

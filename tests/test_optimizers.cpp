@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numbers>
 
 #include "common/executable.hpp"
 #include "compiler/graph_impl.hpp"
@@ -325,10 +326,14 @@ TEST(OptimizerSchedules, FollowTheirFormulasStepByStep) {
   auto sd = step_decay(step, 0.5f, 3, 0.1f);
   auto ed = exponential_decay(step, 0.5f, 0.9f);
   auto wu = linear_warmup(step, g.constant(0.2f), 4);
+  auto cd = cosine_decay(step, 0.3f, 5, 0.01f);
   auto inc = assign(step, step + 1.0f);
-  auto cg = GraphCompiler().compile(g, {}, {sd, ed, wu, inc});
+  auto cg = GraphCompiler().compile(g, {}, {sd, ed, wu, cd, inc});
   for (int t = 0; t < 8; ++t) {
     cg.run({});
+    const double pi = std::numbers::pi;
+    EXPECT_NEAR(cg.read(cd)[0], 0.01 + 0.29 * 0.5 * (1 + std::cos(pi * std::min(t, 5) / 5)), 1e-6)
+        << t;
     EXPECT_NEAR(cg.read(sd)[0], 0.5 * std::pow(0.1, t / 3), 1e-7) << t;
     EXPECT_NEAR(cg.read(ed)[0], 0.5 * std::pow(0.9, t), 1e-6) << t;
     EXPECT_NEAR(cg.read(wu)[0], 0.2 * std::min(1.0, (t + 1) / 4.0), 1e-7) << t;
@@ -357,6 +362,38 @@ TEST(OptimizerClipping, ScalesGradientsToTheGlobalNorm) {
     testing_util::expect_close(cg.read(clipped[0]), ref::Array({2, 3}, wa), 1e-6, 1e-7, "a");
     testing_util::expect_close(cg.read(clipped[1]), ref::Array({4}, wb), 1e-6, 1e-7, "b");
   }
+}
+
+// A schedule and clipping feeding the update: the learning rate of step t (from the step
+// counter the update increments) and the clipped gradient, with no recompilation.
+TEST_P(Optimizers, ScheduledAndClippedUpdatesFollowTheFormulas) {
+  Graph g;
+  const auto w0 = testing_util::random_vec(4, 3);
+  auto W = g.variable("W", {4}, Initializer::values(w0));
+  auto dW = g.input("dW");
+  auto step = step_counter(g);
+  auto lr = linear_warmup(step, step_decay(step, 0.2f, 2, 0.5f), 3);
+  Optimizer o = Optimizer::momentum_sgd(0, 0.5f);
+  o.clip_norm = 0.8f;
+  auto train = apply_gradients(std::vector<Node>{W}, std::vector<Node>{dW}, o,
+                               {.learning_rate = lr, .step = step});
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"dW", {4}}}, {train});
+  std::vector<double> w(w0.begin(), w0.end()), u(4, 0.0);
+  for (int t = 0; t < 6; ++t) {
+    const auto gv = testing_util::random_vec(4, 60 + static_cast<std::uint32_t>(t), -1, 1);
+    cg.run({{"dW", gv}});
+    double sq = 0;
+    for (float v : gv) sq += double(v) * v;
+    const double f = 0.8 / std::max(std::sqrt(sq), 0.8);
+    const double lrt = 0.2 * std::pow(0.5, t / 2) * std::min(1.0, (t + 1) / 3.0);
+    for (std::size_t i = 0; i < 4; ++i) {
+      u[i] = 0.5 * u[i] + gv[i] * f;
+      w[i] -= lrt * u[i];
+    }
+    testing_util::expect_close(cg.read(W), ref::Array({4}, w), 2e-5, 2e-6,
+                               "step " + std::to_string(t));
+  }
+  EXPECT_EQ(cg.read(step), std::vector<float>{6.0f});
 }
 
 // ---- bad input -----------------------------------------------------------------------------

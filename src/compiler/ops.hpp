@@ -116,6 +116,8 @@ enum class OpKind : std::uint8_t {
   Reduce,  // to a root rank
   Allgather,
   ReduceScatter,
+  Sin,  // elementwise.cpp: cos is sin's gradient and the reverse (cosine schedules)
+  Cos,
   OptimizerUpdate,  // optimizer.cpp: (v, g, lr[, step], states...), OptimizerRule; writes v
                     // and its states like an assign
   Transfer,         // compiler-made: a value crossing devices (send, recv) or the commit gate;

@@ -255,6 +255,15 @@ Node exponential_decay(Node step, float lr, float gamma) {
   return lr * pow(scalar(step, gamma), step);
 }
 
+Node cosine_decay(Node step, float lr, std::int64_t total_steps, float min_lr) {
+  check_schedule_step(step, "cosine_decay");
+  if (total_steps <= 0)
+    throw UsageError("cosine_decay: total_steps must be > 0, got " + std::to_string(total_steps));
+  const float total = static_cast<float>(total_steps);
+  const Node phase = minimum(step, scalar(step, total)) * (std::numbers::pi_v<float> / total);
+  return min_lr + (0.5f * (lr - min_lr)) * (1.0f + cos(phase));
+}
+
 Node linear_warmup(Node step, Node lr, std::int64_t warmup_steps) {
   check_schedule_step(step, "linear_warmup");
   if (warmup_steps <= 0)
