@@ -54,6 +54,7 @@ struct Row {
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
     {"OpenCL", OpKind::FusedMatMul},
     {"OpenCL", OpKind::EmbeddingUpdate},
+    {"OpenCL", OpKind::SparseOptimizerUpdate},
     {"OpenCL", OpKind::ParallelGroup}};
 
 In uniform(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
@@ -699,6 +700,39 @@ TEST_P(BackendOps, OptimizerUpdateMatchesTheReference) {
                              "adamw on " + GetParam().name);
 }
 
+// sparse_optimizer_update (fuse_sparse_update, where the platform has it): SGD and Adagrad steps
+// on an embedding table touch only the looked-up rows and give the dense steps' tables and
+// sums bitwise (the dense ones from the same graph compiled without fusion), repeated rows
+// summed in lookup order.
+TEST_P(BackendOps, SparseOptimizerStepsEqualTheDenseOnes) {
+  const Platform platform = GetParam().make();
+  for (const Optimizer& o : {Optimizer::sgd(0.3f), Optimizer::adagrad(0.2f)}) {
+    SCOPED_TRACE(o.name());
+    Graph g;
+    auto T = g.variable("T", {7, 3}, Initializer::uniform(-1, 1, 9));
+    auto ids = g.input("ids", DType::i32);
+    auto r = g.input("r");
+    auto train = minimize(reduce_sum(embedding(T, ids) * r), {T}, o);
+    const InputShapes shapes{{"ids", {5}}, {"r", {5, 3}}};
+    auto sparse = GraphCompiler(platform).compile(g, shapes, {train});
+    auto dense = GraphCompiler(platform, {.fuse = false}).compile(g, shapes, {train});
+    if (!kExpectedMissing.count({platform_name(platform), OpKind::SparseOptimizerUpdate})) {
+      EXPECT_TRUE(holds(plan_of(sparse), OpKind::SparseOptimizerUpdate)) << GetParam().name;
+    }
+    EXPECT_FALSE(holds(plan_of(dense), OpKind::SparseOptimizerUpdate));
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<std::int32_t> idv{4, 1, 4, 0, static_cast<std::int32_t>(step)};
+      const auto rv = testing_util::random_vec(15, 70 + static_cast<std::uint32_t>(step));
+      sparse.run({{"ids", idv}, {"r", rv}});
+      dense.run({{"ids", idv}, {"r", rv}});
+    }
+    EXPECT_TRUE(testing_util::bitwise_equal(sparse.read(T), dense.read(T)));
+    if (o.rule == Optimizer::Rule::adagrad) {
+      EXPECT_TRUE(testing_util::bitwise_equal(sparse.read("T/sum"), dense.read("T/sum")));
+    }
+  }
+}
+
 // check_indices (commit_writes puts one before the commit point for a writer with computed
 // indices): passes good indices, and a bad one is a FeedError naming it.
 TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
@@ -789,9 +823,10 @@ TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
   // OptimizerUpdateMatchesTheReference; parallel groups: test_compiler's ParallelOps
   // (they form only for nodes big enough to pay, on CPU teams of two threads); transfers exist
   // only in heterogeneous plans: BackendOpsHetero moves every row's values across devices.
-  std::set<OpKind> seen{OpKind::Variable,        OpKind::Assign,         OpKind::Group,
-                        OpKind::EmbeddingUpdate, OpKind::CheckIndices,   OpKind::ParallelGroup,
-                        OpKind::Transfer,        OpKind::OptimizerUpdate};
+  std::set<OpKind> seen{
+      OpKind::Variable,        OpKind::Assign,          OpKind::Group,
+      OpKind::EmbeddingUpdate, OpKind::CheckIndices,    OpKind::ParallelGroup,
+      OpKind::Transfer,        OpKind::OptimizerUpdate, OpKind::SparseOptimizerUpdate};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {
@@ -818,6 +853,10 @@ TEST(BackendOpsCoverage, MissingKernelsAreCompileTimeErrors) {
       if (op == OpKind::FusedMatMul) {
         at.set(detail::MatmulEpilogue{});
         n = detail::make_op(op, {a, bb}, at).named("fused");
+      } else if (op == OpKind::SparseOptimizerUpdate) {
+        at.set(detail::OptimizerRule{});
+        n = detail::make_op(op, {g.variable("v", {4, 4}), bb, ids, g.constant(0.1f)}, at)
+                .named("fused");
       } else {
         n = detail::make_op(op, {a, bb, ids}, at).named("fused");
       }

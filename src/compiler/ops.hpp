@@ -118,10 +118,13 @@ enum class OpKind : std::uint8_t {
   ReduceScatter,
   Sin,  // elementwise.cpp: cos is sin's gradient and the reverse (cosine schedules)
   Cos,
-  OptimizerUpdate,  // optimizer.cpp: (v, g, lr[, step], states...), OptimizerRule; writes v
-                    // and its states like an assign
-  Transfer,         // compiler-made: a value crossing devices (send, recv) or the commit gate;
-                    // graph_ops.cpp, src/compiler/placement.cpp
+  OptimizerUpdate,
+  SparseOptimizerUpdate,  // compiler-made (fuse_sparse_update): (v, rows, indices, lr[, sum]) for
+  // sgd and adagrad without weight decay: only looked-up rows change  // optimizer.cpp: (v, g, lr[,
+  // step], states...), OptimizerRule; writes v
+  // and its states like an assign
+  Transfer,  // compiler-made: a value crossing devices (send, recv) or the commit gate;
+             // graph_ops.cpp, src/compiler/placement.cpp
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

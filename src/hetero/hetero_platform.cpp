@@ -506,7 +506,7 @@ class HeteroBackend final : public Backend, public Placer {
              "graphs for the CPU or one OpenCL device)";
     }
     // An optimizer update writes several variables, which placement does not follow yet.
-    if (n.op == OpKind::OptimizerUpdate) {
+    if (n.op == OpKind::OptimizerUpdate || n.op == OpKind::SparseOptimizerUpdate) {
       return "optimizer updates do not run on a heterogeneous platform yet (use sgd there, or "
              "compile for the CPU or one OpenCL device)";
     }

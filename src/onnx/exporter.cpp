@@ -402,6 +402,7 @@ class Exporter {
         return;
       case OpKind::Assign:
       case OpKind::OptimizerUpdate:
+      case OpKind::SparseOptimizerUpdate:
       case OpKind::Group:
         cannot(n, "updates variables (training): export the inference outputs, not the step");
       default:

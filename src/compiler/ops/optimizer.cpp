@@ -40,6 +40,23 @@ TensorType infer_optimizer_update(const InferCtx& c) {
   return v;
 }
 
+// (v, rows, indices, lr[, sum]): made by fuse_sparse_update from an optimizer_update whose
+// gradient was an embedding_grad; rows has the lookup's shape.
+TensorType infer_sparse_update(const InferCtx& c) {
+  const OptimizerRule& r = c.attrs.get<OptimizerRule>();
+  const TensorType& v = c.in[0];
+  if (v.dtype != DType::f32 || v.shape.rank() != 2) c.fail("the table must be float [rows, dim]");
+  if (c.in[2].dtype != DType::i32) c.fail("the indices must be int32");
+  std::vector<std::int64_t> d(c.in[2].shape.dims().begin(), c.in[2].shape.dims().end());
+  d.push_back(v.shape[1]);
+  if (c.in[1].dtype != DType::f32 || c.in[1].shape != Shape(std::span<const std::int64_t>(d)))
+    c.fail("the gradient rows must have the lookup's shape");
+  if (c.in[3].shape.numel() != 1) c.fail("the learning rate must be a scalar");
+  if (c.in.size() != static_cast<std::size_t>(4 + r.states()) || (r.states() == 1 && c.in[4] != v))
+    c.fail("sparse_optimizer_update: wrong state inputs");
+  return v;
+}
+
 // A few flops per element; it reads the variable, the gradient and the states and writes the
 // variable and the states.
 Cost update_cost(std::span<const TensorType> in, const TensorType& out, const Attrs& at, Cost) {
@@ -62,6 +79,16 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                .writes_input = 0,
                .infer = infer_optimizer_update,
                .cost = update_cost});
+  // Only the looked-up rows: reads the rows and their indices, writes those rows of the table
+  // (and of its state).
+  t.push_back({.kind = OpKind::SparseOptimizerUpdate,
+               .name = "sparse_optimizer_update",
+               .arity = -1,
+               .storage = Storage::None,
+               .writes_input = 0,
+               .infer = infer_sparse_update,
+               .flops_per_elem = 0.0f,
+               .index = {.input = 2, .bound_input = 0, .bound_dim = 0, .what = "index"}});
 }
 
 }  // namespace hetgraph::detail
