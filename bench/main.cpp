@@ -128,6 +128,7 @@ Result time_case(bench::Case& c, const Options& o) {
   to.warmup = o.warmup;
   to.runs_per_sample = c.runs_per_sample;
   to.trace = o.trace;
+  to.cold = o.cold;
   if (c.time_copies) to.before_sample = write_inputs;
   hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
   r.samples = std::move(t.samples);
@@ -211,9 +212,47 @@ int run(const Options& o) {
             c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
             cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
-            o.parallel_ops ? "true" : "false",
-            o.mapped ? "true" : "false", med);
+            o.parallel_ops ? "true" : "false", o.mapped ? "true" : "false", med);
         if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", hetgraph::tool::median(r.copies));
+        if (o.cold) {  // every run from the first: the mean is what the process paid per run
+          const auto mean = [&](std::size_t n) {
+            double sum = 0;
+            for (std::size_t i = 0; i < n; ++i) sum += r.samples[i];
+            return sum / static_cast<double>(n);
+          };
+          std::printf(",\"cold\":true,\"cold_runs\":%zu,\"mean_s\":%.9g,\"first10_mean_s\":%.9g,"
+                      "\"first_s\":%.9g",
+                      r.samples.size(), mean(r.samples.size()),
+                      mean(std::min<std::size_t>(10, r.samples.size())), r.samples.front());
+        }
+        if (o.platform == "cpu" && !c.raw) {
+          // Nodes cheaper than this ran in the thread that readied them (0: inlining off).
+          const double inl =
+              o.inline_below_us >= 0 ? o.inline_below_us : hetgraph::CpuOptions{}.inline_below_us;
+          std::printf(",\"inline_below_us\":%.9g,\"inline\":%s,\"pin\":%s,\"per_op_threads\":%s",
+                      inl, inl > 0 ? "true" : "false", o.pin ? "true" : "false",
+                      o.per_op_threads ? "true" : "false");
+        }
+        if (cpu.chosen) {  // what the automatic engine settled on
+          std::printf(
+              ",\"chosen\":{\"engine\":\"%s\",\"executors\":\"%dx%d\",\"per_op_threads\":%s,"
+              "\"from_cache\":%s}",
+              cpu.chosen->engine.c_str(), cpu.chosen->executors, cpu.chosen->threads_per_executor,
+              cpu.chosen->per_op_threads ? "true" : "false",
+              cpu.chosen->from_cache ? "true" : "false");
+        }
+        if (!cpu.op_threads.empty()) {  // per-op thread counts and their hill climbs
+          std::printf(",\"op_threads\":[");
+          for (std::size_t i = 0; i < cpu.op_threads.size(); ++i) {
+            const auto& k = cpu.op_threads[i];
+            std::printf("%s{\"op\":\"%s\",\"threads\":%d,\"curve\":[", i ? "," : "", k.op.c_str(),
+                        k.threads);
+            for (std::size_t j = 0; j < k.curve.size(); ++j)
+              std::printf("%s[%d,%.6g]", j ? "," : "", k.curve[j].first, k.curve[j].second);
+            std::printf("]}");
+          }
+          std::printf("]");
+        }
         if (!cpu.search.empty()) {
           std::printf(",\"search\":[");
           for (std::size_t i = 0; i < cpu.search.size(); ++i) {

@@ -21,6 +21,7 @@ struct Options : hetgraph::tool::EngineFlags {
   bool fuse = true;
   bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
+  bool cold = false;  // --cold: every run timed from the first (TimingOptions::cold)
   bool list = false;
   std::string export_onnx;  // --export-onnx DIR: write each workload as ONNX instead of timing
   // --platform hetero: the members in order ("cpu", "opencl" (the default device) or
@@ -36,6 +37,7 @@ inline constexpr const char* kUsage =
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
     "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
+    "                      [--per-op-threads] [--cold]\n"
     "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb;\n"
     "                      no timing)\n"
     "                      (hetero: [--devices cpu,opencl[:P:D],...] [--placement auto|heft|first];\n"
@@ -57,6 +59,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--no-mapped", o.mapped, false)
       .text("--export-onnx", o.export_onnx)
       .flag("--no-pin", o.pin, false)
+      .flag("--cold", o.cold)
       .flag("--list", o.list)
       .list("--devices", o.devices)
       .choice("--placement", o.placement, {"auto", "heft", "first"});

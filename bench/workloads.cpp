@@ -243,6 +243,22 @@ Case threadpool_dag(int layers, int width) {
   return c;
 }
 
+// Scheduler overhead: a chain of n tiny nodes, each reading the one before (no parallelism:
+// what a node costs when its producer readies it).
+Case threadpool_chain(int n) {
+  Case c;
+  Graph& g = c.graph;
+  auto x = g.input("x");
+  Node y = x;
+  for (int i = 0; i < n; ++i) y = y * (i % 2 ? 2.0f : 0.5f);
+  c.fetches = {y};
+  c.shapes = {{"x", {1}}};
+  c.inputs["x"] = {0.5f};
+  c.checksum = {y};
+  c.stats["tasks"] = n;
+  return c;
+}
+
 // The cost of crossing devices (issue 13): a chain of `hops` negations of n floats, half
 // pinned to the OpenCL device and half to the CPU. `alternate`: the pins alternate, so every
 // link is a crossing (hops crossings); else the first half runs on the device and the second
@@ -341,6 +357,8 @@ std::optional<Workload> find_workload(const std::string& name) {
     return Workload{name, "100,000-node layered random DAG of tiny nodes",
                     [] { return threadpool_dag(100, 1000); }};
   }
+  if (name == "threadpool-chain")
+    return Workload{name, "a chain of 10,000 tiny nodes", [] { return threadpool_chain(10000); }};
   return std::nullopt;
 }
 
@@ -349,7 +367,7 @@ std::vector<std::string> workload_names() {
                                  "mnist-softmax-RULE", "par-matmul-N",     "pingpong-N",
                                  "pingpong-blocks-N",  "lstm-small",       "lstm-medium",
                                  "lstm-large",         "lstm-infer-small", "lstm-infer-medium",
-                                 "threadpool",         "threadpool-dag"};
+                                 "threadpool",         "threadpool-dag",   "threadpool-chain"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }

@@ -96,7 +96,8 @@ int worker(const Options& o) {
     const testing_util::RandomDag dag = testing_util::next_random_dag(rng, d);
     const std::vector<Node>& fetches = dag.sinks;
     const Graph& g = dag.graph;
-    auto seq = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, fetches);
+    auto seq = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}))
+                   .compile(g, shapes, fetches);
     seq.run(feeds);
     std::vector<std::vector<float>> want;
     for (const Node& f : fetches) want.push_back(seq.read(f));

@@ -18,8 +18,8 @@
 #include "common/env.hpp"
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
+#include "cpu/ready_set.hpp"
 #include "cpu/engine.hpp"
-#include "cpu/ready_heap.hpp"
 #include "cpu/sync.hpp"
 #include "distributed/comm.hpp"
 #include "random_dag.hpp"
@@ -71,9 +71,9 @@ TEST(SpscRing, TwoThreadsTransferEveryItemInOrder) {
   producer.join();
 }
 
-TEST(ReadyHeap, PopsByLevelThenLowestId) {
+TEST(ReadySet, PopsByLevelThenLowestId) {
   std::vector<double> level{1.0, 5.0, 3.0, 5.0, 0.5, 3.0, 9.0};
-  detail::cpu::ReadyHeap h(level);
+  detail::cpu::ReadySet h(level);
   for (std::uint32_t v : {4u, 0u, 3u, 2u, 6u, 1u, 5u}) h.push(v);
   std::vector<std::uint32_t> order;
   while (!h.empty()) order.push_back(h.pop());
@@ -81,13 +81,49 @@ TEST(ReadyHeap, PopsByLevelThenLowestId) {
   std::mt19937 rng(3);
   std::vector<double> lv(500);
   for (double& x : lv) x = static_cast<double>(rng() % 50);
-  detail::cpu::ReadyHeap h2(lv);
+  detail::cpu::ReadySet h2(lv);
   for (std::uint32_t i = 0; i < 500; ++i) h2.push(i);
   double prev = 1e9;
   while (!h2.empty()) {
     const std::uint32_t v = h2.pop();
     EXPECT_LE(lv[v], prev);
     prev = lv[v];
+  }
+}
+
+// Pushes and pops interleaved at random against an ordered set, on sizes that need one, two,
+// three and four levels of the summary tree.
+TEST(ReadySet, InterleavedPushPopMatchesAnOrderedSet) {
+  std::mt19937 rng(11);
+  for (std::uint32_t n : {1u, 63u, 64u, 65u, 4097u, 300000u}) {
+    std::vector<double> lv(n);
+    for (double& x : lv) x = static_cast<double>(rng() % 17);
+    detail::cpu::ReadySet s(lv);
+    auto before = [&](std::uint32_t a, std::uint32_t b) {
+      return lv[a] > lv[b] || (lv[a] == lv[b] && a < b);
+    };
+    std::set<std::uint32_t, decltype(before)> ref(before);
+    std::vector<char> in(n, 0);
+    for (int op = 0; op < 20000; ++op) {
+      if (rng() % 3 != 0 || ref.empty()) {
+        const std::uint32_t v = rng() % n;
+        if (in[v]) continue;
+        in[v] = 1;
+        s.push(v);
+        ref.insert(v);
+      } else {
+        ASSERT_EQ(s.top(), *ref.begin()) << "n " << n;
+        ASSERT_EQ(s.top_rank(), s.rank(*ref.begin()));
+        const std::uint32_t v = s.pop();
+        ASSERT_EQ(v, *ref.begin()) << "n " << n;
+        ref.erase(ref.begin());
+        in[v] = 0;
+      }
+      ASSERT_EQ(s.size(), ref.size());
+    }
+    s.clear();
+    EXPECT_TRUE(s.empty());
+    EXPECT_EQ(s.top_rank(), detail::cpu::ReadySet::kNone);
   }
 }
 
@@ -115,7 +151,7 @@ TEST(EngineStress, RandomDagSinksAreTheGraphsOutputs) {
   std::mt19937 rng(7);
   for (int d = 0; d < 40; ++d) {
     const testing_util::RandomDag dag = testing_util::next_random_dag(rng, d);
-    auto cg = GraphCompiler(Platform::cpu({.threads = 1}))
+    auto cg = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}))
                   .compile(dag.graph, testing_util::random_dag_shapes(), {});
     const auto& plan = detail::executable_of(cg).plan();
     std::set<std::uint32_t> want, got;
@@ -128,6 +164,11 @@ TEST(EngineStress, RandomDagSinksAreTheGraphsOutputs) {
 struct Config {
   CpuEngine engine;
   int executors;
+  int threads = 1;  // per executor
+  bool per_op = false;
+  int ring = CpuOptions{}.ring_capacity;
+  double queue_us = CpuOptions{}.queue_us;
+  int every = 1;  // run on every n-th DAG (keeps the suite's time in budget)
 };
 
 TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
@@ -137,21 +178,33 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
   for (CpuEngine e : {CpuEngine::critical_path, CpuEngine::shared_queue}) {
     for (int n : {1, 2, 3, 4, 8}) configs.push_back({e, n});
   }
+  // Graphi's one node per executor at a time; batches of every size; per-op thread counts with
+  // single-thread nodes co-running on split teams (the DAGs are elementwise on 4 floats: any
+  // thread count gives the same bits).
+  configs.push_back({CpuEngine::critical_path, 3, 1, false, 1, 0.0, 3});
+  configs.push_back({CpuEngine::critical_path, 2, 1, false, 64, 1e6, 3});
+  configs.push_back({CpuEngine::critical_path, 1, 2, true, 16, 4.0, 3});
+  configs.push_back({CpuEngine::critical_path, 2, 2, true, 16, 4.0, 3});
   std::mt19937 rng(2024);
   const InputShapes& shapes = testing_util::random_dag_shapes();
   const std::vector<FeedItem> feeds = testing_util::random_dag_feeds();
   for (int d = 0; d < dags; ++d) {
     const Graph g = testing_util::next_random_dag(rng, d).graph;
-    auto seq = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, {});
+    auto seq = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}))
+                   .compile(g, shapes, {});
     seq.run(feeds);
     const auto& plan = detail::executable_of(seq).plan();
     std::vector<std::vector<float>> want;
     for (std::uint32_t f : plan.fetches) want.push_back(seq.read(g.node(plan.nodes[f].gid)));
     for (const Config& c : configs) {
+      if (d % c.every != 0) continue;
       CpuOptions o;
       o.engine = c.engine;
       o.executors = c.executors;
-      o.threads_per_executor = 1;
+      o.threads_per_executor = c.threads;
+      o.per_op_threads = c.per_op;
+      o.ring_capacity = c.ring;
+      o.queue_us = c.queue_us;
       o.inline_below_us = d % 2 ? 2.0 : 0.0;  // with and without inline execution
       auto cg = GraphCompiler(Platform::cpu(o)).compile(g, shapes, {});
       detail::executable_of(cg).record_events(true);
@@ -166,7 +219,7 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
           ++seen[e.node];
           start[e.node] = e.start_ns;
           end[e.node] = e.end_ns;
-          ASSERT_LT(e.lane, c.executors);
+          ASSERT_LT(e.lane, c.per_op ? c.executors * c.threads : c.executors);
         }
         for (std::size_t i = 0; i < p.nodes.size(); ++i) {
           const bool kernel = p.nodes[i].storage == detail::Storage::Computed;
@@ -345,7 +398,8 @@ TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {
   const EngineReport::Cpu first = *cg.engine_report().cpu;
   EXPECT_EQ(first.executors, first.guideline_executors);
   EXPECT_FALSE(first.tuned);
-  // The search is timed (turns of 15 ms, 3 per candidate): a tiny graph runs thousands of times.
+  // The search is timed (turns of 5-15 ms, 2 to 4 per candidate): a tiny graph runs thousands
+  // of times.
   const auto t0 = std::chrono::steady_clock::now();
   while (!cg.engine_report().tuned() &&
          std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
@@ -360,7 +414,11 @@ TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {
   EXPECT_EQ(r.search.front().executors, first.guideline_executors);
   EXPECT_EQ(r.search.back().engine, "sequential");
   EXPECT_EQ(r.search.back().threads_per_executor, cores);
-  for (const auto& t : r.search) EXPECT_GE(t.runs, 3);
+  for (const auto& t : r.search) EXPECT_GE(t.runs, 1);
+  ASSERT_TRUE(r.chosen.has_value());
+  EXPECT_FALSE(r.chosen->from_cache);
+  EXPECT_EQ(r.chosen->executors, r.executors);
+  EXPECT_EQ(r.chosen->threads_per_executor, r.threads_per_executor);
   double best = 1e30;
   for (const auto& t : r.search) best = std::min(best, t.median_s);
   bool chosen = false;
@@ -375,6 +433,71 @@ TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {
   seq.run({{"a", av}, {"b", bv}});
   testing_util::expect_close(cg.read(out), testing_util::to_ref({40, 40}, seq.read(out)), 1e-5,
                              1e-5, "auto vs sequential");
+}
+
+// Per-op thread counts: each op kind hill-climbs 1, 2, ... threads on the first runs; then
+// every node runs with its kind's count (single-thread ones co-running on the split team) and
+// the results are those of a fixed configuration: correct, and the same bits run after run.
+TEST(EnginePerOp, HillClimbsEachKindThenRunsDeterministically) {
+  Node out;
+  Graph g = branches(8, out);
+  const std::vector<float> av = testing_util::random_vec(64 * 48, 1, 0, 1),
+                           bv = testing_util::random_vec(48 * 64, 2, 0, 1);
+  const InputShapes shapes{{"a", {64, 48}}, {"b", {48, 64}}};
+  for (int executors : {1, 2}) {
+    CpuOptions o;
+    o.engine = CpuEngine::critical_path;
+    o.executors = executors;
+    o.threads_per_executor = 2;
+    o.per_op_threads = true;
+    o.inline_below_us = 0;
+    // Parallel-op fusion off: it would run the eight matmuls as one parallel_group node.
+    auto cg = GraphCompiler(Platform::cpu(o), {.parallel_ops = false}).compile(g, shapes, {out});
+    detail::executable_of(cg).record_events(true);
+    std::vector<float> first;
+    for (int r = 0; r < 12; ++r) {  // climbing (3 runs at most: the first is not measured),
+                                    // profiling (3), then steady
+      cg.run({{"a", av}, {"b", bv}});
+      if (r == 8) first = cg.read(out);
+      if (r > 8) {
+        EXPECT_TRUE(testing_util::bitwise_equal(cg.read(out), first)) << "run " << r;
+      }
+    }
+    const EngineReport::Cpu r = *cg.engine_report().cpu;
+    EXPECT_TRUE(r.levels_profiled);
+    ASSERT_FALSE(r.op_threads.empty());
+    std::set<std::string> ops;
+    for (const auto& k : r.op_threads) {
+      ops.insert(k.op);
+      ASSERT_FALSE(k.curve.empty()) << k.op;
+      EXPECT_EQ(k.curve.front().first, 1) << k.op;  // every climb starts on one thread
+      for (std::size_t i = 1; i < k.curve.size(); ++i)
+        EXPECT_GT(k.curve[i].first, k.curve[i - 1].first) << k.op;
+      EXPECT_TRUE(k.threads == 1 || k.threads == 2) << k.op;
+      bool tried = false;
+      for (const auto& [t, us] : k.curve) {
+        tried |= t == k.threads;
+        EXPECT_GE(us, 0.0);
+      }
+      EXPECT_TRUE(tried) << k.op << " runs on a thread count its climb never measured";
+    }
+    EXPECT_TRUE(ops.count("matmul")) << "no climb for the matmuls";
+    // lanes: the executors, then a lane per extra team thread (co-running nodes)
+    const auto& events = detail::executable_of(cg).last_run_events();
+    for (const auto& e : events) EXPECT_LT(e.lane, executors * 2);
+    auto seq = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}))
+                   .compile(g, shapes, {out});
+    seq.run({{"a", av}, {"b", bv}});
+    testing_util::expect_close(first, testing_util::to_ref({64, 64}, seq.read(out)), 1e-5, 1e-5,
+                               "per-op threads vs sequential");
+  }
+  // Without per-op thread counts there is nothing to report.
+  auto plain = GraphCompiler(Platform::cpu({.engine = CpuEngine::critical_path,
+                                            .executors = 1,
+                                            .threads_per_executor = 2}))
+                   .compile(g, shapes, {out});
+  plain.run({{"a", av}, {"b", bv}});
+  EXPECT_TRUE(plain.engine_report().cpu->op_threads.empty());
 }
 
 TEST(EngineTrace, ChromeTraceJsonParsesWithOneTrackPerExecutor) {

@@ -632,7 +632,7 @@ TEST(NnKernels, CpuAndOpenClAgree) {
     }
     return losses;
   };
-  const auto cpu = train(Platform::cpu({.threads = 1}));
+  const auto cpu = train(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}));
   const auto cl = train(Platform::opencl());
   ASSERT_EQ(cpu.size(), cl.size());
   for (std::size_t i = 0; i < cpu.size(); ++i)

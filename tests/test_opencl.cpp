@@ -153,7 +153,8 @@ std::vector<float> one_hot(int rows, int classes, int shift = 0) {
 void expect_cpu_and_opencl_agree(const Graph& g, const std::vector<In>& ins,
                                  const std::vector<Node>& fetches, double rtol, double atol,
                                  const std::string& what) {
-  const testing_util::PlatformCase cpu{"cpu", [] { return Platform::cpu({.threads = 1}); }};
+  const testing_util::PlatformCase cpu{
+      "cpu", [] { return Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}); }};
   const testing_util::PlatformCase ocl{"opencl", [] { return Platform::opencl(); }};
   const auto want = testing_util::run_checked(cpu, g, ins, fetches);
   const auto got = testing_util::run_checked(ocl, g, ins, fetches);
@@ -786,9 +787,11 @@ TEST(Kernels, GradientOpsAgreeWithTheCpu) {
   std::vector<std::vector<float>> res[2];
   for (int plat = 0; plat < 2; ++plat) {
     for (bool planned : {false, true}) {
-      auto cg = GraphCompiler(plat == 0 ? Platform::cpu({.threads = 1}) : Platform::opencl(),
-                              {.plan_memory = planned})
-                    .compile(g, shapes, f);
+      auto cg =
+          GraphCompiler(plat == 0 ? Platform::cpu({.engine = CpuEngine::sequential, .threads = 1})
+                                  : Platform::opencl(),
+                        {.plan_memory = planned})
+              .compile(g, shapes, f);
       cg.run(std::span<const FeedItem>(feeds));
       std::vector<std::vector<float>> out;
       for (const Node& n : f) out.push_back(cg.read(n));

@@ -8,8 +8,14 @@ namespace testing_util {
 
 std::vector<PlatformCase> platforms() {
   std::vector<PlatformCase> out;
-  out.push_back({"cpu_seq_1t", [] { return hetgraph::Platform::cpu({.threads = 1}); }});
-  out.push_back({"cpu_seq_2t", [] { return hetgraph::Platform::cpu({.threads = 2}); }});
+  out.push_back({"cpu_seq_1t", [] {
+                   return hetgraph::Platform::cpu(
+                       {.engine = hetgraph::CpuEngine::sequential, .threads = 1});
+                 }});
+  out.push_back({"cpu_seq_2t", [] {
+                   return hetgraph::Platform::cpu(
+                       {.engine = hetgraph::CpuEngine::sequential, .threads = 2});
+                 }});
   // The parallel engines (parallel-safe memory plans, kernels on executor teams).
   out.push_back({"cpu_critical_path_2x1", [] {
                    return hetgraph::Platform::cpu({.engine = hetgraph::CpuEngine::critical_path,

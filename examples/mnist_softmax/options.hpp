@@ -15,7 +15,7 @@ struct Args {
   int batch = 500;
   float lr = 0.1f;
   std::string platform = "cpu";
-  std::string engine = "sequential";
+  std::string engine = "auto";                  // the library's default
   int executors = 0, threads_per_executor = 0;  // --executors NxT
   int threads = 0;
   bool json = false;

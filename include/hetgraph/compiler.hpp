@@ -45,22 +45,43 @@ enum class CpuEngine : std::uint8_t {
   sequential,     // one executor using all cores, nodes in topological order
   shared_queue,   // N executors pulling ready nodes from one global FIFO (TensorFlow style)
   critical_path,  // N pinned executors fed by a critical-path-first scheduler (Graphi)
-  automatic,      // critical_path, configured by the graph-width guideline, then by the
-                  // profiler's search over executor x thread configurations
+  automatic,      // the default: the graph-width guideline's configuration first, then the
+                  // profiler's search over executor x thread configurations and the
+                  // sequential engine; the winner is kept in the tuning cache (below)
 };
 std::string_view engine_name(CpuEngine e);
 /// "sequential", "shared-queue", "critical-path" or "auto"; throws PlatformError otherwise.
 CpuEngine parse_engine(std::string_view name);
 
+/// How the CPU platform runs compiled graphs. The defaults need no tuning: the automatic engine
+/// measures the configurations on the first runs and keeps the fastest; its choice (with the
+/// profiled levels) is stored per graph and machine in $XDG_CACHE_HOME/hetgraph (else
+/// ~/.cache/hetgraph), so a later process runs it from its first run. HETGRAPH_TUNING_CACHE=0
+/// turns the cache off.
+///
+///   hetgraph::CpuOptions o;                       // automatic
+///   o.engine = hetgraph::CpuEngine::critical_path;
+///   o.executors = 2; o.threads_per_executor = 1;  // a fixed configuration
+///   auto platform = hetgraph::Platform::cpu(o);
 struct CpuOptions {
-  CpuEngine engine = CpuEngine::sequential;
-  int threads = 0;               // sequential: team size; 0: every allowed core
+  CpuEngine engine = CpuEngine::automatic;
+  int threads = 0;               // sequential: team size; automatic: cores to use; 0: every
+                                 // allowed core
   int executors = 0;             // parallel engines; 0: the graph-width guideline's choice
   int threads_per_executor = 0;  // 0: allowed cores / executors
-  int ring_capacity = 1;         // critical_path: nodes queued per executor
+  int ring_capacity = 16;        // critical_path: nodes queued per executor, at most
+  double queue_us = 4.0;         // critical_path: an executor is given more nodes only while
+                                 // their estimated work is below this (one node always)
   double inline_below_us = 2.0;  // nodes cheaper than this run in the thread that readied them
   int profile_runs = 3;          // runs profiled before levels use measured durations
   bool pin_threads = true;       // bind executor teams to their cores (hwloc)
+  /// critical_path with teams of 2+ threads: each op kind's thread count is found by hill
+  /// climbing on the first runs (1, 2, 4, ... threads while its largest instances get faster),
+  /// and ops that run on one thread co-run side by side on the team's threads. automatic: also
+  /// tries that configuration. Off by default: on the 2-core machine it was measured on (LSTM
+  /// training, bench/results/2026-11-23-issue12-lstm.txt) it did not beat the best fixed
+  /// configuration.
+  bool per_op_threads = false;
 };
 
 /// How a compiled graph is being executed: the lanes its work runs on (the tracks of its
@@ -96,8 +117,25 @@ struct EngineReport {
       double median_s = 0;
       int runs = 0;
       std::string engine = "critical-path";  // or "sequential": all cores, plan order
+      bool per_op_threads = false;           // critical-path with per-op thread counts
     };
     std::vector<Trial> search;  // automatic: each configuration tried, in order
+    /// What the automatic engine runs once its search is over (or a cached search says).
+    struct Chosen {
+      std::string engine = "critical-path";  // or "sequential"
+      int executors = 1, threads_per_executor = 1;
+      bool per_op_threads = false;
+      bool from_cache = false;  // taken from the tuning cache: no search in this process
+    };
+    std::optional<Chosen> chosen;
+    /// Per-op thread counts (CpuOptions::per_op_threads): each op kind's measured time of its
+    /// largest instances at the thread counts its hill climb tried, and the count it runs with.
+    struct OpThreads {
+      std::string op;
+      int threads = 1;
+      std::vector<std::pair<int, double>> curve;  // (threads, microseconds per run)
+    };
+    std::vector<OpThreads> op_threads;
   };
   std::optional<Cpu> cpu;
   /// The OpenCL platform.

@@ -12,11 +12,14 @@ namespace hetgraph::tool {
 
 struct EngineFlags {
   std::string platform = "cpu";
-  std::string engine = "sequential";  // opencl: in-order or out-of-order (sequential: default)
+  // Empty: the platform's default (CPU: auto; OpenCL: out-of-order). opencl: in-order or
+  // out-of-order ("sequential" is taken as the default too).
+  std::string engine;
   int executors = 0, threads_per_executor = 0;  // --executors NxT (0: engine's choice / auto)
   int threads = 0;
   double inline_below_us = -1;  // <0: library default
   bool pin = true;              // CpuOptions::pin_threads
+  bool per_op_threads = false;  // --per-op-threads: CpuOptions::per_op_threads
 };
 
 /// `hetero`: --platform also takes "hetero" (hetgraph-bench's heterogeneous platform).
@@ -34,7 +37,8 @@ inline void add_engine_flags(cli::Parser& p, EngineFlags& e, bool hetero = false
                 if (v == "auto") return;
                 std::tie(e.executors, e.threads_per_executor) = cli::to_executors("--executors", v);
               })
-      .integer("--threads", e.threads, 0, 4096);
+      .integer("--threads", e.threads, 0, 4096)
+      .flag("--per-op-threads", e.per_op_threads);
 }
 
 /// The engines each platform takes (a UsageError otherwise).
@@ -43,7 +47,7 @@ inline void check_engine_flags(const EngineFlags& e) {
   if (e.platform != "opencl" && cl_engine)
     throw cli::UsageError("--engine: '" + e.engine +
                           "' is an OpenCL queue mode (--platform opencl)");
-  if (e.platform == "opencl" && !cl_engine && e.engine != "sequential")
+  if (e.platform == "opencl" && !cl_engine && !e.engine.empty() && e.engine != "sequential")
     throw cli::UsageError("--engine: '" + e.engine +
                           "' is a CPU engine (opencl: in-order or out-of-order)");
 }

@@ -12,17 +12,30 @@ Platform make_platform(const EngineFlags& e) {
     return Platform::opencl({.in_order = e.engine == "in-order"});
   }
   CpuOptions c;
-  c.engine = parse_engine(e.engine);
+  if (!e.engine.empty()) c.engine = parse_engine(e.engine);
   c.threads = e.threads;
   c.executors = e.executors;
   c.threads_per_executor = e.threads_per_executor;
   if (e.inline_below_us >= 0) c.inline_below_us = e.inline_below_us;
   c.pin_threads = e.pin;
+  c.per_op_threads = e.per_op_threads;
   return Platform::cpu(c);
 }
 
 Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const TimingOptions& o) {
   Timing t;
+  if (o.cold) {
+    if (!o.trace.empty()) cg.start_trace(o.trace);
+    const int runs = (o.warmup + o.repeat) * o.runs_per_sample;
+    for (int s = 0; s < runs; ++s) {
+      if (!cg.engine_report().tuned()) ++t.tuning_runs;
+      const double ts = now_s();
+      cg.run(feeds);
+      t.samples.push_back(now_s() - ts);
+    }
+    if (!o.trace.empty()) cg.stop_trace();
+    return t;
+  }
   // An automatic engine tunes itself on the first runs (timed turns per candidate): those are
   // warm-up, not samples.
   const auto tune_t0 = std::chrono::steady_clock::now();

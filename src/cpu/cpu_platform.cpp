@@ -19,6 +19,7 @@
 #include "cpu/engine_auto.hpp"
 #include "cpu/engine_parallel.hpp"
 #include "cpu/topology.hpp"
+#include "cpu/tuning_cache.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph {
@@ -180,7 +181,7 @@ class CpuExecutable final : public Executable {
       if (n.group < 0) prog.kernels[i] = kernels_[i].get();
       prog.scratch_bytes = std::max(prog.scratch_bytes, kernels_[i]->scratch_bytes());
     }
-    engine_ = make_engine(prog);
+    engine_ = make_engine(prog, fingerprint(p));
     initialize_state();
   }
 
@@ -198,7 +199,9 @@ class CpuExecutable final : public Executable {
     c.levels_profiled = engine_->levels_profiled();
     c.tuned = engine_->tuned();
     c.search = engine_->search();
-    c.guideline_executors = guideline_executors(plan(), allowed_cores());
+    c.chosen = engine_->chosen();
+    c.op_threads = engine_->op_threads();
+    c.guideline_executors = guideline_executors(plan(), auto_cores());
     const std::vector<std::string> names = engine_->lane_names();
     for (int e = 0; e < c.executors; ++e) {
       const auto k = static_cast<std::size_t>(e);
@@ -249,25 +252,68 @@ class CpuExecutable final : public Executable {
     return {e,
             opts_.threads_per_executor > 0 ? opts_.threads_per_executor : std::max(1, cores / e)};
   }
-  /// Every team size the engine may run kernels with (the automatic engine tries them all).
+  /// Cores the automatic engine configures: CpuOptions::threads when set, else all allowed.
+  int auto_cores() const {
+    const int cores = allowed_cores();
+    return opts_.threads > 0 ? std::min(opts_.threads, cores) : cores;
+  }
+  /// Every team size the engine may run kernels with (the automatic engine tries them all;
+  /// per-op thread counts: 1, 2, 4, ... up to a team).
   std::vector<int> team_sizes(const Plan& p) const {
     if (opts_.engine == CpuEngine::sequential) return {threads_};
-    if (opts_.engine != CpuEngine::automatic) return {fixed_teams(p).second};
-    const int cores = allowed_cores();
-    std::vector<int> out;
-    for (int e : symmetric_executor_counts(cores)) out.push_back(cores / e);
+    std::vector<int> teams;
+    if (opts_.engine == CpuEngine::automatic) {
+      const int cores = auto_cores();
+      for (int e : symmetric_executor_counts(cores)) teams.push_back(cores / e);
+    } else {
+      teams.push_back(fixed_teams(p).second);
+    }
+    std::vector<int> out = teams;
+    if (opts_.per_op_threads) {
+      for (int t : teams) {
+        for (int s = 1; s < t; s *= 2) out.push_back(s);
+      }
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   }
 
-  std::unique_ptr<Engine> make_engine(const Program& prog) const {
+  /// The compiled plan as the tuning cache keys it: every node's op, type, inputs,
+  /// dependencies and kernel.
+  std::uint64_t fingerprint(const Plan& p) const {
+    std::string s;
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      s += std::to_string(static_cast<int>(n.op)) + ":" +
+           std::to_string(static_cast<int>(n.type.dtype)) + n.type.shape.str() + "<";
+      for (std::uint32_t u : n.inputs) s += std::to_string(u) + ",";
+      s += "|";
+      for (std::uint32_t u : n.deps) s += std::to_string(u) + ",";
+      s += ">" + std::string(names_[i]) + ";";
+    }
+    return fnv1a64(s.data(), s.size());
+  }
+
+  std::unique_ptr<Engine> make_engine(const Program& prog, std::uint64_t graph) const {
     if (opts_.engine == CpuEngine::sequential) return make_sequential_engine(prog, threads_);
-    const int cores = allowed_cores();
     EngineConfig c;
     c.ring_capacity = opts_.ring_capacity;
+    c.queue_us = opts_.queue_us;
     c.inline_below_us = opts_.inline_below_us;
     c.profile_runs = opts_.profile_runs;
     c.pin = opts_.pin_threads;
-    if (opts_.engine == CpuEngine::automatic) return std::make_unique<AutoEngine>(prog, c, cores);
+    c.per_op_threads = opts_.per_op_threads;
+    if (opts_.engine == CpuEngine::automatic) {
+      const int cores = auto_cores();
+      // Everything the search's outcome depends on besides the graph and the machine.
+      const std::string options =
+          "auto cores " + std::to_string(cores) + " ring " + std::to_string(c.ring_capacity) +
+          " queue_us " + std::to_string(c.queue_us) + " inline_us " +
+          std::to_string(c.inline_below_us) + " profile " + std::to_string(c.profile_runs) +
+          " pin " + std::to_string(c.pin) + " per_op " + std::to_string(c.per_op_threads);
+      return std::make_unique<AutoEngine>(prog, c, cores, TuningCache(graph, options));
+    }
     std::tie(c.executors, c.threads) = fixed_teams(*prog.plan);
     if (opts_.engine == CpuEngine::shared_queue)
       return std::make_unique<SharedQueueEngine>(prog, c);
@@ -301,8 +347,12 @@ class CpuBackend final : public Backend {
     switch (opts_.engine) {
       case CpuEngine::sequential:
         return opts_.threads > 0 ? opts_.threads : cores;
-      case CpuEngine::automatic:  // its search includes the sequential engine on every core
-        return cores;
+      case CpuEngine::automatic:
+        // No parallel groups: auto compiles one plan for all its candidates, and on teams of
+        // one thread (the Cx1 configurations it often keeps) a group runs its members one
+        // after another on one executor (measured 1.2-1.6x slower on par-matmul-N and
+        // lstm-small than the same configuration without groups).
+        return 1;
       default:  // a fixed parallel engine: its teams (the guideline's, when not given, is 1+)
         if (opts_.threads_per_executor > 0) return opts_.threads_per_executor;
         return opts_.executors > 0 ? std::max(1, cores / opts_.executors) : 1;
@@ -326,6 +376,7 @@ Platform Platform::cpu(CpuOptions options) {
   }
   if (options.executors > 64) throw PlatformError("CpuOptions: at most 64 executors");
   if (options.ring_capacity < 1) throw PlatformError("CpuOptions.ring_capacity must be >= 1");
+  if (!(options.queue_us >= 0)) throw PlatformError("CpuOptions.queue_us must be >= 0");
   if (options.profile_runs < 0) throw PlatformError("CpuOptions.profile_runs must be >= 0");
   return Platform(std::make_shared<detail::cpu::CpuBackend>(options));
 }

@@ -52,6 +52,10 @@ class Engine {
   /// Automatic engines: the configuration search is over (fixed engines: always).
   virtual bool tuned() const { return true; }
   virtual std::vector<EngineReport::Cpu::Trial> search() const { return {}; }
+  /// Automatic engines: what they run once tuned.
+  virtual std::optional<EngineReport::Cpu::Chosen> chosen() const { return std::nullopt; }
+  /// Per-op thread counts and the hill climbs that chose them (empty when off).
+  virtual std::vector<EngineReport::Cpu::OpThreads> op_threads() const { return {}; }
 };
 
 /// Runs a kernel and turns foreign exceptions into PlatformError naming the node.

@@ -1,10 +1,14 @@
-// The automatic engine: the graph-width guideline picks a first configuration, then the
-// profiler refines it. Each symmetric configuration (E executors x C/E threads) runs under the
-// critical-path engine until its levels are profiled; then the configurations and the
-// sequential engine (all cores, plan order, no scheduler) take turns (10 ms untimed, then
-// 5 ms of timed runs) until each has 3 turns and 20 ms timed, and the fastest median is kept
-// (a critical-path winner with its profiled levels). Runs during the search are ordinary
-// runs: their results are correct, only their thread counts differ.
+// The automatic engine (the CPU platform's default): the graph-width guideline picks a first
+// configuration, then the profiler refines it. Each symmetric configuration (E executors x C/E
+// threads; with per-op thread counts on, also each one whose teams have 2+ threads with them)
+// runs under the critical-path engine until its levels are profiled; then the configurations
+// and the sequential engine (all cores, plan order, no scheduler) take turns until the winner
+// is clear (see the constants in engine_auto.hpp), and the fastest median is kept (a
+// critical-path winner with its profiled levels). Runs during the search are ordinary runs:
+// their results are correct, only their thread counts differ. The choice goes to the tuning
+// cache; a process that finds it there runs it from the first run, with no search. A process
+// that ends before the search does leaves its progress there (profiled levels, timed runs),
+// and the next one resumes it.
 #include "cpu/engine_auto.hpp"
 
 #include <algorithm>
@@ -14,6 +18,23 @@
 #include "cpu/topology.hpp"
 
 namespace hetgraph::detail::cpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double median_of(std::vector<double> t) {
+  if (t.empty()) return 0;
+  std::sort(t.begin(), t.end());
+  const std::size_t n = t.size();
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+}  // namespace
 
 std::vector<int> symmetric_executor_counts(int cores) {
   std::vector<int> out;
@@ -30,36 +51,138 @@ int guideline_executors(const Plan& p, int cores) {
   return e;
 }
 
-AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores)
-    : cores_(cores), profile_runs_(std::max(1, base.profile_runs)) {
+AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache)
+    : prog_(prog), base_(base), cores_(cores), cache_(std::move(cache)) {
+  base_.node_threads.clear();
+  if (std::optional<TunedChoice> hit = cache_.load(prog.plan->nodes.size());
+      hit && hit->executors * hit->threads <= cores_ &&
+      (!hit->per_op_threads || base.per_op_threads)) {
+    if (hit->engine == "sequential") {
+      chosen_ = make_sequential_engine(prog_, hit->threads);
+    } else {
+      EngineConfig c = base_;
+      c.executors = hit->executors;
+      c.threads = hit->threads;
+      c.per_op_threads = hit->per_op_threads;
+      c.node_threads = hit->node_threads;
+      auto e = std::make_unique<CriticalPathEngine>(prog_, c);
+      e->set_costs(hit->cost_us, true);
+      chosen_ = std::move(e);
+    }
+    chosen_info_ = EngineReport::Cpu::Chosen{hit->engine, hit->executors, hit->threads,
+                                             hit->per_op_threads, true};
+    last_ = chosen_.get();
+    tuned_ = true;
+    return;
+  }
   const int first = guideline_executors(*prog.plan, cores);
   std::vector<int> order{first};
   for (int e : symmetric_executor_counts(cores)) {
     if (e != first) order.push_back(e);
   }
-  for (int e : order) {
-    EngineConfig c = base;
-    c.executors = e;
-    c.threads = cores / e;
-    c.profile_runs = profile_runs_;
-    candidates_.push_back(std::make_unique<CriticalPathEngine>(prog, c));
+  auto add_parallel = [&](int executors, bool per_op) {
+    EngineConfig c = base_;
+    c.executors = executors;
+    c.threads = cores / executors;
+    c.per_op_threads = per_op;
+    auto e = std::make_unique<CriticalPathEngine>(prog_, c);
+    Candidate cand;
+    cand.parallel = e.get();
+    cand.engine = std::move(e);
+    candidates_.push_back(std::move(cand));
+  };
+  for (int e : order) add_parallel(e, false);
+  if (base.per_op_threads) {
+    for (int e : order) {
+      if (cores / e > 1) add_parallel(e, true);
+    }
   }
   // No scheduler at all: on small or narrow graphs dispatch costs more than it overlaps.
-  candidates_.push_back(make_sequential_engine(prog, cores));
-  times_.resize(candidates_.size());
-  turns_.assign(candidates_.size(), 0);
-  last_ = candidates_.front().get();
+  Candidate seq;
+  seq.engine = make_sequential_engine(prog_, cores);
+  candidates_.push_back(std::move(seq));
+  last_ = candidates_.front().engine.get();
+  resume();
+}
+
+AutoEngine::~AutoEngine() {
+  if (!tuned_ && progressed_) save_progress();
+}
+
+std::string AutoEngine::label(const Candidate& c) const {
+  const Engine& e = *c.engine;
+  return std::string(c.parallel ? "critical-path" : "sequential") + " " +
+         std::to_string(e.executors()) + "x" + std::to_string(e.threads_per_executor()) +
+         (c.parallel && c.parallel->per_op() ? " per-op" : "");
+}
+
+void AutoEngine::resume() {
+  // Per-op candidates' climbed thread counts are not kept: their searches start afresh.
+  if (base_.per_op_threads) return;
+  std::vector<std::string> labels;
+  for (const Candidate& c : candidates_) labels.push_back(label(c));
+  std::optional<SearchProgress> p = cache_.load_progress(prog_.plan->nodes.size(), labels);
+  if (!p) return;
+  rounds_ = p->rounds;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    Candidate& c = candidates_[i];
+    SearchProgress::Candidate& s = p->candidates[i];
+    c.times = std::move(s.times);
+    c.turns = s.turns;
+    c.dropped = s.dropped;
+    // Warm-up goes in order: the warm candidates are the first ones.
+    if (s.warm && warming_ == i) {
+      if (c.parallel) c.parallel->set_costs(std::move(s.cost_us), true);
+      ++warming_;
+    }
+  }
+  // The turn in progress goes on, its timed runs counted; settled already: in a new process no
+  // other candidate's team is spinning.
+  turn_ = p->turn < candidates_.size() && !candidates_[p->turn].dropped ? p->turn : 0;
+  while (turn_ + 1 < candidates_.size() && candidates_[turn_].dropped) ++turn_;
+  if (warming_ == candidates_.size() && p->turn_runs > 0) {
+    in_turn_ = true;
+    settled_ = true;
+    turn_t0_ = Clock::now();
+    turn_runs_ = p->turn_runs;
+  }
+}
+
+void AutoEngine::save_progress() {
+  if (base_.per_op_threads) return;
+  SearchProgress p;
+  p.nodes = prog_.plan->nodes.size();
+  p.rounds = rounds_;
+  p.turn = turn_;
+  p.turn_runs = in_turn_ && settled_ ? turn_runs_ : 0;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    const Candidate& c = candidates_[i];
+    SearchProgress::Candidate s;
+    s.label = label(c);
+    s.warm = i < warming_;
+    if (s.warm && c.parallel) s.cost_us = c.parallel->costs();
+    s.times = c.times;
+    s.turns = c.turns;
+    s.dropped = c.dropped;
+    p.candidates.push_back(std::move(s));
+  }
+  cache_.store_progress(p);
 }
 
 void AutoEngine::set_recording(bool on) {
-  for (auto& c : candidates_) c->set_recording(on);
+  for (auto& c : candidates_) c.engine->set_recording(on);
   if (chosen_) chosen_->set_recording(on);
 }
 
-bool AutoEngine::enough(std::size_t c) const {
-  double total = 0;
-  for (double t : times_[c]) total += t;
-  return turns_[c] >= kTurns && total >= kTimedSeconds;
+EngineReport::Cpu::Trial AutoEngine::trial(const Candidate& c) const {
+  EngineReport::Cpu::Trial t;
+  t.engine = c.parallel ? "critical-path" : "sequential";
+  t.executors = c.engine->executors();
+  t.threads_per_executor = c.engine->threads_per_executor();
+  t.per_op_threads = c.parallel && c.parallel->per_op();
+  t.median_s = median_of(c.times);
+  t.runs = static_cast<int>(c.times.size());
+  return t;
 }
 
 void AutoEngine::run() {
@@ -68,61 +191,111 @@ void AutoEngine::run() {
     chosen_->run();
     return;
   }
+  progressed_ = true;
   // First each candidate in turn until its levels come from measured durations (critical
-  // path) or it has run once (sequential): untimed.
+  // path: per-op thread counts climbed, levels profiled, then one run with them) or it has run
+  // once (sequential): untimed.
   if (warming_ < candidates_.size()) {
-    Engine& e = *candidates_[warming_];
-    last_ = &e;
-    e.run();
-    const bool parallel = warming_ + 1 < candidates_.size();
-    if (!parallel || (e.levels_profiled() && e.runs() > profile_runs_)) ++warming_;
+    Candidate& c = candidates_[warming_];
+    last_ = c.engine.get();
+    const bool profiled = c.parallel == nullptr || c.parallel->levels_profiled();
+    const auto t0 = Clock::now();
+    c.engine->run();
+    c.last_run_s = seconds(t0, Clock::now());
+    if (profiled) ++warming_;
     return;
   }
-  // Then all of them by turns: settle untimed, then timed runs.
-  using clock = std::chrono::steady_clock;
-  const std::size_t c = turn_;
-  last_ = candidates_[c].get();
+  // Then the candidates still in the search by turns: settle untimed, then timed runs.
+  Candidate& c = candidates_[turn_];
+  last_ = c.engine.get();
   if (!in_turn_) {
     in_turn_ = true;
-    settled_ = false;
-    turn_t0_ = clock::now();
+    settled_ = c.last_run_s >= kLongRunSeconds;
+    turn_t0_ = Clock::now();
+    turn_runs_ = 0;
   }
-  const auto t0 = clock::now();
-  candidates_[c]->run();
-  const auto t1 = clock::now();
+  const auto t0 = Clock::now();
+  c.engine->run();
+  const auto t1 = Clock::now();
+  c.last_run_s = seconds(t0, t1);
+  ++turn_runs_;
   if (!settled_) {
-    if (std::chrono::duration<double>(t1 - turn_t0_).count() >= kSettleSeconds) {
+    if (seconds(turn_t0_, t1) >= kSettleSeconds || turn_runs_ >= kSettleRuns) {
       settled_ = true;
       turn_t0_ = t1;
+      turn_runs_ = 0;
     }
     return;
   }
-  times_[c].push_back(std::chrono::duration<double>(t1 - t0).count());
-  if (std::chrono::duration<double>(t1 - turn_t0_).count() < kTurnSeconds) return;
-  ++turns_[c];
+  c.times.push_back(c.last_run_s);
+  if (seconds(turn_t0_, t1) < kTurnSeconds && turn_runs_ < kTurnRuns) return;
+  ++c.turns;
   in_turn_ = false;
-  turn_ = (turn_ + 1) % candidates_.size();
-  if (turn_ != 0) return;  // decide after whole rounds only
+  const std::size_t before = turn_;
+  do {
+    turn_ = (turn_ + 1) % candidates_.size();
+  } while (candidates_[turn_].dropped);
+  if (turn_ <= before) end_round();  // every candidate had its turn: decide
+}
+
+void AutoEngine::end_round() {
+  ++rounds_;
+  std::size_t lead = candidates_.size();
+  double lead_median = 0;
   for (std::size_t i = 0; i < candidates_.size(); ++i) {
-    if (!enough(i)) return;
+    if (candidates_[i].dropped) continue;
+    const double m = median_of(candidates_[i].times);
+    if (lead == candidates_.size() || m < lead_median) {
+      lead = i;
+      lead_median = m;
+    }
   }
-  finish();
+  std::size_t left = 0;
+  bool clear = true;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    Candidate& c = candidates_[i];
+    if (c.dropped || i == lead) continue;
+    const double fastest = *std::min_element(c.times.begin(), c.times.end());
+    if (fastest > lead_median * (1 + kDropMargin)) {
+      c.dropped = true;  // clearly slower: no more turns
+      continue;
+    }
+    ++left;
+    clear = clear && fastest >= lead_median;
+  }
+  if (left == 0 || (rounds_ >= kMinTurns && clear) || rounds_ >= kMaxTurns) {
+    finish();
+    return;
+  }
+  turn_ = 0;  // the next round starts with the first candidate still in
+  while (candidates_[turn_].dropped) ++turn_;
 }
 
 void AutoEngine::finish() {
-  std::size_t best = 0;
+  std::size_t best = candidates_.size();
   for (std::size_t i = 0; i < candidates_.size(); ++i) {
-    std::vector<double>& t = times_[i];
-    std::sort(t.begin(), t.end());
-    const bool sequential = i + 1 == candidates_.size();
-    search_.push_back({sequential ? 1 : candidates_[i]->executors(),
-                       sequential ? cores_ : candidates_[i]->threads_per_executor(),
-                       t[t.size() / 2], static_cast<int>(t.size()),
-                       sequential ? "sequential" : "critical-path"});
-    if (search_[i].median_s < search_[best].median_s) best = i;
+    search_.push_back(trial(candidates_[i]));
+    // A candidate that left the search early has a median too (from its turn): the fastest
+    // median over all of them wins (it is one of the survivors unless the machine was noisy).
+    if (best == candidates_.size() || search_[i].median_s < search_[best].median_s) best = i;
   }
-  chosen_ = std::move(candidates_[best]);  // keeps its profiled levels
-  candidates_.clear();                     // the others' executor threads end here
+  Candidate& win = candidates_[best];
+  const EngineReport::Cpu::Trial& t = search_[best];
+  chosen_info_ = EngineReport::Cpu::Chosen{t.engine, t.executors, t.threads_per_executor,
+                                           t.per_op_threads, false};
+  TunedChoice choice;
+  choice.engine = t.engine;
+  choice.executors = t.executors;
+  choice.threads = t.threads_per_executor;
+  choice.per_op_threads = t.per_op_threads;
+  choice.nodes = prog_.plan->nodes.size();
+  if (win.parallel) {
+    choice.cost_us = win.parallel->costs();
+    if (choice.per_op_threads) choice.node_threads = win.parallel->node_threads();
+  }
+  cache_.store(choice);
+  chosen_ = std::move(win.engine);  // keeps its profiled levels
+  candidates_.clear();              // the others' executor threads end here
   last_ = chosen_.get();
   tuned_ = true;
 }

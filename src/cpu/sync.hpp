@@ -35,11 +35,13 @@ class SpscRing {
   }
   std::size_t capacity() const { return mask_ + 1; }
 
-  bool push(const T& v) {
+  /// `order` seq_cst: the push is in the single total order, for a producer that next reads
+  /// whether a consumer went to sleep (and a consumer that re-checks with seq_cst_empty()).
+  bool push(const T& v, std::memory_order order = std::memory_order_release) {
     const std::size_t t = tail_.load(std::memory_order_relaxed);
     if (t - head_.load(std::memory_order_acquire) > mask_) return false;  // full
     buf_[t & mask_] = v;
-    tail_.store(t + 1, std::memory_order_release);
+    tail_.store(t + 1, order);
     return true;
   }
   bool pop(T& out) {
@@ -49,8 +51,18 @@ class SpscRing {
     head_.store(h + 1, std::memory_order_release);
     return true;
   }
+  /// The item pop() would return, left in place (consumer only).
+  bool peek(T& out) const {
+    const std::size_t h = head_.load(std::memory_order_relaxed);
+    if (h == tail_.load(std::memory_order_acquire)) return false;
+    out = buf_[h & mask_];
+    return true;
+  }
   bool empty() const {
     return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+  }
+  bool seq_cst_empty() const {
+    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_seq_cst);
   }
   std::size_t size() const {
     return tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire);

@@ -1,0 +1,311 @@
+// No tuning by default: the automatic engine is the CPU platform's default, and its choice is
+// kept in the tuning cache so that a second compile (a second process) runs it from its first
+// run; stale or corrupt entries are ignored with one note, the cache can be turned off.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+
+#include "cpu/tuning_cache.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Points the tuning cache at a fresh directory (and turns it on) for one test.
+class CacheDir {
+ public:
+  CacheDir() {
+    dir_ = fs::temp_directory_path() /
+           ("hetgraph_tuning_" + std::to_string(::getpid()) + "_" + std::to_string(++count_));
+    fs::remove_all(dir_);
+    save("XDG_CACHE_HOME", dir_.string());
+    save("HETGRAPH_TUNING_CACHE", "1");
+  }
+  ~CacheDir() {
+    for (auto& [name, value] : saved_) {
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+    fs::remove_all(dir_);
+  }
+  void set(const char* name, const char* value) { ::setenv(name, value, 1); }
+  std::vector<fs::path> entries(const char* ext = ".tuning") const {
+    std::vector<fs::path> out;
+    const fs::path d = dir_ / "hetgraph" / "tuning";
+    if (!fs::exists(d)) return out;
+    for (const auto& e : fs::directory_iterator(d)) {
+      if (e.path().extension() == ext) out.push_back(e.path());
+    }
+    return out;
+  }
+
+ private:
+  void save(const char* name, const std::string& value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    ::setenv(name, value.c_str(), 1);
+  }
+  static inline int count_ = 0;
+  fs::path dir_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// A small graph with some width: n branches of a matmul and a tanh, summed.
+struct Branches {
+  Graph g;
+  Node out;
+  int n;
+  explicit Branches(int branches) : n(branches) {
+    auto a = g.input("a"), b = g.input("b");
+    out = tanh(matmul(a, b));
+    for (int i = 1; i < n; ++i) out = out + tanh(matmul(a, b) * static_cast<float>(i + 1));
+  }
+  InputShapes shapes() const { return {{"a", {24, 16}}, {"b", {16, 24}}}; }
+  std::vector<FeedItem> feeds() const {
+    static const std::vector<float> av = testing_util::random_vec(24 * 16, 1),
+                                    bv = testing_util::random_vec(16 * 24, 2);
+    return {{"a", av}, {"b", bv}};
+  }
+};
+
+// Runs until the automatic engine's search is over; returns the number of runs.
+int tune(CompiledGraph& cg, const std::vector<FeedItem>& feeds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int runs = 0;
+  while (!cg.engine_report().tuned() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    cg.run(feeds);
+    ++runs;
+  }
+  EXPECT_TRUE(cg.engine_report().tuned()) << "the search did not end in 60 s";
+  return runs;
+}
+
+TEST(CpuDefaults, AutomaticIsTheDefaultEngine) {
+  EXPECT_EQ(CpuOptions{}.engine, CpuEngine::automatic);
+  const Branches w(4);
+  auto cg = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  const EngineReport r = cg.engine_report();
+  EXPECT_EQ(r.engine, "auto");
+  ASSERT_TRUE(r.cpu.has_value());
+  EXPECT_FALSE(r.cpu->tuned);
+  EXPECT_FALSE(r.cpu->chosen.has_value());  // nothing chosen before the search
+  EXPECT_EQ(r.cpu->executors, r.cpu->guideline_executors);
+}
+
+TEST(TuningCache, SecondCompileRunsTheChoiceFromItsFirstRun) {
+  CacheDir cache;
+  const Branches w(6);
+  auto first = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  EXPECT_GT(tune(first, w.feeds()), 0);
+  const EngineReport::Cpu r1 = *first.engine_report().cpu;
+  ASSERT_TRUE(r1.chosen.has_value());
+  EXPECT_FALSE(r1.chosen->from_cache);
+  EXPECT_FALSE(r1.search.empty());
+  ASSERT_EQ(cache.entries().size(), 1u);
+  first.run(w.feeds());
+  const std::vector<float> want = first.read(w.out);
+
+  auto second = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  const EngineReport::Cpu r2 = *second.engine_report().cpu;
+  EXPECT_TRUE(r2.tuned);  // before its first run
+  ASSERT_TRUE(r2.chosen.has_value());
+  EXPECT_TRUE(r2.chosen->from_cache);
+  EXPECT_TRUE(r2.search.empty());
+  EXPECT_EQ(r2.chosen->engine, r1.chosen->engine);
+  EXPECT_EQ(r2.chosen->executors, r1.chosen->executors);
+  EXPECT_EQ(r2.chosen->threads_per_executor, r1.chosen->threads_per_executor);
+  EXPECT_EQ(r2.executors, r1.executors);
+  EXPECT_EQ(r2.threads_per_executor, r1.threads_per_executor);
+  if (r1.chosen->engine == "critical-path") {
+    EXPECT_TRUE(r2.levels_profiled);
+  }
+  second.run(w.feeds());
+  // the same configuration: the same thread counts, the same bits
+  EXPECT_TRUE(testing_util::bitwise_equal(second.read(w.out), want));
+
+  // Another graph, or other engine options, is another entry.
+  const Branches other(5);
+  auto third = GraphCompiler().compile(other.g, other.shapes(), {other.out});
+  EXPECT_FALSE(third.engine_report().tuned());
+  auto fourth =
+      GraphCompiler(Platform::cpu({.inline_below_us = 0})).compile(w.g, w.shapes(), {w.out});
+  EXPECT_FALSE(fourth.engine_report().tuned());
+}
+
+// A process that stops before the search ends leaves its progress, and the next one resumes it:
+// programs that run a graph a few times per process still reach a choice. Broken progress is
+// ignored with a note.
+TEST(TuningCache, AnUnfinishedSearchResumesInTheNextProcess) {
+  CacheDir cache;
+  const Branches w(6);
+  {
+    // 12 runs: every candidate profiled and warm (about 9 runs), its timed turns not over.
+    auto first = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+    EXPECT_FALSE(first.engine_report().cpu->levels_profiled);
+    for (int i = 0; i < 12; ++i) first.run(w.feeds());
+    ASSERT_FALSE(first.engine_report().tuned());
+  }
+  EXPECT_TRUE(cache.entries().empty());
+  ASSERT_EQ(cache.entries(".progress").size(), 1u);
+  const fs::path progress = cache.entries(".progress").front();
+  {
+    auto second = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+    EXPECT_FALSE(second.engine_report().tuned());
+    // The guideline's candidate starts with the levels the first process profiled.
+    EXPECT_TRUE(second.engine_report().cpu->levels_profiled);
+    tune(second, w.feeds());
+    const EngineReport::Cpu r = *second.engine_report().cpu;
+    ASSERT_TRUE(r.chosen.has_value());
+    EXPECT_FALSE(r.chosen->from_cache);
+    // The first process's timed runs count in the search it reports.
+    int timed = 0;
+    for (const auto& t : r.search) timed += t.runs;
+    EXPECT_GT(timed, 0);
+  }
+  EXPECT_EQ(cache.entries().size(), 1u);
+  EXPECT_TRUE(cache.entries(".progress").empty());  // the search is over
+
+  // Broken progress: one note, and the search starts afresh.
+  fs::remove(cache.entries().front());
+  std::ofstream(progress) << "hetgraph-tuning-progress 1\ngarbage\n";
+  testing::internal::CaptureStderr();
+  auto third = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("ignored (corrupt"), std::string::npos) << err;
+  EXPECT_FALSE(third.engine_report().cpu->levels_profiled);
+}
+
+// Rewrites an entry's body (everything before the checksum line) and gives it a valid
+// checksum: a well-formed entry whose contents are stale.
+void rewrite_valid(const fs::path& p, const std::function<std::string(std::string)>& edit) {
+  std::ifstream in(p);
+  std::string body, line;
+  while (std::getline(in, line) && line.rfind("checksum ", 0) != 0) body += line + "\n";
+  in.close();
+  body = edit(body);
+  char sum[17];
+  std::snprintf(sum, sizeof(sum), "%016llx",
+                static_cast<unsigned long long>(detail::cpu::fnv1a64(body.data(), body.size())));
+  std::ofstream(p, std::ios::trunc) << body << "checksum " << sum << "\n";
+}
+
+// Compiles w with the cache as it is and returns the stderr it printed.
+std::string compile_noting(const Branches& w, EngineReport::Cpu& r) {
+  testing::internal::CaptureStderr();
+  auto cg = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  r = *cg.engine_report().cpu;
+  return testing::internal::GetCapturedStderr();
+}
+
+TEST(TuningCache, CorruptOrStaleEntriesAreIgnoredWithOneNote) {
+  CacheDir cache;
+  struct Case {
+    int branches;
+    std::function<void(const fs::path&)> spoil;
+    std::string note;
+  };
+  const std::vector<Case> cases = {
+      {2,
+       [](const fs::path& p) {  // one changed character: the checksum no longer matches
+         std::ifstream in(p);
+         std::stringstream ss;
+         ss << in.rdbuf();
+         std::string s = ss.str();
+         const auto at = s.find("executors ") + 10;
+         s[at] = s[at] == '1' ? '2' : '1';
+         std::ofstream(p, std::ios::trunc) << s;
+       },
+       "corrupt: checksum mismatch"},
+      {3, [](const fs::path& p) { std::ofstream(p, std::ios::trunc) << "garbage\n"; },
+       "corrupt: no checksum"},
+      {4,
+       [](const fs::path& p) {
+         rewrite_valid(p, [](std::string b) {
+           const auto at = b.find("\nnodes ");
+           return b.insert(at + 7, "9");  // another node count
+         });
+       },
+       "stale:"},
+      {7,
+       [](const fs::path& p) {
+         rewrite_valid(p, [](std::string b) {
+           const auto at = b.find("\ncost");
+           return b.insert(at + 5, " nan");  // a cost that is not a number
+         });
+       },
+       "corrupt:"},
+      {8,
+       [](const fs::path& p) {
+         rewrite_valid(p, [](std::string b) {
+           const auto at = b.find("\nexecutors ");
+           return b.insert(at + 11, "64");  // more cores than the machine lets us use
+         });
+       },
+       "stale:"},
+      {9,
+       [](const fs::path& p) {
+         rewrite_valid(p, [](std::string b) { return b + "unknown 1\n"; });  // a line too many
+       },
+       "corrupt: unexpected line 'unknown'"},
+  };
+  for (const Case& c : cases) {
+    const Branches w(c.branches);
+    const auto before = cache.entries();
+    {
+      auto cg = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+      tune(cg, w.feeds());
+    }
+    fs::path entry;
+    for (const auto& e : cache.entries()) {  // the one this graph added
+      if (std::find(before.begin(), before.end(), e) == before.end()) entry = e;
+    }
+    ASSERT_FALSE(entry.empty());
+    c.spoil(entry);
+    EngineReport::Cpu r;
+    const std::string err = compile_noting(w, r);
+    EXPECT_NE(err.find("tuning cache entry " + entry.string() + " ignored"), std::string::npos)
+        << err;
+    EXPECT_NE(err.find(c.note), std::string::npos) << err;
+    EXPECT_FALSE(r.tuned) << "a " << c.note << " entry was trusted";
+    // one note per entry and process
+    EXPECT_EQ(compile_noting(w, r), "");
+    // the search runs again and writes a good entry over it
+    {
+      auto cg = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+      tune(cg, w.feeds());
+    }
+    EXPECT_EQ(compile_noting(w, r), "");
+    EXPECT_TRUE(r.tuned && r.chosen && r.chosen->from_cache) << c.note;
+  }
+}
+
+TEST(TuningCache, TurnedOffByEnvironment) {
+  CacheDir cache;
+  cache.set("HETGRAPH_TUNING_CACHE", "0");
+  const Branches w(3);
+  auto cg = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  tune(cg, w.feeds());
+  EXPECT_TRUE(cache.entries().empty());
+  auto again = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  EXPECT_FALSE(again.engine_report().tuned());
+  cache.set("HETGRAPH_TUNING_CACHE", "yes");
+  try {
+    (void)GraphCompiler().compile(w.g, w.shapes(), {w.out});
+    ADD_FAILURE() << "HETGRAPH_TUNING_CACHE=yes was accepted";
+  } catch (const PlatformError& e) {
+    EXPECT_NE(std::string(e.what()).find("HETGRAPH_TUNING_CACHE"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
