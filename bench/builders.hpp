@@ -23,7 +23,7 @@ struct Training {
   std::int64_t local(std::int64_t batch) const { return (batch + ranks - 1) / ranks; }
   /// Another update rule than plain SGD (hetgraph::minimize; one process only), at the
   /// learning rate it names.
-  std::optional<hetgraph::Optimizer> optimizer;
+  std::optional<hetgraph::Optimizer> optimizer{};
   hetgraph::Node step(hetgraph::Node loss, std::span<const hetgraph::Node> params, float lr) const {
     if (optimizer) return hetgraph::minimize(loss, params, *optimizer);
     return dp ? hetgraph::sgd(loss, params, lr, 0.0f, *dp) : hetgraph::sgd(loss, params, lr);
