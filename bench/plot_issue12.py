@@ -91,13 +91,14 @@ for r in rows:
         continue
     if r["workload"] not in order:
         order.append(r["workload"])
-    if r["executors"].endswith("x1") and r["executors"] != "1x1":
+    if r["engine"] == "sequential":
         key = "fused" if r["parallel_ops"] else "unfused"
     else:
         key = "per-op" if r.get("per_op_threads") else "plain"
     sw[(r["workload"], key)].append(r["median_s"])
 print("\n### Parallel-op fusion and per-op thread counts (ms, median over rounds)\n")
-print("| workload | CP Cx1 fused | unfused | unfused / fused | CP 1xC | per-op threads | per-op / plain |")
+print("| workload | sequential, groups | no groups | no groups / groups | CP 1xC | per-op threads "
+      "| per-op / plain |")
 print("|---|---|---|---|---|---|---|")
 for w in order:
     f, u = med(sw[(w, "fused")]), med(sw[(w, "unfused")])
