@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -20,7 +21,11 @@ struct Training {
   int ranks = 1;
   /// A rank's rows of a global batch (rounded up where the ranks cannot share it equally).
   std::int64_t local(std::int64_t batch) const { return (batch + ranks - 1) / ranks; }
+  /// Another update rule than plain SGD (hetgraph::minimize; one process only), at the
+  /// learning rate it names.
+  std::optional<hetgraph::Optimizer> optimizer{};
   hetgraph::Node step(hetgraph::Node loss, std::span<const hetgraph::Node> params, float lr) const {
+    if (optimizer) return hetgraph::minimize(loss, params, *optimizer);
     return dp ? hetgraph::sgd(loss, params, lr, 0.0f, *dp) : hetgraph::sgd(loss, params, lr);
   }
 };

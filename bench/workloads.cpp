@@ -310,6 +310,16 @@ std::optional<Workload> find_workload(const std::string& name) {
   }
   if (name == "mnist-softmax")
     return Workload{name, "one epoch of MNIST softmax training", mnist_softmax};
+  std::smatch mo;
+  if (std::regex_match(name, mo, std::regex("mnist-softmax-([a-z]+)"))) {
+    const hetgraph::Optimizer o = hetgraph::Optimizer::named(mo[1].str(), 0.1f);
+    return Workload{name, "one epoch of MNIST softmax training with " + mo[1].str(), [o] {
+                      Case c = mnist_softmax_step({.optimizer = o});
+                      c.runs_per_sample = 120;
+                      c.stats["steps_per_sample"] = 120;
+                      return c;
+                    }};
+  }
   std::smatch mt;
   if (std::regex_match(name, mt, std::regex("par-matmul-([0-9]+)"))) {
     const int branches = std::stoi(mt[1]);
@@ -353,11 +363,11 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{"matmul-MxKxN",     "sgemm-MxKxN",       "mnist-softmax",
-                                 "par-matmul-N",     "pingpong-N",        "pingpong-blocks-N",
-                                 "lstm-small",       "lstm-medium",       "lstm-large",
-                                 "lstm-infer-small", "lstm-infer-medium",
-                                 "threadpool",       "threadpool-dag",    "threadpool-chain"};
+  std::vector<std::string> names{"matmul-MxKxN",       "sgemm-MxKxN",      "mnist-softmax",
+                                 "mnist-softmax-RULE", "par-matmul-N",     "pingpong-N",
+                                 "pingpong-blocks-N",  "lstm-small",       "lstm-medium",
+                                 "lstm-large",         "lstm-infer-small", "lstm-infer-medium",
+                                 "threadpool",         "threadpool-dag",   "threadpool-chain"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }

@@ -593,6 +593,12 @@ std::optional<Workload> find_zoo_workload(const std::string& name) {
   if (name == "wide-deep-train")
     return Workload{name, "wide & deep training step, batch 64",
                     [] { return wide_deep(64, true); }};
+  // With another optimizer (adagrad's table updates are sparse on the CPU, like sgd's).
+  if (name.starts_with("wide-deep-train-")) {
+    const hetgraph::Optimizer o = hetgraph::Optimizer::named(name.substr(16), 0.01f);
+    return Workload{name, "wide & deep training step, batch 64, " + std::string(o.name()),
+                    [o] { return wide_deep(64, true, {.optimizer = o}); }};
+  }
   if (name == "kernel-vector-add")
     return Workload{name, "50M-element vector add", kernel_vector_add};
   if (name == "kernel-matmul") return Workload{name, "1000x10000 @ 10000x1000", kernel_matmul};
@@ -639,6 +645,7 @@ std::vector<std::string> zoo_workload_names() {
           "wide-deep-infer-1",
           "wide-deep-infer-64",
           "wide-deep-train",
+          "wide-deep-train-RULE",
           "kernel-vector-add",
           "kernel-matmul",
           "kernel-reduce-mean-axis0",

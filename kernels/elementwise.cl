@@ -30,6 +30,8 @@ UNARY(tanh_f32, fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v))
 UNARY(gelu_f32, 0.5f * v * (1.0f + erf(v * M_SQRT1_2_F)))
 UNARY(abs_f32, fabs(v))
 UNARY(erf_f32, erf(v))
+UNARY(sin_f32, sin(v))
+UNARY(cos_f32, cos(v))
 UNARY(leaky_relu_f32, v > 0.0f ? v : alpha * v)
 // min(max(x, lo), hi) with lo = alpha, hi = beta: lo > hi gives hi
 UNARY(clip_f32, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))

@@ -592,6 +592,12 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Erf:
         out = unary(in[0], [](double a) { return std::erf(a); });
         break;
+      case OpKind::Sin:
+        out = unary(in[0], [](double a) { return std::sin(a); });
+        break;
+      case OpKind::Cos:
+        out = unary(in[0], [](double a) { return std::cos(a); });
+        break;
       case OpKind::LeakyRelu: {
         const double s = at.alpha;
         out = unary(in[0], [s](double a) { return a > 0 ? a : s * a; });

@@ -54,6 +54,7 @@ struct Row {
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
     {"OpenCL", OpKind::FusedMatMul},
     {"OpenCL", OpKind::EmbeddingUpdate},
+    {"OpenCL", OpKind::SparseOptimizerUpdate},
     {"OpenCL", OpKind::ParallelGroup}};
 
 In uniform(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
@@ -212,6 +213,8 @@ std::vector<Row> rows() {
   const In wide = away("a", {3, 4}, 0.2f, 2, 27);
   r.push_back({{OpKind::Abs}, "abs", {wide}, {}, unary(abs)});
   r.push_back({{OpKind::Erf}, "erf", {uniform("a", {4, 5}, -4.5f, 4.5f, 28)}, {}, unary(erf)});
+  r.push_back({{OpKind::Sin}, "sin", {uniform("a", {4, 5}, -7, 7, 29)}, {}, unary(sin)});
+  r.push_back({{OpKind::Cos}, "cos", {uniform("a", {4, 5}, -7, 7, 30)}, {}, unary(cos)});
   r.push_back({{OpKind::LeakyRelu}, "leaky_relu", {wide}, {}, [](Graph&, const F& x, const F&) {
                  return leaky_relu(x[0], 0.1f);
                }});
@@ -432,6 +435,8 @@ std::vector<Row> rows() {
   grad({OpKind::TanhGrad}, "tanh", {a}, {}, unary(tanh), {0});
   grad({OpKind::AbsGrad}, "abs", {wide}, {}, unary(abs), {0});
   grad({OpKind::ErfGrad}, "erf", {uniform("a", {3, 4}, -2, 2, 34)}, {}, unary(erf), {0});
+  grad({OpKind::Cos}, "sin'", {uniform("a", {3, 4}, -3, 3, 35)}, {}, unary(sin), {0});
+  grad({OpKind::Sin}, "cos'", {uniform("a", {3, 4}, -3, 3, 36)}, {}, unary(cos), {0});
   grad({OpKind::LeakyReluGrad}, "leaky_relu", {wide}, {},
        [](Graph&, const F& x, const F&) { return leaky_relu(x[0], 0.1f); }, {0});
   grad({OpKind::ClipGrad}, "clip", {wide}, {},
@@ -676,6 +681,67 @@ TEST_P(BackendOps, SparseSgdStepMatchesTheReference) {
   testing_util::expect_close(cg.read(T), want, 1e-6, 1e-6, "sgd step on " + GetParam().name);
 }
 
+// optimizer_update (one fused kernel per variable writing it and its state): two Adam steps on
+// every platform against the rule in float64 (test_optimizers checks every rule, the ONNX
+// training-op tests and checkpoint resumption).
+TEST_P(BackendOps, OptimizerUpdateMatchesTheReference) {
+  Graph g;
+  const auto w0 = testing_util::random_vec(6, 8);
+  auto W = g.variable("W", {2, 3}, Initializer::values(w0));
+  auto dW = g.input("dW");
+  auto step =
+      apply_gradients(std::vector<Node>{W}, std::vector<Node>{dW}, Optimizer::adamw(0.05f, 0.1f));
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"dW", {2, 3}}}, {step});
+  EXPECT_TRUE(holds(plan_of(cg), OpKind::OptimizerUpdate)) << GetParam().name;
+  std::vector<double> w(w0.begin(), w0.end()), m(6, 0.0), v(6, 0.0);
+  for (int t = 1; t <= 2; ++t) {
+    const auto gv = testing_util::random_vec(6, 20 + static_cast<std::uint32_t>(t));
+    cg.run({{"dW", gv}});
+    for (std::size_t i = 0; i < 6; ++i) {
+      w[i] *= 1 - 0.05 * 0.1;
+      m[i] = 0.9 * m[i] + 0.1 * gv[i];
+      v[i] = 0.999 * v[i] + 0.001 * double(gv[i]) * gv[i];
+      w[i] -= 0.05 * (m[i] / (1 - std::pow(0.9, t))) /
+              (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
+    }
+  }
+  testing_util::expect_close(cg.read(W), ref::Array({2, 3}, w), 1e-5, 1e-6,
+                             "adamw on " + GetParam().name);
+}
+
+// sparse_optimizer_update (fuse_sparse_update, where the platform has it): SGD and Adagrad steps
+// on an embedding table touch only the looked-up rows and give the dense steps' tables and
+// sums bitwise (the dense ones from the same graph compiled without fusion), repeated rows
+// summed in lookup order.
+TEST_P(BackendOps, SparseOptimizerStepsEqualTheDenseOnes) {
+  const Platform platform = GetParam().make();
+  for (const Optimizer& o : {Optimizer::sgd(0.3f), Optimizer::adagrad(0.2f)}) {
+    SCOPED_TRACE(o.name());
+    Graph g;
+    auto T = g.variable("T", {7, 3}, Initializer::uniform(-1, 1, 9));
+    auto ids = g.input("ids", DType::i32);
+    auto r = g.input("r");
+    auto train = minimize(reduce_sum(embedding(T, ids) * r), {T}, o);
+    const InputShapes shapes{{"ids", {5}}, {"r", {5, 3}}};
+    auto sparse = GraphCompiler(platform).compile(g, shapes, {train});
+    auto dense = GraphCompiler(platform, {.fuse = false}).compile(g, shapes, {train});
+    if (!kExpectedMissing.count({platform_name(platform), OpKind::SparseOptimizerUpdate})) {
+      EXPECT_TRUE(holds(plan_of(sparse), OpKind::SparseOptimizerUpdate)) << GetParam().name;
+    }
+    EXPECT_FALSE(holds(plan_of(dense), OpKind::SparseOptimizerUpdate));
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<std::int32_t> idv{4, 1, 4, 0, static_cast<std::int32_t>(step)};
+      const auto rv = testing_util::random_vec(15, 70 + static_cast<std::uint32_t>(step));
+      sparse.run({{"ids", idv}, {"r", rv}});
+      dense.run({{"ids", idv}, {"r", rv}});
+    }
+    EXPECT_TRUE(testing_util::bitwise_equal(sparse.read(T), dense.read(T)));
+    if (o.rule == Optimizer::Rule::adagrad) {
+      EXPECT_TRUE(testing_util::bitwise_equal(sparse.read("T/sum"), dense.read("T/sum")));
+    }
+  }
+}
+
 // check_indices (commit_writes puts one before the commit point for a writer with computed
 // indices): passes good indices, and a bad one is a FeedError naming it.
 TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
@@ -762,12 +828,14 @@ TEST(BackendOpsHetero, CollectivesAreRefusedNamingTheNode) {
 
 TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
   // Variables, assigns, groups and sparse updates: SparseSgdStepMatchesTheReference; the check
-  // op: CheckIndicesRejectsIndicesOutsideTheBound; parallel groups: test_compiler's ParallelOps
+  // op: CheckIndicesRejectsIndicesOutsideTheBound; optimizer updates:
+  // OptimizerUpdateMatchesTheReference; parallel groups: test_compiler's ParallelOps
   // (they form only for nodes big enough to pay, on CPU teams of two threads); transfers exist
   // only in heterogeneous plans: BackendOpsHetero moves every row's values across devices.
-  std::set<OpKind> seen{OpKind::Variable,        OpKind::Assign,       OpKind::Group,
-                        OpKind::EmbeddingUpdate, OpKind::CheckIndices, OpKind::ParallelGroup,
-                        OpKind::Transfer};
+  std::set<OpKind> seen{
+      OpKind::Variable,        OpKind::Assign,          OpKind::Group,
+      OpKind::EmbeddingUpdate, OpKind::CheckIndices,    OpKind::ParallelGroup,
+      OpKind::Transfer,        OpKind::OptimizerUpdate, OpKind::SparseOptimizerUpdate};
   for (const Row& row : rows()) seen.insert(row.ops.begin(), row.ops.end());
   std::string missing;
   for (int i = 0; i < detail::kNumOps; ++i) {
@@ -794,6 +862,10 @@ TEST(BackendOpsCoverage, MissingKernelsAreCompileTimeErrors) {
       if (op == OpKind::FusedMatMul) {
         at.set(detail::MatmulEpilogue{});
         n = detail::make_op(op, {a, bb}, at).named("fused");
+      } else if (op == OpKind::SparseOptimizerUpdate) {
+        at.set(detail::OptimizerRule{});
+        n = detail::make_op(op, {g.variable("v", {4, 4}), bb, ids, g.constant(0.1f)}, at)
+                .named("fused");
       } else {
         n = detail::make_op(op, {a, bb, ids}, at).named("fused");
       }

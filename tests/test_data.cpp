@@ -20,6 +20,9 @@ namespace {
 using testing_util::idx_bytes;
 using testing_util::write_file;
 
+// The first four ids of BatchOrder(1000, 100, seed 7) in epoch 1.
+const std::vector<std::int64_t> kPinnedSeed7Epoch1 = {476, 532, 846, 121};
+
 // `members` gzip members of `bytes` each inflating to zeros, appended to `out`: a gzip bomb
 // (zlib reads concatenated members as one stream).
 void append_zero_members(std::vector<std::uint8_t>& out, std::size_t bytes, int members) {
@@ -257,6 +260,56 @@ TEST_F(DataTest, ShardsThatDoNotFitAreDataErrors) {
                     {"10 records do not fill a block of 12"});
   expect_data_error([&] { load_mnist(dir_.string(), 10, {}, {.rank = 0, .size = 4}); },
                     {"t10k-images", "3 records cannot be shared by 4 ranks"});
+}
+
+// BatchOrder: file order is 0, 1, 2, ...; a seed gives a permutation per epoch that depends on
+// (seed, epoch) only, so two runs (or a resumed one) see the same batches.
+TEST(BatchOrderTest, FileOrderAndSeededShufflesPerEpoch) {
+  BatchOrder plain(10, 3);
+  EXPECT_EQ(plain.batches(), 3);
+  plain.start_epoch(1);
+  EXPECT_EQ(std::vector<std::int64_t>(plain.batch(1).begin(), plain.batch(1).end()),
+            (std::vector<std::int64_t>{3, 4, 5}));
+  auto epoch = [](std::uint64_t seed, int e) {
+    BatchOrder o(1000, 100, seed);
+    o.start_epoch(e);
+    std::vector<std::int64_t> all;
+    for (std::int64_t k = 0; k < o.batches(); ++k)
+      all.insert(all.end(), o.batch(k).begin(), o.batch(k).end());
+    return all;
+  };
+  const auto a = epoch(7, 1);
+  std::vector<std::int64_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::int64_t i = 0; i < 1000; ++i) ASSERT_EQ(sorted[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(a, epoch(7, 1));
+  EXPECT_NE(a, epoch(7, 2));
+  EXPECT_NE(a, epoch(8, 1));
+  // Pinned: the shuffle is specified (SplitMix64 + Fisher-Yates), not the standard library's.
+  EXPECT_EQ(std::vector<std::int64_t>(a.begin(), a.begin() + 4), kPinnedSeed7Epoch1);
+  EXPECT_THROW(BatchOrder(5, 6), DataError);
+  EXPECT_THROW(BatchOrder(5, 0), DataError);
+  EXPECT_THROW((void)plain.batch(3), DataError);
+}
+
+TEST_F(DataTest, GatherFillsABatchFromRecordIds) {
+  write_set("-", false);  // 5 training images of 6 pixels, pixel i = i * 37 % 256, label i % 10
+  const Mnist m = load_mnist(dir_.string());
+  std::vector<float> x(18);
+  std::vector<std::int32_t> y(3);
+  const std::vector<std::int64_t> ids{4, 0, 4};
+  m.train.gather(ids, x, y);
+  EXPECT_EQ(y, (std::vector<std::int32_t>{4, 0, 4}));
+  for (std::size_t k = 0; k < 3; ++k) {
+    for (std::size_t p = 0; p < 6; ++p) {
+      const std::size_t i = static_cast<std::size_t>(ids[k]) * 6 + p;
+      EXPECT_EQ(x[k * 6 + p], static_cast<float>(i * 37 % 256) * (1.0f / 255.0f));
+    }
+  }
+  const std::vector<std::int64_t> bad{1, 5, 0};
+  expect_data_error([&] { m.train.gather(bad, x, y); }, {"record 5", "position 1"});
+  std::vector<float> small(4);
+  expect_data_error([&] { m.train.gather(ids, small, y); }, {"18 floats"});
 }
 
 }  // namespace

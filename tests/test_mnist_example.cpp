@@ -147,6 +147,38 @@ TEST(MnistExample, CheckpointResumesAndSaveWritesOnnx) {
   fs::remove_all(dir);
 }
 
+// --optimizer and --shuffle: Adam with a seeded order trains as well as SGD, the same seed gives
+// the same run bitwise and another seed another one; a checkpoint carries Adam's moments and
+// step count, so one epoch, a checkpoint and one more epoch end where two epochs straight do.
+TEST(MnistExample, OptimizersShuffleAndResume) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_optim_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 1000, 5);
+  write_set(dir, "t10k", 200, 6);
+  const std::string data = "--data " + dir.string() + " --batch 100 --json ";
+  const std::string ckpt = (dir / "adam.ckpt").string();
+  auto last = [](const Result& r) { return r.out.substr(r.out.rfind('{')); };
+  const Result a = run(data + "--epochs 2 --optimizer adam --lr 0.01 --shuffle 3");
+  const Result again = run(data + "--epochs 2 --optimizer adam --lr 0.01 --shuffle 3");
+  const Result other = run(data + "--epochs 2 --optimizer adam --lr 0.01 --shuffle 4");
+  const Result straight = run(data + "--epochs 2 --optimizer adamw --lr 0.01 --weight-decay 0.1");
+  const Result first =
+      run(data + "--epochs 1 --optimizer adamw --lr 0.01 --weight-decay 0.1 --checkpoint " + ckpt);
+  const Result resumed =
+      run(data + "--epochs 1 --optimizer adamw --lr 0.01 --weight-decay 0.1 --load " + ckpt);
+  fs::remove_all(dir);
+  for (const Result* r : {&a, &again, &other, &straight, &first, &resumed})
+    ASSERT_EQ(r->status, 0) << r->err;
+  EXPECT_NE(last(a).find("\"optimizer\":\"adam\""), std::string::npos) << last(a);
+  EXPECT_EQ(field(last(a), "shuffle"), 3);
+  EXPECT_GT(field(last(a), "test_accuracy"), 0.95);
+  EXPECT_EQ(field(last(a), "final_loss"), field(last(again), "final_loss"));
+  EXPECT_NE(field(last(a), "final_loss"), field(last(other), "final_loss"));
+  EXPECT_EQ(field(last(straight), "final_loss"), field(last(resumed), "final_loss"));
+  EXPECT_EQ(field(last(straight), "test_accuracy"), field(last(resumed), "test_accuracy"));
+}
+
 // mpirun -np P mnist_softmax --data-parallel: each rank trains on its share of every batch and
 // the run ends where the single-process one does (loss to float rounding: the gradient sums are
 // grouped differently; see README), with the same test accuracy.
@@ -244,6 +276,9 @@ TEST(MnistExample, BadValuesNameTheFlagAndTheValue) {
       {"--epochs 3 --epochs 4", "--epochs: given twice"},
       {"--json=1", "--json: takes no value"},
       {"stray", "unexpected argument 'stray'"},
+      {"--optimizer adamax", "--optimizer: 'adamax' is not one of sgd"},
+      {"--weight-decay -1", "--weight-decay: '-1' is out of range"},
+      {"--shuffle -3", "--shuffle: '-3' is out of range"},
   };
   for (const auto& c : cases) {
     const Result r = run(std::string("--data /nonexistent ") + c.args);

@@ -3,6 +3,13 @@
 //   build/examples/mnist_softmax [--data DIR] [--epochs 10] [--batch 500] [--lr 0.1]
 //                                [--platform cpu|opencl|hetero] [--threads N] [--json]
 //                                [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]
+//                                [--optimizer sgd|momentum|nesterov|adam|adamw|rmsprop|adagrad]
+//                                [--weight-decay X] [--shuffle SEED]
+//
+// --optimizer other than sgd trains with hetgraph::minimize (one fused update per variable,
+// its state in variables that --checkpoint saves); --shuffle visits the training images in a
+// seeded order drawn anew every epoch (hetgraph::data::BatchOrder). The default run is plain
+// SGD in file order.
 //
 // --checkpoint saves W and b after every epoch (atomically: a killed run leaves the last
 // one), --load resumes from such a file, --save writes the trained classifier as an ONNX model
@@ -88,6 +95,9 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   const std::int64_t B = args.batch / ranks;  // rows per rank and step
   const std::int64_t steps = mnist.train.count / B;
   if (steps == 0) throw DataError("--batch " + std::to_string(B) + " exceeds the training set");
+  data::BatchOrder order(
+      mnist.train.count, B,
+      args.shuffle >= 0 ? std::optional<std::uint64_t>(args.shuffle) : std::nullopt);
   if (mnist.train.count % B != 0 && lead) {
     std::fprintf(stderr,
                  "note: the last %lld training images do not fill a batch and are skipped\n",
@@ -107,7 +117,17 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   auto logits = product + b;
   auto probs = softmax(logits).named("probs");
   auto loss = reduce_mean(cross_entropy(probs, y)).named("loss");
-  auto step = sgd(loss, {W, b}, args.lr, 0.0f, DataParallel{comm});
+  Node step;
+  if (args.optimizer == "sgd" && args.weight_decay == 0.0f) {
+    step = sgd(loss, {W, b}, args.lr, 0.0f, DataParallel{comm});
+  } else {
+    if (ranks > 1) {
+      throw UsageError("--optimizer " + args.optimizer +
+                       (args.weight_decay != 0.0f ? " with --weight-decay" : "") +
+                       " runs on one process: --data-parallel trains with plain sgd");
+    }
+    step = minimize(loss, {W, b}, Optimizer::named(args.optimizer, args.lr, args.weight_decay));
+  }
 
   double t0 = now_s();
   CompiledGraph train =
@@ -133,10 +153,15 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   counters.start();
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
     double loss_sum = 0;
+    order.start_epoch(epoch);
     for (std::int64_t s = 0; s < steps; ++s) {
       double t = now_s();
-      mnist.train.images(s * B, B, xb, copy_threads);
-      std::memcpy(yb.data(), mnist.train.labels.data() + s * B, yb.size_bytes());
+      if (order.shuffled()) {
+        mnist.train.gather(order.batch(s), xb, yb, copy_threads);
+      } else {  // file order: batch s is images [s B, (s + 1) B)
+        mnist.train.images(s * B, B, xb, copy_threads);
+        std::memcpy(yb.data(), mnist.train.labels.data() + s * B, yb.size_bytes());
+      }
       const double t1 = now_s();
       train.run(feeds);
       const double t2 = now_s();
@@ -213,11 +238,12 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
         "\"batch\":%d,"
         "\"lr\":%g,\"setup_s\":%.6f,\"copy_s\":%.6f,\"compute_s\":%.6f,\"train_s\":%.6f,"
         "\"final_loss\":%.8f,\"test_accuracy\":%.6f,\"counters\":%s,\"instructions\":%lld,"
-        "\"cycles\":%lld,\"ranks\":%d}\n",
+        "\"cycles\":%lld,\"ranks\":%d,\"optimizer\":\"%s\",\"weight_decay\":%g,\"shuffle\":%d}\n",
         platform.name().c_str(), er.engine.c_str(), static_cast<int>(er.lanes.size()),
         er.lanes.front().threads, args.threads, args.epochs, args.batch,
         static_cast<double>(args.lr), setup_s, copy_s, compute_s, train_s, final_loss, accuracy,
-        cv.available ? "true" : "false", cv.instructions, cv.cycles, ranks);
+        cv.available ? "true" : "false", cv.instructions, cv.cycles, ranks, args.optimizer.c_str(),
+        static_cast<double>(args.weight_decay), args.shuffle);
   }
   return 0;
 }

@@ -19,10 +19,13 @@ struct Args {
   int executors = 0, threads_per_executor = 0;  // --executors NxT
   int threads = 0;
   bool json = false;
-  std::string save;        // --save PATH: the trained model as ONNX (x -> class probabilities)
-  std::string checkpoint;  // --checkpoint PATH: the training state after every epoch
-  std::string load;        // --load PATH: start from a checkpoint
+  std::string save;            // --save PATH: the trained model as ONNX (x -> class probabilities)
+  std::string checkpoint;      // --checkpoint PATH: the training state after every epoch
+  std::string load;            // --load PATH: start from a checkpoint
   bool data_parallel = false;  // one process per share of each batch (under mpirun)
+  std::string optimizer = "sgd";  // hetgraph::Optimizer::named
+  float weight_decay = 0.0f;
+  int shuffle = -1;  // --shuffle SEED: a seeded order per epoch; -1: file order
 };
 
 inline constexpr const char* kUsage =
@@ -31,6 +34,12 @@ inline constexpr const char* kUsage =
     "sequential|shared-queue|critical-path|auto]\n"
     "                     [--executors NxT] [--threads N] [--json] [--data-parallel]\n"
     "                     [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]\n"
+    "                     [--optimizer sgd|momentum|nesterov|adam|adamw|rmsprop|adagrad]\n"
+    "                     [--weight-decay X] [--shuffle SEED]\n"
+    "  --optimizer: the update rule (PyTorch's definitions and defaults, --lr for all); sgd is\n"
+    "               the default; the others work on one process (not with --data-parallel)\n"
+    "  --shuffle SEED: a shuffled order of the training images in every epoch, drawn from SEED\n"
+    "                  and the epoch (deterministic); the default is file order\n"
     "  --data-parallel: under mpirun -np P, each process trains on its P-th of every batch\n"
     "                   (--batch is the global batch, a multiple of P; rank 0 checkpoints)";
 
@@ -54,7 +63,11 @@ inline hetgraph::cli::Parser parser(Args& a) {
       .text("--save", a.save)
       .text("--checkpoint", a.checkpoint)
       .text("--load", a.load)
-      .flag("--data-parallel", a.data_parallel);
+      .flag("--data-parallel", a.data_parallel)
+      .choice("--optimizer", a.optimizer,
+              {"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad"})
+      .real("--weight-decay", a.weight_decay, 0.0, 1e6)
+      .integer("--shuffle", a.shuffle, 0, 2147483647);
   return p;
 }
 

@@ -8,9 +8,18 @@
 // mismatch, label out of range, a shard that does not fit) is a hetgraph::DataError naming the
 // file. Data-parallel jobs read each rank's shard:
 //   auto mine = hetgraph::data::load_mnist(dir, 10, {.rank = r, .size = n, .block = 500});
+//
+// Batches in a seeded shuffled order, drawn anew every epoch (BatchOrder):
+//   hetgraph::data::BatchOrder order(mnist.train.count, 500, /*seed=*/7);
+//   for (int epoch = 1; epoch <= epochs; ++epoch) {
+//     order.start_epoch(epoch);
+//     for (std::int64_t k = 0; k < order.batches(); ++k)
+//       mnist.train.gather(order.batch(k), cg.mapped_input("x"), cg.mapped_input_i32("y"));
+//   }
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +66,36 @@ struct Split {
   /// graph with several executors, pass its executor team size (EngineReport::
   /// threads_per_executor): extra threads would spin on cores pinned executors own.
   void images(std::int64_t first, std::int64_t n, std::span<float> out, int threads = 0) const;
+  /// Writes the records `ids` (any order, repeats allowed) into `images` (ids.size() * rows *
+  /// cols floats in [0, 1]) and `labels` (ids.size()). An id outside [0, count) or a wrong
+  /// output size is a DataError.
+  void gather(std::span<const std::int64_t> ids, std::span<float> images,
+              std::span<std::int32_t> labels, int threads = 0) const;
+};
+
+/// The order in which a training loop visits `records` records, in batches of `batch`: file
+/// order, or with a seed a shuffle drawn anew for every epoch, a function of (seed, epoch)
+/// alone, the same on every machine and standard library (its own generator, SplitMix64,
+/// and Fisher-Yates; std::shuffle's algorithm differs between libraries). Full batches only:
+/// a trailing partial batch is left out of each epoch (with a shuffle, different records each
+/// time). records < batch or batch <= 0 is a DataError.
+class BatchOrder {
+ public:
+  BatchOrder(std::int64_t records, std::int64_t batch,
+             std::optional<std::uint64_t> seed = std::nullopt);
+  /// Full batches per epoch.
+  std::int64_t batches() const { return records_ / batch_; }
+  std::int64_t batch_size() const { return batch_; }
+  bool shuffled() const { return seed_.has_value(); }
+  /// Draws epoch `epoch`'s order (a no-op in file order).
+  void start_epoch(int epoch);
+  /// The record ids of batch k of the current epoch (k < batches()).
+  std::span<const std::int64_t> batch(std::int64_t k) const;
+
+ private:
+  std::int64_t records_, batch_;
+  std::optional<std::uint64_t> seed_;
+  std::vector<std::int64_t> order_;
 };
 
 struct Mnist {

@@ -184,6 +184,10 @@ Node gelu(Node x);
 Node abs(Node x);
 /// The Gauss error function (ONNX Erf).
 Node erf(Node x);
+/// Sine and cosine of x in radians (ONNX Sin, Cos); a cosine learning-rate schedule:
+///   auto lr = 0.5f * 0.1f * (1.0f + cos(step * (3.14159265f / 1000.0f)));
+Node sin(Node x);
+Node cos(Node x);
 /// x for x > 0, alpha * x otherwise (ONNX LeakyRelu; its default alpha is 0.01).
 Node leaky_relu(Node x, float alpha = 0.01f);
 /// min(max(x, lo), hi) (ONNX Clip): lo > hi gives hi. Bounds are attributes: ONNX Clip-11+

@@ -148,6 +148,38 @@ struct Collective {
   friend bool operator==(const Collective&, const Collective&) = default;
 };
 
+/// optimizer_update: the rule and its hyper-parameters (PyTorch's definitions; see
+/// include/hetgraph/autodiff.hpp). The learning rate and the step count are graph values (the
+/// node's inputs), not attributes, so schedules need no recompilation.
+struct OptimizerRule {
+  static constexpr std::string_view kName = "optimizer rule";
+  enum class Kind : std::uint8_t { sgd, momentum, nesterov, adam, adamw, rmsprop, adagrad };
+  Kind kind = Kind::sgd;
+  float momentum = 0.0f, dampening = 0.0f;  // momentum, nesterov
+  float beta1 = 0.9f, beta2 = 0.999f;       // adam, adamw
+  float alpha = 0.99f;                      // rmsprop: decay of the square average
+  float eps = 1e-8f;                        // adam, adamw, rmsprop, adagrad
+  float weight_decay = 0.0f;                // adamw: decoupled; the others: added to the gradient
+  friend bool operator==(const OptimizerRule&, const OptimizerRule&) = default;
+
+  /// State tensors per variable (velocity; first and second moments; square average; sum).
+  int states() const {
+    switch (kind) {
+      case Kind::sgd:
+        return 0;
+      case Kind::adam:
+      case Kind::adamw:
+        return 2;
+      default:
+        return 1;
+    }
+  }
+  /// Whether the update reads the step count (Adam's bias corrections).
+  bool uses_step() const { return kind == Kind::adam || kind == Kind::adamw; }
+  /// Input layout of optimizer_update: (variable, gradient, learning rate[, step], states...).
+  int first_state() const { return uses_step() ? 4 : 3; }
+};
+
 class TransferEndpoint;  // the runtime's side of a crossing: src/common/transfer.hpp
 
 /// transfer (made by insert_transfers on heterogeneous platforms): its role at a device
@@ -176,7 +208,8 @@ struct Attrs {
   bool mean = false;                      // expand: divide by the reduced count
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
-               TargetType, SliceSpec, PadSpec, Collective, TransferLink, ConvEpilogue>
+               TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
+               ConvEpilogue>
       payload;
 
   template <class T>

@@ -16,6 +16,7 @@
 namespace hetgraph {
 
 using detail::Attrs;
+using detail::fresh_name;
 using detail::GraphImpl;
 using detail::make_op;
 using detail::NodeRec;
@@ -158,13 +159,6 @@ void check_variables(std::span<const Node> variables) {
       throw GraphError("sgd: " + v.label() + " is not a variable");
     }
   }
-}
-
-// A name not yet used in the graph: `base`, else base2, base3, ...
-std::string fresh_name(const GraphImpl& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 2; g.by_name.count(name); ++k) name = base + std::to_string(k);
-  return name;
 }
 
 // The updates as assigns: v <- v - lr * dv, or with momentum through a velocity variable.

@@ -49,4 +49,11 @@ void check_same_graph(const GraphImpl* g, const Node& n, std::string_view what);
 Node make_op(OpKind op, std::span<const Node> inputs, Attrs attrs = {});
 Node make_op(OpKind op, std::initializer_list<Node> inputs, Attrs attrs = {});
 
+/// A name not yet used in the graph: `base`, else base2, base3, ... (optimizer state).
+inline std::string fresh_name(const GraphImpl& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 2; g.by_name.count(name); ++k) name = base + std::to_string(k);
+  return name;
+}
+
 }  // namespace hetgraph::detail

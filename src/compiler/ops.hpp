@@ -116,6 +116,13 @@ enum class OpKind : std::uint8_t {
   Reduce,  // to a root rank
   Allgather,
   ReduceScatter,
+  Sin,  // elementwise.cpp: cos is sin's gradient and the reverse (cosine schedules)
+  Cos,
+  OptimizerUpdate,
+  SparseOptimizerUpdate,  // compiler-made (fuse_sparse_update): (v, rows, indices, lr[, sum]) for
+  // sgd and adagrad without weight decay: only looked-up rows change  // optimizer.cpp: (v, g, lr[,
+  // step], states...), OptimizerRule; writes v
+  // and its states like an assign
   Transfer,     // compiler-made: a value crossing devices (send, recv) or the commit gate;
                 // graph_ops.cpp, src/compiler/placement.cpp
   FusedConv2d,  // compiler-made: op(conv2d(x, w) [+ b] [+ r]); ConvEpilogue; fusion.cpp
@@ -255,6 +262,7 @@ void register_movement_ops(std::vector<OpDef>& table);
 void register_conv_ops(std::vector<OpDef>& table);
 void register_embedding_ops(std::vector<OpDef>& table);
 void register_collective_ops(std::vector<OpDef>& table);
+void register_optimizer_ops(std::vector<OpDef>& table);
 
 /// The estimated work of a node of op `k` (OpDef::cost, or the default from flops_per_elem).
 Cost op_cost(OpKind k, std::span<const TensorType> in, const TensorType& out, const Attrs& at);

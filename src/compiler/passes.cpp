@@ -547,19 +547,20 @@ void link_dependencies(Plan& p) {
   std::vector<std::uint32_t> readers;
   for (std::uint32_t i = 0; i < n; ++i) {
     PlanNode& a = p.nodes[i];
-    if (a.op != OpKind::Assign) continue;
-    const std::uint32_t var = a.inputs[0];
-    if (assigned_by[var] >= 0) {
-      throw GraphError("variable " + p.nodes[var].label + " is assigned twice in one run, by " +
-                       p.nodes[static_cast<std::size_t>(assigned_by[var])].label + " and " +
-                       a.label);
-    }
-    assigned_by[var] = i;
-    readers.clear();
-    collect_readers(p, consumers, var, readers);
-    for (std::uint32_t r : readers) {
-      if (r != i && std::find(a.deps.begin(), a.deps.end(), r) == a.deps.end()) {
-        a.deps.push_back(r);
+    // Assigns, and optimizer updates (which write their variable and its state).
+    for (const std::uint32_t var : a.written_inputs()) {
+      if (assigned_by[var] >= 0) {
+        throw GraphError("variable " + p.nodes[var].label + " is assigned twice in one run, by " +
+                         p.nodes[static_cast<std::size_t>(assigned_by[var])].label + " and " +
+                         a.label);
+      }
+      assigned_by[var] = i;
+      readers.clear();
+      collect_readers(p, consumers, var, readers);
+      for (std::uint32_t r : readers) {
+        if (r != i && std::find(a.deps.begin(), a.deps.end(), r) == a.deps.end()) {
+          a.deps.push_back(r);
+        }
       }
     }
   }

@@ -117,5 +117,6 @@ void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise
 void register_collective_kernels(KernelRegistry& r);
 void register_transfer_kernels(KernelRegistry& r);  // heterogeneous platforms
 void register_group_kernels(KernelRegistry& r);
+void register_optimizer_kernels(KernelRegistry& r);
 
 }  // namespace hetgraph::detail::cpu

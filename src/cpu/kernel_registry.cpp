@@ -35,6 +35,7 @@ const KernelRegistry& kernel_registry() {
     register_collective_kernels(r);
     register_transfer_kernels(r);
     register_group_kernels(r);
+    register_optimizer_kernels(r);
     // The promise HETGRAPH_CPU_REFERENCE=1 relies on.
     if (const auto missing = r.lists_without_reference(); !missing.empty()) {
       std::string ops;

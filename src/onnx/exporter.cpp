@@ -401,6 +401,8 @@ class Exporter {
         add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(0);
         return;
       case OpKind::Assign:
+      case OpKind::OptimizerUpdate:
+      case OpKind::SparseOptimizerUpdate:
       case OpKind::Group:
         cannot(n, "updates variables (training): export the inference outputs, not the step");
       default:

@@ -219,6 +219,7 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   for (std::size_t k = phase1_; k < work_.size(); ++k) {
     const std::uint32_t w = work_[k];
     committed_by_[w] = committed_by_[p.output_of(w)] = 1;
+    for (std::uint32_t v : p.nodes[w].written_inputs()) committed_by_[v] = 1;
     if (p.nodes[w].into_variable >= 0)
       committed_by_[static_cast<std::size_t>(p.nodes[w].into_variable)] = 1;
   }
@@ -242,6 +243,8 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   }
   for (std::uint32_t i = 0; i < n; ++i) {
     if (ops_[i] && p.output_of(i) != i) writer_[p.output_of(i)] = {i};
+    if (ops_[i])
+      for (std::uint32_t v : p.nodes[i].written_inputs()) writer_[v] = {i};
     const std::int64_t var = p.nodes[i].into_variable;
     if (var >= 0) writer_[static_cast<std::size_t>(var)] = writer_[i];
   }

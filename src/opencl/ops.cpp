@@ -15,6 +15,7 @@ const OpRegistry& op_registry() {
     register_matmul_ops(r);
     register_conv_ops(r);
     register_embedding_ops(r);
+    register_optimizer_ops(r);
     register_collective_ops(r);
     register_transfer_ops(r);
     return r;

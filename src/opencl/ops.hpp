@@ -65,6 +65,7 @@ void register_movement_ops(OpRegistry& r);
 void register_matmul_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_embedding_ops(OpRegistry& r);
+void register_optimizer_ops(OpRegistry& r);
 void register_collective_ops(OpRegistry& r);
 void register_transfer_ops(OpRegistry& r);  // heterogeneous platforms
 

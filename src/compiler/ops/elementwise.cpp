@@ -129,6 +129,13 @@ void grad_tanh(const GradCtx& c) {
 // gradient on (x - floor(x) differentiates like x, as TensorFlow's floor-mod does).
 void grad_floor(const GradCtx&) {}
 // d gelu(x) / dx = Phi(x) + x phi(x): one kernel from the incoming gradient and x.
+// sin' = cos, cos' = -sin: each gradient is the other op.
+void grad_sin(const GradCtx& c) {
+  c.add(c.in[0], mul(c.grad, cos(c.in[0])));
+}
+void grad_cos(const GradCtx& c) {
+  c.add(c.in[0], neg(mul(c.grad, sin(c.in[0]))));
+}
 void grad_gelu(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::GeluGrad, {c.grad, c.in[0]}));
 }
@@ -206,6 +213,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Tanh, "tanh", grad_tanh, 12, true);
   unary(OpKind::Floor, "floor", grad_floor, 1, false);
   unary(OpKind::Gelu, "gelu", grad_gelu, 20, false);
+  unary(OpKind::Sin, "sin", grad_sin, 15, false);
+  unary(OpKind::Cos, "cos", grad_cos, 15, false);
   unary(OpKind::Abs, "abs", grad_of_x<OpKind::AbsGrad>, 1, false);
   unary(OpKind::Erf, "erf", grad_of_x<OpKind::ErfGrad>, 20, false);
   unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false);
@@ -267,6 +276,12 @@ Node abs(Node x) {
 }
 Node erf(Node x) {
   return detail::make_op(detail::OpKind::Erf, {x});
+}
+Node sin(Node x) {
+  return detail::make_op(detail::OpKind::Sin, {x});
+}
+Node cos(Node x) {
+  return detail::make_op(detail::OpKind::Cos, {x});
 }
 Node leaky_relu(Node x, float alpha) {
   detail::Attrs at;

@@ -20,6 +20,7 @@ std::vector<OpDef> build_table() {
   register_conv_ops(defs);
   register_embedding_ops(defs);
   register_collective_ops(defs);
+  register_optimizer_ops(defs);
   std::vector<OpDef> table(kNumOps);
   std::vector<bool> seen(kNumOps, false);
   for (const OpDef& d : defs) {

@@ -232,6 +232,23 @@ struct RefErfF {
   static RefErfF from(const Attrs&) { return {}; }
   float operator()(float x) const { return static_cast<float>(std::erf(static_cast<double>(x))); }
 };
+// libm's sinf/cosf; the reference in double
+struct SinF {
+  static SinF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return std::sin(x); }
+};
+struct RefSinF {
+  static RefSinF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return static_cast<float>(std::sin(static_cast<double>(x))); }
+};
+struct CosF {
+  static CosF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return std::cos(x); }
+};
+struct RefCosF {
+  static RefCosF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return static_cast<float>(std::cos(static_cast<double>(x))); }
+};
 // x Phi(x) with libm's erf, in float (the reference works in double)
 struct GeluF {
   static GeluF from(const Attrs&) { return {}; }
@@ -556,6 +573,8 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<GeluF, RefGeluF>(t, OpKind::Gelu);
   unary<AbsF, AbsF>(t, OpKind::Abs);
   unary<ErfF, RefErfF>(t, OpKind::Erf);
+  unary<SinF, RefSinF>(t, OpKind::Sin);
+  unary<CosF, RefCosF>(t, OpKind::Cos);
   unary<LeakyReluF, LeakyReluF>(t, OpKind::LeakyRelu);
   unary<ClipF, ClipF>(t, OpKind::Clip);
   binary<AbsGradF>(t, OpKind::AbsGrad);

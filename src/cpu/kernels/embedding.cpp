@@ -14,10 +14,12 @@
 // gradient is summed in that order from zero, as the scatter-add does, and the row becomes
 // v + beta * sum. Groups are disjoint rows, so any team gives the same result.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "compiler/geometry.hpp"
@@ -191,6 +193,78 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
   });
 }
 
+// sparse_optimizer_update (v, g, indices, lr[, sum]) for sgd and adagrad: each looked-up row's
+// gradient summed in lookup order from zero (as the scatter-add sums it), then the rule on that
+// row as the dense optimizer_update computes it (float; double in the references): the result
+// is the dense step's, bitwise. The fast kernel groups lookups by row with a stable sort; the
+// reference sums each row at its first lookup.
+template <bool Reference>
+std::unique_ptr<CpuKernel> make_sparse_optimizer(const KernelArgs& a) {
+  const Lookup l = lookup(a, 0, 2);
+  const OptimizerRule r = a.node.attrs.get<OptimizerRule>();
+  float* v = a.out_f();
+  const float* g = a.in_f(1);
+  const std::int32_t* idx = a.in_i(2);
+  const float* lr_in = a.in_f(3);
+  float* sum_state = r.states() > 0 ? const_cast<float*>(a.in_f(4)) : nullptr;
+  const bool adagrad = r.kind == OptimizerRule::Kind::adagrad;
+  const float eps = r.eps;
+  auto order = std::make_shared<std::vector<std::int32_t>>();
+  return make_kernel([=](const ExecCtx&) {
+    check_indices(l, idx);
+    using T = std::conditional_t<Reference, double, float>;
+    const T lr = static_cast<T>(*lr_in), zero = 0;
+    std::vector<float> sum(static_cast<std::size_t>(l.dim));
+    // Row q's step from its summed gradient (the dense kernel's expressions, wd = 0).
+    auto step = [&](std::int64_t q) {
+      float* vr = v + q * l.dim;
+      if (!adagrad) {
+        for (std::int64_t d = 0; d < l.dim; ++d) {
+          const T x = vr[d];
+          vr[d] = static_cast<float>(
+              x - lr * (static_cast<T>(sum[static_cast<std::size_t>(d)]) + zero * x));
+        }
+        return;
+      }
+      float* sr = sum_state + q * l.dim;
+      for (std::int64_t d = 0; d < l.dim; ++d) {
+        const T x = vr[d];
+        const T gd = static_cast<T>(sum[static_cast<std::size_t>(d)]) + zero * x;
+        const T s = static_cast<T>(sr[d]) + gd * gd;
+        sr[d] = static_cast<float>(s);
+        vr[d] = static_cast<float>(x - lr * gd / (std::sqrt(s) + static_cast<T>(eps)));
+      }
+    };
+    auto add = [&](std::int64_t i) {
+      for (std::int64_t d = 0; d < l.dim; ++d) sum[static_cast<std::size_t>(d)] += g[i * l.dim + d];
+    };
+    if constexpr (Reference) {
+      std::vector<bool> done(static_cast<std::size_t>(l.rows), false);
+      for (std::int64_t i = 0; i < l.count; ++i) {
+        const std::int64_t q = idx[i];
+        if (done[static_cast<std::size_t>(q)]) continue;
+        done[static_cast<std::size_t>(q)] = true;
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        for (std::int64_t j = i; j < l.count; ++j)
+          if (idx[j] == q) add(j);
+        step(q);
+      }
+      return;
+    }
+    std::vector<std::int32_t>& o = *order;
+    o.resize(static_cast<std::size_t>(l.count));
+    std::iota(o.begin(), o.end(), 0);
+    std::stable_sort(o.begin(), o.end(),
+                     [&](std::int32_t x, std::int32_t y) { return idx[x] < idx[y]; });
+    for (std::size_t k = 0; k < o.size();) {
+      const std::int32_t q = idx[o[k]];
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (; k < o.size() && idx[o[k]] == q; ++k) add(o[k]);
+      step(q);
+    }
+  });
+}
+
 // check_indices(indices, like): the indices against like's rows; nothing else (its output
 // is never read: zero).
 std::unique_ptr<CpuKernel> make_check(const KernelArgs& a) {
@@ -325,6 +399,8 @@ void register_embedding_kernels(KernelRegistry& r) {
   r.add(OpKind::EmbeddingGrad, {"reference", nullptr, make_scatter_add_ref, true});
   r.add(OpKind::EmbeddingUpdate, {"sparse_rows", nullptr, make_update<false>});
   r.add(OpKind::EmbeddingUpdate, {"reference", nullptr, make_update<true>, true});
+  r.add(OpKind::SparseOptimizerUpdate, {"sparse_rows", nullptr, make_sparse_optimizer<false>});
+  r.add(OpKind::SparseOptimizerUpdate, {"reference", nullptr, make_sparse_optimizer<true>, true});
 }
 
 }  // namespace hetgraph::detail::cpu
