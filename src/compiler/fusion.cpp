@@ -188,60 +188,71 @@ struct Fuser {
       Attrs a = n.attrs;  // the op's alpha and beta
       a.set(e);
       if (rewrite(i, OpKind::FusedConv2d, std::move(a), c.inputs, q)) kill(q, i);
-      // optimizer_update(v, embedding_grad(g, indices, _), lr[, sum]) of sgd or adagrad without
-      // weight decay -> sparse_optimizer_update(v, g, indices, lr[, sum]) at i. A row no lookup
-      // touched gets a zero gradient, which leaves it (and its sum) as it is under these rules
-      // (adagrad: as long as eps > 0; 0 / 0 is NaN otherwise), so only looked-up rows need work.
-      void sparse_optimizer_updates() {
-        for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
-          const PlanNode& n = p.nodes[i];
-          if (n.op != OpKind::OptimizerUpdate) continue;
-          const OptimizerRule& r = n.attrs.get<OptimizerRule>();
-          const bool exact =
-              r.weight_decay == 0.0f && (r.kind == OptimizerRule::Kind::sgd ||
-                                         (r.kind == OptimizerRule::Kind::adagrad && r.eps > 0.0f));
-          if (!exact) continue;
-          const std::uint32_t e = n.inputs[1];
-          const PlanNode& eg = p.nodes[e];
-          if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
-              readers[e] != 1 || eg.type != p.nodes[n.inputs[0]].type) {
-            continue;
-          }
-          std::vector<std::uint32_t> in{n.inputs[0], eg.inputs[0], eg.inputs[1], n.inputs[2]};
-          for (int s = 0; s < r.states(); ++s)
-            in.push_back(n.inputs[static_cast<std::size_t>(r.first_state() + s)]);
-          if (rewrite(i, OpKind::SparseOptimizerUpdate, n.attrs, std::move(in), e)) kill(e, i);
-        }
-      }
-
-      // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
-      void sparse_updates() {
-        for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
-          const PlanNode& n = p.nodes[i];
-          if (n.storage != Storage::Computed || n.op != OpKind::Axpby) continue;
-          if (n.attrs.alpha != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) continue;
-          const std::uint32_t v = n.inputs[0], e = n.inputs[1];
-          const PlanNode& eg = p.nodes[e];
-          if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
-              readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
-            continue;
-          }
-          if (rewrite(i, OpKind::EmbeddingUpdate, n.attrs, {v, eg.inputs[0], eg.inputs[1]}, e))
-            kill(e, i);
-        }
-      }
-    };
-
-  }  // namespace
-
-  void fuse_matmul_epilogue(Plan& p, const Capabilities* caps) { Fuser(p, caps).epilogues(); }
-  void fuse_matmul_accumulate(Plan& p, const Capabilities* caps) { Fuser(p, caps).accumulations(); }
-  void fuse_conv_residual(Plan& p, const Capabilities* caps) { Fuser(p, caps).conv_residuals(); }
-  void fuse_conv_epilogue(Plan& p, const Capabilities* caps) { Fuser(p, caps).conv_epilogues(); }
-  void fuse_sparse_update(Plan& p, const Capabilities* caps) {
-    Fuser f(p, caps);
-    f.sparse_updates();
-    f.sparse_optimizer_updates();
+    }
   }
+
+  // optimizer_update(v, embedding_grad(g, indices, _), lr[, sum]) of sgd or adagrad without
+  // weight decay -> sparse_optimizer_update(v, g, indices, lr[, sum]) at i. A row no lookup
+  // touched gets a zero gradient, which leaves it (and its sum) as it is under these rules
+  // (adagrad: as long as eps > 0; 0 / 0 is NaN otherwise), so only looked-up rows need work.
+  void sparse_optimizer_updates() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.op != OpKind::OptimizerUpdate) continue;
+      const OptimizerRule& r = n.attrs.get<OptimizerRule>();
+      const bool exact =
+          r.weight_decay == 0.0f && (r.kind == OptimizerRule::Kind::sgd ||
+                                     (r.kind == OptimizerRule::Kind::adagrad && r.eps > 0.0f));
+      if (!exact) continue;
+      const std::uint32_t e = n.inputs[1];
+      const PlanNode& eg = p.nodes[e];
+      if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
+          readers[e] != 1 || eg.type != p.nodes[n.inputs[0]].type) {
+        continue;
+      }
+      std::vector<std::uint32_t> in{n.inputs[0], eg.inputs[0], eg.inputs[1], n.inputs[2]};
+      for (int s = 0; s < r.states(); ++s)
+        in.push_back(n.inputs[static_cast<std::size_t>(r.first_state() + s)]);
+      if (rewrite(i, OpKind::SparseOptimizerUpdate, n.attrs, std::move(in), e)) kill(e, i);
+    }
+  }
+
+  // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
+  void sparse_updates() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::Axpby) continue;
+      if (n.attrs.alpha != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) continue;
+      const std::uint32_t v = n.inputs[0], e = n.inputs[1];
+      const PlanNode& eg = p.nodes[e];
+      if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
+          readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
+        continue;
+      }
+      if (rewrite(i, OpKind::EmbeddingUpdate, n.attrs, {v, eg.inputs[0], eg.inputs[1]}, e))
+        kill(e, i);
+    }
+  }
+};
+
+}  // namespace
+
+void fuse_matmul_epilogue(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).epilogues();
+}
+void fuse_matmul_accumulate(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).accumulations();
+}
+void fuse_conv_residual(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).conv_residuals();
+}
+void fuse_conv_epilogue(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).conv_epilogues();
+}
+void fuse_sparse_update(Plan& p, const Capabilities* caps) {
+  Fuser f(p, caps);
+  f.sparse_updates();
+  f.sparse_optimizer_updates();
+}
 
 }  // namespace hetgraph::detail
