@@ -6,15 +6,24 @@
 //   lstm.json
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/executable.hpp"
 #include "common/tool_run.hpp"
+#include "compiler/graph_stats.hpp"
+#include "compiler/plan.hpp"
+#include "cpu/replay.hpp"
+#include "cpu/topology.hpp"
+#include "cpu/tuning_cache.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
 #include "options.hpp"
@@ -25,8 +34,10 @@ namespace {
 using bench::Options;
 
 // --platform hetero: the members --devices names, in order; --engine is the CPU member's.
-hetgraph::Platform make_platform(const Options& o) {
-  if (o.platform != "hetero") return hetgraph::tool::make_platform(o);
+using ReplayModelPtr = std::shared_ptr<const hetgraph::detail::cpu::ReplayModel>;
+
+hetgraph::Platform make_platform(const Options& o, ReplayModelPtr replay = nullptr) {
+  if (o.platform != "hetero") return hetgraph::tool::make_platform(o, std::move(replay));
   std::vector<hetgraph::Platform> members;
   for (const std::string& d : o.devices) {
     if (d == "cpu") {
@@ -49,6 +60,118 @@ hetgraph::Platform make_platform(const Options& o) {
   return hetgraph::Platform::heterogeneous(std::move(members), h);
 }
 
+// Writes the case's inputs into the compiled graph's mapped buffers; the feeds that name them.
+std::vector<hetgraph::FeedItem> mapped_feeds(bench::Case& c, hetgraph::CompiledGraph& cg) {
+  std::vector<hetgraph::FeedItem> feeds;
+  for (const auto& [name, data] : c.inputs) {
+    auto buf = cg.mapped_input(name);
+    std::copy(data.begin(), data.end(), buf.begin());
+    feeds.push_back({name, buf});
+  }
+  for (const auto& [name, data] : c.int_inputs) {
+    auto buf = cg.mapped_input_i32(name);
+    std::copy(data.begin(), data.end(), buf.begin());
+    feeds.push_back({name, buf});
+  }
+  return feeds;
+}
+
+// The replay profile of a workload on this machine: each node's median time over 7 recorded
+// runs on one executor of T threads (T = 1, 2, 4, ... up to the cores), nodes one at a time.
+// Compiled without parallel ops, so that every node has its own time (replay models a group
+// from its members) and with the parallel engines' memory plan.
+hetgraph::detail::cpu::ReplayProfile measure_profile(bench::Case& c, const Options& o,
+                                                     const std::string& name) {
+  namespace hd = hetgraph::detail;
+  hd::cpu::ReplayProfile p;
+  p.workload = name;
+  p.machine = hd::cpu::TuningCache::machine();
+  p.cores = hd::cpu::Topology::get().allowed();
+  p.team_sizes.clear();
+  for (int t = 1; t <= p.cores; t *= 2) p.team_sizes.push_back(t);
+  std::map<std::string, std::size_t> index;
+  for (std::size_t ti = 0; ti < p.team_sizes.size(); ++ti) {
+    hetgraph::CpuOptions co;
+    co.engine = hetgraph::CpuEngine::critical_path;
+    co.executors = 1;
+    co.threads_per_executor = p.team_sizes[ti];
+    co.pin_threads = o.pin;
+    hetgraph::CompileOptions opts;
+    opts.fuse = o.fuse;
+    opts.parallel_ops = false;
+    hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
+                                     .compile(c.graph, c.shapes, c.fetches);
+    const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
+    for (int i = 0; i < std::max(o.warmup, 4); ++i) cg.run(feeds);
+    hd::Executable& exe = hd::executable_of(cg);
+    const hd::Plan& plan = exe.plan();
+    exe.record_events(true);
+    std::vector<std::vector<double>> us(plan.nodes.size());
+    for (int r = 0; r < 7; ++r) {
+      cg.run(feeds);
+      for (const auto& e : exe.last_run_events())
+        us[e.node].push_back(static_cast<double>(e.end_ns - e.start_ns) * 1e-3);
+    }
+    exe.record_events(false);
+    for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
+      if (us[i].empty()) continue;
+      const std::string& label = plan.nodes[i].label;
+      auto it = index.find(label);
+      if (it == index.end()) {
+        if (ti != 0) continue;  // not in the 1-thread plan: cannot be modelled
+        it = index.emplace(label, p.nodes.size()).first;
+        p.nodes.push_back({label, std::string(hd::op_name(plan.nodes[i].op)),
+                           std::vector<double>(p.team_sizes.size(), -1.0)});
+      }
+      p.nodes[it->second].us[ti] = hetgraph::tool::median(us[i]);
+    }
+  }
+  for (auto& n : p.nodes) {  // a node missing at a team size: its time at the size below
+    for (std::size_t ti = 1; ti < n.us.size(); ++ti) {
+      if (n.us[ti] < 0) n.us[ti] = n.us[ti - 1];
+    }
+  }
+  return p;
+}
+
+// What a replayed run says besides its makespan: the modelled lower bound of the configuration
+// it ran (executors x threads), its busy thread-time, and the overhead above the bound.
+struct ReplayStats {
+  double critical_path_s = 0, work_s = 0, bound_s = 0, busy_s = 0;
+  std::size_t kernels = 0;
+};
+
+ReplayStats replay_stats(const hetgraph::CompiledGraph& cg,
+                         const hetgraph::detail::cpu::ReplayModel& m, int executors, int threads) {
+  namespace hd = hetgraph::detail;
+  const hd::Plan& plan = hd::executable_of(cg).plan();
+  ReplayStats s;
+  const std::vector<double> us = m.plan_us(plan, threads);
+  const std::vector<double> busy = m.plan_busy_us(plan, threads);
+  for (double l : hd::levels_from_costs(plan, us))
+    s.critical_path_s = std::max(s.critical_path_s, l * 1e-6);
+  for (std::size_t i = 0; i < us.size(); ++i) {
+    s.work_s += us[i] * 1e-6;
+    s.busy_s += busy[i] * 1e-6;
+    s.kernels += us[i] > 0;
+  }
+  s.bound_s = std::max(s.critical_path_s, s.work_s / executors);
+  return s;
+}
+
+// --time-scale 0: long enough that the typical kernel the engines do not inline waits 100 us
+// or more in wall time (the sleep's residual error, a few microseconds after the oversleep is
+// taken off, stays near 5% of it), at most 20x (engine overhead is divided by it too).
+double auto_time_scale(const hetgraph::detail::cpu::ReplayProfile& p, double inline_us) {
+  std::vector<double> us;
+  for (const auto& n : p.nodes) {
+    if (n.us.front() >= inline_us) us.push_back(n.us.front());
+  }
+  if (us.empty()) return 20;
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return std::clamp(std::ceil(100.0 / std::max(us[us.size() / 2], 1e-3)), 1.0, 20.0);
+}
+
 struct Result {
   std::vector<double> samples;  // seconds per run
   std::vector<double> copies;   // time_copies: seconds writing the inputs before each run
@@ -56,6 +179,7 @@ struct Result {
   std::size_t planned = 0, naive = 0;
   int tuning_runs = 0;
   hetgraph::EngineReport engine;
+  std::optional<ReplayStats> replay;
 };
 
 std::string join(const std::vector<std::string>& v) {
@@ -64,7 +188,7 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-Result time_case(bench::Case& c, const Options& o) {
+Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   Result r;
   if (c.raw) {
     for (int i = 0; i < o.warmup; ++i) c.raw();
@@ -80,8 +204,8 @@ Result time_case(bench::Case& c, const Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.parallel_ops = o.parallel_ops;
-  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(make_platform(o), co)
-                                   .compile(c.graph, c.shapes, c.fetches);
+  hetgraph::CompiledGraph cg =
+      hetgraph::GraphCompiler(make_platform(o, replay), co).compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
   r.planned = cg.planned_bytes();
   r.naive = cg.naive_bytes();
@@ -137,6 +261,12 @@ Result time_case(bench::Case& c, const Options& o) {
     for (float v : cg.read(n)) r.checksum += v;
   }
   r.engine = cg.engine_report();
+  if (replay) {
+    // Wall time is time_scale x the modelled time: samples are scaled back.
+    for (double& x : r.samples) x /= replay->time_scale();
+    const auto& cpu = r.engine.cpu.value();
+    r.replay = replay_stats(cg, *replay, cpu.executors, cpu.threads_per_executor);
+  }
   return r;
 }
 
@@ -189,7 +319,27 @@ int run(const Options& o) {
         export_case(c, name, o.export_onnx);
         continue;
       }
-      const Result r = time_case(c, o);
+      ReplayModelPtr replay;
+      if (!o.record_profile.empty() || o.replay_cores > 0) {
+        namespace hc = hetgraph::detail::cpu;
+        hc::ReplayProfile p;
+        if (o.replay_profile.empty()) {
+          p = measure_profile(c, o, name);
+        } else {
+          p = hc::load_profile(o.replay_profile);
+        }
+        if (!o.record_profile.empty()) {
+          hc::save_profile(p, o.record_profile);
+          std::fprintf(stderr, "hetgraph-bench: %s: profile of %zu nodes at %zu team sizes -> %s\n",
+                       name.c_str(), p.nodes.size(), p.team_sizes.size(), o.record_profile.c_str());
+        }
+        if (o.replay_cores == 0) continue;  // --record-profile alone: nothing to time
+        const double inl =
+            o.inline_below_us >= 0 ? o.inline_below_us : hetgraph::CpuOptions{}.inline_below_us;
+        const double k = o.time_scale > 0 ? o.time_scale : auto_time_scale(p, inl);
+        replay = std::make_shared<hc::ReplayModel>(std::move(p), o.replay_cores, k);
+      }
+      const Result r = time_case(c, o, replay);
       const double med = hetgraph::tool::median(r.samples);
       const double mn = *std::min_element(r.samples.begin(), r.samples.end());
       const double mx = *std::max_element(r.samples.begin(), r.samples.end());
@@ -265,6 +415,21 @@ int run(const Options& o) {
               "\"transfer_bytes\":%zu,\"estimated_us\":%.9g,\"decision\":\"%s\"",
               o.placement.c_str(), join(o.devices).c_str(), where.c_str(), h->transfers,
               h->transfer_bytes, h->estimated_us, decision.c_str());
+        }
+        if (r.replay) {
+          // Simulated: median_s is the makespan on the virtual machine (wall / time_scale).
+          const ReplayStats& rs = *r.replay;
+          std::printf(
+              ",\"replay\":{\"cores\":%d,\"time_scale\":%.9g,\"profile\":\"%s\","
+              "\"makespan_s\":%.9g,\"critical_path_s\":%.9g,\"work_s\":%.9g,\"bound_s\":%.9g,"
+              "\"utilisation\":%.6g,\"overhead_s\":%.9g,\"overhead_per_kernel_us\":%.6g,"
+              "\"kernels\":%zu}",
+              replay->cores(), replay->time_scale(),
+              o.replay_profile.empty() ? "measured" : o.replay_profile.c_str(), med,
+              rs.critical_path_s, rs.work_s, rs.bound_s, rs.busy_s / (replay->cores() * med),
+              med - rs.bound_s,
+              rs.kernels ? (med - rs.bound_s) * 1e6 / static_cast<double>(rs.kernels) : 0.0,
+              rs.kernels);
         }
         for (const auto& [k, v] : c.stats) std::printf(",\"%s\":%.9g", k.c_str(), v);
         std::printf("}\n");
