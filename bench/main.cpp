@@ -76,6 +76,60 @@ std::vector<hetgraph::FeedItem> mapped_feeds(bench::Case& c, hetgraph::CompiledG
   return feeds;
 }
 
+// Co-running slowdown per op kind: one single-thread executor per core (critical-path), each
+// node's time over 7 runs against its time alone, counting the nodes that ran at least 90% of
+// their time beside a node on another executor. Clamped to [1, 4]: faster beside others is
+// noise.
+void measure_corun(bench::Case& c, const Options& o, hetgraph::detail::cpu::ReplayProfile& p,
+                   const std::map<std::string, std::size_t>& index) {
+  namespace hd = hetgraph::detail;
+  hetgraph::CpuOptions co;
+  co.engine = hetgraph::CpuEngine::critical_path;
+  co.executors = p.cores;
+  co.threads_per_executor = 1;
+  co.pin_threads = o.pin;
+  hetgraph::CompileOptions opts;
+  opts.fuse = o.fuse;
+  opts.parallel_ops = false;
+  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
+                                   .compile(c.graph, c.shapes, c.fetches);
+  const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
+  for (int i = 0; i < std::max(o.warmup, 4); ++i) cg.run(feeds);
+  hd::Executable& exe = hd::executable_of(cg);
+  const hd::Plan& plan = exe.plan();
+  exe.record_events(true);
+  std::map<std::string, std::pair<double, double>> sums;  // kind -> (beside, alone) us
+  for (int r = 0; r < 7; ++r) {
+    cg.run(feeds);
+    auto ev = exe.last_run_events();
+    std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> lanes;
+    for (const auto& e : ev) lanes[e.lane].push_back({e.start_ns, e.end_ns});
+    for (auto& [l, v] : lanes) std::sort(v.begin(), v.end());
+    for (const auto& e : ev) {
+      const std::int64_t len = e.end_ns - e.start_ns;
+      if (len <= 0) continue;
+      std::int64_t overlap = 0;           // with the union of the other lanes (they do not overlap
+      for (const auto& [l, v] : lanes) {  // within a lane; with 2+ others, at most sums)
+        if (l == e.lane) continue;
+        auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(e.start_ns, std::int64_t{0}));
+        if (it != v.begin()) --it;
+        for (; it != v.end() && it->first < e.end_ns; ++it)
+          overlap += std::max<std::int64_t>(
+              0, std::min(it->second, e.end_ns) - std::max(it->first, e.start_ns));
+      }
+      if (overlap < len * 9 / 10) continue;
+      const auto k = index.find(plan.nodes[e.node].label);
+      if (k == index.end()) continue;
+      auto& [beside, alone] = sums[p.nodes[k->second].op];
+      beside += static_cast<double>(len) * 1e-3;
+      alone += p.nodes[k->second].us.front();
+    }
+  }
+  for (const auto& [op, s] : sums) {
+    if (s.second > 0) p.corun[op] = std::clamp(s.first / s.second, 1.0, 4.0);
+  }
+}
+
 // The replay profile of a workload on this machine: each node's median time over 7 recorded
 // runs on one executor of T threads (T = 1, 2, 4, ... up to the cores), nodes one at a time.
 // Compiled without parallel ops, so that every node has its own time (replay models a group
@@ -131,6 +185,7 @@ hetgraph::detail::cpu::ReplayProfile measure_profile(bench::Case& c, const Optio
       if (n.us[ti] < 0) n.us[ti] = n.us[ti - 1];
     }
   }
+  if (p.cores >= 2) measure_corun(c, o, p, index);
   return p;
 }
 

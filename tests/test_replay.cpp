@@ -1,6 +1,6 @@
 // Replay mode (src/cpu/replay.hpp): the real engines over kernels replaced by waits. A diamond
 // whose replayed makespans equal the analytic ones at several virtual core counts, the Amdahl
-// fit on synthetic times, and bad profile files. About 1.5 s.
+// fit on synthetic times, co-running slowdown, and bad profile files. About 2 s.
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,6 +115,16 @@ TEST(Replay, DiamondMakespanIsAnalytic) {
   expect_makespan(d.replay_ms(CpuEngine::critical_path, 4, 4, 1), 20 + 10);
 }
 
+TEST(Replay, CorunSlowsAKernelStartedBesideAnother) {
+  // Measured co-running slowdown 1.5 for tanh and sigmoid: the one of a and b that starts
+  // second (beside the other) takes 30 ms, then c.
+  Diamond d;
+  d.profile.corun = {{"tanh", 1.5}, {"sigmoid", 1.5}};
+  expect_makespan(d.replay_ms(CpuEngine::critical_path, 2, 2, 1), 30 + 10);
+  // Alone (one executor) nothing is beside it.
+  expect_makespan(d.replay_ms(CpuEngine::critical_path, 1, 1, 1), 20 + 20 + 10);
+}
+
 TEST(Replay, NodeMissingFromProfileIsNamed) {
   Diamond d;
   const std::string gone = d.profile.nodes.back().label;
@@ -155,6 +165,7 @@ TEST_F(ProfileFile, RoundTrips) {
   p.cores = 16;
   p.team_sizes = {1, 2, 4};
   p.nodes = {{"#3 (matmul)", "matmul", {10.5, 6, 4}}, {"'y' (#4, add)", "add", {1, 1, 1}}};
+  p.corun = {{"matmul", 1.25}};
   detail::cpu::save_profile(p, path.string());
   const ReplayProfile q = detail::cpu::load_profile(path.string());
   EXPECT_EQ(q.machine, p.machine);
@@ -164,6 +175,7 @@ TEST_F(ProfileFile, RoundTrips) {
   EXPECT_EQ(q.nodes[1].label, "'y' (#4, add)");
   EXPECT_EQ(q.nodes[0].us, p.nodes[0].us);
   EXPECT_EQ(q.source, path.string());
+  EXPECT_EQ(q.corun, p.corun);
 }
 
 TEST_F(ProfileFile, BadFilesAreDataErrorsNamingTheFile) {
@@ -180,6 +192,7 @@ TEST_F(ProfileFile, BadFilesAreDataErrorsNamingTheFile) {
       R"({"format": "hetgraph-replay-profile", "version": 1, "cores": 2, "team_sizes": [2, 4], "nodes": []})",
       "start at 1");
   expect_error(head + R"("nodes": []} trailing)", "text after");
+  expect_error(head + R"("nodes": [], "corun": {"add": 0.5}})", "corun");
   fs::remove(path);
   try {
     detail::cpu::load_profile(path.string());

@@ -269,7 +269,10 @@ class CpuExecutable final : public Executable {
     }
     for (std::size_t i = 0; i < p.nodes.size(); ++i) {
       if (prog.kernels[i] == nullptr || dynamic_cast<AsyncKernel*>(prog.kernels[i])) continue;
-      replayed_.push_back(make_replay_kernel(std::move(us[i]), m.time_scale()));
+      // A group's members co-run inside it: their corun factor is in its modelled time.
+      const double corun =
+          p.nodes[i].op == OpKind::ParallelGroup ? 1.0 : m.corun(op_name(p.nodes[i].op));
+      replayed_.push_back(make_replay_kernel(m, std::move(us[i]), corun));
       prog.kernels[i] = replayed_.back().get();
     }
   }

@@ -204,7 +204,13 @@ void save_profile(const ReplayProfile& p, const std::string& path) {
     for (std::size_t i = 0; i < n.us.size(); ++i) o << (i ? ", " : "") << n.us[i];
     o << "]}";
   }
-  o << "]}\n";
+  o << "],\n \"corun\": {";
+  bool first = true;
+  for (const auto& [op, f] : p.corun) {
+    o << (first ? "" : ", ") << quoted(op) << ": " << f;
+    first = false;
+  }
+  o << "}}\n";
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << o.str();
   f.close();
@@ -272,6 +278,14 @@ ReplayProfile load_profile(const std::string& path) {
     }
     p.nodes.push_back(std::move(node));
   }
+  if (const Json* corun = doc.get("corun")) {
+    if (corun->kind != Json::object) throw bad("\"corun\" is not an object");
+    for (const auto& [op, f] : corun->fields) {
+      if (f.kind != Json::number || !(f.num >= 1) || !std::isfinite(f.num))
+        throw bad("\"corun\" of " + op + " is not a number >= 1");
+      p.corun[op] = f.num;
+    }
+  }
   return p;
 }
 
@@ -302,6 +316,7 @@ ReplayModel::ReplayModel(ReplayProfile profile, int cores, double time_scale)
     key += n.label + ":";
     for (double u : n.us) key += std::to_string(u) + ",";
   }
+  for (const auto& [op, f] : profile_.corun) key += op + "=" + std::to_string(f) + ";";
   fingerprint_ = fnv1a64(key.data(), key.size());
   // Per op kind, Amdahl fitted on the kind's summed times at 1 thread and at the largest team
   // size: the big instances, whose scaling matters, weigh most, and tiny ones (which do not
@@ -320,6 +335,11 @@ ReplayModel::ReplayModel(ReplayProfile profile, int cores, double time_scale)
 double ReplayModel::serial_fraction(std::string_view op) const {
   const auto it = serial_.find(std::string(op));
   return it == serial_.end() ? 1.0 : it->second;
+}
+
+double ReplayModel::corun(std::string_view op) const {
+  const auto it = profile_.corun.find(std::string(op));
+  return it == profile_.corun.end() ? 1.0 : it->second;
 }
 
 double ReplayModel::node_us(std::size_t k, int threads) const {
@@ -423,18 +443,26 @@ std::int64_t oversleep_ns() {
 
 class ReplayKernel final : public CpuKernel {
  public:
-  ReplayKernel(std::vector<double> us, double scale) : ns_(us.size()) {
+  ReplayKernel(const ReplayModel& m, std::vector<double> us, double corun)
+      : running_(m.running()), ns_(us.size()), corun_(corun) {
     for (std::size_t t = 0; t < us.size(); ++t)
-      ns_[t] = static_cast<std::int64_t>(std::llround(us[t] * scale * 1e3));
+      ns_[t] = static_cast<std::int64_t>(std::llround(us[t] * m.time_scale() * 1e3));
   }
   void run(const ExecCtx& ctx) override {
     const auto t = static_cast<std::size_t>(
         std::clamp<int>(ctx.nthreads, 1, static_cast<int>(ns_.size()) - 1));
-    replay_wait(ns_[t]);
+    // Beside another kernel: slowed as the profile measured (contention is not extrapolated
+    // beyond what this machine's cores showed: see bench/README.md, "replay").
+    const bool beside = running_.fetch_add(1, std::memory_order_relaxed) > 0;
+    replay_wait(beside ? static_cast<std::int64_t>(static_cast<double>(ns_[t]) * corun_)
+                       : ns_[t]);
+    running_.fetch_sub(1, std::memory_order_relaxed);
   }
 
  private:
+  std::atomic<int>& running_;
   std::vector<std::int64_t> ns_;  // by team size (index 0 unused)
+  double corun_;
 };
 
 }  // namespace
@@ -452,8 +480,9 @@ void replay_wait(std::int64_t ns) {
   while (mono_ns() < deadline) sched_yield();
 }
 
-std::unique_ptr<CpuKernel> make_replay_kernel(std::vector<double> us, double time_scale) {
-  return std::make_unique<ReplayKernel>(std::move(us), time_scale);
+std::unique_ptr<CpuKernel> make_replay_kernel(const ReplayModel& m, std::vector<double> us,
+                                              double corun) {
+  return std::make_unique<ReplayKernel>(m, std::move(us), corun);
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -19,7 +19,9 @@
 //   // wall time of cg.run() / 10 = simulated makespan on 64 cores
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,10 +39,14 @@ namespace hetgraph::detail::cpu {
 /// Per-node kernel times at a few team sizes. File format (JSON, version 1):
 ///   {"format": "hetgraph-replay-profile", "version": 1, "workload": "lstm-small",
 ///    "machine": "<free text>", "cores": 16, "team_sizes": [1, 2, 4, 8, 16],
-///    "nodes": [{"label": "<plan label>", "op": "matmul", "us": [t1, t2, t4, t8, t16]}, ...]}
+///    "nodes": [{"label": "<plan label>", "op": "matmul", "us": [t1, t2, t4, t8, t16]}, ...],
+///    "corun": {"matmul": 1.15, ...}}
 /// team_sizes ascend and start at 1; each node's "us" has one time (microseconds, >= 0) per
-/// team size. Nodes are matched to a compiled plan by label (the plan of the same workload
-/// compiled without parallel ops: groups are modelled from their members).
+/// team size, measured with nothing else running. "corun" (optional, default 1 per kind): how
+/// much longer a kind's kernels take while another kernel runs on other cores (shared caches
+/// and memory bandwidth), measured with one single-thread executor per core. Nodes are matched to a
+/// compiled plan by label (the plan of the same workload compiled without parallel ops: groups are
+/// modelled from their members).
 struct ReplayProfile {
   std::string source = "measured";  // the file it was loaded from, for messages
   std::string workload, machine;
@@ -51,6 +57,7 @@ struct ReplayProfile {
     std::vector<double> us;  // per team size
   };
   std::vector<Node> nodes;
+  std::map<std::string, double> corun;  // op kind -> slowdown beside other kernels (>= 1)
 };
 
 /// Writes `p` as the JSON above; DataError naming the file when it cannot.
@@ -86,6 +93,10 @@ class ReplayModel {
   std::vector<double> plan_us(const Plan& p, int threads) const;
   /// Per plan node, thread-microseconds its kernel keeps busy on T threads (utilisation).
   std::vector<double> plan_busy_us(const Plan& p, int threads) const;
+  /// The kind's slowdown while other kernels run (1 when the profile does not say).
+  double corun(std::string_view op) const;
+  /// Kernels of this model running now (replay kernels count themselves in and out).
+  std::atomic<int>& running() const { return running_; }
   /// Identifies the model in the tuning cache's key.
   std::uint64_t fingerprint() const { return fingerprint_; }
 
@@ -99,10 +110,13 @@ class ReplayModel {
   std::unordered_map<std::string, std::size_t> by_label_;
   std::unordered_map<std::string, double> serial_;
   std::uint64_t fingerprint_ = 0;
+  mutable std::atomic<int> running_{0};
 };
 
-/// The kernel that replaces a node's: waits time_scale x us[T] (us indexed by team size).
-std::unique_ptr<CpuKernel> make_replay_kernel(std::vector<double> us, double time_scale);
+/// The kernel that replaces a node's: waits time_scale x us[T] (us indexed by team size),
+/// `corun` times longer when another kernel of the model is running as it starts.
+std::unique_ptr<CpuKernel> make_replay_kernel(const ReplayModel& m, std::vector<double> us,
+                                              double corun);
 
 /// Blocks the calling thread for about `ns` nanoseconds without spinning: an absolute-deadline
 /// sleep ended early by this machine's measured oversleep (the timer slack is set to 1 ns);
