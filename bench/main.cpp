@@ -131,9 +131,9 @@ void measure_corun(bench::Case& c, const Options& o, hetgraph::detail::cpu::Repl
 }
 
 // The replay profile of a workload on this machine: each node's median time over 7 recorded
-// runs on one executor of T threads (T = 1, 2, 4, ... up to the cores), nodes one at a time.
-// Compiled without parallel ops, so that every node has its own time (replay models a group
-// from its members) and with the parallel engines' memory plan.
+// runs on one executor of T threads (T = 1, 2, 4, ... up to the cores), nodes one at a time,
+// under the parallel engines' memory plan. Compiled without parallel ops, so that every node
+// has its own time, and (T >= 2) with them, for the groups' own times.
 hetgraph::detail::cpu::ReplayProfile measure_profile(bench::Case& c, const Options& o,
                                                      const std::string& name) {
   namespace hd = hetgraph::detail;
@@ -144,40 +144,53 @@ hetgraph::detail::cpu::ReplayProfile measure_profile(bench::Case& c, const Optio
   p.team_sizes.clear();
   for (int t = 1; t <= p.cores; t *= 2) p.team_sizes.push_back(t);
   std::map<std::string, std::size_t> index;
+  const std::string group_op(hd::op_name(hd::OpKind::ParallelGroup));
+  // Pass 0 of each team size: every node on its own; pass 1 (team sizes 2+, parallel ops
+  // asked for): the parallel groups as they run.
   for (std::size_t ti = 0; ti < p.team_sizes.size(); ++ti) {
-    hetgraph::CpuOptions co;
-    co.engine = hetgraph::CpuEngine::critical_path;
-    co.executors = 1;
-    co.threads_per_executor = p.team_sizes[ti];
-    co.pin_threads = o.pin;
-    hetgraph::CompileOptions opts;
-    opts.fuse = o.fuse;
-    opts.parallel_ops = false;
-    hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
-                                     .compile(c.graph, c.shapes, c.fetches);
-    const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
-    for (int i = 0; i < std::max(o.warmup, 4); ++i) cg.run(feeds);
-    hd::Executable& exe = hd::executable_of(cg);
-    const hd::Plan& plan = exe.plan();
-    exe.record_events(true);
-    std::vector<std::vector<double>> us(plan.nodes.size());
-    for (int r = 0; r < 7; ++r) {
-      cg.run(feeds);
-      for (const auto& e : exe.last_run_events())
-        us[e.node].push_back(static_cast<double>(e.end_ns - e.start_ns) * 1e-3);
-    }
-    exe.record_events(false);
-    for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
-      if (us[i].empty()) continue;
-      const std::string& label = plan.nodes[i].label;
-      auto it = index.find(label);
-      if (it == index.end()) {
-        if (ti != 0) continue;  // not in the 1-thread plan: cannot be modelled
-        it = index.emplace(label, p.nodes.size()).first;
-        p.nodes.push_back({label, std::string(hd::op_name(plan.nodes[i].op)),
-                           std::vector<double>(p.team_sizes.size(), -1.0)});
+    for (int pass = 0; pass < (ti > 0 && o.parallel_ops ? 2 : 1); ++pass) {
+      hetgraph::CpuOptions co;
+      co.engine = hetgraph::CpuEngine::critical_path;
+      co.executors = 1;
+      co.threads_per_executor = p.team_sizes[ti];
+      co.pin_threads = o.pin;
+      hetgraph::CompileOptions opts;
+      opts.fuse = o.fuse;
+      opts.parallel_ops = pass == 1;
+      hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
+                                       .compile(c.graph, c.shapes, c.fetches);
+      const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
+      for (int i = 0; i < std::max(o.warmup, 4); ++i) cg.run(feeds);
+      hd::Executable& exe = hd::executable_of(cg);
+      const hd::Plan& plan = exe.plan();
+      exe.record_events(true);
+      std::vector<std::vector<double>> us(plan.nodes.size());
+      for (int r = 0; r < 7; ++r) {
+        cg.run(feeds);
+        for (const auto& e : exe.last_run_events())
+          us[e.node].push_back(static_cast<double>(e.end_ns - e.start_ns) * 1e-3);
       }
-      p.nodes[it->second].us[ti] = hetgraph::tool::median(us[i]);
+      exe.record_events(false);
+      for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
+        const hd::PlanNode& n = plan.nodes[i];
+        if (us[i].empty() || (pass == 1 && n.op != hd::OpKind::ParallelGroup)) continue;
+        auto it = index.find(n.label);
+        if (it == index.end()) {
+          std::vector<double> t(p.team_sizes.size(), -1.0);
+          if (pass == 1) {  // at one thread a group is its members in turn
+            t[0] = 0;
+            for (std::uint32_t m : n.members) {
+              const auto k = index.find(plan.nodes[m].label);
+              if (k != index.end()) t[0] += p.nodes[k->second].us[0];
+            }
+          } else if (ti != 0) {
+            continue;  // not in the 1-thread plan: cannot be modelled
+          }
+          it = index.emplace(n.label, p.nodes.size()).first;
+          p.nodes.push_back({n.label, std::string(hd::op_name(n.op)), std::move(t)});
+        }
+        p.nodes[it->second].us[ti] = hetgraph::tool::median(us[i]);
+      }
     }
   }
   for (auto& n : p.nodes) {  // a node missing at a team size: its time at the size below

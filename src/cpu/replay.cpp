@@ -324,6 +324,7 @@ ReplayModel::ReplayModel(ReplayProfile profile, int cores, double time_scale)
   const std::size_t last = profile_.team_sizes.size() - 1;
   std::map<std::string, std::pair<double, double>> sums;
   for (const auto& n : profile_.nodes) {
+    if (n.op == op_name(OpKind::ParallelGroup)) continue;  // measured, not fitted
     auto& [a, b] = sums[n.op];
     a += n.us.front();
     b += n.us[last];
@@ -363,25 +364,65 @@ std::size_t ReplayModel::find(const Plan& p, std::uint32_t node) const {
   return it->second;
 }
 
-double ReplayModel::group_us(const Plan& p, std::uint32_t node, int threads) const {
-  // GroupKernel: members one thread each, schedule(dynamic, 1) over min(T, members) threads.
+double ReplayModel::members_us(const Plan& p, std::uint32_t node, int threads) const {
+  // GroupKernel: members one thread each, schedule(dynamic, 1) over min(T, members) threads,
+  // side by side (each slowed by its kind's corun factor when there are 2+ lanes).
   const auto& members = p.nodes[node].members;
   const std::size_t lanes = std::max<std::size_t>(
       1, std::min<std::size_t>(static_cast<std::size_t>(threads), members.size()));
   std::vector<double> free(lanes, 0.0);
   for (std::uint32_t m : members) {
     auto it = std::min_element(free.begin(), free.end());
-    *it += node_us(find(p, m), 1);
+    const std::size_t k = find(p, m);
+    *it += node_us(k, 1) * (lanes > 1 ? corun(profile_.nodes[k].op) : 1.0);
   }
   return *std::max_element(free.begin(), free.end());
 }
 
+bool ReplayModel::measured_group(const PlanNode& n, int threads, int& at, double& us) const {
+  const auto it = by_label_.find(n.label);
+  if (it == by_label_.end() || profile_.nodes[it->second].op != op_name(OpKind::ParallelGroup))
+    return false;
+  // The largest profiled team size <= threads, of 2 or more (a group is made for teams).
+  const auto& teams = profile_.team_sizes;
+  for (std::size_t i = teams.size(); i-- > 1;) {
+    if (teams[i] <= threads) {
+      at = teams[i];
+      us = profile_.nodes[it->second].us[i];
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<double> ReplayModel::plan_us(const Plan& p, int threads) const {
   std::vector<double> us(p.nodes.size(), 0.0);
+  // Groups: their members' model, times what the profile measured of the group itself (the
+  // GroupKernel's OpenMP region, members' contention) at the nearest team size; groups the
+  // profile has not seen get the ratio of those it has.
+  double measured = 0, modelled = 0;
+  std::vector<double> ratio(p.nodes.size(), 0.0);
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    const PlanNode& n = p.nodes[i];
+    int at = 0;
+    double m = 0;
+    if (n.op != OpKind::ParallelGroup || n.group >= 0 || !measured_group(n, threads, at, m))
+      continue;
+    const double model = members_us(p, i, at);
+    if (model <= 0) continue;
+    ratio[i] = m / model;
+    measured += m;
+    modelled += model;
+  }
+  const double others = modelled > 0 ? measured / modelled : 1.0;
   for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
     const PlanNode& n = p.nodes[i];
     if (!n.has_work() || n.group >= 0) continue;
-    us[i] = n.op == OpKind::ParallelGroup ? group_us(p, i, threads) : node_us(find(p, i), threads);
+    if (n.op == OpKind::ParallelGroup) {
+      us[i] = members_us(p, i, threads) * (ratio[i] > 0 ? ratio[i] : others);
+    } else {
+      us[i] = node_us(find(p, i), threads);
+    }
   }
   return us;
 }
@@ -454,8 +495,7 @@ class ReplayKernel final : public CpuKernel {
     // Beside another kernel: slowed as the profile measured (contention is not extrapolated
     // beyond what this machine's cores showed: see bench/README.md, "replay").
     const bool beside = running_.fetch_add(1, std::memory_order_relaxed) > 0;
-    replay_wait(beside ? static_cast<std::int64_t>(static_cast<double>(ns_[t]) * corun_)
-                       : ns_[t]);
+    replay_wait(beside ? static_cast<std::int64_t>(static_cast<double>(ns_[t]) * corun_) : ns_[t]);
     running_.fetch_sub(1, std::memory_order_relaxed);
   }
 

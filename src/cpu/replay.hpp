@@ -32,7 +32,8 @@
 
 namespace hetgraph::detail {
 struct Plan;
-}
+struct PlanNode;
+}  // namespace hetgraph::detail
 
 namespace hetgraph::detail::cpu {
 
@@ -42,11 +43,13 @@ namespace hetgraph::detail::cpu {
 ///    "nodes": [{"label": "<plan label>", "op": "matmul", "us": [t1, t2, t4, t8, t16]}, ...],
 ///    "corun": {"matmul": 1.15, ...}}
 /// team_sizes ascend and start at 1; each node's "us" has one time (microseconds, >= 0) per
-/// team size, measured with nothing else running. "corun" (optional, default 1 per kind): how
-/// much longer a kind's kernels take while another kernel runs on other cores (shared caches
-/// and memory bandwidth), measured with one single-thread executor per core. Nodes are matched to a
-/// compiled plan by label (the plan of the same workload compiled without parallel ops: groups are
-/// modelled from their members).
+/// team size, measured with nothing else running. Parallel groups (op "parallel_group", from a
+/// compile with parallel ops at team sizes 2+) carry their measured times at those sizes
+/// (their "us" at size 1 is their members' summed 1-thread time). "corun" (optional, default 1 per
+/// kind): how much longer a kind's kernels take while another kernel runs on other cores (shared
+/// caches and memory bandwidth), measured with one single-thread executor per core. Nodes are
+/// matched to a compiled plan by label (the plan of the same workload compiled without parallel
+/// ops: groups are modelled from their members).
 struct ReplayProfile {
   std::string source = "measured";  // the file it was loaded from, for messages
   std::string workload, machine;
@@ -88,7 +91,8 @@ class ReplayModel {
   /// profiled team size <= T, scaled by the kind's Amdahl curve from there.
   double node_us(std::size_t k, int threads) const;
   /// Per plan node, modelled microseconds on T threads (0: no kernel). A parallel group is its
-  /// members on one thread each, taken in turns by min(T, members) threads. DataError naming
+  /// members on one thread each, taken in turns by min(T, members) threads, times the ratio of
+  /// measured to modelled the profile has for it (or for its groups on the whole). DataError naming
   /// the profile and the node when a node with work is not in the profile.
   std::vector<double> plan_us(const Plan& p, int threads) const;
   /// Per plan node, thread-microseconds its kernel keeps busy on T threads (utilisation).
@@ -102,7 +106,9 @@ class ReplayModel {
 
  private:
   std::size_t find(const Plan& p, std::uint32_t node) const;
-  double group_us(const Plan& p, std::uint32_t node, int threads) const;
+  double members_us(const Plan& p, std::uint32_t node, int threads) const;
+  /// A parallel group's time in the profile at the largest profiled team size (2+) <= threads.
+  bool measured_group(const PlanNode& n, int threads, int& at, double& us) const;
 
   ReplayProfile profile_;
   int cores_;
