@@ -14,8 +14,8 @@ out=bench/results/$(date +%Y-%m-%d)-replay-figures.jsonl
 prof=${REPLAY_PROFILES:-/tmp/hetgraph-replay-profiles}
 mkdir -p "$prof"
 workloads=("$@")
-[ ${#workloads[@]} -eq 0 ] && workloads=(lstm-small mnist-softmax par-matmul-1024 lstm-medium
-  pathnet-medium inception-small wide-deep-train threadpool-dag)
+[ ${#workloads[@]} -eq 0 ] && workloads=(lstm-small mnist-softmax par-matmul-1024 wide-deep-train
+  pathnet-medium lstm-medium inception-small threadpool-dag)
 run() { flock /tmp/hetgraph-build.lock "$bench" --json "$@" | tee -a "$out"; }
 echo "writing $out" >&2
 for w in "${workloads[@]}"; do

@@ -15,10 +15,9 @@ prof=${REPLAY_PROFILES:-/tmp/hetgraph-replay-profiles}
 mkdir -p "$prof"
 cores=$(nproc)
 workloads=("$@")
-[ ${#workloads[@]} -eq 0 ] && workloads=(mnist-softmax par-matmul-512 par-matmul-1024 par-matmul-2048
-  lstm-small lstm-medium threadpool threadpool-dag
-  phased-lstm-small pathnet-small pathnet-medium inception-small wide-deep-infer-1
-  wide-deep-infer-64 wide-deep-train threadpool-10k)
+[ ${#workloads[@]} -eq 0 ] && workloads=(mnist-softmax lstm-small par-matmul-512 par-matmul-1024 wide-deep-train
+  wide-deep-infer-1 wide-deep-infer-64 threadpool threadpool-10k pathnet-small par-matmul-2048
+  pathnet-medium phased-lstm-small threadpool-dag lstm-medium inception-small)
 # 1x1, 1x2 and 2x1 (on 2 cores): the parallel engines, and the sequential engine on all cores.
 configs=("--engine sequential" "--engine critical-path --executors 1x1"
   "--engine critical-path --executors 1x${cores}" "--engine critical-path --executors ${cores}x1"
