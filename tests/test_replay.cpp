@@ -42,6 +42,45 @@ TEST(ReplayAmdahl, FitsSyntheticTimes) {
   EXPECT_NEAR(m.node_us(2, 16), 10, 1e-9);
 }
 
+TEST(ReplayModelGroups, MeasuredRatioScalesTheMembersModel) {
+  // A plan of four tanh members (10 us each on one thread, corun 1.2) in one parallel group,
+  // and a second group the profile has not seen. Modelled side by side on 2 threads: two
+  // members per lane, 2 x 10 x 1.2 = 24 us; the profile measured the first group at 30 us on
+  // 2 threads (ratio 1.25), so on 4 threads: 10 x 1.2 x 1.25 = 15 us; the unseen group gets
+  // the same ratio.
+  detail::Plan p;
+  auto add = [&](std::string label, detail::OpKind op, std::int64_t group) {
+    detail::PlanNode n;
+    n.label = std::move(label);
+    n.op = op;
+    n.storage = detail::Storage::Computed;
+    n.group = group;
+    p.nodes.push_back(std::move(n));
+  };
+  for (int g = 0; g < 2; ++g) {
+    for (int m = 0; m < 4; ++m)
+      add("m" + std::to_string(g) + std::to_string(m), detail::OpKind::Tanh, 4 + 5 * g);
+    add("g" + std::to_string(g), detail::OpKind::ParallelGroup, -1);
+    p.nodes.back().members = {
+        static_cast<std::uint32_t>(5 * g), static_cast<std::uint32_t>(5 * g + 1),
+        static_cast<std::uint32_t>(5 * g + 2), static_cast<std::uint32_t>(5 * g + 3)};
+  }
+  ReplayProfile prof;
+  prof.team_sizes = {1, 2};
+  for (const auto& n : p.nodes) {
+    if (n.op == detail::OpKind::Tanh) prof.nodes.push_back({n.label, "tanh", {10, 8}});
+  }
+  prof.nodes.push_back({"g0", "parallel_group", {40, 30}});
+  prof.corun = {{"tanh", 1.2}};
+  const ReplayModel m(prof, 4, 1);
+  const std::vector<double> t2 = m.plan_us(p, 2), t4 = m.plan_us(p, 4), t1 = m.plan_us(p, 1);
+  EXPECT_NEAR(t2[4], 30, 1e-9);
+  EXPECT_NEAR(t4[4], 15, 1e-9);
+  EXPECT_NEAR(t4[9], 15, 1e-9);
+  EXPECT_NEAR(t1[4], 40, 1e-9);  // one lane: members in turn, nothing beside them
+  EXPECT_EQ(t4[0], 0);           // members run inside their group
+}
+
 // x -> a = tanh(x), b = sigmoid(x) -> c = a + b, with times (ms) a, b: 20 on one thread, 12 on
 // two (s = 0.2); c: 10 whatever the threads (s = 1).
 struct Diamond {
