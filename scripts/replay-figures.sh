@@ -3,7 +3,7 @@
 # E x C/E of the critical-path and shared-queue engines, the sequential engine on all C cores
 # (the framework default, 1xC), and the automatic engine. JSON lines to
 # bench/results/<date>-replay-figures.jsonl; bench/plot_replay.py draws bench/charts/replay-*.
-#   scripts/replay-figures.sh [WORKLOAD...]
+#   [ENGINES="critical-path shared-queue"] scripts/replay-figures.sh [WORKLOAD...]
 # Profiles come from $REPLAY_PROFILES (default /tmp/hetgraph-replay-profiles; recorded here
 # first when missing) or, for a profile taken on a bigger machine, any file put there.
 set -uo pipefail
@@ -28,7 +28,7 @@ for w in "${workloads[@]}"; do
     run "${rp[@]}" --engine sequential
     for e in $(seq 1 "$c"); do
       [ $((c % e)) -eq 0 ] || continue
-      for engine in critical-path shared-queue; do
+      for engine in ${ENGINES:-critical-path shared-queue}; do
         run "${rp[@]}" --engine "$engine" --executors "${e}x$((c / e))"
       done
     done
