@@ -320,6 +320,7 @@ Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   to.warmup = o.warmup;
   to.runs_per_sample = c.runs_per_sample;
   to.trace = o.trace;
+  to.cold = o.cold;
   if (c.time_copies) to.before_sample = write_inputs;
   hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
   r.samples = std::move(t.samples);
@@ -431,6 +432,17 @@ int run(const Options& o) {
             cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
             o.parallel_ops ? "true" : "false", o.mapped ? "true" : "false", med);
         if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", hetgraph::tool::median(r.copies));
+        if (o.cold) {  // every run from the first: the mean is what the process paid per run
+          const auto mean = [&](std::size_t n) {
+            double sum = 0;
+            for (std::size_t i = 0; i < n; ++i) sum += r.samples[i];
+            return sum / static_cast<double>(n);
+          };
+          std::printf(",\"cold\":true,\"cold_runs\":%zu,\"mean_s\":%.9g,\"first10_mean_s\":%.9g,"
+                      "\"first_s\":%.9g",
+                      r.samples.size(), mean(r.samples.size()),
+                      mean(std::min<std::size_t>(10, r.samples.size())), r.samples.front());
+        }
         if (o.platform == "cpu" && !c.raw) {
           // Nodes cheaper than this ran in the thread that readied them (0: inlining off).
           const double inl =

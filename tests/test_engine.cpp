@@ -455,7 +455,8 @@ TEST(EnginePerOp, HillClimbsEachKindThenRunsDeterministically) {
     auto cg = GraphCompiler(Platform::cpu(o), {.parallel_ops = false}).compile(g, shapes, {out});
     detail::executable_of(cg).record_events(true);
     std::vector<float> first;
-    for (int r = 0; r < 12; ++r) {  // climbing (2 runs at most), profiling (3), then steady
+    for (int r = 0; r < 12; ++r) {  // climbing (3 runs at most: the first is not measured),
+                                    // profiling (3), then steady
       cg.run({{"a", av}, {"b", bv}});
       if (r == 8) first = cg.read(out);
       if (r > 8) {

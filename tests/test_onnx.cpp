@@ -241,6 +241,37 @@ TEST(OnnxImport, ShapeComputationsFoldForEachBatchSize) {
   }
 }
 
+// An input given an empty shape holds no values: it is folded as an empty constant, so ReduceSum
+// (opset 13) with its axes input left empty reduces every axis, or passes x through with
+// noop_with_empty_axes. The empty input is not an input of the compiled graph.
+TEST(OnnxImport, EmptyInputsFoldAsEmptyConstants) {
+  for (const int noop : {0, 1}) {
+    Builder b(13);
+    b.input("x", {2, 3}).input("axes", {"n"}, 7).output("y", {"a", "b"});
+    Builder::attr(b.node("ReduceSum", {"x", "axes"}, {"y"}), "noop_with_empty_axes",
+                  std::int64_t{noop});
+    ho::Model m = b.import({.input_shapes = {{"axes", Shape{0}}}});
+    ASSERT_EQ(m.input_info.size(), 1u);
+    EXPECT_EQ(m.input_info[0].name, "x");
+    EXPECT_EQ(m.output_info[0].shape, noop ? (Shape{2, 3}) : (Shape{1, 1}));
+    for (const auto& pc : testing_util::platforms()) {
+      SCOPED_TRACE(pc.name + " noop " + std::to_string(noop));
+      CompiledGraph cg = m.compile(GraphCompiler(pc.make()), {});
+      const std::vector<float> x{1, 2, 3, 4, 5, 6};
+      cg.run({{"x", x}});
+      EXPECT_EQ(cg.read("y"), noop ? x : std::vector<float>{21});
+    }
+  }
+  {  // A graph whose result would be empty still gets a clean error naming the tensor.
+    Builder b;
+    b.input("x", {"n"}).output("y", {"n"});
+    b.node("Relu", {"x"}, {"y"});
+    EXPECT_CONTAINS(error_of<ho::UnsupportedError>(
+                        [&] { b.import({.input_shapes = {{"x", Shape{0}}}}); }),
+                    "'y' is empty [0]; hetgraph tensors have at least one element");
+  }
+}
+
 // The cross-check after every import: ONNX's shape inference, run for the shapes the graph was
 // built for, sees the same output shape.
 TEST(OnnxImport, OnnxShapeInferenceAgreesWithTheBuiltGraph) {

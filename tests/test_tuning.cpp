@@ -39,12 +39,12 @@ class CacheDir {
     fs::remove_all(dir_);
   }
   void set(const char* name, const char* value) { ::setenv(name, value, 1); }
-  std::vector<fs::path> entries() const {
+  std::vector<fs::path> entries(const char* ext = ".tuning") const {
     std::vector<fs::path> out;
     const fs::path d = dir_ / "hetgraph" / "tuning";
     if (!fs::exists(d)) return out;
     for (const auto& e : fs::directory_iterator(d)) {
-      if (e.path().extension() == ".tuning") out.push_back(e.path());
+      if (e.path().extension() == ext) out.push_back(e.path());
     }
     return out;
   }
@@ -141,6 +141,49 @@ TEST(TuningCache, SecondCompileRunsTheChoiceFromItsFirstRun) {
   auto fourth =
       GraphCompiler(Platform::cpu({.inline_below_us = 0})).compile(w.g, w.shapes(), {w.out});
   EXPECT_FALSE(fourth.engine_report().tuned());
+}
+
+// A process that stops before the search ends leaves its progress, and the next one resumes it:
+// programs that run a graph a few times per process still reach a choice. Broken progress is
+// ignored with a note.
+TEST(TuningCache, AnUnfinishedSearchResumesInTheNextProcess) {
+  CacheDir cache;
+  const Branches w(6);
+  {
+    // 12 runs: every candidate profiled and warm (about 9 runs), its timed turns not over.
+    auto first = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+    EXPECT_FALSE(first.engine_report().cpu->levels_profiled);
+    for (int i = 0; i < 12; ++i) first.run(w.feeds());
+    ASSERT_FALSE(first.engine_report().tuned());
+  }
+  EXPECT_TRUE(cache.entries().empty());
+  ASSERT_EQ(cache.entries(".progress").size(), 1u);
+  const fs::path progress = cache.entries(".progress").front();
+  {
+    auto second = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+    EXPECT_FALSE(second.engine_report().tuned());
+    // The guideline's candidate starts with the levels the first process profiled.
+    EXPECT_TRUE(second.engine_report().cpu->levels_profiled);
+    tune(second, w.feeds());
+    const EngineReport::Cpu r = *second.engine_report().cpu;
+    ASSERT_TRUE(r.chosen.has_value());
+    EXPECT_FALSE(r.chosen->from_cache);
+    // The first process's timed runs count in the search it reports.
+    int timed = 0;
+    for (const auto& t : r.search) timed += t.runs;
+    EXPECT_GT(timed, 0);
+  }
+  EXPECT_EQ(cache.entries().size(), 1u);
+  EXPECT_TRUE(cache.entries(".progress").empty());  // the search is over
+
+  // Broken progress: one note, and the search starts afresh.
+  fs::remove(cache.entries().front());
+  std::ofstream(progress) << "hetgraph-tuning-progress 1\ngarbage\n";
+  testing::internal::CaptureStderr();
+  auto third = GraphCompiler().compile(w.g, w.shapes(), {w.out});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("ignored (corrupt"), std::string::npos) << err;
+  EXPECT_FALSE(third.engine_report().cpu->levels_profiled);
 }
 
 // Rewrites an entry's body (everything before the checksum line) and gives it a valid

@@ -26,6 +26,18 @@ Platform make_platform(const EngineFlags& e,
 
 Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const TimingOptions& o) {
   Timing t;
+  if (o.cold) {
+    if (!o.trace.empty()) cg.start_trace(o.trace);
+    const int runs = (o.warmup + o.repeat) * o.runs_per_sample;
+    for (int s = 0; s < runs; ++s) {
+      if (!cg.engine_report().tuned()) ++t.tuning_runs;
+      const double ts = now_s();
+      cg.run(feeds);
+      t.samples.push_back(now_s() - ts);
+    }
+    if (!o.trace.empty()) cg.stop_trace();
+    return t;
+  }
   // An automatic engine tunes itself on the first runs (timed turns per candidate): those are
   // warm-up, not samples.
   const auto tune_t0 = std::chrono::steady_clock::now();

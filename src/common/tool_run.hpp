@@ -31,6 +31,10 @@ struct TimingOptions {
   std::string trace;  // Chrome trace of the timed runs, when set
   /// Run and timed apart before each sample (one run per sample then), e.g. writing inputs.
   std::function<void()> before_sample = nullptr;
+  /// Every run timed from the first, one run per sample: an automatic engine's tuning runs
+  /// count, and the warm-up runs are samples too (what a fresh process pays):
+  /// (warmup + repeat) x runs_per_sample runs in all.
+  bool cold = false;
 };
 
 struct Timing {
@@ -40,7 +44,7 @@ struct Timing {
 };
 
 /// Runs until an automatic engine has tuned itself, then the warm-up runs, then `repeat`
-/// timed samples.
+/// timed samples (cold: every run timed from the first).
 Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const TimingOptions& o);
 
 double median(std::vector<double> v);

@@ -6,7 +6,9 @@
 // is clear (see the constants in engine_auto.hpp), and the fastest median is kept (a
 // critical-path winner with its profiled levels). Runs during the search are ordinary runs:
 // their results are correct, only their thread counts differ. The choice goes to the tuning
-// cache; a process that finds it there runs it from the first run, with no search.
+// cache; a process that finds it there runs it from the first run, with no search. A process
+// that ends before the search does leaves its progress there (profiled levels, timed runs),
+// and the next one resumes it.
 #include "cpu/engine_auto.hpp"
 
 #include <algorithm>
@@ -100,6 +102,71 @@ AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores,
   seq.engine = make_sequential_engine(prog_, cores);
   candidates_.push_back(std::move(seq));
   last_ = candidates_.front().engine.get();
+  resume();
+}
+
+AutoEngine::~AutoEngine() {
+  if (!tuned_ && progressed_) save_progress();
+}
+
+std::string AutoEngine::label(const Candidate& c) const {
+  const Engine& e = *c.engine;
+  return std::string(c.parallel ? "critical-path" : "sequential") + " " +
+         std::to_string(e.executors()) + "x" + std::to_string(e.threads_per_executor()) +
+         (c.parallel && c.parallel->per_op() ? " per-op" : "");
+}
+
+void AutoEngine::resume() {
+  // Per-op candidates' climbed thread counts are not kept: their searches start afresh.
+  if (base_.per_op_threads) return;
+  std::vector<std::string> labels;
+  for (const Candidate& c : candidates_) labels.push_back(label(c));
+  std::optional<SearchProgress> p = cache_.load_progress(prog_.plan->nodes.size(), labels);
+  if (!p) return;
+  rounds_ = p->rounds;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    Candidate& c = candidates_[i];
+    SearchProgress::Candidate& s = p->candidates[i];
+    c.times = std::move(s.times);
+    c.turns = s.turns;
+    c.dropped = s.dropped;
+    // Warm-up goes in order: the warm candidates are the first ones.
+    if (s.warm && warming_ == i) {
+      if (c.parallel) c.parallel->set_costs(std::move(s.cost_us), true);
+      ++warming_;
+    }
+  }
+  // The turn in progress goes on, its timed runs counted; settled already: in a new process no
+  // other candidate's team is spinning.
+  turn_ = p->turn < candidates_.size() && !candidates_[p->turn].dropped ? p->turn : 0;
+  while (turn_ + 1 < candidates_.size() && candidates_[turn_].dropped) ++turn_;
+  if (warming_ == candidates_.size() && p->turn_runs > 0) {
+    in_turn_ = true;
+    settled_ = true;
+    turn_t0_ = Clock::now();
+    turn_runs_ = p->turn_runs;
+  }
+}
+
+void AutoEngine::save_progress() {
+  if (base_.per_op_threads) return;
+  SearchProgress p;
+  p.nodes = prog_.plan->nodes.size();
+  p.rounds = rounds_;
+  p.turn = turn_;
+  p.turn_runs = in_turn_ && settled_ ? turn_runs_ : 0;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    const Candidate& c = candidates_[i];
+    SearchProgress::Candidate s;
+    s.label = label(c);
+    s.warm = i < warming_;
+    if (s.warm && c.parallel) s.cost_us = c.parallel->costs();
+    s.times = c.times;
+    s.turns = c.turns;
+    s.dropped = c.dropped;
+    p.candidates.push_back(std::move(s));
+  }
+  cache_.store_progress(p);
 }
 
 void AutoEngine::set_recording(bool on) {
@@ -124,6 +191,7 @@ void AutoEngine::run() {
     chosen_->run();
     return;
   }
+  progressed_ = true;
   // First each candidate in turn until its levels come from measured durations (critical
   // path: per-op thread counts climbed, levels profiled, then one run with them) or it has run
   // once (sequential): untimed.
@@ -144,20 +212,23 @@ void AutoEngine::run() {
     in_turn_ = true;
     settled_ = c.last_run_s >= kLongRunSeconds;
     turn_t0_ = Clock::now();
+    turn_runs_ = 0;
   }
   const auto t0 = Clock::now();
   c.engine->run();
   const auto t1 = Clock::now();
   c.last_run_s = seconds(t0, t1);
+  ++turn_runs_;
   if (!settled_) {
-    if (seconds(turn_t0_, t1) >= kSettleSeconds) {
+    if (seconds(turn_t0_, t1) >= kSettleSeconds || turn_runs_ >= kSettleRuns) {
       settled_ = true;
       turn_t0_ = t1;
+      turn_runs_ = 0;
     }
     return;
   }
   c.times.push_back(c.last_run_s);
-  if (seconds(turn_t0_, t1) < kTurnSeconds) return;
+  if (seconds(turn_t0_, t1) < kTurnSeconds && turn_runs_ < kTurnRuns) return;
   ++c.turns;
   in_turn_ = false;
   const std::size_t before = turn_;

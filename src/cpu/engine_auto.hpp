@@ -18,6 +18,8 @@ class AutoEngine final : public Engine {
  public:
   /// `cache`: where the choice is looked up first and stored once made (disabled: neither).
   AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache);
+  /// An unfinished search leaves its progress in the cache for the next process.
+  ~AutoEngine() override;
 
   void run() override;
   std::string_view name() const override { return "auto"; }
@@ -41,13 +43,18 @@ class AutoEngine final : public Engine {
   // instead of deciding the search. A turn of a candidate whose runs are short runs untimed
   // for kSettleSeconds first: OpenMP workers of the previous candidate spin for milliseconds
   // after its last parallel region, on cores this one's pinned threads need. Then runs are
-  // timed for kTurnSeconds (one run at least). After every round the search stops as soon as
+  // timed for kTurnSeconds (one run at least) or kTurnRuns runs, whichever comes first: on
+  // graphs of microseconds a time-based turn would take hundreds of runs, more than many
+  // processes make (settling is capped at kSettleRuns runs for the same reason; medians absorb
+  // the few runs a spinning team may still slow). After every round the search stops as soon as
   // the winner is clear: after kMinTurns turns, when no other candidate's fastest run beat
   // the leader's median; a candidate whose fastest run is kDropMargin slower than the
   // leader's median leaves the search after one turn; kMaxTurns turns at most.
   static constexpr double kSettleSeconds = 0.01;
   static constexpr double kLongRunSeconds = 0.05;  // runs this long need no settling
   static constexpr double kTurnSeconds = 0.005;
+  static constexpr int kSettleRuns = 3;
+  static constexpr int kTurnRuns = 8;
   static constexpr int kMinTurns = 2;
   static constexpr int kMaxTurns = 4;
   static constexpr double kDropMargin = 0.25;
@@ -61,6 +68,9 @@ class AutoEngine final : public Engine {
     double last_run_s = 0;
   };
   void end_round();
+  std::string label(const Candidate& c) const;
+  void resume();          // from the cache's progress, when it has some for these candidates
+  void save_progress();
   void finish();  // keeps the fastest candidate, drops the others, stores the choice
   EngineReport::Cpu::Trial trial(const Candidate& c) const;
 
@@ -75,7 +85,9 @@ class AutoEngine final : public Engine {
   bool settled_ = false;               // its turn's untimed part is over
   std::chrono::steady_clock::time_point turn_t0_;  // when this turn (or its timed part) began
   bool in_turn_ = false;
+  int turn_runs_ = 0;  // runs of this turn so far (settling, then timed)
   int rounds_ = 0;
+  bool progressed_ = false;  // this process ran a candidate since the progress was loaded
   std::unique_ptr<Engine> chosen_;
   std::optional<EngineReport::Cpu::Chosen> chosen_info_;
   Engine* last_ = nullptr;  // the engine that ran last (or runs next, before any run)

@@ -427,7 +427,9 @@ void ParallelEngine::update_profile() {
     return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.node < b.node;
   });
   if (climbing_) {
-    if (!error_) update_climbs();
+    // Not from the first run: its page faults and primitive creation would be charged to the
+    // first thread count tried (a 1-thread matmul measured 10x its later time).
+    if (!error_ && runs_ > 1) update_climbs();
     return;
   }
   const int k = runs_ - profile_start_;  // profiled runs so far, this one included

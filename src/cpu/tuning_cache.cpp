@@ -122,10 +122,38 @@ TuningCache::TuningCache(std::uint64_t graph, std::string options) {
   if (!dir.empty()) path_ = dir + "/" + hex64(fnv1a64(key_.data(), key_.size())) + ".tuning";
 }
 
-std::optional<TunedChoice> TuningCache::load(std::size_t nodes) const {
-  if (!enabled()) return std::nullopt;
-  std::ifstream f(path_);
-  if (!f) return std::nullopt;  // no entry yet
+namespace {
+
+// body + its checksum line, written to a temporary file beside `path` and renamed over it.
+bool write_entry(const std::string& path, std::string body) {
+  body += "checksum " + hex64(fnv1a64(body.data(), body.size())) + "\n";
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec) return false;
+  // A unique temporary name beside the entry, then an atomic rename over it.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          hex64(reinterpret_cast<std::uintptr_t>(&body));
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!(f << body) || !f.flush()) {
+      f.close();
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+// The lines of the entry at `path` before its checksum, when the checksum matches; nullopt
+// when there is no file, or (with a note) when it is corrupt.
+std::optional<std::vector<std::string>> read_entry(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
   std::string body, line, sum;
   std::vector<std::string> lines;
   while (std::getline(f, line)) {
@@ -136,9 +164,19 @@ std::optional<TunedChoice> TuningCache::load(std::size_t nodes) const {
     body += line + "\n";
     lines.push_back(line);
   }
-  if (sum.empty()) return note(path_, "corrupt: no checksum"), std::nullopt;
+  if (sum.empty()) return note(path, "corrupt: no checksum"), std::nullopt;
   if (sum != hex64(fnv1a64(body.data(), body.size())))
-    return note(path_, "corrupt: checksum mismatch"), std::nullopt;
+    return note(path, "corrupt: checksum mismatch"), std::nullopt;
+  return lines;
+}
+
+}  // namespace
+
+std::optional<TunedChoice> TuningCache::load(std::size_t nodes) const {
+  if (!enabled()) return std::nullopt;
+  const std::optional<std::vector<std::string>> read = read_entry(path_);
+  if (!read) return std::nullopt;  // no entry yet, or corrupt (noted)
+  const std::vector<std::string>& lines = *read;
   // Every line is required, once, in this order, and every number must parse: an entry is a
   // hint from an earlier process, trusted only when it is exactly what store() writes.
   TunedChoice c;
@@ -224,28 +262,92 @@ bool TuningCache::store(const TunedChoice& c) const {
     for (int t : c.node_threads) o << ' ' << t;
     o << "\n";
   }
-  std::string body = o.str();
-  body += "checksum " + hex64(fnv1a64(body.data(), body.size())) + "\n";
+  if (!write_entry(path_, o.str())) return false;
   std::error_code ec;
-  fs::create_directories(fs::path(path_).parent_path(), ec);
-  if (ec) return false;
-  // A unique temporary name beside the entry, then an atomic rename over it.
-  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid()) + "." +
-                          hex64(reinterpret_cast<std::uintptr_t>(&body));
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!(f << body) || !f.flush()) {
-      f.close();
-      fs::remove(tmp, ec);
-      return false;
-    }
-  }
-  fs::rename(tmp, path_, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return false;
-  }
+  fs::remove(path_ + ".progress", ec);  // the search is over
   return true;
+}
+
+bool TuningCache::store_progress(const SearchProgress& p) const {
+  if (!enabled()) return false;
+  std::ostringstream o;
+  o.precision(9);
+  o << "hetgraph-tuning-progress " << kFormat << "\nkey " << key_ << "\nnodes " << p.nodes
+    << "\nrounds " << p.rounds << "\nturn " << p.turn << ' ' << p.turn_runs << "\n";
+  for (const SearchProgress::Candidate& c : p.candidates) {
+    o << "candidate " << c.label << "\nstate " << (c.warm ? 1 : 0) << ' ' << c.turns << ' '
+      << (c.dropped ? 1 : 0) << "\ncost";
+    for (double x : c.cost_us) o << ' ' << x;
+    o << "\ntimes";
+    for (double x : c.times) o << ' ' << x;
+    o << "\n";
+  }
+  return write_entry(path_ + ".progress", o.str());
+}
+
+std::optional<SearchProgress> TuningCache::load_progress(
+    std::size_t nodes, const std::vector<std::string>& labels) const {
+  if (!enabled()) return std::nullopt;
+  const std::string path = path_ + ".progress";
+  const std::optional<std::vector<std::string>> lines = read_entry(path);
+  if (!lines) return std::nullopt;
+  const std::vector<std::string>& l = *lines;
+  auto value = [&](std::size_t i, const char* name) -> std::optional<std::string> {
+    if (i >= l.size()) return std::nullopt;
+    const std::string want = std::string(name) + " ";
+    if (l[i].rfind(want, 0) != 0 && l[i] != name) return std::nullopt;
+    return l[i].size() > want.size() ? l[i].substr(want.size()) : std::string();
+  };
+  SearchProgress p;
+  const std::size_t want_lines = 5 + 4 * labels.size();
+  if (l.size() != want_lines) return note(path, "corrupt: truncated"), std::nullopt;
+  if (value(0, "hetgraph-tuning-progress") != std::to_string(kFormat))
+    return note(path, "stale: format"), std::nullopt;
+  if (value(1, "key") != key_)
+    return note(path, "stale: written for another graph or machine"), std::nullopt;
+  {
+    const auto v = value(2, "nodes");
+    std::istringstream in(v.value_or(""));
+    if (!v || !read_all(in, p.nodes) || p.nodes != nodes)
+      return note(path, "stale: another plan"), std::nullopt;
+  }
+  {
+    const auto v = value(3, "rounds");
+    std::istringstream in(v.value_or(""));
+    if (!v || !read_all(in, p.rounds) || p.rounds < 0)
+      return note(path, "corrupt: line 'rounds'"), std::nullopt;
+  }
+  {
+    const auto v = value(4, "turn");
+    std::istringstream in(v.value_or(""));
+    if (!v || !(in >> p.turn >> p.turn_runs) || !(in >> std::ws).eof() ||
+        p.turn >= labels.size() || p.turn_runs < 0)
+      return note(path, "corrupt: line 'turn'"), std::nullopt;
+  }
+  for (std::size_t k = 0; k < labels.size(); ++k) {
+    const std::size_t i = 5 + 4 * k;
+    SearchProgress::Candidate c;
+    const auto label = value(i, "candidate");
+    if (label != labels[k]) return note(path, "stale: other candidates"), std::nullopt;
+    c.label = *label;
+    const auto st = value(i + 1, "state"), cost = value(i + 2, "cost"),
+               times = value(i + 3, "times");
+    int warm = -1, dropped = -1;
+    std::istringstream s1(st.value_or("")), s2(cost.value_or("")), s3(times.value_or(""));
+    if (!st || !(s1 >> warm >> c.turns >> dropped) || !(s1 >> std::ws).eof() ||
+        (warm != 0 && warm != 1) || (dropped != 0 && dropped != 1) || c.turns < 0 || !cost ||
+        !read_list(s2, c.cost_us) || !times || !read_list(s3, c.times))
+      return note(path, "corrupt: candidate " + labels[k]), std::nullopt;
+    c.warm = warm == 1;
+    c.dropped = dropped == 1;
+    const bool parallel = labels[k].rfind("critical-path", 0) == 0;
+    bool bad = c.cost_us.size() != (c.warm && parallel ? nodes : 0);
+    for (double x : c.cost_us) bad = bad || !(std::isfinite(x) && x >= 0);
+    for (double x : c.times) bad = bad || !(std::isfinite(x) && x > 0);
+    if (bad) return note(path, "corrupt: candidate " + labels[k]), std::nullopt;
+    p.candidates.push_back(std::move(c));
+  }
+  return p;
 }
 
 }  // namespace hetgraph::detail::cpu

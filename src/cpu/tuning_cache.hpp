@@ -13,6 +13,11 @@
 // written to a temporary file and renamed, so a reader never sees half of one.
 // HETGRAPH_TUNING_CACHE=0 turns the cache off (1 or unset: on; anything else is an error).
 //
+// A search that a process does not finish (it ended before the winner was clear) leaves its
+// progress beside the entry (.progress: each candidate's profiled costs and timed runs), and the
+// next process resumes from there, so programs that run a graph only a few times per process
+// still reach a choice. The progress is checked like an entry and removed once one is stored.
+//
 //   TuningCache cache(graph_fingerprint, options);
 //   if (auto c = cache.load(plan.nodes.size())) { /* run c->engine ... */ }
 //   cache.store(choice);
@@ -35,6 +40,23 @@ struct TunedChoice {
   std::vector<int> node_threads;  // per-op: each node's thread count
 };
 
+/// An unfinished search: the candidates in the automatic engine's order.
+struct SearchProgress {
+  struct Candidate {
+    std::string label;            // "critical-path 2x1", "sequential 1x2": must match
+    bool warm = false;            // profiled (critical-path: cost_us holds its levels)
+    std::vector<double> cost_us;  // critical-path, warm: each node's profiled cost
+    std::vector<double> times;    // timed runs, seconds
+    int turns = 0;
+    bool dropped = false;
+  };
+  std::size_t nodes = 0;
+  int rounds = 0;
+  std::size_t turn = 0;  // the candidate whose turn it is
+  int turn_runs = 0;     // its timed runs in this turn (0: the turn starts afresh)
+  std::vector<Candidate> candidates;
+};
+
 class TuningCache {
  public:
   /// `graph`: a fingerprint of the compiled plan and its kernels; `options`: the engine options
@@ -46,8 +68,14 @@ class TuningCache {
   /// The entry for this key, if there is a valid one for a plan of `nodes` nodes. A stale or
   /// corrupt entry gives nullopt and one note on stderr (once per file per process).
   std::optional<TunedChoice> load(std::size_t nodes) const;
-  /// Writes (replaces) the entry; false when it could not (the cache is only an optimisation).
+  /// Writes (replaces) the entry and drops any progress; false when it could not (the cache is
+  /// only an optimisation).
   bool store(const TunedChoice& c) const;
+  /// The progress of an unfinished search for a plan of `nodes` nodes whose candidates are
+  /// `labels`, if there is a valid one (else nullopt, with one note when it is stale or corrupt).
+  std::optional<SearchProgress> load_progress(std::size_t nodes,
+                                              const std::vector<std::string>& labels) const;
+  bool store_progress(const SearchProgress& p) const;
 
   /// This machine, as the key describes it.
   static const std::string& machine();
@@ -56,7 +84,7 @@ class TuningCache {
 
  private:
   std::string key_;
-  std::string path_;
+  std::string path_;  // the entry; its progress is path_ + ".progress"
 };
 
 /// FNV-1a, 64 bits: fingerprints and checksums (not a cryptographic hash: a cache entry is a

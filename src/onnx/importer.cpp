@@ -71,6 +71,11 @@ class Importer {
                                    [&](const ir::ValueInfo& i) { return i.name == v.name; });
       in[v.name] = {it->elem, Dims(v.shape.dims().begin(), v.shape.dims().end()), true};
     }
+    for (const auto& [name, dims] : empty_inputs_) {
+      const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                                   [&](const ir::ValueInfo& i) { return i.name == name; });
+      in[name] = {it->elem, dims, true};
+    }
     for (const auto& given : opt_.input_values) {
       const std::string& name = given.first;
       const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
@@ -218,6 +223,7 @@ class Importer {
   }
 
   std::unordered_map<std::string, Value> env;
+  std::vector<std::pair<std::string, Dims>> empty_inputs_;  // inputs given an empty shape
 
  private:
   void check_supported() {
@@ -324,8 +330,19 @@ class Importer {
                                "; hetgraph tensors have rank 0 to 4");
       }
       if (numel(dims) == 0) {
-        throw UnsupportedError(m_.source + ": input '" + v.name + "' is empty " + dims_str(dims) +
-                               "; hetgraph tensors have at least one element");
+        // An empty input holds no values: its shape is all there is to it, so it is a constant
+        // (ReduceSum's axes left empty), not an input of the graph. A node that needs it as a
+        // tensor gets materialize()'s clean error.
+        ir::Tensor t;
+        t.name = v.name;
+        t.elem = v.elem == ir::kFloat ? ir::kFloat : ir::is_integral(v.elem) ? v.elem : ir::kInt64;
+        t.dims = dims;
+        Value val;
+        val.elem = t.elem;
+        val.konst = std::make_shared<const ir::Tensor>(std::move(t));
+        env[v.name] = std::move(val);
+        empty_inputs_.push_back({v.name, dims});
+        continue;
       }
       const Shape shape{std::span<const std::int64_t>(dims)};
       Node in = g.input(v.name, dtype);
