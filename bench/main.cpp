@@ -4,6 +4,8 @@
 //   build/bench/hetgraph-bench --workload par-matmul-8192 --engine critical-path --executors 2x1
 //   --json build/bench/hetgraph-bench --workload lstm-small --engine auto --repeat 10 --trace
 //   lstm.json
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -248,7 +250,16 @@ struct Result {
   int tuning_runs = 0;
   hetgraph::EngineReport engine;
   std::optional<ReplayStats> replay;
+  double host_load = 0;  // CPU time / (wall time x real cores) of the timed loop
 };
+
+// This process's user + system CPU seconds.
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -322,7 +333,10 @@ Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   to.trace = o.trace;
   to.cold = o.cold;
   if (c.time_copies) to.before_sample = write_inputs;
+  const double cpu0 = process_cpu_s(), wall0 = hetgraph::now_s();
   hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
+  r.host_load = (process_cpu_s() - cpu0) /
+                ((hetgraph::now_s() - wall0) * hetgraph::detail::cpu::Topology::get().allowed());
   r.samples = std::move(t.samples);
   r.copies = std::move(t.before);
   r.tuning_runs = t.tuning_runs;
@@ -438,10 +452,11 @@ int run(const Options& o) {
             for (std::size_t i = 0; i < n; ++i) sum += r.samples[i];
             return sum / static_cast<double>(n);
           };
-          std::printf(",\"cold\":true,\"cold_runs\":%zu,\"mean_s\":%.9g,\"first10_mean_s\":%.9g,"
-                      "\"first_s\":%.9g",
-                      r.samples.size(), mean(r.samples.size()),
-                      mean(std::min<std::size_t>(10, r.samples.size())), r.samples.front());
+          std::printf(
+              ",\"cold\":true,\"cold_runs\":%zu,\"mean_s\":%.9g,\"first10_mean_s\":%.9g,"
+              "\"first_s\":%.9g",
+              r.samples.size(), mean(r.samples.size()),
+              mean(std::min<std::size_t>(10, r.samples.size())), r.samples.front());
         }
         if (o.platform == "cpu" && !c.raw) {
           // Nodes cheaper than this ran in the thread that readied them (0: inlining off).
@@ -503,13 +518,13 @@ int run(const Options& o) {
               ",\"replay\":{\"cores\":%d,\"time_scale\":%.9g,\"profile\":\"%s\","
               "\"makespan_s\":%.9g,\"critical_path_s\":%.9g,\"work_s\":%.9g,\"bound_s\":%.9g,"
               "\"utilisation\":%.6g,\"overhead_s\":%.9g,\"overhead_per_kernel_us\":%.6g,"
-              "\"kernels\":%zu}",
+              "\"kernels\":%zu,\"host_load\":%.3g}",
               replay->cores(), replay->time_scale(),
               o.replay_profile.empty() ? "measured" : o.replay_profile.c_str(), med,
               rs.critical_path_s, rs.work_s, rs.bound_s, rs.busy_s / (replay->cores() * med),
               med - rs.bound_s,
               rs.kernels ? (med - rs.bound_s) * 1e6 / static_cast<double>(rs.kernels) : 0.0,
-              rs.kernels);
+              rs.kernels, r.host_load);
         }
         for (const auto& [k, v] : c.stats) std::printf(",\"%s\":%.9g", k.c_str(), v);
         std::printf("}\n");

@@ -509,8 +509,15 @@ class ReplayKernel final : public CpuKernel {
 
 void replay_wait(std::int64_t ns) {
   if (ns <= 0) return;
-  precise_timers();
   const std::int64_t start = mono_ns(), deadline = start + ns;
+  if (ns < 1000) {
+    // Below a microsecond only watch the clock (a vDSO read): a sched_yield costs about that
+    // itself, and nanosecond kernels (the thread-pool workloads) would replay as microseconds.
+    while (mono_ns() < deadline) {
+    }
+    return;
+  }
+  precise_timers();
   const std::int64_t early = oversleep_ns();
   if (ns > early) {
     sleep_until(deadline - early);

@@ -126,7 +126,8 @@ std::unique_ptr<CpuKernel> make_replay_kernel(const ReplayModel& m, std::vector<
 
 /// Blocks the calling thread for about `ns` nanoseconds without spinning: an absolute-deadline
 /// sleep ended early by this machine's measured oversleep (the timer slack is set to 1 ns);
-/// waits shorter than that oversleep yield until the deadline instead.
+/// waits shorter than that oversleep yield until the deadline instead, and those under a
+/// microsecond watch the clock (a yield costs about as much).
 void replay_wait(std::int64_t ns);
 
 }  // namespace hetgraph::detail::cpu
