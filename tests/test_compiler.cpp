@@ -647,10 +647,14 @@ TEST(ParallelOps, IndependentSmallNodesRunAsOneGroupWhereKernelsHaveThreads) {
   // Each product is fetched on its own (a sum would fold them into one chain of accumulating
   // products): eight independent products with a tanh epilogue.
   const InputShapes shapes{{"x", {96, 96}}};
-  auto two = GraphCompiler(Platform::cpu({.threads = 2})).compile(g, shapes, outs);
-  auto one = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, shapes, outs);
-  auto off = GraphCompiler(Platform::cpu({.threads = 2}), {.parallel_ops = false})
+  const CpuOptions seq2{.engine = CpuEngine::sequential, .threads = 2};
+  auto two = GraphCompiler(Platform::cpu(seq2)).compile(g, shapes, outs);
+  auto one = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}))
                  .compile(g, shapes, outs);
+  auto off = GraphCompiler(Platform::cpu(seq2), {.parallel_ops = false}).compile(g, shapes, outs);
+  // The automatic engine forms none: one plan serves all its candidates, and on its one-thread
+  // teams a group would run its members one after another.
+  auto automatic = GraphCompiler(Platform::cpu({.threads = 2})).compile(g, shapes, outs);
   auto cp = GraphCompiler(Platform::cpu({.engine = CpuEngine::critical_path,
                                          .executors = 1,
                                          .threads_per_executor = 2}))
@@ -659,8 +663,9 @@ TEST(ParallelOps, IndependentSmallNodesRunAsOneGroupWhereKernelsHaveThreads) {
   EXPECT_EQ(groups(one), 0u);
   EXPECT_EQ(groups(off), 0u);
   EXPECT_EQ(groups(cp), 8u);
+  EXPECT_EQ(groups(automatic), 0u);
   std::vector<std::vector<std::vector<float>>> got;
-  for (CompiledGraph* cg : {&two, &one, &off, &cp}) {
+  for (CompiledGraph* cg : {&two, &one, &off, &cp, &automatic}) {
     cg->run({{"x", xv}});
     got.emplace_back();
     for (const Node& o : outs) got.back().push_back(cg->read(o));
@@ -672,7 +677,7 @@ TEST(ParallelOps, IndependentSmallNodesRunAsOneGroupWhereKernelsHaveThreads) {
     }
   }
   // A group's results do not depend on the team size that runs it.
-  auto again = GraphCompiler(Platform::cpu({.threads = 2})).compile(g, shapes, outs);
+  auto again = GraphCompiler(Platform::cpu(seq2)).compile(g, shapes, outs);
   again.run({{"x", xv}});
   for (std::size_t i = 0; i < outs.size(); ++i)
     EXPECT_TRUE(testing_util::bitwise_equal(again.read(outs[i]), got[0][i]));

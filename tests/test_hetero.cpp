@@ -390,7 +390,8 @@ TEST(Hetero, TheCpuPartFormsTheParallelGroupsTheCpuAloneForms) {
     return m;
   };
   const InputShapes shapes{{"x", {96, 96}}};
-  const Platform cpu2 = Platform::cpu({.threads = 2});
+  // (the sequential engine: the automatic one forms no groups)
+  const Platform cpu2 = Platform::cpu({.engine = CpuEngine::sequential, .threads = 2});
   auto h = Platform::heterogeneous({cpu2, cl_platform(cl)}, {.costs = {costs(), costs()}});
   auto het = GraphCompiler(h).compile(g, shapes, outs);
   auto alone = GraphCompiler(cpu2).compile(g, shapes, outs);

@@ -52,7 +52,8 @@ class Backend : public Capabilities {
   /// What the memory planner may assume about execution order on this platform.
   virtual ReuseMode reuse_mode() const = 0;
   /// Threads one kernel gets (the largest team the engine may use); 0 where kernels do not
-  /// run on host threads. Parallel-op fusion pays only above 1.
+  /// run on host threads. Parallel-op fusion pays only above 1 (the automatic CPU engine says
+  /// 1: one plan serves all its candidates, and groups slow down its one-thread teams).
   virtual int kernel_threads() const { return 0; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
   /// The devices it runs on (Platform::devices).
