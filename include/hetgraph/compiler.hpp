@@ -88,7 +88,7 @@ struct CpuOptions {
   /// Internal (hetgraph-bench --replay-cores; src/cpu/replay.hpp): when set, every kernel is
   /// replaced by a wait of its modelled duration and the engines see the model's virtual cores
   /// (threads unpinned). Results are not computed.
-  std::shared_ptr<const detail::cpu::ReplayModel> replay;
+  std::shared_ptr<const detail::cpu::ReplayModel> replay = nullptr;
 };
 
 /// How a compiled graph is being executed: the lanes its work runs on (the tracks of its
