@@ -4,17 +4,28 @@
 //   build/bench/hetgraph-bench --workload par-matmul-8192 --engine critical-path --executors 2x1
 //   --json build/bench/hetgraph-bench --workload lstm-small --engine auto --repeat 10 --trace
 //   lstm.json
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/executable.hpp"
 #include "common/tool_run.hpp"
+#include "compiler/graph_stats.hpp"
+#include "compiler/plan.hpp"
+#include "cpu/replay.hpp"
+#include "cpu/topology.hpp"
+#include "cpu/tuning_cache.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
 #include "options.hpp"
@@ -25,8 +36,10 @@ namespace {
 using bench::Options;
 
 // --platform hetero: the members --devices names, in order; --engine is the CPU member's.
-hetgraph::Platform make_platform(const Options& o) {
-  if (o.platform != "hetero") return hetgraph::tool::make_platform(o);
+using ReplayModelPtr = std::shared_ptr<const hetgraph::detail::cpu::ReplayModel>;
+
+hetgraph::Platform make_platform(const Options& o, ReplayModelPtr replay = nullptr) {
+  if (o.platform != "hetero") return hetgraph::tool::make_platform(o, std::move(replay));
   std::vector<hetgraph::Platform> members;
   for (const std::string& d : o.devices) {
     if (d == "cpu") {
@@ -49,6 +62,186 @@ hetgraph::Platform make_platform(const Options& o) {
   return hetgraph::Platform::heterogeneous(std::move(members), h);
 }
 
+// Writes the case's inputs into the compiled graph's mapped buffers; the feeds that name them.
+std::vector<hetgraph::FeedItem> mapped_feeds(bench::Case& c, hetgraph::CompiledGraph& cg) {
+  std::vector<hetgraph::FeedItem> feeds;
+  for (const auto& [name, data] : c.inputs) {
+    auto buf = cg.mapped_input(name);
+    std::copy(data.begin(), data.end(), buf.begin());
+    feeds.push_back({name, buf});
+  }
+  for (const auto& [name, data] : c.int_inputs) {
+    auto buf = cg.mapped_input_i32(name);
+    std::copy(data.begin(), data.end(), buf.begin());
+    feeds.push_back({name, buf});
+  }
+  return feeds;
+}
+
+// Co-running slowdown per op kind: one single-thread executor per core (critical-path), each
+// node's time over 7 runs against its time alone, counting the nodes that ran at least 90% of
+// their time beside a node on another executor. Clamped to [1, 4]: faster beside others is
+// noise.
+void measure_corun(bench::Case& c, const Options& o, hetgraph::detail::cpu::ReplayProfile& p,
+                   const std::map<std::string, std::size_t>& index) {
+  namespace hd = hetgraph::detail;
+  hetgraph::CpuOptions co;
+  co.engine = hetgraph::CpuEngine::critical_path;
+  co.executors = p.cores;
+  co.threads_per_executor = 1;
+  co.pin_threads = o.pin;
+  hetgraph::CompileOptions opts;
+  opts.fuse = o.fuse;
+  opts.parallel_ops = false;
+  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
+                                   .compile(c.graph, c.shapes, c.fetches);
+  const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
+  for (int i = 0; i < std::max(o.warmup, 4); ++i) cg.run(feeds);
+  hd::Executable& exe = hd::executable_of(cg);
+  const hd::Plan& plan = exe.plan();
+  exe.record_events(true);
+  std::map<std::string, std::pair<double, double>> sums;  // kind -> (beside, alone) us
+  for (int r = 0; r < 7; ++r) {
+    cg.run(feeds);
+    auto ev = exe.last_run_events();
+    std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> lanes;
+    for (const auto& e : ev) lanes[e.lane].push_back({e.start_ns, e.end_ns});
+    for (auto& [l, v] : lanes) std::sort(v.begin(), v.end());
+    for (const auto& e : ev) {
+      const std::int64_t len = e.end_ns - e.start_ns;
+      if (len <= 0) continue;
+      std::int64_t overlap = 0;           // with the union of the other lanes (they do not overlap
+      for (const auto& [l, v] : lanes) {  // within a lane; with 2+ others, at most sums)
+        if (l == e.lane) continue;
+        auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(e.start_ns, std::int64_t{0}));
+        if (it != v.begin()) --it;
+        for (; it != v.end() && it->first < e.end_ns; ++it)
+          overlap += std::max<std::int64_t>(
+              0, std::min(it->second, e.end_ns) - std::max(it->first, e.start_ns));
+      }
+      if (overlap < len * 9 / 10) continue;
+      const auto k = index.find(plan.nodes[e.node].label);
+      if (k == index.end()) continue;
+      auto& [beside, alone] = sums[p.nodes[k->second].op];
+      beside += static_cast<double>(len) * 1e-3;
+      alone += p.nodes[k->second].us.front();
+    }
+  }
+  for (const auto& [op, s] : sums) {
+    if (s.second > 0) p.corun[op] = std::clamp(s.first / s.second, 1.0, 4.0);
+  }
+}
+
+// The replay profile of a workload on this machine: each node's median time over 7 recorded
+// runs on one executor of T threads (T = 1, 2, 4, ... up to the cores), nodes one at a time,
+// under the parallel engines' memory plan. Compiled without parallel ops, so that every node
+// has its own time, and (T >= 2) with them, for the groups' own times.
+hetgraph::detail::cpu::ReplayProfile measure_profile(bench::Case& c, const Options& o,
+                                                     const std::string& name) {
+  namespace hd = hetgraph::detail;
+  hd::cpu::ReplayProfile p;
+  p.workload = name;
+  p.machine = hd::cpu::TuningCache::machine();
+  p.cores = hd::cpu::Topology::get().allowed();
+  p.team_sizes.clear();
+  for (int t = 1; t <= p.cores; t *= 2) p.team_sizes.push_back(t);
+  std::map<std::string, std::size_t> index;
+  const std::string group_op(hd::op_name(hd::OpKind::ParallelGroup));
+  // Pass 0 of each team size: every node on its own; pass 1 (team sizes 2+, parallel ops
+  // asked for): the parallel groups as they run.
+  for (std::size_t ti = 0; ti < p.team_sizes.size(); ++ti) {
+    for (int pass = 0; pass < (ti > 0 && o.parallel_ops ? 2 : 1); ++pass) {
+      hetgraph::CpuOptions co;
+      co.engine = hetgraph::CpuEngine::critical_path;
+      co.executors = 1;
+      co.threads_per_executor = p.team_sizes[ti];
+      co.pin_threads = o.pin;
+      hetgraph::CompileOptions opts;
+      opts.fuse = o.fuse;
+      opts.parallel_ops = pass == 1;
+      hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
+                                       .compile(c.graph, c.shapes, c.fetches);
+      const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
+      for (int i = 0; i < std::max(o.warmup, 4); ++i) cg.run(feeds);
+      hd::Executable& exe = hd::executable_of(cg);
+      const hd::Plan& plan = exe.plan();
+      exe.record_events(true);
+      std::vector<std::vector<double>> us(plan.nodes.size());
+      for (int r = 0; r < 7; ++r) {
+        cg.run(feeds);
+        for (const auto& e : exe.last_run_events())
+          us[e.node].push_back(static_cast<double>(e.end_ns - e.start_ns) * 1e-3);
+      }
+      exe.record_events(false);
+      for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
+        const hd::PlanNode& n = plan.nodes[i];
+        if (us[i].empty() || (pass == 1 && n.op != hd::OpKind::ParallelGroup)) continue;
+        auto it = index.find(n.label);
+        if (it == index.end()) {
+          std::vector<double> t(p.team_sizes.size(), -1.0);
+          if (pass == 1) {  // at one thread a group is its members in turn
+            t[0] = 0;
+            for (std::uint32_t m : n.members) {
+              const auto k = index.find(plan.nodes[m].label);
+              if (k != index.end()) t[0] += p.nodes[k->second].us[0];
+            }
+          } else if (ti != 0) {
+            continue;  // not in the 1-thread plan: cannot be modelled
+          }
+          it = index.emplace(n.label, p.nodes.size()).first;
+          p.nodes.push_back({n.label, std::string(hd::op_name(n.op)), std::move(t)});
+        }
+        p.nodes[it->second].us[ti] = hetgraph::tool::median(us[i]);
+      }
+    }
+  }
+  for (auto& n : p.nodes) {  // a node missing at a team size: its time at the size below
+    for (std::size_t ti = 1; ti < n.us.size(); ++ti) {
+      if (n.us[ti] < 0) n.us[ti] = n.us[ti - 1];
+    }
+  }
+  if (p.cores >= 2) measure_corun(c, o, p, index);
+  return p;
+}
+
+// What a replayed run says besides its makespan: the modelled lower bound of the configuration
+// it ran (executors x threads), its busy thread-time, and the overhead above the bound.
+struct ReplayStats {
+  double critical_path_s = 0, work_s = 0, bound_s = 0, busy_s = 0;
+  std::size_t kernels = 0;
+};
+
+ReplayStats replay_stats(const hetgraph::CompiledGraph& cg,
+                         const hetgraph::detail::cpu::ReplayModel& m, int executors, int threads) {
+  namespace hd = hetgraph::detail;
+  const hd::Plan& plan = hd::executable_of(cg).plan();
+  ReplayStats s;
+  const std::vector<double> us = m.plan_us(plan, threads);
+  const std::vector<double> busy = m.plan_busy_us(plan, threads);
+  for (double l : hd::levels_from_costs(plan, us))
+    s.critical_path_s = std::max(s.critical_path_s, l * 1e-6);
+  for (std::size_t i = 0; i < us.size(); ++i) {
+    s.work_s += us[i] * 1e-6;
+    s.busy_s += busy[i] * 1e-6;
+    s.kernels += us[i] > 0;
+  }
+  s.bound_s = std::max(s.critical_path_s, s.work_s / executors);
+  return s;
+}
+
+// --time-scale 0: long enough that the typical kernel the engines do not inline waits 100 us
+// or more in wall time (the sleep's residual error, a few microseconds after the oversleep is
+// taken off, stays near 5% of it), at most 20x (engine overhead is divided by it too).
+double auto_time_scale(const hetgraph::detail::cpu::ReplayProfile& p, double inline_us) {
+  std::vector<double> us;
+  for (const auto& n : p.nodes) {
+    if (n.us.front() >= inline_us) us.push_back(n.us.front());
+  }
+  if (us.empty()) return 20;
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return std::clamp(std::ceil(100.0 / std::max(us[us.size() / 2], 1e-3)), 1.0, 20.0);
+}
+
 struct Result {
   std::vector<double> samples;  // seconds per run
   std::vector<double> copies;   // time_copies: seconds writing the inputs before each run
@@ -56,7 +249,17 @@ struct Result {
   std::size_t planned = 0, naive = 0;
   int tuning_runs = 0;
   hetgraph::EngineReport engine;
+  std::optional<ReplayStats> replay;
+  double host_load = 0;  // CPU time / (wall time x real cores) of the timed loop
 };
+
+// This process's user + system CPU seconds.
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
@@ -64,7 +267,7 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-Result time_case(bench::Case& c, const Options& o) {
+Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   Result r;
   if (c.raw) {
     for (int i = 0; i < o.warmup; ++i) c.raw();
@@ -80,8 +283,8 @@ Result time_case(bench::Case& c, const Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.parallel_ops = o.parallel_ops;
-  hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(make_platform(o), co)
-                                   .compile(c.graph, c.shapes, c.fetches);
+  hetgraph::CompiledGraph cg =
+      hetgraph::GraphCompiler(make_platform(o, replay), co).compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
   r.planned = cg.planned_bytes();
   r.naive = cg.naive_bytes();
@@ -130,7 +333,10 @@ Result time_case(bench::Case& c, const Options& o) {
   to.trace = o.trace;
   to.cold = o.cold;
   if (c.time_copies) to.before_sample = write_inputs;
+  const double cpu0 = process_cpu_s(), wall0 = hetgraph::now_s();
   hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
+  r.host_load = (process_cpu_s() - cpu0) /
+                ((hetgraph::now_s() - wall0) * hetgraph::detail::cpu::Topology::get().allowed());
   r.samples = std::move(t.samples);
   r.copies = std::move(t.before);
   r.tuning_runs = t.tuning_runs;
@@ -138,6 +344,12 @@ Result time_case(bench::Case& c, const Options& o) {
     for (float v : cg.read(n)) r.checksum += v;
   }
   r.engine = cg.engine_report();
+  if (replay) {
+    // Wall time is time_scale x the modelled time: samples are scaled back.
+    for (double& x : r.samples) x /= replay->time_scale();
+    const auto& cpu = r.engine.cpu.value();
+    r.replay = replay_stats(cg, *replay, cpu.executors, cpu.threads_per_executor);
+  }
   return r;
 }
 
@@ -190,7 +402,27 @@ int run(const Options& o) {
         export_case(c, name, o.export_onnx);
         continue;
       }
-      const Result r = time_case(c, o);
+      ReplayModelPtr replay;
+      if (!o.record_profile.empty() || o.replay_cores > 0) {
+        namespace hc = hetgraph::detail::cpu;
+        hc::ReplayProfile p;
+        if (o.replay_profile.empty()) {
+          p = measure_profile(c, o, name);
+        } else {
+          p = hc::load_profile(o.replay_profile);
+        }
+        if (!o.record_profile.empty()) {
+          hc::save_profile(p, o.record_profile);
+          std::fprintf(stderr, "hetgraph-bench: %s: profile of %zu nodes at %zu team sizes -> %s\n",
+                       name.c_str(), p.nodes.size(), p.team_sizes.size(), o.record_profile.c_str());
+        }
+        if (o.replay_cores == 0) continue;  // --record-profile alone: nothing to time
+        const double inl =
+            o.inline_below_us >= 0 ? o.inline_below_us : hetgraph::CpuOptions{}.inline_below_us;
+        const double k = o.time_scale > 0 ? o.time_scale : auto_time_scale(p, inl);
+        replay = std::make_shared<hc::ReplayModel>(std::move(p), o.replay_cores, k);
+      }
+      const Result r = time_case(c, o, replay);
       const double med = hetgraph::tool::median(r.samples);
       const double mn = *std::min_element(r.samples.begin(), r.samples.end());
       const double mx = *std::max_element(r.samples.begin(), r.samples.end());
@@ -220,10 +452,11 @@ int run(const Options& o) {
             for (std::size_t i = 0; i < n; ++i) sum += r.samples[i];
             return sum / static_cast<double>(n);
           };
-          std::printf(",\"cold\":true,\"cold_runs\":%zu,\"mean_s\":%.9g,\"first10_mean_s\":%.9g,"
-                      "\"first_s\":%.9g",
-                      r.samples.size(), mean(r.samples.size()),
-                      mean(std::min<std::size_t>(10, r.samples.size())), r.samples.front());
+          std::printf(
+              ",\"cold\":true,\"cold_runs\":%zu,\"mean_s\":%.9g,\"first10_mean_s\":%.9g,"
+              "\"first_s\":%.9g",
+              r.samples.size(), mean(r.samples.size()),
+              mean(std::min<std::size_t>(10, r.samples.size())), r.samples.front());
         }
         if (o.platform == "cpu" && !c.raw) {
           // Nodes cheaper than this ran in the thread that readied them (0: inlining off).
@@ -277,6 +510,21 @@ int run(const Options& o) {
               "\"transfer_bytes\":%zu,\"estimated_us\":%.9g,\"decision\":\"%s\"",
               o.placement.c_str(), join(o.devices).c_str(), where.c_str(), h->transfers,
               h->transfer_bytes, h->estimated_us, decision.c_str());
+        }
+        if (r.replay) {
+          // Simulated: median_s is the makespan on the virtual machine (wall / time_scale).
+          const ReplayStats& rs = *r.replay;
+          std::printf(
+              ",\"replay\":{\"cores\":%d,\"time_scale\":%.9g,\"profile\":\"%s\","
+              "\"makespan_s\":%.9g,\"critical_path_s\":%.9g,\"work_s\":%.9g,\"bound_s\":%.9g,"
+              "\"utilisation\":%.6g,\"overhead_s\":%.9g,\"overhead_per_kernel_us\":%.6g,"
+              "\"kernels\":%zu,\"host_load\":%.3g}",
+              replay->cores(), replay->time_scale(),
+              o.replay_profile.empty() ? "measured" : o.replay_profile.c_str(), med,
+              rs.critical_path_s, rs.work_s, rs.bound_s, rs.busy_s / (replay->cores() * med),
+              med - rs.bound_s,
+              rs.kernels ? (med - rs.bound_s) * 1e6 / static_cast<double>(rs.kernels) : 0.0,
+              rs.kernels, r.host_load);
         }
         for (const auto& [k, v] : c.stats) std::printf(",\"%s\":%.9g", k.c_str(), v);
         std::printf("}\n");

@@ -28,6 +28,12 @@ struct Options : hetgraph::tool::EngineFlags {
   // "opencl:P:D"), and how unpinned nodes are placed (HeteroOptions::Placement).
   std::vector<std::string> devices{"cpu", "opencl"};
   std::string placement = "auto";
+  // Replay (src/cpu/replay.hpp, bench/README.md "replay"): the CPU engines on a virtual machine
+  // of replay_cores cores, kernels replaced by waits of their modelled durations.
+  int replay_cores = 0;        // 0: a real run
+  std::string replay_profile;  // per-node times to model from (default: measured here first)
+  std::string record_profile;  // write the measured profile there
+  double time_scale = 0;       // modelled durations are waited this many times longer (0: auto)
 };
 
 inline constexpr const char* kUsage =
@@ -38,6 +44,8 @@ inline constexpr const char* kUsage =
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
     "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
     "                      [--per-op-threads] [--cold]\n"
+    "                      [--replay-cores C [--replay-profile FILE] [--time-scale K|0]]\n"
+    "                      [--record-profile FILE]  (per-node times at team sizes 1, 2, ...)\n"
     "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb;\n"
     "                      no timing)\n"
     "                      (hetero: [--devices cpu,opencl[:P:D],...] [--placement auto|heft|first];\n"
@@ -62,7 +70,11 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--cold", o.cold)
       .flag("--list", o.list)
       .list("--devices", o.devices)
-      .choice("--placement", o.placement, {"auto", "heft", "first"});
+      .choice("--placement", o.placement, {"auto", "heft", "first"})
+      .integer("--replay-cores", o.replay_cores, 1, 64)
+      .text("--replay-profile", o.replay_profile)
+      .text("--record-profile", o.record_profile)
+      .real("--time-scale", o.time_scale, 0, 1e6);
   return p;
 }
 
@@ -72,6 +84,10 @@ inline void check_bench_options(const Options& o) {
   if (o.list) return;
   if (o.workloads.empty()) throw UsageError("--workload is required (--list shows them)");
   hetgraph::tool::check_engine_flags(o);
+  if ((o.replay_cores > 0 || !o.record_profile.empty()) && o.platform != "cpu")
+    throw UsageError("--replay-cores and --record-profile replay the CPU platform's engines");
+  if (!o.replay_profile.empty() && o.replay_cores == 0)
+    throw UsageError("--replay-profile needs --replay-cores");
   if (o.platform == "hetero" && o.devices.empty()) throw UsageError("--devices: none given");
   for (const std::string& d : o.devices) {
     int p = 0, k = 0, end = 0;

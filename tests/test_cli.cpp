@@ -188,10 +188,22 @@ TEST(Cli, BenchOptions) {
     EXPECT_EQ(o.placement, "heft");
     EXPECT_NO_THROW(bench::check_bench_options(o));
   }
+  {
+    bench::Options o;
+    auto p = bench::bench_parser(o);
+    EXPECT_EQ(parse(p, "--workload a --replay-cores 64 --replay-profile f.json --time-scale 4"),
+              "");
+    EXPECT_EQ(o.replay_cores, 64);
+    EXPECT_EQ(o.replay_profile, "f.json");
+    EXPECT_EQ(o.time_scale, 4);
+    EXPECT_NO_THROW(bench::check_bench_options(o));
+  }
   for (const char* args :
-       {"--workload x --repeat 0", "--workload x --repeat 2.5", "--workload x --warmup -1",
-        "--workload x --executors 2x0", "--workload x --executors autox",
-        "--workload x --inline-below-us nan", "--workload x --platform tpu", "--workload",
+       {"--workload x --replay-cores 0", "--workload x --replay-cores 65",
+        "--workload x --replay-cores 4 --time-scale -1", "--workload x --repeat 0",
+        "--workload x --repeat 2.5", "--workload x --warmup -1", "--workload x --executors 2x0",
+        "--workload x --executors autox", "--workload x --inline-below-us nan",
+        "--workload x --platform tpu", "--workload",
         "--workload x --platform hetero --placement best"}) {
     bench::Options o;
     auto p = bench::bench_parser(o);
@@ -202,7 +214,9 @@ TEST(Cli, BenchOptions) {
         "--workload x --platform hetero --engine in-order",
         "--workload x --platform hetero --devices cpu,gpu",
         "--workload x --platform hetero --devices cpu,opencl:1",
-        "--workload x --platform hetero --devices opencl:0:1x"}) {
+        "--workload x --platform hetero --devices opencl:0:1x",
+        "--workload x --platform opencl --replay-cores 4", "--workload x --replay-profile f.json",
+        "--workload x --platform hetero --record-profile f.json"}) {
     bench::Options o;
     auto p = bench::bench_parser(o);
     ASSERT_EQ(parse(p, args), "") << args;

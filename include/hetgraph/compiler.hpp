@@ -34,6 +34,9 @@ namespace detail {
 class Backend;
 class Executable;
 struct RunState;
+namespace cpu {
+class ReplayModel;
+}
 // Internal access for the library and its tests (src/common/executable.hpp).
 Executable& executable_of(const CompiledGraph& cg);
 Backend& backend_of(const Platform& p);
@@ -82,6 +85,10 @@ struct CpuOptions {
   /// training, bench/results/2026-11-23-issue12-lstm.txt) it did not beat the best fixed
   /// configuration.
   bool per_op_threads = false;
+  /// Internal (hetgraph-bench --replay-cores; src/cpu/replay.hpp): when set, every kernel is
+  /// replaced by a wait of its modelled duration and the engines see the model's virtual cores
+  /// (threads unpinned). Results are not computed.
+  std::shared_ptr<const detail::cpu::ReplayModel> replay = nullptr;
 };
 
 /// How a compiled graph is being executed: the lanes its work runs on (the tracks of its

@@ -7,7 +7,8 @@
 
 namespace hetgraph::tool {
 
-Platform make_platform(const EngineFlags& e) {
+Platform make_platform(const EngineFlags& e,
+                       std::shared_ptr<const detail::cpu::ReplayModel> replay) {
   if (e.platform == "opencl") {  // --engine in-order: one in-order queue (a serial run)
     return Platform::opencl({.in_order = e.engine == "in-order"});
   }
@@ -19,6 +20,7 @@ Platform make_platform(const EngineFlags& e) {
   if (e.inline_below_us >= 0) c.inline_below_us = e.inline_below_us;
   c.pin_threads = e.pin;
   c.per_op_threads = e.per_op_threads;
+  c.replay = std::move(replay);
   return Platform::cpu(c);
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,7 +20,9 @@
 
 namespace hetgraph::tool {
 
-Platform make_platform(const EngineFlags& e);
+/// `replay`: the CPU platform replays kernels with that model (hetgraph-bench --replay-cores).
+Platform make_platform(const EngineFlags& e,
+                       std::shared_ptr<const detail::cpu::ReplayModel> replay = nullptr);
 
 struct TimingOptions {
   int repeat = 10;

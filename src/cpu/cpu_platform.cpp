@@ -18,6 +18,7 @@
 #include "cpu/engine.hpp"
 #include "cpu/engine_auto.hpp"
 #include "cpu/engine_parallel.hpp"
+#include "cpu/replay.hpp"
 #include "cpu/topology.hpp"
 #include "cpu/tuning_cache.hpp"
 #include "hetgraph/error.hpp"
@@ -52,6 +53,13 @@ namespace detail::cpu {
 int allowed_cores() {
   return Topology::get().allowed();
 }
+
+namespace {
+/// The cores engines configure: replay's virtual ones, else the allowed ones.
+int cores_of(const CpuOptions& o) {
+  return o.replay ? o.replay->cores() : allowed_cores();
+}
+}  // namespace
 
 namespace {
 
@@ -136,7 +144,7 @@ void* map_arena(const Plan& p, std::size_t bytes) {
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<const Plan> plan, const CpuOptions& opts)
-      : Executable(plan), opts_(opts), threads_(opts.threads > 0 ? opts.threads : allowed_cores()) {
+      : Executable(plan), opts_(opts), threads_(opts.threads > 0 ? opts.threads : cores_of(opts)) {
     const Plan& p = *plan;
     // Anonymous memory arrives zeroed, page by page on first touch: no memset of an arena
     // that may be gigabytes (parallel-safe plans of wide graphs reuse little).
@@ -181,6 +189,7 @@ class CpuExecutable final : public Executable {
       if (n.group < 0) prog.kernels[i] = kernels_[i].get();
       prog.scratch_bytes = std::max(prog.scratch_bytes, kernels_[i]->scratch_bytes());
     }
+    if (opts_.replay) replay_kernels(prog);
     engine_ = make_engine(prog, fingerprint(p));
     initialize_state();
   }
@@ -247,16 +256,39 @@ class CpuExecutable final : public Executable {
     add_node_events(w, last_run_events(), run);
   }
 
+  /// Replay: every kernel the engine runs becomes a wait of the node's modelled duration at
+  /// each team size (communication kernels stay: their work is elsewhere).
+  void replay_kernels(Program& prog) {
+    const Plan& p = plan();
+    const ReplayModel& m = *opts_.replay;
+    std::vector<std::vector<double>> us(p.nodes.size());
+    for (int t = 1; t <= m.cores(); ++t) {
+      const std::vector<double> at = m.plan_us(p, t);
+      for (std::size_t i = 0; i < at.size(); ++i) {
+        if (t == 1) us[i].push_back(0.0);  // index 0 unused: indexed by team size
+        us[i].push_back(at[i]);
+      }
+    }
+    for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+      if (prog.kernels[i] == nullptr || dynamic_cast<AsyncKernel*>(prog.kernels[i])) continue;
+      // A group's members co-run inside it: their corun factor is in its modelled time.
+      const double corun =
+          p.nodes[i].op == OpKind::ParallelGroup ? 1.0 : m.corun(op_name(p.nodes[i].op));
+      replayed_.push_back(make_replay_kernel(m, std::move(us[i]), corun));
+      prog.kernels[i] = replayed_.back().get();
+    }
+  }
+
   /// Executors and threads per executor of a fixed parallel engine.
   std::pair<int, int> fixed_teams(const Plan& p) const {
-    const int cores = allowed_cores();
+    const int cores = cores_of(opts_);
     const int e = opts_.executors > 0 ? opts_.executors : guideline_executors(p, cores);
     return {e,
             opts_.threads_per_executor > 0 ? opts_.threads_per_executor : std::max(1, cores / e)};
   }
   /// Cores the automatic engine configures: CpuOptions::threads when set, else all allowed.
   int auto_cores() const {
-    const int cores = allowed_cores();
+    const int cores = cores_of(opts_);
     return opts_.threads > 0 ? std::min(opts_.threads, cores) : cores;
   }
   /// Every team size the engine may run kernels with (the automatic engine tries them all;
@@ -306,6 +338,18 @@ class CpuExecutable final : public Executable {
     c.profile_runs = opts_.profile_runs;
     c.pin = opts_.pin_threads;
     c.per_op_threads = opts_.per_op_threads;
+    std::string replay;
+    if (const auto& m = opts_.replay) {
+      // The engine sees a machine time_scale times slower: its thresholds follow, so that it
+      // decides as it would at the modelled speed. Threads are not pinned (the cores are
+      // virtual), and do not spin where they outnumber the real cores.
+      c.inline_below_us *= m->time_scale();
+      c.queue_us *= m->time_scale();
+      c.pin = false;
+      if (m->cores() > allowed_cores()) c.spin = 0;
+      replay = " replay " + std::to_string(m->cores()) + " scale " +
+               std::to_string(m->time_scale()) + " model " + std::to_string(m->fingerprint());
+    }
     if (opts_.engine == CpuEngine::automatic) {
       const int cores = auto_cores();
       // Everything the search's outcome depends on besides the graph and the machine.
@@ -313,7 +357,7 @@ class CpuExecutable final : public Executable {
           "auto cores " + std::to_string(cores) + " ring " + std::to_string(c.ring_capacity) +
           " queue_us " + std::to_string(c.queue_us) + " inline_us " +
           std::to_string(c.inline_below_us) + " profile " + std::to_string(c.profile_runs) +
-          " pin " + std::to_string(c.pin) + " per_op " + std::to_string(c.per_op_threads);
+          " pin " + std::to_string(c.pin) + " per_op " + std::to_string(c.per_op_threads) + replay;
       return std::make_unique<AutoEngine>(prog, c, cores, TuningCache(graph, options));
     }
     std::tie(c.executors, c.threads) = fixed_teams(*prog.plan);
@@ -329,6 +373,7 @@ class CpuExecutable final : public Executable {
   std::unique_ptr<std::byte, Unmap> arena_;
   std::atomic<std::uint64_t> host_writes_{0};  // KernelArgs::host_writes
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
+  std::vector<std::unique_ptr<CpuKernel>> replayed_;  // replay: what the engine runs instead
   std::vector<std::string> names_;
   std::unique_ptr<Engine> engine_;
 };
@@ -346,7 +391,7 @@ class CpuBackend final : public Backend {
     return cpu::unsupported(p, n);
   }
   int kernel_threads() const override {
-    const int cores = allowed_cores();
+    const int cores = cores_of(opts_);
     switch (opts_.engine) {
       case CpuEngine::sequential:
         return opts_.threads > 0 ? opts_.threads : cores;

@@ -22,14 +22,6 @@ std::int64_t now_ns() {
       .count();
 }
 
-namespace {
-
-// Bounded spin before sleeping: long enough to catch the next node of a busy graph (a few
-// microseconds of work), short enough not to burn a core between runs.
-constexpr int kSpin = 4000;
-
-}  // namespace
-
 // ---- ParallelEngine -------------------------------------------------------------------------
 
 ParallelEngine::ParallelEngine(const Program& prog, const EngineConfig& cfg)
@@ -281,7 +273,7 @@ void ParallelEngine::work(Worker& w, bool caller) {
     if (finished()) return;
     if (poll(w)) continue;
     bool found = false;
-    for (int i = 0; i < kSpin && !found; ++i) {
+    for (int i = 0; i < cfg_.spin && !found; ++i) {
       cpu_relax();
       found = has_work(w, false) || lane_.has_finished() || finished();
     }

@@ -56,6 +56,11 @@ struct EngineConfig {
   double inline_below_us = 2.0;
   int profile_runs = 3;  // runs recorded before levels come from measured durations
   bool pin = true;
+  // Idle executors spin this many pauses before sleeping: long enough to catch the next node
+  // of a busy graph (a few microseconds of work), short enough not to burn a core between
+  // runs. Replay on more virtual cores than real ones sets 0: spinning threads would take the
+  // real cores from the ones whose (replayed) kernels end.
+  int spin = 4000;
   bool per_op_threads = false;    // critical-path with threads > 1: see the file comment
   std::vector<int> node_threads;  // per-op: each node's thread count, known (no hill climb)
 };

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Replayed vs real times from scripts/replay-validate.sh's JSON lines: a markdown table (the one
+in bench/README.md, "replay"), one row per workload, a column per engine configuration, each
+cell replay/real - 1; cells off by more than 10% are marked.
+
+    bench/replay_table.py bench/results/2026-11-23-replay-validate.jsonl
+"""
+import json
+import sys
+from collections import OrderedDict
+
+
+def main(path):
+    real, replay = {}, {}
+    order = OrderedDict()
+    for line in open(path):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        key = (r["workload"], r["engine"] + " " + r["executors"])
+        (replay if "replay" in r else real)[key] = r["median_s"]
+        order.setdefault(r["workload"], OrderedDict())[key[1]] = True
+    configs = OrderedDict()
+    for w in order.values():
+        for c in w:
+            configs[c] = True
+    configs = list(configs)
+    print("| workload | " + " | ".join(configs) + " |")
+    print("|---|" + "---|" * len(configs))
+    inside = total = 0
+    worst = []
+    for w in order:
+        cells = []
+        for c in configs:
+            k = (w, c)
+            if k in real and k in replay:
+                d = replay[k] / real[k] - 1
+                total += 1
+                ok = abs(d) <= 0.10
+                inside += ok
+                if not ok:
+                    worst.append((abs(d), w, c, real[k], replay[k]))
+                cells.append(("%+.1f%%" % (100 * d)) + ("" if ok else " **x**"))
+            else:
+                cells.append("")
+        print("| %s | %s |" % (w, " | ".join(cells)))
+    print()
+    print("%d of %d pairs within 10%%." % (inside, total))
+    for d, w, c, a, b in sorted(worst, reverse=True):
+        print("- %s %s: real %.4g s, replay %.4g s (%+.0f%%)" % (w, c, a, b, 100 * (b / a - 1)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "bench/results/replay-validate.jsonl")

@@ -1,0 +1,244 @@
+// Replay mode (src/cpu/replay.hpp): the real engines over kernels replaced by waits. A diamond
+// whose replayed makespans equal the analytic ones at several virtual core counts, the Amdahl
+// fit on synthetic times, co-running slowdown, and bad profile files. About 2 s.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "common/executable.hpp"
+#include "compiler/plan.hpp"
+#include "cpu/replay.hpp"
+#include "test_util.hpp"
+
+using namespace hetgraph;
+using detail::cpu::ReplayModel;
+using detail::cpu::ReplayProfile;
+namespace fs = std::filesystem;
+
+namespace {
+
+TEST(ReplayAmdahl, FitsSyntheticTimes) {
+  // t(T) = 100 (0.2 + 0.8 / T): the fit from T = 2 recovers s, and from T = 4 too.
+  EXPECT_NEAR(detail::cpu::amdahl_serial_fraction(100, 60, 2), 0.2, 1e-12);
+  EXPECT_NEAR(detail::cpu::amdahl_serial_fraction(100, 40, 4), 0.2, 1e-12);
+  EXPECT_NEAR(detail::cpu::amdahl_time(100, 0.2, 8), 30, 1e-12);
+  // Slower on more threads: all serial; perfectly parallel: 0.
+  EXPECT_EQ(detail::cpu::amdahl_serial_fraction(100, 120, 2), 1.0);
+  EXPECT_EQ(detail::cpu::amdahl_serial_fraction(100, 50, 2), 0.0);
+
+  // Per op kind, over its instances' summed times, extended beyond the profiled team sizes
+  // from the largest one measured.
+  ReplayProfile p;
+  p.team_sizes = {1, 2};
+  p.nodes = {{"a", "matmul", {100, 60}}, {"b", "matmul", {300, 180}}, {"c", "add", {10, 10}}};
+  const ReplayModel m(p, 16, 1);
+  EXPECT_NEAR(m.serial_fraction("matmul"), 0.2, 1e-12);
+  EXPECT_NEAR(m.serial_fraction("add"), 1.0, 1e-12);
+  EXPECT_NEAR(m.node_us(0, 2), 60, 1e-9);
+  EXPECT_NEAR(m.node_us(1, 4), 300 * 0.4, 1e-9);
+  EXPECT_NEAR(m.node_us(1, 16), 300 * (0.2 + 0.8 / 16), 1e-9);
+  EXPECT_NEAR(m.node_us(2, 16), 10, 1e-9);
+}
+
+TEST(ReplayModelGroups, MeasuredRatioScalesTheMembersModel) {
+  // A plan of four tanh members (10 us each on one thread, corun 1.2) in one parallel group,
+  // and a second group the profile has not seen. Modelled side by side on 2 threads: two
+  // members per lane, 2 x 10 x 1.2 = 24 us; the profile measured the first group at 30 us on
+  // 2 threads (ratio 1.25), so on 4 threads: 10 x 1.2 x 1.25 = 15 us; the unseen group gets
+  // the same ratio.
+  detail::Plan p;
+  auto add = [&](std::string label, detail::OpKind op, std::int64_t group) {
+    detail::PlanNode n;
+    n.label = std::move(label);
+    n.op = op;
+    n.storage = detail::Storage::Computed;
+    n.group = group;
+    p.nodes.push_back(std::move(n));
+  };
+  for (int g = 0; g < 2; ++g) {
+    for (int m = 0; m < 4; ++m)
+      add("m" + std::to_string(g) + std::to_string(m), detail::OpKind::Tanh, 4 + 5 * g);
+    add("g" + std::to_string(g), detail::OpKind::ParallelGroup, -1);
+    p.nodes.back().members = {
+        static_cast<std::uint32_t>(5 * g), static_cast<std::uint32_t>(5 * g + 1),
+        static_cast<std::uint32_t>(5 * g + 2), static_cast<std::uint32_t>(5 * g + 3)};
+  }
+  ReplayProfile prof;
+  prof.team_sizes = {1, 2};
+  for (const auto& n : p.nodes) {
+    if (n.op == detail::OpKind::Tanh) prof.nodes.push_back({n.label, "tanh", {10, 8}});
+  }
+  prof.nodes.push_back({"g0", "parallel_group", {40, 30}});
+  prof.corun = {{"tanh", 1.2}};
+  const ReplayModel m(prof, 4, 1);
+  const std::vector<double> t2 = m.plan_us(p, 2), t4 = m.plan_us(p, 4), t1 = m.plan_us(p, 1);
+  EXPECT_NEAR(t2[4], 30, 1e-9);
+  EXPECT_NEAR(t4[4], 15, 1e-9);
+  EXPECT_NEAR(t4[9], 15, 1e-9);
+  EXPECT_NEAR(t1[4], 40, 1e-9);  // one lane: members in turn, nothing beside them
+  EXPECT_EQ(t4[0], 0);           // members run inside their group
+}
+
+// x -> a = tanh(x), b = sigmoid(x) -> c = a + b, with times (ms) a, b: 20 on one thread, 12 on
+// two (s = 0.2); c: 10 whatever the threads (s = 1).
+struct Diamond {
+  Graph g;
+  Node c;
+  ReplayProfile profile;
+
+  Diamond() {
+    auto x = g.input("x");
+    c = tanh(x) + sigmoid(x);
+    // The labels, from the plan the replayed graphs compile to.
+    auto cg = GraphCompiler(Platform::cpu(), options()).compile(g, {{"x", {16}}}, {c});
+    const detail::Plan& plan = detail::executable_of(cg).plan();
+    profile.team_sizes = {1, 2};
+    for (const detail::PlanNode& n : plan.nodes) {
+      if (!n.has_work()) continue;
+      const bool add = n.op == detail::OpKind::Add;
+      profile.nodes.push_back(
+          {n.label, std::string(detail::op_name(n.op)),
+           add ? std::vector<double>{10e3, 10e3} : std::vector<double>{20e3, 12e3}});
+    }
+  }
+  static CompileOptions options() {
+    CompileOptions o;
+    o.fuse = false;
+    return o;
+  }
+  /// Median replayed makespan (ms) on `cores` virtual cores.
+  double replay_ms(CpuEngine engine, int cores, int executors, int threads) const {
+    CpuOptions o;
+    o.engine = engine;
+    o.executors = executors;
+    o.threads_per_executor = threads;
+    o.threads = engine == CpuEngine::sequential ? threads : 0;
+    o.replay = std::make_shared<ReplayModel>(profile, cores, 1.0);
+    auto cg = GraphCompiler(Platform::cpu(o), options()).compile(g, {{"x", {16}}}, {c});
+    const std::vector<float> xv(16, 0.5f);
+    for (int i = 0; i < 3; ++i) cg.run({{"x", xv}});  // the engines profile their levels
+    std::vector<double> t;
+    for (int i = 0; i < 5; ++i) {
+      const double t0 = now_s();
+      cg.run({{"x", xv}});
+      t.push_back((now_s() - t0) * 1e3);
+    }
+    std::sort(t.begin(), t.end());
+    return t[2];
+  }
+};
+
+void expect_makespan(double got, double want) {
+  // Sleeps end late, never early (by a scheduling delay on a busy machine): a tighter bound
+  // below than above.
+  EXPECT_GT(got, want * 0.97);
+  EXPECT_LT(got, want * 1.12 + 1.0);
+}
+
+TEST(Replay, DiamondMakespanIsAnalytic) {
+  const Diamond d;
+  ASSERT_EQ(d.profile.nodes.size(), 3u);
+  // Two executors of one thread: a and b side by side, then c.
+  expect_makespan(d.replay_ms(CpuEngine::critical_path, 2, 2, 1), 20 + 10);
+  expect_makespan(d.replay_ms(CpuEngine::shared_queue, 2, 2, 1), 20 + 10);
+  // One thread: everything in turn.
+  expect_makespan(d.replay_ms(CpuEngine::sequential, 1, 1, 1), 20 + 20 + 10);
+  // Two threads, one executor: the measured 2-thread times in turn.
+  expect_makespan(d.replay_ms(CpuEngine::sequential, 2, 1, 2), 12 + 12 + 10);
+  // 8 virtual cores on this machine's fewer real ones: 2 executors of 4 threads, Amdahl
+  // beyond the profile (20 (0.2 + 0.8 / 4) = 8).
+  expect_makespan(d.replay_ms(CpuEngine::critical_path, 8, 2, 4), 8 + 10);
+  // 4 executors of one thread on 4 virtual cores: two of them have nothing to do.
+  expect_makespan(d.replay_ms(CpuEngine::critical_path, 4, 4, 1), 20 + 10);
+}
+
+TEST(Replay, CorunSlowsAKernelStartedBesideAnother) {
+  // Measured co-running slowdown 1.5 for tanh and sigmoid: the one of a and b that starts
+  // second (beside the other) takes 30 ms, then c.
+  Diamond d;
+  d.profile.corun = {{"tanh", 1.5}, {"sigmoid", 1.5}};
+  expect_makespan(d.replay_ms(CpuEngine::critical_path, 2, 2, 1), 30 + 10);
+  // Alone (one executor) nothing is beside it.
+  expect_makespan(d.replay_ms(CpuEngine::critical_path, 1, 1, 1), 20 + 20 + 10);
+}
+
+TEST(Replay, NodeMissingFromProfileIsNamed) {
+  Diamond d;
+  const std::string gone = d.profile.nodes.back().label;
+  d.profile.nodes.pop_back();
+  d.profile.source = "diamond.json";
+  try {
+    d.replay_ms(CpuEngine::critical_path, 2, 2, 1);
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("diamond.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(gone), std::string::npos) << e.what();
+  }
+}
+
+class ProfileFile : public ::testing::Test {
+ protected:
+  fs::path path =
+      fs::temp_directory_path() / ("hetgraph_replay_" + std::to_string(::getpid()) + ".json");
+  void TearDown() override { fs::remove(path); }
+  void write(const std::string& text) { std::ofstream(path) << text; }
+  void expect_error(const std::string& text, const std::string& says) {
+    write(text);
+    try {
+      detail::cpu::load_profile(path.string());
+      FAIL() << "expected a DataError for: " << text;
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path.string()), std::string::npos) << what;
+      EXPECT_NE(what.find(says), std::string::npos) << what;
+    }
+  }
+};
+
+TEST_F(ProfileFile, RoundTrips) {
+  ReplayProfile p;
+  p.workload = "w";
+  p.machine = "a \"quoted\" machine";
+  p.cores = 16;
+  p.team_sizes = {1, 2, 4};
+  p.nodes = {{"#3 (matmul)", "matmul", {10.5, 6, 4}}, {"'y' (#4, add)", "add", {1, 1, 1}}};
+  p.corun = {{"matmul", 1.25}};
+  detail::cpu::save_profile(p, path.string());
+  const ReplayProfile q = detail::cpu::load_profile(path.string());
+  EXPECT_EQ(q.machine, p.machine);
+  EXPECT_EQ(q.cores, 16);
+  EXPECT_EQ(q.team_sizes, p.team_sizes);
+  ASSERT_EQ(q.nodes.size(), 2u);
+  EXPECT_EQ(q.nodes[1].label, "'y' (#4, add)");
+  EXPECT_EQ(q.nodes[0].us, p.nodes[0].us);
+  EXPECT_EQ(q.source, path.string());
+  EXPECT_EQ(q.corun, p.corun);
+}
+
+TEST_F(ProfileFile, BadFilesAreDataErrorsNamingTheFile) {
+  const std::string head =
+      R"({"format": "hetgraph-replay-profile", "version": 1, "cores": 2, "team_sizes": [1, 2], )";
+  expect_error("", "unexpected end of file");
+  expect_error("{\"format\": \"hetgraph-replay-profile\", ", "expected a string");
+  expect_error(R"({"format": "something else", "version": 1})", "format");
+  expect_error(R"({"format": "hetgraph-replay-profile", "version": 2})", "version");
+  expect_error(head + R"("nodes": [{"label": "a", "op": "add", "us": [1]}]})",
+               "one time per team size");
+  expect_error(head + R"("nodes": [{"label": "a", "op": "add", "us": [1, -2]}]})", ">= 0");
+  expect_error(
+      R"({"format": "hetgraph-replay-profile", "version": 1, "cores": 2, "team_sizes": [2, 4], "nodes": []})",
+      "start at 1");
+  expect_error(head + R"("nodes": []} trailing)", "text after");
+  expect_error(head + R"("nodes": [], "corun": {"add": 0.5}})", "corun");
+  fs::remove(path);
+  try {
+    detail::cpu::load_profile(path.string());
+    FAIL() << "expected a DataError for a missing file";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
