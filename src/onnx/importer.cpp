@@ -71,10 +71,10 @@ class Importer {
                                    [&](const ir::ValueInfo& i) { return i.name == v.name; });
       in[v.name] = {it->elem, Dims(v.shape.dims().begin(), v.shape.dims().end()), true};
     }
-    for (const auto& [name, dims] : empty_inputs_) {
+    for (const auto& e : empty_inputs_) {  // (clang 14 captures no structured bindings)
       const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
-                                   [&](const ir::ValueInfo& i) { return i.name == name; });
-      in[name] = {it->elem, dims, true};
+                                   [&](const ir::ValueInfo& i) { return i.name == e.first; });
+      in[e.first] = {it->elem, e.second, true};
     }
     for (const auto& given : opt_.input_values) {
       const std::string& name = given.first;
