@@ -817,15 +817,15 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
             if (local[u] < 0) {
               // An input that only lends its shape (grad_seed's loss, sum_to's target): a
               // stand-in without data or work, never a transfer.
-              PlanNode stub;
-              stub.gid = kNoGid;
-              stub.op = OpKind::Group;
-              stub.storage = Storage::None;
-              stub.type = stub.declared = p.nodes[u].type;
-              stub.label = p.nodes[u].label + " (its shape)";
-              stub.device = dev;
+              PlanNode shape_only;
+              shape_only.gid = kNoGid;
+              shape_only.op = OpKind::Group;
+              shape_only.storage = Storage::None;
+              shape_only.type = shape_only.declared = p.nodes[u].type;
+              shape_only.label = p.nodes[u].label + " (its shape)";
+              shape_only.device = dev;
               local[u] = static_cast<std::int64_t>(part->nodes.size());
-              part->nodes.push_back(std::move(stub));
+              part->nodes.push_back(std::move(shape_only));
               global_of[d].push_back(u);
             }
             copy.inputs[k] = static_cast<std::uint32_t>(local[u]);
