@@ -33,11 +33,11 @@ test-asan: deps
 	@cmake --build --preset asan
 	ctest --preset asan
 
-# ThreadSanitizer: the library and the engine and tuning tests only (the engines are what is threaded).
+# ThreadSanitizer: the library and the engine, tuning and input-pipeline tests only (what is threaded).
 test-tsan: deps
 	@cmake --preset tsan >/dev/null
-	@cmake --build --preset tsan --target test_engine test_tuning
-	ctest --preset tsan -R "^(test_engine|test_tuning)$$"
+	@cmake --build --preset tsan --target test_engine test_tuning test_pipeline
+	ctest --preset tsan -R "^(test_engine|test_tuning|test_pipeline)$$"
 
 # libFuzzer targets (clang, ASan+UBSan) in a project of their own: only the parsers' sources.
 fuzz-build: deps

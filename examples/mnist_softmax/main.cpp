@@ -4,7 +4,8 @@
 //                                [--platform cpu|opencl|hetero] [--threads N] [--json]
 //                                [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]
 //                                [--optimizer sgd|momentum|nesterov|adam|adamw|rmsprop|adagrad]
-//                                [--weight-decay X] [--shuffle SEED]
+//                                [--weight-decay X] [--shuffle SEED] [--pipeline auto|on|off]
+//                                [--trace FILE]
 //
 // --optimizer other than sgd trains with hetgraph::minimize (one fused update per variable,
 // its state in variables that --checkpoint saves); --shuffle visits the training images in a
@@ -28,9 +29,11 @@
 // to the CPU: x and the product cross between them every step.
 //
 // The backward pass comes from hetgraph::sgd (autodiff), W and b start at zero and live in the
-// compiled graph between steps, batches go in order (no shuffling) straight into the graph's
-// mapped input buffers. Timing with PAPI: setup (compile), copy (writing batches), compute
-// (runs), train (the whole loop); instructions and cycles where counters exist.
+// compiled graph between steps, batches go in order (no shuffling) through the input pipeline
+// (hetgraph::data::BatchLoader: a background thread converts batch k + 1 while step k runs;
+// --pipeline off converts it between the steps). Timing with PAPI: setup (compile), copy (waiting
+// for / converting batches), compute (runs), train (the whole loop); instructions and cycles where
+// counters exist.
 #include <sched.h>
 
 #include <algorithm>
@@ -95,9 +98,6 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   const std::int64_t B = args.batch / ranks;  // rows per rank and step
   const std::int64_t steps = mnist.train.count / B;
   if (steps == 0) throw DataError("--batch " + std::to_string(B) + " exceeds the training set");
-  data::BatchOrder order(
-      mnist.train.count, B,
-      args.shuffle >= 0 ? std::optional<std::uint64_t>(args.shuffle) : std::nullopt);
   if (mnist.train.count % B != 0 && lead) {
     std::fprintf(stderr,
                  "note: the last %lld training images do not fill a batch and are skipped\n",
@@ -139,13 +139,26 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
     std::fprintf(stderr, "resumed from checkpoint %s\n", args.load.c_str());
   }
 
-  std::span<float> xb = train.mapped_input("x");
-  std::span<std::int32_t> yb = train.mapped_input_i32("y");
-  const FeedItem feeds[] = {{"x", xb}, {"y", yb}};
-
-  // Batches are converted with the executor-0 team's threads: more would spin on the cores the
-  // other executors are pinned to.
-  const int copy_threads = train.engine_report().lanes.front().threads;
+  // Batches are converted by the loader's thread while the previous step runs (--pipeline on),
+  // or in the loop with the executor-0 team's threads (more would spin on the cores the other
+  // executors are pinned to). Either way the same bits reach the graph. auto: in the background
+  // only if the graph leaves a core free; a loader thread sharing a core with spinning
+  // executors waits for the run to end and slows the steps (bench/README.md, input pipeline).
+  const EngineReport engine = train.engine_report();
+  int compute_threads = 0;
+  for (const auto& lane : engine.lanes) compute_threads += lane.threads;
+  const bool background = args.pipeline == "on" ||
+                          (args.pipeline == "auto" &&
+                           compute_threads < static_cast<int>(std::thread::hardware_concurrency()));
+  data::BatchLoader loader(
+      mnist.train, B,
+      {.seed = args.shuffle >= 0 ? std::optional<std::uint64_t>(args.shuffle) : std::nullopt,
+       .background = background,
+       .threads = background ? 1 : engine.lanes.front().threads});
+  if (!args.trace.empty()) {
+    train.start_trace(args.trace);
+    loader.trace_into(train);
+  }
   Counters counters;
   if (!counters.available() && lead) std::fprintf(stderr, "note: %s\n", counters.note().c_str());
   double copy_s = 0, compute_s = 0, final_loss = 0;
@@ -153,17 +166,12 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   counters.start();
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
     double loss_sum = 0;
-    order.start_epoch(epoch);
+    loader.start_epoch(epoch);
     for (std::int64_t s = 0; s < steps; ++s) {
       double t = now_s();
-      if (order.shuffled()) {
-        mnist.train.gather(order.batch(s), xb, yb, copy_threads);
-      } else {  // file order: batch s is images [s B, (s + 1) B)
-        mnist.train.images(s * B, B, xb, copy_threads);
-        std::memcpy(yb.data(), mnist.train.labels.data() + s * B, yb.size_bytes());
-      }
+      const data::Batch batch = loader.next();  // waits only if the fill is not done yet
       const double t1 = now_s();
-      train.run(feeds);
+      train.run({{"x", batch.images}, {"y", batch.labels}});
       const double t2 = now_s();
       copy_s += t1 - t;
       compute_s += t2 - t1;
@@ -186,6 +194,7 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   }
   const CounterValues cv = counters.stop();
   const double train_s = now_s() - train_t0;
+  if (!args.trace.empty()) train.stop_trace();
 
   // Test accuracy: the same graph compiled forward-only for the whole test set, with the
   // trained variables written in.
@@ -238,12 +247,13 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
         "\"batch\":%d,"
         "\"lr\":%g,\"setup_s\":%.6f,\"copy_s\":%.6f,\"compute_s\":%.6f,\"train_s\":%.6f,"
         "\"final_loss\":%.8f,\"test_accuracy\":%.6f,\"counters\":%s,\"instructions\":%lld,"
-        "\"cycles\":%lld,\"ranks\":%d,\"optimizer\":\"%s\",\"weight_decay\":%g,\"shuffle\":%d}\n",
+        "\"cycles\":%lld,\"ranks\":%d,\"optimizer\":\"%s\",\"weight_decay\":%g,\"shuffle\":%d,"
+        "\"pipeline\":\"%s\"}\n",
         platform.name().c_str(), er.engine.c_str(), static_cast<int>(er.lanes.size()),
         er.lanes.front().threads, args.threads, args.epochs, args.batch,
         static_cast<double>(args.lr), setup_s, copy_s, compute_s, train_s, final_loss, accuracy,
         cv.available ? "true" : "false", cv.instructions, cv.cycles, ranks, args.optimizer.c_str(),
-        static_cast<double>(args.weight_decay), args.shuffle);
+        static_cast<double>(args.weight_decay), args.shuffle, background ? "on" : "off");
   }
   return 0;
 }

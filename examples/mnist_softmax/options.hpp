@@ -25,7 +25,9 @@ struct Args {
   bool data_parallel = false;  // one process per share of each batch (under mpirun)
   std::string optimizer = "sgd";  // hetgraph::Optimizer::named
   float weight_decay = 0.0f;
-  int shuffle = -1;  // --shuffle SEED: a seeded order per epoch; -1: file order
+  int shuffle = -1;               // --shuffle SEED: a seeded order per epoch; -1: file order
+  std::string pipeline = "auto";  // on: a background thread fills batches; off: the loop does
+  std::string trace;              // --trace PATH: Chrome trace of the training runs
 };
 
 inline constexpr const char* kUsage =
@@ -35,11 +37,16 @@ inline constexpr const char* kUsage =
     "                     [--executors NxT] [--threads N] [--json] [--data-parallel]\n"
     "                     [--save MODEL.onnx] [--checkpoint FILE] [--load FILE]\n"
     "                     [--optimizer sgd|momentum|nesterov|adam|adamw|rmsprop|adagrad]\n"
-    "                     [--weight-decay X] [--shuffle SEED]\n"
+    "                     [--weight-decay X] [--shuffle SEED] [--pipeline auto|on|off]\n"
+    "                     [--trace FILE]\n"
     "  --optimizer: the update rule (PyTorch's definitions and defaults, --lr for all); sgd is\n"
     "               the default; the others work on one process (not with --data-parallel)\n"
     "  --shuffle SEED: a shuffled order of the training images in every epoch, drawn from SEED\n"
     "                  and the epoch (deterministic); the default is file order\n"
+    "  --pipeline: on, the next batch is converted by a background thread while the step\n"
+    "              runs (hetgraph::data::BatchLoader); off, between the steps; auto (default),\n"
+    "              on when the graph's threads leave a core free\n"
+    "  --trace FILE: the training runs and the pipeline's fills as a Chrome trace (Perfetto)\n"
     "  --data-parallel: under mpirun -np P, each process trains on its P-th of every batch\n"
     "                   (--batch is the global batch, a multiple of P; rank 0 checkpoints)";
 
@@ -67,7 +74,9 @@ inline hetgraph::cli::Parser parser(Args& a) {
       .choice("--optimizer", a.optimizer,
               {"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad"})
       .real("--weight-decay", a.weight_decay, 0.0, 1e6)
-      .integer("--shuffle", a.shuffle, 0, 2147483647);
+      .integer("--shuffle", a.shuffle, 0, 2147483647)
+      .choice("--pipeline", a.pipeline, {"auto", "on", "off"})
+      .text("--trace", a.trace);
   return p;
 }
 

@@ -418,6 +418,12 @@ class CompiledGraph {
   /// to `path` by stop_trace() or when the graph is destroyed. Opens in Perfetto.
   void start_trace(const std::string& path);
   void stop_trace();
+  /// While a trace is recorded: an event that happened outside the graph (an input pipeline
+  /// filling the next batch) on a lane of its own named `lane`, below the executors' lanes.
+  /// Times in nanoseconds of std::chrono::steady_clock. Without a trace, nothing happens.
+  ///   cg.trace_event("input pipeline", "fill batch 3", t0_ns, t1_ns);
+  void trace_event(const std::string& lane, const std::string& name, std::int64_t start_ns,
+                   std::int64_t end_ns);
 
   Shape shape(Node n) const;
   /// Name of the kernel implementation chosen for a node (e.g. "dnnl_matmul").

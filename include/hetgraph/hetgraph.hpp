@@ -15,5 +15,6 @@
 #include "hetgraph/distributed.hpp"
 #include "hetgraph/error.hpp"
 #include "hetgraph/graph.hpp"
+#include "hetgraph/pipeline.hpp"
 #include "hetgraph/tensor.hpp"
 #include "hetgraph/timer.hpp"

@@ -232,5 +232,9 @@ void CompiledGraph::start_trace(const std::string& path) {
 void CompiledGraph::stop_trace() {
   live("stop_trace").stop_trace();
 }
+void CompiledGraph::trace_event(const std::string& lane, const std::string& name,
+                                std::int64_t start_ns, std::int64_t end_ns) {
+  live("trace_event").trace_event(lane, name, start_ns, end_ns);
+}
 
 }  // namespace hetgraph

@@ -250,6 +250,12 @@ void Executable::stop_trace() {
   t->flush();
 }
 
+void Executable::trace_event(const std::string& lane, const std::string& name,
+                             std::int64_t start_ns, std::int64_t end_ns) {
+  Use use(*this, "trace_event");
+  if (trace_) trace_->add_external(lane, name, start_ns, end_ns);
+}
+
 // ---- feeds ---------------------------------------------------------------------------------
 
 namespace {

@@ -104,6 +104,8 @@ class Executable {
   virtual EngineReport engine_report() const;
   void start_trace(const std::string& path);
   void stop_trace();
+  void trace_event(const std::string& lane, const std::string& name, std::int64_t start_ns,
+                   std::int64_t end_ns);
 
   /// Per-node execution records of the last run while recording (tests check schedules).
   struct Event {

@@ -1,5 +1,6 @@
 #include "common/trace.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,11 @@
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
+
+namespace {
+// Executor and queue lanes count from 0; lanes from outside the graph come after them.
+constexpr std::size_t kExternalLane = 1000;
+}  // namespace
 
 std::string json_escape(const std::string& s) {
   std::string o;
@@ -67,7 +73,18 @@ void TraceWriter::add(const std::string& name, const std::string& category, int 
              "\",\"ph\":\"X\"," + times + ",\"pid\":1,\"tid\":" + std::to_string(lane) +
              ",\"args\":{\"node\":\"" + json_escape(node_label) + "\",\"op\":\"" +
              json_escape(category) + "\",\"run\":" + std::to_string(run) +
-             ",\"in_bytes\":" + std::to_string(in_bytes) + ",\"out_bytes\":" + std::to_string(out_bytes) + "}}";
+             ",\"in_bytes\":" + std::to_string(in_bytes) +
+             ",\"out_bytes\":" + std::to_string(out_bytes) + "}}";
+}
+
+void TraceWriter::add_external(const std::string& lane, const std::string& name,
+                               std::int64_t start_ns, std::int64_t end_ns) {
+  std::size_t i = 0;
+  while (i < external_.size() && external_[i] != lane) ++i;
+  if (i == external_.size()) external_.push_back(lane);
+  if (origin_ns_ >= 0) start_ns = std::max(start_ns, origin_ns_);
+  end_ns = std::max(end_ns, start_ns);
+  add(name, "external", static_cast<int>(kExternalLane + i), start_ns, end_ns, name, -1, 0, 0);
 }
 
 void TraceWriter::flush() {
@@ -76,6 +93,11 @@ void TraceWriter::flush() {
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
     out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" + std::to_string(i) +
            ",\"args\":{\"name\":\"" + json_escape(lanes_[i]) + "\"}}";
+  }
+  for (std::size_t i = 0; i < external_.size(); ++i) {
+    out += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" +
+           std::to_string(kExternalLane + i) + ",\"args\":{\"name\":\"" +
+           json_escape(external_[i]) + "\"}}";
   }
   if (!events_.empty()) out += ",\n" + events_;
   out += "\n]}\n";
