@@ -1,0 +1,92 @@
+"""The network, data and optimizer of examples/fashion_cnn in PyTorch: one JSON line per epoch.
+
+  /usr/bin/python3 bench/fashion_cnn/torch_train.py --threads 2 --epochs 2
+
+The same IDX files (Debian's dataset-fashion-mnist), images scaled to [0, 1] once up front,
+batches of 100 in a shuffled order per epoch, conv 3x3 16 + relu + max pool 2, conv 3x3 32 +
+relu + max pool 2, dense 1568x128 + relu, dense 128x10, softmax cross-entropy, Adam (lr 1e-3,
+PyTorch's defaults, which hetgraph's Optimizer::adam follows). epoch_s times the training
+loop alone (as the example does); test accuracy is computed after it, untimed.
+"""
+import argparse
+import gzip
+import json
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def idx(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def find(d, stem):
+    for sep in ("-", "."):
+        for ext in ("", ".gz"):
+            kind = "idx3-ubyte" if "images" in stem else "idx1-ubyte"
+            p = os.path.join(d, f"{stem}{sep}{kind}{ext}")
+            if os.path.exists(p):
+                return p
+    raise FileNotFoundError(f"{stem} in {d}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    xtr = torch.from_numpy(idx(find(a.data, "train-images")).astype(np.float32) / 255.0)
+    ytr = torch.from_numpy(idx(find(a.data, "train-labels")).astype(np.int64))
+    xte = torch.from_numpy(idx(find(a.data, "t10k-images")).astype(np.float32) / 255.0)
+    yte = torch.from_numpy(idx(find(a.data, "t10k-labels")).astype(np.int64))
+    xtr, xte = xtr.reshape(-1, 1, 28, 28), xte.reshape(-1, 1, 28, 28)
+    model = nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+    for m in model:
+        if isinstance(m, (nn.Conv2d, nn.Linear)):  # He-normal and zero bias, as the example
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            nn.init.zeros_(m.bias)
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    loss_fn = nn.CrossEntropyLoss()
+    steps = xtr.shape[0] // a.batch
+    g = torch.Generator().manual_seed(a.seed)
+    for epoch in range(1, a.epochs + 1):
+        perm = torch.randperm(xtr.shape[0], generator=g)
+        t0 = time.perf_counter()
+        model.train()
+        total = 0.0
+        for k in range(steps):
+            ids = perm[k * a.batch:(k + 1) * a.batch]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xtr[ids]), ytr[ids])
+            loss.backward()
+            opt.step()
+            total += loss.item()
+        epoch_s = time.perf_counter() - t0
+        model.eval()
+        with torch.no_grad():
+            acc = sum((model(xte[i:i + 500]).argmax(1) == yte[i:i + 500]).sum().item()
+                      for i in range(0, xte.shape[0], 500)) / xte.shape[0]
+        print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "threads": a.threads,
+                          "epoch": epoch, "batch": a.batch, "mean_loss": round(total / steps, 6),
+                          "test_accuracy": acc, "epoch_s": round(epoch_s, 4)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
