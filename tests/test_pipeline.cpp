@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "hetgraph/hetgraph.hpp"
 #include "idx_files.hpp"
@@ -145,6 +146,25 @@ TEST(Pipeline, BadAndShortFilesAreDataErrors) {
   const Mnist m = load_mnist(dir.string());
   EXPECT_THROW(BatchLoader(m.train, 4), DataError);
   fs::remove_all(dir);
+}
+
+TEST(Pipeline, OptionsForAGraph) {
+  Graph g;
+  auto x = g.input("x");
+  auto y = reduce_mean(x * x);
+  CompiledGraph cg = GraphCompiler(Platform::cpu({.threads = 1})).compile(g, {{"x", {4, 4}}}, {y});
+  const LoaderOptions on = loader_options(cg, 5, Background::on);
+  EXPECT_TRUE(on.background);
+  EXPECT_EQ(on.threads, 1);
+  EXPECT_EQ(on.seed, std::optional<std::uint64_t>(5));
+  const LoaderOptions off = loader_options(cg, std::nullopt, Background::off);
+  EXPECT_FALSE(off.background);
+  EXPECT_EQ(off.threads, 1);  // the graph's one thread
+  // One compute thread leaves a core free wherever there are two.
+  EXPECT_EQ(loader_options(cg, std::nullopt).background, std::thread::hardware_concurrency() > 1);
+  const Split s = synthetic(100);
+  EXPECT_TRUE(BatchLoader(s, 10, on).background());
+  EXPECT_FALSE(BatchLoader(s, 10, off).background());
 }
 
 // A training loop that throws mid-epoch (a bad feed, then an error of the caller's own)

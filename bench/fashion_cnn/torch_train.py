@@ -9,33 +9,18 @@ PyTorch's defaults, which hetgraph's Optimizer::adam follows). epoch_s times the
 loop alone (as the example does); test accuracy is computed after it, untimed.
 """
 import argparse
-import gzip
 import json
 import os
+import sys
 import time
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-
-def idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
-def find(d, stem):
-    for sep in ("-", "."):
-        for ext in ("", ".gz"):
-            kind = "idx3-ubyte" if "images" in stem else "idx1-ubyte"
-            p = os.path.join(d, f"{stem}{sep}{kind}{ext}")
-            if os.path.exists(p):
-                return p
-    raise FileNotFoundError(f"{stem} in {d}")
+# The IDX reader of the softmax example's numpy reference.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
+from mnist_reference import find, read_idx  # noqa: E402
 
 
 def main():
@@ -49,10 +34,12 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    xtr = torch.from_numpy(idx(find(a.data, "train-images")).astype(np.float32) / 255.0)
-    ytr = torch.from_numpy(idx(find(a.data, "train-labels")).astype(np.int64))
-    xte = torch.from_numpy(idx(find(a.data, "t10k-images")).astype(np.float32) / 255.0)
-    yte = torch.from_numpy(idx(find(a.data, "t10k-labels")).astype(np.int64))
+    def load(stem, kind):
+        return read_idx(find(a.data, stem, kind))
+    xtr = torch.from_numpy(load("train-images", "idx3-ubyte").astype(np.float32) / 255.0)
+    ytr = torch.from_numpy(load("train-labels", "idx1-ubyte").astype(np.int64))
+    xte = torch.from_numpy(load("t10k-images", "idx3-ubyte").astype(np.float32) / 255.0)
+    yte = torch.from_numpy(load("t10k-labels", "idx1-ubyte").astype(np.int64))
     xtr, xte = xtr.reshape(-1, 1, 28, 28), xte.reshape(-1, 1, 28, 28)
     model = nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

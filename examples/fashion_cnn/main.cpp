@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/cli.hpp"
@@ -114,16 +113,12 @@ int run(const Args& a) {
   CompiledGraph test = GraphCompiler(platform).compile(g, {{"x", {TB, pixels}}}, {m.logits});
   const double setup_s = now_s() - t0;
 
-  const EngineReport engine = train.engine_report();
-  int compute_threads = 0;
-  for (const auto& lane : engine.lanes) compute_threads += lane.threads;
-  const bool background = a.pipeline == "on" ||
-                          (a.pipeline == "auto" &&
-                           compute_threads < static_cast<int>(std::thread::hardware_concurrency()));
-  data::BatchLoader loader(ds.train, B,
-                           {.seed = static_cast<std::uint64_t>(a.seed),
-                            .background = background,
-                            .threads = background ? 1 : engine.lanes.front().threads});
+  data::BatchLoader loader(
+      ds.train, B,
+      data::loader_options(train, static_cast<std::uint64_t>(a.seed),
+                           a.pipeline == "on"    ? data::Background::on
+                           : a.pipeline == "off" ? data::Background::off
+                                                 : data::Background::automatic));
   if (!a.trace.empty()) {
     train.start_trace(a.trace);
     loader.trace_into(train);
@@ -173,9 +168,9 @@ int run(const Args& a) {
           "{\"example\":\"fashion_cnn\",\"epoch\":%d,\"train_images\":%lld,\"batch\":%d,"
           "\"threads\":%d,\"pipeline\":\"%s\",\"mean_loss\":%.6f,\"test_accuracy\":%.6f,"
           "\"epoch_s\":%.4f,\"wait_s\":%.4f,\"setup_s\":%.4f}\n",
-          epoch, static_cast<long long>(ds.train.count), a.batch, compute_threads,
-          background ? "on" : "off", last_loss, last_acc, epoch_s, loader.stats().wait_s - w0,
-          setup_s);
+          epoch, static_cast<long long>(ds.train.count), a.batch, a.threads,
+          loader.background() ? "on" : "off", last_loss, last_acc, epoch_s,
+          loader.stats().wait_s - w0, setup_s);
     }
   }
   if (!a.trace.empty()) train.stop_trace();

@@ -140,21 +140,15 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   }
 
   // Batches are converted by the loader's thread while the previous step runs (--pipeline on),
-  // or in the loop with the executor-0 team's threads (more would spin on the cores the other
-  // executors are pinned to). Either way the same bits reach the graph. auto: in the background
-  // only if the graph leaves a core free; a loader thread sharing a core with spinning
-  // executors waits for the run to end and slows the steps (bench/README.md, input pipeline).
-  const EngineReport engine = train.engine_report();
-  int compute_threads = 0;
-  for (const auto& lane : engine.lanes) compute_threads += lane.threads;
-  const bool background = args.pipeline == "on" ||
-                          (args.pipeline == "auto" &&
-                           compute_threads < static_cast<int>(std::thread::hardware_concurrency()));
+  // or in the loop (off); auto: in the background only where the graph leaves a core free.
+  // Either way the same bits reach the graph.
   data::BatchLoader loader(
       mnist.train, B,
-      {.seed = args.shuffle >= 0 ? std::optional<std::uint64_t>(args.shuffle) : std::nullopt,
-       .background = background,
-       .threads = background ? 1 : engine.lanes.front().threads});
+      data::loader_options(
+          train, args.shuffle >= 0 ? std::optional<std::uint64_t>(args.shuffle) : std::nullopt,
+          args.pipeline == "on"    ? data::Background::on
+          : args.pipeline == "off" ? data::Background::off
+                                   : data::Background::automatic));
   if (!args.trace.empty()) {
     train.start_trace(args.trace);
     loader.trace_into(train);
@@ -253,7 +247,7 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
         er.lanes.front().threads, args.threads, args.epochs, args.batch,
         static_cast<double>(args.lr), setup_s, copy_s, compute_s, train_s, final_loss, accuracy,
         cv.available ? "true" : "false", cv.instructions, cv.cycles, ranks, args.optimizer.c_str(),
-        static_cast<double>(args.weight_decay), args.shuffle, background ? "on" : "off");
+        static_cast<double>(args.weight_decay), args.shuffle, loader.background() ? "on" : "off");
   }
   return 0;
 }

@@ -4,6 +4,8 @@
 //
 //   auto mnist = hetgraph::data::load_mnist("/usr/share/datasets/fashion-mnist");
 //   hetgraph::data::BatchLoader loader(mnist.train, 500, {.seed = 7});   // no seed: file order
+//   // or, in the background only where cg's executors leave a core free:
+//   //   BatchLoader loader(mnist.train, 500, hetgraph::data::loader_options(cg, 7));
 //   loader.trace_into(cg);        // its fills on a lane of cg's trace ("input pipeline")
 //   for (int epoch = 1; epoch <= epochs; ++epoch) {
 //     loader.start_epoch(epoch);  // draws the epoch's order and starts filling batch 0
@@ -57,6 +59,17 @@ struct LoaderOptions {
   int threads = 1;
 };
 
+enum class Background : std::uint8_t { automatic, on, off };
+
+/// Options for a loader feeding `cg`: `on` fills in the loader's thread (one converting
+/// thread), `off` in next() with the team of cg's first executor (more threads would spin on
+/// cores the other executors own), `automatic` picks `on` only if cg's executors leave a core
+/// of this machine free. A loader's thread sharing a core with spinning executors is kept off
+/// the CPU until the run ends and makes steps slower (bench/README.md, "Input pipeline").
+///   BatchLoader loader(split, 100, loader_options(cg, /*seed=*/7));
+LoaderOptions loader_options(const CompiledGraph& cg, std::optional<std::uint64_t> seed,
+                             Background mode = Background::automatic);
+
 /// Seconds, summed since construction.
 struct LoaderStats {
   double fill_s = 0;  // converting batches (in the loader's thread when background)
@@ -75,6 +88,8 @@ class BatchLoader {
 
   std::int64_t batches() const;
   std::int64_t batch_size() const;
+  /// Whether a background thread fills the batches (LoaderOptions::background).
+  bool background() const;
   /// Draws epoch `epoch`'s order and starts filling its first batch. Batches of the previous
   /// epoch not yet taken are dropped.
   void start_epoch(int epoch);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "hetgraph/compiler.hpp"
@@ -164,6 +165,9 @@ std::int64_t BatchLoader::batches() const {
 std::int64_t BatchLoader::batch_size() const {
   return s_->order.batch_size();
 }
+bool BatchLoader::background() const {
+  return s_->worker.joinable();
+}
 
 void BatchLoader::start_epoch(int epoch) {
   State& s = *s_;
@@ -218,6 +222,19 @@ Batch BatchLoader::next() {
   s.next_batch = k + 1;
   ++s.taken;
   return {k, slot.images.span(), slot.labels.span()};
+}
+
+LoaderOptions loader_options(const CompiledGraph& cg, std::optional<std::uint64_t> seed,
+                             Background mode) {
+  const EngineReport engine = cg.engine_report();
+  int threads = 0;
+  for (const auto& lane : engine.lanes) threads += lane.threads;
+  const bool background =
+      mode == Background::on || (mode == Background::automatic &&
+                                 threads < static_cast<int>(std::thread::hardware_concurrency()));
+  return {.seed = seed,
+          .background = background,
+          .threads = background || engine.lanes.empty() ? 1 : engine.lanes.front().threads};
 }
 
 void BatchLoader::trace_into(CompiledGraph& cg, std::string lane) {
