@@ -20,6 +20,33 @@ kernel void embedding_fwd(global const float* table, global const int* ids, glob
   }
 }
 
+// embedding_concat: one lookup piece of the concat, its rows gathered into the band
+// [offset, offset + dim) of the output's rows of `width`. A bad index: as embedding_fwd.
+kernel void embedding_band(global const float* table, global const int* ids, global float* out,
+                           const int count, const int rows, const int dim, const int width,
+                           const int offset, global int* err, const int slot) {
+  FOR_EACH(e, count * dim) {
+    const int i = (int)e / dim, d = (int)e % dim;
+    const int r = ids[i];
+    float v = 0.0f;
+    if (r < 0 || r >= rows) {
+      if (d == 0) atomic_min(err + slot, i);
+    } else {
+      v = table[r * dim + d];
+    }
+    out[i * width + offset + d] = v;
+  }
+}
+
+// embedding_concat: one value piece [count, dim] copied into its band of the output.
+kernel void value_band(global const float* x, global float* out, const int count, const int dim,
+                       const int width, const int offset) {
+  FOR_EACH(e, count * dim) {
+    const int i = (int)e / dim, d = (int)e % dim;
+    out[i * width + offset + d] = x[e];
+  }
+}
+
 // out[r, :] += sum over the lookups i with ids[i] == r, in order, of g[i, :], into a table the
 // host zeroed first. The first lookup of each row owns the row: it adds every later lookup of
 // the same row in order, so no two work-items write one row and the order is the CPU's.

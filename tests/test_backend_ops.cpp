@@ -209,6 +209,15 @@ std::vector<Row> rows() {
                {uniform("t", {6, 3}, -1, 1, 19)},
                {{"ids", {2, 2}, {5, 0, 3, 5}}},
                [](Graph&, const F& x, const F& i) { return embedding(x[0], i[0]); }});
+  // Two lookups and a value concatenated along the last axis: one embedding_concat node.
+  r.push_back({{OpKind::EmbeddingConcat},
+               "embedding_concat",
+               {uniform("t", {6, 3}, -1, 1, 19), uniform("x", {2, 2, 4}, -1, 1, 20),
+                uniform("u", {4, 2}, -1, 1, 21)},
+               {{"ids", {2, 2}, {5, 0, 3, 5}}, {"jds", {2, 2}, {1, 3, 3, 0}}},
+               [](Graph&, const F& x, const F& i) {
+                 return concat({embedding(x[0], i[0]), x[1], embedding(x[2], i[1])}, -1);
+               }});
   // ---- the ONNX elementwise set
   const In wide = away("a", {3, 4}, 0.2f, 2, 27);
   r.push_back({{OpKind::Abs}, "abs", {wide}, {}, unary(abs)});

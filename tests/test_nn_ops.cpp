@@ -572,6 +572,143 @@ TEST_P(NnOpTest, EmbeddingIndexOutOfRangeIsAFeedError) {
   EXPECT_FLOAT_EQ(cg.read(dt)[1 * 8], 255.0f);
 }
 
+// Wide & deep in small: lookups in tables of different widths, their indices sliced out of one
+// id matrix (computed indices) or fed as they are, concatenated with a dense value in the
+// middle, into a product and a loss. fuse_embedding_concat makes the lookups and the concat one
+// embedding_concat node; the forward value and every variable after SGD steps are the unfused
+// plan's, bitwise, and grouped_embeddings = false keeps one node per lookup.
+struct WideDeepSmall {
+  static constexpr std::int64_t kBatch = 24, kTables = 5, kDense = 3;
+  Graph g;
+  std::vector<Node> vars;
+  Node h, loss, step;
+  InputShapes shapes{
+      {"ids", {kBatch, kTables}}, {"fed", {kBatch}}, {"dense", {kBatch, kDense}}, {"y", {kBatch}}};
+  WideDeepSmall() {
+    auto ids = g.input("ids", DType::i32);
+    auto fed = g.input("fed", DType::i32);
+    auto dense = g.input("dense");
+    auto y = g.input("y", DType::i32);
+    std::vector<Node> pieces;
+    std::int64_t width = kDense + 4;
+    for (std::int64_t t = 0; t < kTables; ++t) {
+      vars.push_back(g.variable("t" + std::to_string(t), {rows(t), 2 + 3 * t},
+                                Initializer::uniform(-1, 1, 40 + static_cast<std::uint64_t>(t))));
+      pieces.push_back(embedding(vars.back(), reshape(slice(ids, 1, t, t + 1), {kBatch})));
+      width += 2 + 3 * t;
+      if (t == 2) pieces.push_back(dense);
+    }
+    vars.push_back(g.variable("tf", {9, 4}, Initializer::uniform(-1, 1, 49)));
+    pieces.push_back(embedding(vars.back(), fed).named("fed lookup"));
+    h = concat(std::span<const Node>(pieces), 1).named("features");
+    vars.push_back(g.variable("W", {width, 2}, Initializer::uniform(-1, 1, 50)));
+    loss = reduce_mean(cross_entropy(softmax(matmul(h, vars.back())), y));
+    step = sgd(loss, vars, 0.5f);
+  }
+  static std::int64_t rows(std::int64_t t) { return 20 + 7 * t; }
+  // Feeds for step k: ids repeat rows (duplicate lookups sum their gradients).
+  std::vector<std::pair<std::string, std::vector<std::int32_t>>> ints(std::uint32_t k) const {
+    std::vector<std::int32_t> ids(kBatch * kTables), fed(kBatch), y(kBatch);
+    for (std::int64_t b = 0; b < kBatch; ++b) {
+      for (std::int64_t t = 0; t < kTables; ++t)
+        ids[static_cast<std::size_t>(b * kTables + t)] =
+            static_cast<std::int32_t>((b * 7 + t * 3 + k) % (rows(t) / 2));
+      fed[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b + k) % 9);
+      y[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b + k) % 2);
+    }
+    return {{"ids", ids}, {"fed", fed}, {"y", y}};
+  }
+  void run(CompiledGraph& cg, std::uint32_t k) const {
+    auto iv = ints(k);
+    auto dense = testing_util::random_vec(kBatch * kDense, 70 + k);
+    cg.run({{"ids", iv[0].second}, {"fed", iv[1].second}, {"y", iv[2].second}, {"dense", dense}});
+  }
+};
+
+int live_nodes(const CompiledGraph& cg, detail::OpKind op) {
+  int n = 0;
+  for (const auto& node : detail::executable_of(cg).plan().nodes)
+    n += node.op == op && node.fused_into < 0 && node.has_work();
+  return n;
+}
+
+TEST_P(NnOpTest, GroupedEmbeddingsAreTheUnfusedPlanBitwise) {
+  WideDeepSmall m;
+  auto forward = [&](CompileOptions o) {
+    auto cg = GraphCompiler(GetParam().make(), o).compile(m.g, m.shapes, {m.h});
+    m.run(cg, 0);
+    return std::tuple{cg.read(m.h), live_nodes(cg, detail::OpKind::EmbeddingConcat),
+                      live_nodes(cg, detail::OpKind::Embedding)};
+  };
+  const auto [fused, n_grouped, n_lookups] = forward({});
+  const auto [plain, n_grouped_off, n_lookups_off] = forward({.grouped_embeddings = false});
+  EXPECT_EQ(n_grouped, 1);
+  EXPECT_EQ(n_lookups, 0);
+  EXPECT_EQ(n_grouped_off, 0);
+  EXPECT_EQ(n_lookups_off, 6);
+  EXPECT_TRUE(testing_util::bitwise_equal(fused, plain));
+
+  // Three SGD steps: the lookups' gradients come from the concat's gradient either way.
+  auto train = [&](CompileOptions o) {
+    auto cg = GraphCompiler(GetParam().make(), o).compile(m.g, m.shapes, {m.loss, m.step});
+    std::vector<std::vector<float>> out;
+    for (std::uint32_t k = 0; k < 3; ++k) {
+      m.run(cg, k);
+      out.push_back(cg.read(m.loss));
+    }
+    for (const Node& v : m.vars) out.push_back(cg.read(v));
+    EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat), o.grouped_embeddings ? 1 : 0);
+    return out;
+  };
+  const auto a = train({}), b = train({.grouped_embeddings = false});
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(testing_util::bitwise_equal(a[i], b[i])) << "value " << i;
+  EXPECT_NE(a[0], a[2]);  // the steps did change the model
+}
+
+// A bad index of any lookup in an embedding_concat, computed (sliced out of the ids) or fed,
+// is a FeedError naming the node (in training, a parallel engine may meet the sparse update's
+// check first), the position and the table's rows; the compiled graph stays usable, and a
+// training step changes no variable.
+TEST_P(NnOpTest, GroupedEmbeddingIndexOutOfRangeIsAFeedError) {
+  WideDeepSmall m;
+  auto infer = GraphCompiler(GetParam().make()).compile(m.g, m.shapes, {m.h});
+  auto train = GraphCompiler(GetParam().make()).compile(m.g, m.shapes, {m.loss, m.step});
+  ASSERT_EQ(live_nodes(infer, detail::OpKind::EmbeddingConcat), 1);
+  ASSERT_EQ(live_nodes(train, detail::OpKind::EmbeddingConcat), 1);
+  const std::vector<float> before = train.read(m.vars[3]);
+  auto iv = m.ints(0);
+  const auto dense = testing_util::random_vec(WideDeepSmall::kBatch * WideDeepSmall::kDense, 9);
+  struct Bad {
+    int feed;  // 0: ids (table 3, computed indices), 1: fed
+    std::size_t at;
+    std::int32_t value;
+    std::string pos, range;
+  };
+  for (CompiledGraph* cg : {&infer, &train}) {
+    for (const Bad& bad :
+         {Bad{0, 5 * 5 + 3, 41, "position 5", "[0, 41)"},
+          Bad{0, 7 * 5 + 3, -2, "position 7", "[0, 41)"}, Bad{1, 11, 9, "position 11", "[0, 9)"}}) {
+      auto v = iv;
+      v[static_cast<std::size_t>(bad.feed)].second[bad.at] = bad.value;
+      try {
+        cg->run({{"ids", v[0].second}, {"fed", v[1].second}, {"y", v[2].second}, {"dense", dense}});
+        ADD_FAILURE() << "no error for index " << bad.value;
+      } catch (const FeedError& e) {
+        const std::string msg = e.what();
+        if (cg == &infer) EXPECT_NE(msg.find("'features'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(bad.pos), std::string::npos) << msg;
+        EXPECT_NE(msg.find(bad.range), std::string::npos) << msg;
+      }
+    }
+  }
+  EXPECT_TRUE(testing_util::bitwise_equal(train.read(m.vars[3]), before));
+  m.run(infer, 0);
+  m.run(train, 0);
+  EXPECT_FALSE(testing_util::bitwise_equal(train.read(m.vars[3]), before));
+}
+
 // ONNX Gather: an index outside [-n, n) for the gathered axis is a FeedError naming the node,
 // the value and its position, checked before it is read (CPU: by the kernel; OpenCL: in the
 // device's status slot); -n..-1 count from the back. The graph stays usable. The indices are

@@ -15,6 +15,16 @@
 // table-sized gradient and a pass over the whole table per step: wide & deep's tables hold
 // millions of rows' worth.
 //
+// fuse_embedding_concat (issue 12, parallel-op fusion): a concat along the last axis whose
+// pieces include at least two embedding lookups read by nothing else becomes one
+// embedding_concat node that gathers every table's rows straight into its band of the concat's
+// buffer and copies the other pieces beside them. Wide & deep's 26 lookups and their concat
+// are one node instead of 27, and the rows are written once instead of twice. It is always a
+// win, so no cost test gates it: the fused kernel does a subset of the unfused work (the same
+// row copies, minus the concat's pass over every row) in one dispatch instead of N + 1. The
+// gradient is the unfused graph's: the pass runs after autodiff, and the lookups' gradients
+// read the indices and the concat gradient, never the lookups' values.
+//
 // fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
 // same-shape value (ResNet's residual) takes it as a sum post-op (fused_conv2d, in place over
@@ -217,6 +227,42 @@ struct Fuser {
     }
   }
 
+  // concat(..., embedding(t, ids), ..., x, ...) along the last axis -> embedding_concat(...,
+  // t, ids, ..., x, ...) at i, the lookups (read by the concat alone) absorbed.
+  void embedding_concats() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::Concat || n.type.dtype != DType::f32)
+        continue;
+      const int rank = n.type.shape.rank();
+      if (rank < 1 || (n.attrs.axis != rank - 1 && n.attrs.axis != -1)) continue;
+      LookupPieces lp;
+      std::vector<std::uint32_t> in, absorbed;
+      for (std::uint32_t q : n.inputs) {
+        const PlanNode& e = p.nodes[q];
+        const bool lookup = e.op == OpKind::Embedding && e.storage == Storage::Computed &&
+                            !e.fetched && readers[q] == 1 && e.device == n.device &&
+                            e.type.shape.rank() == rank;
+        lp.lookup.push_back(lookup ? 1 : 0);
+        if (lookup) {
+          in.insert(in.end(), {e.inputs[0], e.inputs[1]});
+          absorbed.push_back(q);
+        } else {
+          in.push_back(q);
+        }
+      }
+      if (absorbed.size() < 2) continue;
+      PlanNode f = n;
+      f.op = OpKind::EmbeddingConcat;
+      f.attrs = Attrs{};
+      f.attrs.set(std::move(lp));
+      f.inputs = std::move(in);
+      if (caps != nullptr && !caps->unsupported(p, f).empty()) continue;
+      p.nodes[i] = std::move(f);
+      for (std::uint32_t q : absorbed) kill(q, i);
+    }
+  }
+
   // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
   void sparse_updates() {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
@@ -248,6 +294,9 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps) {
 }
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).conv_epilogues();
+}
+void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).embedding_concats();
 }
 void fuse_sparse_update(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);
