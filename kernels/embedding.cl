@@ -71,6 +71,33 @@ kernel void embedding_grad(global const float* g, global const int* ids, global 
   }
 }
 
+// embedding_update (fuse_sparse_update, plain SGD): out[r, :] = v[r, :] + beta * (the sum over
+// the lookups i with ids[i] == r, in order from zero, of g[i, :]) for every looked-up row r;
+// the other rows are v's (out is v's buffer, or a copy of it made first). The first lookup of
+// a row owns it, as in embedding_grad: the dense step's expressions and order, so its bits.
+// Each work-item scans the lookups before it (quadratic in the lookups per step, which are a
+// batch's worth, not the table's rows).
+kernel void embedding_update(global const float* v, global const float* g, global const int* ids,
+                             global float* out, const int count, const int rows, const int dim,
+                             const float beta, global int* err, const int slot) {
+  FOR_EACH(e, count * dim) {
+    const int i = (int)e / dim, d = (int)e % dim;
+    const int r = ids[i];
+    if (r < 0 || r >= rows) {
+      if (d == 0) atomic_min(err + slot, i);
+      continue;
+    }
+    bool first = true;
+    for (int j = 0; j < i && first; ++j) first = ids[j] != r;
+    if (!first) continue;
+    float sum = 0.0f;
+    for (int j = i; j < count; ++j) {
+      if (ids[j] == r) sum += g[j * dim + d];
+    }
+    out[r * dim + d] = v[r * dim + d] + beta * sum;
+  }
+}
+
 // check_indices: records the lowest position of an index outside [0, rows) in the status slot
 // (commit_writes checks computed indices this way before any variable is written).
 kernel void check_indices(global const int* ids, global float* out, const int count,

@@ -48,12 +48,11 @@ struct Row {
 };
 
 // Platforms without a kernel for an op, by design (and saying so at compile time): OpenCL runs
-// the unfused graph instead of the CPU's fused products and sparse embedding updates.
+// the unfused graph instead of the CPU's fused products and sparse optimizer updates.
 // Parallel groups pay where kernels run on host threads: the out-of-order queue already runs
 // independent nodes side by side.
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
     {"OpenCL", OpKind::FusedMatMul},
-    {"OpenCL", OpKind::EmbeddingUpdate},
     {"OpenCL", OpKind::SparseOptimizerUpdate},
     {"OpenCL", OpKind::ParallelGroup}};
 
@@ -662,8 +661,8 @@ TEST_P(BackendOps, EveryRowMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, BackendOps, ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
 
-// An SGD step on an embedding table: variables, assigns, groups and (on the CPU, where it is
-// fused) the sparse update, against the reference step v - lr * dL/dv.
+// An SGD step on an embedding table: variables, assigns, groups and the fused sparse update,
+// against the reference step v - lr * dL/dv.
 TEST_P(BackendOps, SparseSgdStepMatchesTheReference) {
   Graph g;
   auto T = g.variable("T", {6, 3}, Initializer::uniform(-1, 1, 7));
