@@ -667,6 +667,45 @@ TEST_P(NnOpTest, GroupedEmbeddingsAreTheUnfusedPlanBitwise) {
   EXPECT_NE(a[0], a[2]);  // the steps did change the model
 }
 
+// The pass takes only lookups the concat alone reads (one also summed stays a node of its
+// own, and is copied in as a value), only along the last axis, and only two or more.
+TEST_P(NnOpTest, GroupedEmbeddingsTakeOnlyLookupsTheConcatAloneReads) {
+  Graph g;
+  auto ids = g.input("ids", DType::i32);
+  std::vector<Node> e;
+  for (std::int64_t t = 0; t < 3; ++t)
+    e.push_back(
+        embedding(g.variable("t" + std::to_string(t), {8, 2 + t},
+                             Initializer::uniform(-1, 1, 60 + static_cast<std::uint64_t>(t))),
+                  ids));
+  auto last = concat({e[0], e[1], e[2]}, -1);  // e[0] is read twice: not absorbed
+  auto shared = reduce_sum(e[0]);
+  auto rows = concat({e[1], e[1]}, 0);  // along the first axis: not fused
+  const std::vector<std::int32_t> iv{7, 0, 3, 3, 5, 1};
+  auto count = [&](CompileOptions o, std::vector<Node> fetch, detail::OpKind op) {
+    auto cg = GraphCompiler(GetParam().make(), o).compile(g, {{"ids", {6}}}, fetch);
+    cg.run({{"ids", iv}});
+    std::vector<float> out;
+    for (const Node& f : fetch) {
+      auto v = cg.read(f);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return std::pair{live_nodes(cg, op), out};
+  };
+  const auto [grouped, a] = count({}, {last, shared}, detail::OpKind::EmbeddingConcat);
+  const auto [lookups, a2] = count({}, {last, shared}, detail::OpKind::Embedding);
+  const auto [off, b] =
+      count({.grouped_embeddings = false}, {last, shared}, detail::OpKind::EmbeddingConcat);
+  EXPECT_EQ(grouped, 1);
+  EXPECT_EQ(lookups, 1);  // e[0]
+  EXPECT_EQ(off, 0);
+  EXPECT_TRUE(testing_util::bitwise_equal(a, b));
+  EXPECT_EQ(count({}, {rows}, detail::OpKind::EmbeddingConcat).first, 0);
+  auto one = concat({e[2], g.input("x")}, 1);
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {6}}, {"x", {6, 4}}}, {one});
+  EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat), 0);  // one lookup: nothing to group
+}
+
 // A bad index of any lookup in an embedding_concat, computed (sliced out of the ids) or fed,
 // is a FeedError naming the node (in training, a parallel engine may meet the sparse update's
 // check first), the position and the table's rows; the compiled graph stays usable, and a
