@@ -48,13 +48,11 @@ struct Row {
 };
 
 // Platforms without a kernel for an op, by design (and saying so at compile time): OpenCL runs
-// the unfused graph instead of the CPU's fused products and sparse optimizer updates.
+// the unfused graph instead of the CPU's fused products.
 // Parallel groups pay where kernels run on host threads: the out-of-order queue already runs
 // independent nodes side by side.
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
-    {"OpenCL", OpKind::FusedMatMul},
-    {"OpenCL", OpKind::SparseOptimizerUpdate},
-    {"OpenCL", OpKind::ParallelGroup}};
+    {"OpenCL", OpKind::FusedMatMul}, {"OpenCL", OpKind::ParallelGroup}};
 
 In uniform(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
   return {name, s, testing_util::random_vec(static_cast<std::size_t>(s.numel()), seed, lo, hi)};
@@ -747,6 +745,16 @@ TEST_P(BackendOps, SparseOptimizerStepsEqualTheDenseOnes) {
     if (o.rule == Optimizer::Rule::adagrad) {
       EXPECT_TRUE(testing_util::bitwise_equal(sparse.read("T/sum"), dense.read("T/sum")));
     }
+    // A bad index: a FeedError, and the table as it was.
+    const std::vector<float> before = sparse.read(T);
+    try {
+      sparse.run({{"ids", std::vector<std::int32_t>{4, 7, 0, 0, 1}},
+                  {"r", testing_util::random_vec(15, 90)}});
+      ADD_FAILURE() << "no error for index 7 of a 7-row table";
+    } catch (const FeedError& e) {
+      EXPECT_NE(std::string(e.what()).find("index 7 at position 1"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(testing_util::bitwise_equal(sparse.read(T), before));
   }
 }
 
