@@ -76,10 +76,12 @@ kernel void embedding_grad(global const float* g, global const int* ids, global 
 // the other rows are v's (out is v's buffer, or a copy of it made first). The first lookup of
 // a row owns it, as in embedding_grad: the dense step's expressions and order, so its bits.
 // Each work-item scans the lookups before it (quadratic in the lookups per step, which are a
-// batch's worth, not the table's rows).
+// batch's worth, not the table's rows). Lookup j's gradient row starts at g[j * gs + goff] (gs =
+// dim, goff = 0, or a band of the concat gradient: GradientBand).
 kernel void embedding_update(global const float* v, global const float* g, global const int* ids,
                              global float* out, const int count, const int rows, const int dim,
-                             const float beta, global int* err, const int slot) {
+                             const int gs, const int goff, const float beta, global int* err,
+                             const int slot) {
   FOR_EACH(e, count * dim) {
     const int i = (int)e / dim, d = (int)e % dim;
     const int r = ids[i];
@@ -92,7 +94,7 @@ kernel void embedding_update(global const float* v, global const float* g, globa
     if (!first) continue;
     float sum = 0.0f;
     for (int j = i; j < count; ++j) {
-      if (ids[j] == r) sum += g[j * dim + d];
+      if (ids[j] == r) sum += g[j * gs + goff + d];
     }
     out[r * dim + d] = v[r * dim + d] + beta * sum;
   }

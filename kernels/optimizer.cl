@@ -54,11 +54,13 @@ kernel void optimizer_update(global float* p, global const float* grad, global c
 // the sum, in lookup order from zero, of its lookups' rows of g (what the dense scatter-add
 // gives it), owned by its first lookup as in embedding_grad; then optimizer_update's
 // expressions for that row (g + 0 * x included), so the dense step's bits. An index outside
-// the table is recorded in the status slot, never written through.
+// the table is recorded in the status slot, never written through. Lookup j's gradient row
+// starts at g[j * gs + goff] (its own rows, or a band of the concat gradient: GradientBand).
 kernel void sparse_optimizer_update(global float* p, global const float* g, global const int* ids,
                                     global const float* lr_in, global float* s0, const int count,
-                                    const int rows, const int dim, const int adagrad,
-                                    const float eps, global int* err, const int slot) {
+                                    const int rows, const int dim, const int gs, const int goff,
+                                    const int adagrad, const float eps, global int* err,
+                                    const int slot) {
   const float lr = lr_in[0];
   FOR_EACH(e, count * dim) {
     const int i = (int)e / dim, d = (int)e % dim;
@@ -72,7 +74,7 @@ kernel void sparse_optimizer_update(global float* p, global const float* g, glob
     if (!first) continue;
     float sum = 0.0f;
     for (int j = i; j < count; ++j) {
-      if (ids[j] == r) sum += g[j * dim + d];
+      if (ids[j] == r) sum += g[j * gs + goff + d];
     }
     const int k = r * dim + d;
     const float x = p[k];

@@ -581,7 +581,7 @@ struct WideDeepSmall {
   static constexpr std::int64_t kBatch = 24, kTables = 5, kDense = 3;
   Graph g;
   std::vector<Node> vars;
-  Node h, loss, step;
+  Node h, loss, step, adagrad;
   InputShapes shapes{
       {"ids", {kBatch, kTables}}, {"fed", {kBatch}}, {"dense", {kBatch, kDense}}, {"y", {kBatch}}};
   WideDeepSmall() {
@@ -604,6 +604,7 @@ struct WideDeepSmall {
     vars.push_back(g.variable("W", {width, 2}, Initializer::uniform(-1, 1, 50)));
     loss = reduce_mean(cross_entropy(softmax(matmul(h, vars.back())), y));
     step = sgd(loss, vars, 0.5f);
+    adagrad = minimize(loss, vars, Optimizer::adagrad(0.2f));
   }
   static std::int64_t rows(std::int64_t t) { return 20 + 7 * t; }
   // Feeds for step k: ids repeat rows (duplicate lookups sum their gradients).
@@ -648,23 +649,28 @@ TEST_P(NnOpTest, GroupedEmbeddingsAreTheUnfusedPlanBitwise) {
   EXPECT_EQ(n_lookups_off, 6);
   EXPECT_TRUE(testing_util::bitwise_equal(fused, plain));
 
-  // Three SGD steps: the lookups' gradients come from the concat's gradient either way.
-  auto train = [&](CompileOptions o) {
-    auto cg = GraphCompiler(GetParam().make(), o).compile(m.g, m.shapes, {m.loss, m.step});
-    std::vector<std::vector<float>> out;
-    for (std::uint32_t k = 0; k < 3; ++k) {
-      m.run(cg, k);
-      out.push_back(cg.read(m.loss));
-    }
-    for (const Node& v : m.vars) out.push_back(cg.read(v));
-    EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat), o.grouped_embeddings ? 1 : 0);
-    return out;
-  };
-  const auto a = train({}), b = train({.grouped_embeddings = false});
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i)
-    EXPECT_TRUE(testing_util::bitwise_equal(a[i], b[i])) << "value " << i;
-  EXPECT_NE(a[0], a[2]);  // the steps did change the model
+  // Three steps of SGD (embedding_update) and of Adagrad (sparse_optimizer_update): the
+  // tables' steps read their bands of the concat's gradient, or concat_grad's copies of them.
+  for (const Node& step : {m.step, m.adagrad}) {
+    auto train = [&](CompileOptions o) {
+      auto cg = GraphCompiler(GetParam().make(), o).compile(m.g, m.shapes, {m.loss, step});
+      std::vector<std::vector<float>> out;
+      for (std::uint32_t k = 0; k < 3; ++k) {
+        m.run(cg, k);
+        out.push_back(cg.read(m.loss));
+      }
+      for (const Node& v : m.vars) out.push_back(cg.read(v));
+      EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat), o.grouped_embeddings ? 1 : 0);
+      // Each table's step reads its band (the input dense needs no gradient).
+      EXPECT_EQ(live_nodes(cg, detail::OpKind::ConcatGrad), o.grouped_embeddings ? 0 : 6);
+      return out;
+    };
+    const auto a = train({}), b = train({.grouped_embeddings = false});
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(testing_util::bitwise_equal(a[i], b[i])) << "value " << i;
+    EXPECT_NE(a[0], a[2]);  // the steps did change the model
+  }
 }
 
 // The pass takes only lookups the concat alone reads (one also summed stays a node of its

@@ -1,6 +1,7 @@
 // Embedding lookup (gather rows of a table by int32 indices) and its gradient, a scatter-add
 // of the incoming rows into a zero table; and its generalisation, ONNX Gather (any axis, any
 // index rank, negative indices from the back). The public builders live here, next to the ops.
+#include "compiler/geometry.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 
@@ -56,9 +57,10 @@ TensorType infer_embedding_grad(const InferCtx& c) {
 // indices, v). Made by the fusion pass from an SGD step; its type is the table's.
 TensorType infer_embedding_update(const InferCtx& c) {
   const Shape want = gathered_shape(c, c.in[0], c.in[2]);
-  if (c.in[1].dtype != DType::f32 || c.in[1].shape != want) {
+  if (c.in[1].dtype != DType::f32 || !GradientBand::fits(c.in[1].shape, want, c.attrs.begin)) {
     c.fail("embedding_update: the incoming gradient must have the lookup's shape " + want.str() +
-           ", got " + c.in[1].shape.str());
+           " (or hold it from column " + std::to_string(c.attrs.begin) + "), got " +
+           c.in[1].shape.str());
   }
   return c.in[0];
 }

@@ -125,7 +125,8 @@ template <bool Reference>
 std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
   const Lookup l = lookup(a, 0, 2);
   const float* v = a.in_f(0);
-  const float* g = a.in_f(1);
+  const float* g = a.in_f(1);  // or the concat gradient holding its band (gb)
+  const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
   const std::int32_t* idx = a.in_i(2);
   float* out = a.out_f();
   const float beta = a.node.attrs.beta;
@@ -153,7 +154,7 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
         for (std::int64_t j = i; j < l.count; ++j) {
           if (idx[j] != r) continue;
           for (std::int64_t d = 0; d < l.dim; ++d)
-            sum[static_cast<std::size_t>(d)] += g[j * l.dim + d];
+            sum[static_cast<std::size_t>(d)] += g[j * gb.stride + gb.begin + d];
         }
         for (std::int64_t d = 0; d < l.dim; ++d)
           out[r * l.dim + d] = v[r * l.dim + d] + beta * sum[static_cast<std::size_t>(d)];
@@ -179,7 +180,7 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
                    for (std::int64_t q = b; q < e; ++q) {
                      std::fill(sum, sum + l.dim, 0.0f);
                      for (std::int64_t k = starts[q]; k < starts[q + 1]; ++k) {
-                       const float* gi = g + order[k] * l.dim;
+                       const float* gi = g + order[k] * gb.stride + gb.begin;
 #pragma omp simd
                        for (std::int64_t d = 0; d < l.dim; ++d) sum[d] += gi[d];
                      }
@@ -203,7 +204,8 @@ std::unique_ptr<CpuKernel> make_sparse_optimizer(const KernelArgs& a) {
   const Lookup l = lookup(a, 0, 2);
   const OptimizerRule r = a.node.attrs.get<OptimizerRule>();
   float* v = a.out_f();
-  const float* g = a.in_f(1);
+  const float* g = a.in_f(1);  // or the concat gradient holding its band (gb)
+  const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
   const std::int32_t* idx = a.in_i(2);
   const float* lr_in = a.in_f(3);
   float* sum_state = r.states() > 0 ? const_cast<float*>(a.in_f(4)) : nullptr;
@@ -236,7 +238,8 @@ std::unique_ptr<CpuKernel> make_sparse_optimizer(const KernelArgs& a) {
       }
     };
     auto add = [&](std::int64_t i) {
-      for (std::int64_t d = 0; d < l.dim; ++d) sum[static_cast<std::size_t>(d)] += g[i * l.dim + d];
+      for (std::int64_t d = 0; d < l.dim; ++d)
+        sum[static_cast<std::size_t>(d)] += g[i * gb.stride + gb.begin + d];
     };
     if constexpr (Reference) {
       std::vector<bool> done(static_cast<std::size_t>(l.rows), false);

@@ -53,6 +53,7 @@ std::unique_ptr<ClOp> make_gather(const OpArgs& a) {
 // v is copied over first.
 std::unique_ptr<ClOp> make_update(const OpArgs& a) {
   const Shape& table = a.in_shape(0);
+  const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
   std::vector<Launch> launches;
   if (a.in[0] != a.out) {
     const cl_int n = to_int(table.numel());
@@ -61,10 +62,10 @@ std::unique_ptr<ClOp> make_update(const OpArgs& a) {
                                         cl_int{1}, n, cl_int{0}, n, cl_int{0})));
   }
   launches.push_back(launch_1d(
-      a.device,
-      make_kernel(a.program("embedding"), "embedding_update", a.in[0], a.in[1], a.in[2], a.out,
-                  to_int(a.in_shape(2).numel()), to_int(table[0]), to_int(table[1]),
-                  cl_float{a.node.attrs.beta}, a.status, cl_int{a.status_slot})));
+      a.device, make_kernel(a.program("embedding"), "embedding_update", a.in[0], a.in[1], a.in[2],
+                            a.out, to_int(a.in_shape(2).numel()), to_int(table[0]),
+                            to_int(table[1]), to_int(gb.stride), to_int(gb.begin),
+                            cl_float{a.node.attrs.beta}, a.status, cl_int{a.status_slot})));
   return std::make_unique<KernelSeq>(std::move(launches));
 }
 
