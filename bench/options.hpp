@@ -20,8 +20,10 @@ struct Options : hetgraph::tool::EngineFlags {
   bool json = false;
   bool fuse = true;
   bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
+  // --no-grouped-embeddings: CompileOptions::grouped_embeddings = false
+  bool grouped_embeddings = true;
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
-  bool cold = false;  // --cold: every run timed from the first (TimingOptions::cold)
+  bool cold = false;   // --cold: every run timed from the first (TimingOptions::cold)
   bool list = false;
   std::string export_onnx;  // --export-onnx DIR: write each workload as ONNX instead of timing
   // --platform hetero: the members in order ("cpu", "opencl" (the default device) or
@@ -42,13 +44,17 @@ inline constexpr const char* kUsage =
     "NxT|auto]\n"
     "                      (opencl: --engine out-of-order|in-order)\n"
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
-    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] [--no-mapped] [--no-pin]\n"
+    "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] "
+    "[--no-grouped-embeddings]\n"
+    "                      [--no-mapped] [--no-pin]\n"
     "                      [--per-op-threads] [--cold]\n"
     "                      [--replay-cores C [--replay-profile FILE] [--time-scale K|0]]\n"
     "                      [--record-profile FILE]  (per-node times at team sizes 1, 2, ...)\n"
-    "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and DIR/NAME/<input>.pb;\n"
+    "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and "
+    "DIR/NAME/<input>.pb;\n"
     "                      no timing)\n"
-    "                      (hetero: [--devices cpu,opencl[:P:D],...] [--placement auto|heft|first];\n"
+    "                      (hetero: [--devices cpu,opencl[:P:D],...] [--placement "
+    "auto|heft|first];\n"
     "                       --engine picks the CPU member's engine)";
 
 /// hetgraph-bench's parser, filling `o` (which must outlive it). After parse, a run needs
@@ -64,6 +70,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--json", o.json)
       .flag("--no-fuse", o.fuse, false)
       .flag("--no-parallel-ops", o.parallel_ops, false)
+      .flag("--no-grouped-embeddings", o.grouped_embeddings, false)
       .flag("--no-mapped", o.mapped, false)
       .text("--export-onnx", o.export_onnx)
       .flag("--no-pin", o.pin, false)

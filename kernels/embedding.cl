@@ -20,6 +20,33 @@ kernel void embedding_fwd(global const float* table, global const int* ids, glob
   }
 }
 
+// embedding_concat: one lookup piece of the concat, its rows gathered into the band
+// [offset, offset + dim) of the output's rows of `width`. A bad index: as embedding_fwd.
+kernel void embedding_band(global const float* table, global const int* ids, global float* out,
+                           const int count, const int rows, const int dim, const int width,
+                           const int offset, global int* err, const int slot) {
+  FOR_EACH(e, count * dim) {
+    const int i = (int)e / dim, d = (int)e % dim;
+    const int r = ids[i];
+    float v = 0.0f;
+    if (r < 0 || r >= rows) {
+      if (d == 0) atomic_min(err + slot, i);
+    } else {
+      v = table[r * dim + d];
+    }
+    out[i * width + offset + d] = v;
+  }
+}
+
+// embedding_concat: one value piece [count, dim] copied into its band of the output.
+kernel void value_band(global const float* x, global float* out, const int count, const int dim,
+                       const int width, const int offset) {
+  FOR_EACH(e, count * dim) {
+    const int i = (int)e / dim, d = (int)e % dim;
+    out[i * width + offset + d] = x[e];
+  }
+}
+
 // out[r, :] += sum over the lookups i with ids[i] == r, in order, of g[i, :], into a table the
 // host zeroed first. The first lookup of each row owns the row: it adds every later lookup of
 // the same row in order, so no two work-items write one row and the order is the CPU's.
@@ -41,6 +68,35 @@ kernel void embedding_grad(global const float* g, global const int* ids, global 
       global const float* gj = g + j * dim;
       for (int d = 0; d < dim; ++d) o[d] += gj[d];
     }
+  }
+}
+
+// embedding_update (fuse_sparse_update, plain SGD): out[r, :] = v[r, :] + beta * (the sum over
+// the lookups i with ids[i] == r, in order from zero, of g[i, :]) for every looked-up row r;
+// the other rows are v's (out is v's buffer, or a copy of it made first). The first lookup of
+// a row owns it, as in embedding_grad: the dense step's expressions and order, so its bits.
+// Each work-item scans the lookups before it (quadratic in the lookups per step, which are a
+// batch's worth, not the table's rows). Lookup j's gradient row starts at g[j * gs + goff] (gs =
+// dim, goff = 0, or a band of the concat gradient: GradientBand).
+kernel void embedding_update(global const float* v, global const float* g, global const int* ids,
+                             global float* out, const int count, const int rows, const int dim,
+                             const int gs, const int goff, const float beta, global int* err,
+                             const int slot) {
+  FOR_EACH(e, count * dim) {
+    const int i = (int)e / dim, d = (int)e % dim;
+    const int r = ids[i];
+    if (r < 0 || r >= rows) {
+      if (d == 0) atomic_min(err + slot, i);
+      continue;
+    }
+    bool first = true;
+    for (int j = 0; j < i && first; ++j) first = ids[j] != r;
+    if (!first) continue;
+    float sum = 0.0f;
+    for (int j = i; j < count; ++j) {
+      if (ids[j] == r) sum += g[j * gs + goff + d];
+    }
+    out[r * dim + d] = v[r * dim + d] + beta * sum;
   }
 }
 

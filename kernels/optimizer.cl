@@ -48,3 +48,43 @@ kernel void optimizer_update(global float* p, global const float* grad, global c
     }
   }
 }
+
+// sparse_optimizer_update (fuse_sparse_update) for sgd (adagrad 0) and adagrad (1) without
+// weight decay: only the looked-up rows of p (and of the sum s0) change. Each row's gradient is
+// the sum, in lookup order from zero, of its lookups' rows of g (what the dense scatter-add
+// gives it), owned by its first lookup as in embedding_grad; then optimizer_update's
+// expressions for that row (g + 0 * x included), so the dense step's bits. An index outside
+// the table is recorded in the status slot, never written through. Lookup j's gradient row
+// starts at g[j * gs + goff] (its own rows, or a band of the concat gradient: GradientBand).
+kernel void sparse_optimizer_update(global float* p, global const float* g, global const int* ids,
+                                    global const float* lr_in, global float* s0, const int count,
+                                    const int rows, const int dim, const int gs, const int goff,
+                                    const int adagrad, const float eps, global int* err,
+                                    const int slot) {
+  const float lr = lr_in[0];
+  FOR_EACH(e, count * dim) {
+    const int i = (int)e / dim, d = (int)e % dim;
+    const int r = ids[i];
+    if (r < 0 || r >= rows) {
+      if (d == 0) atomic_min(err + slot, i);
+      continue;
+    }
+    bool first = true;
+    for (int j = 0; j < i && first; ++j) first = ids[j] != r;
+    if (!first) continue;
+    float sum = 0.0f;
+    for (int j = i; j < count; ++j) {
+      if (ids[j] == r) sum += g[j * gs + goff + d];
+    }
+    const int k = r * dim + d;
+    const float x = p[k];
+    const float gd = sum + 0.0f * x;
+    if (adagrad == 0) {
+      p[k] = x - lr * gd;
+    } else {
+      const float s = s0[k] + gd * gd;
+      s0[k] = s;
+      p[k] = x - lr * gd / (sqrt(s) + eps);
+    }
+  }
+}

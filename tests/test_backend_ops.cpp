@@ -48,14 +48,11 @@ struct Row {
 };
 
 // Platforms without a kernel for an op, by design (and saying so at compile time): OpenCL runs
-// the unfused graph instead of the CPU's fused products and sparse embedding updates.
+// the unfused graph instead of the CPU's fused products.
 // Parallel groups pay where kernels run on host threads: the out-of-order queue already runs
 // independent nodes side by side.
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
-    {"OpenCL", OpKind::FusedMatMul},
-    {"OpenCL", OpKind::EmbeddingUpdate},
-    {"OpenCL", OpKind::SparseOptimizerUpdate},
-    {"OpenCL", OpKind::ParallelGroup}};
+    {"OpenCL", OpKind::FusedMatMul}, {"OpenCL", OpKind::ParallelGroup}};
 
 In uniform(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
   return {name, s, testing_util::random_vec(static_cast<std::size_t>(s.numel()), seed, lo, hi)};
@@ -209,6 +206,15 @@ std::vector<Row> rows() {
                {uniform("t", {6, 3}, -1, 1, 19)},
                {{"ids", {2, 2}, {5, 0, 3, 5}}},
                [](Graph&, const F& x, const F& i) { return embedding(x[0], i[0]); }});
+  // Two lookups and a value concatenated along the last axis: one embedding_concat node.
+  r.push_back({{OpKind::EmbeddingConcat},
+               "embedding_concat",
+               {uniform("t", {6, 3}, -1, 1, 19), uniform("x", {2, 2, 4}, -1, 1, 20),
+                uniform("u", {4, 2}, -1, 1, 21)},
+               {{"ids", {2, 2}, {5, 0, 3, 5}}, {"jds", {2, 2}, {1, 3, 3, 0}}},
+               [](Graph&, const F& x, const F& i) {
+                 return concat({embedding(x[0], i[0]), x[1], embedding(x[2], i[1])}, -1);
+               }});
   // ---- the ONNX elementwise set
   const In wide = away("a", {3, 4}, 0.2f, 2, 27);
   r.push_back({{OpKind::Abs}, "abs", {wide}, {}, unary(abs)});
@@ -653,8 +659,8 @@ TEST_P(BackendOps, EveryRowMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, BackendOps, ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
 
-// An SGD step on an embedding table: variables, assigns, groups and (on the CPU, where it is
-// fused) the sparse update, against the reference step v - lr * dL/dv.
+// An SGD step on an embedding table: variables, assigns, groups and the fused sparse update,
+// against the reference step v - lr * dL/dv.
 TEST_P(BackendOps, SparseSgdStepMatchesTheReference) {
   Graph g;
   auto T = g.variable("T", {6, 3}, Initializer::uniform(-1, 1, 7));
@@ -739,6 +745,16 @@ TEST_P(BackendOps, SparseOptimizerStepsEqualTheDenseOnes) {
     if (o.rule == Optimizer::Rule::adagrad) {
       EXPECT_TRUE(testing_util::bitwise_equal(sparse.read("T/sum"), dense.read("T/sum")));
     }
+    // A bad index: a FeedError, and the table as it was.
+    const std::vector<float> before = sparse.read(T);
+    try {
+      sparse.run({{"ids", std::vector<std::int32_t>{4, 7, 0, 0, 1}},
+                  {"r", testing_util::random_vec(15, 90)}});
+      ADD_FAILURE() << "no error for index 7 of a 7-row table";
+    } catch (const FeedError& e) {
+      EXPECT_NE(std::string(e.what()).find("index 7 at position 1"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(testing_util::bitwise_equal(sparse.read(T), before));
   }
 }
 

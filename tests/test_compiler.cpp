@@ -470,13 +470,13 @@ TEST(Passes, RunInTheDocumentedOrder) {
   // place_devices, insert_transfers and split_devices run for heterogeneous platforms only
   // (split_devices gives each device's part the last three passes of its own).
   const std::vector<std::string> want = {
-      "regroup_gradients",     "infer_shapes",         "simplify",
-      "place_devices",         "fuse_matmul_epilogue", "fuse_matmul_accumulate",
-      "fuse_conv_residual",    "fuse_conv_epilogue",   "assign_layouts",
-      "fuse_sparse_update",    "fuse_collectives",     "link_dependencies",
-      "order_by_dependencies", "insert_transfers",     "elide_assigns",
-      "fuse_parallel_ops",     "commit_writes",        "plan_memory",
-      "split_devices"};
+      "regroup_gradients",  "infer_shapes",          "simplify",
+      "place_devices",      "fuse_matmul_epilogue",  "fuse_matmul_accumulate",
+      "fuse_conv_residual", "fuse_conv_epilogue",    "assign_layouts",
+      "fuse_sparse_update", "fuse_embedding_concat", "fuse_collectives",
+      "link_dependencies",  "order_by_dependencies", "insert_transfers",
+      "elide_assigns",      "fuse_parallel_ops",     "commit_writes",
+      "plan_memory",        "split_devices"};
   EXPECT_EQ(names, want);
 }
 

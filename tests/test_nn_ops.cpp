@@ -572,6 +572,188 @@ TEST_P(NnOpTest, EmbeddingIndexOutOfRangeIsAFeedError) {
   EXPECT_FLOAT_EQ(cg.read(dt)[1 * 8], 255.0f);
 }
 
+// Wide & deep in small: lookups in tables of different widths, their indices sliced out of one
+// id matrix (computed indices) or fed as they are, concatenated with a dense value in the
+// middle, into a product and a loss. fuse_embedding_concat makes the lookups and the concat one
+// embedding_concat node; the forward value and every variable after SGD steps are the unfused
+// plan's, bitwise, and grouped_embeddings = false keeps one node per lookup.
+struct WideDeepSmall {
+  static constexpr std::int64_t kBatch = 24, kTables = 5, kDense = 3;
+  Graph g;
+  std::vector<Node> vars;
+  Node h, loss, step, adagrad;
+  InputShapes shapes{
+      {"ids", {kBatch, kTables}}, {"fed", {kBatch}}, {"dense", {kBatch, kDense}}, {"y", {kBatch}}};
+  WideDeepSmall() {
+    auto ids = g.input("ids", DType::i32);
+    auto fed = g.input("fed", DType::i32);
+    auto dense = g.input("dense");
+    auto y = g.input("y", DType::i32);
+    std::vector<Node> pieces;
+    std::int64_t width = kDense + 4;
+    for (std::int64_t t = 0; t < kTables; ++t) {
+      vars.push_back(g.variable("t" + std::to_string(t), {rows(t), 2 + 3 * t},
+                                Initializer::uniform(-1, 1, 40 + static_cast<std::uint64_t>(t))));
+      pieces.push_back(embedding(vars.back(), reshape(slice(ids, 1, t, t + 1), {kBatch})));
+      width += 2 + 3 * t;
+      if (t == 2) pieces.push_back(dense);
+    }
+    vars.push_back(g.variable("tf", {9, 4}, Initializer::uniform(-1, 1, 49)));
+    pieces.push_back(embedding(vars.back(), fed).named("fed lookup"));
+    h = concat(std::span<const Node>(pieces), 1).named("features");
+    vars.push_back(g.variable("W", {width, 2}, Initializer::uniform(-1, 1, 50)));
+    loss = reduce_mean(cross_entropy(softmax(matmul(h, vars.back())), y));
+    step = sgd(loss, vars, 0.5f);
+    adagrad = minimize(loss, vars, Optimizer::adagrad(0.2f));
+  }
+  static std::int64_t rows(std::int64_t t) { return 20 + 7 * t; }
+  // Feeds for step k: ids repeat rows (duplicate lookups sum their gradients).
+  std::vector<std::pair<std::string, std::vector<std::int32_t>>> ints(std::uint32_t k) const {
+    std::vector<std::int32_t> ids(kBatch * kTables), fed(kBatch), y(kBatch);
+    for (std::int64_t b = 0; b < kBatch; ++b) {
+      for (std::int64_t t = 0; t < kTables; ++t)
+        ids[static_cast<std::size_t>(b * kTables + t)] =
+            static_cast<std::int32_t>((b * 7 + t * 3 + k) % (rows(t) / 2));
+      fed[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b + k) % 9);
+      y[static_cast<std::size_t>(b)] = static_cast<std::int32_t>((b + k) % 2);
+    }
+    return {{"ids", ids}, {"fed", fed}, {"y", y}};
+  }
+  void run(CompiledGraph& cg, std::uint32_t k) const {
+    auto iv = ints(k);
+    auto dense = testing_util::random_vec(kBatch * kDense, 70 + k);
+    cg.run({{"ids", iv[0].second}, {"fed", iv[1].second}, {"y", iv[2].second}, {"dense", dense}});
+  }
+};
+
+int live_nodes(const CompiledGraph& cg, detail::OpKind op) {
+  int n = 0;
+  for (const auto& node : detail::executable_of(cg).plan().nodes)
+    n += node.op == op && node.fused_into < 0 && node.has_work();
+  return n;
+}
+
+TEST_P(NnOpTest, GroupedEmbeddingsAreTheUnfusedPlanBitwise) {
+  WideDeepSmall m;
+  auto forward = [&](CompileOptions o) {
+    auto cg = GraphCompiler(GetParam().make(), o).compile(m.g, m.shapes, {m.h});
+    m.run(cg, 0);
+    return std::tuple{cg.read(m.h), live_nodes(cg, detail::OpKind::EmbeddingConcat),
+                      live_nodes(cg, detail::OpKind::Embedding)};
+  };
+  const auto [fused, n_grouped, n_lookups] = forward({});
+  const auto [plain, n_grouped_off, n_lookups_off] = forward({.grouped_embeddings = false});
+  EXPECT_EQ(n_grouped, 1);
+  EXPECT_EQ(n_lookups, 0);
+  EXPECT_EQ(n_grouped_off, 0);
+  EXPECT_EQ(n_lookups_off, 6);
+  EXPECT_TRUE(testing_util::bitwise_equal(fused, plain));
+
+  // Three steps of SGD (embedding_update) and of Adagrad (sparse_optimizer_update): the
+  // tables' steps read their bands of the concat's gradient, or concat_grad's copies of them.
+  for (const Node& step : {m.step, m.adagrad}) {
+    auto train = [&](CompileOptions o) {
+      auto cg = GraphCompiler(GetParam().make(), o).compile(m.g, m.shapes, {m.loss, step});
+      std::vector<std::vector<float>> out;
+      for (std::uint32_t k = 0; k < 3; ++k) {
+        m.run(cg, k);
+        out.push_back(cg.read(m.loss));
+      }
+      for (const Node& v : m.vars) out.push_back(cg.read(v));
+      EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat), o.grouped_embeddings ? 1 : 0);
+      // Each table's step reads its band (the input dense needs no gradient).
+      EXPECT_EQ(live_nodes(cg, detail::OpKind::ConcatGrad), o.grouped_embeddings ? 0 : 6);
+      return out;
+    };
+    const auto a = train({}), b = train({.grouped_embeddings = false});
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(testing_util::bitwise_equal(a[i], b[i])) << "value " << i;
+    EXPECT_NE(a[0], a[2]);  // the steps did change the model
+  }
+}
+
+// The pass takes only lookups the concat alone reads (one also summed stays a node of its
+// own, and is copied in as a value), only along the last axis, and only two or more.
+TEST_P(NnOpTest, GroupedEmbeddingsTakeOnlyLookupsTheConcatAloneReads) {
+  Graph g;
+  auto ids = g.input("ids", DType::i32);
+  std::vector<Node> e;
+  for (std::int64_t t = 0; t < 3; ++t)
+    e.push_back(
+        embedding(g.variable("t" + std::to_string(t), {8, 2 + t},
+                             Initializer::uniform(-1, 1, 60 + static_cast<std::uint64_t>(t))),
+                  ids));
+  auto last = concat({e[0], e[1], e[2]}, -1);  // e[0] is read twice: not absorbed
+  auto shared = reduce_sum(e[0]);
+  auto rows = concat({e[1], e[1]}, 0);  // along the first axis: not fused
+  const std::vector<std::int32_t> iv{7, 0, 3, 3, 5, 1};
+  auto count = [&](CompileOptions o, std::vector<Node> fetch, detail::OpKind op) {
+    auto cg = GraphCompiler(GetParam().make(), o).compile(g, {{"ids", {6}}}, fetch);
+    cg.run({{"ids", iv}});
+    std::vector<float> out;
+    for (const Node& f : fetch) {
+      auto v = cg.read(f);
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return std::pair{live_nodes(cg, op), out};
+  };
+  const auto [grouped, a] = count({}, {last, shared}, detail::OpKind::EmbeddingConcat);
+  const auto [lookups, a2] = count({}, {last, shared}, detail::OpKind::Embedding);
+  const auto [off, b] =
+      count({.grouped_embeddings = false}, {last, shared}, detail::OpKind::EmbeddingConcat);
+  EXPECT_EQ(grouped, 1);
+  EXPECT_EQ(lookups, 1);  // e[0]
+  EXPECT_EQ(off, 0);
+  EXPECT_TRUE(testing_util::bitwise_equal(a, b));
+  EXPECT_EQ(count({}, {rows}, detail::OpKind::EmbeddingConcat).first, 0);
+  auto one = concat({e[2], g.input("x")}, 1);
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"ids", {6}}, {"x", {6, 4}}}, {one});
+  EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat), 0);  // one lookup: nothing to group
+}
+
+// A bad index of any lookup in an embedding_concat, computed (sliced out of the ids) or fed,
+// is a FeedError naming the node (in training, a parallel engine may meet the sparse update's
+// check first), the position and the table's rows; the compiled graph stays usable, and a
+// training step changes no variable.
+TEST_P(NnOpTest, GroupedEmbeddingIndexOutOfRangeIsAFeedError) {
+  WideDeepSmall m;
+  auto infer = GraphCompiler(GetParam().make()).compile(m.g, m.shapes, {m.h});
+  auto train = GraphCompiler(GetParam().make()).compile(m.g, m.shapes, {m.loss, m.step});
+  ASSERT_EQ(live_nodes(infer, detail::OpKind::EmbeddingConcat), 1);
+  ASSERT_EQ(live_nodes(train, detail::OpKind::EmbeddingConcat), 1);
+  const std::vector<float> before = train.read(m.vars[3]);
+  auto iv = m.ints(0);
+  const auto dense = testing_util::random_vec(WideDeepSmall::kBatch * WideDeepSmall::kDense, 9);
+  struct Bad {
+    int feed;  // 0: ids (table 3, computed indices), 1: fed
+    std::size_t at;
+    std::int32_t value;
+    std::string pos, range;
+  };
+  for (CompiledGraph* cg : {&infer, &train}) {
+    for (const Bad& bad :
+         {Bad{0, 5 * 5 + 3, 41, "position 5", "[0, 41)"},
+          Bad{0, 7 * 5 + 3, -2, "position 7", "[0, 41)"}, Bad{1, 11, 9, "position 11", "[0, 9)"}}) {
+      auto v = iv;
+      v[static_cast<std::size_t>(bad.feed)].second[bad.at] = bad.value;
+      try {
+        cg->run({{"ids", v[0].second}, {"fed", v[1].second}, {"y", v[2].second}, {"dense", dense}});
+        ADD_FAILURE() << "no error for index " << bad.value;
+      } catch (const FeedError& e) {
+        const std::string msg = e.what();
+        if (cg == &infer) EXPECT_NE(msg.find("'features'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(bad.pos), std::string::npos) << msg;
+        EXPECT_NE(msg.find(bad.range), std::string::npos) << msg;
+      }
+    }
+  }
+  EXPECT_TRUE(testing_util::bitwise_equal(train.read(m.vars[3]), before));
+  m.run(infer, 0);
+  m.run(train, 0);
+  EXPECT_FALSE(testing_util::bitwise_equal(train.read(m.vars[3]), before));
+}
+
 // ONNX Gather: an index outside [-n, n) for the gathered axis is a FeedError naming the node,
 // the value and its position, checked before it is read (CPU: by the kernel; OpenCL: in the
 // device's status slot); -n..-1 count from the back. The graph stays usable. The indices are
@@ -703,8 +885,10 @@ TEST(NnKernels, EmbeddingSgdStepIsSparse) {
     const auto [init, fused, n_fused] = train(pc, {}, t, step);
     const auto [init2, dense, n_dense] = train(pc, {.fuse = false}, t, step);
     const auto [init3, unplanned, n_unplanned] = train(pc, {.plan_memory = false}, t, step);
-    EXPECT_EQ(n_fused, cpu ? 1 : 0) << pc.name;  // OpenCL has no fused kernels
+    EXPECT_EQ(n_fused, 1) << pc.name;
     EXPECT_EQ(n_dense, 0) << pc.name;
+    // OpenCL's sparse step has the dense step's expressions (no contraction): its bits.
+    if (!cpu) EXPECT_TRUE(testing_util::bitwise_equal(fused, dense)) << pc.name;
     testing_util::expect_close(
         fused, ref::Array(Shape{40, 6}, std::vector<double>(dense.begin(), dense.end())), 1e-6,
         1e-6, "fused vs dense SGD step on " + pc.name);
@@ -724,28 +908,36 @@ TEST(NnKernels, EmbeddingSgdStepIsSparse) {
     if (cpu) {
       if (first.empty()) first = fused;
       EXPECT_TRUE(testing_util::bitwise_equal(fused, first)) << pc.name;
-      EXPECT_EQ(std::get<2>(train(pc, {}, m, mstep)), 0) << "momentum keeps the dense step";
     }
+    EXPECT_EQ(std::get<2>(train(pc, {}, m, mstep)), 0) << "momentum keeps the dense step";
   }
 }
 
-// An out-of-range index in a fused sparse step is a FeedError naming the node; the table is
-// left as it was.
+// An out-of-range index in a fused sparse step, fed or computed (sliced out of a wider input),
+// is a FeedError naming the value; the table is left as it was, on every platform.
 TEST(NnKernels, EmbeddingSgdStepChecksIndices) {
   SKIP_IF_REFERENCE_FORCED();
   Graph g;
   auto t = g.variable("t", {10, 4}, Initializer::uniform(-1, 1, 5));
   auto ids = g.input("ids", DType::i32);
-  auto step = sgd(reduce_sum(embedding(t, ids)), {t}, 0.5f);
-  auto cg = GraphCompiler().compile(g, {{"ids", {3}}}, {step});
-  const auto before = cg.read(t);
-  try {
-    cg.run({{"ids", std::vector<std::int32_t>{1, 10, 2}}});
-    ADD_FAILURE() << "no error for index 10 of a 10-row table";
-  } catch (const FeedError& e) {
-    EXPECT_NE(std::string(e.what()).find("10"), std::string::npos) << e.what();
+  auto wide = g.input("wide", DType::i32);
+  auto step = sgd(reduce_sum(embedding(t, ids)) + reduce_sum(embedding(t, slice(wide, 0, 1, 3))),
+                  {t}, 0.5f);
+  for (const auto& pc : testing_util::platforms()) {
+    auto cg = GraphCompiler(pc.make()).compile(g, {{"ids", {3}}, {"wide", {4}}}, {step});
+    const auto before = cg.read(t);
+    for (int computed = 0; computed < 2; ++computed) {
+      std::vector<std::int32_t> a{1, 10, 2}, b{0, 3, 4, 5};
+      if (computed != 0) std::swap(a[1], b[2]);  // 10 at position 1 of the slice
+      try {
+        cg.run({{"ids", a}, {"wide", b}});
+        ADD_FAILURE() << "no error for index 10 of a 10-row table on " << pc.name;
+      } catch (const FeedError& e) {
+        EXPECT_NE(std::string(e.what()).find("index 10"), std::string::npos) << e.what();
+      }
+      EXPECT_TRUE(testing_util::bitwise_equal(cg.read(t), before)) << pc.name;
+    }
   }
-  EXPECT_TRUE(testing_util::bitwise_equal(cg.read(t), before));
 }
 
 // A small CNN trains: conv + relu + max pool + avg pool + linear, SGD; two compiles of the

@@ -297,6 +297,14 @@ struct CompileOptions {
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).
   bool parallel_ops = true;
+  /// With `fuse`: embedding lookups read only by a concat along the last axis (wide & deep's
+  /// 26 tables) run as one node that gathers every table's rows straight into the concat's
+  /// buffer (pass fuse_embedding_concat), on every platform. Off: one node per lookup and
+  /// the concat.
+  ///
+  ///   CompileOptions o;
+  ///   o.grouped_embeddings = false;  // e.g. to compare with the fused plan
+  bool grouped_embeddings = true;
 };
 
 /// Data for one input at run(): a view of the caller's memory, copied into the graph unless

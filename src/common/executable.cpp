@@ -20,15 +20,14 @@ Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)
   const Plan& p = *plan_;
   for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
     const PlanNode& n = p.nodes[i];
-    const IndexInput& x = op_def(n.op).index;
-    if (!n.has_work() || x.input < 0) continue;
-    const std::uint32_t idx = n.inputs[static_cast<std::size_t>(x.input)];
-    if (p.nodes[idx].type.dtype != DType::i32) continue;
-    std::uint32_t base = idx;
-    while (p.nodes[base].storage == Storage::View) base = p.nodes[base].inputs[0];
-    if (p.nodes[base].storage != Storage::Input) continue;
-    const Shape& bounded = p.nodes[n.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape;
-    fed_checks_.push_back({i, idx, base, bounded.dim(x.dim_of(bounded, n.attrs)), x.wraps});
+    if (!n.has_work()) continue;
+    for (const IndexUse& u : index_uses(p, n)) {
+      const std::uint32_t idx = n.inputs[u.input];
+      std::uint32_t base = idx;
+      while (p.nodes[base].storage == Storage::View) base = p.nodes[base].inputs[0];
+      if (p.nodes[base].storage != Storage::Input) continue;
+      fed_checks_.push_back({i, idx, base, u.bound, u.wraps});
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -199,6 +200,25 @@ struct TransferLink {
   friend bool operator==(const TransferLink&, const TransferLink&) = default;
 };
 
+/// embedding_concat (fuse_embedding_concat): per piece of the concat, whether it is a lookup
+/// (two inputs: table, indices) or a value copied as it is (one input).
+struct LookupPieces {
+  static constexpr std::string_view kName = "lookup pieces";
+  std::vector<std::uint8_t> lookup;
+  friend bool operator==(const LookupPieces&, const LookupPieces&) = default;
+
+  /// For each lookup piece, in order: its table input and its indices input.
+  std::vector<std::pair<std::size_t, std::size_t>> lookups() const {
+    std::vector<std::pair<std::size_t, std::size_t>> r;
+    std::size_t k = 0;
+    for (std::uint8_t l : lookup) {
+      if (l != 0) r.push_back({k, k + 1});
+      k += l != 0 ? 2 : 1;
+    }
+    return r;
+  }
+};
+
 struct Attrs {
   float alpha = 1.0f;  // scale factor, axpby a
   float beta = 0.0f;   // axpby b
@@ -209,7 +229,7 @@ struct Attrs {
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
-               ConvEpilogue>
+               ConvEpilogue, LookupPieces>
       payload;
 
   template <class T>

@@ -15,6 +15,19 @@
 // table-sized gradient and a pass over the whole table per step: wide & deep's tables hold
 // millions of rows' worth.
 //
+// fuse_embedding_concat (issue 12, parallel-op fusion): a concat along the last axis whose
+// pieces include at least two embedding lookups read by nothing else becomes one
+// embedding_concat node that gathers every table's rows straight into its band of the concat's
+// buffer and copies the other pieces beside them. Wide & deep's 26 lookups and their concat
+// are one node instead of 27, and the rows are written once instead of twice. It is always a
+// win, so no cost test gates it: the fused kernel does a subset of the unfused work (the same
+// row copies, minus the concat's pass over every row) in one dispatch instead of N + 1. The
+// gradient is the unfused graph's: the pass runs after autodiff, and the lookups' gradients
+// read the indices and the concat gradient, never the lookups' values. In training, the same
+// pass lets each table's sparse step (embedding_update, sparse_optimizer_update: made by
+// fuse_sparse_update before it) read its band of the concat gradient in place of the
+// concat_grad node that copied the band out (GradientBand): 26 copies fewer per step.
+//
 // fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
 // same-shape value (ResNet's residual) takes it as a sum post-op (fused_conv2d, in place over
@@ -217,6 +230,71 @@ struct Fuser {
     }
   }
 
+  // concat(..., embedding(t, ids), ..., x, ...) along the last axis -> embedding_concat(...,
+  // t, ids, ..., x, ...) at i, the lookups (read by the concat alone) absorbed.
+  void embedding_concats() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::Concat || n.type.dtype != DType::f32)
+        continue;
+      const int rank = n.type.shape.rank();
+      if (rank < 1 || (n.attrs.axis != rank - 1 && n.attrs.axis != -1)) continue;
+      LookupPieces lp;
+      std::vector<std::uint32_t> in, absorbed;
+      for (std::uint32_t q : n.inputs) {
+        const PlanNode& e = p.nodes[q];
+        const bool lookup = e.op == OpKind::Embedding && e.storage == Storage::Computed &&
+                            !e.fetched && readers[q] == 1 && e.device == n.device &&
+                            e.type.shape.rank() == rank;
+        lp.lookup.push_back(lookup ? 1 : 0);
+        if (lookup) {
+          in.insert(in.end(), {e.inputs[0], e.inputs[1]});
+          absorbed.push_back(q);
+        } else {
+          in.push_back(q);
+        }
+      }
+      if (absorbed.size() < 2) continue;
+      PlanNode f = n;
+      f.op = OpKind::EmbeddingConcat;
+      f.attrs = Attrs{};
+      f.attrs.set(std::move(lp));
+      f.inputs = std::move(in);
+      if (caps != nullptr && !caps->unsupported(p, f).empty()) continue;
+      p.nodes[i] = std::move(f);
+      for (std::uint32_t q : absorbed) kill(q, i);
+    }
+  }
+
+  // A sparse table step reading concat_grad(G, x0..xn-1) of piece k along the last axis (read by
+  // it alone) reads G itself, from the column where piece k starts.
+  void gradient_bands() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if ((n.op != OpKind::EmbeddingUpdate && n.op != OpKind::SparseOptimizerUpdate) ||
+          n.fused_into >= 0 || n.inputs.size() < 2 || n.attrs.begin != 0) {
+        continue;
+      }
+      const std::uint32_t q = n.inputs[1];
+      const PlanNode& cg = p.nodes[q];
+      if (cg.op != OpKind::ConcatGrad || cg.storage != Storage::Computed || cg.fetched ||
+          readers[q] != 1 || cg.device != n.device) {
+        continue;
+      }
+      const int rank = p.nodes[cg.inputs[0]].type.shape.rank();
+      if (rank < 1 || (cg.attrs.axis != rank - 1 && cg.attrs.axis != -1)) continue;
+      std::int64_t begin = 0;
+      for (std::int64_t k = 0; k < cg.attrs.begin; ++k)
+        begin += p.nodes[cg.inputs[static_cast<std::size_t>(k) + 1]].type.shape.dim(-1);
+      PlanNode f = n;
+      f.inputs[1] = cg.inputs[0];
+      f.attrs.begin = begin;
+      if (caps != nullptr && !caps->unsupported(p, f).empty()) continue;
+      p.nodes[i] = std::move(f);
+      kill(q, i);
+    }
+  }
+
   // assign(v, axpby(v, embedding_grad(g, indices, _), 1, beta)) -> embedding_update at i.
   void sparse_updates() {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
@@ -248,6 +326,11 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps) {
 }
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).conv_epilogues();
+}
+void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
+  Fuser f(p, caps);
+  f.embedding_concats();
+  f.gradient_bands();
 }
 void fuse_sparse_update(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);

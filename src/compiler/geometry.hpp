@@ -110,6 +110,22 @@ inline void row_offsets(const Bcast& p, std::int64_t row, std::int64_t& oa, std:
 }
 
 /// [outer, n, inner] view of a reduction over `axis` (kAllAxes: everything is n).
+/// The gradient rows of a sparse table update (embedding_update, sparse_optimizer_update):
+/// `rows` has the lookup's shape `want`, or is the gradient of a concat along the last axis
+/// (fuse_embedding_concat) holding them in the band [begin, begin + want's last dim) of each
+/// row. Row i of the lookup's gradient starts at element i * stride + begin.
+struct GradientBand {
+  std::int64_t stride = 0, begin = 0;
+  /// Whether `rows` can hold a lookup of shape `want` at `begin`.
+  static bool fits(const Shape& rows, const Shape& want, std::int64_t begin) {
+    if (rows.rank() != want.rank() || want.rank() == 0 || begin < 0) return false;
+    for (int i = 0; i + 1 < want.rank(); ++i)
+      if (rows[i] != want[i]) return false;
+    return begin + want.dim(-1) <= rows.dim(-1);
+  }
+  static GradientBand of(const Shape& rows, const Attrs& at) { return {rows.dim(-1), at.begin}; }
+};
+
 struct AxisGeom {
   std::int64_t outer = 1, n = 1, inner = 1;
 };

@@ -126,6 +126,9 @@ enum class OpKind : std::uint8_t {
   Transfer,     // compiler-made: a value crossing devices (send, recv) or the commit gate;
                 // graph_ops.cpp, src/compiler/placement.cpp
   FusedConv2d,  // compiler-made: op(conv2d(x, w) [+ b] [+ r]); ConvEpilogue; fusion.cpp
+  // compiler-made (fuse_embedding_concat): concat along the last axis of lookups (table,
+  // indices) and values, written straight into the one output; LookupPieces; embedding.cpp
+  EmbeddingConcat,
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

@@ -645,6 +645,22 @@ void order_by_dependencies(Plan& p) {
   if (!same) reorder(p, order);
 }
 
+std::vector<IndexUse> index_uses(const Plan& p, const PlanNode& n) {
+  std::vector<IndexUse> r;
+  if (n.op == OpKind::EmbeddingConcat) {
+    for (const auto& [table, idx] : n.attrs.get<LookupPieces>().lookups())
+      r.push_back({idx, p.nodes[n.inputs[table]].type.shape[0], false});
+    return r;
+  }
+  const IndexInput& x = op_def(n.op).index;
+  if (x.input < 0 || static_cast<std::size_t>(x.input) >= n.inputs.size()) return r;
+  const auto k = static_cast<std::size_t>(x.input);
+  if (p.nodes[n.inputs[k]].type.dtype != DType::i32) return r;
+  const Shape& bounded = p.nodes[n.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape;
+  r.push_back({k, bounded.dim(x.dim_of(bounded, n.attrs)), x.wraps});
+  return r;
+}
+
 // ---- commit point --------------------------------------------------------------------------
 
 void commit_writes(Plan& p) {
@@ -739,6 +755,9 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) { assign_layouts(p, c.options.conv_layout); }, laying_out},
     {"fuse_sparse_update",
      [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
+    {"fuse_embedding_concat",
+     [](Plan& p, const PassContext& c) { fuse_embedding_concat(p, c.options.capabilities); },
+     [](const PlanOptions& o) { return o.fuse && o.grouped_embeddings; }},
     {"fuse_collectives", [](Plan& p, const PassContext&) { fuse_collectives(p); }, fusing},
     {"link_dependencies", [](Plan& p, const PassContext&) { link_dependencies(p); }},
     {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},

@@ -229,6 +229,8 @@ struct PlanOptions {
   /// where a kernel has several: 0 or 1 turns the pass off).
   bool parallel_ops = false;
   int kernel_threads = 0;
+  /// fuse_embedding_concat (with fuse).
+  bool grouped_embeddings = true;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
   const Placer* placer = nullptr;              // heterogeneous platforms
 };
@@ -307,6 +309,18 @@ void elide_assigns(Plan& p, ReuseMode mode);
 /// side (one thread each). Members keep their own values; groups stay small enough that their
 /// outputs are live together without growing the plan much.
 void fuse_parallel_ops(Plan& p, const PlanOptions& options);
+/// Lookups read only by a concat along the last axis -> one embedding_concat (fusion.cpp).
+void fuse_embedding_concat(Plan& p, const Capabilities* caps);
+
+/// An int32 index input of a node that executables check (fed: before the run; computed: on
+/// the device), with its bound: values lie in [0, bound), or [-bound, bound) where `wraps`.
+struct IndexUse {
+  std::size_t input = 0;
+  std::int64_t bound = 0;
+  bool wraps = false;
+};
+/// OpDef::index's one input (when it is int32), or each lookup's of an embedding_concat.
+std::vector<IndexUse> index_uses(const Plan& p, const PlanNode& n);
 /// Makes runs atomic: every node that writes a variable waits for a commit point that waits
 /// for every other node with work. A run that fails before the commit changes no variable;
 /// after it only writes run (copies and in-place arithmetic, whose inputs are all computed).

@@ -114,20 +114,19 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
     if (!node.has_work()) continue;
-    const int k = checked_index_input(node, p);
-    if (k < 0) continue;
-    const IndexInput& x = op_def(node.op).index;
-    LabelCheck c;
-    c.node = i;
-    c.labels = node.inputs[static_cast<std::size_t>(k)];
-    c.embedding = x.what == "index";
-    const Shape& bound = p.nodes[node.inputs[static_cast<std::size_t>(x.bound_input)]].type.shape;
-    c.classes = bound[x.dim_of(bound, node.attrs)];
-    c.wraps = x.wraps;
-    c.rows = p.nodes[c.labels].type.shape.numel();
-    c.slot = static_cast<int>(labels_.size());
-    c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
-    labels_.push_back(c);
+    // One slot per index input, consecutive (embedding_concat has one per lookup).
+    for (const IndexUse& u : index_uses(p, node)) {
+      LabelCheck c;
+      c.node = i;
+      c.labels = node.inputs[u.input];
+      c.embedding = op_def(node.op).index.what == "index";
+      c.classes = u.bound;
+      c.wraps = u.wraps;
+      c.rows = p.nodes[c.labels].type.shape.numel();
+      c.slot = static_cast<int>(labels_.size());
+      c.on_host = p.nodes[base_of(c.labels)].storage == Storage::Input;
+      labels_.push_back(c);
+    }
   }
   checked_.assign(n, 0);
   for (const LabelCheck& c : labels_) checked_[c.node] = 1;
@@ -157,9 +156,9 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
       args.in.push_back(node.reads_input(k) ? mem_[u] : nullptr);
       args.in_types.push_back(p.nodes[u].type);
     }
-    args.out = mem_[p.output_of(i)];  // an assign: its variable
-    for (const LabelCheck& c : labels_) {
-      if (c.node == i) args.status_slot = c.slot;
+    args.out = mem_[p.output_of(i)];       // an assign: its variable
+    for (const LabelCheck& c : labels_) {  // the first of the node's slots
+      if (c.node == i && args.status_slot < 0) args.status_slot = c.slot;
     }
     ops_[i] = op_registry().create(args, node.op, node.label, false, names_[i]);
   }

@@ -23,13 +23,6 @@ const OpRegistry& op_registry() {
   return registry;
 }
 
-int checked_index_input(const PlanNode& n, const Plan& p) {
-  const IndexInput& x = op_def(n.op).index;
-  if (x.input < 0 || static_cast<std::size_t>(x.input) >= n.inputs.size()) return -1;
-  return p.nodes[n.inputs[static_cast<std::size_t>(x.input)]].type.dtype == DType::i32 ? x.input
-                                                                                       : -1;
-}
-
 std::size_t group_size(const Device& dev, cl_kernel k, std::size_t cap) {
   std::size_t kmax = 0;
   HG_CL(clGetKernelWorkGroupInfo(k, dev.id(), CL_KERNEL_WORK_GROUP_SIZE, sizeof(kmax), &kmax,

@@ -55,9 +55,6 @@ struct OpArgs {
 using OpRegistry = KernelRegistry<OpArgs, ClOp>;
 const OpRegistry& op_registry();
 
-/// The int32 index input of node n whose values the device checks (OpDef::index), or -1.
-int checked_index_input(const PlanNode& n, const Plan& p);
-
 void register_elementwise_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);

@@ -1,6 +1,7 @@
 // Embedding lookup (gather rows of a table by int32 indices) and its gradient, a scatter-add
 // of the incoming rows into a zero table; and its generalisation, ONNX Gather (any axis, any
 // index rank, negative indices from the back). The public builders live here, next to the ops.
+#include "compiler/geometry.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 
@@ -56,11 +57,53 @@ TensorType infer_embedding_grad(const InferCtx& c) {
 // indices, v). Made by the fusion pass from an SGD step; its type is the table's.
 TensorType infer_embedding_update(const InferCtx& c) {
   const Shape want = gathered_shape(c, c.in[0], c.in[2]);
-  if (c.in[1].dtype != DType::f32 || c.in[1].shape != want) {
+  if (c.in[1].dtype != DType::f32 || !GradientBand::fits(c.in[1].shape, want, c.attrs.begin)) {
     c.fail("embedding_update: the incoming gradient must have the lookup's shape " + want.str() +
-           ", got " + c.in[1].shape.str());
+           " (or hold it from column " + std::to_string(c.attrs.begin) + "), got " +
+           c.in[1].shape.str());
   }
   return c.in[0];
+}
+
+// embedding_concat(pieces...) with LookupPieces: each lookup piece (table, indices) gives
+// [indices..., dim], each value piece its own shape; all have one rank and agree on every dim
+// but the last, along which they are concatenated (the concat this node replaced).
+TensorType infer_embedding_concat(const InferCtx& c) {
+  const LookupPieces& lp = c.attrs.get<LookupPieces>();
+  std::vector<Shape> parts;
+  std::size_t k = 0;
+  for (std::uint8_t l : lp.lookup) {
+    if (k + (l != 0 ? 2 : 1) > c.in.size()) c.fail("embedding_concat: fewer inputs than pieces");
+    if (l != 0) {
+      parts.push_back(gathered_shape(c, c.in[k], c.in[k + 1]));
+      k += 2;
+    } else {
+      if (c.in[k].dtype != DType::f32) c.fail("embedding_concat: value pieces must be float");
+      parts.push_back(c.in[k].shape);
+      k += 1;
+    }
+  }
+  if (k != c.in.size() || parts.empty()) c.fail("embedding_concat: inputs and pieces differ");
+  std::vector<std::int64_t> d(parts[0].dims().begin(), parts[0].dims().end());
+  if (d.empty()) c.fail("embedding_concat: pieces must have rank >= 1");
+  d.back() = 0;
+  for (const Shape& s : parts) {
+    bool same = s.rank() == static_cast<int>(d.size());
+    for (std::size_t i = 0; same && i + 1 < d.size(); ++i) same = s[static_cast<int>(i)] == d[i];
+    if (!same) {
+      c.fail("embedding_concat: piece " + s.str() + " does not match " + parts[0].str() +
+             " but for the last dim");
+    }
+    d.back() += s.dim(-1);
+  }
+  return {Shape(std::span<const std::int64_t>(d)), DType::f32};
+}
+
+// Reads only the looked-up rows of each table: one load and one store per output element.
+Cost lookups_cost(std::span<const TensorType> in, const TensorType&, const Attrs& at, Cost base) {
+  for (const auto& lk : at.get<LookupPieces>().lookups())
+    base.bytes -= static_cast<double>(in[lk.first].bytes());
+  return base;
 }
 
 // gather(x, idx) along axis a: x.shape[:a] + idx.shape + x.shape[a+1:].
@@ -180,6 +223,16 @@ void register_embedding_ops(std::vector<OpDef>& t) {
                .flops_per_elem = 0.0f,
                .cost = check_cost,
                .index = {.input = 0, .bound_input = 1, .bound_dim = 0, .what = "index"}});
+  // Its indices (one input per lookup piece, LookupPieces::lookups) are checked by the kernels
+  // and, where fed, before the run (lookup_index_inputs): IndexInput names one input only.
+  t.push_back({.kind = OpKind::EmbeddingConcat,
+               .name = "embedding_concat",
+               .arity = -1,
+               .infer = infer_embedding_concat,
+               .heavy = true,
+               .flops_per_elem = 0.5f,
+               .cost = lookups_cost,
+               .index = {.what = "index"}});
   t.push_back({.kind = OpKind::EmbeddingUpdate,
                .name = "embedding_update",
                .arity = 3,

@@ -3,6 +3,7 @@
 // no value of its own: it writes its variable (input 0) and the variable's state tensors after
 // the commit point, so a run that fails changes none of them. Built by hetgraph::minimize and
 // apply_gradients (src/compiler/optimizer.cpp).
+#include "compiler/geometry.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/plan.hpp"
 
@@ -49,8 +50,10 @@ TensorType infer_sparse_update(const InferCtx& c) {
   if (c.in[2].dtype != DType::i32) c.fail("the indices must be int32");
   std::vector<std::int64_t> d(c.in[2].shape.dims().begin(), c.in[2].shape.dims().end());
   d.push_back(v.shape[1]);
-  if (c.in[1].dtype != DType::f32 || c.in[1].shape != Shape(std::span<const std::int64_t>(d)))
-    c.fail("the gradient rows must have the lookup's shape");
+  if (c.in[1].dtype != DType::f32 ||
+      !GradientBand::fits(c.in[1].shape, Shape(std::span<const std::int64_t>(d)), c.attrs.begin))
+    c.fail("the gradient rows must have the lookup's shape (or hold it from column " +
+           std::to_string(c.attrs.begin) + ")");
   if (c.in[3].shape.numel() != 1) c.fail("the learning rate must be a scalar");
   if (c.in.size() != static_cast<std::size_t>(4 + r.states()) || (r.states() == 1 && c.in[4] != v))
     c.fail("sparse_optimizer_update: wrong state inputs");

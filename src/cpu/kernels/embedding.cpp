@@ -125,7 +125,8 @@ template <bool Reference>
 std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
   const Lookup l = lookup(a, 0, 2);
   const float* v = a.in_f(0);
-  const float* g = a.in_f(1);
+  const float* g = a.in_f(1);  // or the concat gradient holding its band (gb)
+  const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
   const std::int32_t* idx = a.in_i(2);
   float* out = a.out_f();
   const float beta = a.node.attrs.beta;
@@ -153,7 +154,7 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
         for (std::int64_t j = i; j < l.count; ++j) {
           if (idx[j] != r) continue;
           for (std::int64_t d = 0; d < l.dim; ++d)
-            sum[static_cast<std::size_t>(d)] += g[j * l.dim + d];
+            sum[static_cast<std::size_t>(d)] += g[j * gb.stride + gb.begin + d];
         }
         for (std::int64_t d = 0; d < l.dim; ++d)
           out[r * l.dim + d] = v[r * l.dim + d] + beta * sum[static_cast<std::size_t>(d)];
@@ -179,7 +180,7 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
                    for (std::int64_t q = b; q < e; ++q) {
                      std::fill(sum, sum + l.dim, 0.0f);
                      for (std::int64_t k = starts[q]; k < starts[q + 1]; ++k) {
-                       const float* gi = g + order[k] * l.dim;
+                       const float* gi = g + order[k] * gb.stride + gb.begin;
 #pragma omp simd
                        for (std::int64_t d = 0; d < l.dim; ++d) sum[d] += gi[d];
                      }
@@ -203,7 +204,8 @@ std::unique_ptr<CpuKernel> make_sparse_optimizer(const KernelArgs& a) {
   const Lookup l = lookup(a, 0, 2);
   const OptimizerRule r = a.node.attrs.get<OptimizerRule>();
   float* v = a.out_f();
-  const float* g = a.in_f(1);
+  const float* g = a.in_f(1);  // or the concat gradient holding its band (gb)
+  const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
   const std::int32_t* idx = a.in_i(2);
   const float* lr_in = a.in_f(3);
   float* sum_state = r.states() > 0 ? const_cast<float*>(a.in_f(4)) : nullptr;
@@ -236,7 +238,8 @@ std::unique_ptr<CpuKernel> make_sparse_optimizer(const KernelArgs& a) {
       }
     };
     auto add = [&](std::int64_t i) {
-      for (std::int64_t d = 0; d < l.dim; ++d) sum[static_cast<std::size_t>(d)] += g[i * l.dim + d];
+      for (std::int64_t d = 0; d < l.dim; ++d)
+        sum[static_cast<std::size_t>(d)] += g[i * gb.stride + gb.begin + d];
     };
     if constexpr (Reference) {
       std::vector<bool> done(static_cast<std::size_t>(l.rows), false);
@@ -385,9 +388,79 @@ std::unique_ptr<CpuKernel> make_gather_grad_ref(const KernelArgs& a) {
   });
 }
 
+// embedding_concat (fuse_embedding_concat): the pieces of a concat along the last axis, lookups
+// gathered straight into their bands of the output. Every lookup's indices are checked before
+// any row is written; then each output row is filled piece by piece (rows split among the
+// team: disjoint writes, plain copies, so any team gives the unfused plan's bits).
+struct Piece {
+  const float* src = nullptr;          // table (lookup) or value
+  const std::int32_t* idx = nullptr;   // lookup: its indices; null for a value
+  std::int64_t width = 0, offset = 0;  // band of the output row
+  Lookup l;                            // lookup: its geometry, for the check
+};
+
+std::vector<Piece> pieces(const KernelArgs& a) {
+  std::vector<Piece> ps;
+  std::size_t k = 0;
+  std::int64_t off = 0;
+  for (std::uint8_t lk : a.node.attrs.get<LookupPieces>().lookup) {
+    Piece p;
+    p.src = a.in_f(k);
+    if (lk != 0) {
+      p.idx = a.in_i(k + 1);
+      p.l = lookup(a, k, k + 1);
+      p.width = p.l.dim;
+      k += 2;
+    } else {
+      p.width = a.in_shape(k).dim(-1);
+      k += 1;
+    }
+    p.offset = off;
+    off += p.width;
+    ps.push_back(std::move(p));
+  }
+  return ps;
+}
+
+template <bool Reference>
+std::unique_ptr<CpuKernel> make_embedding_concat(const KernelArgs& a) {
+  const std::vector<Piece> ps = pieces(a);
+  const std::int64_t width = a.out_shape().dim(-1);
+  const std::int64_t rows = a.out_shape().numel() / std::max<std::int64_t>(width, 1);
+  float* out = a.out_f();
+  return make_kernel([=](const ExecCtx& ctx) {
+    for (const Piece& p : ps) {
+      if (p.idx != nullptr) check_indices(p.l, p.idx);
+    }
+    auto fill = [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        float* o = out + r * width;
+        for (const Piece& p : ps) {
+          const float* s =
+              p.idx != nullptr ? p.src + std::int64_t{p.idx[r]} * p.width : p.src + r * p.width;
+          if constexpr (Reference) {
+            for (std::int64_t d = 0; d < p.width; ++d) o[p.offset + d] = s[d];
+          } else {
+            std::memcpy(o + p.offset, s, static_cast<std::size_t>(p.width) * sizeof(float));
+          }
+        }
+      }
+    };
+    if constexpr (Reference) {
+      fill(0, rows);
+    } else {
+      parallel_for(ctx, rows,
+                   std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(width, 1)),
+                   fill);
+    }
+  });
+}
+
 }  // namespace
 
 void register_embedding_kernels(KernelRegistry& r) {
+  r.add(OpKind::EmbeddingConcat, {"row_copies", nullptr, make_embedding_concat<false>});
+  r.add(OpKind::EmbeddingConcat, {"reference", nullptr, make_embedding_concat<true>, true});
   r.add(OpKind::CheckIndices, {"scan", nullptr, make_check, true});
   r.add(OpKind::Gather, {"row_copies", nullptr, make_gather_axis});
   r.add(OpKind::Gather, {"reference", nullptr, make_gather_axis_ref, true});

@@ -49,9 +49,62 @@ std::unique_ptr<ClOp> make_gather(const OpArgs& a) {
   return std::make_unique<KernelSeq>(std::move(launches));
 }
 
+// embedding_update (v, g, ids) with beta: only the looked-up rows are written; out of place,
+// v is copied over first.
+std::unique_ptr<ClOp> make_update(const OpArgs& a) {
+  const Shape& table = a.in_shape(0);
+  const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
+  std::vector<Launch> launches;
+  if (a.in[0] != a.out) {
+    const cl_int n = to_int(table.numel());
+    launches.push_back(
+        launch_1d(a.device, make_kernel(a.program("movement"), "copy_band", a.in[0], a.out, n, n,
+                                        cl_int{1}, n, cl_int{0}, n, cl_int{0})));
+  }
+  launches.push_back(launch_1d(
+      a.device, make_kernel(a.program("embedding"), "embedding_update", a.in[0], a.in[1], a.in[2],
+                            a.out, to_int(a.in_shape(2).numel()), to_int(table[0]),
+                            to_int(table[1]), to_int(gb.stride), to_int(gb.begin),
+                            cl_float{a.node.attrs.beta}, a.status, cl_int{a.status_slot})));
+  return std::make_unique<KernelSeq>(std::move(launches));
+}
+
+// embedding_concat: one launch per piece, each writing its band of the one output (the concat
+// buffer); lookup piece j records a bad index in status slot status_slot + j (the platform
+// gives the node one slot per lookup, in order).
+std::unique_ptr<ClOp> make_embedding_concat(const OpArgs& a) {
+  const std::int64_t width = a.out_shape().dim(-1);
+  const std::int64_t count = a.out_shape().numel() / std::max<std::int64_t>(width, 1);
+  std::vector<Launch> launches;
+  std::size_t k = 0;
+  std::int64_t off = 0;
+  int slot = a.status_slot;
+  for (std::uint8_t lk : a.node.attrs.get<LookupPieces>().lookup) {
+    if (lk != 0) {
+      const Shape& table = a.in_shape(k);
+      launches.push_back(launch_1d(
+          a.device, make_kernel(a.program("embedding"), "embedding_band", a.in[k], a.in[k + 1],
+                                a.out, to_int(count), to_int(table[0]), to_int(table[1]),
+                                to_int(width), to_int(off), a.status, cl_int{slot++})));
+      off += table[1];
+      k += 2;
+    } else {
+      const std::int64_t dim = a.in_shape(k).dim(-1);
+      launches.push_back(
+          launch_1d(a.device, make_kernel(a.program("embedding"), "value_band", a.in[k], a.out,
+                                          to_int(count), to_int(dim), to_int(width), to_int(off))));
+      off += dim;
+      k += 1;
+    }
+  }
+  return std::make_unique<KernelSeq>(std::move(launches));
+}
+
 }  // namespace
 
 void register_embedding_ops(OpRegistry& r) {
+  r.add(OpKind::EmbeddingConcat, {"cl_gather_bands", nullptr, make_embedding_concat});
+  r.add(OpKind::EmbeddingUpdate, {"cl_sparse_rows", nullptr, make_update});
   r.add(OpKind::CheckIndices, {"cl_check_indices", nullptr, make_check});
   r.add(OpKind::Gather, {"cl_gather", nullptr, make_gather});
   r.add(OpKind::GatherGrad, {"cl_gather_scatter_add", nullptr, make_gather});

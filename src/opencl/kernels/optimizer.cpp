@@ -2,6 +2,7 @@
 // variable (the node's out, as for an assign) and its state buffers in place.
 #include <cmath>
 
+#include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
 namespace hetgraph::detail::cl {
@@ -28,10 +29,25 @@ std::unique_ptr<ClOp> make_update(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// sparse_optimizer_update (v, rows, ids, lr[, sum]) of sgd or adagrad: writes v (the node's
+// out) and the sum in place, only the looked-up rows.
+std::unique_ptr<ClOp> make_sparse_update(const OpArgs& a) {
+  const OptimizerRule& r = a.node.attrs.get<OptimizerRule>();
+  const bool adagrad = r.kind == OptimizerRule::Kind::adagrad;
+  const Shape& table = a.in_shape(0);
+  const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
+  Kernel k = make_kernel(a.program("optimizer"), "sparse_optimizer_update", a.out, a.in[1], a.in[2],
+                         a.in[3], adagrad ? a.in[4] : a.out, to_int(a.in_shape(2).numel()),
+                         to_int(table[0]), to_int(table[1]), to_int(gb.stride), to_int(gb.begin),
+                         cl_int{adagrad ? 1 : 0}, cl_float{r.eps}, a.status, cl_int{a.status_slot});
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 void register_optimizer_ops(OpRegistry& r) {
   r.add(OpKind::OptimizerUpdate, {"cl_fused_update", nullptr, make_update});
+  r.add(OpKind::SparseOptimizerUpdate, {"cl_sparse_rows", nullptr, make_sparse_update});
 }
 
 }  // namespace hetgraph::detail::cl
