@@ -293,6 +293,10 @@ struct CompileOptions {
   /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
   /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.
   bool blocked_layouts = true;
+  /// With `blocked_layouts`, where that layout is channels-last: max pooling and channel
+  /// concat take and give it too, so inception blocks (googlenet) keep it from convolution to
+  /// convolution. Off: only values passed from convolutions to convolutions keep it.
+  bool layouts_through_pool_concat = true;
   /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).

@@ -225,6 +225,8 @@ struct PlanOptions {
   /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
   /// nchw turns the pass off.
   ActivationLayout conv_layout = ActivationLayout::nchw;
+  /// assign_layouts: max pooling and channel concat keep the layout (channels-last only).
+  bool layouts_through_pool_concat = true;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
   /// where a kernel has several: 0 or 1 turns the pass off).
   bool parallel_ops = false;
@@ -282,7 +284,7 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.
-void assign_layouts(Plan& p, ActivationLayout layout);
+void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);

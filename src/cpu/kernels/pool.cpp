@@ -1,4 +1,6 @@
-// Pooling kernels (NCHW), forward and backward, with reference implementations ending each list.
+// Pooling kernels (NCHW; forward max pooling also channels-last, where assign_layouts keeps
+// a convolution's layout through it), forward and backward, with reference implementations
+// ending each list.
 //
 // Average pooling runs through oneDNN 2.6 on the plain tensors: its jit pools plain NCHW
 // directly (transposing internally), and reordering to nChw16c and back costs more than it
@@ -268,6 +270,54 @@ std::unique_ptr<CpuKernel> make_max_pool_fwd(const KernelArgs& a) {
   return std::make_unique<MaxPoolFwdKernel>(a, has_grad_reader(a));
 }
 
+bool channels_last(const KernelArgs& a) {
+  return a.node.layout == ActivationLayout::nhwc;
+}
+const char* reject_channels_last(const KernelArgs& a) {
+  return channels_last(a) ? "the value is channels-last (assign_layouts)" : nullptr;
+}
+const char* reject_plain(const KernelArgs& a) {
+  return channels_last(a) ? nullptr : "the value is NCHW";
+}
+
+/// Forward max pooling of channels-last values (assign_layouts gives that layout only to
+/// poolings no gradient reads): each output pixel is the maximum of its window's pixels, a
+/// vectorised loop over their contiguous channels. Same values as nan_max_rows: the first NaN
+/// of a window wins (a number never replaces it), -inf where a window holds only padding.
+std::unique_ptr<CpuKernel> make_max_pool_nhwc(const KernelArgs& a) {
+  const ImageGeom g = pool_geom(a.in_shape(0), a.node.attrs);
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+  const std::int64_t grain =
+      std::max<std::int64_t>(1, kParallelGrain / (g.ow * g.c * g.win.kernel[0] * g.win.kernel[1]));
+  return make_kernel([=](const ExecCtx& ctx) {
+    const Window2d& w = g.win;
+    const std::int64_t c = g.c;
+    parallel_for(ctx, g.n * g.oh, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t row = b; row < e; ++row) {
+        const std::int64_t n = row / g.oh, oy = row % g.oh;
+        for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+          float* out = y + (row * g.ow + ox) * c;
+          std::fill(out, out + c, -std::numeric_limits<float>::infinity());
+          for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+            const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
+            if (iy < 0 || iy >= g.h) continue;
+            for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+              const std::int64_t ix = ox * w.stride[1] - w.pad_begin[1] + kx * w.dilation[1];
+              if (ix < 0 || ix >= g.w) continue;
+              const float* in = x + ((n * g.h + iy) * g.w + ix) * c;
+              for (std::int64_t k = 0; k < c; ++k) {
+                const float v = in[k], m = out[k];
+                out[k] = (v > m) | (v != v) ? v : m;
+              }
+            }
+          }
+        }
+      }
+    });
+  });
+}
+
 // The argmaxes the forward node (input 2 of max_pool2d_grad) kept, if its kernel is ours.
 const std::int32_t* kept_argmax(const KernelArgs& a) {
   if (a.kernels == nullptr) return nullptr;
@@ -335,13 +385,15 @@ struct PoolRef {
     window(oy, ox, [&](std::int64_t, std::int64_t) { n += 1; });
     return n;
   }
-  // Position (iy * w + ix) of a window's first NaN, else of its first maximum, over plane x.
-  std::int64_t argmax(const float* x, std::int64_t oy, std::int64_t ox) const {
+  // Position (iy * w + ix) of a window's first NaN, else of its first maximum, over plane x
+  // (its elements `step` floats apart: channels-last planes are strided).
+  std::int64_t argmax(const float* x, std::int64_t oy, std::int64_t ox,
+                      std::int64_t step = 1) const {
     std::int64_t best = -1;
     window(oy, ox, [&](std::int64_t iy, std::int64_t ix) {
-      const float v = x[iy * g.w + ix];
-      if (best >= 0 && std::isnan(x[best])) return;
-      if (best < 0 || std::isnan(v) || v > x[best]) best = iy * g.w + ix;
+      const float v = x[(iy * g.w + ix) * step];
+      if (best >= 0 && std::isnan(x[best * step])) return;
+      if (best < 0 || std::isnan(v) || v > x[best * step]) best = iy * g.w + ix;
     });
     return best;
   }
@@ -353,18 +405,24 @@ std::unique_ptr<CpuKernel> make_pool_fwd_ref(const KernelArgs& a) {
   const bool max = a.node.op == OpKind::MaxPool2d;
   const float* x = a.in_f(0);
   float* y = a.out_f();
+  const bool last = channels_last(a);
   return make_kernel([=](const ExecCtx&) {
     const ImageGeom& g = r.g;
+    // Plane p = (n, c): its first element and the distance between its elements, in x and y.
+    const std::int64_t step = last ? g.c : 1;
     for (std::int64_t p = 0; p < r.planes(); ++p) {
-      const float* xp = x + p * g.h * g.w;
+      const std::int64_t n = p / g.c, c = p % g.c;
+      const float* xp = last ? x + n * g.h * g.w * g.c + c : x + p * g.h * g.w;
+      float* yp = last ? y + n * g.oh * g.ow * g.c + c : y + p * g.oh * g.ow;
       for (std::int64_t oy = 0; oy < g.oh; ++oy)
         for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-          float& out = y[(p * g.oh + oy) * g.ow + ox];
+          float& out = yp[(oy * g.ow + ox) * step];
           if (max) {
-            out = xp[r.argmax(xp, oy, ox)];
+            out = xp[r.argmax(xp, oy, ox, step) * step];
           } else {
             double s = 0;
-            r.window(oy, ox, [&](std::int64_t iy, std::int64_t ix) { s += xp[iy * g.w + ix]; });
+            r.window(oy, ox,
+                     [&](std::int64_t iy, std::int64_t ix) { s += xp[(iy * g.w + ix) * step]; });
             out = static_cast<float>(s / r.divisor(oy, ox));
           }
         }
@@ -404,7 +462,8 @@ std::unique_ptr<CpuKernel> make_pool_bwd_ref(const KernelArgs& a) {
 
 void register_pool_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
-  r.add(OpKind::MaxPool2d, {"nan_max_rows", nullptr, make_max_pool_fwd});
+  r.add(OpKind::MaxPool2d, {"nan_max_channels", reject_plain, make_max_pool_nhwc});
+  r.add(OpKind::MaxPool2d, {"nan_max_rows", reject_channels_last, make_max_pool_fwd});
   r.add(OpKind::MaxPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
   r.add(OpKind::AvgPool2d, {"dnnl_pool", reject_avg, make_avg_pool_fwd});
   r.add(OpKind::AvgPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
