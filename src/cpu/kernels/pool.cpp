@@ -281,40 +281,78 @@ const char* reject_plain(const KernelArgs& a) {
 }
 
 /// Forward max pooling of channels-last values (assign_layouts gives that layout only to
-/// poolings no gradient reads): each output pixel is the maximum of its window's pixels, a
-/// vectorised loop over their contiguous channels. Same values as nan_max_rows: the first NaN
-/// of a window wins (a number never replaces it), -inf where a window holds only padding.
+/// poolings no gradient reads): each output pixel is the maximum of its window's pixels, over
+/// their contiguous channels 64 at a time in registers (16 and one at a time at the end). Same
+/// values as nan_max_rows: a NaN in a window wins (a number never replaces it), -inf where a
+/// window holds only padding.
+struct MaxPoolChannels {
+  ImageGeom g;
+
+  static vm::f16 take(vm::f16 m, vm::f16 v) { return (v > m) | (v != v) ? v : m; }
+
+  // Output pixel `out` from the window's in-image pixels `taps`.
+  void pixel(const std::vector<const float*>& taps, float* out) const {
+    constexpr std::int64_t L = vm::kLanes;
+    const vm::f16 ninf = vm::splat(-std::numeric_limits<float>::infinity());
+    std::int64_t k = 0;
+    for (; k + 4 * L <= g.c; k += 4 * L) {
+      vm::f16 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+      for (const float* t : taps) {
+        m0 = take(m0, vm::load(t + k));
+        m1 = take(m1, vm::load(t + k + L));
+        m2 = take(m2, vm::load(t + k + 2 * L));
+        m3 = take(m3, vm::load(t + k + 3 * L));
+      }
+      vm::store(out + k, m0);
+      vm::store(out + k + L, m1);
+      vm::store(out + k + 2 * L, m2);
+      vm::store(out + k + 3 * L, m3);
+    }
+    for (; k + L <= g.c; k += L) {
+      vm::f16 m = ninf;
+      for (const float* t : taps) m = take(m, vm::load(t + k));
+      vm::store(out + k, m);
+    }
+    for (; k < g.c; ++k) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (const float* t : taps) m = (t[k] > m) | (t[k] != t[k]) ? t[k] : m;
+      out[k] = m;
+    }
+  }
+
+  // Output rows [b, e) of all images (row = n * oh + oy).
+  void rows(std::int64_t b, std::int64_t e, const float* x, float* y) const {
+    const Window2d& w = g.win;
+    std::vector<const float*> taps;
+    taps.reserve(static_cast<std::size_t>(w.kernel[0] * w.kernel[1]));
+    for (std::int64_t row = b; row < e; ++row) {
+      const std::int64_t n = row / g.oh, oy = row % g.oh;
+      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+        taps.clear();
+        for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+          const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
+          if (iy < 0 || iy >= g.h) continue;
+          for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+            const std::int64_t ix = ox * w.stride[1] - w.pad_begin[1] + kx * w.dilation[1];
+            if (ix >= 0 && ix < g.w) taps.push_back(x + ((n * g.h + iy) * g.w + ix) * g.c);
+          }
+        }
+        pixel(taps, y + (row * g.ow + ox) * g.c);
+      }
+    }
+  }
+};
+
 std::unique_ptr<CpuKernel> make_max_pool_nhwc(const KernelArgs& a) {
-  const ImageGeom g = pool_geom(a.in_shape(0), a.node.attrs);
+  const MaxPoolChannels pool{pool_geom(a.in_shape(0), a.node.attrs)};
+  const ImageGeom& g = pool.g;
   const float* x = a.in_f(0);
   float* y = a.out_f();
   const std::int64_t grain =
       std::max<std::int64_t>(1, kParallelGrain / (g.ow * g.c * g.win.kernel[0] * g.win.kernel[1]));
   return make_kernel([=](const ExecCtx& ctx) {
-    const Window2d& w = g.win;
-    const std::int64_t c = g.c;
-    parallel_for(ctx, g.n * g.oh, grain, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t row = b; row < e; ++row) {
-        const std::int64_t n = row / g.oh, oy = row % g.oh;
-        for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-          float* out = y + (row * g.ow + ox) * c;
-          std::fill(out, out + c, -std::numeric_limits<float>::infinity());
-          for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
-            const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
-            if (iy < 0 || iy >= g.h) continue;
-            for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
-              const std::int64_t ix = ox * w.stride[1] - w.pad_begin[1] + kx * w.dilation[1];
-              if (ix < 0 || ix >= g.w) continue;
-              const float* in = x + ((n * g.h + iy) * g.w + ix) * c;
-              for (std::int64_t k = 0; k < c; ++k) {
-                const float v = in[k], m = out[k];
-                out[k] = (v > m) | (v != v) ? v : m;
-              }
-            }
-          }
-        }
-      }
-    });
+    parallel_for(ctx, g.n * g.oh, grain,
+                 [&](std::int64_t b, std::int64_t e) { pool.rows(b, e, x, y); });
   });
 }
 
