@@ -406,6 +406,7 @@ class CompiledGraph {
   std::vector<float> read(std::string_view name) const;
   void read(Node n, std::span<float> out) const;
   std::vector<std::int32_t> read_i32(Node n) const;
+  std::vector<std::int32_t> read_i32(std::string_view name) const;
   /// Overwrites a node's value: inputs and variables persist, computed nodes until the next
   /// run recomputes them. Constants cannot be written.
   void write(Node n, std::span<const float> data);

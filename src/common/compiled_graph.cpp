@@ -188,6 +188,13 @@ std::vector<std::int32_t> CompiledGraph::read_i32(Node n) const {
   e.read(i, out.data(), out.size(), DType::i32, "read_i32");
   return out;
 }
+std::vector<std::int32_t> CompiledGraph::read_i32(std::string_view name) const {
+  Executable& e = live("read_i32");
+  const auto i = e.plan().named(name, "read_i32");
+  std::vector<std::int32_t> out = host_vector<std::int32_t>(e.plan(), i, "read_i32");
+  e.read(i, out.data(), out.size(), DType::i32, "read_i32");
+  return out;
+}
 void CompiledGraph::write(Node n, std::span<const float> data) {
   Executable& e = live("write");
   e.write(e.plan().index(n, "write"), data.data(), data.size(), DType::f32, "write");

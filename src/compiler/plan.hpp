@@ -83,7 +83,10 @@ struct PlanNode {
   std::string placed_by;                    // why it runs there (engine_report)
   double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
   // state
-  Initializer init;
+  /// A variable's first value. Mutable: the executable that initialises the plan's memory
+  /// drops its reference to the values then (Executable::initialize_state), so the weights are
+  /// not kept twice once the graph that shares them is gone.
+  mutable Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;
 

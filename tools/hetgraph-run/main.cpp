@@ -99,6 +99,16 @@ int run(const hgrun::Options& o) {
   hetgraph::CompiledGraph cg =
       m.compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
   const double setup_s = hetgraph::now_s() - t0;
+  // The rest reads outputs by name: the graph can go, and with it the last copy of the weights
+  // outside the compiled graph's memory (the plan dropped its reference once it initialised
+  // that memory).
+  std::vector<hetgraph::Shape> out_shapes;
+  for (const hetgraph::Node& out : m.outputs) out_shapes.push_back(cg.shape(out));
+  m.graph = hetgraph::Graph();
+  m.inputs.clear();
+  m.outputs.clear();
+  m.variables.clear();
+  malloc_trim(0);
 
   // Inputs go into the graph's mapped buffers once; every run feeds those (no copies).
   std::mt19937 rng(static_cast<std::uint32_t>(o.seed));
@@ -149,18 +159,18 @@ int run(const hgrun::Options& o) {
   double checksum = 0;
   std::vector<std::string> written;
   if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
-  for (std::size_t k = 0; k < m.outputs.size(); ++k) {
+  for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     const ho::ValueDesc& out = m.output_info[k];
     ho::TensorData td;
     td.name = out.name;
     td.onnx_type = out.onnx_type;
     td.dtype = out.dtype;
-    td.shape = cg.shape(m.outputs[k]);
+    td.shape = out_shapes[k];
     if (out.dtype == hetgraph::DType::f32) {
-      td.f32 = cg.read(m.outputs[k]);
+      td.f32 = cg.read(out.name);
       for (float v : td.f32) checksum += v;
     } else {
-      td.i32 = cg.read_i32(m.outputs[k]);
+      td.i32 = cg.read_i32(out.name);
       for (std::int32_t v : td.i32) checksum += v;
     }
     if (!o.output_dir.empty()) {
@@ -202,9 +212,9 @@ int run(const hgrun::Options& o) {
               med, mn, mx, o.repeat, o.warmup,
               t.tuning_runs ? ", and the engine's tuning runs" : "");
   std::printf("inputs    %s\n", random ? "random where no file was given" : "from files");
-  for (std::size_t k = 0; k < m.outputs.size(); ++k) {
+  for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     std::printf("output    %s %s %s%s%s\n", m.output_info[k].name.c_str(),
-                cg.shape(m.outputs[k]).str().c_str(), m.output_info[k].onnx_type.c_str(),
+                out_shapes[k].str().c_str(), m.output_info[k].onnx_type.c_str(),
                 written.empty() ? "" : " -> ", written.empty() ? "" : written[k].c_str());
   }
   return 0;
