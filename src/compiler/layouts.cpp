@@ -84,8 +84,8 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat) 
       }
       for (const auto& [r, k] : readers[i]) {
         const PlanNode& c = p.nodes[r];
-        const bool as_conv = convolution(c) && image_or_residual(c, k) && c.storage == Storage::Computed &&
-                             c.inputs[0] != c.inputs.back();
+        const bool as_conv = convolution(c) && image_or_residual(c, k) &&
+                             c.storage == Storage::Computed && c.inputs[0] != c.inputs.back();
         ok = ok && c.device == v.device && (as_conv || (through[r] && blocked[r]));
       }
       if (!ok) {
