@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -208,72 +209,117 @@ TEST(NnKernels, FusedConvolutionsCountOnceInGraphStatistics) {
   EXPECT_EQ(r.avg_width, 1);
 }
 
-// assign_layouts: values between convolutions stay in oneDNN's layout on the CPU. Small nets
-// give the same results with the pass on and off (within float rounding: the layouts may pick
-// other kernels), planner on and off bitwise (run_checked), and on the CPU some value is kept
-// out of NCHW exactly where every reader is a convolution.
+// assign_layouts: values between convolutions stay in oneDNN's layout on the CPU, and with a
+// channels-last layout through max pooling and channel concat too. Small nets give the same
+// results with the pass on and off (within float rounding: the layouts may pick other
+// kernels), bitwise with layouts_through_pool_concat on and off (the max pooling and concat
+// kernels compute the same values in either layout), planner on and off bitwise (run_checked),
+// and on the CPU some value is kept out of NCHW exactly where every reader takes it so.
 TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
   const Conv2dOptions same{.padding = {1, 1}};
   struct Net {
     std::string what;
-    std::function<std::vector<Node>(Node, Node, Node, Node)> build;  // (x, w1, w2, w3): fetches
+    // (x, w1, w2, w3, w4): fetches
+    std::function<std::vector<Node>(Node, Node, Node, Node, Node)> build;
     int kept;  // values kept out of NCHW on a CPU whose convolutions compute in another layout
+    int kept_through;  // the same where that layout is channels-last (through pool and concat)
+  };
+  auto inception = [&](Node x, Node w1, Node w2, Node w3, Node w4, bool avg) {
+    Node r = relu(conv2d(x, w3));
+    Node a = relu(conv2d(r, w2, same));
+    Node p = max_pool2d(relu(conv2d(x, w1, same)),
+                        {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}});
+    Node c = concat({a, p}, 1);
+    Node p2 = max_pool2d(c, {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true});
+    std::vector<Node> ys{conv2d(c, w4), conv2d(p2, w4)};
+    if (avg) ys.push_back(avg_pool2d(c, {.kernel = {2, 2}}));
+    return ys;
   };
   const std::vector<Net> nets = {
       // ResNet: conv -> relu -> conv + residual -> relu, twice; the block output feeds a
       // convolution and a residual.
       {"two resnet blocks",
-       [&](Node x, Node w1, Node w2, Node) {
+       [&](Node x, Node w1, Node w2, Node, Node) {
          Node h = relu(conv2d(x, w1, same));
          Node b1 = relu(add(conv2d(relu(conv2d(h, w1, same)), w2, same), h));
          return std::vector<Node>{relu(add(conv2d(relu(conv2d(b1, w1, same)), w2, same), b1))};
        },
-       4},
+       4, 4},
       // Inception: a 1x1 reduction into a 3x3 (kept), beside a branch into pooling and a
       // concat (plain).
       {"inception branches",
-       [&](Node x, Node w1, Node w2, Node w3) {
+       [&](Node x, Node w1, Node w2, Node w3, Node) {
          Node r = relu(conv2d(x, w3));
          Node a = relu(conv2d(r, w2, same));
          Node p = max_pool2d(relu(conv2d(x, w1, same)),
                              {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}});
          return std::vector<Node>{concat({a, p}, 1)};
        },
-       1},
+       1, 1},
+      // googlenet's inception: branches (one through a max pooling) concatenated, into a
+      // convolution and into a ceil_mode pooling that feeds one; and the same with the concat
+      // also read by an average pooling, which takes NCHW only: the concat and its branches
+      // are plain then (the 1x1 reduction into the 3x3 is still kept).
+      {"inception into convolutions",
+       [&](Node x, Node w1, Node w2, Node w3, Node w4) {
+         return inception(x, w1, w2, w3, w4, false);
+       },
+       1, 6},
+      {"inception into an average pooling",
+       [&](Node x, Node w1, Node w2, Node w3, Node w4) {
+         return inception(x, w1, w2, w3, w4, true);
+       },
+       1, 1},
+      // A pooling whose reader is not a convolution keeps its input plain.
+      {"pooling into a graph output",
+       [&](Node x, Node w1, Node, Node, Node) {
+         Node h = relu(conv2d(x, w1, same));
+         return std::vector<Node>{max_pool2d(h, {.kernel = {2, 2}})};
+       },
+       0, 0},
       // A value a user fetches stays plain even between convolutions.
       {"fetched intermediate",
-       [&](Node x, Node w1, Node w2, Node) {
+       [&](Node x, Node w1, Node w2, Node, Node) {
          Node h = relu(conv2d(x, w1, same));
          return std::vector<Node>{h, conv2d(h, w2, same)};
        },
-       0},
+       0, 0},
   };
   for (const Net& net : nets) {
     Graph g;
-    auto x = g.input("x"), w1 = g.input("w1"), w2 = g.input("w2"), w3 = g.input("w3");
-    const std::vector<Node> ys = net.build(x, w1, w2, w3);
+    auto x = g.input("x"), w1 = g.input("w1"), w2 = g.input("w2"), w3 = g.input("w3"),
+         w4 = g.input("w4");
+    const std::vector<Node> ys = net.build(x, w1, w2, w3, w4);
     const std::vector<In> ins{rand_in("x", {2, 16, 9, 8}, 51), rand_in("w1", {16, 16, 3, 3}, 52),
-                              rand_in("w2", {16, 16, 3, 3}, 53), rand_in("w3", {16, 16, 1, 1}, 54)};
+                              rand_in("w2", {16, 16, 3, 3}, 53), rand_in("w3", {16, 16, 1, 1}, 54),
+                              rand_in("w4", {16, 32, 1, 1}, 55)};
     InputShapes shapes;
     std::vector<FeedItem> feeds;
     for (const In& in : ins) {
       shapes.push_back({in.name, in.shape});
       feeds.push_back({in.name, in.values});
     }
-    std::vector<std::vector<float>> results[2];
-    for (bool on : {false, true}) {
+    // 0: layouts off, 1: on (through pool and concat off), 2: on (the default).
+    std::vector<std::vector<float>> results[3];
+    for (int on : {0, 1, 2}) {
       CompileOptions o;
-      o.blocked_layouts = on;
+      o.blocked_layouts = on > 0;
+      o.layouts_through_pool_concat = on == 2;
       auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, ys);
       cg.run(feeds);
       for (Node y : ys) results[on].push_back(cg.read(y));
       int kept = 0;
       for (const auto& n : detail::executable_of(cg).plan().nodes)
         kept += n.layout != detail::ActivationLayout::nchw;
+      const detail::ActivationLayout layout = detail::cpu::conv_activation_layout();
       const bool cpu_layout =
-          on_cpu() && !reference_forced() &&
-          detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
-      EXPECT_EQ(kept, on && cpu_layout ? net.kept : 0) << net.what << " on " << GetParam().name;
+          on_cpu() && !reference_forced() && layout != detail::ActivationLayout::nchw;
+      const bool through = on == 2 && layout == detail::ActivationLayout::nhwc;
+      EXPECT_EQ(kept, on > 0 && cpu_layout ? (through ? net.kept_through : net.kept) : 0)
+          << net.what << " (" << on << ") on " << GetParam().name;
+    }
+    for (std::size_t k = 0; k < ys.size(); ++k) {
+      EXPECT_EQ(results[2][k], results[1][k]) << net.what << " output " << k;
     }
     for (std::size_t k = 0; k < ys.size(); ++k) {
       for (std::size_t i = 0; i < results[0][k].size(); ++i) {
@@ -283,6 +329,84 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
     }
     testing_util::run_checked(GetParam(), g, ins, ys);  // planner on and off, bitwise
   }
+}
+
+// Max pooling between convolutions runs channels-last on a CPU whose convolutions do
+// (nan_max_channels): a NaN goes through it as through the NCHW kernel (a window holding one
+// gives NaN). 1x1 identity convolutions around it pass x on exactly (a NaN spreads over its
+// pixel's channels, with the sign the convolution's reorders give it: NaNs compare as NaNs).
+TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
+  Graph g;
+  auto x = g.input("x"), w = g.input("w");
+  Node p = max_pool2d(conv2d(x, w), {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true});
+  Node y = conv2d(p, w);
+  std::vector<float> xs = testing_util::random_vec(2 * 8 * 7 * 7, 61), ws(64, 0.0f);
+  for (int c = 0; c < 8; ++c) ws[static_cast<std::size_t>(c * 9)] = 1.0f;
+  xs[3 * 7 + 4] = std::numeric_limits<float>::quiet_NaN();  // image 0, channel 0, (3, 4)
+  const InputShapes shapes{{"x", {2, 8, 7, 7}}, {"w", {8, 8, 1, 1}}};
+  std::vector<float> out[2];
+  for (bool through : {false, true}) {
+    CompileOptions o;
+    o.layouts_through_pool_concat = through;
+    auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
+    cg.run({{"x", xs}, {"w", ws}});
+    out[through] = cg.read(y);
+    if (through && on_cpu() && !reference_forced() &&
+        detail::cpu::conv_activation_layout() == detail::ActivationLayout::nhwc) {
+      EXPECT_EQ(cg.kernel_name(p), "nan_max_channels");
+    }
+  }
+  int nans = 0;
+  for (std::size_t i = 0; i < out[0].size(); ++i) {
+    nans += std::isnan(out[0][i]);
+    if (std::isnan(out[0][i]))
+      ASSERT_TRUE(std::isnan(out[1][i])) << i;
+    else
+      ASSERT_EQ(std::memcmp(&out[0][i], &out[1][i], sizeof(float)), 0) << i;
+  }
+  EXPECT_EQ(nans, 2 * 8);  // two windows of image 0 hold (3, 4), in each of its channels
+}
+
+// The reference kernels of max pooling and concat take channels-last values too (their test
+// oracle): on a plan with such nodes, each one's fast and reference kernels agree bitwise.
+TEST(NnKernels, ChannelsLastPoolAndConcatMatchTheirReferences) {
+  if (reference_forced() || detail::cpu::conv_activation_layout() != detail::ActivationLayout::nhwc)
+    GTEST_SKIP() << "convolutions here do not compute channels-last";
+  Graph g;
+  auto x = g.input("x"), w = g.input("w"), w2 = g.input("w2");
+  Node a = relu(conv2d(x, w)), b = conv2d(x, w);
+  Node c = concat({a, max_pool2d(b, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}})}, 1);
+  Node y = conv2d(max_pool2d(c, {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true}), w2);
+  auto cg = GraphCompiler(Platform::cpu())
+                .compile(g, {{"x", {2, 8, 9, 7}}, {"w", {8, 8, 1, 1}}, {"w2", {4, 16, 1, 1}}}, {y});
+  const detail::Plan& plan = detail::executable_of(cg).plan();
+  int checked = 0;
+  for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
+    const detail::PlanNode& n = plan.nodes[i];
+    if (n.layout != detail::ActivationLayout::nhwc ||
+        (n.op != detail::OpKind::MaxPool2d && n.op != detail::OpKind::Concat))
+      continue;
+    std::vector<std::vector<float>> ins;
+    detail::cpu::KernelArgs args{plan, i, n, {}, {}, nullptr, n.type, 1, {1}, nullptr, nullptr};
+    for (std::uint32_t in : n.inputs) {
+      const detail::TensorType& t = plan.nodes[in].type;
+      ins.push_back(testing_util::random_vec(static_cast<std::size_t>(t.shape.numel()), 70 + i));
+      args.in.push_back(ins.back().data());
+      args.in_types.push_back(t);
+    }
+    std::vector<float> out[2];
+    for (bool ref : {false, true}) {
+      out[ref].assign(static_cast<std::size_t>(n.type.shape.numel()), 0.0f);
+      args.out = out[ref].data();
+      std::string_view chosen;
+      auto k = detail::cpu::kernel_registry().create(args, n.op, n.label, ref, chosen);
+      std::vector<std::byte> scratch(k->scratch_bytes());
+      k->run({1, 0, scratch.data(), scratch.size()});
+    }
+    EXPECT_EQ(out[0], out[1]) << n.label;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);  // both poolings and the concat
 }
 
 // A convolution keeps weights no node writes in oneDNN's layout across runs (conv.cpp,

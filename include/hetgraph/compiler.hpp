@@ -293,6 +293,10 @@ struct CompileOptions {
   /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
   /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.
   bool blocked_layouts = true;
+  /// With `blocked_layouts`, where that layout is channels-last: max pooling and channel
+  /// concat take and give it too, so inception blocks (googlenet) keep it from convolution to
+  /// convolution. Off: only values passed from convolutions to convolutions keep it.
+  bool layouts_through_pool_concat = true;
   /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).
@@ -410,6 +414,7 @@ class CompiledGraph {
   std::vector<float> read(std::string_view name) const;
   void read(Node n, std::span<float> out) const;
   std::vector<std::int32_t> read_i32(Node n) const;
+  std::vector<std::int32_t> read_i32(std::string_view name) const;
   /// Overwrites a node's value: inputs and variables persist, computed nodes until the next
   /// run recomputes them. Constants cannot be written.
   void write(Node n, std::span<const float> data);

@@ -48,6 +48,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.fuse = options_.fuse;
   po.conv_post_ops = options_.conv_post_ops;
   if (options_.blocked_layouts) po.conv_layout = backend.conv_layout();
+  po.layouts_through_pool_concat = options_.layouts_through_pool_concat;
   po.parallel_ops = options_.parallel_ops;
   po.grouped_embeddings = options_.grouped_embeddings;
   po.kernel_threads = backend.kernel_threads();
@@ -184,6 +185,13 @@ void CompiledGraph::read(Node n, std::span<float> out) const {
 std::vector<std::int32_t> CompiledGraph::read_i32(Node n) const {
   Executable& e = live("read_i32");
   const auto i = e.plan().index(n, "read_i32");
+  std::vector<std::int32_t> out = host_vector<std::int32_t>(e.plan(), i, "read_i32");
+  e.read(i, out.data(), out.size(), DType::i32, "read_i32");
+  return out;
+}
+std::vector<std::int32_t> CompiledGraph::read_i32(std::string_view name) const {
+  Executable& e = live("read_i32");
+  const auto i = e.plan().named(name, "read_i32");
   std::vector<std::int32_t> out = host_vector<std::int32_t>(e.plan(), i, "read_i32");
   e.read(i, out.data(), out.size(), DType::i32, "read_i32");
   return out;

@@ -500,6 +500,8 @@ void Executable::initialize_state() {
         gen.next(std::span<float>(chunk.data(), len));
         copy_in_at(node, at * sizeof(float), chunk.data(), len * sizeof(float));
       }
+      // The graph's memory holds the values now, and nothing reads them from the plan again.
+      n.init.data.reset();
     }
   }
 }

@@ -5,9 +5,12 @@
 // both reorders are wasted. So a convolution's value is kept blocked when every reader is a
 // convolution that reads it as its image or as its residual (fused_conv2d's sum post-op), on the
 // same device, nothing fetches it, and its channels fill whole blocks (the blocked value then has
-// the plain one's size: the memory planner sizes it as it is). Any other reader (pooling, concat, a
-// graph output) keeps the value plain: the reorder happens only where a consumer needs plain
-// memory.
+// the plain one's size: the memory planner sizes it as it is). With channels-last, max pooling
+// (inference: no gradient reads its argmaxes) and channel concat pass the layout through too
+// (their CPU kernels read and write channels-last: a pooling window is a loop over contiguous
+// channels, a concat copies each pixel's channels into its slice): googlenet's inception blocks
+// then run without reorders. Any other reader (average pooling, a graph output, a reshape)
+// keeps the value plain: the reorder happens only where a consumer needs plain memory.
 #include "compiler/plan.hpp"
 
 namespace hetgraph::detail {
@@ -27,11 +30,28 @@ bool image_or_residual(const PlanNode& c, std::size_t k) {
          k + 1 == c.inputs.size();
 }
 
+// Ops that keep their inputs' layout (channels-last only): max pooling no gradient reads, and
+// concat along channels.
+bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id) {
+  if (n.type.shape.rank() != 4) return false;
+  if (n.op == OpKind::Concat) return n.attrs.axis == 1;
+  if (n.op != OpKind::MaxPool2d) return false;
+  for (const PlanNode& r : p.nodes) {
+    if (r.op == OpKind::MaxPool2dGrad) {
+      for (std::uint32_t in : r.inputs) {
+        if (in == id) return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-void assign_layouts(Plan& p, ActivationLayout layout) {
+void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat) {
   const int block = channel_block(layout);
   if (block <= 0) return;
+  through_pool_concat = through_pool_concat && block == 1;
   const std::size_t n = p.nodes.size();
   std::vector<std::vector<std::pair<std::uint32_t, std::size_t>>> readers(n);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -40,19 +60,39 @@ void assign_layouts(Plan& p, ActivationLayout layout) {
       if (node.reads_input(k)) readers[node.inputs[k]].push_back({i, k});
     }
   }
-  std::vector<bool> blocked(n, false);
+  // Candidates first, then drop those a reader or an input rules out until nothing changes
+  // (a pooling or concat is blocked only when its inputs are, and a value only when every
+  // reader takes it blocked).
+  std::vector<bool> through(n, false), blocked(n, false);
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& v = p.nodes[i];
-    if (!convolution(v) || v.storage != Storage::Computed || v.fetched || readers[i].empty())
-      continue;
+    if (v.storage != Storage::Computed || v.fetched || readers[i].empty()) continue;
     if (v.type.shape.rank() != 4 || v.type.shape[1] % block != 0) continue;
-    bool ok = true;
-    for (const auto& [r, k] : readers[i]) {
-      const PlanNode& c = p.nodes[r];
-      ok = ok && convolution(c) && image_or_residual(c, k) && c.device == v.device &&
-           c.storage == Storage::Computed && c.inputs[0] != c.inputs.back();
+    through[i] = through_pool_concat && passes_layout(p, v, i);
+    blocked[i] = convolution(v) || through[i];
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (!blocked[i]) continue;
+      const PlanNode& v = p.nodes[i];
+      bool ok = true;
+      if (through[i]) {
+        for (std::uint32_t in : v.inputs) {
+          ok = ok && blocked[in] && p.nodes[in].device == v.device;
+        }
+      }
+      for (const auto& [r, k] : readers[i]) {
+        const PlanNode& c = p.nodes[r];
+        const bool as_conv = convolution(c) && image_or_residual(c, k) &&
+                             c.storage == Storage::Computed && c.inputs[0] != c.inputs.back();
+        ok = ok && c.device == v.device && (as_conv || (through[r] && blocked[r]));
+      }
+      if (!ok) {
+        blocked[i] = false;
+        changed = true;
+      }
     }
-    blocked[i] = ok;
   }
   for (std::uint32_t i = 0; i < n; ++i)
     p.nodes[i].layout = blocked[i] ? layout : ActivationLayout::nchw;

@@ -752,7 +752,10 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) { fuse_conv_epilogue(p, c.options.capabilities); },
      conv_fusing},
     {"assign_layouts",
-     [](Plan& p, const PassContext& c) { assign_layouts(p, c.options.conv_layout); }, laying_out},
+     [](Plan& p, const PassContext& c) {
+       assign_layouts(p, c.options.conv_layout, c.options.layouts_through_pool_concat);
+     },
+     laying_out},
     {"fuse_sparse_update",
      [](Plan& p, const PassContext& c) { fuse_sparse_update(p, c.options.capabilities); }, fusing},
     {"fuse_embedding_concat",

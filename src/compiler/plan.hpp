@@ -83,7 +83,10 @@ struct PlanNode {
   std::string placed_by;                    // why it runs there (engine_report)
   double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
   // state
-  Initializer init;
+  /// A variable's first value. Mutable: the executable that initialises the plan's memory
+  /// drops its reference to the values then (Executable::initialize_state), so the weights are
+  /// not kept twice once the graph that shares them is gone.
+  mutable Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;
 
@@ -225,6 +228,8 @@ struct PlanOptions {
   /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
   /// nchw turns the pass off.
   ActivationLayout conv_layout = ActivationLayout::nchw;
+  /// assign_layouts: max pooling and channel concat keep the layout (channels-last only).
+  bool layouts_through_pool_concat = true;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
   /// where a kernel has several: 0 or 1 turns the pass off).
   bool parallel_ops = false;
@@ -284,7 +289,7 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.
-void assign_layouts(Plan& p, ActivationLayout layout);
+void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);

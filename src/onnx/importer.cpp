@@ -845,17 +845,13 @@ std::string dir_of(const std::string& path) {
 }  // namespace
 
 Model import(const std::string& path, const ImportOptions& options) {
-  const std::string bytes = read_bytes(path);
-  return import_parsed(
-      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check), options,
-      true);
+  return import_parsed(ir::parse_model(read_bytes(path), path, dir_of(path), options.check),
+                       options, true);
 }
 
 Model read_model(const std::string& path, const ImportOptions& options) {
-  const std::string bytes = read_bytes(path);
-  return import_parsed(
-      ir::parse_model(bytes.data(), bytes.size(), path, dir_of(path), options.check), options,
-      false);
+  return import_parsed(ir::parse_model(read_bytes(path), path, dir_of(path), options.check),
+                       options, false);
 }
 
 Model import_bytes(std::span<const std::byte> bytes, const ImportOptions& options,

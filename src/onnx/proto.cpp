@@ -637,17 +637,21 @@ std::vector<TypeInfo> infer_output_types(const Model& m,
   return out;
 }
 
-namespace {}  // namespace
+namespace {
 
-Model parse_model(const void* data, std::size_t size, const std::string& source,
-                  const std::string& base_dir, bool check) {
+void parse_proto(pb::ModelProto& m, const void* data, std::size_t size, const std::string& source) {
   if (size > static_cast<std::size_t>(INT_MAX)) {
     bad(source, "models larger than 2 GiB must keep their tensors as external data");
   }
-  pb::ModelProto m;
   if (size == 0 || !m.ParseFromArray(data, static_cast<int>(size))) {
     bad(source, "not an ONNX model (the file does not parse as an ONNX ModelProto)");
   }
+}
+
+// Checks and converts a parsed model. Each initializer's protobuf copy is freed as soon as it
+// is converted, so the weights exist about twice at the peak, not three times.
+Model convert_model(pb::ModelProto& m, const std::string& source, const std::string& base_dir,
+                    bool check) {
   if (!m.has_graph()) bad(source, "the model has no graph");
   load_external_data(m, base_dir, source);
   if (check) {
@@ -672,7 +676,12 @@ Model parse_model(const void* data, std::size_t size, const std::string& source,
   out.graph.name = g.name();
   for (const auto& v : g.input()) out.graph.inputs.push_back(from_proto(v));
   for (const auto& v : g.output()) out.graph.outputs.push_back(from_proto(v));
-  for (const auto& t : g.initializer()) out.graph.initializers.push_back(from_proto(t, source));
+  for (int k = 0; k < g.initializer_size(); ++k) {
+    pb::TensorProto& t = *m.mutable_graph()->mutable_initializer(k);
+    out.graph.initializers.push_back(from_proto(t, source));
+    std::string().swap(*t.mutable_raw_data());  // clear() would keep the capacity
+    google::protobuf::RepeatedField<float>().Swap(t.mutable_float_data());
+  }
   if (g.sparse_initializer_size() > 0) bad(source, "sparse initializers are not supported");
   for (int k = 0; k < g.node_size(); ++k) {
     const pb::NodeProto& n = g.node(k);
@@ -692,6 +701,23 @@ Model parse_model(const void* data, std::size_t size, const std::string& source,
     out.graph.nodes.push_back(std::move(node));
   }
   return out;
+}
+
+}  // namespace
+
+Model parse_model(const void* data, std::size_t size, const std::string& source,
+                  const std::string& base_dir, bool check) {
+  pb::ModelProto m;
+  parse_proto(m, data, size, source);
+  return convert_model(m, source, base_dir, check);
+}
+
+Model parse_model(std::string&& bytes, const std::string& source, const std::string& base_dir,
+                  bool check) {
+  pb::ModelProto m;
+  parse_proto(m, bytes.data(), bytes.size(), source);
+  std::string().swap(bytes);
+  return convert_model(m, source, base_dir, check);
 }
 
 std::string serialize_model(const Model& m) {

@@ -4,6 +4,8 @@
 //   build/tools/hetgraph-run model.onnx --platform cpu --engine auto --repeat 50
 //   build/tools/hetgraph-run model.onnx --input x=input_0.pb --output-dir out/   # out/y.pb
 //   build/tools/hetgraph-run model.onnx --json     # one JSON line, like hetgraph-bench
+#include <malloc.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -40,7 +42,7 @@ std::string json_escape(const std::string& s) {
 int run(const hgrun::Options& o) {
   hetgraph::tool::check_engine_flags(o);
   const double t0 = hetgraph::now_s();
-  const ho::Model base = ho::read_model(o.model);
+  ho::Model base = ho::read_model(o.model);
   std::map<std::string, std::shared_ptr<ho::TensorData>> data;
   std::size_t next = 0;  // files without a name go to the inputs in order
   for (auto [name, file] : o.inputs) {
@@ -83,12 +85,30 @@ int run(const hgrun::Options& o) {
       data.erase(it);
     }
   }
+  // The parsed model (its initializers, a copy of the weights the graph holds again, and
+  // BatchNormalization's unfolded ones) is needed only to build the graph again: free it
+  // before compiling, which makes the arena's copy.
+  m.source.reset();
+  base = ho::Model{};
+  // glibc keeps freed heap pages mapped; the arena is a mapping of its own and would not reuse
+  // them.
+  malloc_trim(0);
   const double import_s = hetgraph::now_s() - t0;
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   hetgraph::CompiledGraph cg =
       m.compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
   const double setup_s = hetgraph::now_s() - t0;
+  // The rest reads outputs by name: the graph can go, and with it the last copy of the weights
+  // outside the compiled graph's memory (the plan dropped its reference once it initialised
+  // that memory).
+  std::vector<hetgraph::Shape> out_shapes;
+  for (const hetgraph::Node& out : m.outputs) out_shapes.push_back(cg.shape(out));
+  m.graph = hetgraph::Graph();
+  m.inputs.clear();
+  m.outputs.clear();
+  m.variables.clear();
+  malloc_trim(0);
 
   // Inputs go into the graph's mapped buffers once; every run feeds those (no copies).
   std::mt19937 rng(static_cast<std::uint32_t>(o.seed));
@@ -125,6 +145,7 @@ int run(const hgrun::Options& o) {
       feeds.push_back({in.name, buf});
     }
   }
+  data.clear();  // the inputs are in the graph's buffers now
 
   hetgraph::tool::TimingOptions to;
   to.repeat = o.repeat;
@@ -138,18 +159,18 @@ int run(const hgrun::Options& o) {
   double checksum = 0;
   std::vector<std::string> written;
   if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
-  for (std::size_t k = 0; k < m.outputs.size(); ++k) {
+  for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     const ho::ValueDesc& out = m.output_info[k];
     ho::TensorData td;
     td.name = out.name;
     td.onnx_type = out.onnx_type;
     td.dtype = out.dtype;
-    td.shape = cg.shape(m.outputs[k]);
+    td.shape = out_shapes[k];
     if (out.dtype == hetgraph::DType::f32) {
-      td.f32 = cg.read(m.outputs[k]);
+      td.f32 = cg.read(out.name);
       for (float v : td.f32) checksum += v;
     } else {
-      td.i32 = cg.read_i32(m.outputs[k]);
+      td.i32 = cg.read_i32(out.name);
       for (std::int32_t v : td.i32) checksum += v;
     }
     if (!o.output_dir.empty()) {
@@ -191,9 +212,9 @@ int run(const hgrun::Options& o) {
               med, mn, mx, o.repeat, o.warmup,
               t.tuning_runs ? ", and the engine's tuning runs" : "");
   std::printf("inputs    %s\n", random ? "random where no file was given" : "from files");
-  for (std::size_t k = 0; k < m.outputs.size(); ++k) {
+  for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     std::printf("output    %s %s %s%s%s\n", m.output_info[k].name.c_str(),
-                cg.shape(m.outputs[k]).str().c_str(), m.output_info[k].onnx_type.c_str(),
+                out_shapes[k].str().c_str(), m.output_info[k].onnx_type.c_str(),
                 written.empty() ? "" : " -> ", written.empty() ? "" : written[k].c_str());
   }
   return 0;

@@ -86,8 +86,20 @@ std::unique_ptr<CpuKernel> make_slice_grad_n(const KernelArgs& k) {
   });
 }
 
+// A concat's bands. Channels-last (assign_layouts, concat along channels): each pixel's channels
+// are a row of an [N*H*W, C] matrix, so the bands are the columns of that.
+AxisGeom concat_geom(const KernelArgs& k) {
+  AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  if (k.node.layout == ActivationLayout::nhwc) {
+    const Shape& s = k.out_shape();
+    g.outer = s[0] * s[2] * s[3];
+    g.inner = 1;
+  }
+  return g;
+}
+
 std::unique_ptr<CpuKernel> make_concat(const KernelArgs& k) {
-  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const AxisGeom g = concat_geom(k);
   const int axis = k.node.attrs.axis;
   std::vector<std::pair<const float*, std::int64_t>> parts;
   for (std::size_t i = 0; i < k.in.size(); ++i)
@@ -308,7 +320,7 @@ std::unique_ptr<CpuKernel> make_slice_grad_n_ref(const KernelArgs& k) {
 }
 
 std::unique_ptr<CpuKernel> make_concat_ref(const KernelArgs& k) {
-  const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
+  const AxisGeom g = concat_geom(k);
   const int axis = k.node.attrs.axis;
   std::vector<std::pair<const float*, std::int64_t>> parts;
   for (std::size_t i = 0; i < k.in.size(); ++i)

@@ -1,4 +1,6 @@
-// Pooling kernels (NCHW), forward and backward, with reference implementations ending each list.
+// Pooling kernels (NCHW; forward max pooling also channels-last, where assign_layouts keeps
+// a convolution's layout through it), forward and backward, with reference implementations
+// ending each list.
 //
 // Average pooling runs through oneDNN 2.6 on the plain tensors: its jit pools plain NCHW
 // directly (transposing internally), and reordering to nChw16c and back costs more than it
@@ -268,6 +270,92 @@ std::unique_ptr<CpuKernel> make_max_pool_fwd(const KernelArgs& a) {
   return std::make_unique<MaxPoolFwdKernel>(a, has_grad_reader(a));
 }
 
+bool channels_last(const KernelArgs& a) {
+  return a.node.layout == ActivationLayout::nhwc;
+}
+const char* reject_channels_last(const KernelArgs& a) {
+  return channels_last(a) ? "the value is channels-last (assign_layouts)" : nullptr;
+}
+const char* reject_plain(const KernelArgs& a) {
+  return channels_last(a) ? nullptr : "the value is NCHW";
+}
+
+/// Forward max pooling of channels-last values (assign_layouts gives that layout only to
+/// poolings no gradient reads): each output pixel is the maximum of its window's pixels, over
+/// their contiguous channels 64 at a time in registers (16 and one at a time at the end). Same
+/// values as nan_max_rows: a NaN in a window wins (a number never replaces it), -inf where a
+/// window holds only padding.
+struct MaxPoolChannels {
+  ImageGeom g;
+
+  static vm::f16 take(vm::f16 m, vm::f16 v) { return (v > m) | (v != v) ? v : m; }
+
+  // Output pixel `out` from the window's in-image pixels `taps`.
+  void pixel(const std::vector<const float*>& taps, float* out) const {
+    constexpr std::int64_t L = vm::kLanes;
+    const vm::f16 ninf = vm::splat(-std::numeric_limits<float>::infinity());
+    std::int64_t k = 0;
+    for (; k + 4 * L <= g.c; k += 4 * L) {
+      vm::f16 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+      for (const float* t : taps) {
+        m0 = take(m0, vm::load(t + k));
+        m1 = take(m1, vm::load(t + k + L));
+        m2 = take(m2, vm::load(t + k + 2 * L));
+        m3 = take(m3, vm::load(t + k + 3 * L));
+      }
+      vm::store(out + k, m0);
+      vm::store(out + k + L, m1);
+      vm::store(out + k + 2 * L, m2);
+      vm::store(out + k + 3 * L, m3);
+    }
+    for (; k + L <= g.c; k += L) {
+      vm::f16 m = ninf;
+      for (const float* t : taps) m = take(m, vm::load(t + k));
+      vm::store(out + k, m);
+    }
+    for (; k < g.c; ++k) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (const float* t : taps) m = (t[k] > m) | (t[k] != t[k]) ? t[k] : m;
+      out[k] = m;
+    }
+  }
+
+  // Output rows [b, e) of all images (row = n * oh + oy).
+  void rows(std::int64_t b, std::int64_t e, const float* x, float* y) const {
+    const Window2d& w = g.win;
+    std::vector<const float*> taps;
+    taps.reserve(static_cast<std::size_t>(w.kernel[0] * w.kernel[1]));
+    for (std::int64_t row = b; row < e; ++row) {
+      const std::int64_t n = row / g.oh, oy = row % g.oh;
+      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+        taps.clear();
+        for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+          const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
+          if (iy < 0 || iy >= g.h) continue;
+          for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+            const std::int64_t ix = ox * w.stride[1] - w.pad_begin[1] + kx * w.dilation[1];
+            if (ix >= 0 && ix < g.w) taps.push_back(x + ((n * g.h + iy) * g.w + ix) * g.c);
+          }
+        }
+        pixel(taps, y + (row * g.ow + ox) * g.c);
+      }
+    }
+  }
+};
+
+std::unique_ptr<CpuKernel> make_max_pool_nhwc(const KernelArgs& a) {
+  const MaxPoolChannels pool{pool_geom(a.in_shape(0), a.node.attrs)};
+  const ImageGeom& g = pool.g;
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+  const std::int64_t grain =
+      std::max<std::int64_t>(1, kParallelGrain / (g.ow * g.c * g.win.kernel[0] * g.win.kernel[1]));
+  return make_kernel([=](const ExecCtx& ctx) {
+    parallel_for(ctx, g.n * g.oh, grain,
+                 [&](std::int64_t b, std::int64_t e) { pool.rows(b, e, x, y); });
+  });
+}
+
 // The argmaxes the forward node (input 2 of max_pool2d_grad) kept, if its kernel is ours.
 const std::int32_t* kept_argmax(const KernelArgs& a) {
   if (a.kernels == nullptr) return nullptr;
@@ -335,13 +423,15 @@ struct PoolRef {
     window(oy, ox, [&](std::int64_t, std::int64_t) { n += 1; });
     return n;
   }
-  // Position (iy * w + ix) of a window's first NaN, else of its first maximum, over plane x.
-  std::int64_t argmax(const float* x, std::int64_t oy, std::int64_t ox) const {
+  // Position (iy * w + ix) of a window's first NaN, else of its first maximum, over plane x
+  // (its elements `step` floats apart: channels-last planes are strided).
+  std::int64_t argmax(const float* x, std::int64_t oy, std::int64_t ox,
+                      std::int64_t step = 1) const {
     std::int64_t best = -1;
     window(oy, ox, [&](std::int64_t iy, std::int64_t ix) {
-      const float v = x[iy * g.w + ix];
-      if (best >= 0 && std::isnan(x[best])) return;
-      if (best < 0 || std::isnan(v) || v > x[best]) best = iy * g.w + ix;
+      const float v = x[(iy * g.w + ix) * step];
+      if (best >= 0 && std::isnan(x[best * step])) return;
+      if (best < 0 || std::isnan(v) || v > x[best * step]) best = iy * g.w + ix;
     });
     return best;
   }
@@ -353,18 +443,24 @@ std::unique_ptr<CpuKernel> make_pool_fwd_ref(const KernelArgs& a) {
   const bool max = a.node.op == OpKind::MaxPool2d;
   const float* x = a.in_f(0);
   float* y = a.out_f();
+  const bool last = channels_last(a);
   return make_kernel([=](const ExecCtx&) {
     const ImageGeom& g = r.g;
+    // Plane p = (n, c): its first element and the distance between its elements, in x and y.
+    const std::int64_t step = last ? g.c : 1;
     for (std::int64_t p = 0; p < r.planes(); ++p) {
-      const float* xp = x + p * g.h * g.w;
+      const std::int64_t n = p / g.c, c = p % g.c;
+      const float* xp = last ? x + n * g.h * g.w * g.c + c : x + p * g.h * g.w;
+      float* yp = last ? y + n * g.oh * g.ow * g.c + c : y + p * g.oh * g.ow;
       for (std::int64_t oy = 0; oy < g.oh; ++oy)
         for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-          float& out = y[(p * g.oh + oy) * g.ow + ox];
+          float& out = yp[(oy * g.ow + ox) * step];
           if (max) {
-            out = xp[r.argmax(xp, oy, ox)];
+            out = xp[r.argmax(xp, oy, ox, step) * step];
           } else {
             double s = 0;
-            r.window(oy, ox, [&](std::int64_t iy, std::int64_t ix) { s += xp[iy * g.w + ix]; });
+            r.window(oy, ox,
+                     [&](std::int64_t iy, std::int64_t ix) { s += xp[(iy * g.w + ix) * step]; });
             out = static_cast<float>(s / r.divisor(oy, ox));
           }
         }
@@ -404,7 +500,8 @@ std::unique_ptr<CpuKernel> make_pool_bwd_ref(const KernelArgs& a) {
 
 void register_pool_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
-  r.add(OpKind::MaxPool2d, {"nan_max_rows", nullptr, make_max_pool_fwd});
+  r.add(OpKind::MaxPool2d, {"nan_max_channels", reject_plain, make_max_pool_nhwc});
+  r.add(OpKind::MaxPool2d, {"nan_max_rows", reject_channels_last, make_max_pool_fwd});
   r.add(OpKind::MaxPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
   r.add(OpKind::AvgPool2d, {"dnnl_pool", reject_avg, make_avg_pool_fwd});
   r.add(OpKind::AvgPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
