@@ -4,13 +4,16 @@
 # configuration, interleaved. JSON lines to bench/results/<date>-replay-validate.jsonl (a
 # replayed line has a "replay" object), then bench/replay_table.py prints the comparison.
 #   scripts/replay-validate.sh [WORKLOAD...]
+# REPLAY_OUT names another results file; REPLAY_BIG_REPEAT / REPLAY_BIG_WARMUP (default 3 / 3)
+# set the samples of the long workloads (a partial re-run on a busy machine); REPLAY_ONLY=1
+# skips the real runs (a change of the model: pair its lines with an earlier file's real ones).
 # Profiles (per-node times at 1 and 2 threads) are recorded once per workload into
 # $REPLAY_PROFILES (default /tmp/hetgraph-replay-profiles) and reused.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bench=build/bench/hetgraph-bench
 mkdir -p bench/results
-out=bench/results/$(date +%Y-%m-%d)-replay-validate.jsonl
+out=${REPLAY_OUT:-bench/results/$(date +%Y-%m-%d)-replay-validate.jsonl}
 prof=${REPLAY_PROFILES:-/tmp/hetgraph-replay-profiles}
 mkdir -p "$prof"
 cores=$(nproc)
@@ -26,8 +29,9 @@ run() { flock /tmp/hetgraph-build.lock "$bench" --json "$@" | tee -a "$out"; }
 echo "writing $out" >&2
 for w in "${workloads[@]}"; do
   case $w in  # the long ones: fewer samples (3 warm-up runs: the engines profile on them)
-    lstm-medium|inception-small|pathnet-medium|par-matmul-*) r=3 ;;
-    *) r=5 ;;
+    lstm-medium|inception-small|pathnet-medium|par-matmul-*)
+      r=${REPLAY_BIG_REPEAT:-3} wu=${REPLAY_BIG_WARMUP:-3} ;;
+    *) r=5 wu=3 ;;
   esac
   p=$prof/$w.json
   # (written aside and renamed: the other replay script may be reading or writing it too)
@@ -35,9 +39,9 @@ for w in "${workloads[@]}"; do
     mv "$p.$$" "$p"; } || continue
   for c in "${configs[@]}"; do
     # shellcheck disable=SC2086
-    run --workload "$w" $c --repeat "$r" --warmup 3
+    [ "${REPLAY_ONLY:-0}" = 1 ] || run --workload "$w" $c --repeat "$r" --warmup "$wu"
     # shellcheck disable=SC2086
-    run --workload "$w" $c --repeat "$r" --warmup 3 --replay-cores "$cores" --replay-profile "$p"
+    run --workload "$w" $c --repeat "$r" --warmup "$wu" --replay-cores "$cores" --replay-profile "$p"
   done
 done
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
