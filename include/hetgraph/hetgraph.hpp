@@ -15,6 +15,7 @@
 #include "hetgraph/distributed.hpp"
 #include "hetgraph/error.hpp"
 #include "hetgraph/graph.hpp"
+#include "hetgraph/layers.hpp"
 #include "hetgraph/pipeline.hpp"
 #include "hetgraph/tensor.hpp"
 #include "hetgraph/timer.hpp"

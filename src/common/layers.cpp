@@ -1,0 +1,91 @@
+// Normalisation layers as compositions of graph ops (see include/hetgraph/layers.hpp).
+#include "hetgraph/layers.hpp"
+
+#include <string>
+
+#include "hetgraph/error.hpp"
+
+namespace hetgraph::nn {
+
+namespace {
+
+/// x's mean over every axis but 1, kept as [1, C, 1...] so it broadcasts against x.
+Node mean_but_channels(Node x, int rank) {
+  Node m = reduce_mean(x, 0, true);
+  for (int a = 2; a < rank; ++a) m = reduce_mean(m, a, true);
+  return m;
+}
+
+/// [C] -> [1, C, 1...] of `rank` dims.
+Node per_channel(Node v, std::int64_t channels, int rank) {
+  std::vector<std::int64_t> shape{1, channels};
+  for (int a = 2; a < rank; ++a) shape.push_back(1);
+  return reshape(v, std::move(shape));
+}
+
+void require_node(Node x, const char* what) {
+  if (!x.valid()) throw UsageError(std::string(what) + ": the input is an empty Node");
+}
+
+}  // namespace
+
+BatchNorm BatchNorm::create(Graph& g, const std::string& name, std::int64_t channels, int rank,
+                            float momentum, float eps) {
+  const std::string where = "batch norm '" + name + "': ";
+  if (channels < 1)
+    throw UsageError(where + "channels must be >= 1, got " + std::to_string(channels));
+  if (rank < 2 || rank > 4)
+    throw UsageError(where + "rank must be 2, 3 or 4, got " + std::to_string(rank));
+  if (!(momentum >= 0.0f && momentum <= 1.0f))
+    throw UsageError(where + "momentum must be in [0, 1], got " + std::to_string(momentum));
+  if (!(eps > 0.0f)) throw UsageError(where + "eps must be > 0, got " + std::to_string(eps));
+  BatchNorm bn;
+  bn.gamma = g.variable(name + ".gamma", {channels}, Initializer::fill(1.0f));
+  bn.beta = g.variable(name + ".beta", {channels});
+  bn.running_mean = g.variable(name + ".running_mean", {channels});
+  bn.running_var = g.variable(name + ".running_var", {channels}, Initializer::fill(1.0f));
+  bn.channels = channels;
+  bn.rank = rank;
+  bn.momentum = momentum;
+  bn.eps = eps;
+  return bn;
+}
+
+Normalized BatchNorm::operator()(Node x, Mode mode) const {
+  require_node(x, "batch norm");
+  if (!gamma.valid()) throw UsageError("batch norm: not created (use BatchNorm::create)");
+  const Node g = per_channel(gamma, channels, rank), b = per_channel(beta, channels, rank);
+  if (mode == Mode::infer) {
+    const Node inv = 1.0f / sqrt(per_channel(running_var, channels, rank) + eps);
+    return {(x - per_channel(running_mean, channels, rank)) * (inv * g) + b, Node{}};
+  }
+  const Node mean = mean_but_channels(x, rank);
+  const Node centered = x - mean;
+  const Node var = mean_but_channels(centered * centered, rank);  // biased, as PyTorch
+  const Node y = centered / sqrt(var + eps) * g + b;
+  // The running variance takes the unbiased estimate: var * n / (n - 1), n the elements per
+  // channel, counted on channel 0's slice (1/C of a pass) since shapes are known only at
+  // compile time. n = 1 leaves the running variance unchanged instead of dividing by zero.
+  const Node n = reduce_sum(slice(x, 1, 0, 1) * 0.0f + 1.0f);
+  const Node unbiased = reshape(var, {channels}) * (n / maximum(n - 1.0f, n * 0.0f + 1.0f));
+  const Node m = reshape(mean, {channels});
+  const float k = momentum;
+  const Node new_var =
+      where(cast(n - 1.0f, DType::i32), running_var * (1.0f - k) + unbiased * k, running_var);
+  Node update = group(
+      {assign(running_mean, running_mean * (1.0f - k) + m * k), assign(running_var, new_var)});
+  return {y, update};
+}
+
+Node layer_norm(Node x, Node gamma, Node beta, float eps) {
+  require_node(x, "layer norm");
+  if (!gamma.valid() || !beta.valid())
+    throw UsageError("layer norm: gamma or beta is an empty Node");
+  if (!(eps > 0.0f)) throw UsageError("layer norm: eps must be > 0, got " + std::to_string(eps));
+  const Node mean = reduce_mean(x, -1, true);
+  const Node centered = x - mean;
+  const Node var = reduce_mean(centered * centered, -1, true);
+  return centered / sqrt(var + eps) * gamma + beta;
+}
+
+}  // namespace hetgraph::nn
