@@ -5,7 +5,8 @@
 //                              [--train N] [--test N] [--seed S] [--threads N]
 //                              [--pipeline auto|on|off] [--trace FILE] [--json]
 //
-// x [B, 1, 28, 28] -> conv 3x3 16 + relu -> max pool 2 -> conv 3x3 32 + relu -> max pool 2
+// x [B, 1, 28, 28] -> conv 3x3 16 + batch norm + relu -> max pool 2 -> conv 3x3 32 + batch norm
+//   + relu -> max pool 2
 //   -> dense 1568x128 + relu -> dense 128x10 -> softmax cross-entropy, Adam (PyTorch's defaults).
 // bench/fashion_cnn/ trains the same network on the same data in PyTorch.
 //
@@ -54,8 +55,10 @@ void keep_first(hetgraph::data::Split& s, int n, const char* what) {
 }
 
 struct Model {
-  hetgraph::Node x, y, logits, loss;
+  hetgraph::Node x, y, logits, loss;  // logits: inference mode (running statistics)
   std::vector<hetgraph::Node> params;
+  std::vector<hetgraph::Node> state;    // every variable the test graph copies (params + stats)
+  std::vector<hetgraph::Node> updates;  // running-statistics updates, fetched with each step
 };
 
 Model build(hetgraph::Graph& g) {
@@ -79,15 +82,33 @@ Model build(hetgraph::Graph& g) {
   };
   const Conv2dOptions same{.padding = {1, 1}};
   const Pool2dOptions pool{.kernel = {2, 2}, .stride = {2, 2}};
-  auto h = reshape(m.x, {-1, 1, 28, 28});
-  h = max_pool2d(relu(conv2d(h, weight("conv1.w", {16, 1, 3, 3}, 9), bias("conv1.b", 16), same)),
-                 pool);
-  h = max_pool2d(relu(conv2d(h, weight("conv2.w", {32, 16, 3, 3}, 144), bias("conv2.b", 32), same)),
-                 pool);
-  h = reshape(h, {-1, 32 * 7 * 7});
-  h = relu(matmul(h, weight("fc1.w", {32 * 7 * 7, 128}, 32 * 7 * 7)) + bias("fc1.b", 128));
-  m.logits = (matmul(h, weight("fc2.w", {128, 10}, 128)) + bias("fc2.b", 10)).named("logits");
-  m.loss = reduce_mean(cross_entropy(softmax(m.logits), m.y)).named("loss");
+  // Convolutions without bias: batch norm's beta takes its place.
+  auto bn1 = nn::BatchNorm::create(g, "bn1", 16), bn2 = nn::BatchNorm::create(g, "bn2", 32);
+  for (const auto* bn : {&bn1, &bn2})
+    for (Node p : bn->parameters()) m.params.push_back(p);
+  const Node w1 = weight("conv1.w", {16, 1, 3, 3}, 9), w2 = weight("conv2.w", {32, 16, 3, 3}, 144);
+  const Node fc1 = weight("fc1.w", {32 * 7 * 7, 128}, 32 * 7 * 7), fc1b = bias("fc1.b", 128);
+  const Node fc2 = weight("fc2.w", {128, 10}, 128), fc2b = bias("fc2.b", 10);
+  // One network, two modes on the same variables: batch statistics for training, running
+  // statistics for the test set.
+  auto logits = [&](nn::Mode mode) {
+    auto block = [&](Node h, Node w, const nn::BatchNorm& bn) {
+      nn::Normalized n = bn(conv2d(h, w, same), mode);
+      if (n.update.valid()) m.updates.push_back(n.update);
+      return max_pool2d(relu(n.y), pool);
+    };
+    Node h = block(block(reshape(m.x, {-1, 1, 28, 28}), w1, bn1), w2, bn2);
+    h = relu(matmul(reshape(h, {-1, 32 * 7 * 7}), fc1) + fc1b);
+    return matmul(h, fc2) + fc2b;
+  };
+  const Node train_logits = logits(nn::Mode::train);
+  m.logits = logits(nn::Mode::infer).named("logits");
+  m.state = m.params;
+  for (const auto* bn : {&bn1, &bn2}) {
+    m.state.push_back(bn->running_mean);
+    m.state.push_back(bn->running_var);
+  }
+  m.loss = reduce_mean(cross_entropy(softmax(train_logits), m.y)).named("loss");
   return m;
 }
 
@@ -102,12 +123,14 @@ int run(const Args& a) {
   Graph g;
   Model m = build(g);
   Node step = minimize(m.loss, m.params, Optimizer::adam(a.lr));
+  std::vector<Node> train_fetches{m.loss, step};
+  train_fetches.insert(train_fetches.end(), m.updates.begin(), m.updates.end());
   CpuOptions co;
   co.threads = a.threads;
   const Platform platform = Platform::cpu(co);
   double t0 = now_s();
   CompiledGraph train =
-      GraphCompiler(platform).compile(g, {{"x", {B, pixels}}, {"y", {B}}}, {m.loss, step});
+      GraphCompiler(platform).compile(g, {{"x", {B, pixels}}, {"y", {B}}}, train_fetches);
   // The test set in chunks of up to 500 images: a forward-only graph per chunk size.
   const std::int64_t TB = std::min<std::int64_t>(500, ds.test.count);
   CompiledGraph test = GraphCompiler(platform).compile(g, {{"x", {TB, pixels}}}, {m.logits});
@@ -126,7 +149,7 @@ int run(const Args& a) {
 
   std::vector<float> tx(static_cast<std::size_t>(TB * pixels));
   auto accuracy = [&] {
-    for (const Node& p : m.params) test.write(p, train.read(p));
+    for (const Node& p : m.state) test.write(p, train.read(p));
     std::int64_t correct = 0, seen = 0;
     for (std::int64_t first = 0; first + TB <= ds.test.count; first += TB) {
       ds.test.images(first, TB, tx);

@@ -56,13 +56,17 @@ Normalized BatchNorm::operator()(Node x, Mode mode) const {
   if (!gamma.valid()) throw UsageError("batch norm: not created (use BatchNorm::create)");
   const Node g = per_channel(gamma, channels, rank), b = per_channel(beta, channels, rank);
   if (mode == Mode::infer) {
-    const Node inv = 1.0f / sqrt(per_channel(running_var, channels, rank) + eps);
-    return {(x - per_channel(running_mean, channels, rank)) * (inv * g) + b, Node{}};
+    const Node a = g / sqrt(per_channel(running_var, channels, rank) + eps);
+    return {x * a + (b - per_channel(running_mean, channels, rank) * a), Node{}};
   }
   const Node mean = mean_but_channels(x, rank);
   const Node centered = x - mean;
   const Node var = mean_but_channels(centered * centered, rank);  // biased, as PyTorch
-  const Node y = centered / sqrt(var + eps) * g + b;
+  // y = x * a + (b - mean * a), a = g / sqrt(var + eps): the per-channel factors are [C]-sized,
+  // so x takes two broadcasting passes forward (and autodiff's backward fewer than through
+  // (x - mean) / std * g + b).
+  const Node a = g / sqrt(var + eps);
+  const Node y = x * a + (b - mean * a);
   // The running variance takes the unbiased estimate: var * n / (n - 1), n the elements per
   // channel, counted on channel 0's slice (1/C of a pass) since shapes are known only at
   // compile time. n = 1 leaves the running variance unchanged instead of dividing by zero.
