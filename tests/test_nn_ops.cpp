@@ -866,7 +866,9 @@ TEST_P(NnOpTest, GroupedEmbeddingIndexOutOfRangeIsAFeedError) {
         ADD_FAILURE() << "no error for index " << bad.value;
       } catch (const FeedError& e) {
         const std::string msg = e.what();
-        if (cg == &infer) EXPECT_NE(msg.find("'features'"), std::string::npos) << msg;
+        if (cg == &infer) {
+          EXPECT_NE(msg.find("'features'"), std::string::npos) << msg;
+        }
         EXPECT_NE(msg.find(bad.pos), std::string::npos) << msg;
         EXPECT_NE(msg.find(bad.range), std::string::npos) << msg;
       }
@@ -1012,7 +1014,9 @@ TEST(NnKernels, EmbeddingSgdStepIsSparse) {
     EXPECT_EQ(n_fused, 1) << pc.name;
     EXPECT_EQ(n_dense, 0) << pc.name;
     // OpenCL's sparse step has the dense step's expressions (no contraction): its bits.
-    if (!cpu) EXPECT_TRUE(testing_util::bitwise_equal(fused, dense)) << pc.name;
+    if (!cpu) {
+      EXPECT_TRUE(testing_util::bitwise_equal(fused, dense)) << pc.name;
+    }
     testing_util::expect_close(
         fused, ref::Array(Shape{40, 6}, std::vector<double>(dense.begin(), dense.end())), 1e-6,
         1e-6, "fused vs dense SGD step on " + pc.name);
