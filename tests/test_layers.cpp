@@ -18,11 +18,7 @@ namespace {
 
 std::vector<float> random_values(std::size_t n, std::uint32_t seed, float lo = -2.0f,
                                  float hi = 3.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
+  return testing_util::random_vec(n, seed, lo, hi);
 }
 
 // Reference batch norm over [N, C, S] (S = the spatial elements), training mode.
