@@ -59,9 +59,7 @@ kernel void embedding_grad(global const float* g, global const int* ids, global 
       atomic_min(err + slot, (int)i);
       continue;
     }
-    bool first = true;
-    for (int j = 0; j < (int)i && first; ++j) first = ids[j] != r;
-    if (!first) continue;
+    if (!owns_row(ids, (int)i)) continue;
     global float* o = out + r * dim;
     for (int j = (int)i; j < count; ++j) {
       if (ids[j] != r) continue;
@@ -89,13 +87,8 @@ kernel void embedding_update(global const float* v, global const float* g, globa
       if (d == 0) atomic_min(err + slot, i);
       continue;
     }
-    bool first = true;
-    for (int j = 0; j < i && first; ++j) first = ids[j] != r;
-    if (!first) continue;
-    float sum = 0.0f;
-    for (int j = i; j < count; ++j) {
-      if (ids[j] == r) sum += g[j * gs + goff + d];
-    }
+    if (!owns_row(ids, i)) continue;
+    const float sum = row_grad_sum(g, ids, i, count, gs, goff, d);
     out[r * dim + d] = v[r * dim + d] + beta * sum;
   }
 }

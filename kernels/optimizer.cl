@@ -69,13 +69,8 @@ kernel void sparse_optimizer_update(global float* p, global const float* g, glob
       if (d == 0) atomic_min(err + slot, i);
       continue;
     }
-    bool first = true;
-    for (int j = 0; j < i && first; ++j) first = ids[j] != r;
-    if (!first) continue;
-    float sum = 0.0f;
-    for (int j = i; j < count; ++j) {
-      if (ids[j] == r) sum += g[j * gs + goff + d];
-    }
+    if (!owns_row(ids, i)) continue;
+    const float sum = row_grad_sum(g, ids, i, count, gs, goff, d);
     const int k = r * dim + d;
     const float x = p[k];
     const float gd = sum + 0.0f * x;
