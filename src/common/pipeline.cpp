@@ -101,6 +101,16 @@ struct BatchLoader::State {
     }
   }
 
+  // fill, timed: the event for the trace (the caller adds its time to fill_s).
+  FillEvent timed_fill(std::int64_t k, Slot& slot) {
+    const std::int64_t t0 = steady_ns();
+    fill(k, slot);
+    return {k, t0, steady_ns()};
+  }
+  static double seconds(const FillEvent& e) {
+    return static_cast<double>(e.end_ns - e.start_ns) * 1e-9;
+  }
+
   void run() {
     std::unique_lock lk(mu);
     for (;;) {
@@ -110,22 +120,21 @@ struct BatchLoader::State {
       Slot& slot = slots[static_cast<std::size_t>(k % 2)];
       busy = true;
       lk.unlock();
-      const std::int64_t t0 = steady_ns();
       std::exception_ptr err;
+      FillEvent ev{};
       try {
-        fill(k, slot);
+        ev = timed_fill(k, slot);
       } catch (...) {
         err = std::current_exception();
       }
-      const std::int64_t t1 = steady_ns();
       lk.lock();
       busy = false;
-      fill_s += static_cast<double>(t1 - t0) * 1e-9;
       if (err) {
         error = err;
       } else {
+        fill_s += seconds(ev);
         slot.holds = k;
-        events.push_back({k, t0, t1});
+        events.push_back(ev);
       }
       cv.notify_all();
     }
@@ -196,11 +205,8 @@ Batch BatchLoader::next() {
   }
   Slot& slot = s.slots[static_cast<std::size_t>(k % 2)];
   if (!s.worker.joinable()) {
-    const std::int64_t t0 = steady_ns();
-    s.fill(k, slot);
-    const std::int64_t t1 = steady_ns();
-    s.fill_s += static_cast<double>(t1 - t0) * 1e-9;
-    std::vector<FillEvent> ev{{k, t0, t1}};
+    std::vector<FillEvent> ev{s.timed_fill(k, slot)};
+    s.fill_s += State::seconds(ev.front());
     s.post_events(ev);
   } else {
     std::vector<FillEvent> ev;
