@@ -1,4 +1,4 @@
-// Softmax, log-softmax, cross-entropy and their gradients.
+// Softmax, log-softmax, cross-entropy and their gradients; dropout.
 //
 // A "line" is the n values along the op's axis, `inner` apart, of an [outer, n, inner] view.
 //   *_lines: a work-item per line (short lines, or inner > 1 where adjacent work-items read
@@ -193,5 +193,21 @@ kernel void xent_grad_ids(global const float* g, global const float* p, global c
       const float pv = p[base + c];
       out[base + c] = fused ? gv * (pv - hot) : -gv * hot / fmax(pv, FLT_MIN);
     }
+  }
+}
+
+// Dropout: src/compiler/dropout_mask.hpp defines the mask; these are its steps in OpenCL C.
+ulong dropout_mix(ulong z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL;
+  return z ^ (z >> 31);
+}
+
+kernel void dropout(global const float* x, global const float* step, global float* y,
+                    const int n, const ulong seed, const uint threshold, const float scale) {
+  const ulong key = dropout_mix(dropout_mix(seed) + (ulong)as_uint(step[0]));
+  FOR_EACH(i, n) {
+    const uint draw = (uint)(dropout_mix(key + ((ulong)i + 1UL) * 0x9E3779B97F4A7C15UL) >> 40);
+    y[i] = x[i] * (draw >= threshold ? scale : 0.0f);
   }
 }

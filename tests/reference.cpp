@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "compiler/dropout_mask.hpp"
 #include "compiler/geometry.hpp"
 #include "compiler/graph_impl.hpp"
 
@@ -635,6 +636,18 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::ReduceMax:
         out = reduce(in[0], at.axis, at.keepdims, r.op);
         break;
+      case OpKind::Dropout: {
+        // The mask as dropout_mask.hpp defines it, applied in double: x / (1 - p) or x * 0.
+        const auto& m = at.get<hetgraph::detail::DropoutMask>();
+        namespace d = hetgraph::detail::dropout;
+        const std::uint64_t key = d::key(m.seed, static_cast<float>(in[1].v[0]));
+        out = in[0];
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          const bool keep = d::draw(key, i) >= d::threshold(m.p);
+          out.v[i] = keep && m.p < 1.0f ? in[0].v[i] / (1.0 - m.p) : in[0].v[i] * 0.0;
+        }
+        break;
+      }
       case OpKind::Softmax:
         out = along_axis(in[0], at.axis, [](std::vector<double>& l) {
           const double m = *std::max_element(l.begin(), l.end());

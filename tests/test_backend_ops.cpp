@@ -215,6 +215,13 @@ std::vector<Row> rows() {
                [](Graph&, const F& x, const F& i) {
                  return concat({embedding(x[0], i[0]), x[1], embedding(x[2], i[1])}, -1);
                }});
+  // Dropout of 48 elements (about 12 dropped), its mask keyed by a step the graph computes;
+  // its gradient is dropout again, checked by differences (the mask is fixed by the step).
+  const auto drop = [](Graph& g, const F& x, const F&) {
+    return dropout(x[0], g.constant(3.0f) + 4.0f, 0.25f, 11);
+  };
+  r.push_back({{OpKind::Dropout}, "dropout", {uniform("x", {4, 12}, -1, 1, 22)}, {}, drop});
+  r.push_back({{OpKind::Dropout}, "dropout'", {uniform("x", {4, 12}, -1, 1, 22)}, {}, drop, {0}});
   // ---- the ONNX elementwise set
   const In wide = away("a", {3, 4}, 0.2f, 2, 27);
   r.push_back({{OpKind::Abs}, "abs", {wide}, {}, unary(abs)});

@@ -1,6 +1,7 @@
-// Normalisation layers (include/hetgraph/layers.hpp): batch norm in both modes and layer norm,
-// forward values and running statistics against float64 references, gradients against float64
-// central differences of the same references, on every platform.
+// Layers (include/hetgraph/layers.hpp): batch norm in both modes and layer norm, forward values
+// and running statistics against float64 references, gradients against float64 central
+// differences of the same references; dropout's mask statistics, its gradient, its step and
+// its modes; on every platform.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -249,6 +250,139 @@ TEST_P(Layers, TrainingWithBatchNormIsBitwiseRepeatable) {
     ASSERT_EQ(std::bit_cast<std::uint32_t>(a[i]), std::bit_cast<std::uint32_t>(b[i])) << i;
 }
 
+// Dropout of x (shape {R, C}) at a fed step: the compiled graph and the output node.
+struct DropoutRun {
+  Graph g;
+  Node x, y;
+  CompiledGraph cg;
+  DropoutRun(const Platform& platform, std::int64_t R, std::int64_t C, float p, std::uint64_t seed)
+      : x(g.input("x")),
+        y(dropout(x, g.input("step"), p, seed)),
+        cg(GraphCompiler(platform).compile(g, {{"x", {R, C}}, {"step", {}}}, {y})) {}
+  std::vector<float> operator()(const std::vector<float>& xv, float step) {
+    const std::vector<float> sv{step};
+    cg.run({{"x", xv}, {"step", sv}});
+    return cg.read(y);
+  }
+};
+
+TEST_P(Layers, DropoutKeepsOneMinusPOfTheElementsScaled) {
+  const std::int64_t R = 256, C = 512, n = R * C;
+  const float p = 0.3f, scale = 1.0f / (1.0f - p);
+  DropoutRun run(GetParam().make(), R, C, p, 1234);
+  auto xv = random_values(static_cast<std::size_t>(n), 2, 0.5f, 2.0f);
+  xv[5] = std::nanf("");
+  const auto y = run(xv, 0.0f);
+  std::int64_t kept = 0, pairs = 0;
+  std::vector<std::int64_t> kept_in_row(R, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (i == 5) {
+      EXPECT_TRUE(std::isnan(y[k])) << "NaN * mask stays NaN";
+      continue;
+    }
+    const bool keep = y[k] != 0.0f;
+    // Each output is exactly x * scale (kept) or 0 (dropped).
+    if (keep) {
+      ASSERT_EQ(y[k], xv[k] * scale) << i;
+    }
+    kept += keep;
+    kept_in_row[static_cast<std::size_t>(i / C)] += keep;
+    if (i % C != 0 && keep && y[k - 1] != 0.0f) ++pairs;
+  }
+  // Binomial: sd of the kept fraction is sqrt(p (1 - p) / n) = 0.0013; allow 5 sd.
+  EXPECT_NEAR(static_cast<double>(kept) / (n - 1), 1.0 - p, 0.0065);
+  // Neighbours independent: both kept (1 - p)^2 of the time.
+  EXPECT_NEAR(static_cast<double>(pairs) / (R * (C - 1)), (1 - p) * (1 - p), 0.008);
+  // No row is far off (a stream's structure would show per row): 512 draws, sd 10.4; 6 sd.
+  for (std::int64_t r = 0; r < R; ++r)
+    EXPECT_NEAR(static_cast<double>(kept_in_row[static_cast<std::size_t>(r)]), (1 - p) * C, 63)
+        << "row " << r;
+}
+
+TEST_P(Layers, DropoutMaskFollowsTheStepAndTheSeed) {
+  const std::int64_t R = 64, C = 100, n = R * C;
+  const float p = 0.5f;
+  DropoutRun run(GetParam().make(), R, C, p, 7), other_seed(GetParam().make(), R, C, p, 8);
+  const auto xv = random_values(static_cast<std::size_t>(n), 3, 1.0f, 2.0f);
+  const auto a = run(xv, 0.0f), b = run(xv, 1.0f), a2 = run(xv, 0.0f), c = other_seed(xv, 0.0f);
+  auto agree = [&](const std::vector<float>& u, const std::vector<float>& v) {
+    std::int64_t same = 0;
+    for (std::size_t i = 0; i < u.size(); ++i) same += (u[i] != 0.0f) == (v[i] != 0.0f);
+    return static_cast<double>(same) / static_cast<double>(u.size());
+  };
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(a[i]), std::bit_cast<std::uint32_t>(a2[i])) << i;
+  // Independent masks of p = 0.5 agree on half the elements (sd 0.0063).
+  EXPECT_NEAR(agree(a, b), 0.5, 0.035) << "a new step draws a new mask";
+  EXPECT_NEAR(agree(a, c), 0.5, 0.035) << "another seed draws another mask";
+}
+
+TEST_P(Layers, DropoutOfZeroAndOne) {
+  const auto xv = random_values(60, 4);
+  DropoutRun none(GetParam().make(), 6, 10, 0.0f, 1), all(GetParam().make(), 6, 10, 1.0f, 1);
+  const auto y0 = none(xv, 3.0f), y1 = all(xv, 3.0f);
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_EQ(y0[i], xv[i]) << i;
+    EXPECT_EQ(y1[i], 0.0f) << i;
+  }
+}
+
+TEST_P(Layers, DropoutGradientIsTheForwardMask) {
+  Graph g;
+  Node x = g.input("x"), r = g.input("r"), step = g.input("step");
+  Node y = dropout(x, step, 0.4f, 99);
+  Node dx = gradients(reduce_sum(y * r), {x})[0];
+  CompiledGraph cg = GraphCompiler(GetParam().make())
+                         .compile(g, {{"x", {8, 50}}, {"r", {8, 50}}, {"step", {}}}, {y, dx});
+  const auto xv = random_values(400, 5, 0.5f, 1.5f), rv = random_values(400, 6);
+  for (float s : {0.0f, 17.0f}) {
+    const std::vector<float> sv{s};
+    cg.run({{"x", xv}, {"r", rv}, {"step", sv}});
+    const auto yv = cg.read(y), dv = cg.read(dx);
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      // dy/dx = y / x: the scale where kept, 0 where dropped.
+      EXPECT_EQ(dv[i], yv[i] == 0.0f ? 0.0f : rv[i] * (1.0f / 0.6f)) << "step " << s << " " << i;
+    }
+  }
+}
+
+TEST_P(Layers, TrainingWithDropoutDrawsANewMaskEachStepAndRepeatsBitwise) {
+  auto train = [&](std::vector<std::vector<float>>* masks) {
+    Graph g;
+    Node x = g.input("x");
+    Node w = g.variable("w", {4, 16}, Initializer::normal(0.0f, 0.5f, 9));
+    Node v = g.variable("v", {16, 1}, Initializer::normal(0.0f, 0.5f, 10));
+    Node step = step_counter(g);
+    Node h = nn::dropout(relu(matmul(x, w)), step, 0.5f, 3, nn::Mode::train);
+    Node loss = reduce_mean(matmul(h, v) * matmul(h, v));
+    Node train_step = minimize(loss, {w, v}, Optimizer::adam(0.01f), {.step = step});
+    CompiledGraph cg =
+        GraphCompiler(GetParam().make()).compile(g, {{"x", {8, 4}}}, {h, loss, train_step});
+    const auto xv = random_values(32, 11, 0.5f, 1.0f);
+    for (int i = 0; i < 3; ++i) {
+      cg.run({{"x", xv}});
+      if (masks) masks->push_back(cg.read(h));
+    }
+    EXPECT_EQ(cg.read(step)[0], 3.0f);
+    auto out = cg.read(w);
+    for (float f : cg.read(v)) out.push_back(f);
+    return out;
+  };
+  std::vector<std::vector<float>> masks;
+  const auto a = train(&masks), b = train(nullptr);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(a[i]), std::bit_cast<std::uint32_t>(b[i])) << i;
+  // Each step's mask differs from the last (x > 0 and relu: a zero is a drop or a dead unit).
+  for (std::size_t s = 1; s < masks.size(); ++s) {
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < masks[s].size(); ++i)
+      differ += (masks[s][i] == 0.0f) != (masks[s - 1][i] == 0.0f);
+    EXPECT_GT(differ, 10u) << "step " << s;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, Layers, ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
 
@@ -264,6 +398,34 @@ TEST(LayerErrors, BadArgumentsAreUsageErrors) {
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("conv1.bn"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LayerErrors, DropoutArgumentsAndInferenceMode) {
+  Graph g;
+  Node x = g.input("x"), step = g.input("step");
+  EXPECT_THROW(dropout(x, step, 1.5f, 0), UsageError);
+  EXPECT_THROW(dropout(x, step, -0.1f, 0), UsageError);
+  EXPECT_THROW(dropout(x, step, std::nanf(""), 0), UsageError);
+  EXPECT_THROW(nn::dropout(x, step, 2.0f, 0, nn::Mode::infer), UsageError);
+  EXPECT_THROW(nn::dropout(Node{}, step, 0.5f, 0, nn::Mode::train), UsageError);
+  // Inference: the identity, no node at all.
+  EXPECT_EQ(nn::dropout(x, step, 0.5f, 0, nn::Mode::infer), x);
+  // The step must be one float: a ShapeError naming the dropout node.
+  auto compile_error = [&](Shape xs, Shape ss, DType sd) {
+    Graph h;
+    Node hy = dropout(h.input("x"), h.input("step", sd), 0.5f, 0).named("drop1");
+    try {
+      GraphCompiler(Platform::cpu()).compile(h, {{"x", xs}, {"step", ss}}, {hy});
+    } catch (const ShapeError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (const std::string& why :
+       {compile_error({2, 3}, {2}, DType::f32), compile_error({2, 3}, {}, DType::i32)}) {
+    EXPECT_NE(why.find("drop1"), std::string::npos) << why;
+    EXPECT_NE(why.find("step must be a float scalar"), std::string::npos) << why;
   }
 }
 

@@ -4,7 +4,7 @@
 
 The same IDX files (Debian's dataset-fashion-mnist), images scaled to [0, 1] once up front,
 batches of 100 in a shuffled order per epoch, conv 3x3 16 + relu + max pool 2, conv 3x3 32 +
-relu + max pool 2, dense 1568x128 + relu, dense 128x10, softmax cross-entropy, Adam (lr 1e-3,
+relu + max pool 2, dense 1568x128 + relu + dropout (--dropout, 0.25 as the example), dense 128x10, softmax cross-entropy, Adam (lr 1e-3,
 PyTorch's defaults, which hetgraph's Optimizer::adam follows). epoch_s times the training
 loop alone (as the example does); test accuracy is computed after it, untimed.
 """
@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dropout", type=float, default=0.25)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -44,7 +45,8 @@ def main():
     model = nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+        nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(),
+        *([nn.Dropout(a.dropout)] if a.dropout > 0 else []), nn.Linear(128, 10))
     for m in model:
         if isinstance(m, (nn.Conv2d, nn.Linear)):  # He-normal and zero bias, as the example
             nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
@@ -72,7 +74,7 @@ def main():
             acc = sum((model(xte[i:i + 500]).argmax(1) == yte[i:i + 500]).sum().item()
                       for i in range(0, xte.shape[0], 500)) / xte.shape[0]
         print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "threads": a.threads,
-                          "epoch": epoch, "batch": a.batch, "mean_loss": round(total / steps, 6),
+                          "dropout": a.dropout, "epoch": epoch, "batch": a.batch, "mean_loss": round(total / steps, 6),
                           "test_accuracy": acc, "epoch_s": round(epoch_s, 4)}), flush=True)
 
 

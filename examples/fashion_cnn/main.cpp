@@ -3,11 +3,13 @@
 //
 //   build/examples/fashion_cnn [--data DIR] [--epochs 5] [--batch 100] [--lr 0.001]
 //                              [--train N] [--test N] [--seed S] [--threads N]
-//                              [--pipeline auto|on|off] [--trace FILE] [--json]
+//                              [--dropout 0.25] [--pipeline auto|on|off] [--trace FILE] [--json]
 //
 // x [B, 1, 28, 28] -> conv 3x3 16 + batch norm + relu -> max pool 2 -> conv 3x3 32 + batch norm
 //   + relu -> max pool 2
-//   -> dense 1568x128 + relu -> dense 128x10 -> softmax cross-entropy, Adam (PyTorch's defaults).
+//   -> dense 1568x128 + relu + dropout -> dense 128x10 -> softmax cross-entropy, Adam (PyTorch's
+//   defaults). Dropout (--dropout P, 0 for none) draws a new mask each step from the optimizer's
+//   step counter; the test set runs the inference network (no dropout, running statistics).
 // bench/fashion_cnn/ trains the same network on the same data in PyTorch.
 //
 // Batches come from hetgraph::data::BatchLoader in a shuffled order per epoch (--seed): a
@@ -30,17 +32,18 @@ namespace {
 struct Args {
   std::string data = "/usr/share/datasets/fashion-mnist";
   int epochs = 5, batch = 100, train = 0, test = 0, seed = 1, threads = 0;
-  float lr = 1e-3f;
+  float lr = 1e-3f, dropout = 0.25f;
   std::string pipeline = "auto", trace;
   bool json = false;
 };
 
 constexpr const char* kUsage =
     "usage: fashion_cnn [--data DIR] [--epochs N] [--batch N] [--lr X] [--train N] [--test N]\n"
-    "                   [--seed S] [--threads N] [--pipeline auto|on|off] [--trace FILE] "
-    "[--json]\n"
+    "                   [--seed S] [--threads N] [--dropout P] [--pipeline auto|on|off]\n"
+    "                   [--trace FILE] [--json]\n"
     "  --train N / --test N: the first N images of each split (0: all)\n"
-    "  --seed S: the shuffle of the training images (per epoch)";
+    "  --seed S: the shuffle of the training images (per epoch)\n"
+    "  --dropout P: the drop probability after the first dense layer (0: none)";
 
 // The first `n` records of a split (all for 0). More than it holds is a DataError.
 void keep_first(hetgraph::data::Split& s, int n, const char* what) {
@@ -56,14 +59,16 @@ void keep_first(hetgraph::data::Split& s, int n, const char* what) {
 
 struct Model {
   hetgraph::Node x, y, logits, loss;  // logits: inference mode (running statistics)
+  hetgraph::Node step;                // the optimizer's step counter, which keys dropout
   std::vector<hetgraph::Node> params;
   std::vector<hetgraph::Node> state;    // every variable the test graph copies (params + stats)
   std::vector<hetgraph::Node> updates;  // running-statistics updates, fetched with each step
 };
 
-Model build(hetgraph::Graph& g) {
+Model build(hetgraph::Graph& g, float dropout_p) {
   using namespace hetgraph;
   Model m;
+  m.step = step_counter(g);
   m.x = g.input("x");
   m.y = g.input("y", DType::i32);
   std::uint64_t seed = 1;
@@ -99,6 +104,7 @@ Model build(hetgraph::Graph& g) {
     };
     Node h = block(block(reshape(m.x, {-1, 1, 28, 28}), w1, bn1), w2, bn2);
     h = relu(matmul(reshape(h, {-1, 32 * 7 * 7}), fc1) + fc1b);
+    if (dropout_p > 0.0f) h = nn::dropout(h, m.step, dropout_p, /*seed=*/1, mode);
     return matmul(h, fc2) + fc2b;
   };
   const Node train_logits = logits(nn::Mode::train);
@@ -121,8 +127,8 @@ int run(const Args& a) {
   const std::int64_t pixels = ds.train.image_size();
 
   Graph g;
-  Model m = build(g);
-  Node step = minimize(m.loss, m.params, Optimizer::adam(a.lr));
+  Model m = build(g, a.dropout);
+  Node step = minimize(m.loss, m.params, Optimizer::adam(a.lr), {.step = m.step});
   std::vector<Node> train_fetches{m.loss, step};
   train_fetches.insert(train_fetches.end(), m.updates.begin(), m.updates.end());
   CpuOptions co;
@@ -189,11 +195,12 @@ int run(const Args& a) {
     if (a.json) {
       std::printf(
           "{\"example\":\"fashion_cnn\",\"epoch\":%d,\"train_images\":%lld,\"batch\":%d,"
-          "\"threads\":%d,\"pipeline\":\"%s\",\"mean_loss\":%.6f,\"test_accuracy\":%.6f,"
+          "\"threads\":%d,\"dropout\":%g,\"pipeline\":\"%s\",\"mean_loss\":%.6f,\"test_accuracy\":%"
+          ".6f,"
           "\"epoch_s\":%.4f,\"wait_s\":%.4f,\"setup_s\":%.4f}\n",
           epoch, static_cast<long long>(ds.train.count), a.batch, a.threads,
-          loader.background() ? "on" : "off", last_loss, last_acc, epoch_s,
-          loader.stats().wait_s - w0, setup_s);
+          static_cast<double>(a.dropout), loader.background() ? "on" : "off", last_loss, last_acc,
+          epoch_s, loader.stats().wait_s - w0, setup_s);
     }
   }
   if (!a.trace.empty()) train.stop_trace();
@@ -211,6 +218,7 @@ int main(int argc, char** argv) {
       .integer("--epochs", a.epochs, 1, 1000)
       .integer("--batch", a.batch, 1, 1 << 20)
       .real("--lr", a.lr, 0.0, 1e3, hetgraph::cli::Bound::open)
+      .real("--dropout", a.dropout, 0.0, 0.99)
       .integer("--train", a.train, 0, 1 << 30)
       .integer("--test", a.test, 0, 1 << 30)
       .integer("--seed", a.seed, 0, 2147483647)

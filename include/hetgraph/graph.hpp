@@ -229,6 +229,18 @@ Node log_softmax(Node x, int axis = -1);
 /// float with the shape of `probs` (one-hot or soft) or int32 class ids with the shape of
 /// `probs` minus its last axis. The result has the shape of `probs` minus its last axis.
 Node cross_entropy(Node probs, Node labels);
+/// Inverted dropout (PyTorch's Dropout in training mode): each element of x is kept with
+/// probability 1 - p and scaled by 1 / (1 - p), or else zeroed (x * 0: a NaN stays NaN).
+/// The mask is a counter-based hash of (seed, step, element index), so it is the same on
+/// every platform and thread count, is never stored (the gradient, dropout of the incoming
+/// gradient with the same step, recomputes it), and changes with `step`: a float scalar node,
+/// usually the optimizer's step counter, so each run draws a new mask without recompiling.
+/// p in [0, 1] (1 zeroes everything), else UsageError; step must be a float of one element
+/// (ShapeError at compile time). Inference is the identity: see nn::dropout in layers.hpp.
+///   Node step = step_counter(g);
+///   auto h = dropout(relu(matmul(x, W1)), step, 0.25f, /*seed=*/7);
+///   Node train = minimize(loss, params, Optimizer::adam(1e-3f), {.step = step});
+Node dropout(Node x, Node step, float p, std::uint64_t seed);
 
 Node slice(Node x, int axis, std::int64_t begin, std::int64_t end);
 /// ONNX Slice: along each of `axes` (default 0, 1, ...), from starts[i] toward ends[i] (not

@@ -1,7 +1,7 @@
-// Normalisation layers built from graph ops: batch normalisation with training and inference
-// modes (running statistics kept in variables) and layer normalisation. They are compositions
-// of reductions and broadcasting arithmetic, so their gradients come from autodiff and they
-// run on every platform; the compiler fuses the elementwise chains.
+// Layers with training and inference modes, batch normalisation (running statistics kept in
+// variables) and dropout, and layer normalisation. The normalisations are compositions of
+// reductions and broadcasting arithmetic, so their gradients come from autodiff and they run
+// on every platform; the compiler fuses the elementwise chains. Dropout is its own op.
 //
 // Usage: one model function serves both modes on the same variables.
 //
@@ -61,6 +61,13 @@ struct BatchNorm {
   std::vector<Node> parameters() const { return {gamma, beta}; }
   std::vector<Node> variables() const { return {gamma, beta, running_mean, running_var}; }
 };
+
+/// Dropout by mode: hetgraph::dropout(x, step, p, seed) in training mode (graph.hpp), x itself
+/// in inference mode (PyTorch's eval(): the training scale 1 / (1 - p) already keeps the
+/// expected activation). `step` (a float scalar, usually the optimizer's step counter) draws a
+/// new mask each training run; give every dropout layer its own seed.
+///   h = nn::dropout(relu(matmul(x, W1)), step, 0.25f, /*seed=*/1, mode);
+Node dropout(Node x, Node step, float p, std::uint64_t seed, Mode mode);
 
 /// Layer normalisation over the last axis (PyTorch's LayerNorm(D)): (x - mean) / sqrt(var +
 /// eps) * gamma + beta, mean and biased variance over the last axis, gamma and beta of shape

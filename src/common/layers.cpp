@@ -81,6 +81,16 @@ Normalized BatchNorm::operator()(Node x, Mode mode) const {
   return {y, update};
 }
 
+Node dropout(Node x, Node step, float p, std::uint64_t seed, Mode mode) {
+  require_node(x, "dropout");
+  if (mode == Mode::infer) {
+    if (!(p >= 0.0f && p <= 1.0f))
+      throw UsageError("dropout: p must be in [0, 1], got " + std::to_string(p));
+    return x;
+  }
+  return hetgraph::dropout(x, step, p, seed);
+}
+
 Node layer_norm(Node x, Node gamma, Node beta, float eps) {
   require_node(x, "layer norm");
   if (!gamma.valid() || !beta.valid())

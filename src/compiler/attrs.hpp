@@ -106,6 +106,14 @@ struct ConvEpilogue {
   friend bool operator==(const ConvEpilogue&, const ConvEpilogue&) = default;
 };
 
+/// dropout: the drop probability and the seed of its masks (src/compiler/dropout_mask.hpp).
+struct DropoutMask {
+  static constexpr std::string_view kName = "dropout mask";
+  float p = 0.5f;
+  std::uint64_t seed = 0;
+  friend bool operator==(const DropoutMask&, const DropoutMask&) = default;
+};
+
 /// slice_grad_n: the [begin, end) range along the node's axis of each placed gradient.
 struct SliceRanges {
   static constexpr std::string_view kName = "slice ranges";
@@ -229,7 +237,7 @@ struct Attrs {
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
-               ConvEpilogue, LookupPieces>
+               ConvEpilogue, LookupPieces, DropoutMask>
       payload;
 
   template <class T>

@@ -387,6 +387,13 @@ Node log_softmax(Node x, int axis) {
 Node cross_entropy(Node probs, Node labels) {
   return make_op(OpKind::CrossEntropy, {probs, labels});
 }
+Node dropout(Node x, Node step, float p, std::uint64_t seed) {
+  if (!(p >= 0.0f && p <= 1.0f))
+    throw UsageError("dropout: p must be in [0, 1], got " + std::to_string(p));
+  Attrs at;
+  at.set(detail::DropoutMask{p, seed});
+  return make_op(OpKind::Dropout, {x, step}, at);
+}
 
 Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
   Attrs at;

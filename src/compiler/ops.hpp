@@ -129,6 +129,7 @@ enum class OpKind : std::uint8_t {
   // compiler-made (fuse_embedding_concat): concat along the last axis of lookups (table,
   // indices) and values, written straight into the one output; LookupPieces; embedding.cpp
   EmbeddingConcat,
+  Dropout,  // nn.cpp: (x, step); DropoutMask; its own gradient (the same mask, recomputed)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

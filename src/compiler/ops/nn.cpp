@@ -53,6 +53,22 @@ TensorType infer_xent_grad(const InferCtx& c) {
   return c.in[1];
 }
 
+// dropout (x, step): x's type; the step a float of one element (its bits key the mask).
+TensorType infer_dropout(const InferCtx& c) {
+  if (c.in[0].dtype != DType::f32) c.fail("dropout needs float input");
+  if (c.in[1].dtype != DType::f32 || c.in[1].shape.numel() != 1) {
+    c.fail("dropout's step must be a float scalar (one element), got " +
+           std::string(dtype_name(c.in[1].dtype)) + " " + c.in[1].shape.str());
+  }
+  return c.in[0];
+}
+
+// y = x * m with the mask m fixed by (seed, step): dy/dx = m, the same dropout of g.
+void grad_dropout(const GradCtx& c) {
+  c.not_differentiable(1, "the step only selects the dropout mask");
+  c.add(c.in[0], make_op(OpKind::Dropout, {c.grad, c.in[1]}, c.attrs));
+}
+
 void grad_softmax(const GradCtx& c) {
   const int axis = c.attrs.axis;
   c.add(c.in[0], with_axis(OpKind::SoftmaxGrad, {c.grad, c.node}, axis));
@@ -121,6 +137,14 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .infer = infer_xent_grad,
                .flops_per_elem = 3,
                .index = kGradLabels});
+  // The hash (SplitMix64's finaliser) is about 10 integer operations per element.
+  t.push_back({.kind = OpKind::Dropout,
+               .name = "dropout",
+               .arity = 2,
+               .inplace = 0b1u,
+               .infer = infer_dropout,
+               .grad = grad_dropout,
+               .flops_per_elem = 10});
   t.push_back({.kind = OpKind::SoftmaxXentGrad,
                .name = "softmax_xent_grad",
                .arity = 3,

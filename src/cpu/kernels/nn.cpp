@@ -1,11 +1,12 @@
-// Softmax, log-softmax, cross-entropy and their gradients. Rows along the last axis take a
-// contiguous vectorised path; other axes a strided one.
+// Softmax, log-softmax, cross-entropy and their gradients, and dropout. Rows along the last axis
+// take a contiguous vectorised path; other axes a strided one.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "compiler/dropout_mask.hpp"
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
@@ -346,6 +347,45 @@ std::unique_ptr<CpuKernel> make_xent_grad_ref(const KernelArgs& k) {
   });
 }
 
+// dropout: x * (draw >= threshold ? scale : 0), element by element (compiler/dropout_mask.hpp).
+// The step is read when the kernel runs: it changes between runs.
+std::unique_ptr<CpuKernel> make_dropout(const KernelArgs& k) {
+  const float* x = k.in_f(0);
+  const float* step = k.in_f(1);
+  float* out = k.out_f();
+  const std::int64_t n = k.out_shape().numel();
+  const auto& m = k.node.attrs.get<DropoutMask>();
+  const std::uint32_t thr = dropout::threshold(m.p);
+  const float sc = dropout::scale(m.p);
+  return make_kernel([=, seed = m.seed](const ExecCtx& ctx) {
+    const std::uint64_t key = dropout::key(seed, *step);
+    parallel_for(ctx, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const bool keep = dropout::draw(key, static_cast<std::uint64_t>(i)) >= thr;
+        out[i] = x[i] * (keep ? sc : 0.0f);
+      }
+    });
+  });
+}
+
+// One thread, the mask drawn in a pass of its own and applied in a second.
+std::unique_ptr<CpuKernel> make_dropout_ref(const KernelArgs& k) {
+  const float* x = k.in_f(0);
+  const float* step = k.in_f(1);
+  float* out = k.out_f();
+  const std::int64_t n = k.out_shape().numel();
+  const auto& m = k.node.attrs.get<DropoutMask>();
+  return make_kernel([=, p = m.p, seed = m.seed](const ExecCtx&) {
+    const std::uint64_t key = dropout::key(seed, *step);
+    std::vector<char> kept(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      kept[static_cast<std::size_t>(i)] =
+          dropout::draw(key, static_cast<std::uint64_t>(i)) >= dropout::threshold(p);
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i] = x[i] * (kept[static_cast<std::size_t>(i)] ? dropout::scale(p) : 0.0f);
+  });
+}
+
 }  // namespace
 
 void register_nn_kernels(KernelRegistry& r) {
@@ -360,6 +400,7 @@ void register_nn_kernels(KernelRegistry& r) {
   add(OpKind::CrossEntropy, "rows_simd", make_xent, make_xent_ref);
   add(OpKind::CrossEntropyGrad, "rows_simd", make_xent_grad, make_xent_grad_ref);
   add(OpKind::SoftmaxXentGrad, "rows_simd", make_xent_grad, make_xent_grad_ref);
+  add(OpKind::Dropout, "hash", make_dropout, make_dropout_ref);
 }
 
 }  // namespace hetgraph::detail::cpu

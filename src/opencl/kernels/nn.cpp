@@ -1,5 +1,7 @@
-// Softmax, log-softmax, cross-entropy and their gradients on OpenCL (kernels/nn.cl). Long
+// Softmax, log-softmax, cross-entropy and their gradients, and dropout, on OpenCL
+// (kernels/nn.cl). Long
 // contiguous lines get a work-group each (*_rows); short or strided lines a work-item each.
+#include "compiler/dropout_mask.hpp"
 #include "compiler/geometry.hpp"
 #include "opencl/ops.hpp"
 
@@ -70,6 +72,14 @@ std::unique_ptr<ClOp> make_xent_grad(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+std::unique_ptr<ClOp> make_dropout(const OpArgs& a) {
+  const auto& m = a.node.attrs.get<DropoutMask>();
+  Kernel k = make_kernel(a.program("nn"), "dropout", a.in[0], a.in[1], a.out,
+                         to_int(a.out_shape().numel()), cl_ulong{m.seed},
+                         cl_uint{dropout::threshold(m.p)}, dropout::scale(m.p));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -80,6 +90,7 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpKind::CrossEntropy, {"cl_xent", nullptr, make_xent});
   r.add(OpKind::CrossEntropyGrad, {"cl_xent_grad", nullptr, make_xent_grad});
   r.add(OpKind::SoftmaxXentGrad, {"cl_xent_grad", nullptr, make_xent_grad});
+  r.add(OpKind::Dropout, {"cl_dropout", nullptr, make_dropout});
 }
 
 }  // namespace hetgraph::detail::cl
