@@ -14,7 +14,8 @@ installed python3-torch ||
 if ! installed libopenblas0-openmp; then
   alts=(libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu)
   before=()
-  for a in "${alts[@]}"; do before+=("$(readlink -f "/etc/alternatives/$a")"); done
+  # One level: the registered alternative (readlink -f would give the file behind it).
+  for a in "${alts[@]}"; do before+=("$(readlink "/etc/alternatives/$a")"); done
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libopenblas0-openmp >/dev/null
   for i in "${!alts[@]}"; do update-alternatives --set "${alts[$i]}" "${before[$i]}" >/dev/null; done
 fi
