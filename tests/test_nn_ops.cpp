@@ -305,6 +305,7 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
       CompileOptions o;
       o.blocked_layouts = on > 0;
       o.layouts_through_pool_concat = on == 2;
+      o.winograd_convs = false;  // its rounding: WinogradConvolutionsMatchTheDirectOnes
       auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, ys);
       cg.run(feeds);
       for (Node y : ys) results[on].push_back(cg.read(y));
@@ -328,6 +329,65 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
       }
     }
     testing_util::run_checked(GetParam(), g, ins, ys);  // planner on and off, bitwise
+  }
+}
+
+// Winograd convolutions (CompileOptions::winograd_convs): a resnet's 3x3 stride-1 layers of 64
+// channels run oneDNN's Winograd kernels on nChw16c activations on the CPU, with the direct
+// kernels' results within Winograd's rounding; a graph with a channel concat, or one whose 3x3
+// layers carry less than half of the convolution work, keeps the direct kernels.
+TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
+  const Conv2dOptions same{.padding = {1, 1}};
+  Graph g;
+  auto x = g.input("x"), w1 = g.input("w1"), w2 = g.input("w2"), b = g.input("b");
+  Node h = relu(conv2d(x, w1, b, same));
+  Node b1 = relu(add(conv2d(relu(conv2d(h, w1, same)), w2, same), h));
+  Node y = relu(add(conv2d(relu(conv2d(b1, w1, b, same)), w2, same), b1));
+  const std::vector<In> ins{rand_in("x", {2, 64, 10, 9}, 71), rand_in("w1", {64, 64, 3, 3}, 72),
+                            rand_in("w2", {64, 64, 3, 3}, 73), rand_in("b", {64}, 74)};
+  InputShapes shapes;
+  std::vector<FeedItem> feeds;
+  for (const In& in : ins) {
+    shapes.push_back({in.name, in.shape});
+    feeds.push_back({in.name, in.values});
+  }
+  const bool cpu = on_cpu() && !reference_forced() &&
+                   detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
+  std::vector<float> out[2];
+  for (int wino : {0, 1}) {
+    CompileOptions o;
+    o.winograd_convs = wino == 1;
+    auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
+    cg.run(feeds);
+    out[wino] = cg.read(y);
+    const auto& ex = detail::executable_of(cg);
+    int winograd = 0;
+    for (std::uint32_t i = 0; i < ex.plan().nodes.size(); ++i)
+      winograd += ex.kernel_name(i).find("winograd") != std::string::npos;
+    EXPECT_EQ(ex.plan().winograd, wino == 1 && cpu) << GetParam().name;
+    // The first convolution reads x and the last gives y, both plain (fed, fetched); the
+    // three between are Winograd's.
+    EXPECT_EQ(winograd, wino == 1 && cpu ? 3 : 0) << GetParam().name;
+  }
+  // Issue 18's measure against ONNX Runtime: max |a - b| / max |b|.
+  double diff = 0.0, top = 0.0;
+  for (std::size_t i = 0; i < out[0].size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(out[1][i] - out[0][i])));
+    top = std::max(top, static_cast<double>(std::fabs(out[0][i])));
+  }
+  EXPECT_LT(diff / top, 1e-4) << GetParam().name << " " << diff << " / " << top;
+  // Where a concat joins channels, or a 5x5 layer carries most of the work: no Winograd.
+  for (int variant : {0, 1}) {
+    Graph g2;
+    auto x2 = g2.input("x"), w3 = g2.input("w1"), w5 = g2.input("w2");
+    Node a = relu(conv2d(x2, w3, same));
+    Node c = variant == 0 ? concat({relu(conv2d(a, w3, same)), a}, 1)
+                          : conv2d(relu(conv2d(a, w3, same)), w5, {.padding = {2, 2}});
+    auto cg =
+        GraphCompiler(GetParam().make())
+            .compile(g2, {{"x", {1, 64, 8, 8}}, {"w1", {64, 64, 3, 3}}, {"w2", {64, 64, 5, 5}}},
+                     {c});
+    EXPECT_FALSE(detail::executable_of(cg).plan().winograd) << variant;
   }
 }
 

@@ -753,7 +753,8 @@ const Pass kPasses[] = {
      conv_fusing},
     {"assign_layouts",
      [](Plan& p, const PassContext& c) {
-       assign_layouts(p, c.options.conv_layout, c.options.layouts_through_pool_concat);
+       assign_layouts(p, c.options.conv_layout, c.options.layouts_through_pool_concat,
+                      c.options.winograd_convs);
      },
      laying_out},
     {"fuse_sparse_update",

@@ -165,6 +165,8 @@ struct Plan {
   /// platforms that allocate one device buffer per planned buffer instead of an arena.
   std::vector<std::size_t> buffer_bytes, buffer_offset;
   std::size_t in_place = 0;
+  /// assign_layouts chose nChw16c for Winograd convolutions (the CPU kernels' cue).
+  bool winograd = false;
   /// Heterogeneous platforms (split_devices): one self-contained plan per device (null where
   /// the device got no node), each with its own order, commit point and memory plan.
   std::vector<std::shared_ptr<Plan>> parts;
@@ -230,6 +232,8 @@ struct PlanOptions {
   ActivationLayout conv_layout = ActivationLayout::nchw;
   /// assign_layouts: max pooling and channel concat keep the layout (channels-last only).
   bool layouts_through_pool_concat = true;
+  /// assign_layouts: nChw16c and Winograd convolutions where they pay (CompileOptions).
+  bool winograd_convs = false;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
   /// where a kernel has several: 0 or 1 turns the pass off).
   bool parallel_ops = false;
@@ -289,7 +293,11 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.
-void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat);
+void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
+                    bool winograd_convs = false);
+/// A convolution oneDNN's Winograd kernels take: 3x3, stride 1, no dilation, one group, input
+/// and output channels in whole blocks of 16.
+bool winograd_convolution(const Plan& p, const PlanNode& n);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);

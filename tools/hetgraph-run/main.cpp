@@ -96,6 +96,7 @@ int run(const hgrun::Options& o) {
   const double import_s = hetgraph::now_s() - t0;
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
+  co.winograd_convs = o.winograd;
   hetgraph::CompiledGraph cg =
       m.compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
   const double setup_s = hetgraph::now_s() - t0;

@@ -75,8 +75,7 @@ ImageGeom conv_geom_of(const KernelArgs& a) {
 dnnl::convolution_forward::primitive_desc conv_fwd_pd(
     const ConvDims& d, bool bias, dnnl::prop_kind prop,
     const dnnl::primitive_attr& attr = user_scratchpad(), const memory::desc* src = nullptr,
-    const memory::desc* dst = nullptr) {
-  const auto alg = dnnl::algorithm::convolution_direct;
+    const memory::desc* dst = nullptr, dnnl::algorithm alg = dnnl::algorithm::convolution_direct) {
   const memory::desc s = src ? *src : any_md(d.src), y = dst ? *dst : any_md(d.dst);
   if (bias) {
     return {{prop, alg, s, any_md(d.wei), plain_md(d.bias, tag::x), y, d.strides, d.dilates,
@@ -168,8 +167,9 @@ class FixedWeightsKernel final : public DnnlKernel {
 
 // A forward convolution (plain or fused): x, w[, b] -> y, with `attr`'s post-ops; the
 // residual of a sum post-op, when there is one, is loaded into the destination first.
-std::unique_ptr<CpuKernel> make_conv_forward(const KernelArgs& a, bool bias, const void* residual,
-                                             const dnnl::primitive_attr& attr) {
+std::unique_ptr<CpuKernel> make_conv_forward(
+    const KernelArgs& a, bool bias, const void* residual, const dnnl::primitive_attr& attr,
+    dnnl::algorithm alg = dnnl::algorithm::convolution_direct) {
   const ConvDims d = conv_dims(conv_geom_of(a));
   const memory::desc user_wei = plain_md(d.wei, d.wei_tag);
   std::shared_ptr<FixedWeights> fixed;
@@ -186,8 +186,9 @@ std::unique_ptr<CpuKernel> make_conv_forward(const KernelArgs& a, bool bias, con
   const bool dst_fixed = out_layout != ActivationLayout::nchw;
   try {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference, attr,
-                                  src_fixed ? &src_user : nullptr, dst_fixed ? &dst_user : nullptr);
+      const auto pd =
+          conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference, attr,
+                      src_fixed ? &src_user : nullptr, dst_fixed ? &dst_user : nullptr, alg);
       if (cache && !fixed && pd.weights_desc() != user_wei) {
         try {
           fixed =
@@ -213,6 +214,21 @@ std::unique_ptr<CpuKernel> make_conv_forward(const KernelArgs& a, bool bias, con
 
 std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
   return make_conv_forward(a, a.in.size() == 3, nullptr, user_scratchpad());
+}
+
+// Winograd (assign_layouts, Plan::winograd): a 3x3 stride-1 convolution whose image and result
+// are nChw16c. oneDNN declines some (its own limits): the direct kernel follows in the list.
+const char* reject_winograd(const KernelArgs& a) {
+  if (!a.plan.winograd) return "the plan has no Winograd layout (CompileOptions::winograd_convs)";
+  if (!winograd_convolution(a.plan, a.node)) return "not a 3x3 stride-1 convolution of 16s";
+  if (a.node.layout != ActivationLayout::nChw16c ||
+      a.plan.nodes[a.node.inputs[0]].layout != ActivationLayout::nChw16c)
+    return "image or result not nChw16c";
+  return nullptr;
+}
+std::unique_ptr<CpuKernel> make_conv_fwd_winograd(const KernelArgs& a) {
+  return make_conv_forward(a, a.in.size() == 3, nullptr, user_scratchpad(),
+                           dnnl::algorithm::convolution_winograd);
 }
 
 // fused_conv2d's epilogue as oneDNN post-ops: the residual (sum), then the elementwise op with
@@ -246,14 +262,20 @@ dnnl::primitive_attr conv_post_ops(const Attrs& at) {
 }
 
 // fused_conv2d(x, w[, b][, r]): one primitive with the epilogue as post-ops.
-std::unique_ptr<CpuKernel> make_fused_conv(const KernelArgs& a) {
+std::unique_ptr<CpuKernel> make_fused_conv_alg(const KernelArgs& a, dnnl::algorithm alg) {
   const ConvEpilogue& e = a.node.attrs.get<ConvEpilogue>();
   try {
     return make_conv_forward(a, e.bias, e.accumulate ? a.in.back() : nullptr,
-                             conv_post_ops(a.node.attrs));
+                             conv_post_ops(a.node.attrs), alg);
   } catch (const dnnl::error&) {
     return nullptr;
   }
+}
+std::unique_ptr<CpuKernel> make_fused_conv(const KernelArgs& a) {
+  return make_fused_conv_alg(a, dnnl::algorithm::convolution_direct);
+}
+std::unique_ptr<CpuKernel> make_fused_conv_winograd(const KernelArgs& a) {
+  return make_fused_conv_alg(a, dnnl::algorithm::convolution_winograd);
 }
 
 /// conv_transpose2d: oneDNN's backward data, then the bias per output channel (one pass over
@@ -536,8 +558,11 @@ ActivationLayout conv_activation_layout() {
 
 void register_conv_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
+  r.add(OpKind::Conv2d, {"dnnl_conv_winograd", reject_winograd, make_conv_fwd_winograd});
   r.add(OpKind::Conv2d, {"dnnl_conv", nullptr, make_conv_fwd});
   r.add(OpKind::Conv2d, {"reference", nullptr, make_conv_ref, ref});
+  r.add(OpKind::FusedConv2d,
+        {"dnnl_conv_winograd_post_ops", reject_winograd, make_fused_conv_winograd});
   r.add(OpKind::FusedConv2d, {"dnnl_conv_post_ops", nullptr, make_fused_conv});
   r.add(OpKind::FusedConv2d, {"reference", nullptr, make_fused_conv_ref, ref});
   r.add(OpKind::Conv2dGradInput, {"dnnl_conv_bwd_data", nullptr, make_conv_bwd_data});
