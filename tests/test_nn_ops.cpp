@@ -332,10 +332,11 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
   }
 }
 
-// Winograd convolutions (CompileOptions::winograd_convs): a resnet's 3x3 stride-1 layers of 64
-// channels run oneDNN's Winograd kernels on nChw16c activations on the CPU, with the direct
-// kernels' results within Winograd's rounding; a graph with a channel concat, or one whose 3x3
-// layers carry less than half of the convolution work, keeps the direct kernels.
+// Winograd convolutions (CompileOptions::winograd_convs, off by default): a resnet's 3x3
+// stride-1 layers of 64 channels run oneDNN's Winograd kernels on nChw16c activations on the
+// CPU, with the direct kernels' results within Winograd's rounding; a graph with a channel
+// concat, or one whose 3x3 layers carry less than half of the convolution work, keeps the
+// direct kernels.
 TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
   const Conv2dOptions same{.padding = {1, 1}};
   Graph g;
@@ -383,8 +384,10 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
     Node a = relu(conv2d(x2, w3, same));
     Node c = variant == 0 ? concat({relu(conv2d(a, w3, same)), a}, 1)
                           : conv2d(relu(conv2d(a, w3, same)), w5, {.padding = {2, 2}});
+    CompileOptions o;
+    o.winograd_convs = true;
     auto cg =
-        GraphCompiler(GetParam().make())
+        GraphCompiler(GetParam().make(), o)
             .compile(g2, {{"x", {1, 64, 8, 8}}, {"w1", {64, 64, 3, 3}}, {"w2", {64, 64, 5, 5}}},
                      {c});
     EXPECT_FALSE(detail::executable_of(cg).plan().winograd) << variant;

@@ -301,9 +301,14 @@ struct CompileOptions {
   /// in and out) carry at least half of a graph's convolution work and no concat joins channels,
   /// activations stay in oneDNN's nChw16c layout and those convolutions run its Winograd
   /// kernels (F(4x4, 3x3), F(2x2, 3x3)): 1.6-2.5x faster than its direct kernels on 64 to 512
-  /// channels here (bench/README, issue 18). Their results differ from the direct kernels'
-  /// by rounding (about 1e-6 relative); off: direct kernels only.
-  bool winograd_convs = true;
+  /// channels here, resnet18 0.80-0.86x ONNX Runtime's latency instead of 0.99-1.04x, but at
+  /// 1.12-1.53x its peak memory (transformed weights are up to 4x the plain ones, and the
+  /// batch-32 scratchpad is 67 MB): bench/README, issue 18. So it is off by default. Results
+  /// differ from the direct kernels' by rounding (about 1e-6 of the largest output).
+  ///
+  ///   CompileOptions o;
+  ///   o.winograd_convs = true;  // latency before memory (hetgraph-run --winograd)
+  bool winograd_convs = false;
   /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).

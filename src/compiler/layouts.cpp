@@ -12,12 +12,12 @@
 // then run without reorders. Any other reader (average pooling, a graph output, a reshape)
 // keeps the value plain: the reorder happens only where a consumer needs plain memory.
 //
-// Winograd (CompileOptions::winograd_convs): oneDNN 2.6's Winograd convolutions take only
-// nChw16c, and run 3x3 stride-1 layers 1.6-2.5x faster than its direct kernels here. Where such
-// layers carry at least half of the convolution work and no channel concat needs the layout
-// passed through (nChw16c does not pass through concat or pooling), nChw16c replaces the
-// platform's layout and Plan::winograd tells the CPU kernels to use them: a resnet qualifies,
-// an inception net does not.
+// Winograd (CompileOptions::winograd_convs, off by default: it costs memory): oneDNN 2.6's
+// Winograd convolutions take only nChw16c, and run 3x3 stride-1 layers 1.6-2.5x faster than
+// its direct kernels here. Where such layers carry at least half of the convolution work and no
+// channel concat needs the layout passed through (nChw16c does not pass through concat or
+// pooling), nChw16c replaces the platform's layout and Plan::winograd tells the CPU kernels to
+// use them: a resnet qualifies, an inception net does not.
 #include "compiler/plan.hpp"
 
 namespace hetgraph::detail {

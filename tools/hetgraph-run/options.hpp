@@ -17,7 +17,7 @@ struct Options : hetgraph::tool::EngineFlags {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes;  // --shape name=AxB
   std::string output_dir, trace;
   int repeat = 10, warmup = 3, seed = 1;
-  bool json = false, fuse = true, winograd = true;
+  bool json = false, fuse = true, winograd = false;
 };
 
 inline constexpr const char* kUsage =
@@ -27,7 +27,7 @@ inline constexpr const char* kUsage =
     "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
     "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse]\n"
-    "                    [--no-winograd] [--json]\n"
+    "                    [--winograd] [--json]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
@@ -78,7 +78,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .integer("--seed", o.seed, 0, 1'000'000'000)
       .text("--trace", o.trace)
       .flag("--no-fuse", o.fuse, false)
-      .flag("--no-winograd", o.winograd, false)
+      .flag("--winograd", o.winograd)
       .flag("--json", o.json);
   return p;
 }
