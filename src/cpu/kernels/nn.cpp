@@ -349,20 +349,30 @@ std::unique_ptr<CpuKernel> make_xent_grad_ref(const KernelArgs& k) {
 
 // dropout: x * (draw >= threshold ? scale : 0), element by element (compiler/dropout_mask.hpp).
 // The step is read when the kernel runs: it changes between runs.
+struct DropoutArgs {
+  const float* x;
+  const float* step;
+  float* out;
+  std::int64_t n;
+  DropoutMask mask;
+  explicit DropoutArgs(const KernelArgs& k)
+      : x(k.in_f(0)),
+        step(k.in_f(1)),
+        out(k.out_f()),
+        n(k.out_shape().numel()),
+        mask(k.node.attrs.get<DropoutMask>()) {}
+};
+
 std::unique_ptr<CpuKernel> make_dropout(const KernelArgs& k) {
-  const float* x = k.in_f(0);
-  const float* step = k.in_f(1);
-  float* out = k.out_f();
-  const std::int64_t n = k.out_shape().numel();
-  const auto& m = k.node.attrs.get<DropoutMask>();
-  const std::uint32_t thr = dropout::threshold(m.p);
-  const float sc = dropout::scale(m.p);
-  return make_kernel([=, seed = m.seed](const ExecCtx& ctx) {
-    const std::uint64_t key = dropout::key(seed, *step);
-    parallel_for(ctx, n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+  const DropoutArgs d(k);
+  const std::uint32_t thr = dropout::threshold(d.mask.p);
+  const float sc = dropout::scale(d.mask.p);
+  return make_kernel([d, thr, sc](const ExecCtx& ctx) {
+    const std::uint64_t key = dropout::key(d.mask.seed, *d.step);
+    parallel_for(ctx, d.n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) {
         const bool keep = dropout::draw(key, static_cast<std::uint64_t>(i)) >= thr;
-        out[i] = x[i] * (keep ? sc : 0.0f);
+        d.out[i] = d.x[i] * (keep ? sc : 0.0f);
       }
     });
   });
@@ -370,19 +380,14 @@ std::unique_ptr<CpuKernel> make_dropout(const KernelArgs& k) {
 
 // One thread, the mask drawn in a pass of its own and applied in a second.
 std::unique_ptr<CpuKernel> make_dropout_ref(const KernelArgs& k) {
-  const float* x = k.in_f(0);
-  const float* step = k.in_f(1);
-  float* out = k.out_f();
-  const std::int64_t n = k.out_shape().numel();
-  const auto& m = k.node.attrs.get<DropoutMask>();
-  return make_kernel([=, p = m.p, seed = m.seed](const ExecCtx&) {
-    const std::uint64_t key = dropout::key(seed, *step);
-    std::vector<char> kept(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i)
+  return make_kernel([d = DropoutArgs(k)](const ExecCtx&) {
+    const std::uint64_t key = dropout::key(d.mask.seed, *d.step);
+    std::vector<char> kept(static_cast<std::size_t>(d.n));
+    for (std::int64_t i = 0; i < d.n; ++i)
       kept[static_cast<std::size_t>(i)] =
-          dropout::draw(key, static_cast<std::uint64_t>(i)) >= dropout::threshold(p);
-    for (std::int64_t i = 0; i < n; ++i)
-      out[i] = x[i] * (kept[static_cast<std::size_t>(i)] ? dropout::scale(p) : 0.0f);
+          dropout::draw(key, static_cast<std::uint64_t>(i)) >= dropout::threshold(d.mask.p);
+    for (std::int64_t i = 0; i < d.n; ++i)
+      d.out[i] = d.x[i] * (kept[static_cast<std::size_t>(i)] ? dropout::scale(d.mask.p) : 0.0f);
   });
 }
 
