@@ -396,11 +396,12 @@ TEST(MemoryPlan, PackedArenaIsThePeakOfLiveBytes) {
   EXPECT_EQ(laid->live_bytes, packed->live_bytes);
   EXPECT_EQ(packed->arena_bytes, packed->live_bytes);
   EXPECT_GT(laid->arena_bytes, packed->arena_bytes);
-  // Dag mode: the four branches may run at once, but step 3's proofs still beat end to end.
+  // Dag mode: the four branches may run at once and no barrier parts them: no better than
+  // step 3's proven reuse laid end to end, and never worse.
   auto dag = plan_of(g, shapes, out, ReuseMode::dag, true);
   check_plan_safe(*dag);
   const std::size_t dag_laid = plan_of(g, shapes, out, ReuseMode::dag, false)->arena_bytes;
-  EXPECT_LT(dag->arena_bytes, dag_laid);
+  EXPECT_LE(dag->arena_bytes, dag_laid);
   // Results bitwise equal with the planner on and off, on every engine.
   const auto xv = testing_util::random_vec(128 * 128, 5);
   auto off = GraphCompiler(Platform::cpu(), {.plan_memory = false}).compile(g, shapes, out);
@@ -411,8 +412,8 @@ TEST(MemoryPlan, PackedArenaIsThePeakOfLiveBytes) {
         CpuOptions{.engine = CpuEngine::critical_path, .executors = 2, .threads_per_executor = 1},
         CpuOptions{.engine = CpuEngine::shared_queue, .executors = 2, .threads_per_executor = 1}}) {
     auto cg = GraphCompiler(Platform::cpu(o)).compile(g, shapes, out);
-    EXPECT_LT(cg.planned_bytes(),
-              o.engine == CpuEngine::sequential ? laid->arena_bytes : dag_laid);
+    EXPECT_LE(cg.planned_bytes(),
+              o.engine == CpuEngine::sequential ? laid->arena_bytes - 1 : dag_laid);
     for (int r = 0; r < 2; ++r) {
       cg.run({{"x", xv}});
       EXPECT_EQ(cg.read(out[0]), want) << "engine " << static_cast<int>(o.engine);
