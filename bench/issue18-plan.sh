@@ -5,7 +5,8 @@
 # BIN is a hetgraph-run whose libhetgraph.so.0 lies beside it (a copied build) or in its
 # build. Every run is a fresh process under /usr/bin/time -v (peak RSS) and under flock
 # /tmp/hetgraph-build.lock. One JSON line per run: hetgraph-run --json's line plus variant,
-# round and peak_rss_kib. Engines: HG_ENGINES (default sequential,critical-path,auto).
+# round and peak_rss_kib. Engines: HG_ENGINES (default sequential,critical-path,auto);
+# batches: HG_BATCHES (default "1 32").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1 rounds=$2
@@ -14,7 +15,7 @@ engines=${HG_ENGINES:-sequential,critical-path,auto}
 tmp=$(mktemp)
 for r in $(seq 1 "$rounds"); do
   for m in googlenet resnet18; do
-    for b in 1 32; do
+    for b in ${HG_BATCHES:-1 32}; do
       if [ "$b" = 1 ]; then reps=(--repeat 20 --warmup 3); else reps=(--repeat 4 --warmup 1); fi
       for e in ${engines//,/ }; do
         for v in "$@"; do
