@@ -355,6 +355,7 @@ using InputShapes = std::vector<std::pair<std::string, Shape>>;
 struct CompileReport {
   std::size_t nodes = 0;          // after pruning
   std::size_t planned_bytes = 0;  // arena size with the memory plan
+  std::size_t live_bytes = 0;     // peak of bytes live at once in plan order: the least arena
   std::size_t naive_bytes = 0;    // one buffer per node
   std::size_t buffers = 0;        // distinct buffers in the plan
   std::size_t in_place = 0;       // nodes written over one of their inputs

@@ -45,6 +45,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   detail::Backend& backend = detail::backend_of(platform_);
   detail::PlanOptions po;
   po.reuse = options_.plan_memory ? backend.reuse_mode() : detail::ReuseMode::none;
+  po.arena = backend.packs_arena();
   po.fuse = options_.fuse;
   po.conv_post_ops = options_.conv_post_ops;
   if (options_.blocked_layouts) po.conv_layout = backend.conv_layout();

@@ -12,6 +12,7 @@ namespace hetgraph::detail {
 Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {
   report_.nodes = plan_->nodes.size();
   report_.planned_bytes = plan_->arena_bytes;
+  report_.live_bytes = plan_->live_bytes;
   report_.naive_bytes = plan_->naive_bytes;
   report_.buffers = plan_->buffers;
   report_.in_place = plan_->in_place;

@@ -51,6 +51,9 @@ class Backend : public Capabilities {
   virtual std::string name() const = 0;
   /// What the memory planner may assume about execution order on this platform.
   virtual ReuseMode reuse_mode() const = 0;
+  /// Whether it lays a plan's buffers out in one arena at their offsets (packed by the
+  /// planner) rather than allocating each buffer.
+  virtual bool packs_arena() const { return false; }
   /// Threads one kernel gets (the largest team the engine may use); 0 where kernels do not
   /// run on host threads. Parallel-op fusion pays only above 1 (the automatic CPU engine says
   /// 1: one plan serves all its candidates, and groups slow down its one-thread teams).

@@ -775,7 +775,8 @@ const Pass kPasses[] = {
        return o.parallel_ops && o.kernel_threads > 1 && o.placer == nullptr;
      }},
     {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }, single_device},
-    {"plan_memory", [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse); },
+    {"plan_memory",
+     [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse, c.options.arena); },
      single_device},
     {"split_devices",
      [](Plan& p, const PassContext& c) {

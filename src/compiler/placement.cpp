@@ -866,7 +866,7 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
   // memory.
   std::size_t used = 0;
   for (const auto& part : p.parts) used += part != nullptr;
-  p.arena_bytes = p.naive_bytes = p.buffers = p.in_place = 0;
+  p.arena_bytes = p.live_bytes = p.naive_bytes = p.buffers = p.in_place = 0;
   for (std::size_t d = 0; d < devices; ++d) {
     if (!p.parts[d]) continue;
     Plan& part = *p.parts[d];
@@ -906,8 +906,9 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
         order_by_dependencies(part);
       }
     }
-    plan_memory(part, mode);
+    plan_memory(part, mode, placer.packs_arena(d));
     p.arena_bytes += part.arena_bytes;
+    p.live_bytes += part.live_bytes;
     p.naive_bytes += part.naive_bytes;
     p.buffers += part.buffers;
     p.in_place += part.in_place;

@@ -159,6 +159,9 @@ struct Plan {
   std::vector<std::uint32_t> inputs, variables, fetches;
   ReuseMode reuse = ReuseMode::sequential;
   std::size_t arena_bytes = 0;
+  /// The peak of bytes live at once in plan order (the least arena a plan run in that order
+  /// can have; arena_bytes is near it on platforms that pack an arena).
+  std::size_t live_bytes = 0;
   std::size_t naive_bytes = 0;
   std::size_t buffers = 0;
   /// Size and arena offset of each planned buffer (a node's `buffer` indexes these), for
@@ -213,6 +216,8 @@ class Placer {
   /// Devices of the platform, and what the memory planner may assume on each.
   virtual std::size_t device_count() const = 0;
   virtual ReuseMode reuse_mode(std::size_t device) const = 0;
+  /// Whether device d's platform lays its part's buffers out in one arena (plan_memory).
+  virtual bool packs_arena(std::size_t) const { return false; }
   /// Which device hosts the CPU part (its parts commit for the others), or -1.
   virtual int host_device() const = 0;
   virtual std::string device_name(std::size_t device) const = 0;
@@ -224,6 +229,8 @@ class Placer {
 
 struct PlanOptions {
   ReuseMode reuse = ReuseMode::sequential;
+  /// plan_memory: the platform lays buffers out in one arena (Backend::packs_arena).
+  bool arena = false;
   bool fuse = false;
   /// fuse_conv_residual and fuse_conv_epilogue (with fuse).
   bool conv_post_ops = true;
@@ -338,7 +345,10 @@ std::vector<IndexUse> index_uses(const Plan& p, const PlanNode& n);
 /// for every other node with work. A run that fails before the commit changes no variable;
 /// after it only writes run (copies and in-place arithmetic, whose inputs are all computed).
 void commit_writes(Plan& p);
-void plan_memory(Plan& p, ReuseMode mode);
+/// `arena`: the platform lays all buffers out in one arena (Plan::buffer_offset) rather than
+/// allocating each (Plan::buffer_bytes): buffers are then in-place chains, packed so that
+/// buffers sharing memory never live at the same time.
+void plan_memory(Plan& p, ReuseMode mode, bool arena = false);
 
 /// Whether node i's value can change only between runs (by the host writing it): a constant,
 /// or a variable that no node of the plan writes, seen through views. Kernels may keep a

@@ -387,6 +387,7 @@ class CpuBackend final : public Backend {
   ReuseMode reuse_mode() const override {
     return opts_.engine == CpuEngine::sequential ? ReuseMode::sequential : ReuseMode::dag;
   }
+  bool packs_arena() const override { return true; }
   std::string unsupported(const Plan& p, const PlanNode& n) const override {
     return cpu::unsupported(p, n);
   }

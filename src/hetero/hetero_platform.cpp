@@ -552,6 +552,7 @@ class HeteroBackend final : public Backend, public Placer {
   }
   std::size_t device_count() const override { return members_.size(); }
   ReuseMode reuse_mode(std::size_t d) const override { return members_[d].backend->reuse_mode(); }
+  bool packs_arena(std::size_t d) const override { return members_[d].backend->packs_arena(); }
   int host_device() const override {
     for (std::size_t d = 0; d < members_.size(); ++d)
       if (members_[d].device.kind == Device::Kind::cpu) return static_cast<int>(d);

@@ -189,12 +189,12 @@ int run(const hgrun::Options& o) {
         "{\"model\":\"%s\",\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%s\","
         "\"repeat\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,\"setup_s\":%.9g,"
         "\"import_s\":%.9g,\"compile_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,"
-        "\"naive_bytes\":%zu,\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
+        "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
         "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
         "\"producer\":\"%s\"}\n",
         json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
         hetgraph::tool::lanes_label(er).c_str(), o.repeat, med, mn, mx, setup_s, import_s,
-        setup_s - import_s, checksum, cr.planned_bytes, cr.naive_bytes, er.nodes, er.heavy_nodes,
+        setup_s - import_s, checksum, cr.planned_bytes, cr.live_bytes, cr.naive_bytes, er.nodes, er.heavy_nodes,
         er.max_width, er.avg_width, t.tuning_runs, o.fuse ? "true" : "false",
         random ? "random" : "files", static_cast<long long>(m.opset), m.ops.size(),
         json_escape(m.producer).c_str());
@@ -207,8 +207,8 @@ int run(const hgrun::Options& o) {
               hetgraph::tool::lanes_label(er).c_str());
   std::printf("setup     %.4f s (import %.4f s, compile %.4f s)\n", setup_s, import_s,
               setup_s - import_s);
-  std::printf("memory    %.3f MB planned (one buffer per node: %.3f MB)\n", cr.planned_bytes / 1e6,
-              cr.naive_bytes / 1e6);
+  std::printf("memory    %.3f MB planned (live at once: %.3f MB; one buffer per node: %.3f MB)\n",
+              cr.planned_bytes / 1e6, cr.live_bytes / 1e6, cr.naive_bytes / 1e6);
   std::printf("latency   median %.6f s  min %.6f s  max %.6f s  (%d runs after %d warm-up%s)\n",
               med, mn, mx, o.repeat, o.warmup,
               t.tuning_runs ? ", and the engine's tuning runs" : "");
