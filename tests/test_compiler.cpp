@@ -189,7 +189,9 @@ void check_plan_safe(const Plan& p) {
     if (node.buffer >= 0 && (node.storage == Storage::Input || node.storage == Storage::Variable ||
                              node.storage == Storage::Constant))
       kept[static_cast<std::size_t>(node.buffer)] = 1;
-    if (node.fetched) EXPECT_FALSE(node.clobbered) << node.label << " is fetched";
+    if (node.fetched) {
+      EXPECT_FALSE(node.clobbered) << node.label << " is fetched";
+    }
   }
   for (std::uint32_t v = 0; v < n; ++v) {
     if (p.nodes[v].buffer < 0 || p.nodes[v].storage == Storage::View) continue;
@@ -271,7 +273,9 @@ TEST(MemoryPlan, RandomGraphsNeverShareLiveMemory) {
         auto p = plan_of(g, {{"x", {8, 8}}, {"y", {8, 8}}}, sinks, mode, arena);
         check_plan_safe(*p);
         EXPECT_LE(p->arena_bytes, p->naive_bytes + 2 * 64 * 4);
-        if (arena && mode == ReuseMode::sequential) EXPECT_GE(p->arena_bytes, p->live_bytes);
+        if (arena && mode == ReuseMode::sequential) {
+          EXPECT_GE(p->arena_bytes, p->live_bytes);
+        }
       }
     }
     // and executing them: planner on and off agree bitwise
