@@ -231,6 +231,7 @@ void ParallelEngine::run() {
   }
   kick();
   work(w0, true);
+  end_run();
 
   if (cfg_.pin) Topology::restore_binding(saved);
   ++runs_;
@@ -549,6 +550,15 @@ void CriticalPathEngine::begin_run() {
     ready_.clear();
   }
   top_rank_.store(kNone, std::memory_order_relaxed);
+  lock_.unlock();
+}
+
+void CriticalPathEngine::end_run() {
+  // An executor may still be in the step that handed out the last node (it reads the node's
+  // cost after the push the caller saw): the profile update after this rewrites the costs.
+  // Taking the lock orders that step's reads before those writes; a step after this finds
+  // the ready set empty and reads no cost.
+  while (!lock_.try_lock()) cpu_relax();
   lock_.unlock();
 }
 

@@ -140,6 +140,9 @@ class ParallelEngine : public Engine {
   /// take_work (not w.next).
   virtual void after_node(Worker& w, std::uint32_t v, bool given) = 0;
   virtual void begin_run() = 0;
+  /// The run is over (every node completed): wait until no executor is still inside the
+  /// policy's scheduling code, so the caller may change what it reads (costs, priorities).
+  virtual void end_run() {}
   virtual void kick() = 0;  // after the sources went through on_ready
   virtual EventCount& wake_of(Worker& w) = 0;
 
@@ -233,6 +236,7 @@ class CriticalPathEngine final : public ParallelEngine {
   }
   void after_node(Worker& w, std::uint32_t v, bool given) override;
   void begin_run() override;
+  void end_run() override;
   void kick() override;
   EventCount& wake_of(Worker& w) override { return w.wake; }
 
