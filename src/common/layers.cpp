@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "compiler/dropout_mask.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::nn {
@@ -84,8 +85,7 @@ Normalized BatchNorm::operator()(Node x, Mode mode) const {
 Node dropout(Node x, Node step, float p, std::uint64_t seed, Mode mode) {
   require_node(x, "dropout");
   if (mode == Mode::infer) {
-    if (!(p >= 0.0f && p <= 1.0f))
-      throw UsageError("dropout: p must be in [0, 1], got " + std::to_string(p));
+    detail::dropout::check_rate(p);
     return x;
   }
   return hetgraph::dropout(x, step, p, seed);

@@ -14,8 +14,18 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <string>
+
+#include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::dropout {
+
+/// The drop probability's range, checked where a dropout is built (the op, and nn::dropout's
+/// inference mode, which builds none).
+inline void check_rate(float p) {
+  if (!(p >= 0.0f && p <= 1.0f))
+    throw UsageError("dropout: p must be in [0, 1], got " + std::to_string(p));
+}
 
 inline constexpr std::uint64_t kGamma = 0x9E3779B97F4A7C15ull;
 inline constexpr std::uint32_t kOne = 1u << 24;  // draws lie in [0, kOne)

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <sstream>
 
+#include "compiler/dropout_mask.hpp"
 #include "compiler/graph_impl.hpp"
 #include "hetgraph/error.hpp"
 
@@ -388,8 +389,7 @@ Node cross_entropy(Node probs, Node labels) {
   return make_op(OpKind::CrossEntropy, {probs, labels});
 }
 Node dropout(Node x, Node step, float p, std::uint64_t seed) {
-  if (!(p >= 0.0f && p <= 1.0f))
-    throw UsageError("dropout: p must be in [0, 1], got " + std::to_string(p));
+  detail::dropout::check_rate(p);
   Attrs at;
   at.set(detail::DropoutMask{p, seed});
   return make_op(OpKind::Dropout, {x, step}, at);
