@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Replayed vs real times from scripts/replay-validate.sh's JSON lines: a markdown table (the one
 in bench/README.md, "replay"), one row per workload, a column per engine configuration, each
-cell replay/real - 1; cells off by more than 10% are marked.
+cell replay/real - 1; cells off by more than 10% are marked. Several lines of one workload,
+configuration and side count as their median where each is one sample (--repeat 1: what
+REPLAY_INTERLEAVE=1 writes); otherwise the last line counts (a re-run supersedes).
 
     bench/replay_table.py bench/results/2026-11-23-replay-validate.jsonl
 """
 import json
+import statistics
 import sys
 from collections import OrderedDict
 
@@ -19,8 +22,14 @@ def main(path):
             continue
         r = json.loads(line)
         key = (r["workload"], r["engine"] + " " + r["executors"])
-        (replay if "replay" in r else real)[key] = r["median_s"]
+        side = replay if "replay" in r else real
+        if r.get("repeat") == 1:
+            side.setdefault(key, []).append(r["median_s"])
+        else:
+            side[key] = [r["median_s"]]
         order.setdefault(r["workload"], OrderedDict())[key[1]] = True
+    real = {k: statistics.median(v) for k, v in real.items()}
+    replay = {k: statistics.median(v) for k, v in replay.items()}
     configs = OrderedDict()
     for w in order.values():
         for c in w:

@@ -7,6 +7,9 @@
 # REPLAY_OUT names another results file; REPLAY_BIG_REPEAT / REPLAY_BIG_WARMUP (default 3 / 3)
 # set the samples of the long workloads (a partial re-run on a busy machine); REPLAY_ONLY=1
 # skips the real runs (a change of the model: pair its lines with an earlier file's real ones).
+# REPLAY_INTERLEAVE=1 takes the samples one by one, real and replayed alternately (a process
+# each, --repeat 1 after the warm-up runs), so a slow spell of this shared machine falls on
+# both sides alike; bench/replay_table.py compares the medians of the samples.
 # Profiles (per-node times at 1 and 2 threads) are recorded once per workload into
 # $REPLAY_PROFILES (default /tmp/hetgraph-replay-profiles) and reused.
 set -uo pipefail
@@ -38,6 +41,15 @@ for w in "${workloads[@]}"; do
   [ -f "$p" ] || { flock /tmp/hetgraph-build.lock "$bench" --workload "$w" --record-profile "$p.$$" &&
     mv "$p.$$" "$p"; } || continue
   for c in "${configs[@]}"; do
+    if [ "${REPLAY_INTERLEAVE:-0}" = 1 ]; then
+      for _ in $(seq "$r"); do
+        # shellcheck disable=SC2086
+        [ "${REPLAY_ONLY:-0}" = 1 ] || run --workload "$w" $c --repeat 1 --warmup "$wu"
+        # shellcheck disable=SC2086
+        run --workload "$w" $c --repeat 1 --warmup "$wu" --replay-cores "$cores" --replay-profile "$p"
+      done
+      continue
+    fi
     # shellcheck disable=SC2086
     [ "${REPLAY_ONLY:-0}" = 1 ] || run --workload "$w" $c --repeat "$r" --warmup "$wu"
     # shellcheck disable=SC2086
