@@ -480,11 +480,20 @@ void elide_assigns(Plan& p, ReuseMode mode) {
         }
       }
     }
-    const bool done =
-        mode == ReuseMode::sequential
-            ? std::all_of(others.begin(), others.end(), [&](std::uint32_t u) { return u < i; })
-            : reach.all_before(others, i);
-    if (!done) continue;
+    // In plan order that holds where they all come first. The parallel engines (dag) need it
+    // as dependencies too: an ordering edge from each reader the node does not already depend
+    // on. Edges that follow plan order cannot close a cycle, and they cost nothing on one
+    // device: the node writes a variable, so it runs after the commit point, which waits for
+    // every reader anyway (commit_writes); a copying assign costs a pass over the variable.
+    if (!std::all_of(others.begin(), others.end(), [&](std::uint32_t u) { return u < i; }))
+      continue;
+    if (mode == ReuseMode::dag) {
+      for (std::uint32_t u : others) {
+        if (!p.nodes[u].has_work() || reach.all_before(std::span(&u, 1), i)) continue;
+        node.deps.push_back(u);
+        p.nodes[u].succs.push_back(i);
+      }
+    }
     node.into_variable = var;
     assign.elided = true;
   }

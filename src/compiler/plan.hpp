@@ -318,8 +318,9 @@ void link_dependencies(Plan& p);
 /// already valid. Assigns that wait on each other are a GraphError naming them.
 void order_by_dependencies(Plan& p);
 /// Marks each assign whose value can be computed in place over its variable (SGD's W - lr*dW
-/// straight into W: the assign does nothing). Depends on the reuse mode: every other reader
-/// of the variable must run before the value's node. The value's other readers must write
+/// straight into W: the assign does nothing). Every other reader of the variable must run
+/// before the value's node: they must precede it in plan order, and in dag mode each one that
+/// is not already an ancestor gets an ordering edge to it. The value's other readers must write
 /// variables themselves (momentum's velocity feeds its weight's update), so that nothing that
 /// can fail depends on a written variable.
 void elide_assigns(Plan& p, ReuseMode mode);
