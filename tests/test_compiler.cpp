@@ -483,50 +483,50 @@ TEST(MemoryPlan, UnfetchedIntermediatesAreReadableUnlessClobbered) {
 
 // ---- assign ---------------------------------------------------------------------------------
 
-TEST(Assign, UpdateInPlaceIsElided) {
+// y reads the old W; the update W - x/2 is the assign's value (y does not depend on it).
+struct WeightUpdate {
   Graph g;
-  auto x = g.input("x");
-  auto W = g.variable("W", {3}, Initializer::fill(1.0f));
-  auto y = W * x;  // reads the old W
-  auto step = assign(W, axpby(W, x, 1.0f, -0.5f));
-  auto p = plan_of(g, {{"x", {3}}}, {y, step});
-  EXPECT_TRUE(p->nodes[p->index_of.at(step.id())].elided);
-  auto cg = GraphCompiler().compile(g, {{"x", {3}}}, {y, step});
+  Node x = g.input("x");
+  Node W = g.variable("W", {3}, Initializer::fill(1.0f));
+  Node y = W * x;
+  Node value = axpby(W, x, 1.0f, -0.5f);
+  Node step = assign(W, value);
+};
+
+// Two steps on `platform`: y sees the old W each time, W the update.
+void expect_old_then_new_weight(WeightUpdate& u, Platform platform) {
+  auto cg = GraphCompiler(std::move(platform)).compile(u.g, {{"x", {3}}}, {u.y, u.step});
   const std::vector<float> xv{2, 4, 6};
   cg.run({{"x", xv}});
-  EXPECT_EQ(cg.read(y), (std::vector<float>{2, 4, 6}));    // old W
-  EXPECT_EQ(cg.read(W), (std::vector<float>{0, -1, -2}));  // new W
+  EXPECT_EQ(cg.read(u.y), (std::vector<float>{2, 4, 6}));    // old W
+  EXPECT_EQ(cg.read(u.W), (std::vector<float>{0, -1, -2}));  // new W
   cg.run({{"x", xv}});
-  EXPECT_EQ(cg.read(y), (std::vector<float>{0, -4, -12}));
+  EXPECT_EQ(cg.read(u.y), (std::vector<float>{0, -4, -12}));
+  EXPECT_EQ(cg.read(u.W), (std::vector<float>{-1, -3, -5}));
 }
 
-// The parallel engines' plan (dag reuse): y reads the old W on a branch the update does not
-// depend on. The update still runs in place over W, ordered after y by an edge, instead of
-// into a buffer of its own and a copy (wide-deep-train's 2 MB weight update on 2x1).
+TEST(Assign, UpdateInPlaceIsElided) {
+  WeightUpdate u;
+  auto p = plan_of(u.g, {{"x", {3}}}, {u.y, u.step});
+  EXPECT_TRUE(p->nodes[p->index_of.at(u.step.id())].elided);
+  expect_old_then_new_weight(u, Platform::cpu());
+}
+
+// The parallel engines' plan (dag reuse): y is on a branch the update does not depend on. The
+// update still runs in place over W, ordered after y by an edge, instead of into a buffer of
+// its own and a copy (wide-deep-train's 2 MB weight update on 2x1).
 TEST(Assign, UpdateInPlaceIsElidedInDagPlansWithAnOrderingEdge) {
-  Graph g;
-  auto x = g.input("x");
-  auto W = g.variable("W", {3}, Initializer::fill(1.0f));
-  auto y = W * x;  // reads the old W; the update does not depend on it
-  auto value = axpby(W, x, 1.0f, -0.5f);
-  auto step = assign(W, value);
-  auto p = plan_of(g, {{"x", {3}}}, {y, step}, ReuseMode::dag);
-  EXPECT_TRUE(p->nodes[p->index_of.at(step.id())].elided);
-  const auto& deps = p->nodes[p->index_of.at(value.id())].deps;
-  EXPECT_NE(std::find(deps.begin(), deps.end(), p->index_of.at(y.id())), deps.end());
+  WeightUpdate u;
+  auto p = plan_of(u.g, {{"x", {3}}}, {u.y, u.step}, ReuseMode::dag);
+  EXPECT_TRUE(p->nodes[p->index_of.at(u.step.id())].elided);
+  const auto& deps = p->nodes[p->index_of.at(u.value.id())].deps;
+  EXPECT_NE(std::find(deps.begin(), deps.end(), p->index_of.at(u.y.id())), deps.end());
   for (auto engine : {CpuEngine::critical_path, CpuEngine::shared_queue}) {
     CpuOptions o;
     o.engine = engine;
     o.executors = 2;
     o.threads_per_executor = 1;
-    auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"x", {3}}}, {y, step});
-    const std::vector<float> xv{2, 4, 6};
-    cg.run({{"x", xv}});
-    EXPECT_EQ(cg.read(y), (std::vector<float>{2, 4, 6}));    // old W
-    EXPECT_EQ(cg.read(W), (std::vector<float>{0, -1, -2}));  // new W
-    cg.run({{"x", xv}});
-    EXPECT_EQ(cg.read(y), (std::vector<float>{0, -4, -12}));
-    EXPECT_EQ(cg.read(W), (std::vector<float>{-1, -3, -5}));
+    expect_old_then_new_weight(u, Platform::cpu(o));
   }
 }
 
