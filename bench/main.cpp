@@ -438,13 +438,14 @@ int run(const Options& o) {
             "\"repeat\":%d,\"runs_per_sample\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,"
             "\"setup_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,\"naive_bytes\":%zu,"
             "\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
-            "\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,\"parallel_ops\":%s,"
+            "\"work_width\":%d,\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,"
+            "\"parallel_ops\":%s,"
             "\"grouped_embeddings\":%s,\"mapped\":%s,"
             "\"compute_s\":%.9g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), o.repeat,
             c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
-            cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
+            r.engine.work_width, cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
             o.parallel_ops ? "true" : "false", o.grouped_embeddings ? "true" : "false",
             o.mapped ? "true" : "false", med);
         if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", hetgraph::tool::median(r.copies));

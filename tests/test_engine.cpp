@@ -18,8 +18,8 @@
 #include "common/env.hpp"
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
-#include "cpu/ready_set.hpp"
 #include "cpu/engine.hpp"
+#include "cpu/ready_set.hpp"
 #include "cpu/sync.hpp"
 #include "distributed/comm.hpp"
 #include "random_dag.hpp"
@@ -385,6 +385,75 @@ TEST(EngineProfiler, LevelsComeFromMeasurementsAfterProfileRuns) {
   EXPECT_EQ(r.heavy_levels, 1);
   EXPECT_EQ(r.max_width, 8);
   EXPECT_EQ(r.avg_width, 8);
+}
+
+// A product fused with what follows it (log(a @ b): fused_matmul) is still a product: it counts
+// as heavy and weighs its multiply-adds. (Graph statistics counted none of par-matmul's 1024
+// fused products, and the guideline gave it one executor.)
+TEST(GraphStats, FusedProductsAreHeavyAndWeighTheirWork) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b");
+  std::vector<Node> logs;
+  for (int i = 0; i < 4; ++i) logs.push_back(reduce_sum(log(matmul(a, b))));
+  const Node out = (logs[0] + logs[1]) + (logs[2] + logs[3]);
+  CompileOptions co;
+  co.parallel_ops = false;  // four members would make one group: one node of the four's work
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.threads = 2;
+  auto cg =
+      GraphCompiler(Platform::cpu(o), co).compile(g, {{"a", {64, 128}}, {"b", {128, 64}}}, {out});
+  const EngineReport r = cg.engine_report();
+  EXPECT_EQ(r.heavy_nodes, 4u);
+  EXPECT_EQ(r.max_width, 4);
+  EXPECT_EQ(r.avg_width, 4);
+  EXPECT_EQ(r.work_width, 4);
+  EXPECT_EQ(r.cpu->guideline_executors, 2);
+}
+
+// The guideline weighs heavy nodes by their estimated time: eight 2x2 products beside a chain
+// of two 256-wide ones count as ten heavy nodes on two levels (average width 5), but they are
+// nothing beside the chain, so one team of both cores is the guideline's choice; four equal
+// branches of big products still get two executors.
+TEST(GraphStats, GuidelineWeighsHeavyNodesByTheirWork) {
+  CompileOptions co;
+  co.parallel_ops = false;
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.threads = 2;
+  {
+    Graph g;
+    auto x = g.input("x"), w1 = g.input("w1"), w2 = g.input("w2"), c = g.input("c");
+    Node tiny = reduce_sum(matmul(c, c));
+    for (int i = 1; i < 8; ++i) tiny = tiny + reduce_sum(matmul(c * static_cast<float>(i + 1), c));
+    const Node out = reduce_sum(matmul(relu(matmul(x, w1)), w2)) + tiny;
+    auto cg =
+        GraphCompiler(Platform::cpu(o), co)
+            .compile(g, {{"x", {256, 256}}, {"w1", {256, 256}}, {"w2", {256, 256}}, {"c", {2, 2}}},
+                     {out});
+    const EngineReport r = cg.engine_report();
+    EXPECT_EQ(r.heavy_nodes, 10u);
+    EXPECT_EQ(r.heavy_levels, 2);
+    EXPECT_EQ(r.avg_width, 5);
+    EXPECT_EQ(r.work_width, 1);
+    EXPECT_EQ(r.cpu->guideline_executors, 1);
+    EXPECT_EQ(r.cpu->executors, 1);
+    EXPECT_EQ(r.cpu->threads_per_executor, 2);
+  }
+  {
+    Graph g;
+    auto x = g.input("x"), w = g.input("w");
+    std::vector<Node> sums;
+    for (int i = 0; i < 4; ++i)
+      sums.push_back(reduce_sum(matmul(x * static_cast<float>(i + 1), w)));
+    const Node out = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+    auto cg = GraphCompiler(Platform::cpu(o), co)
+                  .compile(g, {{"x", {256, 256}}, {"w", {256, 256}}}, {out});
+    const EngineReport r = cg.engine_report();
+    EXPECT_EQ(r.work_width, 4);
+    EXPECT_EQ(r.cpu->guideline_executors, 2);
+    EXPECT_EQ(r.cpu->executors, 2);
+  }
 }
 
 TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {

@@ -231,6 +231,7 @@ EngineReport Executable::engine_report() const {
   r.heavy_levels = st.heavy_levels;
   r.max_width = st.max_width;
   r.avg_width = st.avg_width;
+  r.work_width = st.work_width;
   return r;
 }
 

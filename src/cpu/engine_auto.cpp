@@ -46,7 +46,7 @@ std::vector<int> symmetric_executor_counts(int cores) {
 
 int guideline_executors(const Plan& p, int cores) {
   const GraphStats s = graph_stats(p);
-  int e = std::clamp(s.avg_width, 1, cores);
+  int e = std::clamp(s.work_width, 1, cores);
   while (cores % e != 0) --e;  // symmetric teams only
   return e;
 }

@@ -10,8 +10,8 @@ namespace hetgraph::detail::cpu {
 
 /// Executor counts E with E x (cores / E) = cores: the symmetric configurations.
 std::vector<int> symmetric_executor_counts(int cores);
-/// Executors by the graph-width guideline: average heavy width, at most `cores`, rounded down
-/// to a symmetric configuration.
+/// Executors by the graph-width guideline: the cost-weighted heavy width
+/// (GraphStats::work_width), at most `cores`, rounded down to a symmetric configuration.
 int guideline_executors(const Plan& p, int cores);
 
 class AutoEngine final : public Engine {
@@ -69,7 +69,7 @@ class AutoEngine final : public Engine {
   };
   void end_round();
   std::string label(const Candidate& c) const;
-  void resume();          // from the cache's progress, when it has some for these candidates
+  void resume();  // from the cache's progress, when it has some for these candidates
   void save_progress();
   void finish();  // keeps the fastest candidate, drops the others, stores the choice
   EngineReport::Cpu::Trial trial(const Candidate& c) const;

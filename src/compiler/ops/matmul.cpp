@@ -89,13 +89,15 @@ void register_matmul_ops(std::vector<OpDef>& t) {
                .grad = grad_matmul,
                .heavy = true,
                .cost = matmul_cost});
-  // The static cost model sees a fused product as one pass over its output (flops_per_elem
-  // 1), as it always has: the profiler's first runs replace the estimate.
+  // A fused product is a product (its epilogue is one more pass over the output): heavy, and
+  // weighed by its multiply-adds like the matmul it replaced.
   t.push_back({.kind = OpKind::FusedMatMul,
                .name = "fused_matmul",
                .arity = -1,
                .inplace = 0b100u,
-               .infer = infer_fused_matmul});
+               .infer = infer_fused_matmul,
+               .heavy = true,
+               .cost = matmul_cost});
 }
 
 }  // namespace hetgraph::detail
