@@ -19,6 +19,7 @@
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
 #include "cpu/engine.hpp"
+#include "cpu/engine_auto.hpp"
 #include "cpu/ready_set.hpp"
 #include "cpu/sync.hpp"
 #include "distributed/comm.hpp"
@@ -411,11 +412,11 @@ TEST(GraphStats, FusedProductsAreHeavyAndWeighTheirWork) {
   EXPECT_EQ(r.cpu->guideline_executors, 2);
 }
 
-// The guideline weighs heavy nodes by their estimated time: eight 2x2 products beside a chain
-// of two 256-wide ones count as ten heavy nodes on two levels (average width 5), but they are
-// nothing beside the chain, so one team of both cores is the guideline's choice; four equal
+// The guideline weighs nodes by their estimated time (work / span): eight 2x2 products beside a
+// chain of two 256-wide ones count as ten heavy nodes on two levels (average width 5), but they
+// are nothing beside the chain, so one team of both cores is the guideline's choice; four equal
 // branches of big products still get two executors.
-TEST(GraphStats, GuidelineWeighsHeavyNodesByTheirWork) {
+TEST(GraphStats, GuidelineWeighsNodesByTheirWork) {
   CompileOptions co;
   co.parallel_ops = false;
   CpuOptions o;
@@ -454,6 +455,20 @@ TEST(GraphStats, GuidelineWeighsHeavyNodesByTheirWork) {
     EXPECT_EQ(r.cpu->guideline_executors, 2);
     EXPECT_EQ(r.cpu->executors, 2);
   }
+}
+
+// The guideline's width becomes the symmetric executor count nearest to it on a log scale.
+TEST(GraphStats, GuidelineWidthRoundsToTheNearestSymmetricCount) {
+  using hetgraph::detail::cpu::symmetric_executors_near;
+  EXPECT_EQ(symmetric_executors_near(1, 16), 1);
+  EXPECT_EQ(symmetric_executors_near(3, 16), 4);  // not 2x8
+  EXPECT_EQ(symmetric_executors_near(5, 16), 4);
+  EXPECT_EQ(symmetric_executors_near(6, 16), 8);
+  EXPECT_EQ(symmetric_executors_near(3, 48), 3);  // a divisor stays
+  EXPECT_EQ(symmetric_executors_near(42, 64), 32);
+  EXPECT_EQ(symmetric_executors_near(1024, 16), 16);
+  EXPECT_EQ(symmetric_executors_near(3, 2), 2);
+  EXPECT_EQ(symmetric_executors_near(0, 2), 1);
 }
 
 TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {

@@ -109,8 +109,8 @@ struct EngineReport {
   std::vector<Lane> lanes;
   int runs = 0;
   /// Graph-width statistics (heavy ops: products, convolutions, embedding lookups).
-  /// avg_width: heavy ops / heavy levels (the guideline paper's measure); work_width: the same
-  /// with each heavy op weighted by its estimated time (work / span), the guideline's input.
+  /// avg_width: heavy ops / heavy levels (the guideline paper's measure); work_width: work /
+  /// span over every node, each weighted by its estimated time (the guideline's input).
   std::size_t nodes = 0, heavy_nodes = 0;
   int heavy_levels = 0, max_width = 0, avg_width = 1, work_width = 1;
 

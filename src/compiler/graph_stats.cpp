@@ -1,6 +1,7 @@
 #include "compiler/graph_stats.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace hetgraph::detail {
@@ -15,30 +16,30 @@ bool is_heavy(const PlanNode& n) {
 
 namespace {
 
-// The guideline paper counts heavy operators per layer; where their sizes differ by orders of
-// magnitude (26 embedding lookups of a few microseconds beside products of a millisecond,
-// wide & deep), counting them all as equals asks for executors the big nodes cannot use
-// (replayed at 16-64 cores: 1.5-1.9x slower than one team). Weighting each by its static cost
-// gives work / span, which is the count's ratio when the heavy nodes are alike.
+// The guideline paper counts heavy operators per layer. Replayed at 16-64 cores (issue 15,
+// results/2026-11-27-replay-guideline.jsonl) that misjudges graphs whose parallelism is in the
+// light ops beside a narrow chain of heavy ones (phased LSTM's gates, wide & deep's 26
+// optimizer steps: 1.4-2.0x slower than the best executor count) and graphs whose heavy ops
+// differ in size by orders of magnitude. The parallelism of the work itself does better:
+// work / span over every node, each weighted by its static cost (a parallel group is one node
+// doing its members' work). When the nodes are alike it is the paper's count.
 int work_width(const Plan& p) {
+  // The parallel engines' default inline_below_us: nodes this cheap run in the thread that
+  // readied them, never on an executor of their own.
+  constexpr double kInlineUs = 2.0;
   const std::vector<double> cost = static_costs(p);
   std::vector<double> span(p.nodes.size(), 0.0);
   double work = 0.0, longest = 0.0;
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
-    const PlanNode& n = p.nodes[i];
-    bool heavy = is_heavy(n) && n.group < 0;
-    if (n.op == OpKind::ParallelGroup) {
-      for (std::uint32_t m : n.members) heavy = heavy || is_heavy(p.nodes[m]);
-    }
     double before = 0.0;
-    for (std::uint32_t u : n.deps) before = std::max(before, span[u]);
-    const double own = heavy ? cost[i] : 0.0;
-    span[i] = before + own;
-    work += own;
+    for (std::uint32_t u : p.nodes[i].deps) before = std::max(before, span[u]);
+    const double c = cost[i] < kInlineUs ? 0.0 : cost[i];
+    span[i] = before + c;
+    work += c;
     longest = std::max(longest, span[i]);
   }
   if (longest <= 0.0) return 1;
-  return std::max(1, static_cast<int>(work / longest + 1e-9));
+  return std::max(1, static_cast<int>(std::lround(work / longest)));
 }
 
 }  // namespace

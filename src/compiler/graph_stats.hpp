@@ -17,9 +17,8 @@ struct GraphStats {
   int heavy_levels = 0;   // longest chain of heavy nodes
   int max_width = 0;      // most heavy nodes on one heavy level
   int avg_width = 1;      // floor(heavy / heavy_levels), at least 1
-  /// floor(heavy work / heavy span), at least 1: avg_width with each heavy node weighted by
-  /// its static cost (a parallel group is one node doing its members' work). The guideline
-  /// uses it: lookups of microseconds beside products of milliseconds add no width.
+  /// work / span over every node, each weighted by its static cost, rounded (at least 1):
+  /// how many nodes' worth of work can run at once. The guideline uses it (graph_stats.cpp).
   int work_width = 1;
 };
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "compiler/graph_stats.hpp"
 #include "cpu/topology.hpp"
@@ -44,11 +45,19 @@ std::vector<int> symmetric_executor_counts(int cores) {
   return out;
 }
 
+int symmetric_executors_near(int width, int cores) {
+  const double w = std::log(static_cast<double>(std::clamp(width, 1, cores)));
+  int best = 1;
+  for (int e : symmetric_executor_counts(cores)) {
+    if (std::abs(std::log(static_cast<double>(e)) - w) <
+        std::abs(std::log(static_cast<double>(best)) - w) - 1e-9)
+      best = e;
+  }
+  return best;
+}
+
 int guideline_executors(const Plan& p, int cores) {
-  const GraphStats s = graph_stats(p);
-  int e = std::clamp(s.work_width, 1, cores);
-  while (cores % e != 0) --e;  // symmetric teams only
-  return e;
+  return symmetric_executors_near(graph_stats(p).work_width, cores);
 }
 
 AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache)

@@ -10,8 +10,14 @@ namespace hetgraph::detail::cpu {
 
 /// Executor counts E with E x (cores / E) = cores: the symmetric configurations.
 std::vector<int> symmetric_executor_counts(int cores);
-/// Executors by the graph-width guideline: the cost-weighted heavy width
-/// (GraphStats::work_width), at most `cores`, rounded down to a symmetric configuration.
+/// The symmetric executor count nearest to `width` on a log scale (3 of 16 cores: 4x4, not
+/// 2x8; 42 of 64: 32x2), at most `cores`. Rounding down, as the guideline paper's floor does,
+/// left a width-3 graph's third branch waiting on half the executors: replayed on the LSTMs
+/// (bench/results/2026-11-27-replay-guideline.jsonl) 2xC/2 was 1.18-1.40x slower than 4xC/4
+/// at 16-64 cores.
+int symmetric_executors_near(int width, int cores);
+/// Executors by the graph-width guideline: the graph's cost-weighted width
+/// (GraphStats::work_width) as a symmetric configuration (symmetric_executors_near).
 int guideline_executors(const Plan& p, int cores);
 
 class AutoEngine final : public Engine {
