@@ -388,6 +388,17 @@ TEST(EngineProfiler, LevelsComeFromMeasurementsAfterProfileRuns) {
   EXPECT_EQ(r.avg_width, 8);
 }
 
+// Graph statistics and the guideline's choice for `out` on the critical-path engine with 2
+// cores, parallel groups off (four like members would make one group: one node of their work).
+EngineReport guideline_report(const Graph& g, const InputShapes& shapes, const Node& out) {
+  CompileOptions co;
+  co.parallel_ops = false;
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.threads = 2;
+  return GraphCompiler(Platform::cpu(o), co).compile(g, shapes, {out}).engine_report();
+}
+
 // A product fused with what follows it (log(a @ b): fused_matmul) is still a product: it counts
 // as heavy and weighs its multiply-adds. (Graph statistics counted none of par-matmul's 1024
 // fused products, and the guideline gave it one executor.)
@@ -397,14 +408,7 @@ TEST(GraphStats, FusedProductsAreHeavyAndWeighTheirWork) {
   std::vector<Node> logs;
   for (int i = 0; i < 4; ++i) logs.push_back(reduce_sum(log(matmul(a, b))));
   const Node out = (logs[0] + logs[1]) + (logs[2] + logs[3]);
-  CompileOptions co;
-  co.parallel_ops = false;  // four members would make one group: one node of the four's work
-  CpuOptions o;
-  o.engine = CpuEngine::critical_path;
-  o.threads = 2;
-  auto cg =
-      GraphCompiler(Platform::cpu(o), co).compile(g, {{"a", {64, 128}}, {"b", {128, 64}}}, {out});
-  const EngineReport r = cg.engine_report();
+  const EngineReport r = guideline_report(g, {{"a", {64, 128}}, {"b", {128, 64}}}, out);
   EXPECT_EQ(r.heavy_nodes, 4u);
   EXPECT_EQ(r.max_width, 4);
   EXPECT_EQ(r.avg_width, 4);
@@ -417,22 +421,14 @@ TEST(GraphStats, FusedProductsAreHeavyAndWeighTheirWork) {
 // are nothing beside the chain, so one team of both cores is the guideline's choice; four equal
 // branches of big products still get two executors.
 TEST(GraphStats, GuidelineWeighsNodesByTheirWork) {
-  CompileOptions co;
-  co.parallel_ops = false;
-  CpuOptions o;
-  o.engine = CpuEngine::critical_path;
-  o.threads = 2;
   {
     Graph g;
     auto x = g.input("x"), w1 = g.input("w1"), w2 = g.input("w2"), c = g.input("c");
     Node tiny = reduce_sum(matmul(c, c));
     for (int i = 1; i < 8; ++i) tiny = tiny + reduce_sum(matmul(c * static_cast<float>(i + 1), c));
     const Node out = reduce_sum(matmul(relu(matmul(x, w1)), w2)) + tiny;
-    auto cg =
-        GraphCompiler(Platform::cpu(o), co)
-            .compile(g, {{"x", {256, 256}}, {"w1", {256, 256}}, {"w2", {256, 256}}, {"c", {2, 2}}},
-                     {out});
-    const EngineReport r = cg.engine_report();
+    const EngineReport r = guideline_report(
+        g, {{"x", {256, 256}}, {"w1", {256, 256}}, {"w2", {256, 256}}, {"c", {2, 2}}}, out);
     EXPECT_EQ(r.heavy_nodes, 10u);
     EXPECT_EQ(r.heavy_levels, 2);
     EXPECT_EQ(r.avg_width, 5);
@@ -448,9 +444,7 @@ TEST(GraphStats, GuidelineWeighsNodesByTheirWork) {
     for (int i = 0; i < 4; ++i)
       sums.push_back(reduce_sum(matmul(x * static_cast<float>(i + 1), w)));
     const Node out = (sums[0] + sums[1]) + (sums[2] + sums[3]);
-    auto cg = GraphCompiler(Platform::cpu(o), co)
-                  .compile(g, {{"x", {256, 256}}, {"w", {256, 256}}}, {out});
-    const EngineReport r = cg.engine_report();
+    const EngineReport r = guideline_report(g, {{"x", {256, 256}}, {"w", {256, 256}}}, out);
     EXPECT_EQ(r.work_width, 4);
     EXPECT_EQ(r.cpu->guideline_executors, 2);
     EXPECT_EQ(r.cpu->executors, 2);

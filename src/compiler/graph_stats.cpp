@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include "hetgraph/compiler.hpp"
+
 namespace hetgraph::detail {
 
 // Heavy ops (the guideline paper's "compute-intensive or embedding operators") are marked in
@@ -24,16 +26,16 @@ namespace {
 // work / span over every node, each weighted by its static cost (a parallel group is one node
 // doing its members' work). When the nodes are alike it is the paper's count.
 int work_width(const Plan& p) {
-  // The parallel engines' default inline_below_us: nodes this cheap run in the thread that
-  // readied them, never on an executor of their own.
-  constexpr double kInlineUs = 2.0;
+  // Nodes under the parallel engines' default inline threshold run in the thread that readied
+  // them, never on an executor of their own.
+  const double inline_us = CpuOptions{}.inline_below_us;
   const std::vector<double> cost = static_costs(p);
   std::vector<double> span(p.nodes.size(), 0.0);
   double work = 0.0, longest = 0.0;
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     double before = 0.0;
     for (std::uint32_t u : p.nodes[i].deps) before = std::max(before, span[u]);
-    const double c = cost[i] < kInlineUs ? 0.0 : cost[i];
+    const double c = cost[i] < inline_us ? 0.0 : cost[i];
     span[i] = before + c;
     work += c;
     longest = std::max(longest, span[i]);
