@@ -7,9 +7,18 @@ set -euo pipefail
 n=$1 a=$2 b=$3
 bench=${BENCH:-build/bench/hetgraph-bench}
 ta=() tb=()
+# The bench's output is read once it has exited: a python3 started beside it in a pipe (0.4 s of
+# CPU through pyenv's shim) takes one of the two cores while it times, and a parallel region
+# whose second thread waits for that core stalls for a time slice (8 ms a region measured).
+median_of() {
+  local out
+  # shellcheck disable=SC2086
+  out=$(flock /tmp/hetgraph-build.lock $bench --json $1)
+  python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])["median_s"])' <<<"$out"
+}
 for i in $(seq "$n"); do
-  ta+=("$(flock /tmp/hetgraph-build.lock $bench --json $a | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])["median_s"])')")
-  tb+=("$(flock /tmp/hetgraph-build.lock $bench --json $b | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().splitlines()[-1])["median_s"])')")
+  ta+=("$(median_of "$a")")
+  tb+=("$(median_of "$b")")
 done
 python3 - "${ta[*]}" "${tb[*]}" "$a" "$b" <<'PY'
 import statistics, sys

@@ -20,6 +20,9 @@ mkdir -p bench/results "$models"
 workloads=(lstm-infer-small lstm-infer-medium wide-deep-infer-1 wide-deep-infer-64)
 engines=("--engine sequential" "--engine critical-path --executors 2x1" "--engine auto")
 
+# Each timed command's output is held until it exits (`held`), then tagged: a python3 in the
+# pipe beside it would take one of the two cores while it times (see scripts/ab.sh).
+held() { local out; out=$("$@"); printf '%s\n' "$out"; }
 tag() {  # adds "source" and "round" to a JSON line
   python3 -c 'import json,sys; d=json.loads(sys.stdin.read().splitlines()[-1]); d.update(source=sys.argv[1], round=int(sys.argv[2])); print(json.dumps(d))' "$1" "$2"
 }
@@ -36,9 +39,9 @@ for r in $(seq "$rounds"); do
     [ "$w" = lstm-infer-medium ] && rep=$((repeat / 5 > 3 ? repeat / 5 : 3))
     for e in "${engines[@]}"; do
       # shellcheck disable=SC2086
-      $lock "$bench" --json --workload "$w" $e --repeat "$rep" | tag hand-built "$r" | tee -a "$out"
+      held $lock "$bench" --json --workload "$w" $e --repeat "$rep" | tag hand-built "$r" | tee -a "$out"
       # shellcheck disable=SC2086
-      $lock "$run" "$models/$w.onnx" $(inputs_of "$w") $e --repeat "$rep" --json |
+      held $lock "$run" "$models/$w.onnx" $(inputs_of "$w") $e --repeat "$rep" --json |
         python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); d["workload"]=sys.argv[1]; print(json.dumps(d))' "$w" |
         tag imported "$r" | tee -a "$out"
     done
@@ -51,7 +54,7 @@ for t in $(awk '$1 ~ /^pytorch-converted\// && $2 == "pass" {sub("pytorch-conver
   flags=""
   for f in "$data/$t"/test_data_set_0/input_*.pb; do flags="$flags --input $f"; done
   # shellcheck disable=SC2086
-  $lock "$run" "$data/$t/model.onnx" $flags --repeat "$repeat" --json |
+  held $lock "$run" "$data/$t/model.onnx" $flags --repeat "$repeat" --json |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); d["workload"]=sys.argv[1]; print(json.dumps(d))' "$t" |
     tag pytorch-converted 1 | tee -a "$out"
 done
