@@ -64,12 +64,12 @@ class RecurrentCell {
                          hetgraph::Node b, std::int64_t hidden) = 0;
 };
 
-/// A 4-layer recurrent training step, global batch 64, input size = hidden size: forward over
-/// `seq` steps, a softmax classifier on every step's top-layer output, mean cross-entropy,
+/// A 4-layer recurrent training step, global batch `batch`, input size = hidden size: forward
+/// over `seq` steps, a softmax classifier on every step's top-layer output, mean cross-entropy,
 /// autodiff backward, SGD (0.01). `train` false: the forward pass alone, fetching every step's
 /// class probabilities (the inference graph, which ONNX can hold).
 Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, const Training& t = {},
-                             bool train = true);
+                             bool train = true, std::int64_t batch = 64);
 
 /// Scheduler overhead: n independent tiny nodes (one float each), all fetched.
 Case threadpool_independent(int n);

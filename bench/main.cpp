@@ -284,6 +284,7 @@ Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   co.fuse = o.fuse;
   co.parallel_ops = o.parallel_ops;
   co.grouped_embeddings = o.grouped_embeddings;
+  co.stacked_products = o.stacked_products;
   hetgraph::CompiledGraph cg =
       hetgraph::GraphCompiler(make_platform(o, replay), co).compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
@@ -440,14 +441,14 @@ int run(const Options& o) {
             "\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
             "\"work_width\":%d,\"guideline_executors\":%d,\"tuning_runs\":%d,\"fused\":%s,"
             "\"parallel_ops\":%s,"
-            "\"grouped_embeddings\":%s,\"mapped\":%s,"
+            "\"grouped_embeddings\":%s,\"stacked_products\":%s,\"mapped\":%s,"
             "\"compute_s\":%.9g",
             name.c_str(), platform.c_str(), engine.c_str(), executors.c_str(), o.repeat,
             c.runs_per_sample, med, mn, mx, r.setup_s, r.checksum, r.planned, r.naive,
             r.engine.nodes, r.engine.heavy_nodes, r.engine.max_width, r.engine.avg_width,
             r.engine.work_width, cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
             o.parallel_ops ? "true" : "false", o.grouped_embeddings ? "true" : "false",
-            o.mapped ? "true" : "false", med);
+            o.stacked_products ? "true" : "false", o.mapped ? "true" : "false", med);
         if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", hetgraph::tool::median(r.copies));
         if (o.cold) {  // every run from the first: the mean is what the process paid per run
           const auto mean = [&](std::size_t n) {

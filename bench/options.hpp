@@ -22,6 +22,7 @@ struct Options : hetgraph::tool::EngineFlags {
   bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
   // --no-grouped-embeddings: CompileOptions::grouped_embeddings = false
   bool grouped_embeddings = true;
+  bool stacked_products = true;  // --no-stacked-products: CompileOptions::stacked_products
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
   bool cold = false;   // --cold: every run timed from the first (TimingOptions::cold)
   bool list = false;
@@ -46,6 +47,7 @@ inline constexpr const char* kUsage =
     "                      [--threads N] [--inline-below-us X] [--repeat 10] [--warmup 3]\n"
     "                      [--trace FILE] [--no-fuse] [--no-parallel-ops] "
     "[--no-grouped-embeddings]\n"
+    "                      [--no-stacked-products]\n"
     "                      [--no-mapped] [--no-pin]\n"
     "                      [--per-op-threads] [--cold]\n"
     "                      [--replay-cores C [--replay-profile FILE] [--time-scale K|0]]\n"
@@ -71,6 +73,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .flag("--no-fuse", o.fuse, false)
       .flag("--no-parallel-ops", o.parallel_ops, false)
       .flag("--no-grouped-embeddings", o.grouped_embeddings, false)
+      .flag("--no-stacked-products", o.stacked_products, false)
       .flag("--no-mapped", o.mapped, false)
       .text("--export-onnx", o.export_onnx)
       .flag("--no-pin", o.pin, false)

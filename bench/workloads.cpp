@@ -63,24 +63,50 @@ Case mnist_softmax() {
 }
 
 // N branches log(x @ y), x[200,100], y[100,200], summed by a binary tree to one [200,200].
-Case par_matmul(int n) {
-  Case c;
-  Graph& g = c.graph;
-  auto x = g.input("x"), y = g.input("y");
-  std::vector<Node> level;
-  for (int i = 0; i < n; ++i) level.push_back(log(matmul(x, y)));
+// The values summed as a balanced tree of adds (pairs, then pairs of sums, ...).
+Node pairwise_sum(std::vector<Node> level) {
   while (level.size() > 1) {
     std::vector<Node> next;
     for (std::size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(level[i] + level[i + 1]);
     if (level.size() % 2) next.push_back(level.back());
     level = std::move(next);
   }
+  return level[0];
+}
+
+Case par_matmul(int n) {
+  Case c;
+  Graph& g = c.graph;
+  auto x = g.input("x"), y = g.input("y");
+  std::vector<Node> level;
+  for (int i = 0; i < n; ++i) level.push_back(log(matmul(x, y)));
+  const Node sum = pairwise_sum(std::move(level));
   c.shapes = {{"x", {200, 100}}, {"y", {100, 200}}};
-  c.fetches = {level[0]};
-  c.checksum = {level[0]};
+  c.fetches = {sum};
+  c.checksum = {sum};
   c.inputs["x"] = random_data(200 * 100, 4, 0.0f, 1.0f);
   c.inputs["y"] = random_data(100 * 200, 5, 0.0f, 1.0f);
   c.stats["gflop"] = 2.0 * 200 * 200 * 100 * n * 1e-9;
+  return c;
+}
+
+// stack_shared_products' case: `count` independent products x_i W (x_i fed, [m, k]; W a
+// variable [k, n]), summed pairwise into one fetched [m, n] value.
+Case shared_matmul(int count, std::int64_t m, std::int64_t k, std::int64_t n) {
+  Case c;
+  Graph& g = c.graph;
+  auto W = g.variable("W", {k, n}, Initializer::uniform(-0.05f, 0.05f, 7));
+  std::vector<Node> level;
+  for (int i = 0; i < count; ++i) {
+    const std::string name = "x" + std::to_string(i);
+    level.push_back(matmul(g.input(name), W));
+    c.shapes.push_back({name, {m, k}});
+    c.inputs[name] =
+        random_data(static_cast<std::size_t>(m * k), 300 + static_cast<std::uint32_t>(i));
+  }
+  c.fetches = {pairwise_sum(std::move(level))};
+  c.checksum = c.fetches;
+  c.stats["gflop"] = 2.0 * static_cast<double>(m * k * n) * count * 1e-9;
   return c;
 }
 
@@ -108,8 +134,10 @@ Case mnist_softmax_step(const Training& t) {
   return c;
 }
 
-LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) {
-  auto gates = matmul(concat({x, s.h}, 1), W) + b;
+namespace {
+// The LSTM's state update from its gate pre-activations [batch, 4H] (input, forget, cell,
+// output gates side by side).
+LstmState lstm_update(Node gates, const LstmState& s, std::int64_t H) {
   auto i = sigmoid(slice(gates, 1, 0, H));
   auto f = sigmoid(slice(gates, 1, H, 2 * H));
   auto gg = tanh(slice(gates, 1, 2 * H, 3 * H));
@@ -117,13 +145,18 @@ LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) 
   const Node c = f * s.c + i * gg;
   return {o * tanh(c), c};
 }
+}  // namespace
+
+LstmState lstm_cell(Node x, const LstmState& s, Node W, Node b, std::int64_t H) {
+  return lstm_update(matmul(concat({x, s.h}, 1), W) + b, s, H);
+}
 
 Case recurrent_training_step(int seq, int hidden, RecurrentCell& cell, const Training& tr,
-                             bool train) {
+                             bool train, std::int64_t batch) {
   Case c;
   Graph& g = c.graph;
   constexpr int kLayers = 4, kClasses = 10;
-  const std::int64_t kBatch = tr.local(64);
+  const std::int64_t kBatch = tr.local(batch);
   const std::int64_t H = hidden;
   std::vector<Node> xs, ys;
   for (int t = 0; t < seq; ++t) {
@@ -196,6 +229,31 @@ Case lstm_training(int seq, int hidden, const Training& t, bool train) {
   } cell;
   return recurrent_training_step(seq, hidden, cell, t, train);
 }
+
+// torch.nn.LSTM's form of the cell: x W_ih + h W_hh + b with separate input and recurrent
+// weights per layer (the fused [2H, 4H] W goes unused). Layer 0's x_t W_ih are independent of
+// each other, so stack_shared_products can make them one GEMM.
+struct SplitLstm final : RecurrentCell {
+  std::vector<Node> w_ih, w_hh;
+  void setup(Case& c, int layers, int, std::int64_t, std::int64_t H,
+             std::vector<Node>& params) override {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(2 * H));
+    for (int l = 0; l < layers; ++l) {
+      const auto seed = 200 + 2 * static_cast<std::uint64_t>(l);
+      w_ih.push_back(c.graph.variable("W_ih" + std::to_string(l), {H, 4 * H},
+                                      Initializer::uniform(-scale, scale, seed)));
+      w_hh.push_back(c.graph.variable("W_hh" + std::to_string(l), {H, 4 * H},
+                                      Initializer::uniform(-scale, scale, seed + 1)));
+      params.push_back(w_ih.back());
+      params.push_back(w_hh.back());
+    }
+  }
+  LstmState step(int layer, int, Node x, const LstmState& s, Node, Node b,
+                 std::int64_t H) override {
+    const auto L = static_cast<std::size_t>(layer);
+    return lstm_update(matmul(x, w_ih[L]) + matmul(s.h, w_hh[L]) + b, s, H);
+  }
+};
 
 // Scheduler overhead: n independent tiny nodes (one float each).
 Case threadpool_independent(int n) {
@@ -350,6 +408,17 @@ std::optional<Workload> find_workload(const std::string& name) {
   if (name == "lstm-infer-medium")
     return Workload{name, "4-layer LSTM forward (inference), seq 30, hidden 512",
                     [] { return lstm(30, 512, false); }};
+  if (parse_mkn(name, "shared-matmul", m, k, n)) {
+    return Workload{name, "30 independent [M, K] x [K, N] products of one W, summed",
+                    [=] { return shared_matmul(30, m, k, n); }};
+  }
+  if (name == "lstm-split-infer-b1") {
+    return Workload{
+        name, "4-layer LSTM forward at batch 1, x W_ih + h W_hh form, seq 30, hidden 512", [] {
+          SplitLstm cell;
+          return recurrent_training_step(30, 512, cell, {}, false, 1);
+        }};
+  }
   if (name == "threadpool")
     return Workload{name, "10,000 independent tiny nodes",
                     [] { return threadpool_independent(10000); }};
@@ -363,11 +432,12 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{"matmul-MxKxN",       "sgemm-MxKxN",      "mnist-softmax",
-                                 "mnist-softmax-RULE", "par-matmul-N",     "pingpong-N",
-                                 "pingpong-blocks-N",  "lstm-small",       "lstm-medium",
-                                 "lstm-large",         "lstm-infer-small", "lstm-infer-medium",
-                                 "threadpool",         "threadpool-dag",   "threadpool-chain"};
+  std::vector<std::string> names{"matmul-MxKxN",      "sgemm-MxKxN",         "shared-matmul-MxKxN",
+                                 "mnist-softmax",     "mnist-softmax-RULE",  "par-matmul-N",
+                                 "pingpong-N",        "pingpong-blocks-N",   "lstm-small",
+                                 "lstm-medium",       "lstm-large",          "lstm-infer-small",
+                                 "lstm-infer-medium", "lstm-split-infer-b1", "threadpool",
+                                 "threadpool-dag",    "threadpool-chain"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }

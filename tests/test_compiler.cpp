@@ -381,7 +381,7 @@ Graph phases_graph(std::vector<Node>& out) {
   Graph g;
   auto x = g.input("x");  // [128, 128]
   auto a = exp(x), b = tanh(x);
-  auto m = matmul(a, b);                                 // a, b, m live: 3 x 64 KiB
+  auto m = matmul(a, b);  // a, b, m live: 3 x 64 KiB
   auto w = g.constant({128, 64}, std::vector<float>(128 * 64, 0.01f));
   std::vector<Node> q;
   for (int k = 0; k < 4; ++k) q.push_back(matmul(m * static_cast<float>(k + 1), w));
@@ -450,8 +450,7 @@ TEST(MemoryPlan, DagModePacksAcrossBarriersOnly) {
   // Bitwise equal with the planner on and off on every platform (the parallel engines run
   // a block's branches at once).
   for (const auto& pc : testing_util::platforms()) {
-    testing_util::run_checked(pc, g, {{"x", {16, 64}, testing_util::random_vec(16 * 64, 3)}},
-                              {y});
+    testing_util::run_checked(pc, g, {{"x", {16, 64}, testing_util::random_vec(16 * 64, 3)}}, {y});
   }
 }
 
@@ -652,13 +651,13 @@ TEST(Passes, RunInTheDocumentedOrder) {
   // place_devices, insert_transfers and split_devices run for heterogeneous platforms only
   // (split_devices gives each device's part the last three passes of its own).
   const std::vector<std::string> want = {
-      "regroup_gradients",  "infer_shapes",          "simplify",
-      "place_devices",      "fuse_matmul_epilogue",  "fuse_matmul_accumulate",
-      "fuse_conv_residual", "fuse_conv_epilogue",    "assign_layouts",
-      "fuse_sparse_update", "fuse_embedding_concat", "fuse_collectives",
-      "link_dependencies",  "order_by_dependencies", "insert_transfers",
-      "elide_assigns",      "fuse_parallel_ops",     "commit_writes",
-      "plan_memory",        "split_devices"};
+      "regroup_gradients",     "infer_shapes",          "simplify",
+      "place_devices",         "fuse_matmul_epilogue",  "fuse_matmul_accumulate",
+      "fuse_conv_residual",    "fuse_conv_epilogue",    "assign_layouts",
+      "fuse_sparse_update",    "fuse_embedding_concat", "fuse_collectives",
+      "stack_shared_products", "link_dependencies",     "order_by_dependencies",
+      "insert_transfers",      "elide_assigns",         "fuse_parallel_ops",
+      "commit_writes",         "plan_memory",           "split_devices"};
   EXPECT_EQ(names, want);
 }
 

@@ -1240,6 +1240,99 @@ TEST(NnKernels, CpuAndOpenClAgree) {
   EXPECT_LT(cpu.back(), cpu.front());
 }
 
+// stack_shared_products: eight steps' x_t @ W at batch 1 (with a tanh epilogue, fused before
+// the pass) become one product of the stacked x_t, sliced back out. The values a user fetches
+// (a member, the loss, W's gradient after the backward products that read the members) match
+// the unstacked plan's within rounding (one GEMM of 8 rows against 8 of one row), and
+// stacked_products = false keeps one product per step.
+int stacked_products(const CompiledGraph& cg) {
+  int n = 0;
+  for (const auto& node : detail::executable_of(cg).plan().nodes)
+    n += node.has_work() && node.label.starts_with("stacked product of ");
+  return n;
+}
+
+void expect_near_rel(const std::vector<float>& a, const std::vector<float>& b, double rel) {
+  ASSERT_EQ(a.size(), b.size());
+  double scale = 0, diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+  }
+  EXPECT_LE(diff, rel * scale) << "max |a - b| " << diff << " against max |b| " << scale;
+}
+
+TEST_P(NnOpTest, StackedProductsAreTheUnstackedOnes) {
+  Graph g;
+  auto W = g.variable("W", {128, 512}, Initializer::uniform(-0.1f, 0.1f, 61));
+  std::vector<Node> ys;
+  InputShapes shapes;
+  for (int t = 0; t < 8; ++t) {
+    const std::string name = "x" + std::to_string(t);
+    ys.push_back(tanh(matmul(g.input(name), W)));
+    shapes.push_back({name, {1, 128}});
+  }
+  Node s = ys[0];
+  for (std::size_t t = 1; t < ys.size(); ++t) s = s + ys[t] * static_cast<float>(t + 1);
+  auto loss = reduce_mean(s * s);
+  auto dW = gradients(loss, {W})[0];
+  auto run = [&](CompileOptions o) {
+    auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {ys[3], loss, dW});
+    std::vector<std::vector<float>> xs;
+    std::vector<FeedItem> feeds;
+    for (std::uint32_t t = 0; t < 8; ++t) xs.push_back(testing_util::random_vec(128, 80 + t));
+    for (std::uint32_t t = 0; t < 8; ++t) feeds.push_back({shapes[t].first, xs[t]});
+    cg.run(feeds);
+    return std::tuple{
+        std::vector<std::vector<float>>{cg.read(ys[3]), cg.read(loss), cg.read(dW)},
+        stacked_products(cg),
+        live_nodes(cg, detail::OpKind::MatMul) + live_nodes(cg, detail::OpKind::FusedMatMul)};
+  };
+  const auto [on, n_on, products_on] = run({});
+  const auto [off, n_off, products_off] = run({.stacked_products = false});
+  EXPECT_EQ(n_on, 1);
+  EXPECT_EQ(n_off, 0);
+  EXPECT_EQ(products_off - products_on, 7);  // eight forward products -> one
+  for (std::size_t i = 0; i < on.size(); ++i) expect_near_rel(on[i], off[i], 1e-5);
+  EXPECT_GT(std::abs(on[2][5]), 0.0f);
+}
+
+// What the pass leaves alone: products of many rows (W is not 64x their own data), chained
+// products (each depends on the last), three products only, and products of different
+// right operands.
+TEST_P(NnOpTest, StackedProductsTakeOnlyIndependentFewRowProductsOfOneOperand) {
+  auto count = [&](const Graph& g, const InputShapes& shapes, const std::vector<Node>& fetches) {
+    auto cg = GraphCompiler(GetParam().make()).compile(g, shapes, fetches);
+    return stacked_products(cg);
+  };
+  auto case_of = [&](std::int64_t rows, int steps, bool chained, bool two_weights) {
+    Graph g;
+    auto W = g.variable("W", {256, 256}, Initializer::uniform(-0.1f, 0.1f, 62));
+    auto V = g.variable("V", {256, 256}, Initializer::uniform(-0.1f, 0.1f, 63));
+    InputShapes shapes;
+    std::vector<Node> out;
+    Node h;
+    if (chained) {
+      h = g.input("h");
+      shapes.push_back({"h", {rows, 256}});
+    }
+    for (int t = 0; t < steps; ++t) {
+      const std::string name = "x" + std::to_string(t);
+      const Node x = chained ? h : g.input(name);
+      if (!chained) shapes.push_back({name, {rows, 256}});
+      out.push_back(matmul(x, two_weights && t % 2 ? V : W));
+      if (chained) h = out.back();
+    }
+    return count(g, shapes, out);
+  };
+  EXPECT_EQ(case_of(1, 8, false, false), 1);   // the positive control
+  EXPECT_EQ(case_of(64, 8, false, false), 0);  // 64 rows: 65,536 < 64 * 64 * 512
+  EXPECT_EQ(case_of(1, 8, true, false), 0);    // a chain
+  EXPECT_EQ(case_of(1, 3, false, false), 0);   // three products
+  EXPECT_EQ(case_of(1, 6, false, true), 0);    // three of W, three of V
+  EXPECT_EQ(case_of(1, 8, false, true), 2);    // four of each
+}
+
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, NnOpTest, ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
 

@@ -53,6 +53,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.winograd_convs = options_.winograd_convs;
   po.parallel_ops = options_.parallel_ops;
   po.grouped_embeddings = options_.grouped_embeddings;
+  po.stacked_products = options_.stacked_products;
   po.kernel_threads = backend.kernel_threads();
   po.capabilities = &backend;
   po.placer = backend.placer();

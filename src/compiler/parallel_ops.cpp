@@ -16,8 +16,25 @@
 // takes every member's dependencies and each member depends on the group only, so the engines
 // see one node. Groups hold at most kMaxMembers members and kMaxGroupBytes of outputs (their
 // outputs are live together), and at least kMinGroupUs of work (starting the threads costs).
+//
+// stack_shared_products (the proposal's "matmuls sharing an operand"): independent products
+// A_i @ W with one right operand W, equal [M, K] left operands and equal attributes become one
+// product concat(A_1..A_k) @ W whose rows are sliced back out: each member node becomes a
+// slice of the stacked result (keeping its name, fetch and readers). One GEMM reads W once
+// where k products of few rows each read all of it, at the price of copying the A_i in and
+// the results out. Measured in this framework (scripts/stack-rule.sh: 30 products x_i W,
+// sequential engine on 2 threads, every group stacked against none; bench/README, issue 12):
+// where W holds 102-819 times the elements of one member's x_i and result together, stacked
+// ran 1.06-1.7x faster; at 1.6-51 times, 1.11-1.9x slower (the unstacked products already
+// run side by side in a parallel group). So a group is stacked only where
+// K * N >= kStackRatio * M * (K + N), with kStackRatio between those two sets (64).
+// HETGRAPH_STACK_RATIO=R sets another ratio (0: stack every group), for measuring the rule
+// (bench workload shared-matmul-MxKxN). Members share the depth (longest chain of data
+// dependencies from a source), so none depends on another.
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "compiler/graph_stats.hpp"
@@ -63,7 +80,132 @@ bool thread_safe(OpKind op) {
 // kMaxCostRatio of each other keep the threads' shares even.
 constexpr double kMaxCostRatio = 8.0;
 
+constexpr double kStackRatio = 64;
+constexpr std::size_t kMinStacked = 4;
+
+double stack_ratio() {
+  const char* e = std::getenv("HETGRAPH_STACK_RATIO");
+  return e != nullptr && *e != '\0' ? std::atof(e) : kStackRatio;
+}
+
+// A product stack_shared_products may take: f32 rank-2 A not transposed (its rows stack), a
+// rank-2 result, no accumulation (its addend would have to be stacked too).
+bool stackable(const Plan& p, const PlanNode& n, double ratio) {
+  if (n.op != OpKind::MatMul && n.op != OpKind::FusedMatMul) return false;
+  if (n.storage != Storage::Computed || n.type.dtype != DType::f32 || n.attrs.trans_a) return false;
+  if (n.op == OpKind::FusedMatMul && n.attrs.get<MatmulEpilogue>().accumulate) return false;
+  const Shape& a = p.nodes[n.inputs[0]].type.shape;
+  const Shape& b = p.nodes[n.inputs[1]].type.shape;
+  if (a.rank() != 2 || b.rank() != 2 || n.type.shape.rank() != 2) return false;
+  const std::int64_t m = a[0], k = a[1], cols = n.type.shape[1];
+  return static_cast<double>(k * cols) >= ratio * static_cast<double>(m * (k + cols));
+}
+
 }  // namespace
+
+void stack_shared_products(Plan& p, const Capabilities* caps) {
+  const std::size_t n = p.nodes.size();
+  // Depth over data inputs (before link_dependencies). Passes that make nodes restore plan
+  // order (prune_and_sort), so one sweep settles it; the second only confirms.
+  std::vector<std::uint32_t> depth(n, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const PlanNode& node = p.nodes[i];
+      for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+        if (!node.reads_input(k) || depth[node.inputs[k]] + 1 <= depth[i]) continue;
+        depth[i] = depth[node.inputs[k]] + 1;
+        moved = true;
+      }
+    }
+  }
+  // (W, depth, M, K): members; attributes must also match (checked per group below).
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::int64_t, std::int64_t>,
+           std::vector<std::uint32_t>>
+      buckets;
+  const double ratio = stack_ratio();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const PlanNode& node = p.nodes[i];
+    if (!stackable(p, node, ratio)) continue;
+    const Shape& a = p.nodes[node.inputs[0]].type.shape;
+    buckets[{node.inputs[1], depth[i], a[0], a[1]}].push_back(i);
+  }
+  bool changed = false;
+  for (auto& [key, all] : buckets) {
+    // Split by attributes (transposed W, epilogue, alpha) and device, in plan order.
+    std::vector<std::vector<std::uint32_t>> groups;
+    for (std::uint32_t m : all) {
+      const PlanNode& node = p.nodes[m];
+      auto same = [&](const std::vector<std::uint32_t>& g) {
+        const PlanNode& f = p.nodes[g.front()];
+        return f.op == node.op && f.attrs == node.attrs && f.device == node.device;
+      };
+      auto it = std::find_if(groups.begin(), groups.end(), same);
+      if (it == groups.end())
+        groups.push_back({m});
+      else
+        it->push_back(m);
+    }
+    for (const std::vector<std::uint32_t>& g : groups) {
+      if (g.size() < kMinStacked) continue;
+      const PlanNode first = p.nodes[g.front()];
+      const auto k = static_cast<std::int64_t>(g.size());
+      const std::int64_t rows = std::get<2>(key), inner = std::get<3>(key);
+      const std::int64_t cols = first.type.shape[1];
+      PlanNode cat;
+      cat.op = OpKind::Concat;
+      cat.storage = Storage::Computed;
+      cat.attrs.axis = 0;
+      for (std::uint32_t m : g) cat.inputs.push_back(p.nodes[m].inputs[0]);
+      cat.type = {Shape{k * rows, inner}, DType::f32};
+      cat.device = first.device;
+      PlanNode prod = first;
+      prod.gid = kNoGid;
+      prod.name.clear();
+      prod.fetched = false;
+      prod.type = {Shape{k * rows, cols}, DType::f32};
+      PlanNode piece = first;
+      piece.op = OpKind::Slice;
+      piece.attrs = Attrs{};
+      piece.attrs.axis = 0;
+      piece.attrs.begin = 0;
+      piece.attrs.end = rows;
+      if (caps != nullptr) {
+        // The probes' inputs only need types: the stacked product reads the concat's shape.
+        const std::uint32_t c = p.add_node(OpKind::Concat, cat.inputs, cat.attrs);
+        p.nodes[c].type = cat.type;
+        prod.inputs = {c, first.inputs[1]};
+        const std::uint32_t q = p.add_node(prod.op, prod.inputs, prod.attrs);
+        p.nodes[q].type = prod.type;
+        piece.inputs = {q};
+        const bool ok = caps->unsupported(p, cat).empty() && caps->unsupported(p, prod).empty() &&
+                        caps->unsupported(p, piece).empty();
+        p.nodes.resize(p.nodes.size() - 2);
+        if (!ok) continue;
+      }
+      const std::uint32_t c = p.add_node(OpKind::Concat, cat.inputs, cat.attrs);
+      const std::string what = std::string(op_name(first.op)) + " (" + first.label + ", ...)";
+      p.nodes[c].type = cat.type;
+      p.nodes[c].device = cat.device;
+      p.nodes[c].label = "stacked operands of " + std::to_string(k) + " " + what;
+      const std::uint32_t q = p.add_node(first.op, {c, first.inputs[1]}, first.attrs);
+      p.nodes[q].type = prod.type;
+      p.nodes[q].device = first.device;
+      p.nodes[q].label = "stacked product of " + std::to_string(k) + " " + what;
+      for (std::int64_t j = 0; j < k; ++j) {
+        PlanNode& member = p.nodes[g[static_cast<std::size_t>(j)]];
+        member.op = OpKind::Slice;
+        member.attrs = Attrs{};
+        member.attrs.axis = 0;
+        member.attrs.begin = j * rows;
+        member.attrs.end = (j + 1) * rows;
+        member.inputs = {q};
+      }
+      changed = true;
+    }
+  }
+  if (changed) prune_and_sort(p);
+}
 
 void fuse_parallel_ops(Plan& p, const PlanOptions& options) {
   const std::size_t n = p.nodes.size();

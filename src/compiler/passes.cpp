@@ -763,6 +763,10 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) { fuse_embedding_concat(p, c.options.capabilities); },
      [](const PlanOptions& o) { return o.fuse && o.grouped_embeddings; }},
     {"fuse_collectives", [](Plan& p, const PassContext&) { fuse_collectives(p); }, fusing},
+    // Before link_dependencies: the products it makes are ordered with the rest.
+    {"stack_shared_products",
+     [](Plan& p, const PassContext& c) { stack_shared_products(p, c.options.capabilities); },
+     [](const PlanOptions& o) { return o.fuse && o.stacked_products && o.placer == nullptr; }},
     {"link_dependencies", [](Plan& p, const PassContext&) { link_dependencies(p); }},
     {"order_by_dependencies", [](Plan& p, const PassContext&) { order_by_dependencies(p); }},
     {"insert_transfers",

@@ -247,6 +247,8 @@ struct PlanOptions {
   int kernel_threads = 0;
   /// fuse_embedding_concat (with fuse).
   bool grouped_embeddings = true;
+  /// stack_shared_products (with fuse).
+  bool stacked_products = true;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
   const Placer* placer = nullptr;              // heterogeneous platforms
 };
@@ -330,6 +332,10 @@ void elide_assigns(Plan& p, ReuseMode mode);
 /// side (one thread each). Members keep their own values; groups stay small enough that their
 /// outputs are live together without growing the plan much.
 void fuse_parallel_ops(Plan& p, const PlanOptions& options);
+/// Independent products of few rows sharing their right operand W -> one product of their
+/// stacked left operands and a slice of it per product, where W is large enough against the
+/// rows that one GEMM beats many (parallel_ops.cpp).
+void stack_shared_products(Plan& p, const Capabilities* caps);
 /// Lookups read only by a concat along the last axis -> one embedding_concat (fusion.cpp).
 void fuse_embedding_concat(Plan& p, const Capabilities* caps);
 
