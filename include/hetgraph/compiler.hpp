@@ -295,9 +295,11 @@ struct CompileOptions {
   /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
   /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.
   bool blocked_layouts = true;
-  /// With `blocked_layouts`, where that layout is channels-last: max pooling and channel
-  /// concat take and give it too, so inception blocks (googlenet) keep it from convolution to
-  /// convolution. Off: only values passed from convolutions to convolutions keep it.
+  /// With `blocked_layouts`, where that layout is channels-last: max pooling, channel concat
+  /// and reductions over a spatial axis (keeping dims) take and give it too, so inception
+  /// blocks (googlenet) keep it from convolution to convolution and a global average pool
+  /// reads the last convolution's value as it is. Off: only values passed from convolutions
+  /// to convolutions keep it.
   bool layouts_through_pool_concat = true;
   /// With `blocked_layouts`, on the CPU: where 3x3 stride-1 convolutions (16-channel multiples
   /// in and out) carry at least half of a graph's convolution work and no concat joins channels,

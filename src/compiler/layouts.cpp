@@ -11,6 +11,11 @@
 // channels, a concat copies each pixel's channels into its slice): googlenet's inception blocks
 // then run without reorders. Any other reader (average pooling, a graph output, a reshape)
 // keeps the value plain: the reorder happens only where a consumer needs plain memory.
+// Reductions over one spatial axis (keepdims) pass channels-last through as well, and take it
+// in while giving a plain result where that result has one pixel per channel (both layouts are
+// then the same memory): ONNX's GlobalAveragePool (two reduce_means, over W then H) reads the
+// last convolution's channels-last value as it is, and its [N, C, 1, 1] result goes on to
+// Flatten and Gemm with no reorder anywhere.
 //
 // Winograd (CompileOptions::winograd_convs, off by default: it costs memory): oneDNN 2.6's
 // Winograd convolutions take only nChw16c, and run 3x3 stride-1 layers 1.6-2.5x faster than
@@ -37,11 +42,27 @@ bool image_or_residual(const PlanNode& c, std::size_t k) {
          k + 1 == c.inputs.size();
 }
 
-// Ops that keep their inputs' layout (channels-last only): max pooling no gradient reads, and
-// concat along channels.
+// A reduction over one spatial axis of a 4-d value, keeping dims.
+bool spatial_reduce(const PlanNode& n) {
+  if (n.op != OpKind::ReduceMean && n.op != OpKind::ReduceSum && n.op != OpKind::ReduceMax)
+    return false;
+  if (n.type.shape.rank() != 4 || !n.attrs.keepdims || n.attrs.axis == kAllAxes) return false;
+  const int a = n.attrs.axis < 0 ? n.attrs.axis + 4 : n.attrs.axis;
+  return a == 2 || a == 3;
+}
+
+// A spatial reduction whose result has one pixel per channel: it may read channels-last and
+// write plain (the same memory).
+bool reduces_to_one_pixel(const PlanNode& n) {
+  return spatial_reduce(n) && n.type.shape[2] * n.type.shape[3] == 1;
+}
+
+// Ops that keep their inputs' layout (channels-last only): max pooling no gradient reads,
+// concat along channels and reductions over a spatial axis.
 bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id) {
   if (n.type.shape.rank() != 4) return false;
   if (n.op == OpKind::Concat) return n.attrs.axis == 1;
+  if (spatial_reduce(n)) return true;
   if (n.op != OpKind::MaxPool2d) return false;
   for (const PlanNode& r : p.nodes) {
     if (r.op == OpKind::MaxPool2dGrad) {
@@ -124,7 +145,8 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
         const PlanNode& c = p.nodes[r];
         const bool as_conv = convolution(c) && image_or_residual(c, k) &&
                              c.storage == Storage::Computed && c.inputs[0] != c.inputs.back();
-        ok = ok && c.device == v.device && (as_conv || (through[r] && blocked[r]));
+        const bool as_reduce = through_pool_concat && reduces_to_one_pixel(c);
+        ok = ok && c.device == v.device && (as_conv || as_reduce || (through[r] && blocked[r]));
       }
       if (!ok) {
         blocked[i] = false;

@@ -92,12 +92,25 @@ void reduce_strided(const ExecCtx& ctx, const float* x, float* out, const AxisGe
                });
 }
 
+// The reduction's geometry over its input's memory: a channels-last 4-d input (assign_layouts:
+// a spatial reduction of a convolution's value) is [N, H, W, C] there. The result is then
+// channels-last too, which is plain memory where it has one pixel per channel.
+AxisGeom reduce_geom(const KernelArgs& k) {
+  const Shape& s = k.in_shape(0);
+  const int axis = k.node.attrs.axis;
+  if (s.rank() != 4 || axis == kAllAxes ||
+      k.plan.nodes[k.node.inputs[0]].layout != ActivationLayout::nhwc)
+    return axis_geom(s, axis);
+  constexpr int kMemoryAxis[4] = {0, 3, 1, 2};
+  return axis_geom(Shape{s[0], s[2], s[3], s[1]}, kMemoryAxis[axis < 0 ? axis + 4 : axis]);
+}
+
 class ReduceKernel final : public CpuKernel {
  public:
   ReduceKernel(const KernelArgs& k)
       : x_(k.in_f(0)),
         out_(k.out_f()),
-        g_(axis_geom(k.in_shape(0), k.node.attrs.axis)),
+        g_(reduce_geom(k)),
         max_(k.node.op == OpKind::ReduceMax),
         scale_(k.node.op == OpKind::ReduceMean ? 1.0 / static_cast<double>(g_.n) : 1.0) {
     if (g_.inner == 1 && g_.outer == 1)
@@ -152,7 +165,7 @@ std::unique_ptr<CpuKernel> make_reduce(const KernelArgs& k) {
 std::unique_ptr<CpuKernel> make_reduce_ref(const KernelArgs& k) {
   const float* x = k.in_f(0);
   float* out = k.out_f();
-  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  const AxisGeom g = reduce_geom(k);
   const OpKind op = k.node.op;
   return make_kernel([=](const ExecCtx&) {
     for (std::int64_t o = 0; o < g.outer; ++o) {
