@@ -333,8 +333,9 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
           << net.what << " (" << on << ") on " << GetParam().name;
     }
     for (std::size_t k = 0; k < ys.size(); ++k) {
-      if (net.through_bitwise)
+      if (net.through_bitwise) {
         EXPECT_EQ(results[2][k], results[1][k]) << net.what << " output " << k;
+      }
     }
     for (int on : {1, 2}) {
       for (std::size_t k = 0; k < ys.size(); ++k) {
@@ -369,8 +370,8 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
     shapes.push_back({in.name, in.shape});
     feeds.push_back({in.name, in.values});
   }
-  const bool cpu = on_cpu() && !reference_forced() &&
-                   detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
+  // oneDNN 2.6 has Winograd kernels with AVX-512 only: elsewhere the option does nothing.
+  const bool cpu = on_cpu() && !reference_forced() && detail::cpu::winograd_available();
   std::vector<float> out[2];
   for (int wino : {0, 1}) {
     CompileOptions o;

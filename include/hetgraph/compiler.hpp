@@ -308,7 +308,8 @@ struct CompileOptions {
   /// channels here, resnet18 0.80-0.86x ONNX Runtime's latency instead of 0.99-1.04x, but at
   /// 1.12-1.53x its peak memory (transformed weights are up to 4x the plain ones, and the
   /// batch-32 scratchpad is 67 MB): bench/README, issue 18. So it is off by default. Results
-  /// differ from the direct kernels' by rounding (about 1e-6 of the largest output).
+  /// differ from the direct kernels' by rounding (about 1e-6 of the largest output). oneDNN
+  /// 2.6 has these kernels with AVX-512 only: on other CPUs the option does nothing.
   ///
   ///   CompileOptions o;
   ///   o.winograd_convs = true;  // latency before memory (hetgraph-run --winograd)

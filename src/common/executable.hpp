@@ -61,6 +61,9 @@ class Backend : public Capabilities {
   /// The layout its convolutions pass values between them in (assign_layouts); nchw: values
   /// stay plain.
   virtual ActivationLayout conv_layout() const { return ActivationLayout::nchw; }
+  /// Whether its convolutions have Winograd kernels (CompileOptions::winograd_convs asks for
+  /// them; without, the option does nothing: nChw16c direct kernels would only be slower).
+  virtual bool winograd_convs() const { return false; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
   /// The devices it runs on (Platform::devices).
   virtual std::vector<Device> devices() const = 0;

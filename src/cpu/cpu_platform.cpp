@@ -408,6 +408,7 @@ class CpuBackend final : public Backend {
     }
   }
   ActivationLayout conv_layout() const override { return conv_activation_layout(); }
+  bool winograd_convs() const override { return winograd_available(); }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }

@@ -111,6 +111,9 @@ void register_conv_kernels(KernelRegistry& r);
 /// assign_layouts keeps between them; nchw with reference kernels only
 /// (HETGRAPH_CPU_REFERENCE) or a layout it does not know.
 ActivationLayout conv_activation_layout();
+/// Whether oneDNN has Winograd convolutions on this CPU (assign_layouts' nChw16c layers); never
+/// with reference kernels only.
+bool winograd_available();
 void register_pool_kernels(KernelRegistry& r);
 void register_embedding_kernels(KernelRegistry& r);
 void register_eltwise_dnnl_kernels(KernelRegistry& r);  // after the elementwise ones

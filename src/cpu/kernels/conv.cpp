@@ -556,6 +556,24 @@ ActivationLayout conv_activation_layout() {
   return layout;
 }
 
+bool winograd_available() {
+  static const bool available = [] {
+    if (conv_activation_layout() == ActivationLayout::nchw) return false;
+    try {  // the layers assign_layouts gives Winograd: 3x3 stride 1, nChw16c, 16s of channels
+      const ConvDims d{{1, 64, 28, 28}, {64, 64, 3, 3}, {64},   {1, 64, 28, 28}, {1, 1},
+                       {0, 0},          {1, 1},         {1, 1}, tag::oihw};
+      const memory::desc src = activation_md(d.src, ActivationLayout::nChw16c),
+                         dst = activation_md(d.dst, ActivationLayout::nChw16c);
+      conv_fwd_pd(d, true, dnnl::prop_kind::forward_inference, user_scratchpad(), &src, &dst,
+                  dnnl::algorithm::convolution_winograd);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;  // oneDNN 2.6 has Winograd kernels for AVX-512 only
+    }
+  }();
+  return available;
+}
+
 void register_conv_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
   r.add(OpKind::Conv2d, {"dnnl_conv_winograd", reject_winograd, make_conv_fwd_winograd});
