@@ -70,7 +70,7 @@ std::unique_ptr<CpuKernel> make_unary(const KernelArgs& k, Op op) {
   const std::int64_t n = k.out_shape().numel();
   return make_kernel([=](const ExecCtx& ctx) {
     parallel_for(ctx, n, kParallelGrain / 4, [&](std::int64_t b, std::int64_t e) {
-      if constexpr (std::is_invocable_r_v<vm::f16, Op, vm::f16>) {
+      if constexpr (std::is_invocable_r_v<vm::vf, Op, vm::vf>) {
         vm::map(x + b, o + b, e - b, op);
       } else {
 #pragma omp simd
@@ -226,7 +226,7 @@ struct ClipF {
 };
 struct ErfF {
   static ErfF from(const Attrs&) { return {}; }
-  vm::f16 operator()(vm::f16 x) const { return vm::erf(x); }
+  vm::vf operator()(vm::vf x) const { return vm::erf(x); }
 };
 struct RefErfF {
   static RefErfF from(const Attrs&) { return {}; }
@@ -261,22 +261,22 @@ struct RefGeluF {
     return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
   }
 };
-// Transcendental functors work on 16-lane vectors (see vmath.hpp).
+// Transcendental functors work on vm:: vectors (see vmath.hpp).
 struct ExpF {
   static ExpF from(const Attrs&) { return {}; }
-  vm::f16 operator()(vm::f16 x) const { return vm::exp(x); }
+  vm::vf operator()(vm::vf x) const { return vm::exp(x); }
 };
 struct LogF {
   static LogF from(const Attrs&) { return {}; }
-  vm::f16 operator()(vm::f16 x) const { return vm::log(x); }
+  vm::vf operator()(vm::vf x) const { return vm::log(x); }
 };
 struct SigmoidF {
   static SigmoidF from(const Attrs&) { return {}; }
-  vm::f16 operator()(vm::f16 x) const { return vm::sigmoid(x); }
+  vm::vf operator()(vm::vf x) const { return vm::sigmoid(x); }
 };
 struct TanhF {
   static TanhF from(const Attrs&) { return {}; }
-  vm::f16 operator()(vm::f16 x) const { return vm::tanh(x); }
+  vm::vf operator()(vm::vf x) const { return vm::tanh(x); }
 };
 struct RefExpF {
   static RefExpF from(const Attrs&) { return {}; }

@@ -279,10 +279,10 @@ Fused fused(const KernelArgs& a) {
 // out = epilogue(p) (+ x), vectorised; out may be x.
 void epilogue_pass(const Fused& f, const float* p, const float* x, float* out, std::int64_t n) {
   auto finish = [&](auto&& fv) {
-    // 16-lane vector pieces; the tail through a padded vector (as vm::map does).
+    // vm:: vector pieces; the tail through a padded vector (as vm::map does).
     std::int64_t i = 0;
     for (; i + vm::kLanes <= n; i += vm::kLanes) {
-      vm::f16 v = fv(vm::load(p + i));
+      vm::vf v = fv(vm::load(p + i));
       if (x) v += vm::load(x + i);
       vm::store(out + i, v);
     }
@@ -291,7 +291,7 @@ void epilogue_pass(const Fused& f, const float* p, const float* x, float* out, s
       const auto rest = static_cast<std::size_t>(n - i);
       std::memcpy(pb, p + i, rest * 4);
       if (x) std::memcpy(xb, x + i, rest * 4);
-      vm::f16 v = fv(vm::load(pb));
+      vm::vf v = fv(vm::load(pb));
       if (x) v += vm::load(xb);
       vm::store(pb, v);
       std::memcpy(out + i, pb, rest * 4);
@@ -299,31 +299,31 @@ void epilogue_pass(const Fused& f, const float* p, const float* x, float* out, s
   };
   switch (f.epilogue) {
     case OpKind::Exp:
-      finish([](vm::f16 v) { return vm::exp(v); });
+      finish([](vm::vf v) { return vm::exp(v); });
       break;
     case OpKind::Log:
-      finish([](vm::f16 v) { return vm::log(v); });
+      finish([](vm::vf v) { return vm::log(v); });
       break;
     case OpKind::Sigmoid:
-      finish([](vm::f16 v) { return vm::sigmoid(v); });
+      finish([](vm::vf v) { return vm::sigmoid(v); });
       break;
     case OpKind::Tanh:
-      finish([](vm::f16 v) { return vm::tanh(v); });
+      finish([](vm::vf v) { return vm::tanh(v); });
       break;
     case OpKind::Relu:
-      finish([](vm::f16 v) { return v <= 0.0f ? vm::splat(0.0f) : v; });  // NaN stays NaN
+      finish([](vm::vf v) { return v <= 0.0f ? vm::splat(0.0f) : v; });  // NaN stays NaN
       break;
     case OpKind::Scale:
-      finish([a = f.alpha](vm::f16 v) { return v * a; });
+      finish([a = f.alpha](vm::vf v) { return v * a; });
       break;
     case OpKind::Neg:
-      finish([](vm::f16 v) { return -v; });
+      finish([](vm::vf v) { return -v; });
       break;
     case OpKind::Sqrt:
       for (std::int64_t i = 0; i < n; ++i) out[i] = __builtin_sqrtf(p[i]) + (x ? x[i] : 0.0f);
       break;
     default:
-      finish([](vm::f16 v) { return v; });
+      finish([](vm::vf v) { return v; });
       break;
   }
 }

@@ -46,7 +46,7 @@ float line_max(const float* x, std::int64_t n, std::int64_t s) {
 void softmax_rows(const float* x, float* o, std::int64_t rows, std::int64_t n, bool log_sm) {
   constexpr std::int64_t kBlock = 2048;
   float mx[kBlock], sh[kBlock];
-  const auto vexp = [](vm::f16 v) { return vm::exp(v); };
+  const auto vexp = [](vm::vf v) { return vm::exp(v); };
   if (n > kBlock) {
     // Long rows: each row in kBlock pieces (max, then exp and sum, then scale).
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -148,7 +148,7 @@ std::unique_ptr<CpuKernel> make_softmax_grad(const KernelArgs& k) {
         float ex[kBlock];
         for (std::int64_t j0 = 0; j0 < g.n; j0 += kBlock) {
           const std::int64_t len = std::min(kBlock, g.n - j0);
-          vm::map(y + off + j0, ex, len, [](vm::f16 v) { return vm::exp(v); });
+          vm::map(y + off + j0, ex, len, [](vm::vf v) { return vm::exp(v); });
           for (std::int64_t j = 0; j < len; ++j) out[off + j0 + j] = gr[off + j0 + j] - ex[j] * dot;
         }
         return;
@@ -192,7 +192,7 @@ std::unique_ptr<CpuKernel> make_xent(const KernelArgs& k) {
       check_labels(label, ids, x.rows, x.classes);
       for (std::int64_t r = 0; r < x.rows; ++r)
         out[r] = std::max(p[r * x.classes + ids[r]], FLT_MIN);
-      vm::map(out, out, x.rows, [](vm::f16 v) { return -vm::log(v); });
+      vm::map(out, out, x.rows, [](vm::vf v) { return -vm::log(v); });
       return;
     }
     const auto* y = static_cast<const float*>(labels);

@@ -116,10 +116,16 @@ std::unique_ptr<CpuKernel> make_avg_pool_bwd(const KernelArgs& a) {
 
 /// The NaN-propagating window maximum, a plane at a time. Each plane is first copied into a
 /// row-padded scratch copy (-inf beside every row, so that every window tap is a plain load,
-/// 16 output columns at a time); rows outside the image are skipped. The running maximum stays
-/// in a register across the window's taps.
+/// vm::kLanes output columns at a time); rows outside the image are skipped. The running
+/// maximum stays in a register across the window's taps.
 struct MaxPool {
-  static constexpr vm::i16 kEven = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+  // the even elements of two vectors, for stride 2
+#if defined(__AVX512F__)
+  static constexpr vm::vi kEven = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+#else
+  static constexpr vm::vi kEven = {0, 2, 4, 6, 8, 10, 12, 14};
+#endif
+  static_assert(sizeof(kEven) == vm::kLanes * sizeof(std::int32_t));
   ImageGeom g;
   std::int64_t pw = 0;  // padded row length: left padding, the row, then -inf to the last tap
 
@@ -151,24 +157,24 @@ struct MaxPool {
   // padding.
   template <bool Arg>
   void row(const float* buf, std::int64_t oy, float* y, std::int32_t* arg) const {
-    using vm::f16;
-    using vm::i16;
+    using vm::vf;
+    using vm::vi;
     constexpr std::int64_t L = vm::kLanes;
     const Window2d& w = g.win;
     const std::int64_t s = w.stride[1];
-    i16 lane;
+    vi lane;
     for (int i = 0; i < L; ++i) lane[i] = i;
     for (std::int64_t ox0 = 0; ox0 < g.ow; ox0 += L) {
-      f16 m = vm::splat(-std::numeric_limits<float>::infinity());
-      i16 at = i16{} - 1;
-      i16 nan = i16{};  // without Arg: NaNs seen, applied at the end
+      vf m = vm::splat(-std::numeric_limits<float>::infinity());
+      vi at = vi{} - 1;
+      vi nan = vi{};  // without Arg: NaNs seen, applied at the end
       for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
         const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
         if (iy < 0 || iy >= g.h) continue;
         const float* r = buf + iy * pw;
         for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
           const float* base = r + ox0 * s + kx * w.dilation[1];
-          f16 v;
+          vf v;
           if (s == 1) {
             v = vm::load(base);
           } else if (s == 2) {  // the even elements of two vectors
@@ -177,9 +183,9 @@ struct MaxPool {
             for (int i = 0; i < L; ++i) v[i] = base[i * s];
           }
           if constexpr (Arg) {
-            i16 take = (v > m) | ((v != v) & (m == m));
+            vi take = (v > m) | ((v != v) & (m == m));
             // the image column of each lane; padding never takes over
-            const i16 ix = (lane + static_cast<std::int32_t>(ox0)) * static_cast<std::int32_t>(s) +
+            const vi ix = (lane + static_cast<std::int32_t>(ox0)) * static_cast<std::int32_t>(s) +
                            static_cast<std::int32_t>(kx * w.dilation[1] - w.pad_begin[1]);
             take = (take | (at < 0)) & (ix >= 0) & (ix < static_cast<std::int32_t>(g.w));
             at = take ? ix + static_cast<std::int32_t>(iy * g.w) : at;
@@ -282,21 +288,21 @@ const char* reject_plain(const KernelArgs& a) {
 
 /// Forward max pooling of channels-last values (assign_layouts gives that layout only to
 /// poolings no gradient reads): each output pixel is the maximum of its window's pixels, over
-/// their contiguous channels 64 at a time in registers (16 and one at a time at the end). Same
-/// values as nan_max_rows: a NaN in a window wins (a number never replaces it), -inf where a
-/// window holds only padding.
+/// their contiguous channels four vectors at a time in registers (one vector, then one channel
+/// at a time at the end). Same values as nan_max_rows: a NaN in a window wins (a number never
+/// replaces it), -inf where a window holds only padding.
 struct MaxPoolChannels {
   ImageGeom g;
 
-  static vm::f16 take(vm::f16 m, vm::f16 v) { return (v > m) | (v != v) ? v : m; }
+  static vm::vf take(vm::vf m, vm::vf v) { return (v > m) | (v != v) ? v : m; }
 
   // Output pixel `out` from the window's in-image pixels `taps`.
   void pixel(const std::vector<const float*>& taps, float* out) const {
     constexpr std::int64_t L = vm::kLanes;
-    const vm::f16 ninf = vm::splat(-std::numeric_limits<float>::infinity());
+    const vm::vf ninf = vm::splat(-std::numeric_limits<float>::infinity());
     std::int64_t k = 0;
     for (; k + 4 * L <= g.c; k += 4 * L) {
-      vm::f16 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+      vm::vf m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
       for (const float* t : taps) {
         m0 = take(m0, vm::load(t + k));
         m1 = take(m1, vm::load(t + k + L));
@@ -309,7 +315,7 @@ struct MaxPoolChannels {
       vm::store(out + k + 3 * L, m3);
     }
     for (; k + L <= g.c; k += L) {
-      vm::f16 m = ninf;
+      vm::vf m = ninf;
       for (const float* t : taps) m = take(m, vm::load(t + k));
       vm::store(out + k, m);
     }
