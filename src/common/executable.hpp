@@ -62,7 +62,8 @@ class Backend : public Capabilities {
   /// stay plain.
   virtual ActivationLayout conv_layout() const { return ActivationLayout::nchw; }
   /// Whether its convolutions have Winograd kernels (CompileOptions::winograd_convs asks for
-  /// them; without, the option does nothing: nChw16c direct kernels would only be slower).
+  /// them; where they lack, the option is ignored: nChw16c alone would only move the direct
+  /// kernels to another layout).
   virtual bool winograd_convs() const { return false; }
   virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
   /// The devices it runs on (Platform::devices).
