@@ -535,15 +535,21 @@ std::unique_ptr<CpuKernel> make_conv_bias_grad_ref(const KernelArgs& a) {
   });
 }
 
+// The layer the probes below ask oneDNN about: a typical CNN layer, 64 -> 64 channels, 3x3,
+// stride 1, 28x28 (also a layer assign_layouts would give Winograd).
+ConvDims probe_layer() {
+  return {{1, 64, 28, 28}, {64, 64, 3, 3}, {64},   {1, 64, 28, 28}, {1, 1},
+          {0, 0},          {1, 1},         {1, 1}, tag::oihw};
+}
+
 }  // namespace
 
 ActivationLayout conv_activation_layout() {
   static const ActivationLayout layout = [] {
     const char* ref = std::getenv("HETGRAPH_CPU_REFERENCE");
     if (ref != nullptr && *ref != '\0' && *ref != '0') return ActivationLayout::nchw;
-    try {  // a typical CNN layer: 64 -> 64 channels, 3x3, 28x28
-      const ConvDims d{{1, 64, 28, 28}, {64, 64, 3, 3}, {64},   {1, 64, 28, 28}, {1, 1},
-                       {0, 0},          {1, 1},         {1, 1}, tag::oihw};
+    try {
+      const ConvDims d = probe_layer();
       const auto pd = conv_fwd_pd(d, true, dnnl::prop_kind::forward_inference);
       for (const ActivationLayout l :
            {ActivationLayout::nhwc, ActivationLayout::nChw16c, ActivationLayout::nChw8c}) {
@@ -559,9 +565,8 @@ ActivationLayout conv_activation_layout() {
 bool winograd_available() {
   static const bool available = [] {
     if (conv_activation_layout() == ActivationLayout::nchw) return false;
-    try {  // the layers assign_layouts gives Winograd: 3x3 stride 1, nChw16c, 16s of channels
-      const ConvDims d{{1, 64, 28, 28}, {64, 64, 3, 3}, {64},   {1, 64, 28, 28}, {1, 1},
-                       {0, 0},          {1, 1},         {1, 1}, tag::oihw};
+    try {  // as assign_layouts gives Winograd layers: nChw16c in and out
+      const ConvDims d = probe_layer();
       const memory::desc src = activation_md(d.src, ActivationLayout::nChw16c),
                          dst = activation_md(d.dst, ActivationLayout::nChw16c);
       conv_fwd_pd(d, true, dnnl::prop_kind::forward_inference, user_scratchpad(), &src, &dst,
