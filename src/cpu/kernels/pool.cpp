@@ -2,9 +2,11 @@
 // a convolution's layout through it), forward and backward, with reference implementations
 // ending each list.
 //
-// Average pooling runs through oneDNN 2.6 on the plain tensors: its jit pools plain NCHW
-// directly (transposing internally), and reordering to nChw16c and back costs more than it
-// saves (64x48x64x64, 2x2: 7.5 ms plain against 2.5 ms blocked + 9 ms of reorders).
+// Average pooling runs through oneDNN 2.6 on the plain tensors where it has a jit kernel for
+// them (AVX-512: it pools plain NCHW directly, transposing internally, and reordering to
+// nChw16c and back costs more than it saves: 64x48x64x64, 2x2: 7.5 ms plain against 2.5 ms
+// blocked + 9 ms of reorders). Elsewhere (AVX2) oneDNN falls back to generic loops, and the
+// kernel here, on the same row-padded planes as max pooling, takes the node.
 //
 // Max pooling does not: oneDNN's max drops NaN (max over {NaN, 1, 2} gives 2, issue 11 class
 // 9), and hetgraph propagates it as PyTorch and ONNX do. The kernel here walks each output row
@@ -20,6 +22,8 @@
 #include <cstring>
 #include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string_view>
+#include <utility>
 
 #include "compiler/geometry.hpp"
 #include "cpu/dnnl_call.hpp"
@@ -52,15 +56,6 @@ PoolDims pool_dims(const ImageGeom& g) {
           {w.pad_end[0] + w.ceil_extra(0, g.h), w.pad_end[1] + w.ceil_extra(1, g.w)}};
 }
 
-// oneDNN's include-padding divisor is the whole window: ONNX's (and PyTorch's) leaves out
-// the part of ceil_mode's last window past the end padding.
-const char* reject_avg(const KernelArgs& a) {
-  const ImageGeom g = pool_geom(a.in_shape(a.node.op == OpKind::AvgPool2d ? 0 : 1), a.node.attrs);
-  if (g.win.count_include_pad && (g.win.ceil_extra(0, g.h) > 0 || g.win.ceil_extra(1, g.w) > 0))
-    return "count_include_pad with a ceil_mode window past the padding: oneDNN's divisor differs";
-  return nullptr;
-}
-
 dnnl::algorithm avg_alg(const KernelArgs& a) {
   return a.node.attrs.get<Window2d>().count_include_pad
              ? dnnl::algorithm::pooling_avg_include_padding
@@ -73,6 +68,36 @@ dnnl::pooling_forward::primitive_desc pool_fwd_pd(const PoolDims& d, dnnl::algor
            d.pad_l, d.pad_r},
           user_scratchpad(),
           dnnl_engine()};
+}
+
+dnnl::pooling_backward::primitive_desc pool_bwd_pd(const PoolDims& d, dnnl::algorithm alg) {
+  const auto hint = pool_fwd_pd(d, alg, dnnl::prop_kind::forward_training);
+  return {{alg, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw), d.strides, d.kernel,
+           d.pad_l, d.pad_r},
+          user_scratchpad(),
+          dnnl_engine(),
+          hint};
+}
+
+// oneDNN's include-padding divisor is the whole window: ONNX's (and PyTorch's) leaves out
+// the part of ceil_mode's last window past the end padding. And oneDNN 2.6 pools plain NCHW
+// with a jit kernel on AVX-512 only; on AVX2 it runs its generic `simple_nchw` loops, about
+// 10x slower there than avg_rows (bench/results/2026-11-27-avg-pool-avx2-ab.txt).
+template <bool Grad>
+const char* reject_avg(const KernelArgs& a) {
+  const ImageGeom g = pool_geom(a.in_shape(Grad ? 1 : 0), a.node.attrs);
+  if (g.win.count_include_pad && (g.win.ceil_extra(0, g.h) > 0 || g.win.ceil_extra(1, g.w) > 0))
+    return "count_include_pad with a ceil_mode window past the padding: oneDNN's divisor differs";
+  try {
+    const PoolDims d = pool_dims(g);
+    const std::string_view impl =
+        Grad ? pool_bwd_pd(d, avg_alg(a)).impl_info_str()
+             : pool_fwd_pd(d, avg_alg(a), dnnl::prop_kind::forward_inference).impl_info_str();
+    if (!impl.starts_with("jit")) return "oneDNN has no jit pooling of plain NCHW on this CPU";
+  } catch (const dnnl::error&) {
+    return "oneDNN has no such pooling";
+  }
+  return nullptr;
 }
 
 std::unique_ptr<CpuKernel> make_avg_pool_fwd(const KernelArgs& a) {
@@ -96,11 +121,7 @@ std::unique_ptr<CpuKernel> make_avg_pool_bwd(const KernelArgs& a) {
   const dnnl::algorithm alg = avg_alg(a);
   try {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
-      const auto hint = pool_fwd_pd(d, alg, dnnl::prop_kind::forward_training);
-      const dnnl::pooling_backward::primitive_desc pd(
-          {alg, plain_md(d.src, tag::nchw), plain_md(d.dst, tag::nchw), d.strides, d.kernel,
-           d.pad_l, d.pad_r},
-          user_scratchpad(), dnnl_engine(), hint);
+      const auto pd = pool_bwd_pd(d, alg);
       return DnnlCall(
           dnnl::pooling_backward(pd), pd.scratchpad_desc(),
           {{DNNL_ARG_DIFF_DST, plain_md(d.dst, tag::nchw), pd.diff_dst_desc(), a.in[0]},
@@ -112,13 +133,12 @@ std::unique_ptr<CpuKernel> make_avg_pool_bwd(const KernelArgs& a) {
   }
 }
 
-// ---- max pooling --------------------------------------------------------------------------
+// ---- NCHW planes in row-padded scratch ----------------------------------------------------
 
-/// The NaN-propagating window maximum, a plane at a time. Each plane is first copied into a
-/// row-padded scratch copy (-inf beside every row, so that every window tap is a plain load,
-/// vm::kLanes output columns at a time); rows outside the image are skipped. The running
-/// maximum stays in a register across the window's taps.
-struct MaxPool {
+/// A plane of an NCHW pooling copied into scratch with each row padded on both sides, so that
+/// every window tap of vm::kLanes output columns is a plain load; rows outside the image are
+/// skipped by the callers. Max pooling pads with -inf, average pooling with 0.
+struct PaddedPlane {
   // the even elements of two vectors, for stride 2
 #if defined(__AVX512F__)
   static constexpr vm::vi kEven = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
@@ -127,9 +147,9 @@ struct MaxPool {
 #endif
   static_assert(sizeof(kEven) == vm::kLanes * sizeof(std::int32_t));
   ImageGeom g;
-  std::int64_t pw = 0;  // padded row length: left padding, the row, then -inf to the last tap
+  std::int64_t pw = 0;  // padded row length: left padding, the row, then fill to the last tap
 
-  explicit MaxPool(const ImageGeom& geom) : g(geom) {
+  explicit PaddedPlane(const ImageGeom& geom) : g(geom) {
     const Window2d& w = g.win;
     const std::int64_t chunks = (g.ow + vm::kLanes - 1) / vm::kLanes;
     // the last lane's last tap, and the second half of a stride-2 pair load after it
@@ -140,16 +160,80 @@ struct MaxPool {
   std::size_t plane_floats() const { return static_cast<std::size_t>(g.h * pw); }
 
   // The padded copy of plane xp: column ix of row iy at iy * pw + pad_begin + ix.
-  void pad(const float* xp, float* buf) const {
+  void pad(const float* xp, float* buf, float fill) const {
     const std::int64_t pl = g.win.pad_begin[1];
-    constexpr float ninf = -std::numeric_limits<float>::infinity();
     for (std::int64_t iy = 0; iy < g.h; ++iy) {
       float* r = buf + iy * pw;
-      std::fill(r, r + pl, ninf);
+      std::fill(r, r + pl, fill);
       std::memcpy(r + pl, xp + iy * g.w, static_cast<std::size_t>(g.w) * sizeof(float));
-      std::fill(r + pl + g.w, r + pw, ninf);
+      std::fill(r + pl + g.w, r + pw, fill);
     }
   }
+
+  // The image row of output row oy's window row ky; -1 outside the image.
+  std::int64_t window_row(std::int64_t oy, std::int64_t ky) const {
+    const Window2d& w = g.win;
+    const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
+    return iy < 0 || iy >= g.h ? -1 : iy;
+  }
+  // One tap for kLanes consecutive output columns, `base` at the first one's (stride s).
+  static vm::vf tap(const float* base, std::int64_t s) {
+    constexpr std::int64_t L = vm::kLanes;
+    if (s == 1) return vm::load(base);
+    if (s == 2) return __builtin_shuffle(vm::load(base), vm::load(base + L), kEven);
+    vm::vf v;
+    for (int i = 0; i < L; ++i) v[i] = base[i * s];
+    return v;
+  }
+
+  std::int64_t n_planes() const {
+    return g.n * g.c;
+  }
+  std::int64_t plane_grain() const {
+    return std::max<std::int64_t>(
+        1, kParallelGrain / (g.oh * g.ow * g.win.kernel[0] * g.win.kernel[1]));
+  }
+};
+
+/// Planes of a padded-plane pooling, split over the team; each thread's padded plane lives in
+/// the executor's scratch.
+class PaddedPlaneKernel : public CpuKernel {
+ public:
+  PaddedPlaneKernel(const KernelArgs& a, std::size_t plane_floats, std::int64_t planes,
+                    std::int64_t grain)
+      : plane_floats_(plane_floats),
+        planes_(planes),
+        grain_(grain),
+        threads_(std::max({1, a.max_threads,
+                           a.team_sizes.empty()
+                               ? 1
+                               : *std::max_element(a.team_sizes.begin(), a.team_sizes.end())})) {}
+  void run(const ExecCtx& ctx) override {
+    auto* scratch = static_cast<float*>(ctx.scratch);
+    parallel_for(ctx, planes_, grain_, [&](std::int64_t b, std::int64_t e) {
+      planes(b, e, scratch + static_cast<std::size_t>(omp_get_thread_num()) * plane_floats_);
+    });
+  }
+  std::size_t scratch_bytes() const override {
+    return static_cast<std::size_t>(threads_) * plane_floats_ * sizeof(float);
+  }
+
+ protected:
+  // Planes [b, e), with one padded plane at buf.
+  virtual void planes(std::int64_t b, std::int64_t e, float* buf) = 0;
+
+ private:
+  std::size_t plane_floats_;
+  std::int64_t planes_, grain_;
+  int threads_;
+};
+
+// ---- max pooling --------------------------------------------------------------------------
+
+/// The NaN-propagating window maximum, a plane at a time from its -inf-padded copy. The
+/// running maximum stays in a register across the window's taps.
+struct MaxPool : PaddedPlane {
+  using PaddedPlane::PaddedPlane;
 
   // y[ox] (and arg[ox], the flat position in the plane, when Arg) for output row oy from the
   // padded plane. A tap takes over when it beats the maximum or is the first NaN (a NaN is
@@ -169,19 +253,11 @@ struct MaxPool {
       vi at = vi{} - 1;
       vi nan = vi{};  // without Arg: NaNs seen, applied at the end
       for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
-        const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
-        if (iy < 0 || iy >= g.h) continue;
+        const std::int64_t iy = window_row(oy, ky);
+        if (iy < 0) continue;
         const float* r = buf + iy * pw;
         for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
-          const float* base = r + ox0 * s + kx * w.dilation[1];
-          vf v;
-          if (s == 1) {
-            v = vm::load(base);
-          } else if (s == 2) {  // the even elements of two vectors
-            v = __builtin_shuffle(vm::load(base), vm::load(base + L), kEven);
-          } else {
-            for (int i = 0; i < L; ++i) v[i] = base[i * s];
-          }
+          const vf v = tap(r + ox0 * s + kx * w.dilation[1], s);
           if constexpr (Arg) {
             vi take = (v > m) | ((v != v) & (m == m));
             // the image column of each lane; padding never takes over
@@ -209,7 +285,7 @@ struct MaxPool {
   void planes(std::int64_t p0, std::int64_t p1, const float* x, float* y, std::int32_t* arg,
               float* buf) const {
     for (std::int64_t p = p0; p < p1; ++p) {
-      pad(x + p * g.h * g.w, buf);
+      pad(x + p * g.h * g.w, buf, -std::numeric_limits<float>::infinity());
       for (std::int64_t oy = 0; oy < g.oh; ++oy) {
         const std::int64_t o = (p * g.oh + oy) * g.ow;
         if (arg != nullptr)
@@ -218,12 +294,6 @@ struct MaxPool {
           row<false>(buf, oy, y + o, nullptr);
       }
     }
-  }
-
-  std::int64_t n_planes() const { return g.n * g.c; }
-  std::int64_t plane_grain() const {
-    return std::max<std::int64_t>(
-        1, kParallelGrain / (g.oh * g.ow * g.win.kernel[0] * g.win.kernel[1]));
   }
 };
 
@@ -237,43 +307,31 @@ bool has_grad_reader(const KernelArgs& a) {
 }
 
 /// Forward max pooling; keeps the argmaxes when a backward node reads this one.
-/// The padded planes live in the executor's scratch, one per thread of its team.
-class MaxPoolFwdKernel final : public CpuKernel {
+class MaxPoolFwdKernel final : public PaddedPlaneKernel {
  public:
-  MaxPoolFwdKernel(const KernelArgs& a, bool keep)
-      : pool_(pool_geom(a.in_shape(0), a.node.attrs)),
+  MaxPoolFwdKernel(const KernelArgs& a, const MaxPool& pool, bool keep)
+      : PaddedPlaneKernel(a, pool.plane_floats(), pool.n_planes(), pool.plane_grain()),
+        pool_(pool),
         x_(a.in_f(0)),
-        y_(a.out_f()),
-        threads_(std::max({1, a.max_threads,
-                           a.team_sizes.empty()
-                               ? 1
-                               : *std::max_element(a.team_sizes.begin(), a.team_sizes.end())})) {
+        y_(a.out_f()) {
     if (keep) arg_.resize(static_cast<std::size_t>(a.out_shape().numel()));
-  }
-  void run(const ExecCtx& ctx) override {
-    std::int32_t* arg = arg_.empty() ? nullptr : arg_.data();
-    auto* scratch = static_cast<float*>(ctx.scratch);
-    parallel_for(ctx, pool_.n_planes(), pool_.plane_grain(), [&](std::int64_t b, std::int64_t e) {
-      float* buf = scratch + static_cast<std::size_t>(omp_get_thread_num()) * pool_.plane_floats();
-      pool_.planes(b, e, x_, y_, arg, buf);
-    });
-  }
-  std::size_t scratch_bytes() const override {
-    return static_cast<std::size_t>(threads_) * pool_.plane_floats() * sizeof(float);
   }
   /// Each output's argmax (flat in its plane) from the last run; null when not kept.
   const std::int32_t* argmax() const { return arg_.empty() ? nullptr : arg_.data(); }
 
  private:
+  void planes(std::int64_t b, std::int64_t e, float* buf) override {
+    pool_.planes(b, e, x_, y_, arg_.empty() ? nullptr : arg_.data(), buf);
+  }
   MaxPool pool_;
   const float* x_;
   float* y_;
-  int threads_;
   std::vector<std::int32_t> arg_;
 };
 
 std::unique_ptr<CpuKernel> make_max_pool_fwd(const KernelArgs& a) {
-  return std::make_unique<MaxPoolFwdKernel>(a, has_grad_reader(a));
+  return std::make_unique<MaxPoolFwdKernel>(a, MaxPool(pool_geom(a.in_shape(0), a.node.attrs)),
+                                            has_grad_reader(a));
 }
 
 bool channels_last(const KernelArgs& a) {
@@ -397,6 +455,194 @@ std::unique_ptr<CpuKernel> make_max_pool_bwd(const KernelArgs& a) {
   });
 }
 
+// ---- average pooling of our own ------------------------------------------------------------
+
+/// The window mean, a plane at a time, divided by the window's element count. That count is a
+/// product, the window's rows times its columns (in the image, or in the padded image up to the
+/// end padding with count_include_pad), so one count per output row and one per column serve
+/// every window. Two ways through a plane, both in a fixed order (any team gives the same sums):
+/// - rows: from the plane's zero-padded copy, the taps summed kLanes output columns at a time
+///   in a register; the gradient scatters each output's share back over the same taps into a
+///   zeroed padded plane. For output rows that fill vectors at stride 1 or 2.
+/// - windows: each window's in-image columns of each of its rows straight from the plane, a
+///   vector at a time where a row holds one. For few wide windows (global pools, whose one
+///   output would use one lane of eight) and strides past 2 (the rows way gathers each tap).
+struct AvgPool : PaddedPlane {
+  std::vector<float> rows_n, cols_n;  // the counts; cols_n runs to a whole last vector
+  bool windows = false;
+
+  explicit AvgPool(const ImageGeom& geom) : PaddedPlane(geom) {
+    windows = (g.win.stride[1] > 2 || 2 * g.ow <= vm::kLanes) && g.win.dilation[0] == 1 &&
+              g.win.dilation[1] == 1;
+    const Window2d& w = g.win;
+    auto counts = [&](std::size_t d, std::int64_t outs, std::int64_t in, std::int64_t size) {
+      std::vector<float> n(static_cast<std::size_t>(size), 1.0f);
+      for (std::int64_t o = 0; o < outs; ++o) {
+        const std::int64_t lo = o * w.stride[d] - w.pad_begin[d];
+        std::int64_t k = 0;
+        if (w.count_include_pad) {
+          k = std::min(lo + w.extent(static_cast<int>(d)), in + w.pad_end[d]) - lo;
+        } else {
+          for (std::int64_t t = 0; t < w.kernel[d]; ++t)
+            k += lo + t * w.dilation[d] >= 0 && lo + t * w.dilation[d] < in;
+        }
+        n[static_cast<std::size_t>(o)] = static_cast<float>(k);
+      }
+      return n;
+    };
+    rows_n = counts(0, g.oh, g.h, g.oh);
+    cols_n = counts(1, g.ow, g.w, (g.ow + vm::kLanes - 1) / vm::kLanes * vm::kLanes);
+  }
+
+  vm::vf count(std::int64_t oy, std::int64_t ox0) const {
+    return vm::load(cols_n.data() + ox0) * rows_n[static_cast<std::size_t>(oy)];
+  }
+
+  // Output row oy of the plane padded in buf.
+  void row(const float* buf, std::int64_t oy, float* y) const {
+    constexpr std::int64_t L = vm::kLanes;
+    const Window2d& w = g.win;
+    const std::int64_t s = w.stride[1];
+    for (std::int64_t ox0 = 0; ox0 < g.ow; ox0 += L) {
+      vm::vf sum{};
+      for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+        const std::int64_t iy = window_row(oy, ky);
+        if (iy < 0) continue;
+        const float* r = buf + iy * pw + ox0 * s;
+        for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) sum += tap(r + kx * w.dilation[1], s);
+      }
+      const vm::vf mean = sum / count(oy, ox0);
+      if (ox0 + L <= g.ow) {
+        vm::store(y + ox0, mean);
+      } else {
+        for (std::int64_t i = 0; i < g.ow - ox0; ++i) y[ox0 + i] = mean[i];
+      }
+    }
+  }
+
+  // The in-image columns [lo, hi) of output column ox's window (windows: no dilation).
+  std::pair<std::int64_t, std::int64_t> span(std::int64_t ox) const {
+    const std::int64_t lo = ox * g.win.stride[1] - g.win.pad_begin[1];
+    return {std::max<std::int64_t>(lo, 0), std::min(lo + g.win.kernel[1], g.w)};
+  }
+  std::size_t scratch_floats() const { return windows ? 0 : plane_floats(); }
+
+  // The plane's outputs straight from plane xp.
+  void window_plane(const float* xp, float* y) const {
+    constexpr std::int64_t L = vm::kLanes;
+    for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+        const auto [lo, hi] = span(ox);
+        vm::vf acc{};
+        float tail = 0.0f;
+        for (std::int64_t ky = 0; ky < g.win.kernel[0]; ++ky) {
+          const std::int64_t iy = window_row(oy, ky);
+          if (iy < 0) continue;
+          const float* r = xp + iy * g.w;
+          std::int64_t ix = lo;
+          for (; ix + L <= hi; ix += L) acc += vm::load(r + ix);
+          for (; ix < hi; ++ix) tail += r[ix];
+        }
+        for (int i = 0; i < L; ++i) tail += acc[i];
+        y[oy * g.ow + ox] = tail / (rows_n[static_cast<std::size_t>(oy)] *
+                                    cols_n[static_cast<std::size_t>(ox)]);
+      }
+    }
+  }
+
+  // dx of one plane from its gy, each output's share added over its window.
+  void window_grad_plane(const float* gy, float* dx) const {
+    std::fill(dx, dx + g.h * g.w, 0.0f);
+    for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+        const auto [lo, hi] = span(ox);
+        const float share = gy[oy * g.ow + ox] / (rows_n[static_cast<std::size_t>(oy)] *
+                                                  cols_n[static_cast<std::size_t>(ox)]);
+        for (std::int64_t ky = 0; ky < g.win.kernel[0]; ++ky) {
+          const std::int64_t iy = window_row(oy, ky);
+          if (iy < 0) continue;
+          float* r = dx + iy * g.w;
+          for (std::int64_t ix = lo; ix < hi; ++ix) r[ix] += share;
+        }
+      }
+    }
+  }
+
+  // dx of one plane from its gy, through the padded plane buf.
+  void grad_plane(const float* gy, float* buf, float* dx) const {
+    constexpr std::int64_t L = vm::kLanes;
+    const Window2d& w = g.win;
+    const std::int64_t s = w.stride[1];
+    std::fill(buf, buf + plane_floats(), 0.0f);
+    for (std::int64_t oy = 0; oy < g.oh; ++oy) {
+      for (std::int64_t ox0 = 0; ox0 < g.ow; ox0 += L) {
+        const std::int64_t n = std::min(L, g.ow - ox0);
+        vm::vf share{};  // lanes past the row's end add nothing
+        for (std::int64_t i = 0; i < n; ++i) share[i] = gy[oy * g.ow + ox0 + i];
+        share /= count(oy, ox0);
+        for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+          const std::int64_t iy = window_row(oy, ky);
+          if (iy < 0) continue;
+          float* r = buf + iy * pw + ox0 * s;
+          for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+            float* base = r + kx * w.dilation[1];
+            if (s == 1) {
+              vm::store(base, vm::load(base) + share);
+            } else {
+              for (std::int64_t i = 0; i < n; ++i) base[i * s] += share[i];
+            }
+          }
+        }
+      }
+    }
+    for (std::int64_t iy = 0; iy < g.h; ++iy)
+      std::memcpy(dx + iy * g.w, buf + iy * pw + w.pad_begin[1],
+                  static_cast<std::size_t>(g.w) * sizeof(float));
+  }
+};
+
+/// Average pooling (Grad: its gradient, from gy) of NCHW planes.
+template <bool Grad>
+class AvgPoolKernel final : public PaddedPlaneKernel {
+ public:
+  AvgPoolKernel(const KernelArgs& a, const AvgPool& pool)
+      : PaddedPlaneKernel(a, pool.scratch_floats(), pool.n_planes(), pool.plane_grain()),
+        pool_(pool),
+        in_(a.in_f(0)),
+        out_(a.out_f()) {}
+
+ private:
+  void planes(std::int64_t b, std::int64_t e, float* buf) override {
+    const ImageGeom& g = pool_.g;
+    const std::int64_t image = g.h * g.w, pooled = g.oh * g.ow;
+    for (std::int64_t p = b; p < e; ++p) {
+      if (pool_.windows) {
+        if constexpr (Grad)
+          pool_.window_grad_plane(in_ + p * pooled, out_ + p * image);
+        else
+          pool_.window_plane(in_ + p * image, out_ + p * pooled);
+      } else if constexpr (Grad) {
+        pool_.grad_plane(in_ + p * pooled, buf, out_ + p * image);
+      } else {
+        pool_.pad(in_ + p * image, buf, 0.0f);
+        for (std::int64_t oy = 0; oy < g.oh; ++oy)
+          pool_.row(buf, oy, out_ + p * pooled + oy * g.ow);
+      }
+    }
+  }
+  AvgPool pool_;
+  const float* in_;
+  float* out_;
+};
+
+std::unique_ptr<CpuKernel> make_avg_pool_rows(const KernelArgs& a) {
+  return std::make_unique<AvgPoolKernel<false>>(a, AvgPool(pool_geom(a.in_shape(0), a.node.attrs)));
+}
+// (g, x): x gives the shape only.
+std::unique_ptr<CpuKernel> make_avg_pool_rows_bwd(const KernelArgs& a) {
+  return std::make_unique<AvgPoolKernel<true>>(a, AvgPool(pool_geom(a.in_shape(1), a.node.attrs)));
+}
+
 // ---- references ---------------------------------------------------------------------------
 
 struct PoolRef {
@@ -509,11 +755,13 @@ void register_pool_kernels(KernelRegistry& r) {
   r.add(OpKind::MaxPool2d, {"nan_max_channels", reject_plain, make_max_pool_nhwc});
   r.add(OpKind::MaxPool2d, {"nan_max_rows", reject_channels_last, make_max_pool_fwd});
   r.add(OpKind::MaxPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
-  r.add(OpKind::AvgPool2d, {"dnnl_pool", reject_avg, make_avg_pool_fwd});
+  r.add(OpKind::AvgPool2d, {"dnnl_pool", reject_avg<false>, make_avg_pool_fwd});
+  r.add(OpKind::AvgPool2d, {"avg_rows", nullptr, make_avg_pool_rows});
   r.add(OpKind::AvgPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
   r.add(OpKind::MaxPool2dGrad, {"argmax_scatter", reject_max_pool_bwd, make_max_pool_bwd});
   r.add(OpKind::MaxPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
-  r.add(OpKind::AvgPool2dGrad, {"dnnl_pool_bwd", reject_avg, make_avg_pool_bwd});
+  r.add(OpKind::AvgPool2dGrad, {"dnnl_pool_bwd", reject_avg<true>, make_avg_pool_bwd});
+  r.add(OpKind::AvgPool2dGrad, {"avg_rows_bwd", nullptr, make_avg_pool_rows_bwd});
   r.add(OpKind::AvgPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
 }
 
