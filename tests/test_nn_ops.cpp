@@ -566,10 +566,11 @@ TEST_P(NnOpTest, PoolingForward) {
 }
 
 // Average pooling, forward and gradient, over planes wider than a vector (a partial last
-// vector), strides 1-3 and 10, end padding and ceil_mode windows, global pools, both
-// divisors: avg_rows' two ways through a plane (rows of outputs, and window by window). The CPU's avg_rows kernels take every node where oneDNN has no jit
-// pooling of plain NCHW (AVX2), and everywhere the ceil_mode windows past the padding with
-// count_include_pad, whose divisor oneDNN's differs from.
+// vector), strides 1-3 and 10, end padding, ceil_mode windows, global pools and both divisors:
+// both ways of the CPU's avg_rows kernels through a plane (rows of outputs, window by window).
+// avg_rows takes every node where oneDNN has no jit pooling of plain NCHW (AVX2), and on every
+// CPU the ceil_mode windows past the padding with count_include_pad, which oneDNN divides
+// differently.
 TEST_P(NnOpTest, AveragePoolingForwardAndGradient) {
   const PoolCase cases[] = {
       {{2, 3, 9, 37}, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}},
@@ -578,8 +579,8 @@ TEST_P(NnOpTest, AveragePoolingForwardAndGradient) {
       {{2, 2, 8, 19},
        {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 0}, .padding_end = {0, 1}}},
       {{1, 3, 10, 33}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true}},
-      {{1, 1, 7, 7}, {.kernel = {7, 7}}},     // a global pool
-      {{2, 3, 6, 20}, {.kernel = {6, 20}}},   // one wider than a vector
+      {{1, 1, 7, 7}, {.kernel = {7, 7}}},    // a global pool
+      {{2, 3, 6, 20}, {.kernel = {6, 20}}},  // one wider than a vector
       {{1, 2, 9, 30}, {.kernel = {3, 11}, .stride = {2, 10}, .padding = {1, 2}}},
   };
   for (const PoolCase& c : cases) {

@@ -544,8 +544,8 @@ struct AvgPool : PaddedPlane {
           for (; ix < hi; ++ix) tail += r[ix];
         }
         for (int i = 0; i < L; ++i) tail += acc[i];
-        y[oy * g.ow + ox] = tail / (rows_n[static_cast<std::size_t>(oy)] *
-                                    cols_n[static_cast<std::size_t>(ox)]);
+        y[oy * g.ow + ox] =
+            tail / (rows_n[static_cast<std::size_t>(oy)] * cols_n[static_cast<std::size_t>(ox)]);
       }
     }
   }
