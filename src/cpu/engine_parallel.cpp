@@ -275,7 +275,10 @@ void ParallelEngine::work(Worker& w, bool caller) {
     if (poll(w)) continue;
     bool found = false;
     for (int i = 0; i < cfg_.spin && !found; ++i) {
-      cpu_relax();
+      if (cfg_.spin_yields)
+        std::this_thread::yield();
+      else
+        cpu_relax();
       found = has_work(w, false) || lane_.has_finished() || finished();
     }
     if (found) continue;

@@ -61,6 +61,10 @@ struct EngineConfig {
   // runs. Replay on more virtual cores than real ones sets 0: spinning threads would take the
   // real cores from the ones whose (replayed) kernels end.
   int spin = 4000;
+  // Spin by yielding the core, not pausing on it: where executors outnumber the cores, a thread
+  // with work may be waiting for the core an idle one spins on (libgomp shortens its spin the
+  // same way when oversubscribed).
+  bool spin_yields = false;
   bool per_op_threads = false;    // critical-path with threads > 1: see the file comment
   std::vector<int> node_threads;  // per-op: each node's thread count, known (no hill climb)
 };
