@@ -110,25 +110,26 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
       od.push_back(1);
   }
   Array out(make_shape(od));
-  std::vector<double> acc(out.size(), op == OpKind::ReduceMax ? -INFINITY : 0.0);
-  std::vector<std::int64_t> count(out.size(), 0);
-  for (std::int64_t i = 0; i < x.shape.numel(); ++i) {
-    const auto idx = unravel(i, x.shape);
-    std::vector<std::int64_t> oi;
-    for (int d = 0; d < x.shape.rank(); ++d) {
-      const bool reduced = all || d == a;
-      if (!reduced)
-        oi.push_back(idx[static_cast<std::size_t>(d)]);
-      else if (keepdims)
-        oi.push_back(0);
-    }
-    const auto o = static_cast<std::size_t>(ravel(oi, out.shape));
-    const double v = x.v[static_cast<std::size_t>(i)];
-    acc[o] = op == OpKind::ReduceMax ? nan_max(acc[o], v) : acc[o] + v;
-    ++count[o];
+  // x as [outer, n, inner] with n the reduced extent (everything for all axes): output element
+  // o = (p, q) takes x[p, 0..n-1, q] in that order, the order of x's flat index. keepdims only
+  // changes the output's shape, not its layout. (No index vectors per element: under ASan the
+  // allocations made this loop most of test_ops' time.)
+  const std::int64_t n = all ? x.shape.numel() : x.shape[a];
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; !all && d < x.shape.rank(); ++d) {
+    if (d < a) outer *= x.shape[d];
+    if (d > a) inner *= x.shape[d];
   }
-  for (std::size_t o = 0; o < out.size(); ++o) {
-    out.v[o] = op == OpKind::ReduceMean ? acc[o] / static_cast<double>(count[o]) : acc[o];
+  for (std::int64_t p = 0; p < outer; ++p) {
+    for (std::int64_t q = 0; q < inner; ++q) {
+      double acc = op == OpKind::ReduceMax ? -INFINITY : 0.0;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double v = x.v[static_cast<std::size_t>((p * n + j) * inner + q)];
+        acc = op == OpKind::ReduceMax ? nan_max(acc, v) : acc + v;
+      }
+      out.v[static_cast<std::size_t>(p * inner + q)] =
+          op == OpKind::ReduceMean ? acc / static_cast<double>(n) : acc;
+    }
   }
   return out;
 }
