@@ -201,6 +201,16 @@ TEST(CheckpointFile, MismatchingGraphIsRejected) {
     EXPECT_NE(std::string(e.what()).find("lacks variable 'extra'"), std::string::npos) << e.what();
   }
   EXPECT_THROW(more.load(temp_path("does-not-exist.ckpt")), DataError);
+  // A directory opens but cannot be read: the error names the path.
+  const std::string dir = temp_path("a-directory.ckpt");
+  fs::create_directories(dir);
+  try {
+    more.load(dir);
+    ADD_FAILURE() << "loaded a directory";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + ": cannot read the checkpoint"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CheckpointFile, FailedSaveKeepsThePreviousFile) {

@@ -1,12 +1,11 @@
 #include "onnx/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "hetgraph/error.hpp"
 
@@ -77,10 +76,27 @@ void write_file_atomically(
 }
 
 std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw DataError(path + ": cannot open " + what + ": " + errno_text());
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw DataError(path + ": cannot read " + what);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DataError(path + ": cannot open " + what + ": " + errno_text());
+  // In blocks, not through istreambuf_iterator a byte at a time: checkpoints are as large as
+  // their models. The size is a hint only (the file may change while it is read).
+  std::string bytes;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
+  char block[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, block, sizeof block);
+    if (n > 0) {
+      bytes.append(block, static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const std::string err = errno_text();
+      ::close(fd);
+      throw DataError(path + ": cannot read " + what + ": " + err);
+    }
+  }
+  ::close(fd);
   return bytes;
 }
 
