@@ -7,7 +7,8 @@
 #               for 15 s (fuzz/CMakeLists.txt says how to add one)
 #   make soak   SOAK_RUNS random-DAG runs (default 100000) across the CPU engines, each
 #               compared bitwise with the sequential engine; not part of `make test`
-.PHONY: deps configure build run test test-release test-asan test-tsan test-fuzz fuzz fuzz-build \
+.PHONY: deps configure build run test test-release build-asan test-asan build-tsan test-tsan test-fuzz \
+        fuzz fuzz-build \
         soak bench clean
 
 FUZZ_SECONDS ?= 600
@@ -28,16 +29,23 @@ run: build
 test-release: build
 	ctest --preset release
 
-test-asan: deps
+build-asan: deps
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan
+
+test-asan: build-asan
 	ctest --preset asan
 
 # ThreadSanitizer: the library and the engine, tuning and input-pipeline tests only (what is threaded).
-test-tsan: deps
+TSAN_TESTS = test_engine test_tuning test_pipeline
+space := $(subst x, ,x)
+
+build-tsan: deps
 	@cmake --preset tsan >/dev/null
-	@cmake --build --preset tsan --target test_engine test_tuning test_pipeline
-	ctest --preset tsan -R "^(test_engine|test_tuning|test_pipeline)$$"
+	@cmake --build --preset tsan --target $(TSAN_TESTS)
+
+test-tsan: build-tsan
+	ctest --preset tsan -R "^($(subst $(space),|,$(TSAN_TESTS)))$$"
 
 # libFuzzer targets (clang, ASan+UBSan) in a project of their own: only the parsers' sources.
 fuzz-build: deps

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Where `make test`'s time goes: clones HEAD into DIR, then runs the Makefile's test steps one
-# by one (Release build and tests, ASan+UBSan, TSan, fuzz), printing each step's wall seconds;
+# by one (Release build and tests, ASan+UBSan, TSan, fuzz), printing each step's wall seconds
+# (a test step includes make's check that its build is current, a few seconds);
 # every compile goes through a launcher that logs its seconds to DIR/compile-<preset>.log.
 # No ccache: the figures are a clean CI machine's. Takes the build lock for each step.
 #   scripts/ci-phases.sh DIR
@@ -30,20 +31,20 @@ step() {  # step NAME COMMAND...
   flock "$lock" "$@" >"$dir/$name.log" 2>&1
   echo "$name $(($(date +%s) - s))"
 }
+# The Makefile's own targets, so that the steps cannot drift from `make test`'s (each test-*
+# target finds its build done and only runs ctest).
 export TIMECC_LOG=$dir/compile-release.log
 step release-build make build
-step release-tests ctest --preset release
+step release-tests make test-release
 export TIMECC_LOG=$dir/compile-asan.log
-cmake --preset asan >/dev/null
-step asan-build cmake --build --preset asan
-step asan-tests ctest --preset asan
+step asan-build make build-asan
+step asan-tests make test-asan
 export TIMECC_LOG=$dir/compile-tsan.log
-cmake --preset tsan >/dev/null
-step tsan-build cmake --build --preset tsan --target test_engine test_tuning test_pipeline
-step tsan-tests ctest --preset tsan -R "^(test_engine|test_tuning|test_pipeline)$"
+step tsan-build make build-tsan
+step tsan-tests make test-tsan
 unset CMAKE_CXX_COMPILER_LAUNCHER CMAKE_C_COMPILER_LAUNCHER
 step fuzz-build make fuzz-build
-step fuzz-tests ctest --test-dir build-fuzz -j 2
+step fuzz-tests make test-fuzz
 for p in release asan tsan; do
   awk -v p="$p" '{ s += $1 } END { printf "%s compile seconds, summed: %.0f\n", p, s }' \
     "$dir/compile-$p.log"
