@@ -78,6 +78,11 @@ void write_file_atomically(
 std::string read_file(const std::string& path, const std::string& what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw DataError(path + ": cannot open " + what + ": " + errno_text());
+  // Closed on every way out, an allocation that throws included.
+  const struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   // In blocks, not through istreambuf_iterator a byte at a time: checkpoints are as large as
   // their models. The size is a hint only (the file may change while it is read).
   std::string bytes;
@@ -91,12 +96,9 @@ std::string read_file(const std::string& path, const std::string& what) {
     } else if (n == 0) {
       break;
     } else if (errno != EINTR) {
-      const std::string err = errno_text();
-      ::close(fd);
-      throw DataError(path + ": cannot read " + what + ": " + err);
+      throw DataError(path + ": cannot read " + what + ": " + errno_text());
     }
   }
-  ::close(fd);
   return bytes;
 }
 
