@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 
 #include "common/executable.hpp"
 #include "common/tool_run.hpp"
+#include "common/trace.hpp"
 #include "compiler/graph_stats.hpp"
 #include "compiler/plan.hpp"
 #include "cpu/replay.hpp"
@@ -267,6 +269,22 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// The plan as the guideline sees it, one JSON line per node: label, op, static cost (us at one
+// thread: static_costs), execution predecessors. bench/guideline_grid.py models on it.
+void dump_costs(const hetgraph::detail::Plan& p, const std::string& path) {
+  namespace hd = hetgraph::detail;
+  std::ofstream f(path);
+  const std::vector<double> cost = hd::static_costs(p);
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    const hd::PlanNode& n = p.nodes[i];
+    f << "{\"node\":" << i << ",\"label\":\"" << hd::json_escape(n.label) << "\",\"op\":\""
+      << hd::op_name(n.op) << "\",\"cost_us\":" << cost[i] << ",\"deps\":[";
+    for (std::size_t k = 0; k < n.deps.size(); ++k) f << (k ? "," : "") << n.deps[k];
+    f << "]}\n";
+  }
+  if (!f.flush()) throw hetgraph::DataError(path + ": cannot write the plan's costs");
+}
+
 Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   Result r;
   if (c.raw) {
@@ -288,6 +306,7 @@ Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   hetgraph::CompiledGraph cg =
       hetgraph::GraphCompiler(make_platform(o, replay), co).compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
+  if (!o.dump_costs.empty()) dump_costs(hetgraph::detail::executable_of(cg).plan(), o.dump_costs);
   r.planned = cg.planned_bytes();
   r.naive = cg.naive_bytes();
   // Mapped (default): inputs go into the graph's mapped buffers and every run feeds those

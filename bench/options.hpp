@@ -36,6 +36,7 @@ struct Options : hetgraph::tool::EngineFlags {
   int replay_cores = 0;        // 0: a real run
   std::string replay_profile;  // per-node times to model from (default: measured here first)
   std::string record_profile;  // write the measured profile there
+  std::string dump_costs;      // --dump-costs FILE: the plan's nodes, static costs and deps
   double time_scale = 0;       // modelled durations are waited this many times longer (0: auto)
 };
 
@@ -52,6 +53,8 @@ inline constexpr const char* kUsage =
     "                      [--per-op-threads] [--cold]\n"
     "                      [--replay-cores C [--replay-profile FILE] [--time-scale K|0]]\n"
     "                      [--record-profile FILE]  (per-node times at team sizes 1, 2, ...)\n"
+    "                      [--dump-costs FILE]  (the plan: JSON lines of node, op, static cost, "
+    "deps)\n"
     "                      [--json] [--list] [--export-onnx DIR]  (DIR/NAME.onnx and "
     "DIR/NAME/<input>.pb;\n"
     "                      no timing)\n"
@@ -84,6 +87,7 @@ inline hetgraph::cli::Parser bench_parser(Options& o) {
       .integer("--replay-cores", o.replay_cores, 1, 64)
       .text("--replay-profile", o.replay_profile)
       .text("--record-profile", o.record_profile)
+      .text("--dump-costs", o.dump_costs)
       .real("--time-scale", o.time_scale, 0, 1e6);
   return p;
 }
