@@ -451,18 +451,84 @@ TEST(GraphStats, GuidelineWeighsNodesByTheirWork) {
   }
 }
 
-// The guideline's width becomes the symmetric executor count nearest to it on a log scale.
-TEST(GraphStats, GuidelineWidthRoundsToTheNearestSymmetricCount) {
-  using hetgraph::detail::cpu::symmetric_executors_near;
-  EXPECT_EQ(symmetric_executors_near(1, 16), 1);
-  EXPECT_EQ(symmetric_executors_near(3, 16), 4);  // not 2x8
-  EXPECT_EQ(symmetric_executors_near(5, 16), 4);
-  EXPECT_EQ(symmetric_executors_near(6, 16), 8);
-  EXPECT_EQ(symmetric_executors_near(3, 48), 3);  // a divisor stays
-  EXPECT_EQ(symmetric_executors_near(42, 64), 32);
-  EXPECT_EQ(symmetric_executors_near(1024, 16), 16);
-  EXPECT_EQ(symmetric_executors_near(3, 2), 2);
-  EXPECT_EQ(symmetric_executors_near(0, 2), 1);
+// The guideline models each symmetric configuration E x C/E: products split over a team, light
+// ops do not. Four chains of big products beside four chains of light elementwise ops (a
+// quarter of a product chain's time each, phased LSTM's shape) are 5 wide at one thread per node,
+// which rounds to 4 executors of 16 or 32 cores; but teams of 4-8 threads shrink only the
+// products, and then the light chains need executors of their own: 8. Without the light chains
+// 4 executors stay.
+TEST(GraphStats, GuidelineGivesOpsThatDoNotSplitExecutorsOfTheirOwn) {
+  for (const bool light : {true, false}) {
+    Graph g;
+    auto x = g.input("x"), w = g.input("w"), s = g.input("s");
+    std::vector<Node> sums;
+    for (int i = 0; i < 4; ++i) {
+      Node h = x * static_cast<float>(i + 1);
+      for (int k = 0; k < 2; ++k) h = matmul(h, w);
+      sums.push_back(reduce_sum(h));
+      if (!light) continue;
+      Node l = s * static_cast<float>(i + 1);
+      for (int k = 0; k < 90; ++k) l = (k % 2 ? exp(l) : l * 0.5f);
+      sums.push_back(reduce_sum(l));
+    }
+    Node out = sums[0];
+    for (std::size_t i = 1; i < sums.size(); ++i) out = out + sums[i];
+    CompileOptions co;
+    co.parallel_ops = false;
+    co.fuse = false;         // the light chains stay 90 nodes each
+    co.plan_memory = false;  // and reuse no buffer of another chain (no ordering edges)
+    CpuOptions o;
+    o.engine = CpuEngine::critical_path;
+    o.threads = 2;
+    auto cg = GraphCompiler(Platform::cpu(o), co)
+                  .compile(g, {{"x", {256, 256}}, {"w", {256, 256}}, {"s", {64, 64}}}, {out});
+    const detail::Plan& p = detail::executable_of(cg).plan();
+    using hetgraph::detail::cpu::guideline_executors;
+    EXPECT_EQ(cg.engine_report().work_width, light ? 5 : 4) << "light " << light;
+    EXPECT_EQ(guideline_executors(p, 32), light ? 8 : 4) << "light " << light;
+    EXPECT_EQ(guideline_executors(p, 16), light ? 8 : 4) << "light " << light;
+    EXPECT_EQ(guideline_executors(p, 2), 2) << "light " << light;
+    EXPECT_EQ(guideline_executors(p, 1), 1);
+  }
+}
+
+// The model's pieces: a product chain's bound shrinks with the team, a chain of light ops'
+// does not; work spread over more executors than there are chains gains nothing. Nodes under
+// the inline threshold count nothing: a graph of only those stays on one executor.
+TEST(GraphStats, ModelledMakespanSplitsOnlyBigNodes) {
+  Graph g;
+  auto x = g.input("x"), w = g.input("w"), s = g.input("s");
+  const Node big = reduce_sum(matmul(matmul(x, w), w));
+  const Node small = reduce_sum(exp(s * 2.0f));
+  for (const auto& [out, splits] : {std::pair{big, true}, std::pair{small, false}}) {
+    SCOPED_TRACE(splits ? "big" : "small");
+    CompileOptions co;
+    co.fuse = false;
+    auto cg = GraphCompiler(Platform::cpu(), co)
+                  .compile(g, {{"x", {256, 256}}, {"w", {256, 256}}, {"s", {64, 64}}}, {out});
+    const detail::Plan& p = detail::executable_of(cg).plan();
+    const std::vector<double> cost = detail::static_costs(p);
+    using hetgraph::detail::cpu::modelled_makespan;
+    const double one = modelled_makespan(p, cost, 1, 1);
+    EXPECT_GT(one, 0.0);
+    if (splits)
+      EXPECT_LT(modelled_makespan(p, cost, 1, 8), 0.5 * one);
+    else
+      EXPECT_DOUBLE_EQ(modelled_makespan(p, cost, 1, 8), one);
+    EXPECT_DOUBLE_EQ(modelled_makespan(p, cost, 4, 1), one);  // one chain: no gain
+  }
+  Graph tiny;
+  auto t = tiny.input("t");
+  std::vector<Node> branches;
+  for (int i = 0; i < 8; ++i) branches.push_back(exp(t * static_cast<float>(i + 1)));
+  Node out = branches[0];
+  for (int i = 1; i < 8; ++i) out = out + branches[static_cast<std::size_t>(i)];
+  CompileOptions co;
+  co.fuse = false;
+  auto cg = GraphCompiler(Platform::cpu(), co).compile(tiny, {{"t", {4}}}, {out});
+  const detail::Plan& p = detail::executable_of(cg).plan();
+  EXPECT_EQ(detail::cpu::modelled_makespan(p, detail::static_costs(p), 1, 16), 0.0);
+  EXPECT_EQ(detail::cpu::guideline_executors(p, 16), 1);
 }
 
 TEST(EngineAuto, GuidelineFirstThenSearchKeepsTheFastest) {

@@ -110,7 +110,7 @@ struct EngineReport {
   int runs = 0;
   /// Graph-width statistics (heavy ops: products, convolutions, embedding lookups).
   /// avg_width: heavy ops / heavy levels (the guideline paper's measure); work_width: work /
-  /// span over every node, each weighted by its estimated time (the guideline's input).
+  /// span over every node, each weighted by its estimated time.
   std::size_t nodes = 0, heavy_nodes = 0;
   int heavy_levels = 0, max_width = 0, avg_width = 1, work_width = 1;
 

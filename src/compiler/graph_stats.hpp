@@ -18,7 +18,8 @@ struct GraphStats {
   int max_width = 0;      // most heavy nodes on one heavy level
   int avg_width = 1;      // floor(heavy / heavy_levels), at least 1
   /// work / span over every node, each weighted by its static cost, rounded (at least 1):
-  /// how many nodes' worth of work can run at once. The guideline uses it (graph_stats.cpp).
+  /// how many nodes' worth of work can run at once at one thread per node. Reported; the
+  /// guideline (cpu/engine_auto.hpp) models the teams' sizes too.
   int work_width = 1;
 };
 

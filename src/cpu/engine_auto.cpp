@@ -17,6 +17,7 @@
 
 #include "compiler/graph_stats.hpp"
 #include "cpu/topology.hpp"
+#include "hetgraph/compiler.hpp"
 
 namespace hetgraph::detail::cpu {
 
@@ -45,19 +46,45 @@ std::vector<int> symmetric_executor_counts(int cores) {
   return out;
 }
 
-int symmetric_executors_near(int width, int cores) {
-  const double w = std::log(static_cast<double>(std::clamp(width, 1, cores)));
-  int best = 1;
-  for (int e : symmetric_executor_counts(cores)) {
-    if (std::abs(std::log(static_cast<double>(e)) - w) <
-        std::abs(std::log(static_cast<double>(best)) - w) - 1e-9)
-      best = e;
+double modelled_makespan(const Plan& p, std::span<const double> cost, int executors, int threads) {
+  // A node of one-thread cost c on a team of T threads: c below kSplitUs (parallel_for's grain
+  // and the team's fork and join take what splitting would gain), else Amdahl's law with serial
+  // fraction kSerial (memory bandwidth, imbalance). Against the replayed sweep at 16-64 cores
+  // every pair in 12-15 us x 0.1-0.3 picks within 6% of the best on all 21 cases but
+  // par-matmul's; 10-100 us x 0.1-0.3 misses at most one more (up to 1.15x); splitting every node,
+  // or a serial fraction under 0.1, misses 2-4 (bench/guideline_grid.py,
+  // bench/results/2026-11-27-guideline-grid.jsonl).
+  constexpr double kSplitUs = 12.0, kSerial = 0.2;
+  // Nodes under the default inline threshold run in the thread that readied them, never on an
+  // executor of their own (as in GraphStats::work_width): graphs of nothing else stay on one.
+  const double inline_us = CpuOptions{}.inline_below_us;
+  const double scale = kSerial + (1.0 - kSerial) / std::max(1, threads);
+  std::vector<double> span(p.nodes.size(), 0.0);
+  double work = 0.0, longest = 0.0;
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    const double t = cost[i] < inline_us ? 0.0 : cost[i] < kSplitUs ? cost[i] : cost[i] * scale;
+    double before = 0.0;
+    for (std::uint32_t u : p.nodes[i].deps) before = std::max(before, span[u]);
+    span[i] = before + t;
+    work += t;
+    longest = std::max(longest, span[i]);
   }
-  return best;
+  return std::max(longest, work / std::max(1, executors));  // 0 when every node is inline
 }
 
 int guideline_executors(const Plan& p, int cores) {
-  return symmetric_executors_near(graph_stats(p).work_width, cores);
+  const std::vector<double> cost = static_costs(p);
+  int best = 1;
+  double best_t = 0.0;
+  for (int e : symmetric_executor_counts(std::max(1, cores))) {
+    const double t = modelled_makespan(p, cost, e, cores / e);
+    // Fewer executors on a tie: bigger teams, fewer threads waiting for work.
+    if (e == 1 || t < best_t * (1.0 - 1e-9)) {
+      best = e;
+      best_t = t;
+    }
+  }
+  return best;
 }
 
 AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache)

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 
 #include "cpu/engine_parallel.hpp"
 #include "cpu/tuning_cache.hpp"
@@ -10,14 +11,16 @@ namespace hetgraph::detail::cpu {
 
 /// Executor counts E with E x (cores / E) = cores: the symmetric configurations.
 std::vector<int> symmetric_executor_counts(int cores);
-/// The symmetric executor count nearest to `width` on a log scale (3 of 16 cores: 4x4, not
-/// 2x8; 42 of 64: 32x2), at most `cores`. Rounding down, as the guideline paper's floor does,
-/// left a width-3 graph's third branch waiting on half the executors: replayed on the LSTMs
-/// (bench/results/2026-11-27-replay-guideline.jsonl) 2xC/2 was 1.18-1.40x slower than 4xC/4
-/// at 16-64 cores.
-int symmetric_executors_near(int width, int cores);
-/// Executors by the graph-width guideline: the graph's cost-weighted width
-/// (GraphStats::work_width) as a symmetric configuration (symmetric_executors_near).
+/// A lower bound on the makespan of E executors of T threads (Brent's): the longer of the
+/// critical path and the work spread over the executors, each node's time modelled at T
+/// threads from its static cost (`cost`: static_costs) by how far it splits.
+double modelled_makespan(const Plan& p, std::span<const double> cost, int executors, int threads);
+/// Executors by the graph-width guideline: the symmetric configuration E x cores/E whose
+/// modelled makespan is least. The guideline paper's width (heavy ops per level), and then
+/// work / span rounded to a divisor (GraphStats::work_width), count a node as the same at any
+/// team size. Replayed at 16-64 cores that put 4 executors of 8-16 threads where phased LSTM's
+/// light gate ops, which do not split, want 8 (1.15-1.22x slower:
+/// bench/results/2026-11-27-replay-guideline.jsonl).
 int guideline_executors(const Plan& p, int cores);
 
 class AutoEngine final : public Engine {
