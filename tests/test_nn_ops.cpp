@@ -209,10 +209,10 @@ TEST(NnKernels, FusedConvolutionsCountOnceInGraphStatistics) {
   EXPECT_EQ(r.avg_width, 1);
 }
 
-// assign_layouts: values between convolutions stay in oneDNN's layout on the CPU, and with a
-// channels-last layout through max pooling and channel concat too. Small nets give the same
-// results with the pass on and off (within float rounding: the layouts may pick other
-// kernels), bitwise with layouts_through_pool_concat on and off (the max pooling and concat
+// assign_layouts: values between convolutions stay in oneDNN's layout on the CPU, and through
+// max pooling and channel concat too (with channels-last also through spatial reductions). Small
+// nets give the same results with the pass on and off (within float rounding: the layouts may pick
+// other kernels), bitwise with layouts_through_pool_concat on and off (the max pooling and concat
 // kernels compute the same values in either layout), planner on and off bitwise (run_checked),
 // and on the CPU some value is kept out of NCHW exactly where every reader takes it so.
 TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
@@ -226,6 +226,9 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
     // Results bitwise equal with and without the pass-through (reductions sum in another order
     // over channels-last memory: equal within rounding only).
     bool through_bitwise = true;
+    // Kept where the layout is in blocks of channels (nChw8c, nChw16c: through pool and concat,
+    // not reductions); -1: kept_through.
+    int kept_blocked = -1;
   };
   auto inception = [&](Node x, Node w1, Node w2, Node w3, Node w4, bool avg) {
     Node r = relu(conv2d(x, w3));
@@ -282,7 +285,7 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
          Node gap = reduce_mean(reduce_mean(h, 3, true), 2, true);
          return std::vector<Node>{matmul(reshape(gap, {2, 16}), reshape(w4, {16, 32}))};
        },
-       0, 2, false},
+       0, 2, false, 0},
       // A pooling whose reader is not a convolution keeps its input plain.
       {"pooling into a graph output",
        [&](Node x, Node w1, Node, Node, Node) {
@@ -328,8 +331,11 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
       const detail::ActivationLayout layout = detail::cpu::conv_activation_layout();
       const bool cpu_layout =
           on_cpu() && !reference_forced() && layout != detail::ActivationLayout::nchw;
-      const bool through = on == 2 && layout == detail::ActivationLayout::nhwc;
-      EXPECT_EQ(kept, on > 0 && cpu_layout ? (through ? net.kept_through : net.kept) : 0)
+      const bool through = on == 2;
+      const int kept_through = layout == detail::ActivationLayout::nhwc || net.kept_blocked < 0
+                                   ? net.kept_through
+                                   : net.kept_blocked;
+      EXPECT_EQ(kept, on > 0 && cpu_layout ? (through ? kept_through : net.kept) : 0)
           << net.what << " (" << on << ") on " << GetParam().name;
     }
     for (std::size_t k = 0; k < ys.size(); ++k) {
@@ -412,10 +418,10 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
   }
 }
 
-// Max pooling between convolutions runs channels-last on a CPU whose convolutions do
-// (nan_max_channels): a NaN goes through it as through the NCHW kernel (a window holding one
-// gives NaN). 1x1 identity convolutions around it pass x on exactly (a NaN spreads over its
-// pixel's channels, with the sign the convolution's reorders give it: NaNs compare as NaNs).
+// Max pooling between convolutions runs channels-last, or in blocks of channels, on a CPU whose
+// convolutions do (nan_max_channels): a NaN goes through it as through the NCHW kernel (a window
+// holding one gives NaN). 1x1 identity convolutions around it pass x on exactly (a NaN spreads over
+// its pixel's channels, with the sign the convolution's reorders give it: NaNs compare as NaNs).
 TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
   Graph g;
   auto x = g.input("x"), w = g.input("w");
@@ -433,7 +439,7 @@ TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
     cg.run({{"x", xs}, {"w", ws}});
     out[through] = cg.read(y);
     if (through && on_cpu() && !reference_forced() &&
-        detail::cpu::conv_activation_layout() == detail::ActivationLayout::nhwc) {
+        detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw) {
       EXPECT_EQ(cg.kernel_name(p), "nan_max_channels");
     }
   }
@@ -448,23 +454,25 @@ TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
   EXPECT_EQ(nans, 2 * 8);  // two windows of image 0 hold (3, 4), in each of its channels
 }
 
-// The reference kernels of max pooling and concat take channels-last values too (their test
-// oracle): on a plan with such nodes, each one's fast and reference kernels agree bitwise.
+// The reference kernels of max pooling and concat take channels-last and blocked values too
+// (their test oracle): on a plan with such nodes, each one's fast and reference kernels agree
+// bitwise.
 TEST(NnKernels, ChannelsLastPoolAndConcatMatchTheirReferences) {
-  if (reference_forced() || detail::cpu::conv_activation_layout() != detail::ActivationLayout::nhwc)
-    GTEST_SKIP() << "convolutions here do not compute channels-last";
+  if (reference_forced() || detail::cpu::conv_activation_layout() == detail::ActivationLayout::nchw)
+    GTEST_SKIP() << "convolutions here compute in NCHW";
   Graph g;
   auto x = g.input("x"), w = g.input("w"), w2 = g.input("w2");
   Node a = relu(conv2d(x, w)), b = conv2d(x, w);
   Node c = concat({a, max_pool2d(b, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}})}, 1);
   Node y = conv2d(max_pool2d(c, {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true}), w2);
-  auto cg = GraphCompiler(Platform::cpu())
-                .compile(g, {{"x", {2, 8, 9, 7}}, {"w", {8, 8, 1, 1}}, {"w2", {4, 16, 1, 1}}}, {y});
+  auto cg =
+      GraphCompiler(Platform::cpu())
+          .compile(g, {{"x", {2, 16, 9, 7}}, {"w", {16, 16, 1, 1}}, {"w2", {4, 32, 1, 1}}}, {y});
   const detail::Plan& plan = detail::executable_of(cg).plan();
   int checked = 0;
   for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
     const detail::PlanNode& n = plan.nodes[i];
-    if (n.layout != detail::ActivationLayout::nhwc ||
+    if (n.layout == detail::ActivationLayout::nchw ||
         (n.op != detail::OpKind::MaxPool2d && n.op != detail::OpKind::Concat))
       continue;
     std::vector<std::vector<float>> ins;
@@ -485,6 +493,84 @@ TEST(NnKernels, ChannelsLastPoolAndConcatMatchTheirReferences) {
       k->run({1, 0, scratch.data(), scratch.size()});
     }
     EXPECT_EQ(out[0], out[1]) << n.label;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);  // both poolings and the concat
+}
+
+// Max pooling and channel concat in every layout assign_layouts may give them, whatever this
+// CPU's convolutions pick (AVX-512 machines take nhwc, AVX2 ones nChw8c, none here both): the
+// same node with its layout set to nhwc, nChw8c and nChw16c, fed the plain inputs laid out so,
+// gives the plain kernel's result laid out so, bitwise, with its fast and reference kernels.
+TEST(NnKernels, PoolAndConcatInEveryLayoutMatchPlain) {
+  using detail::ActivationLayout;
+  // Position of plain [n, c, h, w] in a value of shape s laid out as l.
+  auto at = [](const Shape& s, ActivationLayout l, std::int64_t n, std::int64_t c, std::int64_t h,
+               std::int64_t w) {
+    const std::int64_t C = s[1], H = s[2], W = s[3];
+    const int b = detail::channel_block(l);
+    if (b == 0) return ((n * C + c) * H + h) * W + w;
+    if (b == 1) return ((n * H + h) * W + w) * C + c;
+    return (((n * (C / b) + c / b) * H + h) * W + w) * b + c % b;
+  };
+  auto relayout = [&](const std::vector<float>& v, const Shape& s, ActivationLayout from,
+                      ActivationLayout to) {
+    std::vector<float> out(v.size());
+    for (std::int64_t n = 0; n < s[0]; ++n)
+      for (std::int64_t c = 0; c < s[1]; ++c)
+        for (std::int64_t h = 0; h < s[2]; ++h)
+          for (std::int64_t w = 0; w < s[3]; ++w)
+            out[static_cast<std::size_t>(at(s, to, n, c, h, w))] =
+                v[static_cast<std::size_t>(at(s, from, n, c, h, w))];
+    return out;
+  };
+  Graph g;
+  auto a = g.input("a"), b = g.input("b");
+  Node c = concat({a, max_pool2d(b, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}})}, 1);
+  Node y = max_pool2d(c, {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true});
+  CompileOptions co;
+  co.blocked_layouts = false;  // the plan's nodes plain: each layout is set here
+  auto cg = GraphCompiler(Platform::cpu(), co)
+                .compile(g, {{"a", {2, 16, 9, 7}}, {"b", {2, 32, 9, 7}}}, {y});
+  const detail::Plan& plan = detail::executable_of(cg).plan();
+  int checked = 0;
+  for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
+    if (plan.nodes[i].op != detail::OpKind::MaxPool2d && plan.nodes[i].op != detail::OpKind::Concat)
+      continue;
+    std::vector<std::vector<float>> plain_in;
+    for (std::uint32_t in : plan.nodes[i].inputs)
+      plain_in.push_back(testing_util::random_vec(
+          static_cast<std::size_t>(plan.nodes[in].type.shape.numel()), 90 + i));
+    // The plain kernel's result first, then each layout's, both kernels.
+    std::vector<float> plain_out;
+    for (const ActivationLayout l : {ActivationLayout::nchw, ActivationLayout::nhwc,
+                                     ActivationLayout::nChw8c, ActivationLayout::nChw16c}) {
+      detail::PlanNode n = plan.nodes[i];
+      n.layout = l;
+      std::vector<std::vector<float>> ins;
+      detail::cpu::KernelArgs args{plan, i, n, {}, {}, nullptr, n.type, 1, {1}, nullptr, nullptr};
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+        const detail::TensorType& t = plan.nodes[n.inputs[k]].type;
+        ins.push_back(relayout(plain_in[k], t.shape, ActivationLayout::nchw, l));
+        args.in.push_back(ins.back().data());
+        args.in_types.push_back(t);
+      }
+      for (bool ref : {false, true}) {
+        std::vector<float> out(static_cast<std::size_t>(n.type.shape.numel()), 0.0f);
+        args.out = out.data();
+        std::string_view chosen;
+        auto k = detail::cpu::kernel_registry().create(args, n.op, n.label, ref, chosen);
+        std::vector<std::byte> scratch(k->scratch_bytes());
+        k->run({1, 0, scratch.data(), scratch.size()});
+        out = relayout(out, n.type.shape, l, ActivationLayout::nchw);
+        if (l == ActivationLayout::nchw && !ref) plain_out = out;
+        EXPECT_EQ(out, plain_out) << n.label << " layout " << static_cast<int>(l) << " ref " << ref
+                                  << " kernel " << chosen;
+        if (n.op == detail::OpKind::MaxPool2d && !ref) {
+          EXPECT_EQ(chosen, l == ActivationLayout::nchw ? "nan_max_rows" : "nan_max_channels");
+        }
+      }
+    }
     ++checked;
   }
   EXPECT_EQ(checked, 3);  // both poolings and the concat

@@ -5,14 +5,15 @@
 // both reorders are wasted. So a convolution's value is kept blocked when every reader is a
 // convolution that reads it as its image or as its residual (fused_conv2d's sum post-op), on the
 // same device, nothing fetches it, and its channels fill whole blocks (the blocked value then has
-// the plain one's size: the memory planner sizes it as it is). With channels-last, max pooling
-// (inference: no gradient reads its argmaxes) and channel concat pass the layout through too
-// (their CPU kernels read and write channels-last: a pooling window is a loop over contiguous
-// channels, a concat copies each pixel's channels into its slice): googlenet's inception blocks
+// the plain one's size: the memory planner sizes it as it is). Max pooling (inference: no
+// gradient reads its argmaxes) and channel concat pass the layout through too (their CPU kernels
+// read and write channels-last, and a value in blocks of B channels as N * C/B channels-last
+// images of B channels: a pooling window is a loop over contiguous channels, a concat copies
+// each pixel's channels, or each image's blocks, into its slice): googlenet's inception blocks
 // then run without reorders. Any other reader (average pooling, a graph output, a reshape)
 // keeps the value plain: the reorder happens only where a consumer needs plain memory.
-// Reductions over one spatial axis (keepdims) pass channels-last through as well, and take it
-// in while giving a plain result where that result has one pixel per channel (both layouts are
+// With channels-last, reductions over one spatial axis (keepdims) pass it through as well, and take
+// it in while giving a plain result where that result has one pixel per channel (both layouts are
 // then the same memory): ONNX's GlobalAveragePool (two reduce_means, over W then H) reads the
 // last convolution's channels-last value as it is, and its [N, C, 1, 1] result goes on to
 // Flatten and Gemm with no reorder anywhere.
@@ -57,12 +58,12 @@ bool reduces_to_one_pixel(const PlanNode& n) {
   return spatial_reduce(n) && n.type.shape[2] * n.type.shape[3] == 1;
 }
 
-// Ops that keep their inputs' layout (channels-last only): max pooling no gradient reads,
-// concat along channels and reductions over a spatial axis.
-bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id) {
+// Ops that keep their inputs' layout: max pooling no gradient reads and concat along
+// channels; with channels-last (`reductions`) also reductions over a spatial axis.
+bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id, bool reductions) {
   if (n.type.shape.rank() != 4) return false;
   if (n.op == OpKind::Concat) return n.attrs.axis == 1;
-  if (spatial_reduce(n)) return true;
+  if (spatial_reduce(n)) return reductions;
   if (n.op != OpKind::MaxPool2d) return false;
   for (const PlanNode& r : p.nodes) {
     if (r.op == OpKind::MaxPool2dGrad) {
@@ -110,7 +111,9 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
     p.winograd = true;
   }
   const int block = channel_block(layout);
-  through_pool_concat = through_pool_concat && block == 1;
+  // Pooling and concat read blocks of channels as they read channels-last pixels (their
+  // kernels see N * C/B images of B channels); the reductions' kernels read channels-last only.
+  const bool through_reductions = through_pool_concat && block == 1;
   const std::size_t n = p.nodes.size();
   std::vector<std::vector<std::pair<std::uint32_t, std::size_t>>> readers(n);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -127,7 +130,7 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
     const PlanNode& v = p.nodes[i];
     if (v.storage != Storage::Computed || v.fetched || readers[i].empty()) continue;
     if (v.type.shape.rank() != 4 || v.type.shape[1] % block != 0) continue;
-    through[i] = through_pool_concat && passes_layout(p, v, i);
+    through[i] = through_pool_concat && passes_layout(p, v, i, through_reductions);
     blocked[i] = convolution(v) || through[i];
   }
   for (bool changed = true; changed;) {
@@ -145,7 +148,7 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
         const PlanNode& c = p.nodes[r];
         const bool as_conv = convolution(c) && image_or_residual(c, k) &&
                              c.storage == Storage::Computed && c.inputs[0] != c.inputs.back();
-        const bool as_reduce = through_pool_concat && reduces_to_one_pixel(c);
+        const bool as_reduce = through_reductions && reduces_to_one_pixel(c);
         ok = ok && c.device == v.device && (as_conv || as_reduce || (through[r] && blocked[r]));
       }
       if (!ok) {

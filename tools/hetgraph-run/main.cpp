@@ -97,6 +97,7 @@ int run(const hgrun::Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.winograd_convs = o.winograd;
+  co.layouts_through_pool_concat = o.layouts_through;
   hetgraph::CompiledGraph cg =
       m.compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
   const double setup_s = hetgraph::now_s() - t0;

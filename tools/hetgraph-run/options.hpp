@@ -18,6 +18,7 @@ struct Options : hetgraph::tool::EngineFlags {
   std::string output_dir, trace;
   int repeat = 10, warmup = 3, seed = 1;
   bool json = false, fuse = true, winograd = false;
+  bool layouts_through = true;  // --no-layouts-through: CompileOptions::layouts_through_pool_concat
 };
 
 inline constexpr const char* kUsage =
@@ -27,7 +28,7 @@ inline constexpr const char* kUsage =
     "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
     "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse]\n"
-    "                    [--winograd] [--json]\n"
+    "                    [--winograd] [--no-layouts-through] [--json]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
@@ -79,6 +80,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .text("--trace", o.trace)
       .flag("--no-fuse", o.fuse, false)
       .flag("--winograd", o.winograd)
+      .flag("--no-layouts-through", o.layouts_through, false)
       .flag("--json", o.json);
   return p;
 }

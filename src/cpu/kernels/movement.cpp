@@ -87,23 +87,36 @@ std::unique_ptr<CpuKernel> make_slice_grad_n(const KernelArgs& k) {
 }
 
 // A concat's bands. Channels-last (assign_layouts, concat along channels): each pixel's channels
-// are a row of an [N*H*W, C] matrix, so the bands are the columns of that.
+// are a row of an [N*H*W, C] matrix, so the bands are the columns of that. In blocks of B
+// channels ([N, C/B, H, W, B], every input's channels whole blocks) an image's blocks follow each
+// other: the bands are runs of H*W*B floats, C/B of them per image.
 AxisGeom concat_geom(const KernelArgs& k) {
   AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
-  if (k.node.layout == ActivationLayout::nhwc) {
-    const Shape& s = k.out_shape();
+  const Shape& s = k.out_shape();
+  const int block = channel_block(k.node.layout);
+  if (block == 1) {
     g.outer = s[0] * s[2] * s[3];
     g.inner = 1;
+  } else if (block > 1) {
+    g.outer = s[0];
+    g.n = s[1] / block;
+    g.inner = s[2] * s[3] * block;
   }
   return g;
 }
 
-std::unique_ptr<CpuKernel> make_concat(const KernelArgs& k) {
-  const AxisGeom g = concat_geom(k);
-  const int axis = k.node.attrs.axis;
+// Each input's pointer and band count along the concat axis (its channel blocks when blocked).
+std::vector<std::pair<const float*, std::int64_t>> concat_parts(const KernelArgs& k) {
+  const std::int64_t block = std::max(1, channel_block(k.node.layout));
   std::vector<std::pair<const float*, std::int64_t>> parts;
   for (std::size_t i = 0; i < k.in.size(); ++i)
-    parts.push_back({k.in_f(i), k.in_shape(i).dim(axis)});
+    parts.push_back({k.in_f(i), k.in_shape(i).dim(k.node.attrs.axis) / block});
+  return parts;
+}
+
+std::unique_ptr<CpuKernel> make_concat(const KernelArgs& k) {
+  const AxisGeom g = concat_geom(k);
+  const auto parts = concat_parts(k);
   float* out = k.out_f();
   return make_kernel([=](const ExecCtx& ctx) {
     std::int64_t off = 0;
@@ -321,10 +334,7 @@ std::unique_ptr<CpuKernel> make_slice_grad_n_ref(const KernelArgs& k) {
 
 std::unique_ptr<CpuKernel> make_concat_ref(const KernelArgs& k) {
   const AxisGeom g = concat_geom(k);
-  const int axis = k.node.attrs.axis;
-  std::vector<std::pair<const float*, std::int64_t>> parts;
-  for (std::size_t i = 0; i < k.in.size(); ++i)
-    parts.push_back({k.in_f(i), k.in_shape(i).dim(axis)});
+  const auto parts = concat_parts(k);
   float* out = k.out_f();
   return make_kernel([=](const ExecCtx&) {
     std::int64_t off = 0;
