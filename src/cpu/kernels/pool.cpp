@@ -406,16 +406,17 @@ struct MaxPoolChannels {
         std::int64_t k0 = 0, k1 = w.kernel[1];
         while (k0 < k1 && start + k0 * d < 0) ++k0;
         while (k1 > k0 && start + (k1 - 1) * d >= g.w) --k1;
-        const float* c0 = col + start * g.c;
+        // (offsets, not a pointer to column `start`: that may lie before col)
         std::int64_t k = 0;
         for (; k + L <= g.c; k += L) {
           vm::vf m = ninf;
-          for (std::int64_t kx = k0; kx < k1; ++kx) m = take(m, vm::load(c0 + kx * d * g.c + k));
+          for (std::int64_t kx = k0; kx < k1; ++kx)
+            m = take(m, vm::load(col + (start + kx * d) * g.c + k));
           vm::store(out + k, m);
         }
         for (; k < g.c; ++k) {
           float m = -std::numeric_limits<float>::infinity();
-          for (std::int64_t kx = k0; kx < k1; ++kx) m = take(m, c0[kx * d * g.c + k]);
+          for (std::int64_t kx = k0; kx < k1; ++kx) m = take(m, col[(start + kx * d) * g.c + k]);
           out[k] = m;
         }
       }
