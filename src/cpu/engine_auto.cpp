@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include "compiler/graph_stats.hpp"
 #include "cpu/topology.hpp"

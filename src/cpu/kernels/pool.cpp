@@ -195,8 +195,9 @@ struct PaddedPlane {
   }
 };
 
-/// Planes of a padded-plane pooling, split over the team; each thread's padded plane lives in
-/// the executor's scratch.
+/// Items split over the team, each thread with a buffer of plane_floats in the executor's
+/// scratch: the planes of a padded-plane pooling (the buffer: one padded plane), or the output
+/// rows of the channels-last max pooling (the buffer: a row of column maxima).
 class PaddedPlaneKernel : public CpuKernel {
  public:
   PaddedPlaneKernel(const KernelArgs& a, std::size_t plane_floats, std::int64_t planes,
