@@ -741,6 +741,76 @@ TEST_P(NnOpTest, MaxPoolGradientGoesToTheFirstMaximum) {
   EXPECT_EQ(cg.read(y)[4], 5.0f);
 }
 
+// The argmax path (a max pooling that a gradient reads) over planes wider than a vector, with
+// ties and NaNs: the forward values and where each output's gradient goes, against the rule
+// worked out here window by window (the first in-image tap, then a tap that beats the maximum
+// or is the first NaN; row-major). Whole vectors of outputs and a partial last one, windows up
+// to and wider than the CPU kernel's hoisted column table (8).
+TEST_P(NnOpTest, MaxPoolArgmaxesOverWidePlanes) {
+  const PoolCase cases[] = {
+      {{2, 3, 9, 37}, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}},
+      {{1, 2, 12, 70}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}},
+      {{1, 2, 8, 40}, {.kernel = {2, 2}, .stride = {2, 2}}},
+      {{1, 1, 6, 16}, {}},
+      {{1, 2, 9, 30}, {.kernel = {3, 11}, .stride = {2, 10}, .padding = {1, 2}}},
+  };
+  for (const PoolCase& c : cases) {
+    const Pool2dOptions& o = c.opts;
+    Graph g;
+    auto x = g.input("x"), r = g.input("r");
+    auto y = max_pool2d(x, o);
+    auto dx = gradients(reduce_sum(y * r), {x})[0];
+    const Shape ys = GraphCompiler(GetParam().make()).compile(g, {{"x", c.x}}, {y}).shape(y);
+    // Values on a grid of halves (ties in most windows) and a NaN every 53 elements.
+    std::vector<float> xv =
+        testing_util::random_vec(static_cast<std::size_t>(c.x.numel()), 8, 0, 4);
+    for (std::size_t i = 0; i < xv.size(); ++i)
+      xv[i] = i % 53 == 7 ? std::numeric_limits<float>::quiet_NaN() : std::floor(xv[i]) * 0.5f;
+    const std::vector<float> rv =
+        testing_util::random_vec(static_cast<std::size_t>(ys.numel()), 9, -2, 2);
+    const std::int64_t planes = c.x[0] * c.x[1], H = c.x[2], W = c.x[3], OH = ys[2], OW = ys[3];
+    const int sy = o.stride[0] ? o.stride[0] : o.kernel[0],
+              sx = o.stride[1] ? o.stride[1] : o.kernel[1];
+    std::vector<float> want_y(static_cast<std::size_t>(ys.numel())), want_dx(xv.size(), 0.0f);
+    for (std::int64_t p = 0; p < planes; ++p)
+      for (std::int64_t oy = 0; oy < OH; ++oy)
+        for (std::int64_t ox = 0; ox < OW; ++ox) {
+          std::int64_t at = -1;
+          for (int ky = 0; ky < o.kernel[0]; ++ky)
+            for (int kx = 0; kx < o.kernel[1]; ++kx) {
+              const std::int64_t iy = oy * sy - o.padding[0] + ky, ix = ox * sx - o.padding[1] + kx;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              const std::int64_t i = (p * H + iy) * W + ix;
+              const float v = xv[static_cast<std::size_t>(i)];
+              const float m = at < 0 ? 0.0f : xv[static_cast<std::size_t>(at)];
+              if (at < 0 || v > m || (std::isnan(v) && !std::isnan(m))) at = i;
+            }
+          ASSERT_GE(at, 0);
+          const std::size_t out = static_cast<std::size_t>((p * OH + oy) * OW + ox);
+          want_y[out] = xv[static_cast<std::size_t>(at)];
+          want_dx[static_cast<std::size_t>(at)] += rv[out];
+        }
+    const std::string what = "max_pool2d " + c.x.str() + " k" + std::to_string(o.kernel[0]) + "x" +
+                             std::to_string(o.kernel[1]) + " s" + std::to_string(sx);
+    auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", c.x}, {"r", ys}}, {y, dx});
+    cg.run({{"x", xv}, {"r", rv}});
+    const std::vector<float> got_y = cg.read(y), got_dx = cg.read(dx);
+    ASSERT_EQ(got_y.size(), want_y.size()) << what;
+    for (std::size_t i = 0; i < want_y.size(); ++i) {
+      if (std::isnan(want_y[i])) {
+        EXPECT_TRUE(std::isnan(got_y[i])) << what << " y[" << i << "] on " << GetParam().name;
+      } else {
+        EXPECT_EQ(got_y[i], want_y[i]) << what << " y[" << i << "] on " << GetParam().name;
+      }
+    }
+    for (std::size_t i = 0; i < want_dx.size(); ++i)
+      EXPECT_NEAR(got_dx[i], want_dx[i], 1e-5) << what << " dx[" << i << "] on " << GetParam().name;
+    if (on_cpu() && !reference_forced()) {
+      EXPECT_EQ(cg.kernel_name(y), "nan_max_rows") << what;
+    }
+  }
+}
+
 // Every node of a training step gets its oneDNN or parallel kernel (a failed creation would
 // silently fall back to the reference, which the numeric tests cannot tell apart).
 TEST(NnKernels, TrainingStepKernels) {

@@ -249,23 +249,39 @@ struct MaxPool : PaddedPlane {
     const std::int64_t s = w.stride[1];
     vi lane;
     for (int i = 0; i < L; ++i) lane[i] = i;
+    // With Arg, each window column's image columns and in-image lanes, the same for every
+    // window row: worked out once per vector of outputs when the window is at most kHoist wide.
+    constexpr std::int64_t kHoist = 8;
+    const bool hoist = Arg && w.kernel[1] <= kHoist;
+    vi cols[kHoist], inside[kHoist];
+    const auto column = [&](std::int64_t ox0, std::int64_t kx) {
+      return (lane + static_cast<std::int32_t>(ox0)) * static_cast<std::int32_t>(s) +
+             static_cast<std::int32_t>(kx * w.dilation[1] - w.pad_begin[1]);
+    };
     for (std::int64_t ox0 = 0; ox0 < g.ow; ox0 += L) {
       vf m = vm::splat(-std::numeric_limits<float>::infinity());
       vi at = vi{} - 1;
       vi nan = vi{};  // without Arg: NaNs seen, applied at the end
+      if (hoist) {
+        for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+          cols[kx] = column(ox0, kx);
+          inside[kx] = (cols[kx] >= 0) & (cols[kx] < static_cast<std::int32_t>(g.w));
+        }
+      }
       for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
         const std::int64_t iy = window_row(oy, ky);
         if (iy < 0) continue;
         const float* r = buf + iy * pw;
+        const std::int32_t row_at = static_cast<std::int32_t>(iy * g.w);
         for (std::int64_t kx = 0; kx < w.kernel[1]; ++kx) {
           const vf v = tap(r + ox0 * s + kx * w.dilation[1], s);
           if constexpr (Arg) {
             vi take = (v > m) | ((v != v) & (m == m));
             // the image column of each lane; padding never takes over
-            const vi ix = (lane + static_cast<std::int32_t>(ox0)) * static_cast<std::int32_t>(s) +
-                           static_cast<std::int32_t>(kx * w.dilation[1] - w.pad_begin[1]);
-            take = (take | (at < 0)) & (ix >= 0) & (ix < static_cast<std::int32_t>(g.w));
-            at = take ? ix + static_cast<std::int32_t>(iy * g.w) : at;
+            const vi ix = hoist ? cols[kx] : column(ox0, kx);
+            const vi in = hoist ? inside[kx] : (ix >= 0) & (ix < static_cast<std::int32_t>(g.w));
+            take = (take | (at < 0)) & in;
+            at = take ? ix + row_at : at;
             m = take ? v : m;
           } else {
             m = v > m ? v : m;
@@ -275,6 +291,11 @@ struct MaxPool : PaddedPlane {
       }
       if constexpr (!Arg) m = nan ? vm::splat(std::numeric_limits<float>::quiet_NaN()) : m;
       const std::int64_t n = std::min(L, g.ow - ox0);
+      if (n == L) {  // whole vectors: one store each (lane by lane took as long as the taps)
+        std::memcpy(y + ox0, &m, sizeof m);
+        if constexpr (Arg) std::memcpy(arg + ox0, &at, sizeof at);
+        continue;
+      }
       for (std::int64_t i = 0; i < n; ++i) {
         y[ox0 + i] = m[i];
         if constexpr (Arg) arg[ox0 + i] = at[i];
