@@ -487,6 +487,25 @@ Case pool_node(const PoolShape& s) {
   return c;
 }
 
+// The same max pooling between two 1x1 convolutions of its channels, so that it runs in the
+// layout the convolutions compute in (blocked on AVX2 and AVX-512, channels-last otherwise), as
+// a CNN's poolings do; trace it for the pooling's own time.
+Case conv_pool_node(const PoolShape& s) {
+  Case c;
+  Graph& g = c.graph;
+  auto x = g.input("x");
+  auto w1 = g.variable("w1", {s.c, s.c, 1, 1}, he(s.c, 1));
+  auto w2 = g.variable("w2", {s.c, s.c, 1, 1}, he(s.c, 2));
+  const Pool2dOptions o{
+      .kernel = {s.kernel, s.kernel}, .stride = {s.stride, s.stride}, .padding = {s.pad, s.pad}};
+  auto y = conv2d(max_pool2d(conv2d(x, w1), o), w2);
+  c.shapes = {{"x", {s.n, s.c, s.h, s.w}}};
+  c.inputs["x"] = random_data(static_cast<std::size_t>(s.n * s.c * s.h * s.w), 7);
+  c.fetches = {y};
+  c.checksum = {y};
+  return c;
+}
+
 // The same pooling in raw oneDNN on plain NCHW memory (inference: no workspace), which is
 // what the node runs: oneDNN's jit pools NCHW directly, and staging through nChw16c was
 // measured slower (conv.cpp).
@@ -618,6 +637,9 @@ std::optional<Workload> find_zoo_workload(const std::string& name) {
     return Workload{name, "raw oneDNN convolution primitive alone",
                     [cs] { return raw_conv(cs, true); }};
   PoolShape ps;
+  if (parse_pool(name, "conv-max", ps))
+    return Workload{name, "max pooling between two 1x1 convolutions",
+                    [ps] { return conv_pool_node(ps); }};
   for (bool max : {true, false}) {
     const std::string kind = max ? "max" : "avg";
     if (parse_pool(name, kind, ps)) {
@@ -655,6 +677,7 @@ std::vector<std::string> zoo_workload_names() {
           "dnnl-conv-NxCxHxW-OxKHxKW[-sS][-pP]",
           "dnnl-conv-blocked-NxCxHxW-OxKHxKW[-sS][-pP]",
           "maxpool-NxCxHxW-kK[-sS][-pP]",
+          "conv-maxpool-NxCxHxW-kK[-sS][-pP]",
           "avgpool-NxCxHxW-kK[-sS][-pP]",
           "dnnl-maxpool-NxCxHxW-kK[-sS][-pP]",
           "dnnl-avgpool-NxCxHxW-kK[-sS][-pP]"};

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Kernel-time A/B from traces: an earlier build (DIR holding a copy of its hetgraph-bench and
-# libhetgraph.so.0) against this one, alternating processes, sequential engine, per-op kernel
-# totals per run (bench/trace_op_times.py) appended to OUT as JSON lines labelled
-# "before|after WORKLOAD round R".
-#   mkdir /tmp/before && cp build/bench/hetgraph-bench build/libhetgraph.so.0 /tmp/before  # first
-#   [ROUNDS=4] scripts/trace-ab.sh OUT /tmp/before WORKLOAD...
+# Kernel-time A/B from traces: an earlier build's library against this build, alternating
+# processes, sequential engine, per-op kernel totals per run (bench/trace_op_times.py) appended to
+# OUT as JSON lines labelled "before|after CASE round R".
+# DIR holds the earlier libhetgraph.so.0, and its hetgraph-bench / hetgraph-run where they
+# differ; without them this build's binaries run on the earlier library (right while the change
+# is inside the library and no header moved).
+# A CASE is a hetgraph-bench workload, or MODEL.onnx:INPUT.pb for hetgraph-run.
+#   mkdir /tmp/before && cp build/libhetgraph.so.0 /tmp/before    # before the change
+#   [ROUNDS=4] scripts/trace-ab.sh OUT /tmp/before CASE...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$1 before=$2
@@ -14,14 +17,22 @@ t=$(mktemp)
 for i in $(seq 1 "${ROUNDS:-4}"); do
   for v in before after; do
     for w in "$@"; do
+      lib=; bench=build/bench/hetgraph-bench run=build/tools/hetgraph-run
       if [ $v = before ]; then
-        LD_LIBRARY_PATH=$before flock /tmp/hetgraph-build.lock "$before/hetgraph-bench" --workload "$w" \
-          --engine sequential --repeat 3 --warmup 2 --trace "$t" >/dev/null
-      else
-        flock /tmp/hetgraph-build.lock build/bench/hetgraph-bench --workload "$w" --engine sequential \
-          --repeat 3 --warmup 2 --trace "$t" >/dev/null
+        lib=$before
+        [ -x "$before/hetgraph-bench" ] && bench=$before/hetgraph-bench
+        [ -x "$before/hetgraph-run" ] && run=$before/hetgraph-run
       fi
-      $py bench/trace_op_times.py "$t" "$v $w round $i" | tail -3 >>"$out"
+      if [[ $w == *.onnx:* ]]; then
+        cmd=("$run" "${w%%:*}" --input "${w#*:}" --repeat 3 --warmup 1)
+        name=$(basename "${w%%:*}" .onnx)
+      else
+        cmd=("$bench" --workload "$w" --repeat 3 --warmup 2)
+        name=$w
+      fi
+      LD_LIBRARY_PATH=$lib flock /tmp/hetgraph-build.lock "${cmd[@]}" --engine sequential \
+        --trace "$t" >/dev/null
+      $py bench/trace_op_times.py "$t" "$v $name round $i" | tail -3 >>"$out"
     done
   done
 done

@@ -525,13 +525,16 @@ TEST(NnKernels, PoolAndConcatInEveryLayoutMatchPlain) {
     return out;
   };
   Graph g;
-  auto a = g.input("a"), b = g.input("b");
+  auto a = g.input("a"), b = g.input("b"), t = g.input("t");
   Node c = concat({a, max_pool2d(b, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}})}, 1);
   Node y = max_pool2d(c, {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true});
+  // windows of up to 18 image rows: more than the channels-last kernel folds in one pass (16)
+  Node tall = max_pool2d(t, {.kernel = {18, 3}, .stride = {1, 2}, .padding = {1, 1}});
   CompileOptions co;
   co.blocked_layouts = false;  // the plan's nodes plain: each layout is set here
   auto cg = GraphCompiler(Platform::cpu(), co)
-                .compile(g, {{"a", {2, 16, 9, 7}}, {"b", {2, 32, 9, 7}}}, {y});
+                .compile(g, {{"a", {2, 16, 9, 7}}, {"b", {2, 32, 9, 7}}, {"t", {1, 16, 20, 9}}},
+                         {y, tall});
   const detail::Plan& plan = detail::executable_of(cg).plan();
   int checked = 0;
   for (std::uint32_t i = 0; i < plan.nodes.size(); ++i) {
@@ -573,7 +576,7 @@ TEST(NnKernels, PoolAndConcatInEveryLayoutMatchPlain) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 3);  // both poolings and the concat
+  EXPECT_EQ(checked, 4);  // the three poolings and the concat
 }
 
 // A convolution keeps weights no node writes in oneDNN's layout across runs (conv.cpp,

@@ -382,66 +382,123 @@ ImageGeom channels_last_geom(const KernelArgs& a) {
 /// Forward max pooling of channels-last values (assign_layouts gives that layout, or blocks of
 /// channels, only to poolings no gradient reads), an output row at a time and separably: the
 /// maximum over the window's in-image rows of each input column first (the rows are contiguous
-/// runs of w * c floats: a plain vector loop), then over each output pixel's columns of that,
-/// one vector of channels at a time (then one channel at a time at the end). Same values as
-/// nan_max_rows: a NaN in a window wins (a number never replaces it), -inf where a window holds
-/// only padding. Separable, a 3x3 window takes 4 vector maxima per output (stride 1) instead of
-/// 8: googlenet's blocked poolings (nChw8c: 8 channels per image) ran 2.2-5.3 GB/s before.
+/// runs of w * c floats: one vector pass over all of them), then over each output pixel's
+/// columns of that, one vector of channels at a time (then one channel at a time at the end;
+/// the pixels whose window lies inside the image without bounds checks). Same values as
+/// nan_max_rows: a window with a NaN gives the quiet NaN, -inf where a window holds only
+/// padding. Separable, a 3x3 window takes 4 vector maxima per output (stride 1) instead of 8:
+/// googlenet's blocked poolings (nChw8c: 8 channels per image) ran 2.2-5.3 GB/s before.
 struct MaxPoolChannels {
   ImageGeom g;
 
-  static vm::vf take(vm::vf m, vm::vf v) { return (v > m) | (v != v) ? v : m; }
-  static float take(float m, float v) { return (v > m) | (v != v) ? v : m; }
+  // v when it beats m or is a NaN (v > m ? v : m is one vmaxps, which keeps a NaN m)
+  static vm::vf take(vm::vf m, vm::vf v) { return v != v ? v : (v > m ? v : m); }
+  static float take(float m, float v) { return v != v ? v : (v > m ? v : m); }
 
-  // dst[i] = take(dst[i], src[i]) for i < n (dst = src when first).
-  static void column_max(float* dst, const float* src, std::int64_t n, bool first) {
+  // dst[i] = the maximum of src[r][i] over the rows r < rows (rows > 0), in one pass.
+  static void column_max(float* dst, const float* const* src, int rows, std::int64_t n) {
     constexpr std::int64_t L = vm::kLanes;
-    if (first) {
-      std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
-      return;
-    }
     std::int64_t i = 0;
-    for (; i + L <= n; i += L) vm::store(dst + i, take(vm::load(dst + i), vm::load(src + i)));
-    for (; i < n; ++i) dst[i] = take(dst[i], src[i]);
+    for (; i + L <= n; i += L) {
+      vm::vf m = vm::load(src[0] + i);
+      for (int r = 1; r < rows; ++r) m = take(m, vm::load(src[r] + i));
+      vm::store(dst + i, m);
+    }
+    for (; i < n; ++i) {
+      float m = src[0][i];
+      for (int r = 1; r < rows; ++r) m = take(m, src[r][i]);
+      dst[i] = m;
+    }
   }
 
   // Output rows [b, e) of all images (row = n * oh + oy); col holds w * c floats.
   void rows(std::int64_t b, std::int64_t e, const float* x, float* y, float* col) const {
-    constexpr std::int64_t L = vm::kLanes;
     const Window2d& w = g.win;
     const std::int64_t run = g.w * g.c;
-    const vm::vf ninf = vm::splat(-std::numeric_limits<float>::infinity());
     for (std::int64_t row = b; row < e; ++row) {
       const std::int64_t n = row / g.oh, oy = row % g.oh;
-      bool first = true;
+      // the window's in-image rows, taken kMaxRows at a time
+      constexpr int kMaxRows = 16;
+      const float* src[kMaxRows];
+      int rows = 0;
       for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
         const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
         if (iy < 0 || iy >= g.h) continue;
-        column_max(col, x + (n * g.h + iy) * run, run, first);
-        first = false;
+        if (rows == kMaxRows) {
+          // A taller window: the rows so far folded into col, which leads the next fold (each
+          // element of col is read before it is written).
+          column_max(col, src, rows, run);
+          src[0] = col;
+          rows = 1;
+        }
+        src[rows++] = x + (n * g.h + iy) * run;
       }
-      if (first) std::fill(col, col + run, -std::numeric_limits<float>::infinity());
+      if (rows > 0) {
+        column_max(col, src, rows, run);
+      } else {
+        std::fill(col, col + run, -std::numeric_limits<float>::infinity());
+      }
       float* out = y + row * g.ow * g.c;
-      for (std::int64_t ox = 0; ox < g.ow; ++ox, out += g.c) {
-        // the window's in-image columns: ix = ox * s - pad + kx * d for kx in [k0, k1)
-        const std::int64_t s = w.stride[1], d = w.dilation[1], start = ox * s - w.pad_begin[1];
-        std::int64_t k0 = 0, k1 = w.kernel[1];
+      const std::int64_t s = w.stride[1], d = w.dilation[1], K = w.kernel[1];
+      // Outputs [lo, hi) have every window column in the image: no bounds, and (3 wide,
+      // contiguous: googlenet's inception branches) the taps unrolled.
+      const std::int64_t lo = std::min(g.ow, (w.pad_begin[1] + s - 1) / s);
+      const std::int64_t last = g.w - 1 - (K - 1) * d + w.pad_begin[1];  // the largest start + pad
+      const std::int64_t hi = last < 0 ? lo : std::clamp(last / s + 1, lo, g.ow);
+      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
+        const std::int64_t start = ox * s - w.pad_begin[1];
+        if (ox >= lo && ox < hi) {
+          if (K == 3 && d == 1) {
+            window<3>(col + start * g.c, 3, 1, out + ox * g.c);
+          } else {
+            window<0>(col + start * g.c, K, d, out + ox * g.c);
+          }
+          continue;
+        }
+        // the window's in-image columns: ix = start + kx * d for kx in [k0, k1)
+        std::int64_t k0 = 0, k1 = K;
         while (k0 < k1 && start + k0 * d < 0) ++k0;
         while (k1 > k0 && start + (k1 - 1) * d >= g.w) --k1;
-        // (offsets, not a pointer to column `start`: that may lie before col)
-        std::int64_t k = 0;
-        for (; k + L <= g.c; k += L) {
-          vm::vf m = ninf;
-          for (std::int64_t kx = k0; kx < k1; ++kx)
-            m = take(m, vm::load(col + (start + kx * d) * g.c + k));
-          vm::store(out + k, m);
+        if (k0 == k1) {  // only padding
+          std::fill(out + ox * g.c, out + (ox + 1) * g.c, -std::numeric_limits<float>::infinity());
+          continue;
         }
-        for (; k < g.c; ++k) {
-          float m = -std::numeric_limits<float>::infinity();
-          for (std::int64_t kx = k0; kx < k1; ++kx) m = take(m, col[(start + kx * d) * g.c + k]);
-          out[k] = m;
-        }
+        // (the pointer at the first in-image column: column `start` may lie before col)
+        window<0>(col + (start + k0 * d) * g.c, k1 - k0, d, out + ox * g.c);
       }
+    }
+  }
+
+  // One output pixel: the maximum over window columns [0, n) of c floats each, d columns
+  // apart, from base (n > 0; N > 0 is n known at compile time, for an unrolled loop). The
+  // maximum runs without NaN handling (v > m ? v : m: one vmaxps) and the NaNs seen are kept
+  // aside: three operations a tap where take needs four. A window with a NaN gives the quiet
+  // NaN, as nan_max_rows does.
+  template <int N>
+  void window(const float* base, std::int64_t n, std::int64_t d, float* out) const {
+    constexpr std::int64_t L = vm::kLanes;
+    const std::int64_t c = g.c, step = d * c;
+    const std::int64_t taps = N > 0 ? N : n;
+    std::int64_t k = 0;
+    for (; k + L <= c; k += L) {
+      vm::vf m = vm::load(base + k);
+      vm::vi nan = m != m;
+      for (std::int64_t kx = 1; kx < taps; ++kx) {
+        const vm::vf v = vm::load(base + kx * step + k);
+        m = v > m ? v : m;
+        nan |= v != v;
+      }
+      vm::store(out + k, nan ? vm::splat(std::numeric_limits<float>::quiet_NaN()) : m);
+    }
+    for (; k < c; ++k) {
+      float m = base[k];
+      bool nan = m != m;
+      for (std::int64_t kx = 1; kx < taps; ++kx) {
+        const float v = base[kx * step + k];
+        m = v > m ? v : m;
+        nan |= v != v;
+      }
+      out[k] = nan ? std::numeric_limits<float>::quiet_NaN() : m;
     }
   }
 };
