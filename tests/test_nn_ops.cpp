@@ -210,7 +210,7 @@ TEST(NnKernels, FusedConvolutionsCountOnceInGraphStatistics) {
 }
 
 // assign_layouts: values between convolutions stay in oneDNN's layout on the CPU, and through
-// max pooling and channel concat too (with channels-last also through spatial reductions). Small
+// max pooling, channel concat and spatial reductions too. Small
 // nets give the same results with the pass on and off (within float rounding: the layouts may pick
 // other kernels), bitwise with layouts_through_pool_concat on and off (the max pooling and concat
 // kernels compute the same values in either layout), planner on and off bitwise (run_checked),
@@ -222,13 +222,10 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
     // (x, w1, w2, w3, w4): fetches
     std::function<std::vector<Node>(Node, Node, Node, Node, Node)> build;
     int kept;  // values kept out of NCHW on a CPU whose convolutions compute in another layout
-    int kept_through;  // the same where that layout is channels-last (through pool and concat)
+    int kept_through;  // the same with the layout passed through pooling, concat and reductions
     // Results bitwise equal with and without the pass-through (reductions sum in another order
-    // over channels-last memory: equal within rounding only).
+    // over channels-last or blocked memory: equal within rounding only).
     bool through_bitwise = true;
-    // Kept where the layout is in blocks of channels (nChw8c, nChw16c: through pool and concat,
-    // not reductions); -1: kept_through.
-    int kept_blocked = -1;
   };
   auto inception = [&](Node x, Node w1, Node w2, Node w3, Node w4, bool avg) {
     Node r = relu(conv2d(x, w3));
@@ -277,15 +274,15 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
        },
        1, 1},
       // ONNX's GlobalAveragePool before a classifier: two reductions over W then H read the
-      // convolution's value channels-last (the first gives channels-last, the second one
-      // pixel per channel, plain), then Flatten and Gemm.
+      // convolution's value in its layout (the first gives that layout, the second one pixel
+      // per channel, plain), then Flatten and Gemm.
       {"global average pool into a classifier",
        [&](Node x, Node w1, Node, Node, Node w4) {
          Node h = relu(conv2d(x, w1, same));
          Node gap = reduce_mean(reduce_mean(h, 3, true), 2, true);
          return std::vector<Node>{matmul(reshape(gap, {2, 16}), reshape(w4, {16, 32}))};
        },
-       0, 2, false, 0},
+       0, 2, false},
       // A pooling whose reader is not a convolution keeps its input plain.
       {"pooling into a graph output",
        [&](Node x, Node w1, Node, Node, Node) {
@@ -332,10 +329,7 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
       const bool cpu_layout =
           on_cpu() && !reference_forced() && layout != detail::ActivationLayout::nchw;
       const bool through = on == 2;
-      const int kept_through = layout == detail::ActivationLayout::nhwc || net.kept_blocked < 0
-                                   ? net.kept_through
-                                   : net.kept_blocked;
-      EXPECT_EQ(kept, on > 0 && cpu_layout ? (through ? kept_through : net.kept) : 0)
+      EXPECT_EQ(kept, on > 0 && cpu_layout ? (through ? net.kept_through : net.kept) : 0)
           << net.what << " (" << on << ") on " << GetParam().name;
     }
     for (std::size_t k = 0; k < ys.size(); ++k) {

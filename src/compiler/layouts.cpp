@@ -13,11 +13,11 @@
 // then run without reorders (on AVX2, nChw8c: googlenet 0.80x the time it took with the
 // layout stopping there, bench/README.md). Any other reader (average pooling, a graph output, a
 // reshape) keeps the value plain: the reorder happens only where a consumer needs plain memory.
-// With channels-last, reductions over one spatial axis (keepdims) pass it through as well, and take
-// it in while giving a plain result where that result has one pixel per channel (both layouts are
-// then the same memory): ONNX's GlobalAveragePool (two reduce_means, over W then H) reads the
-// last convolution's channels-last value as it is, and its [N, C, 1, 1] result goes on to
-// Flatten and Gemm with no reorder anywhere.
+// Reductions over one spatial axis (keepdims) pass it through as well, and take it in while giving
+// a plain result where that result has one pixel per channel (every layout is then the same
+// memory): ONNX's GlobalAveragePool (two reduce_means, over W then H) reads the last
+// convolution's value (or googlenet's last concat) as it is, and its [N, C, 1, 1] result goes on
+// to Flatten and Gemm with no reorder anywhere.
 //
 // Winograd (CompileOptions::winograd_convs, off by default: it costs memory): oneDNN 2.6's
 // Winograd convolutions take only nChw16c, and run 3x3 stride-1 layers 1.6-2.5x faster than
@@ -60,7 +60,7 @@ bool reduces_to_one_pixel(const PlanNode& n) {
 }
 
 // Ops that keep their inputs' layout: max pooling no gradient reads and concat along
-// channels; with channels-last (`reductions`) also reductions over a spatial axis.
+// channels, and (`reductions`) reductions over a spatial axis.
 bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id, bool reductions) {
   if (n.type.shape.rank() != 4) return false;
   if (n.op == OpKind::Concat) return n.attrs.axis == 1;
@@ -112,9 +112,9 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
     p.winograd = true;
   }
   const int block = channel_block(layout);
-  // Pooling and concat read blocks of channels as they read channels-last pixels (their
-  // kernels see N * C/B images of B channels); the reductions' kernels read channels-last only.
-  const bool through_reductions = through_pool_concat && block == 1;
+  // Pooling, concat and spatial reductions read blocks of channels as they read channels-last
+  // pixels (their kernels see N * C/B images of B channels).
+  const bool through_reductions = through_pool_concat;
   const std::size_t n = p.nodes.size();
   std::vector<std::vector<std::pair<std::uint32_t, std::size_t>>> readers(n);
   for (std::uint32_t i = 0; i < n; ++i) {

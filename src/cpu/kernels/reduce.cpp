@@ -14,6 +14,7 @@
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
+#include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cpu {
 
@@ -93,16 +94,22 @@ void reduce_strided(const ExecCtx& ctx, const float* x, float* out, const AxisGe
 }
 
 // The reduction's geometry over its input's memory: a channels-last 4-d input (assign_layouts:
-// a spatial reduction of a convolution's value) is [N, H, W, C] there. The result is then
-// channels-last too, which is plain memory where it has one pixel per channel.
+// a spatial reduction of a convolution's value) is [N, H, W, C] there, and one in blocks of B
+// channels [N * C/B, H, W, B] (over H or W only: assign_layouts passes blocks through spatial
+// reductions alone). The result is then in the input's layout too, which is plain memory where
+// it has one pixel per channel.
 AxisGeom reduce_geom(const KernelArgs& k) {
   const Shape& s = k.in_shape(0);
   const int axis = k.node.attrs.axis;
-  if (s.rank() != 4 || axis == kAllAxes ||
-      k.plan.nodes[k.node.inputs[0]].layout != ActivationLayout::nhwc)
-    return axis_geom(s, axis);
+  const int block = channel_block(k.plan.nodes[k.node.inputs[0]].layout);
+  if (s.rank() != 4 || axis == kAllAxes || block <= 0) return axis_geom(s, axis);
   constexpr int kMemoryAxis[4] = {0, 3, 1, 2};
-  return axis_geom(Shape{s[0], s[2], s[3], s[1]}, kMemoryAxis[axis < 0 ? axis + 4 : axis]);
+  const int a = axis < 0 ? axis + 4 : axis;
+  if (block == 1) return axis_geom(Shape{s[0], s[2], s[3], s[1]}, kMemoryAxis[a]);
+  if (a < 2 || s[1] % block != 0)
+    throw GraphError(k.node.label + ": a reduction over axis " + std::to_string(a) +
+                     " of a value in blocks of " + std::to_string(block) + " channels");
+  return axis_geom(Shape{s[0] * (s[1] / block), s[2], s[3], block}, kMemoryAxis[a]);
 }
 
 class ReduceKernel final : public CpuKernel {
