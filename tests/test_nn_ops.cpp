@@ -210,11 +210,11 @@ TEST(NnKernels, FusedConvolutionsCountOnceInGraphStatistics) {
 }
 
 // assign_layouts: values between convolutions stay in oneDNN's layout on the CPU, and through
-// max pooling, channel concat and spatial reductions too. Small
-// nets give the same results with the pass on and off (within float rounding: the layouts may pick
-// other kernels), bitwise with layouts_through_pool_concat on and off (the max pooling and concat
-// kernels compute the same values in either layout), planner on and off bitwise (run_checked),
-// and on the CPU some value is kept out of NCHW exactly where every reader takes it so.
+// max pooling, channel concat and spatial reductions too. Small nets give the same results with
+// the pass on and off (within float rounding: the layouts may pick other kernels), bitwise with
+// layouts_through_pool_concat on and off (the max pooling and concat kernels compute the same
+// values in either layout), planner on and off bitwise (run_checked), and on the CPU some value
+// is kept out of NCHW exactly where every reader takes it so.
 TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
   const Conv2dOptions same{.padding = {1, 1}};
   struct Net {

@@ -472,8 +472,8 @@ struct MaxPoolChannels {
   // One output pixel: the maximum over window columns [0, n) of c floats each, d columns
   // apart, from base (n > 0; N > 0 is n known at compile time, for an unrolled loop). The
   // maximum runs without NaN handling (v > m ? v : m: one vmaxps) and the NaNs seen are kept
-  // aside: three operations a tap where take needs four. A window with a NaN gives the quiet
-  // NaN, as nan_max_rows does.
+  // aside, so only the vmaxps is on the chain from tap to tap (take's blend would be too). A
+  // window with a NaN gives the quiet NaN, as nan_max_rows does.
   template <int N>
   void window(const float* base, std::int64_t n, std::int64_t d, float* out) const {
     constexpr std::int64_t L = vm::kLanes;
