@@ -14,6 +14,7 @@
 
 #include "common/executable.hpp"
 #include "cpu/kernel.hpp"
+#include "cpu/kernels/winograd.hpp"
 #include "hetgraph/autodiff.hpp"
 #include "test_util.hpp"
 
@@ -318,7 +319,10 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
       CompileOptions o;
       o.blocked_layouts = on > 0;
       o.layouts_through_pool_concat = on == 2;
-      o.winograd_convs = false;  // its rounding: WinogradConvolutionsMatchTheDirectOnes
+      // Their rounding: WinogradConvolutionsMatchTheDirectOnes,
+      // WinogradF2x3MatchesTheDirectKernels.
+      o.winograd_convs = false;
+      o.winograd_f2x3 = false;
       auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, ys);
       cg.run(feeds);
       for (Node y : ys) results[on].push_back(cg.read(y));
@@ -382,7 +386,7 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
     const auto& ex = detail::executable_of(cg);
     int winograd = 0;
     for (std::uint32_t i = 0; i < ex.plan().nodes.size(); ++i)
-      winograd += ex.kernel_name(i).find("winograd") != std::string::npos;
+      winograd += ex.kernel_name(i).starts_with("dnnl_conv_winograd");
     EXPECT_EQ(ex.plan().winograd, wino == 1 && cpu) << GetParam().name;
     // The first convolution reads x and the last gives y, both plain (fed, fetched); the
     // three between are Winograd's.
@@ -409,6 +413,92 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
             .compile(g2, {{"x", {1, 64, 8, 8}}, {"w1", {64, 64, 3, 3}}, {"w2", {64, 64, 5, 5}}},
                      {c});
     EXPECT_FALSE(detail::executable_of(cg).plan().winograd) << variant;
+  }
+}
+
+// hetgraph's own Winograd F(2x2, 3x3) kernel (CompileOptions::winograd_f2x3, on by default; built
+// for AVX2 CPUs without AVX-512): the 3x3 stride-1 convolutions between blocked values take it,
+// a plain one, one with bias + residual + relu, one with leaky_relu, and an unpadded one with clip
+// whose 7x5 result ends in partial tiles, all within rounding of oneDNN's direct kernels. A
+// batch with fewer than 32 output tiles keeps the direct kernels; weights the host writes
+// between runs are transformed again; thread counts 1 and 2 give the same bits.
+TEST_P(NnOpTest, WinogradF2x3MatchesTheDirectKernels) {
+  const Conv2dOptions same{.padding = {1, 1}};
+  const std::vector<float> w2a = testing_util::random_vec(16 * 16 * 9, 82),
+                           w2b = testing_util::random_vec(16 * 16 * 9, 87);
+  auto build = [&](Graph& g, const std::vector<float>& w2v) {
+    auto x = g.input("x"), w1 = g.input("w1"), w3 = g.input("w3"), b = g.input("b"),
+         w4 = g.input("w4");
+    auto w2 = g.variable("w2", {16, 16, 3, 3}, Initializer::values(w2v));
+    Node h = relu(conv2d(x, w1, b, same));
+    Node c1 = conv2d(h, w2, same);
+    Node c2 = relu(add(conv2d(c1, w3, b, same), h));
+    Node c3 = leaky_relu(conv2d(c2, w2, b, same), 0.1f);
+    Node c4 = clip(conv2d(c3, w3), -0.5f, 0.5f);
+    return std::make_pair(conv2d(c4, w4), w2);
+  };
+  const bool built = on_cpu() && !reference_forced() && detail::cpu::winograd_f2x3_built() &&
+                     detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
+  for (const std::int64_t batch : {3, 1}) {
+    const std::vector<In> ins{rand_in("x", {batch, 16, 9, 7}, 81),
+                              rand_in("w1", {16, 16, 3, 3}, 83), rand_in("w3", {16, 16, 3, 3}, 84),
+                              rand_in("b", {16}, 85), rand_in("w4", {8, 16, 1, 1}, 86)};
+    InputShapes shapes;
+    std::vector<FeedItem> feeds;
+    for (const In& in : ins) {
+      shapes.push_back({in.name, in.shape});
+      feeds.push_back({in.name, in.values});
+    }
+    // 0: direct kernels; 1: Winograd with w2a; 2: Winograd after writing w2b; 3: compiled with w2b.
+    std::vector<float> out[4];
+    for (int on : {0, 1}) {
+      Graph g;
+      auto [y, w2] = build(g, w2a);
+      CompileOptions o;
+      o.winograd_f2x3 = on == 1;
+      auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
+      cg.run(feeds);
+      out[on] = cg.read(y);
+      const auto& ex = detail::executable_of(cg);
+      int winograd = 0;
+      for (std::uint32_t i = 0; i < ex.plan().nodes.size(); ++i)
+        winograd += ex.kernel_name(i) == "winograd_f2x3";
+      // Batch 3: 3 x 5 x 4 tiles of the same-padded layers, 3 x 4 x 3 of the unpadded one.
+      EXPECT_EQ(winograd, on == 1 && built && batch == 3 ? 4 : 0) << GetParam().name << batch;
+      if (on == 1) {
+        cg.write(w2, w2b);
+        cg.run(feeds);
+        cg.run(feeds);  // the second run reuses the first's transformed weights
+        out[2] = cg.read(y);
+      }
+    }
+    Graph g;
+    auto [y, w2] = build(g, w2b);
+    auto cg = GraphCompiler(GetParam().make()).compile(g, shapes, {y});
+    cg.run(feeds);
+    out[3] = cg.read(y);
+    EXPECT_TRUE(testing_util::bitwise_equal(out[2], out[3])) << GetParam().name;
+    EXPECT_FALSE(testing_util::bitwise_equal(out[1], out[2])) << GetParam().name;
+    double diff = 0.0, top = 0.0;
+    for (std::size_t i = 0; i < out[0].size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::fabs(out[1][i] - out[0][i])));
+      top = std::max(top, static_cast<double>(std::fabs(out[0][i])));
+    }
+    EXPECT_LT(diff / top, 1e-5) << GetParam().name << " " << diff << " / " << top;
+    // One thread or two: the same bits (every tile's sums run in one order).
+    if (GetParam().name == "cpu_seq_1t") {
+      std::vector<float> by_threads[2];
+      for (int t : {1, 2}) {
+        Graph g2;
+        auto [y2, w22] = build(g2, w2a);
+        auto cg2 = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = t}))
+                       .compile(g2, shapes, {y2});
+        cg2.run(feeds);
+        by_threads[t - 1] = cg2.read(y2);
+      }
+      EXPECT_TRUE(testing_util::bitwise_equal(by_threads[0], by_threads[1]));
+      EXPECT_TRUE(testing_util::bitwise_equal(by_threads[0], out[1]));
+    }
   }
 }
 

@@ -314,6 +314,18 @@ struct CompileOptions {
   ///   CompileOptions o;
   ///   o.winograd_convs = true;  // latency before memory (hetgraph-run --winograd)
   bool winograd_convs = false;
+  /// With `blocked_layouts`, on CPUs where oneDNN has no Winograd kernels (AVX2 without
+  /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s, at least 32 2x2 output
+  /// tiles over the batch) between blocked values run hetgraph's own Winograd F(2x2, 3x3) kernel,
+  /// with the bias, residual and relu / leaky_relu / clip epilogue: 0.41-0.63x the time of
+  /// oneDNN's direct kernels on resnet18's and googlenet's layers at batch 32 on AVX2
+  /// (bench/README, issue 18). Its transformed weights take 16/9 of the plain weights' memory
+  /// in place of the direct kernel's reordered copy. Results differ from the direct kernels' by
+  /// rounding (a few 1e-6 of the largest output). Off: oneDNN's direct kernels.
+  ///
+  ///   CompileOptions o;
+  ///   o.winograd_f2x3 = false;  // e.g. to compare with the direct kernels
+  bool winograd_f2x3 = true;
   /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).

@@ -18,6 +18,7 @@ struct Options : hetgraph::tool::EngineFlags {
   std::string output_dir, trace;
   int repeat = 10, warmup = 3, seed = 1;
   bool json = false, fuse = true, winograd = false;
+  bool winograd_f2x3 = true;    // --no-winograd-f2x3: CompileOptions::winograd_f2x3
   bool layouts_through = true;  // --no-layouts-through: CompileOptions::layouts_through_pool_concat
 };
 
@@ -28,7 +29,7 @@ inline constexpr const char* kUsage =
     "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
     "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse]\n"
-    "                    [--winograd] [--no-layouts-through] [--json]\n"
+    "                    [--winograd] [--no-winograd-f2x3] [--no-layouts-through] [--json]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
@@ -80,6 +81,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .text("--trace", o.trace)
       .flag("--no-fuse", o.fuse, false)
       .flag("--winograd", o.winograd)
+      .flag("--no-winograd-f2x3", o.winograd_f2x3, false)
       .flag("--no-layouts-through", o.layouts_through, false)
       .flag("--json", o.json);
   return p;

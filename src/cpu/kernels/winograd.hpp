@@ -1,0 +1,18 @@
+// hetgraph's own Winograd F(2x2, 3x3) convolution kernel (winograd.cpp), for conv2d and
+// fused_conv2d between blocked or channels-last values on AVX2 CPUs; registered with the
+// convolution kernels (conv.cpp), ahead of oneDNN's direct ones.
+#pragma once
+
+#include <memory>
+
+#include "cpu/kernel.hpp"
+
+namespace hetgraph::detail::cpu {
+
+/// Why the kernel does not take this node (null when it does).
+const char* reject_winograd_f2x3(const KernelArgs& a);
+std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a);
+/// Whether this build has the kernel (AVX2 and FMA, no AVX-512: oneDNN's kernels there).
+bool winograd_f2x3_built();
+
+}  // namespace hetgraph::detail::cpu
