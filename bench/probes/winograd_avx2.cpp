@@ -67,43 +67,89 @@ inline void kernel6x16(const float* a, std::size_t lda, const float* b, int kc, 
   }
 }
 
+// One row (or column) of the transforms, on vectors of 8 channels. F(2x2, 3x3): alpha = 4;
+// F(4x4, 3x3): alpha = 6 (Lavin and Gray's B, G, A).
+template <int M>
+struct Tr;
+template <>
+struct Tr<2> {
+  static constexpr int kAlpha = 4;
+  static void in(const __m256* d, __m256* r) {  // B^T d
+    r[0] = _mm256_sub_ps(d[0], d[2]);
+    r[1] = _mm256_add_ps(d[1], d[2]);
+    r[2] = _mm256_sub_ps(d[2], d[1]);
+    r[3] = _mm256_sub_ps(d[1], d[3]);
+  }
+  static void out(const __m256* m, __m256* o) {  // A^T m
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
+    o[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+  }
+  static constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+};
+template <>
+struct Tr<4> {
+  static constexpr int kAlpha = 6;
+  static void in(const __m256* d, __m256* r) {
+    const __m256 four = _mm256_set1_ps(4.0f), m4 = _mm256_set1_ps(-4.0f),
+                 m5 = _mm256_set1_ps(-5.0f), two = _mm256_set1_ps(2.0f);
+    r[0] = _mm256_fmadd_ps(four, d[0], _mm256_fmadd_ps(m5, d[2], d[4]));
+    const __m256 t1 = _mm256_fmadd_ps(m4, d[2], d[4]), t2 = _mm256_fmadd_ps(m4, d[1], d[3]);
+    r[1] = _mm256_add_ps(t1, t2);
+    r[2] = _mm256_sub_ps(t1, t2);
+    const __m256 t3 = _mm256_sub_ps(d[4], d[2]), t4 = _mm256_mul_ps(two, _mm256_sub_ps(d[1], d[3]));
+    r[3] = _mm256_sub_ps(t3, t4);
+    r[4] = _mm256_add_ps(t3, t4);
+    r[5] = _mm256_fmadd_ps(four, d[1], _mm256_fmadd_ps(m5, d[3], d[5]));
+  }
+  static void out(const __m256* m, __m256* o) {
+    const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]),
+                 c = _mm256_add_ps(m[3], m[4]), d = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), d, b);
+    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), c, a);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), d, b), m[5]);
+  }
+  static constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
+                                      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                      {0, 0, 1}};
+};
+
+template <int MT>
 struct Wino {
+  static constexpr int A = Tr<MT>::kAlpha, P = A * A;
   int N, C, H, W, K, TH, TW, T, KP, K16, TB, CB, KB;
-  Buf U;  // [16][KP][C][16]
+  Buf U;  // [P][KP][C][16]
   std::vector<Buf> V, M;
 
   Wino(int n, int c, int h, int w, int k, const float* oihw, int tb, int threads)
       : N(n), C(c), H(h), W(w), K(k) {
-    TH = (H + 1) / 2, TW = (W + 1) / 2, T = N * TH * TW, KP = (K + 15) / 16, K16 = KP * 16;
-    CB = C / 8, KB = K / 8;
+    TH = (H + MT - 1) / MT, TW = (W + MT - 1) / MT, T = N * TH * TW, KP = (K + 15) / 16;
+    K16 = KP * 16, CB = C / 8, KB = K / 8;
     const int per = (T + threads - 1) / threads;
     TB = std::max(6, std::min(tb, (per + 5) / 6 * 6));
-    U = alloc(16ull * K16 * C);
-    std::memset(U.get(), 0, 16ull * K16 * C * 4);
+    U = alloc(static_cast<std::size_t>(P) * K16 * C);
+    std::memset(U.get(), 0, static_cast<std::size_t>(P) * K16 * C * 4);
     for (int o = 0; o < K; ++o)
       for (int ci = 0; ci < C; ++ci) {
         const float* g = oihw + (static_cast<std::size_t>(o) * C + ci) * 9;
-        float gg[4][3], u[4][4];
-        for (int j = 0; j < 3; ++j) {
-          gg[0][j] = g[j];
-          gg[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-          gg[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-          gg[3][j] = g[6 + j];
-        }
-        for (int i = 0; i < 4; ++i) {
-          u[i][0] = gg[i][0];
-          u[i][1] = 0.5f * (gg[i][0] + gg[i][1] + gg[i][2]);
-          u[i][2] = 0.5f * (gg[i][0] - gg[i][1] + gg[i][2]);
-          u[i][3] = gg[i][2];
-        }
-        for (int pos = 0; pos < 16; ++pos)
-          U[((static_cast<std::size_t>(pos) * KP + o / 16) * C + ci) * 16 + o % 16] =
-              u[pos / 4][pos % 4];
+        double gg[A][3];
+        for (int i = 0; i < A; ++i)
+          for (int j = 0; j < 3; ++j)
+            gg[i][j] = Tr<MT>::kG[i][0] * g[j] + Tr<MT>::kG[i][1] * g[3 + j] +
+                       Tr<MT>::kG[i][2] * g[6 + j];
+        for (int i = 0; i < A; ++i)
+          for (int j = 0; j < A; ++j)
+            U[((static_cast<std::size_t>(i * A + j) * KP + o / 16) * C + ci) * 16 + o % 16] =
+                static_cast<float>(gg[i][0] * Tr<MT>::kG[j][0] + gg[i][1] * Tr<MT>::kG[j][1] +
+                                   gg[i][2] * Tr<MT>::kG[j][2]);
       }
     for (int t = 0; t < threads; ++t) {
-      V.push_back(alloc(16ull * TB * C));
-      M.push_back(alloc(16ull * TB * K16));
-      std::memset(V.back().get(), 0, 16ull * TB * C * 4);
+      V.push_back(alloc(static_cast<std::size_t>(P) * TB * C));
+      M.push_back(alloc(static_cast<std::size_t>(P) * TB * K16));
+      std::memset(V.back().get(), 0, static_cast<std::size_t>(P) * TB * C * 4);
     }
   }
 
@@ -114,73 +160,60 @@ struct Wino {
       float* v = V[omp_get_thread_num()].get();
       float* m = M[omp_get_thread_num()].get();
       const int t0 = blk * TB, nt = std::min(TB, T - t0);
-      // Input transform.
+      const std::size_t vs = static_cast<std::size_t>(TB) * C;
       for (int tl = 0; tl < nt; ++tl) {
         const int t = t0 + tl, n = t / (TH * TW), ty = t / TW % TH, tx = t % TW;
         for (int cb = 0; cb < CB; ++cb) {
           const float* img = x + (static_cast<std::size_t>(n) * CB + cb) * H * W * 8;
-          __m256 d[4][4];
-          for (int i = 0; i < 4; ++i) {
-            const int iy = 2 * ty - 1 + i;
-            for (int j = 0; j < 4; ++j) {
-              const int ix = 2 * tx - 1 + j;
+          __m256 d[A][A], s[A][A], col[A], r[A];
+          for (int i = 0; i < A; ++i) {
+            const int iy = MT * ty - 1 + i;
+            for (int j = 0; j < A; ++j) {
+              const int ix = MT * tx - 1 + j;
               d[i][j] = (iy >= 0 && iy < H && ix >= 0 && ix < W)
                             ? _mm256_load_ps(img + (static_cast<std::size_t>(iy) * W + ix) * 8)
                             : _mm256_setzero_ps();
             }
           }
-          __m256 s[4][4];
-          for (int j = 0; j < 4; ++j) {
-            s[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
-            s[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
-            s[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
-            s[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+          for (int j = 0; j < A; ++j) {
+            for (int i = 0; i < A; ++i) col[i] = d[i][j];
+            Tr<MT>::in(col, r);
+            for (int i = 0; i < A; ++i) s[i][j] = r[i];
           }
           float* dst = v + static_cast<std::size_t>(tl) * C + cb * 8;
-          const std::size_t ps = static_cast<std::size_t>(TB) * C;
-          for (int i = 0; i < 4; ++i) {
-            _mm256_store_ps(dst + (i * 4 + 0) * ps, _mm256_sub_ps(s[i][0], s[i][2]));
-            _mm256_store_ps(dst + (i * 4 + 1) * ps, _mm256_add_ps(s[i][1], s[i][2]));
-            _mm256_store_ps(dst + (i * 4 + 2) * ps, _mm256_sub_ps(s[i][2], s[i][1]));
-            _mm256_store_ps(dst + (i * 4 + 3) * ps, _mm256_sub_ps(s[i][1], s[i][3]));
+          for (int i = 0; i < A; ++i) {
+            Tr<MT>::in(s[i], r);
+            for (int j = 0; j < A; ++j) _mm256_store_ps(dst + (i * A + j) * vs, r[j]);
           }
         }
       }
-      // 16 products.
       const int rows = (nt + 5) / 6 * 6;
-      for (int pos = 0; pos < 16; ++pos)
+      for (int pos = 0; pos < P; ++pos)
         for (int kp = 0; kp < KP; ++kp)
           for (int r0 = 0; r0 < rows; r0 += 6)
             kernel6x16(v + (static_cast<std::size_t>(pos) * TB + r0) * C, C,
                        U.get() + (static_cast<std::size_t>(pos) * KP + kp) * C * 16, C,
                        m + (static_cast<std::size_t>(pos) * TB + r0) * K16 + kp * 16, K16);
-      // Output transform.
       const std::size_t ps = static_cast<std::size_t>(TB) * K16;
       for (int tl = 0; tl < nt; ++tl) {
         const int t = t0 + tl, n = t / (TH * TW), ty = t / TW % TH, tx = t % TW;
         for (int kb = 0; kb < KB; ++kb) {
           const float* src = m + static_cast<std::size_t>(tl) * K16 + kb * 8;
-          __m256 s0[4], s1[4];
-          for (int j = 0; j < 4; ++j) {
-            const __m256 a = _mm256_load_ps(src + (0 + j) * ps),
-                         b = _mm256_load_ps(src + (4 + j) * ps),
-                         c = _mm256_load_ps(src + (8 + j) * ps),
-                         e = _mm256_load_ps(src + (12 + j) * ps);
-            s0[j] = _mm256_add_ps(_mm256_add_ps(a, b), c);
-            s1[j] = _mm256_sub_ps(_mm256_sub_ps(b, c), e);
+          __m256 s[MT][A], col[A], o[MT];
+          for (int j = 0; j < A; ++j) {
+            for (int i = 0; i < A; ++i) col[i] = _mm256_load_ps(src + (i * A + j) * ps);
+            Tr<MT>::out(col, o);
+            for (int i = 0; i < MT; ++i) s[i][j] = o[i];
           }
-          const __m256 o[2][2] = {
-              {_mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]),
-               _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3])},
-              {_mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]),
-               _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3])}};
           float* img = y + (static_cast<std::size_t>(n) * KB + kb) * H * W * 8;
-          for (int i = 0; i < 2; ++i)
-            for (int j = 0; j < 2; ++j) {
-              const int oy = 2 * ty + i, ox = 2 * tx + j;
+          for (int i = 0; i < MT; ++i) {
+            Tr<MT>::out(s[i], o);
+            for (int j = 0; j < MT; ++j) {
+              const int oy = MT * ty + i, ox = MT * tx + j;
               if (oy < H && ox < W)
-                _mm256_store_ps(img + (static_cast<std::size_t>(oy) * W + ox) * 8, o[i][j]);
+                _mm256_store_ps(img + (static_cast<std::size_t>(oy) * W + ox) * 8, o[j]);
             }
+          }
         }
       }
     }
@@ -226,29 +259,33 @@ int main(int argc, char** argv) {
       conv.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
       s.wait();
     };
-    Wino wg(N, C, H, W, O, w.data(), tb, omp_get_max_threads());
-    auto wino = [&] {
-      wg.run(static_cast<const float*>(src.get_data_handle()),
-             static_cast<float*>(mine.get_data_handle()));
-    };
+    Wino<2> w2(N, C, H, W, O, w.data(), tb, omp_get_max_threads());
+    Wino<4> w4(N, C, H, W, O, w.data(), tb, omp_get_max_threads());
+    const float* xs = static_cast<const float*>(src.get_data_handle());
+    float* ys = static_cast<float*>(mine.get_data_handle());
+    auto wino = [&] { w2.run(xs, ys); };
+    auto wino4 = [&] { w4.run(xs, ys); };
     direct();
-    wino();
     const float* a = static_cast<const float*>(dst.get_data_handle());
-    const float* b = static_cast<const float*>(mine.get_data_handle());
-    double scale = 0, err = 0;
-    for (std::size_t i = 0; i < static_cast<std::size_t>(N) * O * H * W; ++i) {
+    double scale = 0, err = 0, err4 = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(N) * O * H * W; ++i)
       scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
-      err = std::max(err, static_cast<double>(std::fabs(a[i] - b[i])));
-    }
+    wino();
+    for (std::size_t i = 0; i < static_cast<std::size_t>(N) * O * H * W; ++i)
+      err = std::max(err, static_cast<double>(std::fabs(a[i] - ys[i])));
+    wino4();
+    for (std::size_t i = 0; i < static_cast<std::size_t>(N) * O * H * W; ++i)
+      err4 = std::max(err4, static_cast<double>(std::fabs(a[i] - ys[i])));
     const double gflop = 2.0 * N * H * W * O * C * 9 * 1e-9;
     for (int round = 1; round <= rounds; ++round) {
-      const double td = median_ms(direct), tw = median_ms(wino);
+      const double td = median_ms(direct), tw = median_ms(wino), tw4 = median_ms(wino4);
       std::printf(
           "{\"net\":\"%s\",\"shape\":\"%dx%dx%dx%d-%dx3x3-p1\",\"round\":%d,\"threads\":%d,"
           "\"gflop\":%.4f,\"direct_ms\":%.3f,\"direct_impl\":\"%s\",\"winograd_ms\":%.3f,"
-          "\"ratio\":%.3f,\"tile_block\":%d,\"rel_err\":%.2e}\n",
+          "\"ratio\":%.3f,\"f4x3_ms\":%.3f,\"f4x3_ratio\":%.3f,\"tile_block\":%d,"
+          "\"rel_err\":%.2e,\"f4x3_rel_err\":%.2e}\n",
           sh.net, N, C, H, W, O, round, omp_get_max_threads(), gflop, td, pd.impl_info_str(), tw,
-          tw / td, wg.TB, err / scale);
+          tw / td, tw4, tw4 / td, w2.TB, err / scale, err4 / scale);
       std::fflush(stdout);
     }
   }

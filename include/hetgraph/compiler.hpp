@@ -315,17 +315,19 @@ struct CompileOptions {
   ///   o.winograd_convs = true;  // latency before memory (hetgraph-run --winograd)
   bool winograd_convs = false;
   /// With `blocked_layouts`, on CPUs where oneDNN has no Winograd kernels (AVX2 without
-  /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s, at least 32 2x2 output
-  /// tiles over the batch) between blocked values run hetgraph's own Winograd F(2x2, 3x3) kernel,
-  /// with the bias, residual and relu / leaky_relu / clip epilogue: 0.41-0.63x the time of
-  /// oneDNN's direct kernels on resnet18's and googlenet's layers at batch 32 on AVX2
-  /// (bench/README, issue 18). Its transformed weights take 16/9 of the plain weights' memory
-  /// in place of the direct kernel's reordered copy. Results differ from the direct kernels' by
-  /// rounding (a few 1e-6 of the largest output). Off: oneDNN's direct kernels.
+  /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s) between blocked values run
+  /// hetgraph's own Winograd kernels, with the bias, residual and relu / leaky_relu / clip
+  /// epilogue: F(4x4, 3x3) where the result is at least 28x28 and its transformed weights
+  /// (4x the plain ones) are no larger than the layer's image and result, else F(2x2, 3x3)
+  /// (16/9 of the weights) where the batch has at least 32 output tiles of 2x2. They take
+  /// 0.4-0.75x the time of oneDNN's direct kernels on resnet18's and googlenet's layers on AVX2
+  /// (bench/README, issue 18); the transformed weights replace the direct kernel's reordered
+  /// copy. Results differ from the direct kernels' by rounding (up to a few 1e-5 of the largest
+  /// output with F(4x4)). Off: oneDNN's direct kernels.
   ///
   ///   CompileOptions o;
-  ///   o.winograd_f2x3 = false;  // e.g. to compare with the direct kernels
-  bool winograd_f2x3 = true;
+  ///   o.own_winograd = false;  // e.g. to compare with the direct kernels
+  bool own_winograd = true;
   /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
   /// small products) run as one node whose kernel runs them side by side on the team's
   /// threads. Only where kernels get several threads (CPU engines with teams of 2+).

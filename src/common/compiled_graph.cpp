@@ -51,7 +51,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   if (options_.blocked_layouts) po.conv_layout = backend.conv_layout();
   po.layouts_through_pool_concat = options_.layouts_through_pool_concat;
   po.winograd_convs = options_.winograd_convs && backend.winograd_convs();
-  po.winograd_f2x3 = options_.winograd_f2x3;
+  po.own_winograd = options_.own_winograd;
   po.parallel_ops = options_.parallel_ops;
   po.grouped_embeddings = options_.grouped_embeddings;
   po.stacked_products = options_.stacked_products;

@@ -755,7 +755,7 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) {
        assign_layouts(p, c.options.conv_layout, c.options.layouts_through_pool_concat,
                       c.options.winograd_convs);
-       p.winograd_f2x3 = c.options.winograd_f2x3;
+       p.own_winograd = c.options.own_winograd;
      },
      laying_out},
     {"fuse_sparse_update",

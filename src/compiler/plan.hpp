@@ -170,9 +170,9 @@ struct Plan {
   std::size_t in_place = 0;
   /// assign_layouts chose nChw16c for Winograd convolutions (the CPU kernels' cue).
   bool winograd = false;
-  /// assign_layouts ran with PlanOptions::winograd_f2x3: the CPU's own Winograd kernel may take
+  /// assign_layouts ran with PlanOptions::own_winograd: the CPU's own Winograd kernel may take
   /// 3x3 convolutions between blocked values.
-  bool winograd_f2x3 = false;
+  bool own_winograd = false;
   /// Heterogeneous platforms (split_devices): one self-contained plan per device (null where
   /// the device got no node), each with its own order, commit point and memory plan.
   std::vector<std::shared_ptr<Plan>> parts;
@@ -244,8 +244,8 @@ struct PlanOptions {
   bool layouts_through_pool_concat = true;
   /// assign_layouts: nChw16c and Winograd convolutions where they pay (CompileOptions).
   bool winograd_convs = false;
-  /// CompileOptions::winograd_f2x3 (the CPU kernels read it from Plan::winograd_f2x3).
-  bool winograd_f2x3 = true;
+  /// CompileOptions::own_winograd (the CPU kernels read it from Plan::own_winograd).
+  bool own_winograd = true;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
   /// where a kernel has several: 0 or 1 turns the pass off).
   bool parallel_ops = false;

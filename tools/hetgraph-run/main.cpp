@@ -97,7 +97,7 @@ int run(const hgrun::Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.winograd_convs = o.winograd;
-  co.winograd_f2x3 = o.winograd_f2x3;
+  co.own_winograd = o.own_winograd;
   co.layouts_through_pool_concat = o.layouts_through;
   hetgraph::CompiledGraph cg =
       m.compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));

@@ -18,7 +18,7 @@ struct Options : hetgraph::tool::EngineFlags {
   std::string output_dir, trace;
   int repeat = 10, warmup = 3, seed = 1;
   bool json = false, fuse = true, winograd = false;
-  bool winograd_f2x3 = true;    // --no-winograd-f2x3: CompileOptions::winograd_f2x3
+  bool own_winograd = true;     // --no-own-winograd: CompileOptions::own_winograd
   bool layouts_through = true;  // --no-layouts-through: CompileOptions::layouts_through_pool_concat
 };
 
@@ -29,7 +29,7 @@ inline constexpr const char* kUsage =
     "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
     "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse]\n"
-    "                    [--winograd] [--no-winograd-f2x3] [--no-layouts-through] [--json]\n"
+    "                    [--winograd] [--no-own-winograd] [--no-layouts-through] [--json]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
@@ -81,7 +81,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .text("--trace", o.trace)
       .flag("--no-fuse", o.fuse, false)
       .flag("--winograd", o.winograd)
-      .flag("--no-winograd-f2x3", o.winograd_f2x3, false)
+      .flag("--no-own-winograd", o.own_winograd, false)
       .flag("--no-layouts-through", o.layouts_through, false)
       .flag("--json", o.json);
   return p;

@@ -583,11 +583,13 @@ bool winograd_available() {
 void register_conv_kernels(KernelRegistry& r) {
   constexpr bool ref = true;
   r.add(OpKind::Conv2d, {"dnnl_conv_winograd", reject_winograd, make_conv_fwd_winograd});
+  r.add(OpKind::Conv2d, {"winograd_f4x3", reject_winograd_f4x3, make_winograd_f4x3});
   r.add(OpKind::Conv2d, {"winograd_f2x3", reject_winograd_f2x3, make_winograd_f2x3});
   r.add(OpKind::Conv2d, {"dnnl_conv", nullptr, make_conv_fwd});
   r.add(OpKind::Conv2d, {"reference", nullptr, make_conv_ref, ref});
   r.add(OpKind::FusedConv2d,
         {"dnnl_conv_winograd_post_ops", reject_winograd, make_fused_conv_winograd});
+  r.add(OpKind::FusedConv2d, {"winograd_f4x3", reject_winograd_f4x3, make_winograd_f4x3});
   r.add(OpKind::FusedConv2d, {"winograd_f2x3", reject_winograd_f2x3, make_winograd_f2x3});
   r.add(OpKind::FusedConv2d, {"dnnl_conv_post_ops", nullptr, make_fused_conv});
   r.add(OpKind::FusedConv2d, {"reference", nullptr, make_fused_conv_ref, ref});

@@ -26,15 +26,15 @@
 #include "cpu/parallel.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-#define HETGRAPH_WINOGRAD_F2X3 1
+#define HETGRAPH_OWN_WINOGRAD 1
 #include <immintrin.h>
 #else
-#define HETGRAPH_WINOGRAD_F2X3 0
+#define HETGRAPH_OWN_WINOGRAD 0
 #endif
 
 namespace hetgraph::detail::cpu {
 
-#if HETGRAPH_WINOGRAD_F2X3
+#if HETGRAPH_OWN_WINOGRAD
 namespace {
 
 // Tiles per thread block: with 512 channels a block's V and M are 1.5 MB each (L2 holds one
@@ -44,6 +44,9 @@ constexpr std::int64_t kTileBlock = 48;
 // Fewer tiles than this (batch 1 at 7x7: 16) gain little (0.86x in the probe) and the 16/9
 // weights cost the most memory there: the direct kernel keeps them.
 constexpr std::int64_t kMinTiles = 32;
+// F(4x4, 3x3) where tiles of 4 waste little of the result (at most 3 rows or columns in 28) and
+// its 36/9 weights are no larger than the layer's image and result (never at batch 1 past 56x56).
+constexpr std::int64_t kF4MinSide = 28;
 constexpr int kRows = 6;  // tiles per step of the product's register kernel (6 x 16 sums)
 
 // An activation whose 8 consecutive channels from a multiple of 8 are contiguous: channels-last
@@ -81,9 +84,64 @@ inline void product_6x16(const float* a, std::int64_t lda, const float* b, std::
   }
 }
 
-class WinogradF2x3 final : public CpuKernel {
+// One column (or row) of a tile's transforms, on vectors of 8 channels (Lavin and Gray's B, G,
+// A). F(2x2, 3x3): 4x4 input tiles; F(4x4, 3x3): 6x6.
+template <int M>
+struct Transforms;
+template <>
+struct Transforms<2> {
+  static constexpr int kAlpha = 4;
+  static constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static void in(const __m256* d, __m256* r) {  // B^T d
+    r[0] = _mm256_sub_ps(d[0], d[2]);
+    r[1] = _mm256_add_ps(d[1], d[2]);
+    r[2] = _mm256_sub_ps(d[2], d[1]);
+    r[3] = _mm256_sub_ps(d[1], d[3]);
+  }
+  static void out(const __m256* m, __m256* o) {  // A^T m
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
+    o[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+  }
+};
+template <>
+struct Transforms<4> {
+  static constexpr int kAlpha = 6;
+  static constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
+                                      {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                      {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                      {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                      {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                      {0, 0, 1}};
+  static void in(const __m256* d, __m256* r) {
+    const __m256 four = _mm256_set1_ps(4.0f), minus4 = _mm256_set1_ps(-4.0f),
+                 minus5 = _mm256_set1_ps(-5.0f);
+    r[0] = _mm256_fmadd_ps(four, d[0], _mm256_fmadd_ps(minus5, d[2], d[4]));
+    const __m256 t1 = _mm256_fmadd_ps(minus4, d[2], d[4]), t2 = _mm256_fmadd_ps(minus4, d[1], d[3]);
+    r[1] = _mm256_add_ps(t1, t2);
+    r[2] = _mm256_sub_ps(t1, t2);
+    const __m256 t3 = _mm256_sub_ps(d[4], d[2]),
+                 t4 = _mm256_mul_ps(_mm256_set1_ps(2.0f), _mm256_sub_ps(d[1], d[3]));
+    r[3] = _mm256_sub_ps(t3, t4);
+    r[4] = _mm256_add_ps(t3, t4);
+    r[5] = _mm256_fmadd_ps(four, d[1], _mm256_fmadd_ps(minus5, d[3], d[5]));
+  }
+  static void out(const __m256* m, __m256* o) {
+    const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]),
+                 c = _mm256_add_ps(m[3], m[4]), d = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), d, b);
+    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), c, a);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), d, b), m[5]);
+  }
+};
+
+// F(MxM, 3x3): P = (M + 2)^2 positions per tile.
+template <int M>
+class Winograd final : public CpuKernel {
+  static constexpr int kA = Transforms<M>::kAlpha, kP = kA * kA;
+
  public:
-  explicit WinogradF2x3(const KernelArgs& a)
+  explicit Winograd(const KernelArgs& a)
       : g_(conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs)),
         w_(a.in_f(1)),
         host_writes_(a.host_writes),
@@ -106,11 +164,11 @@ class WinogradF2x3 final : public CpuKernel {
     } else if (a.in.size() == 3) {
       bias_ = a.in_f(2);
     }
-    th_ = (g_.oh + 1) / 2;
-    tw_ = (g_.ow + 1) / 2;
+    th_ = (g_.oh + M - 1) / M;
+    tw_ = (g_.ow + M - 1) / M;
     tiles_ = g_.n * th_ * tw_;
     kp_ = (g_.oc + 15) / 16;
-    u_.assign(static_cast<std::size_t>(16 * kp_ * 16 * g_.c), 0.0f);
+    u_.assign(static_cast<std::size_t>(kP * kp_ * 16 * g_.c), 0.0f);
   }
 
   std::size_t scratch_bytes() const override {
@@ -123,17 +181,20 @@ class WinogradF2x3 final : public CpuKernel {
       transform_weights(ctx);
       fresh_ = true;
     }
-    // Smaller blocks where the tiles would not give every thread one (batch 1).
-    const std::int64_t per = (tiles_ + ctx.nthreads - 1) / ctx.nthreads;
-    const std::int64_t tb =
-        std::clamp<std::int64_t>((per + kRows - 1) / kRows * kRows, kRows, kTileBlock);
-    const std::int64_t blocks = (tiles_ + tb - 1) / tb;
-    const std::int64_t slots = std::min<std::int64_t>({ctx.nthreads, max_threads_, blocks});
+    // Blocks of at most kTileBlock tiles, as many as a multiple of the threads (batch 1 gets
+    // smaller blocks, one per thread).
+    const std::int64_t threads = std::min<std::int64_t>(ctx.nthreads, max_threads_);
+    std::int64_t blocks = (tiles_ + kTileBlock - 1) / kTileBlock;
+    blocks = (blocks + threads - 1) / threads * threads;
+    const std::int64_t per = (tiles_ + blocks - 1) / blocks;
+    const std::int64_t tb = std::min(kTileBlock, (per + kRows - 1) / kRows * kRows);
+    blocks = (tiles_ + tb - 1) / tb;
+    const std::int64_t slots = std::min(threads, blocks);
     float* scratch = static_cast<float*>(ctx.scratch);
     parallel_for(ctx, slots, 1, [&](std::int64_t s0, std::int64_t s1) {
       for (std::int64_t s = s0; s < s1; ++s) {
         float* v = scratch + s * block_floats(kTileBlock);
-        float* m = v + 16 * kTileBlock * g_.c;
+        float* m = v + kP * kTileBlock * g_.c;
         for (std::int64_t b = blocks * s / slots; b < blocks * (s + 1) / slots; ++b) {
           const std::int64_t t0 = b * tb;
           run_block(t0, std::min(tb, tiles_ - t0), tb, v, m);
@@ -145,33 +206,29 @@ class WinogradF2x3 final : public CpuKernel {
  private:
   // V then M of one thread's block of tb tiles.
   std::size_t block_floats(std::int64_t tb) const {
-    return static_cast<std::size_t>(16 * tb * (g_.c + 16 * kp_));
+    return static_cast<std::size_t>(kP * tb * (g_.c + 16 * kp_));
   }
 
-  // U[pos][kp][c][16] = (G g G^T)[pos] for output channel 16 kp + lane, zero past oc.
+  // U[pos][kp][c][16] = (G g G^T)[pos] for output channel 16 kp + lane (zero past oc), in double
+  // and rounded once.
   void transform_weights(const ExecCtx& ctx) {
     const std::int64_t C = g_.c, K = g_.oc;
+    const auto& G = Transforms<M>::kG;
     parallel_for(
         ctx, K, std::max<std::int64_t>(1, 4096 / C), [&](std::int64_t k0, std::int64_t k1) {
           for (std::int64_t o = k0; o < k1; ++o)
             for (std::int64_t ci = 0; ci < C; ++ci) {
               const float* w = w_ + (o * C + ci) * 9;
-              float gg[4][3], u[4][4];
-              for (int j = 0; j < 3; ++j) {
-                gg[0][j] = w[j];
-                gg[1][j] = 0.5f * (w[j] + w[3 + j] + w[6 + j]);
-                gg[2][j] = 0.5f * (w[j] - w[3 + j] + w[6 + j]);
-                gg[3][j] = w[6 + j];
-              }
-              for (int i = 0; i < 4; ++i) {
-                u[i][0] = gg[i][0];
-                u[i][1] = 0.5f * (gg[i][0] + gg[i][1] + gg[i][2]);
-                u[i][2] = 0.5f * (gg[i][0] - gg[i][1] + gg[i][2]);
-                u[i][3] = gg[i][2];
-              }
-              for (int pos = 0; pos < 16; ++pos)
-                u_[static_cast<std::size_t>(((pos * kp_ + o / 16) * C + ci) * 16 + o % 16)] =
-                    u[pos / 4][pos % 4];
+              double gg[kA][3];
+              for (int i = 0; i < kA; ++i)
+                for (int j = 0; j < 3; ++j)
+                  gg[i][j] = G[i][0] * w[j] + G[i][1] * w[3 + j] + G[i][2] * w[6 + j];
+              for (int i = 0; i < kA; ++i)
+                for (int j = 0; j < kA; ++j)
+                  u_[static_cast<std::size_t>((((i * kA + j) * kp_ + o / 16) * C + ci) * 16 +
+                                              o % 16)] =
+                      static_cast<float>(gg[i][0] * G[j][0] + gg[i][1] * G[j][1] +
+                                         gg[i][2] * G[j][2]);
             }
         });
   }
@@ -182,39 +239,35 @@ class WinogradF2x3 final : public CpuKernel {
     const std::int64_t pt = g_.win.pad_begin[0], pl = g_.win.pad_begin[1];
     const std::int64_t vs = tb * C;  // floats between two positions' V
     for (std::int64_t tl = 0; tl < nt; ++tl) {
-      const std::int64_t t = t0 + tl, n = t / (th_ * tw_), iy0 = 2 * (t / tw_ % th_) - pt,
-                         ix0 = 2 * (t % tw_) - pl;
-      const bool inside = iy0 >= 0 && ix0 >= 0 && iy0 + 4 <= H && ix0 + 4 <= W;
+      const std::int64_t t = t0 + tl, n = t / (th_ * tw_), iy0 = M * (t / tw_ % th_) - pt,
+                         ix0 = M * (t % tw_) - pl;
+      const bool inside = iy0 >= 0 && ix0 >= 0 && iy0 + kA <= H && ix0 + kA <= W;
       for (std::int64_t cg = 0; cg < C / 8; ++cg) {
-        __m256 d[4][4];
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) {
+        __m256 d[kA][kA], s[kA][kA], col[kA], r[kA];
+        for (int i = 0; i < kA; ++i)
+          for (int j = 0; j < kA; ++j) {
             const std::int64_t iy = iy0 + i, ix = ix0 + j;
             d[i][j] = inside || (iy >= 0 && iy < H && ix >= 0 && ix < W)
                           ? _mm256_loadu_ps(x_.p + x_.at(n, cg, iy * W + ix))
                           : _mm256_setzero_ps();
           }
-        __m256 s[4][4];
-        for (int j = 0; j < 4; ++j) {
-          s[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
-          s[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
-          s[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
-          s[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+        for (int j = 0; j < kA; ++j) {  // B^T d, column by column
+          for (int i = 0; i < kA; ++i) col[i] = d[i][j];
+          Transforms<M>::in(col, r);
+          for (int i = 0; i < kA; ++i) s[i][j] = r[i];
         }
         float* dst = v + tl * C + 8 * cg;
-        for (int i = 0; i < 4; ++i) {
-          _mm256_storeu_ps(dst + (4 * i + 0) * vs, _mm256_sub_ps(s[i][0], s[i][2]));
-          _mm256_storeu_ps(dst + (4 * i + 1) * vs, _mm256_add_ps(s[i][1], s[i][2]));
-          _mm256_storeu_ps(dst + (4 * i + 2) * vs, _mm256_sub_ps(s[i][2], s[i][1]));
-          _mm256_storeu_ps(dst + (4 * i + 3) * vs, _mm256_sub_ps(s[i][1], s[i][3]));
+        for (int i = 0; i < kA; ++i) {  // then (B^T d) B, row by row
+          Transforms<M>::in(s[i], r);
+          for (int j = 0; j < kA; ++j) _mm256_storeu_ps(dst + (i * kA + j) * vs, r[j]);
         }
       }
     }
     // The product runs whole steps of kRows tiles: the rows past the last tile are zeros.
     const std::int64_t rows = (nt + kRows - 1) / kRows * kRows;
-    for (int pos = 0; pos < 16; ++pos)
+    for (int pos = 0; pos < kP; ++pos)
       std::fill(v + pos * vs + nt * C, v + pos * vs + rows * C, 0.0f);
-    for (int pos = 0; pos < 16; ++pos)
+    for (int pos = 0; pos < kP; ++pos)
       for (std::int64_t kp = 0; kp < kp_; ++kp) {
         const float* u = u_.data() + (pos * kp_ + kp) * C * 16;
         for (std::int64_t r = 0; r < rows; r += kRows)
@@ -223,32 +276,30 @@ class WinogradF2x3 final : public CpuKernel {
     const std::int64_t ms = tb * K16;  // floats between two positions' M
     float* y = const_cast<float*>(y_.p);
     for (std::int64_t tl = 0; tl < nt; ++tl) {
-      const std::int64_t t = t0 + tl, n = t / (th_ * tw_), oy0 = 2 * (t / tw_ % th_),
-                         ox0 = 2 * (t % tw_);
+      const std::int64_t t = t0 + tl, n = t / (th_ * tw_), oy0 = M * (t / tw_ % th_),
+                         ox0 = M * (t % tw_);
       for (std::int64_t kg = 0; kg < g_.oc / 8; ++kg) {
         const float* src = m + tl * K16 + 8 * kg;
-        __m256 s0[4], s1[4];
-        for (int j = 0; j < 4; ++j) {
-          const __m256 a = _mm256_loadu_ps(src + j * ms), b = _mm256_loadu_ps(src + (4 + j) * ms),
-                       c = _mm256_loadu_ps(src + (8 + j) * ms),
-                       e = _mm256_loadu_ps(src + (12 + j) * ms);
-          s0[j] = _mm256_add_ps(_mm256_add_ps(a, b), c);
-          s1[j] = _mm256_sub_ps(_mm256_sub_ps(b, c), e);
+        __m256 s[M][kA], col[kA], o[M];
+        for (int j = 0; j < kA; ++j) {  // A^T m, column by column
+          for (int i = 0; i < kA; ++i) col[i] = _mm256_loadu_ps(src + (i * kA + j) * ms);
+          Transforms<M>::out(col, o);
+          for (int i = 0; i < M; ++i) s[i][j] = o[i];
         }
-        const __m256 out[2][2] = {{_mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]),
-                                   _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3])},
-                                  {_mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]),
-                                   _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3])}};
         const __m256 bias = bias_ ? _mm256_loadu_ps(bias_ + 8 * kg) : _mm256_setzero_ps();
-        for (int i = 0; i < 2; ++i)
-          for (int j = 0; j < 2; ++j) {
-            const std::int64_t oy = oy0 + i, ox = ox0 + j;
-            if (oy >= g_.oh || ox >= g_.ow) continue;
+        for (int i = 0; i < M; ++i) {  // then (A^T m) A, row by row
+          const std::int64_t oy = oy0 + i;
+          if (oy >= g_.oh) break;
+          Transforms<M>::out(s[i], o);
+          for (int j = 0; j < M; ++j) {
+            const std::int64_t ox = ox0 + j;
+            if (ox >= g_.ow) break;
             const std::int64_t pix = oy * g_.ow + ox;
-            __m256 r = bias_ ? _mm256_add_ps(out[i][j], bias) : out[i][j];
+            __m256 r = bias_ ? _mm256_add_ps(o[j], bias) : o[j];
             if (r_.p) r = _mm256_add_ps(r, _mm256_loadu_ps(r_.p + r_.at(n, kg, pix)));
             _mm256_storeu_ps(y + y_.at(n, kg, pix), activate(r));
           }
+        }
       }
     }
   }
@@ -289,9 +340,13 @@ class WinogradF2x3 final : public CpuKernel {
 }  // namespace
 #endif
 
-const char* reject_winograd_f2x3(const KernelArgs& a) {
-#if HETGRAPH_WINOGRAD_F2X3
-  if (!a.plan.winograd_f2x3) return "off (CompileOptions::winograd_f2x3)";
+namespace {
+
+#if HETGRAPH_OWN_WINOGRAD
+// What both kernels need: a 3x3 stride-1 convolution of one group with channels in 8s, whose
+// image, result and residual keep 8 channels of a pixel together, and an epilogue they compute.
+const char* reject_convolution(const KernelArgs& a) {
+  if (!a.plan.own_winograd) return "off (CompileOptions::own_winograd)";
   const PlanNode& n = a.node;
   const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), n.attrs);
   const Window2d& w = g.win;
@@ -299,9 +354,7 @@ const char* reject_winograd_f2x3(const KernelArgs& a) {
   if (g.groups() != 1 || w.stride != one || w.dilation != one || a.in_shape(1)[2] != 3 ||
       a.in_shape(1)[3] != 3)
     return "not a 3x3 stride-1 convolution of one group";
-  if (w.pad_begin[0] > 2 || w.pad_begin[1] > 2) return "padding wider than the window";
   if (g.c % 8 != 0 || g.oc % 8 != 0) return "channels not in 8s";
-  if (g.n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2) < kMinTiles) return "too few output tiles";
   auto vectors = [&](std::uint32_t v) {
     const ActivationLayout l = a.plan.nodes[v].layout;
     return l == ActivationLayout::nhwc || channel_block(l) >= 8;
@@ -314,19 +367,54 @@ const char* reject_winograd_f2x3(const KernelArgs& a) {
       return "an epilogue op other than relu, leaky_relu, clip";
   }
   return nullptr;
+}
+#endif
+
+}  // namespace
+
+const char* reject_winograd_f4x3(const KernelArgs& a) {
+#if HETGRAPH_OWN_WINOGRAD
+  if (const char* why = reject_convolution(a)) return why;
+  const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
+  if (g.oh < kF4MinSide || g.ow < kF4MinSide) return "result smaller than 28x28";
+  const double u = 36.0 * static_cast<double>(g.c * (g.oc + 15) / 16 * 16);
+  if (u > static_cast<double>(a.in_shape(0).numel() + a.out_shape().numel()))
+    return "transformed weights larger than image and result";
+  return nullptr;
 #else
   (void)a;
   return "built without AVX2 and FMA, or with AVX-512 (oneDNN's kernels)";
 #endif
 }
 
-bool winograd_f2x3_built() {
-  return HETGRAPH_WINOGRAD_F2X3 != 0;
+const char* reject_winograd_f2x3(const KernelArgs& a) {
+#if HETGRAPH_OWN_WINOGRAD
+  if (const char* why = reject_convolution(a)) return why;
+  const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
+  if (g.n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2) < kMinTiles) return "too few output tiles";
+  return nullptr;
+#else
+  (void)a;
+  return "built without AVX2 and FMA, or with AVX-512 (oneDNN's kernels)";
+#endif
+}
+
+bool own_winograd_built() {
+  return HETGRAPH_OWN_WINOGRAD != 0;
+}
+
+std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a) {
+#if HETGRAPH_OWN_WINOGRAD
+  return std::make_unique<Winograd<4>>(a);
+#else
+  (void)a;
+  return nullptr;
+#endif
 }
 
 std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a) {
-#if HETGRAPH_WINOGRAD_F2X3
-  return std::make_unique<WinogradF2x3>(a);
+#if HETGRAPH_OWN_WINOGRAD
+  return std::make_unique<Winograd<2>>(a);
 #else
   (void)a;
   return nullptr;

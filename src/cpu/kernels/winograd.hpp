@@ -1,6 +1,6 @@
-// hetgraph's own Winograd F(2x2, 3x3) convolution kernel (winograd.cpp), for conv2d and
-// fused_conv2d between blocked or channels-last values on AVX2 CPUs; registered with the
-// convolution kernels (conv.cpp), ahead of oneDNN's direct ones.
+// hetgraph's own Winograd convolution kernels (winograd.cpp): F(4x4, 3x3) and F(2x2, 3x3), for
+// conv2d and fused_conv2d between blocked or channels-last values on AVX2 CPUs; registered with
+// the convolution kernels (conv.cpp), F(4x4) first, ahead of oneDNN's direct ones.
 #pragma once
 
 #include <memory>
@@ -9,10 +9,12 @@
 
 namespace hetgraph::detail::cpu {
 
-/// Why the kernel does not take this node (null when it does).
+/// Why a kernel does not take this node (null when it does).
+const char* reject_winograd_f4x3(const KernelArgs& a);
 const char* reject_winograd_f2x3(const KernelArgs& a);
+std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a);
 std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a);
-/// Whether this build has the kernel (AVX2 and FMA, no AVX-512: oneDNN's kernels there).
-bool winograd_f2x3_built();
+/// Whether this build has the kernels (AVX2 and FMA, no AVX-512: oneDNN's kernels there).
+bool own_winograd_built();
 
 }  // namespace hetgraph::detail::cpu
