@@ -1,21 +1,23 @@
-// Winograd F(2x2, 3x3) convolutions (issue 18) for CPUs where oneDNN 2.6 has none: its Winograd
-// kernels need AVX-512, and on AVX2 its direct kernels left resnet18 and googlenet at 1.02-1.21x
-// ONNX Runtime's latency (bench/README). A 3x3 stride-1 convolution computes each 2x2 output
-// tile from a 4x4 input tile with 16 multiplications per channel pair instead of 36:
-//   V = B^T d B      each input tile, 8 channels per vector, into 16 matrices V[pos][tile][C]
+// Winograd convolutions F(2x2, 3x3) and F(4x4, 3x3) (issue 18) for CPUs where oneDNN 2.6 has
+// none: its Winograd kernels need AVX-512, and on AVX2 its direct kernels left resnet18 and
+// googlenet at 1.02-1.21x ONNX Runtime's latency (bench/README). A 3x3 stride-1 convolution
+// computes each MxM output tile from an (M+2)x(M+2) input tile: per channel pair, 16
+// multiplications for 4 outputs (F(2x2)) or 36 for 16 (F(4x4)), against 9 per output directly:
+//   V = B^T d B      each input tile, 8 channels per vector, into (M+2)^2 matrices V[pos][tile][C]
 //   M = V x U        per pos, one product by the transformed weights U = G g G^T [C][K]
 //   y = A^T M A      per output tile, + bias, + residual, activation, into the result
 // Tiles go in blocks of kTileBlock per thread, so a block's V and M stay in cache between the
-// three steps; the probe bench/probes/winograd_avx2.cpp measured 0.41-0.63x of the direct
-// kernels' time at batch 32 on resnet18's and googlenet's 3x3 layers. Every tile's sums run in
-// the same order whatever the block and thread count: results are bitwise reproducible, and
-// differ from the direct kernels' by rounding (a few 1e-6 of the largest output).
+// three steps. The probe bench/probes/winograd_avx2.cpp measured 0.49-0.78x (F(2x2)) and
+// 0.36-0.53x (F(4x4), 28x28 and larger) of the direct kernels' time at batch 32 on resnet18's
+// and googlenet's 3x3 layers. Every tile's sums run in the same order whatever the block and
+// thread count: results are bitwise reproducible, and differ from the direct kernels' by rounding
+// (a few 1e-6 of the largest output with F(2x2), up to a few 1e-5 with F(4x4)).
 //
 // Image, result and residual are channels-last or in blocks of 8 or 16 channels (every such
 // layout keeps 8 consecutive channels of a pixel together: one vector). Transformed weights
-// take 16/9 of the plain weights' memory; they replace the reordered copy the direct kernel
-// keeps, and are made at the first run and after each host write (fixed weights), or at every
-// run (weights computed in the graph).
+// take 16/9 (F(2x2)) or 36/9 (F(4x4)) of the plain weights' memory; they replace the reordered
+// copy the direct kernel keeps, and are made at the first run and after each host write (fixed
+// weights), or at every run (weights computed in the graph).
 #include "cpu/kernels/winograd.hpp"
 
 #include <algorithm>
