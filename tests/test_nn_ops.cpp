@@ -446,8 +446,9 @@ TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
     std::int64_t batch, h, w;
     const char* kernel;  // of the four middle convolutions (none: the direct one)
   };
-  for (const Case& c :
-       {Case{3, 9, 7, "winograd_f2x3"}, Case{1, 30, 31, "winograd_f4x3"}, Case{1, 9, 7, ""}}) {
+  // Batch 3 at 30x31 gives each of two threads two blocks of 48 tiles.
+  for (const Case& c : {Case{3, 9, 7, "winograd_f2x3"}, Case{1, 30, 31, "winograd_f4x3"},
+                        Case{3, 30, 31, "winograd_f4x3"}, Case{1, 7, 5, ""}}) {
     const std::int64_t batch = c.batch;
     const std::vector<In> ins{rand_in("x", {batch, 16, c.h, c.w}, 81),
                               rand_in("w1", {16, 16, 3, 3}, 83, -0.15f, 0.15f),
