@@ -320,7 +320,7 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
       o.blocked_layouts = on > 0;
       o.layouts_through_pool_concat = on == 2;
       // Their rounding: WinogradConvolutionsMatchTheDirectOnes,
-      // WinogradF2x3MatchesTheDirectKernels.
+      // OwnWinogradMatchesTheDirectKernels.
       o.winograd_convs = false;
       o.own_winograd = false;
       auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, ys);
