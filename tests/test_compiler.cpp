@@ -595,6 +595,43 @@ TEST(Variables, CompiledGraphDropsInitialValuesOnceInitialised) {
   EXPECT_EQ(cg.read_i32("k"), (std::vector<std::int32_t>{4, 5}));
 }
 
+// compile(std::move(graph)) takes the variables' values: the compiled graph frees them once
+// its memory holds them, even while the graph lives on (its nodes still name what to read). The
+// results are the same as a copying compile's; the graph cannot be compiled again, and a
+// variable it did not compile keeps its values.
+TEST(Variables, CompilingAMovedGraphTakesTheValues) {
+  for (const testing_util::PlatformCase& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    Graph g;
+    auto x = g.input("x");
+    auto init = std::make_optional(Initializer::values(testing_util::random_vec(12, 3)));
+    const std::weak_ptr<const std::vector<float>> values = init->data;
+    auto w = g.variable("w", {4, 3}, *init);
+    init.reset();
+    auto other = g.variable("other", {2}, Initializer::values({5, 6}));
+    auto y = relu(matmul(x, w)).named("y");
+    const InputShapes shapes{{"x", {2, 4}}};
+    const std::vector<float> xv = testing_util::random_vec(8, 4);
+    auto copied = GraphCompiler(pc.make()).compile(g, shapes, {y, w});
+    EXPECT_FALSE(values.expired());
+    auto moved = GraphCompiler(pc.make()).compile(std::move(g), shapes, {y, w});
+    EXPECT_TRUE(values.expired());
+    copied.run({{"x", xv}});
+    moved.run({{"x", xv}});
+    EXPECT_TRUE(testing_util::bitwise_equal(moved.read(y), copied.read(y)));
+    EXPECT_EQ(moved.read(w), copied.read(w));
+    try {
+      (void)GraphCompiler(pc.make()).compile(g, shapes, {y});
+      ADD_FAILURE() << "expected GraphError";
+    } catch (const GraphError& e) {
+      EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("no values"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(GraphCompiler(pc.make()).compile(g, {}, {other}).read(other),
+              (std::vector<float>{5, 6}));
+  }
+}
+
 }  // namespace
 
 namespace {

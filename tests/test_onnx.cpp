@@ -322,6 +322,33 @@ TEST(OnnxImport, BatchNormFoldsIntoTheConvolution) {
   EXPECT_EQ(folded.variables[0].name(), "W/bn_folded");
 }
 
+// std::move(m).compile() gives the same results with the weights moved, not copied; the model
+// can then be exported only with values from a compiled graph.
+TEST(OnnxImport, MovingTheModelIntoCompileTakesItsWeights) {
+  const Builder b = conv_bn_model();
+  const auto x = testing_util::random_vec(50, 9);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    ho::Model kept = b.import(), moved = b.import();
+    CompiledGraph k = kept.compile(GraphCompiler(pc.make()));
+    CompiledGraph m = std::move(moved).compile(GraphCompiler(pc.make()));
+    k.run({{"x", x}});
+    m.run({{"x", x}});
+    EXPECT_TRUE(testing_util::bitwise_equal(m.read("y"), k.read("y")));
+    EXPECT_CONTAINS(error_of<GraphError>([&] { (void)moved.compile(GraphCompiler(pc.make())); }),
+                    "'W/bn_folded' (#");
+    EXPECT_CONTAINS(error_of<GraphError>(
+                        [&] { ho::export_bytes(moved.graph, moved.outputs, moved.input_shapes); }),
+                    "no values");
+    const std::string bytes =
+        ho::export_bytes(moved.graph, moved.outputs, moved.input_shapes, {.values = &m});
+    CompiledGraph again = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)))
+                              .compile(GraphCompiler(pc.make()));
+    again.run({{"x", x}});
+    EXPECT_TRUE(testing_util::bitwise_equal(again.read("y"), k.read("y")));
+  }
+}
+
 TEST(OnnxImport, InitializersAreVariablesThatTrain) {
   Builder b;
   b.input("x", {4, 3}).output("y", {4, 2});

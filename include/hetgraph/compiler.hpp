@@ -517,11 +517,23 @@ class GraphCompiler {
                         std::span<const Node> fetches) const;
   CompiledGraph compile(const Graph& graph, const InputShapes& input_shapes,
                         std::initializer_list<Node> fetches = {}) const;
+  /// The same, and the compiled variables' values move out of `graph` into the compiled
+  /// graph's memory instead of being copied: a large model's weights are not held twice while
+  /// it compiles (and glibc gets the pages back as each variable is copied in). `graph` keeps
+  /// its nodes (Node handles still name what to read) but those variables no longer have
+  /// values: compiling or exporting it again is a GraphError naming them.
+  ///   auto cg = GraphCompiler(Platform::cpu()).compile(std::move(g), shapes, {y});
+  CompiledGraph compile(Graph&& graph, const InputShapes& input_shapes,
+                        std::span<const Node> fetches) const;
+  CompiledGraph compile(Graph&& graph, const InputShapes& input_shapes,
+                        std::initializer_list<Node> fetches = {}) const;
 
   const Platform& platform() const { return platform_; }
   const CompileOptions& options() const { return options_; }
 
  private:
+  CompiledGraph compile(const Graph& graph, const InputShapes& input_shapes,
+                        std::span<const Node> fetches, bool take_values) const;
   Platform platform_;
   CompileOptions options_;
 };

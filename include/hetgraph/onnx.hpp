@@ -99,7 +99,12 @@ class Model {
   /// Compiles the outputs. `shapes` other than input_shapes (dynamic dims) build the graph
   /// again for them first: shape computations fold differently per shape.
   CompiledGraph compile(const GraphCompiler& compiler = GraphCompiler(),
-                        const InputShapes& shapes = {}) const;
+                        const InputShapes& shapes = {}) const&;
+  /// The same, and the weights move into the compiled graph instead of being copied
+  /// (GraphCompiler::compile(Graph&&)): `std::move(m).compile(c)` compiles a large model with
+  /// one copy of its weights. The model's graph keeps its nodes, without their values.
+  CompiledGraph compile(const GraphCompiler& compiler = GraphCompiler(),
+                        const InputShapes& shapes = {}) &&;
   /// The same model built for other input shapes.
   Model with_shapes(const InputShapes& shapes) const;
   /// The same model built with other options.

@@ -3,6 +3,7 @@
 #include <new>
 
 #include "common/executable.hpp"
+#include "compiler/graph_impl.hpp"
 #include "hetgraph/compiler.hpp"
 #include "hetgraph/error.hpp"
 
@@ -30,11 +31,27 @@ GraphCompiler::GraphCompiler(Platform platform, CompileOptions options)
 
 CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& input_shapes,
                                      std::initializer_list<Node> fetches) const {
-  return compile(graph, input_shapes, std::span<const Node>(fetches.begin(), fetches.size()));
+  return compile(graph, input_shapes, std::span<const Node>(fetches.begin(), fetches.size()),
+                 false);
 }
 
 CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& input_shapes,
                                      std::span<const Node> fetches) const {
+  return compile(graph, input_shapes, fetches, false);
+}
+
+CompiledGraph GraphCompiler::compile(Graph&& graph, const InputShapes& input_shapes,
+                                     std::initializer_list<Node> fetches) const {
+  return compile(graph, input_shapes, std::span<const Node>(fetches.begin(), fetches.size()), true);
+}
+
+CompiledGraph GraphCompiler::compile(Graph&& graph, const InputShapes& input_shapes,
+                                     std::span<const Node> fetches) const {
+  return compile(graph, input_shapes, fetches, true);
+}
+
+CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& input_shapes,
+                                     std::span<const Node> fetches, bool take_values) const {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::uint32_t> ids;
   ids.reserve(fetches.size());
@@ -59,6 +76,17 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.capabilities = &backend;
   po.placer = backend.placer();
   auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
+  for (std::uint32_t v : plan->variables) {
+    detail::InitialValues::check(plan->nodes[v].init, plan->nodes[v].label);
+  }
+  if (take_values) {
+    // The plan holds the only reference now: Executable::initialize_state frees each
+    // variable's values once they are in the graph's memory.
+    for (std::uint32_t v : plan->variables) {
+      const std::uint32_t gid = plan->nodes[v].gid;
+      if (gid != detail::kNoGid) graph.impl().nodes[gid].init.data.reset();
+    }
+  }
   const auto t_plan = std::chrono::steady_clock::now();
   // Every kernel the plan needs exists on this platform: checked before anything is allocated.
   for (const detail::PlanNode& n : plan->nodes) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim
+#endif
 
 #include "compiler/graph_stats.hpp"
 #include "hetgraph/error.hpp"
@@ -448,6 +451,14 @@ double unit(std::uint64_t& s) {  // in (0, 1)
 }
 }  // namespace
 
+void InitialValues::check(const Initializer& init, const std::string& label) {
+  if (init.kind == Initializer::Kind::values && !init.data) {
+    throw GraphError("variable " + label +
+                     " has no values: they moved into the graph compiled from it with "
+                     "compile(std::move(graph), ...)");
+  }
+}
+
 void InitialValues::next(std::span<float> out) {
   const Initializer& in = init_;
   switch (in.kind) {
@@ -486,6 +497,8 @@ void InitialValues::next(std::span<float> out) {
 void Executable::initialize_state() {
   constexpr std::size_t kChunk = std::size_t{1} << 20;  // floats: 4 MiB at a time
   std::vector<float> chunk;
+  constexpr std::size_t kTrimBytes = std::size_t{4} << 20;
+  std::size_t freed = 0;
   for (std::uint32_t node = 0; node < plan_->nodes.size(); ++node) {
     const PlanNode& n = plan_->nodes[node];
     if (n.storage == Storage::Constant) {
@@ -496,16 +509,31 @@ void Executable::initialize_state() {
       if (n.init.kind == Initializer::Kind::zeros && memory_starts_zeroed()) continue;
       const auto count = static_cast<std::size_t>(n.type.shape.numel());
       chunk.resize(std::min(count, kChunk));
-      InitialValues gen(n.init);
-      for (std::size_t at = 0; at < count; at += kChunk) {
-        const std::size_t len = std::min(kChunk, count - at);
-        gen.next(std::span<float>(chunk.data(), len));
-        copy_in_at(node, at * sizeof(float), chunk.data(), len * sizeof(float));
+      {
+        InitialValues gen(n.init);  // holds a reference to the values while it lives
+        for (std::size_t at = 0; at < count; at += kChunk) {
+          const std::size_t len = std::min(kChunk, count - at);
+          gen.next(std::span<float>(chunk.data(), len));
+          copy_in_at(node, at * sizeof(float), chunk.data(), len * sizeof(float));
+        }
       }
       // The graph's memory holds the values now, and nothing reads them from the plan again.
+      // Where the plan held them alone (compile(std::move(graph))), they are freed here.
+      if (n.init.data && n.init.data.use_count() == 1) freed += n.init.data->size() * sizeof(float);
       n.init.data.reset();
+#if defined(__GLIBC__)
+      // glibc keeps freed heap pages resident: hand them back as we go, or the weights are
+      // held twice at the end after all.
+      if (freed >= kTrimBytes) {
+        malloc_trim(0);
+        freed = 0;
+      }
+#endif
     }
   }
+#if defined(__GLIBC__)
+  if (freed > 0) malloc_trim(0);
+#endif
 }
 
 void Executable::add_node_events(TraceWriter& w, const std::vector<Event>& events,

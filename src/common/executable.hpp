@@ -228,6 +228,9 @@ class Executable {
 class InitialValues {
  public:
   explicit InitialValues(const Initializer& init) : init_(init), state_(init.seed) {}
+  /// GraphError naming the variable (`label`) where its values moved into a graph compiled
+  /// with compile(std::move(graph)).
+  static void check(const Initializer& init, const std::string& label);
   /// Writes the next out.size() values.
   void next(std::span<float> out);
 

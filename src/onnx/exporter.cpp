@@ -173,6 +173,7 @@ class Exporter {
       }
       return v;
     }
+    detail::InitialValues::check(n.init, n.label);
     std::vector<float> v(count);
     detail::InitialValues(n.init).next(v);
     return v;

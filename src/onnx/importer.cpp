@@ -51,7 +51,7 @@ class Importer {
     for (const ir::ValueInfo& o : m_.graph.outputs) readers_[o.name].push_back(nullptr);
     for (const ir::Tensor& t : m_.graph.initializers) {
       Value v;
-      v.konst = std::make_shared<const ir::Tensor>(t);
+      v.konst = std::shared_ptr<const ir::Tensor>(src_.model, &t);  // shared, not copied
       v.elem = t.elem;
       v.initializer = t.elem == ir::kFloat;
       env[t.name] = std::move(v);

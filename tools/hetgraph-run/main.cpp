@@ -99,12 +99,12 @@ int run(const hgrun::Options& o) {
   co.winograd_convs = o.winograd;
   co.own_winograd = o.own_winograd;
   co.layouts_through_pool_concat = o.layouts_through;
+  // The weights move into the compiled graph's memory rather than being copied there: the
+  // model is not held twice at the end of compiling.
   hetgraph::CompiledGraph cg =
-      m.compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
+      std::move(m).compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
   const double setup_s = hetgraph::now_s() - t0;
-  // The rest reads outputs by name: the graph can go, and with it the last copy of the weights
-  // outside the compiled graph's memory (the plan dropped its reference once it initialised
-  // that memory).
+  // The rest reads outputs by name: the graph (nodes only now) can go.
   std::vector<hetgraph::Shape> out_shapes;
   for (const hetgraph::Node& out : m.outputs) out_shapes.push_back(cg.shape(out));
   m.graph = hetgraph::Graph();
