@@ -419,20 +419,20 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
 // hetgraph's own Winograd kernels (CompileOptions::own_winograd, on by default; built for AVX2
 // CPUs without AVX-512): the 3x3 stride-1 convolutions between blocked values take them: a plain
 // one, one with bias + residual + relu, one with leaky_relu, and an unpadded one with clip whose
-// result ends in partial tiles, all within rounding of oneDNN's direct kernels. 9x7 images take
-// F(2x2, 3x3) at batch 3; 30x31 ones F(4x4, 3x3) (partial 4x4 tiles too: 28x29 unpadded). A batch
-// with fewer than 32 output tiles keeps the direct kernels; weights the host writes between runs
-// are transformed again; thread counts 1 and 2 give the same bits.
+// result ends in partial tiles, all within rounding of oneDNN's direct kernels. 9x7 and 9x9
+// images take F(2x2, 3x3) (9x9 at batch 1 with two panels of 16 output channels: two threads
+// split them); 30x31 ones F(4x4, 3x3) (partial 4x4 tiles too: 28x29 unpadded). A batch with fewer
+// than 16 output tiles keeps the direct kernels; weights the host writes between runs are
+// transformed again; thread counts 1 and 2 give the same bits (blocks of tiles on one thread,
+// tiles then channels split on two where each has at most one block).
 TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
   const Conv2dOptions same{.padding = {1, 1}};
-  // Weights of about 1 / sqrt(fan-in) keep values near 1 from layer to layer, so the clip cuts
-  // where Winograd's relative rounding stays small against its range.
-  const std::vector<float> w2a = testing_util::random_vec(16 * 16 * 9, 82, -0.15f, 0.15f),
-                           w2b = testing_util::random_vec(16 * 16 * 9, 87, -0.15f, 0.15f);
+  std::int64_t ch = 16;  // the middle convolutions' channels, per case
+  std::vector<float> w2a, w2b;
   auto build = [&](Graph& g, const std::vector<float>& w2v) {
     auto x = g.input("x"), w1 = g.input("w1"), w3 = g.input("w3"), b = g.input("b"),
          w4 = g.input("w4");
-    auto w2 = g.variable("w2", {16, 16, 3, 3}, Initializer::values(w2v));
+    auto w2 = g.variable("w2", {ch, ch, 3, 3}, Initializer::values(w2v));
     Node h = relu(conv2d(x, w1, b, same));
     Node c1 = conv2d(h, w2, same);
     Node c2 = relu(add(conv2d(c1, w3, b, same), h));
@@ -443,17 +443,24 @@ TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
   const bool built = on_cpu() && !reference_forced() && detail::cpu::own_winograd_built() &&
                      detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
   struct Case {
-    std::int64_t batch, h, w;
+    std::int64_t batch, h, w, ch;
     const char* kernel;  // of the four middle convolutions (none: the direct one)
   };
   // Batch 3 at 30x31 gives each of two threads two blocks of 48 tiles.
-  for (const Case& c : {Case{3, 9, 7, "winograd_f2x3"}, Case{1, 30, 31, "winograd_f4x3"},
-                        Case{3, 30, 31, "winograd_f4x3"}, Case{1, 7, 5, ""}}) {
+  for (const Case& c : {Case{3, 9, 7, 16, "winograd_f2x3"}, Case{1, 9, 9, 32, "winograd_f2x3"},
+                        Case{1, 30, 31, 16, "winograd_f4x3"}, Case{3, 30, 31, 16, "winograd_f4x3"},
+                        Case{1, 7, 5, 16, ""}}) {
     const std::int64_t batch = c.batch;
-    const std::vector<In> ins{rand_in("x", {batch, 16, c.h, c.w}, 81),
-                              rand_in("w1", {16, 16, 3, 3}, 83, -0.15f, 0.15f),
-                              rand_in("w3", {16, 16, 3, 3}, 84, -0.15f, 0.15f),
-                              rand_in("b", {16}, 85), rand_in("w4", {8, 16, 1, 1}, 86)};
+    ch = c.ch;
+    // Weights of about 1 / sqrt(fan-in) keep values near 1 from layer to layer, so the clip cuts
+    // where Winograd's relative rounding stays small against its range.
+    const float r = 0.15f * std::sqrt(16.0f / static_cast<float>(ch));
+    w2a = testing_util::random_vec(static_cast<std::size_t>(ch * ch * 9), 82, -r, r);
+    w2b = testing_util::random_vec(static_cast<std::size_t>(ch * ch * 9), 87, -r, r);
+    const std::vector<In> ins{rand_in("x", {batch, ch, c.h, c.w}, 81),
+                              rand_in("w1", {ch, ch, 3, 3}, 83, -r, r),
+                              rand_in("w3", {ch, ch, 3, 3}, 84, -r, r), rand_in("b", {ch}, 85),
+                              rand_in("w4", {8, ch, 1, 1}, 86)};
     InputShapes shapes;
     std::vector<FeedItem> feeds;
     for (const In& in : ins) {

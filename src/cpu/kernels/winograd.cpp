@@ -7,7 +7,8 @@
 //   M = V x U        per pos, one product by the transformed weights U = G g G^T [C][K]
 //   y = A^T M A      per output tile, + bias, + residual, activation, into the result
 // Tiles go in blocks of kTileBlock per thread, so a block's V and M stay in cache between the
-// three steps. The probe bench/probes/winograd_avx2.cpp measured 0.49-0.78x (F(2x2)) and
+// three steps; where a thread would have at most one block (batch 1), the threads split the
+// tiles, then the output channels (run_shared). The probe bench/probes/winograd_avx2.cpp measured 0.49-0.78x (F(2x2)) and
 // 0.36-0.53x (F(4x4), 28x28 and larger) of the direct kernels' time at batch 32 on resnet18's
 // and googlenet's 3x3 layers. Every tile's sums run in the same order whatever the block and
 // thread count: results are bitwise reproducible, and differ from the direct kernels' by rounding
@@ -43,9 +44,9 @@ namespace {
 // position's 96 KB slice of V while all of U[pos] streams by), and at batch 32 every layer has
 // tens of blocks per thread.
 constexpr std::int64_t kTileBlock = 48;
-// Fewer tiles than this (batch 1 at 7x7: 16) gain little (0.86x in the probe) and the 16/9
-// weights cost the most memory there: the direct kernel keeps them.
-constexpr std::int64_t kMinTiles = 32;
+// Fewer tiles than this gain little: batch 1 at 7x7 (16 tiles) has just enough, at 0.85x the
+// direct kernel's time (bench/README).
+constexpr std::int64_t kMinTiles = 16;
 // F(4x4, 3x3) where tiles of 4 waste little of the result (at most 3 rows or columns in 28) and
 // its 36/9 weights are no larger than the layer's image and result (never at batch 1 past 56x56).
 constexpr std::int64_t kF4MinSide = 28;
@@ -202,9 +203,12 @@ class Winograd final : public CpuKernel {
       transform_weights(ctx);
       fresh_ = true;
     }
-    // Blocks of at most kTileBlock tiles, as many as a multiple of the threads (batch 1 gets
-    // smaller blocks, one per thread).
     const std::int64_t threads = std::min<std::int64_t>(ctx.nthreads, max_threads_);
+    if (threads > 1 && tiles_ <= kTileBlock * threads) {
+      run_shared(ctx);
+      return;
+    }
+    // Blocks of at most kTileBlock tiles, as many as a multiple of the threads.
     std::int64_t blocks = (tiles_ + kTileBlock - 1) / kTileBlock;
     blocks = (blocks + threads - 1) / threads * threads;
     const std::int64_t per = (tiles_ + blocks - 1) / blocks;
@@ -254,11 +258,40 @@ class Winograd final : public CpuKernel {
         });
   }
 
+  // At most one block's tiles per thread (batch 1 at 14x14 and 7x7): one V and M for the whole
+  // batch, the input transform split by tiles, then the products and output transform split by
+  // panels of 16 output channels. Each thread then reads only its panels' share of the
+  // transformed weights (at 7x7 and 512 channels 16.8 MB, against V's 1.6 MB), and no rows go to
+  // blocks of uneven size. The scratch holds it: rows <= kTileBlock * threads.
+  void run_shared(const ExecCtx& ctx) {
+    const std::int64_t rows = (tiles_ + kRows - 1) / kRows * kRows;
+    const std::int64_t vs = rows * g_.c, ms = rows * 16 * kp_;
+    float* v = static_cast<float*>(ctx.scratch);
+    float* m = v + kP * vs;
+    parallel_for(ctx, tiles_, 1, [&](std::int64_t t0, std::int64_t t1) {
+      transform_in(t0, t1 - t0, v + t0 * g_.c, vs);
+    });
+    zero_rows(tiles_, rows, v, vs);
+    parallel_for(ctx, kp_, 1, [&](std::int64_t p0, std::int64_t p1) {
+      products(p0, p1, rows, v, vs, m, ms);
+      transform_out(0, tiles_, 2 * p0, std::min(2 * p1, g_.oc / 8), m, ms);
+    });
+  }
+
   // Tiles [t0, t0 + nt) of the batch, in a block of tb rows (v, m: this thread's scratch).
   void run_block(std::int64_t t0, std::int64_t nt, std::int64_t tb, float* v, float* m) const {
-    const std::int64_t C = g_.c, K16 = 16 * kp_, H = g_.h, W = g_.w;
+    const std::int64_t vs = tb * g_.c, ms = tb * 16 * kp_;  // floats between two positions'
+    const std::int64_t rows = (nt + kRows - 1) / kRows * kRows;
+    transform_in(t0, nt, v, vs);
+    zero_rows(nt, rows, v, vs);
+    products(0, kp_, rows, v, vs, m, ms);
+    transform_out(t0, nt, 0, g_.oc / 8, m, ms);
+  }
+
+  // V rows of tiles [t0, t0 + nt): tile t0 + i at v + i * C + pos * vs.
+  void transform_in(std::int64_t t0, std::int64_t nt, float* v, std::int64_t vs) const {
+    const std::int64_t C = g_.c, H = g_.h, W = g_.w;
     const std::int64_t pt = g_.win.pad_begin[0], pl = g_.win.pad_begin[1];
-    const std::int64_t vs = tb * C;  // floats between two positions' V
     for (std::int64_t tl = 0; tl < nt; ++tl) {
       const std::int64_t t = t0 + tl, n = t / (th_ * tw_), iy0 = M * (t / tw_ % th_) - pt,
                          ix0 = M * (t % tw_) - pl;
@@ -284,22 +317,35 @@ class Winograd final : public CpuKernel {
         }
       }
     }
-    // The product runs whole steps of kRows tiles: the rows past the last tile are zeros.
-    const std::int64_t rows = (nt + kRows - 1) / kRows * kRows;
+  }
+
+  // The product runs whole steps of kRows rows: the rows past the last tile are zeros.
+  void zero_rows(std::int64_t from, std::int64_t to, float* v, std::int64_t vs) const {
     for (int pos = 0; pos < kP; ++pos)
-      std::fill(v + pos * vs + nt * C, v + pos * vs + rows * C, 0.0f);
+      std::fill(v + pos * vs + from * g_.c, v + pos * vs + to * g_.c, 0.0f);
+  }
+
+  // M = V x U for panels [p0, p1) of 16 output channels, every position.
+  void products(std::int64_t p0, std::int64_t p1, std::int64_t rows, const float* v,
+                std::int64_t vs, float* m, std::int64_t ms) const {
+    const std::int64_t C = g_.c, K16 = 16 * kp_;
     for (int pos = 0; pos < kP; ++pos)
-      for (std::int64_t kp = 0; kp < kp_; ++kp) {
+      for (std::int64_t kp = p0; kp < p1; ++kp) {
         const float* u = u_.data() + (pos * kp_ + kp) * C * 16;
         for (std::int64_t r = 0; r < rows; r += kRows)
-          product_6x16(v + pos * vs + r * C, C, u, C, m + (pos * tb + r) * K16 + kp * 16, K16);
+          product_6x16(v + pos * vs + r * C, C, u, C, m + pos * ms + r * K16 + kp * 16, K16);
       }
-    const std::int64_t ms = tb * K16;  // floats between two positions' M
+  }
+
+  // The results of tiles [t0, t0 + nt) (M rows from 0) for channel groups [g0, g1) of 8.
+  void transform_out(std::int64_t t0, std::int64_t nt, std::int64_t g0, std::int64_t g1,
+                     const float* m, std::int64_t ms) const {
+    const std::int64_t K16 = 16 * kp_;
     float* y = const_cast<float*>(y_.p);
     for (std::int64_t tl = 0; tl < nt; ++tl) {
       const std::int64_t t = t0 + tl, n = t / (th_ * tw_), oy0 = M * (t / tw_ % th_),
                          ox0 = M * (t % tw_);
-      for (std::int64_t kg = 0; kg < g_.oc / 8; ++kg) {
+      for (std::int64_t kg = g0; kg < g1; ++kg) {
         const float* src = m + tl * K16 + 8 * kg;
         __m256 s[M][kA], col[kA], o[M];
         for (int j = 0; j < kA; ++j) {  // A^T m, column by column
