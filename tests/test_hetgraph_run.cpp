@@ -64,6 +64,10 @@ TEST(HetgraphRun, JsonIsOneLine) {
                           "\"planned_bytes\":", "\"inputs\":\"random\""}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
   }
+  // The process's peak RSS: at least the loaded libraries' pages (several MiB).
+  const auto at = r.out.find("\"peak_rss_mib\":");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GT(std::stod(r.out.substr(at + 15)), 4.0) << r.out;
 }
 
 TEST(HetgraphRun, MistakesAndUnsupportedModelsSayWhy) {

@@ -5,6 +5,7 @@
 //   build/tools/hetgraph-run model.onnx --input x=input_0.pb --output-dir out/   # out/y.pb
 //   build/tools/hetgraph-run model.onnx --json     # one JSON line, like hetgraph-bench
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +38,13 @@ std::string json_escape(const std::string& s) {
     out += c;
   }
   return out;
+}
+
+// The process's peak resident memory so far (import, compile and the runs), in MiB.
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
 int run(const hgrun::Options& o) {
@@ -186,20 +194,22 @@ int run(const hgrun::Options& o) {
 
   const hetgraph::EngineReport er = cg.engine_report();
   const hetgraph::CompileReport& cr = cg.report();
+  const double peak_mib = peak_rss_mib();
   if (o.json) {
     std::printf(
         "{\"model\":\"%s\",\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%s\","
         "\"repeat\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,\"setup_s\":%.9g,"
         "\"import_s\":%.9g,\"compile_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,"
-        "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"nodes\":%zu,\"heavy_nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
+        "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"peak_rss_mib\":%.1f,\"nodes\":%zu,\"heavy_"
+        "nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
         "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
         "\"producer\":\"%s\"}\n",
         json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
         hetgraph::tool::lanes_label(er).c_str(), o.repeat, med, mn, mx, setup_s, import_s,
-        setup_s - import_s, checksum, cr.planned_bytes, cr.live_bytes, cr.naive_bytes, er.nodes, er.heavy_nodes,
-        er.max_width, er.avg_width, t.tuning_runs, o.fuse ? "true" : "false",
-        random ? "random" : "files", static_cast<long long>(m.opset), m.ops.size(),
-        json_escape(m.producer).c_str());
+        setup_s - import_s, checksum, cr.planned_bytes, cr.live_bytes, cr.naive_bytes, peak_mib,
+        er.nodes, er.heavy_nodes, er.max_width, er.avg_width, t.tuning_runs,
+        o.fuse ? "true" : "false", random ? "random" : "files", static_cast<long long>(m.opset),
+        m.ops.size(), json_escape(m.producer).c_str());
     return 0;
   }
   std::printf("model     %s (opset %lld%s%s, %zu ONNX nodes -> %zu graph nodes)\n", o.model.c_str(),
@@ -209,8 +219,10 @@ int run(const hgrun::Options& o) {
               hetgraph::tool::lanes_label(er).c_str());
   std::printf("setup     %.4f s (import %.4f s, compile %.4f s)\n", setup_s, import_s,
               setup_s - import_s);
-  std::printf("memory    %.3f MB planned (live at once: %.3f MB; one buffer per node: %.3f MB)\n",
-              cr.planned_bytes / 1e6, cr.live_bytes / 1e6, cr.naive_bytes / 1e6);
+  std::printf(
+      "memory    %.3f MB planned (live at once: %.3f MB; one buffer per node: %.3f MB); process "
+      "peak %.1f MiB\n",
+      cr.planned_bytes / 1e6, cr.live_bytes / 1e6, cr.naive_bytes / 1e6, peak_mib);
   std::printf("latency   median %.6f s  min %.6f s  max %.6f s  (%d runs after %d warm-up%s)\n",
               med, mn, mx, o.repeat, o.warmup,
               t.tuning_runs ? ", and the engine's tuning runs" : "");
