@@ -632,6 +632,20 @@ TEST(Variables, CompilingAMovedGraphTakesTheValues) {
   }
 }
 
+// A compile(std::move(graph)) that fails gives the graph its values back: here the CPU arena is
+// larger than the machine's memory (a PlatformError before anything is allocated).
+TEST(Variables, AFailedCompileOfAMovedGraphKeepsTheValues) {
+  Graph g;
+  auto x = g.input("x");
+  auto w = g.variable("w", {4, 3}, Initializer::values(testing_util::random_vec(12, 5)));
+  auto y = matmul(x, w).named("y");
+  EXPECT_THROW(
+      (void)GraphCompiler(Platform::cpu()).compile(std::move(g), {{"x", {1ll << 34, 4}}}, {y}),
+      PlatformError);
+  auto cg = GraphCompiler(Platform::cpu()).compile(g, {{"x", {1, 4}}}, {y, w});
+  EXPECT_EQ(cg.read(w), testing_util::random_vec(12, 5));
+}
+
 }  // namespace
 
 namespace {

@@ -79,14 +79,6 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   for (std::uint32_t v : plan->variables) {
     detail::InitialValues::check(plan->nodes[v].init, plan->nodes[v].label);
   }
-  if (take_values) {
-    // The plan holds the only reference now: Executable::initialize_state frees each
-    // variable's values once they are in the graph's memory.
-    for (std::uint32_t v : plan->variables) {
-      const std::uint32_t gid = plan->nodes[v].gid;
-      if (gid != detail::kNoGid) graph.impl().nodes[gid].init.data.reset();
-    }
-  }
   const auto t_plan = std::chrono::steady_clock::now();
   // Every kernel the plan needs exists on this platform: checked before anything is allocated.
   for (const detail::PlanNode& n : plan->nodes) {
@@ -98,13 +90,33 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   }
   // Allocation sites name what they allocate (the CPU arena, OpenCL buffers); any other
   // allocation failing while the platform builds the graph is still a PlatformError.
+  // take_values: the plan holds the only reference to the values while the platform builds the
+  // graph, and Executable::initialize_state frees each once it is in the graph's memory. If the
+  // build fails first, the graph gets back what the plan still holds.
+  auto move_values = [&](bool to_plan) {
+    if (!take_values) return;
+    for (std::uint32_t v : plan->variables) {
+      const std::uint32_t gid = plan->nodes[v].gid;
+      if (gid == detail::kNoGid) continue;
+      auto& data = graph.impl().nodes[gid].init.data;
+      if (to_plan)
+        data.reset();
+      else if (plan->nodes[v].init.data)
+        data = plan->nodes[v].init.data;
+    }
+  };
+  move_values(true);
   std::unique_ptr<detail::Executable> exe;
   try {
     exe = backend.instantiate(plan);
   } catch (const std::bad_alloc&) {
+    move_values(false);
     throw PlatformError("out of host memory instantiating the graph on " + platform_.name() + " (" +
                         std::to_string(plan->nodes.size()) + " nodes, " +
                         std::to_string(plan->arena_bytes) + " planned bytes)");
+  } catch (...) {
+    move_values(false);
+    throw;
   }
   CompiledGraph cg(std::move(exe));
   const auto t1 = std::chrono::steady_clock::now();
