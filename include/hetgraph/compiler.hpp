@@ -521,7 +521,8 @@ class GraphCompiler {
   /// graph's memory instead of being copied: a large model's weights are not held twice while
   /// it compiles (and glibc gets the pages back as each variable is copied in). `graph` keeps
   /// its nodes (Node handles still name what to read) but those variables no longer have
-  /// values: compiling or exporting it again is a GraphError naming them.
+  /// values: compiling or exporting it again is a GraphError naming them. A compile that
+  /// throws leaves the graph its values.
   ///   auto cg = GraphCompiler(Platform::cpu()).compile(std::move(g), shapes, {y});
   CompiledGraph compile(Graph&& graph, const InputShapes& input_shapes,
                         std::span<const Node> fetches) const;
