@@ -8,11 +8,12 @@
 //   y = A^T M A      per output tile, + bias, + residual, activation, into the result
 // Tiles go in blocks of kTileBlock per thread, so a block's V and M stay in cache between the
 // three steps; where a thread would have at most one block (batch 1), the threads split the
-// tiles, then the output channels (run_shared). The probe bench/probes/winograd_avx2.cpp measured 0.49-0.78x (F(2x2)) and
-// 0.36-0.53x (F(4x4), 28x28 and larger) of the direct kernels' time at batch 32 on resnet18's
-// and googlenet's 3x3 layers. Every tile's sums run in the same order whatever the block and
-// thread count: results are bitwise reproducible, and differ from the direct kernels' by rounding
-// (a few 1e-6 of the largest output with F(2x2), up to a few 1e-5 with F(4x4)).
+// tiles, then the output channels (run_shared). The probe bench/probes/winograd_avx2.cpp
+// measured 0.49-0.78x (F(2x2)) and 0.36-0.53x (F(4x4), 28x28 and larger) of the direct kernels'
+// time at batch 32 on resnet18's and googlenet's 3x3 layers. Every tile's sums run in the same
+// order whatever the block and thread count: results are bitwise reproducible, and differ from
+// the direct kernels' by rounding (a few 1e-6 of the largest output with F(2x2), up to a few
+// 1e-5 with F(4x4)).
 //
 // Image, result and residual are channels-last or in blocks of 8 or 16 channels (every such
 // layout keeps 8 consecutive channels of a pixel together: one vector). Transformed weights
