@@ -527,36 +527,51 @@ TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
 // convolutions do (nan_max_channels): a NaN goes through it as through the NCHW kernel (a window
 // holding one gives NaN). 1x1 identity convolutions around it pass x on exactly (a NaN spreads over
 // its pixel's channels, with the sign the convolution's reorders give it: NaNs compare as NaNs).
+// The kernel runs a row without NaN handling first and redoes it when an input row holds a NaN:
+// NaNs in the first, middle and last row of a 3-row window, with stride 2 and with googlenet's
+// stride 1.
 TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
-  Graph g;
-  auto x = g.input("x"), w = g.input("w");
-  Node p = max_pool2d(conv2d(x, w), {.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true});
-  Node y = conv2d(p, w);
-  std::vector<float> xs = testing_util::random_vec(2 * 8 * 7 * 7, 61), ws(64, 0.0f);
-  for (int c = 0; c < 8; ++c) ws[static_cast<std::size_t>(c * 9)] = 1.0f;
-  xs[3 * 7 + 4] = std::numeric_limits<float>::quiet_NaN();  // image 0, channel 0, (3, 4)
-  const InputShapes shapes{{"x", {2, 8, 7, 7}}, {"w", {8, 8, 1, 1}}};
-  std::vector<float> out[2];
-  for (bool through : {false, true}) {
-    CompileOptions o;
-    o.layouts_through_pool_concat = through;
-    auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
-    cg.run({{"x", xs}, {"w", ws}});
-    out[through] = cg.read(y);
-    if (through && on_cpu() && !reference_forced() &&
-        detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw) {
-      EXPECT_EQ(cg.kernel_name(p), "nan_max_channels");
+  const Pool2dOptions pools[] = {{.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true},
+                                 {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}};
+  for (const Pool2dOptions& po : pools) {
+    for (int nan_row : {0, 3, 5, 6}) {
+      SCOPED_TRACE("stride " + std::to_string(po.stride[0]) + ", NaN in row " +
+                   std::to_string(nan_row));
+      Graph g;
+      auto x = g.input("x"), w = g.input("w");
+      Node p = max_pool2d(conv2d(x, w), po);
+      Node y = conv2d(p, w);
+      std::vector<float> xs = testing_util::random_vec(2 * 8 * 7 * 7, 61), ws(64, 0.0f);
+      for (int c = 0; c < 8; ++c) ws[static_cast<std::size_t>(c * 9)] = 1.0f;
+      // image 0, channel 0, (nan_row, 4)
+      xs[static_cast<std::size_t>(nan_row * 7 + 4)] = std::numeric_limits<float>::quiet_NaN();
+      const InputShapes shapes{{"x", {2, 8, 7, 7}}, {"w", {8, 8, 1, 1}}};
+      std::vector<float> out[2];
+      for (bool through : {false, true}) {
+        CompileOptions o;
+        o.layouts_through_pool_concat = through;
+        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
+        cg.run({{"x", xs}, {"w", ws}});
+        out[through] = cg.read(y);
+        if (through && on_cpu() && !reference_forced() &&
+            detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw) {
+          EXPECT_EQ(cg.kernel_name(p), "nan_max_channels");
+        }
+      }
+      int nans = 0;
+      for (std::size_t i = 0; i < out[0].size(); ++i) {
+        nans += std::isnan(out[0][i]);
+        if (std::isnan(out[0][i]))
+          ASSERT_TRUE(std::isnan(out[1][i])) << i;
+        else
+          ASSERT_EQ(std::memcmp(&out[0][i], &out[1][i], sizeof(float)), 0) << i;
+      }
+      // Stride 2 (3x3 outputs): the windows holding (3, 4) are two, in each of image 0's
+      // channels. Stride 1 (7x7 outputs): 3x3 windows, 2x3 at the first and last row.
+      if (po.stride[0] == 2 && nan_row == 3) EXPECT_EQ(nans, 2 * 8);
+      if (po.stride[0] == 1) EXPECT_EQ(nans, (nan_row == 0 || nan_row == 6 ? 6 : 9) * 8);
     }
   }
-  int nans = 0;
-  for (std::size_t i = 0; i < out[0].size(); ++i) {
-    nans += std::isnan(out[0][i]);
-    if (std::isnan(out[0][i]))
-      ASSERT_TRUE(std::isnan(out[1][i])) << i;
-    else
-      ASSERT_EQ(std::memcmp(&out[0][i], &out[1][i], sizeof(float)), 0) << i;
-  }
-  EXPECT_EQ(nans, 2 * 8);  // two windows of image 0 hold (3, 4), in each of its channels
 }
 
 // The reference kernels of max pooling and concat take channels-last and blocked values too

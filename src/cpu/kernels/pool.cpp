@@ -388,6 +388,10 @@ ImageGeom channels_last_geom(const KernelArgs& a) {
 /// nan_max_rows: a window with a NaN gives the quiet NaN, -inf where a window holds only
 /// padding. Separable, a 3x3 window takes 4 vector maxima per output (stride 1) instead of 8:
 /// googlenet's blocked poolings (nChw8c: 8 channels per image) ran 2.2-5.3 GB/s before.
+/// A row runs first without NaN handling (vmaxps alone: a tap is one instruction, against four
+/// with take's blend), checking its inputs for NaNs on the way (one compare per two taps with
+/// AVX); a row whose inputs hold one is done again the exact way. Both take the same maxima in
+/// the same order, so a NaN-free row gets the same bits either way.
 struct MaxPoolChannels {
   ImageGeom g;
 
@@ -411,6 +415,67 @@ struct MaxPoolChannels {
     }
   }
 
+  // Lanes where a or b is a NaN (all bits set).
+  static vm::vi unordered(vm::vf a, vm::vf b) {
+#if defined(__AVX__) && !defined(__AVX512F__)
+    static_assert(vm::kLanes == 8);
+    return reinterpret_cast<vm::vi>(__builtin_ia32_cmpps256(a, b, 3));  // _CMP_UNORD_Q
+#else
+    return (a != a) | (b != b);
+#endif
+  }
+
+  // column_max without NaN handling (R > 0: rows known at compile time); false when an input
+  // is a NaN, and then dst is not the exact maximum.
+  template <int R>
+  static bool column_max_fast(float* dst, const float* const* src, int rows, std::int64_t n) {
+    constexpr std::int64_t L = vm::kLanes;
+    const int taps = R > 0 ? R : rows;
+    vm::vi nan{};
+    std::int64_t i = 0;
+    for (; i + L <= n; i += L) {
+      vm::vf m = vm::load(src[0] + i);
+      int r = 1;
+      for (; r + 1 < taps; r += 2) {
+        const vm::vf v = vm::load(src[r] + i), u = vm::load(src[r + 1] + i);
+        nan |= unordered(v, u);
+        m = v > m ? v : m;
+        m = u > m ? u : m;
+      }
+      if (r < taps) {
+        const vm::vf v = vm::load(src[r] + i);
+        nan |= unordered(m, v);  // m is a NaN only where the first tap is
+        m = v > m ? v : m;
+      } else {
+        nan |= m != m;  // the first tap, unchecked so far where the taps paired up
+      }
+      vm::store(dst + i, m);
+    }
+    bool any = false;
+    for (int l = 0; l < L; ++l) any |= nan[l] != 0;
+    for (; i < n; ++i) {
+      float m = src[0][i];
+      any |= m != m;
+      for (int r = 1; r < taps; ++r) {
+        const float v = src[r][i];
+        any |= v != v;
+        m = v > m ? v : m;
+      }
+      dst[i] = m;
+    }
+    return !any;
+  }
+  static bool column_max_fast(float* dst, const float* const* src, int rows, std::int64_t n) {
+    switch (rows) {
+      case 2:
+        return column_max_fast<2>(dst, src, rows, n);
+      case 3:
+        return column_max_fast<3>(dst, src, rows, n);
+      default:
+        return column_max_fast<0>(dst, src, rows, n);
+    }
+  }
+
   // Output rows [b, e) of all images (row = n * oh + oy); col holds w * c floats.
   void rows(std::int64_t b, std::int64_t e, const float* x, float* y, float* col) const {
     const Window2d& w = g.win;
@@ -421,6 +486,7 @@ struct MaxPoolChannels {
       constexpr int kMaxRows = 16;
       const float* src[kMaxRows];
       int rows = 0;
+      bool folded = false;
       for (std::int64_t ky = 0; ky < w.kernel[0]; ++ky) {
         const std::int64_t iy = oy * w.stride[0] - w.pad_begin[0] + ky * w.dilation[0];
         if (iy < 0 || iy >= g.h) continue;
@@ -430,51 +496,68 @@ struct MaxPoolChannels {
           column_max(col, src, rows, run);
           src[0] = col;
           rows = 1;
+          folded = true;
         }
         src[rows++] = x + (n * g.h + iy) * run;
+      }
+      float* out = y + row * g.ow * g.c;
+      if (!folded && rows > 0 && column_max_fast(col, src, rows, run)) {
+        row_windows<false>(col, out);
+        continue;
       }
       if (rows > 0) {
         column_max(col, src, rows, run);
       } else {
         std::fill(col, col + run, -std::numeric_limits<float>::infinity());
       }
-      float* out = y + row * g.ow * g.c;
-      const std::int64_t s = w.stride[1], d = w.dilation[1], K = w.kernel[1];
-      // Outputs [lo, hi) have every window column in the image: no bounds, and (3 wide,
-      // contiguous: googlenet's inception branches) the taps unrolled.
-      const std::int64_t lo = std::min(g.ow, (w.pad_begin[1] + s - 1) / s);
-      const std::int64_t last = g.w - 1 - (K - 1) * d + w.pad_begin[1];  // the largest start + pad
-      const std::int64_t hi = last < 0 ? lo : std::clamp(last / s + 1, lo, g.ow);
-      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-        const std::int64_t start = ox * s - w.pad_begin[1];
-        if (ox >= lo && ox < hi) {
-          if (K == 3 && d == 1) {
-            window<3>(col + start * g.c, 3, 1, out + ox * g.c);
-          } else {
-            window<0>(col + start * g.c, K, d, out + ox * g.c);
-          }
-          continue;
-        }
-        // the window's in-image columns: ix = start + kx * d for kx in [k0, k1)
-        std::int64_t k0 = 0, k1 = K;
-        while (k0 < k1 && start + k0 * d < 0) ++k0;
-        while (k1 > k0 && start + (k1 - 1) * d >= g.w) --k1;
-        if (k0 == k1) {  // only padding
-          std::fill(out + ox * g.c, out + (ox + 1) * g.c, -std::numeric_limits<float>::infinity());
-          continue;
-        }
-        // (the pointer at the first in-image column: column `start` may lie before col)
-        window<0>(col + (start + k0 * d) * g.c, k1 - k0, d, out + ox * g.c);
+      row_windows<true>(col, out);
+    }
+  }
+
+  // One output row from the column maxima in col; Exact: with NaN handling.
+  template <bool Exact>
+  void row_windows(const float* col, float* out) const {
+    const Window2d& w = g.win;
+    const std::int64_t s = w.stride[1], d = w.dilation[1], K = w.kernel[1];
+    // Outputs [lo, hi) have every window column in the image: no bounds, and (3 wide,
+    // contiguous: googlenet's inception branches) the taps unrolled.
+    const std::int64_t lo = std::min(g.ow, (w.pad_begin[1] + s - 1) / s);
+    const std::int64_t last = g.w - 1 - (K - 1) * d + w.pad_begin[1];  // the largest start + pad
+    const std::int64_t hi = last < 0 ? lo : std::clamp(last / s + 1, lo, g.ow);
+    if (K == 3 && d == 1) {
+      for (std::int64_t ox = lo; ox < hi; ++ox) {
+        window<3, Exact>(col + (ox * s - w.pad_begin[1]) * g.c, 3, 1, out + ox * g.c);
+      }
+    } else {
+      for (std::int64_t ox = lo; ox < hi; ++ox) {
+        window<0, Exact>(col + (ox * s - w.pad_begin[1]) * g.c, K, d, out + ox * g.c);
       }
     }
+    // the outputs whose window reaches into the padding
+    const auto edge = [&](std::int64_t ox) {
+      const std::int64_t start = ox * s - w.pad_begin[1];
+      // the window's in-image columns: ix = start + kx * d for kx in [k0, k1)
+      std::int64_t k0 = 0, k1 = K;
+      while (k0 < k1 && start + k0 * d < 0) ++k0;
+      while (k1 > k0 && start + (k1 - 1) * d >= g.w) --k1;
+      if (k0 == k1) {  // only padding
+        std::fill(out + ox * g.c, out + (ox + 1) * g.c, -std::numeric_limits<float>::infinity());
+        return;
+      }
+      // (the pointer at the first in-image column: column `start` may lie before col)
+      window<0, Exact>(col + (start + k0 * d) * g.c, k1 - k0, d, out + ox * g.c);
+    };
+    for (std::int64_t ox = 0; ox < lo; ++ox) edge(ox);
+    for (std::int64_t ox = hi; ox < g.ow; ++ox) edge(ox);
   }
 
   // One output pixel: the maximum over window columns [0, n) of c floats each, d columns
   // apart, from base (n > 0; N > 0 is n known at compile time, for an unrolled loop). The
   // maximum runs without NaN handling (v > m ? v : m: one vmaxps) and the NaNs seen are kept
   // aside, so only the vmaxps is on the chain from tap to tap (take's blend would be too). A
-  // window with a NaN gives the quiet NaN, as nan_max_rows does.
-  template <int N>
+  // window with a NaN gives the quiet NaN, as nan_max_rows does. Without Exact, the NaNs are
+  // not looked for (row_windows<false>: the row's inputs hold none).
+  template <int N, bool Exact>
   void window(const float* base, std::int64_t n, std::int64_t d, float* out) const {
     constexpr std::int64_t L = vm::kLanes;
     const std::int64_t c = g.c, step = d * c;
@@ -488,7 +571,8 @@ struct MaxPoolChannels {
         m = v > m ? v : m;
         nan |= v != v;
       }
-      vm::store(out + k, nan ? vm::splat(std::numeric_limits<float>::quiet_NaN()) : m);
+      if constexpr (Exact) m = nan ? vm::splat(std::numeric_limits<float>::quiet_NaN()) : m;
+      vm::store(out + k, m);
     }
     for (; k < c; ++k) {
       float m = base[k];
@@ -498,7 +582,7 @@ struct MaxPoolChannels {
         m = v > m ? v : m;
         nan |= v != v;
       }
-      out[k] = nan ? std::numeric_limits<float>::quiet_NaN() : m;
+      out[k] = Exact && nan ? std::numeric_limits<float>::quiet_NaN() : m;
     }
   }
 };
