@@ -568,8 +568,12 @@ TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
       }
       // Stride 2 (3x3 outputs): the windows holding (3, 4) are two, in each of image 0's
       // channels. Stride 1 (7x7 outputs): 3x3 windows, 2x3 at the first and last row.
-      if (po.stride[0] == 2 && nan_row == 3) EXPECT_EQ(nans, 2 * 8);
-      if (po.stride[0] == 1) EXPECT_EQ(nans, (nan_row == 0 || nan_row == 6 ? 6 : 9) * 8);
+      if (po.stride[0] == 2 && nan_row == 3) {
+        EXPECT_EQ(nans, 2 * 8);
+      }
+      if (po.stride[0] == 1) {
+        EXPECT_EQ(nans, (nan_row == 0 || nan_row == 6 ? 6 : 9) * 8);
+      }
     }
   }
 }
