@@ -578,6 +578,47 @@ TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
   }
 }
 
+// An inception block at batch 1 (three convolutions of one image joined along channels, then
+// pooled and convolved): with concat_in_place each convolution writes its band of the concat's
+// blocked buffer and the concat runs no kernel, on the CPU's sequential engine; results bitwise
+// equal to the copying plan's everywhere.
+TEST_P(NnOpTest, ConcatInPlaceTakesBlockedBranches) {
+  Graph g;
+  auto x = g.input("x"), w1 = g.input("w1"), w2 = g.input("w2"), w3 = g.input("w3"),
+       w4 = g.input("w4");
+  Node cat = concat({relu(conv2d(x, w1)), relu(conv2d(x, w2)), conv2d(x, w3)}, 1);
+  Node y = conv2d(max_pool2d(cat, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}}), w4);
+  const InputShapes shapes{{"x", {1, 16, 7, 7}},
+                           {"w1", {8, 16, 1, 1}},
+                           {"w2", {16, 16, 1, 1}},
+                           {"w3", {8, 16, 1, 1}},
+                           {"w4", {8, 32, 1, 1}}};
+  std::vector<float> out[2];
+  for (bool in_place : {false, true}) {
+    CompileOptions o;
+    o.concat_in_place = in_place;
+    auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
+    cg.run({{"x", testing_util::random_vec(16 * 49, 81)},
+            {"w1", testing_util::random_vec(8 * 16, 82)},
+            {"w2", testing_util::random_vec(16 * 16, 83)},
+            {"w3", testing_util::random_vec(8 * 16, 84)},
+            {"w4", testing_util::random_vec(8 * 32, 85)}});
+    out[in_place] = cg.read(y);
+    const bool sequential = GetParam().name.rfind("cpu_seq", 0) == 0;
+    if (in_place && sequential) {
+      EXPECT_EQ(cg.kernel_name(cat), "none");
+      if (!reference_forced()) {  // in the convolutions' layout: nChw8c on AVX2, nChw16c above
+        const detail::Plan& plan = detail::executable_of(cg).plan();
+        EXPECT_EQ(plan.nodes[plan.index(cat, "test")].layout,
+                  detail::cpu::conv_activation_layout());
+      }
+    } else {
+      EXPECT_NE(cg.kernel_name(cat), "none");
+    }
+  }
+  EXPECT_TRUE(testing_util::bitwise_equal(out[0], out[1])) << GetParam().name;
+}
+
 // The reference kernels of max pooling and concat take channels-last and blocked values too
 // (their test oracle): on a plan with such nodes, each one's fast and reference kernels agree
 // bitwise.

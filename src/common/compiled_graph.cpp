@@ -72,6 +72,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.parallel_ops = options_.parallel_ops;
   po.grouped_embeddings = options_.grouped_embeddings;
   po.stacked_products = options_.stacked_products;
+  po.concat_in_place = options_.concat_in_place;
   po.kernel_threads = backend.kernel_threads();
   po.capabilities = &backend;
   po.placer = backend.placer();

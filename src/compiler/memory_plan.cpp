@@ -8,6 +8,9 @@
 //      last reader;
 //   3. a free buffer, best fit by size (grown when none is big enough);
 //   4. a new buffer.
+// A value concat_in_place gave a band of a concat goes to that concat's buffer instead, at its
+// band's offset: the buffer is made at the first such value in plan order and lives until the
+// last reader of the concat or of any of its inputs.
 // A buffer is free once every reader of its current contents has run. "Has run" depends on
 // the engine: in plan order for the sequential engine; for parallel engines the readers must
 // be ancestors of the new writer in the dependency graph, so no schedule can overlap them.
@@ -404,6 +407,10 @@ std::size_t live_peak(const Plan& p, const std::vector<std::vector<std::uint32_t
     if (node.buffer < 0 || node.storage != Storage::Computed) continue;
     const auto b = static_cast<std::size_t>(node.buffer);
     if (held[b]) continue;
+    if (node.in_concat >= 0) {  // a band: live beside its fellows, to its concat's last reader
+      close(i, last[i]);
+      continue;
+    }
     if (current[b] >= 0) {
       const auto prev = static_cast<std::uint32_t>(current[b]);
       close(prev, std::min(last[prev], i - 1));
@@ -499,6 +506,58 @@ void elide_assigns(Plan& p, ReuseMode mode) {
   }
 }
 
+void concat_in_place(Plan& p) {
+  std::vector<char> taken(p.nodes.size(), 0);
+  for (std::uint32_t c = 0; c < p.nodes.size(); ++c) {
+    PlanNode& node = p.nodes[c];
+    if (node.op != OpKind::Concat || node.storage != Storage::Computed || node.fetched ||
+        node.group >= 0 || node.into_variable >= 0 || node.inputs.size() < 2)
+      continue;
+    const Shape& s = node.type.shape;
+    const int rank = static_cast<int>(s.rank());
+    const int axis = node.attrs.axis < 0 ? node.attrs.axis + rank : node.attrs.axis;
+    if (axis < 0 || axis >= rank) continue;
+    // The extent outside the bands, in memory order (the CPU concat kernel's outer count): the
+    // dims before the axis; channels-last puts N, H and W there; blocks of channels put N.
+    const int block = channel_block(node.layout);
+    std::int64_t outer = 1;
+    if (block == 0) {
+      for (int d = 0; d < axis; ++d) outer *= s[d];
+    } else if (rank == 4 && axis == 1) {
+      outer = block == 1 ? s[0] * s[2] * s[3] : s[0];
+    } else {
+      continue;
+    }
+    if (outer != 1) continue;
+    std::vector<std::pair<std::uint32_t, std::size_t>> bands;
+    std::size_t at = 0;
+    bool ok = true;
+    for (std::uint32_t u : node.inputs) {
+      const PlanNode& in = p.nodes[u];
+      // Computed here by a kernel of its own that writes it whole (not into a variable, not a
+      // group member), once, in the concat's layout.
+      ok = !taken[u] && in.storage == Storage::Computed && in.has_work() && !in.fetched &&
+           in.group < 0 && in.op != OpKind::ParallelGroup && in.into_variable < 0 &&
+           in.fused_into < 0 && op_def(in.op).writes_input < 0 && in.layout == node.layout &&
+           in.type.dtype == node.type.dtype && in.type.bytes() > 0 &&
+           (block <= 1 || in.type.shape[1] % block == 0);
+      if (!ok) break;
+      taken[u] = 1;
+      bands.push_back({u, at});
+      at += in.type.bytes();
+    }
+    if (!ok || at != node.type.bytes()) {
+      for (const auto& [u, off] : bands) taken[u] = 0;
+      continue;
+    }
+    for (const auto& [u, off] : bands) {
+      p.nodes[u].in_concat = c;
+      p.nodes[u].sub_offset = off;
+    }
+    node.storage = Storage::View;
+  }
+}
+
 void plan_memory(Plan& p, ReuseMode mode, bool arena) {
   p.reuse = mode;
   const bool pack = arena && mode != ReuseMode::none;
@@ -533,6 +592,26 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
     bufs.back().pinned = pinned;
     occupy(static_cast<std::int32_t>(bufs.size() - 1), i);
   };
+  // concat_in_place: node i's value into its concat's buffer (made for the concat's first
+  // input in plan order), beside what the concat's other inputs put there.
+  std::vector<std::int32_t> concat_buffer(n, -1);
+  auto join_concat = [&](std::uint32_t i) {
+    const auto c = static_cast<std::size_t>(p.nodes[i].in_concat);
+    if (concat_buffer[c] < 0) {
+      bufs.push_back({});
+      concat_buffer[c] = static_cast<std::int32_t>(bufs.size() - 1);
+    }
+    const std::int32_t b = concat_buffer[c];
+    Buffer& B = bufs[static_cast<std::size_t>(b)];
+    B.bytes = std::max(B.bytes, p.nodes[c].type.bytes());
+    B.users.insert(B.users.end(), readers[i].begin(), readers[i].end());
+    B.users.push_back(i);
+    B.last_read = std::max(B.last_read, i);
+    for (std::uint32_t r : readers[i]) B.last_read = std::max(B.last_read, r);
+    B.writers.push_back(i);
+    p.nodes[i].buffer = b;
+    expiring.push({B.last_read, b});
+  };
   // Every user of buffer b other than node i has run before i.
   auto others_done = [&](std::int32_t b, std::uint32_t i) {
     const Buffer& B = bufs[static_cast<std::size_t>(b)];
@@ -558,6 +637,7 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
     node.buffer = -1;
     node.in_place = false;
   }
+  concat_buffer.assign(n, -1);
   for (std::uint32_t i = 0; i < n; ++i) {
     PlanNode& node = p.nodes[i];
     // Release buffers whose readers are all earlier in plan order. Members of a parallel
@@ -587,6 +667,7 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
         const std::int32_t b = p.nodes[node.inputs[0]].buffer;
         Buffer& B = bufs[static_cast<std::size_t>(b)];
         node.buffer = b;
+        node.sub_offset = p.nodes[node.inputs[0]].sub_offset;
         for (std::uint32_t r : readers[i]) {
           B.users.push_back(r);
           if (r > B.last_read) {
@@ -599,6 +680,10 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
       }
       case Storage::Computed:
         break;
+    }
+    if (node.in_concat >= 0) {
+      join_concat(i);
+      continue;
     }
     if (mode == ReuseMode::none) {
       new_buffer(i, false);
@@ -821,7 +906,7 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
   p.in_place = 0;
   for (PlanNode& node : p.nodes) {
     if (node.buffer < 0) continue;
-    node.offset = offset[static_cast<std::size_t>(node.buffer)];
+    node.offset = offset[static_cast<std::size_t>(node.buffer)] + node.sub_offset;
     if (node.storage != Storage::View)
       p.naive_bytes += align_up(std::max<std::size_t>(node.type.bytes(), 4));
     if (node.in_place) ++p.in_place;
@@ -830,7 +915,10 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
     PlanNode& node = p.nodes[i];
     if (node.storage == Storage::Computed) {
       const auto b = static_cast<std::size_t>(node.buffer);
-      node.clobbered = bufs[b].writers.back() != i || overwritten[b];
+      // A band of a concat outlives its fellow bands' writes; not a later writer's.
+      const std::uint32_t last = bufs[b].writers.back();
+      const bool band_after = node.in_concat >= 0 && p.nodes[last].in_concat == node.in_concat;
+      node.clobbered = (last != i && !band_after) || overwritten[b];
     } else if (node.storage == Storage::View) {
       node.clobbered = p.nodes[node.inputs[0]].clobbered;
     }

@@ -780,6 +780,11 @@ const Pass kPasses[] = {
        return o.parallel_ops && o.kernel_threads > 1 && o.placer == nullptr;
      }},
     {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }, single_device},
+    {"concat_in_place", [](Plan& p, const PassContext&) { concat_in_place(p); },
+     [](const PlanOptions& o) {
+       return o.concat_in_place && o.reuse == ReuseMode::sequential && o.arena &&
+              o.placer == nullptr;
+     }},
     {"plan_memory",
      [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse, c.options.arena); },
      single_device},

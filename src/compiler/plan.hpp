@@ -75,6 +75,10 @@ struct PlanNode {
   bool elided = false;              // assign whose value is computed straight into the variable
   std::int64_t into_variable = -1;  // computed straight into this variable (elide_assigns)
   std::int64_t fused_into = -1;     // fused into that node by a fusion pass: no kernel, no data
+  // concat_in_place: the concat whose buffer holds this value, at sub_offset bytes (its band);
+  // that concat is then a view of the whole and runs no kernel.
+  std::int64_t in_concat = -1;
+  std::size_t sub_offset = 0;  // bytes into `buffer` before `offset` (views: their input's)
   ActivationLayout layout = ActivationLayout::nchw;  // assign_layouts
   // placement (heterogeneous platforms: src/compiler/placement.hpp)
   std::optional<Device> pin;                // Node::on / DeviceScope
@@ -254,6 +258,8 @@ struct PlanOptions {
   bool grouped_embeddings = true;
   /// stack_shared_products (with fuse).
   bool stacked_products = true;
+  /// concat_in_place (sequential reuse into an arena).
+  bool concat_in_place = true;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
   const Placer* placer = nullptr;              // heterogeneous platforms
 };
@@ -361,6 +367,12 @@ void commit_writes(Plan& p);
 /// allocating each (Plan::buffer_bytes): buffers are then in-place chains, packed so that
 /// buffers sharing memory never live at the same time.
 void plan_memory(Plan& p, ReuseMode mode, bool arena = false);
+/// Before plan_memory: a concat whose inputs lie one after another in its memory (nothing
+/// outside the concat axis: batch 1 along channels, plain or in blocks of whole channel blocks)
+/// has each input computed straight into its band (PlanNode::in_concat) and becomes a view of
+/// them, with no kernel. Inputs that are views, fetched, another concat's, or read twice by it
+/// keep their own buffers (and the concat its copy).
+void concat_in_place(Plan& p);
 
 /// Whether node i's value can change only between runs (by the host writing it): a constant,
 /// or a variable that no node of the plan writes, seen through views. Kernels may keep a

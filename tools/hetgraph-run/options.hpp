@@ -20,6 +20,7 @@ struct Options : hetgraph::tool::EngineFlags {
   bool json = false, fuse = true, winograd = false;
   bool own_winograd = true;     // --no-own-winograd: CompileOptions::own_winograd
   bool layouts_through = true;  // --no-layouts-through: CompileOptions::layouts_through_pool_concat
+  bool concat_in_place = true;  // --no-concat-in-place: CompileOptions::concat_in_place
 };
 
 inline constexpr const char* kUsage =
@@ -29,7 +30,8 @@ inline constexpr const char* kUsage =
     "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
     "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse]\n"
-    "                    [--winograd] [--no-own-winograd] [--no-layouts-through] [--json]\n"
+    "                    [--winograd] [--no-own-winograd] [--no-layouts-through]\n"
+    "                    [--no-concat-in-place] [--json]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
@@ -83,6 +85,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .flag("--winograd", o.winograd)
       .flag("--no-own-winograd", o.own_winograd, false)
       .flag("--no-layouts-through", o.layouts_through, false)
+      .flag("--no-concat-in-place", o.concat_in_place, false)
       .flag("--json", o.json);
   return p;
 }
