@@ -482,6 +482,13 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   const InputShapes shapes{{"x", {1, 4, 3, 5}}, {"z", {2, 4, 3, 5}}};
   std::vector<std::uint32_t> ids;
   for (const Node& f : fetches) ids.push_back(f.id());
+  // Dag mode (parallel engines): the same bands, and a safe plan.
+  PlanOptions dag{ReuseMode::dag};
+  dag.arena = true;
+  auto dag_plan = detail::compile_plan(g.impl(), shapes, ids, dag);
+  check_plan_safe(*dag_plan);
+  EXPECT_EQ(dag_plan->nodes[dag_plan->index(cat, "test")].storage, Storage::View);
+  EXPECT_EQ(dag_plan->nodes[dag_plan->index(twice_in, "test")].storage, Storage::View);
   PlanOptions o{ReuseMode::sequential};
   o.arena = true;
   auto plan = detail::compile_plan(g.impl(), shapes, ids, o);

@@ -349,10 +349,10 @@ struct CompileOptions {
   ///   CompileOptions o;
   ///   o.stacked_products = false;  // e.g. to compare with the stacked plan
   bool stacked_products = true;
-  /// With `plan_memory`, on platforms that lay values out in one arena (the CPU) under the
-  /// sequential engine: a concat whose inputs lie one after another in its output (batch 1
-  /// along channels, plain or blocked: googlenet's inception blocks) has them computed straight
-  /// into it and copies nothing (pass concat_in_place). Off: the concat copies its inputs.
+  /// With `plan_memory`, on platforms that lay values out in one arena (the CPU): a concat
+  /// whose inputs lie one after another in its output (batch 1 along channels, plain or
+  /// blocked: googlenet's inception blocks) has them computed straight into it and copies
+  /// nothing (pass concat_in_place). Off: the concat copies its inputs.
   ///
   ///   CompileOptions o;
   ///   o.concat_in_place = false;  // e.g. to compare with the copying plan

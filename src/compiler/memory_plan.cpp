@@ -10,7 +10,9 @@
 //   4. a new buffer.
 // A value concat_in_place gave a band of a concat goes to that concat's buffer instead, at its
 // band's offset: the buffer is made at the first such value in plan order and lives until the
-// last reader of the concat or of any of its inputs.
+// last reader of the concat or of any of its inputs. Its users are all the bands and their
+// readers, so in dag mode (bands written by branches that may run at once, into disjoint
+// bytes) reuse proofs and lifetimes cover every band.
 // A buffer is free once every reader of its current contents has run. "Has run" depends on
 // the engine: in plan order for the sequential engine; for parallel engines the readers must
 // be ancestors of the new writer in the dependency graph, so no schedule can overlap them.

@@ -782,8 +782,7 @@ const Pass kPasses[] = {
     {"commit_writes", [](Plan& p, const PassContext&) { commit_writes(p); }, single_device},
     {"concat_in_place", [](Plan& p, const PassContext&) { concat_in_place(p); },
      [](const PlanOptions& o) {
-       return o.concat_in_place && o.reuse == ReuseMode::sequential && o.arena &&
-              o.placer == nullptr;
+       return o.concat_in_place && o.reuse != ReuseMode::none && o.arena && o.placer == nullptr;
      }},
     {"plan_memory",
      [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse, c.options.arena); },

@@ -258,7 +258,7 @@ struct PlanOptions {
   bool grouped_embeddings = true;
   /// stack_shared_products (with fuse).
   bool stacked_products = true;
-  /// concat_in_place (sequential reuse into an arena).
+  /// concat_in_place (with reuse, into an arena).
   bool concat_in_place = true;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
   const Placer* placer = nullptr;              // heterogeneous platforms
