@@ -6,10 +6,12 @@
 #   scripts/replay-validate.sh [WORKLOAD...]
 # REPLAY_OUT names another results file; REPLAY_BIG_REPEAT / REPLAY_BIG_WARMUP (default 3 / 3)
 # set the samples of the long workloads (a partial re-run on a busy machine); REPLAY_ONLY=1
-# skips the real runs (a change of the model: pair its lines with an earlier file's real ones).
+# skips the real runs (a change of the model: pair its lines with an earlier file's real ones);
+# REPLAY_ARGS adds options to the replayed runs (--time-scale 1: the engines' work undivided).
 # REPLAY_INTERLEAVE=1 takes the samples one by one, real and replayed alternately (a process
-# each, --repeat 1 after the warm-up runs), so a slow spell of this shared machine falls on
-# both sides alike; bench/replay_table.py compares the medians of the samples.
+# each, --repeat 1 after the warm-up runs; the median of REPLAY_SMALL_RUNS (20) runs for the
+# graphs of microseconds), so a slow spell of this shared machine falls on both sides alike;
+# bench/replay_table.py compares the medians of the samples.
 # Profiles (per-node times at 1 and 2 threads) are recorded once per workload into
 # $REPLAY_PROFILES (default /tmp/hetgraph-replay-profiles) and reused.
 set -uo pipefail
@@ -36,6 +38,10 @@ for w in "${workloads[@]}"; do
       r=${REPLAY_BIG_REPEAT:-3} wu=${REPLAY_BIG_WARMUP:-3} ;;
     *) r=5 wu=3 ;;
   esac
+  # Interleaved, a sample is a process; for graphs of microseconds its median of 20 runs (one
+  # run of 40 us is at the mercy of a single interrupt).
+  per=1
+  case $w in threadpool*|wide-deep-infer-1) per=${REPLAY_SMALL_RUNS:-20} ;; esac
   p=$prof/$w.json
   # (written aside and renamed: the other replay script may be reading or writing it too)
   [ -f "$p" ] || { flock /tmp/hetgraph-build.lock "$bench" --workload "$w" --record-profile "$p.$$" &&
@@ -44,16 +50,18 @@ for w in "${workloads[@]}"; do
     if [ "${REPLAY_INTERLEAVE:-0}" = 1 ]; then
       for _ in $(seq "$r"); do
         # shellcheck disable=SC2086
-        [ "${REPLAY_ONLY:-0}" = 1 ] || run --workload "$w" $c --repeat 1 --warmup "$wu"
+        [ "${REPLAY_ONLY:-0}" = 1 ] || run --workload "$w" $c --repeat "$per" --warmup "$wu"
         # shellcheck disable=SC2086
-        run --workload "$w" $c --repeat 1 --warmup "$wu" --replay-cores "$cores" --replay-profile "$p"
+        run --workload "$w" $c --repeat "$per" --warmup "$wu" --replay-cores "$cores" --replay-profile "$p" \
+          ${REPLAY_ARGS:-}
       done
       continue
     fi
     # shellcheck disable=SC2086
     [ "${REPLAY_ONLY:-0}" = 1 ] || run --workload "$w" $c --repeat "$r" --warmup "$wu"
     # shellcheck disable=SC2086
-    run --workload "$w" $c --repeat "$r" --warmup "$wu" --replay-cores "$cores" --replay-profile "$p"
+    run --workload "$w" $c --repeat "$r" --warmup "$wu" --replay-cores "$cores" --replay-profile "$p" \
+      ${REPLAY_ARGS:-}
   done
 done
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3

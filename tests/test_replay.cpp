@@ -9,6 +9,7 @@
 
 #include "common/executable.hpp"
 #include "compiler/plan.hpp"
+#include "cpu/engine.hpp"
 #include "cpu/replay.hpp"
 #include "test_util.hpp"
 
@@ -163,6 +164,25 @@ TEST(Replay, CorunSlowsAKernelStartedBesideAnother) {
   expect_makespan(d.replay_ms(CpuEngine::critical_path, 2, 2, 1), 30 + 10);
   // Alone (one executor) nothing is beside it.
   expect_makespan(d.replay_ms(CpuEngine::critical_path, 1, 1, 1), 20 + 20 + 10);
+}
+
+TEST(Replay, ShortWaitsKeepTheirLength) {
+  // Below a microsecond a wait is a counted spin (no clock reads, no yield), so a nanosecond
+  // kernel replays as nanoseconds: medians of 201 waits, loose bounds for a busy machine.
+  const std::int64_t read = detail::cpu::clock_read_ns();
+  EXPECT_GT(read, 0);
+  EXPECT_LT(read, 5000);
+  for (const std::int64_t ns : {std::int64_t{200}, std::int64_t{800}, std::int64_t{4000}}) {
+    std::vector<std::int64_t> took;
+    for (int i = 0; i < 201; ++i) {
+      const std::int64_t t0 = detail::cpu::now_ns();
+      detail::cpu::replay_wait(ns);
+      took.push_back(detail::cpu::now_ns() - t0);
+    }
+    std::nth_element(took.begin(), took.begin() + 100, took.end());
+    EXPECT_GT(took[100], ns / 2) << ns << " ns";
+    EXPECT_LT(took[100], ns * 2 + 2 * read) << ns << " ns";
+  }
 }
 
 TEST(Replay, NodeMissingFromProfileIsNamed) {

@@ -127,7 +127,14 @@ std::unique_ptr<CpuKernel> make_replay_kernel(const ReplayModel& m, std::vector<
 /// Blocks the calling thread for about `ns` nanoseconds without spinning: an absolute-deadline
 /// sleep ended early by this machine's measured oversleep (the timer slack is set to 1 ns);
 /// waits shorter than that oversleep yield until the deadline instead, and those under a
-/// microsecond watch the clock (a yield costs about as much).
+/// microsecond spin a loop counted from its speed measured once (a yield or a few clock
+/// reads cost about as much).
 void replay_wait(std::int64_t ns);
+
+/// What reading the engines' clock (`now_ns`) costs, measured once per process: the median
+/// gap between two back-to-back reads (about 30 ns on a VM's kvm-clock). A recorded kernel
+/// event spans about one read more than the kernel, which a profile of nanosecond kernels
+/// takes off.
+std::int64_t clock_read_ns();
 
 }  // namespace hetgraph::detail::cpu
