@@ -170,6 +170,10 @@ hetgraph::detail::cpu::ReplayProfile measure_profile(bench::Case& c, const Optio
       hetgraph::CompileOptions opts;
       opts.fuse = o.fuse;
       opts.parallel_ops = pass == 1;
+      // Every concat copies in pass 0, so that each has a time: whether one is computed in
+      // place depends on the plan (a parallel group's members keep the copy), and a replayed
+      // plan may copy where this one would not.
+      opts.concat_in_place = pass == 1;
       hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
                                        .compile(c.graph, c.shapes, c.fetches);
       const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
