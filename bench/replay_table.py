@@ -2,10 +2,13 @@
 """Replayed vs real times from scripts/replay-validate.sh's JSON lines: a markdown table (the one
 in bench/README.md, "replay"), one row per workload, a column per engine configuration, each
 cell replay/real - 1; cells off by more than 10% are marked. Several lines of one workload,
-configuration and side count as their median where each is one sample (--repeat 1: what
-REPLAY_INTERLEAVE=1 writes); otherwise the last line counts (a re-run supersedes).
+configuration and side count as their median where each is one sample (--repeat 1, or marked
+"sample": what REPLAY_INTERLEAVE=1 writes); otherwise the last line counts (a re-run
+supersedes).
 
     bench/replay_table.py bench/results/2026-11-23-replay-validate.jsonl
+    bench/replay_table.py --self FILE   # REPLAY_SELF=1: real vs real, each round's second
+                                        # real sample against its first
 """
 import json
 import statistics
@@ -13,9 +16,10 @@ import sys
 from collections import OrderedDict
 
 
-def main(path):
+def main(path, self_spread=False):
     real, replay = {}, {}
     order = OrderedDict()
+    seen = {}  # real samples of a key so far: with --self the odd ones (second of a round) are B
     for line in open(path):
         line = line.strip()
         if not line.startswith("{"):
@@ -23,7 +27,12 @@ def main(path):
         r = json.loads(line)
         key = (r["workload"], r["engine"] + " " + r["executors"])
         side = replay if "replay" in r else real
-        if r.get("repeat") == 1:
+        if self_spread:
+            if "replay" in r:
+                continue
+            n = seen[key] = seen.get(key, 0) + 1
+            side = real if n % 2 == 1 else replay
+        if r.get("repeat") == 1 or r.get("sample"):
             side.setdefault(key, []).append(r["median_s"])
         else:
             side[key] = [r["median_s"]]
@@ -55,10 +64,14 @@ def main(path):
                 cells.append("")
         print("| %s | %s |" % (w, " | ".join(cells)))
     print()
+    if self_spread:
+        print("(--self: real vs real, each round's second real sample against its first;")
+        print("'replay' below is the second.)")
     print("%d of %d pairs within 10%%." % (inside, total))
     for d, w, c, a, b in sorted(worst, reverse=True):
         print("- %s %s: real %.4g s, replay %.4g s (%+.0f%%)" % (w, c, a, b, 100 * (b / a - 1)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench/results/replay-validate.jsonl")
+    args = [a for a in sys.argv[1:] if a != "--self"]
+    main(args[0] if args else "bench/results/replay-validate.jsonl", "--self" in sys.argv[1:])

@@ -8,6 +8,9 @@
 # set the samples of the long workloads (a partial re-run on a busy machine); REPLAY_ONLY=1
 # skips the real runs (a change of the model: pair its lines with an earlier file's real ones);
 # REPLAY_ARGS adds options to the replayed runs (--time-scale 1: the engines' work undivided).
+# REPLAY_SELF=1 (interleaved) adds a second real sample after each replayed one:
+# `bench/replay_table.py --self FILE` compares the two real halves, the spread real runs
+# themselves have, against which the replay's is read.
 # REPLAY_INTERLEAVE=1 takes the samples one by one, real and replayed alternately (a process
 # each, --repeat 1 after the warm-up runs; the median of REPLAY_SMALL_RUNS (20) runs for the
 # graphs of microseconds), so a slow spell of this shared machine falls on both sides alike;
@@ -31,6 +34,9 @@ configs=("--engine sequential" "--engine critical-path --executors 1x1"
   "--engine critical-path --executors 1x${cores}" "--engine critical-path --executors ${cores}x1"
   "--engine shared-queue --executors 1x${cores}" "--engine shared-queue --executors ${cores}x1")
 run() { flock /tmp/hetgraph-build.lock "$bench" --json "$@" | tee -a "$out"; }
+# An interleaved sample: marked, so that bench/replay_table.py takes the median of a key's
+# samples (otherwise its last line counts: a re-run supersedes).
+sample() { flock /tmp/hetgraph-build.lock "$bench" --json "$@" | sed 's/^{/{"sample":true,/' | tee -a "$out"; }
 echo "writing $out" >&2
 for w in "${workloads[@]}"; do
   case $w in  # the long ones: fewer samples (3 warm-up runs: the engines profile on them)
@@ -50,10 +56,12 @@ for w in "${workloads[@]}"; do
     if [ "${REPLAY_INTERLEAVE:-0}" = 1 ]; then
       for _ in $(seq "$r"); do
         # shellcheck disable=SC2086
-        [ "${REPLAY_ONLY:-0}" = 1 ] || run --workload "$w" $c --repeat "$per" --warmup "$wu"
+        [ "${REPLAY_ONLY:-0}" = 1 ] || sample --workload "$w" $c --repeat "$per" --warmup "$wu"
         # shellcheck disable=SC2086
-        run --workload "$w" $c --repeat "$per" --warmup "$wu" --replay-cores "$cores" --replay-profile "$p" \
+        sample --workload "$w" $c --repeat "$per" --warmup "$wu" --replay-cores "$cores" --replay-profile "$p" \
           ${REPLAY_ARGS:-}
+        # shellcheck disable=SC2086
+        [ "${REPLAY_SELF:-0}" = 1 ] && sample --workload "$w" $c --repeat "$per" --warmup "$wu"
       done
       continue
     fi
