@@ -5,7 +5,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -508,14 +507,13 @@ double spins_per_ns() {
 class ReplayKernel final : public CpuKernel {
  public:
   ReplayKernel(const ReplayModel& m, std::vector<double> us, double corun)
-      : running_(m.running()), sizes_(us.size()), corun_(corun) {
-    if (us.size() > near_.size()) far_.resize(us.size() - near_.size());
+      : running_(m.running()), ns_(us.size()), corun_(corun) {
     for (std::size_t t = 0; t < us.size(); ++t)
-      at(t) = static_cast<std::int64_t>(std::llround(us[t] * m.time_scale() * 1e3));
+      ns_[t] = static_cast<std::int64_t>(std::llround(us[t] * m.time_scale() * 1e3));
   }
   void run(const ExecCtx& ctx) override {
-    const std::int64_t ns = at(
-        static_cast<std::size_t>(std::clamp<int>(ctx.nthreads, 1, static_cast<int>(sizes_) - 1)));
+    const std::int64_t ns = ns_[static_cast<std::size_t>(
+        std::clamp<int>(ctx.nthreads, 1, static_cast<int>(ns_.size()) - 1))];
     if (ns < 1000) {
       // Nanosecond kernels (the thread-pool workloads) stay out of the co-run count: two
       // executors' increments of one shared counter would cost more than such a kernel.
@@ -530,14 +528,8 @@ class ReplayKernel final : public CpuKernel {
   }
 
  private:
-  std::int64_t& at(std::size_t t) { return t < near_.size() ? near_[t] : far_[t - near_.size()]; }
-
   std::atomic<int>& running_;
-  // Wait by team size (index 0 unused). The small sizes live in the kernel itself: a graph of
-  // nanosecond kernels would otherwise pay a cache miss a node for a separate array.
-  std::array<std::int64_t, 5> near_{};
-  std::vector<std::int64_t> far_;
-  std::size_t sizes_;
+  std::vector<std::int64_t> ns_;  // by team size (index 0 unused)
   double corun_;
 };
 
