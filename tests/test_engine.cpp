@@ -20,8 +20,10 @@
 #include "compiler/graph_stats.hpp"
 #include "cpu/engine.hpp"
 #include "cpu/engine_auto.hpp"
+#include "cpu/engine_parallel.hpp"
 #include "cpu/ready_set.hpp"
 #include "cpu/sync.hpp"
+#include "cpu/topology.hpp"
 #include "distributed/comm.hpp"
 #include "random_dag.hpp"
 #include "test_util.hpp"
@@ -642,6 +644,61 @@ TEST(EnginePerOp, HillClimbsEachKindThenRunsDeterministically) {
                    .compile(g, shapes, {out});
   plain.run({{"a", av}, {"b", bv}});
   EXPECT_TRUE(plain.engine_report().cpu->op_threads.empty());
+}
+
+// The calling thread (executor 0) is bound to its core for a run only when the run is long
+// enough to pay for the affinity system calls (kBindCallerMinUs of modelled makespan): a kernel
+// on it reads its binding. Short runs leave it as the caller had it; either way it is the
+// caller's own again after the run.
+struct BindingProbe final : detail::cpu::CpuKernel {
+  std::vector<int> seen;
+  void run(const detail::cpu::ExecCtx&) override {
+    seen = detail::cpu::Topology::current_binding();
+  }
+};
+
+TEST(EnginePinning, CallerIsBoundOnlyForRunsOfAMillisecondOrMore) {
+  namespace hc = detail::cpu;
+  const std::vector<int> before = hc::Topology::current_binding();
+  if (before.size() < 2) GTEST_SKIP() << "fewer than 2 allowed cores: a binding cannot be seen";
+  Graph g;
+  auto x = g.input("x");
+  const Node y = relu(x * 2.0f);
+  auto cg = GraphCompiler(Platform::cpu({.engine = CpuEngine::critical_path, .threads = 1}))
+                .compile(g, {{"x", {4}}}, {y});
+  hc::Program prog;
+  prog.plan = std::make_shared<const detail::Plan>(detail::executable_of(cg).plan());
+  std::vector<std::unique_ptr<BindingProbe>> probes;
+  for (const detail::PlanNode& n : prog.plan->nodes) {
+    probes.push_back(n.has_work() ? std::make_unique<BindingProbe>() : nullptr);
+    prog.kernels.push_back(probes.back().get());
+  }
+  ASSERT_TRUE(
+      std::any_of(probes.begin(), probes.end(), [](const auto& p) { return p != nullptr; }));
+  hc::EngineConfig cfg;  // one executor of one thread, pinned: every kernel on the caller
+  cfg.inline_below_us = 0;
+  hc::CriticalPathEngine e(prog, cfg);
+  for (const double node_us : {5.0, 2000.0, 5.0}) {
+    // Measured costs (no profiling pass that would replace them): a microsecond graph, then one
+    // of milliseconds, then a short one again.
+    e.set_costs(std::vector<double>(prog.plan->nodes.size(), node_us), true);
+    const bool long_run = node_us > 1000;
+    EXPECT_EQ(e.binds_caller(), long_run);
+    e.run();
+    for (const auto& p : probes) {
+      if (!p) continue;
+      if (long_run) {
+        EXPECT_EQ(p->seen.size(), 1u) << "a run of milliseconds runs on executor 0's core";
+      } else {
+        EXPECT_EQ(p->seen, before) << "a run of microseconds leaves the caller's binding alone";
+      }
+    }
+    EXPECT_EQ(hc::Topology::current_binding(), before) << "the caller's binding is restored";
+  }
+  cfg.pin = false;
+  hc::CriticalPathEngine unpinned(prog, cfg);
+  unpinned.set_costs(std::vector<double>(prog.plan->nodes.size(), 2000.0), true);
+  EXPECT_FALSE(unpinned.binds_caller());
 }
 
 TEST(EngineTrace, ChromeTraceJsonParsesWithOneTrackPerExecutor) {

@@ -152,6 +152,12 @@ void ParallelEngine::set_costs(std::vector<double> cost_us, bool profiled) {
     work += cost_[i];
   }
   const double bound = std::max(longest, work / cfg_.executors);
+  // Binding the calling thread to executor 0's core, and back after the run, takes three
+  // affinity system calls per run (and moves the thread when it is elsewhere): on a KVM guest,
+  // runs of microseconds were 15-41% (wide-deep-infer-1) and 4-7% (mnist-softmax) faster
+  // without (bench/results/2026-11-28-caller-binding-ab-short-zen4.jsonl). Runs modelled
+  // shorter than kBindCallerMinUs leave the caller where it is.
+  bind_caller_ = cfg_.pin && bound >= kBindCallerMinUs;
   priority_.assign(levels_.size(), 0.0);
   if (cfg_.executors > 1 && bound > 0) {
     const double quantum = bound / 16;
@@ -190,7 +196,8 @@ void ParallelEngine::worker_main(Worker& w) {
 void ParallelEngine::run() {
   Worker& w0 = *workers_[0];
   std::vector<int> saved;
-  if (cfg_.pin) {
+  const bool bind = bind_caller_;  // (update_profile below may change it)
+  if (bind) {
     saved = Topology::current_binding();
     if (w0.team_pinned_for != std::this_thread::get_id()) {
       TeamSize team(cfg_.threads);
@@ -233,7 +240,7 @@ void ParallelEngine::run() {
   work(w0, true);
   end_run();
 
-  if (cfg_.pin) Topology::restore_binding(saved);
+  if (bind) Topology::restore_binding(saved);
   ++runs_;
   if (recording_) update_profile();
   if (error_) std::rethrow_exception(error_);

@@ -1,9 +1,10 @@
 // Parallel CPU engines: N executors, each a team of T threads pinned to its own cores.
 //
-// Executor 0 is the thread that calls run(); executors 1..N-1 own threads created with the
-// engine. Every node has a dependency counter (nodes with one dependency need none: their
-// producer readies them); the thread that finishes a node readies its successors, runs those
-// cheaper than the inline threshold at once (and their successors in turn), and hands the
+// Executor 0 is the thread that calls run() (bound to its core for the run only when the run
+// is long enough to pay for the system calls: kBindCallerMinUs); executors 1..N-1 own threads
+// created with the engine. Every node has a dependency counter (nodes with one dependency need
+// none: their producer readies them); the thread that finishes a node readies its successors, runs
+// those cheaper than the inline threshold at once (and their successors in turn), and hands the
 // others to the scheduling policy:
 //  - CriticalPathEngine (Graphi): ready nodes go to the finishing executor's own triggered
 //    queue; a centralized scheduler moves them into the ready set ordered by level (longest
@@ -84,6 +85,11 @@ class ParallelEngine : public Engine {
   int runs() const override { return runs_; }
 
   const EngineConfig& config() const { return cfg_; }
+  /// Runs whose modelled makespan (max(critical path, work / executors)) is shorter run the
+  /// calling thread (executor 0) where it is, unbound: binding it costs more than it saves.
+  static constexpr double kBindCallerMinUs = 1000;
+  /// Whether run() binds the calling thread to executor 0's core (pinning on, runs long enough).
+  bool binds_caller() const { return bind_caller_; }
   /// Replaces node costs (microseconds): levels and inline decisions follow. Between runs only.
   /// `profiled`: the costs are measured ones (no profiling pass needed).
   void set_costs(std::vector<double> cost_us, bool profiled = false);
@@ -217,6 +223,7 @@ class ParallelEngine : public Engine {
   // profiler
   int runs_ = 0;
   bool profiled_ = false;
+  bool bind_caller_ = false;  // run() binds the calling thread to executor 0's core
   bool trace_recording_ = false;
   bool recording_ = false;
   std::vector<double> sum_us_;
