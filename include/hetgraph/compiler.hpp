@@ -76,8 +76,10 @@ struct CpuOptions {
   double queue_us = 4.0;         // critical_path: an executor is given more nodes only while
                                  // their estimated work is below this (one node always)
   double inline_below_us = 2.0;  // nodes cheaper than this run in the thread that readied them
-  int profile_runs = 3;          // runs profiled before levels use measured durations
-  bool pin_threads = true;       // bind executor teams to their cores (hwloc)
+  int profile_runs = 3;          // runs profiled (after the first, which pays for page faults
+                                 // and lazily made primitives) before levels use measured ones
+  bool pin_threads = true;       // bind executor teams to their cores (hwloc; the calling
+                                 // thread only for runs of a millisecond or more)
   /// critical_path with teams of 2+ threads: each op kind's thread count is found by hill
   /// climbing on the first runs (1, 2, 4, ... threads while its largest instances get faster),
   /// and ops that run on one thread co-run side by side on the team's threads. automatic: also

@@ -219,7 +219,7 @@ class ParallelEngine : public Engine {
   std::vector<Climb> climbs_;
   std::vector<int> team_steps_;  // thread counts a climb tries: 1, 2, 4, ..., threads
   bool climbing_ = false;
-  int profile_start_ = 0;  // the run after which level profiling starts
+  int profile_start_ = 1;  // the run after which level profiling starts
   // profiler
   int runs_ = 0;
   bool profiled_ = false;
