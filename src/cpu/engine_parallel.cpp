@@ -154,9 +154,9 @@ void ParallelEngine::set_costs(std::vector<double> cost_us, bool profiled) {
   const double bound = std::max(longest, work / cfg_.executors);
   // Binding the calling thread to executor 0's core, and back after the run, takes three
   // affinity system calls per run (and moves the thread when it is elsewhere): on a KVM guest,
-  // runs of microseconds were 15-41% (wide-deep-infer-1) and 4-7% (mnist-softmax) faster
-  // without (bench/results/2026-11-28-caller-binding-ab-short-zen4.jsonl). Runs modelled
-  // shorter than kBindCallerMinUs leave the caller where it is.
+  // wide-deep-infer-1's runs of 20-50 us were 15-41% faster without
+  // (bench/results/2026-11-28-caller-binding-ab-short-zen4.jsonl). Runs modelled shorter than
+  // kBindCallerMinUs leave the caller where it is.
   bind_caller_ = cfg_.pin && bound >= kBindCallerMinUs;
   priority_.assign(levels_.size(), 0.0);
   if (cfg_.executors > 1 && bound > 0) {

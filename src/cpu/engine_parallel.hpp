@@ -219,7 +219,9 @@ class ParallelEngine : public Engine {
   std::vector<Climb> climbs_;
   std::vector<int> team_steps_;  // thread counts a climb tries: 1, 2, 4, ..., threads
   bool climbing_ = false;
-  int profile_start_ = 1;  // the run after which level profiling starts
+  // The run after which level profiling starts: not the first, whose page faults and lazily
+  // made primitives would be averaged into every node's cost.
+  int profile_start_ = 1;
   // profiler
   int runs_ = 0;
   bool profiled_ = false;
