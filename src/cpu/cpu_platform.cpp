@@ -269,14 +269,19 @@ class CpuExecutable final : public Executable {
         us[i].push_back(at[i]);
       }
     }
+    std::vector<std::uint32_t> nodes;
+    std::vector<std::vector<double>> waits;
+    std::vector<double> corun;
     for (std::size_t i = 0; i < p.nodes.size(); ++i) {
       if (prog.kernels[i] == nullptr || dynamic_cast<AsyncKernel*>(prog.kernels[i])) continue;
+      nodes.push_back(static_cast<std::uint32_t>(i));
+      waits.push_back(std::move(us[i]));
       // A group's members co-run inside it: their corun factor is in its modelled time.
-      const double corun =
-          p.nodes[i].op == OpKind::ParallelGroup ? 1.0 : m.corun(op_name(p.nodes[i].op));
-      replayed_.push_back(make_replay_kernel(m, std::move(us[i]), corun));
-      prog.kernels[i] = replayed_.back().get();
+      corun.push_back(p.nodes[i].op == OpKind::ParallelGroup ? 1.0
+                                                             : m.corun(op_name(p.nodes[i].op)));
     }
+    replayed_ = std::make_unique<ReplayKernels>(m, waits, corun);
+    for (std::size_t k = 0; k < nodes.size(); ++k) prog.kernels[nodes[k]] = &(*replayed_)[k];
   }
 
   /// Executors and threads per executor of a fixed parallel engine.
@@ -380,7 +385,7 @@ class CpuExecutable final : public Executable {
   std::unique_ptr<std::byte, Unmap> arena_;
   std::atomic<std::uint64_t> host_writes_{0};  // KernelArgs::host_writes
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
-  std::vector<std::unique_ptr<CpuKernel>> replayed_;  // replay: what the engine runs instead
+  std::unique_ptr<ReplayKernels> replayed_;  // replay: what the engine runs instead
   std::vector<std::string> names_;
   std::unique_ptr<Engine> engine_;
 };

@@ -504,34 +504,9 @@ double spins_per_ns() {
   return v;
 }
 
-class ReplayKernel final : public CpuKernel {
- public:
-  ReplayKernel(const ReplayModel& m, std::vector<double> us, double corun)
-      : running_(m.running()), ns_(us.size()), corun_(corun) {
-    for (std::size_t t = 0; t < us.size(); ++t)
-      ns_[t] = static_cast<std::int64_t>(std::llround(us[t] * m.time_scale() * 1e3));
-  }
-  void run(const ExecCtx& ctx) override {
-    const std::int64_t ns = ns_[static_cast<std::size_t>(
-        std::clamp<int>(ctx.nthreads, 1, static_cast<int>(ns_.size()) - 1))];
-    if (ns < 1000) {
-      // Nanosecond kernels (the thread-pool workloads) stay out of the co-run count: two
-      // executors' increments of one shared counter would cost more than such a kernel.
-      replay_wait(ns);
-      return;
-    }
-    // Beside another kernel: slowed as the profile measured (contention is not extrapolated
-    // beyond what this machine's cores showed: see bench/README.md, "replay").
-    const bool beside = running_.fetch_add(1, std::memory_order_relaxed) > 0;
-    replay_wait(beside ? static_cast<std::int64_t>(static_cast<double>(ns) * corun_) : ns);
-    running_.fetch_sub(1, std::memory_order_relaxed);
-  }
-
- private:
-  std::atomic<int>& running_;
-  std::vector<std::int64_t> ns_;  // by team size (index 0 unused)
-  double corun_;
-};
+void spin_ns(std::int64_t ns) {
+  spin(std::llround(static_cast<double>(ns) * spins_per_ns()));
+}
 
 }  // namespace
 
@@ -548,15 +523,10 @@ std::int64_t clock_read_ns() {
   return v;
 }
 
-void replay_wait(std::int64_t ns) {
-  if (ns <= 0) return;
-  if (ns < 1000) {
-    // Below a microsecond a counted loop: a sched_yield costs about that itself, and each
-    // clock read about 30 ns, so nanosecond kernels (the thread-pool workloads) would replay
-    // several times too long watching the clock.
-    spin(std::llround(static_cast<double>(ns) * spins_per_ns()));
-    return;
-  }
+namespace {
+
+// A wait of a microsecond or more: sleep, or yield when shorter than a sleep's overshoot.
+void wait_long(std::int64_t ns) {
   const std::int64_t deadline = mono_ns() + ns;
   precise_timers();
   const std::int64_t early = oversleep_ns();
@@ -568,9 +538,73 @@ void replay_wait(std::int64_t ns) {
   while (mono_ns() < deadline) sched_yield();
 }
 
-std::unique_ptr<CpuKernel> make_replay_kernel(const ReplayModel& m, std::vector<double> us,
-                                              double corun) {
-  return std::make_unique<ReplayKernel>(m, std::move(us), corun);
+}  // namespace
+
+void replay_wait(std::int64_t ns) {
+  if (ns >= 1000) {
+    wait_long(ns);
+    return;
+  }
+  // Below a microsecond a counted loop: a sched_yield costs about that itself, and each clock
+  // read about 30 ns, so nanosecond kernels (the thread-pool workloads) would replay several
+  // times too long watching the clock. Waits of a few nanoseconds are pooled per thread and
+  // spun once 250 ns have gathered: a loop that short mispredicts its exit, which cost about
+  // as much again as the waits (threadpool-dag's replay, 2026-11-28); a kernel's wait then
+  // ends up to 250 ns after it, on the same thread. No branch on a wait of zero either: half
+  // of threadpool-dag's kernels are, in no order a predictor learns.
+  [[gnu::tls_model("initial-exec")]] thread_local std::int64_t pooled = 0;  // no call to reach it
+  pooled += std::max<std::int64_t>(ns, 0);
+  if (pooled < 250) return;
+  spin_ns(pooled);
+  pooled = 0;
+}
+
+class ReplayKernel final : public CpuKernel {
+ public:
+  ReplayKernel(const ReplayKernels& set, std::uint32_t k, std::atomic<int>& running, double corun)
+      : set_(&set), running_(&running), corun_(corun), k_(k) {}
+  void run(const ExecCtx& ctx) override {
+    const std::int64_t ns = set_->wait_ns(k_, ctx.nthreads);
+    if (ns < 1000) {
+      // Nanosecond kernels (the thread-pool workloads) stay out of the co-run count: two
+      // executors' increments of one shared counter would cost more than such a kernel.
+      replay_wait(ns);
+      return;
+    }
+    // Beside another kernel: slowed as the profile measured (contention is not extrapolated
+    // beyond what this machine's cores showed: see bench/README.md, "replay").
+    const bool beside = running_->fetch_add(1, std::memory_order_relaxed) > 0;
+    replay_wait(beside ? static_cast<std::int64_t>(static_cast<double>(ns) * corun_) : ns);
+    running_->fetch_sub(1, std::memory_order_relaxed);
+  }
+
+ private:
+  const ReplayKernels* set_;
+  std::atomic<int>* running_;
+  double corun_;
+  std::uint32_t k_;
+};
+
+ReplayKernels::ReplayKernels(const ReplayModel& m, const std::vector<std::vector<double>>& us,
+                             const std::vector<double>& corun) {
+  const std::size_t n = n_ = us.size();
+  for (const auto& u : us) max_threads_ = std::max(max_threads_, static_cast<int>(u.size()) - 1);
+  ns_.assign((static_cast<std::size_t>(max_threads_) + 1) * n, 0);
+  for (std::size_t k = 0; k < n; ++k) {
+    for (std::size_t t = 1; t <= static_cast<std::size_t>(max_threads_); ++t) {
+      const double v = us[k].empty() ? 0.0 : us[k][std::min(t, us[k].size() - 1)];
+      ns_[t * n + k] = static_cast<std::int64_t>(std::llround(v * m.time_scale() * 1e3));
+    }
+  }
+  kernels_.reserve(n);
+  for (std::size_t k = 0; k < n; ++k)
+    kernels_.emplace_back(*this, static_cast<std::uint32_t>(k), m.running(), corun[k]);
+}
+
+ReplayKernels::~ReplayKernels() = default;
+
+CpuKernel& ReplayKernels::operator[](std::size_t k) {
+  return kernels_[k];
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -19,6 +19,7 @@
 //   // wall time of cg.run() / 10 = simulated makespan on 64 cores
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -119,16 +120,41 @@ class ReplayModel {
   mutable std::atomic<int> running_{0};
 };
 
-/// The kernel that replaces a node's: waits time_scale x us[T] (us indexed by team size),
-/// `corun` times longer when another kernel of the model is running as it starts.
-std::unique_ptr<CpuKernel> make_replay_kernel(const ReplayModel& m, std::vector<double> us,
-                                              double corun);
+class ReplayKernel;
+
+/// The kernels that replace a plan's: kernel k waits time_scale x us[k][T] (indexed by team
+/// size, index 0 unused), corun[k] times longer when another kernel of the model is running as
+/// it starts. The kernels lie side by side and their waits in one table, a row per team size:
+/// a graph of nanosecond kernels replays as a walk over two arrays, where kernels and waits
+/// each in their own heap block cost a cache miss per kernel, more than its wait.
+class ReplayKernels {
+ public:
+  ReplayKernels(const ReplayModel& m, const std::vector<std::vector<double>>& us,
+                const std::vector<double>& corun);
+  ~ReplayKernels();
+  ReplayKernels(const ReplayKernels&) = delete;
+  ReplayKernels& operator=(const ReplayKernels&) = delete;
+  std::size_t size() const { return n_; }
+  CpuKernel& operator[](std::size_t k);
+  /// Kernel k's wait in nanoseconds on a team of `threads` (clamped to the table's sizes).
+  std::int64_t wait_ns(std::size_t k, int threads) const {
+    const std::size_t t = static_cast<std::size_t>(std::clamp(threads, 1, max_threads_));
+    return ns_[t * n_ + k];
+  }
+
+ private:
+  std::size_t n_ = 0;
+  int max_threads_ = 1;
+  std::vector<std::int64_t> ns_;  // [team size][kernel]
+  std::vector<ReplayKernel> kernels_;
+};
 
 /// Blocks the calling thread for about `ns` nanoseconds without spinning: an absolute-deadline
 /// sleep ended early by this machine's measured oversleep (the timer slack is set to 1 ns);
 /// waits shorter than that oversleep yield until the deadline instead, and those under a
 /// microsecond spin a loop counted from its speed measured once (a yield or a few clock
-/// reads cost about as much).
+/// reads cost about as much). Waits under 250 ns are pooled per thread and spun together once
+/// 250 ns have gathered: they keep their length in sum, each ending up to 250 ns late.
 void replay_wait(std::int64_t ns);
 
 /// What reading the engines' clock (`now_ns`) costs, measured once per process: the median
