@@ -9,6 +9,8 @@ supersedes).
     bench/replay_table.py bench/results/2026-11-23-replay-validate.jsonl
     bench/replay_table.py --self FILE   # REPLAY_SELF=1: real vs real, each round's second
                                         # real sample against its first
+    bench/replay_table.py --except threadpool,wide-deep-infer-1 FILE   # also: the count and
+                                        # median error of the other workloads
 """
 import json
 import statistics
@@ -16,7 +18,7 @@ import sys
 from collections import OrderedDict
 
 
-def main(path, self_spread=False):
+def main(path, self_spread=False, excepted=()):
     real, replay = {}, {}
     order = OrderedDict()
     seen = {}  # real samples of a key so far: with --self the odd ones (second of a round) are B
@@ -48,6 +50,7 @@ def main(path, self_spread=False):
     print("|---|" + "---|" * len(configs))
     inside = total = 0
     worst = []
+    rest = []  # errors of the workloads not excepted
     for w in order:
         cells = []
         for c in configs:
@@ -56,6 +59,8 @@ def main(path, self_spread=False):
                 d = replay[k] / real[k] - 1
                 total += 1
                 ok = abs(d) <= 0.10
+                if w not in excepted:
+                    rest.append(d)
                 inside += ok
                 if not ok:
                     worst.append((abs(d), w, c, real[k], replay[k]))
@@ -68,10 +73,20 @@ def main(path, self_spread=False):
         print("(--self: real vs real, each round's second real sample against its first;")
         print("'replay' below is the second.)")
     print("%d of %d pairs within 10%%." % (inside, total))
+    if excepted and rest:
+        print("Without %s: %d of %d within 10%%, median error %+.1f%%." % (
+            ", ".join(excepted), sum(abs(d) <= 0.10 for d in rest), len(rest),
+            100 * statistics.median(rest)))
     for d, w, c, a, b in sorted(worst, reverse=True):
         print("- %s %s: real %.4g s, replay %.4g s (%+.0f%%)" % (w, c, a, b, 100 * (b / a - 1)))
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--self"]
-    main(args[0] if args else "bench/results/replay-validate.jsonl", "--self" in sys.argv[1:])
+    argv = sys.argv[1:]
+    excepted = ()
+    if "--except" in argv:
+        i = argv.index("--except")
+        excepted = tuple(argv[i + 1].split(","))
+        del argv[i:i + 2]
+    args = [a for a in argv if a != "--self"]
+    main(args[0] if args else "bench/results/replay-validate.jsonl", "--self" in argv, excepted)
