@@ -214,7 +214,8 @@ TEST(Replay, ShortWaitsKeepTheirLength) {
       best = std::min(best, detail::cpu::now_ns() - t0);
     }
     EXPECT_GT(best / 1000, ns / 2) << ns << " ns";
-    EXPECT_LT(best / 1000, ns * 2 + 10) << ns << " ns";
+    // A spin slows when the other hardware thread of its core is busy (ctest -j2): up to 2x.
+    EXPECT_LT(best / 1000, ns * 5 / 2 + 2 * read) << ns << " ns";
   }
   std::vector<std::int64_t> took;
   for (int i = 0; i < 201; ++i) {
