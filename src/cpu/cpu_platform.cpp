@@ -261,26 +261,16 @@ class CpuExecutable final : public Executable {
   void replay_kernels(Program& prog) {
     const Plan& p = plan();
     const ReplayModel& m = *opts_.replay;
-    std::vector<std::vector<double>> us(p.nodes.size());
-    for (int t = 1; t <= m.cores(); ++t) {
-      const std::vector<double> at = m.plan_us(p, t);
-      for (std::size_t i = 0; i < at.size(); ++i) {
-        if (t == 1) us[i].push_back(0.0);  // index 0 unused: indexed by team size
-        us[i].push_back(at[i]);
-      }
-    }
     std::vector<std::uint32_t> nodes;
-    std::vector<std::vector<double>> waits;
     std::vector<double> corun;
     for (std::size_t i = 0; i < p.nodes.size(); ++i) {
       if (prog.kernels[i] == nullptr || dynamic_cast<AsyncKernel*>(prog.kernels[i])) continue;
       nodes.push_back(static_cast<std::uint32_t>(i));
-      waits.push_back(std::move(us[i]));
       // A group's members co-run inside it: their corun factor is in its modelled time.
       corun.push_back(p.nodes[i].op == OpKind::ParallelGroup ? 1.0
                                                              : m.corun(op_name(p.nodes[i].op)));
     }
-    replayed_ = std::make_unique<ReplayKernels>(m, waits, corun);
+    replayed_ = std::make_unique<ReplayKernels>(m, p, nodes, std::move(corun));
     for (std::size_t k = 0; k < nodes.size(); ++k) prog.kernels[nodes[k]] = &(*replayed_)[k];
   }
 

@@ -587,19 +587,19 @@ class ReplayKernel final : public CpuKernel {
   std::uint32_t k_;
 };
 
-ReplayKernels::ReplayKernels(const ReplayModel& m, const std::vector<std::vector<double>>& us,
-                             const std::vector<double>& corun) {
-  const std::size_t n = n_ = us.size();
-  for (const auto& u : us) max_threads_ = std::max(max_threads_, static_cast<int>(u.size()) - 1);
-  ns_.assign((static_cast<std::size_t>(max_threads_) + 1) * n, 0);
-  for (std::size_t k = 0; k < n; ++k) {
-    for (std::size_t t = 1; t <= static_cast<std::size_t>(max_threads_); ++t) {
-      const double v = us[k].empty() ? 0.0 : us[k][std::min(t, us[k].size() - 1)];
-      ns_[t * n + k] = static_cast<std::int64_t>(std::llround(v * m.time_scale() * 1e3));
+ReplayKernels::ReplayKernels(const ReplayModel& m, const Plan& p,
+                             const std::vector<std::uint32_t>& nodes, std::vector<double> corun)
+    : n_(nodes.size()), max_threads_(m.cores()) {
+  ns_.assign((static_cast<std::size_t>(max_threads_) + 1) * n_, 0);  // row 0 unused
+  for (int t = 1; t <= max_threads_; ++t) {
+    const std::vector<double> us = m.plan_us(p, t);
+    for (std::size_t k = 0; k < n_; ++k) {
+      ns_[static_cast<std::size_t>(t) * n_ + k] =
+          static_cast<std::int64_t>(std::llround(us[nodes[k]] * m.time_scale() * 1e3));
     }
   }
-  kernels_.reserve(n);
-  for (std::size_t k = 0; k < n; ++k)
+  kernels_.reserve(n_);
+  for (std::size_t k = 0; k < n_; ++k)
     kernels_.emplace_back(*this, static_cast<std::uint32_t>(k), m.running(), corun[k]);
 }
 

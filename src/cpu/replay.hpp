@@ -122,15 +122,16 @@ class ReplayModel {
 
 class ReplayKernel;
 
-/// The kernels that replace a plan's: kernel k waits time_scale x us[k][T] (indexed by team
-/// size, index 0 unused), corun[k] times longer when another kernel of the model is running as
-/// it starts. The kernels lie side by side and their waits in one table, a row per team size:
-/// a graph of nanosecond kernels replays as a walk over two arrays, where kernels and waits
-/// each in their own heap block cost a cache miss per kernel, more than its wait.
+/// The kernels that replace plan nodes `nodes`: kernel k waits time_scale x the model's time of
+/// nodes[k] on the team size it runs with (ReplayModel::plan_us), corun[k] times longer when
+/// another kernel of the model is running as it starts. The kernels lie side by side and their
+/// waits in one table, a row per team size: a graph of nanosecond kernels replays as a walk
+/// over two arrays, where kernels and waits each in their own heap block cost a cache miss per
+/// kernel, more than its wait.
 class ReplayKernels {
  public:
-  ReplayKernels(const ReplayModel& m, const std::vector<std::vector<double>>& us,
-                const std::vector<double>& corun);
+  ReplayKernels(const ReplayModel& m, const Plan& p, const std::vector<std::uint32_t>& nodes,
+                std::vector<double> corun);
   ~ReplayKernels();
   ReplayKernels(const ReplayKernels&) = delete;
   ReplayKernels& operator=(const ReplayKernels&) = delete;
@@ -144,7 +145,7 @@ class ReplayKernels {
 
  private:
   std::size_t n_ = 0;
-  int max_threads_ = 1;
+  int max_threads_ = 1;           // the model's cores
   std::vector<std::int64_t> ns_;  // [team size][kernel]
   std::vector<ReplayKernel> kernels_;
 };
