@@ -24,33 +24,10 @@ struct GradCase {
   std::function<Node(Graph&, const std::vector<Node>&)> build;
 };
 
-In uniform(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
-  return {name, s, testing_util::random_vec(static_cast<std::size_t>(s.numel()), seed, lo, hi)};
-}
-// Values with |x| in [lo, hi] and alternating sign: away from 0.
-In away_from_zero(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
-  In in = uniform(name, s, lo, hi, seed);
-  for (std::size_t i = 0; i < in.values.size(); i += 2) in.values[i] = -in.values[i];
-  return in;
-}
-// Distinct values spaced >= 0.05 apart, shuffled: no ties for max.
-In distinct(const std::string& name, Shape s, std::uint32_t seed) {
-  In in = uniform(name, s, 0, 1, seed);
-  std::vector<std::size_t> idx(in.values.size());
-  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::mt19937 rng(seed);
-  std::shuffle(idx.begin(), idx.end(), rng);
-  for (std::size_t r = 0; r < idx.size(); ++r)
-    in.values[idx[r]] = 0.05f * static_cast<float>(r) - 1.0f;
-  return in;
-}
-In one_hot(const std::string& name, Shape s) {
-  In in{name, s, std::vector<float>(static_cast<std::size_t>(s.numel()), 0.0f)};
-  const std::int64_t c = s.dim(-1);
-  for (std::int64_t r = 0; r < s.numel() / c; ++r)
-    in.values[static_cast<std::size_t>(r * c + (r * 3) % c)] = 1.0f;
-  return in;
-}
+using testing_util::away_from_zero;
+using testing_util::distinct;
+using testing_util::one_hot;
+using testing_util::uniform;
 
 std::vector<GradCase> cases() {
   std::vector<GradCase> c;

@@ -54,33 +54,10 @@ struct Row {
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
     {"OpenCL", OpKind::FusedMatMul}, {"OpenCL", OpKind::ParallelGroup}};
 
-In uniform(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
-  return {name, s, testing_util::random_vec(static_cast<std::size_t>(s.numel()), seed, lo, hi)};
-}
-// |x| in [lo, hi], alternating sign: away from kinks and poles at 0.
-In away(const std::string& name, Shape s, float lo, float hi, std::uint32_t seed) {
-  In in = uniform(name, s, lo, hi, seed);
-  for (std::size_t i = 0; i < in.values.size(); i += 2) in.values[i] = -in.values[i];
-  return in;
-}
-// Distinct values 0.05 apart: no ties for max.
-In distinct(const std::string& name, Shape s, std::uint32_t seed) {
-  In in = uniform(name, s, 0, 1, seed);
-  std::vector<std::size_t> idx(in.values.size());
-  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::mt19937 rng(seed);
-  std::shuffle(idx.begin(), idx.end(), rng);
-  for (std::size_t r = 0; r < idx.size(); ++r)
-    in.values[idx[r]] = 0.05f * static_cast<float>(r) - 1;
-  return in;
-}
-In one_hot(const std::string& name, Shape s) {
-  In in{name, s, std::vector<float>(static_cast<std::size_t>(s.numel()), 0.0f)};
-  const std::int64_t c = s.dim(-1);
-  for (std::int64_t r = 0; r < s.numel() / c; ++r)
-    in.values[static_cast<std::size_t>(r * c + (r * 3 + 1) % c)] = 1.0f;
-  return in;
-}
+using testing_util::away_from_zero;
+using testing_util::distinct;
+using testing_util::one_hot;
+using testing_util::uniform;
 
 using F = std::vector<Node>;
 Builder unary(Node (*f)(Node)) {
@@ -98,7 +75,7 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::Add, OpKind::Input}, "add", {a, b}, {}, binary(add)});
   r.push_back({{OpKind::Sub}, "sub", {a, b}, {}, binary(sub)});
   r.push_back({{OpKind::Mul}, "mul", {a, b}, {}, binary(mul)});
-  r.push_back({{OpKind::Div}, "div", {a, away("b", {4}, 0.5f, 2, 5)}, {}, binary(div)});
+  r.push_back({{OpKind::Div}, "div", {a, away_from_zero("b", {4}, 0.5f, 2, 5)}, {}, binary(div)});
   r.push_back({{OpKind::Axpby},
                "axpby",
                {a, uniform("c", {3, 4}, -1, 1, 6)},
@@ -115,7 +92,8 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::Log}, "log", {uniform("a", {3, 4}, 0.5f, 3, 7)}, {}, unary(log)});
   r.push_back({{OpKind::Sqrt}, "sqrt", {uniform("a", {3, 4}, 0.5f, 3, 8)}, {}, unary(sqrt)});
   r.push_back({{OpKind::Floor}, "floor", {uniform("a", {3, 4}, -3, 3, 9)}, {}, unary(floor)});
-  r.push_back({{OpKind::Relu}, "relu", {away("a", {3, 4}, 0.1f, 1, 10)}, {}, unary(relu)});
+  r.push_back(
+      {{OpKind::Relu}, "relu", {away_from_zero("a", {3, 4}, 0.1f, 1, 10)}, {}, unary(relu)});
   r.push_back({{OpKind::Sigmoid}, "sigmoid", {a}, {}, unary(sigmoid)});
   r.push_back({{OpKind::Tanh}, "tanh", {a}, {}, unary(tanh)});
   r.push_back({{OpKind::MatMul},
@@ -151,7 +129,7 @@ std::vector<Row> rows() {
                }});
   r.push_back({{OpKind::CrossEntropy},
                "cross_entropy",
-               {a, one_hot("y", {3, 4})},
+               {a, one_hot("y", {3, 4}, 1)},
                {},
                [](Graph&, const F& x, const F&) { return cross_entropy(softmax(x[0]), x[1]); }});
   r.push_back({{OpKind::CrossEntropy},
@@ -223,7 +201,7 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::Dropout}, "dropout", {uniform("x", {4, 12}, -1, 1, 22)}, {}, drop});
   r.push_back({{OpKind::Dropout}, "dropout'", {uniform("x", {4, 12}, -1, 1, 22)}, {}, drop, {0}});
   // ---- the ONNX elementwise set
-  const In wide = away("a", {3, 4}, 0.2f, 2, 27);
+  const In wide = away_from_zero("a", {3, 4}, 0.2f, 2, 27);
   r.push_back({{OpKind::Abs}, "abs", {wide}, {}, unary(abs)});
   r.push_back({{OpKind::Erf}, "erf", {uniform("a", {4, 5}, -4.5f, 4.5f, 28)}, {}, unary(erf)});
   r.push_back({{OpKind::Sin}, "sin", {uniform("a", {4, 5}, -7, 7, 29)}, {}, unary(sin)});
@@ -442,7 +420,7 @@ std::vector<Row> rows() {
                  1e-3,
                  1e-4});
   };
-  grad({OpKind::ReluGrad, OpKind::GradSeed}, "relu", {away("a", {3, 4}, 0.1f, 1, 21)}, {},
+  grad({OpKind::ReluGrad, OpKind::GradSeed}, "relu", {away_from_zero("a", {3, 4}, 0.1f, 1, 21)}, {},
        unary(relu), {0});
   grad({OpKind::SigmoidGrad}, "sigmoid", {a}, {}, unary(sigmoid), {0});
   grad({OpKind::TanhGrad}, "tanh", {a}, {}, unary(tanh), {0});
@@ -495,7 +473,7 @@ std::vector<Row> rows() {
        [](Graph&, const F& x, const F&) { return softmax(x[0], 0); }, {0});
   grad({OpKind::LogSoftmaxGrad}, "log_softmax", {a}, {},
        [](Graph&, const F& x, const F&) { return log_softmax(x[0]); }, {0});
-  grad({OpKind::CrossEntropyGrad}, "cross_entropy of sigmoid", {a, one_hot("y", {3, 4})}, {},
+  grad({OpKind::CrossEntropyGrad}, "cross_entropy of sigmoid", {a, one_hot("y", {3, 4}, 1)}, {},
        [](Graph&, const F& x, const F&) { return cross_entropy(sigmoid(x[0]), x[1]); }, {0});
   grad({OpKind::SoftmaxXentGrad}, "cross_entropy of softmax", {a}, {{"ids", {3}, {1, 3, 0}}},
        [](Graph&, const F& x, const F& i) { return cross_entropy(softmax(x[0]), i[0]); }, {0});

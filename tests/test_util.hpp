@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -49,6 +50,38 @@ struct In {
   hetgraph::Shape shape;
   std::vector<float> values;
 };
+
+/// Uniform values in [lo, hi].
+inline In uniform(const std::string& name, const hetgraph::Shape& s, float lo, float hi,
+                  std::uint32_t seed) {
+  return {name, s, random_vec(static_cast<std::size_t>(s.numel()), seed, lo, hi)};
+}
+/// |x| in [lo, hi] with alternating sign: away from the kinks and poles at 0.
+inline In away_from_zero(const std::string& name, const hetgraph::Shape& s, float lo, float hi,
+                         std::uint32_t seed) {
+  In in = uniform(name, s, lo, hi, seed);
+  for (std::size_t i = 0; i < in.values.size(); i += 2) in.values[i] = -in.values[i];
+  return in;
+}
+/// Distinct values 0.05 apart, shuffled: no ties for max.
+inline In distinct(const std::string& name, const hetgraph::Shape& s, std::uint32_t seed) {
+  In in = uniform(name, s, 0, 1, seed);
+  std::vector<std::size_t> idx(in.values.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::mt19937 rng(seed);
+  std::shuffle(idx.begin(), idx.end(), rng);
+  for (std::size_t r = 0; r < idx.size(); ++r)
+    in.values[idx[r]] = 0.05f * static_cast<float>(r) - 1.0f;
+  return in;
+}
+/// One-hot rows over the last dimension: row r's 1 in column (3r + shift) mod columns.
+inline In one_hot(const std::string& name, const hetgraph::Shape& s, std::int64_t shift = 0) {
+  In in{name, s, std::vector<float>(static_cast<std::size_t>(s.numel()), 0.0f)};
+  const std::int64_t c = s.dim(-1);
+  for (std::int64_t r = 0; r < s.numel() / c; ++r)
+    in.values[static_cast<std::size_t>(r * c + (r * 3 + shift) % c)] = 1.0f;
+  return in;
+}
 
 /// Compiles and runs `fetches` with the memory planner on and off, requires bitwise equal
 /// results (the planner must never let two live values share memory), and returns them.
