@@ -1,5 +1,7 @@
 #include "random_dag.hpp"
 
+#include "hetgraph/autodiff.hpp"
+
 namespace testing_util {
 
 using namespace hetgraph;
@@ -75,6 +77,51 @@ const InputShapes& random_dag_shapes() {
 std::vector<FeedItem> random_dag_feeds() {
   static const std::vector<float> xv{0.1f, -0.2f, 0.3f, 0.7f}, yv{0.5f, 0.25f, -0.75f, 0.125f};
   return {{"x", xv}, {"y", yv}};
+}
+
+Training random_training(std::mt19937& rng) {
+  Training t;
+  auto x = t.g.input("x");
+  const int nv = 2 + static_cast<int>(rng() % 4);
+  for (int i = 0; i < nv; ++i) {
+    t.vars.push_back(
+        t.g.variable("v" + std::to_string(i), {4, 4}, Initializer::uniform(-0.5f, 0.5f, 10 + i)));
+  }
+  std::vector<Node> pool{x};
+  pool.insert(pool.end(), t.vars.begin(), t.vars.end());
+  const int ops = 4 + static_cast<int>(rng() % 12);
+  for (int i = 0; i < ops; ++i) {
+    const Node a = pool[rng() % pool.size()], b = pool[rng() % pool.size()];
+    switch (rng() % 6) {
+      case 0:
+        pool.push_back(a + b);
+        break;
+      case 1:
+        pool.push_back(a * b);
+        break;
+      case 2:
+        pool.push_back(tanh(a));
+        break;
+      case 3:
+        pool.push_back(matmul(a, b));
+        break;
+      case 4:
+        pool.push_back(sigmoid(a) - b);
+        break;
+      default:
+        pool.push_back(softmax(a));
+        break;
+    }
+  }
+  Node loss = reduce_sum(pool.back() * pool.back());
+  for (std::size_t i = pool.size() - 3; i < pool.size() - 1; ++i)
+    loss = loss + reduce_mean(pool[i]);
+  for (const Node& v : t.vars) loss = loss + reduce_mean(v * v);  // every variable counts
+  auto counter = t.g.variable("steps", {1});
+  auto step = sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
+  t.vars.push_back(counter);
+  t.fetches = {loss, step, assign(counter, counter + 1.0f)};
+  return t;
 }
 
 }  // namespace testing_util

@@ -1,5 +1,6 @@
 // Random DAGs of tiny nodes for the engine stress test (test_engine) and the soak
 // (hetgraph-soak): every engine must run them with results bitwise equal to `sequential`.
+// Random training graphs for the failure and placement tests (test_reliability, test_hetero).
 //
 //   std::mt19937 rng(seed);
 //   auto dag = testing_util::next_random_dag(rng, d);   // DAG d of a stream
@@ -31,5 +32,15 @@ RandomDag next_random_dag(std::mt19937& rng, int index);
 /// The input shapes and feeds every random DAG takes.
 const hetgraph::InputShapes& random_dag_shapes();
 std::vector<hetgraph::FeedItem> random_dag_feeds();
+
+/// A random training graph on input x [4, 4]: 2-5 variables [4, 4] read by 4-15 random ops
+/// (add, mul, tanh, matmul, sigmoid - b, softmax), a scalar loss that every variable counts
+/// in, an SGD step (momentum or not) and a step counter. `vars` holds the variables, the
+/// counter last; `fetches` the loss, the step and the counter's increment.
+struct Training {
+  hetgraph::Graph g;
+  std::vector<hetgraph::Node> vars, fetches;
+};
+Training random_training(std::mt19937& rng);
 
 }  // namespace testing_util

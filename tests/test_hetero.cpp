@@ -7,9 +7,15 @@
 // devices, so there are three devices to place on and values cross between two OpenCL devices
 // as well as to and from the CPU; and its "basic" device, which cannot be a member (its driver
 // hangs on user events: pocl issue #1177).
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "cpu/engine.hpp"
 #include "hetero/hetero.hpp"
@@ -457,49 +463,6 @@ TEST(Hetero, RunsAreBitwiseReproducible) {
 
 // ---- training and failures ---------------------------------------------------------------------
 
-struct Training {
-  Graph g;
-  std::vector<Node> vars, fetches;
-};
-Training random_training(std::mt19937& rng) {
-  Training t;
-  auto x = t.g.input("x");
-  const int nv = 2 + static_cast<int>(rng() % 3);
-  for (int i = 0; i < nv; ++i)
-    t.vars.push_back(
-        t.g.variable("v" + std::to_string(i), {4, 4}, Initializer::uniform(-0.5f, 0.5f, 10 + i)));
-  std::vector<Node> pool{x};
-  pool.insert(pool.end(), t.vars.begin(), t.vars.end());
-  const int ops = 4 + static_cast<int>(rng() % 10);
-  for (int i = 0; i < ops; ++i) {
-    const Node a = pool[rng() % pool.size()], b = pool[rng() % pool.size()];
-    switch (rng() % 5) {
-      case 0:
-        pool.push_back(a + b);
-        break;
-      case 1:
-        pool.push_back(a * b);
-        break;
-      case 2:
-        pool.push_back(tanh(a));
-        break;
-      case 3:
-        pool.push_back(matmul(a, b));
-        break;
-      default:
-        pool.push_back(sigmoid(a) - b);
-        break;
-    }
-  }
-  Node loss = reduce_sum(pool.back() * pool.back());
-  for (const Node& v : t.vars) loss = loss + reduce_mean(v * v);
-  auto counter = t.g.variable("steps", {1});
-  auto step = sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
-  t.vars.push_back(counter);
-  t.fetches = {loss, step, assign(counter, counter + 1.0f)};
-  return t;
-}
-
 std::vector<std::vector<float>> read_all(const CompiledGraph& cg, const std::vector<Node>& vs) {
   std::vector<std::vector<float>> out;
   for (const Node& v : vs) out.push_back(cg.read(v));
@@ -522,7 +485,7 @@ TEST(Hetero, TrainingAcrossDevicesMatchesTheCpu) {
   std::mt19937 rng(21);
   const auto xv = testing_util::random_vec(16, 5);
   for (int gi = 0; gi < 8; ++gi) {
-    Training t = random_training(rng);
+    testing_util::Training t = testing_util::random_training(rng);
     for (std::uint32_t id = 0; id < t.g.size(); ++id)
       t.g.node(id).on(h.devices()[rng() % h.devices().size()]);
     auto cg = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
@@ -558,13 +521,97 @@ class FailOnDevice final : public detail::cl::OpenClExecutable::RunHook {
   bool at_enqueue_;
 };
 
+// Fails the test and ends the process if not destroyed within `seconds`: a hang must not hold
+// the suite up until ctest's timeout, and nothing can stop a thread blocked in a run.
+class Watchdog {
+ public:
+  Watchdog(std::string what, int seconds) : what_(std::move(what)) {
+    thread_ = std::thread([this, seconds] {
+      std::unique_lock lk(mu_);
+      if (!cv_.wait_for(lk, std::chrono::seconds(seconds), [this] { return done_; })) {
+        std::fprintf(stderr, "FAILED: %s did not finish within %d s (hung)\n", what_.c_str(),
+                     seconds);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  std::string what_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// A value that crosses to the CPU is received by a kernel that blocks its thread until the
+// value arrives. A device may run its commands in order (its GEMM queue is in-order), so the
+// command that sends the value can wait behind one that needs a value the CPU sends: the CPU
+// must send that before it starts the recv, or the thread the recv blocks may be the one that
+// would have sent it. Random training graphs, nodes placed at random, every CPU engine; the
+// runs once hung (engine auto, 2 of 3 times).
+TEST(Hetero, RandomPlacementsNeverHangOnAnyCpuEngine) {
+  if (cl_devices().empty()) GTEST_SKIP() << "no OpenCL device";
+  struct Config {
+    const char* name;
+    CpuEngine engine;
+    int executors, threads;
+    bool plan_memory;
+  };
+  const Config configs[] = {
+      {"sequential", CpuEngine::sequential, 0, 0, true},
+      {"critical-path 1x1", CpuEngine::critical_path, 1, 1, true},
+      {"critical-path 2x1", CpuEngine::critical_path, 2, 1, true},
+      {"critical-path 2x1, no memory plan", CpuEngine::critical_path, 2, 1, false},
+      {"shared-queue 2x1", CpuEngine::shared_queue, 2, 1, true},
+      {"auto", CpuEngine::automatic, 0, 0, true}};
+  const auto xv = testing_util::random_vec(16, 7);
+  for (const Config& c : configs) {
+    CpuOptions co;
+    co.engine = c.engine;
+    co.executors = c.executors;
+    co.threads_per_executor = c.threads;
+    std::vector<Platform> members{Platform::cpu(co)};
+    std::vector<DeviceCosts> costs_of{costs()};
+    for (const Device& d : cl_devices()) {
+      members.push_back(cl_platform(d));
+      costs_of.push_back(costs());
+    }
+    const Platform h = Platform::heterogeneous(members, {.costs = costs_of});
+    CompileOptions opts;
+    opts.plan_memory = c.plan_memory;
+    std::mt19937 rng(21);  // graph 7 hung with engine auto
+    for (int gi = 0; gi < 16; ++gi) {
+      testing_util::Training t = testing_util::random_training(rng);
+      for (std::uint32_t id = 0; id < t.g.size(); ++id)
+        t.g.node(id).on(h.devices()[rng() % h.devices().size()]);
+      const std::string what = std::string(c.name) + ", graph " + std::to_string(gi);
+      Watchdog dog(what, 60);
+      auto cg = GraphCompiler(h, opts).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+      for (int step = 0; step < 4; ++step) cg.run({{"x", xv}});
+      EXPECT_TRUE(std::isfinite(cg.read(t.fetches[0])[0])) << what;
+    }
+  }
+}
+
 TEST(Hetero, AFailureOnEitherDeviceReachesRunAndChangesNothing) {
   const Platform h = hetero();
   std::mt19937 rng(31);
   const auto xv = testing_util::random_vec(16, 6);
   int injected_cpu = 0, injected_cl = 0;
   for (int gi = 0; gi < 6; ++gi) {
-    Training t = random_training(rng);
+    testing_util::Training t = testing_util::random_training(rng);
     for (std::uint32_t id = 0; id < t.g.size(); ++id)
       t.g.node(id).on(h.devices()[rng() % h.devices().size()]);
     auto cg = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);

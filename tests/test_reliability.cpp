@@ -11,6 +11,7 @@
 #include "cpu/engine.hpp"
 #include "hetgraph/autodiff.hpp"
 #include "opencl/executable.hpp"
+#include "random_dag.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -239,58 +240,6 @@ TEST(FailedRuns, BadComputedIndicesChangeNothingOnEveryPlatform) {
   }
 }
 
-// A random training graph: variables used by random ops, a scalar loss, an SGD step with
-// momentum and a step counter. Returns the graph, its variables and the fetches.
-struct Training {
-  Graph g;
-  std::vector<Node> vars, fetches;
-};
-
-Training random_training(std::mt19937& rng) {
-  Training t;
-  auto x = t.g.input("x");
-  const int nv = 2 + static_cast<int>(rng() % 4);
-  for (int i = 0; i < nv; ++i) {
-    t.vars.push_back(
-        t.g.variable("v" + std::to_string(i), {4, 4}, Initializer::uniform(-0.5f, 0.5f, 10 + i)));
-  }
-  std::vector<Node> pool{x};
-  pool.insert(pool.end(), t.vars.begin(), t.vars.end());
-  const int ops = 4 + static_cast<int>(rng() % 12);
-  for (int i = 0; i < ops; ++i) {
-    const Node a = pool[rng() % pool.size()], b = pool[rng() % pool.size()];
-    switch (rng() % 6) {
-      case 0:
-        pool.push_back(a + b);
-        break;
-      case 1:
-        pool.push_back(a * b);
-        break;
-      case 2:
-        pool.push_back(tanh(a));
-        break;
-      case 3:
-        pool.push_back(matmul(a, b));
-        break;
-      case 4:
-        pool.push_back(sigmoid(a) - b);
-        break;
-      default:
-        pool.push_back(softmax(a));
-        break;
-    }
-  }
-  Node loss = reduce_sum(pool.back() * pool.back());
-  for (std::size_t i = pool.size() - 3; i < pool.size() - 1; ++i)
-    loss = loss + reduce_mean(pool[i]);
-  for (const Node& v : t.vars) loss = loss + reduce_mean(v * v);  // every variable counts
-  auto counter = t.g.variable("steps", {1});
-  auto step = sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
-  t.vars.push_back(counter);
-  t.fetches = {loss, step, assign(counter, counter + 1.0f)};
-  return t;
-}
-
 // The CPU's kernel fault seam: the node labelled g_fail fails.
 std::string g_fail;
 void fail_labelled(const detail::PlanNode& n) {
@@ -314,7 +263,7 @@ TEST(FailedRuns, FailuresAtRandomNodesOfRandomTrainingGraphsChangeNothing) {
   const auto xv = testing_util::random_vec(16, 5);
   int injected = 0;
   for (int gi = 0; gi < 12; ++gi) {
-    Training t = random_training(rng);
+    testing_util::Training t = testing_util::random_training(rng);
     for (const PlatformCase& pc : testing_util::platforms()) {
       const bool opencl = pc.name == "opencl";
       // A device fault costs the context (a later compile builds its programs again): a few

@@ -715,9 +715,13 @@ void insert_transfers(Plan& p, const Placer& placer) {
 
 namespace {
 
-/// For each recv on the host, the host's sends it depends on (through other devices): a
-/// parallel CPU engine must not start the recv before them, or the executor it blocks may be
-/// the one those sends need.
+/// For each recv on the host, the host's sends it may wait for: those it depends on through
+/// other devices, and those that an earlier command of such a device waits for. A device may
+/// run its commands in order (its GEMM queue is in-order, and so is every queue of a device
+/// without out-of-order queues), so each of a device's nodes counts as waiting for the one
+/// before it there (plan order: its part keeps it). A CPU engine must not start the recv before
+/// those sends: the thread it blocks may be the one they need (a parallel engine's executor, or
+/// the thread that runs a readied recv inline), and the run would hang.
 std::vector<std::vector<std::uint32_t>> host_sends_before(const Plan& p, int host) {
   std::vector<std::uint32_t> sends;
   std::vector<std::int32_t> bit(p.nodes.size(), -1);
@@ -733,14 +737,23 @@ std::vector<std::vector<std::uint32_t>> host_sends_before(const Plan& p, int hos
   if (sends.empty()) return out;
   const std::size_t words = (sends.size() + 63) / 64;
   std::vector<std::uint64_t> anc(p.nodes.size() * words, 0);
+  std::map<std::int32_t, std::uint32_t> last_on;        // another device's latest node so far
   for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {  // plan order is topological
     std::uint64_t* a = &anc[i * words];
-    for (std::uint32_t d : p.nodes[i].deps) {
+    const PlanNode& n = p.nodes[i];
+    const auto before = [&](std::uint32_t d) {
       const std::uint64_t* b = &anc[d * words];
       for (std::size_t w = 0; w < words; ++w) a[w] |= b[w];
       if (bit[d] >= 0) a[static_cast<std::size_t>(bit[d]) / 64] |= 1ull << (bit[d] % 64);
+    };
+    for (std::uint32_t d : n.deps) before(d);
+    if (n.device >= 0 && n.device != host) {
+      const auto [it, first] = last_on.try_emplace(n.device, i);
+      if (!first) {
+        before(it->second);
+        it->second = i;
+      }
     }
-    const PlanNode& n = p.nodes[i];
     if (n.op != OpKind::Transfer || n.device != host ||
         n.attrs.get<TransferLink>().role != TransferLink::Role::recv) {
       continue;
@@ -774,12 +787,10 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
       }
     }
   }
-  const ReuseMode host_mode = host >= 0 && reuse != ReuseMode::none
-                                  ? placer.reuse_mode(static_cast<std::size_t>(host))
-                                  : ReuseMode::none;
-  const auto recv_after = host >= 0 && host_mode == ReuseMode::dag
-                              ? host_sends_before(p, host)
-                              : std::vector<std::vector<std::uint32_t>>(n);
+  // Whatever the host's engine and memory plan: the sequential engine meets these edges in
+  // its order anyway, and a parallel one without a memory plan needs them as much.
+  const auto recv_after =
+      host >= 0 ? host_sends_before(p, host) : std::vector<std::vector<std::uint32_t>>(n);
 
   p.parts.assign(devices, nullptr);
   std::vector<std::vector<std::uint32_t>> global_of(devices);  // part index -> plan index
