@@ -25,7 +25,11 @@
 //                    flag (only if it gets there first) and copies the value in.
 //   device -> device the sender's read-back callback sets the receiver's user event.
 // No thread waits per edge: senders never wait, OpenCL waits are wait lists, and a CPU recv
-// only waits where its part would otherwise run its next kernel.
+// only waits where its part would otherwise run its next kernel. A CPU recv does block its
+// thread, so split_devices makes it wait for every host send the device may need first: those
+// it depends on, and those an earlier command of the device waits for (a device may run its
+// commands in order; PoCL's GEMM queue does). Otherwise the thread it blocks could be the one
+// that would send, and the run hangs.
 //
 // A run. The coordinator (execute(), in the caller's thread or the async runner) arms the
 // crossings (fresh user events, flags down), starts every OpenCL part (everything before its
