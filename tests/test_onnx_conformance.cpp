@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -114,6 +115,9 @@ struct Result {
   std::string op;                     // node tests: the op under test
   bool float_only = true;             // every input and output is float32 (or int indices)
   std::map<std::string, Outcome> on;  // platform -> outcome
+  // Passing on the CPU: the imported model exported again (onnx::export_bytes), imported back
+  // and run; "" when its outputs are the expected ones again, else what went wrong.
+  std::optional<std::string> round_trip;
   double seconds = 0;
 };
 
@@ -310,46 +314,60 @@ void run_case(const Case& c, Platforms& platforms, Result& r) {
                         std::to_string(m.outputs.size()) + " model outputs"});
       return;
     }
-    for (auto& [pname, comp] : platforms.list) {
-      Outcome& o = r.on[pname];
-      if (o.status != "pass") continue;
+    // Runs `model` compiled by `comp` on the data set: "" when its outputs are the expected
+    // ones, else an outcome.
+    auto check = [&](const ho::Model& model, const hetgraph::GraphCompiler& comp) -> Outcome {
       bool compiling = true;
       try {
-        hetgraph::CompiledGraph cg = m.compile(comp);
+        hetgraph::CompiledGraph cg = model.compile(comp);
         compiling = false;
         std::vector<hetgraph::FeedItem> feeds;
-        for (const ho::ValueDesc& in : m.input_info) {
+        for (const ho::ValueDesc& in : model.input_info) {
           std::size_t k = 0;
-          while (base.input_info[k].name != in.name) ++k;
+          while (k < ins.size() && base.input_info[k].name != in.name) ++k;
+          if (k == ins.size()) return {"error", "input " + in.name + " is not the model's"};
           if (ins[k].dtype != in.dtype) {
-            o = {"error", "input " + std::to_string(k) + " is " + ins[k].onnx_type +
-                              ", the model takes " + in.onnx_type};
-            break;
+            return {"error", "input " + std::to_string(k) + " is " + ins[k].onnx_type +
+                                 ", the model takes " + in.onnx_type};
           }
           if (ins[k].dtype == hetgraph::DType::f32)
             feeds.push_back({in.name, hetgraph::Feed(ins[k].f32)});
           else
             feeds.push_back({in.name, hetgraph::Feed(ins[k].i32)});
         }
-        if (o.status != "pass") continue;
         cg.run(feeds);
         for (std::size_t k = 0; k < outs.size(); ++k) {
-          const hetgraph::Node n = m.outputs[k];
-          const hetgraph::DType t = m.output_info[k].dtype;
+          const hetgraph::Node n = model.outputs[k];
+          const hetgraph::DType t = model.output_info[k].dtype;
           std::vector<float> f;
           std::vector<std::int32_t> i;
           if (t == hetgraph::DType::f32)
             f = cg.read(n);
           else
             i = cg.read_i32(n);
-          const std::string diff = compare(outs[k], cg.shape(n), f, i, t, m.output_info[k].name);
-          if (!diff.empty()) {
-            o = {"wrong", diff};
-            break;
-          }
+          const std::string diff =
+              compare(outs[k], cg.shape(n), f, i, t, model.output_info[k].name);
+          if (!diff.empty()) return {"wrong", diff};
         }
       } catch (const hetgraph::Error& e) {
-        o = classify(e, compiling);
+        return classify(e, compiling);
+      }
+      return {};
+    };
+    for (auto& [pname, comp] : platforms.list) {
+      Outcome& o = r.on[pname];
+      if (o.status == "pass") o = check(m, comp);
+    }
+    // What hetgraph reads, it writes back: the exported model must give the same outputs.
+    if (r.on.at(platforms.list.front().first).status == "pass" && !r.round_trip) {
+      try {
+        const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+        const ho::Model back =
+            ho::import_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())));
+        const Outcome o = check(back, platforms.list.front().second);
+        r.round_trip = o.status == "pass" ? "" : o.status + ": " + o.reason;
+      } catch (const hetgraph::Error& e) {
+        r.round_trip = std::string("export or import: ") + e.what();
       }
     }
   }
@@ -427,7 +445,16 @@ void write_files(const std::vector<Result>& results, const Platforms& platforms,
        "runner does: same shape and type, rtol 1e-3, atol 1e-7. *unsupported*: a clean\n"
        "`hetgraph::onnx::UnsupportedError` (or a platform without the kernel); *wrong*: a result\n"
        "outside the tolerance; *error*: another `hetgraph::Error`; *absent*: the model is not\n"
-       "shipped (the `real` models are downloads).\n\n## Per category\n\n| category | tests |";
+       "shipped (the `real` models are downloads).\n\n";
+  int round_trips = 0, round_trips_ok = 0;
+  for (const Result& r : results) {
+    round_trips += r.round_trip.has_value();
+    round_trips_ok += r.round_trip.has_value() && r.round_trip->empty();
+  }
+  f << "Every model that passes on the CPU is also exported again (`onnx::export_bytes`),\n"
+       "imported back and run on the CPU against the same expected outputs: "
+    << round_trips_ok << " of " << round_trips
+    << " give them.\n\n## Per category\n\n| category | tests |";
   for (const auto& [p, c] : platforms.list)
     f << " " << p << " pass | " << p << " wrong/error | " << p << " unsupported |";
   f << "\n|---|---|";
@@ -576,6 +603,13 @@ TEST(OnnxConformance, BackendTestSuite) {
       }
     }
   }
+  int round_trips = 0;
+  for (const Result& r : results) {
+    if (!r.round_trip) continue;
+    ++round_trips;
+    EXPECT_EQ(*r.round_trip, "") << r.c.id() << ", exported and imported back";
+  }
+  std::printf("exported and imported back: %d models\n", round_trips);
   EXPECT_EQ(diffs, 0) << "outcomes differ from tests/onnx_conformance/expected.txt; if intended, "
                          "rerun with HETGRAPH_ONNX_CONFORMANCE_UPDATE=1 and commit both files";
 }

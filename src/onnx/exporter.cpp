@@ -250,6 +250,16 @@ class Exporter {
       case OpKind::Erf:
         add("Erf", {in(n, 0)}, {out});
         return;
+      case OpKind::Sin:
+        add("Sin", {in(n, 0)}, {out});
+        return;
+      case OpKind::Cos:
+        add("Cos", {in(n, 0)}, {out});
+        return;
+      case OpKind::Cast:
+        add("Cast", {in(n, 0)}, {out}).attrs["to"] =
+            attr_i(at.get<detail::TargetType>().dtype == DType::f32 ? ir::kFloat : ir::kInt32);
+        return;
       case OpKind::Scale:
         add("Mul", {in(n, 0), scalar(at.alpha)}, {out});
         return;
@@ -342,6 +352,22 @@ class Exporter {
       }
       case OpKind::Slice:
         add("Slice", {in(n, 0), ints({at.begin}), ints({at.end}), ints({at.axis})}, {out});
+        return;
+      case OpKind::StridedSlice: {  // the spec is ONNX Slice's own (axes and steps filled in)
+        const auto& spec = at.get<detail::SliceSpec>();
+        std::vector<std::int64_t> axes = spec.axes, steps = spec.steps;
+        for (std::size_t k = axes.size(); k < spec.starts.size(); ++k)
+          axes.push_back(static_cast<std::int64_t>(k));
+        steps.resize(spec.starts.size(), 1);
+        add("Slice", {in(n, 0), ints(spec.starts), ints(spec.ends), ints(axes), ints(steps)},
+            {out});
+        return;
+      }
+      case OpKind::Expand:  // to the shape of input 1 (which lends only its shape)
+        add("Expand", {in(n, 0), ints(dims(n.type.shape))}, {out});
+        return;
+      case OpKind::Gather:
+        add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
         return;
       case OpKind::Concat: {
         std::vector<std::string> ins;

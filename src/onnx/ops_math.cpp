@@ -346,6 +346,8 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Identity", 1, 16, identity});
   h.push_back({"Abs", 1, 13, unary<abs>});
   h.push_back({"Erf", 9, 13, unary<erf>});
+  h.push_back({"Sin", 7, 7, unary<hetgraph::sin>});
+  h.push_back({"Cos", 7, 7, unary<hetgraph::cos>});
   h.push_back({"LeakyRelu", 1, 16, leaky_relu_op});
   h.push_back({"PRelu", 1, 16, prelu});
   h.push_back({"Elu", 1, 6, elu});

@@ -513,6 +513,13 @@ void cast(Ctx& c) {
     c.set(0, cast(c.node(0), to == ir::kFloat ? DType::f32 : DType::i32), to);
     return;
   }
+  // An integer to bool: x != 0, as the 0 / 1 that bools are held as. |x| as float is 0 or at
+  // least 1 (int32 and int64 held as int32 round to no smaller magnitude), so min(|x|, 1) is
+  // exact. (hetgraph's exporter writes Where's condition as such a cast.)
+  if (to == ir::kBool && (from == ir::kInt32 || from == ir::kInt64)) {
+    c.set(0, cast(minimum(abs(cast(c.node(0), DType::f32)), c.constant(1.0f)), DType::i32), to);
+    return;
+  }
   c.unsupported(std::string("casting ") + ir::elem_name(from) + " to " + ir::elem_name(to) +
                 " at run time");
 }
