@@ -1,5 +1,7 @@
 #include "random_dag.hpp"
 
+#include <cstdint>
+
 #include "hetgraph/autodiff.hpp"
 
 namespace testing_util {
@@ -122,6 +124,83 @@ Training random_training(std::mt19937& rng) {
   t.vars.push_back(counter);
   t.fetches = {loss, step, assign(counter, counter + 1.0f)};
   return t;
+}
+
+Graph random_op_graph(std::mt19937& rng, int n, std::vector<Node>& sinks) {
+  Graph g;
+  std::vector<Node> v{g.input("x"), g.input("y"),
+                      g.variable("w", {4, 4}, Initializer::uniform(-1, 1, 3))};
+  const Node rows = g.constant_i32({3}, {2, 0, 3});
+  for (int i = 0; i < n; ++i) {
+    const Node a = v[rng() % v.size()], b = v[rng() % v.size()];
+    const int ax = static_cast<int>(rng() % 2);
+    switch (rng() % 20) {
+      case 0:
+        v.push_back(a * b - tanh(a));
+        break;
+      case 1:
+        v.push_back(sigmoid(a) + relu(b));
+        break;
+      case 2:
+        v.push_back(softmax(a, ax));
+        break;
+      case 3:
+        v.push_back(log_softmax(a) + abs(b));
+        break;
+      case 4:
+        v.push_back(scale(matmul(a, b), 0.5f));
+        break;
+      case 5:
+        v.push_back(matmul(transpose(a), b) * 0.5f);
+        break;
+      case 6:
+        v.push_back(reshape(tanh(reshape(a, {16})), {4, 4}));
+        break;
+      case 7:
+        v.push_back(concat({slice(a, ax, 0, 2), slice(b, ax, 2, 4)}, ax));
+        break;
+      case 8:
+        v.push_back(maximum(a, b) + minimum(a, erf(b)));
+        break;
+      case 9:
+        v.push_back(clip(a, -0.5f, 0.5f) + leaky_relu(a - b, 0.1f));
+        break;
+      case 10:
+        v.push_back(reduce_sum(a, 1, true) * 0.25f + reduce_max(b, 0, true));
+        break;
+      case 11:
+        v.push_back(reduce_mean(a, 0, true) + reduce_mean(b, 1, true));
+        break;
+      case 12:
+        v.push_back(exp(clip(a, -2, 2)) - gelu(b));
+        break;
+      case 13:
+        v.push_back(axpby(a, b, 0.3f, -0.7f));
+        break;
+      case 14:
+        v.push_back(sin(a) * cos(b));
+        break;
+      case 15:
+        v.push_back(concat({gather(a, rows, ax), slice(b, ax, 1, 2)}, ax));
+        break;
+      case 16:
+        v.push_back(cast(cast(a * 4.0f, DType::i32), DType::f32) * 0.25f);
+        break;
+      case 17:  // every second row, and every second column from the back
+        v.push_back(strided_slice(concat({a, b}, ax), {ax == 0 ? 0 : 7}, {ax == 0 ? 8 : INT64_MIN},
+                                  {ax}, {ax == 0 ? 2 : -2}));
+        break;
+      case 18:
+        v.push_back(where(g.constant_i32({4}, {1, 0, 0, 3}), a, b));
+        break;
+      default:
+        v.push_back(reshape(slice(concat({a, b}, ax), ax, 1, 5), {4, 4}));
+        break;
+    }
+  }
+  for (std::size_t i = v.size(); i-- > 3 && sinks.size() < 4;)
+    if (rng() % 3 == 0 || sinks.empty()) sinks.push_back(v[i]);
+  return g;
 }
 
 }  // namespace testing_util

@@ -605,6 +605,68 @@ TEST(Hetero, RandomPlacementsNeverHangOnAnyCpuEngine) {
   }
 }
 
+// Random graphs of many ops (tests/random_dag: broadcasts, reductions, softmax, matmul,
+// slices, concats, gathers, casts, where) on the CPU's parallel engines with every pass, on
+// OpenCL, and across devices with nodes placed at random: the values of an unfused, unplanned
+// sequential run, and bitwise the same in a second run.
+TEST(Hetero, RandomGraphsOfManyOpsMatchTheUnfusedCpuEverywhere) {
+  const std::vector<float> xv = testing_util::random_vec(16, 1),
+                           yv = testing_util::random_vec(16, 2);
+  const InputShapes shapes{{"x", {4, 4}}, {"y", {4, 4}}};
+  const std::vector<FeedItem> feeds{{"x", xv}, {"y", yv}};
+  CompileOptions plain;
+  plain.fuse = false;
+  plain.plan_memory = false;
+  plain.parallel_ops = false;
+  CpuOptions seq, cp, sq;
+  seq.engine = CpuEngine::sequential;
+  cp.engine = CpuEngine::critical_path;
+  cp.executors = 2;
+  cp.threads_per_executor = 1;
+  sq.engine = CpuEngine::shared_queue;
+  sq.executors = 1;
+  sq.threads_per_executor = 2;
+  const bool cl = !cl_devices().empty();
+  for (int seed = 1; seed <= 200; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    std::vector<Node> sinks;
+    Graph g = testing_util::random_op_graph(rng, 10 + static_cast<int>(rng() % 40), sinks);
+    std::vector<std::vector<float>> want;
+    {
+      auto ref = GraphCompiler(Platform::cpu(seq), plain).compile(g, shapes, sinks);
+      ref.run(feeds);
+      for (const Node& s : sinks) want.push_back(ref.read(s));
+    }
+    std::vector<std::pair<std::string, Platform>> platforms{
+        {"cpu critical-path 2x1", Platform::cpu(cp)}, {"cpu shared-queue 1x2", Platform::cpu(sq)}};
+    if (cl) platforms.push_back({"opencl", cl_platform(cl_devices()[0])});
+    if (cl && seed % 2 == 0) {
+      const Platform h = hetero();
+      for (std::uint32_t id = 0; id < g.size(); ++id)
+        g.node(id).on(h.devices()[rng() % h.devices().size()]);
+      platforms.push_back({"hetero", h});
+    }
+    for (const auto& [name, p] : platforms) {
+      SCOPED_TRACE(name);
+      auto cg = GraphCompiler(p).compile(g, shapes, sinks);
+      std::vector<std::vector<float>> first;
+      for (int run = 0; run < 2; ++run) {
+        cg.run(feeds);
+        for (std::size_t s = 0; s < sinks.size(); ++s) {
+          const auto got = cg.read(sinks[s]);
+          if (run == 0) {
+            expect_near(got, want[s], 1e-4, "sink " + std::to_string(s));
+            first.push_back(got);
+          } else {
+            EXPECT_TRUE(testing_util::bitwise_equal(got, first[s])) << "sink " << s;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Hetero, AFailureOnEitherDeviceReachesRunAndChangesNothing) {
   const Platform h = hetero();
   std::mt19937 rng(31);
