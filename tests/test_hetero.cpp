@@ -72,9 +72,10 @@ DeviceCosts costs(double gflops = 50, bool shares = false) {
           .shares_host_cores = shares};
 }
 
-// CPU first, then every OpenCL device (at most `max_cl`).
-Platform hetero(Placement mode = Placement::first, std::size_t max_cl = 8) {
-  std::vector<Platform> members{Platform::cpu()};
+// CPU first (with `cpu`'s engine), then every OpenCL device (at most `max_cl`).
+Platform hetero(Placement mode = Placement::first, std::size_t max_cl = 8,
+                const CpuOptions& cpu = {}) {
+  std::vector<Platform> members{Platform::cpu(cpu)};
   std::vector<DeviceCosts> c{costs()};
   for (const Device& d : cl_devices()) {
     if (members.size() > max_cl) break;
@@ -582,13 +583,7 @@ TEST(Hetero, RandomPlacementsNeverHangOnAnyCpuEngine) {
     co.engine = c.engine;
     co.executors = c.executors;
     co.threads_per_executor = c.threads;
-    std::vector<Platform> members{Platform::cpu(co)};
-    std::vector<DeviceCosts> costs_of{costs()};
-    for (const Device& d : cl_devices()) {
-      members.push_back(cl_platform(d));
-      costs_of.push_back(costs());
-    }
-    const Platform h = Platform::heterogeneous(members, {.costs = costs_of});
+    const Platform h = hetero(Placement::automatic, 8, co);
     CompileOptions opts;
     opts.plan_memory = c.plan_memory;
     std::mt19937 rng(21);  // graph 7 hung with engine auto

@@ -314,8 +314,8 @@ void run_case(const Case& c, Platforms& platforms, Result& r) {
                         std::to_string(m.outputs.size()) + " model outputs"});
       return;
     }
-    // Runs `model` compiled by `comp` on the data set: "" when its outputs are the expected
-    // ones, else an outcome.
+    // Runs `model` compiled by `comp` on the data set: a pass when its outputs are the expected
+    // ones, else what went wrong.
     auto check = [&](const ho::Model& model, const hetgraph::GraphCompiler& comp) -> Outcome {
       bool compiling = true;
       try {
