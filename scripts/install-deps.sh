@@ -17,6 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin   # MPI for data-parallel training (libhetgraph_mpi, mpirun tests)
   dataset-fashion-mnist  # the default MNIST-format data set
   python3 python3-matplotlib   # bench/plot.py
+  mawk                   # awk: tests/bench_replay_calibrated.cmake compares floats with it
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
 )
 
