@@ -305,6 +305,9 @@ TEST(ShapeErrors, ConvGroupsAndPads) {
       max_pool2d(x, {.kernel = {2, 2}, .stride = {3, 3}, .padding = {1, 1}, .ceil_mode = true})
           .named("ceil");
   auto avg_dil = avg_pool2d(x, {.kernel = {2, 2}, .dilation = {2, 1}}).named("avg_dil");
+  // Padding below the kernel, but the dilated taps of the first window skip a one-row image.
+  auto dil_only_pad =
+      max_pool2d(x, {.kernel = {2, 1}, .padding = {1, 0}, .dilation = {2, 1}}).named("dil_pad");
   expect_error<ShapeError>(
       [&] {
         compile(g, {{"x", {1, 6, 8, 8}}, {"w", {4, 2, 3, 3}}}, {grouped});
@@ -345,6 +348,11 @@ TEST(ShapeErrors, ConvGroupsAndPads) {
         compile(g, {{"x", {1, 1, 8, 8}}}, {avg_dil});
       },
       {"'avg_dil'", "avg_pool2d takes no dilation", "(2, 1)"});
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {1, 1, 1, 4}}}, {dil_only_pad});
+      },
+      {"'dil_pad'", "window 0 of the rows holds only padding", "dilation (2, 1)"});
 }
 
 TEST(ShapeErrors, Embedding) {

@@ -24,12 +24,9 @@ using testing_util::PlatformCase;
 
 namespace {
 
-bool reference_forced() {
-  const char* v = std::getenv("HETGRAPH_CPU_REFERENCE");
-  return v != nullptr && *v != '\0' && *v != '0';
-}
+using testing_util::cpu_reference_forced;
 #define SKIP_IF_REFERENCE_FORCED() \
-  if (reference_forced()) GTEST_SKIP() << "HETGRAPH_CPU_REFERENCE forces reference kernels"
+  if (cpu_reference_forced()) GTEST_SKIP() << "HETGRAPH_CPU_REFERENCE forces reference kernels"
 
 In rand_in(const std::string& name, Shape s, std::uint32_t seed, float lo = -1.0f,
            float hi = 1.0f) {
@@ -44,7 +41,7 @@ class NnOpTest : public ::testing::TestWithParam<PlatformCase> {
     testing_util::check_against_reference(GetParam(), g, ins, out, rtol, atol, what);
     // A platform kernel that could not be made falls back to the reference, which would pass
     // the comparison above: the op under test must have got a real kernel.
-    if (!reference_forced()) {
+    if (!cpu_reference_forced()) {
       InputShapes shapes;
       for (const In& in : ins) shapes.push_back({in.name, in.shape});
       auto cg = GraphCompiler(GetParam().make()).compile(g, shapes, {out});
@@ -181,7 +178,7 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
       results[on] = cg.read(y);
       const bool fused = on && net.fuses;
       const char* kernel = on_cpu() ? "dnnl_conv_post_ops" : "cl_conv_direct_fused";
-      if (!reference_forced() || !on_cpu()) {
+      if (!cpu_reference_forced() || !on_cpu()) {
         EXPECT_EQ(cg.kernel_name(y) == kernel, fused) << net.what;
       }
     }
@@ -331,7 +328,7 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
         kept += n.layout != detail::ActivationLayout::nchw;
       const detail::ActivationLayout layout = detail::cpu::conv_activation_layout();
       const bool cpu_layout =
-          on_cpu() && !reference_forced() && layout != detail::ActivationLayout::nchw;
+          on_cpu() && !cpu_reference_forced() && layout != detail::ActivationLayout::nchw;
       const bool through = on == 2;
       EXPECT_EQ(kept, on > 0 && cpu_layout ? (through ? net.kept_through : net.kept) : 0)
           << net.what << " (" << on << ") on " << GetParam().name;
@@ -375,7 +372,7 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
     feeds.push_back({in.name, in.values});
   }
   // oneDNN 2.6 has Winograd kernels with AVX-512 only: elsewhere the option does nothing.
-  const bool cpu = on_cpu() && !reference_forced() && detail::cpu::winograd_available();
+  const bool cpu = on_cpu() && !cpu_reference_forced() && detail::cpu::winograd_available();
   std::vector<float> out[2];
   for (int wino : {0, 1}) {
     CompileOptions o;
@@ -440,7 +437,7 @@ TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
     Node c4 = clip(conv2d(c3, w3), -0.5f, 0.5f);
     return std::make_pair(conv2d(c4, w4), w2);
   };
-  const bool built = on_cpu() && !reference_forced() && detail::cpu::own_winograd_built() &&
+  const bool built = on_cpu() && !cpu_reference_forced() && detail::cpu::own_winograd_built() &&
                      detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
   struct Case {
     std::int64_t batch, h, w, ch;
@@ -553,7 +550,7 @@ TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
         auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
         cg.run({{"x", xs}, {"w", ws}});
         out[through] = cg.read(y);
-        if (through && on_cpu() && !reference_forced() &&
+        if (through && on_cpu() && !cpu_reference_forced() &&
             detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw) {
           EXPECT_EQ(cg.kernel_name(p), "nan_max_channels");
         }
@@ -616,7 +613,7 @@ TEST_P(NnOpTest, ConcatInPlaceTakesBlockedBranches) {
         EXPECT_NE(cg.kernel_name(cat), "none");
       else
         EXPECT_EQ(cg.kernel_name(cat), "none");
-      if (!reference_forced()) {
+      if (!cpu_reference_forced()) {
         const detail::Plan& plan = detail::executable_of(cg).plan();
         EXPECT_EQ(plan.nodes[plan.index(cat, "test")].layout, layout);
       }
@@ -631,7 +628,8 @@ TEST_P(NnOpTest, ConcatInPlaceTakesBlockedBranches) {
 // (their test oracle): on a plan with such nodes, each one's fast and reference kernels agree
 // bitwise.
 TEST(NnKernels, ChannelsLastPoolAndConcatMatchTheirReferences) {
-  if (reference_forced() || detail::cpu::conv_activation_layout() == detail::ActivationLayout::nchw)
+  if (cpu_reference_forced() ||
+      detail::cpu::conv_activation_layout() == detail::ActivationLayout::nchw)
     GTEST_SKIP() << "convolutions here compute in NCHW";
   Graph g;
   auto x = g.input("x"), w = g.input("w"), w2 = g.input("w2");
@@ -876,7 +874,7 @@ TEST_P(NnOpTest, AveragePoolingForwardAndGradient) {
         for (std::size_t i = 0; i < pv.size(); ++i) rhs += ins[1].values[i] * pv.v[i];
         EXPECT_NEAR(lhs, rhs, 1e-6 * scale + 1e-9) << what << " gradient on " << GetParam().name;
       }
-      if (!on_cpu() || reference_forced()) continue;
+      if (!on_cpu() || cpu_reference_forced()) continue;
       auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", c.x}, {"r", ys}}, {y, dx});
       const bool ours = incl && o.ceil_mode;  // oneDNN's divisor differs
       const std::string fwd = cg.kernel_name(y), bwd = cg.kernel_name(dx);
@@ -981,7 +979,7 @@ TEST_P(NnOpTest, MaxPoolArgmaxesOverWidePlanes) {
     }
     for (std::size_t i = 0; i < want_dx.size(); ++i)
       EXPECT_NEAR(got_dx[i], want_dx[i], 1e-5) << what << " dx[" << i << "] on " << GetParam().name;
-    if (on_cpu() && !reference_forced()) {
+    if (on_cpu() && !cpu_reference_forced()) {
       EXPECT_EQ(cg.kernel_name(y), "nan_max_rows") << what;
     }
   }
@@ -1047,7 +1045,7 @@ TEST_P(NnOpTest, SigmoidAndTanhThroughOneDnn) {
         check(g, {rand_in("x", {n}, 6, -12, 12)}, y, 1e-6, 1e-7,
               std::string(tanh_op ? "tanh" : "sigmoid") + " of " + std::to_string(n) +
                   (in_place ? " in place" : ""));
-        if (!reference_forced() && on_cpu()) {
+        if (!cpu_reference_forced() && on_cpu()) {
           auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", {n}}}, {y});
           EXPECT_EQ(cg.kernel_name(y), "dnnl_eltwise");
         }

@@ -61,7 +61,8 @@ bool opencl_required() {
 
 std::vector<std::vector<float>> run_checked(const PlatformCase& pc, const hetgraph::Graph& g,
                                             const std::vector<In>& inputs,
-                                            const std::vector<hetgraph::Node>& fetches) {
+                                            const std::vector<hetgraph::Node>& fetches,
+                                            const hetgraph::CompileOptions& options) {
   hetgraph::InputShapes shapes;
   std::vector<hetgraph::FeedItem> feeds;
   for (const In& in : inputs) {
@@ -70,7 +71,7 @@ std::vector<std::vector<float>> run_checked(const PlatformCase& pc, const hetgra
   }
   std::vector<std::vector<float>> results[2];
   for (int planned = 0; planned < 2; ++planned) {
-    hetgraph::CompileOptions opts;
+    hetgraph::CompileOptions opts = options;
     opts.plan_memory = planned == 1;
     auto cg = hetgraph::GraphCompiler(pc.make(), opts).compile(g, shapes, fetches);
     cg.run(feeds);

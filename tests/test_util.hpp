@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -30,6 +31,11 @@ inline std::ostream& operator<<(std::ostream& os, const PlatformCase& p) {
 std::vector<PlatformCase> platforms();
 /// HETGRAPH_REQUIRE_OPENCL=1: OpenCL tests must run (a missing device is a failure).
 bool opencl_required();
+/// HETGRAPH_CPU_REFERENCE=1 (the *_cpu_reference tests): the CPU runs its reference kernels.
+inline bool cpu_reference_forced() {
+  const char* v = std::getenv("HETGRAPH_CPU_REFERENCE");
+  return v != nullptr && *v != '\0' && *v != '0';
+}
 
 inline std::vector<float> random_vec(std::size_t n, std::uint32_t seed, float lo = -1.0f,
                                      float hi = 1.0f) {
@@ -85,9 +91,11 @@ inline In one_hot(const std::string& name, const hetgraph::Shape& s, std::int64_
 
 /// Compiles and runs `fetches` with the memory planner on and off, requires bitwise equal
 /// results (the planner must never let two live values share memory), and returns them.
+/// `options` are the rest of the compile options.
 std::vector<std::vector<float>> run_checked(const PlatformCase& pc, const hetgraph::Graph& g,
                                             const std::vector<In>& inputs,
-                                            const std::vector<hetgraph::Node>& fetches);
+                                            const std::vector<hetgraph::Node>& fetches,
+                                            const hetgraph::CompileOptions& options = {});
 
 /// |got - want| <= atol + rtol * |want| elementwise, with a readable failure.
 void expect_close(const std::vector<float>& got, const ref::Array& want, double rtol, double atol,

@@ -304,8 +304,9 @@ struct ConvTranspose2dOptions {
 Node conv_transpose2d(Node x, Node weights, ConvTranspose2dOptions options = {});
 Node conv_transpose2d(Node x, Node weights, Node bias, ConvTranspose2dOptions options = {});
 
-/// Options of max_pool2d and avg_pool2d. Padding must be smaller than the kernel, so every
-/// window holds at least one element of the image.
+/// Options of max_pool2d and avg_pool2d. Padding must be smaller than the kernel, and every
+/// window must hold an element of the image: with dilation or ceil_mode, a window whose taps
+/// all fall in the padding is a ShapeError.
 ///   auto p = max_pool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
 struct Pool2dOptions {
   std::array<int, 2> kernel{2, 2};

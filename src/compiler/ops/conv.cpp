@@ -187,8 +187,10 @@ void check_windows_hold_the_image(const InferCtx& c, const ImageGeom& g) {
         c.fail(std::string("window ") + std::to_string(o) +
                (d == 0 ? " of the rows" : " of the columns") + " holds only padding (kernel " +
                pair(w.kernel) + ", stride " + pair(w.stride) + ", padding " + pair(w.pad_begin) +
-               " before and " + pair(w.pad_end) + " after" + (w.ceil_mode ? ", ceil_mode" : "") +
-               ")");
+               " before and " + pair(w.pad_end) + " after" +
+               (w.dilation != std::array<std::int64_t, 2>{1, 1} ? ", dilation " + pair(w.dilation)
+                                                                : "") +
+               (w.ceil_mode ? ", ceil_mode" : "") + ")");
       }
     }
   }
