@@ -81,7 +81,7 @@ std::vector<FeedItem> random_dag_feeds() {
   return {{"x", xv}, {"y", yv}};
 }
 
-Training random_training(std::mt19937& rng) {
+Training random_training(std::mt19937& rng, const Optimizer* optimizer) {
   Training t;
   auto x = t.g.input("x");
   const int nv = 2 + static_cast<int>(rng() % 4);
@@ -120,7 +120,8 @@ Training random_training(std::mt19937& rng) {
     loss = loss + reduce_mean(pool[i]);
   for (const Node& v : t.vars) loss = loss + reduce_mean(v * v);  // every variable counts
   auto counter = t.g.variable("steps", {1});
-  auto step = sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
+  auto step = optimizer ? minimize(loss, t.vars, *optimizer)
+                        : sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
   t.vars.push_back(counter);
   t.fetches = {loss, step, assign(counter, counter + 1.0f)};
   return t;

@@ -35,13 +35,14 @@ std::vector<hetgraph::FeedItem> random_dag_feeds();
 
 /// A random training graph on input x [4, 4]: 2-5 variables [4, 4] read by 4-15 random ops
 /// (add, mul, tanh, matmul, sigmoid - b, softmax), a scalar loss that every variable counts
-/// in, an SGD step (momentum or not) and a step counter. `vars` holds the variables, the
-/// counter last; `fetches` the loss, the step and the counter's increment.
+/// in, an SGD step (momentum or not; or a step of `optimizer` where given) and a step counter.
+/// `vars` holds the variables, the counter last; `fetches` the loss, the step and the
+/// counter's increment.
 struct Training {
   hetgraph::Graph g;
   std::vector<hetgraph::Node> vars, fetches;
 };
-Training random_training(std::mt19937& rng);
+Training random_training(std::mt19937& rng, const hetgraph::Optimizer* optimizer = nullptr);
 
 /// A random graph of `n` ops over inputs x and y [4, 4] and a variable w [4, 4], every value
 /// [4, 4]: elementwise and reductions with broadcasts, softmax, matmul, transpose, reshape,
