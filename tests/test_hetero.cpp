@@ -85,6 +85,15 @@ Platform hetero(Placement mode = Placement::first, std::size_t max_cl = 8,
   return Platform::heterogeneous(members, {.placement = mode, .costs = c});
 }
 
+// Pins every node to a device of `h` drawn at random, but an optimizer's updates and state
+// ("v0/adam", "v0/exp_avg", ...), which live with their variable.
+void pin_at_random(Graph& g, const Platform& h, std::mt19937& rng) {
+  for (std::uint32_t id = 0; id < g.size(); ++id) {
+    const Device d = h.devices()[rng() % h.devices().size()];
+    if (g.node(id).name().find('/') == std::string::npos) g.node(id).on(d);
+  }
+}
+
 const detail::Plan& plan_of(const CompiledGraph& cg) {
   return detail::executable_of(cg).plan();
 }
@@ -180,6 +189,18 @@ TEST(Hetero, PinErrorsNameTheNodeAndTheDevice) {
   EXPECT_TRUE(has(m, "'fused'")) << m;
   EXPECT_TRUE(has(m, cl.str())) << m;
   EXPECT_TRUE(has(m, "has no kernel for it")) << m;
+
+  // An optimizer's state lives where its variable does: one kernel writes both.
+  Graph g3;
+  auto W = g3.variable("W", {4}, Initializer::fill(1.0f)).on(cl);
+  auto step = minimize(reduce_sum(W * g3.input("x")), {W}, Optimizer::adam());
+  for (std::uint32_t id = 0; id < g3.size(); ++id)
+    if (g3.node(id).name() == "W/exp_avg_sq") g3.node(id).on(Device::cpu());
+  m = error_of<PlatformError>([&] { GraphCompiler(hetero()).compile(g3, {{"x", {4}}}, {step}); });
+  EXPECT_TRUE(has(m, "optimizer state 'W/exp_avg_sq'")) << m;
+  EXPECT_TRUE(has(m, "pinned to cpu")) << m;
+  EXPECT_TRUE(has(m, "its variable 'W'")) << m;
+  EXPECT_TRUE(has(m, cl.str())) << m;
 
   // OpenCL indices are checked when pinning.
   EXPECT_TRUE(has(error_of<GraphError>([&] { (void)x.on(Device::opencl(-1, 0)); }), ">= 0"));
@@ -481,14 +502,17 @@ std::vector<std::vector<float>> all_variables(const CompiledGraph& cg) {
   return out;
 }
 
+// Every second graph steps with another optimizer rule, whose update and state (one or two
+// variables per variable) live with the variable.
 TEST(Hetero, TrainingAcrossDevicesMatchesTheCpu) {
   const Platform h = hetero();
   std::mt19937 rng(21);
   const auto xv = testing_util::random_vec(16, 5);
-  for (int gi = 0; gi < 8; ++gi) {
-    testing_util::Training t = testing_util::random_training(rng);
-    for (std::uint32_t id = 0; id < t.g.size(); ++id)
-      t.g.node(id).on(h.devices()[rng() % h.devices().size()]);
+  const char* rules[] = {"momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad"};
+  for (int gi = 0; gi < 12; ++gi) {
+    const Optimizer opt = Optimizer::named(rules[gi / 2 % 6], 0.01f, gi % 4 == 1 ? 1e-3f : 0.0f);
+    testing_util::Training t = testing_util::random_training(rng, gi % 2 ? &opt : nullptr);
+    pin_at_random(t.g, h, rng);
     auto cg = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
     auto ref = GraphCompiler().compile(t.g, {{"x", {4, 4}}}, t.fetches);
     for (int step = 0; step < 5; ++step) {
@@ -499,6 +523,41 @@ TEST(Hetero, TrainingAcrossDevicesMatchesTheCpu) {
     for (std::size_t v = 0; v < got.size(); ++v)
       expect_near(got[v], want[v], 1e-4, "graph " + std::to_string(gi) + " " + t.vars[v].label());
   }
+}
+
+// Variables and optimizer state that live on the devices are saved from there and loaded back
+// there: a graph loaded from a checkpoint takes the same next steps, bit for bit, and the CPU
+// alone loads the same state.
+TEST(Hetero, CheckpointsOfTrainingAcrossDevicesResumeBitwise) {
+  const Platform h = hetero();
+  std::mt19937 rng(22);
+  const auto xv = testing_util::random_vec(16, 6);
+  const std::string path = ::testing::TempDir() + "hetero-" + std::to_string(::getpid()) + ".ckpt";
+  for (int gi = 0; gi < 8; ++gi) {
+    SCOPED_TRACE("graph " + std::to_string(gi));
+    const Optimizer opt = Optimizer::named(gi % 2 ? "adam" : "momentum", 0.01f);
+    testing_util::Training t = testing_util::random_training(rng, &opt);
+    pin_at_random(t.g, h, rng);
+    auto compile = [&](const Platform& p) {
+      return GraphCompiler(p).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+    };
+    auto a = compile(h);
+    for (int step = 0; step < 3; ++step) a.run({{"x", xv}});
+    a.save(path);
+    auto b = compile(h);
+    b.run({{"x", xv}});  // a state the load must replace
+    b.load(path);
+    auto cpu = compile(Platform::cpu());
+    cpu.load(path);
+    EXPECT_EQ(read_all(cpu, t.vars), read_all(a, t.vars));
+    for (int step = 0; step < 3; ++step) {
+      a.run({{"x", xv}});
+      b.run({{"x", xv}});
+      EXPECT_EQ(a.read(t.fetches[0]), b.read(t.fetches[0])) << "loss of step " << step;
+    }
+    EXPECT_EQ(read_all(a, t.vars), read_all(b, t.vars));
+  }
+  std::remove(path.c_str());
 }
 
 std::string g_fail;
@@ -667,10 +726,13 @@ TEST(Hetero, AFailureOnEitherDeviceReachesRunAndChangesNothing) {
   std::mt19937 rng(31);
   const auto xv = testing_util::random_vec(16, 6);
   int injected_cpu = 0, injected_cl = 0;
+  // The last three graphs step with optimizers whose state is written after the commit point
+  // too.
+  const char* rules[] = {"adam", "rmsprop", "nesterov"};
   for (int gi = 0; gi < 6; ++gi) {
-    testing_util::Training t = testing_util::random_training(rng);
-    for (std::uint32_t id = 0; id < t.g.size(); ++id)
-      t.g.node(id).on(h.devices()[rng() % h.devices().size()]);
+    const Optimizer opt = Optimizer::named(rules[gi % 3], 0.01f);
+    testing_util::Training t = testing_util::random_training(rng, gi >= 3 ? &opt : nullptr);
+    pin_at_random(t.g, h, rng);
     auto cg = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
     auto ref = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
     auto& het = dynamic_cast<detail::hetero::HeteroExecutable&>(detail::executable_of(cg));

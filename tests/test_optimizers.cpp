@@ -446,18 +446,40 @@ TEST(OptimizerErrors, BadInputIsAClearError) {
       "learning rate 'lr'");
 }
 
-TEST(OptimizerErrors, HeterogeneousPlatformsRefuseUpdatesNamingTheNode) {
+// On a heterogeneous platform an update runs where its variable lives, with its state: W on
+// the OpenCL device, b on the CPU, the loss on the CPU; the same steps as the CPU alone.
+TEST(OptimizerHetero, UpdatesRunWhereTheirVariableLives) {
   if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  const Platform cl = Platform::opencl();
+  const Platform both = Platform::heterogeneous({Platform::cpu(), cl});
   Graph g;
   auto x = g.input("x");
-  auto W = g.variable("W", {3});
-  auto train = minimize(reduce_sum(W * x), {W}, Optimizer::adam());
-  const Platform both = Platform::heterogeneous({Platform::cpu(), Platform::opencl()});
-  expect_error<PlatformError>(
-      [&] {
-        GraphCompiler(both).compile(g, {{"x", {3}}}, {train});
-      },
-      "W/adam");
+  auto W = g.variable("W", {3, 2}, Initializer::uniform(-1, 1, 3)).on(cl.devices()[0]);
+  auto b = g.variable("b", {2}).on(Device::cpu());
+  auto y = matmul(x, W).on(cl.devices()[0]) + b;
+  auto loss = reduce_sum(y * y).on(Device::cpu());
+  auto train = minimize(loss, {W, b}, Optimizer::adam(0.05f));
+  const std::vector<float> xv = testing_util::random_vec(6, 4);
+  auto run = [&](const Platform& p) {
+    auto cg = GraphCompiler(p).compile(g, {{"x", {2, 3}}}, {loss, train});
+    for (int i = 0; i < 4; ++i) cg.run({{"x", xv}});
+    return std::pair{std::move(cg), std::vector{cg.read(W), cg.read(b), cg.read("W/exp_avg_sq")}};
+  };
+  auto [h, got] = run(both);
+  auto [c, want] = run(Platform::cpu());
+  for (std::size_t k = 0; k < got.size(); ++k)
+    testing_util::expect_close(
+        got[k],
+        ref::Array({static_cast<std::int64_t>(want[k].size())}, {want[k].begin(), want[k].end()}),
+        1e-5, 1e-6, "value " + std::to_string(k));
+  // Labels read "'W/adam' (#21, optimizer_update)".
+  std::map<std::string, std::string> where;
+  const EngineReport report = h.engine_report();
+  for (const auto& n : report.hetero->nodes) where[n.node.substr(0, n.node.find(" ("))] = n.device;
+  EXPECT_EQ(where.at("'W/adam'"), where.at("'W'"));
+  EXPECT_EQ(where.at("'W/exp_avg'"), where.at("'W'"));
+  EXPECT_EQ(where.at("'b/adam'"), where.at("'b'"));
+  EXPECT_NE(where.at("'W'"), where.at("'b'"));
 }
 
 }  // namespace

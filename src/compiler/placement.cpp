@@ -423,18 +423,38 @@ class Placement {
       }
       return devs;
     };
-    std::vector<std::int64_t> assign_of(n_, -1);
+    // The node that writes each variable: an assign, or an optimizer update (its variable and
+    // its state, which has to live where the update runs: one kernel writes them all).
+    std::vector<std::int64_t> assign_of(n_, -1), state_of(n_, -1);
     for (std::uint32_t i = 0; i < n_; ++i) {
-      if (p_.nodes[i].op == OpKind::Assign) assign_of[p_.nodes[i].inputs[0]] = i;
+      const PlanNode& n = p_.nodes[i];
+      if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) assign_of[n.inputs[0]] = i;
+      if (n.op != OpKind::OptimizerUpdate) continue;
+      for (std::uint32_t w : n.written_inputs())
+        if (w != n.inputs[0]) state_of[w] = n.inputs[0];
     }
-    // Inputs and constants first: a variable updated from one of them follows it.
-    for (int round = 0; round < 2; ++round) {
+    // Inputs and constants first: a variable updated from one of them follows it. Optimizer
+    // state last: it follows its variable.
+    for (int round = 0; round < 3; ++round) {
       for (std::uint32_t i = 0; i < n_; ++i) {
         const PlanNode& n = p_.nodes[i];
-        if (!is_source(n) || (n.storage == Storage::Variable) != (round == 1)) continue;
+        if (!is_source(n)) continue;
+        const int want = n.storage != Storage::Variable ? 0 : state_of[i] < 0 ? 1 : 2;
+        if (want != round) continue;
         int d = -1;
         std::string why;
-        if (pinned_[i] >= 0) {
+        if (state_of[i] >= 0) {
+          d = home[static_cast<std::size_t>(state_of[i])];
+          if (pinned_[i] >= 0 && pinned_[i] != d) {
+            throw PlatformError(
+                "optimizer state " + n.label + " is pinned to " +
+                r_.devices[static_cast<std::size_t>(pinned_[i])].name + ", but its variable " +
+                p_.nodes[static_cast<std::size_t>(state_of[i])].label + " lives on " +
+                r_.devices[static_cast<std::size_t>(d)].name +
+                ": one optimizer update writes both, on one device");
+          }
+          why = "optimizer state: with its variable";
+        } else if (pinned_[i] >= 0) {
           d = pinned_[i];
           why = "pinned";
         } else if (n.storage == Storage::Variable && assign_of[i] >= 0) {
@@ -443,7 +463,8 @@ class Placement {
           if (a.pin) {
             for (std::size_t k = 0; k < d_; ++k)
               if (r_.devices[k].id == *a.pin) d = static_cast<int>(k);
-            why = "its assign is pinned there";
+            why = a.op == OpKind::Assign ? "its assign is pinned there"
+                                         : "its optimizer update is pinned there";
           } else if (is_task(p_.nodes[v]) && s.device[v] >= 0) {
             d = s.device[v];
             why = "variable: its update runs there";
@@ -485,9 +506,10 @@ class Placement {
         s.device[i] = s.device[n.inputs[0]];
         s.reason[i] = "view: with its input";
         s.start[i] = s.end[i] = s.end[n.inputs[0]];
-      } else if (n.op == OpKind::Assign) {
+      } else if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) {
         s.device[i] = s.device[n.inputs[0]];
-        s.reason[i] = "assign: with its variable";
+        s.reason[i] = n.op == OpKind::Assign ? "assign: with its variable"
+                                             : "optimizer update: with its variable";
         const std::uint32_t v = n.inputs[1];
         s.start[i] = s.end[i] = std::max(s.end[v], s.start[v]);
       } else if (n.op == OpKind::Group) {

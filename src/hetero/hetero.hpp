@@ -3,7 +3,9 @@
 // DESIGN (see also src/compiler/placement.hpp for the compile-time half)
 //
 // Compile time. The whole graph is one plan. place_devices gives every node a device (pins,
-// the capability query, HEFT over the cost model); fusion then only fuses nodes that share a
+// the capability query, HEFT over the cost model; a node that writes a variable, an assign or
+// an optimizer update, runs where the variable lives, and an optimizer's state lives there
+// too, since one kernel writes them all); fusion then only fuses nodes that share a
 // device; insert_transfers puts a send after each value read on another device and a recv
 // before its readers on each such device (explicit plan nodes of op transfer); split_devices
 // cuts the plan into one self-contained part per device, and each part gets the passes a
