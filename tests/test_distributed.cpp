@@ -269,7 +269,8 @@ std::vector<std::int32_t> labels() {
   return l;
 }
 
-std::unique_ptr<Mlp> mlp(const DataParallel* dp) {
+// With `opt`, minimize with that rule; else sgd with momentum 0.9.
+std::unique_ptr<Mlp> mlp(const DataParallel* dp, const Optimizer* opt = nullptr) {
   auto m = std::make_unique<Mlp>();
   Graph& g = m->g;
   m->x = g.input("x");
@@ -281,14 +282,19 @@ std::unique_ptr<Mlp> mlp(const DataParallel* dp) {
   auto h = tanh(matmul(m->x, m->W1) + m->b1);
   m->loss = reduce_mean(cross_entropy(softmax(matmul(h, m->W2) + m->b2), m->y));
   const std::vector<Node> vars = {m->W1, m->b1, m->W2, m->b2};
-  m->step = dp ? sgd(m->loss, vars, 0.2f, 0.9f, *dp) : sgd(m->loss, vars, 0.2f, 0.9f);
+  if (opt) {
+    m->step = dp ? minimize(m->loss, vars, *opt, {}, *dp) : minimize(m->loss, vars, *opt);
+  } else {
+    m->step = dp ? sgd(m->loss, vars, 0.2f, 0.9f, *dp) : sgd(m->loss, vars, 0.2f, 0.9f);
+  }
   return m;
 }
 
 // Trains `steps` steps over the set in order; each rank takes its share of every global batch
 // (rows [rank * B / P, (rank + 1) * B / P) of it). Returns the final variables, concatenated.
-std::vector<float> train(const PlatformCase& pc, const DataParallel* dp, int steps) {
-  auto m = mlp(dp);
+std::vector<float> train(const PlatformCase& pc, const DataParallel* dp, int steps,
+                         const Optimizer* opt = nullptr) {
+  auto m = mlp(dp, opt);
   const int P = dp ? dp->comm.size() : 1, r = dp ? dp->comm.rank() : 0;
   const std::int64_t B = kGlobalBatch / P;
   auto cg = GraphCompiler(pc.make()).compile(m->g, {{"x", {B, kFeatures}}, {"y", {B}}},
@@ -331,6 +337,27 @@ TEST_P(DataParallelTraining, MatchesTheSingleProcessRun) {
     EXPECT_TRUE(same_on_every_rank(a)) << "replicas drifted apart on " << GetParam().name;
     const auto b = train(GetParam(), &dp, kSteps);
     EXPECT_TRUE(testing_util::bitwise_equal(a, b)) << "not reproducible on " << GetParam().name;
+  }
+}
+
+// Every optimizer rule (weight decay, clipping on some): the gradients averaged, each replica
+// takes the step one process takes on the whole batch, with the same state.
+TEST_P(DataParallelTraining, EveryOptimizerMatchesTheSingleProcessRun) {
+  constexpr int kSteps = 12;
+  const char* rules[] = {"momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad"};
+  for (const char* rule : rules) {
+    Optimizer opt = Optimizer::named(rule, 0.02f, rule == std::string("adamw") ? 0.01f : 0.0f);
+    if (rule == std::string("adam")) opt.clip_norm = 0.5f;
+    SCOPED_TRACE(rule);
+    const auto single = train(GetParam(), nullptr, kSteps, &opt);
+    const DataParallel dp{comm(), std::size_t{1} << 10};
+    const auto a = train(GetParam(), &dp, kSteps, &opt);
+    ASSERT_EQ(a.size(), single.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, std::abs(double(a[i]) - single[i]) / (1e-3 + std::abs(single[i])));
+    EXPECT_LT(worst, 1e-4) << "data parallel vs single process on " << GetParam().name;
+    EXPECT_TRUE(same_on_every_rank(a)) << "replicas drifted apart on " << GetParam().name;
   }
 }
 

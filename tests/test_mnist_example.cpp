@@ -181,7 +181,7 @@ TEST(MnistExample, OptimizersShuffleAndResume) {
 
 // mpirun -np P mnist_softmax --data-parallel: each rank trains on its share of every batch and
 // the run ends where the single-process one does (loss to float rounding: the gradient sums are
-// grouped differently; see README), with the same test accuracy.
+// grouped differently; see README), with the same test accuracy; with SGD and with Adam.
 TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
   const fs::path dir =
       fs::temp_directory_path() / ("hetgraph_mnist_dp_" + std::to_string(::getpid()));
@@ -205,6 +205,18 @@ TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
     // Rank 0 alone prints: one result line.
     EXPECT_EQ(dp.out.find("test accuracy"), dp.out.rfind("test accuracy")) << dp.out;
   }
+  // Adam (and every rule of minimize) averages the gradients the same way.
+  const std::string adam =
+      "--data " + dir.string() + " --epochs 3 --lr 0.01 --json --batch 100 --optimizer adam";
+  const Result single_adam = run(adam);
+  ASSERT_EQ(single_adam.status, 0) << single_adam.err;
+  const Result dp_adam = run(adam + " --data-parallel", "-np 2");
+  ASSERT_EQ(dp_adam.status, 0) << dp_adam.err;
+  const std::string want_adam = single_adam.out.substr(single_adam.out.rfind('{')),
+                    got_adam = dp_adam.out.substr(dp_adam.out.rfind('{'));
+  EXPECT_NEAR(field(got_adam, "final_loss"), field(want_adam, "final_loss"),
+              1e-5 * field(want_adam, "final_loss"));
+  EXPECT_EQ(field(got_adam, "test_accuracy"), field(want_adam, "test_accuracy"));
   // A global batch the ranks cannot share equally: every rank refuses, naming the flag.
   const Result bad = run(base + " --batch 98 --data-parallel", "-np 4");
   EXPECT_NE(bad.status, 0);

@@ -121,12 +121,8 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   if (args.optimizer == "sgd" && args.weight_decay == 0.0f) {
     step = sgd(loss, {W, b}, args.lr, 0.0f, DataParallel{comm});
   } else {
-    if (ranks > 1) {
-      throw UsageError("--optimizer " + args.optimizer +
-                       (args.weight_decay != 0.0f ? " with --weight-decay" : "") +
-                       " runs on one process: --data-parallel trains with plain sgd");
-    }
-    step = minimize(loss, {W, b}, Optimizer::named(args.optimizer, args.lr, args.weight_decay));
+    step = minimize(loss, {W, b}, Optimizer::named(args.optimizer, args.lr, args.weight_decay), {},
+                    DataParallel{comm});
   }
 
   double t0 = now_s();

@@ -40,7 +40,7 @@ inline constexpr const char* kUsage =
     "                     [--weight-decay X] [--shuffle SEED] [--pipeline auto|on|off]\n"
     "                     [--trace FILE]\n"
     "  --optimizer: the update rule (PyTorch's definitions and defaults, --lr for all); sgd is\n"
-    "               the default; the others work on one process (not with --data-parallel)\n"
+    "               the default; with --data-parallel every rule averages the gradients\n"
     "  --shuffle SEED: a shuffled order of the training images in every epoch, drawn from SEED\n"
     "                  and the epoch (deterministic); the default is file order\n"
     "  --pipeline: on, the next batch is converted by a background thread while the step\n"

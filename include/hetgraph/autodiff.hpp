@@ -131,6 +131,17 @@ Node minimize(Node loss, std::span<const Node> variables, const Optimizer& optim
               const StepOptions& options = {});
 Node minimize(Node loss, std::initializer_list<Node> variables, const Optimizer& optimizer,
               const StepOptions& options = {});
+/// minimize with data parallelism: the gradients are averaged across dp.comm's ranks as sgd's
+/// are (buckets of allreduces overlapping the backward pass; an embedding table's gradient as
+/// its looked-up rows), then every rank takes the same step with the same state. Clipping sees
+/// the averaged gradients, so the step is the one a single process takes on the whole batch.
+/// With one rank it is plain minimize. Every rank must start from the same variables (see
+/// distributed::broadcast_variables); the state starts at zero on each.
+///   Node step = minimize(loss, {W, b}, Optimizer::adam(1e-3f), {}, DataParallel{comm});
+Node minimize(Node loss, std::span<const Node> variables, const Optimizer& optimizer,
+              const StepOptions& options, const DataParallel& dp);
+Node minimize(Node loss, std::initializer_list<Node> variables, const Optimizer& optimizer,
+              const StepOptions& options, const DataParallel& dp);
 /// The same with gradients computed elsewhere (gradients[i] for variables[i]).
 Node apply_gradients(std::span<const Node> variables, std::span<const Node> gradients,
                      const Optimizer& optimizer, const StepOptions& options = {});

@@ -184,13 +184,15 @@ Node sgd_steps(std::span<const Node> variables, const std::vector<Node>& grads, 
   return group(steps);
 }
 
+}  // namespace
+
 // Averages the gradients across ranks. Dense ones go bucket by bucket. A gradient's node id is
 // the order in which autodiff made it: it walks the graph backwards from the loss, so the last
 // layer's gradients come first, as the backward pass produces them. Consecutive gradients in
 // that order share a bucket up to the byte threshold: flattened, concatenated, one allreduce of
 // the mean, sliced back into shape.
-std::vector<Node> average_gradients(std::span<const Node> variables, std::vector<Node> grads,
-                                    const DataParallel& dp) {
+std::vector<Node> detail::average_gradients(std::span<const Node> variables,
+                                            std::vector<Node> grads, const DataParallel& dp) {
   GraphImpl& g = *variables.front().graph_impl();
   std::vector<Node> out(grads.size());
   const float inv = 1.0f / static_cast<float>(dp.comm.size());
@@ -247,8 +249,6 @@ std::vector<Node> average_gradients(std::span<const Node> variables, std::vector
   return out;
 }
 
-}  // namespace
-
 Node sgd(Node loss, std::span<const Node> variables, float learning_rate, float momentum) {
   check_variables(variables);
   return sgd_steps(variables, gradients(loss, variables), learning_rate, momentum);
@@ -264,7 +264,7 @@ Node sgd(Node loss, std::span<const Node> variables, float learning_rate, float 
   check_variables(variables);
   if (dp.bucket_bytes == 0) throw GraphError("sgd: DataParallel.bucket_bytes must be > 0");
   std::vector<Node> grads = gradients(loss, variables);
-  if (dp.comm.size() > 1) grads = average_gradients(variables, std::move(grads), dp);
+  if (dp.comm.size() > 1) grads = detail::average_gradients(variables, std::move(grads), dp);
   return sgd_steps(variables, grads, learning_rate, momentum);
 }
 

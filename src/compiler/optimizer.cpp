@@ -225,6 +225,22 @@ Node minimize(Node loss, std::span<const Node> variables, const Optimizer& optim
   return apply_gradients(variables, gradients(loss, variables), optimizer, options);
 }
 
+Node minimize(Node loss, std::span<const Node> variables, const Optimizer& optimizer,
+              const StepOptions& options, const DataParallel& dp) {
+  check_hyper(optimizer);
+  check_variables(variables, "minimize");
+  if (dp.bucket_bytes == 0) throw GraphError("minimize: DataParallel.bucket_bytes must be > 0");
+  std::vector<Node> grads = gradients(loss, variables);
+  if (dp.comm.size() > 1) grads = detail::average_gradients(variables, std::move(grads), dp);
+  return apply_gradients(variables, grads, optimizer, options);
+}
+
+Node minimize(Node loss, std::initializer_list<Node> variables, const Optimizer& optimizer,
+              const StepOptions& options, const DataParallel& dp) {
+  return minimize(loss, std::span<const Node>(variables.begin(), variables.size()), optimizer,
+                  options, dp);
+}
+
 Node minimize(Node loss, std::initializer_list<Node> variables, const Optimizer& optimizer,
               const StepOptions& options) {
   return minimize(loss, std::span<const Node>(variables.begin(), variables.size()), optimizer,

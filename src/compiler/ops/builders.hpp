@@ -1,7 +1,14 @@
 // Builders for the internal ops that gradient rules emit (not part of the public API).
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "compiler/graph_impl.hpp"
+
+namespace hetgraph {
+struct DataParallel;
+}
 
 namespace hetgraph::detail {
 
@@ -34,5 +41,11 @@ inline Node with_axis(OpKind k, std::initializer_list<Node> in, int axis, bool k
   at.keepdims = keepdims;
   return make_op(k, in, at);
 }
+
+/// Gradients averaged across dp.comm's ranks (src/compiler/autodiff.cpp): dense ones in
+/// buckets, one allreduce of the mean each; an embedding table's as its looked-up rows and
+/// indices, allgathered.
+std::vector<Node> average_gradients(std::span<const Node> variables, std::vector<Node> grads,
+                                    const DataParallel& dp);
 
 }  // namespace hetgraph::detail
