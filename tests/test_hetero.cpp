@@ -26,6 +26,7 @@
 
 using namespace hetgraph;
 using Placement = HeteroOptions::Placement;
+using testing_util::all_variables;
 
 namespace {
 
@@ -491,16 +492,6 @@ std::vector<std::vector<float>> read_all(const CompiledGraph& cg, const std::vec
   return out;
 }
 // Every variable of the plan (optimizer state included).
-std::vector<std::vector<float>> all_variables(const CompiledGraph& cg) {
-  detail::Executable& e = detail::executable_of(cg);
-  std::vector<std::vector<float>> out;
-  for (std::uint32_t i : e.plan().variables) {
-    std::vector<float> v(static_cast<std::size_t>(e.plan().nodes[i].type.shape.numel()));
-    e.read(i, v.data(), v.size(), DType::f32, "test");
-    out.push_back(std::move(v));
-  }
-  return out;
-}
 
 // Every second graph steps with another optimizer rule, whose update and state (one or two
 // variables per variable) live with the variable.

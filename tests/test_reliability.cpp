@@ -15,6 +15,7 @@
 #include "test_util.hpp"
 
 using namespace hetgraph;
+using testing_util::all_variables;
 using testing_util::PlatformCase;
 
 namespace {
@@ -171,17 +172,6 @@ std::vector<std::vector<float>> variables_of(const CompiledGraph& cg, const std:
   for (const Node& v : vs) out.push_back(cg.read(v));
   return out;
 }
-// Every variable of the compiled graph (optimizer state included), by plan index.
-std::vector<std::vector<float>> all_variables(const CompiledGraph& cg) {
-  detail::Executable& e = detail::executable_of(cg);
-  std::vector<std::vector<float>> out;
-  for (std::uint32_t i : e.plan().variables) {
-    std::vector<float> v(static_cast<std::size_t>(e.plan().nodes[i].type.shape.numel()));
-    e.read(i, v.data(), v.size(), DType::f32, "test");
-    out.push_back(std::move(v));
-  }
-  return out;
-}
 
 TEST(FailedRuns, BadFedIndicesChangeNothingOnEveryPlatform) {
   for (const PlatformCase& pc : testing_util::platforms()) {
@@ -262,8 +252,12 @@ TEST(FailedRuns, FailuresAtRandomNodesOfRandomTrainingGraphsChangeNothing) {
   std::mt19937 rng(11);
   const auto xv = testing_util::random_vec(16, 5);
   int injected = 0;
+  // Every other graph steps with an optimizer rule whose state is written after the commit
+  // point too.
+  const char* rules[] = {"adam", "rmsprop", "nesterov", "adagrad", "adamw", "momentum"};
   for (int gi = 0; gi < 12; ++gi) {
-    testing_util::Training t = testing_util::random_training(rng);
+    const Optimizer opt = Optimizer::named(rules[gi / 2 % 6], 0.01f);
+    testing_util::Training t = testing_util::random_training(rng, gi % 2 ? &opt : nullptr);
     for (const PlatformCase& pc : testing_util::platforms()) {
       const bool opencl = pc.name == "opencl";
       // A device fault costs the context (a later compile builds its programs again): a few

@@ -1,5 +1,7 @@
 #include "test_util.hpp"
 
+#include "common/executable.hpp"
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -38,6 +40,17 @@ std::vector<PlatformCase> platforms() {
   // listed, so a machine without a device fails the tests instead of skipping them silently.
   if (opencl_required() || hetgraph::Platform::opencl_available()) {
     out.push_back({"opencl", [] { return hetgraph::Platform::opencl(); }});
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> all_variables(const hetgraph::CompiledGraph& cg) {
+  hetgraph::detail::Executable& e = hetgraph::detail::executable_of(cg);
+  std::vector<std::vector<float>> out;
+  for (std::uint32_t i : e.plan().variables) {
+    std::vector<float> v(static_cast<std::size_t>(e.plan().nodes[i].type.shape.numel()));
+    e.read(i, v.data(), v.size(), hetgraph::DType::f32, "test");
+    out.push_back(std::move(v));
   }
   return out;
 }

@@ -112,6 +112,9 @@ void check_against_reference(const PlatformCase& pc, const hetgraph::Graph& g,
 long peak_rss_kib();
 void reset_peak_rss();
 
+/// Every variable of a compiled graph (optimizer state included), in plan order.
+std::vector<std::vector<float>> all_variables(const hetgraph::CompiledGraph& cg);
+
 inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
