@@ -516,6 +516,47 @@ TEST(Hetero, TrainingAcrossDevicesMatchesTheCpu) {
   }
 }
 
+// HEFT places unpinned training graphs with every optimizer rule: each update lands with its
+// variable, and the steps match the CPU's.
+TEST(Hetero, HeftPlacesOptimizerUpdatesWithTheirVariables) {
+  std::vector<DeviceCosts> c{costs()};
+  std::vector<Platform> members{Platform::cpu()};
+  for (const Device& d : cl_devices()) {
+    members.push_back(cl_platform(d));
+    c.push_back(costs(200));  // faster: HEFT puts work there
+  }
+  const Platform h = Platform::heterogeneous(members, {.placement = Placement::heft, .costs = c});
+  std::mt19937 rng(23);
+  const auto xv = testing_util::random_vec(16, 8);
+  const char* rules[] = {"momentum", "nesterov", "adam", "adamw", "rmsprop", "adagrad"};
+  int crossing = 0;
+  for (int gi = 0; gi < 12; ++gi) {
+    SCOPED_TRACE("graph " + std::to_string(gi));
+    const Optimizer opt = Optimizer::named(rules[gi % 6], 0.01f);
+    testing_util::Training t = testing_util::random_training(rng, &opt);
+    auto cg = GraphCompiler(h).compile(t.g, {{"x", {4, 4}}}, t.fetches);
+    auto ref = GraphCompiler().compile(t.g, {{"x", {4, 4}}}, t.fetches);
+    for (int step = 0; step < 4; ++step) {
+      cg.run({{"x", xv}});
+      ref.run({{"x", xv}});
+    }
+    const auto got = all_variables(cg), want = all_variables(ref);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t v = 0; v < got.size(); ++v)
+      expect_near(got[v], want[v], 1e-4, "variable " + std::to_string(v));
+    const EngineReport r = cg.engine_report();
+    std::map<std::string, std::string> where;
+    for (const auto& n : r.hetero->nodes) where[n.node.substr(0, n.node.find(" ("))] = n.device;
+    for (const auto& [node, device] : where) {
+      const auto slash = node.find('/');
+      if (slash == std::string::npos) continue;  // "'v0/adam'" and its state follow "'v0'"
+      EXPECT_EQ(device, where.at(node.substr(0, slash) + "'")) << node;
+    }
+    crossing += r.hetero->transfers > 0;
+  }
+  EXPECT_GT(crossing, 0);  // some graphs do split
+}
+
 // Variables and optimizer state that live on the devices are saved from there and loaded back
 // there: a graph loaded from a checkpoint takes the same next steps, bit for bit, and the CPU
 // alone loads the same state.
