@@ -318,6 +318,18 @@ std::vector<float> train(const PlatformCase& pc, const DataParallel* dp, int ste
 
 class DataParallelTraining : public ::testing::TestWithParam<PlatformCase> {};
 
+// The replicas' variables `a` are the single process's to float rounding, and bitwise equal on
+// every rank.
+void expect_single_process_steps(const std::vector<float>& a, const std::vector<float>& single,
+                                 const std::string& platform) {
+  ASSERT_EQ(a.size(), single.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(double(a[i]) - single[i]) / (1e-3 + std::abs(single[i])));
+  EXPECT_LT(worst, 1e-4) << "data parallel vs single process on " << platform;
+  EXPECT_TRUE(same_on_every_rank(a)) << "replicas drifted apart on " << platform;
+}
+
 // The same steps as one process on the whole batch: equal within float tolerance, not bitwise
 // (the single process sums each gradient over the 32 rows in one product; data parallelism sums
 // P partial products of 32/P rows, then adds them: float addition is not associative). Replicas
@@ -329,12 +341,7 @@ TEST_P(DataParallelTraining, MatchesTheSingleProcessRun) {
     SCOPED_TRACE("bucket_bytes " + std::to_string(bucket));
     const DataParallel dp{comm(), bucket};
     const auto a = train(GetParam(), &dp, kSteps);
-    ASSERT_EQ(a.size(), single.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, std::abs(double(a[i]) - single[i]) / (1e-3 + std::abs(single[i])));
-    EXPECT_LT(worst, 1e-4) << "data parallel vs single process on " << GetParam().name;
-    EXPECT_TRUE(same_on_every_rank(a)) << "replicas drifted apart on " << GetParam().name;
+    expect_single_process_steps(a, single, GetParam().name);
     const auto b = train(GetParam(), &dp, kSteps);
     EXPECT_TRUE(testing_util::bitwise_equal(a, b)) << "not reproducible on " << GetParam().name;
   }
@@ -352,12 +359,7 @@ TEST_P(DataParallelTraining, EveryOptimizerMatchesTheSingleProcessRun) {
     const auto single = train(GetParam(), nullptr, kSteps, &opt);
     const DataParallel dp{comm(), std::size_t{1} << 10};
     const auto a = train(GetParam(), &dp, kSteps, &opt);
-    ASSERT_EQ(a.size(), single.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      worst = std::max(worst, std::abs(double(a[i]) - single[i]) / (1e-3 + std::abs(single[i])));
-    EXPECT_LT(worst, 1e-4) << "data parallel vs single process on " << GetParam().name;
-    EXPECT_TRUE(same_on_every_rank(a)) << "replicas drifted apart on " << GetParam().name;
+    expect_single_process_steps(a, single, GetParam().name);
   }
 }
 
