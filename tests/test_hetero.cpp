@@ -557,6 +557,43 @@ TEST(Hetero, HeftPlacesOptimizerUpdatesWithTheirVariables) {
   EXPECT_GT(crossing, 0);  // some graphs do split
 }
 
+// An embedding table trained with sgd or adagrad through minimize, the lookup on the CPU and
+// the backward pass where the table is: the update fuses with the table's gradient into a
+// sparse one (only the rows looked up change) on either device, and trains as the CPU alone.
+TEST(Hetero, SparseOptimizerUpdatesRunOnTheTablesDevice) {
+  const Platform h = hetero();
+  const std::vector<Device> devices = h.devices();
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    const Device& at = devices[d];
+    for (const char* rule : {"sgd", "adagrad"}) {
+      SCOPED_TRACE(std::string(rule) + " on " + at.str());
+      Graph g;
+      auto ids = g.input("ids", DType::i32);
+      auto E = g.variable("E", {20, 4}, Initializer::uniform(-1, 1, 5)).on(at);
+      auto loss = reduce_sum(tanh(embedding(E, ids).on(Device::cpu()))).on(Device::cpu());
+      Node step;
+      {
+        DeviceScope scope(g, at);  // the backward pass and the update where the table is
+        step = minimize(loss, {E}, Optimizer::named(rule, 0.1f));
+      }
+      const InputShapes shapes{{"ids", {6}}};
+      auto cg = GraphCompiler(h).compile(g, shapes, {loss, step});
+      auto ref = GraphCompiler().compile(g, shapes, {loss, step});
+      const std::vector<std::int32_t> idv{3, 7, 3, 19, 0, 7};
+      for (int i = 0; i < 3; ++i) {
+        cg.run({{"ids", idv}});
+        ref.run({{"ids", idv}});
+      }
+      expect_near(cg.read(E), ref.read(E), 1e-5, "E");
+      auto& het = dynamic_cast<detail::hetero::HeteroExecutable&>(detail::executable_of(cg));
+      int sparse = 0;
+      for (const detail::PlanNode& n : het.part(d)->plan().nodes)
+        sparse += n.op == detail::OpKind::SparseOptimizerUpdate;
+      EXPECT_EQ(sparse, 1) << "the sparse update on " << at.str();
+    }
+  }
+}
+
 // Variables and optimizer state that live on the devices are saved from there and loaded back
 // there: a graph loaded from a checkpoint takes the same next steps, bit for bit, and the CPU
 // alone loads the same state.

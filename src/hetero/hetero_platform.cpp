@@ -505,12 +505,6 @@ class HeteroBackend final : public Backend, public Placer {
       return "collectives do not run on a heterogeneous platform yet (compile data-parallel "
              "graphs for the CPU or one OpenCL device)";
     }
-    // The sparse update is a fusion of an optimizer update with the embedding gradient it
-    // reads, which may lie on another device: the fusion pass asks, and keeps the two apart.
-    if (n.op == OpKind::SparseOptimizerUpdate) {
-      return "sparse optimizer updates do not run on a heterogeneous platform (the update "
-             "runs unfused)";
-    }
     if (n.device >= 0)
       return members_[static_cast<std::size_t>(n.device)].backend->unsupported(p, n);
     if (n.pin) {
