@@ -188,6 +188,38 @@ TEST(OnnxImport, UnsupportedTypesRanksAndAttributesAreCleanErrors) {
   }
 }
 
+// Pad moves data, so integer tensors pad too (int64 held as int32), in every mode; the
+// constant is taken exactly.
+TEST(OnnxImport, IntegerTensorsPadInEveryMode) {
+  const std::vector<std::int32_t> x{1, 2, 3, 4, 5, 6};  // [2, 3]
+  const std::pair<const char*, std::vector<std::int32_t>> modes[] = {
+      {"constant",
+       {16777217, 16777217, 16777217, 16777217, 16777217,  //
+        16777217, 1, 2, 3, 16777217,                       //
+        16777217, 4, 5, 6, 16777217}},
+      {"edge", {1, 1, 2, 3, 3, 1, 1, 2, 3, 3, 4, 4, 5, 6, 6}},
+      {"reflect", {5, 4, 5, 6, 5, 2, 1, 2, 3, 2, 5, 4, 5, 6, 5}}};
+  for (const auto& [mode, want] : modes) {
+    SCOPED_TRACE(mode);
+    Builder b;
+    b.input("x", {2, 3}, 6).output("y", {3, 5}, 6);
+    b.ints("pads", {1, 1, 0, 1});      // one row before, a column on each side
+    auto* v = b.g->add_initializer();  // 2^24 + 1: no float holds it
+    v->set_name("value");
+    v->set_data_type(6);
+    v->add_int32_data(16777217);
+    auto* n = b.node("Pad", {"x", "pads", "value"}, {"y"});
+    auto* a = n->add_attribute();
+    a->set_name("mode");
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    ho::Model m = b.import();
+    CompiledGraph cg = m.compile();
+    cg.run({{"x", x}});
+    EXPECT_EQ(cg.read_i32(m.outputs[0]), want);
+  }
+}
+
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
   Builder b;
   b.input("x", {std::string("batch"), 3}).output("y", {std::string("batch"), 3});

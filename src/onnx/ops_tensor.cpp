@@ -376,14 +376,22 @@ void pad(Ctx& c) {
   const std::size_t r = d.size();
   Dims pads;
   float value = 0.0f;
+  std::int64_t int_value = 0;  // an integer tensor's (exact, where a float would round)
   if (c.version < 11) {
     pads = c.attr_ints("pads");
     value = c.attr_f("value", 0.0f);
+    int_value = static_cast<std::int64_t>(value);
   } else {
     pads = c.ints(1, "pads");
     if (c.has(2)) {
-      const std::vector<float> v = c.floats(2, "constant_value");
-      if (!v.empty()) value = v[0];
+      const ir::Tensor& v = c.known_tensor(2, "constant_value");
+      if (ir::is_integral(v.elem) && !v.i.empty()) {
+        int_value = v.i[0];
+        value = static_cast<float>(v.i[0]);
+      } else if (!v.f.empty()) {
+        value = v.f[0];
+        int_value = static_cast<std::int64_t>(v.f[0]);
+      }
     }
   }
   const std::string mode = c.attr_s("mode", "constant");
@@ -391,7 +399,10 @@ void pad(Ctx& c) {
     c.fail("mode '" + mode + "' is not an ONNX value");
   if (pads.size() != 2 * r)
     c.fail(std::to_string(pads.size()) + " pads for an input of rank " + std::to_string(r));
-  Node x = c.f32(0);
+  // Padding moves data: int32 (and int64, held as int32) tensors pad as float ones do.
+  const int elem = c.elem(0);
+  const bool ints = elem == ir::kInt32 || elem == ir::kInt64;
+  Node x = ints ? c.node(0) : c.f32(0);
   for (std::size_t a = 0; a < r; ++a) {
     const std::int64_t b = pads[a], e = pads[a + r];
     const int ax = static_cast<int>(a);
@@ -409,7 +420,13 @@ void pad(Ctx& c) {
       if (mode == "constant") {
         Dims bd = cur;
         bd[a] = p;
-        return c.constant(bd, std::vector<float>(static_cast<std::size_t>(numel(bd)), value));
+        const auto count = static_cast<std::size_t>(numel(bd));
+        if (ints) {
+          return c.graph().constant_i32(
+              Shape(std::span<const std::int64_t>(bd)),
+              std::vector<std::int32_t>(count, static_cast<std::int32_t>(int_value)));
+        }
+        return c.constant(bd, std::vector<float>(count, value));
       }
       if (mode == "edge") {
         Node edge = before ? slice(x, ax, 0, 1) : slice(x, ax, n - 1, n);
@@ -430,7 +447,7 @@ void pad(Ctx& c) {
     if (e > 0) parts.push_back(block(e, false));
     if (parts.size() > 1) x = concat(parts, ax);
   }
-  c.set(0, x);
+  c.set(0, x, ints ? elem : ir::kFloat);
 }
 
 void dropout(Ctx& c) {
