@@ -491,7 +491,6 @@ std::vector<std::vector<float>> read_all(const CompiledGraph& cg, const std::vec
   for (const Node& v : vs) out.push_back(cg.read(v));
   return out;
 }
-// Every variable of the plan (optimizer state included).
 
 // Every second graph steps with another optimizer rule, whose update and state (one or two
 // variables per variable) live with the variable.

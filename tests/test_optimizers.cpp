@@ -460,18 +460,17 @@ TEST(OptimizerHetero, UpdatesRunWhereTheirVariableLives) {
   auto loss = reduce_sum(y * y).on(Device::cpu());
   auto train = minimize(loss, {W, b}, Optimizer::adam(0.05f));
   const std::vector<float> xv = testing_util::random_vec(6, 4);
-  auto run = [&](const Platform& p) {
-    auto cg = GraphCompiler(p).compile(g, {{"x", {2, 3}}}, {loss, train});
-    for (int i = 0; i < 4; ++i) cg.run({{"x", xv}});
-    return std::pair{std::move(cg), std::vector{cg.read(W), cg.read(b), cg.read("W/exp_avg_sq")}};
-  };
-  auto [h, got] = run(both);
-  auto [c, want] = run(Platform::cpu());
-  for (std::size_t k = 0; k < got.size(); ++k)
+  auto h = GraphCompiler(both).compile(g, {{"x", {2, 3}}}, {loss, train});
+  auto c = GraphCompiler(Platform::cpu()).compile(g, {{"x", {2, 3}}}, {loss, train});
+  for (int i = 0; i < 4; ++i) {
+    h.run({{"x", xv}});
+    c.run({{"x", xv}});
+  }
+  for (const char* v : {"W", "b", "W/exp_avg_sq"}) {
+    const std::vector<float> want = c.read(v);
     testing_util::expect_close(
-        got[k],
-        ref::Array({static_cast<std::int64_t>(want[k].size())}, {want[k].begin(), want[k].end()}),
-        1e-5, 1e-6, "value " + std::to_string(k));
+        h.read(v), testing_util::to_ref(Shape{std::int64_t(want.size())}, want), 1e-5, 1e-6, v);
+  }
   // Labels read "'W/adam' (#21, optimizer_update)".
   std::map<std::string, std::string> where;
   const EngineReport report = h.engine_report();

@@ -1,10 +1,10 @@
 #include "test_util.hpp"
 
-#include "common/executable.hpp"
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include "common/executable.hpp"
 
 namespace {
 // A test binary run by hand must not read or fill the user's tuning cache (an entry left there

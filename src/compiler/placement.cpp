@@ -425,10 +425,10 @@ class Placement {
     };
     // The node that writes each variable: an assign, or an optimizer update (its variable and
     // its state, which has to live where the update runs: one kernel writes them all).
-    std::vector<std::int64_t> assign_of(n_, -1), state_of(n_, -1);
+    std::vector<std::int64_t> writer_of(n_, -1), state_of(n_, -1);
     for (std::uint32_t i = 0; i < n_; ++i) {
       const PlanNode& n = p_.nodes[i];
-      if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) assign_of[n.inputs[0]] = i;
+      if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) writer_of[n.inputs[0]] = i;
       if (n.op != OpKind::OptimizerUpdate) continue;
       for (std::uint32_t w : n.written_inputs())
         if (w != n.inputs[0]) state_of[w] = n.inputs[0];
@@ -457,8 +457,8 @@ class Placement {
         } else if (pinned_[i] >= 0) {
           d = pinned_[i];
           why = "pinned";
-        } else if (n.storage == Storage::Variable && assign_of[i] >= 0) {
-          const PlanNode& a = p_.nodes[static_cast<std::size_t>(assign_of[i])];
+        } else if (n.storage == Storage::Variable && writer_of[i] >= 0) {
+          const PlanNode& a = p_.nodes[static_cast<std::size_t>(writer_of[i])];
           const std::uint32_t v = base_of(p_, a.inputs[1]);
           if (a.pin) {
             for (std::size_t k = 0; k < d_; ++k)
