@@ -87,6 +87,49 @@ BINARY(maximum, a >= b || isnan(a) ? a : b)
 BINARY(minimum, a <= b || isnan(a) ? a : b)
 // clang-format on
 
+// Comparisons and logic: T operands (float or int), int 0 / 1 out, in the binary ops' two
+// forms; the kernels are name_T_ff and name_T_bc. A NaN compares false, as on the CPU.
+#define PREDICATE(name, T, expr)                                                               \
+  kernel void name##_##T##_ff(global const T* A, global const T* B, global int* out,           \
+                              const int n, const float alpha, const float beta) {              \
+    FOR_EACH(i, n) {                                                                           \
+      const T a = A[i], b = B[i];                                                              \
+      out[i] = (expr) ? 1 : 0;                                                                 \
+    }                                                                                          \
+  }                                                                                            \
+  kernel void name##_##T##_bc(global const T* A, global const T* B, global int* out,           \
+                              const int n, const int4 d, const int4 sa, const int4 sb,         \
+                              const float alpha, const float beta) {                           \
+    FOR_EACH(i, n) {                                                                           \
+      int r = (int)i;                                                                          \
+      const int i3 = r % d.w;                                                                  \
+      r /= d.w;                                                                                \
+      const int i2 = r % d.z;                                                                  \
+      r /= d.z;                                                                                \
+      const int i1 = r % d.y;                                                                  \
+      const int i0 = r / d.y;                                                                  \
+      const T a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                            \
+      const T b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                            \
+      out[i] = (expr) ? 1 : 0;                                                                 \
+    }                                                                                          \
+  }
+
+// clang-format off
+PREDICATE(equal, float, a == b)
+PREDICATE(equal, int, a == b)
+PREDICATE(less, float, a < b)
+PREDICATE(less, int, a < b)
+PREDICATE(less_equal, float, a <= b)
+PREDICATE(less_equal, int, a <= b)
+PREDICATE(greater, float, a > b)
+PREDICATE(greater, int, a > b)
+PREDICATE(greater_equal, float, a >= b)
+PREDICATE(greater_equal, int, a >= b)
+PREDICATE(logical_and, int, a != 0 && b != 0)
+PREDICATE(logical_or, int, a != 0 || b != 0)
+PREDICATE(logical_xor, int, (a != 0) != (b != 0))
+// clang-format on
+
 // Ternary ops: three operands broadcast through a collapsed 4-d stride plan (_bc) or, when all
 // have the output's shape, contiguous (_ff). Operand types are part of the op.
 #define TERNARY(name, TC, TA, TB, TO, expr)                                                     \

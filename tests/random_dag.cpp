@@ -135,7 +135,7 @@ Graph random_op_graph(std::mt19937& rng, int n, std::vector<Node>& sinks) {
   for (int i = 0; i < n; ++i) {
     const Node a = v[rng() % v.size()], b = v[rng() % v.size()];
     const int ax = static_cast<int>(rng() % 2);
-    switch (rng() % 20) {
+    switch (rng() % 21) {
       case 0:
         v.push_back(a * b - tanh(a));
         break;
@@ -194,6 +194,13 @@ Graph random_op_graph(std::mt19937& rng, int n, std::vector<Node>& sinks) {
       case 18:
         v.push_back(where(g.constant_i32({4}, {1, 0, 0, 3}), a, b));
         break;
+      case 19: {  // a mask from comparisons of floats and of ints, and logic
+        const Node ia = cast(a * 4.0f, DType::i32), ib = cast(b * 4.0f, DType::i32);
+        const Node m = logical_or(logical_and(greater(a, b), less_equal(a, g.constant(0.5f))),
+                                  logical_xor(equal(ia, ib), logical_not(greater_equal(ia, ib))));
+        v.push_back(where(m, a, b * 0.5f) + cast(less(ia, ib), DType::f32));
+        break;
+      }
       default:
         v.push_back(reshape(slice(concat({a, b}, ax), ax, 1, 5), {4, 4}));
         break;

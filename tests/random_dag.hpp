@@ -46,8 +46,9 @@ Training random_training(std::mt19937& rng, const hetgraph::Optimizer* optimizer
 
 /// A random graph of `n` ops over inputs x and y [4, 4] and a variable w [4, 4], every value
 /// [4, 4]: elementwise and reductions with broadcasts, softmax, matmul, transpose, reshape,
-/// slice / strided_slice / concat / gather on either axis, casts, where; up to 4 sinks (the
-/// last values, some skipped). Every op has an ONNX form (test_onnx round-trips them).
+/// slice / strided_slice / concat / gather on either axis, casts, comparisons and logic into
+/// where; up to 4 sinks (the last values, some skipped). Every op has an ONNX form (test_onnx
+/// round-trips them).
 hetgraph::Graph random_op_graph(std::mt19937& rng, int n, std::vector<hetgraph::Node>& sinks);
 
 }  // namespace testing_util

@@ -506,6 +506,15 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
       return int_typed(g, r.inputs[0]);
     case OpKind::Cast:
       return r.attrs.get<hetgraph::detail::TargetType>().dtype == hetgraph::DType::i32;
+    case OpKind::Equal:
+    case OpKind::Less:
+    case OpKind::LessEqual:
+    case OpKind::Greater:
+    case OpKind::GreaterEqual:
+    case OpKind::LogicalAnd:
+    case OpKind::LogicalOr:
+    case OpKind::LogicalXor:
+      return true;
     default:
       return false;
   }
@@ -618,6 +627,32 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Minimum:
         out = binary(in[0], in[1], nan_min);
+        break;
+      // Comparisons in double: the same answers as in float for float or int32 values.
+      case OpKind::Equal:
+        out = binary(in[0], in[1], [](double a, double b) { return a == b ? 1.0 : 0.0; });
+        break;
+      case OpKind::Less:
+        out = binary(in[0], in[1], [](double a, double b) { return a < b ? 1.0 : 0.0; });
+        break;
+      case OpKind::LessEqual:
+        out = binary(in[0], in[1], [](double a, double b) { return a <= b ? 1.0 : 0.0; });
+        break;
+      case OpKind::Greater:
+        out = binary(in[0], in[1], [](double a, double b) { return a > b ? 1.0 : 0.0; });
+        break;
+      case OpKind::GreaterEqual:
+        out = binary(in[0], in[1], [](double a, double b) { return a >= b ? 1.0 : 0.0; });
+        break;
+      case OpKind::LogicalAnd:
+        out = binary(in[0], in[1], [](double a, double b) { return a != 0 && b != 0 ? 1.0 : 0.0; });
+        break;
+      case OpKind::LogicalOr:
+        out = binary(in[0], in[1], [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; });
+        break;
+      case OpKind::LogicalXor:
+        out = binary(in[0], in[1],
+                     [](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; });
         break;
       case OpKind::Where:
         out = ternary(in[0], in[1], in[2],

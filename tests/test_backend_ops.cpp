@@ -256,6 +256,41 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::Cast}, "cast float to float", {a}, {}, [](Graph&, const F& x, const F&) {
                  return cast(x[0], DType::f32);
                }});
+  // Comparisons: ties, -0 against 0, infinities and NaN (false against everything) in a
+  // broadcast; ints that float cannot tell apart (2^24 and 2^24 + 1).
+  const In ca{"a", {2, 4}, {1, -0.0f, NAN, inf, -inf, 2, 0.5f, -3}};
+  const In cb{"b", {4}, {1, 0, 1, inf}};
+  const IntIn ia{"i", {2, 3}, {16777216, 16777217, -5, 0, 7, -2147483647 - 1}};
+  const IntIn ib{"j", {3}, {16777217, 16777217, 0}};
+  const std::vector<std::pair<OpKind, Node (*)(Node, Node)>> comparisons = {
+      {OpKind::Equal, equal},
+      {OpKind::Less, less},
+      {OpKind::LessEqual, less_equal},
+      {OpKind::Greater, greater},
+      {OpKind::GreaterEqual, greater_equal}};
+  for (const auto& [kind, f] : comparisons) {
+    const std::string name(detail::op_name(kind));
+    r.push_back({{kind}, name, {ca, cb}, {}, binary(f)});
+    r.push_back({{kind}, name + " swapped", {cb, ca}, {}, binary(f)});
+    r.push_back({{kind}, name + " int32", {}, {ia, ib}, [f](Graph&, const F&, const F& i) {
+                   return f(i[0], i[1]);
+                 }});
+  }
+  const IntIn la{"p", {2, 1}, {0, -3}}, lb{"q", {3}, {7, 0, 1}};
+  const std::vector<std::pair<OpKind, Node (*)(Node, Node)>> logic = {
+      {OpKind::LogicalAnd, logical_and},
+      {OpKind::LogicalOr, logical_or},
+      {OpKind::LogicalXor, logical_xor}};
+  for (const auto& [kind, f] : logic) {
+    r.push_back({{kind},
+                 std::string(detail::op_name(kind)),
+                 {},
+                 {la, lb},
+                 [f](Graph&, const F&, const F& i) { return f(i[0], i[1]); }});
+  }
+  r.push_back({{OpKind::Equal}, "logical_not", {}, {ia}, [](Graph&, const F&, const F& i) {
+                 return logical_not(i[0]);
+               }});
   const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
   // Indices with negative values or on axes other than 0 are constants here; fed ones are
   // checked on the host (test_nn_ops.cpp, GatherFedIndices).
@@ -462,6 +497,12 @@ std::vector<Row> rows() {
        [ceil_incl](Graph&, const F& x, const F&) { return avg_pool2d(x[0], ceil_incl); }, {0});
   grad({OpKind::AvgPool2dGrad}, "avg_pool2d auto_pad", {img7}, {},
        [same](Graph&, const F& x, const F&) { return avg_pool2d(x[0], same); }, {0});
+  // No gradient flows through a comparison: x * (x > 0) differentiates as the step.
+  grad({OpKind::Greater}, "greater, through a cast", {wide}, {},
+       [](Graph& g, const F& x, const F&) {
+         return x[0] * cast(greater(x[0], g.constant(0.0f)), DType::f32);
+       },
+       {0});
   grad({OpKind::Cast}, "cast float to float", {a}, {},
        [](Graph&, const F& x, const F&) { return exp(cast(x[0], DType::f32)); }, {0});
   grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},

@@ -160,6 +160,28 @@ TEST(ShapeErrors, OnnxElementwise) {
   expect_error<ShapeError>([&] { compile(g, s, {cl}); }, {"'cl'", "clip", "float", "i32"});
 }
 
+TEST(ShapeErrors, ComparisonsAndLogic) {
+  Graph g;
+  auto a = g.input("a"), b = g.input("b"), ids = g.input("ids", DType::i32);
+  auto mixed = less(a, ids).named("lt_mixed");
+  auto shapes = equal(a, b).named("eq_shapes");
+  auto floats = logical_and(a, a).named("and_floats");
+  auto one_float = logical_xor(ids, a).named("xor_float");
+  auto not_float = logical_not(b).named("not_float");
+  const InputShapes s{{"a", {2, 3}}, {"b", {4, 3}}, {"ids", {3}}};
+  expect_error<ShapeError>([&] { compile(g, s, {mixed}); },
+                           {"'lt_mixed'", "less", "one type", "f32", "i32"});
+  expect_error<ShapeError>([&] { compile(g, s, {shapes}); },
+                           {"'eq_shapes'", "equal", "[2, 3]", "[4, 3]", "do not broadcast"});
+  expect_error<ShapeError>([&] { compile(g, s, {floats}); },
+                           {"'and_floats'", "logical_and", "int32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {one_float}); },
+                           {"'xor_float'", "logical_xor", "int32", "i32", "f32"});
+  // logical_not(x) is equal(x, 0) with an int32 zero: a float x is refused by equal.
+  expect_error<ShapeError>([&] { compile(g, s, {not_float}); },
+                           {"'not_float'", "equal", "one type", "f32", "i32"});
+}
+
 TEST(ShapeErrors, Gather) {
   Graph g;
   auto x = g.input("x"), f = g.input("f"), ids = g.input("ids", DType::i32);

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <random>
 #include <variant>
 
@@ -217,6 +220,67 @@ TEST(OnnxImport, IntegerTensorsPadInEveryMode) {
     CompiledGraph cg = m.compile();
     cg.run({{"x", x}});
     EXPECT_EQ(cg.read_i32(m.outputs[0]), want);
+  }
+}
+
+// Comparisons of floats and of int64 (held as int32, so 2^24 and 2^24 + 1 stay apart), the
+// logic on their bools, a mask for Where and a float cast to bool; then the same model
+// exported and imported again gives the same bits.
+TEST(OnnxImport, ComparisonsAndLogicGiveBools) {
+  Builder b;
+  b.input("x", {2, 3}).input("y", {3}).input("i", {2, 3}, 7).input("j", {3}, 7);
+  b.node("Greater", {"x", "y"}, {"gt"});
+  b.node("LessOrEqual", {"x", "y"}, {"le"});
+  b.node("Equal", {"i", "j"}, {"eq"});
+  b.node("Less", {"i", "j"}, {"lt"});
+  b.node("GreaterOrEqual", {"i", "j"}, {"ge"});
+  b.node("And", {"gt", "eq"}, {"and"});
+  b.node("Or", {"le", "lt"}, {"or"});
+  b.node("Xor", {"gt", "lt"}, {"xor"});
+  b.node("Not", {"and"}, {"not"});
+  b.node("Where", {"gt", "x", "y"}, {"max"});
+  auto* cast = b.node("Cast", {"x"}, {"nonzero"});
+  Builder::attr(cast, "to", std::int64_t{9});
+  for (const char* o : {"and", "or", "xor", "not", "ge", "nonzero"}) b.output(o, {2, 3}, 9);
+  b.output("max", {2, 3});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x{1, -0.0f, nan, 5, 0, -2}, y{1, 0, 0};
+  const std::vector<std::int32_t> i{16777217, 3, -7, 16777216, 0, 9}, j{16777216, 3, 0};
+  std::map<std::string, std::vector<std::int32_t>> want;
+  std::vector<float> want_max;
+  for (std::size_t k = 0; k < 6; ++k) {
+    const float xv = x[k], yv = y[k % 3];
+    const std::int32_t iv = i[k], jv = j[k % 3];
+    const bool gt = xv > yv, le = xv <= yv, eq = iv == jv, lt = iv < jv;
+    want["and"].push_back(gt && eq);
+    want["or"].push_back(le || lt);
+    want["xor"].push_back(gt != lt);
+    want["not"].push_back(!(gt && eq));
+    want["ge"].push_back(iv >= jv);
+    want["nonzero"].push_back(xv != 0);  // NaN: true
+    want_max.push_back(gt ? xv : yv);
+  }
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"y", y}, {"i", i}, {"j", j}});
+      for (std::size_t k = 0; k < model->outputs.size(); ++k) {
+        const std::string& name = model->output_info[k].name;
+        SCOPED_TRACE(name);
+        if (name == "max") {
+          const std::vector<float> got = cg.read(model->outputs[k]);
+          for (std::size_t e = 0; e < got.size(); ++e) {
+            EXPECT_EQ(std::memcmp(&got[e], &want_max[e], 4), 0) << e;  // -0 and NaN too
+          }
+        } else {
+          EXPECT_EQ(cg.read_i32(model->outputs[k]), want.at(name));
+        }
+      }
+    }
   }
 }
 

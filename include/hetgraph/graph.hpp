@@ -204,6 +204,24 @@ Node minimum(Node a, Node b);
 /// cond is int32 (ONNX's bool); a and b are both float or both int32.
 ///   auto masked = where(mask, scores, g.constant(-1e9f));
 Node where(Node cond, Node a, Node b);
+/// Comparisons (ONNX Equal, Less, LessOrEqual, Greater, GreaterOrEqual), broadcasting: int32
+/// 1 where a op b holds, else 0 (ONNX's bool). a and b are both float or both int32 (compare
+/// ints as ints: cast to float is inexact above 2^24). A NaN compares false, so equal(x, x)
+/// is 0 at a NaN. No gradient flows through a comparison.
+///   auto hits = reduce_sum(cast(equal(argmax_ids, labels), DType::f32));
+///   auto masked = where(greater(x, g.constant(0.0f)), x, g.constant(0.0f));
+Node equal(Node a, Node b);
+Node less(Node a, Node b);
+Node less_equal(Node a, Node b);
+Node greater(Node a, Node b);
+Node greater_equal(Node a, Node b);
+/// Logic on int32 truth values (nonzero is true; ONNX And, Or, Xor, Not), broadcasting:
+/// int32 0 / 1. logical_not(x) is equal(x, 0).
+///   auto keep = logical_and(greater(x, lo), less(x, hi));
+Node logical_and(Node a, Node b);
+Node logical_or(Node a, Node b);
+Node logical_xor(Node a, Node b);
+Node logical_not(Node x);
 /// Converts to `to` (ONNX Cast to float, int32 or int64, which is int32 here). Float to int32
 /// rounds toward zero and saturates; NaN becomes 0 (C leaves these undefined; this is Java's,
 /// Rust's and OpenCL's convert_int_sat_rtz). Int32 to float rounds to nearest. No gradient

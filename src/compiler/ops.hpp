@@ -130,6 +130,16 @@ enum class OpKind : std::uint8_t {
   // indices) and values, written straight into the one output; LookupPieces; embedding.cpp
   EmbeddingConcat,
   Dropout,  // nn.cpp: (x, step); DropoutMask; its own gradient (the same mask, recomputed)
+  // elementwise.cpp: comparisons (a, b of one type, float or int32) and logic (int32, nonzero
+  // is true), broadcasting; int32 results of 0 or 1 (ONNX's bool); no gradient flows
+  Equal,
+  Less,
+  LessEqual,
+  Greater,
+  GreaterEqual,
+  LogicalAnd,
+  LogicalOr,
+  LogicalXor,
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

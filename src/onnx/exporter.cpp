@@ -289,6 +289,38 @@ class Exporter {
              std::isinf(at.beta) ? "" : scalar(at.beta)},
             {out});
         return;
+      // ONNX's comparisons and logic give bool, which hetgraph holds as int32: cast back.
+      case OpKind::Equal:
+      case OpKind::Less:
+      case OpKind::LessEqual:
+      case OpKind::Greater:
+      case OpKind::GreaterEqual:
+      case OpKind::LogicalAnd:
+      case OpKind::LogicalOr:
+      case OpKind::LogicalXor: {
+        const bool logic =
+            n.op == OpKind::LogicalAnd || n.op == OpKind::LogicalOr || n.op == OpKind::LogicalXor;
+        std::vector<std::string> ins{in(n, 0), in(n, 1)};
+        if (logic) {  // And, Or, Xor take bools: x != 0
+          for (std::string& i : ins) {
+            const std::string b = fresh(out + "/bool");
+            add("Cast", {i}, {b}).attrs["to"] = attr_i(ir::kBool);
+            i = b;
+          }
+        }
+        const char* op = n.op == OpKind::Equal          ? "Equal"
+                         : n.op == OpKind::Less         ? "Less"
+                         : n.op == OpKind::LessEqual    ? "LessOrEqual"
+                         : n.op == OpKind::Greater      ? "Greater"
+                         : n.op == OpKind::GreaterEqual ? "GreaterOrEqual"
+                         : n.op == OpKind::LogicalAnd   ? "And"
+                         : n.op == OpKind::LogicalOr    ? "Or"
+                                                        : "Xor";
+        const std::string r = fresh(out + "/bool");
+        add(op, ins, {r});
+        add("Cast", {r}, {out}).attrs["to"] = attr_i(ir::kInt32);
+        return;
+      }
       case OpKind::Where: {  // ONNX's condition is bool
         const std::string cond = fresh(out + "/cond");
         add("Cast", {in(n, 0)}, {cond}).attrs["to"] = attr_i(ir::kBool);

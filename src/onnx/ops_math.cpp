@@ -155,6 +155,36 @@ void where_op(Ctx& c) {
   c.set(0, where(c.node(0), x, y), elem);
 }
 
+// Equal, Less, ...: float against float, or integers (held as int32) against integers; the
+// result is bool, held as int32 0 / 1.
+template <Node (*F)(Node, Node)>
+void comparison(Ctx& c) {
+  const int ea = c.elem(0), eb = c.elem(1);
+  const bool ints = ir::is_integral(ea) && ir::is_integral(eb);
+  if (!ints && (ea != ir::kFloat || eb != ir::kFloat)) {
+    c.unsupported(std::string("comparing ") + ir::elem_name(ea) + " with " + ir::elem_name(eb) +
+                  "; hetgraph compares float32 with float32 or integers with integers");
+  }
+  Node a = ints ? c.node(0) : c.f32(0);
+  Node b = legacy_rhs(c, a, ints ? c.node(1) : c.f32(1));
+  c.set(0, F(a, b), ir::kBool);
+}
+
+// And, Or, Xor of bools (int32 0 / 1 here).
+template <Node (*F)(Node, Node)>
+void logic(Ctx& c) {
+  for (std::size_t i : {std::size_t{0}, std::size_t{1}}) {
+    if (c.elem(i) != ir::kBool) c.fail("input " + std::to_string(i) + " must be bool");
+  }
+  Node a = c.node(0);
+  c.set(0, F(a, legacy_rhs(c, a, c.node(1))), ir::kBool);
+}
+
+void not_op(Ctx& c) {
+  if (c.elem(0) != ir::kBool) c.fail("the input must be bool");
+  c.set(0, logical_not(c.node(0)), ir::kBool);
+}
+
 void identity(Ctx& c) {
   c.alias(0, 0);
 }
@@ -360,6 +390,15 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Max", 1, 13, extremum<maximum>});
   h.push_back({"Min", 1, 13, extremum<minimum>});
   h.push_back({"Where", 9, 16, where_op});
+  h.push_back({"Equal", 1, 13, comparison<equal>});
+  h.push_back({"Less", 1, 13, comparison<less>});
+  h.push_back({"LessOrEqual", 12, 16, comparison<less_equal>});
+  h.push_back({"Greater", 1, 13, comparison<greater>});
+  h.push_back({"GreaterOrEqual", 12, 16, comparison<greater_equal>});
+  h.push_back({"And", 1, 7, logic<logical_and>});
+  h.push_back({"Or", 1, 7, logic<logical_or>});
+  h.push_back({"Xor", 1, 7, logic<logical_xor>});
+  h.push_back({"Not", 1, 1, not_op});
   h.push_back({"ReduceMin", 1, 13, reduce<reduce_min_of>});
   h.push_back({"MatMul", 1, 13, matmul_op});
   h.push_back({"Gemm", 1, 13, gemm});

@@ -516,8 +516,9 @@ void size_op(Ctx& c) {
 void cast(Ctx& c) {
   const int to = c.n.op == "Cast" ? static_cast<int>(c.attr_i("to", ir::kFloat)) : c.in(1).elem;
   const int from = c.in(0).elem;
+  // (A bool is held as int32 0 / 1 already.)
   const bool ints = [](int e) { return e == ir::kInt32 || e == ir::kInt64; }(to) &&
-                    (from == ir::kInt32 || from == ir::kInt64);
+                    (from == ir::kInt32 || from == ir::kInt64 || from == ir::kBool);
   if (to == from || ints) {
     Node x = c.node(0);
     c.set(0, x, to);
@@ -530,11 +531,15 @@ void cast(Ctx& c) {
     c.set(0, cast(c.node(0), to == ir::kFloat ? DType::f32 : DType::i32), to);
     return;
   }
-  // An integer to bool: x != 0, as the 0 / 1 that bools are held as. |x| as float is 0 or at
-  // least 1 (int32 and int64 held as int32 round to no smaller magnitude), so min(|x|, 1) is
-  // exact. (hetgraph's exporter writes Where's condition as such a cast.)
-  if (to == ir::kBool && (from == ir::kInt32 || from == ir::kInt64)) {
-    c.set(0, cast(minimum(abs(cast(c.node(0), DType::f32)), c.constant(1.0f)), DType::i32), to);
+  // To bool: x != 0, as the 0 / 1 that bools are held as (a NaN is true, as in ONNX).
+  // (hetgraph's exporter writes Where's condition as such a cast from int32.)
+  if (to == ir::kBool && ir::is_integral(from)) {
+    Node x = c.node(0);
+    c.set(0, logical_or(x, x), to);
+    return;
+  }
+  if (to == ir::kBool && from == ir::kFloat) {
+    c.set(0, logical_not(equal(c.node(0), c.constant(0.0f))), to);
     return;
   }
   c.unsupported(std::string("casting ") + ir::elem_name(from) + " to " + ir::elem_name(to) +

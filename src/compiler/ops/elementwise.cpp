@@ -55,6 +55,28 @@ TensorType infer_where(const InferCtx& c) {
   return {out, c.in[1].dtype};
 }
 
+// Comparisons: a and b of one type (float or int32); logic: int32 (nonzero is true). Either
+// gives int32 0 / 1 of the broadcast shape.
+TensorType infer_predicate(const InferCtx& c) {
+  const bool logic =
+      c.op == OpKind::LogicalAnd || c.op == OpKind::LogicalOr || c.op == OpKind::LogicalXor;
+  const std::string name(op_name(c.op));
+  if (logic && (c.in[0].dtype != DType::i32 || c.in[1].dtype != DType::i32)) {
+    c.fail(name + " needs int32 inputs (nonzero: true; ONNX's bool), got " +
+           std::string(dtype_name(c.in[0].dtype)) + " and " +
+           std::string(dtype_name(c.in[1].dtype)));
+  }
+  if (c.in[0].dtype != c.in[1].dtype) {
+    c.fail(name + " compares inputs of one type, got " + std::string(dtype_name(c.in[0].dtype)) +
+           " and " + std::string(dtype_name(c.in[1].dtype)) + " (cast one of them)");
+  }
+  Shape out;
+  if (!broadcast_shapes(c.in[0].shape, c.in[1].shape, out)) {
+    c.fail("shapes " + c.in[0].shape.str() + " and " + c.in[1].shape.str() + " do not broadcast");
+  }
+  return {out, DType::i32};
+}
+
 TensorType infer_cast(const InferCtx& c) {
   return {c.in[0].shape, c.attrs.get<TargetType>().dtype};
 }
@@ -167,6 +189,10 @@ void grad_select(const GradCtx& c) {
 void grad_cast(const GradCtx& c) {
   if (c.attrs.get<TargetType>().dtype == DType::f32) c.add(c.in[0], c.grad);
 }
+// Comparisons are piecewise constant and logic takes ints: like floor, they pass no gradient
+// on, so a float input may reach the loss through them (cast(x > 0) * x differentiates as
+// the step times x).
+void grad_none(const GradCtx&) {}
 // g goes to a where cond holds, to b elsewhere; the int32 condition carries no gradient.
 void grad_where(const GradCtx& c) {
   const Node zero = scalar_constant(*c.node.graph_impl(), 0.0f);
@@ -239,6 +265,25 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                .inplace = 0b1u,
                .infer = infer_cast,
                .grad = grad_cast});
+  // Not elementwise for the generic kernels either: int32 results of float inputs. In place:
+  // each element is read before it is written, and 32-bit words either way.
+  auto predicate = [&](OpKind k, std::string_view name) {
+    t.push_back({.kind = k,
+                 .name = name,
+                 .arity = 2,
+                 .inplace = 0b11u,
+                 .infer = infer_predicate,
+                 .grad = grad_none,
+                 .flops_per_elem = 1});
+  };
+  predicate(OpKind::Equal, "equal");
+  predicate(OpKind::Less, "less");
+  predicate(OpKind::LessEqual, "less_equal");
+  predicate(OpKind::Greater, "greater");
+  predicate(OpKind::GreaterEqual, "greater_equal");
+  predicate(OpKind::LogicalAnd, "logical_and");
+  predicate(OpKind::LogicalOr, "logical_or");
+  predicate(OpKind::LogicalXor, "logical_xor");
   ternary(OpKind::MaximumGrad, "maximum_grad", infer_select_grad, nullptr);
   ternary(OpKind::MinimumGrad, "minimum_grad", infer_select_grad, nullptr);
   // Same-shape binary ops: axpby (optimizer updates) and the activation gradients (g, x or y),
@@ -305,6 +350,39 @@ Node minimum(Node a, Node b) {
 }
 Node where(Node cond, Node a, Node b) {
   return detail::make_op(detail::OpKind::Where, {cond, a, b});
+}
+Node equal(Node a, Node b) {
+  return detail::make_op(detail::OpKind::Equal, {a, b});
+}
+Node less(Node a, Node b) {
+  return detail::make_op(detail::OpKind::Less, {a, b});
+}
+Node less_equal(Node a, Node b) {
+  return detail::make_op(detail::OpKind::LessEqual, {a, b});
+}
+Node greater(Node a, Node b) {
+  return detail::make_op(detail::OpKind::Greater, {a, b});
+}
+Node greater_equal(Node a, Node b) {
+  return detail::make_op(detail::OpKind::GreaterEqual, {a, b});
+}
+Node logical_and(Node a, Node b) {
+  return detail::make_op(detail::OpKind::LogicalAnd, {a, b});
+}
+Node logical_or(Node a, Node b) {
+  return detail::make_op(detail::OpKind::LogicalOr, {a, b});
+}
+Node logical_xor(Node a, Node b) {
+  return detail::make_op(detail::OpKind::LogicalXor, {a, b});
+}
+Node logical_not(Node x) {
+  // x == 0: one kernel, exact for every int32 (no new op for what a comparison does)
+  detail::check_same_graph(x.graph_impl(), x, "logical_not");
+  detail::NodeRec zero;
+  zero.op = detail::OpKind::Constant;
+  zero.dtype = DType::i32;
+  zero.i32_values = std::make_shared<const std::vector<std::int32_t>>(1, 0);
+  return equal(x, x.graph_impl()->add(std::move(zero)));
 }
 Node cast(Node x, DType to) {
   detail::Attrs at;

@@ -16,29 +16,30 @@ namespace hetgraph::detail::cpu {
 
 namespace {
 
-template <class Op>
-inline void inner_loop(const Op& op, const float* a, std::int64_t sa, const float* b,
-                       std::int64_t sb, float* o, std::int64_t n) {
+// T: the inputs' element type, O: the output's (float ops: both float; comparisons: float or
+// int32 in, int32 out).
+template <class Op, class T, class O>
+inline void inner_loop(const Op& op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, O* o,
+                       std::int64_t n) {
   if (sa != 0 && sb != 0) {
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
   } else if (sa != 0) {
-    const float bv = *b;
+    const T bv = *b;
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) o[i] = op(a[i], bv);
   } else if (sb != 0) {
-    const float av = *a;
+    const T av = *a;
 #pragma omp simd
     for (std::int64_t i = 0; i < n; ++i) o[i] = op(av, b[i]);
   } else {
-    const float v = op(*a, *b);
+    const O v = op(*a, *b);
     for (std::int64_t i = 0; i < n; ++i) o[i] = v;
   }
 }
 
-template <class Op>
-void run_binary(const ExecCtx& ctx, const Op& op, const Bcast& p, const float* a, const float* b,
-                float* o) {
+template <class Op, class T, class O>
+void run_binary(const ExecCtx& ctx, const Op& op, const Bcast& p, const T* a, const T* b, O* o) {
   const std::int64_t total = p.rows * p.inner;
   const std::int64_t sai = p.sa[static_cast<std::size_t>(p.rank - 1)];
   const std::int64_t sbi = p.sb[static_cast<std::size_t>(p.rank - 1)];
@@ -54,12 +55,12 @@ void run_binary(const ExecCtx& ctx, const Op& op, const Bcast& p, const float* a
   });
 }
 
-template <class Op>
+template <class Op, class T = float, class O = float>
 std::unique_ptr<CpuKernel> make_binary(const KernelArgs& k, Op op) {
   const Bcast p = make_bcast(k.in_shape(0), k.in_shape(1), k.out_shape());
-  const float* a = k.in_f(0);
-  const float* b = k.in_f(1);
-  float* o = k.out_f();
+  const auto* a = static_cast<const T*>(k.in[0]);
+  const auto* b = static_cast<const T*>(k.in[1]);
+  auto* o = static_cast<O*>(k.out);
   return make_kernel([=](const ExecCtx& ctx) { run_binary(ctx, op, p, a, b, o); });
 }
 
@@ -473,12 +474,12 @@ const char* need_f32(const KernelArgs& k) {
 }
 
 // Reference binary op: per-element index arithmetic, no collapsing, no vector loops.
-template <class Op>
+template <class Op, class T = float, class O = float>
 std::unique_ptr<CpuKernel> make_reference_binary(const KernelArgs& k, Op op) {
   const Shape a = k.in_shape(0), b = k.in_shape(1), out = k.out_shape();
-  const float* pa = k.in_f(0);
-  const float* pb = k.in_f(1);
-  float* o = k.out_f();
+  const auto* pa = static_cast<const T*>(k.in[0]);
+  const auto* pb = static_cast<const T*>(k.in[1]);
+  auto* o = static_cast<O*>(k.out);
   return make_kernel([=](const ExecCtx&) {
     const int r = out.rank();
     for (std::int64_t flat = 0; flat < out.numel(); ++flat) {
@@ -526,6 +527,67 @@ std::unique_ptr<CpuKernel> unary_fast(const KernelArgs& k) {
 template <class Op>
 std::unique_ptr<CpuKernel> unary_ref(const KernelArgs& k) {
   return make_reference_unary(k, Op::from(k.node.attrs));
+}
+
+// ---- comparisons and logic: float or int32 inputs, int32 0 / 1 out -----------------------
+// Written without branches (a NaN compares false), so the loops vectorise.
+struct EqualF {
+  template <class T>
+  std::int32_t operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct LessF {
+  template <class T>
+  std::int32_t operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct LessEqualF {
+  template <class T>
+  std::int32_t operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct GreaterF {
+  template <class T>
+  std::int32_t operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct GreaterEqualF {
+  template <class T>
+  std::int32_t operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct AndF {
+  std::int32_t operator()(std::int32_t a, std::int32_t b) const { return (a != 0) & (b != 0); }
+};
+struct OrF {
+  std::int32_t operator()(std::int32_t a, std::int32_t b) const { return (a != 0) | (b != 0); }
+};
+struct XorF {
+  std::int32_t operator()(std::int32_t a, std::int32_t b) const { return (a != 0) ^ (b != 0); }
+};
+
+// Floats: the op compares floats too (shape inference gives logic int32 inputs only).
+template <class Op, bool Floats, bool Reference>
+std::unique_ptr<CpuKernel> make_predicate(const KernelArgs& k) {
+  if constexpr (Floats) {
+    if (k.in_types[0].dtype == DType::f32) {
+      return Reference ? make_reference_binary<Op, float, std::int32_t>(k, Op{})
+                       : make_binary<Op, float, std::int32_t>(k, Op{});
+    }
+  }
+  return Reference ? make_reference_binary<Op, std::int32_t, std::int32_t>(k, Op{})
+                   : make_binary<Op, std::int32_t, std::int32_t>(k, Op{});
+}
+
+template <class Op, bool Floats = true>
+void predicate(KernelRegistry& r, OpKind kind) {
+  r.add(kind, {"broadcast_simd", nullptr, make_predicate<Op, Floats, false>});
+  r.add(kind, {"reference", nullptr, make_predicate<Op, Floats, true>, true});
 }
 
 template <class Op>
@@ -589,6 +651,14 @@ void register_elementwise_kernels(KernelRegistry& t) {
   ternary<WhereF>(t, OpKind::Where);
   t.add(OpKind::Cast, {"simd", nullptr, make_cast<true>});
   t.add(OpKind::Cast, {"reference", nullptr, make_cast<false>, true});
+  predicate<EqualF>(t, OpKind::Equal);
+  predicate<LessF>(t, OpKind::Less);
+  predicate<LessEqualF>(t, OpKind::LessEqual);
+  predicate<GreaterF>(t, OpKind::Greater);
+  predicate<GreaterEqualF>(t, OpKind::GreaterEqual);
+  predicate<AndF, false>(t, OpKind::LogicalAnd);
+  predicate<OrF, false>(t, OpKind::LogicalOr);
+  predicate<XorF, false>(t, OpKind::LogicalXor);
   ternary<SelectGradF<true>>(t, OpKind::MaximumGrad);
   ternary<SelectGradF<false>>(t, OpKind::MinimumGrad);
 }

@@ -51,8 +51,8 @@ cl_int4 right_aligned(const std::array<std::int64_t, 4>& v, int rank, std::int64
   return out;
 }
 
-std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
-  const std::string base(op_name(a.node.op));
+// The binary kernel `base`_ff (operands of the output's shape) or `base`_bc (broadcast).
+std::unique_ptr<ClOp> launch_binary(const OpArgs& a, const std::string& base) {
   const cl_int n = to_int(a.out_shape().numel());
   const cl_float alpha = a.node.attrs.alpha, beta = a.node.attrs.beta;
   const cl_program prog = a.program("elementwise");
@@ -66,6 +66,16 @@ std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
                     right_aligned(p.sb, p.rank, 0), alpha, beta);
   }
   return make_seq(launch_1d(a.device, std::move(k)));
+}
+
+std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
+  return launch_binary(a, std::string(op_name(a.node.op)));
+}
+
+// Comparisons and logic: kernels/elementwise.cl's PREDICATE lines, one per operand type.
+std::unique_ptr<ClOp> make_predicate(const OpArgs& a) {
+  const char* type = a.in_types[0].dtype == DType::f32 ? "_float" : "_int";
+  return launch_binary(a, std::string(op_name(a.node.op)) + type);
 }
 
 // (c, a, b) -> out; `sel` is the node's begin attribute (the maximum/minimum gradients' input).
@@ -115,6 +125,11 @@ void register_elementwise_ops(OpRegistry& r) {
       r.add(d.kind, {"cl_broadcast3", reject_missing, make_ternary});
   }
   r.add(OpKind::Cast, {"cl_cast", nullptr, make_cast});
+  for (OpKind k :
+       {OpKind::Equal, OpKind::Less, OpKind::LessEqual, OpKind::Greater, OpKind::GreaterEqual,
+        OpKind::LogicalAnd, OpKind::LogicalOr, OpKind::LogicalXor}) {
+    r.add(k, {"cl_predicate", nullptr, make_predicate});
+  }
 }
 
 }  // namespace hetgraph::detail::cl
