@@ -87,17 +87,19 @@ BINARY(maximum, a >= b || isnan(a) ? a : b)
 BINARY(minimum, a <= b || isnan(a) ? a : b)
 // clang-format on
 
-// Comparisons and logic: T operands (float or int), int 0 / 1 out, in the binary ops' two
-// forms; the kernels are name_T_ff and name_T_bc. A NaN compares false, as on the CPU.
-#define PREDICATE(name, T, expr)                                                               \
-  kernel void name##_##T##_ff(global const T* A, global const T* B, global int* out,           \
+// Binary ops of typed operands, in the binary ops' two forms: kernels name_T_ff and name_T_bc
+// with T operands and a TO result. Comparisons and logic give int 0 / 1 (a scalar comparison
+// is 1 or 0 in OpenCL C; a NaN compares false, as on the CPU); maximum and minimum of ints
+// give ints.
+#define TYPED_BINARY(name, T, TO, expr)                                                        \
+  kernel void name##_##T##_ff(global const T* A, global const T* B, global TO* out,            \
                               const int n, const float alpha, const float beta) {              \
     FOR_EACH(i, n) {                                                                           \
       const T a = A[i], b = B[i];                                                              \
-      out[i] = (expr) ? 1 : 0;                                                                 \
+      out[i] = (expr);                                                                         \
     }                                                                                          \
   }                                                                                            \
-  kernel void name##_##T##_bc(global const T* A, global const T* B, global int* out,           \
+  kernel void name##_##T##_bc(global const T* A, global const T* B, global TO* out,            \
                               const int n, const int4 d, const int4 sa, const int4 sb,         \
                               const float alpha, const float beta) {                           \
     FOR_EACH(i, n) {                                                                           \
@@ -110,24 +112,26 @@ BINARY(minimum, a <= b || isnan(a) ? a : b)
       const int i0 = r / d.y;                                                                  \
       const T a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                            \
       const T b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                            \
-      out[i] = (expr) ? 1 : 0;                                                                 \
+      out[i] = (expr);                                                                         \
     }                                                                                          \
   }
 
 // clang-format off
-PREDICATE(equal, float, a == b)
-PREDICATE(equal, int, a == b)
-PREDICATE(less, float, a < b)
-PREDICATE(less, int, a < b)
-PREDICATE(less_equal, float, a <= b)
-PREDICATE(less_equal, int, a <= b)
-PREDICATE(greater, float, a > b)
-PREDICATE(greater, int, a > b)
-PREDICATE(greater_equal, float, a >= b)
-PREDICATE(greater_equal, int, a >= b)
-PREDICATE(logical_and, int, a != 0 && b != 0)
-PREDICATE(logical_or, int, a != 0 || b != 0)
-PREDICATE(logical_xor, int, (a != 0) != (b != 0))
+TYPED_BINARY(equal, float, int, a == b)
+TYPED_BINARY(equal, int, int, a == b)
+TYPED_BINARY(less, float, int, a < b)
+TYPED_BINARY(less, int, int, a < b)
+TYPED_BINARY(less_equal, float, int, a <= b)
+TYPED_BINARY(less_equal, int, int, a <= b)
+TYPED_BINARY(greater, float, int, a > b)
+TYPED_BINARY(greater, int, int, a > b)
+TYPED_BINARY(greater_equal, float, int, a >= b)
+TYPED_BINARY(greater_equal, int, int, a >= b)
+TYPED_BINARY(logical_and, int, int, a != 0 && b != 0)
+TYPED_BINARY(logical_or, int, int, a != 0 || b != 0)
+TYPED_BINARY(logical_xor, int, int, (a != 0) != (b != 0))
+TYPED_BINARY(maximum, int, int, a >= b ? a : b)
+TYPED_BINARY(minimum, int, int, a <= b ? a : b)
 // clang-format on
 
 // Ternary ops: three operands broadcast through a collapsed 4-d stride plan (_bc) or, when all

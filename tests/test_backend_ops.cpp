@@ -230,6 +230,14 @@ std::vector<Row> rows() {
   for (float& v : db.values) v += 0.025f;
   r.push_back({{OpKind::Maximum}, "maximum", {da, db}, {}, binary(maximum)});
   r.push_back({{OpKind::Minimum}, "minimum", {db, da}, {}, binary(minimum)});
+  // Ints beyond float's 2^24, broadcast both ways.
+  const IntIn ma{"m", {2, 1}, {16777217, -4}}, mb{"n", {3}, {16777216, -4, 2147483647}};
+  r.push_back({{OpKind::Maximum}, "maximum int32", {}, {ma, mb}, [](Graph&, const F&, const F& i) {
+                 return maximum(i[0], i[1]);
+               }});
+  r.push_back({{OpKind::Minimum}, "minimum int32", {}, {mb, ma}, [](Graph&, const F&, const F& i) {
+                 return minimum(i[0], i[1]);
+               }});
   r.push_back({{OpKind::Where},
                "where",
                {a, uniform("b", {3, 1}, -1, 1, 33)},

@@ -197,7 +197,8 @@ Node leaky_relu(Node x, float alpha = 0.01f);
 Node clip(Node x, float lo, float hi);
 /// a^b elementwise with broadcasting, C's powf (a < 0 with a non-integer b is NaN).
 Node pow(Node a, Node b);
-/// Elementwise maximum / minimum with broadcasting (ONNX Max / Min of two inputs).
+/// Elementwise maximum / minimum with broadcasting (ONNX Max / Min of two inputs): both float
+/// or both int32 (an int32 result; no gradient flows into ints).
 Node maximum(Node a, Node b);
 Node minimum(Node a, Node b);
 /// a where cond is nonzero, else b, with numpy broadcasting of all three (ONNX Where).

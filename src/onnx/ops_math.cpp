@@ -138,13 +138,19 @@ void pow_op(Ctx& c) {
   c.set(0, pow(a, legacy_rhs(c, a, b)));
 }
 
-// Max / Min of any number of inputs, broadcasting.
+// Max / Min of any number of inputs, broadcasting: floats, or integers (held as int32).
 template <Node (*F)(Node, Node)>
 void extremum(Ctx& c) {
   if (c.inputs() == 1) return c.alias(0, 0);
-  Node acc = c.f32(0);
-  for (std::size_t i = 1; i < c.inputs(); ++i) acc = F(acc, c.f32(i));
-  c.set(0, acc);
+  const int elem = c.elem(0);
+  const bool ints = ir::is_integral(elem) && elem != ir::kBool;
+  auto in = [&](std::size_t i) {
+    if (ints && c.elem(i) != elem) c.fail("inputs 0 and " + std::to_string(i) + " differ in type");
+    return ints ? c.node(i) : c.f32(i);
+  };
+  Node acc = in(0);
+  for (std::size_t i = 1; i < c.inputs(); ++i) acc = F(acc, in(i));
+  c.set(0, acc, elem);
 }
 
 void where_op(Ctx& c) {
@@ -328,6 +334,7 @@ void reduce(Ctx& c) {
   Node x = c.f32(0);
   const std::string& op = c.n.op;
   if (op == "ReduceSumSquare" || op == "ReduceL2") x = mul(x, x);
+  if (op == "ReduceL1") x = abs(x);
   if (op == "ReduceLogSumExp") x = exp(x);
   Node y = reduce_axes(c, x, axes, keep, Op);
   if (op == "ReduceL2") y = sqrt(y);
@@ -406,6 +413,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});
   h.push_back({"ReduceMax", 1, 13, reduce<reduce_max>});
   h.push_back({"ReduceSumSquare", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceL1", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceL2", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceLogSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceLogSumExp", 1, 13, reduce<reduce_sum>});

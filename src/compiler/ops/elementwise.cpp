@@ -30,6 +30,23 @@ TensorType infer_broadcast(const InferCtx& c) {
   return {out, DType::f32};
 }
 
+// maximum / minimum: float, or int32 (ONNX Max and Min of integers; no gradient reaches ints).
+TensorType infer_extremum(const InferCtx& c) {
+  if (c.in[0].dtype == DType::i32 && c.in[1].dtype == DType::i32) {
+    Shape out;
+    if (!broadcast_shapes(c.in[0].shape, c.in[1].shape, out)) {
+      c.fail("shapes " + c.in[0].shape.str() + " and " + c.in[1].shape.str() + " do not broadcast");
+    }
+    return {out, DType::i32};
+  }
+  if (c.in[0].dtype != c.in[1].dtype) {
+    c.fail(std::string(op_name(c.op)) + " takes two floats or two int32s, got " +
+           std::string(dtype_name(c.in[0].dtype)) + " and " +
+           std::string(dtype_name(c.in[1].dtype)));
+  }
+  return infer_broadcast(c);
+}
+
 TensorType infer_unary(const InferCtx& c) {
   need_f32(c);
   return c.in[0];
@@ -204,12 +221,12 @@ void grad_where(const GradCtx& c) {
 }  // namespace
 
 void register_elementwise_ops(std::vector<OpDef>& t) {
-  auto binary = [&](OpKind k, std::string_view name, GradFn g) {
+  auto binary = [&](OpKind k, std::string_view name, GradFn g, InferFn infer = infer_broadcast) {
     t.push_back({.kind = k,
                  .name = name,
                  .arity = 2,
                  .inplace = 0b11u,
-                 .infer = infer_broadcast,
+                 .infer = infer,
                  .grad = g,
                  .elementwise = Elementwise::binary});
   };
@@ -247,8 +264,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
   binary(OpKind::Pow, "pow", grad_pow);
   binary(OpKind::XLogY, "xlogy", nullptr);
-  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>);
-  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>);
+  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_extremum);
+  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_extremum);
   auto ternary = [&](OpKind k, std::string_view name, InferFn infer, GradFn g) {
     t.push_back({.kind = k,
                  .name = name,

@@ -140,19 +140,26 @@ struct RefXLogYF {
 };
 // a wins ties and NaNs: the result is a NaN where either input is one (elementwise.cpp of the
 // compiler documents the semantics), and the gradient goes to the input the result came from.
-inline bool max_takes_a(float a, float b) {
+// (Also int32: a != a is false there.)
+template <class T>
+inline bool max_takes_a(T a, T b) {
   return a >= b || a != a;
 }
-inline bool min_takes_a(float a, float b) {
+template <class T>
+inline bool min_takes_a(T a, T b) {
   return a <= b || a != a;
 }
 struct MaximumF {
-  static MaximumF from(const Attrs&) { return {}; }
-  float operator()(float a, float b) const { return max_takes_a(a, b) ? a : b; }
+  template <class T>
+  T operator()(T a, T b) const {
+    return max_takes_a(a, b) ? a : b;
+  }
 };
 struct MinimumF {
-  static MinimumF from(const Attrs&) { return {}; }
-  float operator()(float a, float b) const { return min_takes_a(a, b) ? a : b; }
+  template <class T>
+  T operator()(T a, T b) const {
+    return min_takes_a(a, b) ? a : b;
+  }
 };
 // (g, x) gradients. abs: sign(x) g, 0 at 0, NaN at NaN (no branch to follow).
 struct AbsGradF {
@@ -571,23 +578,26 @@ struct XorF {
   std::int32_t operator()(std::int32_t a, std::int32_t b) const { return (a != 0) ^ (b != 0); }
 };
 
-// Floats: the op compares floats too (shape inference gives logic int32 inputs only).
-template <class Op, bool Floats, bool Reference>
-std::unique_ptr<CpuKernel> make_predicate(const KernelArgs& k) {
+// Binary ops of float or int32 operands (one type; shape inference checks): Floats, whether
+// the op takes floats (logic takes int32 only); FloatOut, whether float operands give a float
+// result (maximum, minimum) rather than int32 (comparisons).
+template <class Op, bool Floats, bool FloatOut, bool Reference>
+std::unique_ptr<CpuKernel> make_typed_binary(const KernelArgs& k) {
   if constexpr (Floats) {
+    using O = std::conditional_t<FloatOut, float, std::int32_t>;
     if (k.in_types[0].dtype == DType::f32) {
-      return Reference ? make_reference_binary<Op, float, std::int32_t>(k, Op{})
-                       : make_binary<Op, float, std::int32_t>(k, Op{});
+      return Reference ? make_reference_binary<Op, float, O>(k, Op{})
+                       : make_binary<Op, float, O>(k, Op{});
     }
   }
   return Reference ? make_reference_binary<Op, std::int32_t, std::int32_t>(k, Op{})
                    : make_binary<Op, std::int32_t, std::int32_t>(k, Op{});
 }
 
-template <class Op, bool Floats = true>
-void predicate(KernelRegistry& r, OpKind kind) {
-  r.add(kind, {"broadcast_simd", nullptr, make_predicate<Op, Floats, false>});
-  r.add(kind, {"reference", nullptr, make_predicate<Op, Floats, true>, true});
+template <class Op, bool Floats = true, bool FloatOut = false>
+void typed_binary(KernelRegistry& r, OpKind kind) {
+  r.add(kind, {"broadcast_simd", nullptr, make_typed_binary<Op, Floats, FloatOut, false>});
+  r.add(kind, {"reference", nullptr, make_typed_binary<Op, Floats, FloatOut, true>, true});
 }
 
 template <class Op>
@@ -646,19 +656,19 @@ void register_elementwise_kernels(KernelRegistry& t) {
   t.add(OpKind::Pow, {"scalar_exponent", need_f32, make_pow});
   t.add(OpKind::Pow, {"reference", need_f32, binary_ref<RefPowF>, true});
   binary2<XLogYF, RefXLogYF>(t, OpKind::XLogY);
-  binary<MaximumF>(t, OpKind::Maximum);
-  binary<MinimumF>(t, OpKind::Minimum);
+  typed_binary<MaximumF, true, true>(t, OpKind::Maximum);
+  typed_binary<MinimumF, true, true>(t, OpKind::Minimum);
   ternary<WhereF>(t, OpKind::Where);
   t.add(OpKind::Cast, {"simd", nullptr, make_cast<true>});
   t.add(OpKind::Cast, {"reference", nullptr, make_cast<false>, true});
-  predicate<EqualF>(t, OpKind::Equal);
-  predicate<LessF>(t, OpKind::Less);
-  predicate<LessEqualF>(t, OpKind::LessEqual);
-  predicate<GreaterF>(t, OpKind::Greater);
-  predicate<GreaterEqualF>(t, OpKind::GreaterEqual);
-  predicate<AndF, false>(t, OpKind::LogicalAnd);
-  predicate<OrF, false>(t, OpKind::LogicalOr);
-  predicate<XorF, false>(t, OpKind::LogicalXor);
+  typed_binary<EqualF>(t, OpKind::Equal);
+  typed_binary<LessF>(t, OpKind::Less);
+  typed_binary<LessEqualF>(t, OpKind::LessEqual);
+  typed_binary<GreaterF>(t, OpKind::Greater);
+  typed_binary<GreaterEqualF>(t, OpKind::GreaterEqual);
+  typed_binary<AndF, false>(t, OpKind::LogicalAnd);
+  typed_binary<OrF, false>(t, OpKind::LogicalOr);
+  typed_binary<XorF, false>(t, OpKind::LogicalXor);
   ternary<SelectGradF<true>>(t, OpKind::MaximumGrad);
   ternary<SelectGradF<false>>(t, OpKind::MinimumGrad);
 }

@@ -68,11 +68,13 @@ std::unique_ptr<ClOp> launch_binary(const OpArgs& a, const std::string& base) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// Maximum and minimum of int32 take their TYPED_BINARY line (the other ops take floats only).
 std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
-  return launch_binary(a, std::string(op_name(a.node.op)));
+  const bool ints = a.in_types[0].dtype == DType::i32;
+  return launch_binary(a, std::string(op_name(a.node.op)) + (ints ? "_int" : ""));
 }
 
-// Comparisons and logic: kernels/elementwise.cl's PREDICATE lines, one per operand type.
+// Comparisons and logic: kernels/elementwise.cl's TYPED_BINARY lines, one per operand type.
 std::unique_ptr<ClOp> make_predicate(const OpArgs& a) {
   const char* type = a.in_types[0].dtype == DType::f32 ? "_float" : "_int";
   return launch_binary(a, std::string(op_name(a.node.op)) + type);
