@@ -210,6 +210,15 @@ Node where(Node cond, Node a, Node b);
 /// flows into ints.
 ///   auto ids = cast(floor(x * 10.0f), DType::i32);
 Node cast(Node x, DType to);
+/// The int32 index of the largest (argmax) or smallest (argmin) element along `axis`
+/// (negative counts from the back; kAllAxes: the flat index, as torch.argmax without a dim),
+/// which is dropped unless keepdims (ONNX ArgMax / ArgMin, whose int64 indices are int32 here).
+/// Ties give the first index, or the last with last_index (ONNX select_last_index). NaN wins in
+/// both, as in PyTorch: a line holding NaN gives the index of its first NaN (its last with
+/// last_index). Float or int32 input; no gradient flows into the indices.
+///   auto predicted = argmax(logits);  // [batch, classes] -> [batch] class ids
+Node argmax(Node x, int axis = -1, bool keepdims = false, bool last_index = false);
+Node argmin(Node x, int axis = -1, bool keepdims = false, bool last_index = false);
 // NaN: every op propagates NaN as PyTorch and ONNX do: relu, clip, maximum/minimum, the max
 // reductions and max pooling return NaN where an input is NaN.
 
