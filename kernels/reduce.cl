@@ -1,5 +1,5 @@
 // Reductions (sum, mean, max over any set of axes, and sum_to for gradients of broadcasts),
-// and the broadcast-back kernels of their gradients.
+// the broadcast-back kernels of their gradients, and argmax / argmin.
 //
 // A reduction sees its input through two collapsed 4-d index spaces: kept dims (kd, strides
 // ks), whose linear index is the output element, and reduced dims (rd, strides rs), whose
@@ -117,3 +117,79 @@ kernel void expand_f32(global const float* g, global float* out, const int total
     out[i] = g[o * inner + k] * s;
   }
 }
+
+// argmax / argmin over an [outer, n, inner] view: the int position along n of each line's
+// extreme. NaN beats every number (PyTorch's and ONNX Runtime's rule, for both); equal values,
+// and NaNs among themselves, go to the first position, or the last when `last`. That is a
+// total order on (value, position), so the tree of arg_rows_* picks what a scan in order picks.
+//   arg_cols_*: a work-item per line (adjacent work-items read adjacent addresses when
+//               inner > 1).
+//   arg_rows_*: a work-group per line of a long contiguous axis (inner == 1): its work-items
+//               stride along it together, then combine in a tree in local memory.
+#define IS_NAN(v) ((v) != (v))  // ints never are
+#define ABOVE(a, b) ((a) > (b))
+#define BELOW(a, b) ((a) < (b))
+// Whether v at position j wins over b at position i.
+#define ARG_WINS(CMP, v, j, b, i, last)                  \
+  ((IS_NAN(v) && !IS_NAN(b)) || (!IS_NAN(b) && CMP(v, b)) || \
+   (((v) == (b) || (IS_NAN(v) && IS_NAN(b))) && ((last) ? (j) > (i) : (j) < (i))))
+
+// clang-format off
+#define ARG_EXTREME(NAME, T, CMP)                                                                 \
+  kernel void arg_cols_##NAME(global const T* x, global int* out, const int lines, const int n,  \
+                              const int inner, const int last) {                                 \
+    FOR_EACH(l, lines) {                                                                         \
+      const int o = (int)l / inner, k = (int)l % inner;                                          \
+      const int base = o * n * inner + k;                                                        \
+      T b = x[base];                                                                             \
+      int bi = 0;                                                                                \
+      for (int j = 1; j < n; ++j) {                                                              \
+        const T v = x[base + j * inner];                                                         \
+        if (ARG_WINS(CMP, v, j, b, bi, last)) {                                                  \
+          b = v;                                                                                 \
+          bi = j;                                                                                \
+        }                                                                                        \
+      }                                                                                          \
+      out[l] = bi;                                                                               \
+    }                                                                                            \
+  }                                                                                              \
+  kernel void arg_rows_##NAME(global const T* x, global int* out, const int lines, const int n,  \
+                              const int last) {                                                  \
+    local T tv[MAX_WG];                                                                          \
+    local int ti[MAX_WG];                                                                        \
+    const int l = get_local_id(0), L = get_local_size(0);                                        \
+    FOR_EACH_GROUP(t, lines) {                                                                   \
+      global const T* row = x + (int)t * n;                                                      \
+      T b = row[0]; /* position 0 seeds every work-item: a duplicate never wins a tie */         \
+      int bi = 0;                                                                                \
+      for (int r = l; r < n; r += L) {                                                           \
+        const T v = row[r];                                                                      \
+        if (ARG_WINS(CMP, v, r, b, bi, last)) {                                                  \
+          b = v;                                                                                 \
+          bi = r;                                                                                \
+        }                                                                                        \
+      }                                                                                          \
+      tv[l] = b;                                                                                 \
+      ti[l] = bi;                                                                                \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                              \
+      for (int s = L >> 1; s > 0; s >>= 1) {                                                     \
+        if (l < s) {                                                                             \
+          const T v = tv[l + s], w = tv[l];                                                      \
+          const int j = ti[l + s], i = ti[l];                                                    \
+          if (ARG_WINS(CMP, v, j, w, i, last)) {                                                 \
+            tv[l] = v;                                                                           \
+            ti[l] = j;                                                                           \
+          }                                                                                      \
+        }                                                                                        \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                            \
+      }                                                                                          \
+      if (l == 0) out[t] = ti[0];                                                                \
+      barrier(CLK_LOCAL_MEM_FENCE); /* tv and ti are reused by the next line */                  \
+    }                                                                                            \
+  }
+// clang-format on
+
+ARG_EXTREME(argmax_f32, float, ABOVE)
+ARG_EXTREME(argmin_f32, float, BELOW)
+ARG_EXTREME(argmax_i32, int, ABOVE)
+ARG_EXTREME(argmin_i32, int, BELOW)

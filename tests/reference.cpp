@@ -134,6 +134,45 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
   return out;
 }
 
+// Position along `axis` (all axes: the flat position) of each line's largest (or smallest)
+// element: NaN beats every number, ties (NaNs among themselves too) go to the first position, or
+// the last with `last`.
+Array arg_extreme(const Array& x, int axis, bool keepdims, bool last, bool max) {
+  const Array shape_of = reduce(x, axis, keepdims, OpKind::ReduceSum);
+  Array out(shape_of.shape);
+  const bool all = axis == hetgraph::kAllAxes;
+  const int a = all ? -1 : norm_axis(axis, x.shape.rank());
+  const std::int64_t n = all ? x.shape.numel() : x.shape[a];
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; !all && d < x.shape.rank(); ++d) {
+    if (d < a) outer *= x.shape[d];
+    if (d > a) inner *= x.shape[d];
+  }
+  for (std::int64_t p = 0; p < outer; ++p) {
+    for (std::int64_t q = 0; q < inner; ++q) {
+      std::vector<double> line;
+      for (std::int64_t j = 0; j < n; ++j)
+        line.push_back(x.v[static_cast<std::size_t>((p * n + j) * inner + q)]);
+      // The winning value first (NaN if any), then where it occurs.
+      double best = line[0];
+      for (double v : line) {
+        if (std::isnan(best)) break;
+        if (std::isnan(v) || (max ? v > best : v < best)) best = v;
+      }
+      std::int64_t at = -1;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double v = line[static_cast<std::size_t>(j)];
+        if (v == best || (std::isnan(v) && std::isnan(best))) {
+          at = j;
+          if (!last) break;
+        }
+      }
+      out.v[static_cast<std::size_t>(p * inner + q)] = static_cast<double>(at);
+    }
+  }
+  return out;
+}
+
 // Applies f to every line along `axis` (a line: the elements differing only in that index).
 Array along_axis(const Array& x, int axis, const std::function<void(std::vector<double>&)>& f) {
   const int a = norm_axis(axis, x.shape.rank());
@@ -517,6 +556,8 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::LogicalAnd:
     case OpKind::LogicalOr:
     case OpKind::LogicalXor:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
       return true;
     default:
       return false;
@@ -674,6 +715,10 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::ReduceMean:
       case OpKind::ReduceMax:
         out = reduce(in[0], at.axis, at.keepdims, r.op);
+        break;
+      case OpKind::ArgMax:
+      case OpKind::ArgMin:
+        out = arg_extreme(in[0], at.axis, at.keepdims, at.last_index, r.op == OpKind::ArgMax);
         break;
       case OpKind::Dropout: {
         // The mask as dropout_mask.hpp defines it, applied in double: x / (1 - p) or x * 0.

@@ -299,6 +299,63 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::Equal}, "logical_not", {}, {ia}, [](Graph&, const F&, const F& i) {
                  return logical_not(i[0]);
                }});
+  // argmax / argmin: values on a grid of 3 so lines tie, a few NaNs (which win; the first one,
+  // or the last with last_index), every axis of rank 3 and 4, keepdims, negative axes.
+  const auto ties = [](const std::string& name, const Shape& s, std::uint32_t seed, int nans) {
+    In in = uniform(name, s, 0, 3, seed);
+    for (float& v : in.values) v = std::floor(v);
+    for (int k = 0; k < nans; ++k)
+      in.values[(static_cast<std::size_t>(k) * 7919 + seed) % in.values.size()] = NAN;
+    return in;
+  };
+  const In t34{"a", {3, 4}, {1, 3, 3, 0, NAN, 2, NAN, 5, -1, -1, -2, -1}};
+  for (bool max : {true, false}) {
+    const OpKind op = max ? OpKind::ArgMax : OpKind::ArgMin;
+    const std::string name = max ? "argmax" : "argmin";
+    auto arg = [max](int axis, bool keep = false, bool last = false) {
+      return [=](Graph&, const F& x, const F&) {
+        return max ? argmax(x[0], axis, keep, last) : argmin(x[0], axis, keep, last);
+      };
+    };
+    r.push_back({{op}, name + " ties and NaN", {t34}, {}, arg(-1)});
+    r.push_back({{op}, name + " last_index", {t34}, {}, arg(1, false, true)});
+    r.push_back({{op}, name + " axis 0 keepdims", {t34}, {}, arg(0, true)});
+    r.push_back({{op}, name + " axis 0 last_index", {t34}, {}, arg(0, true, true)});
+    r.push_back({{op}, name + " all axes", {t34}, {}, arg(kAllAxes)});
+    r.push_back({{op}, name + " all axes keepdims", {t34}, {}, arg(kAllAxes, true, true)});
+    const In t3 = ties("x", {2, 4, 3}, max ? 41 : 42, 2), t4 = ties("x", {2, 3, 4, 5}, 43, 3);
+    // Each axis of the rank-4 tensor twice: first ties (axis 0..3), last ties (axis -4..-1).
+    for (int axis = -4; axis < 4; ++axis) {
+      const std::string ax = " axis " + std::to_string(axis);
+      r.push_back({{op}, name + " rank 4" + ax, {t4}, {}, arg(axis, axis % 2 == 0, axis < 0)});
+      if (axis >= -1 && axis < 3)
+        r.push_back({{op}, name + " rank 3" + ax, {t3}, {}, arg(axis, false, axis < 0)});
+    }
+    // Long lines: OpenCL's work-group per line (inner 1, n >= 64) and the CPU's long-row pieces.
+    r.push_back({{op}, name + " long rows", {ties("x", {3, 200}, 44, 1)}, {}, arg(1)});
+    r.push_back(
+        {{op}, name + " long rows last", {ties("x", {3, 200}, 45, 0)}, {}, arg(1, true, true)});
+    In one_row = uniform("x", {1, 140000}, -1, 1, 46);
+    one_row.values[70000] = one_row.values[139990] = max ? 2.0f : -2.0f;
+    r.push_back({{op}, name + " one row", {one_row}, {}, arg(1)});
+    r.push_back({{op}, name + " one row last", {one_row}, {}, arg(-1, false, true)});
+    one_row.values[100] = one_row.values[130000] = NAN;
+    r.push_back({{op}, name + " one row NaN", {one_row}, {}, arg(1)});
+    r.push_back({{op}, name + " one row NaN last", {one_row}, {}, arg(1, false, true)});
+    r.push_back(
+        {{op},
+         name + " int32",
+         {},
+         {{"i", {2, 3}, {5, -7, 5, 2147483647, -2147483647 - 1, 2147483647}}},
+         [max](Graph&, const F&, const F& i) { return max ? argmax(i[0]) : argmin(i[0], 0); }});
+    r.push_back({{op},
+                 name + " int32 last",
+                 {},
+                 {{"i", {2, 3}, {5, -7, 5, 2147483647, -2147483647 - 1, 2147483647}}},
+                 [max](Graph&, const F&, const F& i) {
+                   return max ? argmax(i[0], 1, false, true) : argmin(i[0], 0, true, true);
+                 }});
+  }
   const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
   // Indices with negative values or on axes other than 0 are constants here; fed ones are
   // checked on the host (test_nn_ops.cpp, GatherFedIndices).
@@ -809,6 +866,41 @@ TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
     ADD_FAILURE() << "no error";
   } catch (const FeedError& e) {
     EXPECT_NE(std::string(e.what()).find("index 5 at position 1"), std::string::npos) << e.what();
+  }
+}
+
+// argmax / argmin give the same positions for any team size: long rows split into pieces,
+// many rows split across threads, columns in chunks; values tie often and hold NaNs.
+TEST(BackendOpsThreads, ArgMaxIsTheSameForEveryTeamSize) {
+  Graph g;
+  auto x = g.input("x"), row = g.input("row");
+  std::vector<Node> outs;
+  for (bool last : {false, true}) {
+    for (int axis : {0, 1, kAllAxes}) {
+      outs.push_back(argmax(x, axis, false, last));
+      outs.push_back(argmin(x, axis, false, last));
+    }
+    outs.push_back(argmax(row, -1, false, last));
+    outs.push_back(argmin(row, -1, false, last));
+  }
+  In xv = uniform("x", {300, 700}, 0, 50, 51), rv = uniform("row", {1, 300000}, 0, 50, 52);
+  for (In* in : {&xv, &rv}) {
+    for (float& v : in->values) v = std::floor(v);
+    for (std::size_t k = 0; k < 5; ++k) in->values[(k * 104729) % in->values.size()] = NAN;
+  }
+  const InputShapes shapes{{"x", xv.shape}, {"row", rv.shape}};
+  std::vector<std::vector<std::int32_t>> first;
+  for (int threads : {1, 2, 3, 4}) {
+    SCOPED_TRACE(threads);
+    auto cg = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = threads}))
+                  .compile(g, shapes, outs);
+    cg.run({{"x", xv.values}, {"row", rv.values}});
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      if (threads == 1)
+        first.push_back(cg.read_i32(outs[k]));
+      else
+        EXPECT_EQ(cg.read_i32(outs[k]), first[k]) << "output " << k;
+    }
   }
 }
 

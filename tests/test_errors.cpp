@@ -185,6 +185,37 @@ TEST(ShapeErrors, ComparisonsAndLogic) {
                            {"'not_float'", "equal", "one type", "f32", "i32"});
 }
 
+TEST(ShapeErrors, ArgMaxAndArgMin) {
+  Graph g;
+  auto x = g.input("x"), s = g.input("s");
+  auto past = argmax(x, 2).named("am");
+  auto before = argmin(x, -3, true).named("an");
+  auto scalar = argmax(s).named("as");
+  auto flat = argmin(s, kAllAxes).named("af");
+  auto huge = argmax(x, 1).named("ah");
+  const InputShapes shapes{{"x", {3, 4}}, {"s", {}}};
+  expect_error<ShapeError>([&] { compile(g, shapes, {past}); },
+                           {"'am'", "argmax", "axis 2", "out of range", "[3, 4]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {before}); },
+                           {"'an'", "argmin", "axis -3", "out of range", "[3, 4]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {scalar}); }, {"'as'", "argmax", "scalar"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {flat}); }, {"'af'", "argmin", "scalar"});
+  // Positions are int32: a longer axis is refused before any memory is planned.
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {2, 3000000000}}}, {huge});
+      },
+      {"'ah'", "argmax", "3000000000 elements along axis 1", "int32"});
+}
+
+// Positions carry no gradient: a loss that depends on x only through them has none for x.
+TEST(GraphErrors, NoGradientThroughArgMax) {
+  Graph g;
+  auto x = g.input("x");
+  auto loss = reduce_sum(cast(argmax(x), DType::f32)).named("loss");
+  expect_error<GraphError>([&] { gradients(loss, {x}); }, {"no gradient reaches", "'x'", "'loss'"});
+}
+
 TEST(ShapeErrors, Gather) {
   Graph g;
   auto x = g.input("x"), f = g.input("f"), ids = g.input("ids", DType::i32);

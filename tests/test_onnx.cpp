@@ -284,6 +284,71 @@ TEST(OnnxImport, ComparisonsAndLogicGiveBools) {
   }
 }
 
+// ArgMax / ArgMin: axis (default 0), keepdims (default 1) and select_last_index (opset 12 on),
+// on float and int64 inputs; NaN wins; int64 positions come back as int32.
+TEST(OnnxImport, ArgMaxAndArgMinTakeTheirAttributes) {
+  Builder b(13);
+  b.input("x", {2, 2, 3}).input("k", {2, 3}, 7);
+  b.output("first", {1, 2, 3}, 7).output("last", {2, 2}, 7).output("ints", {2}, 7);
+  b.node("ArgMax", {"x"}, {"first"});  // axis 0, keepdims 1
+  auto* n = b.node("ArgMin", {"x"}, {"last"});
+  Builder::attr(n, "axis", -1);
+  Builder::attr(n, "keepdims", 0);
+  Builder::attr(n, "select_last_index", 1);
+  n = b.node("ArgMax", {"k"}, {"ints"});
+  Builder::attr(n, "axis", 1);
+  Builder::attr(n, "keepdims", 0);
+  ho::Model m = b.import();
+  ASSERT_EQ(m.outputs.size(), 3u);
+  EXPECT_EQ(m.output_info[0].shape, (Shape{1, 2, 3}));
+  EXPECT_EQ(m.output_info[1].shape, (Shape{2, 2}));
+  const std::vector<float> x{1, 5, NAN, 2,  2, 0,  //
+                             1, 7, 3,   -1, 2, -1};
+  const std::vector<std::int32_t> k{4, 9, 9, -3, -3, -8};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"x", x}, {"k", k}});
+    EXPECT_EQ(cg.read_i32("first"), (std::vector<std::int32_t>{0, 1, 0, 0, 0, 0}));
+    EXPECT_EQ(cg.read_i32("last"), (std::vector<std::int32_t>{2, 2, 0, 2}));
+    EXPECT_EQ(cg.read_i32("ints"), (std::vector<std::int32_t>{1, 0}));
+  }
+  // Before opset 12 there is no select_last_index: ties go to the first position.
+  Builder old(11);
+  old.input("x", {4}).output("y", {}, 7);
+  n = old.node("ArgMax", {"x"}, {"y"});
+  Builder::attr(n, "keepdims", 0);
+  ho::Model mo = old.import();
+  CompiledGraph cg = mo.compile();
+  cg.run({{"x", std::vector<float>{1, 3, 3, 2}}});
+  EXPECT_EQ(cg.read_i32("y"), (std::vector<std::int32_t>{1}));
+}
+
+TEST(OnnxImport, ArgMaxErrorsNameTheNode) {
+  {
+    Builder b;
+    b.input("x", {2, 3}).output("y", {2}, 7);
+    Builder::attr(b.node("ArgMax", {"x"}, {"y"}), "axis", 2);
+    const std::string e = error_of<ShapeError>([&] { b.import(); });
+    EXPECT_CONTAINS(e, "ArgMax");
+    EXPECT_CONTAINS(e, "axis 2");
+  }
+  {
+    Builder b;
+    b.input("x", {}).output("y", {}, 7);
+    b.node("ArgMin", {"x"}, {"y"});
+    const std::string e = error_of<ShapeError>([&] { b.import(); });
+    EXPECT_CONTAINS(e, "ArgMin");
+    EXPECT_CONTAINS(e, "scalar");
+  }
+  {
+    Builder b;
+    b.input("x", {3}, 11).output("y", {1}, 7);  // double
+    b.node("ArgMax", {"x"}, {"y"});
+    EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { b.import(); }), "double");
+  }
+}
+
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
   Builder b;
   b.input("x", {std::string("batch"), 3}).output("y", {std::string("batch"), 3});
@@ -535,6 +600,43 @@ TEST(OnnxExport, RoundTripGivesTheSameOutputs) {
       for (std::size_t k = 0; k < x.size(); ++k)
         EXPECT_NEAR(x[k], y[k], 1e-5 + 1e-4 * std::fabs(x[k])) << name << " " << k;
     }
+  }
+}
+
+// argmax / argmin go out as ONNX ArgMax / ArgMin (int64) cast to int32, the flat position over
+// all axes as one over the flattened input, and come back to the same positions.
+TEST(OnnxExport, ArgMaxRoundTrips) {
+  Graph g;
+  auto x = g.input("x");
+  auto ids = g.input("ids", DType::i32);
+  const std::vector<Node> outs{
+      argmax(x).named("max_last_axis"),
+      argmin(x, 0, true, true).named("min_first_axis"),
+      argmax(x, kAllAxes, true).named("max_flat"),
+      argmin(ids, -1).named("min_ids"),
+      (cast(argmax(x, 1), DType::f32) * 0.5f).named("as_float"),
+  };
+  const InputShapes shapes{{"x", {3, 4}}, {"ids", {2, 3}}};
+  const std::string path = (fs::temp_directory_path() / "hetgraph-argmax.onnx").string();
+  ho::export_model(g, outs, shapes, path);
+  ho::Model m = ho::import(path);
+  fs::remove(path);
+  ASSERT_EQ(m.output_info.size(), outs.size());
+  EXPECT_EQ(m.output_info[2].shape, (Shape{1, 1}));
+  const std::vector<float> xv{1, 3, 3, 0, NAN, 2, NAN, 5, -1, -1, -2, 7};
+  const std::vector<std::int32_t> iv{4, -2, -2, 0, 0, 1};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph a = GraphCompiler(pc.make()).compile(g, shapes, outs);
+    CompiledGraph b = m.compile(GraphCompiler(pc.make()));
+    for (CompiledGraph* cg : {&a, &b}) cg->run({{"x", xv}, {"ids", iv}});
+    for (const char* name : {"max_last_axis", "min_first_axis", "max_flat", "min_ids"})
+      EXPECT_EQ(a.read_i32(name), b.read_i32(name)) << name;
+    EXPECT_EQ(b.read_i32("max_last_axis"), (std::vector<std::int32_t>{1, 0, 3}));
+    EXPECT_EQ(b.read_i32("min_first_axis"), (std::vector<std::int32_t>{1, 2, 1, 0}));
+    EXPECT_EQ(b.read_i32("max_flat"), (std::vector<std::int32_t>{4}));
+    EXPECT_EQ(b.read_i32("min_ids"), (std::vector<std::int32_t>{1, 0}));
+    EXPECT_EQ(a.read("as_float"), b.read("as_float"));
   }
 }
 

@@ -209,7 +209,7 @@ Node where(Node cond, Node a, Node b);
 /// 1 where a op b holds, else 0 (ONNX's bool). a and b are both float or both int32 (compare
 /// ints as ints: cast to float is inexact above 2^24). A NaN compares false, so equal(x, x)
 /// is 0 at a NaN. No gradient flows through a comparison.
-///   auto hits = reduce_sum(cast(equal(argmax_ids, labels), DType::f32));
+///   auto hits = reduce_sum(cast(equal(argmax(logits, 1), labels), DType::f32));  // int32 labels
 ///   auto masked = where(greater(x, g.constant(0.0f)), x, g.constant(0.0f));
 Node equal(Node a, Node b);
 Node less(Node a, Node b);
@@ -229,6 +229,15 @@ Node logical_not(Node x);
 /// flows into ints.
 ///   auto ids = cast(floor(x * 10.0f), DType::i32);
 Node cast(Node x, DType to);
+/// The int32 index of the largest (argmax) or smallest (argmin) element along `axis`
+/// (negative counts from the back; kAllAxes: the flat index, as torch.argmax without a dim),
+/// which is dropped unless keepdims (ONNX ArgMax / ArgMin, whose int64 indices are int32 here).
+/// Ties give the first index, or the last with last_index (ONNX select_last_index). NaN wins in
+/// both, as in PyTorch: a line holding NaN gives the index of its first NaN (its last with
+/// last_index). Float or int32 input; no gradient flows into the indices.
+///   auto predicted = argmax(logits);  // [batch, classes] -> [batch] class ids
+Node argmax(Node x, int axis = -1, bool keepdims = false, bool last_index = false);
+Node argmin(Node x, int axis = -1, bool keepdims = false, bool last_index = false);
 // NaN: every op propagates NaN as PyTorch and ONNX do: relu, clip, maximum/minimum, the max
 // reductions and max pooling return NaN where an input is NaN.
 

@@ -234,6 +234,7 @@ struct Attrs {
   bool keepdims = false;
   bool trans_a = false, trans_b = false;  // matmul
   bool mean = false;                      // expand: divide by the reduced count
+  bool last_index = false;                // argmax / argmin: ties give the last index
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,

@@ -379,6 +379,20 @@ Node reduce_mean(Node x, int axis, bool keepdims) {
 Node reduce_max(Node x, int axis, bool keepdims) {
   return reduce(OpKind::ReduceMax, x, axis, keepdims);
 }
+Node argmax(Node x, int axis, bool keepdims, bool last_index) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  at.last_index = last_index;
+  return make_op(OpKind::ArgMax, {x}, at);
+}
+Node argmin(Node x, int axis, bool keepdims, bool last_index) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  at.last_index = last_index;
+  return make_op(OpKind::ArgMin, {x}, at);
+}
 Node softmax(Node x, int axis) {
   return axis_op(OpKind::Softmax, x, axis);
 }

@@ -101,6 +101,9 @@ enum class OpKind : std::uint8_t {
   MinimumGrad,
   Where,  // (int32 cond, a, b)
   Cast,   // TargetType payload
+  // reduce.cpp: the int32 position of the extreme along an axis (keepdims, last_index)
+  ArgMax,
+  ArgMin,
   // embedding.cpp: ONNX Gather
   Gather,      // (x, int32 indices), axis
   GatherGrad,  // (g, indices, x): scatter-add into zeros; x lends its shape

@@ -67,6 +67,8 @@ bool thread_safe(OpKind op) {
     case OpKind::ReduceSum:
     case OpKind::ReduceMean:
     case OpKind::ReduceMax:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
     case OpKind::Slice:
     case OpKind::Transpose:
       return true;

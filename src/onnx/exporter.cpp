@@ -342,6 +342,24 @@ class Exporter {
         r.attrs["keepdims"] = attr_i(at.keepdims ? 1 : 0);
         return;
       }
+      case OpKind::ArgMax:
+      case OpKind::ArgMin: {  // ONNX's positions are int64: cast to the int32 they are here
+        std::string x = in(n, 0);
+        const bool all = at.axis == kAllAxes;
+        if (all) {  // ONNX takes one axis: the flat position is one along the flattened input
+          const std::string flat = fresh(out + "/flat");
+          add("Reshape", {x, ints({-1})}, {flat});
+          x = flat;
+        }
+        const std::string pos = fresh(out + "/int64"), cast = all ? fresh(out + "/int32") : out;
+        ir::Node& r = add(n.op == OpKind::ArgMax ? "ArgMax" : "ArgMin", {x}, {pos});
+        r.attrs["axis"] = attr_i(all ? 0 : at.axis);
+        r.attrs["keepdims"] = attr_i(at.keepdims ? 1 : 0);
+        if (at.last_index) r.attrs["select_last_index"] = attr_i(1);
+        add("Cast", {pos}, {cast}).attrs["to"] = attr_i(ir::kInt32);
+        if (all) add("Reshape", {cast, ints(dims(n.type.shape))}, {out});
+        return;
+      }
       case OpKind::MatMul: {
         const Shape& a = p_.nodes[n.inputs[0]].type.shape;
         const Shape& b = p_.nodes[n.inputs[1]].type.shape;

@@ -1,5 +1,6 @@
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
-// Split, Slice, Gather, Expand, Tile, Pad, and the value ops Constant, Shape, Size, Cast, Dropout.
+// Split, Slice, Gather, Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout,
+// and ArgMax / ArgMin.
 // Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
 #include <cstdint>
@@ -546,6 +547,24 @@ void cast(Ctx& c) {
                 " at run time");
 }
 
+// ArgMax / ArgMin: int64 positions in ONNX, held as int32 (as every int64 here). Ties go to
+// the first position, or the last with select_last_index (opset 12 on); NaN wins (argmax).
+void arg_extreme(Ctx& c) {
+  const int elem = c.elem(0);
+  if (elem != ir::kFloat && elem != ir::kInt32 && elem != ir::kInt64) {
+    c.unsupported(std::string("positions in a tensor of ") + ir::elem_name(elem) +
+                  " (float, int32 and int64 are supported)");
+  }
+  const int r = c.rank(0);
+  if (r == 0) c.fail("the input is a scalar: there is no axis to take positions along");
+  const int axis = c.axis(c.attr_i("axis", 0), r);
+  const bool keep = c.attr_i("keepdims", 1) != 0;
+  const bool last = c.version >= 12 && c.attr_i("select_last_index", 0) != 0;
+  Node x = c.node(0);
+  c.set(0, c.n.op == "ArgMax" ? argmax(x, axis, keep, last) : argmin(x, axis, keep, last),
+        ir::kInt64);
+}
+
 }  // namespace
 
 void register_tensor_ops(std::vector<Handler>& h) {
@@ -566,6 +585,8 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"Shape", 1, 15, shape_op});
   h.push_back({"Size", 1, 13, size_op});
   h.push_back({"Cast", 6, 13, cast});
+  h.push_back({"ArgMax", 1, 13, arg_extreme});
+  h.push_back({"ArgMin", 1, 13, arg_extreme});
   h.push_back({"CastLike", 15, 15, cast});
 }
 

@@ -1,5 +1,8 @@
 // Reductions over one axis or all axes, and their inverses for gradients: expand (broadcast
-// a reduced tensor back) and sum_to (sum a broadcast result down to an input's shape).
+// a reduced tensor back) and sum_to (sum a broadcast result down to an input's shape); argmax
+// and argmin, the int32 position of the extreme along an axis.
+#include <limits>
+
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
 
@@ -28,6 +31,20 @@ namespace {
 TensorType infer_reduce(const InferCtx& c) {
   if (c.in[0].dtype != DType::f32) c.fail("reductions need float input");
   return {reduced_shape(c, c.in[0].shape, c.attrs.axis, c.attrs.keepdims), DType::f32};
+}
+
+// argmax / argmin: float or int32 input, int32 positions, so every position must fit an int32
+// (lines are never empty: the compiler rejects empty dims before shapes are inferred).
+TensorType infer_arg_extreme(const InferCtx& c) {
+  const Shape& in = c.in[0].shape;
+  if (in.rank() == 0) c.fail("a scalar has no axis to give a position along");
+  const bool all = c.attrs.axis == kAllAxes;
+  const std::int64_t n = all ? in.numel() : in[c.norm_axis(c.attrs.axis, in.rank())];
+  const std::string along = all ? "over all axes" : "along axis " + std::to_string(c.attrs.axis);
+  if (n > std::numeric_limits<std::int32_t>::max()) {
+    c.fail(std::to_string(n) + " elements " + along + ": positions must fit in int32");
+  }
+  return {reduced_shape(c, in, c.attrs.axis, c.attrs.keepdims), DType::i32};
 }
 
 // expand(g, like): g has the reduced shape of `like`; the result has like's shape.
@@ -68,6 +85,9 @@ void grad_reduce_max(const GradCtx& c) {
   const Attrs& at = c.attrs;
   c.add(c.in[0], with_axis(OpKind::ReduceMaxGrad, {c.grad, c.in[0], c.node}, at.axis, at.keepdims));
 }
+// Positions are piecewise constant in x: like floor, argmax passes no gradient on (a cast of
+// them to float may still sit on the loss's path).
+void grad_arg_extreme(const GradCtx&) {}
 // The gradient of a broadcast back along an axis is the reduction along it.
 void grad_expand(const GradCtx& c) {
   const Attrs& at = c.attrs;
@@ -97,6 +117,16 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                .name = "reduce_max_grad",
                .arity = 3,
                .infer = infer_reduce_max_grad});
+  t.push_back({.kind = OpKind::ArgMax,
+               .name = "argmax",
+               .arity = 1,
+               .infer = infer_arg_extreme,
+               .grad = grad_arg_extreme});
+  t.push_back({.kind = OpKind::ArgMin,
+               .name = "argmin",
+               .arity = 1,
+               .infer = infer_arg_extreme,
+               .grad = grad_arg_extreme});
   t.push_back({.kind = OpKind::Expand,
                .name = "expand",
                .arity = 2,

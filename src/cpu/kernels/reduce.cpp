@@ -4,12 +4,13 @@
 //
 // Maxima propagate NaN (as PyTorch and ONNX): a line holding a NaN reduces to NaN, and
 // reduce_max_grad gives the gradient to the line's first NaN (the element the result came
-// from). Contiguous lines take the vector max and a NaN flag side by side (the max
-// instruction itself may drop a NaN); strided lines blend.
+// from); argmax and argmin give its position. Contiguous lines take the vector max and a NaN flag
+// side by side (the max instruction itself may drop a NaN); strided lines blend.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
@@ -265,6 +266,195 @@ std::unique_ptr<CpuKernel> make_sum_to(const KernelArgs& k) {
   });
 }
 
+// ---- argmax / argmin ----------------------------------------------------------------------
+// Positions of the extreme along the axis. NaN beats every number (PyTorch's and ONNX
+// Runtime's argmax and argmin both give a NaN's position); equal values (and NaNs among
+// themselves) go to the first position, or the last with last_index. That is a total order
+// on (value, position), so splitting a line into pieces changes nothing: results are the same
+// for any team size.
+
+/// Whether v at a later position takes the place of b: strictly better, or (last_index) not
+/// worse.
+template <class T, bool Max, bool Last>
+inline bool replaces(T v, T b) {
+  const bool v_nan = v != v, b_nan = b != b;  // ints are never NaN
+  if constexpr (Last)
+    return !((Max ? b > v : b < v) || (b_nan && !v_nan));
+  else
+    return (Max ? v > b : v < b) || (v_nan && !b_nan);
+}
+
+/// The extreme of a contiguous run (NaN if it holds one): min or max with a NaN flag side by
+/// side, as max_contig, so the loop vectorises.
+template <class T, bool Max>
+T extreme_contig(const T* x, std::int64_t n) {
+  T m = x[0];
+  int nan = 0;
+  if constexpr (Max) {
+#pragma omp simd reduction(max : m) reduction(| : nan)
+    for (std::int64_t i = 0; i < n; ++i) {
+      m = std::max(m, x[i]);
+      nan |= x[i] != x[i];
+    }
+  } else {
+#pragma omp simd reduction(min : m) reduction(| : nan)
+    for (std::int64_t i = 0; i < n; ++i) {
+      m = std::min(m, x[i]);
+      nan |= x[i] != x[i];
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (nan) return std::numeric_limits<T>::quiet_NaN();
+  } else {
+    (void)nan;  // never set: ints are never NaN
+  }
+  return m;
+}
+
+/// Position of the extreme of x[0, n): its value first (vectorised), then where it is.
+template <class T, bool Max, bool Last>
+std::int64_t arg_contig(const T* x, std::int64_t n) {
+  const T m = extreme_contig<T, Max>(x, n);
+  const bool nan = m != m;
+  auto hit = [&](std::int64_t i) { return nan ? x[i] != x[i] : x[i] == m; };
+  if constexpr (Last) {
+    for (std::int64_t i = n - 1; i > 0; --i)
+      if (hit(i)) return i;
+    return 0;
+  } else {
+    for (std::int64_t i = 0; i + 1 < n; ++i)
+      if (hit(i)) return i;
+    return n - 1;
+  }
+}
+
+template <class T, bool Max, bool Last>
+class ArgExtremeKernel final : public CpuKernel {
+ public:
+  explicit ArgExtremeKernel(const KernelArgs& k)
+      : x_(static_cast<const T*>(k.in[0])),
+        out_(static_cast<std::int32_t*>(k.out)),
+        g_(axis_geom(k.in_shape(0), k.node.attrs.axis)) {
+    if (g_.inner == 1 && g_.outer == 1)
+      pieces_.resize(static_cast<std::size_t>((g_.n + kSplit - 1) / kSplit));
+  }
+
+  void run(const ExecCtx& ctx) override {
+    if (g_.inner > 1) {
+      strided(ctx);
+      return;
+    }
+    if (g_.outer == 1) {
+      // One long row: fixed-size pieces in parallel, their winners compared in order.
+      const auto n_pieces = static_cast<std::int64_t>(pieces_.size());
+      parallel_for(ctx, n_pieces, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t p = b; p < e; ++p) {
+          const std::int64_t lo = p * kSplit, len = std::min(kSplit, g_.n - lo);
+          pieces_[static_cast<std::size_t>(p)] = lo + arg_contig<T, Max, Last>(x_ + lo, len);
+        }
+      });
+      std::int64_t best = pieces_[0];
+      for (std::int64_t at : pieces_)
+        if (replaces<T, Max, Last>(x_[at], x_[best])) best = at;
+      *out_ = static_cast<std::int32_t>(best);
+      return;
+    }
+    parallel_for(ctx, g_.outer, std::max<std::int64_t>(1, kParallelGrain / g_.n),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t o = b; o < e; ++o)
+                     out_[o] =
+                         static_cast<std::int32_t>(arg_contig<T, Max, Last>(x_ + o * g_.n, g_.n));
+                 });
+  }
+
+ private:
+  // out[o, k] = position along j of the extreme of x[o, j, k]: columns in chunks across the
+  // team, each row of a chunk compared with the chunk's best so far (a vector select).
+  void strided(const ExecCtx& ctx) {
+    const std::int64_t chunks = (g_.inner + kColChunk - 1) / kColChunk;
+    parallel_for(ctx, g_.outer * chunks,
+                 std::max<std::int64_t>(1, kParallelGrain / (g_.n * kColChunk)),
+                 [&](std::int64_t t0, std::int64_t t1) {
+                   T best[kColChunk];
+                   std::int32_t at[kColChunk];
+                   for (std::int64_t t = t0; t < t1; ++t) {
+                     const std::int64_t o = t / chunks, k0 = (t % chunks) * kColChunk;
+                     const std::int64_t w = std::min(kColChunk, g_.inner - k0);
+                     const T* base = x_ + o * g_.n * g_.inner + k0;
+                     std::copy(base, base + w, best);
+                     std::fill(at, at + w, 0);
+                     for (std::int64_t j = 1; j < g_.n; ++j) {
+                       const T* row = base + j * g_.inner;
+                       const auto jj = static_cast<std::int32_t>(j);
+#pragma omp simd
+                       for (std::int64_t k = 0; k < w; ++k) {
+                         const bool r = replaces<T, Max, Last>(row[k], best[k]);
+                         best[k] = r ? row[k] : best[k];
+                         at[k] = r ? jj : at[k];
+                       }
+                     }
+                     std::copy(at, at + w, out_ + o * g_.inner + k0);
+                   }
+                 });
+  }
+
+  static constexpr std::int64_t kSplit = 1 << 16;
+  const T* x_;
+  std::int32_t* out_;
+  AxisGeom g_;
+  std::vector<std::int64_t> pieces_;
+};
+
+template <class T, bool Max>
+std::unique_ptr<CpuKernel> make_arg_extreme_t(const KernelArgs& k) {
+  if (k.node.attrs.last_index) return std::make_unique<ArgExtremeKernel<T, Max, true>>(k);
+  return std::make_unique<ArgExtremeKernel<T, Max, false>>(k);
+}
+std::unique_ptr<CpuKernel> make_arg_extreme(const KernelArgs& k) {
+  const bool max = k.node.op == OpKind::ArgMax;
+  if (k.in_types[0].dtype == DType::i32)
+    return max ? make_arg_extreme_t<std::int32_t, true>(k)
+               : make_arg_extreme_t<std::int32_t, false>(k);
+  return max ? make_arg_extreme_t<float, true>(k) : make_arg_extreme_t<float, false>(k);
+}
+
+// Reference: each line scanned in order in double (exact for float and int32), the rule
+// spelled out.
+std::unique_ptr<CpuKernel> make_arg_extreme_ref(const KernelArgs& k) {
+  const bool i32 = k.in_types[0].dtype == DType::i32;
+  const void* x = k.in[0];
+  auto* out = static_cast<std::int32_t*>(k.out);
+  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  const bool max = k.node.op == OpKind::ArgMax, last = k.node.attrs.last_index;
+  return make_kernel([=](const ExecCtx&) {
+    auto value = [&](std::int64_t i) {
+      return i32 ? static_cast<double>(static_cast<const std::int32_t*>(x)[i])
+                 : static_cast<double>(static_cast<const float*>(x)[i]);
+    };
+    for (std::int64_t o = 0; o < g.outer; ++o) {
+      for (std::int64_t i = 0; i < g.inner; ++i) {
+        std::int64_t best = 0;
+        double b = value(o * g.n * g.inner + i);
+        for (std::int64_t j = 1; j < g.n; ++j) {
+          const double v = value((o * g.n + j) * g.inner + i);
+          bool take;
+          if (std::isnan(b))
+            take = last && std::isnan(v);  // NaN beats numbers; NaNs tie
+          else if (std::isnan(v))
+            take = true;
+          else
+            take = (max ? v > b : v < b) || (last && v == b);
+          if (take) {
+            best = j;
+            b = v;
+          }
+        }
+        out[o * g.inner + i] = static_cast<std::int32_t>(best);
+      }
+    }
+  });
+}
+
 // ---- references -------------------------------------------------------------------------
 
 std::unique_ptr<CpuKernel> make_reduce_max_grad_ref(const KernelArgs& k) {
@@ -339,6 +529,10 @@ void register_reduce_kernels(KernelRegistry& r) {
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax}) {
     r.add(op, {"blocked_simd", f32_only, make_reduce});
     r.add(op, {"reference", f32_only, make_reduce_ref, true});
+  }
+  for (OpKind op : {OpKind::ArgMax, OpKind::ArgMin}) {
+    r.add(op, {"vector_scan", nullptr, make_arg_extreme});
+    r.add(op, {"reference", nullptr, make_arg_extreme_ref, true});
   }
   r.add(OpKind::ReduceMaxGrad, {"first_argmax", nullptr, make_reduce_max_grad});
   r.add(OpKind::ReduceMaxGrad, {"reference", nullptr, make_reduce_max_grad_ref, true});

@@ -1,5 +1,6 @@
 // Reductions on OpenCL (kernels/reduce.cl): sum, mean and max over one axis or all, sum_to
-// (the reduction that undoes a broadcast), and the gradients reduce_max_grad and expand.
+// (the reduction that undoes a broadcast), the gradients reduce_max_grad and expand, and
+// argmax / argmin.
 //
 // Every reduction becomes kept dims x reduced dims (collapsed, at most 4 each). When the
 // innermost input dim is reduced and long, a work-group takes each output (reduce_rows_*);
@@ -156,12 +157,34 @@ std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// argmax / argmin: a work-group per line when the axis is contiguous and long (as reduce_rows_*),
+// else a work-item per line.
+std::unique_ptr<ClOp> make_arg_extreme(const OpArgs& a) {
+  const AxisGeom g = axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const std::string name = std::string(a.node.op == OpKind::ArgMax ? "argmax" : "argmin") +
+                           (a.in_types[0].dtype == DType::i32 ? "_i32" : "_f32");
+  const cl_program prog = a.program("reduce");
+  const cl_int last = a.node.attrs.last_index ? 1 : 0;
+  const std::int64_t lines = g.outer * g.inner;
+  if (g.inner == 1 && g.n >= 64) {
+    Kernel k = make_kernel(prog, ("arg_rows_" + name).c_str(), a.in[0], a.out, to_int(lines),
+                           to_int(g.n), last);
+    const std::size_t L = pow2_group(a.device, k.get(), static_cast<std::size_t>(g.n));
+    return make_seq(launch_groups(a.device, std::move(k), L));
+  }
+  Kernel k = make_kernel(prog, ("arg_cols_" + name).c_str(), a.in[0], a.out, to_int(lines),
+                         to_int(g.n), to_int(g.inner), last);
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
   for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax})
     r.add(k, {"cl_reduce", nullptr, make_reduce});
   r.add(OpKind::SumTo, {"cl_reduce", nullptr, make_sum_to});
+  r.add(OpKind::ArgMax, {"cl_argmax", nullptr, make_arg_extreme});
+  r.add(OpKind::ArgMin, {"cl_argmin", nullptr, make_arg_extreme});
   r.add(OpKind::ReduceMaxGrad, {"cl_first_argmax", nullptr, make_reduce_max_grad});
   r.add(OpKind::Expand, {"cl_expand", nullptr, make_expand});
 }
