@@ -349,6 +349,39 @@ TEST(OnnxImport, ArgMaxErrorsNameTheNode) {
   }
 }
 
+// OneHot: negative indices count from depth; indices outside [-depth, depth) (2^24 + 1
+// among them, which a float would round) name no position; bad depth or values are errors
+// naming the node.
+TEST(OnnxImport, OneHotTakesNegativeIndicesAndLeavesOthersOff) {
+  auto model = [](std::int64_t depth, std::vector<float> values) {
+    Builder b;
+    b.input("i", {2, 3}, 7).output("y", {2, 5, 3});
+    b.ints("depth", {depth}).floats("values", {static_cast<std::int64_t>(values.size())}, values);
+    Builder::attr(b.node("OneHot", {"i", "depth", "values"}, {"y"}), "axis", std::int64_t{1});
+    return b;
+  };
+  ho::Model m = model(5, {-1, 2}).import();
+  const std::vector<std::int32_t> i{0, -1, 4, 5, -6, 16777217};
+  std::vector<float> want(30, -1);
+  const int hot[6] = {0, 4, 4, -1, -1, -1};  // position along axis 1 of each index, or none
+  for (int k = 0; k < 6; ++k)
+    if (hot[k] >= 0) want[static_cast<std::size_t>((k / 3) * 15 + hot[k] * 3 + k % 3)] = 2;
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"i", i}});
+    EXPECT_EQ(cg.read(m.outputs[0]), want);
+  }
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    model(0, {0, 1}).import();
+                  }),
+                  "depth must be one number of at least 1");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    model(5, {0, 1, 2}).import();
+                  }),
+                  "values must hold two elements");
+}
+
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
   Builder b;
   b.input("x", {std::string("batch"), 3}).output("y", {std::string("batch"), 3});

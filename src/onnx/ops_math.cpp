@@ -360,6 +360,67 @@ void softmax_op(Ctx& c) {
   c.set(0, c.reshape(y, d));
 }
 
+// 0, 1, ..., n - 1 along `axis` of a rank-`rank` int32 constant (1 along every other axis),
+// minus `shift`: what a one-hot compares positions with.
+Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift = 0) {
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank), 1);
+  dims[static_cast<std::size_t>(axis)] = n;
+  std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i - shift);
+  return c.graph().constant_i32(Shape(std::span<const std::int64_t>(dims)), std::move(v));
+}
+
+// 1 at the first largest element along the axis (a NaN, if the line holds one, as argmax), 0
+// elsewhere. Before opset 13 the input is seen as 2-d, as Softmax's.
+void hardmax(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  const int r = static_cast<int>(d.size());
+  auto one_hot_max = [&](Node v, int rank, int axis, std::int64_t n) {
+    return cast(equal(argmax(v, axis, true), iota_along(c, rank, axis, n)), DType::f32);
+  };
+  if (c.version >= 13) {
+    const int axis = c.axis(c.attr_i("axis", -1), r);
+    c.set(0, one_hot_max(x, r, axis, d[static_cast<std::size_t>(axis)]));
+    return;
+  }
+  const int axis = c.axis(c.attr_i("axis", 1), std::max(r, 1));
+  const std::int64_t rows = numel(Dims(d.begin(), d.begin() + axis));
+  const std::int64_t cols = numel(d) / rows;
+  c.set(0, c.reshape(one_hot_max(c.reshape(x, {rows, cols}), 2, 1, cols), d));
+}
+
+// OneHot(indices, depth, values): values[1] where an index names the position along the new
+// axis (a negative index counts from depth, as ONNX allows from -depth on), values[0]
+// elsewhere, also for indices outside [-depth, depth). Integer indices compare as integers,
+// float ones as floats (1.5 names no position).
+void one_hot(Ctx& c) {
+  const std::vector<float> dv = c.floats(1, "depth");
+  if (dv.size() != 1 || !(dv[0] >= 1) || dv[0] > static_cast<float>(1 << 30))
+    c.fail("depth must be one number of at least 1");
+  const auto depth = static_cast<std::int64_t>(dv[0]);
+  const int r = c.rank(0) + 1;
+  if (r > Shape::kMaxRank) c.unsupported("a one-hot of rank " + std::to_string(r));
+  const int axis = c.axis(c.attr_i("axis", -1), r);
+  const int ei = c.elem(0);
+  Node idx = ir::is_integral(ei) && ei != ir::kBool ? c.node(0) : c.f32(0);
+  Dims grown = c.dims(0);
+  grown.insert(grown.begin() + axis, 1);
+  idx = c.reshape(idx, grown);
+  Node pos = iota_along(c, r, axis, depth), neg = iota_along(c, r, axis, depth, depth);
+  if (c.type(idx).dtype == DType::f32) {
+    pos = cast(pos, DType::f32);
+    neg = cast(neg, DType::f32);
+  }
+  const Node hit = logical_or(equal(idx, pos), equal(idx, neg));
+  if (numel(c.dims(2)) != 2) c.fail("values must hold two elements (off, on)");
+  const int ev = c.elem(2);
+  Node values = ir::is_integral(ev) && ev != ir::kBool ? c.node(2) : c.f32(2);
+  values = c.reshape(values, {2});
+  c.set(0, where(hit, slice(values, 0, 1, 2), slice(values, 0, 0, 1)), ev);
+}
+
 }  // namespace
 
 void register_math_ops(std::vector<Handler>& h) {
@@ -419,6 +480,8 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"ReduceLogSumExp", 1, 13, reduce<reduce_sum>});
   h.push_back({"Softmax", 1, 13, softmax_op<softmax>});
   h.push_back({"LogSoftmax", 1, 13, softmax_op<log_softmax>});
+  h.push_back({"Hardmax", 1, 13, hardmax});
+  h.push_back({"OneHot", 9, 11, one_hot});
 }
 
 }  // namespace hetgraph::onnx::imp
