@@ -89,8 +89,8 @@ BINARY(minimum, a <= b || isnan(a) ? a : b)
 
 // Binary ops of typed operands, in the binary ops' two forms: kernels name_T_ff and name_T_bc
 // with T operands and a TO result. Comparisons and logic give int 0 / 1 (a scalar comparison
-// is 1 or 0 in OpenCL C; a NaN compares false, as on the CPU); maximum and minimum of ints
-// give ints.
+// is 1 or 0 in OpenCL C; a NaN compares false, as on the CPU); arithmetic, maximum and
+// minimum of ints give ints.
 #define TYPED_BINARY(name, T, TO, expr)                                                        \
   kernel void name##_##T##_ff(global const T* A, global const T* B, global TO* out,            \
                               const int n, const float alpha, const float beta) {              \
@@ -130,6 +130,10 @@ TYPED_BINARY(greater_equal, int, int, a >= b)
 TYPED_BINARY(logical_and, int, int, a != 0 && b != 0)
 TYPED_BINARY(logical_or, int, int, a != 0 || b != 0)
 TYPED_BINARY(logical_xor, int, int, (a != 0) != (b != 0))
+// int arithmetic wraps around (two's complement), as on the CPU
+TYPED_BINARY(add, int, int, as_int(as_uint(a) + as_uint(b)))
+TYPED_BINARY(sub, int, int, as_int(as_uint(a) - as_uint(b)))
+TYPED_BINARY(mul, int, int, as_int(as_uint(a) * as_uint(b)))
 TYPED_BINARY(maximum, int, int, a >= b ? a : b)
 TYPED_BINARY(minimum, int, int, a <= b ? a : b)
 // clang-format on

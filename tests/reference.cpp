@@ -541,6 +541,9 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
       return int_typed(g, r.inputs[0]);
     case OpKind::Where:
       return int_typed(g, r.inputs[1]);
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
     case OpKind::Maximum:
     case OpKind::Minimum:
       return int_typed(g, r.inputs[0]);

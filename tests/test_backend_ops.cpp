@@ -230,6 +230,17 @@ std::vector<Row> rows() {
   for (float& v : db.values) v += 0.025f;
   r.push_back({{OpKind::Maximum}, "maximum", {da, db}, {}, binary(maximum)});
   r.push_back({{OpKind::Minimum}, "minimum", {db, da}, {}, binary(minimum)});
+  // int32 arithmetic (no wrap here: the reference computes in double; ArithmeticWraps below).
+  const IntIn aa{"m", {2, 3}, {16777217, -4, 0, 46340, -46341, 7}}, ab{"n", {3}, {1, -3, 46340}};
+  const std::vector<std::pair<OpKind, Node (*)(Node, Node)>> arithmetic = {
+      {OpKind::Add, add}, {OpKind::Sub, sub}, {OpKind::Mul, mul}};
+  for (const auto& [kind, f] : arithmetic) {
+    r.push_back({{kind},
+                 std::string(detail::op_name(kind)) + " int32",
+                 {},
+                 {aa, ab},
+                 [f](Graph&, const F&, const F& i) { return f(i[0], i[1]); }});
+  }
   // Ints beyond float's 2^24, broadcast both ways.
   const IntIn ma{"m", {2, 1}, {16777217, -4}}, mb{"n", {3}, {16777216, -4, 2147483647}};
   r.push_back({{OpKind::Maximum}, "maximum int32", {}, {ma, mb}, [](Graph&, const F&, const F& i) {
@@ -867,6 +878,26 @@ TEST_P(BackendOps, CheckIndicesRejectsIndicesOutsideTheBound) {
   } catch (const FeedError& e) {
     EXPECT_NE(std::string(e.what()).find("index 5 at position 1"), std::string::npos) << e.what();
   }
+}
+
+// int32 add, sub and mul wrap around (two's complement) on every platform, broadcasting and
+// in place alike.
+TEST_P(BackendOps, IntArithmeticWrapsAround) {
+  Graph g;
+  auto a = g.input("a", DType::i32), b = g.input("b", DType::i32), one = g.input("one", DType::i32);
+  auto sum = add(a, b), diff = sub(a, b), prod = mul(a, b), up = add(a, one);
+  auto cg = GraphCompiler(GetParam().make())
+                .compile(g, {{"a", {4}}, {"b", {4}}, {"one", {}}}, {sum, diff, prod, up});
+  const std::int32_t lo = std::numeric_limits<std::int32_t>::min(),
+                     hi = std::numeric_limits<std::int32_t>::max();
+  cg.run({{"a", std::vector<std::int32_t>{hi, lo, 65536, 46341}},
+          {"b", std::vector<std::int32_t>{1, 1, 65536, 46341}},
+          {"one", std::vector<std::int32_t>{1}}});
+  EXPECT_EQ(cg.read_i32(sum), (std::vector<std::int32_t>{lo, lo + 1, 131072, 92682}));
+  EXPECT_EQ(cg.read_i32(diff), (std::vector<std::int32_t>{hi - 1, hi, 0, 0}));
+  // 46341^2 = 2^31 + 4633: wraps to -2^31 + 4633
+  EXPECT_EQ(cg.read_i32(prod), (std::vector<std::int32_t>{hi, lo, 0, lo + 4633}));
+  EXPECT_EQ(cg.read_i32(up), (std::vector<std::int32_t>{lo, lo + 1, 65537, 46342}));
 }
 
 // argmax / argmin give the same positions for any team size: long rows split into pieces,

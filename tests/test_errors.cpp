@@ -146,6 +146,7 @@ TEST(ShapeErrors, OnnxElementwise) {
   auto wb = where(c, a, b).named("w_shapes");
   auto mx = maximum(a, b).named("mx");
   auto mi = minimum(ids, a).named("mi");
+  auto ad = add(a, c).named("ad");
   auto pw = pow(a, ids).named("pw");
   auto cl = clip(ids, 0, 1).named("cl");
   const InputShapes s{{"a", {2, 3}}, {"b", {4, 3}}, {"c", {3}}, {"ids", {3}}};
@@ -159,6 +160,8 @@ TEST(ShapeErrors, OnnxElementwise) {
                            {"'mx'", "maximum", "[2, 3]", "[4, 3]", "do not broadcast"});
   expect_error<ShapeError>([&] { compile(g, s, {mi}); },
                            {"'mi'", "minimum", "two floats or two int32s", "i32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {ad}); },
+                           {"'ad'", "add", "two floats or two int32s", "f32", "i32"});
   expect_error<ShapeError>([&] { compile(g, s, {pw}); }, {"'pw'", "pow", "float", "i32"});
   expect_error<ShapeError>([&] { compile(g, s, {cl}); }, {"'cl'", "clip", "float", "i32"});
 }

@@ -382,6 +382,35 @@ TEST(OnnxImport, OneHotTakesNegativeIndicesAndLeavesOthersOff) {
                   "values must hold two elements");
 }
 
+// Integer arithmetic at run time: int64 (held as int32) adds, subtracts and multiplies as
+// integers (2^24 + 1 stays odd) and round-trips; uint8 is refused, since int32 would not wrap
+// at 8 bits as ONNX's uint8 does.
+TEST(OnnxImport, Int64ArithmeticRunsAndNarrowIntsAreRefused) {
+  Builder b;
+  b.input("i", {3}, 7).input("j", {3}, 7).output("y", {3}, 7);
+  b.node("Add", {"i", "j"}, {"s"});
+  b.node("Mul", {"s", "j"}, {"p"});
+  b.node("Sub", {"p", "i"}, {"y"});
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const std::vector<std::int32_t> i{16777216, -7, 3}, j{1, 5, -2};
+  std::vector<std::int32_t> want;
+  for (std::size_t k = 0; k < 3; ++k) want.push_back((i[k] + j[k]) * j[k] - i[k]);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"i", i}, {"j", j}});
+      EXPECT_EQ(cg.read_i32(model->outputs[0]), want);
+    }
+  }
+  Builder narrow;
+  narrow.input("i", {3}, 2).input("j", {3}, 2).output("y", {3}, 2);  // uint8
+  narrow.node("Add", {"i", "j"}, {"y"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { narrow.import(); }), "arithmetic on uint8");
+}
+
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
   Builder b;
   b.input("x", {std::string("batch"), 3}).output("y", {std::string("batch"), 3});

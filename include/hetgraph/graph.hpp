@@ -161,7 +161,8 @@ class DeviceScope {
 };
 
 // ---- ops ---------------------------------------------------------------------------------
-// Binary elementwise ops broadcast numpy-style (rank 0-4).
+// Binary elementwise ops broadcast numpy-style (rank 0-4). add, sub and mul also take two
+// int32s (wrapping around, two's complement); the others take floats.
 Node add(Node a, Node b);
 Node sub(Node a, Node b);
 Node mul(Node a, Node b);

@@ -36,6 +36,23 @@ void binary(Ctx& c) {
   c.set(0, F(a, b));
 }
 
+// Add, Sub, Mul: floats, or int32 / int64 of one type, computed in int32 (int64 results
+// wrap at 32 bits: the README says so). Narrower ints are refused: held as int32, they would
+// not wrap where ONNX's do (uint8 200 + 100 is 44 there).
+template <Node (*F)(Node, Node)>
+void arithmetic(Ctx& c) {
+  const int elem = c.elem(0);
+  if (!ir::is_integral(elem) || elem == ir::kBool) return binary<F>(c);
+  if (elem != ir::kInt32 && elem != ir::kInt64) {
+    c.unsupported(std::string("arithmetic on ") + ir::elem_name(elem) +
+                  ": hetgraph computes integers in int32, which would not wrap where " +
+                  ir::elem_name(elem) + " does");
+  }
+  if (c.elem(1) != elem) c.fail("A and B differ in element type");
+  Node a = c.node(0);
+  c.set(0, F(a, legacy_rhs(c, a, c.node(1))), elem);
+}
+
 template <Node (*F)(Node)>
 void unary(Ctx& c) {
   c.set(0, F(c.f32(0)));
@@ -424,9 +441,9 @@ void one_hot(Ctx& c) {
 }  // namespace
 
 void register_math_ops(std::vector<Handler>& h) {
-  h.push_back({"Add", 1, 14, binary<add>});
-  h.push_back({"Sub", 1, 14, binary<sub>});
-  h.push_back({"Mul", 1, 14, binary<mul>});
+  h.push_back({"Add", 1, 14, arithmetic<add>});
+  h.push_back({"Sub", 1, 14, arithmetic<sub>});
+  h.push_back({"Mul", 1, 14, arithmetic<mul>});
   h.push_back({"Div", 1, 14, binary<div>});
   h.push_back({"Sum", 1, 13, sum_op});
   h.push_back({"Mean", 1, 13, sum_op});

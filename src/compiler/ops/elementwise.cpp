@@ -30,8 +30,9 @@ TensorType infer_broadcast(const InferCtx& c) {
   return {out, DType::f32};
 }
 
-// maximum / minimum: float, or int32 (ONNX Max and Min of integers; no gradient reaches ints).
-TensorType infer_extremum(const InferCtx& c) {
+// add, sub, mul, maximum, minimum: float, or int32 (ONNX's integer arithmetic; int32 wraps
+// around; no gradient reaches ints).
+TensorType infer_numeric(const InferCtx& c) {
   if (c.in[0].dtype == DType::i32 && c.in[1].dtype == DType::i32) {
     Shape out;
     if (!broadcast_shapes(c.in[0].shape, c.in[1].shape, out)) {
@@ -230,9 +231,9 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                  .grad = g,
                  .elementwise = Elementwise::binary});
   };
-  binary(OpKind::Add, "add", grad_add);
-  binary(OpKind::Sub, "sub", grad_sub);
-  binary(OpKind::Mul, "mul", grad_mul);
+  binary(OpKind::Add, "add", grad_add, infer_numeric);
+  binary(OpKind::Sub, "sub", grad_sub, infer_numeric);
+  binary(OpKind::Mul, "mul", grad_mul, infer_numeric);
   binary(OpKind::Div, "div", grad_div);
   // `epilogue`: the fusion pass may fold it into a matmul that feeds it.
   auto unary = [&](OpKind k, std::string_view name, GradFn g, float flops, bool epilogue) {
@@ -264,8 +265,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
   binary(OpKind::Pow, "pow", grad_pow);
   binary(OpKind::XLogY, "xlogy", nullptr);
-  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_extremum);
-  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_extremum);
+  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric);
+  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_numeric);
   auto ternary = [&](OpKind k, std::string_view name, InferFn infer, GradFn g) {
     t.push_back({.kind = k,
                  .name = name,

@@ -82,17 +82,25 @@ std::unique_ptr<CpuKernel> make_unary(const KernelArgs& k, Op op) {
 }
 
 // Functors; `from` reads the op's attributes.
+// add, sub and mul also take int32, which wraps around (two's complement, as ONNX Runtime's
+// int32): computed in uint32, where C++ defines the wrap.
+inline std::int32_t wrap(std::uint32_t v) {
+  return static_cast<std::int32_t>(v);
+}
+inline std::uint32_t word(std::int32_t v) {
+  return static_cast<std::uint32_t>(v);
+}
 struct AddF {
-  static AddF from(const Attrs&) { return {}; }
   float operator()(float a, float b) const { return a + b; }
+  std::int32_t operator()(std::int32_t a, std::int32_t b) const { return wrap(word(a) + word(b)); }
 };
 struct SubF {
-  static SubF from(const Attrs&) { return {}; }
   float operator()(float a, float b) const { return a - b; }
+  std::int32_t operator()(std::int32_t a, std::int32_t b) const { return wrap(word(a) - word(b)); }
 };
 struct MulF {
-  static MulF from(const Attrs&) { return {}; }
   float operator()(float a, float b) const { return a * b; }
+  std::int32_t operator()(std::int32_t a, std::int32_t b) const { return wrap(word(a) * word(b)); }
 };
 struct DivF {
   static DivF from(const Attrs&) { return {}; }
@@ -624,9 +632,9 @@ void unary(KernelRegistry& r, OpKind kind) {
 }  // namespace
 
 void register_elementwise_kernels(KernelRegistry& t) {
-  binary<AddF>(t, OpKind::Add);
-  binary<SubF>(t, OpKind::Sub);
-  binary<MulF>(t, OpKind::Mul);
+  typed_binary<AddF, true, true>(t, OpKind::Add);
+  typed_binary<SubF, true, true>(t, OpKind::Sub);
+  typed_binary<MulF, true, true>(t, OpKind::Mul);
   binary<DivF>(t, OpKind::Div);
   binary<AxpbyF>(t, OpKind::Axpby);
   binary<ReluGradF>(t, OpKind::ReluGrad);

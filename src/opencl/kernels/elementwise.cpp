@@ -68,7 +68,8 @@ std::unique_ptr<ClOp> launch_binary(const OpArgs& a, const std::string& base) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
-// Maximum and minimum of int32 take their TYPED_BINARY line (the other ops take floats only).
+// add, sub, mul, maximum and minimum of int32 take their TYPED_BINARY line (shape inference
+// gives the other binary ops floats only).
 std::unique_ptr<ClOp> make_binary(const OpArgs& a) {
   const bool ints = a.in_types[0].dtype == DType::i32;
   return launch_binary(a, std::string(op_name(a.node.op)) + (ints ? "_int" : ""));
