@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -595,6 +596,60 @@ TEST(OnnxImport, InitializersAreVariablesThatTrain) {
     (i == 0 ? first : last) = cg.read(loss)[0];
   }
   EXPECT_LT(last, first * 0.5f);
+}
+
+// SoftmaxCrossEntropyLoss imported is a loss to train through: its gradient with respect to
+// the weights is x^T (softmax - one_hot) over the rows not ignored, and an ignored row adds
+// nothing. NegativeLogLikelihoodLoss keeps a -inf of a class not picked out of the loss.
+TEST(OnnxImport, LossesPickTheirClassAndTrain) {
+  Builder b;
+  b.input("x", {3, 2}).input("t", {3}, 7).output("loss", {});
+  b.floats("W", {2, 4}, {0.5f, -0.25f, 1.0f, 0.0f, -0.5f, 0.75f, 0.25f, -1.0f});
+  b.node("MatMul", {"x", "W"}, {"scores"});
+  Builder::attr(b.node("SoftmaxCrossEntropyLoss", {"scores", "t"}, {"loss"}), "ignore_index",
+                std::int64_t{1});
+  ho::Model m = b.import();
+  ASSERT_EQ(m.variables.size(), 1u);
+  const Node dW = gradients(m.outputs[0], {m.variables[0]})[0];
+  const std::vector<float> x{1, 2, -1, 0.5f, 3, -2};
+  const std::vector<std::int32_t> t{3, 1, 0};  // the second row is ignored
+  const std::vector<float> w{0.5f, -0.25f, 1.0f, 0.0f, -0.5f, 0.75f, 0.25f, -1.0f};
+  double want_loss = 0;
+  std::vector<double> want_dw(8, 0.0);
+  for (int n : {0, 2}) {  // the rows kept; the mean divides by their count, 2
+    double s[4], mx = -1e30, z = 0;
+    for (int k = 0; k < 4; ++k) {
+      s[k] = x[static_cast<std::size_t>(2 * n)] * w[static_cast<std::size_t>(k)] +
+             x[static_cast<std::size_t>(2 * n + 1)] * w[static_cast<std::size_t>(4 + k)];
+      mx = std::max(mx, s[k]);
+    }
+    for (double v : s) z += std::exp(v - mx);
+    const int tn = t[static_cast<std::size_t>(n)];
+    want_loss -= (s[tn] - mx - std::log(z)) / 2;
+    for (int k = 0; k < 4; ++k) {
+      const double d = (std::exp(s[k] - mx) / z - (k == tn ? 1 : 0)) / 2;
+      for (int i = 0; i < 2; ++i)
+        want_dw[static_cast<std::size_t>(4 * i + k)] += x[static_cast<std::size_t>(2 * n + i)] * d;
+    }
+  }
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg =
+        GraphCompiler(pc.make()).compile(m.graph, m.input_shapes, {m.outputs[0], dW});
+    cg.run({{"x", x}, {"t", t}});
+    EXPECT_NEAR(cg.read(m.outputs[0])[0], want_loss, 1e-5);
+    const auto got = cg.read(dW);
+    for (std::size_t k = 0; k < 8; ++k) EXPECT_NEAR(got[k], want_dw[k], 1e-5) << k;
+  }
+  Builder nll;
+  nll.input("p", {2, 3}).input("t", {2}, 7).output("loss", {});
+  nll.node("NegativeLogLikelihoodLoss", {"p", "t"}, {"loss"});
+  ho::Model mn = nll.import();
+  CompiledGraph cg = mn.compile();
+  const float inf = std::numeric_limits<float>::infinity();
+  cg.run({{"p", std::vector<float>{-inf, -1, -2, 0.5f, -inf, -3}},
+          {"t", std::vector<std::int32_t>{1, 0}}});
+  EXPECT_FLOAT_EQ(cg.read(mn.outputs[0])[0], 0.25f);  // -(-1 + 0.5) / 2
 }
 
 TEST(OnnxImport, BidirectionalLstmDirectionsAreIndependentChains) {

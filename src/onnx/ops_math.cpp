@@ -438,6 +438,67 @@ void one_hot(Ctx& c) {
   c.set(0, where(hit, slice(values, 0, 1, 2), slice(values, 0, 0, 1)), ev);
 }
 
+// NegativeLogLikelihoodLoss of log-probabilities x [N, C, d...] and class ids t [N, d...]:
+// -x[n, t, d...] * weight[t], 0 where t is ignore_index; reduced by none, sum or mean (the sum
+// over the summed weights). The pick is a one-hot compare of t with the classes (a target
+// outside [0, C) picks nothing, as an ignored one), through where, so that a -inf among the
+// classes not picked stays out, and the gradient reaches x where it was picked.
+Node nll_loss_of(Ctx& c, Node x, std::size_t target, std::size_t weight) {
+  const Dims dx = c.shape(x);
+  const int r = static_cast<int>(dx.size());
+  if (r < 2) c.fail("the input must have a class axis: [N, C, ...], got " + dims_str(dx));
+  Dims dt = c.dims(target), want = dx;
+  want.erase(want.begin() + 1);
+  if (dt != want) c.fail("the target must be " + dims_str(want) + ", got " + dims_str(dt));
+  if (!ir::is_integral(c.elem(target)) || c.elem(target) == ir::kBool)
+    c.fail("the target must hold integer class ids");
+  const std::int64_t classes = dx[1];
+  Dims grown = dt;
+  grown.insert(grown.begin() + 1, 1);
+  const Node t = c.reshape(c.node(target), grown);
+  const Node picks = equal(t, iota_along(c, r, 1, classes));  // [N, C, d...]
+  const Node zero = c.constant(0.0f);
+  const Node picked = reduce_sum(where(picks, x, zero), 1);  // x[n, t, d...]
+  // The weight of each position: weight[t] (or 1 for a class id in range), 0 where ignored.
+  Node w;
+  if (c.has(weight)) {
+    if (c.dims(weight) != Dims{classes})
+      c.fail("the weight must be [" + std::to_string(classes) + "]");
+    Dims wd(static_cast<std::size_t>(r), 1);
+    wd[1] = classes;
+    w = reduce_sum(where(picks, c.reshape(c.f32(weight), wd), zero), 1);
+  } else {
+    w = reduce_sum(cast(picks, DType::f32), 1);
+  }
+  if (c.has_attr("ignore_index")) {
+    const std::int64_t ii = c.attr_i("ignore_index", 0);
+    if (ii >= 0 && ii < classes) {
+      const Node ignored = c.graph().constant_i32(Shape{}, {static_cast<std::int32_t>(ii)});
+      w = where(equal(c.node(target), ignored), zero, w);
+    }  // else no class id in range is ignore_index: a target equal to it picks nothing already
+  }
+  const Node loss = neg(mul(picked, w));
+  const std::string reduction = c.attr_s("reduction", "mean");
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return reduce_sum(loss);
+  if (reduction == "mean") return div(reduce_sum(loss), reduce_sum(w));
+  c.fail("reduction must be none, sum or mean, got '" + reduction + "'");
+}
+
+void nll_loss(Ctx& c) {
+  c.set(0, nll_loss_of(c, c.f32(0), 1, 2));
+}
+
+// SoftmaxCrossEntropyLoss: NegativeLogLikelihoodLoss of log_softmax over the class axis; the
+// optional second output is that log_softmax.
+void softmax_cross_entropy_loss(Ctx& c) {
+  Node scores = c.f32(0);
+  if (c.rank(0) < 2) c.fail("the scores must have a class axis: [N, C, ...]");
+  const Node logp = log_softmax(scores, 1);
+  c.set(0, nll_loss_of(c, logp, 1, 2));
+  if (c.wants(1)) c.set(1, logp);
+}
+
 }  // namespace
 
 void register_math_ops(std::vector<Handler>& h) {
@@ -499,6 +560,8 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"LogSoftmax", 1, 13, softmax_op<log_softmax>});
   h.push_back({"Hardmax", 1, 13, hardmax});
   h.push_back({"OneHot", 9, 11, one_hot});
+  h.push_back({"NegativeLogLikelihoodLoss", 12, 13, nll_loss});
+  h.push_back({"SoftmaxCrossEntropyLoss", 12, 13, softmax_cross_entropy_loss});
 }
 
 }  // namespace hetgraph::onnx::imp
