@@ -40,30 +40,33 @@ UNARY(clip_f32, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))
 // Binary ops in two forms: _ff for two full operands of the output's shape (contiguous), _bc
 // for broadcasting through a collapsed 4-d stride plan (d: output dims, sa/sb: element strides
 // of the operands, 0 along broadcast dims; leading unused dims are 1).
-#define BINARY(name, expr)                                                               \
-  kernel void name##_ff(global const float* A, global const float* B, global float* out, \
-                        const int n, const float alpha, const float beta) {              \
-    FOR_EACH(i, n) {                                                                     \
-      const float a = A[i], b = B[i];                                                    \
-      out[i] = (expr);                                                                   \
-    }                                                                                    \
-  }                                                                                      \
-  kernel void name##_bc(global const float* A, global const float* B, global float* out, \
-                        const int n, const int4 d, const int4 sa, const int4 sb,         \
-                        const float alpha, const float beta) {                           \
-    FOR_EACH(i, n) {                                                                     \
-      int r = (int)i;                                                                    \
-      const int i3 = r % d.w;                                                            \
-      r /= d.w;                                                                          \
-      const int i2 = r % d.z;                                                            \
-      r /= d.z;                                                                          \
-      const int i1 = r % d.y;                                                            \
-      const int i0 = r / d.y;                                                            \
-      const float a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                  \
-      const float b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                  \
-      out[i] = (expr);                                                                   \
-    }                                                                                    \
+// The pair of kernels FF and BC with T operands and a TO result.
+#define BINARY_PAIR(FF, BC, T, TO, expr)                                                      \
+  kernel void FF(global const T* A, global const T* B, global TO* out, const int n,          \
+                 const float alpha, const float beta) {                                      \
+    FOR_EACH(i, n) {                                                                         \
+      const T a = A[i], b = B[i];                                                            \
+      out[i] = (expr);                                                                       \
+    }                                                                                        \
+  }                                                                                          \
+  kernel void BC(global const T* A, global const T* B, global TO* out, const int n,          \
+                 const int4 d, const int4 sa, const int4 sb, const float alpha,              \
+                 const float beta) {                                                         \
+    FOR_EACH(i, n) {                                                                         \
+      int r = (int)i;                                                                        \
+      const int i3 = r % d.w;                                                                \
+      r /= d.w;                                                                              \
+      const int i2 = r % d.z;                                                                \
+      r /= d.z;                                                                              \
+      const int i1 = r % d.y;                                                                \
+      const int i0 = r / d.y;                                                                \
+      const T a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                          \
+      const T b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                          \
+      out[i] = (expr);                                                                       \
+    }                                                                                        \
   }
+// Float ops: name_ff and name_bc.
+#define BINARY(name, expr) BINARY_PAIR(name##_ff, name##_bc, float, float, expr)
 
 // clang-format off
 BINARY(add, a + b)
@@ -91,30 +94,8 @@ BINARY(minimum, a <= b || isnan(a) ? a : b)
 // with T operands and a TO result. Comparisons and logic give int 0 / 1 (a scalar comparison
 // is 1 or 0 in OpenCL C; a NaN compares false, as on the CPU); arithmetic, maximum and
 // minimum of ints give ints.
-#define TYPED_BINARY(name, T, TO, expr)                                                        \
-  kernel void name##_##T##_ff(global const T* A, global const T* B, global TO* out,            \
-                              const int n, const float alpha, const float beta) {              \
-    FOR_EACH(i, n) {                                                                           \
-      const T a = A[i], b = B[i];                                                              \
-      out[i] = (expr);                                                                         \
-    }                                                                                          \
-  }                                                                                            \
-  kernel void name##_##T##_bc(global const T* A, global const T* B, global TO* out,            \
-                              const int n, const int4 d, const int4 sa, const int4 sb,         \
-                              const float alpha, const float beta) {                           \
-    FOR_EACH(i, n) {                                                                           \
-      int r = (int)i;                                                                          \
-      const int i3 = r % d.w;                                                                  \
-      r /= d.w;                                                                                \
-      const int i2 = r % d.z;                                                                  \
-      r /= d.z;                                                                                \
-      const int i1 = r % d.y;                                                                  \
-      const int i0 = r / d.y;                                                                  \
-      const T a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                            \
-      const T b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                            \
-      out[i] = (expr);                                                                         \
-    }                                                                                          \
-  }
+#define TYPED_BINARY(name, T, TO, expr) \
+  BINARY_PAIR(name##_##T##_ff, name##_##T##_bc, T, TO, expr)
 
 // clang-format off
 TYPED_BINARY(equal, float, int, a == b)

@@ -98,6 +98,22 @@ int norm_axis(int axis, int rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+// x as [outer, n, inner] around `axis` (all axes: [1, numel, 1]): the lines a reduction reads.
+struct Lines {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+Lines lines_of(const Array& x, int axis) {
+  const bool all = axis == hetgraph::kAllAxes;
+  const int a = all ? -1 : norm_axis(axis, x.shape.rank());
+  Lines l;
+  l.n = all ? x.shape.numel() : x.shape[a];
+  for (int d = 0; !all && d < x.shape.rank(); ++d) {
+    if (d < a) l.outer *= x.shape[d];
+    if (d > a) l.inner *= x.shape[d];
+  }
+  return l;
+}
+
 Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
   const bool all = axis == hetgraph::kAllAxes;
   const int a = all ? -1 : norm_axis(axis, x.shape.rank());
@@ -114,12 +130,7 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
   // o = (p, q) takes x[p, 0..n-1, q] in that order, the order of x's flat index. keepdims only
   // changes the output's shape, not its layout. (No index vectors per element: under ASan the
   // allocations made this loop most of test_ops' time.)
-  const std::int64_t n = all ? x.shape.numel() : x.shape[a];
-  std::int64_t outer = 1, inner = 1;
-  for (int d = 0; !all && d < x.shape.rank(); ++d) {
-    if (d < a) outer *= x.shape[d];
-    if (d > a) inner *= x.shape[d];
-  }
+  const auto [outer, n, inner] = lines_of(x, axis);
   for (std::int64_t p = 0; p < outer; ++p) {
     for (std::int64_t q = 0; q < inner; ++q) {
       double acc = op == OpKind::ReduceMax ? -INFINITY : 0.0;
@@ -140,14 +151,7 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
 Array arg_extreme(const Array& x, int axis, bool keepdims, bool last, bool max) {
   const Array shape_of = reduce(x, axis, keepdims, OpKind::ReduceSum);
   Array out(shape_of.shape);
-  const bool all = axis == hetgraph::kAllAxes;
-  const int a = all ? -1 : norm_axis(axis, x.shape.rank());
-  const std::int64_t n = all ? x.shape.numel() : x.shape[a];
-  std::int64_t outer = 1, inner = 1;
-  for (int d = 0; !all && d < x.shape.rank(); ++d) {
-    if (d < a) outer *= x.shape[d];
-    if (d > a) inner *= x.shape[d];
-  }
+  const auto [outer, n, inner] = lines_of(x, axis);
   for (std::int64_t p = 0; p < outer; ++p) {
     for (std::int64_t q = 0; q < inner; ++q) {
       std::vector<double> line;
