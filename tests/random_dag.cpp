@@ -179,7 +179,7 @@ Graph random_op_graph(std::mt19937& rng, int n, std::vector<Node>& sinks) {
         v.push_back(axpby(a, b, 0.3f, -0.7f));
         break;
       case 14:
-        v.push_back(sin(a) * cos(b));
+        v.push_back(sin(a) * cos(b) + atan(a) * asinh(b) - tan(clip(b, -1, 1)));
         break;
       case 15:
         v.push_back(concat({gather(a, rows, ax), slice(b, ax, 1, 2)}, ax));

@@ -660,6 +660,36 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Cos:
         out = unary(in[0], [](double a) { return std::cos(a); });
         break;
+      case OpKind::Tan:
+        out = unary(in[0], [](double a) { return std::tan(a); });
+        break;
+      case OpKind::Asin:
+        out = unary(in[0], [](double a) { return std::asin(a); });
+        break;
+      case OpKind::Acos:
+        out = unary(in[0], [](double a) { return std::acos(a); });
+        break;
+      case OpKind::Atan:
+        out = unary(in[0], [](double a) { return std::atan(a); });
+        break;
+      case OpKind::Sinh:
+        out = unary(in[0], [](double a) { return std::sinh(a); });
+        break;
+      case OpKind::Cosh:
+        out = unary(in[0], [](double a) { return std::cosh(a); });
+        break;
+      case OpKind::Asinh:
+        out = unary(in[0], [](double a) { return std::asinh(a); });
+        break;
+      case OpKind::Acosh:
+        out = unary(in[0], [](double a) { return std::acosh(a); });
+        break;
+      case OpKind::Atanh:
+        out = unary(in[0], [](double a) { return std::atanh(a); });
+        break;
+      case OpKind::Round:
+        out = unary(in[0], [](double a) { return std::nearbyint(a); });
+        break;
       case OpKind::LeakyRelu: {
         const double s = at.alpha;
         out = unary(in[0], [s](double a) { return a > 0 ? a : s * a; });

@@ -206,6 +206,25 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::Erf}, "erf", {uniform("a", {4, 5}, -4.5f, 4.5f, 28)}, {}, unary(erf)});
   r.push_back({{OpKind::Sin}, "sin", {uniform("a", {4, 5}, -7, 7, 29)}, {}, unary(sin)});
   r.push_back({{OpKind::Cos}, "cos", {uniform("a", {4, 5}, -7, 7, 30)}, {}, unary(cos)});
+  r.push_back({{OpKind::Tan}, "tan", {uniform("a", {4, 5}, -1.4f, 1.4f, 31)}, {}, unary(tan)});
+  const In unit = uniform("a", {4, 5}, -0.95f, 0.95f, 32);
+  r.push_back({{OpKind::Asin}, "asin", {unit}, {}, unary(asin)});
+  r.push_back({{OpKind::Acos}, "acos", {unit}, {}, unary(acos)});
+  r.push_back({{OpKind::Atanh}, "atanh", {unit}, {}, unary(atanh)});
+  r.push_back({{OpKind::Atan}, "atan", {uniform("a", {4, 5}, -20, 20, 33)}, {}, unary(atan)});
+  r.push_back({{OpKind::Sinh}, "sinh", {uniform("a", {4, 5}, -5, 5, 34)}, {}, unary(sinh)});
+  r.push_back({{OpKind::Cosh}, "cosh", {uniform("a", {4, 5}, -5, 5, 35)}, {}, unary(cosh)});
+  r.push_back({{OpKind::Asinh}, "asinh", {uniform("a", {4, 5}, -30, 30, 36)}, {}, unary(asinh)});
+  r.push_back({{OpKind::Acosh}, "acosh", {uniform("a", {4, 5}, 1, 30, 37)}, {}, unary(acosh)});
+  // Halves go to the even neighbour; 2^23 + 1 and beyond are integers already.
+  r.push_back({{OpKind::Round},
+               "round",
+               {In{"a",
+                   {3, 4},
+                   {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.7f, -0.2f, -0.0f, 8388609.0f, -1e30f,
+                    2.49999f}}},
+               {},
+               unary(round)});
   r.push_back({{OpKind::LeakyRelu}, "leaky_relu", {wide}, {}, [](Graph&, const F& x, const F&) {
                  return leaky_relu(x[0], 0.1f);
                }});
@@ -539,6 +558,16 @@ std::vector<Row> rows() {
   grad({OpKind::ErfGrad}, "erf", {uniform("a", {3, 4}, -2, 2, 34)}, {}, unary(erf), {0});
   grad({OpKind::Cos}, "sin'", {uniform("a", {3, 4}, -3, 3, 35)}, {}, unary(sin), {0});
   grad({OpKind::Sin}, "cos'", {uniform("a", {3, 4}, -3, 3, 36)}, {}, unary(cos), {0});
+  grad({OpKind::Tan}, "tan", {uniform("a", {3, 4}, -1.2f, 1.2f, 37)}, {}, unary(tan), {0});
+  const In inner = uniform("a", {3, 4}, -0.8f, 0.8f, 38);
+  grad({OpKind::Asin}, "asin", {inner}, {}, unary(asin), {0});
+  grad({OpKind::Acos}, "acos", {inner}, {}, unary(acos), {0});
+  grad({OpKind::Atanh}, "atanh", {inner}, {}, unary(atanh), {0});
+  grad({OpKind::Atan}, "atan", {uniform("a", {3, 4}, -3, 3, 39)}, {}, unary(atan), {0});
+  grad({OpKind::Cosh}, "sinh", {uniform("a", {3, 4}, -2, 2, 40)}, {}, unary(sinh), {0});
+  grad({OpKind::Sinh}, "cosh", {uniform("a", {3, 4}, -2, 2, 41)}, {}, unary(cosh), {0});
+  grad({OpKind::Asinh}, "asinh", {uniform("a", {3, 4}, -3, 3, 42)}, {}, unary(asinh), {0});
+  grad({OpKind::Acosh}, "acosh", {uniform("a", {3, 4}, 1.2f, 4, 43)}, {}, unary(acosh), {0});
   grad({OpKind::LeakyReluGrad}, "leaky_relu", {wide}, {},
        [](Graph&, const F& x, const F&) { return leaky_relu(x[0], 0.1f); }, {0});
   grad({OpKind::ClipGrad}, "clip", {wide}, {},

@@ -95,6 +95,12 @@ struct Builder {
     a->set_type(::onnx::AttributeProto::INT);
     a->set_i(v);
   }
+  static void attr_f(::onnx::NodeProto* n, const std::string& name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
   static void attr(::onnx::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
     auto* a = n->add_attribute();
     a->set_name(name);
@@ -144,13 +150,13 @@ TEST(OnnxImport, EveryUnsupportedOpIsListedAtOnce) {
   b.input("x", {4, 3}).output("v", {4, 2}).output("i", {4, 2}, 7).output("z", {4, 3});
   b.ints("k", {2});
   b.node("TopK", {"x", "k"}, {"v", "i"});
-  b.node("Round", {"x"}, {"r"});
+  b.node("Unique", {"x"}, {"r"});
   b.node("Relu", {"r"}, {"z"});
   b.node("Det", {"x"}, {"d"});
   const std::string what = error_of<ho::UnsupportedError>([&] { b.import(); });
   EXPECT_CONTAINS(what, "opset 17");
   EXPECT_CONTAINS(what, "TopK-11");
-  EXPECT_CONTAINS(what, "Round-11");
+  EXPECT_CONTAINS(what, "Unique-11");
   EXPECT_CONTAINS(what, "Det-11");
   EXPECT_EQ(what.find("Relu"), std::string::npos) << what;
 }
@@ -410,6 +416,104 @@ TEST(OnnxImport, Int64ArithmeticRunsAndNarrowIntsAreRefused) {
   narrow.input("i", {3}, 2).input("j", {3}, 2).output("y", {3}, 2);  // uint8
   narrow.node("Add", {"i", "j"}, {"y"});
   EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { narrow.import(); }), "arithmetic on uint8");
+}
+
+// Trilu keeps a triangle of the last two dims (k shifts the diagonal; the leading dims
+// broadcast), of floats and of int64; the import's where and mask export and come back.
+TEST(OnnxImport, TriluKeepsATriangle) {
+  Builder b;
+  b.input("x", {2, 3, 4}).input("i", {3, 4}, 7).output("up", {2, 3, 4}).output("lo", {3, 4}, 7);
+  b.ints("k", {1}).ints("m", {-1});
+  b.node("Trilu", {"x", "k"}, {"up"});
+  Builder::attr(b.node("Trilu", {"i", "m"}, {"lo"}), "upper", std::int64_t{0});
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  std::vector<float> x(24);
+  std::vector<std::int32_t> i(12);
+  std::vector<float> up(24);
+  std::vector<std::int32_t> lo(12);
+  for (int e = 0; e < 24; ++e) {
+    x[static_cast<std::size_t>(e)] = static_cast<float>(e) - 7.5f;
+    const int r = e / 4 % 3, col = e % 4;
+    up[static_cast<std::size_t>(e)] = col - r >= 1 ? x[static_cast<std::size_t>(e)] : 0.0f;
+    if (e < 12) {
+      i[static_cast<std::size_t>(e)] = 16777217 + e;
+      lo[static_cast<std::size_t>(e)] = col - r <= -1 ? i[static_cast<std::size_t>(e)] : 0;
+    }
+  }
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"i", i}});
+      EXPECT_EQ(cg.read(model->outputs[0]), up);
+      EXPECT_EQ(cg.read_i32(model->outputs[1]), lo);
+    }
+  }
+  Builder flat;
+  flat.input("x", {4}).output("y", {4});
+  flat.node("Trilu", {"x"}, {"y"});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { flat.import(); }), "rank 2 or more");
+}
+
+// Sign, IsInf, IsNaN, Shrink, ThresholdedRelu, Round and EyeLike at run time, on values with
+// the edge cases (infinities, NaN, zero, halves); exported and imported back.
+TEST(OnnxImport, SignInfNanShrinkRoundAndEyeLikeRun) {
+  Builder b;
+  b.input("x", {8}).input("j", {3}, 7).output("sign", {8}).output("inf", {8}, 9);
+  b.output("neginf", {8}, 9).output("nan", {8}, 9).output("shrink", {8}).output("thr", {8});
+  b.output("isign", {3}, 7).output("round", {8}).output("eye", {3, 4});
+  b.node("Sign", {"x"}, {"sign"});
+  b.node("IsInf", {"x"}, {"inf"});
+  Builder::attr(b.node("IsInf", {"x"}, {"neginf"}), "detect_positive", std::int64_t{0});
+  b.node("IsNaN", {"x"}, {"nan"});
+  auto* sh = b.node("Shrink", {"x"}, {"shrink"});
+  Builder::attr_f(sh, "lambd", 0.5f);
+  Builder::attr_f(sh, "bias", 0.25f);
+  Builder::attr_f(b.node("ThresholdedRelu", {"x"}, {"thr"}), "alpha", 0.25f);
+  b.node("Sign", {"j"}, {"isign"});
+  b.node("Round", {"x"}, {"round"});
+  auto* eye = b.node("EyeLike", {"i34"}, {"eye"});
+  Builder::attr(eye, "k", std::int64_t{1});
+  Builder::attr(eye, "dtype", std::int64_t{1});
+  b.input("i34", {3, 4}, 7);
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<float> x{-2.5f, -0.3f, 0.0f, 0.5f, 1.5f, inf, -inf, nan};
+  const std::vector<std::int32_t> j{-5, 0, 7};
+  // Floats compared with ==, except the NaNs, which must be NaN.
+  auto expect_same = [](const std::vector<float>& got, const std::vector<float>& want,
+                        const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      if (std::isnan(want[e]))
+        EXPECT_TRUE(std::isnan(got[e])) << what << " " << e;
+      else
+        EXPECT_EQ(got[e], want[e]) << what << " " << e;
+    }
+  };
+  std::vector<float> eye_want(12, 0.0f);
+  for (int r = 0; r < 3; ++r) eye_want[static_cast<std::size_t>(r * 4 + r + 1)] = 1.0f;
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"j", j}});  // EyeLike reads only i34's shape: not an input
+      const auto& o = model->outputs;
+      expect_same(cg.read(o[0]), {-1, -1, 0, 1, 1, 1, -1, nan}, "sign");
+      EXPECT_EQ(cg.read_i32(o[1]), (std::vector<std::int32_t>{0, 0, 0, 0, 0, 1, 1, 0}));
+      EXPECT_EQ(cg.read_i32(o[2]), (std::vector<std::int32_t>{0, 0, 0, 0, 0, 0, 1, 0}));
+      EXPECT_EQ(cg.read_i32(o[3]), (std::vector<std::int32_t>{0, 0, 0, 0, 0, 0, 0, 1}));
+      expect_same(cg.read(o[4]), {-2.25f, 0, 0, 0, 1.25f, inf, -inf, 0}, "shrink");
+      expect_same(cg.read(o[5]), {0, 0, 0, 0.5f, 1.5f, inf, 0, 0}, "thresholded relu");
+      EXPECT_EQ(cg.read_i32(o[6]), (std::vector<std::int32_t>{-1, 0, 1}));
+      expect_same(cg.read(o[7]), {-2, -0.0f, 0, 0, 2, inf, -inf, nan}, "round");
+      expect_same(cg.read(o[8]), eye_want, "eye");
+    }
+  }
 }
 
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {

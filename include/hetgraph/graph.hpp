@@ -189,6 +189,23 @@ Node erf(Node x);
 ///   auto lr = 0.5f * 0.1f * (1.0f + cos(step * (3.14159265f / 1000.0f)));
 Node sin(Node x);
 Node cos(Node x);
+/// The rest of the trigonometric and hyperbolic functions and their inverses (ONNX Tan, Asin,
+/// Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh), as the C library defines them: outside an
+/// inverse's domain (asin of 2, acosh of 0.5, atanh of 3) the result is NaN. The gradient of
+/// asin or acos at +-1 and of atanh at +-1 is infinite.
+///   auto angle = atan(y / x);
+Node tan(Node x);
+Node asin(Node x);
+Node acos(Node x);
+Node atan(Node x);
+Node sinh(Node x);
+Node cosh(Node x);
+Node asinh(Node x);
+Node acosh(Node x);
+Node atanh(Node x);
+/// x rounded to the nearest integer, halves to the even one (ONNX Round, numpy's round):
+/// round(2.5) == 2, round(-1.5) == -2. Like floor, it passes no gradient on.
+Node round(Node x);
 /// x for x > 0, alpha * x otherwise (ONNX LeakyRelu; its default alpha is 0.01).
 Node leaky_relu(Node x, float alpha = 0.01f);
 /// min(max(x, lo), hi) (ONNX Clip): lo > hi gives hi. Bounds are attributes: ONNX Clip-11+

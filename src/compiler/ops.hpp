@@ -143,6 +143,18 @@ enum class OpKind : std::uint8_t {
   LogicalAnd,
   LogicalOr,
   LogicalXor,
+  // elementwise.cpp: the rest of ONNX's unary math (gradients built from other ops; round,
+  // like floor, passes none)
+  Tan,
+  Asin,
+  Acos,
+  Atan,
+  Sinh,
+  Cosh,
+  Asinh,
+  Acosh,
+  Atanh,
+  Round,  // halves to even (ONNX Round, numpy's round)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

@@ -24,6 +24,72 @@ using detail::PlanNode;
 constexpr std::int64_t kOpset = 17;
 constexpr std::int64_t kIrVersion = 8;  // what ONNX 1.12 writes for opset 17
 
+// Ops that are one ONNX op of the same name's inputs and output, no attributes.
+const char* same_onnx_op(OpKind k) {
+  switch (k) {
+    case OpKind::Add:
+      return "Add";
+    case OpKind::Sub:
+      return "Sub";
+    case OpKind::Mul:
+      return "Mul";
+    case OpKind::Div:
+      return "Div";
+    case OpKind::Pow:
+      return "Pow";
+    case OpKind::Maximum:
+      return "Max";
+    case OpKind::Minimum:
+      return "Min";
+    case OpKind::Neg:
+      return "Neg";
+    case OpKind::Exp:
+      return "Exp";
+    case OpKind::Log:
+      return "Log";
+    case OpKind::Sqrt:
+      return "Sqrt";
+    case OpKind::Relu:
+      return "Relu";
+    case OpKind::Sigmoid:
+      return "Sigmoid";
+    case OpKind::Tanh:
+      return "Tanh";
+    case OpKind::Floor:
+      return "Floor";
+    case OpKind::Abs:
+      return "Abs";
+    case OpKind::Erf:
+      return "Erf";
+    case OpKind::Sin:
+      return "Sin";
+    case OpKind::Cos:
+      return "Cos";
+    case OpKind::Tan:
+      return "Tan";
+    case OpKind::Asin:
+      return "Asin";
+    case OpKind::Acos:
+      return "Acos";
+    case OpKind::Atan:
+      return "Atan";
+    case OpKind::Sinh:
+      return "Sinh";
+    case OpKind::Cosh:
+      return "Cosh";
+    case OpKind::Asinh:
+      return "Asinh";
+    case OpKind::Acosh:
+      return "Acosh";
+    case OpKind::Atanh:
+      return "Atanh";
+    case OpKind::Round:
+      return "Round";
+    default:
+      return nullptr;
+  }
+}
+
 class Exporter {
  public:
   Exporter(const detail::Plan& p, const ExportOptions& o) : p_(p), o_(o) {
@@ -183,6 +249,12 @@ class Exporter {
     const PlanNode& n = p_.nodes[i];
     const std::string& out = names_[i];
     const auto& at = n.attrs;
+    if (const char* same = same_onnx_op(n.op)) {
+      std::vector<std::string> ins;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
+      add(same, std::move(ins), {out});
+      return;
+    }
     switch (n.op) {
       case OpKind::Input: {
         ir::ValueInfo v;
@@ -199,63 +271,6 @@ class Exporter {
       case OpKind::Constant:
         if (n.type.dtype == DType::f32) return tensor(i, *n.f32_values, nullptr, false);
         return tensor(i, {}, n.i32_values.get(), false);
-      case OpKind::Add:
-        add("Add", {in(n, 0), in(n, 1)}, {out});
-        return;
-      case OpKind::Sub:
-        add("Sub", {in(n, 0), in(n, 1)}, {out});
-        return;
-      case OpKind::Mul:
-        add("Mul", {in(n, 0), in(n, 1)}, {out});
-        return;
-      case OpKind::Div:
-        add("Div", {in(n, 0), in(n, 1)}, {out});
-        return;
-      case OpKind::Pow:
-        add("Pow", {in(n, 0), in(n, 1)}, {out});
-        return;
-      case OpKind::Maximum:
-        add("Max", {in(n, 0), in(n, 1)}, {out});
-        return;
-      case OpKind::Minimum:
-        add("Min", {in(n, 0), in(n, 1)}, {out});
-        return;
-      case OpKind::Neg:
-        add("Neg", {in(n, 0)}, {out});
-        return;
-      case OpKind::Exp:
-        add("Exp", {in(n, 0)}, {out});
-        return;
-      case OpKind::Log:
-        add("Log", {in(n, 0)}, {out});
-        return;
-      case OpKind::Sqrt:
-        add("Sqrt", {in(n, 0)}, {out});
-        return;
-      case OpKind::Relu:
-        add("Relu", {in(n, 0)}, {out});
-        return;
-      case OpKind::Sigmoid:
-        add("Sigmoid", {in(n, 0)}, {out});
-        return;
-      case OpKind::Tanh:
-        add("Tanh", {in(n, 0)}, {out});
-        return;
-      case OpKind::Floor:
-        add("Floor", {in(n, 0)}, {out});
-        return;
-      case OpKind::Abs:
-        add("Abs", {in(n, 0)}, {out});
-        return;
-      case OpKind::Erf:
-        add("Erf", {in(n, 0)}, {out});
-        return;
-      case OpKind::Sin:
-        add("Sin", {in(n, 0)}, {out});
-        return;
-      case OpKind::Cos:
-        add("Cos", {in(n, 0)}, {out});
-        return;
       case OpKind::Cast:
         add("Cast", {in(n, 0)}, {out}).attrs["to"] =
             attr_i(at.get<detail::TargetType>().dtype == DType::f32 ? ir::kFloat : ir::kInt32);

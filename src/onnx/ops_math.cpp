@@ -113,6 +113,44 @@ void softsign(Ctx& c) {  // x / (1 + |x|)
   c.set(0, div(x, add(c.constant(1.0f), abs(x))));
 }
 
+void thresholded_relu(Ctx& c) {  // x where x > alpha, else 0
+  Node x = c.f32(0);
+  c.set(0, where(greater(x, c.constant(c.attr_f("alpha", 1.0f))), x, c.constant(0.0f)));
+}
+void shrink(Ctx& c) {  // x + bias below -lambd, x - bias above lambd, 0 between
+  Node x = c.f32(0);
+  const float lambd = c.attr_f("lambd", 0.5f), bias = c.attr_f("bias", 0.0f);
+  c.set(0, where(less(x, c.constant(-lambd)), x + bias,
+                 where(greater(x, c.constant(lambd)), x - bias, c.constant(0.0f))));
+}
+
+// IsInf, IsNaN, Sign: bools (int32 0 / 1) from comparisons; no kernels of their own.
+void is_inf(Ctx& c) {
+  Node x = c.f32(0);
+  const bool pos = c.attr_i("detect_positive", 1) != 0, neg = c.attr_i("detect_negative", 1) != 0;
+  const Node p = equal(x, c.constant(INFINITY)), m = equal(x, c.constant(-INFINITY));
+  // Neither: no element is reported; x < x is false everywhere (NaN too).
+  c.set(0, pos && neg ? logical_or(p, m) : pos ? p : neg ? m : less(x, x), ir::kBool);
+}
+void is_nan(Ctx& c) {  // only a NaN differs from itself
+  Node x = c.f32(0);
+  c.set(0, logical_not(equal(x, x)), ir::kBool);
+}
+// -1, 0 or 1 (NaN stays NaN, as numpy's sign); integers as integers.
+void sign_op(Ctx& c) {
+  const int elem = c.elem(0);
+  if (ir::is_integral(elem) && elem != ir::kBool) {
+    Node x = c.node(0);
+    const Node zero = c.graph().constant_i32(Shape{}, {0});
+    c.set(0, sub(greater(x, zero), less(x, zero)), elem);
+    return;
+  }
+  Node x = c.f32(0);
+  const Node zero = c.constant(0.0f);
+  const Node s = sub(cast(greater(x, zero), DType::f32), cast(less(x, zero), DType::f32));
+  c.set(0, where(equal(x, x), s, x));
+}
+
 void clip_op(Ctx& c) {
   Node x = c.f32(0);
   float lo = -INFINITY, hi = INFINITY;
@@ -524,6 +562,21 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Erf", 9, 13, unary<erf>});
   h.push_back({"Sin", 7, 7, unary<hetgraph::sin>});
   h.push_back({"Cos", 7, 7, unary<hetgraph::cos>});
+  h.push_back({"Tan", 7, 7, unary<hetgraph::tan>});
+  h.push_back({"Asin", 7, 7, unary<hetgraph::asin>});
+  h.push_back({"Acos", 7, 7, unary<hetgraph::acos>});
+  h.push_back({"Atan", 7, 7, unary<hetgraph::atan>});
+  h.push_back({"Sinh", 9, 9, unary<hetgraph::sinh>});
+  h.push_back({"Cosh", 9, 9, unary<hetgraph::cosh>});
+  h.push_back({"Asinh", 9, 9, unary<hetgraph::asinh>});
+  h.push_back({"Acosh", 9, 9, unary<hetgraph::acosh>});
+  h.push_back({"Atanh", 9, 9, unary<hetgraph::atanh>});
+  h.push_back({"Round", 11, 11, unary<hetgraph::round>});
+  h.push_back({"ThresholdedRelu", 10, 10, thresholded_relu});
+  h.push_back({"Shrink", 9, 9, shrink});
+  h.push_back({"IsInf", 10, 10, is_inf});
+  h.push_back({"IsNaN", 9, 13, is_nan});
+  h.push_back({"Sign", 9, 13, sign_op});
   h.push_back({"LeakyRelu", 1, 16, leaky_relu_op});
   h.push_back({"PRelu", 1, 16, prelu});
   h.push_back({"Elu", 1, 6, elu});

@@ -565,6 +565,58 @@ void arg_extreme(Ctx& c) {
         ir::kInt64);
 }
 
+// 1 where column - row of the last two dims is on the kept side of k, a constant of x's last
+// two dims (the leading ones broadcast): Trilu keeps x there and writes 0 elsewhere.
+Node diagonal_mask(Ctx& c, int rank, std::int64_t rows, std::int64_t cols, std::int64_t k,
+                   bool upper) {
+  Dims d(static_cast<std::size_t>(rank), 1);
+  d[d.size() - 2] = rows;
+  d[d.size() - 1] = cols;
+  std::vector<std::int32_t> m(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j)
+      m[static_cast<std::size_t>(i * cols + j)] = upper ? j - i >= k : j - i <= k;
+  return c.graph().constant_i32(Shape(std::span<const std::int64_t>(d)), std::move(m));
+}
+
+void trilu(Ctx& c) {
+  const Dims d = c.dims(0);
+  if (d.size() < 2) c.fail("the input must have rank 2 or more, got " + dims_str(d));
+  std::int64_t k = 0;
+  if (c.has(1)) {
+    const Dims kv = c.ints(1, "k");
+    if (kv.size() != 1) c.fail("k must be one number");
+    k = kv[0];
+  }
+  const std::int64_t rows = d[d.size() - 2], cols = d[d.size() - 1];
+  k = std::clamp<std::int64_t>(k, -rows, cols);  // beyond: every element kept or none
+  const int elem = c.elem(0);
+  const bool ints = ir::is_integral(elem);
+  Node x = ints ? c.node(0) : c.f32(0);
+  const Node zero = ints ? c.graph().constant_i32(Shape{}, {0}) : c.constant(0.0f);
+  const bool upper = c.attr_i("upper", 1) != 0;
+  c.set(0, where(diagonal_mask(c, static_cast<int>(d.size()), rows, cols, k, upper), x, zero),
+        elem);
+}
+
+// Ones on the diagonal shifted by k, zeros elsewhere, in the shape of a 2-d input: a constant.
+void eye_like(Ctx& c) {
+  const Dims d = c.dims(0);
+  if (d.size() != 2) c.fail("the input must be 2-d, got " + dims_str(d));
+  const int elem = static_cast<int>(c.attr_i("dtype", c.elem(0)));
+  if (elem != ir::kFloat && !ir::is_integral(elem))
+    c.unsupported(std::string("EyeLike of ") + ir::elem_name(elem));
+  const std::int64_t k = c.attr_i("k", 0);
+  std::vector<std::int32_t> v(static_cast<std::size_t>(d[0] * d[1]));
+  for (std::int64_t i = 0; i < d[0]; ++i)
+    if (i + k >= 0 && i + k < d[1]) v[static_cast<std::size_t>(i * d[1] + i + k)] = 1;
+  if (elem == ir::kFloat) {
+    c.set(0, c.constant(d, std::vector<float>(v.begin(), v.end())));
+  } else {
+    c.set(0, c.graph().constant_i32(Shape(std::span<const std::int64_t>(d)), std::move(v)), elem);
+  }
+}
+
 }  // namespace
 
 void register_tensor_ops(std::vector<Handler>& h) {
@@ -588,6 +640,8 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"ArgMax", 1, 13, arg_extreme});
   h.push_back({"ArgMin", 1, 13, arg_extreme});
   h.push_back({"CastLike", 15, 15, cast});
+  h.push_back({"Trilu", 14, 14, trilu});
+  h.push_back({"EyeLike", 9, 9, eye_like});
 }
 
 }  // namespace hetgraph::onnx::imp

@@ -176,6 +176,35 @@ void grad_sin(const GradCtx& c) {
 void grad_cos(const GradCtx& c) {
   c.add(c.in[0], neg(mul(c.grad, sin(c.in[0]))));
 }
+// tan' = 1 + tan^2, from the node; the inverse functions' from x (1 - x^2 under asin's and
+// acos's root is 0 at +-1, where their derivatives are infinite: so is the gradient).
+void grad_tan(const GradCtx& c) {
+  c.add(c.in[0], mul(c.grad, 1.0f + c.node * c.node));
+}
+void grad_asin(const GradCtx& c) {
+  c.add(c.in[0], div(c.grad, sqrt(1.0f - c.in[0] * c.in[0])));
+}
+void grad_acos(const GradCtx& c) {
+  c.add(c.in[0], neg(div(c.grad, sqrt(1.0f - c.in[0] * c.in[0]))));
+}
+void grad_atan(const GradCtx& c) {
+  c.add(c.in[0], div(c.grad, 1.0f + c.in[0] * c.in[0]));
+}
+void grad_sinh(const GradCtx& c) {
+  c.add(c.in[0], mul(c.grad, cosh(c.in[0])));
+}
+void grad_cosh(const GradCtx& c) {
+  c.add(c.in[0], mul(c.grad, sinh(c.in[0])));
+}
+void grad_asinh(const GradCtx& c) {
+  c.add(c.in[0], div(c.grad, sqrt(c.in[0] * c.in[0] + 1.0f)));
+}
+void grad_acosh(const GradCtx& c) {
+  c.add(c.in[0], div(c.grad, sqrt(c.in[0] * c.in[0] - 1.0f)));
+}
+void grad_atanh(const GradCtx& c) {
+  c.add(c.in[0], div(c.grad, 1.0f - c.in[0] * c.in[0]));
+}
 void grad_gelu(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::GeluGrad, {c.grad, c.in[0]}));
 }
@@ -259,6 +288,16 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Gelu, "gelu", grad_gelu, 20, false);
   unary(OpKind::Sin, "sin", grad_sin, 15, false);
   unary(OpKind::Cos, "cos", grad_cos, 15, false);
+  unary(OpKind::Tan, "tan", grad_tan, 20, false);
+  unary(OpKind::Asin, "asin", grad_asin, 20, false);
+  unary(OpKind::Acos, "acos", grad_acos, 20, false);
+  unary(OpKind::Atan, "atan", grad_atan, 20, false);
+  unary(OpKind::Sinh, "sinh", grad_sinh, 20, false);
+  unary(OpKind::Cosh, "cosh", grad_cosh, 20, false);
+  unary(OpKind::Asinh, "asinh", grad_asinh, 20, false);
+  unary(OpKind::Acosh, "acosh", grad_acosh, 20, false);
+  unary(OpKind::Atanh, "atanh", grad_atanh, 20, false);
+  unary(OpKind::Round, "round", grad_floor, 1, false);
   unary(OpKind::Abs, "abs", grad_of_x<OpKind::AbsGrad>, 1, false);
   unary(OpKind::Erf, "erf", grad_of_x<OpKind::ErfGrad>, 20, false);
   unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false);
@@ -345,6 +384,36 @@ Node sin(Node x) {
 }
 Node cos(Node x) {
   return detail::make_op(detail::OpKind::Cos, {x});
+}
+Node tan(Node x) {
+  return detail::make_op(detail::OpKind::Tan, {x});
+}
+Node asin(Node x) {
+  return detail::make_op(detail::OpKind::Asin, {x});
+}
+Node acos(Node x) {
+  return detail::make_op(detail::OpKind::Acos, {x});
+}
+Node atan(Node x) {
+  return detail::make_op(detail::OpKind::Atan, {x});
+}
+Node sinh(Node x) {
+  return detail::make_op(detail::OpKind::Sinh, {x});
+}
+Node cosh(Node x) {
+  return detail::make_op(detail::OpKind::Cosh, {x});
+}
+Node asinh(Node x) {
+  return detail::make_op(detail::OpKind::Asinh, {x});
+}
+Node acosh(Node x) {
+  return detail::make_op(detail::OpKind::Acosh, {x});
+}
+Node atanh(Node x) {
+  return detail::make_op(detail::OpKind::Atanh, {x});
+}
+Node round(Node x) {
+  return detail::make_op(detail::OpKind::Round, {x});
 }
 Node leaky_relu(Node x, float alpha) {
   detail::Attrs at;

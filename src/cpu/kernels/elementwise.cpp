@@ -248,22 +248,16 @@ struct RefErfF {
   static RefErfF from(const Attrs&) { return {}; }
   float operator()(float x) const { return static_cast<float>(std::erf(static_cast<double>(x))); }
 };
-// libm's sinf/cosf; the reference in double
-struct SinF {
-  static SinF from(const Attrs&) { return {}; }
-  float operator()(float x) const { return std::sin(x); }
+// libm's float functions (sinf, cosf, ...); the references in double.
+template <float (*F)(float)>
+struct LibmF {
+  static LibmF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return F(x); }
 };
-struct RefSinF {
-  static RefSinF from(const Attrs&) { return {}; }
-  float operator()(float x) const { return static_cast<float>(std::sin(static_cast<double>(x))); }
-};
-struct CosF {
-  static CosF from(const Attrs&) { return {}; }
-  float operator()(float x) const { return std::cos(x); }
-};
-struct RefCosF {
-  static RefCosF from(const Attrs&) { return {}; }
-  float operator()(float x) const { return static_cast<float>(std::cos(static_cast<double>(x))); }
+template <double (*D)(double)>
+struct RefLibmF {
+  static RefLibmF from(const Attrs&) { return {}; }
+  float operator()(float x) const { return static_cast<float>(D(static_cast<double>(x))); }
 };
 // x Phi(x) with libm's erf, in float (the reference works in double)
 struct GeluF {
@@ -653,8 +647,19 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<GeluF, RefGeluF>(t, OpKind::Gelu);
   unary<AbsF, AbsF>(t, OpKind::Abs);
   unary<ErfF, RefErfF>(t, OpKind::Erf);
-  unary<SinF, RefSinF>(t, OpKind::Sin);
-  unary<CosF, RefCosF>(t, OpKind::Cos);
+  unary<LibmF<::sinf>, RefLibmF<::sin>>(t, OpKind::Sin);
+  unary<LibmF<::cosf>, RefLibmF<::cos>>(t, OpKind::Cos);
+  unary<LibmF<::tanf>, RefLibmF<::tan>>(t, OpKind::Tan);
+  unary<LibmF<::asinf>, RefLibmF<::asin>>(t, OpKind::Asin);
+  unary<LibmF<::acosf>, RefLibmF<::acos>>(t, OpKind::Acos);
+  unary<LibmF<::atanf>, RefLibmF<::atan>>(t, OpKind::Atan);
+  unary<LibmF<::sinhf>, RefLibmF<::sinh>>(t, OpKind::Sinh);
+  unary<LibmF<::coshf>, RefLibmF<::cosh>>(t, OpKind::Cosh);
+  unary<LibmF<::asinhf>, RefLibmF<::asinh>>(t, OpKind::Asinh);
+  unary<LibmF<::acoshf>, RefLibmF<::acosh>>(t, OpKind::Acosh);
+  unary<LibmF<::atanhf>, RefLibmF<::atanh>>(t, OpKind::Atanh);
+  // nearbyint in the default rounding mode: halves to even, exact in float and double
+  unary<LibmF<::nearbyintf>, LibmF<::nearbyintf>>(t, OpKind::Round);
   unary<LeakyReluF, LeakyReluF>(t, OpKind::LeakyRelu);
   unary<ClipF, ClipF>(t, OpKind::Clip);
   binary<AbsGradF>(t, OpKind::AbsGrad);
