@@ -99,6 +99,9 @@ BINARY(xlogy, a == 0.0f ? 0.0f : a * log(b))
 // a wins ties and NaNs (the result is NaN where either input is)
 BINARY(maximum, a >= b || isnan(a) ? a : b)
 BINARY(minimum, a <= b || isnan(a) ? a : b)
+// remainders: fmod's has a's sign, mod's b's (graph.hpp)
+BINARY(fmod, fmod(a, b))
+BINARY(mod, fmod(a, b) != 0.0f && (fmod(a, b) < 0.0f) != (b < 0.0f) ? fmod(a, b) + b : fmod(a, b))
 // clang-format on
 
 // Binary ops of typed operands, in the binary ops' two forms: kernels name_T_ff and name_T_bc
@@ -128,6 +131,9 @@ TYPED_BINARY(sub, int, int, as_int(as_uint(a) - as_uint(b)))
 TYPED_BINARY(mul, int, int, as_int(as_uint(a) * as_uint(b)))
 TYPED_BINARY(maximum, int, int, a >= b ? a : b)
 TYPED_BINARY(minimum, int, int, a <= b ? a : b)
+// an int divisor of 0 or -1 gives 0, as on the CPU (INT_MIN % -1 would overflow)
+TYPED_BINARY(fmod, int, int, b == 0 || b == -1 ? 0 : a % b)
+TYPED_BINARY(mod, int, int, b == 0 || b == -1 ? 0 : (a % b != 0 && (a % b < 0) != (b < 0) ? a % b + b : a % b))
 // clang-format on
 
 // Ternary ops: three operands broadcast through a collapsed 4-d stride plan (_bc) or, when all

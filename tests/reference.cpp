@@ -550,6 +550,8 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::Mul:
     case OpKind::Maximum:
     case OpKind::Minimum:
+    case OpKind::Mod:
+    case OpKind::FMod:
       return int_typed(g, r.inputs[0]);
     case OpKind::Gather:
       return int_typed(g, r.inputs[0]);
@@ -706,6 +708,16 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Maximum:
         out = binary(in[0], in[1], nan_max);
         break;
+      case OpKind::Mod:
+      case OpKind::FMod: {
+        const bool ints = int_typed(g, id), floored = r.op == OpKind::Mod;
+        out = binary(in[0], in[1], [ints, floored](double a, double b) {
+          if (ints && (b == 0 || b == -1)) return 0.0;
+          const double m = std::fmod(a, b);
+          return floored && m != 0 && (m < 0) != (b < 0) ? m + b : m;
+        });
+        break;
+      }
       case OpKind::Minimum:
         out = binary(in[0], in[1], nan_min);
         break;

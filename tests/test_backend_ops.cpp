@@ -268,6 +268,22 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::Minimum}, "minimum int32", {}, {mb, ma}, [](Graph&, const F&, const F& i) {
                  return minimum(i[0], i[1]);
                }});
+  // Remainders of every sign combination; int divisors of 0 and -1 (INT32_MIN % -1 would trap)
+  // give 0; a float divisor of 0 gives NaN (here only in the float rows' reference).
+  const In ra{"a", {2, 4}, {7.5f, -7.5f, 7.5f, -7.5f, 6.0f, -0.25f, 1e6f, 3.0f}};
+  const In rb{"b", {4}, {2.0f, 2.0f, -2.0f, -2.0f}};
+  r.push_back({{OpKind::Mod}, "mod", {ra, rb}, {}, binary(mod)});
+  r.push_back({{OpKind::FMod}, "fmod", {rb, ra}, {}, [](Graph&, const F& x, const F&) {
+                 return fmod(x[0], x[1]);
+               }});
+  const IntIn na{"m", {2, 4}, {7, -7, 7, -7, -2147483647 - 1, 5, 16777217, -16777217}};
+  const IntIn nb{"n", {2, 4}, {3, 3, -3, -3, -1, 0, 2, 3}};
+  r.push_back({{OpKind::Mod}, "mod int32", {}, {na, nb}, [](Graph&, const F&, const F& i) {
+                 return mod(i[0], i[1]);
+               }});
+  r.push_back({{OpKind::FMod}, "fmod int32", {}, {na, nb}, [](Graph&, const F&, const F& i) {
+                 return fmod(i[0], i[1]);
+               }});
   r.push_back({{OpKind::Where},
                "where",
                {a, uniform("b", {3, 1}, -1, 1, 33)},
@@ -575,6 +591,12 @@ std::vector<Row> rows() {
   grad({OpKind::Pow, OpKind::XLogY}, "pow", {pos, uniform("b", {4}, -2, 2, 35)}, {}, binary(pow),
        {0, 1});
   grad({OpKind::MaximumGrad}, "maximum", {da, db}, {}, binary(maximum), {0, 1});
+  // a / b stays 0.1 or more away from an integer (the remainder's jumps)
+  const In ga{"a", {2, 3}, {2.5f, -2.5f, 0.9f, -5.3f, 4.5f, -0.3f}},
+      gb{"b", {3}, {1.5f, -2.0f, 0.8f}};
+  grad({OpKind::Mod}, "mod", {ga, gb}, {}, binary(mod), {0, 1});
+  grad({OpKind::FMod}, "fmod", {ga, gb}, {},
+       [](Graph&, const F& x, const F&) { return fmod(x[0], x[1]); }, {0, 1});
   grad({OpKind::MinimumGrad}, "minimum", {db, da}, {}, binary(minimum), {0, 1});
   grad({OpKind::Where}, "where", {a, uniform("b", {3, 1}, -1, 1, 36)}, {{"c", {4}, {1, 0, 0, -3}}},
        [](Graph&, const F& x, const F& i) { return where(i[0], x[0], x[1]); }, {0, 1});

@@ -516,6 +516,36 @@ TEST(OnnxImport, SignInfNanShrinkRoundAndEyeLikeRun) {
   }
 }
 
+// Mod of floats (fmod = 1: C's; fmod = 0: numpy's, which the export writes as fmod's remainder
+// plus the divisor where signs differ) and of int64 (numpy's), exported and imported back.
+TEST(OnnxImport, ModTakesTheSignOfItsMode) {
+  Builder b;
+  b.input("x", {6}).input("y", {6}).input("i", {6}, 7).input("j", {6}, 7);
+  b.output("f", {6}).output("m", {6}).output("im", {6}, 7);
+  Builder::attr(b.node("Mod", {"x", "y"}, {"f"}), "fmod", std::int64_t{1});
+  b.node("Mod", {"x", "y"}, {"m"});
+  b.node("Mod", {"i", "j"}, {"im"});
+  ho::Model m = b.import({.check = false});  // ONNX's checker allows fmod = 0 for ints only
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const std::vector<float> x{7.5f, -7.5f, 7.5f, -7.5f, 4.0f, -1e-30f};
+  const std::vector<float> y{2.0f, 2.0f, -2.0f, -2.0f, 2.0f, 1e20f};
+  const std::vector<std::int32_t> i{7, -7, 7, -7, 16777217, 6}, j{3, 3, -3, -3, 2, 0};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"y", y}, {"i", i}, {"j", j}});
+      EXPECT_EQ(cg.read(model->outputs[0]),
+                (std::vector<float>{1.5f, -1.5f, 1.5f, -1.5f, 0.0f, -1e-30f}));
+      // -1e-30 mod 1e20 is 1e20 - 1e-30, which is 1e20 in float
+      EXPECT_EQ(cg.read(model->outputs[1]),
+                (std::vector<float>{1.5f, 0.5f, -0.5f, -1.5f, 0.0f, 1e20f}));
+      EXPECT_EQ(cg.read_i32(model->outputs[2]), (std::vector<std::int32_t>{1, 2, -2, -1, 1, 0}));
+    }
+  }
+}
+
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
   Builder b;
   b.input("x", {std::string("batch"), 3}).output("y", {std::string("batch"), 3});

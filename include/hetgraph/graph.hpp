@@ -206,6 +206,13 @@ Node atanh(Node x);
 /// x rounded to the nearest integer, halves to the even one (ONNX Round, numpy's round):
 /// round(2.5) == 2, round(-1.5) == -2. Like floor, it passes no gradient on.
 Node round(Node x);
+/// Remainders of a / b, float or int32 (both the same), broadcasting (ONNX Mod). mod's has b's
+/// sign (numpy's mod, Python's %: mod(-7, 3) == 2), fmod's a's (C's: fmod(-7, 3) == -1). A
+/// float divisor of 0 gives NaN; an int divisor of 0 gives 0 (numpy's), never a trap.
+///   auto phase = mod(t, g.constant(6.2831853f));
+Node mod(Node a, Node b);
+Node fmod(Node a, Node b);
+Node fmod(Node a, float b);
 /// x for x > 0, alpha * x otherwise (ONNX LeakyRelu; its default alpha is 0.01).
 Node leaky_relu(Node x, float alpha = 0.01f);
 /// min(max(x, lo), hi) (ONNX Clip): lo > hi gives hi. Bounds are attributes: ONNX Clip-11+

@@ -155,6 +155,9 @@ enum class OpKind : std::uint8_t {
   Acosh,
   Atanh,
   Round,  // halves to even (ONNX Round, numpy's round)
+  // elementwise.cpp: remainders of float or int32 pairs, broadcasting
+  Mod,   // floored: the sign of the divisor (numpy's mod, Python's %)
+  FMod,  // truncated: the sign of the dividend (C's fmod and %)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

@@ -256,6 +256,26 @@ class Exporter {
       return;
     }
     switch (n.op) {
+      // ONNX's Mod takes fmod = 0 (numpy's mod) for ints only: a float mod is fmod's remainder
+      // r, plus b where r and b have opposite signs (sign(r) sign(b) < 0, exact).
+      case OpKind::Mod:
+      case OpKind::FMod: {
+        const bool floored_float = n.op == OpKind::Mod && n.type.dtype == DType::f32;
+        const std::string r = floored_float ? fresh(out + "/fmod") : out;
+        add("Mod", {in(n, 0), in(n, 1)}, {r}).attrs["fmod"] =
+            attr_i(n.op == OpKind::FMod || floored_float);
+        if (!floored_float) return;
+        const std::string sr = fresh(out + "/sign_r"), sb = fresh(out + "/sign_b"),
+                          p = fresh(out + "/signs"), flip = fresh(out + "/flip"),
+                          rb = fresh(out + "/r_plus_b");
+        add("Sign", {r}, {sr});
+        add("Sign", {in(n, 1)}, {sb});
+        add("Mul", {sr, sb}, {p});
+        add("Less", {p, scalar(0.0f)}, {flip});
+        add("Add", {r, in(n, 1)}, {rb});
+        add("Where", {flip, rb, r}, {out});
+        return;
+      }
       case OpKind::Input: {
         ir::ValueInfo v;
         v.name = out;

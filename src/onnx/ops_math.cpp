@@ -113,6 +113,20 @@ void softsign(Ctx& c) {  // x / (1 + |x|)
   c.set(0, div(x, add(c.constant(1.0f), abs(x))));
 }
 
+// Mod: floats (fmod = 1, C's fmod; fmod = 0, which ONNX allows for ints only, as numpy's mod)
+// or integers of one type. A remainder is smaller than its divisor, so 8- and 16-bit ints
+// computed in int32 give their own type's result.
+void mod_op(Ctx& c) {
+  const bool f = c.attr_i("fmod", 0) != 0;
+  const int elem = c.elem(0);
+  if (!ir::is_integral(elem) || elem == ir::kBool) {
+    c.set(0, f ? fmod(c.f32(0), c.f32(1)) : mod(c.f32(0), c.f32(1)));
+    return;
+  }
+  if (c.elem(1) != elem) c.fail("A and B differ in element type");
+  c.set(0, f ? fmod(c.node(0), c.node(1)) : mod(c.node(0), c.node(1)), elem);
+}
+
 void thresholded_relu(Ctx& c) {  // x where x > alpha, else 0
   Node x = c.f32(0);
   c.set(0, where(greater(x, c.constant(c.attr_f("alpha", 1.0f))), x, c.constant(0.0f)));
@@ -577,6 +591,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"IsInf", 10, 10, is_inf});
   h.push_back({"IsNaN", 9, 13, is_nan});
   h.push_back({"Sign", 9, 13, sign_op});
+  h.push_back({"Mod", 10, 13, mod_op});
   h.push_back({"LeakyRelu", 1, 16, leaky_relu_op});
   h.push_back({"PRelu", 1, 16, prelu});
   h.push_back({"Elu", 1, 6, elu});

@@ -221,6 +221,16 @@ void grad_pow(const GradCtx& c) {
   c.add(a, sum_to(mul(c.grad, mul(b, pow(a, b - 1.0f))), a));
   c.add(b, sum_to(mul(c.grad, make_op(OpKind::XLogY, {c.node, a})), b));
 }
+// a mod b = a - q b with q = floor(a / b) (fmod: trunc(a / b), which is t - fmod(t, 1)): g
+// goes to a unchanged, -q g to b. Ints pass none.
+template <bool Floored>
+void grad_mod(const GradCtx& c) {
+  const Node a = c.in[0], b = c.in[1];
+  const Node t = div(a, b);
+  const Node q = Floored ? floor(t) : t - fmod(t, 1.0f);
+  c.add(a, sum_to(c.grad, a));
+  c.add(b, sum_to(neg(mul(c.grad, q)), b));
+}
 // Each input gets g where it won (ties and NaNs: see the file comment).
 template <OpKind K>
 void grad_select(const GradCtx& c) {
@@ -306,6 +316,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   binary(OpKind::XLogY, "xlogy", nullptr);
   binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric);
   binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_numeric);
+  binary(OpKind::Mod, "mod", grad_mod<true>, infer_numeric);
+  binary(OpKind::FMod, "fmod", grad_mod<false>, infer_numeric);
   auto ternary = [&](OpKind k, std::string_view name, InferFn infer, GradFn g) {
     t.push_back({.kind = k,
                  .name = name,
@@ -414,6 +426,15 @@ Node atanh(Node x) {
 }
 Node round(Node x) {
   return detail::make_op(detail::OpKind::Round, {x});
+}
+Node mod(Node a, Node b) {
+  return detail::make_op(detail::OpKind::Mod, {a, b});
+}
+Node fmod(Node a, Node b) {
+  return detail::make_op(detail::OpKind::FMod, {a, b});
+}
+Node fmod(Node a, float b) {
+  return fmod(a, detail::scalar_constant(*a.graph_impl(), b));
 }
 Node leaky_relu(Node x, float alpha) {
   detail::Attrs at;

@@ -157,6 +157,20 @@ template <class T>
 inline bool min_takes_a(T a, T b) {
   return a <= b || a != a;
 }
+// Remainders (graph.hpp: mod, fmod). An int divisor of 0 gives 0 (numpy's), and of -1 gives
+// 0 too: INT32_MIN % -1 would trap, and every other a % -1 is 0 anyway.
+template <bool Floored>
+struct ModF {
+  float operator()(float a, float b) const {
+    const float r = std::fmod(a, b);
+    return Floored && r != 0.0f && (r < 0.0f) != (b < 0.0f) ? r + b : r;
+  }
+  std::int32_t operator()(std::int32_t a, std::int32_t b) const {
+    if (b == 0 || b == -1) return 0;
+    const std::int32_t r = a % b;
+    return Floored && r != 0 && (r < 0) != (b < 0) ? r + b : r;
+  }
+};
 struct MaximumF {
   template <class T>
   T operator()(T a, T b) const {
@@ -671,6 +685,8 @@ void register_elementwise_kernels(KernelRegistry& t) {
   binary2<XLogYF, RefXLogYF>(t, OpKind::XLogY);
   typed_binary<MaximumF, true, true>(t, OpKind::Maximum);
   typed_binary<MinimumF, true, true>(t, OpKind::Minimum);
+  typed_binary<ModF<true>, true, true>(t, OpKind::Mod);
+  typed_binary<ModF<false>, true, true>(t, OpKind::FMod);
   ternary<WhereF>(t, OpKind::Where);
   t.add(OpKind::Cast, {"simd", nullptr, make_cast<true>});
   t.add(OpKind::Cast, {"reference", nullptr, make_cast<false>, true});
