@@ -312,7 +312,6 @@ void gather(Ctx& c) {
     }
   }
   Node x = c.node(0);
-  if (idims.size() > 3) c.unsupported("indices of rank " + std::to_string(idims.size()));
   const std::size_t out_rank = d.size() - 1 + idims.size();
   if (out_rank > static_cast<std::size_t>(Shape::kMaxRank)) {
     c.unsupported("a gather result of rank " + std::to_string(out_rank));
