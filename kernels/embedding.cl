@@ -149,3 +149,107 @@ kernel void gather_grad(global const float* g, global const int* ids, global flo
     out[(o * n + row) * inner + i] = s;
   }
 }
+
+// ---- gather_elements / scatter_elements: the data (dims xd) and the indices (dims id) right-
+// aligned into 4 dims, one index per element, in [-n, n) for the data's size n along `axis`.
+// Each work-item computes one element from the indices of its line in index order (the CPU's
+// order, no atomics); an index outside is recorded (the lowest position) in the run's status
+// slot and never read through.
+
+// The data offset that index position p reaches with index j (in range).
+inline int elements_offset(int p, int j, int4 xd4, int4 id4, int axis) {
+  const int xd[4] = {xd4.s0, xd4.s1, xd4.s2, xd4.s3}, id[4] = {id4.s0, id4.s1, id4.s2, id4.s3};
+  int off = 0, stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    const int c = d == axis ? (j < 0 ? j + xd[d] : j) : p % id[d];
+    p /= id[d];
+    off += c * stride;
+    stride *= xd[d];
+  }
+  return off;
+}
+
+// The line of data element e: the indices' offset of its first index (-1 when no indices
+// reach e's line), its position along the axis, and the indices' stride along the axis.
+inline int elements_line(int e, int4 xd4, int4 id4, int axis, int* pos, int* step) {
+  const int xd[4] = {xd4.s0, xd4.s1, xd4.s2, xd4.s3}, id[4] = {id4.s0, id4.s1, id4.s2, id4.s3};
+  int off = 0, stride = 1;
+  bool reached = true;
+  for (int d = 3; d >= 0; --d) {
+    const int c = e % xd[d];
+    e /= xd[d];
+    if (d == axis) {
+      *pos = c;
+      *step = stride;
+    } else {
+      reached = reached && c < id[d];
+      off += c * stride;
+    }
+    stride *= id[d];
+  }
+  return reached ? off : -1;
+}
+
+// out[p] = x[p with p[axis] = ids[p]], as 32-bit words (float or int32 data)
+kernel void gather_elements_fwd(global const uint* x, global const int* ids, global uint* out,
+                                const int count, const int4 xd, const int4 id, const int axis,
+                                global int* err, const int slot) {
+  const int n = axis == 0 ? xd.s0 : axis == 1 ? xd.s1 : axis == 2 ? xd.s2 : xd.s3;
+  FOR_EACH(p, count) {
+    const int j = ids[p];
+    if (j < -n || j >= n) {
+      atomic_min(err + slot, (int)p);
+      out[p] = 0;
+    } else {
+      out[p] = x[elements_offset((int)p, j, xd, id, axis)];
+    }
+  }
+}
+
+// dx[e] = the sum, in index order from zero, of g over the indices of e's line that reach e.
+kernel void gather_elements_grad(global const float* g, global const int* ids, global float* out,
+                                 const int total, const int4 xd, const int4 id, const int axis,
+                                 global int* err, const int slot) {
+  const int n = axis == 0 ? xd.s0 : axis == 1 ? xd.s1 : axis == 2 ? xd.s2 : xd.s3;
+  const int m = axis == 0 ? id.s0 : axis == 1 ? id.s1 : axis == 2 ? id.s2 : id.s3;
+  FOR_EACH(e, total) {
+    int pos = 0, step = 1;
+    const int base = elements_line((int)e, xd, id, axis, &pos, &step);
+    float s = 0.0f;
+    for (int k = 0; base >= 0 && k < m; ++k) {
+      const int q = base + k * step, j = ids[q];
+      if (j < -n || j >= n) {
+        atomic_min(err + slot, q);
+      } else if ((j < 0 ? j + n : j) == pos) {
+        s += g[q];
+      }
+    }
+    out[e] = s;
+  }
+}
+
+// out[e] = data[e] with the updates of the indices of e's line that reach e applied in index
+// order: red 0 replaces (the last one wins), 1 adds, 2 multiplies. out may be data's buffer.
+#define SCATTER_ELEMENTS(NAME, T)                                                               \
+  kernel void NAME(global const T* data, global const int* ids, global const T* upd,            \
+                   global T* out, const int total, const int4 xd, const int4 id, const int axis, \
+                   const int red, global int* err, const int slot) {                            \
+    const int n = axis == 0 ? xd.s0 : axis == 1 ? xd.s1 : axis == 2 ? xd.s2 : xd.s3;            \
+    const int m = axis == 0 ? id.s0 : axis == 1 ? id.s1 : axis == 2 ? id.s2 : id.s3;            \
+    FOR_EACH(e, total) {                                                                        \
+      int pos = 0, step = 1;                                                                    \
+      const int base = elements_line((int)e, xd, id, axis, &pos, &step);                        \
+      T v = data[e];                                                                            \
+      for (int k = 0; base >= 0 && k < m; ++k) {                                                \
+        const int q = base + k * step, j = ids[q];                                              \
+        if (j < -n || j >= n) {                                                                 \
+          atomic_min(err + slot, q);                                                            \
+        } else if ((j < 0 ? j + n : j) == pos) {                                                \
+          v = red == 0 ? upd[q] : red == 1 ? v + upd[q] : v * upd[q];                           \
+        }                                                                                       \
+      }                                                                                         \
+      out[e] = v;                                                                               \
+    }                                                                                           \
+  }
+SCATTER_ELEMENTS(scatter_elements_f32, float)
+SCATTER_ELEMENTS(scatter_elements_i32, uint)  // int32 add and mul wrap around

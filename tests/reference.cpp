@@ -508,6 +508,50 @@ Array gather(const Array& x, const Array& idx, int axis) {
   return out;
 }
 
+// The element of x that position i of `idx` (x's rank, no larger on other axes) reaches along
+// axis a: i with i[a] replaced by the (wrapped) index there.
+std::size_t element_at(const Array& x, const Array& idx, int a, std::int64_t i) {
+  auto xi = unravel(i, idx.shape);
+  const std::int64_t n = x.shape[a];
+  const auto j = static_cast<std::int64_t>(idx.v[static_cast<std::size_t>(i)]);
+  if (j < -n || j >= n) throw std::runtime_error("ref: element index out of range");
+  xi[static_cast<std::size_t>(a)] = j < 0 ? j + n : j;
+  return static_cast<std::size_t>(ravel(xi, x.shape));
+}
+
+// ONNX GatherElements: the indices' shape, out[i] = x[i with i[a] = idx[i]].
+Array gather_elements(const Array& x, const Array& idx, int axis) {
+  const int a = norm_axis(axis, x.shape.rank());
+  Array out(idx.shape);
+  for (std::int64_t i = 0; i < idx.shape.numel(); ++i)
+    out.v[static_cast<std::size_t>(i)] = x.v[element_at(x, idx, a, i)];
+  return out;
+}
+
+// ONNX ScatterElements: updates applied in row-major order of the indices (none: the last wins;
+// add, mul: combined in that order).
+Array scatter_elements(const Array& data, const Array& idx, const Array& upd, int axis,
+                       hetgraph::ScatterReduction red, bool ints) {
+  const int a = norm_axis(axis, data.shape.rank());
+  Array out = data;
+  for (std::int64_t i = 0; i < idx.shape.numel(); ++i) {
+    double& o = out.v[element_at(data, idx, a, i)];
+    const double u = upd.v[static_cast<std::size_t>(i)];
+    if (red == hetgraph::ScatterReduction::add) {
+      o += u;
+    } else if (red == hetgraph::ScatterReduction::mul) {
+      o *= u;
+    } else {
+      o = u;
+    }
+    if (ints) {  // int32 wraps around, as on every platform
+      o = static_cast<double>(static_cast<std::int32_t>(
+          static_cast<std::uint32_t>(static_cast<std::uint64_t>(static_cast<std::int64_t>(o)))));
+    }
+  }
+  return out;
+}
+
 // Float to int32 as hetgraph defines it: toward zero, saturating, NaN to 0.
 double to_i32(double v) {
   if (std::isnan(v)) return 0;
@@ -554,6 +598,8 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::FMod:
       return int_typed(g, r.inputs[0]);
     case OpKind::Gather:
+    case OpKind::GatherElements:
+    case OpKind::ScatterElements:
       return int_typed(g, r.inputs[0]);
     case OpKind::Cast:
       return r.attrs.get<hetgraph::detail::TargetType>().dtype == hetgraph::DType::i32;
@@ -831,6 +877,13 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Gather:
         out = gather(in[0], in[1], at.axis);
+        break;
+      case OpKind::GatherElements:
+        out = gather_elements(in[0], in[1], at.axis);
+        break;
+      case OpKind::ScatterElements:
+        out = scatter_elements(in[0], in[1], in[2], at.axis,
+                               at.get<hetgraph::detail::ScatterMode>().reduction, int_typed(g, id));
         break;
       case OpKind::Cast:
         if (int_typed(g, id) && !int_typed(g, r.inputs[0]))

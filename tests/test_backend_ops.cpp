@@ -434,6 +434,70 @@ std::vector<Row> rows() {
                [](Graph& g, const F&, const F& i) {
                  return gather(i[0], g.constant_i32({2}, {1, -3}), 1);
                }});
+  // gather_elements / scatter_elements: one index per element; indices may be smaller than the
+  // data on the other axes (ONNX does not broadcast them) and longer along the axis.
+  const In mat = uniform("x", {3, 4}, -1, 1, 47);
+  r.push_back(
+      {{OpKind::GatherElements},
+       "gather_elements axis 0, negative indices",
+       {mat},
+       {},
+       [](Graph& g, const F& x, const F&) {
+         return gather_elements(x[0], g.constant_i32({2, 4}, {2, -1, 0, -3, 1, 1, -2, 0}), 0);
+       }});
+  r.push_back(
+      {{OpKind::GatherElements},
+       "gather_elements last axis, smaller indices",
+       {cube},
+       {},
+       [](Graph& g, const F& x, const F&) {
+         return gather_elements(
+             x[0], g.constant_i32({1, 3, 5}, {2, 0, -1, 1, 2, 0, 0, 1, -3, 2, 1, 2, 2, 0, -2}), -1);
+       }});
+  r.push_back({{OpKind::GatherElements},
+               "gather_elements axis 1, fed indices",
+               {cube},
+               {{"i", {2, 2, 3}, {3, 0, 1, 2, 2, 0, 1, 3, 3, 0, 0, 1}}},
+               [](Graph&, const F& x, const F& i) { return gather_elements(x[0], i[0], 1); }});
+  r.push_back({{OpKind::GatherElements},
+               "gather_elements int32",
+               {},
+               {{"x", {2, 3}, {10, 11, 12, 13, 14, 15}}},
+               [](Graph& g, const F&, const F& i) {
+                 return gather_elements(i[0], g.constant_i32({2, 2}, {1, -3, 2, 2}), 1);
+               }});
+  const auto scatter = [](ScatterReduction red, int axis, Shape shape,
+                          std::vector<std::int32_t> idx) {
+    return [=](Graph& g, const F& x, const F&) {
+      return scatter_elements(x[0], g.constant_i32(shape, idx), x[1], axis, red);
+    };
+  };
+  // Repeated indices: the last one in row-major order wins (none), or all combine in order.
+  r.push_back({{OpKind::ScatterElements},
+               "scatter_elements axis 0, repeated indices",
+               {mat, uniform("u", {2, 4}, -1, 1, 48)},
+               {},
+               scatter(ScatterReduction::none, 0, {2, 4}, {2, -1, 0, 1, 2, 0, -3, 1})});
+  r.push_back({{OpKind::ScatterElements},
+               "scatter_elements add, last axis, smaller indices",
+               {cube, uniform("u", {1, 3, 5}, -1, 1, 49)},
+               {},
+               scatter(ScatterReduction::add, -1, {1, 3, 5},
+                       {2, 0, -1, 1, 2, 0, 0, 1, -3, 2, 1, 2, 2, 0, -2})});
+  r.push_back(
+      {{OpKind::ScatterElements},
+       "scatter_elements mul, axis 1",
+       {cube, uniform("u", {2, 2, 3}, 0.5f, 2, 50)},
+       {},
+       scatter(ScatterReduction::mul, 1, {2, 2, 3}, {3, 0, 1, 3, -4, 0, 1, 3, 3, 0, 0, 1})});
+  r.push_back({{OpKind::ScatterElements},
+               "scatter_elements int32 add",
+               {},
+               {{"x", {2, 3}, {10, 11, 2147483647, 13, 14, 15}}, {"u", {2, 2}, {5, 1, -7, 9}}},
+               [](Graph& g, const F&, const F& i) {
+                 return scatter_elements(i[0], g.constant_i32({2, 2}, {2, -1, 0, 0}), i[1], 1,
+                                         ScatterReduction::add);
+               }});
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
   const In block = uniform("x", {4, 5, 6}, -1, 1, 40);
@@ -608,6 +672,25 @@ std::vector<Row> rows() {
   grad({OpKind::GatherGrad}, "gather axis 0", {uniform("x", {5, 3}, -1, 1, 39)},
        {{"i", {4}, {4, 1, 0, 4}}},
        [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
+  // The scatter-add sums repeated indices (each line in index order).
+  grad({OpKind::GatherElementsGrad}, "gather_elements, repeated indices", {cube}, {},
+       [](Graph& g, const F& x, const F&) {
+         return gather_elements(x[0], g.constant_i32({2, 5, 2}, {3, -1, 0, 1, 3,  -4, 0, 0, 2, 2,
+                                                                 1, 1,  0, 3, -1, 3,  2, 2, 2, 0}),
+                                1);
+       },
+       {0});
+  grad({OpKind::GatherElementsGrad}, "gather_elements axis 0, smaller indices",
+       {uniform("x", {5, 3}, -1, 1, 51)}, {{"i", {3, 2}, {4, 1, 0, 4, 4, 1}}},
+       [](Graph&, const F& x, const F& i) { return gather_elements(x[0], i[0], 0); }, {0});
+  // none: data keeps the gradient outside the written elements, updates get theirs (distinct
+  // indices: a repeated one that loses has no finite-difference gradient to compare with).
+  grad({OpKind::ScatterElements, OpKind::GatherElements}, "scatter_elements",
+       {mat, uniform("u", {2, 3}, -1, 1, 52)}, {},
+       scatter(ScatterReduction::none, 1, {2, 3}, {3, 0, -3, 2, 0, 1}), {0, 1});
+  grad({OpKind::GatherElements}, "scatter_elements add, repeated indices",
+       {mat, uniform("u", {2, 3}, -1, 1, 53)}, {},
+       scatter(ScatterReduction::add, 1, {2, 3}, {3, 0, -1, 2, 2, 2}), {0, 1});
   grad({OpKind::StridedSliceGrad}, "strided_slice reversed", {block}, {}, reversing, {0});
   grad({OpKind::StridedSliceGrad}, "strided_slice clamped", {block}, {}, clamping, {0});
   grad({OpKind::Conv2dGradInput, OpKind::Conv2dGradWeight, OpKind::Conv2dGradBias},
@@ -982,6 +1065,44 @@ TEST(BackendOpsThreads, ArgMaxIsTheSameForEveryTeamSize) {
         first.push_back(cg.read_i32(outs[k]));
       else
         EXPECT_EQ(cg.read_i32(outs[k]), first[k]) << "output " << k;
+    }
+  }
+}
+
+// gather_elements' gradient (a scatter-add) is bitwise the same for any team size, along the
+// first and the last axis, with many repeated indices per element.
+TEST(BackendOpsThreads, GatherElementsGradientIsTheSameForEveryTeamSize) {
+  Graph g;
+  auto x = g.input("x"), rows = g.input("rows"), i0 = g.input("i0", DType::i32),
+       i1 = g.input("i1", DType::i32), r0 = g.input("r0"), r1 = g.input("r1");
+  auto loss =
+      reduce_sum(gather_elements(x, i1, 1) * r1) + reduce_sum(gather_elements(rows, i0, 0) * r0);
+  const std::vector<Node> outs = gradients(loss, {x, rows});
+  std::vector<std::int32_t> i0v(2000 * 64), i1v(64 * 2000);
+  for (std::size_t k = 0; k < i0v.size(); ++k) {
+    i0v[k] = static_cast<std::int32_t>((k * 7919) % 50) - 25;  // 50 rows: many repeats
+    i1v[k] = static_cast<std::int32_t>((k * 104729) % 600);
+  }
+  const In xv = uniform("x", {64, 600}, -1, 1, 53), rowv = uniform("rows", {50, 64}, -1, 1, 54);
+  const In r0v = uniform("r0", {2000, 64}, -1, 1, 55), r1v = uniform("r1", {64, 2000}, -1, 1, 56);
+  const InputShapes shapes{{"x", xv.shape},    {"rows", rowv.shape}, {"i0", {2000, 64}},
+                           {"i1", {64, 2000}}, {"r0", r0v.shape},    {"r1", r1v.shape}};
+  std::vector<std::vector<float>> first;
+  for (int threads : {1, 2, 3, 4}) {
+    SCOPED_TRACE(threads);
+    auto cg = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = threads}))
+                  .compile(g, shapes, outs);
+    cg.run({{"x", xv.values},
+            {"rows", rowv.values},
+            {"i0", i0v},
+            {"i1", i1v},
+            {"r0", r0v.values},
+            {"r1", r1v.values}});
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      if (threads == 1)
+        first.push_back(cg.read(outs[k]));
+      else
+        EXPECT_TRUE(testing_util::bitwise_equal(cg.read(outs[k]), first[k])) << "output " << k;
     }
   }
 }

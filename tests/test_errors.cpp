@@ -234,6 +234,38 @@ TEST(ShapeErrors, Gather) {
                            {"'g_axis'", "gather", "axis 3", "rank 3"});
 }
 
+TEST(ShapeErrors, GatherAndScatterElements) {
+  Graph g;
+  auto x = g.input("x"), f = g.input("f"), ids = g.input("ids", DType::i32),
+       wide = g.input("wide", DType::i32), flat = g.input("flat", DType::i32), u = g.input("u"),
+       iu = g.input("iu", DType::i32);
+  auto by_float = gather_elements(x, f).named("ge_float");
+  auto rank = gather_elements(x, flat, 0).named("ge_rank");
+  auto larger = gather_elements(x, wide, 0).named("ge_larger");
+  auto bad_axis = gather_elements(x, ids, -3).named("ge_axis");
+  auto bad_updates = scatter_elements(x, ids, x, 1).named("se_updates");
+  auto int_updates = scatter_elements(x, ids, iu, 1).named("se_type");
+  auto ok = scatter_elements(x, ids, u, 1, ScatterReduction::mul).named("se_ok");
+  const InputShapes s{{"x", {2, 3}}, {"f", {2, 3}}, {"ids", {2, 5}}, {"wide", {2, 4}},
+                      {"flat", {6}}, {"u", {2, 5}}, {"iu", {2, 5}}};
+  expect_error<ShapeError>([&] { compile(g, s, {by_float}); },
+                           {"'ge_float'", "gather_elements", "int32", "f32"});
+  expect_error<ShapeError>([&] { compile(g, s, {rank}); },
+                           {"'ge_rank'", "gather_elements", "[6]", "rank 2", "[2, 3]"});
+  // Not broadcasting: indices larger than the data on an axis other than `axis`.
+  expect_error<ShapeError>([&] { compile(g, s, {larger}); },
+                           {"'ge_larger'", "gather_elements", "[2, 4]", "[2, 3]", "axis 1"});
+  expect_error<ShapeError>([&] { compile(g, s, {bad_axis}); },
+                           {"'ge_axis'", "gather_elements", "axis -3", "rank 2"});
+  expect_error<ShapeError>([&] { compile(g, s, {bad_updates}); },
+                           {"'se_updates'", "scatter_elements", "[2, 5]", "[2, 3]"});
+  expect_error<ShapeError>([&] { compile(g, s, {int_updates}); },
+                           {"'se_type'", "scatter_elements", "i32", "f32"});
+  // Indices longer than the data along the axis are fine; mul has no gradient.
+  compile(g, s, {ok});
+  expect_error<GraphError>([&] { gradients(reduce_sum(ok), {x}); }, {"mul"});
+}
+
 TEST(ShapeErrors, StridedSlice) {
   Graph g;
   auto x = g.input("x");
@@ -621,6 +653,52 @@ TEST(FeedErrors, KernelErrorsReachRunAndTheGraphStaysUsable) {
       {"class id -1"});
   cg.run({{"x", xv}, {"ids", std::vector<std::int32_t>{0, 2}}});
   EXPECT_NEAR(cg.read(loss)[0], std::log(3.0f), 1e-6);
+}
+
+// gather_elements / scatter_elements indices outside [-n, n): fed ones are checked before the
+// run, computed ones by the kernels (on OpenCL, the device's status slot); a FeedError naming
+// the node, the index and its position, and the graph stays usable.
+TEST(FeedErrors, ElementIndicesOutsideTheAxisOnEveryPlatform) {
+  for (const testing_util::PlatformCase& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    Graph g;
+    auto x = g.variable("x", {3, 5}, Initializer::uniform(-1, 1, 3));
+    auto f = g.input("f"), u = g.input("u"), fed = g.input("fed", DType::i32);
+    auto ids = cast(f, DType::i32);  // computed
+    auto picked = gather_elements(x, ids, 1).named("picked");
+    auto scattered = scatter_elements(x, ids, u, -1, ScatterReduction::add).named("scattered");
+    auto by_fed = gather_elements(x, fed, 0).named("by_fed");
+    auto dx = gradients(reduce_sum(picked) + reduce_sum(scattered), {x})[0];
+    auto cg = GraphCompiler(pc.make()).compile(g, {{"f", {3, 2}}, {"u", {3, 2}}, {"fed", {2, 5}}},
+                                               {dx, scattered, by_fed});
+    std::vector<float> fv{0, 4, -5, 1, 2, 2};
+    const std::vector<float> uv(6, 0.5f);
+    std::vector<std::int32_t> fedv{0, 2, -3, 1, 1, 2, 2, 0, 0, -1};
+    cg.run({{"f", fv}, {"u", uv}, {"fed", fedv}});
+    fv[3] = 5;
+    expect_error<FeedError>(
+        [&] {
+          cg.run({{"f", fv}, {"u", uv}, {"fed", fedv}});
+        },
+        {"index 5 at position 3", "[-5, 5)"});
+    fv[3] = -6;
+    expect_error<FeedError>(
+        [&] {
+          cg.run({{"f", fv}, {"u", uv}, {"fed", fedv}});
+        },
+        {"index -6 at position 3", "[-5, 5)"});
+    fv[3] = 1;
+    fedv[7] = 3;
+    expect_error<FeedError>(
+        [&] {
+          cg.run({{"f", fv}, {"u", uv}, {"fed", fedv}});
+        },
+        {"'by_fed'", "index 3 at position 7", "[-3, 3)"});
+    fedv[7] = -3;
+    cg.run({{"f", fv}, {"u", uv}, {"fed", fedv}});
+    const std::vector<float> xv = cg.read(x), y = cg.read(by_fed);
+    EXPECT_EQ(y[7], xv[2]);  // by_fed[1, 2] = x[-3 + 3, 2]
+  }
 }
 
 TEST(Concurrency, OneGraphFromSeveralThreadsIsSafeOrRejected) {

@@ -397,6 +397,32 @@ Node embedding(Node table, Node indices);
 ///   auto cols = gather(x, g.constant_i32({2}, {0, -1}), 1);   // first and last columns
 Node gather(Node x, Node indices, int axis = 0);
 
+/// ONNX GatherElements: out[p] = x[p with p[axis] replaced by indices[p]] for every position p
+/// of the int32 `indices`, which have x's rank (1 to 4) and on every other axis a dim no larger
+/// than x's (no broadcasting): the result has the indices' shape and x's type (float or
+/// int32). An index may be negative (counting from the back); one outside [-n, n) for the
+/// axis' size n is a FeedError at run(). The gradient with respect to float x is a
+/// deterministic scatter-add (repeated indices sum in index order, for any thread count).
+///   auto picked = gather_elements(scores, labels, 1);   // labels [N, 1]: scores[i, labels[i]]
+Node gather_elements(Node x, Node indices, int axis = 0);
+
+/// How scatter_elements combines an update with the value it lands on.
+enum class ScatterReduction : std::uint8_t { none, add, mul };
+
+/// ONNX ScatterElements: a copy of `data` in which, for every position p of the int32
+/// `indices`, the element at p with p[axis] replaced by indices[p] becomes updates[p] (none),
+/// or that value plus (add) or times (mul) updates[p]. `indices` and `updates` have one shape,
+/// of data's rank and on every other axis no larger than data's; updates have data's type
+/// (float or int32; int32 add and mul wrap around). Indices as in gather_elements. Several
+/// updates landing on one element apply in row-major order of the indices: with none the
+/// last one wins (ONNX leaves that undefined). Gradients (float data): none gives data the
+/// incoming gradient with the written elements zeroed, and every update the gradient of the
+/// element it lands on (also a repeated one that lost, as PyTorch's scatter does); add gives
+/// data the incoming gradient and updates the same gather; mul is not differentiable.
+///   auto y = scatter_elements(x, idx, upd, 1, ScatterReduction::add);
+Node scatter_elements(Node data, Node indices, Node updates, int axis = 0,
+                      ScatterReduction reduction = ScatterReduction::none);
+
 /// Writes `value` into `variable` at the end of a run (after every read of its old value).
 Node assign(Node variable, Node value);
 /// A node that completes when all of `nodes` have; no data.

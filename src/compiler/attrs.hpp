@@ -114,6 +114,13 @@ struct DropoutMask {
   friend bool operator==(const DropoutMask&, const DropoutMask&) = default;
 };
 
+/// scatter_elements: how an update combines with the element it lands on.
+struct ScatterMode {
+  static constexpr std::string_view kName = "scatter mode";
+  ScatterReduction reduction = ScatterReduction::none;
+  friend bool operator==(const ScatterMode&, const ScatterMode&) = default;
+};
+
 /// slice_grad_n: the [begin, end) range along the node's axis of each placed gradient.
 struct SliceRanges {
   static constexpr std::string_view kName = "slice ranges";
@@ -238,7 +245,7 @@ struct Attrs {
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
-               ConvEpilogue, LookupPieces, DropoutMask>
+               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode>
       payload;
 
   template <class T>

@@ -147,6 +147,51 @@ inline AxisGeom axis_geom(const Shape& s, int axis) {
   return g;
 }
 
+/// gather_elements, its gradient and scatter_elements: the data's and the indices' dims
+/// right-aligned into 4 (the indices no larger on any axis but `axis`, counted in those 4).
+/// A line is an index position with the axis dropped: the data elements its indices reach lie
+/// on the data line of the same coordinates, so lines never share an element (kernels split
+/// lines among threads and keep index order within each).
+struct ElementsGeom {
+  std::array<std::int64_t, 4> xd{1, 1, 1, 1}, id{1, 1, 1, 1};
+  int axis = 3;
+  std::int64_t n() const { return xd[static_cast<std::size_t>(axis)]; }  // data along the axis
+  std::int64_t m() const { return id[static_cast<std::size_t>(axis)]; }  // indices along it
+  std::int64_t count() const { return id[0] * id[1] * id[2] * id[3]; }
+  std::int64_t lines() const { return m() == 0 ? 0 : count() / m(); }
+  /// Strides along the axis in the data and in the indices.
+  std::int64_t x_step() const { return stride(xd, axis); }
+  std::int64_t i_step() const { return stride(id, axis); }
+  /// Offsets of line l's first element in the data and in the indices.
+  std::pair<std::int64_t, std::int64_t> line(std::int64_t l) const {
+    std::int64_t xo = 0, io = 0;
+    for (int d = 3; d >= 0; --d) {
+      if (d == axis) continue;
+      const auto u = static_cast<std::size_t>(d);
+      const std::int64_t c = l % id[u];
+      l /= id[u];
+      xo += c * stride(xd, d);
+      io += c * stride(id, d);
+    }
+    return {xo, io};
+  }
+  static std::int64_t stride(const std::array<std::int64_t, 4>& dims, int d) {
+    std::int64_t s = 1;
+    for (int k = d + 1; k < 4; ++k) s *= dims[static_cast<std::size_t>(k)];
+    return s;
+  }
+};
+inline ElementsGeom elements_geom(const Shape& x, const Shape& idx, int axis) {
+  ElementsGeom g;
+  const int r = x.rank(), pad = 4 - r;
+  for (int d = 0; d < r; ++d) {
+    g.xd[static_cast<std::size_t>(pad + d)] = x[d];
+    g.id[static_cast<std::size_t>(pad + d)] = idx[d];
+  }
+  g.axis = pad + (axis < 0 ? axis + r : axis);
+  return g;
+}
+
 /// Transpose as a strided copy: output dims and the input stride of each, right-aligned into
 /// 4 dims. An empty permutation swaps the last two axes.
 struct TransposeGeom {

@@ -158,6 +158,10 @@ enum class OpKind : std::uint8_t {
   // elementwise.cpp: remainders of float or int32 pairs, broadcasting
   Mod,   // floored: the sign of the divisor (numpy's mod, Python's %)
   FMod,  // truncated: the sign of the dividend (C's fmod and %)
+  // embedding.cpp: ONNX GatherElements and ScatterElements, indices of the data's rank
+  GatherElements,      // (x, int32 indices), axis
+  GatherElementsGrad,  // (g, indices, x): scatter-add into zeros; x lends its shape
+  ScatterElements,     // (data, int32 indices, updates), axis; ScatterMode
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

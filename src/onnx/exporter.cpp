@@ -454,6 +454,21 @@ class Exporter {
       case OpKind::Gather:
         add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
         return;
+      case OpKind::GatherElements:
+        add("GatherElements", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
+        return;
+      case OpKind::ScatterElements: {  // reduction as opset 16 on spells it
+        ir::Node& s = add("ScatterElements", {in(n, 0), in(n, 1), in(n, 2)}, {out});
+        s.attrs["axis"] = attr_i(at.axis);
+        const ScatterReduction r = at.get<detail::ScatterMode>().reduction;
+        if (r != ScatterReduction::none) {
+          ir::Attr a;
+          a.kind = ir::Attr::kStringA;
+          a.s = r == ScatterReduction::add ? "add" : "mul";
+          s.attrs["reduction"] = a;
+        }
+        return;
+      }
       case OpKind::Concat: {
         std::vector<std::string> ins;
         for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));

@@ -1,6 +1,6 @@
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
-// Split, Slice, Gather, Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout,
-// and ArgMax / ArgMin.
+// Split, Slice, Gather, GatherElements, ScatterElements (and Scatter), Expand, Tile, Pad, the
+// value ops Constant, Shape, Size, Cast, Dropout, and ArgMax / ArgMin.
 // Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
 #include <cstdint>
@@ -312,7 +312,6 @@ void gather(Ctx& c) {
     }
   }
   Node x = c.node(0);
-  if (idims.size() > 3) c.unsupported("indices of rank " + std::to_string(idims.size()));
   const std::size_t out_rank = d.size() - 1 + idims.size();
   if (out_rank > static_cast<std::size_t>(Shape::kMaxRank)) {
     c.unsupported("a gather result of rank " + std::to_string(out_rank));
@@ -334,6 +333,58 @@ void gather(Ctx& c) {
   // Indices computed at run time may be negative (from the back, as ONNX allows): gather
   // wraps them.
   c.set(0, gather(x, c.node(1), axis), c.in(0).elem);
+}
+
+// The indices of GatherElements / ScatterElements (int64 ones are held as int32): known ones
+// are checked against the axis' size now, computed ones by the kernels at run time.
+Node element_indices(Ctx& c, int axis) {
+  if (!ir::is_integral(c.elem(1))) c.fail("indices must be integers");
+  if (c.rank(1) != c.rank(0)) {
+    c.fail("indices " + dims_str(c.dims(1)) + " must have the data's rank (data " +
+           dims_str(c.dims(0)) + ")");
+  }
+  if (c.known(1)) {
+    const std::int64_t n = c.dims(0)[static_cast<std::size_t>(axis)];
+    for (std::int64_t v : c.in(1).konst->i) {
+      if (v < -n || v >= n)
+        c.fail("index " + std::to_string(v) + " is out of range for dim " + std::to_string(axis) +
+               " of " + dims_str(c.dims(0)));
+    }
+  }
+  return c.node(1);
+}
+
+int element_axis(Ctx& c) {
+  const int r = c.rank(0);
+  if (r == 0) c.fail("the data is a scalar: there is no axis to index along");
+  if (r > Shape::kMaxRank) c.unsupported("data of rank " + std::to_string(r));
+  return c.axis(c.attr_i("axis", 0), r);
+}
+
+// GatherElements: one index per output element, along `axis`.
+void gather_elements_op(Ctx& c) {
+  const int axis = element_axis(c);
+  Node idx = element_indices(c, axis);
+  c.set(0, gather_elements(c.node(0), idx, axis), c.in(0).elem);
+}
+
+// ScatterElements (and the older Scatter): reduction from opset 16 (none, add or mul; max and
+// min came with opset 18).
+void scatter_elements_op(Ctx& c) {
+  const int axis = element_axis(c);
+  Node idx = element_indices(c, axis);
+  if (c.elem(2) != c.elem(0)) c.fail("updates must have the data's element type");
+  ScatterReduction red = ScatterReduction::none;
+  const std::string r =
+      c.n.op == "ScatterElements" && c.version >= 16 ? c.attr_s("reduction", "none") : "none";
+  if (r == "add") {
+    red = ScatterReduction::add;
+  } else if (r == "mul") {
+    red = ScatterReduction::mul;
+  } else if (r != "none") {
+    c.unsupported("reduction '" + r + "' (none, add and mul are supported)");
+  }
+  c.set(0, scatter_elements(c.node(0), idx, c.node(2), axis, red), c.in(0).elem);
 }
 
 void expand(Ctx& c) {
@@ -629,6 +680,9 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"Split", 1, 13, split});
   h.push_back({"Slice", 1, 13, slice_op});
   h.push_back({"Gather", 1, 13, gather});
+  h.push_back({"GatherElements", 11, 13, gather_elements_op});
+  h.push_back({"ScatterElements", 11, 16, scatter_elements_op});
+  h.push_back({"Scatter", 9, 10, scatter_elements_op});  // deprecated: ScatterElements-11's alias
   h.push_back({"Expand", 8, 13, expand});
   h.push_back({"Tile", 6, 13, tile});
   h.push_back({"Dropout", 1, 13, dropout});

@@ -359,10 +359,12 @@ std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string
   const std::string node = "node " + plan().nodes[c.node].label + ": ";
   const std::string range =
       "[" + std::to_string(c.wraps ? -c.classes : 0) + ", " + std::to_string(c.classes) + ")";
-  if (c.wraps) {  // gather: the CPU platform's wording
+  if (c.wraps) {  // gather and the elements ops: the CPU platform's wording
+    const bool scatter = plan().nodes[c.node].op == OpKind::ScatterElements;
     return node + (value.empty() ? "an index" : "index " + value) + " at position " +
            std::to_string(row) + " of the indices " + plan().nodes[c.labels].type.shape.str() +
-           " is outside " + range + ", the size of the gathered axis";
+           " is outside " + range + ", the size of the " + (scatter ? "scattered" : "gathered") +
+           " axis";
   }
   if (c.embedding) {  // the CPU platform's wording
     return node + (value.empty() ? "an index" : "index " + value) + " at position " +

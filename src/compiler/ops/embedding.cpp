@@ -1,9 +1,12 @@
 // Embedding lookup (gather rows of a table by int32 indices) and its gradient, a scatter-add
 // of the incoming rows into a zero table; and its generalisation, ONNX Gather (any axis, any
-// index rank, negative indices from the back). The public builders live here, next to the ops.
+// index rank, negative indices from the back); ONNX GatherElements and ScatterElements (one
+// index per element, indices of the data's rank). The public builders live here, next to the
+// ops.
 #include "compiler/geometry.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
+#include "compiler/ops/builders.hpp"
 
 namespace hetgraph {
 
@@ -14,6 +17,17 @@ Node gather(Node x, Node indices, int axis) {
   detail::Attrs at;
   at.axis = axis;
   return detail::make_op(detail::OpKind::Gather, {x, indices}, at);
+}
+Node gather_elements(Node x, Node indices, int axis) {
+  detail::Attrs at;
+  at.axis = axis;
+  return detail::make_op(detail::OpKind::GatherElements, {x, indices}, at);
+}
+Node scatter_elements(Node data, Node indices, Node updates, int axis, ScatterReduction reduction) {
+  detail::Attrs at;
+  at.axis = axis;
+  at.set(detail::ScatterMode{reduction});
+  return detail::make_op(detail::OpKind::ScatterElements, {data, indices, updates}, at);
 }
 
 namespace detail {
@@ -140,6 +154,87 @@ TensorType infer_gather_grad(const InferCtx& c) {
   return c.in[2];
 }
 
+// gather_elements(x, idx) and scatter_elements(x, idx, ...) along the node's axis: idx int32
+// of x's rank, no larger than x on any other axis (ONNX does not broadcast them).
+void check_elements(const InferCtx& c, const TensorType& x, const TensorType& idx,
+                    std::string_view op) {
+  if (x.dtype != DType::f32 && x.dtype != DType::i32) {
+    c.fail(std::string(op) + " needs float or int32 data, got " + std::string(dtype_name(x.dtype)));
+  }
+  if (x.shape.rank() == 0) c.fail(std::string(op) + " needs data of rank >= 1, got a scalar");
+  const int a = c.norm_axis(c.attrs.axis, x.shape.rank());
+  if (idx.dtype != DType::i32) {
+    c.fail(std::string(op) + " indices must be int32, got " + std::string(dtype_name(idx.dtype)) +
+           " " + idx.shape.str());
+  }
+  if (idx.shape.rank() != x.shape.rank()) {
+    c.fail(std::string(op) + " indices " + idx.shape.str() + " must have the data's rank " +
+           std::to_string(x.shape.rank()) + " (data " + x.shape.str() + ")");
+  }
+  for (int d = 0; d < x.shape.rank(); ++d) {
+    if (d != a && idx.shape[d] > x.shape[d]) {
+      c.fail(std::string(op) + " indices " + idx.shape.str() + " are larger than the data " +
+             x.shape.str() + " on axis " + std::to_string(d) + " (only axis " + std::to_string(a) +
+             " may differ freely)");
+    }
+  }
+}
+
+TensorType infer_gather_elements(const InferCtx& c) {
+  check_elements(c, c.in[0], c.in[1], "gather_elements");
+  return {c.in[1].shape, c.in[0].dtype};
+}
+
+// (g, indices, x): g has the indices' shape; the result x's.
+TensorType infer_gather_elements_grad(const InferCtx& c) {
+  if (c.in[2].dtype != DType::f32) c.fail("gather_elements' gradient needs float data");
+  check_elements(c, c.in[2], c.in[1], "gather_elements");
+  if (c.in[0].dtype != DType::f32 || c.in[0].shape != c.in[1].shape) {
+    c.fail("the incoming gradient must have the indices' shape " + c.in[1].shape.str() + ", got " +
+           c.in[0].shape.str());
+  }
+  return c.in[2];
+}
+
+// (data, indices, updates): updates have the indices' shape and the data's type.
+TensorType infer_scatter_elements(const InferCtx& c) {
+  check_elements(c, c.in[0], c.in[1], "scatter_elements");
+  if (c.in[2].shape != c.in[1].shape || c.in[2].dtype != c.in[0].dtype) {
+    c.fail("scatter_elements updates must have the indices' shape " + c.in[1].shape.str() +
+           " and the data's type " + std::string(dtype_name(c.in[0].dtype)) + ", got " +
+           c.in[2].shape.str() + " " + std::string(dtype_name(c.in[2].dtype)));
+  }
+  (void)c.attrs.get<ScatterMode>();
+  return c.in[0];
+}
+
+void grad_gather_elements(const GradCtx& c) {
+  c.add(c.in[0], make_op(OpKind::GatherElementsGrad, {c.grad, c.in[1], c.in[0]}, c.attrs));
+}
+
+// Each update receives the gradient of the element it lands on (a gather); data keeps the
+// gradient where it survives: everywhere with add, outside the written elements with none
+// (the gradient with zeros scattered over them). A product's factors depend on the other
+// updates landing on the same element: mul is not differentiated.
+void grad_scatter_elements(const GradCtx& c) {
+  const ScatterReduction mode = c.attrs.get<ScatterMode>().reduction;
+  if (mode == ScatterReduction::mul) {
+    c.not_differentiable(0, "scatter_elements with reduction mul is not differentiable");
+    c.not_differentiable(2, "scatter_elements with reduction mul is not differentiable");
+    return;
+  }
+  Attrs at;
+  at.axis = c.attrs.axis;
+  c.add(c.in[2], make_op(OpKind::GatherElements, {c.grad, c.in[1]}, at));
+  if (mode == ScatterReduction::add) {
+    c.add(c.in[0], c.grad);
+    return;
+  }
+  const Node zeros =
+      expand(scalar_constant(*c.node.graph_impl(), 0.0f), c.in[2], kAllAxes, false, false);
+  c.add(c.in[0], make_op(OpKind::ScatterElements, {c.grad, c.in[1], zeros}, c.attrs));
+}
+
 // The indices are int32 data: like every int, they carry no gradient.
 void grad_gather(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::GatherGrad, {c.grad, c.in[1], c.in[0]}, c.attrs));
@@ -215,6 +310,36 @@ void register_embedding_ops(std::vector<OpDef>& t) {
                .heavy = true,
                .flops_per_elem = 0.5f,
                .index = kGatherGradIdx});
+  // gather_elements and scatter_elements: one index per element, in [-n, n) for the size n
+  // of the data's axis.
+  constexpr IndexInput kElementsGradIdx{
+      .input = 1, .bound_input = 2, .what = "index", .axis_dim = true, .wraps = true};
+  t.push_back({.kind = OpKind::GatherElements,
+               .name = "gather_elements",
+               .arity = 2,
+               .infer = infer_gather_elements,
+               .grad = grad_gather_elements,
+               .heavy = true,
+               .flops_per_elem = 0.5f,
+               .cost = lookup_cost,
+               .index = kGatherIdx});
+  t.push_back({.kind = OpKind::GatherElementsGrad,
+               .name = "gather_elements_grad",
+               .arity = 3,
+               .shape_only = 0b100u,
+               .infer = infer_gather_elements_grad,
+               .heavy = true,
+               .flops_per_elem = 0.5f,
+               .index = kElementsGradIdx});
+  // A copy of the data with the updates applied: it may take the data's buffer.
+  t.push_back({.kind = OpKind::ScatterElements,
+               .name = "scatter_elements",
+               .arity = 3,
+               .inplace = 0b1u,
+               .infer = infer_scatter_elements,
+               .grad = grad_scatter_elements,
+               .flops_per_elem = 0.5f,
+               .index = kGatherIdx});
   t.push_back({.kind = OpKind::CheckIndices,
                .name = "check_indices",
                .arity = 2,

@@ -1,5 +1,6 @@
 // Embedding lookup (gather rows of a table) and its gradient (scatter-add of the incoming rows
-// into a zero table), with reference implementations.
+// into a zero table), ONNX Gather, GatherElements and ScatterElements, with reference
+// implementations.
 //
 // Indices are checked before any parallel work (an exception cannot leave an OpenMP region):
 // one outside [0, rows) is a FeedError naming the node, never a read or write out of bounds.
@@ -388,6 +389,187 @@ std::unique_ptr<CpuKernel> make_gather_grad_ref(const KernelArgs& a) {
   });
 }
 
+// ---- gather_elements / scatter_elements: one index per element (ElementsGeom) --------------
+// Every index of a line reaches only the data line of the same coordinates, so lines split
+// among the team write disjoint elements; within a line, indices apply in order. That is
+// row-major order for any element's writers (they share a line), so every team size, and the
+// references' plain row-major loops, give the same bits (a scatter-add sums in index order,
+// and with reduction none the last index in row-major order wins).
+
+struct ElementsKernelGeom {
+  ElementsGeom g;
+  Shape index_shape;
+  std::string label;
+  std::string_view axis_name;  // "gathered" or "scattered"
+};
+
+// x: the data (or the shape it lends), i: the indices.
+ElementsKernelGeom elements_kernel_geom(const KernelArgs& a, std::size_t x, std::size_t i) {
+  const bool scatter = a.node.op == OpKind::ScatterElements;
+  return {elements_geom(a.in_shape(x), a.in_shape(i), a.node.attrs.axis), a.in_shape(i),
+          a.node.label, scatter ? "scattered" : "gathered"};
+}
+
+// Every index in [-n, n), checked before any parallel work; negative ones count from the back.
+void check_elements_indices(const ElementsKernelGeom& l, const std::int32_t* idx) {
+  const std::int64_t n = l.g.n(), count = l.g.count();
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (idx[i] < -n || idx[i] >= n) {
+      throw FeedError("node " + l.label + ": index " + std::to_string(idx[i]) + " at position " +
+                      std::to_string(i) + " of the indices " + l.index_shape.str() +
+                      " is outside [" + std::to_string(-n) + ", " + std::to_string(n) +
+                      "), the size of the " + std::string(l.axis_name) + " axis");
+    }
+  }
+}
+
+// The data offset of index position p (row-major in the indices): the references' geometry.
+std::int64_t element_offset(const ElementsGeom& g, std::int64_t p, std::int32_t j) {
+  std::int64_t off = 0;
+  for (int d = 3; d >= 0; --d) {
+    const auto u = static_cast<std::size_t>(d);
+    const std::int64_t c = d == g.axis ? wrap(j, g.n()) : p % g.id[u];
+    p /= g.id[u];
+    off += c * ElementsGeom::stride(g.xd, d);
+  }
+  return off;
+}
+
+// Lines per parallel chunk: about kParallelGrain elements.
+std::int64_t line_grain(const ElementsGeom& g) {
+  return std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(g.m(), 1));
+}
+
+// out[p] = x[p with p[axis] = idx[p]]: 32-bit words (float or int32 data).
+std::unique_ptr<CpuKernel> make_gather_elements(const KernelArgs& a) {
+  const ElementsKernelGeom l = elements_kernel_geom(a, 0, 1);
+  const auto* x = static_cast<const std::uint32_t*>(a.in[0]);
+  const std::int32_t* idx = a.in_i(1);
+  auto* out = static_cast<std::uint32_t*>(a.out);
+  return make_kernel([=](const ExecCtx& ctx) {
+    check_elements_indices(l, idx);
+    const ElementsGeom& g = l.g;
+    const std::int64_t m = g.m(), n = g.n(), xs = g.x_step(), is = g.i_step();
+    parallel_for(ctx, g.lines(), line_grain(g), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const auto [xo, io] = g.line(r);
+        for (std::int64_t k = 0; k < m; ++k) {
+          const std::int64_t p = io + k * is;
+          out[p] = x[xo + wrap(idx[p], n) * xs];
+        }
+      }
+    });
+  });
+}
+
+std::unique_ptr<CpuKernel> make_gather_elements_ref(const KernelArgs& a) {
+  const ElementsKernelGeom l = elements_kernel_geom(a, 0, 1);
+  const auto* x = static_cast<const std::uint32_t*>(a.in[0]);
+  const std::int32_t* idx = a.in_i(1);
+  auto* out = static_cast<std::uint32_t*>(a.out);
+  return make_kernel([=](const ExecCtx&) {
+    check_elements_indices(l, idx);
+    for (std::int64_t p = 0; p < l.g.count(); ++p) out[p] = x[element_offset(l.g, p, idx[p])];
+  });
+}
+
+// (g, idx, x-shape) -> dx: dx[p with p[axis] = idx[p]] += g[p] into zeros.
+std::unique_ptr<CpuKernel> make_gather_elements_grad(const KernelArgs& a) {
+  const ElementsKernelGeom l = elements_kernel_geom(a, 2, 1);
+  const float* gr = a.in_f(0);
+  const std::int32_t* idx = a.in_i(1);
+  float* out = a.out_f();
+  const std::int64_t total = a.out_shape().numel();
+  return make_kernel([=](const ExecCtx& ctx) {
+    check_elements_indices(l, idx);
+    const ElementsGeom& g = l.g;
+    const std::int64_t m = g.m(), n = g.n(), xs = g.x_step(), is = g.i_step();
+    parallel_for(ctx, total, kParallelGrain,
+                 [&](std::int64_t b, std::int64_t e) { std::fill(out + b, out + e, 0.0f); });
+    parallel_for(ctx, g.lines(), line_grain(g), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const auto [xo, io] = g.line(r);
+        for (std::int64_t k = 0; k < m; ++k) {
+          const std::int64_t p = io + k * is;
+          out[xo + wrap(idx[p], n) * xs] += gr[p];
+        }
+      }
+    });
+  });
+}
+
+std::unique_ptr<CpuKernel> make_gather_elements_grad_ref(const KernelArgs& a) {
+  const ElementsKernelGeom l = elements_kernel_geom(a, 2, 1);
+  const float* gr = a.in_f(0);
+  const std::int32_t* idx = a.in_i(1);
+  float* out = a.out_f();
+  const std::int64_t total = a.out_shape().numel();
+  return make_kernel([=](const ExecCtx&) {
+    check_elements_indices(l, idx);
+    std::fill(out, out + total, 0.0f);
+    for (std::int64_t p = 0; p < l.g.count(); ++p) out[element_offset(l.g, p, idx[p])] += gr[p];
+  });
+}
+
+// How an update meets its element: float, or int32 as uint32 (add and mul wrap around).
+template <class T>
+T combine(ScatterReduction r, T v, T u) {
+  switch (r) {
+    case ScatterReduction::add:
+      return v + u;
+    case ScatterReduction::mul:
+      return v * u;
+    default:
+      return u;
+  }
+}
+
+// (data, idx, updates) -> data with the updates applied; out may be data's buffer.
+template <class T, bool Reference>
+std::unique_ptr<CpuKernel> make_scatter_elements(const KernelArgs& a) {
+  const ElementsKernelGeom l = elements_kernel_geom(a, 0, 1);
+  const auto* data = static_cast<const T*>(a.in[0]);
+  const std::int32_t* idx = a.in_i(1);
+  const auto* upd = static_cast<const T*>(a.in[2]);
+  auto* out = static_cast<T*>(a.out);
+  const std::int64_t total = a.out_shape().numel();
+  const ScatterReduction red = a.node.attrs.get<ScatterMode>().reduction;
+  return make_kernel([=](const ExecCtx& ctx) {
+    check_elements_indices(l, idx);
+    const ElementsGeom& g = l.g;
+    if constexpr (Reference) {
+      if (out != data) std::copy(data, data + total, out);
+      for (std::int64_t p = 0; p < g.count(); ++p) {
+        T& o = out[element_offset(g, p, idx[p])];
+        o = combine(red, o, upd[p]);
+      }
+      return;
+    }
+    if (out != data) {
+      parallel_for(ctx, total, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
+        std::memcpy(out + b, data + b, static_cast<std::size_t>(e - b) * sizeof(T));
+      });
+    }
+    const std::int64_t m = g.m(), n = g.n(), xs = g.x_step(), is = g.i_step();
+    parallel_for(ctx, g.lines(), line_grain(g), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const auto [xo, io] = g.line(r);
+        for (std::int64_t k = 0; k < m; ++k) {
+          const std::int64_t p = io + k * is;
+          T& o = out[xo + wrap(idx[p], n) * xs];
+          o = combine(red, o, upd[p]);
+        }
+      }
+    });
+  });
+}
+
+template <bool Reference>
+std::unique_ptr<CpuKernel> make_scatter_elements_typed(const KernelArgs& a) {
+  if (a.in_types[0].dtype == DType::i32) return make_scatter_elements<std::uint32_t, Reference>(a);
+  return make_scatter_elements<float, Reference>(a);
+}
+
 // embedding_concat (fuse_embedding_concat): the pieces of a concat along the last axis, lookups
 // gathered straight into their bands of the output. Every lookup's indices are checked before
 // any row is written; then each output row is filled piece by piece (rows split among the
@@ -466,6 +648,12 @@ void register_embedding_kernels(KernelRegistry& r) {
   r.add(OpKind::Gather, {"reference", nullptr, make_gather_axis_ref, true});
   r.add(OpKind::GatherGrad, {"row_scatter_add", nullptr, make_gather_grad});
   r.add(OpKind::GatherGrad, {"reference", nullptr, make_gather_grad_ref, true});
+  r.add(OpKind::GatherElements, {"lines", nullptr, make_gather_elements});
+  r.add(OpKind::GatherElements, {"reference", nullptr, make_gather_elements_ref, true});
+  r.add(OpKind::GatherElementsGrad, {"line_scatter_add", nullptr, make_gather_elements_grad});
+  r.add(OpKind::GatherElementsGrad, {"reference", nullptr, make_gather_elements_grad_ref, true});
+  r.add(OpKind::ScatterElements, {"lines", nullptr, make_scatter_elements_typed<false>});
+  r.add(OpKind::ScatterElements, {"reference", nullptr, make_scatter_elements_typed<true>, true});
   r.add(OpKind::Embedding, {"row_copies", nullptr, make_gather});
   r.add(OpKind::Embedding, {"reference", nullptr, make_gather_ref, true});
   r.add(OpKind::EmbeddingGrad, {"row_scatter_add", nullptr, make_scatter_add});

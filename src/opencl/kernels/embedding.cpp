@@ -1,4 +1,5 @@
-// Embedding lookup and its scatter-add gradient on OpenCL (kernels/embedding.cl). Indices are
+// Embedding lookup and its scatter-add gradient, Gather, GatherElements and ScatterElements on
+// OpenCL (kernels/embedding.cl). Indices are
 // checked like int32 class ids: on the host before the run when they are fed, on the device
 // (the node's status slot) when they are computed.
 #include "compiler/geometry.hpp"
@@ -47,6 +48,34 @@ std::unique_ptr<ClOp> make_gather(const OpArgs& a) {
                                       to_int(a.out_shape().numel()), cl_float{0.0f})));
   launches.push_back(launch_1d(a.device, std::move(k)));
   return std::make_unique<KernelSeq>(std::move(launches));
+}
+
+// gather_elements (x, ids), gather_elements_grad (g, ids, x-shape) and scatter_elements
+// (data, ids, updates): one launch over the result's elements (ElementsGeom's 4 dims).
+std::unique_ptr<ClOp> make_elements(const OpArgs& a) {
+  const OpKind op = a.node.op;
+  const bool grad = op == OpKind::GatherElementsGrad;
+  const ElementsGeom g = elements_geom(a.in_shape(grad ? 2 : 0), a.in_shape(1), a.node.attrs.axis);
+  const cl_int4 xd{{to_int(g.xd[0]), to_int(g.xd[1]), to_int(g.xd[2]), to_int(g.xd[3])}};
+  const cl_int4 id{{to_int(g.id[0]), to_int(g.id[1]), to_int(g.id[2]), to_int(g.id[3])}};
+  const cl_int total = to_int(a.out_shape().numel());
+  cl_program prog = a.program("embedding");
+  if (op == OpKind::GatherElements) {
+    return make_seq(
+        launch_1d(a.device, make_kernel(prog, "gather_elements_fwd", a.in[0], a.in[1], a.out, total,
+                                        xd, id, cl_int{g.axis}, a.status, cl_int{a.status_slot})));
+  }
+  if (grad) {
+    return make_seq(launch_1d(
+        a.device, make_kernel(prog, "gather_elements_grad", a.in[0], a.in[1], a.out, total, xd, id,
+                              cl_int{g.axis}, a.status, cl_int{a.status_slot})));
+  }
+  const bool ints = a.in_types[0].dtype == DType::i32;
+  const auto red = static_cast<cl_int>(a.node.attrs.get<ScatterMode>().reduction);
+  return make_seq(
+      launch_1d(a.device, make_kernel(prog, ints ? "scatter_elements_i32" : "scatter_elements_f32",
+                                      a.in[0], a.in[1], a.in[2], a.out, total, xd, id,
+                                      cl_int{g.axis}, red, a.status, cl_int{a.status_slot})));
 }
 
 // embedding_update (v, g, ids) with beta: only the looked-up rows are written; out of place,
@@ -108,6 +137,9 @@ void register_embedding_ops(OpRegistry& r) {
   r.add(OpKind::CheckIndices, {"cl_check_indices", nullptr, make_check});
   r.add(OpKind::Gather, {"cl_gather", nullptr, make_gather});
   r.add(OpKind::GatherGrad, {"cl_gather_scatter_add", nullptr, make_gather});
+  r.add(OpKind::GatherElements, {"cl_gather_elements", nullptr, make_elements});
+  r.add(OpKind::GatherElementsGrad, {"cl_elements_scatter_add", nullptr, make_elements});
+  r.add(OpKind::ScatterElements, {"cl_scatter_elements", nullptr, make_elements});
   r.add(OpKind::Embedding, {"cl_gather_rows", nullptr, make_embedding});
   r.add(OpKind::EmbeddingGrad, {"cl_row_scatter_add", nullptr, make_embedding});
 }
