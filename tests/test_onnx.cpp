@@ -448,59 +448,20 @@ TEST(OnnxImport, TriluKeepsATriangle) {
       lo[static_cast<std::size_t>(e)] = col - r <= -1 ? i[static_cast<std::size_t>(e)] : 0;
     }
   }
-  // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
-  // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
-  // against the ONNX definitions, on every platform, and exported and imported back.
-  TEST(OnnxImport, GatherAndScatterElementsRunAndRoundTrip) {
-    Builder b(16);
-    b.input("x", {3, 4}).input("i", {2, 4}, 7).input("j", {2, 4}, 7).input("u", {2, 4});
-    b.output("g", {2, 4}).output("none", {3, 4}).output("add", {3, 4}).output("mul", {3, 4});
-    Builder::attr(b.node("GatherElements", {"x", "i"}, {"g"}), "axis", std::int64_t{1});
-    b.node("ScatterElements", {"x", "j", "u"}, {"none"});  // axis 0, reduction none
-    for (const char* r : {"add", "mul"}) {
-      auto* n = b.node("ScatterElements", {"x", "j", "u"}, {r});
-      Builder::attr(n, "axis", std::int64_t{-2});
-      Builder::attr(n, "reduction", std::string(r));
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"i", i}});
+      EXPECT_EQ(cg.read(model->outputs[0]), up);
+      EXPECT_EQ(cg.read_i32(model->outputs[1]), lo);
     }
-    std::vector<float> x(12), u(8);
-    for (std::size_t k = 0; k < 12; ++k) x[k] = static_cast<float>(k) * 0.5f - 2.0f;
-    for (std::size_t k = 0; k < 8; ++k) u[k] = static_cast<float>(k) + 1.5f;
-    const std::vector<std::int32_t> i{3, 0, -1, 1, 2, 2, 0, -4}, j{2, 0, -1, 1, 0, 0, 2, -3};
-    std::vector<float> want_g(8), want_none = x, want_add = x, want_mul = x;
-    for (std::size_t p = 0; p < 8; ++p) {
-      const std::size_t r = p / 4, c = p % 4;
-      want_g[p] = x[r * 4 + static_cast<std::size_t>((i[p] + 4) % 4)];
-      const std::size_t t = static_cast<std::size_t>((j[p] + 3) % 3) * 4 + c;
-      want_none[t] = u[p];  // row-major order: the last repeat wins
-      want_add[t] += u[p];
-      want_mul[t] *= u[p];
-    }
-    ho::Model m = b.import();
-    const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-    ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
-    // Scatter, ScatterElements' name before opset 11 (no negative indices, no reduction).
-    Builder old(10);
-    old.input("x", {3, 4}).input("j", {2, 4}, 7).input("u", {2, 4}).output("y", {3, 4});
-    Builder::attr(old.node("Scatter", {"x", "j", "u"}, {"y"}), "axis", std::int64_t{0});
-    ho::Model mo = old.import();
-    const std::vector<std::int32_t> jpos{2, 0, 2, 1, 0, 0, 2, 0};
-    std::vector<float> want_old = x;
-    for (std::size_t p = 0; p < 8; ++p)
-      want_old[static_cast<std::size_t>(jpos[p]) * 4 + p % 4] = u[p];
-    for (const auto& pc : testing_util::platforms()) {
-      SCOPED_TRACE(pc.name);
-      for (ho::Model* model : {&m, &back}) {
-        CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
-        cg.run({{"x", x}, {"i", i}});
-        EXPECT_EQ(cg.read(model->outputs[0]), up);
-        EXPECT_EQ(cg.read_i32(model->outputs[1]), lo);
-      }
-    }
-    Builder flat;
-    flat.input("x", {4}).output("y", {4});
-    flat.node("Trilu", {"x"}, {"y"});
-    EXPECT_CONTAINS(error_of<ShapeError>([&] { flat.import(); }), "rank 2 or more");
   }
+  Builder flat;
+  flat.input("x", {4}).output("y", {4});
+  flat.node("Trilu", {"x"}, {"y"});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { flat.import(); }), "rank 2 or more");
+}
 
 // Sign, IsInf, IsNaN, Shrink, ThresholdedRelu, Round and EyeLike at run time, on values with
 // the edge cases (infinities, NaN, zero, halves); exported and imported back.
@@ -589,22 +550,67 @@ TEST(OnnxImport, ModTakesTheSignOfItsMode) {
       EXPECT_EQ(cg.read_i32(model->outputs[2]), (std::vector<std::int32_t>{1, 2, -2, -1, 1, 0}));
     }
   }
-  cg.run({{"x", x}, {"i", i}, {"j", j}, {"u", u}});
-  EXPECT_EQ(cg.read("g"), want_g);
-  EXPECT_EQ(cg.read("none"), want_none);
-  EXPECT_EQ(cg.read("add"), want_add);
-  EXPECT_EQ(cg.read("mul"), want_mul);
 }
-CompiledGraph cg = mo.compile(GraphCompiler(pc.make()));
-cg.run({{"x", x}, {"j", jpos}, {"u", u}});
-EXPECT_EQ(cg.read("y"), want_old);
-}
-// Known indices are checked when the model is imported.
-Builder bad(13);
-bad.input("x", {4}).output("y", {3});
-bad.ints("k", {0, 4, 1});
-bad.node("GatherElements", {"x", "k"}, {"y"});
-EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "index 4 is out of range");
+
+// GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
+// fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
+// against the ONNX definitions, on every platform, and exported and imported back.
+TEST(OnnxImport, GatherAndScatterElementsRunAndRoundTrip) {
+  Builder b(16);
+  b.input("x", {3, 4}).input("i", {2, 4}, 7).input("j", {2, 4}, 7).input("u", {2, 4});
+  b.output("g", {2, 4}).output("none", {3, 4}).output("add", {3, 4}).output("mul", {3, 4});
+  Builder::attr(b.node("GatherElements", {"x", "i"}, {"g"}), "axis", std::int64_t{1});
+  b.node("ScatterElements", {"x", "j", "u"}, {"none"});  // axis 0, reduction none
+  for (const char* r : {"add", "mul"}) {
+    auto* n = b.node("ScatterElements", {"x", "j", "u"}, {r});
+    Builder::attr(n, "axis", std::int64_t{-2});
+    Builder::attr(n, "reduction", std::string(r));
+  }
+  std::vector<float> x(12), u(8);
+  for (std::size_t k = 0; k < 12; ++k) x[k] = static_cast<float>(k) * 0.5f - 2.0f;
+  for (std::size_t k = 0; k < 8; ++k) u[k] = static_cast<float>(k) + 1.5f;
+  const std::vector<std::int32_t> i{3, 0, -1, 1, 2, 2, 0, -4}, j{2, 0, -1, 1, 0, 0, 2, -3};
+  std::vector<float> want_g(8), want_none = x, want_add = x, want_mul = x;
+  for (std::size_t p = 0; p < 8; ++p) {
+    const std::size_t r = p / 4, c = p % 4;
+    want_g[p] = x[r * 4 + static_cast<std::size_t>((i[p] + 4) % 4)];
+    const std::size_t t = static_cast<std::size_t>((j[p] + 3) % 3) * 4 + c;
+    want_none[t] = u[p];  // row-major order: the last repeat wins
+    want_add[t] += u[p];
+    want_mul[t] *= u[p];
+  }
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  // Scatter, ScatterElements' name before opset 11 (no negative indices, no reduction).
+  Builder old(10);
+  old.input("x", {3, 4}).input("j", {2, 4}, 7).input("u", {2, 4}).output("y", {3, 4});
+  Builder::attr(old.node("Scatter", {"x", "j", "u"}, {"y"}), "axis", std::int64_t{0});
+  ho::Model mo = old.import();
+  const std::vector<std::int32_t> jpos{2, 0, 2, 1, 0, 0, 2, 0};
+  std::vector<float> want_old = x;
+  for (std::size_t p = 0; p < 8; ++p)
+    want_old[static_cast<std::size_t>(jpos[p]) * 4 + p % 4] = u[p];
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"i", i}, {"j", j}, {"u", u}});
+      EXPECT_EQ(cg.read("g"), want_g);
+      EXPECT_EQ(cg.read("none"), want_none);
+      EXPECT_EQ(cg.read("add"), want_add);
+      EXPECT_EQ(cg.read("mul"), want_mul);
+    }
+    CompiledGraph cg = mo.compile(GraphCompiler(pc.make()));
+    cg.run({{"x", x}, {"j", jpos}, {"u", u}});
+    EXPECT_EQ(cg.read("y"), want_old);
+  }
+  // Known indices are checked when the model is imported.
+  Builder bad(13);
+  bad.input("x", {4}).output("y", {3});
+  bad.ints("k", {0, 4, 1});
+  bad.node("GatherElements", {"x", "k"}, {"y"});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "index 4 is out of range");
 }
 
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
