@@ -296,15 +296,21 @@ GatherGeom gather_geom(const KernelArgs& a, std::size_t x, std::size_t i) {
 }
 
 // Every index in [-n, n), checked before any parallel work; negative ones count from the back.
-void check_gather_indices(const GatherGeom& l, const std::int32_t* idx) {
-  for (std::int64_t i = 0; i < l.count; ++i) {
-    if (idx[i] < -l.n || idx[i] >= l.n) {
-      throw FeedError("node " + l.label + ": index " + std::to_string(idx[i]) + " at position " +
-                      std::to_string(i) + " of the indices " + l.index_shape.str() +
-                      " is outside [" + std::to_string(-l.n) + ", " + std::to_string(l.n) +
-                      "), the size of the gathered axis");
+// `axis_name`: "gathered" or "scattered".
+void check_axis_indices(const std::int32_t* idx, std::int64_t count, std::int64_t n,
+                        const Shape& index_shape, const std::string& label,
+                        std::string_view axis_name) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (idx[i] < -n || idx[i] >= n) {
+      throw FeedError("node " + label + ": index " + std::to_string(idx[i]) + " at position " +
+                      std::to_string(i) + " of the indices " + index_shape.str() +
+                      " is outside [" + std::to_string(-n) + ", " + std::to_string(n) +
+                      "), the size of the " + std::string(axis_name) + " axis");
     }
   }
+}
+void check_gather_indices(const GatherGeom& l, const std::int32_t* idx) {
+  check_axis_indices(idx, l.count, l.n, l.index_shape, l.label, "gathered");
 }
 
 inline std::int64_t wrap(std::int32_t j, std::int64_t n) {
@@ -410,17 +416,8 @@ ElementsKernelGeom elements_kernel_geom(const KernelArgs& a, std::size_t x, std:
           a.node.label, scatter ? "scattered" : "gathered"};
 }
 
-// Every index in [-n, n), checked before any parallel work; negative ones count from the back.
 void check_elements_indices(const ElementsKernelGeom& l, const std::int32_t* idx) {
-  const std::int64_t n = l.g.n(), count = l.g.count();
-  for (std::int64_t i = 0; i < count; ++i) {
-    if (idx[i] < -n || idx[i] >= n) {
-      throw FeedError("node " + l.label + ": index " + std::to_string(idx[i]) + " at position " +
-                      std::to_string(i) + " of the indices " + l.index_shape.str() +
-                      " is outside [" + std::to_string(-n) + ", " + std::to_string(n) +
-                      "), the size of the " + std::string(l.axis_name) + " axis");
-    }
-  }
+  check_axis_indices(idx, l.g.count(), l.g.n(), l.index_shape, l.label, l.axis_name);
 }
 
 // The data offset of index position p (row-major in the indices): the references' geometry.
