@@ -613,6 +613,59 @@ TEST(OnnxImport, GatherAndScatterElementsRunAndRoundTrip) {
   EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "index 4 is out of range");
 }
 
+// Resize: nearest of int64 (gathers only: 2^24 + 1 stays exact), tf_crop_and_resize's
+// extrapolation outside the region, exported and imported back; bad scales are errors.
+TEST(OnnxImport, ResizeGathersAndWeighsEachAxis) {
+  Builder b;
+  b.input("i", {1, 1, 2, 2}, 7).input("x", {1, 1, 1, 4});
+  b.output("up", {1, 1, 4, 6}, 7).output("crop", {1, 1, 1, 3});
+  b.floats("scales", {4}, {1, 1, 2, 3}).floats("roi", {8}, {0, 0, 0, -0.5f, 1, 1, 1, 1.5f});
+  b.ints("sizes", {1, 1, 1, 3});
+  b.node("Resize", {"i", "", "scales"}, {"up"});
+  auto* crop = b.node("Resize", {"x", "roi", "", "sizes"}, {"crop"});
+  Builder::attr(crop, "mode", std::string("linear"));
+  Builder::attr(crop, "coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+  Builder::attr_f(crop, "extrapolation_value", 10.0f);
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const std::vector<std::int32_t> i{16777217, 2, 3, 4};
+  std::vector<std::int32_t> up;
+  for (int r = 0; r < 4; ++r)  // each element a 2 x 3 block
+    for (int col = 0; col < 6; ++col)
+      up.push_back(i[static_cast<std::size_t>(r / 2 * 2 + col / 3)]);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"i", i}, {"x", std::vector<float>{1, 2, 3, 4}}});
+      EXPECT_EQ(cg.read_i32(model->outputs[0]), up);
+      // source x = 3 o - 1.5: -1.5 and 4.5 fall outside [0, 3]; 1.5 is halfway from 2 to 3
+      EXPECT_EQ(cg.read(model->outputs[1]), (std::vector<float>{10, 2.5f, 10}));
+    }
+  }
+  auto bad = [](std::vector<float> scales, const std::string& mode) {
+    Builder e;
+    e.input("i", {1, 2}, 7).output("y", {1, 4}, 7);
+    e.floats("s", {static_cast<std::int64_t>(scales.size())}, scales);
+    Builder::attr(e.node("Resize", {"i", "", "s"}, {"y"}), "mode", mode);
+    e.import();
+  };
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad({1, 2, 2}, "nearest"); }), "scales must give 2");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    bad({1, -2}, "nearest");
+                  }),
+                  "scales must be positive");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    bad({1, 0.25f}, "nearest");
+                  }),
+                  "an output dim of 0");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    bad({1, 2}, "linear");
+                  }),
+                  "linear resizing of integers");
+}
+
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
   Builder b;
   b.input("x", {std::string("batch"), 3}).output("y", {std::string("batch"), 3});

@@ -1,6 +1,7 @@
 // ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
 // it folded in), ConvTranspose, MaxPool / AveragePool (ceil_mode), GlobalAveragePool /
-// GlobalMaxPool, BatchNormalization, InstanceNormalization. 1-d images run as 2-d ones of height 1.
+// GlobalMaxPool, BatchNormalization, InstanceNormalization, LRN, Resize / Upsample. 1-d images
+// run as 2-d ones of height 1.
 #include <algorithm>
 #include <cmath>
 
@@ -384,6 +385,194 @@ void instance_norm(Ctx& c) {
   c.set(0, add(mul(y, per_channel(c, c.f32(1), d.size())), per_channel(c, c.f32(2), d.size())));
 }
 
+// ---- Resize / Upsample --------------------------------------------------------------------
+// Separable: each axis whose size or sampling changes is one gather per tap of constant index
+// arrays, weighted by constant coefficients and summed; the taps, coefficients and edge
+// handling are those of ONNX's reference implementation (neighbours of the source coordinate
+// preferring the lower ones, edge padding, so indices clamp), computed here in double.
+
+struct ResizeAttrs {
+  std::string mode = "nearest", transform = "half_pixel", nearest = "round_prefer_floor";
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  float extrapolation = 0.0f;
+};
+
+// The taps of one axis: per output position, tap t reads idx[t][o] with weight w[t][o]; out[o]
+// is set when tf_crop_and_resize maps o outside the input (it takes the extrapolation value).
+struct AxisTaps {
+  std::vector<std::vector<std::int32_t>> idx;
+  std::vector<std::vector<float>> w;
+  std::vector<std::int32_t> out;
+  bool identity = true, any_out = false;
+};
+
+AxisTaps axis_taps(const ResizeAttrs& r, std::int64_t len, std::int64_t out_len, double scale,
+                   double roi_start, double roi_end) {
+  const std::string& tf = r.transform;
+  const double out_width = scale * static_cast<double>(len);  // the reference's, unrounded
+  const std::size_t taps = r.mode == "cubic" ? 4 : r.mode == "linear" ? 2 : 1;
+  AxisTaps a;
+  a.idx.assign(taps, std::vector<std::int32_t>(static_cast<std::size_t>(out_len)));
+  a.w.assign(taps, std::vector<float>(static_cast<std::size_t>(out_len)));
+  a.out.assign(static_cast<std::size_t>(out_len), 0);
+  const auto last = static_cast<double>(len - 1);
+  for (std::int64_t o = 0; o < out_len; ++o) {
+    const auto od = static_cast<double>(o);
+    const auto u = static_cast<std::size_t>(o);
+    double x;
+    if (tf == "align_corners") {
+      x = out_width == 1 ? 0 : od * last / (out_width - 1);
+    } else if (tf == "asymmetric") {
+      x = od / scale;
+    } else if (tf == "tf_half_pixel_for_nn") {
+      x = (od + 0.5) / scale;
+    } else if (tf == "pytorch_half_pixel") {
+      x = out_width == 1 ? -0.5 : (od + 0.5) / scale - 0.5;
+    } else if (tf == "tf_crop_and_resize") {
+      x = out_width == 1 ? (roi_end - roi_start) * last / 2
+                         : od * (roi_end - roi_start) * last / (out_width - 1);
+      x += roi_start * last;
+      if (x < 0 || x > last) {
+        a.out[u] = 1;
+        a.any_out = true;
+        a.identity = false;
+        continue;
+      }
+    } else {  // half_pixel
+      x = (od + 0.5) / scale - 0.5;
+    }
+    const bool whole = x == std::floor(x);
+    const double ratio = whole ? 1.0 : x - std::floor(x);  // in (0, 1]: the lower tap first
+    const auto base =
+        static_cast<std::int64_t>(std::ceil(x)) - static_cast<std::int64_t>(taps / 2 + (taps == 1));
+    std::vector<double> cf;
+    if (r.mode == "cubic") {
+      const double A = r.cubic_a, p = ratio + 1, q = 1 - ratio, qq = q + 1;
+      cf = {((A * p - 5 * A) * p + 8 * A) * p - 4 * A,
+            ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1, ((A + 2) * q - (A + 3)) * q * q + 1,
+            ((A * qq - 5 * A) * qq + 8 * A) * qq - 4 * A};
+    } else if (r.mode == "linear") {
+      cf = {1 - ratio, ratio};
+    }
+    if (taps == 1) {  // nearest: between ceil(x) - 1 and ceil(x), by the rounding mode
+      const std::string& nm = r.nearest;
+      const bool upper = whole                       ? true
+                         : nm == "round_prefer_ceil" ? ratio >= 0.5
+                         : nm == "floor"             ? false
+                         : nm == "ceil"              ? true
+                                                     : ratio > 0.5;
+      const std::int64_t i = std::clamp<std::int64_t>(base + (upper ? 1 : 0), 0, len - 1);
+      a.idx[0][u] = static_cast<std::int32_t>(i);
+      a.w[0][u] = 1.0f;
+      a.identity = a.identity && i == o;
+      continue;
+    }
+    if (r.exclude_outside) {
+      double sum = 0;
+      for (std::size_t t = 0; t < taps; ++t) {
+        const std::int64_t i = base + static_cast<std::int64_t>(t);
+        if (i < 0 || i >= len) cf[t] = 0;
+        sum += cf[t];
+      }
+      for (double& v : cf) v /= sum;
+    }
+    for (std::size_t t = 0; t < taps; ++t) {
+      const std::int64_t i =
+          std::clamp<std::int64_t>(base + static_cast<std::int64_t>(t), 0, len - 1);
+      a.idx[t][u] = static_cast<std::int32_t>(i);
+      a.w[t][u] = static_cast<float>(cf[t]);
+      a.identity = a.identity && (cf[t] == 0 || (cf[t] == 1 && i == o));
+    }
+  }
+  a.identity = a.identity && out_len == len;
+  return a;
+}
+
+void resize(Ctx& c) {
+  const Dims in = c.dims(0);
+  const auto rank = in.size();
+  ResizeAttrs r;
+  r.mode = c.attr_s("mode", "nearest");
+  const bool legacy = c.n.op == "Upsample" || c.version < 11;  // asymmetric, floor
+  if (legacy) {
+    r.transform = "asymmetric";
+    r.nearest = "floor";
+  } else {
+    r.transform = c.attr_s("coordinate_transformation_mode", "half_pixel");
+    r.nearest = c.attr_s("nearest_mode", "round_prefer_floor");
+    r.cubic_a = c.attr_f("cubic_coeff_a", -0.75f);
+    r.exclude_outside = c.attr_i("exclude_outside", 0) != 0;
+    r.extrapolation = c.attr_f("extrapolation_value", 0.0f);
+  }
+  if (r.mode != "nearest" && r.mode != "linear" && r.mode != "cubic")
+    c.unsupported("mode '" + r.mode + "'");
+  // Inputs: Upsample-9 / Resize-10 (X, scales); Resize-11+ (X, roi, scales, sizes).
+  const std::size_t si = legacy ? 1 : 2;
+  std::vector<double> scales(rank, 1.0);
+  Dims out = in;
+  auto given = [&](std::size_t i) { return c.has(i) && numel(c.dims(i)) > 0; };
+  if (c.n.op == "Upsample" && c.version < 9) {
+    const std::vector<float> f = c.attr_floats("scales");
+    scales.assign(f.begin(), f.end());
+  } else if (given(si)) {
+    const std::vector<float> f = c.floats(si, "scales");
+    scales.assign(f.begin(), f.end());
+  }
+  const bool sized = !legacy && given(3);
+  if (sized) {
+    out = c.ints(3, "sizes");
+    if (out.size() != rank) c.fail("sizes must give " + std::to_string(rank) + " dims");
+    for (std::size_t d = 0; d < rank; ++d)
+      scales[d] = static_cast<double>(out[d]) / static_cast<double>(in[d]);
+  } else if (scales.size() != rank) {
+    c.fail("scales must give " + std::to_string(rank) + " dims, or sizes must be given");
+  }
+  std::vector<double> roi(2 * rank);
+  for (std::size_t d = 0; d < rank; ++d) roi[rank + d] = 1.0;
+  if (!legacy && given(1)) {
+    const std::vector<float> f = c.floats(1, "roi");
+    if (f.size() != 2 * rank) c.fail("roi must give " + std::to_string(2 * rank) + " numbers");
+    roi.assign(f.begin(), f.end());
+  }
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (!(scales[d] > 0)) c.fail("scales must be positive");
+    if (!sized) {
+      const double extent = r.transform == "tf_crop_and_resize" ? roi[rank + d] - roi[d] : 1.0;
+      out[d] =
+          static_cast<std::int64_t>(std::floor(static_cast<double>(in[d]) * extent * scales[d]));
+    }
+    if (out[d] < 1)
+      c.unsupported("an output dim of " + std::to_string(out[d]) + " (empty tensors)");
+  }
+  const int elem = c.elem(0);
+  const bool ints = ir::is_integral(elem);
+  if (ints && r.mode != "nearest") c.unsupported(r.mode + " resizing of integers");
+  Node x = ints ? c.node(0) : c.f32(0);
+  for (std::size_t d = 0; d < rank; ++d) {
+    const AxisTaps a = axis_taps(r, in[d], out[d], scales[d], roi[d], roi[rank + d]);
+    if (a.identity) continue;
+    const int axis = static_cast<int>(d);
+    Dims along(rank, 1);
+    along[d] = out[d];
+    Node sum;
+    for (std::size_t t = 0; t < a.idx.size(); ++t) {
+      Node g = gather(x, c.graph().constant_i32(Shape{out[d]}, a.idx[t]), axis);
+      if (a.idx.size() > 1) g = mul(g, c.constant(along, a.w[t]));
+      sum = t == 0 ? g : add(sum, g);
+    }
+    if (a.any_out) {
+      const Node ext =
+          ints ? c.graph().constant_i32(Shape{}, {static_cast<std::int32_t>(r.extrapolation)})
+               : c.constant(r.extrapolation);
+      sum = where(c.graph().constant_i32(Shape(std::span<const std::int64_t>(along)), a.out), ext,
+                  sum);
+    }
+    x = sum;
+  }
+  c.set(0, x, elem);
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<Handler>& h) {
@@ -396,6 +585,8 @@ void register_nn_ops(std::vector<Handler>& h) {
   h.push_back({"BatchNormalization", 1, 15, batch_norm});
   h.push_back({"InstanceNormalization", 1, 6, instance_norm});
   h.push_back({"LRN", 1, 13, lrn});
+  h.push_back({"Resize", 10, 13, resize});
+  h.push_back({"Upsample", 7, 9, resize});
 }
 
 }  // namespace hetgraph::onnx::imp
