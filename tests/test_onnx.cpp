@@ -666,6 +666,44 @@ TEST(OnnxImport, ResizeGathersAndWeighsEachAxis) {
                   "linear resizing of integers");
 }
 
+// DepthToSpace (DCR and CRD, as ONNX's rank-6 definitions give them) and SpaceToDepth, which
+// undoes DCR; of int64, so every element is checked exactly.
+TEST(OnnxImport, DepthToSpaceAndBack) {
+  Builder b;
+  b.input("x", {1, 8, 2, 3}, 7).output("dcr", {1, 2, 4, 6}, 7).output("crd", {1, 2, 4, 6}, 7);
+  b.output("back", {1, 8, 2, 3}, 7);
+  auto* dcr = b.node("DepthToSpace", {"x"}, {"dcr"});
+  Builder::attr(dcr, "blocksize", std::int64_t{2});
+  auto* crd = b.node("DepthToSpace", {"x"}, {"crd"});
+  Builder::attr(crd, "blocksize", std::int64_t{2});
+  Builder::attr(crd, "mode", std::string("CRD"));
+  Builder::attr(b.node("SpaceToDepth", {"dcr"}, {"back"}), "blocksize", std::int64_t{2});
+  ho::Model m = b.import();
+  std::vector<std::int32_t> x(48), want_dcr(48), want_crd(48);
+  for (int k = 0; k < 48; ++k) x[static_cast<std::size_t>(k)] = 16777217 + k;
+  // out[c, 2h + i, 2w + j] = x[(2i + j) * 2 + c, h, w] (DCR), x[4c + 2i + j, h, w] (CRD)
+  for (int ch = 0; ch < 2; ++ch)
+    for (int r = 0; r < 4; ++r)
+      for (int col = 0; col < 6; ++col) {
+        const int i = r % 2, j = col % 2, h = r / 2, w = col / 2;
+        const auto o = static_cast<std::size_t>((ch * 4 + r) * 6 + col);
+        want_dcr[o] = x[static_cast<std::size_t>((((2 * i + j) * 2 + ch) * 2 + h) * 3 + w)];
+        want_crd[o] = x[static_cast<std::size_t>(((4 * ch + 2 * i + j) * 2 + h) * 3 + w)];
+      }
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"x", x}});
+    EXPECT_EQ(cg.read_i32(m.outputs[0]), want_dcr);
+    EXPECT_EQ(cg.read_i32(m.outputs[1]), want_crd);
+    EXPECT_EQ(cg.read_i32(m.outputs[2]), x);
+  }
+  Builder odd;
+  odd.input("x", {1, 6, 2, 2}).output("y", {1, 1, 6, 6});
+  Builder::attr(odd.node("DepthToSpace", {"x"}, {"y"}), "blocksize", std::int64_t{3});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { odd.import(); }), "not a multiple of blocksize^2");
+}
+
 TEST(OnnxImport, DynamicDimsNeedShapesAndAreChecked) {
   Builder b;
   b.input("x", {std::string("batch"), 3}).output("y", {std::string("batch"), 3});

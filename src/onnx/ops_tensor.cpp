@@ -668,6 +668,50 @@ void eye_like(Ctx& c) {
   }
 }
 
+// DepthToSpace / SpaceToDepth of [N, C, H, W]: a fixed permutation of each sample's elements,
+// so one gather of constant positions over the flattened sample (ONNX defines them through a
+// rank-6 transpose, which hetgraph tensors cannot hold).
+void depth_space(Ctx& c) {
+  const Dims d = c.dims(0);
+  if (d.size() != 4) c.fail("the input must be [N, C, H, W], got " + dims_str(d));
+  const std::int64_t bs = c.attr_i("blocksize", 0);
+  if (bs < 1) c.fail("blocksize must be at least 1");
+  const bool to_space = c.n.op == "DepthToSpace";
+  const bool crd = to_space && c.attr_s("mode", "DCR") == "CRD";
+  const std::int64_t C = d[1], H = d[2], W = d[3];
+  Dims out;
+  if (to_space) {
+    if (C % (bs * bs) != 0)
+      c.fail("the channels " + std::to_string(C) + " are not a multiple of blocksize^2");
+    out = {d[0], C / (bs * bs), H * bs, W * bs};
+  } else {
+    if (H % bs != 0 || W % bs != 0)
+      c.fail("the height and width " + dims_str({H, W}) + " are not multiples of blocksize");
+    out = {d[0], C * bs * bs, H / bs, W / bs};
+  }
+  const std::int64_t oc = out[1], oh = out[2], ow = out[3];
+  std::vector<std::int32_t> pos(static_cast<std::size_t>(oc * oh * ow));
+  for (std::int64_t ch = 0; ch < oc; ++ch)
+    for (std::int64_t h = 0; h < oh; ++h)
+      for (std::int64_t w = 0; w < ow; ++w) {
+        std::int64_t src;  // the input element (channel, row, column) this output one takes
+        if (to_space) {
+          const std::int64_t i = h % bs, j = w % bs;
+          const std::int64_t ic = crd ? ch * bs * bs + i * bs + j : (i * bs + j) * oc + ch;
+          src = (ic * H + h / bs) * W + w / bs;
+        } else {
+          const std::int64_t b = ch / C, ic = ch % C, i = b / bs, j = b % bs;
+          src = (ic * H + h * bs + i) * W + w * bs + j;
+        }
+        pos[static_cast<std::size_t>((ch * oh + h) * ow + w)] = static_cast<std::int32_t>(src);
+      }
+  const int elem = c.elem(0);
+  Node x = ir::is_integral(elem) ? c.node(0) : c.f32(0);
+  const Node flat = c.reshape(x, {d[0], C * H * W});
+  const Node g = gather(flat, c.graph().constant_i32(Shape{oc * oh * ow}, std::move(pos)), 1);
+  c.set(0, c.reshape(g, out), elem);
+}
+
 }  // namespace
 
 void register_tensor_ops(std::vector<Handler>& h) {
@@ -696,6 +740,8 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"CastLike", 15, 15, cast});
   h.push_back({"Trilu", 14, 14, trilu});
   h.push_back({"EyeLike", 9, 9, eye_like});
+  h.push_back({"DepthToSpace", 1, 13, depth_space});
+  h.push_back({"SpaceToDepth", 1, 13, depth_space});
 }
 
 }  // namespace hetgraph::onnx::imp
