@@ -656,6 +656,11 @@ TEST(OnnxImport, ResizeGathersAndWeighsEachAxis) {
                     bad({1, -2}, "nearest");
                   }),
                   "scales must be positive");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad({1, INFINITY}, "nearest"); }), "and finite");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    bad({1, 1e12f}, "nearest");
+                  }),
+                  "an output dim of");
   EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
                     bad({1, 0.25f}, "nearest");
                   }),

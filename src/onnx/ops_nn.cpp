@@ -534,14 +534,17 @@ void resize(Ctx& c) {
     const std::vector<float> f = c.floats(1, "roi");
     if (f.size() != 2 * rank) c.fail("roi must give " + std::to_string(2 * rank) + " numbers");
     roi.assign(f.begin(), f.end());
+    for (double v : roi)
+      if (!std::isfinite(v)) c.fail("roi must be finite numbers");
   }
   for (std::size_t d = 0; d < rank; ++d) {
-    if (!(scales[d] > 0)) c.fail("scales must be positive");
+    if (!(scales[d] > 0) || !std::isfinite(scales[d])) c.fail("scales must be positive and finite");
     if (!sized) {
       const double extent = r.transform == "tf_crop_and_resize" ? roi[rank + d] - roi[d] : 1.0;
-      out[d] =
-          static_cast<std::int64_t>(std::floor(static_cast<double>(in[d]) * extent * scales[d]));
+      const double o = std::floor(static_cast<double>(in[d]) * extent * scales[d]);
+      out[d] = o < 1 ? 0 : o > (1 << 30) ? std::int64_t{1} << 31 : static_cast<std::int64_t>(o);
     }
+    if (out[d] > (1 << 30)) c.unsupported("an output dim of " + std::to_string(out[d]));
     if (out[d] < 1)
       c.unsupported("an output dim of " + std::to_string(out[d]) + " (empty tensors)");
   }

@@ -690,6 +690,7 @@ void depth_space(Ctx& c) {
     out = {d[0], C * bs * bs, H / bs, W / bs};
   }
   const std::int64_t oc = out[1], oh = out[2], ow = out[3];
+  if (C * H * W > INT32_MAX) c.unsupported("a sample of more than 2^31 elements");
   std::vector<std::int32_t> pos(static_cast<std::size_t>(oc * oh * ow));
   for (std::int64_t ch = 0; ch < oc; ++ch)
     for (std::int64_t h = 0; h < oh; ++h)
