@@ -109,6 +109,39 @@ kernel void reduce_max_grad(global const float* g, global const float* x, global
   }
 }
 
+// reduce_prod over an [outer, n, inner] view: a work-item per line, multiplied in line order
+// in float, as the CPU kernel does (the same results).
+kernel void reduce_prod_f32(global const float* x, global float* out, const int lines, const int n,
+                            const int inner) {
+  FOR_EACH(l, lines) {
+    const int base = ((int)l / inner) * n * inner + (int)l % inner;
+    float acc = 1.0f;
+    for (int j = 0; j < n; ++j) acc *= x[base + j * inner];
+    out[l] = acc;
+  }
+}
+
+// reduce_prod_grad(g, x): element j of a line gets (prefix before j * suffix after j) * g, no
+// division (zeros are exact); the CPU kernel's order of operations.
+kernel void reduce_prod_grad(global const float* g, global const float* x, global float* out,
+                             const int lines, const int n, const int inner) {
+  FOR_EACH(l, lines) {
+    const int base = ((int)l / inner) * n * inner + (int)l % inner;
+    float run = 1.0f;
+    for (int j = 0; j < n; ++j) {
+      out[base + j * inner] = run;
+      run *= x[base + j * inner];
+    }
+    run = 1.0f;
+    const float gv = g[l];
+    for (int j = n - 1; j >= 0; --j) {
+      const int i = base + j * inner;
+      out[i] = out[i] * run * gv;
+      run *= x[i];
+    }
+  }
+}
+
 // expand(g, like): out[o, j, k] = g[o, k] * s (s = 1/n for the gradient of a mean).
 kernel void expand_f32(global const float* g, global float* out, const int total, const int n,
                        const int inner, const float s) {

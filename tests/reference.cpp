@@ -133,10 +133,12 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
   const auto [outer, n, inner] = lines_of(x, axis);
   for (std::int64_t p = 0; p < outer; ++p) {
     for (std::int64_t q = 0; q < inner; ++q) {
-      double acc = op == OpKind::ReduceMax ? -INFINITY : 0.0;
+      double acc = op == OpKind::ReduceMax ? -INFINITY : op == OpKind::ReduceProd ? 1.0 : 0.0;
       for (std::int64_t j = 0; j < n; ++j) {
         const double v = x.v[static_cast<std::size_t>((p * n + j) * inner + q)];
-        acc = op == OpKind::ReduceMax ? nan_max(acc, v) : acc + v;
+        acc = op == OpKind::ReduceMax    ? nan_max(acc, v)
+              : op == OpKind::ReduceProd ? acc * v
+                                         : acc + v;
       }
       out.v[static_cast<std::size_t>(p * inner + q)] =
           op == OpKind::ReduceMean ? acc / static_cast<double>(n) : acc;
@@ -809,6 +811,7 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::ReduceSum:
       case OpKind::ReduceMean:
       case OpKind::ReduceMax:
+      case OpKind::ReduceProd:
         out = reduce(in[0], at.axis, at.keepdims, r.op);
         break;
       case OpKind::ArgMax:

@@ -121,6 +121,17 @@ std::vector<Row> rows() {
   r.push_back({{OpKind::ReduceMax}, "reduce_max", {a}, {}, [](Graph&, const F& x, const F&) {
                  return reduce_max(x[0], -1);
                }});
+  // Zeros, negatives and an outer axis (lines as columns); all axes is one long chain.
+  r.push_back({{OpKind::ReduceProd},
+               "reduce_prod",
+               {{"p", {2, 3, 4}, {1.5f, -2, 0.5f, 3,     -1, 0, 2,  1.25f, 4, -0.5f, 1,  2,
+                                  -3,   1,  2,    0.75f, 1,  1, -2, 0.5f,  2, 1.5f,  -1, 3}}},
+               {},
+               [](Graph&, const F& x, const F&) { return reduce_prod(x[0], 1); }});
+  r.push_back(
+      {{OpKind::ReduceProd}, "reduce_prod, all axes", {a}, {}, [](Graph&, const F& x, const F&) {
+         return reduce_prod(x[0], kAllAxes, true);
+       }});
   r.push_back({{OpKind::Softmax}, "softmax", {a}, {}, [](Graph&, const F& x, const F&) {
                  return softmax(x[0]);
                }});
@@ -717,6 +728,12 @@ std::vector<Row> rows() {
        [](Graph&, const F& x, const F&) { return exp(cast(x[0], DType::f32)); }, {0});
   grad({OpKind::ReduceMaxGrad}, "reduce_max", {distinct("a", {3, 4}, 22)}, {},
        [](Graph&, const F& x, const F&) { return reduce_max(x[0], 1); }, {0});
+  // A zero in a line: its own gradient is the product of the others, theirs are zero.
+  grad({OpKind::ReduceProdGrad}, "reduce_prod with a zero",
+       {{"z", {3, 4}, {0.5f, 0, 1.5f, -2, 1, 2, -0.5f, 1.25f, 3, 0.75f, -1, 2}}}, {},
+       [](Graph&, const F& x, const F&) { return reduce_prod(x[0], 1); }, {0});
+  grad({OpKind::ReduceProdGrad}, "reduce_prod over axis 0", {a}, {},
+       [](Graph&, const F& x, const F&) { return reduce_prod(x[0], 0, true); }, {0});
   grad({OpKind::Expand}, "reduce_mean", {a}, {},
        [](Graph&, const F& x, const F&) { return reduce_mean(x[0], 1); }, {0});
   grad({OpKind::SumTo}, "broadcast add", {a, b}, {}, binary(add), {1});

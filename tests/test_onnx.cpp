@@ -552,6 +552,40 @@ TEST(OnnxImport, ModTakesTheSignOfItsMode) {
   }
 }
 
+// ReduceProd over two axes (a zero, negatives), and ReduceLogSumExp of values whose exp
+// overflows float, a line of -inf and a line holding +inf: on every platform, and exported and
+// imported back.
+TEST(OnnxImport, ReduceProdAndAStableLogSumExp) {
+  Builder b(13);
+  b.input("x", {2, 3, 2}).input("l", {3, 2});
+  b.output("p", {2, 1, 1}).output("all", {}).output("lse", {3});
+  Builder::attr(b.node("ReduceProd", {"x"}, {"p"}), "axes", std::vector<std::int64_t>{1, -1});
+  Builder::attr(b.node("ReduceProd", {"x"}, {"all"}), "keepdims", std::int64_t{0});
+  auto* lse = b.node("ReduceLogSumExp", {"l"}, {"lse"});
+  Builder::attr(lse, "axes", std::vector<std::int64_t>{1});
+  Builder::attr(lse, "keepdims", std::int64_t{0});
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const std::vector<float> x{1.5f, -2, 0.5f, 4, -1, 3, 2, 0, -0.5f, 8, 1.25f, 1};
+  const std::vector<float> l{1000, 1000, -INFINITY, -INFINITY, INFINITY, 1};
+  const float p0 = 1.5f * -2 * 0.5f * 4 * -1 * 3;
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"l", l}});
+      EXPECT_EQ(cg.read(model->outputs[0]), (std::vector<float>{p0, 0.0f}));
+      EXPECT_EQ(cg.read(model->outputs[1]), (std::vector<float>{0.0f}));
+      const std::vector<float> got = cg.read(model->outputs[2]);
+      ASSERT_EQ(got.size(), 3u);
+      EXPECT_NEAR(got[0], 1000.0f + std::log(2.0f), 1e-3f);  // exp(1000) is inf in float
+      EXPECT_EQ(got[1], -INFINITY);
+      EXPECT_EQ(got[2], INFINITY);
+    }
+  }
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

@@ -275,6 +275,10 @@ inline constexpr int kAllAxes = INT_MIN;
 Node reduce_sum(Node x, int axis = kAllAxes, bool keepdims = false);
 Node reduce_mean(Node x, int axis = kAllAxes, bool keepdims = false);
 Node reduce_max(Node x, int axis = kAllAxes, bool keepdims = false);
+/// The product along the axis, multiplied in order (as numpy's float32 prod); its gradient is
+/// the product of the line's other elements, exact where the line holds zeros.
+///   auto p = reduce_prod(x, 1, /*keepdims=*/true);
+Node reduce_prod(Node x, int axis = kAllAxes, bool keepdims = false);
 
 Node softmax(Node x, int axis = -1);
 Node log_softmax(Node x, int axis = -1);

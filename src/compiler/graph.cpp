@@ -379,6 +379,9 @@ Node reduce_mean(Node x, int axis, bool keepdims) {
 Node reduce_max(Node x, int axis, bool keepdims) {
   return reduce(OpKind::ReduceMax, x, axis, keepdims);
 }
+Node reduce_prod(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceProd, x, axis, keepdims);
+}
 Node argmax(Node x, int axis, bool keepdims, bool last_index) {
   Attrs at;
   at.axis = axis;

@@ -46,6 +46,8 @@ enum class OpKind : std::uint8_t {
   ReduceMean,
   ReduceMax,
   ReduceMaxGrad,
+  ReduceProd,
+  ReduceProdGrad,
   Expand,
   SumTo,
   // matmul.cpp

@@ -364,10 +364,12 @@ class Exporter {
       }
       case OpKind::ReduceSum:
       case OpKind::ReduceMean:
-      case OpKind::ReduceMax: {
+      case OpKind::ReduceMax:
+      case OpKind::ReduceProd: {
         const char* op = n.op == OpKind::ReduceSum    ? "ReduceSum"
                          : n.op == OpKind::ReduceMean ? "ReduceMean"
-                                                      : "ReduceMax";
+                         : n.op == OpKind::ReduceMax  ? "ReduceMax"
+                                                      : "ReduceProd";
         std::vector<std::int64_t> axes;
         if (at.axis != kAllAxes) axes.push_back(at.axis);
         ir::Node& r = n.op == OpKind::ReduceSum

@@ -404,10 +404,19 @@ void reduce(Ctx& c) {
   const std::string& op = c.n.op;
   if (op == "ReduceSumSquare" || op == "ReduceL2") x = mul(x, x);
   if (op == "ReduceL1") x = abs(x);
-  if (op == "ReduceLogSumExp") x = exp(x);
+  if (op == "ReduceLogSumExp") {
+    // log(sum(exp(x - m))) + m with m the maximum, so large x do not overflow exp (ONNX's
+    // reference does not shift; ONNX Runtime and torch.logsumexp do). An infinite m (a line of
+    // -inf, or one holding +inf) shifts by 0 instead, which gives -inf or inf as it should.
+    Node m = reduce_axes(c, x, axes, true, reduce_max);
+    m = where(equal(abs(m), c.constant(INFINITY)), c.constant(0.0f), m);
+    const Node s = reduce_axes(c, exp(sub(x, m)), axes, keep, reduce_sum);
+    c.set(0, add(log(s), keep ? m : c.reshape(m, c.shape(s))));
+    return;
+  }
   Node y = reduce_axes(c, x, axes, keep, Op);
   if (op == "ReduceL2") y = sqrt(y);
-  if (op == "ReduceLogSum" || op == "ReduceLogSumExp") y = log(y);
+  if (op == "ReduceLogSum") y = log(y);
   c.set(0, y);
 }
 
@@ -624,6 +633,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"ReduceL2", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceLogSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceLogSumExp", 1, 13, reduce<reduce_sum>});
+  h.push_back({"ReduceProd", 1, 13, reduce<reduce_prod>});
   h.push_back({"Softmax", 1, 13, softmax_op<softmax>});
   h.push_back({"LogSoftmax", 1, 13, softmax_op<log_softmax>});
   h.push_back({"Hardmax", 1, 13, hardmax});

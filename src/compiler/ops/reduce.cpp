@@ -66,6 +66,16 @@ TensorType infer_reduce_max_grad(const InferCtx& c) {
   return {c.in[1].shape, DType::f32};
 }
 
+// reduce_prod_grad(g, x): g has the reduced shape of x.
+TensorType infer_reduce_prod_grad(const InferCtx& c) {
+  const Shape want = reduced_shape(c, c.in[1].shape, c.attrs.axis, c.attrs.keepdims);
+  if (c.in[0].shape != want) {
+    c.fail("reduce_prod_grad: gradient shape " + c.in[0].shape.str() +
+           " is not the reduced shape " + want.str());
+  }
+  return {c.in[1].shape, DType::f32};
+}
+
 TensorType infer_sum_to(const InferCtx& c) {
   if (!broadcasts_to(c.in[1].shape, c.in[0].shape)) {
     c.fail("sum_to: " + c.in[1].shape.str() + " does not broadcast to " + c.in[0].shape.str());
@@ -84,6 +94,12 @@ void grad_reduce_mean(const GradCtx& c) {
 void grad_reduce_max(const GradCtx& c) {
   const Attrs& at = c.attrs;
   c.add(c.in[0], with_axis(OpKind::ReduceMaxGrad, {c.grad, c.in[0], c.node}, at.axis, at.keepdims));
+}
+// d prod / d x_j is the product of the line's other elements: one kernel of prefix and suffix
+// products, so a zero in the line needs no division.
+void grad_reduce_prod(const GradCtx& c) {
+  const Attrs& at = c.attrs;
+  c.add(c.in[0], with_axis(OpKind::ReduceProdGrad, {c.grad, c.in[0]}, at.axis, at.keepdims));
 }
 // Positions are piecewise constant in x: like floor, argmax passes no gradient on (a cast of
 // them to float may still sit on the loss's path).
@@ -117,6 +133,15 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                .name = "reduce_max_grad",
                .arity = 3,
                .infer = infer_reduce_max_grad});
+  t.push_back({.kind = OpKind::ReduceProd,
+               .name = "reduce_prod",
+               .arity = 1,
+               .infer = infer_reduce,
+               .grad = grad_reduce_prod});
+  t.push_back({.kind = OpKind::ReduceProdGrad,
+               .name = "reduce_prod_grad",
+               .arity = 2,
+               .infer = infer_reduce_prod_grad});
   t.push_back({.kind = OpKind::ArgMax,
                .name = "argmax",
                .arity = 1,

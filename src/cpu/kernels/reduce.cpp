@@ -266,6 +266,76 @@ std::unique_ptr<CpuKernel> make_sum_to(const KernelArgs& k) {
   });
 }
 
+// ---- reduce_prod ----------------------------------------------------------------------------
+// Products multiplied in line order in float, as numpy's float32 prod (and the OpenCL kernel):
+// each output element is one sequential chain whichever thread takes it, so results are the same
+// for any team size. Lines along an outer axis run as columns side by side, in chunks.
+//
+// reduce_prod_grad(g, x): element j of a line gets g times the product of the others, its
+// prefix (before j) times its suffix (after j): no division, so zeros are exact.
+
+template <class F>
+void for_column_chunks(const ExecCtx& ctx, const AxisGeom& g, F f) {
+  const std::int64_t chunks = (g.inner + kColChunk - 1) / kColChunk;
+  parallel_for(ctx, g.outer * chunks, std::max<std::int64_t>(1, kParallelGrain / (g.n * kColChunk)),
+               [&](std::int64_t t0, std::int64_t t1) {
+                 for (std::int64_t t = t0; t < t1; ++t) {
+                   const std::int64_t o = t / chunks, k0 = (t % chunks) * kColChunk;
+                   f(o, k0, std::min(kColChunk, g.inner - k0));
+                 }
+               });
+}
+
+template <class Acc>
+std::unique_ptr<CpuKernel> make_reduce_prod(const KernelArgs& k) {
+  const float* x = k.in_f(0);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  return make_kernel([=](const ExecCtx& ctx) {
+    for_column_chunks(ctx, g, [&](std::int64_t o, std::int64_t k0, std::int64_t w) {
+      Acc acc[kColChunk];
+      std::fill(acc, acc + w, Acc{1});
+      const float* base = x + o * g.n * g.inner + k0;
+      for (std::int64_t j = 0; j < g.n; ++j) {
+        const float* row = base + j * g.inner;
+        for (std::int64_t c = 0; c < w; ++c) acc[c] *= row[c];
+      }
+      for (std::int64_t c = 0; c < w; ++c) out[o * g.inner + k0 + c] = static_cast<float>(acc[c]);
+    });
+  });
+}
+
+template <class Acc>
+std::unique_ptr<CpuKernel> make_reduce_prod_grad(const KernelArgs& k) {
+  const float* gr = k.in_f(0);
+  const float* x = k.in_f(1);
+  float* out = k.out_f();
+  const AxisGeom g = axis_geom(k.in_shape(1), k.node.attrs.axis);
+  return make_kernel([=](const ExecCtx& ctx) {
+    for_column_chunks(ctx, g, [&](std::int64_t o, std::int64_t k0, std::int64_t w) {
+      Acc run[kColChunk];
+      const std::int64_t base = o * g.n * g.inner + k0;
+      std::fill(run, run + w, Acc{1});
+      for (std::int64_t j = 0; j < g.n; ++j) {  // out = prefix products
+        const std::int64_t r = base + j * g.inner;
+        for (std::int64_t c = 0; c < w; ++c) {
+          out[r + c] = static_cast<float>(run[c]);
+          run[c] *= x[r + c];
+        }
+      }
+      std::fill(run, run + w, Acc{1});
+      const float* gl = gr + o * g.inner + k0;
+      for (std::int64_t j = g.n - 1; j >= 0; --j) {  // times suffix products, times g
+        const std::int64_t r = base + j * g.inner;
+        for (std::int64_t c = 0; c < w; ++c) {
+          out[r + c] = static_cast<float>(Acc{out[r + c]} * run[c] * gl[c]);
+          run[c] *= x[r + c];
+        }
+      }
+    });
+  });
+}
+
 // ---- argmax / argmin ----------------------------------------------------------------------
 // Positions of the extreme along the axis. NaN beats every number (PyTorch's and ONNX
 // Runtime's argmax and argmin both give a NaN's position); equal values (and NaNs among
@@ -536,6 +606,10 @@ void register_reduce_kernels(KernelRegistry& r) {
   }
   r.add(OpKind::ReduceMaxGrad, {"first_argmax", nullptr, make_reduce_max_grad});
   r.add(OpKind::ReduceMaxGrad, {"reference", nullptr, make_reduce_max_grad_ref, true});
+  r.add(OpKind::ReduceProd, {"ordered_columns", f32_only, make_reduce_prod<float>});
+  r.add(OpKind::ReduceProd, {"reference", f32_only, make_reduce_prod<double>, true});
+  r.add(OpKind::ReduceProdGrad, {"prefix_suffix", nullptr, make_reduce_prod_grad<float>});
+  r.add(OpKind::ReduceProdGrad, {"reference", nullptr, make_reduce_prod_grad<double>, true});
   r.add(OpKind::Expand, {"broadcast_rows", nullptr, make_expand});
   r.add(OpKind::Expand, {"reference", nullptr, make_expand_ref, true});
   r.add(OpKind::SumTo, {"row_accumulate", nullptr, make_sum_to});

@@ -1,4 +1,4 @@
-// Reductions on OpenCL (kernels/reduce.cl): sum, mean and max over one axis or all, sum_to
+// Reductions on OpenCL (kernels/reduce.cl): sum, mean, max and product over one axis or all, sum_to
 // (the reduction that undoes a broadcast), the gradients reduce_max_grad and expand, and
 // argmax / argmin.
 //
@@ -148,6 +148,17 @@ std::unique_ptr<ClOp> make_reduce_max_grad(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// reduce_prod and its gradient: a work-item per line (kernels/reduce.cl).
+std::unique_ptr<ClOp> make_reduce_prod(const OpArgs& a) {
+  const bool grad = a.node.op == OpKind::ReduceProdGrad;
+  const AxisGeom g = axis_geom(a.in_shape(grad ? 1 : 0), a.node.attrs.axis);
+  const cl_int lines = to_int(g.outer * g.inner), n = to_int(g.n), inner = to_int(g.inner);
+  const cl_program prog = a.program("reduce");
+  Kernel k = grad ? make_kernel(prog, "reduce_prod_grad", a.in[0], a.in[1], a.out, lines, n, inner)
+                  : make_kernel(prog, "reduce_prod_f32", a.in[0], a.out, lines, n, inner);
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
   const AxisGeom g = axis_geom(a.out_shape(), a.node.attrs.axis);
   const cl_float s = a.node.attrs.mean ? 1.0f / static_cast<float>(g.n) : 1.0f;
@@ -187,6 +198,8 @@ void register_reduce_ops(OpRegistry& r) {
   r.add(OpKind::ArgMin, {"cl_argmin", nullptr, make_arg_extreme});
   r.add(OpKind::ReduceMaxGrad, {"cl_first_argmax", nullptr, make_reduce_max_grad});
   r.add(OpKind::Expand, {"cl_expand", nullptr, make_expand});
+  r.add(OpKind::ReduceProd, {"cl_line_product", nullptr, make_reduce_prod});
+  r.add(OpKind::ReduceProdGrad, {"cl_prefix_suffix", nullptr, make_reduce_prod});
 }
 
 }  // namespace hetgraph::detail::cl
