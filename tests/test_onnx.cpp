@@ -983,6 +983,57 @@ TEST(OnnxImport, LossesPickTheirClassAndTrain) {
   EXPECT_FLOAT_EQ(cg.read(mn.outputs[0])[0], 0.25f);  // -(-1 + 0.5) / 2
 }
 
+// A class id outside [0, C) that is not ignore_index (PyTorch's default -100 here) is a
+// FeedError naming the ONNX node on every platform, fed or computed; ignored ones still pass.
+TEST(OnnxImport, LossTargetsOutsideTheClassesAreFeedErrors) {
+  Builder b;
+  b.input("p", {3, 4}).input("t", {3}, 7).input("s", {3}, 7).output("loss", {}).output("l2", {});
+  Builder::attr(b.node("NegativeLogLikelihoodLoss", {"p", "t"}, {"loss"}), "ignore_index",
+                std::int64_t{-100});
+  b.node("Add", {"s", "s"}, {"t2"});  // a computed target
+  b.node("NegativeLogLikelihoodLoss", {"p", "t2"}, {"l2"});
+  ho::Model m = b.import();
+  const std::vector<float> p{-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"p", p},
+            {"t", std::vector<std::int32_t>{3, -100, 0}},
+            {"s", std::vector<std::int32_t>{0, 1, 1}}});
+    EXPECT_FLOAT_EQ(cg.read(m.outputs[0])[0], 6.5f);       // (4 + 9) / 2, the second row ignored
+    EXPECT_FLOAT_EQ(cg.read(m.outputs[1])[0], 19.0f / 3);  // -(p00 + p12 + p22) / 3
+    const std::vector<std::int32_t> s_ok{0, 1, 1};
+    for (const std::vector<std::int32_t>& bad :
+         {std::vector<std::int32_t>{3, 4, 0}, std::vector<std::int32_t>{-1, 0, 0}}) {
+      const std::string e = error_of<FeedError>([&] {
+        cg.run({{"p", p}, {"t", bad}, {"s", s_ok}});
+      });
+      EXPECT_CONTAINS(e, "NegativeLogLikelihoodLoss");
+      EXPECT_CONTAINS(e, "class ids");
+    }
+    const std::string e = error_of<FeedError>([&] {
+      cg.run({{"p", p},
+              {"t", std::vector<std::int32_t>{0, 0, 0}},
+              {"s", std::vector<std::int32_t>{0, 2, 1}}});
+    });
+    EXPECT_CONTAINS(e, "position 1 of the indices [3]");
+  }
+  // Exported, the check is a Gather that the import back checks again.
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  CompiledGraph cg = back.compile();
+  const std::vector<std::int32_t> s_ok{0, 1, 1};
+  cg.run({{"p", p}, {"t", std::vector<std::int32_t>{3, -100, 0}}, {"s", s_ok}});
+  EXPECT_FLOAT_EQ(cg.read(back.outputs[0])[0], 6.5f);
+  for (const std::vector<std::int32_t>& bad :
+       {std::vector<std::int32_t>{3, 4, 0}, std::vector<std::int32_t>{-1, 0, 0}}) {
+    EXPECT_CONTAINS(error_of<FeedError>([&] {
+                      cg.run({{"p", p}, {"t", bad}, {"s", s_ok}});
+                    }),
+                    "class ids");
+  }
+}
+
 TEST(OnnxImport, BidirectionalLstmDirectionsAreIndependentChains) {
   // Two directions, 6 steps: the graph is at least two wide, so parallel engines overlap them.
   Builder b;

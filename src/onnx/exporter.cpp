@@ -153,6 +153,14 @@ class Exporter {
     m_.graph.initializers.push_back(t);
     return t.name;
   }
+  std::string i32(std::int32_t v) {
+    ir::Tensor t;
+    t.name = fresh("const_i32");
+    t.elem = ir::kInt32;
+    t.i = {v};
+    m_.graph.initializers.push_back(t);
+    return t.name;
+  }
   // Float constants are Constant nodes: float initializers import as (trainable) variables.
   std::string scalar(float v) {
     ir::Tensor t;
@@ -456,6 +464,24 @@ class Exporter {
       case OpKind::Gather:
         add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
         return;
+      case OpKind::CheckIndices: {
+        // ONNX has no check: a Gather from zeros, one per row of the bound, with negative ids
+        // moved out of range (Gather takes [-n, n)) is one that an importer which checks its
+        // Gathers (hetgraph's) keeps. The zeros summed are check_indices' zero.
+        const std::int64_t rows = p_.nodes[n.inputs[1]].type.shape[0];
+        const std::string neg = fresh(out + "/negative"), moved = fresh(out + "/moved"),
+                          picked = fresh(out + "/picked"), sum = fresh(out + "/sum");
+        add("Less", {in(n, 0), i32(0)}, {neg});
+        add("Where", {neg, i32(static_cast<std::int32_t>(rows)), in(n, 0)}, {moved});
+        ir::Tensor zeros;
+        zeros.elem = ir::kFloat;
+        zeros.dims = {rows};
+        zeros.f.assign(static_cast<std::size_t>(rows), 0.0f);
+        add("Gather", {constant(fresh("zeros"), std::move(zeros)), moved}, {picked});
+        add("ReduceSum", {picked}, {sum}).attrs["keepdims"] = attr_i(0);
+        add("Reshape", {sum, ints({1})}, {out});
+        return;
+      }
       case OpKind::GatherElements:
         add("GatherElements", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
         return;

@@ -620,6 +620,10 @@ void Ctx::set(std::size_t k, Node v, int elem) {
   im.env[n.outputs[k]] = val;
 }
 
+void Ctx::label(Node v, std::string_view what) {
+  im.name_node(v, "ONNX node " + n.label + ": " + std::string(what));
+}
+
 void Ctx::set(std::size_t k, ir::Tensor t) {
   if (!wants(k)) return;
   const std::int64_t count = t.numel();

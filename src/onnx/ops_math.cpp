@@ -501,9 +501,10 @@ void one_hot(Ctx& c) {
 
 // NegativeLogLikelihoodLoss of log-probabilities x [N, C, d...] and class ids t [N, d...]:
 // -x[n, t, d...] * weight[t], 0 where t is ignore_index; reduced by none, sum or mean (the sum
-// over the summed weights). The pick is a one-hot compare of t with the classes (a target
-// outside [0, C) picks nothing, as an ignored one), through where, so that a -inf among the
-// classes not picked stays out, and the gradient reaches x where it was picked.
+// over the summed weights). The pick is a one-hot compare of t with the classes, through where,
+// so that a -inf among the classes not picked stays out, and the gradient reaches x where it was
+// picked. A target outside [0, C) that is not ignore_index is a FeedError at run time (ONNX
+// leaves it undefined; PyTorch raises), not a loss of 0.
 Node nll_loss_of(Ctx& c, Node x, std::size_t target, std::size_t weight) {
   const Dims dx = c.shape(x);
   const int r = static_cast<int>(dx.size());
@@ -531,13 +532,24 @@ Node nll_loss_of(Ctx& c, Node x, std::size_t target, std::size_t weight) {
   } else {
     w = reduce_sum(cast(picks, DType::f32), 1);
   }
+  Node ids = c.node(target);  // the class ids to check: ignored ones as 0
   if (c.has_attr("ignore_index")) {
     const std::int64_t ii = c.attr_i("ignore_index", 0);
-    if (ii >= 0 && ii < classes) {
+    if (ii >= INT32_MIN && ii <= INT32_MAX) {
       const Node ignored = c.graph().constant_i32(Shape{}, {static_cast<std::int32_t>(ii)});
-      w = where(equal(c.node(target), ignored), zero, w);
-    }  // else no class id in range is ignore_index: a target equal to it picks nothing already
+      const Node is_ignored = equal(ids, ignored);
+      // A class id out of range picked nothing already; the check below refuses it.
+      if (ii >= 0 && ii < classes) w = where(is_ignored, zero, w);
+      ids = where(is_ignored, c.graph().constant_i32(Shape{}, {0}), ids);
+    }  // else no int32 target equals it
   }
+  // check_indices' output is a zero: added to the weights, it keeps the check in the graph and
+  // ahead of the loss.
+  Node check = detail::make_op(
+      detail::OpKind::CheckIndices,
+      {ids, c.constant({classes}, std::vector<float>(static_cast<std::size_t>(classes)))});
+  c.label(check, "class ids");
+  w = add(w, check);
   const Node loss = neg(mul(picked, w));
   const std::string reduction = c.attr_s("reduction", "mean");
   if (reduction == "none") return loss;
