@@ -81,6 +81,15 @@ struct Builder {
     for (auto x : v) t->add_int64_data(x);
     return *this;
   }
+  Builder& int_tensor(const std::string& name, std::vector<std::int64_t> dims,
+                      std::vector<std::int64_t> v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(7);
+    for (auto d : dims) t->add_dims(d);
+    for (auto x : v) t->add_int64_data(x);
+    return *this;
+  }
   ::onnx::NodeProto* node(const std::string& op, std::vector<std::string> ins,
                           std::vector<std::string> outs) {
     auto* n = g->add_node();
@@ -645,6 +654,234 @@ TEST(OnnxImport, GatherAndScatterElementsRunAndRoundTrip) {
   bad.ints("k", {0, 4, 1});
   bad.node("GatherElements", {"x", "k"}, {"y"});
   EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "index 4 is out of range");
+}
+
+// GatherND (elements, slices, batch_dims, int32 data, known indices) and ScatterND (none, add,
+// mul; rows and elements; repeated tuples), with negative indices fed at run time: against the
+// ONNX definitions worked out by hand, on every platform, and exported and imported back.
+TEST(OnnxImport, GatherNDAndScatterNDRunAndRoundTrip) {
+  Builder b(16);
+  b.input("x", {2, 3, 4}).input("n", {3, 2}, 6).input("d", {3, 4}).input("si", {2, 3}, 6);
+  b.input("ie", {4, 3}, 7).input("is", {3, 2}, 7).input("ib", {2, 2, 1}, 7);
+  b.input("ii", {2, 1}, 7).input("sj", {3, 1}, 7).input("se", {3, 2}, 7);
+  b.input("su", {3, 4}).input("sv", {3}, 6).input("sw", {2, 4});
+  b.output("elems", {4}).output("slices", {3, 4}).output("batch", {2, 2, 4});
+  b.output("ints", {2, 2}, 6).output("known", {2, 4}).output("none", {3, 4});
+  b.output("add", {3, 4}).output("mul", {3, 4}).output("iadd", {2, 3}, 6);
+  b.output("kset", {3, 4});
+  b.int_tensor("kc", {2, 2}, {1, -1, 0, 0}).int_tensor("kr", {2, 1}, {-1, 0});
+  b.node("GatherND", {"x", "ie"}, {"elems"});
+  b.node("GatherND", {"x", "is"}, {"slices"});
+  Builder::attr(b.node("GatherND", {"x", "ib"}, {"batch"}), "batch_dims", std::int64_t{1});
+  b.node("GatherND", {"n", "ii"}, {"ints"});
+  b.node("GatherND", {"x", "kc"}, {"known"});
+  b.node("ScatterND", {"d", "sj", "su"}, {"none"});
+  for (const char* r : {"add", "mul"})
+    Builder::attr(b.node("ScatterND", {"d", "sj", "su"}, {r}), "reduction", std::string(r));
+  Builder::attr(b.node("ScatterND", {"si", "se", "sv"}, {"iadd"}), "reduction", std::string("add"));
+  b.node("ScatterND", {"d", "kr", "sw"}, {"kset"});
+  std::vector<float> x(24), d(12), su(12), sw(8);
+  for (std::size_t k = 0; k < 24; ++k) x[k] = static_cast<float>(k) * 0.5f - 3.0f;
+  for (std::size_t k = 0; k < 12; ++k) d[k] = static_cast<float>(k) - 5.5f;
+  for (std::size_t k = 0; k < 12; ++k) su[k] = static_cast<float>(k) * 0.25f + 2.0f;
+  for (std::size_t k = 0; k < 8; ++k) sw[k] = 100.0f + static_cast<float>(k);
+  std::vector<std::int32_t> n(6);
+  for (std::size_t k = 0; k < 6; ++k) n[k] = 16777217 + static_cast<std::int32_t>(k);
+  const std::vector<std::int32_t> si{1, 2, 3, 4, 5, 6}, sv{10, 20, 30};
+  const std::vector<std::int32_t> ie{1, 2, 3, -1, -3, -4, 0, 1, -1, 1, -1, 0};
+  const std::vector<std::int32_t> is{0, 2, -1, 0, 1, -2}, ib{2, 0, -1, 1}, ii{2, -3};
+  const std::vector<std::int32_t> sj{2, -3, 2}, se{1, 2, -2, 0, 1, -1};
+  // Each tuple as the flat position it names in x [2, 3, 4] (x[1, 2, 3] is 23, ...).
+  auto rows = [](const std::vector<float>& v, std::vector<std::size_t> starts, std::size_t len) {
+    std::vector<float> r;
+    for (std::size_t s : starts) r.insert(r.end(), v.begin() + s, v.begin() + s + len);
+    return r;
+  };
+  const std::vector<float> want_elems{x[23], x[12], x[7], x[20]};
+  const std::vector<float> want_slices = rows(x, {8, 12, 16}, 4);    // (0,2) (1,0) (1,1)
+  const std::vector<float> want_batch = rows(x, {8, 0, 20, 16}, 4);  // x[0,2] x[0,0] x[1,2] x[1,1]
+  const std::vector<std::int32_t> want_ints{n[4], n[5], n[0], n[1]};
+  const std::vector<float> want_known = rows(x, {20, 0}, 4);  // x[1, -1], x[0, 0]
+  // sj names rows 2, 0, 2: with none the last of the two writes to row 2 wins.
+  std::vector<float> want_none = d, want_add = d, want_mul = d, want_kset = d;
+  const std::size_t srow[] = {2, 0, 2};
+  for (std::size_t t = 0; t < 3; ++t)
+    for (std::size_t c = 0; c < 4; ++c) {
+      want_none[srow[t] * 4 + c] = su[t * 4 + c];
+      want_add[srow[t] * 4 + c] += su[t * 4 + c];
+      want_mul[srow[t] * 4 + c] *= su[t * 4 + c];
+    }
+  for (std::size_t c = 0; c < 4; ++c) {  // kr: rows 2 and 0
+    want_kset[8 + c] = sw[c];
+    want_kset[c] = sw[4 + c];
+  }
+  // se names (1, 2), (0, 0), (1, 2): 6 + 10 + 30, 1 + 20
+  const std::vector<std::int32_t> want_iadd{21, 2, 3, 4, 5, 46};
+  // The same ops in their first versions (no batch_dims, no reduction).
+  Builder old(11);
+  old.input("x", {2, 3, 4}).input("is", {3, 2}, 7).input("d", {3, 4}).input("sj", {3, 1}, 7);
+  old.input("su", {3, 4}).output("slices", {3, 4}).output("none", {3, 4});
+  old.node("GatherND", {"x", "is"}, {"slices"});
+  old.node("ScatterND", {"d", "sj", "su"}, {"none"});
+  ho::Model m = b.import(), mo = old.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x},
+              {"n", n},
+              {"d", d},
+              {"si", si},
+              {"ie", ie},
+              {"is", is},
+              {"ib", ib},
+              {"ii", ii},
+              {"sj", sj},
+              {"se", se},
+              {"su", su},
+              {"sv", sv},
+              {"sw", sw}});
+      EXPECT_EQ(cg.read("elems"), want_elems);
+      EXPECT_EQ(cg.read("slices"), want_slices);
+      EXPECT_EQ(cg.read("batch"), want_batch);
+      EXPECT_EQ(cg.read_i32("ints"), want_ints);
+      EXPECT_EQ(cg.read("known"), want_known);
+      EXPECT_EQ(cg.read("none"), want_none);
+      EXPECT_EQ(cg.read("add"), want_add);
+      EXPECT_EQ(cg.read("mul"), want_mul);
+      EXPECT_EQ(cg.read_i32("iadd"), want_iadd);
+      EXPECT_EQ(cg.read("kset"), want_kset);
+    }
+    CompiledGraph cg = mo.compile(GraphCompiler(pc.make()));
+    cg.run({{"x", x}, {"is", is}, {"d", d}, {"sj", sj}, {"su", su}});
+    EXPECT_EQ(cg.read("slices"), want_slices);
+    EXPECT_EQ(cg.read("none"), want_none);
+  }
+}
+
+// Each index component is checked against its own dim: (0, 3, 0) in x [2, 3, 4] would be the
+// valid flat position 12 (x[1, 0, 0]) but is a FeedError naming the node, on every platform,
+// exported and imported back too. Known bad indices and inconsistent shapes are errors at
+// import; what hetgraph cannot hold is an UnsupportedError naming the node.
+TEST(OnnxImport, GatherNDAndScatterNDIndexErrorsNameTheNode) {
+  Builder b(16);
+  b.input("x", {2, 3, 4}).input("i", {2, 3}, 7).input("d", {3, 4}).input("j", {2, 1}, 7);
+  b.input("u", {2, 4}).output("g", {2, 4}).output("s", {3, 4});
+  b.node("GatherND", {"x", "i"}, {"g"})->set_name("gnd");
+  b.node("ScatterND", {"d", "j", "u"}, {"s"});
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const auto x = testing_util::random_vec(24, 1), d = testing_util::random_vec(12, 2);
+  const auto u = testing_util::random_vec(8, 3);
+  const std::vector<std::int32_t> good_i{0, 2, 3, -1, -1, 0}, good_j{2, -3};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      const std::string gather_error = error_of<FeedError>([&] {
+        cg.run({{"x", x},
+                {"i", std::vector<std::int32_t>{0, 2, 3, 0, 3, 0}},
+                {"d", d},
+                {"j", good_j},
+                {"u", u}});
+      });
+      EXPECT_CONTAINS(gather_error, "'gnd/GatherND/indices[..., 1]'");
+      EXPECT_CONTAINS(gather_error, "index 3 at position 1");
+      EXPECT_CONTAINS(gather_error, "[-3, 3)");
+      const std::string scatter_error = error_of<FeedError>([&] {
+        cg.run(
+            {{"x", x}, {"i", good_i}, {"d", d}, {"j", std::vector<std::int32_t>{0, -4}}, {"u", u}});
+      });
+      EXPECT_CONTAINS(scatter_error, "'s/ScatterND/indices[..., 0]'");
+      EXPECT_CONTAINS(scatter_error, "index -4 at position 1");
+      // Good indices still run after the errors.
+      cg.run({{"x", x}, {"i", good_i}, {"d", d}, {"j", good_j}, {"u", u}});
+      EXPECT_EQ(cg.read("g"), (std::vector<float>{x[11], x[20]}));
+    }
+  }
+  // Known indices: checked at import, per component.
+  auto known = [](const std::string& op, std::vector<std::int64_t> idims,
+                  std::vector<std::int64_t> idx) {
+    Builder e(16);
+    e.input("x", {2, 3, 4}).input("u", {1, 4}).output("y", {1, 4});
+    e.int_tensor("k", std::move(idims), std::move(idx));
+    if (op == "GatherND")
+      e.node(op, {"x", "k"}, {"y"});
+    else
+      e.node(op, {"x", "k", "u"}, {"y"});
+    e.import();
+  };
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    known("GatherND", {1, 2}, {0, 3});
+                  }),
+                  "index 3 (component 1 of index tuple 0) is out of range for dim 1 of data "
+                  "[2, 3, 4]");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    known("ScatterND", {1, 2}, {-3, 0});
+                  }),
+                  "index -3 (component 0 of index tuple 0) is out of range for dim 0");
+  // Shapes that do not fit.
+  auto shapes = [](std::vector<Dim> xd, std::vector<Dim> id, std::int64_t batch_dims,
+                   std::vector<Dim> ud = {}) {
+    Builder e(16);
+    e.input("x", std::move(xd)).input("i", std::move(id), 7).output("y", {2});
+    if (ud.empty()) {
+      Builder::attr(e.node("GatherND", {"x", "i"}, {"y"}), "batch_dims", batch_dims);
+    } else {
+      e.input("u", std::move(ud));
+      e.node("ScatterND", {"x", "i", "u"}, {"y"});
+    }
+    e.import();
+  };
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    shapes({2, 3}, {2, 3}, 0);
+                  }),
+                  "hold tuples of 3 components; data [2, 3] takes 1 to 2");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    shapes({2, 3, 4}, {3, 2}, 1);
+                  }),
+                  "the batch dims of the indices [3, 2] differ from data's [2, 3, 4]");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    shapes({2, 3}, {2, 1}, 2);
+                  }),
+                  "batch_dims 2 must be at least 0 and below the ranks");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    shapes({2, 3}, {2, 1}, 0, {2, 4});
+                  }),
+                  "updates [2, 4] must be [2, 3]");
+  // Empty data or indices (hetgraph tensors are never empty), rows past int32, a result of
+  // rank 6, a reduction ONNX added later (opset 18).
+  auto refused = [](std::vector<Dim> xd, std::vector<Dim> id, std::vector<Dim> yd) {
+    Builder e;
+    e.input("x", std::move(xd)).input("i", std::move(id), 7).output("y", std::move(yd));
+    e.node("GatherND", {"x", "i"}, {"y"});
+    e.import();
+  };
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    refused({0, 3}, {2, 1}, {2, 3});
+                  }),
+                  "GatherND-13): empty data [0, 3]");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    refused({2, 3}, {0, 1}, {0, 3});
+                  }),
+                  "no index tuples");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    refused({65536, 32768}, {1, 2}, {1});
+                  }),
+                  "more than 2^31 rows");
+
+  Builder big;
+  big.input("x", {2, 2, 2, 2}).input("i", {2, 2, 2, 1}, 7).output("y", {2, 2, 2, 2, 2, 2});
+  big.node("GatherND", {"x", "i"}, {"y"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { big.import(); }), "a result of rank 6");
+  Builder max(18);
+  max.input("x", {3}).input("i", {1, 1}, 7).input("u", {1}).output("y", {3});
+  Builder::attr(max.node("ScatterND", {"x", "i", "u"}, {"y"}), "reduction", std::string("max"));
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { max.import(); }),
+                  "ScatterND-16): reduction 'max' (none, add and mul are supported)");
 }
 
 // Resize: nearest of int64 (gathers only: 2^24 + 1 stays exact), tf_crop_and_resize's

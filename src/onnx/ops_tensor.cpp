@@ -1,6 +1,6 @@
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
-// Split, Slice, Gather, GatherElements, ScatterElements (and Scatter), Expand, Tile, Pad, the
-// value ops Constant, Shape, Size, Cast, Dropout, and ArgMax / ArgMin.
+// Split, Slice, Gather, GatherElements, ScatterElements (and Scatter), GatherND, ScatterND,
+// Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout, and ArgMax / ArgMin.
 // Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
 #include <cstdint>
@@ -387,6 +387,184 @@ void scatter_elements_op(Ctx& c) {
   c.set(0, scatter_elements(c.node(0), idx, c.node(2), axis, red), c.in(0).elem);
 }
 
+// ---- GatherND and ScatterND, composed of gather and scatter_elements
+//
+// An index tuple (i_0, ..., i_{m-1}) of GatherND / ScatterND picks one row of data seen as
+// [rows, rest...]: rows = B * N, where B spans the batch dims and N the m indexed dims after
+// them. Its row is batch * N + sum_j norm(i_j) * stride_j. Each component must lie in
+// [-dim_j, dim_j) on its own: an out-of-range one could otherwise add up to another valid row
+// and read or write the wrong element silently.
+struct NdIndex {
+  Dims data, idx;
+  int b = 0, m = 0;
+  std::int64_t batch = 1;   // B: the batch dims' elements
+  std::int64_t tuples = 1;  // K: index tuples per batch
+  std::int64_t rows = 1;    // N: rows per batch, the indexed dims' elements
+  Dims rest;                // data's dims after the indexed ones
+  Dims strides;             // rows a step of each component moves by
+};
+
+NdIndex nd_index(Ctx& c, std::int64_t batch_dims) {
+  NdIndex g;
+  g.data = c.dims(0);
+  g.idx = c.dims(1);
+  if (!ir::is_integral(c.elem(1))) c.fail("indices must be integers");
+  const auto r = static_cast<std::int64_t>(g.data.size());
+  const auto q = static_cast<std::int64_t>(g.idx.size());
+  if (q < 1) c.fail("indices must have rank 1 or more, got a scalar");
+  if (batch_dims < 0 || batch_dims >= std::min(r, q)) {
+    c.fail("batch_dims " + std::to_string(batch_dims) + " must be at least 0 and below the ranks " +
+           "of data " + dims_str(g.data) + " and indices " + dims_str(g.idx));
+  }
+  g.b = static_cast<int>(batch_dims);
+  const std::int64_t m = g.idx.back();
+  if (m < 1 || m > r - g.b) {
+    c.fail("the indices " + dims_str(g.idx) + " hold tuples of " + std::to_string(m) +
+           " components; data " + dims_str(g.data) + " takes 1 to " + std::to_string(r - g.b) +
+           (g.b ? " after its " + std::to_string(g.b) + " batch dims" : ""));
+  }
+  g.m = static_cast<int>(m);
+  const auto b = static_cast<std::size_t>(g.b);
+  for (std::size_t i = 0; i < b; ++i) {
+    if (g.idx[i] != g.data[i])
+      c.fail("the batch dims of the indices " + dims_str(g.idx) + " differ from data's " +
+             dims_str(g.data));
+  }
+  // (Counts of whole prefixes, which numel saturates, before any product of them.)
+  if (numel(g.data) == 0) c.unsupported("empty data " + dims_str(g.data));
+  if (numel(Dims(g.idx.begin(), g.idx.end() - 1)) == 0)
+    c.unsupported("no index tuples: the result would be empty");
+  if (numel(Dims(g.data.begin(), g.data.begin() + g.b + g.m)) > INT32_MAX)
+    c.unsupported("data " + dims_str(g.data) + " has more than 2^31 rows to index");
+  g.batch = numel(Dims(g.data.begin(), g.data.begin() + g.b));
+  g.rows = numel(Dims(g.data.begin() + g.b, g.data.begin() + g.b + g.m));
+  g.tuples = numel(Dims(g.idx.begin() + g.b, g.idx.end() - 1));
+  g.rest.assign(g.data.begin() + g.b + g.m, g.data.end());
+  g.strides.assign(static_cast<std::size_t>(g.m), 1);
+  for (std::size_t j = static_cast<std::size_t>(g.m) - 1; j > 0; --j)
+    g.strides[j - 1] = g.strides[j] * g.data[b + j];
+  return g;
+}
+
+// Known indices: checked now (the error names the tuple and the component) and turned into
+// rows.
+std::vector<std::int32_t> known_nd_rows(Ctx& c, const NdIndex& g) {
+  const std::vector<std::int64_t>& v = c.in(1).konst->i;
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(g.batch * g.tuples));
+  for (std::size_t t = 0; t < rows.size(); ++t) {
+    std::int64_t row = static_cast<std::int64_t>(t) / g.tuples * g.rows;
+    for (std::size_t j = 0; j < static_cast<std::size_t>(g.m); ++j) {
+      std::int64_t i = v[t * static_cast<std::size_t>(g.m) + j];
+      const std::int64_t dim = g.data[static_cast<std::size_t>(g.b) + j];
+      if (i < -dim || i >= dim) {
+        c.fail("index " + std::to_string(i) + " (component " + std::to_string(j) +
+               " of index tuple " + std::to_string(t) + ") is out of range for dim " +
+               std::to_string(static_cast<std::size_t>(g.b) + j) + " of data " + dims_str(g.data));
+      }
+      row += (i < 0 ? i + dim : i) * g.strides[j];
+    }
+    rows[t] = static_cast<std::int32_t>(row);
+  }
+  return rows;
+}
+
+// The node's graph nodes are named after it (its name, or else its first output's): an
+// index check failing in one of them at run time then says which ONNX node it serves.
+Node name_for(Ctx& c, Node v, const std::string& what) {
+  const std::string base =
+      (c.n.name.empty() ? c.n.outputs[0] : c.n.name) + "/" + c.n.op + "/" + what;
+  std::string s = base;
+  for (int k = 2; c.graph().impl().by_name.count(s); ++k) s = base + "_" + std::to_string(k);
+  return v.named(s);
+}
+
+// Each tuple's row, int32 [B * K, width] (the row repeated `width` times, as
+// scatter_elements' indices want). Computed indices: each component goes through a gather from
+// the constant [0, stride_j, 2 stride_j, ...] of dim_j entries, which checks it against
+// [-dim_j, dim_j) at run time (a FeedError naming that gather) and wraps a negative one.
+Node nd_rows(Ctx& c, const NdIndex& g, std::int64_t width) {
+  const std::int64_t p = g.batch * g.tuples;
+  if (c.known(1)) {
+    const std::vector<std::int32_t> rows = known_nd_rows(c, g);
+    std::vector<std::int32_t> wide;
+    wide.reserve(static_cast<std::size_t>(p * width));
+    for (std::int32_t r : rows) wide.insert(wide.end(), static_cast<std::size_t>(width), r);
+    return c.graph().constant_i32(Shape{p, width}, std::move(wide));
+  }
+  const Node idx = c.reshape(c.node(1), {p, g.m});
+  Node rows;
+  for (int j = 0; j < g.m; ++j) {
+    const std::int64_t dim = g.data[static_cast<std::size_t>(g.b + j)];
+    std::vector<std::int32_t> table(static_cast<std::size_t>(dim));
+    for (std::int64_t k = 0; k < dim; ++k)
+      table[static_cast<std::size_t>(k)] =
+          static_cast<std::int32_t>(k * g.strides[static_cast<std::size_t>(j)]);
+    const Node comp = g.m == 1 ? idx : slice(idx, 1, j, j + 1);
+    const Node row =
+        name_for(c, gather(c.graph().constant_i32(Shape{dim}, std::move(table)), comp, 0),
+                 "indices[..., " + std::to_string(j) + "]");
+    rows = j == 0 ? row : add(rows, row);
+  }
+  if (g.b > 0) {  // the tuple's batch: its first row
+    std::vector<std::int32_t> first(static_cast<std::size_t>(p));
+    for (std::int64_t t = 0; t < p; ++t)
+      first[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(t / g.tuples * g.rows);
+    rows = add(rows, c.graph().constant_i32(Shape{p, 1}, std::move(first)));
+  }
+  return width == 1 ? rows : broadcast_to(c, rows, {p, width});
+}
+
+// GatherND (batch_dims from opset 12): rows of data seen as [B * N, rest...], one per index
+// tuple, by a gather of their numbers.
+void gather_nd(Ctx& c) {
+  const NdIndex g = nd_index(c, c.version >= 12 ? c.attr_i("batch_dims", 0) : 0);
+  Dims out(g.idx.begin(), g.idx.end() - 1);
+  out.insert(out.end(), g.rest.begin(), g.rest.end());
+  Dims table{g.batch * g.rows};
+  table.insert(table.end(), g.rest.begin(), g.rest.end());
+  const std::int64_t p = g.batch * g.tuples;
+  if (on_host(c, 0) && c.known(1)) {
+    const std::vector<std::int32_t> rows = known_nd_rows(c, g);
+    const ir::Tensor t = host::with_dims(*c.in(0).konst, table);
+    c.set(0, host::with_dims(host::gather(t, 0, Dims(rows.begin(), rows.end()), {p}), out));
+    return;
+  }
+  if (out.size() > static_cast<std::size_t>(Shape::kMaxRank))
+    c.unsupported("a result of rank " + std::to_string(out.size()) + " " + dims_str(out));
+  const Node x = c.reshape(c.node(0), table);
+  const Node rows = c.reshape(nd_rows(c, g, 1), {p});
+  c.set(0, c.reshape(gather(x, rows, 0), out), c.in(0).elem);
+}
+
+// ScatterND (reduction from opset 16: none, add or mul): data seen as [N, rest] and each
+// tuple's update row scattered along axis 0 (scatter_elements with the row number repeated
+// across the row). Tuples naming one row apply in their order: with none the last one wins
+// (ONNX leaves that undefined).
+void scatter_nd(Ctx& c) {
+  const NdIndex g = nd_index(c, 0);
+  Dims want(g.idx.begin(), g.idx.end() - 1);
+  want.insert(want.end(), g.rest.begin(), g.rest.end());
+  if (c.dims(2) != want) {
+    c.fail("updates " + dims_str(c.dims(2)) + " must be " + dims_str(want) + " (indices " +
+           dims_str(g.idx) + ", data " + dims_str(g.data) + ")");
+  }
+  if (c.elem(2) != c.elem(0)) c.fail("updates must have the data's element type");
+  ScatterReduction red = ScatterReduction::none;
+  const std::string r = c.version >= 16 ? c.attr_s("reduction", "none") : "none";
+  if (r == "add") {
+    red = ScatterReduction::add;
+  } else if (r == "mul") {
+    red = ScatterReduction::mul;
+  } else if (r != "none") {
+    c.unsupported("reduction '" + r + "' (none, add and mul are supported)");
+  }
+  const std::int64_t width = numel(g.rest);
+  const Node x = c.reshape(c.node(0), {g.rows, width});
+  const Node idx = nd_rows(c, g, width);
+  const Node u = c.reshape(c.node(2), {g.tuples, width});
+  c.set(0, c.reshape(scatter_elements(x, idx, u, 0, red), g.data), c.in(0).elem);
+}
+
 void expand(Ctx& c) {
   const Dims out = broadcast(c.dims(0), c.ints(1, "shape"), c);
   if (on_host(c, 0)) {
@@ -728,6 +906,8 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"GatherElements", 11, 13, gather_elements_op});
   h.push_back({"ScatterElements", 11, 16, scatter_elements_op});
   h.push_back({"Scatter", 9, 10, scatter_elements_op});  // deprecated: ScatterElements-11's alias
+  h.push_back({"GatherND", 11, 13, gather_nd});
+  h.push_back({"ScatterND", 11, 16, scatter_nd});
   h.push_back({"Expand", 8, 13, expand});
   h.push_back({"Tile", 6, 13, tile});
   h.push_back({"Dropout", 1, 13, dropout});
