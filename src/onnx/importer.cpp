@@ -621,7 +621,11 @@ void Ctx::set(std::size_t k, Node v, int elem) {
 }
 
 void Ctx::label(Node v, std::string_view what) {
-  im.name_node(v, "ONNX node " + n.label + ": " + std::string(what));
+  const std::string base =
+      (n.name.empty() ? n.outputs[0] : n.name) + "/" + n.op + "/" + std::string(what);
+  std::string s = base;
+  for (int k = 2; im.g.impl().by_name.count(s); ++k) s = base + "_" + std::to_string(k);
+  v.named(s);
 }
 
 void Ctx::set(std::size_t k, ir::Tensor t) {

@@ -101,8 +101,9 @@ class Ctx {
   Node constant(float v);
   Node constant(const Dims& dims, std::vector<float> values);
   Node reshape(Node v, const Dims& dims);
-  /// Names a node built for this ONNX node after it ("ONNX node <label>: <what>"), so that a
-  /// run-time error in it (a check's FeedError) names the ONNX node.
+  /// Names a node built for this ONNX node after it ("<its name, or else its first output's>/
+  /// <op>/<what>", made unique), so that a run-time error in it (an index check's FeedError)
+  /// says which ONNX node it serves.
   void label(Node v, std::string_view what);
 
   /// The model asks for something hetgraph does not do (UnsupportedError naming the node).

@@ -468,16 +468,6 @@ std::vector<std::int32_t> known_nd_rows(Ctx& c, const NdIndex& g) {
   return rows;
 }
 
-// The node's graph nodes are named after it (its name, or else its first output's): an
-// index check failing in one of them at run time then says which ONNX node it serves.
-Node name_for(Ctx& c, Node v, const std::string& what) {
-  const std::string base =
-      (c.n.name.empty() ? c.n.outputs[0] : c.n.name) + "/" + c.n.op + "/" + what;
-  std::string s = base;
-  for (int k = 2; c.graph().impl().by_name.count(s); ++k) s = base + "_" + std::to_string(k);
-  return v.named(s);
-}
-
 // Each tuple's row, int32 [B * K, width] (the row repeated `width` times, as
 // scatter_elements' indices want). Computed indices: each component goes through a gather from
 // the constant [0, stride_j, 2 stride_j, ...] of dim_j entries, which checks it against
@@ -500,9 +490,8 @@ Node nd_rows(Ctx& c, const NdIndex& g, std::int64_t width) {
       table[static_cast<std::size_t>(k)] =
           static_cast<std::int32_t>(k * g.strides[static_cast<std::size_t>(j)]);
     const Node comp = g.m == 1 ? idx : slice(idx, 1, j, j + 1);
-    const Node row =
-        name_for(c, gather(c.graph().constant_i32(Shape{dim}, std::move(table)), comp, 0),
-                 "indices[..., " + std::to_string(j) + "]");
+    const Node row = gather(c.graph().constant_i32(Shape{dim}, std::move(table)), comp, 0);
+    c.label(row, "indices[..., " + std::to_string(j) + "]");
     rows = j == 0 ? row : add(rows, row);
   }
   if (g.b > 0) {  // the tuple's batch: its first row
