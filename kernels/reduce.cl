@@ -142,6 +142,26 @@ kernel void reduce_prod_grad(global const float* g, global const float* x, globa
   }
 }
 
+// cumsum over an [outer, n, inner] view: a work-item per line, in line order (forward or from the
+// back), as the CPU kernel; ints add as uint, wrapping around.
+#define CUMSUM(NAME, T, ACC)                                                                     \
+  kernel void NAME(global const T* x, global T* out, const int lines, const int n,               \
+                   const int inner, const int exclusive, const int reverse) {                   \
+    FOR_EACH(l, lines) {                                                                         \
+      const int base = ((int)l / inner) * n * inner + (int)l % inner;                           \
+      ACC run = 0;                                                                               \
+      for (int s = 0; s < n; ++s) {                                                              \
+        const int i = base + (reverse ? n - 1 - s : s) * inner;                                  \
+        const ACC v = (ACC)x[i];                                                                 \
+        if (exclusive) out[i] = (T)run;                                                          \
+        run += v;                                                                                \
+        if (!exclusive) out[i] = (T)run;                                                         \
+      }                                                                                          \
+    }                                                                                            \
+  }
+CUMSUM(cumsum_f32, float, float)
+CUMSUM(cumsum_i32, int, uint)
+
 // expand(g, like): out[o, j, k] = g[o, k] * s (s = 1/n for the gradient of a mean).
 kernel void expand_f32(global const float* g, global float* out, const int total, const int n,
                        const int inner, const float s) {

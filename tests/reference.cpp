@@ -147,6 +147,27 @@ Array reduce(const Array& x, int axis, bool keepdims, OpKind op) {
   return out;
 }
 
+// Running sums along `axis` in line order; ints wrap around at 32 bits after each step.
+Array cumsum(const Array& x, int axis, bool exclusive, bool reverse, bool ints) {
+  Array out(x.shape);
+  const auto [outer, n, inner] = lines_of(x, axis);
+  for (std::int64_t p = 0; p < outer; ++p) {
+    for (std::int64_t q = 0; q < inner; ++q) {
+      double run = 0;
+      for (std::int64_t s = 0; s < n; ++s) {
+        const auto at = static_cast<std::size_t>((p * n + (reverse ? n - 1 - s : s)) * inner + q);
+        if (exclusive) out.v[at] = run;
+        run += x.v[at];
+        if (ints)
+          run =
+              static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::int64_t>(run)));
+        if (!exclusive) out.v[at] = run;
+      }
+    }
+  }
+  return out;
+}
+
 // Position along `axis` (all axes: the flat position) of each line's largest (or smallest)
 // element: NaN beats every number, ties (NaNs among themselves too) go to the first position, or
 // the last with `last`.
@@ -598,6 +619,7 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::Minimum:
     case OpKind::Mod:
     case OpKind::FMod:
+    case OpKind::CumSum:
       return int_typed(g, r.inputs[0]);
     case OpKind::Gather:
     case OpKind::GatherElements:
@@ -814,6 +836,11 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::ReduceProd:
         out = reduce(in[0], at.axis, at.keepdims, r.op);
         break;
+      case OpKind::CumSum: {
+        const auto& m = at.get<hetgraph::detail::ScanMode>();
+        out = cumsum(in[0], at.axis, m.exclusive, m.reverse, int_typed(g, id));
+        break;
+      }
       case OpKind::ArgMax:
       case OpKind::ArgMin:
         out = arg_extreme(in[0], at.axis, at.keepdims, at.last_index, r.op == OpKind::ArgMax);

@@ -132,6 +132,25 @@ std::vector<Row> rows() {
       {{OpKind::ReduceProd}, "reduce_prod, all axes", {a}, {}, [](Graph&, const F& x, const F&) {
          return reduce_prod(x[0], kAllAxes, true);
        }});
+  // Every mode, along the last axis and an outer one; ints wrap around.
+  for (bool exclusive : {false, true}) {
+    for (bool reverse : {false, true}) {
+      const std::string mode =
+          std::string(exclusive ? " exclusive" : "") + (reverse ? " reverse" : "");
+      r.push_back(
+          {{OpKind::CumSum},
+           "cumsum" + mode,
+           {uniform("c", {2, 3, 4}, -1, 1, 71)},
+           {},
+           [=](Graph&, const F& x, const F&) { return cumsum(x[0], 1, exclusive, reverse); }});
+      r.push_back(
+          {{OpKind::CumSum},
+           "cumsum int32" + mode,
+           {},
+           {{"i", {2, 3}, {5, -7, 2147483647, 1, 3, -2147483647 - 1}}},
+           [=](Graph&, const F&, const F& i) { return cumsum(i[0], -1, exclusive, reverse); }});
+    }
+  }
   r.push_back({{OpKind::Softmax}, "softmax", {a}, {}, [](Graph&, const F& x, const F&) {
                  return softmax(x[0]);
                }});
@@ -734,6 +753,10 @@ std::vector<Row> rows() {
        [](Graph&, const F& x, const F&) { return reduce_prod(x[0], 1); }, {0});
   grad({OpKind::ReduceProdGrad}, "reduce_prod over axis 0", {a}, {},
        [](Graph&, const F& x, const F&) { return reduce_prod(x[0], 0, true); }, {0});
+  grad({OpKind::CumSum}, "cumsum", {a}, {},
+       [](Graph&, const F& x, const F&) { return cumsum(x[0], 1); }, {0});
+  grad({OpKind::CumSum}, "cumsum exclusive reverse", {a}, {},
+       [](Graph&, const F& x, const F&) { return cumsum(x[0], 0, true, true); }, {0});
   grad({OpKind::Expand}, "reduce_mean", {a}, {},
        [](Graph&, const F& x, const F&) { return reduce_mean(x[0], 1); }, {0});
   grad({OpKind::SumTo}, "broadcast add", {a, b}, {}, binary(add), {1});

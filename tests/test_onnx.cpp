@@ -595,6 +595,43 @@ TEST(OnnxImport, ReduceProdAndAStableLogSumExp) {
   }
 }
 
+// CumSum: position ids from an int64 attention mask (cumsum - 1, as exported transformers
+// compute them), a float scan exclusive and reversed along axis 0; on every platform, and
+// exported and imported back. A bad or computed axis is an error naming the node.
+TEST(OnnxImport, CumSumScansEitherWay) {
+  Builder b(14);
+  b.input("mask", {2, 4}, 7).input("x", {3, 2}).output("pos", {2, 4}, 7).output("y", {3, 2});
+  b.int_tensor("one_axis", {}, {1}).int_tensor("zero_axis", {1}, {0}).ints("one", {1});
+  b.node("CumSum", {"mask", "one_axis"}, {"c"});
+  b.node("Sub", {"c", "one"}, {"pos"});
+  auto* n = b.node("CumSum", {"x", "zero_axis"}, {"y"});
+  Builder::attr(n, "exclusive", std::int64_t{1});
+  Builder::attr(n, "reverse", std::int64_t{1});
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const std::vector<std::int32_t> mask{1, 1, 1, 0, 0, 1, 1, 1};
+  const std::vector<float> x{1, 2, 3, 4, 5, 6};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"mask", mask}, {"x", x}});
+      EXPECT_EQ(cg.read_i32(model->outputs[0]),
+                (std::vector<std::int32_t>{0, 1, 2, 2, -1, 0, 1, 2}));
+      EXPECT_EQ(cg.read(model->outputs[1]), (std::vector<float>{8, 10, 5, 6, 0, 0}));
+    }
+  }
+  Builder bad(14);
+  bad.input("x", {3, 2}).output("y", {3, 2}).int_tensor("axis", {}, {2});
+  bad.node("CumSum", {"x", "axis"}, {"y"});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "CumSum");
+  Builder computed(14);
+  computed.input("x", {3, 2}).input("axis", {}, 7).output("y", {3, 2});
+  computed.node("CumSum", {"x", "axis"}, {"y"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { computed.import(); }), "axis");
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

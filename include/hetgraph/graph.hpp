@@ -279,6 +279,11 @@ Node reduce_max(Node x, int axis = kAllAxes, bool keepdims = false);
 /// the product of the line's other elements, exact where the line holds zeros.
 ///   auto p = reduce_prod(x, 1, /*keepdims=*/true);
 Node reduce_prod(Node x, int axis = kAllAxes, bool keepdims = false);
+/// Running sums along `axis`, float or int32 (ints wrap around): element j is x[0] + ... + x[j]
+/// (exclusive: up to x[j - 1], the first 0; reverse: from the back). Added in order, so the
+/// result is the same on every platform and team size.
+///   auto position = cumsum(mask, 1) - 1;  // ONNX CumSum; exclusive and reverse as there
+Node cumsum(Node x, int axis, bool exclusive = false, bool reverse = false);
 
 Node softmax(Node x, int axis = -1);
 Node log_softmax(Node x, int axis = -1);

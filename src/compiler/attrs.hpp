@@ -121,6 +121,13 @@ struct ScatterMode {
   friend bool operator==(const ScatterMode&, const ScatterMode&) = default;
 };
 
+/// cumsum: whether each element leaves itself out, and whether the sums run from the back.
+struct ScanMode {
+  static constexpr std::string_view kName = "scan mode";
+  bool exclusive = false, reverse = false;
+  friend bool operator==(const ScanMode&, const ScanMode&) = default;
+};
+
 /// slice_grad_n: the [begin, end) range along the node's axis of each placed gradient.
 struct SliceRanges {
   static constexpr std::string_view kName = "slice ranges";
@@ -245,7 +252,7 @@ struct Attrs {
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
-               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode>
+               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode>
       payload;
 
   template <class T>

@@ -382,6 +382,12 @@ Node reduce_max(Node x, int axis, bool keepdims) {
 Node reduce_prod(Node x, int axis, bool keepdims) {
   return reduce(OpKind::ReduceProd, x, axis, keepdims);
 }
+Node cumsum(Node x, int axis, bool exclusive, bool reverse) {
+  Attrs at;
+  at.axis = axis;
+  at.set(detail::ScanMode{exclusive, reverse});
+  return make_op(OpKind::CumSum, {x}, at);
+}
 Node argmax(Node x, int axis, bool keepdims, bool last_index) {
   Attrs at;
   at.axis = axis;

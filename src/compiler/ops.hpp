@@ -48,6 +48,7 @@ enum class OpKind : std::uint8_t {
   ReduceMaxGrad,
   ReduceProd,
   ReduceProdGrad,
+  CumSum,  // float or int32 (wrapping), axis; ScanMode
   Expand,
   SumTo,
   // matmul.cpp

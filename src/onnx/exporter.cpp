@@ -464,6 +464,18 @@ class Exporter {
       case OpKind::Gather:
         add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
         return;
+      case OpKind::CumSum: {
+        ir::Tensor axis;  // a 0-d tensor
+        axis.name = fresh("const_i64");
+        axis.elem = ir::kInt64;
+        axis.i = {at.axis};
+        m_.graph.initializers.push_back(axis);
+        ir::Node& s = add("CumSum", {in(n, 0), axis.name}, {out});
+        const detail::ScanMode m = at.get<detail::ScanMode>();
+        s.attrs["exclusive"] = attr_i(m.exclusive ? 1 : 0);
+        s.attrs["reverse"] = attr_i(m.reverse ? 1 : 0);
+        return;
+      }
       case OpKind::CheckIndices: {
         // ONNX has no check: a Gather from zeros, one per row of the bound, with negative ids
         // moved out of range (Gather takes [-n, n)) is one that an importer which checks its

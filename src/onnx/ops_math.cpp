@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compiler/graph_impl.hpp"
 #include "onnx/importer.hpp"
 
 namespace hetgraph::onnx::imp {
@@ -125,6 +126,26 @@ void mod_op(Ctx& c) {
   }
   if (c.elem(1) != elem) c.fail("A and B differ in element type");
   c.set(0, f ? fmod(c.node(0), c.node(1)) : mod(c.node(0), c.node(1)), elem);
+}
+
+// CumSum: the axis must be known at import (a 0-d or one-element tensor). Ints are held in
+// int32 (int64 too: sums beyond int32 wrap around there, as for Add).
+void cumsum_op(Ctx& c) {
+  const Dims axis = c.ints(1, "axis");
+  if (axis.size() != 1) c.fail("axis must hold one value, got " + std::to_string(axis.size()));
+  const int a = c.axis(axis[0], c.rank(0));
+  const bool exclusive = c.attr_i("exclusive", 0) != 0, reverse = c.attr_i("reverse", 0) != 0;
+  const int elem = c.elem(0);
+  if (!ir::is_integral(elem) || elem == ir::kBool) {
+    c.set(0, cumsum(c.f32(0), a, exclusive, reverse));
+    return;
+  }
+  if (elem != ir::kInt32 && elem != ir::kInt64) {
+    c.unsupported(std::string("CumSum of ") + ir::elem_name(elem) +
+                  ": hetgraph sums integers in int32, which would not wrap where " +
+                  ir::elem_name(elem) + " does");
+  }
+  c.set(0, cumsum(c.node(0), a, exclusive, reverse), elem);
 }
 
 void thresholded_relu(Ctx& c) {  // x where x > alpha, else 0
@@ -646,6 +667,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"ReduceLogSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceLogSumExp", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceProd", 1, 13, reduce<reduce_prod>});
+  h.push_back({"CumSum", 11, 14, cumsum_op});
   h.push_back({"Softmax", 1, 13, softmax_op<softmax>});
   h.push_back({"LogSoftmax", 1, 13, softmax_op<log_softmax>});
   h.push_back({"Hardmax", 1, 13, hardmax});

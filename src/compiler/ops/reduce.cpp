@@ -76,6 +76,15 @@ TensorType infer_reduce_prod_grad(const InferCtx& c) {
   return {c.in[1].shape, DType::f32};
 }
 
+TensorType infer_cumsum(const InferCtx& c) {
+  const TensorType& x = c.in[0];
+  if (x.dtype != DType::f32 && x.dtype != DType::i32) c.fail("cumsum needs float or int32 input");
+  if (x.shape.rank() == 0) c.fail("cumsum of a scalar: there is no axis to sum along");
+  (void)c.norm_axis(c.attrs.axis, x.shape.rank());
+  (void)c.attrs.get<ScanMode>();
+  return x;
+}
+
 TensorType infer_sum_to(const InferCtx& c) {
   if (!broadcasts_to(c.in[1].shape, c.in[0].shape)) {
     c.fail("sum_to: " + c.in[1].shape.str() + " does not broadcast to " + c.in[0].shape.str());
@@ -100,6 +109,12 @@ void grad_reduce_max(const GradCtx& c) {
 void grad_reduce_prod(const GradCtx& c) {
   const Attrs& at = c.attrs;
   c.add(c.in[0], with_axis(OpKind::ReduceProdGrad, {c.grad, c.in[0]}, at.axis, at.keepdims));
+}
+// Each x[i] adds to the sums at and after i (before, reversed): the gradient is the same
+// scan of g run the other way.
+void grad_cumsum(const GradCtx& c) {
+  const ScanMode m = c.attrs.get<ScanMode>();
+  c.add(c.in[0], cumsum(c.grad, c.attrs.axis, m.exclusive, !m.reverse));
 }
 // Positions are piecewise constant in x: like floor, argmax passes no gradient on (a cast of
 // them to float may still sit on the loss's path).
@@ -142,6 +157,11 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                .name = "reduce_prod_grad",
                .arity = 2,
                .infer = infer_reduce_prod_grad});
+  t.push_back({.kind = OpKind::CumSum,
+               .name = "cumsum",
+               .arity = 1,
+               .infer = infer_cumsum,
+               .grad = grad_cumsum});
   t.push_back({.kind = OpKind::ArgMax,
                .name = "argmax",
                .arity = 1,

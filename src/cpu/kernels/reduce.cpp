@@ -336,6 +336,33 @@ std::unique_ptr<CpuKernel> make_reduce_prod_grad(const KernelArgs& k) {
   });
 }
 
+// ---- cumsum -------------------------------------------------------------------------------
+// Running sums in line order (forward or from the back), one chain per element column whichever
+// thread takes it; ints add as unsigned, so they wrap around without undefined behaviour.
+template <class T>
+std::unique_ptr<CpuKernel> make_cumsum(const KernelArgs& k) {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, float, std::uint32_t>;
+  const T* x = static_cast<const T*>(k.in[0]);
+  T* out = static_cast<T*>(k.out);
+  const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
+  const ScanMode m = k.node.attrs.get<ScanMode>();
+  return make_kernel([=](const ExecCtx& ctx) {
+    for_column_chunks(ctx, g, [&](std::int64_t o, std::int64_t k0, std::int64_t w) {
+      Acc run[kColChunk] = {};
+      const std::int64_t base = o * g.n * g.inner + k0;
+      for (std::int64_t s = 0; s < g.n; ++s) {
+        const std::int64_t r = base + (m.reverse ? g.n - 1 - s : s) * g.inner;
+        for (std::int64_t c = 0; c < w; ++c) {
+          const Acc v = static_cast<Acc>(x[r + c]);
+          if (m.exclusive) out[r + c] = static_cast<T>(run[c]);
+          run[c] += v;
+          if (!m.exclusive) out[r + c] = static_cast<T>(run[c]);
+        }
+      }
+    });
+  });
+}
+
 // ---- argmax / argmin ----------------------------------------------------------------------
 // Positions of the extreme along the axis. NaN beats every number (PyTorch's and ONNX
 // Runtime's argmax and argmin both give a NaN's position); equal values (and NaNs among
@@ -589,6 +616,10 @@ std::unique_ptr<CpuKernel> make_sum_to_ref(const KernelArgs& k) {
   });
 }
 
+std::unique_ptr<CpuKernel> make_cumsum_typed(const KernelArgs& a) {
+  return a.in_types[0].dtype == DType::i32 ? make_cumsum<std::int32_t>(a) : make_cumsum<float>(a);
+}
+
 const char* f32_only(const KernelArgs& k) {
   return k.in_types[0].dtype == DType::f32 ? nullptr : "needs float input";
 }
@@ -610,6 +641,8 @@ void register_reduce_kernels(KernelRegistry& r) {
   r.add(OpKind::ReduceProd, {"reference", f32_only, make_reduce_prod<double>, true});
   r.add(OpKind::ReduceProdGrad, {"prefix_suffix", nullptr, make_reduce_prod_grad<float>});
   r.add(OpKind::ReduceProdGrad, {"reference", nullptr, make_reduce_prod_grad<double>, true});
+  // One chain per element already: the plain loop is its own reference.
+  r.add(OpKind::CumSum, {"ordered_columns", nullptr, make_cumsum_typed, true});
   r.add(OpKind::Expand, {"broadcast_rows", nullptr, make_expand});
   r.add(OpKind::Expand, {"reference", nullptr, make_expand_ref, true});
   r.add(OpKind::SumTo, {"row_accumulate", nullptr, make_sum_to});

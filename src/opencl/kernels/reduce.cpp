@@ -159,6 +159,16 @@ std::unique_ptr<ClOp> make_reduce_prod(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+std::unique_ptr<ClOp> make_cumsum(const OpArgs& a) {
+  const AxisGeom g = axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const ScanMode m = a.node.attrs.get<ScanMode>();
+  const char* name = a.in_types[0].dtype == DType::i32 ? "cumsum_i32" : "cumsum_f32";
+  Kernel k =
+      make_kernel(a.program("reduce"), name, a.in[0], a.out, to_int(g.outer * g.inner), to_int(g.n),
+                  to_int(g.inner), cl_int{m.exclusive ? 1 : 0}, cl_int{m.reverse ? 1 : 0});
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 std::unique_ptr<ClOp> make_expand(const OpArgs& a) {
   const AxisGeom g = axis_geom(a.out_shape(), a.node.attrs.axis);
   const cl_float s = a.node.attrs.mean ? 1.0f / static_cast<float>(g.n) : 1.0f;
@@ -199,6 +209,7 @@ void register_reduce_ops(OpRegistry& r) {
   r.add(OpKind::ReduceMaxGrad, {"cl_first_argmax", nullptr, make_reduce_max_grad});
   r.add(OpKind::Expand, {"cl_expand", nullptr, make_expand});
   r.add(OpKind::ReduceProd, {"cl_line_product", nullptr, make_reduce_prod});
+  r.add(OpKind::CumSum, {"cl_line_scan", nullptr, make_cumsum});
   r.add(OpKind::ReduceProdGrad, {"cl_prefix_suffix", nullptr, make_reduce_prod});
 }
 
