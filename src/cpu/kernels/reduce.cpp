@@ -485,7 +485,8 @@ class TopKKernel final : public CpuKernel {
         k_(a.node.attrs.get<TopKSpec>().k),
         flip_(a.node.attrs.get<TopKSpec>().largest ? 0xFFFFFFFFu : 0u) {}
 
-  // Lines split across the team; each is selected (nth_element, O(n)) and its k sorted.
+  // Lines split across the team; in each the k smallest keys are kept (a heap for small k,
+  // else nth_element) and sorted.
   void run(const ExecCtx& ctx) override {
     parallel_for(ctx, g_.outer * g_.inner, std::max<std::int64_t>(1, kParallelGrain / g_.n),
                  [&](std::int64_t b, std::int64_t e) {
@@ -498,20 +499,37 @@ class TopKKernel final : public CpuKernel {
   void line(std::int64_t l, std::vector<std::uint64_t>& keys) const {
     const std::int64_t o = l / g_.inner, q = l % g_.inner;
     const T* x = x_ + o * g_.n * g_.inner + q;
-    for (std::int64_t j = 0; j < g_.n; ++j) {
-      keys[static_cast<std::size_t>(j)] =
-          static_cast<std::uint64_t>(order_key(x[j * g_.inner]) ^ flip_) << 32 |
-          static_cast<std::uint64_t>(j);
-    }
+    auto key = [&](std::int64_t j) {
+      return static_cast<std::uint64_t>(order_key(x[j * g_.inner]) ^ flip_) << 32 |
+             static_cast<std::uint64_t>(j);
+    };
     const auto kth = keys.begin() + k_;
-    if (k_ < g_.n) std::nth_element(keys.begin(), kth - 1, keys.end());
-    std::sort(keys.begin(), kth);
+    if (k_ * kHeapRatio <= g_.n) {
+      // Few kept: a max-heap of the k best so far, whose top most elements fail to beat.
+      for (std::int64_t j = 0; j < k_; ++j) keys[static_cast<std::size_t>(j)] = key(j);
+      std::make_heap(keys.begin(), kth);
+      for (std::int64_t j = k_; j < g_.n; ++j) {
+        const std::uint64_t kj = key(j);
+        if (kj >= keys.front()) continue;
+        std::pop_heap(keys.begin(), kth);
+        *(kth - 1) = kj;
+        std::push_heap(keys.begin(), kth);
+      }
+      std::sort_heap(keys.begin(), kth);
+    } else {
+      for (std::int64_t j = 0; j < g_.n; ++j) keys[static_cast<std::size_t>(j)] = key(j);
+      if (k_ < g_.n) std::nth_element(keys.begin(), kth - 1, keys.end());
+      std::sort(keys.begin(), kth);
+    }
     std::int32_t* out = out_ + o * k_ * g_.inner + q;
     for (std::int64_t r = 0; r < k_; ++r)
       out[r * g_.inner] =
           static_cast<std::int32_t>(keys[static_cast<std::size_t>(r)] & 0xFFFFFFFFu);
   }
 
+  // k at most n / kHeapRatio: the heap (n compares, log k more per rare insertion) beats
+  // writing every key and selecting among them.
+  static constexpr std::int64_t kHeapRatio = 8;
   const T* x_;
   std::int32_t* out_;
   AxisGeom g_;
