@@ -1,5 +1,5 @@
 // Reductions (sum, mean, max over any set of axes, and sum_to for gradients of broadcasts),
-// the broadcast-back kernels of their gradients, and argmax / argmin.
+// the broadcast-back kernels of their gradients, argmax / argmin and top_k.
 //
 // A reduction sees its input through two collapsed 4-d index spaces: kept dims (kd, strides
 // ks), whose linear index is the output element, and reduced dims (rd, strides rs), whose
@@ -246,3 +246,29 @@ ARG_EXTREME(argmax_f32, float, ABOVE)
 ARG_EXTREME(argmin_f32, float, BELOW)
 ARG_EXTREME(argmax_i32, int, ABOVE)
 ARG_EXTREME(argmin_i32, int, BELOW)
+
+// top_k over an [outer, n, inner] view: a work-item per element counts the elements of its line
+// that rank before it (larger, or smaller with !largest; NaN above every number; an equal one
+// at a lower position). Ranks are distinct, so rank r < k writes its position to out[r] and no
+// two work-items write one place: the CPU's order, bitwise. The count stops at k (an element
+// that will not be kept), so a line costs about n * k compares, not n^2.
+#define TOP_K(NAME, T)                                                                           \
+  kernel void top_k_##NAME(global const T* x, global int* out, const int total, const int n,     \
+                           const int inner, const int k, const int largest) {                    \
+    FOR_EACH(e, total) {                                                                         \
+      const int q = (int)e % inner, j = ((int)e / inner) % n, o = (int)e / inner / n;            \
+      global const T* line = x + o * n * inner + q;                                              \
+      const T v = line[j * inner];                                                               \
+      int rank = 0;                                                                              \
+      for (int i = 0; i < n && rank < k; ++i) {                                                  \
+        const T w = line[i * inner];                                                             \
+        const bool before = largest ? (IS_NAN(w) && !IS_NAN(v)) || ABOVE(w, v)                   \
+                                    : (IS_NAN(v) && !IS_NAN(w)) || BELOW(w, v);                  \
+        rank += before || (i < j && ((w) == (v) || (IS_NAN(w) && IS_NAN(v))));                   \
+      }                                                                                          \
+      if (rank < k) out[(o * k + rank) * inner + q] = j;                                         \
+    }                                                                                            \
+  }
+
+TOP_K(f32, float)
+TOP_K(i32, int)

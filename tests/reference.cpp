@@ -200,6 +200,36 @@ Array arg_extreme(const Array& x, int axis, bool keepdims, bool last, bool max) 
   return out;
 }
 
+// ONNX TopK's indices, as numpy's reference defines them: each line stably sorted with NaN
+// above every number (descending for largest, so equal values keep index order), the first k.
+Array top_k(const Array& x, int axis, std::int64_t k, bool largest) {
+  const auto [outer, n, inner] = lines_of(x, axis);
+  std::vector<std::int64_t> od(x.shape.dims().begin(), x.shape.dims().end());
+  od[static_cast<std::size_t>(norm_axis(axis, x.shape.rank()))] = k;
+  Array out(make_shape(od));
+  for (std::int64_t p = 0; p < outer; ++p) {
+    for (std::int64_t q = 0; q < inner; ++q) {
+      auto at = [&](std::int64_t j) {
+        return x.v[static_cast<std::size_t>((p * n + j) * inner + q)];
+      };
+      // a before b: the larger (smaller) one, NaN being the largest.
+      auto before = [&](std::int64_t a, std::int64_t b) {
+        const double u = at(a), v = at(b);
+        if (std::isnan(u) || std::isnan(v))
+          return std::isnan(largest ? u : v) && !std::isnan(largest ? v : u);
+        return largest ? u > v : u < v;
+      };
+      std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+      for (std::int64_t j = 0; j < n; ++j) idx[static_cast<std::size_t>(j)] = j;
+      std::stable_sort(idx.begin(), idx.end(), before);
+      for (std::int64_t r = 0; r < k; ++r)
+        out.v[static_cast<std::size_t>((p * k + r) * inner + q)] =
+            static_cast<double>(idx[static_cast<std::size_t>(r)]);
+    }
+  }
+  return out;
+}
+
 // Applies f to every line along `axis` (a line: the elements differing only in that index).
 Array along_axis(const Array& x, int axis, const std::function<void(std::vector<double>&)>& f) {
   const int a = norm_axis(axis, x.shape.rank());
@@ -637,6 +667,7 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
     case OpKind::LogicalXor:
     case OpKind::ArgMax:
     case OpKind::ArgMin:
+    case OpKind::TopK:
       return true;
     default:
       return false;
@@ -845,6 +876,11 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::ArgMin:
         out = arg_extreme(in[0], at.axis, at.keepdims, at.last_index, r.op == OpKind::ArgMax);
         break;
+      case OpKind::TopK: {
+        const auto& spec = at.get<hetgraph::detail::TopKSpec>();
+        out = top_k(in[0], at.axis, spec.k, spec.largest);
+        break;
+      }
       case OpKind::Dropout: {
         // The mask as dropout_mask.hpp defines it, applied in double: x / (1 - p) or x * 0.
         const auto& m = at.get<hetgraph::detail::DropoutMask>();

@@ -432,6 +432,62 @@ std::vector<Row> rows() {
                    return max ? argmax(i[0], 1, false, true) : argmin(i[0], 0, true, true);
                  }});
   }
+  // top_k: equal values keep index order; NaN ranks above every number (first when largest,
+  // last when smallest); -0 ties with +0. Every axis of rank 3 and 4 (negative ones too), k
+  // from 1 to the whole axis, int32 extremes, long and strided lines.
+  const In tk{
+      "a", {3, 5}, {1, 3, 3, NAN, 3, -0.0f, 0.0f, -INFINITY, INFINITY, NAN, -1, NAN, -1, NAN, -1}};
+  const IntIn ik{"i", {2, 4}, {5, -7, 5, 2147483647, -2147483647 - 1, 2147483647, 0, -7}};
+  for (bool largest : {true, false}) {
+    const std::string name = largest ? "top_k" : "top_k smallest";
+    auto topk = [largest](std::int64_t k, int axis) {
+      return [=](Graph&, const F& x, const F&) { return top_k_indices(x[0], k, axis, largest); };
+    };
+    r.push_back({{OpKind::TopK}, name + " ties, NaN, signed zeros", {tk}, {}, topk(3, -1)});
+    r.push_back({{OpKind::TopK}, name + " k = dim", {tk}, {}, topk(5, 1)});
+    r.push_back({{OpKind::TopK}, name + " k = 1 axis 0", {tk}, {}, topk(1, 0)});
+    r.push_back({{OpKind::TopK}, name + " rank 1", {ties("x", {17}, 60, 2)}, {}, topk(6, 0)});
+    const In t3 = ties("x", {2, 5, 3}, largest ? 61 : 62, 3), t4 = ties("x", {2, 3, 4, 5}, 63, 4);
+    // Each axis of the rank-4 tensor twice: half of it kept (axis 0..3), all of it (-4..-1).
+    for (int axis = -4; axis < 4; ++axis) {
+      const std::string ax = " axis " + std::to_string(axis);
+      const std::int64_t n4 = t4.shape[axis < 0 ? axis + 4 : axis];
+      r.push_back({{OpKind::TopK},
+                   name + " rank 4" + ax,
+                   {t4},
+                   {},
+                   topk(axis < 0 ? n4 : (n4 + 1) / 2, axis)});
+      if (axis >= -1 && axis < 3) {
+        const std::int64_t n3 = t3.shape[axis < 0 ? axis + 3 : axis];
+        r.push_back({{OpKind::TopK}, name + " rank 3" + ax, {t3}, {}, topk(n3 - 1, axis)});
+      }
+    }
+    r.push_back(
+        {{OpKind::TopK}, name + " long rows", {ties("x", {3, 200}, 64, 3)}, {}, topk(10, 1)});
+    r.push_back(
+        {{OpKind::TopK}, name + " long columns", {ties("x", {200, 3}, 65, 3)}, {}, topk(7, 0)});
+    r.push_back(
+        {{OpKind::TopK}, name + " int32", {}, {ik}, [largest](Graph&, const F&, const F& i) {
+           return top_k_indices(i[0], 3, -1, largest);
+         }});
+    r.push_back(
+        {{OpKind::TopK}, name + " int32 axis 0", {}, {ik}, [largest](Graph&, const F&, const F& i) {
+           return top_k_indices(i[0], 2, 0, largest);
+         }});
+    // The values are the gathered elements, NaNs among them.
+    r.push_back(
+        {{OpKind::TopK, OpKind::GatherElements},
+         name + " values",
+         {t3},
+         {},
+         [largest](Graph&, const F& x, const F&) { return top_k(x[0], 2, 1, largest).values; }});
+    r.push_back(
+        {{OpKind::TopK, OpKind::GatherElements},
+         name + " int32 values",
+         {},
+         {ik},
+         [largest](Graph&, const F&, const F& i) { return top_k(i[0], 3, 1, largest).values; }});
+  }
   const In cube = uniform("x", {2, 4, 3}, -1, 1, 37);
   // Indices with negative values or on axes other than 0 are constants here; fed ones are
   // checked on the host (test_nn_ops.cpp, GatherFedIndices).
@@ -702,6 +758,13 @@ std::vector<Row> rows() {
   grad({OpKind::GatherGrad}, "gather axis 0", {uniform("x", {5, 3}, -1, 1, 39)},
        {{"i", {4}, {4, 1, 0, 4}}},
        [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 0); }, {0});
+  // top_k's values: each kept element gets its value's gradient, the others none (distinct
+  // values: no tie flips within the finite differences' step).
+  grad({OpKind::TopK, OpKind::GatherElementsGrad}, "top_k values", {distinct("x", {3, 5}, 66)}, {},
+       [](Graph&, const F& x, const F&) { return top_k(x[0], 2, -1).values; }, {0});
+  grad({OpKind::TopK, OpKind::GatherElementsGrad}, "top_k smallest values axis 0",
+       {distinct("x", {4, 3}, 67)}, {},
+       [](Graph&, const F& x, const F&) { return top_k(x[0], 3, 0, false).values; }, {0});
   // The scatter-add sums repeated indices (each line in index order).
   grad({OpKind::GatherElementsGrad}, "gather_elements, repeated indices", {cube}, {},
        [](Graph& g, const F& x, const F&) {
@@ -1106,6 +1169,44 @@ TEST(BackendOpsThreads, ArgMaxIsTheSameForEveryTeamSize) {
       else
         EXPECT_EQ(cg.read_i32(outs[k]), first[k]) << "output " << k;
     }
+  }
+}
+
+// top_k gives the same positions for any team size and on every platform: many lines split
+// across threads, rows and columns, k from 1 to the whole axis; values tie often, hold NaNs.
+TEST(BackendOpsThreads, TopKIsTheSameForEveryTeamSizeAndPlatform) {
+  Graph g;
+  auto x = g.input("x"), narrow = g.input("narrow");
+  std::vector<Node> outs;
+  for (bool largest : {true, false}) {
+    for (std::int64_t k : {1, 37, 300}) outs.push_back(top_k_indices(x, k, 0, largest));
+    for (std::int64_t k : {1, 50, 700}) outs.push_back(top_k_indices(x, k, 1, largest));
+    outs.push_back(top_k_indices(narrow, 3, -1, largest));
+  }
+  In xv = uniform("x", {300, 700}, 0, 50, 57), nv = uniform("narrow", {20000, 8}, 0, 4, 58);
+  for (In* in : {&xv, &nv}) {
+    for (float& v : in->values) v = std::floor(v);
+    for (std::size_t k = 0; k < 40; ++k) in->values[(k * 104729) % in->values.size()] = NAN;
+  }
+  const InputShapes shapes{{"x", xv.shape}, {"narrow", nv.shape}};
+  std::vector<std::vector<std::int32_t>> first;
+  auto check = [&](const Platform& p) {
+    auto cg = GraphCompiler(p).compile(g, shapes, outs);
+    cg.run({{"x", xv.values}, {"narrow", nv.values}});
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      if (first.size() < outs.size())
+        first.push_back(cg.read_i32(outs[k]));
+      else
+        EXPECT_EQ(cg.read_i32(outs[k]), first[k]) << "output " << k;
+    }
+  };
+  for (int threads : {1, 2, 3, 4}) {
+    SCOPED_TRACE(threads);
+    check(Platform::cpu({.engine = CpuEngine::sequential, .threads = threads}));
+  }
+  for (const PlatformCase& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    check(pc.make());
   }
 }
 

@@ -219,6 +219,49 @@ TEST(GraphErrors, NoGradientThroughArgMax) {
   expect_error<GraphError>([&] { gradients(loss, {x}); }, {"no gradient reaches", "'x'", "'loss'"});
 }
 
+// k must lie in [1, size of the axis]; the axis in range; the input not a scalar.
+TEST(ShapeErrors, TopK) {
+  Graph g;
+  auto x = g.input("x"), s = g.input("s");
+  auto none = top_k_indices(x, 0).named("k0");
+  auto many = top_k_indices(x, 4, 0).named("k4");
+  auto negative = top_k_indices(x, -2, 1, false).named("kneg");
+  auto past = top_k_indices(x, 1, 2).named("ax2");
+  auto before = top_k_indices(x, 1, -3).named("axm3");
+  auto scalar = top_k_indices(s, 1).named("ks");
+  auto huge = top_k_indices(x, 5, 1).named("kh");
+  const InputShapes shapes{{"x", {3, 4}}, {"s", {}}};
+  expect_error<ShapeError>([&] { compile(g, shapes, {none}); },
+                           {"'k0'", "top_k", "k = 0 is outside [1, 4]", "axis -1", "[3, 4]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {many}); },
+                           {"'k4'", "top_k", "k = 4 is outside [1, 3]", "axis 0", "[3, 4]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {negative}); },
+                           {"'kneg'", "top_k", "k = -2 is outside [1, 4]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {past}); },
+                           {"'ax2'", "top_k", "axis 2", "out of range", "[3, 4]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {before}); },
+                           {"'axm3'", "top_k", "axis -3", "out of range", "[3, 4]"});
+  expect_error<ShapeError>([&] { compile(g, shapes, {scalar}); }, {"'ks'", "top_k", "scalar"});
+  // The values are a gather of the positions: a bad k is the top_k node's error there too.
+  auto values = top_k(x, 9).values.named("vals");
+  expect_error<ShapeError>([&] { compile(g, shapes, {values}); },
+                           {"top_k", "k = 9 is outside [1, 4]", "[3, 4]"});
+  // Positions are int32: a longer axis is refused before any memory is planned.
+  expect_error<ShapeError>(
+      [&] {
+        compile(g, {{"x", {2, 3000000000}}}, {huge});
+      },
+      {"'kh'", "top_k", "3000000000 elements along axis 1", "int32"});
+}
+
+// Positions carry no gradient (the values do, through gather_elements).
+TEST(GraphErrors, NoGradientThroughTopKIndices) {
+  Graph g;
+  auto x = g.input("x");
+  auto loss = reduce_sum(cast(top_k_indices(x, 2), DType::f32)).named("loss");
+  expect_error<GraphError>([&] { gradients(loss, {x}); }, {"no gradient reaches", "'x'", "'loss'"});
+}
+
 TEST(ShapeErrors, Gather) {
   Graph g;
   auto x = g.input("x"), f = g.input("f"), ids = g.input("ids", DType::i32);

@@ -162,15 +162,14 @@ TEST(OnnxImport, FileErrorsNameTheFile) {
 
 TEST(OnnxImport, EveryUnsupportedOpIsListedAtOnce) {
   Builder b;
-  b.input("x", {4, 3}).output("v", {4, 2}).output("i", {4, 2}, 7).output("z", {4, 3});
-  b.ints("k", {2});
-  b.node("TopK", {"x", "k"}, {"v", "i"});
+  b.input("x", {4, 3}).output("i", {2, "n"}, 7).output("z", {4, 3});
+  b.node("NonZero", {"x"}, {"i"});
   b.node("Unique", {"x"}, {"r"});
   b.node("Relu", {"r"}, {"z"});
   b.node("Det", {"x"}, {"d"});
   const std::string what = error_of<ho::UnsupportedError>([&] { b.import(); });
   EXPECT_CONTAINS(what, "opset 17");
-  EXPECT_CONTAINS(what, "TopK-11");
+  EXPECT_CONTAINS(what, "NonZero-13");
   EXPECT_CONTAINS(what, "Unique-11");
   EXPECT_CONTAINS(what, "Det-11");
   EXPECT_EQ(what.find("Relu"), std::string::npos) << what;
@@ -921,6 +920,125 @@ TEST(OnnxImport, GatherNDAndScatterNDIndexErrorsNameTheNode) {
                   "ScatterND-16): reduction 'max' (none, add and mul are supported)");
 }
 
+// Equal, NaN where both are NaN.
+bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t k = 0; k < a.size(); ++k)
+    if (!(a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k])))) return false;
+  return true;
+}
+
+// TopK: K as an input (opset 10 on) or the attribute k (opset 1), axis, largest (opset 11),
+// sorted = 0 (the order stays sorted); float and int64 data; ties keep index order and NaN
+// ranks above every number. Values and int64 indices on every platform, then exported and
+// imported back to the same outputs.
+TEST(OnnxImport, TopKRunsAndRoundTrips) {
+  Builder b(11);
+  b.input("x", {3, 4}).input("i", {2, 3}, 7).ints("K2", {2}).ints("K3", {3});
+  b.output("v", {3, 2}).output("p", {3, 2}, 7).output("sv", {3, 4}).output("sp", {3, 4}, 7);
+  b.output("iv", {2, 2}, 7).output("ip", {2, 2}, 7);
+  b.node("TopK", {"x", "K2"}, {"v", "p"});  // axis -1, largest
+  auto* n = b.node("TopK", {"x", "K3"}, {"sv", "sp"});
+  Builder::attr(n, "axis", std::int64_t{0});
+  Builder::attr(n, "largest", std::int64_t{0});
+  n = b.node("TopK", {"i", "K2"}, {"iv", "ip"});
+  Builder::attr(n, "axis", std::int64_t{1});
+  Builder::attr(n, "sorted", std::int64_t{0});
+  const std::vector<float> x{1, 3, 3, 0, NAN, 2, NAN, 5, -1, -1, -2, -1};
+  const std::vector<std::int32_t> i{4, 9, 9, -3, -3, -8};
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  // TopK-1 (k an attribute) and TopK-10 (K an input, no largest): the largest first.
+  Builder one(9), ten(10);
+  one.input("x", {3, 4}).output("v", {3, 1}).output("p", {3, 1}, 7);
+  Builder::attr(one.node("TopK", {"x"}, {"v", "p"}), "k", std::int64_t{1});
+  ten.input("x", {3, 4}).ints("K", {1}).output("v", {1, 4}).output("p", {1, 4}, 7);
+  Builder::attr(ten.node("TopK", {"x", "K"}, {"v", "p"}), "axis", std::int64_t{0});
+  ho::Model m1 = one.import(), m10 = ten.import();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"i", i}});
+      EXPECT_TRUE(same_floats(cg.read("v"), {3, 3, NAN, NAN, -1, -1}));
+      EXPECT_EQ(cg.read_i32("p"), (std::vector<std::int32_t>{1, 2, 0, 2, 0, 1}));
+      EXPECT_TRUE(same_floats(cg.read("sv"), {-1, -1, -2, -1, 1, 2, 3, 0, NAN, 3, NAN, 5}));
+      EXPECT_EQ(cg.read_i32("sp"), (std::vector<std::int32_t>{2, 2, 2, 2, 0, 1, 0, 0, 1, 0, 1, 1}));
+      EXPECT_EQ(cg.read_i32("iv"), (std::vector<std::int32_t>{9, 9, -3, -3}));
+      EXPECT_EQ(cg.read_i32("ip"), (std::vector<std::int32_t>{1, 2, 0, 1}));
+    }
+    CompiledGraph c1 = m1.compile(GraphCompiler(pc.make()));
+    c1.run({{"x", x}});
+    EXPECT_TRUE(same_floats(c1.read("v"), {3, NAN, -1}));
+    EXPECT_EQ(c1.read_i32("p"), (std::vector<std::int32_t>{1, 0, 0}));
+    CompiledGraph c10 = m10.compile(GraphCompiler(pc.make()));
+    c10.run({{"x", x}});
+    EXPECT_TRUE(same_floats(c10.read("v"), {NAN, 3, NAN, 5}));
+    EXPECT_EQ(c10.read_i32("p"), (std::vector<std::int32_t>{1, 0, 1, 1}));
+  }
+}
+
+// K must be known at import (a model input can be given then; a computed K cannot), hold one
+// number in [1, size of the axis]; the axis must exist; double data is not held.
+TEST(OnnxImport, TopKErrorsNameTheNode) {
+  auto model = [](std::vector<std::int64_t> k, std::int64_t axis = -1) {
+    Builder b;
+    b.input("x", {3, 4}).ints("K", std::move(k)).output("v", {3, 2}).output("p", {3, 2}, 7);
+    Builder::attr(b.node("TopK", {"x", "K"}, {"v", "p"}), "axis", axis);
+    return b;
+  };
+  std::string e = error_of<ShapeError>([&] { model({5}).import(); });
+  EXPECT_CONTAINS(e, "TopK-11");
+  EXPECT_CONTAINS(e, "K = 5 is outside [1, 4]");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { model({0}).import(); }), "K = 0 is outside [1, 4]");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { model({1, 2}).import(); }), "K must hold one number");
+  e = error_of<ShapeError>([&] { model({2}, 2).import(); });
+  EXPECT_CONTAINS(e, "TopK-11");
+  EXPECT_CONTAINS(e, "axis 2");
+  {
+    Builder b;
+    b.input("x", {3}, 11).ints("K", {1}).output("v", {1}, 11).output("p", {1}, 7);
+    b.node("TopK", {"x", "K"}, {"v", "p"});
+    EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { b.import(); }), "double");
+  }
+  {  // K fed as a model input: needed at import, and enough when given then.
+    Builder b;
+    b.input("x", {3, 4}).input("K", {1}, 7).output("v", {3, 2}).output("p", {3, 2}, 7);
+    b.node("TopK", {"x", "K"}, {"v", "p"});
+    try {
+      b.import();
+      ADD_FAILURE() << "imported a TopK whose K is only known at run time";
+    } catch (const ho::UnsupportedError& err) {
+      EXPECT_EQ(err.input_needed(), "K");
+      EXPECT_CONTAINS(err.what(), "TopK-11");
+    }
+    ho::ImportOptions o;
+    ho::TensorData k;
+    k.dtype = DType::i32;
+    k.onnx_type = "int64";
+    k.shape = Shape{1};
+    k.i32 = {2};
+    o.input_values.push_back({"K", std::make_shared<ho::TensorData>(k)});
+    ho::Model m = b.import(o);
+    EXPECT_EQ(m.output_info[1].shape, (Shape{3, 2}));
+  }
+  {  // K computed from the data: no value at import can stand for it.
+    Builder b;
+    b.input("x", {3, 4}).input("c", {4}).output("v", {3, 2}).output("p", {3, 2}, 7);
+    Builder::attr(b.node("ArgMax", {"c"}, {"K"}), "keepdims", std::int64_t{1});
+    b.node("TopK", {"x", "K"}, {"v", "p"});
+    try {
+      b.import();
+      ADD_FAILURE() << "imported a TopK whose K is computed at run time";
+    } catch (const ho::UnsupportedError& err) {
+      EXPECT_EQ(err.input_needed(), "");
+      EXPECT_CONTAINS(err.what(), "TopK-11");
+      EXPECT_CONTAINS(err.what(), "computed at run time");
+    }
+  }
+}
+
 // Resize: nearest of int64 (gathers only: 2^24 + 1 stays exact), tf_crop_and_resize's
 // extrapolation outside the region, exported and imported back; bad scales are errors.
 TEST(OnnxImport, ResizeGathersAndWeighsEachAxis) {
@@ -1410,6 +1528,42 @@ TEST(OnnxExport, ArgMaxRoundTrips) {
     EXPECT_EQ(b.read_i32("max_flat"), (std::vector<std::int32_t>{4}));
     EXPECT_EQ(b.read_i32("min_ids"), (std::vector<std::int32_t>{1, 0}));
     EXPECT_EQ(a.read("as_float"), b.read("as_float"));
+  }
+}
+
+// top_k goes out as ONNX TopK (its int64 indices cast to int32, its values output unused: the
+// graph's values are a GatherElements of them) and comes back to the same outputs.
+TEST(OnnxExport, TopKRoundTrips) {
+  Graph g;
+  auto x = g.input("x");
+  auto ids = g.input("ids", DType::i32);
+  const TopK best = top_k(x, 2);
+  const std::vector<Node> outs{
+      best.values.named("best"),
+      best.indices.named("best_at"),
+      top_k_indices(x, 3, 0, false).named("low_at"),
+      top_k(ids, 1, -2).values.named("ids_top"),
+  };
+  const InputShapes shapes{{"x", {3, 4}}, {"ids", {2, 3}}};
+  const std::string bytes = ho::export_bytes(g, outs, shapes);
+  ho::Model m = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "topk.onnx");
+  ASSERT_EQ(m.output_info.size(), outs.size());
+  EXPECT_EQ(m.output_info[2].shape, (Shape{3, 4}));
+  const std::vector<float> xv{1, 3, 3, 0, NAN, 2, NAN, 5, -1, -1, -2, 7};
+  const std::vector<std::int32_t> iv{4, -2, -2, 4, 0, 1};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph a = GraphCompiler(pc.make()).compile(g, shapes, outs);
+    CompiledGraph b = m.compile(GraphCompiler(pc.make()));
+    for (CompiledGraph* cg : {&a, &b}) cg->run({{"x", xv}, {"ids", iv}});
+    for (const char* name : {"best_at", "low_at", "ids_top"})
+      EXPECT_EQ(a.read_i32(name), b.read_i32(name)) << name;
+    EXPECT_TRUE(same_floats(b.read("best"), {3, 3, NAN, NAN, 7, -1}));
+    EXPECT_EQ(b.read_i32("best_at"), (std::vector<std::int32_t>{1, 2, 0, 2, 3, 0}));
+    EXPECT_EQ(b.read_i32("low_at"),
+              (std::vector<std::int32_t>{2, 2, 2, 0, 0, 1, 0, 1, 1, 0, 1, 2}));
+    EXPECT_EQ(b.read_i32("ids_top"), (std::vector<std::int32_t>{4, 0, 1}));
+    EXPECT_TRUE(same_floats(a.read("best"), b.read("best")));
   }
 }
 

@@ -263,6 +263,25 @@ Node cast(Node x, DType to);
 ///   auto predicted = argmax(logits);  // [batch, classes] -> [batch] class ids
 Node argmax(Node x, int axis = -1, bool keepdims = false, bool last_index = false);
 Node argmin(Node x, int axis = -1, bool keepdims = false, bool last_index = false);
+/// The int32 indices of the k largest (or, with largest = false, smallest) elements along
+/// `axis` (negative counts from the back), best first: x's shape with that axis' size k (ONNX
+/// TopK's Indices, whose int64 are int32 here). Equal values keep index order (the lower index
+/// first). NaN counts as larger than every number, as in numpy's sort, PyTorch's topk and
+/// ONNX's reference: NaNs come first with largest, last with smallest (unlike argmin, where NaN
+/// wins); -0 equals +0. k must lie in [1, size of the axis] (ShapeError at compile time).
+/// Float or int32 x; no gradient flows into the indices. The same indices on every platform and
+/// thread count.
+///   auto best5 = top_k_indices(logits, 5);  // [batch, classes] -> [batch, 5] class ids
+Node top_k_indices(Node x, std::int64_t k, int axis = -1, bool largest = true);
+/// ONNX TopK's two outputs: the indices above and values = gather_elements(x, indices, axis),
+/// so the gradient reaches float x through gather_elements' (each picked element gets the
+/// gradient of its value, the others none).
+///   auto [scores, ids] = top_k(logits, 3);  // the 3 best scores and their class ids
+struct TopK {
+  Node values;
+  Node indices;
+};
+TopK top_k(Node x, std::int64_t k, int axis = -1, bool largest = true);
 // NaN: every op propagates NaN as PyTorch and ONNX do: relu, clip, maximum/minimum, the max
 // reductions and max pooling return NaN where an input is NaN.
 

@@ -128,6 +128,14 @@ struct ScanMode {
   friend bool operator==(const ScanMode&, const ScanMode&) = default;
 };
 
+/// top_k: how many indices each line keeps, and which end of the order they come from.
+struct TopKSpec {
+  static constexpr std::string_view kName = "top k";
+  std::int64_t k = 1;
+  bool largest = true;
+  friend bool operator==(const TopKSpec&, const TopKSpec&) = default;
+};
+
 /// slice_grad_n: the [begin, end) range along the node's axis of each placed gradient.
 struct SliceRanges {
   static constexpr std::string_view kName = "slice ranges";
@@ -252,7 +260,7 @@ struct Attrs {
   std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
-               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode>
+               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec>
       payload;
 
   template <class T>

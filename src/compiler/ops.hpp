@@ -165,6 +165,8 @@ enum class OpKind : std::uint8_t {
   GatherElements,      // (x, int32 indices), axis
   GatherElementsGrad,  // (g, indices, x): scatter-add into zeros; x lends its shape
   ScatterElements,     // (data, int32 indices, updates), axis; ScatterMode
+  // reduce.cpp: the int32 indices of the k best along an axis, best first; TopKSpec
+  TopK,
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

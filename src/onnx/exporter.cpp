@@ -405,6 +405,15 @@ class Exporter {
         if (all) add("Reshape", {cast, ints(dims(n.type.shape))}, {out});
         return;
       }
+      case OpKind::TopK: {  // ONNX TopK's indices (int64) cast to int32; its values go unused
+        const auto& spec = at.get<detail::TopKSpec>();
+        const std::string values = fresh(out + "/values"), pos = fresh(out + "/int64");
+        ir::Node& t = add("TopK", {in(n, 0), ints({spec.k})}, {values, pos});
+        t.attrs["axis"] = attr_i(at.axis);
+        t.attrs["largest"] = attr_i(spec.largest ? 1 : 0);
+        add("Cast", {pos}, {out}).attrs["to"] = attr_i(ir::kInt32);
+        return;
+      }
       case OpKind::MatMul: {
         const Shape& a = p_.nodes[n.inputs[0]].type.shape;
         const Shape& b = p_.nodes[n.inputs[1]].type.shape;

@@ -1,6 +1,6 @@
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
 // Split, Slice, Gather, GatherElements, ScatterElements (and Scatter), GatherND, ScatterND,
-// Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout, and ArgMax / ArgMin.
+// Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout, ArgMax / ArgMin and TopK.
 // Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
 #include <cstdint>
@@ -783,6 +783,40 @@ void arg_extreme(Ctx& c) {
         ir::kInt64);
 }
 
+// TopK: k from the attribute (opset 1) or the int64 input K (10 on), which must be known at
+// import; largest and sorted from opset 11. Results are always sorted (sorted = 0 leaves the
+// order open). Values are a gather of the input at the indices, which are int64 in ONNX and
+// int32 here, as ArgMax's.
+void top_k_op(Ctx& c) {
+  const int elem = c.elem(0);
+  if (elem != ir::kFloat && elem != ir::kInt32 && elem != ir::kInt64) {
+    c.unsupported(std::string("TopK of ") + ir::elem_name(elem) +
+                  " (float, int32 and int64 are supported)");
+  }
+  const Dims d = c.dims(0);
+  if (d.empty()) c.fail("the input is a scalar: there is no axis to take the top k along");
+  const int axis = c.axis(c.attr_i("axis", -1), static_cast<int>(d.size()));
+  std::int64_t k = 0;
+  if (c.version < 10) {
+    if (!c.has_attr("k")) c.fail("attribute k is missing");
+    k = c.attr_i("k", 0);
+  } else {
+    const Dims kv = c.ints(1, "K");
+    if (kv.size() != 1) c.fail("K must hold one number, it holds " + std::to_string(kv.size()));
+    k = kv[0];
+  }
+  const std::int64_t n = d[static_cast<std::size_t>(axis)];
+  if (k < 1 || k > n) {
+    c.fail("K = " + std::to_string(k) + " is outside [1, " + std::to_string(n) +
+           "], the size of axis " + std::to_string(axis) + " of " + dims_str(d));
+  }
+  const bool largest = c.version < 11 || c.attr_i("largest", 1) != 0;
+  const Node x = c.node(0);
+  const Node indices = top_k_indices(x, k, axis, largest);
+  if (c.wants(0)) c.set(0, gather_elements(x, indices, axis), elem);
+  if (c.wants(1)) c.set(1, indices, ir::kInt64);
+}
+
 // 1 where column - row of the last two dims is on the kept side of k, a constant of x's last
 // two dims (the leading ones broadcast): Trilu keeps x there and writes 0 elsewhere.
 Node diagonal_mask(Ctx& c, int rank, std::int64_t rows, std::int64_t cols, std::int64_t k,
@@ -907,6 +941,7 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"Cast", 6, 13, cast});
   h.push_back({"ArgMax", 1, 13, arg_extreme});
   h.push_back({"ArgMin", 1, 13, arg_extreme});
+  h.push_back({"TopK", 1, 11, top_k_op});
   h.push_back({"CastLike", 15, 15, cast});
   h.push_back({"Trilu", 14, 14, trilu});
   h.push_back({"EyeLike", 9, 9, eye_like});

@@ -1,10 +1,28 @@
 // Reductions over one axis or all axes, and their inverses for gradients: expand (broadcast
 // a reduced tensor back) and sum_to (sum a broadcast result down to an input's shape); argmax
-// and argmin, the int32 position of the extreme along an axis.
+// and argmin, the int32 position of the extreme along an axis; top_k, the positions of the k
+// best along an axis (its public builders live here, next to the op).
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
+
+namespace hetgraph {
+
+Node top_k_indices(Node x, std::int64_t k, int axis, bool largest) {
+  detail::Attrs at;
+  at.axis = axis;
+  at.set(detail::TopKSpec{k, largest});
+  return detail::make_op(detail::OpKind::TopK, {x}, at);
+}
+TopK top_k(Node x, std::int64_t k, int axis, bool largest) {
+  Node indices = top_k_indices(x, k, axis, largest);
+  return {gather_elements(x, indices, axis), indices};
+}
+
+}  // namespace hetgraph
 
 namespace hetgraph::detail {
 
@@ -45,6 +63,32 @@ TensorType infer_arg_extreme(const InferCtx& c) {
     c.fail(std::to_string(n) + " elements " + along + ": positions must fit in int32");
   }
   return {reduced_shape(c, in, c.attrs.axis, c.attrs.keepdims), DType::i32};
+}
+
+// top_k: float or int32 input, int32 positions (each must fit), k of them per line.
+TensorType infer_top_k(const InferCtx& c) {
+  const Shape& in = c.in[0].shape;
+  if (in.rank() == 0) c.fail("a scalar has no axis to give positions along");
+  const int a = c.norm_axis(c.attrs.axis, in.rank());
+  const std::int64_t n = in[a], k = c.attrs.get<TopKSpec>().k;
+  if (k < 1 || k > n) {
+    c.fail("k = " + std::to_string(k) + " is outside [1, " + std::to_string(n) +
+           "], the size of axis " + std::to_string(c.attrs.axis));
+  }
+  if (n > std::numeric_limits<std::int32_t>::max()) {
+    c.fail(std::to_string(n) + " elements along axis " + std::to_string(c.attrs.axis) +
+           ": positions must fit in int32");
+  }
+  std::vector<std::int64_t> d(in.dims().begin(), in.dims().end());
+  d[static_cast<std::size_t>(a)] = k;
+  return {Shape(std::span<const std::int64_t>(d)), DType::i32};
+}
+
+// About n log2(k) comparisons per line of n (a selection, then a sort of the k kept).
+Cost top_k_cost(std::span<const TensorType> in, const TensorType&, const Attrs& at, Cost base) {
+  const double k = static_cast<double>(at.get<TopKSpec>().k);
+  base.flops = static_cast<double>(in[0].shape.numel()) * std::max(1.0, std::log2(k + 1.0));
+  return base;
 }
 
 // expand(g, like): g has the reduced shape of `like`; the result has like's shape.
@@ -119,6 +163,8 @@ void grad_cumsum(const GradCtx& c) {
 // Positions are piecewise constant in x: like floor, argmax passes no gradient on (a cast of
 // them to float may still sit on the loss's path).
 void grad_arg_extreme(const GradCtx&) {}
+// The same for top_k's positions: its values (gather_elements of x) carry the gradient.
+void grad_top_k(const GradCtx&) {}
 // The gradient of a broadcast back along an axis is the reduction along it.
 void grad_expand(const GradCtx& c) {
   const Attrs& at = c.attrs;
@@ -172,6 +218,12 @@ void register_reduce_ops(std::vector<OpDef>& t) {
                .arity = 1,
                .infer = infer_arg_extreme,
                .grad = grad_arg_extreme});
+  t.push_back({.kind = OpKind::TopK,
+               .name = "top_k",
+               .arity = 1,
+               .infer = infer_top_k,
+               .grad = grad_top_k,
+               .cost = top_k_cost});
   t.push_back({.kind = OpKind::Expand,
                .name = "expand",
                .arity = 2,

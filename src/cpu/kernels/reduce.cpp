@@ -5,8 +5,10 @@
 // Maxima propagate NaN (as PyTorch and ONNX): a line holding a NaN reduces to NaN, and
 // reduce_max_grad gives the gradient to the line's first NaN (the element the result came
 // from); argmax and argmin give its position. Contiguous lines take the vector max and a NaN flag
-// side by side (the max instruction itself may drop a NaN); strided lines blend.
+// side by side (the max instruction itself may drop a NaN); strided lines blend. top_k gives the
+// positions of a line's k best, best first.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -552,7 +554,125 @@ std::unique_ptr<CpuKernel> make_arg_extreme_ref(const KernelArgs& k) {
   });
 }
 
+// ---- top_k ----------------------------------------------------------------------------------
+// The positions of the k best of each line, best first. NaN ranks above every number, -0 ties
+// with +0, ties go to the lower position. Each element becomes a 64-bit key whose unsigned order
+// is that rank order: its value as a uint32 that orders like it (flipped for largest) above its
+// position. Keys are distinct, so the k smallest, sorted, are one answer whatever selects them:
+// the same for any team size.
+
+/// A uint32 whose unsigned order is the order of the values, any NaN above +inf.
+inline std::uint32_t order_key(float v) {
+  if (v != v) return 0xFFC00000u;  // the key of the positive quiet NaN, above +inf's 0xFF800000
+  if (v == 0.0f) v = 0.0f;         // -0 ties with +0
+  const auto b = std::bit_cast<std::uint32_t>(v);
+  return (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
+}
+inline std::uint32_t order_key(std::int32_t v) {
+  return static_cast<std::uint32_t>(v) ^ 0x80000000u;
+}
+
+template <class T>
+class TopKKernel final : public CpuKernel {
+ public:
+  explicit TopKKernel(const KernelArgs& a)
+      : x_(static_cast<const T*>(a.in[0])),
+        out_(static_cast<std::int32_t*>(a.out)),
+        g_(axis_geom(a.in_shape(0), a.node.attrs.axis)),
+        k_(a.node.attrs.get<TopKSpec>().k),
+        flip_(a.node.attrs.get<TopKSpec>().largest ? 0xFFFFFFFFu : 0u) {}
+
+  // Lines split across the team; in each the k smallest keys are kept (a heap for small k,
+  // else nth_element) and sorted.
+  void run(const ExecCtx& ctx) override {
+    parallel_for(ctx, g_.outer * g_.inner, std::max<std::int64_t>(1, kParallelGrain / g_.n),
+                 [&](std::int64_t b, std::int64_t e) {
+                   std::vector<std::uint64_t> keys(static_cast<std::size_t>(g_.n));
+                   for (std::int64_t l = b; l < e; ++l) line(l, keys);
+                 });
+  }
+
+ private:
+  void line(std::int64_t l, std::vector<std::uint64_t>& keys) const {
+    const std::int64_t o = l / g_.inner, q = l % g_.inner;
+    const T* x = x_ + o * g_.n * g_.inner + q;
+    auto key = [&](std::int64_t j) {
+      return static_cast<std::uint64_t>(order_key(x[j * g_.inner]) ^ flip_) << 32 |
+             static_cast<std::uint64_t>(j);
+    };
+    const auto kth = keys.begin() + k_;
+    if (k_ * kHeapRatio <= g_.n) {
+      // Few kept: a max-heap of the k best so far, whose top most elements fail to beat.
+      for (std::int64_t j = 0; j < k_; ++j) keys[static_cast<std::size_t>(j)] = key(j);
+      std::make_heap(keys.begin(), kth);
+      for (std::int64_t j = k_; j < g_.n; ++j) {
+        const std::uint64_t kj = key(j);
+        if (kj >= keys.front()) continue;
+        std::pop_heap(keys.begin(), kth);
+        *(kth - 1) = kj;
+        std::push_heap(keys.begin(), kth);
+      }
+      std::sort_heap(keys.begin(), kth);
+    } else {
+      for (std::int64_t j = 0; j < g_.n; ++j) keys[static_cast<std::size_t>(j)] = key(j);
+      if (k_ < g_.n) std::nth_element(keys.begin(), kth - 1, keys.end());
+      std::sort(keys.begin(), kth);
+    }
+    std::int32_t* out = out_ + o * k_ * g_.inner + q;
+    for (std::int64_t r = 0; r < k_; ++r)
+      out[r * g_.inner] =
+          static_cast<std::int32_t>(keys[static_cast<std::size_t>(r)] & 0xFFFFFFFFu);
+  }
+
+  // k at most n / kHeapRatio: the heap (n compares, log k more per rare insertion) beats
+  // writing every key and selecting among them.
+  static constexpr std::int64_t kHeapRatio = 8;
+  const T* x_;
+  std::int32_t* out_;
+  AxisGeom g_;
+  std::int64_t k_;
+  std::uint32_t flip_;
+};
+
+std::unique_ptr<CpuKernel> make_top_k(const KernelArgs& a) {
+  if (a.in_types[0].dtype == DType::i32) return std::make_unique<TopKKernel<std::int32_t>>(a);
+  return std::make_unique<TopKKernel<float>>(a);
+}
+
 // ---- references -------------------------------------------------------------------------
+
+// top_k, the rule spelled out: an element's rank is how many elements of its line beat it (a
+// larger value, or smaller with !largest, NaN above every number; an equal one earlier), in
+// double (exact for float and int32); ranks below k write their position there.
+std::unique_ptr<CpuKernel> make_top_k_ref(const KernelArgs& a) {
+  const bool i32 = a.in_types[0].dtype == DType::i32;
+  const void* x = a.in[0];
+  auto* out = static_cast<std::int32_t*>(a.out);
+  const AxisGeom g = axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const TopKSpec spec = a.node.attrs.get<TopKSpec>();
+  return make_kernel([=](const ExecCtx&) {
+    auto value = [&](std::int64_t i) {
+      return i32 ? static_cast<double>(static_cast<const std::int32_t*>(x)[i])
+                 : static_cast<double>(static_cast<const float*>(x)[i]);
+    };
+    auto above = [](double u, double v) { return (std::isnan(u) && !std::isnan(v)) || u > v; };
+    for (std::int64_t o = 0; o < g.outer; ++o) {
+      for (std::int64_t q = 0; q < g.inner; ++q) {
+        auto at = [&](std::int64_t j) { return value((o * g.n + j) * g.inner + q); };
+        for (std::int64_t j = 0; j < g.n; ++j) {
+          const double v = at(j);
+          std::int64_t rank = 0;
+          for (std::int64_t i = 0; i < g.n; ++i) {
+            const double w = at(i);
+            const bool tie = w == v || (std::isnan(w) && std::isnan(v));
+            rank += (spec.largest ? above(w, v) : above(v, w)) || (tie && i < j);
+          }
+          if (rank < spec.k) out[(o * spec.k + rank) * g.inner + q] = static_cast<std::int32_t>(j);
+        }
+      }
+    }
+  });
+}
 
 std::unique_ptr<CpuKernel> make_reduce_max_grad_ref(const KernelArgs& k) {
   const float* gr = k.in_f(0);
@@ -635,6 +755,8 @@ void register_reduce_kernels(KernelRegistry& r) {
     r.add(op, {"vector_scan", nullptr, make_arg_extreme});
     r.add(op, {"reference", nullptr, make_arg_extreme_ref, true});
   }
+  r.add(OpKind::TopK, {"select_sort", nullptr, make_top_k});
+  r.add(OpKind::TopK, {"reference", nullptr, make_top_k_ref, true});
   r.add(OpKind::ReduceMaxGrad, {"first_argmax", nullptr, make_reduce_max_grad});
   r.add(OpKind::ReduceMaxGrad, {"reference", nullptr, make_reduce_max_grad_ref, true});
   r.add(OpKind::ReduceProd, {"ordered_columns", f32_only, make_reduce_prod<float>});

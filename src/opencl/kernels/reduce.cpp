@@ -1,6 +1,6 @@
-// Reductions on OpenCL (kernels/reduce.cl): sum, mean, max and product over one axis or all, sum_to
-// (the reduction that undoes a broadcast), the gradients reduce_max_grad and expand, and
-// argmax / argmin.
+// Reductions on OpenCL (kernels/reduce.cl): sum, mean, max and product over one axis or all,
+// sum_to (the reduction that undoes a broadcast), the gradients reduce_max_grad and expand,
+// argmax / argmin, top_k and cumsum.
 //
 // Every reduction becomes kept dims x reduced dims (collapsed, at most 4 each). When the
 // innermost input dim is reduced and long, a work-group takes each output (reduce_rows_*);
@@ -198,6 +198,17 @@ std::unique_ptr<ClOp> make_arg_extreme(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// top_k: a work-item per input element, which writes its position if it ranks among the k.
+std::unique_ptr<ClOp> make_top_k(const OpArgs& a) {
+  const AxisGeom g = axis_geom(a.in_shape(0), a.node.attrs.axis);
+  const TopKSpec& spec = a.node.attrs.get<TopKSpec>();
+  const bool ints = a.in_types[0].dtype == DType::i32;
+  Kernel k = make_kernel(a.program("reduce"), ints ? "top_k_i32" : "top_k_f32", a.in[0], a.out,
+                         to_int(a.in_shape(0).numel()), to_int(g.n), to_int(g.inner),
+                         to_int(spec.k), cl_int{spec.largest ? 1 : 0});
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
@@ -206,6 +217,7 @@ void register_reduce_ops(OpRegistry& r) {
   r.add(OpKind::SumTo, {"cl_reduce", nullptr, make_sum_to});
   r.add(OpKind::ArgMax, {"cl_argmax", nullptr, make_arg_extreme});
   r.add(OpKind::ArgMin, {"cl_argmin", nullptr, make_arg_extreme});
+  r.add(OpKind::TopK, {"cl_top_k_rank", nullptr, make_top_k});
   r.add(OpKind::ReduceMaxGrad, {"cl_first_argmax", nullptr, make_reduce_max_grad});
   r.add(OpKind::Expand, {"cl_expand", nullptr, make_expand});
   r.add(OpKind::ReduceProd, {"cl_line_product", nullptr, make_reduce_prod});
