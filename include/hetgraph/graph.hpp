@@ -301,7 +301,7 @@ Node reduce_prod(Node x, int axis = kAllAxes, bool keepdims = false);
 /// Running sums along `axis`, float or int32 (ints wrap around): element j is x[0] + ... + x[j]
 /// (exclusive: up to x[j - 1], the first 0; reverse: from the back). Added in order, so the
 /// result is the same on every platform and team size.
-///   auto position = cumsum(mask, 1) - 1;  // ONNX CumSum; exclusive and reverse as there
+///   auto seen = cumsum(mask, 1, /*exclusive=*/true);  // int32 mask: the 1s before each element
 Node cumsum(Node x, int axis, bool exclusive = false, bool reverse = false);
 
 Node softmax(Node x, int axis = -1);

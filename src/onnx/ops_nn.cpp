@@ -3,6 +3,7 @@
 // GlobalMaxPool, BatchNormalization, InstanceNormalization, LRN, Resize / Upsample. 1-d images
 // run as 2-d ones of height 1.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "onnx/importer.hpp"
@@ -489,6 +490,112 @@ AxisTaps axis_taps(const ResizeAttrs& r, std::int64_t len, std::int64_t out_len,
   return a;
 }
 
+// ---- GridSample ----------------------------------------------------------------------------
+// out[n, c, p] = sum over taps of w * x[n, c, iy * W + ix], as PyTorch's grid_sample (whose
+// outputs ONNX's tests hold): per output pixel p, the grid's (x, y) in [-1, 1] is mapped onto
+// the input, and each interpolation tap is one gather_elements of x viewed as [N, C, H * W]
+// with int32 positions computed from the grid at run time, weighed and summed. No kernel of its
+// own: gradients reach x (through gather_elements) and the grid (through the weights).
+
+struct GridTap {
+  Node at;  // the tap's coordinate, integral-valued float [N, 1, P]
+  Node w;   // its weight [N, 1, P]
+};
+
+/// A grid coordinate mapped onto an axis of `size` pixels (grid_sampler_unnormalize).
+Node grid_unnormalize(Node g, std::int64_t size, bool align) {
+  const auto s = static_cast<float>(size);
+  return align ? ((g + 1.0f) / 2.0f) * (s - 1.0f) : ((g + 1.0f) * s - 1.0f) / 2.0f;
+}
+
+/// Border and reflection padding of a coordinate (compute_coordinates): clipped into
+/// [0, size - 1], reflected first for reflection.
+Node grid_pad(Ctx& c, Node x, std::int64_t size, bool align, const std::string& padding) {
+  const auto hi = static_cast<float>(size - 1);
+  if (padding == "zeros") return x;
+  if (padding == "reflection") {
+    const float twice_lo = align ? 0.0f : -1.0f, twice_hi = align ? 2.0f * hi : 2.0f * hi + 1.0f;
+    if (twice_lo == twice_hi) return broadcast_to(c, c.constant(0.0f), c.shape(x));
+    const float lo = twice_lo / 2, span = (twice_hi - twice_lo) / 2;
+    const Node in = abs(x - lo);
+    const Node extra = fmod(in, span);
+    const Node even = equal(fmod(floor(in / span), 2.0f), c.constant(0.0f));
+    x = where(even, extra + lo, (span - extra) + lo);
+  }
+  return clip(x, 0.0f, hi);
+}
+
+/// PyTorch's cubic convolution weights (A = -0.75) of the four taps around t in [0, 1).
+std::array<Node, 4> cubic_weights(Node t) {
+  constexpr float a = -0.75f;
+  auto near = [](Node x) { return ((x * (a + 2) - (a + 3)) * x) * x + 1.0f; };
+  auto far = [](Node x) { return ((x * a - 5 * a) * x + 8 * a) * x - 4 * a; };
+  const Node u = 1.0f - t;
+  return {far(t + 1.0f), near(t), near(u), far(u + 1.0f)};
+}
+
+/// The taps of one axis: nearest (round half to even), bilinear (floor and floor + 1), or
+/// bicubic (floor - 1 .. floor + 2, each padded on its own, as PyTorch does).
+std::vector<GridTap> grid_taps(Ctx& c, Node g, std::int64_t size, bool align,
+                               const std::string& mode, const std::string& padding) {
+  const Node x = grid_unnormalize(g, size, align);
+  if (mode == "bicubic") {
+    const Node x0 = floor(x);
+    const std::array<Node, 4> w = cubic_weights(x - x0);
+    std::vector<GridTap> taps;
+    for (int k = 0; k < 4; ++k)
+      taps.push_back({grid_pad(c, x0 + static_cast<float>(k - 1), size, align, padding), w[k]});
+    return taps;
+  }
+  const Node p = grid_pad(c, x, size, align, padding);
+  if (mode == "nearest") return {{round(p), c.constant(1.0f)}};
+  const Node x0 = floor(p), x1 = x0 + 1.0f;
+  return {{x0, x1 - p}, {x1, p - x0}};
+}
+
+void grid_sample(Ctx& c) {
+  const Dims dx = c.dims(0), dg = c.dims(1);
+  if (dx.size() != 4)
+    c.unsupported("input of rank " + std::to_string(dx.size()) + " (rank 4 only)");
+  if (dg.size() != 4 || dg[0] != dx[0] || dg[3] != 2) {
+    c.fail("the grid must be [N, H_out, W_out, 2] with N = " + std::to_string(dx[0]) + ", got " +
+           dims_str(dg));
+  }
+  const std::string mode = c.attr_s("mode", "bilinear"),
+                    padding = c.attr_s("padding_mode", "zeros");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    c.fail("mode must be bilinear, nearest or bicubic, got '" + mode + "'");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    c.fail("padding_mode must be zeros, border or reflection, got '" + padding + "'");
+  const bool align = c.attr_i("align_corners", 0) != 0;
+  const std::int64_t n = dx[0], ch = dx[1], h = dx[2], w = dx[3], p = dg[1] * dg[2];
+  if (h * w > INT32_MAX) c.unsupported("an input of more than 2^31 pixels per channel");
+  const Node x = c.reshape(c.f32(0), {n, ch, h * w});
+  const Node grid = c.f32(1);
+  const Node gx = c.reshape(slice(grid, 3, 0, 1), {n, 1, p});
+  const Node gy = c.reshape(slice(grid, 3, 1, 2), {n, 1, p});
+  const std::vector<GridTap> tx = grid_taps(c, gx, w, align, mode, padding);
+  const std::vector<GridTap> ty = grid_taps(c, gy, h, align, mode, padding);
+  const Node zero = c.constant(0.0f);
+  auto inside = [&](Node at, std::int64_t size) {
+    return logical_and(greater_equal(at, zero),
+                       less_equal(at, c.constant(static_cast<float>(size - 1))));
+  };
+  Node out;
+  for (const GridTap& y : ty) {
+    for (const GridTap& xt : tx) {
+      // Taps outside the input read 0 (zeros padding; the others are inside already): their
+      // weight is 0 and their position any valid one.
+      const Node ok = logical_and(inside(xt.at, w), inside(y.at, h));
+      const Node pos = cast(where(ok, y.at * static_cast<float>(w) + xt.at, zero), DType::i32);
+      const Node v = gather_elements(x, broadcast_to(c, pos, {n, ch, p}), 2);
+      const Node term = v * where(ok, xt.w * y.w, zero);
+      out = out.valid() ? out + term : term;
+    }
+  }
+  c.set(0, c.reshape(out, {n, ch, dg[1], dg[2]}));
+}
+
 void resize(Ctx& c) {
   const Dims in = c.dims(0);
   const auto rank = in.size();
@@ -589,6 +696,7 @@ void register_nn_ops(std::vector<Handler>& h) {
   h.push_back({"InstanceNormalization", 1, 6, instance_norm});
   h.push_back({"LRN", 1, 13, lrn});
   h.push_back({"Resize", 10, 13, resize});
+  h.push_back({"GridSample", 16, 16, grid_sample});
   h.push_back({"Upsample", 7, 9, resize});
 }
 
