@@ -767,12 +767,17 @@ void cast(Ctx& c) {
 
 // ArgMax / ArgMin: int64 positions in ONNX, held as int32 (as every int64 here). Ties go to
 // the first position, or the last with select_last_index (opset 12 on); NaN wins (argmax).
-void arg_extreme(Ctx& c) {
+/// Input 0 of ArgMax, ArgMin or TopK: float, int32 or int64 (held as int32), else an
+/// UnsupportedError saying `what` it would be.
+void need_float_or_int(Ctx& c, const std::string& what) {
   const int elem = c.elem(0);
   if (elem != ir::kFloat && elem != ir::kInt32 && elem != ir::kInt64) {
-    c.unsupported(std::string("positions in a tensor of ") + ir::elem_name(elem) +
-                  " (float, int32 and int64 are supported)");
+    c.unsupported(what + " of " + ir::elem_name(elem) + " (float, int32 and int64 are supported)");
   }
+}
+
+void arg_extreme(Ctx& c) {
+  need_float_or_int(c, "positions in a tensor");
   const int r = c.rank(0);
   if (r == 0) c.fail("the input is a scalar: there is no axis to take positions along");
   const int axis = c.axis(c.attr_i("axis", 0), r);
@@ -788,11 +793,7 @@ void arg_extreme(Ctx& c) {
 // order open). Values are a gather of the input at the indices, which are int64 in ONNX and
 // int32 here, as ArgMax's.
 void top_k_op(Ctx& c) {
-  const int elem = c.elem(0);
-  if (elem != ir::kFloat && elem != ir::kInt32 && elem != ir::kInt64) {
-    c.unsupported(std::string("TopK of ") + ir::elem_name(elem) +
-                  " (float, int32 and int64 are supported)");
-  }
+  need_float_or_int(c, "TopK");
   const Dims d = c.dims(0);
   if (d.empty()) c.fail("the input is a scalar: there is no axis to take the top k along");
   const int axis = c.axis(c.attr_i("axis", -1), static_cast<int>(d.size()));
@@ -813,7 +814,7 @@ void top_k_op(Ctx& c) {
   const bool largest = c.version < 11 || c.attr_i("largest", 1) != 0;
   const Node x = c.node(0);
   const Node indices = top_k_indices(x, k, axis, largest);
-  if (c.wants(0)) c.set(0, gather_elements(x, indices, axis), elem);
+  if (c.wants(0)) c.set(0, gather_elements(x, indices, axis), c.elem(0));
   if (c.wants(1)) c.set(1, indices, ir::kInt64);
 }
 
