@@ -368,22 +368,23 @@ void gather_elements_op(Ctx& c) {
   c.set(0, gather_elements(c.node(0), idx, axis), c.in(0).elem);
 }
 
+/// The reduction attribute of ScatterElements and ScatterND (opset 16 on; Scatter, opset 9-10,
+/// has none): none, add or mul, else an UnsupportedError.
+ScatterReduction scatter_reduction(Ctx& c) {
+  const std::string r = c.version >= 16 ? c.attr_s("reduction", "none") : "none";
+  if (r == "add") return ScatterReduction::add;
+  if (r == "mul") return ScatterReduction::mul;
+  if (r != "none") c.unsupported("reduction '" + r + "' (none, add and mul are supported)");
+  return ScatterReduction::none;
+}
+
 // ScatterElements (and the older Scatter): reduction from opset 16 (none, add or mul; max and
 // min came with opset 18).
 void scatter_elements_op(Ctx& c) {
   const int axis = element_axis(c);
   Node idx = element_indices(c, axis);
   if (c.elem(2) != c.elem(0)) c.fail("updates must have the data's element type");
-  ScatterReduction red = ScatterReduction::none;
-  const std::string r =
-      c.n.op == "ScatterElements" && c.version >= 16 ? c.attr_s("reduction", "none") : "none";
-  if (r == "add") {
-    red = ScatterReduction::add;
-  } else if (r == "mul") {
-    red = ScatterReduction::mul;
-  } else if (r != "none") {
-    c.unsupported("reduction '" + r + "' (none, add and mul are supported)");
-  }
+  const ScatterReduction red = scatter_reduction(c);
   c.set(0, scatter_elements(c.node(0), idx, c.node(2), axis, red), c.in(0).elem);
 }
 
@@ -538,15 +539,7 @@ void scatter_nd(Ctx& c) {
            dims_str(g.idx) + ", data " + dims_str(g.data) + ")");
   }
   if (c.elem(2) != c.elem(0)) c.fail("updates must have the data's element type");
-  ScatterReduction red = ScatterReduction::none;
-  const std::string r = c.version >= 16 ? c.attr_s("reduction", "none") : "none";
-  if (r == "add") {
-    red = ScatterReduction::add;
-  } else if (r == "mul") {
-    red = ScatterReduction::mul;
-  } else if (r != "none") {
-    c.unsupported("reduction '" + r + "' (none, add and mul are supported)");
-  }
+  const ScatterReduction red = scatter_reduction(c);
   const std::int64_t width = numel(g.rest);
   const Node x = c.reshape(c.node(0), {g.rows, width});
   const Node idx = nd_rows(c, g, width);
