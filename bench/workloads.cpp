@@ -1,5 +1,6 @@
 #include "workloads.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
@@ -33,6 +34,25 @@ Case matmul_node(std::int64_t m, std::int64_t k, std::int64_t n) {
   c.inputs["b"] = random_data(static_cast<std::size_t>(k * n), 2);
   c.runs_per_sample = static_cast<int>(std::max<std::int64_t>(1, 20'000'000 / (2 * m * n * k)));
   c.stats["gflop"] = 2.0 * static_cast<double>(m * n * k) * 1e-9;
+  return c;
+}
+
+// One top_k node over the rows of [rows, n] (largest first): random rows, or rows sorted
+// ascending (each row's largest values last), the order a scan from the front finds them late.
+Case top_k_node(std::int64_t rows, std::int64_t n, std::int64_t k, bool sorted) {
+  Case c;
+  auto x = c.graph.input("x");
+  auto y = cast(top_k_indices(x, k, 1, true), DType::f32);  // (the checksum reads floats)
+  c.shapes = {{"x", {rows, n}}};
+  c.fetches = {y};
+  c.checksum = {y};
+  std::vector<float> v = random_data(static_cast<std::size_t>(rows * n), 3);
+  if (sorted) {
+    for (std::int64_t r = 0; r < rows; ++r) std::sort(v.begin() + r * n, v.begin() + (r + 1) * n);
+  }
+  c.inputs["x"] = std::move(v);
+  c.runs_per_sample = static_cast<int>(std::max<std::int64_t>(1, 2'000'000 / (rows * n)));
+  c.stats["elements"] = static_cast<double>(rows * n);
   return c;
 }
 
@@ -379,6 +399,14 @@ std::optional<Workload> find_workload(const std::string& name) {
                     }};
   }
   std::smatch mt;
+  if (std::regex_match(name, mt, std::regex("top-k-([0-9]+)x([0-9]+)-([0-9]+)(-sorted)?"))) {
+    const std::int64_t rows = std::stoll(mt[1]), n = std::stoll(mt[2]), k = std::stoll(mt[3]);
+    const bool sorted = mt[4].matched;
+    return Workload{name,
+                    std::string("one top_k node (largest K of each row of R x N") +
+                        (sorted ? ", rows sorted ascending)" : ", random)"),
+                    [=] { return top_k_node(rows, n, k, sorted); }};
+  }
   if (std::regex_match(name, mt, std::regex("par-matmul-([0-9]+)"))) {
     const int branches = std::stoi(mt[1]);
     return Workload{name, "parallel matmul branches + tree sum",
@@ -432,12 +460,12 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{"matmul-MxKxN",      "sgemm-MxKxN",         "shared-matmul-MxKxN",
-                                 "mnist-softmax",     "mnist-softmax-RULE",  "par-matmul-N",
-                                 "pingpong-N",        "pingpong-blocks-N",   "lstm-small",
-                                 "lstm-medium",       "lstm-large",          "lstm-infer-small",
-                                 "lstm-infer-medium", "lstm-split-infer-b1", "threadpool",
-                                 "threadpool-dag",    "threadpool-chain"};
+  std::vector<std::string> names{
+      "matmul-MxKxN",       "sgemm-MxKxN",         "shared-matmul-MxKxN", "mnist-softmax",
+      "mnist-softmax-RULE", "par-matmul-N",        "pingpong-N",          "pingpong-blocks-N",
+      "lstm-small",         "lstm-medium",         "lstm-large",          "lstm-infer-small",
+      "lstm-infer-medium",  "lstm-split-infer-b1", "threadpool",          "threadpool-dag",
+      "threadpool-chain",   "top-k-RxN-K[-sorted]"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }

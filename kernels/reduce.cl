@@ -251,7 +251,19 @@ ARG_EXTREME(argmin_i32, int, BELOW)
 // that rank before it (larger, or smaller with !largest; NaN above every number; an equal one
 // at a lower position). Ranks are distinct, so rank r < k writes its position to out[r] and no
 // two work-items write one place: the CPU's order, bitwise. The count stops at k (an element
-// that will not be kept), so a line costs about n * k compares, not n^2.
+// that will not be kept). It looks outward from its own position, one step right then one
+// left: on a sorted line the elements ahead of one lie on one side of it, next to it, where a
+// scan from the front reached them only after the rest (n^2 / 2 compares a line: 3.8 s for 8
+// lines of 32768, k = 10, on PoCL). Neighbouring work-items read neighbouring elements.
+// TOP_K_STEP: whether the element at `at` (a position lower than v's when `lower`) ranks
+// before v, added to rank.
+#define TOP_K_STEP(T, at, lower)                                                                 \
+  {                                                                                              \
+    const T w = line[(at) * inner];                                                              \
+    rank += (largest ? (IS_NAN(w) && !IS_NAN(v)) || ABOVE(w, v)                                  \
+                     : (IS_NAN(v) && !IS_NAN(w)) || BELOW(w, v)) ||                              \
+            ((lower) && ((w) == (v) || (IS_NAN(w) && IS_NAN(v))));                               \
+  }
 #define TOP_K(NAME, T)                                                                           \
   kernel void top_k_##NAME(global const T* x, global int* out, const int total, const int n,     \
                            const int inner, const int k, const int largest) {                    \
@@ -260,11 +272,10 @@ ARG_EXTREME(argmin_i32, int, BELOW)
       global const T* line = x + o * n * inner + q;                                              \
       const T v = line[j * inner];                                                               \
       int rank = 0;                                                                              \
-      for (int i = 0; i < n && rank < k; ++i) {                                                  \
-        const T w = line[i * inner];                                                             \
-        const bool before = largest ? (IS_NAN(w) && !IS_NAN(v)) || ABOVE(w, v)                   \
-                                    : (IS_NAN(v) && !IS_NAN(w)) || BELOW(w, v);                  \
-        rank += before || (i < j && ((w) == (v) || (IS_NAN(w) && IS_NAN(v))));                   \
+      const int reach = max(j, n - 1 - j);                                                       \
+      for (int d = 1; d <= reach && rank < k; ++d) {                                             \
+        if (j + d < n) TOP_K_STEP(T, j + d, false)                                               \
+        if (j >= d) TOP_K_STEP(T, j - d, true)                                                   \
       }                                                                                          \
       if (rank < k) out[(o * k + rank) * inner + q] = j;                                         \
     }                                                                                            \

@@ -466,6 +466,22 @@ std::vector<Row> rows() {
         {{OpKind::TopK}, name + " long rows", {ties("x", {3, 200}, 64, 3)}, {}, topk(10, 1)});
     r.push_back(
         {{OpKind::TopK}, name + " long columns", {ties("x", {200, 3}, 65, 3)}, {}, topk(7, 0)});
+    // Lines sorted up and down, in pairs of equal values, of even and odd lengths, 1 and 2:
+    // the OpenCL kernel looks outward from each element, right then left, and must reach both
+    // ends of the line whichever is farther (sorted lines made its old front-to-back scan
+    // quadratic).
+    for (const Shape& s : {Shape{4, 10}, Shape{3, 7}, Shape{2, 1}, Shape{2, 2}}) {
+      In sorted{"x", s, {}};
+      for (std::int64_t row = 0; row < s[0]; ++row) {
+        for (std::int64_t j = 0; j < s[1]; ++j)
+          sorted.values.push_back(static_cast<float>(row % 2 == 0 ? j / 2 : -(j / 2)));
+      }
+      r.push_back({{OpKind::TopK},
+                   name + " sorted lines of " + std::to_string(s[1]),
+                   {sorted},
+                   {},
+                   topk((s[1] + 1) / 2, 1)});
+    }
     r.push_back(
         {{OpKind::TopK}, name + " int32", {}, {ik}, [largest](Graph&, const F&, const F& i) {
            return top_k_indices(i[0], 3, -1, largest);
