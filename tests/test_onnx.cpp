@@ -631,6 +631,72 @@ TEST(OnnxImport, CumSumScansEitherWay) {
   EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { computed.import(); }), "axis");
 }
 
+// BatchNormalization in training mode (opset 15): normalised by the batch's statistics per
+// channel (population variance), the running statistics moved towards them by momentum; against
+// the formula in double, on every platform, and exported and imported back. The gradient of
+// the summed output: the bias's is the count per channel, x's is 0 (a normalised channel sums
+// to 0 whatever x is). Opset 9's training outputs stay unsupported.
+TEST(OnnxImport, BatchNormTrainingModeUsesTheBatchStatistics) {
+  Builder b(15);
+  b.input("x", {2, 2, 1, 3}).output("y", {2, 2, 1, 3}).output("rm", {2}).output("rv", {2});
+  b.floats("scale", {2}, {1.5f, -0.5f}).floats("bias", {2}, {0.25f, 2.0f});
+  b.floats("mean", {2}, {0.5f, -1.0f}).floats("var", {2}, {2.0f, 0.5f});
+  auto* n = b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"});
+  Builder::attr(n, "training_mode", std::int64_t{1});
+  Builder::attr_f(n, "epsilon", 1e-2f);
+  Builder::attr_f(n, "momentum", 0.75f);
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  const std::vector<float> x{1, 2, 6, -1, 0, 4, 3, 3, 0, 2, 5, -2};
+  const double scale[2] = {1.5, -0.5}, bias[2] = {0.25, 2.0}, mean0[2] = {0.5, -1.0},
+               var0[2] = {2.0, 0.5};
+  std::vector<float> want_y(12), want_rm(2), want_rv(2);
+  for (std::size_t ch = 0; ch < 2; ++ch) {
+    double mu = 0, v = 0;
+    for (std::size_t nn = 0; nn < 2; ++nn)
+      for (std::size_t w = 0; w < 3; ++w) mu += x[nn * 6 + ch * 3 + w] / 6.0;
+    for (std::size_t nn = 0; nn < 2; ++nn)
+      for (std::size_t w = 0; w < 3; ++w) v += std::pow(x[nn * 6 + ch * 3 + w] - mu, 2) / 6.0;
+    for (std::size_t nn = 0; nn < 2; ++nn)
+      for (std::size_t w = 0; w < 3; ++w) {
+        const std::size_t at = nn * 6 + ch * 3 + w;
+        want_y[at] = static_cast<float>((x[at] - mu) / std::sqrt(v + 1e-2) * scale[ch] + bias[ch]);
+      }
+    want_rm[ch] = static_cast<float>(mean0[ch] * 0.75 + mu * 0.25);
+    want_rv[ch] = static_cast<float>(var0[ch] * 0.75 + v * 0.25);
+  }
+  const auto near = [](const std::vector<float>& got, const std::vector<float>& want, double tol) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], tol) << k;
+  };
+  // variables: the initializers in order (scale, bias, mean, var)
+  ASSERT_EQ(m.variables.size(), 4u);
+  const std::vector<Node> d = gradients(reduce_sum(m.outputs[0]), {m.variables[1], m.inputs[0]});
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}});
+      near(cg.read(model->outputs[0]), want_y, 1e-5);
+      near(cg.read(model->outputs[1]), want_rm, 1e-6);
+      near(cg.read(model->outputs[2]), want_rv, 1e-5);
+    }
+    CompiledGraph cg = GraphCompiler(pc.make()).compile(m.graph, m.input_shapes, d);
+    cg.run({{"x", x}});
+    EXPECT_EQ(cg.read(d[0]), (std::vector<float>{6, 6}));
+    near(cg.read(d[1]), std::vector<float>(12, 0.0f), 1e-5);
+  }
+  Builder old(9);
+  old.input("x", {2, 2, 1, 3}).output("y", {2, 2, 1, 3});
+  for (const char* o : {"rm", "rv", "sm", "sv"}) old.output(o, {2});
+  old.floats("scale", {2}, {1, 1}).floats("bias", {2}, {0, 0});
+  old.floats("mean", {2}, {0, 0}).floats("var", {2}, {1, 1});
+  old.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"},
+           {"y", "rm", "rv", "sm", "sv"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { old.import(); }), "training mode");
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

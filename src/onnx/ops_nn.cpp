@@ -1,7 +1,7 @@
 // ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
 // it folded in), ConvTranspose, MaxPool / AveragePool (ceil_mode), GlobalAveragePool /
-// GlobalMaxPool, BatchNormalization, InstanceNormalization, LRN, Resize / Upsample. 1-d images
-// run as 2-d ones of height 1.
+// GlobalMaxPool, BatchNormalization (inference and training mode), InstanceNormalization, LRN,
+// Resize / Upsample. 1-d images run as 2-d ones of height 1.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -327,7 +327,44 @@ Node per_channel(Ctx& c, Node v, std::size_t rank) {
   return c.reshape(v, to);
 }
 
+/// The mean over every axis but the channels (1), kept as [1, C, 1, ...]: one axis at a time,
+/// each a mean of equal-sized parts, so the whole is their mean.
+Node channel_mean(Node v, std::size_t rank) {
+  for (int a = static_cast<int>(rank) - 1; a >= 0; --a) {
+    if (a != 1) v = reduce_mean(v, a, true);
+  }
+  return v;
+}
+
+/// BatchNormalization in training mode (opset 14 and 15): normalised by the batch's own
+/// statistics per channel (the variance of the population, as ONNX's reference), and the
+/// running statistics moved towards them:
+///   running = input_running * momentum + batch * (1 - momentum).
+/// Gradients reach x, scale and bias through the batch statistics, as in a training step.
+void batch_norm_training(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  if (d.size() < 2) c.fail("input " + dims_str(d) + " has no channel dim");
+  const float eps = c.attr_f("epsilon", 1e-5f), momentum = c.attr_f("momentum", 0.9f);
+  Node mean = channel_mean(x, d.size());
+  Node centred = sub(x, mean);
+  Node var = channel_mean(mul(centred, centred), d.size());
+  Node scale = per_channel(c, c.f32(1), d.size()), b = per_channel(c, c.f32(2), d.size());
+  c.set(0, add(mul(div(centred, sqrt(add(var, c.constant(eps)))), scale), b));
+  const Dims cd{d[1]};
+  for (std::size_t k = 1; k <= 2; ++k) {
+    if (!c.wants(k)) continue;
+    Node running = c.f32(k + 2);
+    if (c.shape(running) != cd)
+      c.fail("input " + std::to_string(k + 2) + " " + dims_str(c.shape(running)) + " is not [" +
+             std::to_string(d[1]) + "], the channels");
+    Node batch = c.reshape(k == 1 ? mean : var, cd);
+    c.set(k, add(mul(running, c.constant(momentum)), mul(batch, c.constant(1.0f - momentum))));
+  }
+}
+
 void batch_norm(Ctx& c) {
+  if (c.version >= 14 && c.attr_i("training_mode", 0) != 0) return batch_norm_training(c);
   if (!bn_inference(c)) c.unsupported("batch normalization in training mode");
   Node x = c.f32(0);
   const Dims d = c.shape(x);
