@@ -697,6 +697,65 @@ TEST(OnnxImport, BatchNormTrainingModeUsesTheBatchStatistics) {
   EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { old.import(); }), "training mode");
 }
 
+// ReverseSequence (opset 10): each batch entry's first sequence_lens[b] steps reversed, time
+// major and batch major, lengths fed at run time (0 and the whole axis among them); against the
+// definition on every platform, and exported and imported back. A length beyond the time axis or
+// below 0 is a FeedError naming the node, after export too; axes other than 0 and 1 are a
+// ShapeError.
+TEST(OnnxImport, ReverseSequenceReversesEachPrefix) {
+  Builder b(10);
+  b.input("x", {4, 2, 3}).input("len", {2}, 7).input("xb", {3, 4}).input("lenb", {3}, 7);
+  b.output("y", {4, 2, 3}).output("yb", {3, 4});
+  b.node("ReverseSequence", {"x", "len"}, {"y"})->set_name("rev_time_major");
+  auto* n = b.node("ReverseSequence", {"xb", "lenb"}, {"yb"});
+  Builder::attr(n, "time_axis", std::int64_t{1});
+  Builder::attr(n, "batch_axis", std::int64_t{0});
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  std::vector<float> x(24), xb(12);
+  for (std::size_t k = 0; k < 24; ++k) x[k] = static_cast<float>(k);
+  for (std::size_t k = 0; k < 12; ++k) xb[k] = static_cast<float>(k) * 0.5f - 1.0f;
+  const std::vector<std::int32_t> len{3, 4}, lenb{0, 4, 2};
+  std::vector<float> want(24), wantb(12);
+  for (std::size_t t = 0; t < 4; ++t)
+    for (std::size_t bi = 0; bi < 2; ++bi) {
+      const std::size_t l = static_cast<std::size_t>(len[bi]), from = t < l ? l - 1 - t : t;
+      for (std::size_t e = 0; e < 3; ++e) want[(t * 2 + bi) * 3 + e] = x[(from * 2 + bi) * 3 + e];
+    }
+  for (std::size_t bi = 0; bi < 3; ++bi)
+    for (std::size_t t = 0; t < 4; ++t) {
+      const std::size_t l = static_cast<std::size_t>(lenb[bi]), from = t < l ? l - 1 - t : t;
+      wantb[bi * 4 + t] = xb[bi * 4 + from];
+    }
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"len", len}, {"xb", xb}, {"lenb", lenb}});
+      EXPECT_EQ(cg.read(model->outputs[0]), want);
+      EXPECT_EQ(cg.read(model->outputs[1]), wantb);
+    }
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      for (std::int32_t l : {5, -1}) {
+        const std::string e = error_of<FeedError>([&] {
+          cg.run({{"x", x}, {"len", std::vector<std::int32_t>{1, l}}, {"xb", xb}, {"lenb", lenb}});
+        });
+        EXPECT_CONTAINS(e, "rev_time_major/ReverseSequence/sequence_lens");
+        if (model == &m) {  // (exported, the check is a gather, which words it its own way)
+          EXPECT_CONTAINS(e, "index " + std::to_string(l) + " at position 1");
+          EXPECT_CONTAINS(e, "outside [0, 5)");
+        }
+      }
+    }
+  }
+  Builder bad(10);
+  bad.input("x", {4, 2, 3}).input("len", {2}, 7).output("y", {4, 2, 3});
+  Builder::attr(bad.node("ReverseSequence", {"x", "len"}, {"y"}), "time_axis", std::int64_t{2});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "ReverseSequence");
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

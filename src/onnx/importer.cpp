@@ -743,6 +743,14 @@ Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values) {
   return c.graph().constant(Shape(std::span<const std::int64_t>(dims)), std::move(values));
 }
 
+Node index_check(Ctx& c, Node ids, std::int64_t n, std::string_view what) {
+  Node check =
+      detail::make_op(detail::OpKind::CheckIndices,
+                      {ids, c.constant({n}, std::vector<float>(static_cast<std::size_t>(n)))});
+  c.label(check, what);
+  return check;
+}
+
 Node broadcast_to(Ctx& c, Node x, const Dims& dims) {
   const Dims have = c.shape(x);
   if (have == dims) return x;

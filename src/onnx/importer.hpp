@@ -163,6 +163,10 @@ std::string dims_str(const Dims& d);
 Node broadcast_to(Ctx& c, Node x, const Dims& dims);
 /// A float tensor of the given shape and values, checked for hetgraph's rank limit.
 Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values);
+/// A float zero that, when computed, checks the int32 `ids` against [0, n): a FeedError naming
+/// this ONNX node's `what` (the check_indices op, named by Ctx::label). Add it to a node that
+/// needs the ids checked first; the exporter writes it as a gather, so the check round-trips.
+Node index_check(Ctx& c, Node ids, std::int64_t n, std::string_view what);
 
 }  // namespace imp
 }  // namespace hetgraph::onnx

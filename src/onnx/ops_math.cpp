@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compiler/graph_impl.hpp"
 #include "onnx/importer.hpp"
 
 namespace hetgraph::onnx::imp {
@@ -564,13 +563,8 @@ Node nll_loss_of(Ctx& c, Node x, std::size_t target, std::size_t weight) {
       ids = where(is_ignored, c.graph().constant_i32(Shape{}, {0}), ids);
     }  // else no int32 target equals it
   }
-  // check_indices' output is a zero: added to the weights, it keeps the check in the graph and
-  // ahead of the loss.
-  Node check = detail::make_op(
-      detail::OpKind::CheckIndices,
-      {ids, c.constant({classes}, std::vector<float>(static_cast<std::size_t>(classes)))});
-  c.label(check, "class ids");
-  w = add(w, check);
+  // The check's zero added to the weights keeps it in the graph and ahead of the loss.
+  w = add(w, index_check(c, ids, classes, "class ids"));
   const Node loss = neg(mul(picked, w));
   const std::string reduction = c.attr_s("reduction", "mean");
   if (reduction == "none") return loss;

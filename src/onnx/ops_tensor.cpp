@@ -368,6 +368,43 @@ void gather_elements_op(Ctx& c) {
   c.set(0, gather_elements(c.node(0), idx, axis), c.in(0).elem);
 }
 
+// ReverseSequence (opset 10): each batch entry's first sequence_lens[b] steps along the time
+// axis reversed, the rest left. A gather_elements along the time axis at positions
+// t < len ? len - 1 - t : t, computed from the lengths at run time. The lengths pass a
+// check_indices against [0, steps] first (as ONNX Runtime refuses others): a FeedError naming
+// this node's sequence_lens.
+void reverse_sequence(Ctx& c) {
+  const Dims d = c.dims(0);
+  const int rank = static_cast<int>(d.size());
+  if (rank < 2) c.fail("the input must have rank 2 or more, got " + dims_str(d));
+  const std::int64_t time = c.attr_i("time_axis", 0), batch = c.attr_i("batch_axis", 1);
+  if (!((time == 0 && batch == 1) || (time == 1 && batch == 0))) {
+    c.fail("time_axis " + std::to_string(time) + " and batch_axis " + std::to_string(batch) +
+           ": they must be 0 and 1, or 1 and 0");
+  }
+  if (!ir::is_integral(c.elem(1))) c.fail("sequence_lens must be integers");
+  const auto t = static_cast<std::size_t>(time), b = static_cast<std::size_t>(batch);
+  if (c.dims(1) != Dims{d[b]}) {
+    c.fail("sequence_lens " + dims_str(c.dims(1)) + " must have one length per batch entry (" +
+           std::to_string(d[b]) + ")");
+  }
+  Dims along_time(d.size(), 1), along_batch(d.size(), 1);
+  along_time[t] = d[t];
+  along_batch[b] = d[b];
+  std::vector<std::int32_t> steps(static_cast<std::size_t>(d[t]));
+  for (std::size_t k = 0; k < steps.size(); ++k) steps[k] = static_cast<std::int32_t>(k);
+  Node step = c.graph().constant_i32(Shape(std::span<const std::int64_t>(along_time)), steps);
+  // The check's zero added to the lengths keeps it ahead of their use.
+  Node checked =
+      add(c.node(1), cast(index_check(c, c.node(1), d[t] + 1, "sequence_lens"), DType::i32));
+  Node len = c.reshape(checked, along_batch);
+  Node one = c.graph().constant_i32(Shape{}, {1});
+  Node from = where(less(step, len), sub(sub(len, one), step), step);
+  Node y = gather_elements(c.node(0), broadcast_to(c, from, d), static_cast<int>(time));
+  c.label(y, "steps");
+  c.set(0, y, c.in(0).elem);
+}
+
 /// The reduction attribute of ScatterElements and ScatterND (opset 16 on; Scatter, opset 9-10,
 /// has none): none, add or mul, else an UnsupportedError.
 ScatterReduction scatter_reduction(Ctx& c) {
@@ -921,6 +958,7 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"Slice", 1, 13, slice_op});
   h.push_back({"Gather", 1, 13, gather});
   h.push_back({"GatherElements", 11, 13, gather_elements_op});
+  h.push_back({"ReverseSequence", 10, 10, reverse_sequence});
   h.push_back({"ScatterElements", 11, 16, scatter_elements_op});
   h.push_back({"Scatter", 9, 10, scatter_elements_op});  // deprecated: ScatterElements-11's alias
   h.push_back({"GatherND", 11, 13, gather_nd});

@@ -366,10 +366,11 @@ std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string
            " is outside " + range + ", the size of the " + (scatter ? "scattered" : "gathered") +
            " axis";
   }
-  if (c.embedding) {  // the CPU platform's wording
+  if (c.embedding) {  // the CPU platform's wording (check_indices: its node names what it checks)
+    const bool table = plan().nodes[c.node].op != OpKind::CheckIndices;
     return node + (value.empty() ? "an index" : "index " + value) + " at position " +
            std::to_string(row) + " of the indices " + plan().nodes[c.labels].type.shape.str() +
-           " is outside the table's rows " + range;
+           " is outside " + (table ? "the table's rows " : "") + range;
   }
   return node + (value.empty() ? "a class id" : "class id " + value) + " at row " +
          std::to_string(row) + " is outside " + range;

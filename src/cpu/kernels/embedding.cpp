@@ -45,12 +45,15 @@ Lookup lookup(const KernelArgs& a, std::size_t table, std::size_t indices) {
   return {a.in_shape(indices).numel(), t[0], t[1], a.in_shape(indices), a.node.label};
 }
 
-void check_indices(const Lookup& l, const std::int32_t* idx) {
+// `table`: the indices pick a table's rows (said so); else (check_indices, whose node's name
+// says what is checked) only the range.
+void check_indices(const Lookup& l, const std::int32_t* idx, bool table = true) {
   for (std::int64_t i = 0; i < l.count; ++i) {
     if (idx[i] < 0 || idx[i] >= l.rows) {
       throw FeedError("node " + l.label + ": index " + std::to_string(idx[i]) + " at position " +
                       std::to_string(i) + " of the indices " + l.index_shape.str() +
-                      " is outside the table's rows [0, " + std::to_string(l.rows) + ")");
+                      " is outside " + (table ? "the table's rows " : "") + "[0, " +
+                      std::to_string(l.rows) + ")");
     }
   }
 }
@@ -276,7 +279,7 @@ std::unique_ptr<CpuKernel> make_check(const KernelArgs& a) {
   const std::int32_t* idx = a.in_i(0);
   float* out = a.out_f();
   return make_kernel([=](const ExecCtx&) {
-    check_indices(l, idx);
+    check_indices(l, idx, false);
     *out = 0.0f;
   });
 }
