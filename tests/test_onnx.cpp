@@ -756,6 +756,155 @@ TEST(OnnxImport, ReverseSequenceReversesEachPrefix) {
   EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "ReverseSequence");
 }
 
+// MaxPool's Indices (opset 12): the flat position in x of each window's maximum, the first in
+// window order (ties, a NaN, windows in the padding), row-major or (storage_order 1) column-major
+// over the image, 2-d and 1-d; MaxUnpool scatters the maxima back (a larger output_shape pads at
+// the end). Against a direct reference on every platform, exported and imported back. Fed
+// positions outside the unpooled shape are FeedErrors.
+TEST(OnnxImport, MaxPoolIndicesAndMaxUnpool) {
+  Builder b(12);
+  b.input("x", {2, 2, 3, 4}).input("v", {1, 2, 5}).input("z", {1, 1, 4, 4});
+  b.output("y", {2, 2, 2, 2}).output("i", {2, 2, 2, 2}, 7).output("ic", {2, 2, 2, 2}, 7);
+  b.output("vi", {1, 2, 2}, 7).output("u", {1, 1, 5, 6});
+  b.int_tensor("shape", {4}, {1, 1, 5, 6});
+  for (int order : {0, 1}) {
+    auto* n = b.node("MaxPool", {"x"}, {order == 0 ? "y" : "yc", order == 0 ? "i" : "ic"});
+    Builder::attr(n, "kernel_shape", std::vector<std::int64_t>{3, 3});
+    Builder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
+    Builder::attr(n, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+    Builder::attr(n, "storage_order", std::int64_t{order});
+  }
+  auto* n1 = b.node("MaxPool", {"v"}, {"vy", "vi"});
+  Builder::attr(n1, "kernel_shape", std::vector<std::int64_t>{2});
+  Builder::attr(n1, "strides", std::vector<std::int64_t>{2});
+  // z pooled 2 x 2 and unpooled into the 4 x 4 it came from, padded at the end to 5 x 6 (the
+  // output_shape input, as ONNX's reference pads).
+  for (const char* op : {"MaxPool", "MaxUnpool"}) {
+    auto* n = std::string(op) == "MaxPool" ? b.node(op, {"z"}, {"zy", "zi"})
+                                           : b.node(op, {"zy", "zi", "shape"}, {"u"});
+    Builder::attr(n, "kernel_shape", std::vector<std::int64_t>{2, 2});
+    Builder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
+  }
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  // Ties (3s), a NaN after a larger value, a plane of -inf.
+  std::vector<float> x(48), v{1, 7, 7, 2, 5, -1, -3, -3, 0, 9}, z(16);
+  for (std::size_t k = 0; k < 16; ++k) z[k] = static_cast<float>((k * 11) % 7);
+  for (std::size_t k = 0; k < 48; ++k) x[k] = static_cast<float>((k * 7) % 5);
+  x[6] = NAN;
+  for (std::size_t k = 36; k < 48; ++k) x[k] = -INFINITY;
+  // The reference: taps in window order, the first maximum, a NaN beating any number.
+  std::vector<float> want_y, want_u(30, 0.0f);
+  std::vector<std::int32_t> want_i, want_ic, want_vi;
+  for (std::size_t q = 0; q < 4; ++q) {
+    for (int oh = 0; oh < 2; ++oh) {
+      for (int ow = 0; ow < 2; ++ow) {
+        int bh = -1, bw = -1;
+        float best = 0;
+        for (int kh = 0; kh < 3; ++kh) {
+          for (int kw = 0; kw < 3; ++kw) {
+            const int h = oh * 2 - 1 + kh, w = ow * 2 - 1 + kw;
+            if (h < 0 || h >= 3 || w < 0 || w >= 4) continue;
+            const float val = x[q * 12 + static_cast<std::size_t>(h * 4 + w)];
+            if (bh < 0 || (std::isnan(val) && !std::isnan(best)) ||
+                (!std::isnan(best) && val > best)) {
+              best = val;
+              bh = h;
+              bw = w;
+            }
+          }
+        }
+        want_y.push_back(best);
+        want_i.push_back(static_cast<std::int32_t>(q * 12) + bh * 4 + bw);
+        want_ic.push_back(static_cast<std::int32_t>(q * 12) + bh + bw * 3);
+      }
+    }
+  }
+  for (std::size_t q = 0; q < 2; ++q) {
+    for (std::size_t o = 0; o < 2; ++o) {
+      const std::size_t a = q * 5 + 2 * o;
+      want_vi.push_back(static_cast<std::int32_t>(v[a + 1] > v[a] ? a + 1 : a));
+    }
+  }
+  for (std::size_t oh = 0; oh < 2; ++oh) {
+    for (std::size_t ow = 0; ow < 2; ++ow) {
+      std::size_t best = oh * 8 + ow * 2;
+      for (std::size_t t : {oh * 8 + ow * 2 + 1, oh * 8 + ow * 2 + 4, oh * 8 + ow * 2 + 5})
+        if (z[t] > z[best]) best = t;
+      want_u[(best / 4) * 6 + best % 4] = z[best];
+    }
+  }
+  const auto same = [](const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      if (std::isnan(want[k])) {
+        EXPECT_TRUE(std::isnan(got[k])) << k;
+      } else {
+        EXPECT_EQ(got[k], want[k]) << k;
+      }
+    }
+  };
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"v", v}, {"z", z}});
+      same(cg.read(model->outputs[0]), want_y);
+      EXPECT_EQ(cg.read_i32(model->outputs[1]), want_i);
+      EXPECT_EQ(cg.read_i32(model->outputs[2]), want_ic);
+      EXPECT_EQ(cg.read_i32(model->outputs[3]), want_vi);
+      EXPECT_EQ(cg.read(model->outputs[4]), want_u);
+    }
+  }
+  // MaxUnpool with fed positions: in range they land (the default output shape: 4 x 4); 16 and
+  // -1 are FeedErrors naming the node.
+  Builder fed(11);
+  fed.input("y", {1, 1, 2, 2}).input("i", {1, 1, 2, 2}, 7).output("u", {1, 1, 4, 4});
+  auto* fu = fed.node("MaxUnpool", {"y", "i"}, {"u"});
+  fu->set_name("unpool");
+  Builder::attr(fu, "kernel_shape", std::vector<std::int64_t>{2, 2});
+  Builder::attr(fu, "strides", std::vector<std::int64_t>{2, 2});
+  ho::Model mf = fed.import();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = mf.compile(GraphCompiler(pc.make()));
+    cg.run({{"y", std::vector<float>{1, 2, 3, 4}}, {"i", std::vector<std::int32_t>{5, 2, 8, 15}}});
+    std::vector<float> want(16, 0.0f);
+    want[5] = 1;
+    want[2] = 2;
+    want[8] = 3;
+    want[15] = 4;
+    EXPECT_EQ(cg.read(mf.outputs[0]), want);
+    for (std::int32_t bad : {16, -1}) {
+      const std::string e = error_of<FeedError>([&] {
+        cg.run({{"y", std::vector<float>{1, 2, 3, 4}},
+                {"i", std::vector<std::int32_t>{0, bad, 1, 2}}});
+      });
+      EXPECT_CONTAINS(e, "unpool/MaxUnpool/indices");
+    }
+  }
+}
+
+// Constants the importer builds on the host (positions, masks, zeros) are bounded: a model
+// whose dims would make one of more than 2^28 elements is an UnsupportedError naming the node,
+// not gigabytes allocated (the fuzzer found Hardmax-11 over [1, 65536, 102400] allocating 26 GB).
+TEST(OnnxImport, ConstantsBuiltAtImportAreBounded) {
+  Builder hm(11);
+  hm.input("x", {1, 65536, 102400}).output("y", {1, 65536, 102400});
+  hm.node("Hardmax", {"x"}, {"y"})->set_name("huge_hardmax");
+  const std::string e = error_of<ho::UnsupportedError>([&] { hm.import(); });
+  EXPECT_CONTAINS(e, "huge_hardmax");
+  EXPECT_CONTAINS(e, "2^28");
+  Builder un(11);
+  un.input("y", {1, 1, 2, 2}).input("i", {1, 1, 2, 2}, 7).output("u", {1, 1, 65536, 65536});
+  un.int_tensor("shape", {4}, {1, 1, 65536, 65536});
+  auto* n = un.node("MaxUnpool", {"y", "i", "shape"}, {"u"});
+  Builder::attr(n, "kernel_shape", std::vector<std::int64_t>{2, 2});
+  Builder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { un.import(); }), "2^28");
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

@@ -17,9 +17,7 @@ Dims strides_of(const Dims& d) {
   return s;
 }
 
-// Tensors computed at import are shapes and small constants: anything bigger comes from a
-// damaged or hostile model.
-constexpr std::int64_t kMaxHostElements = std::int64_t{1} << 28;
+constexpr std::int64_t kMaxHostElements = kMaxImportElements;
 
 ir::Tensor empty_like(int elem, Dims dims) {
   const std::int64_t count = numel(dims);

@@ -703,6 +703,14 @@ Node Ctx::reshape(Node v, const Dims& dims) {
   return r;
 }
 
+void Ctx::host_check(std::int64_t n) const {
+  if (n < 0 || n > kMaxImportElements) {
+    unsupported("a constant of " + std::to_string(n) +
+                " elements built at import (at most 2^28: dims this large come from a damaged "
+                "model)");
+  }
+}
+
 void Ctx::unsupported(const std::string& why) const {
   throw UnsupportedError(im.model().source + ": ONNX node " + n.label + ": " + why);
 }
@@ -745,8 +753,7 @@ Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values) {
 
 Node index_check(Ctx& c, Node ids, std::int64_t n, std::string_view what) {
   Node check =
-      detail::make_op(detail::OpKind::CheckIndices,
-                      {ids, c.constant({n}, std::vector<float>(static_cast<std::size_t>(n)))});
+      detail::make_op(detail::OpKind::CheckIndices, {ids, c.constant({n}, c.host<float>(n))});
   c.label(check, what);
   return check;
 }
@@ -768,12 +775,10 @@ Node broadcast_to(Ctx& c, Node x, const Dims& dims) {
   }
   Node r;
   if (c.type(x).dtype == DType::f32) {
-    r = mul(x, float_constant(c, ones,
-                              std::vector<float>(static_cast<std::size_t>(numel(ones)), 1.0f)));
+    r = mul(x, float_constant(c, ones, c.host<float>(numel(ones), 1.0f)));
   } else {  // int32: where(true, x, x) broadcasts the words as they are
-    Node t =
-        c.graph().constant_i32(Shape(std::span<const std::int64_t>(ones)),
-                               std::vector<std::int32_t>(static_cast<std::size_t>(numel(ones)), 1));
+    Node t = c.graph().constant_i32(Shape(std::span<const std::int64_t>(ones)),
+                                    c.host<std::int32_t>(numel(ones), 1));
     r = where(t, x, x);
   }
   c.type(r);

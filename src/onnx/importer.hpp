@@ -43,6 +43,11 @@ struct Value {
 class Importer;
 
 /// What a handler sees of one ONNX node.
+/// Tensors computed on the host while importing (folded shapes, position tables, masks,
+/// zeros) hold at most this many elements: anything bigger comes from a damaged or hostile
+/// model's dims, and would take gigabytes before the graph is even built.
+inline constexpr std::int64_t kMaxImportElements = std::int64_t{1} << 28;
+
 class Ctx {
  public:
   Ctx(Importer& im, const ir::Node& n) : im(im), n(n), version(n.since) {}
@@ -105,6 +110,15 @@ class Ctx {
   /// <op>/<what>", made unique), so that a run-time error in it (an index check's FeedError)
   /// says which ONNX node it serves.
   void label(Node v, std::string_view what);
+
+  /// `n` values for a constant this node builds at import, filled with `fill`; above
+  /// kMaxImportElements (or negative) an UnsupportedError naming the node.
+  template <class T>
+  std::vector<T> host(std::int64_t n, T fill = T{}) const {
+    host_check(n);
+    return std::vector<T>(static_cast<std::size_t>(n), fill);
+  }
+  void host_check(std::int64_t n) const;
 
   /// The model asks for something hetgraph does not do (UnsupportedError naming the node).
   [[noreturn]] void unsupported(const std::string& why) const;

@@ -1,10 +1,11 @@
 // ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
-// it folded in), ConvTranspose, MaxPool / AveragePool (ceil_mode), GlobalAveragePool /
-// GlobalMaxPool, BatchNormalization (inference and training mode), InstanceNormalization, LRN,
-// Resize / Upsample. 1-d images run as 2-d ones of height 1.
+// it folded in), ConvTranspose, MaxPool (and its Indices) / AveragePool (ceil_mode), MaxUnpool,
+// GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference and training mode),
+// InstanceNormalization, LRN, Resize / Upsample. 1-d images run as 2-d ones of height 1.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 
 #include "onnx/importer.hpp"
 
@@ -144,8 +145,7 @@ void conv(Ctx& c) {
       std::vector<float> wv = c.floats(1, "W");
       const std::size_t per = wv.size() / static_cast<std::size_t>(O);
       for (std::size_t k = 0; k < wv.size(); ++k) wv[k] *= s[k / per];
-      std::vector<float> bv =
-          c.has(2) ? c.floats(2, "B") : std::vector<float>(static_cast<std::size_t>(O), 0.0f);
+      std::vector<float> bv = c.has(2) ? c.floats(2, "B") : c.host<float>(O);
       for (std::size_t k = 0; k < bv.size(); ++k) bv[k] = bv[k] * s[k] + t[k];
       weights = c.variable(c.n.inputs[1] + "/bn_folded", dw4, std::move(wv));
       bias = c.variable((c.has(2) ? c.n.inputs[2] : c.n.outputs[0] + "/bias") + "/bn_folded", {O},
@@ -240,9 +240,64 @@ void conv_transpose(Ctx& c) {
 
 // ---- pooling -------------------------------------------------------------------------------
 
+/// MaxPool's Indices output for y = max_pool2d(xi): the flat position in x of each window's
+/// maximum, x being [N, C, H, W] row-major (with storage_order 1 the image's (h, w) counts
+/// column-major: h + w H), the first in window order, NaN winning as in the max itself (ONNX
+/// Runtime's and PyTorch's choice). Each window tap is a gather of x's planes at constant
+/// positions and an argmax over the taps picks one. A tap in the padding reads the window's
+/// first image element instead: only that element's own tap can tie with it ahead of it, so the
+/// position reported is always an image element's.
+Node max_pool_indices(Ctx& c, Node xi, Node y, const Window& w) {
+  const Dims dx = c.shape(xi), dy = c.shape(y);
+  const std::int64_t nc = dx[0] * dx[1], H = dx[2], W = dx[3], OH = dy[2], OW = dy[3];
+  if (nc * H * W > INT32_MAX) c.unsupported("indices of an input of more than 2^31 elements");
+  const std::array<int, 2> k = pair(w.kernel, 1), s = pair(w.stride, 1), d = pair(w.dilation, 1),
+                           p = pair(w.pad_begin, 0);
+  const bool column_major = c.attr_i("storage_order", 0) != 0;
+  const std::int64_t taps = static_cast<std::int64_t>(k[0]) * k[1], outs = OH * OW;
+  std::vector<std::int32_t> reads = c.host<std::int32_t>(outs * taps), positions = reads;
+  for (std::int64_t oh = 0; oh < OH; ++oh) {
+    for (std::int64_t ow = 0; ow < OW; ++ow) {
+      const std::size_t at = static_cast<std::size_t>((oh * OW + ow) * taps);
+      std::int64_t first = -1;  // the window's first image element
+      for (std::int64_t t = 0; t < taps; ++t) {
+        const std::int64_t h = oh * s[0] - p[0] + (t / k[1]) * d[0],
+                           x = ow * s[1] - p[1] + (t % k[1]) * d[1];
+        if (h >= 0 && h < H && x >= 0 && x < W) {
+          reads[at + static_cast<std::size_t>(t)] = static_cast<std::int32_t>(h * W + x);
+          positions[at + static_cast<std::size_t>(t)] =
+              static_cast<std::int32_t>(column_major ? h + x * H : h * W + x);
+          if (first < 0) first = t;
+        } else {
+          reads[at + static_cast<std::size_t>(t)] = -1;
+        }
+      }
+      if (first < 0) c.fail("a pooling window lies wholly in the padding");
+      for (std::int64_t t = 0; t < taps; ++t) {
+        if (reads[at + static_cast<std::size_t>(t)] < 0) {
+          reads[at + static_cast<std::size_t>(t)] = reads[at + static_cast<std::size_t>(first)];
+          positions[at + static_cast<std::size_t>(t)] =
+              positions[at + static_cast<std::size_t>(first)];
+        }
+      }
+    }
+  }
+  Graph& g = c.graph();
+  Node tapped =
+      gather(c.reshape(xi, {nc, H * W}), g.constant_i32(Shape{outs * taps}, std::move(reads)), 1);
+  Node best = argmax(c.reshape(tapped, {nc, outs, taps}), 2, true);  // [NC, outs, 1]
+  std::vector<std::int32_t> row = c.host<std::int32_t>(outs);
+  for (std::size_t o = 0; o < row.size(); ++o) row[o] = static_cast<std::int32_t>(o) * taps;
+  Node tap = add(best, g.constant_i32(Shape{1, outs, 1}, std::move(row)));
+  Node at = gather(g.constant_i32(Shape{outs * taps}, std::move(positions)), tap, 0);
+  std::vector<std::int32_t> plane = c.host<std::int32_t>(nc);
+  for (std::size_t q = 0; q < plane.size(); ++q)
+    plane[q] = static_cast<std::int32_t>(static_cast<std::int64_t>(q) * H * W);
+  return c.reshape(add(at, g.constant_i32(Shape{nc, 1, 1}, std::move(plane))), dy);
+}
+
 void pool(Ctx& c) {
   const bool is_max = c.n.op == "MaxPool";
-  if (is_max && c.wants(1)) c.unsupported("the Indices output of MaxPool");
   Node x = c.f32(0);
   const Dims dx = c.shape(x);
   Node xi = as_image(c, x);
@@ -298,11 +353,60 @@ void pool(Ctx& c) {
     }
   }
   Node y = is_max ? max_pool2d(xi, o) : avg_pool2d(xi, o);
-  if (dx.size() == 3)
-    y = c.reshape(y, [&] {
-      Dims d = c.shape(y);
-      return Dims{d[0], d[1], d[3]};
-    }());
+  // Back to [N, C, W] for a 1-d image.
+  const auto out_shape = [&](Node v) {
+    if (dx.size() != 3) return v;
+    const Dims d = c.shape(v);
+    return c.reshape(v, {d[0], d[1], d[3]});
+  };
+  if (is_max && c.wants(1)) c.set(1, out_shape(max_pool_indices(c, xi, y, w)), ir::kInt64);
+  c.set(0, out_shape(y));
+}
+
+/// MaxUnpool (opset 9 and 11): x's values scattered into zeros of the unpooled shape,
+/// (in - 1) stride + kernel - pads per spatial dim, at the flat positions MaxPool's Indices gave
+/// (the last of repeated positions wins). A larger output_shape input (known at import) pads that
+/// with zeros at the end of each spatial dim: positions keep their (h, w), as ONNX's test of it
+/// holds. Positions outside the unpooled shape are a FeedError naming the node's indices.
+void max_unpool(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims dx = c.shape(x);
+  if (dx.size() < 3) c.fail("input " + dims_str(dx) + " has no spatial dims");
+  if (!ir::is_integral(c.elem(1)) || c.dims(1) != dx)
+    c.fail("the indices must be integers shaped as the input " + dims_str(dx));
+  const Dims kernel = c.attr_ints("kernel_shape");
+  if (kernel.size() != dx.size() - 2)
+    c.fail("kernel_shape " + dims_str(kernel) + " does not fit " + dims_str(dx));
+  const Window w = window(c, spatial(dx), kernel);
+  Dims unpooled{dx[0], dx[1]};
+  for (std::size_t i = 0; i < kernel.size(); ++i) {
+    unpooled.push_back((dx[i + 2] - 1) * w.stride[i] + kernel[i] - w.pad_begin[i] - w.pad_end[i]);
+    if (unpooled.back() < 1) c.fail("the unpooled shape " + dims_str(unpooled) + " is empty");
+  }
+  const std::int64_t total = numel(unpooled), count = numel(dx);
+  if (total > INT32_MAX) c.unsupported("an output of more than 2^31 elements");
+  Node ids = c.reshape(c.node(1), {1, count});
+  // The check's zero added to the values keeps it ahead of the scatter; scatter_elements would
+  // take a negative position from the back.
+  Node values = add(c.reshape(x, {1, count}), index_check(c, ids, total, "indices"));
+  Node zeros = c.constant({1, total}, c.host<float>(total));
+  Node y = c.reshape(scatter_elements(zeros, ids, values, 1), unpooled);
+  if (c.has(2)) {
+    const Dims given = c.ints(2, "output_shape");
+    bool fits = given.size() == unpooled.size() && given[0] == dx[0] && given[1] == dx[1];
+    for (std::size_t a = 2; fits && a < given.size(); ++a) fits = given[a] >= unpooled[a];
+    if (!fits) {
+      c.fail("output_shape " + dims_str(given) + " is not the unpooled shape " +
+             dims_str(unpooled) + " or larger");
+    }
+    for (std::size_t a = 2; a < given.size(); ++a) {
+      if (given[a] == unpooled[a]) continue;
+      Dims zd = c.shape(y);
+      zd[a] = given[a] - unpooled[a];
+      Node pad = c.constant(zd, c.host<float>(numel(zd)));
+      y = concat({y, pad}, static_cast<int>(a));
+    }
+  }
   c.set(0, y);
 }
 
@@ -697,6 +801,7 @@ void resize(Ctx& c) {
   if (ints && r.mode != "nearest") c.unsupported(r.mode + " resizing of integers");
   Node x = ints ? c.node(0) : c.f32(0);
   for (std::size_t d = 0; d < rank; ++d) {
+    c.host_check(out[d] * 4);  // (at most 4 taps)
     const AxisTaps a = axis_taps(r, in[d], out[d], scales[d], roi[d], roi[rank + d]);
     if (a.identity) continue;
     const int axis = static_cast<int>(d);
@@ -726,6 +831,7 @@ void register_nn_ops(std::vector<Handler>& h) {
   h.push_back({"Conv", 1, 11, conv});
   h.push_back({"ConvTranspose", 1, 11, conv_transpose});
   h.push_back({"MaxPool", 1, 12, pool});
+  h.push_back({"MaxUnpool", 9, 11, max_unpool});
   h.push_back({"AveragePool", 1, 11, pool});
   h.push_back({"GlobalAveragePool", 1, 1, global_pool});
   h.push_back({"GlobalMaxPool", 1, 1, global_pool});

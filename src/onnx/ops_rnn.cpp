@@ -266,9 +266,7 @@ void gru(Ctx& c) {
       Rbh = slice(b, 0, 5 * H, 6 * H);
     }
     Node Hs = r.initial(5, d);
-    if (!Hs.valid())
-      Hs =
-          c.constant({r.batch, H}, std::vector<float>(static_cast<std::size_t>(r.batch * H), 0.0f));
+    if (!Hs.valid()) Hs = c.constant({r.batch, H}, c.host<float>(r.batch * H));
     for (std::int64_t t : r.order(d)) {
       Node xp = r.step_rows(proj, t);
       Node zr = add(slice(xp, 1, 0, 2 * H), matmul(Hs, Rzr, false, true));

@@ -391,7 +391,7 @@ void reverse_sequence(Ctx& c) {
   Dims along_time(d.size(), 1), along_batch(d.size(), 1);
   along_time[t] = d[t];
   along_batch[b] = d[b];
-  std::vector<std::int32_t> steps(static_cast<std::size_t>(d[t]));
+  std::vector<std::int32_t> steps = c.host<std::int32_t>(d[t]);
   for (std::size_t k = 0; k < steps.size(); ++k) steps[k] = static_cast<std::int32_t>(k);
   Node step = c.graph().constant_i32(Shape(std::span<const std::int64_t>(along_time)), steps);
   // The check's zero added to the lengths keeps it ahead of their use.
@@ -488,7 +488,7 @@ NdIndex nd_index(Ctx& c, std::int64_t batch_dims) {
 // rows.
 std::vector<std::int32_t> known_nd_rows(Ctx& c, const NdIndex& g) {
   const std::vector<std::int64_t>& v = c.in(1).konst->i;
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(g.batch * g.tuples));
+  std::vector<std::int32_t> rows = c.host<std::int32_t>(g.batch * g.tuples);
   for (std::size_t t = 0; t < rows.size(); ++t) {
     std::int64_t row = static_cast<std::int64_t>(t) / g.tuples * g.rows;
     for (std::size_t j = 0; j < static_cast<std::size_t>(g.m); ++j) {
@@ -514,6 +514,7 @@ Node nd_rows(Ctx& c, const NdIndex& g, std::int64_t width) {
   const std::int64_t p = g.batch * g.tuples;
   if (c.known(1)) {
     const std::vector<std::int32_t> rows = known_nd_rows(c, g);
+    c.host_check(p * width);
     std::vector<std::int32_t> wide;
     wide.reserve(static_cast<std::size_t>(p * width));
     for (std::int32_t r : rows) wide.insert(wide.end(), static_cast<std::size_t>(width), r);
@@ -523,7 +524,7 @@ Node nd_rows(Ctx& c, const NdIndex& g, std::int64_t width) {
   Node rows;
   for (int j = 0; j < g.m; ++j) {
     const std::int64_t dim = g.data[static_cast<std::size_t>(g.b + j)];
-    std::vector<std::int32_t> table(static_cast<std::size_t>(dim));
+    std::vector<std::int32_t> table = c.host<std::int32_t>(dim);
     for (std::int64_t k = 0; k < dim; ++k)
       table[static_cast<std::size_t>(k)] =
           static_cast<std::int32_t>(k * g.strides[static_cast<std::size_t>(j)]);
@@ -533,7 +534,7 @@ Node nd_rows(Ctx& c, const NdIndex& g, std::int64_t width) {
     rows = j == 0 ? row : add(rows, row);
   }
   if (g.b > 0) {  // the tuple's batch: its first row
-    std::vector<std::int32_t> first(static_cast<std::size_t>(p));
+    std::vector<std::int32_t> first = c.host<std::int32_t>(p);
     for (std::int64_t t = 0; t < p; ++t)
       first[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(t / g.tuples * g.rows);
     rows = add(rows, c.graph().constant_i32(Shape{p, 1}, std::move(first)));
@@ -669,13 +670,12 @@ void pad(Ctx& c) {
       if (mode == "constant") {
         Dims bd = cur;
         bd[a] = p;
-        const auto count = static_cast<std::size_t>(numel(bd));
         if (ints) {
           return c.graph().constant_i32(
               Shape(std::span<const std::int64_t>(bd)),
-              std::vector<std::int32_t>(count, static_cast<std::int32_t>(int_value)));
+              c.host<std::int32_t>(numel(bd), static_cast<std::int32_t>(int_value)));
         }
-        return c.constant(bd, std::vector<float>(count, value));
+        return c.constant(bd, c.host<float>(numel(bd), value));
       }
       if (mode == "edge") {
         Node edge = before ? slice(x, ax, 0, 1) : slice(x, ax, n - 1, n);
@@ -709,6 +709,7 @@ void dropout(Ctx& c) {
     ir::Tensor mask;
     mask.elem = c.version >= 10 ? ir::kBool : c.in(0).elem;
     mask.dims = c.dims(0);
+    c.host_check(numel(mask.dims));
     if (ir::is_integral(mask.elem))
       mask.i.assign(static_cast<std::size_t>(numel(mask.dims)), 1);
     else
@@ -855,7 +856,7 @@ Node diagonal_mask(Ctx& c, int rank, std::int64_t rows, std::int64_t cols, std::
   Dims d(static_cast<std::size_t>(rank), 1);
   d[d.size() - 2] = rows;
   d[d.size() - 1] = cols;
-  std::vector<std::int32_t> m(static_cast<std::size_t>(rows * cols));
+  std::vector<std::int32_t> m = c.host<std::int32_t>(rows * cols);
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j)
       m[static_cast<std::size_t>(i * cols + j)] = upper ? j - i >= k : j - i <= k;
@@ -890,7 +891,7 @@ void eye_like(Ctx& c) {
   if (elem != ir::kFloat && !ir::is_integral(elem))
     c.unsupported(std::string("EyeLike of ") + ir::elem_name(elem));
   const std::int64_t k = c.attr_i("k", 0);
-  std::vector<std::int32_t> v(static_cast<std::size_t>(d[0] * d[1]));
+  std::vector<std::int32_t> v = c.host<std::int32_t>(d[0] * d[1]);
   for (std::int64_t i = 0; i < d[0]; ++i)
     if (i + k >= 0 && i + k < d[1]) v[static_cast<std::size_t>(i * d[1] + i + k)] = 1;
   if (elem == ir::kFloat) {
@@ -923,7 +924,7 @@ void depth_space(Ctx& c) {
   }
   const std::int64_t oc = out[1], oh = out[2], ow = out[3];
   if (C * H * W > INT32_MAX) c.unsupported("a sample of more than 2^31 elements");
-  std::vector<std::int32_t> pos(static_cast<std::size_t>(oc * oh * ow));
+  std::vector<std::int32_t> pos = c.host<std::int32_t>(oc * oh * ow);
   for (std::int64_t ch = 0; ch < oc; ++ch)
     for (std::int64_t h = 0; h < oh; ++h)
       for (std::int64_t w = 0; w < ow; ++w) {
