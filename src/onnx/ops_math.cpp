@@ -1,7 +1,10 @@
-// ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul and Gemm,
+// ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul, Gemm, Einsum,
 // reductions, Softmax / LogSoftmax.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "onnx/importer.hpp"
 
@@ -295,6 +298,172 @@ void sum_op(Ctx& c) {
     return;
   }
   c.set(0, acc);
+}
+
+// ---- Einsum ------------------------------------------------------------------------------------
+// Einsum (opset 12) as sums, transposes and batched products. Letters of one operand that no
+// other operand and not the output name are summed out first; then the operands are contracted
+// two at a time, each pair viewed as [batch, left, summed] x [batch, summed, right] (one
+// matmul); the last is transposed into the output's order. "..." stands for the same dims in
+// every term (right-aligned); without "->" the output is "..." then the letters named once, in
+// alphabetical order. A letter repeated in one term (a diagonal) and dims that broadcast (1
+// against n) are UnsupportedErrors.
+
+struct EinsumOperand {
+  Node v;
+  std::string letters;  // one per axis; '0', '1', ... stand for the dims "..." covers
+};
+
+/// `term` with "..." replaced by the last `count` of the `ell` ellipsis placeholders.
+std::string expand_ellipsis(Ctx& c, const std::string& term, std::size_t count, std::size_t ell) {
+  const auto dots = term.find("...");
+  if (dots == std::string::npos) return term;
+  if (term.find('.', dots + 3) != std::string::npos || term.find('.') != dots)
+    c.fail("term '" + term + "' has more than one '...'");
+  std::string mid;
+  for (std::size_t k = ell - count; k < ell; ++k) mid += static_cast<char>('0' + k);
+  return term.substr(0, dots) + mid + term.substr(dots + 3);
+}
+
+/// x (axes named by `have`) transposed into the order of `want` (the same letters).
+Node permute_to(Node x, const std::string& have, const std::string& want) {
+  std::vector<int> perm;
+  for (char ch : want) perm.push_back(static_cast<int>(have.find(ch)));
+  for (std::size_t k = 0; k < perm.size(); ++k) {
+    if (perm[k] != static_cast<int>(k)) return transpose(x, perm);
+  }
+  return x;
+}
+
+void einsum(Ctx& c) {
+  std::string eq;
+  for (char ch : c.attr_s("equation", "")) {
+    if (ch != ' ') eq += ch;
+  }
+  const auto arrow = eq.find("->");
+  std::vector<std::string> terms;
+  {
+    const std::string lhs = eq.substr(0, arrow);
+    std::size_t from = 0;
+    for (std::size_t at; (at = lhs.find(',', from)) != std::string::npos; from = at + 1)
+      terms.push_back(lhs.substr(from, at - from));
+    terms.push_back(lhs.substr(from));
+  }
+  if (terms.size() != c.inputs()) {
+    c.fail("equation '" + eq + "' has " + std::to_string(terms.size()) + " terms for " +
+           std::to_string(c.inputs()) + " inputs");
+  }
+  // The dims "..." covers in each term, and in all (the longest).
+  std::vector<std::size_t> ell_of(terms.size(), 0);
+  std::size_t ell = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    std::size_t letters = 0;
+    for (char ch : terms[i]) {
+      if (std::isalpha(static_cast<unsigned char>(ch))) {
+        ++letters;
+      } else if (ch != '.') {
+        c.fail("equation '" + eq + "': '" + std::string(1, ch) + "' is not a letter");
+      }
+    }
+    const auto rank = static_cast<std::size_t>(c.rank(static_cast<int>(i)));
+    const bool dots = terms[i].find('.') != std::string::npos;
+    if (dots ? letters > rank : letters != rank) {
+      c.fail("term '" + terms[i] + "' does not fit input " + std::to_string(i) + " " +
+             dims_str(c.dims(i)));
+    }
+    ell_of[i] = dots ? rank - letters : 0;
+    ell = std::max(ell, ell_of[i]);
+  }
+  std::map<char, std::int64_t> size;
+  std::vector<EinsumOperand> ops;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    EinsumOperand o{c.f32(i), expand_ellipsis(c, terms[i], ell_of[i], ell)};
+    const Dims d = c.dims(i);
+    for (std::size_t a = 0; a < o.letters.size(); ++a) {
+      const char ch = o.letters[a];
+      if (o.letters.find(ch) != a)
+        c.unsupported("term '" + terms[i] + "' repeats a letter (a diagonal)");
+      const auto [it, fresh] = size.emplace(ch, d[a]);
+      if (!fresh && it->second != d[a]) {
+        c.unsupported("dims that broadcast or differ: " + std::to_string(it->second) + " and " +
+                      std::to_string(d[a]) + " for the same letter or '...' dim of '" + eq + "'");
+      }
+    }
+    ops.push_back(std::move(o));
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    const std::string rhs = eq.substr(arrow + 2);
+    for (char ch : rhs) {
+      if (!std::isalpha(static_cast<unsigned char>(ch)) && ch != '.')
+        c.fail("equation '" + eq + "': '" + std::string(1, ch) + "' is not a letter");
+    }
+    out = expand_ellipsis(c, rhs, ell, ell);
+  } else {
+    for (std::size_t k = 0; k < ell; ++k) out += static_cast<char>('0' + k);
+    std::map<char, int> count;
+    for (const EinsumOperand& o : ops)
+      for (char ch : o.letters) count[ch] += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
+    for (const auto& [ch, n] : count) {
+      if (n == 1) out += ch;
+    }
+  }
+  for (std::size_t a = 0; a < out.size(); ++a) {
+    if (size.count(out[a]) == 0 || out.find(out[a]) != a)
+      c.fail("equation '" + eq + "': output letter '" + std::string(1, out[a]) +
+             "' is repeated or names no input dim");
+  }
+  if (out.size() > static_cast<std::size_t>(Shape::kMaxRank))
+    c.unsupported("an output of rank " + std::to_string(out.size()));
+  // Whether a letter is needed outside operands `a` and `b` (the output, or another operand).
+  const auto needed = [&](char ch, std::size_t a, std::size_t b) {
+    if (out.find(ch) != std::string::npos) return true;
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      if (k != a && k != b && ops[k].letters.find(ch) != std::string::npos) return true;
+    }
+    return false;
+  };
+  const auto dims_of = [&](const std::string& letters) {
+    Dims d;
+    for (char ch : letters) d.push_back(size[ch]);
+    return d;
+  };
+  const auto product = [&](const std::string& letters) { return numel(dims_of(letters)); };
+  // Letters only one operand names and nothing needs: summed out, last axis first.
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    EinsumOperand& o = ops[i];
+    for (std::size_t a = o.letters.size(); a-- > 0;) {
+      if (!needed(o.letters[a], i, i)) {
+        o.v = reduce_sum(o.v, static_cast<int>(a));
+        o.letters.erase(a, 1);
+      }
+    }
+  }
+  while (ops.size() > 1) {
+    const EinsumOperand& A = ops[0];
+    const EinsumOperand& B = ops[1];
+    std::string batch, left, summed, right;
+    for (char ch : A.letters) {
+      const bool in_b = B.letters.find(ch) != std::string::npos;
+      (in_b ? (needed(ch, 0, 1) ? batch : summed) : left) += ch;
+    }
+    for (char ch : B.letters) {
+      if (A.letters.find(ch) == std::string::npos) right += ch;
+    }
+    const std::int64_t nb = product(batch), nl = product(left), ns = product(summed),
+                       nr = product(right);
+    Node a = permute_to(A.v, A.letters, batch + left + summed);
+    Node b = permute_to(B.v, B.letters, batch + summed + right);
+    Node y = nb == 1 ? matmul(c.reshape(a, {nl, ns}), c.reshape(b, {ns, nr}))
+                     : matmul(c.reshape(a, {nb, nl, ns}), c.reshape(b, {nb, ns, nr}));
+    const std::string letters = batch + left + right;
+    if (letters.size() > static_cast<std::size_t>(Shape::kMaxRank))
+      c.unsupported("an intermediate product of rank " + std::to_string(letters.size()));
+    EinsumOperand r{c.reshape(y, dims_of(letters)), letters};
+    ops.erase(ops.begin(), ops.begin() + 2);
+    ops.insert(ops.begin(), std::move(r));
+  }
+  c.set(0, permute_to(ops[0].v, ops[0].letters, out));
 }
 
 // ---- MatMul and Gemm -------------------------------------------------------------------------
@@ -651,6 +820,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Not", 1, 1, not_op});
   h.push_back({"ReduceMin", 1, 13, reduce<reduce_min_of>});
   h.push_back({"MatMul", 1, 13, matmul_op});
+  h.push_back({"Einsum", 12, 12, einsum});
   h.push_back({"Gemm", 1, 13, gemm});
   h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});
