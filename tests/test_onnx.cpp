@@ -1035,6 +1035,89 @@ TEST(OnnxImport, EinsumContractsPairwise) {
   EXPECT_CONTAINS(error_of<ShapeError>(refused("ijk,jk->", {{3, 4}, {4, 2}})), "does not fit");
 }
 
+// DFT and STFT (opset 17) against a direct transform in double: a real signal (all bins and
+// onesided, padded and truncated by dft_length), a complex one along axis 2, its inverse (which
+// gives the signal back), and windowed frames; on every platform, exported and imported back.
+TEST(OnnxImport, DftAndStftTransformLikeTheDefinition) {
+  using Complex = std::pair<double, double>;
+  // x: [rows][n] complex; the N-point transform's first K bins.
+  const auto reference = [](const std::vector<std::vector<Complex>>& x, std::int64_t N,
+                            std::int64_t K, bool inverse) {
+    std::vector<float> out;
+    for (const auto& row : x) {
+      for (std::int64_t k = 0; k < K; ++k) {
+        double re = 0, im = 0;
+        for (std::int64_t n = 0;
+             n < std::min<std::int64_t>(N, static_cast<std::int64_t>(row.size())); ++n) {
+          const double t =
+              (inverse ? 2 : -2) * M_PI * static_cast<double>(k * n) / static_cast<double>(N);
+          re += row[static_cast<std::size_t>(n)].first * std::cos(t) -
+                row[static_cast<std::size_t>(n)].second * std::sin(t);
+          im += row[static_cast<std::size_t>(n)].first * std::sin(t) +
+                row[static_cast<std::size_t>(n)].second * std::cos(t);
+        }
+        out.push_back(static_cast<float>(inverse ? re / static_cast<double>(N) : re));
+        out.push_back(static_cast<float>(inverse ? im / static_cast<double>(N) : im));
+      }
+    }
+    return out;
+  };
+  Builder b(17);
+  b.input("x", {2, 6, 1}).input("z", {1, 2, 5, 2}).input("sig", {1, 11, 1}).input("win", {4});
+  b.output("full", {2, 6, 2}).output("half", {2, 4, 2}).output("pad", {2, 8, 2});
+  b.output("cut", {2, 4, 2}).output("zf", {1, 2, 5, 2}).output("zi", {1, 2, 5, 2});
+  b.output("st", {1, 4, 3, 2});
+  b.int_tensor("eight", {}, {8}).int_tensor("four", {}, {4}).int_tensor("step", {}, {2});
+  b.node("DFT", {"x"}, {"full"});
+  Builder::attr(b.node("DFT", {"x"}, {"half"}), "onesided", std::int64_t{1});
+  b.node("DFT", {"x", "eight"}, {"pad"});
+  b.node("DFT", {"x", "four"}, {"cut"});
+  Builder::attr(b.node("DFT", {"z"}, {"zf"}), "axis", std::int64_t{2});
+  auto* inv = b.node("DFT", {"zf"}, {"zi"});
+  Builder::attr(inv, "axis", std::int64_t{2});
+  Builder::attr(inv, "inverse", std::int64_t{1});
+  // (onesided by default; ONNX 1.12's shape inference takes it as 0, and counts 5 frames here)
+  b.node("STFT", {"sig", "step", "win"}, {"st"});
+  ho::Model m = b.import();
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  std::vector<float> x(12), z(20), sig(11), win{0.0f, 0.5f, 1.0f, 0.5f};
+  for (std::size_t k = 0; k < 12; ++k) x[k] = static_cast<float>((k * 5) % 7) - 3.0f;
+  for (std::size_t k = 0; k < 20; ++k) z[k] = static_cast<float>((k * 3) % 11) * 0.25f - 1.0f;
+  for (std::size_t k = 0; k < 11; ++k) sig[k] = static_cast<float>((k * k) % 5) - 2.0f;
+  std::vector<std::vector<Complex>> xr(2), zr(2), frames;
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t n = 0; n < 6; ++n) xr[r].push_back({x[r * 6 + n], 0.0});
+  for (std::size_t r = 0; r < 2; ++r)
+    for (std::size_t n = 0; n < 5; ++n)
+      zr[r].push_back({z[(r * 5 + n) * 2], z[(r * 5 + n) * 2 + 1]});
+  for (std::size_t f = 0; f < 4; ++f) {
+    frames.emplace_back();
+    for (std::size_t n = 0; n < 4; ++n) frames.back().push_back({sig[f * 2 + n] * win[n], 0.0});
+  }
+  const std::vector<std::vector<float>> want{
+      reference(xr, 6, 6, false),    reference(xr, 6, 4, false), reference(xr, 8, 8, false),
+      reference(xr, 4, 4, false),    reference(zr, 5, 5, false), z,
+      reference(frames, 4, 3, false)};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"z", z}, {"sig", sig}, {"win", win}});
+      for (std::size_t o = 0; o < want.size(); ++o) {
+        const std::vector<float> got = cg.read(model->outputs[o]);
+        ASSERT_EQ(got.size(), want[o].size()) << o;
+        for (std::size_t e = 0; e < got.size(); ++e)
+          EXPECT_NEAR(got[e], want[o][e], 1e-4) << o << " " << e;
+      }
+    }
+  }
+  Builder bad(17);
+  bad.input("z", {1, 5, 2}).output("y", {1, 3, 2});
+  Builder::attr(bad.node("DFT", {"z"}, {"y"}), "onesided", std::int64_t{1});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "onesided");
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

@@ -1,5 +1,5 @@
 // ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul, Gemm, Einsum,
-// reductions, Softmax / LogSoftmax.
+// DFT / STFT, reductions, Softmax / LogSoftmax.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -466,6 +466,119 @@ void einsum(Ctx& c) {
   c.set(0, permute_to(ops[0].v, ops[0].letters, out));
 }
 
+// ---- DFT and STFT ------------------------------------------------------------------------------
+// A discrete Fourier transform is a product with a constant matrix: rows the n_in input samples
+// (real, or real and imaginary), columns the K output bins (real and imaginary), each entry a
+// cos or sin of 2 pi (k n mod N) / N worked out in double. O(n^2), which a matmul does well at
+// the frame lengths audio front-ends use.
+
+/// The [n_in * parts, K * 2] matrix of an N-point DFT (1/N-scaled inverse), `parts` 1 for real
+/// input and 2 for complex. Input samples past N (a shorter dft_length) count for nothing;
+/// missing ones (a longer) are zeros.
+Node dft_matrix(Ctx& c, std::int64_t n_in, std::int64_t parts, std::int64_t N, std::int64_t K,
+                bool inverse) {
+  std::vector<float> m = c.host<float>(n_in * parts * K * 2);
+  const double scale = inverse ? 1.0 / static_cast<double>(N) : 1.0, sign = inverse ? 1.0 : -1.0;
+  const double pi2 = 2.0 * 3.14159265358979323846;
+  for (std::int64_t n = 0; n < std::min(n_in, N); ++n) {
+    for (std::int64_t k = 0; k < K; ++k) {
+      const double t = pi2 * static_cast<double>((k * n) % N) / static_cast<double>(N);
+      const double cs = std::cos(t) * scale, sn = std::sin(t) * scale * sign;
+      // (xr + i xi)(cos t + i sign sin t): re = xr cos - xi sign sin, im = xr sign sin + xi cos
+      const auto at = [&](std::int64_t part, std::int64_t out) {
+        return static_cast<std::size_t>(((n * parts + part) * K + k) * 2 + out);
+      };
+      m[at(0, 0)] = static_cast<float>(cs);
+      m[at(0, 1)] = static_cast<float>(sn);
+      if (parts == 2) {
+        m[at(1, 0)] = static_cast<float>(-sn);
+        m[at(1, 1)] = static_cast<float>(cs);
+      }
+    }
+  }
+  return c.constant({n_in * parts, K * 2}, std::move(m));
+}
+
+/// One value of an input that must be known at import, at least `least`.
+std::int64_t known_scalar(Ctx& c, std::size_t i, const char* what, std::int64_t least) {
+  const Dims v = c.ints(i, what);
+  if (v.size() != 1 || v[0] < least) {
+    c.fail(std::string(what) + " must be one integer of at least " + std::to_string(least) +
+           ", got " + dims_str(v));
+  }
+  return v[0];
+}
+
+// DFT (opset 17): along `axis` of [batch, ..., 1 or 2]; dft_length (known at import) pads with
+// zeros or truncates; onesided keeps the first N / 2 + 1 bins of a real input's transform.
+void dft(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  const int r = static_cast<int>(d.size());
+  if (r < 3 || (d.back() != 1 && d.back() != 2))
+    c.fail("the input " + dims_str(d) + " must be [batch, signal..., 1 or 2]");
+  const std::int64_t a = c.attr_i("axis", 1);
+  if (a == 0 || a == r - 1 || a == -1 || a < -r || a >= r)
+    c.fail("axis " + std::to_string(a) + " is not a signal axis of " + dims_str(d));
+  const int axis = static_cast<int>(a < 0 ? a + r : a);
+  const bool inverse = c.attr_i("inverse", 0) != 0, onesided = c.attr_i("onesided", 0) != 0;
+  const std::int64_t parts = d.back(), n_in = d[static_cast<std::size_t>(axis)];
+  if (onesided && (parts == 2 || inverse))
+    c.fail("onesided applies to the forward transform of a real input");
+  const std::int64_t N = c.has(1) ? known_scalar(c, 1, "dft_length", 1) : n_in;
+  const std::int64_t K = onesided ? N / 2 + 1 : N;
+  // The signal axis moved next to the last: [rest..., n, parts] -> [rest..., K, 2].
+  std::vector<int> perm;
+  Dims rest;
+  for (int k = 0; k < r - 1; ++k) {
+    if (k != axis) perm.push_back(k), rest.push_back(d[static_cast<std::size_t>(k)]);
+  }
+  perm.push_back(axis);
+  perm.push_back(r - 1);
+  Node flat = c.reshape(transpose(x, perm), {numel(rest), n_in * parts});
+  Node y = matmul(flat, dft_matrix(c, n_in, parts, N, K, inverse));
+  Dims yd = rest;
+  yd.push_back(K);
+  yd.push_back(2);
+  std::vector<int> back(static_cast<std::size_t>(r));  // the inverse permutation
+  for (int k = 0; k < r; ++k) back[static_cast<std::size_t>(perm[static_cast<std::size_t>(k)])] = k;
+  c.set(0, transpose(c.reshape(y, yd), back));
+}
+
+// STFT (opset 17): frames of frame_length samples every frame_step (both known at import; the
+// length may come from the window), each multiplied by the window (if given) and transformed:
+// [batch, frames, bins, 2]. Frames are one gather of constant positions.
+void stft(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims d = c.shape(x);
+  if (d.size() != 3 || (d[2] != 1 && d[2] != 2))
+    c.fail("the signal " + dims_str(d) + " must be [batch, length, 1 or 2]");
+  const std::int64_t step = known_scalar(c, 1, "frame_step", 1), parts = d[2];
+  const bool window = c.has(2);
+  std::int64_t L = window ? numel(c.dims(2)) : 0;
+  if (window && c.dims(2).size() != 1) c.fail("the window must be 1-d, got " + dims_str(c.dims(2)));
+  if (c.has(3)) {
+    const std::int64_t f = known_scalar(c, 3, "frame_length", 1);
+    if (window && f != L)
+      c.fail("frame_length " + std::to_string(f) + " differs from the window's " +
+             std::to_string(L));
+    L = f;
+  }
+  if (L < 1) c.fail("neither a window nor a frame_length says how long a frame is");
+  if (L > d[1]) c.fail("frames of " + std::to_string(L) + " do not fit the signal " + dims_str(d));
+  const bool onesided = c.attr_i("onesided", 1) != 0;
+  if (onesided && parts == 2) c.fail("onesided applies to a real signal");
+  const std::int64_t frames = (d[1] - L) / step + 1, K = onesided ? L / 2 + 1 : L;
+  std::vector<std::int32_t> at = c.host<std::int32_t>(frames * L);
+  for (std::int64_t f = 0; f < frames; ++f)
+    for (std::int64_t n = 0; n < L; ++n)
+      at[static_cast<std::size_t>(f * L + n)] = static_cast<std::int32_t>(f * step + n);
+  Node fr = gather(x, c.graph().constant_i32(Shape{frames * L}, std::move(at)), 1);
+  if (window) fr = mul(c.reshape(fr, {d[0], frames, L, parts}), c.reshape(c.f32(2), {L, 1}));
+  Node y = matmul(c.reshape(fr, {d[0] * frames, L * parts}), dft_matrix(c, L, parts, L, K, false));
+  c.set(0, c.reshape(y, {d[0], frames, K, 2}));
+}
+
 // ---- MatMul and Gemm -------------------------------------------------------------------------
 
 Dims batch_of(const Dims& d) {
@@ -821,6 +934,8 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"ReduceMin", 1, 13, reduce<reduce_min_of>});
   h.push_back({"MatMul", 1, 13, matmul_op});
   h.push_back({"Einsum", 12, 12, einsum});
+  h.push_back({"DFT", 17, 17, dft});
+  h.push_back({"STFT", 17, 17, stft});
   h.push_back({"Gemm", 1, 13, gemm});
   h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});

@@ -242,8 +242,8 @@ void conv_transpose(Ctx& c) {
 
 /// MaxPool's Indices output for y = max_pool2d(xi): the flat position in x of each window's
 /// maximum, x being [N, C, H, W] row-major (with storage_order 1 the image's (h, w) counts
-/// column-major: h + w H), the first in window order, NaN winning as in the max itself (ONNX
-/// Runtime's and PyTorch's choice). Each window tap is a gather of x's planes at constant
+/// column-major: h + w H), the first in window order, the first NaN winning as in hetgraph's max
+/// pooling itself (so Y and Indices agree). Each window tap is a gather of x's planes at constant
 /// positions and an argmax over the taps picks one. A tap in the padding reads the window's
 /// first image element instead: only that element's own tap can tie with it ahead of it, so the
 /// position reported is always an image element's.
