@@ -1118,6 +1118,94 @@ TEST(OnnxImport, DftAndStftTransformLikeTheDefinition) {
   EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "onesided");
 }
 
+// A mel spectrogram as audio models export it: STFT with a HannWindow, the power of each bin,
+// times a MelWeightMatrix; against the same pipeline in double (the mel matrix by ONNX's
+// reference algorithm), on every platform. A window size computed at run time needs its value
+// at import; an upper edge above the Nyquist frequency is a ShapeError.
+TEST(OnnxImport, MelSpectrogramFromWindowStftAndMelMatrix) {
+  const std::int64_t L = 16, step = 8, mels = 4, rate = 8000, n = 48;
+  Builder b(17);
+  b.input("sig", {1, n, 1}).output("mel", {1, (n - L) / step + 1, mels});
+  b.int_tensor("size", {}, {L}).int_tensor("step", {}, {step}).int_tensor("bins", {}, {mels});
+  b.int_tensor("rate", {}, {rate}).floats("lo", {}, {100.0f}).floats("hi", {}, {3900.0f});
+  b.int_tensor("last", {1}, {-1});
+  b.node("HannWindow", {"size"}, {"win"});
+  b.node("STFT", {"sig", "step", "win"}, {"spec"});
+  b.node("Mul", {"spec", "spec"}, {"sq"});
+  Builder::attr(b.node("ReduceSum", {"sq", "last"}, {"power"}), "keepdims", std::int64_t{0});
+  b.node("MelWeightMatrix", {"bins", "size", "rate", "lo", "hi"}, {"m"});
+  b.node("MatMul", {"power", "m"}, {"mel"});
+  ho::Model m = b.import();
+  std::vector<float> sig(static_cast<std::size_t>(n));
+  for (std::size_t k = 0; k < sig.size(); ++k)
+    sig[k] = static_cast<float>(std::sin(0.7 * k) + 0.25 * std::cos(2.9 * k));
+  // The reference: periodic Hann, onesided DFT power, ONNX's mel triangles.
+  const std::int64_t K = L / 2 + 1, frames = (n - L) / step + 1;
+  const auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+  const double low = to_mel(100.0), mstep = (to_mel(3900.0) - low) / static_cast<double>(mels + 2);
+  std::vector<std::int64_t> point;
+  for (std::int64_t k = 0; k < mels + 2; ++k) {
+    const double hz =
+        700.0 * (std::pow(10.0, (static_cast<double>(k) * mstep + low) / 2595.0) - 1.0);
+    point.push_back(static_cast<std::int64_t>(std::floor(static_cast<double>(L + 1) * hz / rate)));
+  }
+  std::vector<double> tri(static_cast<std::size_t>(K * mels), 0.0);
+  for (std::int64_t i = 0; i < mels; ++i) {
+    const std::int64_t a = point[static_cast<std::size_t>(i)],
+                       c = point[static_cast<std::size_t>(i + 1)],
+                       e = point[static_cast<std::size_t>(i + 2)];
+    if (c == a) tri[static_cast<std::size_t>(c * mels + i)] = 1;
+    for (std::int64_t j = a; c > a && j <= c; ++j)
+      tri[static_cast<std::size_t>(j * mels + i)] = double(j - a) / double(c - a);
+    for (std::int64_t j = c; j < e; ++j)
+      tri[static_cast<std::size_t>(j * mels + i)] = double(e - j) / double(e - c);
+  }
+  std::vector<float> want;
+  for (std::int64_t f = 0; f < frames; ++f) {
+    std::vector<double> power(static_cast<std::size_t>(K));
+    for (std::int64_t k = 0; k < K; ++k) {
+      double re = 0, im = 0;
+      for (std::int64_t t = 0; t < L; ++t) {
+        const double w = std::pow(std::sin(M_PI * static_cast<double>(t) / L), 2);
+        const double x = sig[static_cast<std::size_t>(f * step + t)] * w,
+                     th = -2 * M_PI * double(k * t) / L;
+        re += x * std::cos(th);
+        im += x * std::sin(th);
+      }
+      power[static_cast<std::size_t>(k)] = re * re + im * im;
+    }
+    for (std::int64_t i = 0; i < mels; ++i) {
+      double v = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        v += power[static_cast<std::size_t>(k)] * tri[static_cast<std::size_t>(k * mels + i)];
+      want.push_back(static_cast<float>(v));
+    }
+  }
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"sig", sig}});
+    const std::vector<float> got = cg.read(m.outputs[0]);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k)
+      EXPECT_NEAR(got[k], want[k], 1e-4 + 1e-4 * std::fabs(want[k])) << k;
+  }
+  Builder fed(17);
+  fed.input("size", {}, 7).output("w", {8});
+  fed.node("HannWindow", {"size"}, {"w"});
+  try {
+    fed.import();
+    ADD_FAILURE() << "a run-time window size imported";
+  } catch (const ho::UnsupportedError& u) {
+    EXPECT_EQ(u.input_needed(), "size");
+  }
+  Builder nyquist(17);
+  nyquist.output("m", {9, 4}).int_tensor("bins", {}, {4}).int_tensor("size", {}, {16});
+  nyquist.int_tensor("rate", {}, {8000}).floats("lo", {}, {0.0f}).floats("hi", {}, {20000.0f});
+  nyquist.node("MelWeightMatrix", {"bins", "size", "rate", "lo", "hi"}, {"m"});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { nyquist.import(); }), "Nyquist");
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

@@ -1,5 +1,5 @@
 // ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul, Gemm, Einsum,
-// DFT / STFT, reductions, Softmax / LogSoftmax.
+// DFT / STFT, window functions and MelWeightMatrix, reductions, Softmax / LogSoftmax.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -579,6 +579,94 @@ void stft(Ctx& c) {
   c.set(0, c.reshape(y, {d[0], frames, K, 2}));
 }
 
+// ---- Window functions and MelWeightMatrix (opset 17) ------------------------------------------
+// Constants of sizes known at import, computed in double as ONNX's reference does: the spectral
+// front-end of an audio model is STFT(signal, window) times a mel matrix.
+
+/// A float (or, with output_datatype int32 / int64, truncated integer) tensor known at import.
+void set_known(Ctx& c, Dims dims, const std::vector<double>& v) {
+  const auto elem = static_cast<int>(c.attr_i("output_datatype", ir::kFloat));
+  ir::Tensor t;
+  t.elem = elem;
+  t.dims = std::move(dims);
+  if (elem == ir::kFloat) {
+    t.f.assign(v.begin(), v.end());
+  } else if (elem == ir::kInt32 || elem == ir::kInt64) {
+    for (double x : v) t.i.push_back(static_cast<std::int64_t>(x));
+  } else {
+    c.unsupported(std::string("output_datatype ") + ir::elem_name(elem));
+  }
+  c.set(0, std::move(t));
+}
+
+// HannWindow, HammingWindow, BlackmanWindow: w[n] for n < size, periodic (over size, the
+// default) or symmetric (over size - 1).
+void window_op(Ctx& c) {
+  const std::int64_t size = known_scalar(c, 0, "size", 1);
+  c.host_check(size);
+  const double N = static_cast<double>(c.attr_i("periodic", 1) != 0 ? size : size - 1);
+  const double pi2 = 2.0 * 3.14159265358979323846;
+  std::vector<double> w(static_cast<std::size_t>(size));
+  for (std::int64_t n = 0; n < size; ++n) {
+    const double t = N > 0 ? pi2 * static_cast<double>(n) / N : 0.0;
+    double v = 0;
+    if (c.n.op == "HannWindow") {
+      v = std::pow(std::sin(t / 2), 2);
+    } else if (c.n.op == "HammingWindow") {
+      v = 25.0 / 46.0 - (1.0 - 25.0 / 46.0) * std::cos(t);
+    } else {
+      v = 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2 * t);
+    }
+    w[static_cast<std::size_t>(n)] = v;
+  }
+  set_known(c, {size}, w);
+}
+
+// MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] triangles between num_mel_bins + 2 points
+// evenly spaced on the mel scale from lower_edge_hertz to upper_edge_hertz, each mapped to a
+// spectrogram bin (floor((dft_length + 1) f / sample_rate)).
+void mel_weight_matrix(Ctx& c) {
+  const std::int64_t mels = known_scalar(c, 0, "num_mel_bins", 1),
+                     dft_length = known_scalar(c, 1, "dft_length", 1),
+                     rate = known_scalar(c, 2, "sample_rate", 1);
+  const std::vector<float> lo = c.floats(3, "lower_edge_hertz"),
+                           hi = c.floats(4, "upper_edge_hertz");
+  if (lo.size() != 1 || hi.size() != 1 || !(lo[0] >= 0) || !(hi[0] > lo[0]))
+    c.fail("the edges must be one number each, 0 <= lower < upper");
+  const std::int64_t bins = dft_length / 2 + 1;
+  c.host_check(bins * mels);
+  const auto mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+  const double low = mel(lo[0]), step = (mel(hi[0]) - low) / static_cast<double>(mels + 2);
+  std::vector<std::int64_t> point(static_cast<std::size_t>(mels + 2));
+  for (std::size_t k = 0; k < point.size(); ++k) {
+    const double hz =
+        700.0 * (std::pow(10.0, (static_cast<double>(k) * step + low) / 2595.0) - 1.0);
+    point[k] = static_cast<std::int64_t>(
+        std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(rate)));
+    // (the last point bounds a range; the others are bins written to)
+    if (point[k] < 0 || point[k] >= bins + (k + 1 == point.size() ? 1 : 0))
+      c.fail("upper_edge_hertz lies above the spectrogram's bins (the Nyquist frequency)");
+  }
+  std::vector<double> m(static_cast<std::size_t>(bins * mels), 0.0);
+  const auto at = [&](std::int64_t j, std::int64_t i) {
+    return static_cast<std::size_t>(j * mels + i);
+  };
+  for (std::int64_t i = 0; i < mels; ++i) {
+    const std::int64_t left = point[static_cast<std::size_t>(i)],
+                       centre = point[static_cast<std::size_t>(i + 1)],
+                       right = point[static_cast<std::size_t>(i + 2)];
+    if (centre == left) {
+      m[at(centre, i)] = 1;
+    } else {
+      for (std::int64_t j = left; j <= centre; ++j)
+        m[at(j, i)] = static_cast<double>(j - left) / static_cast<double>(centre - left);
+    }
+    for (std::int64_t j = centre; j < right; ++j)
+      m[at(j, i)] = static_cast<double>(right - j) / static_cast<double>(right - centre);
+  }
+  set_known(c, {bins, mels}, m);
+}
+
 // ---- MatMul and Gemm -------------------------------------------------------------------------
 
 Dims batch_of(const Dims& d) {
@@ -936,6 +1024,9 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Einsum", 12, 12, einsum});
   h.push_back({"DFT", 17, 17, dft});
   h.push_back({"STFT", 17, 17, stft});
+  for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"})
+    h.push_back({w, 17, 17, window_op});
+  h.push_back({"MelWeightMatrix", 17, 17, mel_weight_matrix});
   h.push_back({"Gemm", 1, 13, gemm});
   h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});
