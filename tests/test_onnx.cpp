@@ -1116,6 +1116,12 @@ TEST(OnnxImport, DftAndStftTransformLikeTheDefinition) {
   bad.input("z", {1, 5, 2}).output("y", {1, 3, 2});
   Builder::attr(bad.node("DFT", {"z"}, {"y"}), "onesided", std::int64_t{1});
   EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }), "onesided");
+  for (std::int64_t axis : {0, -3, 2, -1}) {  // the batch, and the real / imaginary parts
+    Builder wrong(17);
+    wrong.input("z", {1, 5, 2}).output("y", {1, 5, 2});
+    Builder::attr(wrong.node("DFT", {"z"}, {"y"}), "axis", axis);
+    EXPECT_CONTAINS(error_of<ShapeError>([&] { wrong.import(); }), "not a signal axis");
+  }
 }
 
 // A mel spectrogram as audio models export it: STFT with a HannWindow, the power of each bin,

@@ -517,10 +517,10 @@ void dft(Ctx& c) {
   const int r = static_cast<int>(d.size());
   if (r < 3 || (d.back() != 1 && d.back() != 2))
     c.fail("the input " + dims_str(d) + " must be [batch, signal..., 1 or 2]");
-  const std::int64_t a = c.attr_i("axis", 1);
-  if (a == 0 || a == r - 1 || a == -1 || a < -r || a >= r)
+  const std::int64_t a = c.attr_i("axis", 1), at = a < 0 ? a + r : a;
+  if (at < 1 || at > r - 2)  // not the batch, not the real / imaginary parts
     c.fail("axis " + std::to_string(a) + " is not a signal axis of " + dims_str(d));
-  const int axis = static_cast<int>(a < 0 ? a + r : a);
+  const int axis = static_cast<int>(at);
   const bool inverse = c.attr_i("inverse", 0) != 0, onesided = c.attr_i("onesided", 0) != 0;
   const std::int64_t parts = d.back(), n_in = d[static_cast<std::size_t>(axis)];
   if (onesided && (parts == 2 || inverse))
