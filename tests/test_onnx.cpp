@@ -1212,6 +1212,51 @@ TEST(OnnxImport, MelSpectrogramFromWindowStftAndMelMatrix) {
   EXPECT_CONTAINS(error_of<ShapeError>([&] { nyquist.import(); }), "Nyquist");
 }
 
+// Ops hetgraph computes only at import (Range, ConstantOfShape) on model inputs: the error
+// names the input to give (UnsupportedError::input_needed), also for Range, whose ONNX function
+// body (a Loop) would otherwise be the complaint; given in input_values, they fold and run.
+TEST(OnnxImport, ImportTimeOpsNameTheInputTheyNeed) {
+  Builder b(11);
+  b.input("start", {}, 7).input("limit", {}, 7).input("delta", {}, 7).input("shape", {1}, 7);
+  b.input("x", {4}).output("r", {4}, 7).output("y", {4});
+  b.node("Range", {"start", "limit", "delta"}, {"r"});
+  b.node("ConstantOfShape", {"shape"}, {"c"});
+  b.node("Add", {"x", "c"}, {"y"});
+  std::vector<std::string> asked;
+  ho::ImportOptions o;
+  const auto scalar = [](std::int32_t v, const Shape& s) {
+    auto t = std::make_shared<ho::TensorData>();
+    t->onnx_type = "int64";
+    t->dtype = DType::i32;
+    t->shape = s;
+    t->i32.assign(static_cast<std::size_t>(s.numel()), v);
+    return t;
+  };
+  const std::map<std::string, std::shared_ptr<ho::TensorData>> values{
+      {"start", scalar(10, Shape{})},
+      {"limit", scalar(2, Shape{})},
+      {"delta", scalar(-2, Shape{})},
+      {"shape", scalar(4, Shape{1})}};
+  for (int tries = 0; tries < 8; ++tries) {
+    try {
+      ho::Model m = b.import(o);
+      for (const auto& pc : testing_util::platforms()) {
+        SCOPED_TRACE(pc.name);
+        CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+        cg.run({{"x", std::vector<float>{1, 2, 3, 4}}});
+        EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{10, 8, 6, 4}));
+        EXPECT_EQ(cg.read(m.outputs[1]), (std::vector<float>{1, 2, 3, 4}));  // zeros added
+      }
+      break;
+    } catch (const ho::UnsupportedError& e) {
+      ASSERT_FALSE(e.input_needed().empty()) << e.what();
+      asked.push_back(e.input_needed());
+      o.input_values.push_back({e.input_needed(), values.at(e.input_needed())});
+    }
+  }
+  EXPECT_EQ(asked, (std::vector<std::string>{"start", "limit", "delta", "shape"}));
+}
+
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
 // fed at run time, negative ones and repeats among them, and the deprecated Scatter (opset 10):
 // against the ONNX definitions, on every platform, and exported and imported back.

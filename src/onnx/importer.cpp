@@ -394,6 +394,14 @@ class Importer {
     env[name] = std::move(val);
   }
 
+  // Names the first input of c's node that is not known at import: a model input's value can
+  // be given there (ImportOptions::input_values; hetgraph-run and the conformance runner do).
+  static void need_known_inputs(Ctx& c) {
+    for (std::size_t i = 0; i < c.n.inputs.size(); ++i) {
+      if (c.has(i) && !c.known(i)) (void)c.known_tensor(i, "which " + c.n.op + " needs");
+    }
+  }
+
   void add_node(const ir::Node& n, int depth = 0) {
     Ctx c(*this, n);
     if (absorbed.count(&n)) {  // done by the node before it (a batch norm folded into a Conv)
@@ -415,8 +423,18 @@ class Importer {
         if (h != nullptr) {
           h->fn(c);
         } else if (ir::has_function(n.domain, n.op, n.since) && depth < 16) {
-          expand(c, depth);
+          try {
+            expand(c, depth);
+          } catch (const UnsupportedError&) {
+            // A body hetgraph cannot run (Range's Loop): an op it folds asks for its inputs.
+            if (foldable(n.op)) need_known_inputs(c);
+            throw;
+          }
+        } else if (all_known && !n.inputs.empty() && fold(c)) {
+          // An op hetgraph only computes at import, on a trainable initializer: folded from its
+          // initial value (shape computations; training it later does not reach them).
         } else {
+          need_known_inputs(c);
           c.unsupported(
               "only computed at import, for inputs known there (shape computations); "
               "this one depends on values computed at run time");
