@@ -235,9 +235,10 @@ class Importer {
     std::set<std::string> missing;
     std::string non_tensor;
     for (const ir::Node& n : m_.graph.nodes) {
-      const bool known_op = n.domain.empty() && n.since > 0 &&
-                            (find_handler(n.op, n.since) != nullptr || foldable(n.op) ||
-                             ir::has_function(n.domain, n.op, n.since));
+      const bool known_op =
+          n.since > 0 &&
+          (find_handler(n.op, n.since, n.domain) != nullptr ||
+           (n.domain.empty() && (foldable(n.op) || ir::has_function(n.domain, n.op, n.since))));
       if (!known_op) {
         missing.insert((n.domain.empty() ? "" : n.domain + ".") + n.op + "-" +
                        (n.since > 0 ? std::to_string(n.since) : "?"));
@@ -419,7 +420,7 @@ class Importer {
       // Known inputs are computed now, except a trainable initializer's: it stays a variable
       // (fine-tuning an imported model must reach it).
       if (!(all_known && !float_initializer && !n.inputs.empty() && fold(c))) {
-        const Handler* h = find_handler(n.op, n.since);
+        const Handler* h = find_handler(n.op, n.since, n.domain);
         if (h != nullptr) {
           h->fn(c);
         } else if (ir::has_function(n.domain, n.op, n.since) && depth < 16) {
@@ -822,9 +823,9 @@ const std::vector<Handler>& handlers() {
   return table;
 }
 
-const Handler* find_handler(const std::string& op, int since) {
+const Handler* find_handler(const std::string& op, int since, const std::string& domain) {
   for (const Handler& h : handlers()) {
-    if (h.op == op && since >= h.min_since && since <= h.max_since) return &h;
+    if (h.op == op && h.domain == domain && since >= h.min_since && since <= h.max_since) return &h;
   }
   return nullptr;
 }

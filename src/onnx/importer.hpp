@@ -133,11 +133,12 @@ struct Handler {
   std::string_view op;
   int min_since = 1, max_since = 17;  // schema versions this handler implements
   HandlerFn fn = nullptr;
+  std::string_view domain{};  // "" for ONNX's own (ai.onnx)
 };
 
 /// Every handler of ops_*.cpp.
 const std::vector<Handler>& handlers();
-const Handler* find_handler(const std::string& op, int since);
+const Handler* find_handler(const std::string& op, int since, const std::string& domain = "");
 void register_math_ops(std::vector<Handler>& h);
 void register_tensor_ops(std::vector<Handler>& h);
 void register_nn_ops(std::vector<Handler>& h);

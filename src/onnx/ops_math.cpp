@@ -1,5 +1,6 @@
 // ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul, Gemm, Einsum,
-// DFT / STFT, window functions and MelWeightMatrix, reductions, Softmax / LogSoftmax.
+// DFT / STFT, window functions and MelWeightMatrix, reductions, Softmax / LogSoftmax, and the
+// optimizer steps of ai.onnx.preview.training.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -667,6 +668,96 @@ void mel_weight_matrix(Ctx& c) {
   set_known(c, {bins, mels}, m);
 }
 
+// ---- Optimizer steps (ai.onnx.preview.training, version 1) ------------------------------------
+// Adagrad, Momentum and Adam update n tensors at once: inputs R (learning rate), T (the step
+// count), then n of each of X, G and the optimizer's state; outputs the new X, then the new
+// state, in the same groups. Elementwise, as ONNX's definitions write them.
+
+struct OptimizerStep {
+  Node R, T;              // T as float
+  std::size_t n = 0;      // tensors updated
+  std::size_t state = 0;  // state tensors per X
+};
+
+OptimizerStep optimizer_inputs(Ctx& c, std::size_t state) {
+  const std::size_t groups = 2 + state;  // X, G and the state
+  if (c.inputs() < 2 + groups || (c.inputs() - 2) % groups != 0 ||
+      c.outputs() != (c.inputs() - 2) / groups * (1 + state)) {
+    c.fail(std::to_string(c.inputs()) + " inputs and " + std::to_string(c.outputs()) +
+           " outputs do not make groups of X, G and " + std::to_string(state) + " state tensors");
+  }
+  OptimizerStep s{c.f32(0), cast(c.node(1), DType::f32), (c.inputs() - 2) / groups, state};
+  if (numel(c.shape(s.R)) != 1 || numel(c.shape(s.T)) != 1) c.fail("R and T must be scalars");
+  s.R = c.reshape(s.R, {});
+  s.T = c.reshape(s.T, {});
+  for (std::size_t k = 0; k < s.n; ++k) {
+    for (std::size_t g = 1; g < groups; ++g) {
+      if (c.dims(2 + g * s.n + k) != c.dims(2 + k))
+        c.fail("input " + std::to_string(2 + g * s.n + k) + " is not shaped as its X " +
+               dims_str(c.dims(2 + k)));
+    }
+  }
+  return s;
+}
+
+/// norm_coefficient * X + G, for tensor k.
+Node regularized_gradient(Ctx& c, const OptimizerStep& s, std::size_t k) {
+  const float norm = c.attr_f("norm_coefficient", 0.0f);
+  Node g = c.f32(2 + s.n + k);
+  return norm == 0.0f ? g : add(mul(c.f32(2 + k), c.constant(norm)), g);
+}
+
+void adagrad(Ctx& c) {
+  const OptimizerStep s = optimizer_inputs(c, 1);
+  const float decay = c.attr_f("decay_factor", 0.0f), eps = c.attr_f("epsilon", 1e-6f);
+  Node r = div(s.R, add(mul(s.T, c.constant(decay)), c.constant(1.0f)));
+  for (std::size_t k = 0; k < s.n; ++k) {
+    Node g = regularized_gradient(c, s, k);
+    Node h = add(c.f32(2 + 2 * s.n + k), mul(g, g));
+    c.set(k, sub(c.f32(2 + k), div(mul(r, g), add(sqrt(h), c.constant(eps)))));
+    c.set(s.n + k, h);
+  }
+}
+
+void momentum(Ctx& c) {
+  const OptimizerStep s = optimizer_inputs(c, 1);
+  const float alpha = c.attr_f("alpha", 0.0f), beta = c.attr_f("beta", 0.0f);
+  const std::string mode = c.attr_s("mode", "standard");
+  if (mode != "standard" && mode != "nesterov")
+    c.fail("mode '" + mode + "' is neither standard nor nesterov");
+  // beta from the second step on; the first takes the gradient whole
+  Node b = where(greater(s.T, c.constant(0.0f)), c.constant(beta), c.constant(1.0f));
+  for (std::size_t k = 0; k < s.n; ++k) {
+    Node g = regularized_gradient(c, s, k);
+    Node v = add(mul(c.f32(2 + 2 * s.n + k), c.constant(alpha)), mul(b, g));
+    Node step = mode == "standard" ? v : add(g, mul(v, c.constant(alpha)));
+    c.set(k, sub(c.f32(2 + k), mul(s.R, step)));
+    c.set(s.n + k, v);
+  }
+}
+
+void adam(Ctx& c) {
+  const OptimizerStep s = optimizer_inputs(c, 2);
+  const float alpha = c.attr_f("alpha", 0.9f), beta = c.attr_f("beta", 0.999f),
+              eps = c.attr_f("epsilon", 1e-6f), post = c.attr_f("norm_coefficient_post", 0.0f);
+  // From the second step on, R * sqrt(1 - beta^T) / (1 - alpha^T) (bias correction); at T = 0
+  // R (the corrected form divides 0 by 0 there, and where() does not take it).
+  const auto power = [&](float base) { return exp(mul(s.T, c.constant(std::log(base)))); };
+  Node one = c.constant(1.0f);
+  Node corrected = div(mul(s.R, sqrt(sub(one, power(beta)))), sub(one, power(alpha)));
+  Node r = where(greater(s.T, c.constant(0.0f)), corrected, s.R);
+  for (std::size_t k = 0; k < s.n; ++k) {
+    Node g = regularized_gradient(c, s, k);
+    Node v = add(mul(c.f32(2 + 2 * s.n + k), c.constant(alpha)), mul(g, c.constant(1.0f - alpha)));
+    Node h =
+        add(mul(c.f32(2 + 3 * s.n + k), c.constant(beta)), mul(mul(g, g), c.constant(1.0f - beta)));
+    Node x = sub(c.f32(2 + k), mul(r, div(v, add(sqrt(h), c.constant(eps)))));
+    c.set(k, post == 0.0f ? x : mul(x, c.constant(1.0f - post)));
+    c.set(s.n + k, v);
+    c.set(2 * s.n + k, h);
+  }
+}
+
 // ---- MatMul and Gemm -------------------------------------------------------------------------
 
 Dims batch_of(const Dims& d) {
@@ -1027,6 +1118,9 @@ void register_math_ops(std::vector<Handler>& h) {
   for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"})
     h.push_back({w, 17, 17, window_op});
   h.push_back({"MelWeightMatrix", 17, 17, mel_weight_matrix});
+  h.push_back({"Adagrad", 1, 1, adagrad, "ai.onnx.preview.training"});
+  h.push_back({"Momentum", 1, 1, momentum, "ai.onnx.preview.training"});
+  h.push_back({"Adam", 1, 1, adam, "ai.onnx.preview.training"});
   h.push_back({"Gemm", 1, 13, gemm});
   h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});
