@@ -130,6 +130,12 @@ struct Builder {
   }
 };
 
+/// The model exported (its graph, outputs and input shapes) and imported back.
+ho::Model round_trip(const ho::Model& m) {
+  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
+  return ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+}
+
 template <class E>
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -283,8 +289,7 @@ TEST(OnnxImport, ComparisonsAndLogicGiveBools) {
     want_max.push_back(gt ? xv : yv);
   }
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   for (const auto& pc : testing_util::platforms()) {
     SCOPED_TRACE(pc.name);
     for (ho::Model* model : {&m, &back}) {
@@ -414,8 +419,7 @@ TEST(OnnxImport, Int64ArithmeticRunsAndNarrowIntsAreRefused) {
   b.node("Mul", {"s", "j"}, {"p"});
   b.node("Sub", {"p", "i"}, {"y"});
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const std::vector<std::int32_t> i{16777216, -7, 3}, j{1, 5, -2};
   std::vector<std::int32_t> want;
   for (std::size_t k = 0; k < 3; ++k) want.push_back((i[k] + j[k]) * j[k] - i[k]);
@@ -442,8 +446,7 @@ TEST(OnnxImport, TriluKeepsATriangle) {
   b.node("Trilu", {"x", "k"}, {"up"});
   Builder::attr(b.node("Trilu", {"i", "m"}, {"lo"}), "upper", std::int64_t{0});
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   std::vector<float> x(24);
   std::vector<std::int32_t> i(12);
   std::vector<float> up(24);
@@ -494,8 +497,7 @@ TEST(OnnxImport, SignInfNanShrinkRoundAndEyeLikeRun) {
   Builder::attr(eye, "dtype", std::int64_t{1});
   b.input("i34", {3, 4}, 7);
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const float inf = INFINITY, nan = NAN;
   const std::vector<float> x{-2.5f, -0.3f, 0.0f, 0.5f, 1.5f, inf, -inf, nan};
   const std::vector<std::int32_t> j{-5, 0, 7};
@@ -541,8 +543,7 @@ TEST(OnnxImport, ModTakesTheSignOfItsMode) {
   b.node("Mod", {"x", "y"}, {"m"});
   b.node("Mod", {"i", "j"}, {"im"});
   ho::Model m = b.import({.check = false});  // ONNX's checker allows fmod = 0 for ints only
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const std::vector<float> x{7.5f, -7.5f, 7.5f, -7.5f, 4.0f, -1e-30f};
   const std::vector<float> y{2.0f, 2.0f, -2.0f, -2.0f, 2.0f, 1e20f};
   const std::vector<std::int32_t> i{7, -7, 7, -7, 16777217, 6}, j{3, 3, -3, -3, 2, 0};
@@ -574,8 +575,7 @@ TEST(OnnxImport, ReduceProdAndAStableLogSumExp) {
   Builder::attr(lse, "axes", std::vector<std::int64_t>{1});
   Builder::attr(lse, "keepdims", std::int64_t{0});
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const std::vector<float> x{1.5f, -2, 0.5f, 4, -1, 3, 2, 0, -0.5f, 8, 1.25f, 1};
   const std::vector<float> l{1000, 1000, -INFINITY, -INFINITY, INFINITY, 1};
   const float p0 = 1.5f * -2 * 0.5f * 4 * -1 * 3;
@@ -608,8 +608,7 @@ TEST(OnnxImport, CumSumScansEitherWay) {
   Builder::attr(n, "exclusive", std::int64_t{1});
   Builder::attr(n, "reverse", std::int64_t{1});
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const std::vector<std::int32_t> mask{1, 1, 1, 0, 0, 1, 1, 1};
   const std::vector<float> x{1, 2, 3, 4, 5, 6};
   for (const auto& pc : testing_util::platforms()) {
@@ -647,8 +646,7 @@ TEST(OnnxImport, BatchNormTrainingModeUsesTheBatchStatistics) {
   Builder::attr_f(n, "epsilon", 1e-2f);
   Builder::attr_f(n, "momentum", 0.75f);
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const std::vector<float> x{1, 2, 6, -1, 0, 4, 3, 3, 0, 2, 5, -2};
   const double scale[2] = {1.5, -0.5}, bias[2] = {0.25, 2.0}, mean0[2] = {0.5, -1.0},
                var0[2] = {2.0, 0.5};
@@ -712,8 +710,7 @@ TEST(OnnxImport, ReverseSequenceReversesEachPrefix) {
   Builder::attr(n, "time_axis", std::int64_t{1});
   Builder::attr(n, "batch_axis", std::int64_t{0});
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   std::vector<float> x(24), xb(12);
   for (std::size_t k = 0; k < 24; ++k) x[k] = static_cast<float>(k);
   for (std::size_t k = 0; k < 12; ++k) xb[k] = static_cast<float>(k) * 0.5f - 1.0f;
@@ -787,8 +784,7 @@ TEST(OnnxImport, MaxPoolIndicesAndMaxUnpool) {
     Builder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
   }
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   // Ties (3s), a NaN after a larger value, a plane of -inf.
   std::vector<float> x(48), v{1, 7, 7, 2, 5, -1, -3, -3, 0, 9}, z(16);
   for (std::size_t k = 0; k < 16; ++k) z[k] = static_cast<float>((k * 11) % 7);
@@ -1003,8 +999,7 @@ TEST(OnnxImport, EinsumContractsPairwise) {
     b.output("y", std::vector<Dim>(out_dims.begin(), out_dims.end()));
     Builder::attr(b.node("Einsum", names, {"y"}), "equation", k.eq);
     ho::Model m = b.import();
-    const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-    ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+    ho::Model back = round_trip(m);
     for (const auto& pc : testing_util::platforms()) {
       SCOPED_TRACE(pc.name);
       for (ho::Model* model : {&m, &back}) {
@@ -1079,8 +1074,7 @@ TEST(OnnxImport, DftAndStftTransformLikeTheDefinition) {
   // (onesided by default; ONNX 1.12's shape inference takes it as 0, and counts 5 frames here)
   b.node("STFT", {"sig", "step", "win"}, {"st"});
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   std::vector<float> x(12), z(20), sig(11), win{0.0f, 0.5f, 1.0f, 0.5f};
   for (std::size_t k = 0; k < 12; ++k) x[k] = static_cast<float>((k * 5) % 7) - 3.0f;
   for (std::size_t k = 0; k < 20; ++k) z[k] = static_cast<float>((k * 3) % 11) * 0.25f - 1.0f;
@@ -1373,8 +1367,7 @@ TEST(OnnxImport, GatherAndScatterElementsRunAndRoundTrip) {
     want_mul[t] *= u[p];
   }
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   // Scatter, ScatterElements' name before opset 11 (no negative indices, no reduction).
   Builder old(10);
   old.input("x", {3, 4}).input("j", {2, 4}, 7).input("u", {2, 4}).output("y", {3, 4});
@@ -1474,8 +1467,7 @@ TEST(OnnxImport, GatherNDAndScatterNDRunAndRoundTrip) {
   old.node("GatherND", {"x", "is"}, {"slices"});
   old.node("ScatterND", {"d", "sj", "su"}, {"none"});
   ho::Model m = b.import(), mo = old.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   for (const auto& pc : testing_util::platforms()) {
     SCOPED_TRACE(pc.name);
     for (ho::Model* model : {&m, &back}) {
@@ -1522,8 +1514,7 @@ TEST(OnnxImport, GatherNDAndScatterNDIndexErrorsNameTheNode) {
   b.node("GatherND", {"x", "i"}, {"g"})->set_name("gnd");
   b.node("ScatterND", {"d", "j", "u"}, {"s"});
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const auto x = testing_util::random_vec(24, 1), d = testing_util::random_vec(12, 2);
   const auto u = testing_util::random_vec(8, 3);
   const std::vector<std::int32_t> good_i{0, 2, 3, -1, -1, 0}, good_j{2, -3};
@@ -1661,8 +1652,7 @@ TEST(OnnxImport, TopKRunsAndRoundTrips) {
   const std::vector<float> x{1, 3, 3, 0, NAN, 2, NAN, 5, -1, -1, -2, -1};
   const std::vector<std::int32_t> i{4, 9, 9, -3, -3, -8};
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   // TopK-1 (k an attribute) and TopK-10 (K an input, no largest): the largest first.
   Builder one(9), ten(10);
   one.input("x", {3, 4}).output("v", {3, 1}).output("p", {3, 1}, 7);
@@ -1774,8 +1764,7 @@ TEST(OnnxImport, GridSampleInterpolatesAndPads) {
   }
   ho::Model m = b.import();
   ASSERT_EQ(m.variables.size(), 1u);
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const std::vector<std::vector<float>> want{
       {3.5f, 1.5f, 0.25f, 0.0f}, {3.5f, 6, 1, 4.5f}, {3.5f, 6, 1, 2.5f}, {2, 0, 1, 0}};
   const Node d_grid = gradients(reduce_sum(m.outputs[0]), {m.variables[0]})[0];
@@ -1819,8 +1808,7 @@ TEST(OnnxImport, ResizeGathersAndWeighsEachAxis) {
   Builder::attr(crop, "coordinate_transformation_mode", std::string("tf_crop_and_resize"));
   Builder::attr_f(crop, "extrapolation_value", 10.0f);
   ho::Model m = b.import();
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   const std::vector<std::int32_t> i{16777217, 2, 3, 4};
   std::vector<std::int32_t> up;
   for (int r = 0; r < 4; ++r)  // each element a 2 x 3 block
@@ -2177,8 +2165,7 @@ TEST(OnnxImport, LossTargetsOutsideTheClassesAreFeedErrors) {
     EXPECT_CONTAINS(e, "position 1 of the indices [3]");
   }
   // Exported, the check is a Gather that the import back checks again.
-  const std::string bytes = ho::export_bytes(m.graph, m.outputs, m.input_shapes);
-  ho::Model back = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "back.onnx");
+  ho::Model back = round_trip(m);
   CompiledGraph cg = back.compile();
   const std::vector<std::int32_t> s_ok{0, 1, 1};
   cg.run({{"p", p}, {"t", std::vector<std::int32_t>{3, -100, 0}}, {"s", s_ok}});
