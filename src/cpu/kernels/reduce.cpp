@@ -587,7 +587,8 @@ class TopKKernel final : public CpuKernel {
   void run(const ExecCtx& ctx) override {
     parallel_for(ctx, g_.outer * g_.inner, std::max<std::int64_t>(1, kParallelGrain / g_.n),
                  [&](std::int64_t b, std::int64_t e) {
-                   std::vector<std::uint64_t> keys(static_cast<std::size_t>(g_.n));
+                   // (the heap holds k keys; selecting among all needs every key)
+                   std::vector<std::uint64_t> keys(static_cast<std::size_t>(heap() ? k_ : g_.n));
                    for (std::int64_t l = b; l < e; ++l) line(l, keys);
                  });
   }
@@ -601,16 +602,24 @@ class TopKKernel final : public CpuKernel {
              static_cast<std::uint64_t>(j);
     };
     const auto kth = keys.begin() + k_;
-    if (k_ * kHeapRatio <= g_.n) {
-      // Few kept: a max-heap of the k best so far, whose top most elements fail to beat.
+    if (heap()) {
+      // Few kept: a max-heap of the k best so far, whose top most elements fail to beat. One
+      // that does replaces the top, sifted down once (a pop and a push sift twice: on a line
+      // sorted the other way every element enters).
       for (std::int64_t j = 0; j < k_; ++j) keys[static_cast<std::size_t>(j)] = key(j);
       std::make_heap(keys.begin(), kth);
+      const auto size = static_cast<std::size_t>(k_);
       for (std::int64_t j = k_; j < g_.n; ++j) {
         const std::uint64_t kj = key(j);
         if (kj >= keys.front()) continue;
-        std::pop_heap(keys.begin(), kth);
-        *(kth - 1) = kj;
-        std::push_heap(keys.begin(), kth);
+        std::size_t at = 0;
+        for (std::size_t child = 1; child < size; child = 2 * at + 1) {
+          if (child + 1 < size && keys[child + 1] > keys[child]) ++child;
+          if (keys[child] <= kj) break;
+          keys[at] = keys[child];
+          at = child;
+        }
+        keys[at] = kj;
       }
       std::sort_heap(keys.begin(), kth);
     } else {
@@ -627,6 +636,7 @@ class TopKKernel final : public CpuKernel {
   // k at most n / kHeapRatio: the heap (n compares, log k more per rare insertion) beats
   // writing every key and selecting among them.
   static constexpr std::int64_t kHeapRatio = 8;
+  bool heap() const { return k_ * kHeapRatio <= g_.n; }
   const T* x_;
   std::int32_t* out_;
   AxisGeom g_;
