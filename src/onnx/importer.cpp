@@ -775,6 +775,15 @@ Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values) {
   return c.graph().constant(Shape(std::span<const std::int64_t>(dims)), std::move(values));
 }
 
+Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift) {
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank), 1);
+  dims[static_cast<std::size_t>(axis)] = n;
+  std::vector<std::int32_t> v = c.host<std::int32_t>(n);
+  for (std::int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i - shift);
+  return c.graph().constant_i32(Shape(std::span<const std::int64_t>(dims)), std::move(v));
+}
+
 Node index_check(Ctx& c, Node ids, std::int64_t n, std::string_view what) {
   Node check =
       detail::make_op(detail::OpKind::CheckIndices, {ids, c.constant({n}, c.host<float>(n))});

@@ -178,6 +178,9 @@ std::string dims_str(const Dims& d);
 Node broadcast_to(Ctx& c, Node x, const Dims& dims);
 /// A float tensor of the given shape and values, checked for hetgraph's rank limit.
 Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values);
+/// 0, 1, ..., n - 1 along `axis` of a rank-`rank` int32 constant (1 along every other axis),
+/// minus `shift`: positions to compare or compute with.
+Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift = 0);
 /// A float zero that, when computed, checks the int32 `ids` against [0, n): a FeedError naming
 /// this ONNX node's `what` (the check_indices op, named by Ctx::label). Add it to a node that
 /// needs the ids checked first; the exporter writes it as a gather, so the check round-trips.

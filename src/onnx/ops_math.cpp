@@ -315,7 +315,7 @@ struct EinsumOperand {
   std::string letters;  // one per axis; '0', '1', ... stand for the dims "..." covers
 };
 
-/// `term` with "..." replaced by the last `count` of the `ell` ellipsis placeholders.
+/// `term` with "..." replaced by the last `count` of the `ell` characters standing for its dims.
 std::string expand_ellipsis(Ctx& c, const std::string& term, std::size_t count, std::size_t ell) {
   const auto dots = term.find("...");
   if (dots == std::string::npos) return term;
@@ -917,17 +917,6 @@ void softmax_op(Ctx& c) {
   const std::int64_t rows = numel(Dims(d.begin(), d.begin() + axis));
   Node y = Op(c.reshape(x, {rows, numel(d) / rows}), -1);
   c.set(0, c.reshape(y, d));
-}
-
-// 0, 1, ..., n - 1 along `axis` of a rank-`rank` int32 constant (1 along every other axis),
-// minus `shift`: what a one-hot compares positions with.
-Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift = 0) {
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank), 1);
-  dims[static_cast<std::size_t>(axis)] = n;
-  std::vector<std::int32_t> v = c.host<std::int32_t>(n);
-  for (std::int64_t i = 0; i < n; ++i)
-    v[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i - shift);
-  return c.graph().constant_i32(Shape(std::span<const std::int64_t>(dims)), std::move(v));
 }
 
 // 1 at the first largest element along the axis (a NaN, if the line holds one, as argmax), 0

@@ -371,8 +371,7 @@ void gather_elements_op(Ctx& c) {
 // ReverseSequence (opset 10): each batch entry's first sequence_lens[b] steps along the time
 // axis reversed, the rest left. A gather_elements along the time axis at positions
 // t < len ? len - 1 - t : t, computed from the lengths at run time. The lengths pass a
-// check_indices against [0, steps] first (as ONNX Runtime refuses others): a FeedError naming
-// this node's sequence_lens.
+// check_indices against [0, steps] first: a FeedError naming this node's sequence_lens.
 void reverse_sequence(Ctx& c) {
   const Dims d = c.dims(0);
   const int rank = static_cast<int>(d.size());
@@ -388,12 +387,9 @@ void reverse_sequence(Ctx& c) {
     c.fail("sequence_lens " + dims_str(c.dims(1)) + " must have one length per batch entry (" +
            std::to_string(d[b]) + ")");
   }
-  Dims along_time(d.size(), 1), along_batch(d.size(), 1);
-  along_time[t] = d[t];
+  Dims along_batch(d.size(), 1);
   along_batch[b] = d[b];
-  std::vector<std::int32_t> steps = c.host<std::int32_t>(d[t]);
-  for (std::size_t k = 0; k < steps.size(); ++k) steps[k] = static_cast<std::int32_t>(k);
-  Node step = c.graph().constant_i32(Shape(std::span<const std::int64_t>(along_time)), steps);
+  Node step = iota_along(c, rank, static_cast<int>(time), d[t]);
   // The check's zero added to the lengths keeps it ahead of their use.
   Node checked =
       add(c.node(1), cast(index_check(c, c.node(1), d[t] + 1, "sequence_lens"), DType::i32));
