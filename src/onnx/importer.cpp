@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -35,6 +37,29 @@ std::string dims_str(const Dims& d) {
   return s + "]";
 }
 
+namespace {
+
+// Calls f on each body (graph attribute) of node n.
+template <class F>
+void for_bodies(const ir::Node& n, F&& f) {
+  for (const auto& a : n.attrs) {
+    if (a.second.kind == ir::Attr::kGraphA && a.second.g) f(*a.second.g);
+  }
+}
+
+// Every name a body (and the bodies in it) reads: its nodes' inputs and its outputs.
+void reads_of(const ir::Graph& b, std::set<std::string>& names) {
+  for (const ir::Node& n : b.nodes) {
+    for (const std::string& in : n.inputs) {
+      if (!in.empty()) names.insert(in);
+    }
+    for_bodies(n, [&](const ir::Graph& inner) { reads_of(inner, names); });
+  }
+  for (const ir::ValueInfo& o : b.outputs) names.insert(o.name);
+}
+
+}  // namespace
+
 /// The state of one import.
 class Importer {
  public:
@@ -47,6 +72,11 @@ class Importer {
       for (const std::string& in : n.inputs) {
         if (!in.empty()) readers_[in].push_back(&n);
       }
+      // A body reads values of the graph around it by name: they have that node as a reader
+      // (so that no fusion takes them over).
+      std::set<std::string> body_reads;
+      for_bodies(n, [&](const ir::Graph& b) { reads_of(b, body_reads); });
+      for (const std::string& in : body_reads) readers_[in].push_back(&n);
     }
     for (const ir::ValueInfo& o : m_.graph.outputs) readers_[o.name].push_back(nullptr);
     for (const ir::Tensor& t : m_.graph.initializers) {
@@ -127,6 +157,12 @@ class Importer {
   Node materialize(const std::string& name, const ir::Node& n) {
     Value& v = env.at(name);
     if (v.node.valid()) return v.node;
+    v.node = make_node(v, name, n);
+    return v.node;
+  }
+
+  /// A graph node for a value known at import: a constant, or its variable.
+  Node make_node(const Value& v, const std::string& name, const ir::Node& n) {
     const ir::Tensor& t = *v.konst;
     if (t.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
       throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
@@ -166,7 +202,6 @@ class Importer {
                              "; hetgraph runs float32 and int32 tensors");
     }
     name_node(node, name);
-    v.node = node;
     return node;
   }
 
@@ -215,6 +250,7 @@ class Importer {
   void set_input_type(Node v, TensorType t) { types_[v.id()] = t; }
 
   const ir::Node* sole_reader(const std::string& value) const {
+    if (body_depth_ > 0) return nullptr;  // readers_ knows the model's graph only
     auto it = readers_.find(value);
     if (it == readers_.end() || it->second.size() != 1) return nullptr;
     return it->second[0];
@@ -227,6 +263,76 @@ class Importer {
     return v;
   }
 
+  std::vector<Value> run_body(const ir::Node& n, const ir::Graph& body, std::vector<Value> args) {
+    if (args.size() != body.inputs.size()) {
+      throw ShapeError(m_.source + ": ONNX node " + n.label + ": its body '" + body.name +
+                       "' has " + std::to_string(body.inputs.size()) + " inputs, the node gives " +
+                       std::to_string(args.size()));
+    }
+    if (body_depth_ >= 64) {
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label +
+                             ": bodies nested more than 64 deep");
+    }
+    for (Value& a : args) {
+      if (a.initializer) {  // a trainable initializer: the body reads its variable
+        a.node = materialize(a.konst->name, n);
+        a.konst = nullptr;
+        a.initializer = false;
+      }
+    }
+    // What the body's names hide, put back when it is done (also when it fails).
+    std::vector<std::pair<std::string, std::optional<Value>>> hidden;
+    auto hide = [&](const std::string& name) {
+      if (name.empty()) return;
+      auto it = env.find(name);
+      hidden.emplace_back(name, it == env.end() ? std::nullopt : std::optional<Value>(it->second));
+    };
+    struct Restore {
+      Importer& im;
+      decltype(hidden)& h;
+      ~Restore() {
+        for (auto it = h.rbegin(); it != h.rend(); ++it) {
+          if (it->second)
+            im.env[it->first] = *it->second;
+          else
+            im.env.erase(it->first);
+        }
+        --im.body_depth_;
+      }
+    } restore{*this, hidden};
+    ++body_depth_;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      hide(body.inputs[i].name);
+      if (!body.inputs[i].name.empty()) env[body.inputs[i].name] = std::move(args[i]);
+    }
+    for (const ir::Tensor& t : body.initializers) {
+      // A body's initializers are constants of it (not trained), made once however often the
+      // body is imported.
+      hide(t.name);
+      auto [it, fresh] = body_constants_.try_emplace(&t);
+      if (fresh) {
+        it->second.konst = std::shared_ptr<const ir::Tensor>(src_.model, &t);
+        it->second.elem = t.elem;
+      }
+      env[t.name] = it->second;
+    }
+    for (const ir::Node& b : body.nodes) {
+      for (const std::string& o : b.outputs) hide(o);
+    }
+    for (const ir::Node& b : body.nodes) add_node(b);
+    std::vector<Value> out;
+    for (const ir::ValueInfo& o : body.outputs) {
+      auto it = env.find(o.name);
+      if (it == env.end()) {
+        throw ShapeError(m_.source + ": ONNX node " + n.label + ": its body '" + body.name +
+                         "' never computes its output '" + o.name + "'");
+      }
+      out.push_back(it->second);
+    }
+    for (const ir::Tensor& t : body.initializers) body_constants_[&t] = env[t.name];
+    return out;
+  }
+
   std::unordered_map<std::string, Value> env;
   std::vector<std::pair<std::string, Dims>> empty_inputs_;  // inputs given an empty shape
 
@@ -234,16 +340,20 @@ class Importer {
   void check_supported() {
     std::set<std::string> missing;
     std::string non_tensor;
-    for (const ir::Node& n : m_.graph.nodes) {
-      const bool known_op =
-          n.since > 0 &&
-          (find_handler(n.op, n.since, n.domain) != nullptr ||
-           (n.domain.empty() && (foldable(n.op) || ir::has_function(n.domain, n.op, n.since))));
-      if (!known_op) {
-        missing.insert((n.domain.empty() ? "" : n.domain + ".") + n.op + "-" +
-                       (n.since > 0 ? std::to_string(n.since) : "?"));
+    std::function<void(const ir::Graph&)> check = [&](const ir::Graph& graph) {
+      for (const ir::Node& n : graph.nodes) {
+        const bool known_op =
+            n.since > 0 &&
+            (find_handler(n.op, n.since, n.domain) != nullptr ||
+             (n.domain.empty() && (foldable(n.op) || ir::has_function(n.domain, n.op, n.since))));
+        if (!known_op) {
+          missing.insert((n.domain.empty() ? "" : n.domain + ".") + n.op + "-" +
+                         (n.since > 0 ? std::to_string(n.since) : "?"));
+        }
+        for_bodies(n, check);
       }
-    }
+    };
+    check(m_.graph);
     for (const auto* list : {&m_.graph.inputs, &m_.graph.outputs}) {
       for (const ir::ValueInfo& v : *list) {
         if (!v.non_tensor.empty())
@@ -356,6 +466,7 @@ class Importer {
       Value val;
       val.node = in;
       val.elem = v.elem;
+      val.from_input = v.name;
       env[v.name] = val;
       out_.inputs.push_back(in);
       out_.input_info.push_back({v.name, ir::elem_name(v.elem), dtype, shape, declared_dims(v)});
@@ -454,6 +565,30 @@ class Importer {
                       "') is not produced by the hetgraph version of this op");
       }
     }
+    trace_inputs(n);
+  }
+
+  // Outputs of an op the import computes when its inputs are known, computed at run time from
+  // values that giving model inputs would make known: they are too (Value::from_input).
+  void trace_inputs(const ir::Node& n) {
+    static const char* const kLayout[] = {"Reshape",   "Flatten", "Squeeze", "Unsqueeze",
+                                          "Transpose", "Concat",  "Split",   "Slice",
+                                          "Gather",    "Expand",  "Tile",    "Identity"};
+    if (!foldable(n.op) && std::none_of(std::begin(kLayout), std::end(kLayout),
+                                        [&](const char* op) { return n.op == op; }))
+      return;
+    std::string from;
+    for (const std::string& in : n.inputs) {
+      if (in.empty()) continue;
+      const Value& v = env.at(in);
+      if (v.known() && !v.initializer) continue;
+      if (v.from_input.empty()) return;  // a variable, or a value no given input makes known
+      if (from.empty()) from = v.from_input;
+    }
+    for (const std::string& o : n.outputs) {
+      auto it = env.find(o);
+      if (!o.empty() && it != env.end() && !it->second.known()) it->second.from_input = from;
+    }
   }
 
   std::string in_context(const ir::Node& n, const std::string& what) const {
@@ -524,6 +659,8 @@ class Importer {
   std::unordered_map<std::uint32_t, TensorType> types_;
   std::unordered_map<std::string, std::vector<const ir::Node*>> readers_;  // nullptr: output
   std::deque<ir::Node> bodies_;  // nodes of expanded functions (stable addresses)
+  int body_depth_ = 0;           // > 0 while a node's body (a subgraph) is imported
+  std::unordered_map<const ir::Tensor*, Value> body_constants_;
   int serial_ = 0;
   detail::Plan scratch_;
 };
@@ -561,11 +698,17 @@ const ir::Tensor& Ctx::known_tensor(std::size_t i, std::string_view what) const 
                             std::string(what) +
                             ") is computed at run time; hetgraph needs it known when the model "
                             "is imported";
-    // Straight from a model input: giving that input's value at import would do.
-    const bool model_input = im.g.impl().rec(v.node.id()).op == detail::OpKind::Input;
+    // Straight from a model input: giving that input's value at import would do. Computed
+    // from model inputs: giving them may let the import compute it (shape arithmetic).
+    const std::string& from = v.from_input;
+    if (from.empty())
+      throw UnsupportedError(im.model().source + ": ONNX node " + n.label + ": " + why);
+    const bool direct = im.g.impl().rec(v.node.id()).op == detail::OpKind::Input;
     throw UnsupportedError(im.model().source + ": ONNX node " + n.label + ": " + why +
-                               (model_input ? " (give it in ImportOptions::input_values)" : ""),
-                           model_input ? n.inputs[i] : "");
+                               (direct ? " (give it in ImportOptions::input_values)"
+                                       : " (it is computed from input '" + from +
+                                             "': give that in ImportOptions::input_values)"),
+                           from);
   }
   return *v.konst;
 }
@@ -628,6 +771,40 @@ const ir::Tensor* Ctx::attr_t(const std::string& name) const {
   if (!a) return nullptr;
   if (a->kind != ir::Attr::kTensorA) fail("attribute '" + name + "' must be a tensor");
   return a->t.get();
+}
+const ir::Graph& Ctx::attr_g(const std::string& name) const {
+  const ir::Attr* a = find_attr(n, name);
+  if (!a) fail("attribute '" + name + "' (a graph) is missing");
+  if (a->kind != ir::Attr::kGraphA || !a->g) fail("attribute '" + name + "' must be a graph");
+  return *a->g;
+}
+
+Node Ctx::node_of(const Value& v) {
+  if (v.node.valid()) return v.node;
+  // A trainable initializer is its one variable; other known values become constants.
+  return v.initializer ? im.materialize(v.konst->name, n) : im.make_node(v, v.konst->name, n);
+}
+
+std::vector<Value> Ctx::run_body(const ir::Graph& body, std::vector<Value> args) {
+  return im.run_body(n, body, std::move(args));
+}
+
+void Ctx::set(std::size_t k, const Value& v) {
+  if (!wants(k)) return;
+  Value out = v;
+  if (v.initializer) {  // a trainable initializer passed through: its variable, not its values
+    out.node = im.materialize(v.konst->name, n);
+    out.konst = nullptr;
+    out.initializer = false;
+  }
+  im.env[n.outputs[k]] = out;
+}
+
+Value known_value(ir::Tensor t) {
+  Value v;
+  v.elem = t.elem;
+  v.konst = std::make_shared<const ir::Tensor>(std::move(t));
+  return v;
 }
 
 void Ctx::set(std::size_t k, Node v, int elem) {
@@ -827,6 +1004,7 @@ const std::vector<Handler>& handlers() {
     register_tensor_ops(h);
     register_nn_ops(h);
     register_rnn_ops(h);
+    register_control_ops(h);
     return h;
   }();
   return table;

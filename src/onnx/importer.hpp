@@ -37,6 +37,9 @@ struct Value {
   std::shared_ptr<const ir::Tensor> konst;  // set when the value is known at import
   int elem = ir::kFloat;                    // its ONNX element type
   bool initializer = false;                 // konst is a float initializer: a variable
+  /// Computed at run time from this model input only through ops the import computes when
+  /// their inputs are known: giving the input's value at import makes this value known.
+  std::string from_input;
   bool known() const { return konst != nullptr; }
 };
 
@@ -81,6 +84,19 @@ class Ctx {
   Dims attr_ints(const std::string& name, Dims def = {}) const;
   std::vector<float> attr_floats(const std::string& name) const;
   const ir::Tensor* attr_t(const std::string& name) const;
+  /// The body held by graph attribute `name` (If's branches, Loop's and Scan's body).
+  const ir::Graph& attr_g(const std::string& name) const;
+
+  // ---- bodies (control flow, unrolled at import)
+  /// Imports `body` once with its inputs bound to `args`, and gives the values of its outputs.
+  /// Names the body defines hide the same names around it only while it is imported, so a
+  /// body can be imported many times (a loop's iterations); it reads other values of the
+  /// graphs around it by name, as ONNX's scoping says.
+  std::vector<Value> run_body(const ir::Graph& body, std::vector<Value> args);
+  /// A graph node for `v` (a value a body gave): its node, or a constant made of it.
+  Node node_of(const Value& v);
+  /// Output k is `v` (a value a body gave).
+  void set(std::size_t k, const Value& v);
 
   // ---- outputs
   std::size_t outputs() const { return n.outputs.size(); }
@@ -143,6 +159,7 @@ void register_math_ops(std::vector<Handler>& h);
 void register_tensor_ops(std::vector<Handler>& h);
 void register_nn_ops(std::vector<Handler>& h);
 void register_rnn_ops(std::vector<Handler>& h);
+void register_control_ops(std::vector<Handler>& h);
 
 /// Evaluates node `n` at import when all its inputs are known and its op is one fold.cpp
 /// implements; false otherwise (the node then gets graph nodes).
@@ -181,6 +198,8 @@ Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values);
 /// 0, 1, ..., n - 1 along `axis` of a rank-`rank` int32 constant (1 along every other axis),
 /// minus `shift`: positions to compare or compute with.
 Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift = 0);
+/// A value known at import.
+Value known_value(ir::Tensor t);
 /// A float zero that, when computed, checks the int32 `ids` against [0, n): a FeedError naming
 /// this ONNX node's `what` (the check_indices op, named by Ctx::label). Add it to a node that
 /// needs the ids checked first; the exporter writes it as a gather, so the check round-trips.

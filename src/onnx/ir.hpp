@@ -65,8 +65,21 @@ struct ValueInfo {
   std::string non_tensor;  // "sequence", "optional", ...: a value that is not a tensor
 };
 
+struct Graph;
+
 struct Attr {
-  enum Kind : int { kNone, kFloatA, kIntA, kStringA, kTensorA, kFloats, kInts, kStrings, kOther };
+  enum Kind : int {
+    kNone,
+    kFloatA,
+    kIntA,
+    kStringA,
+    kTensorA,
+    kFloats,
+    kInts,
+    kStrings,
+    kGraphA,
+    kOther
+  };
   Kind kind = kNone;
   float f = 0;
   std::int64_t i = 0;
@@ -75,6 +88,7 @@ struct Attr {
   std::vector<float> floats;
   std::vector<std::int64_t> ints;
   std::vector<std::string> strings;
+  std::shared_ptr<const Graph> g;  // kGraphA: a body (If's branches, Loop's and Scan's body)
   std::string other;  // kOther: the attribute type's name (graph, sparse tensor, ...)
 };
 
@@ -88,6 +102,8 @@ struct Node {
   std::string label;
 };
 
+/// The model's graph, or a body of a node (a subgraph: it may read the values of the graphs
+/// around it by name).
 struct Graph {
   std::string name;
   std::vector<Node> nodes;  // as the model lists them (topologically sorted, per ONNX)
@@ -100,7 +116,8 @@ struct Model {
   std::map<std::string, std::int64_t> opsets;  // domain ("" is ONNX) -> version
   std::string producer_name, producer_version, doc;
   Graph graph;
-  std::vector<std::string> ops;  // op types of the graph as written (before function expansion)
+  std::vector<std::string>
+      ops;  // op types as written, bodies' included (before function expansion)
   /// Where the model came from, for messages: a path or "<bytes>".
   std::string source;
 };

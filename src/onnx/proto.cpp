@@ -313,7 +313,15 @@ void to_proto(const ValueInfo& v, pb::ValueInfoProto& p) {
   }
 }
 
-Attr from_proto(const pb::AttributeProto& a, const std::string& source) {
+using Opsets = std::map<std::string, std::int64_t>;
+Graph from_proto(const pb::GraphProto& g, const Opsets& opsets, const std::string& source,
+                 const std::string& where, std::vector<std::string>* ops);
+
+/// `opsets` given: a body (GRAPH attribute) is converted, its nodes under those opsets and
+/// labelled after `where` (the node that holds it); otherwise it is kept as kOther.
+Attr from_proto(const pb::AttributeProto& a, const std::string& source,
+                const Opsets* opsets = nullptr, const std::string& where = "",
+                std::vector<std::string>* ops = nullptr) {
   Attr out;
   switch (a.type()) {
     case pb::AttributeProto::FLOAT:
@@ -344,6 +352,14 @@ Attr from_proto(const pb::AttributeProto& a, const std::string& source) {
       out.kind = Attr::kStrings;
       out.strings.assign(a.strings().begin(), a.strings().end());
       break;
+    case pb::AttributeProto::GRAPH:
+      if (opsets != nullptr) {
+        out.kind = Attr::kGraphA;
+        out.g = std::make_shared<const Graph>(
+            from_proto(a.g(), *opsets, source, where + " " + a.name(), ops));
+        break;
+      }
+      [[fallthrough]];
     default:
       out.kind = Attr::kOther;
       out.other = pb::AttributeProto::AttributeType_Name(a.type());
@@ -351,6 +367,8 @@ Attr from_proto(const pb::AttributeProto& a, const std::string& source) {
   }
   return out;
 }
+
+void to_proto(const Graph& g, pb::GraphProto& p);
 
 void to_proto(const std::string& name, const Attr& a, pb::AttributeProto& p) {
   p.set_name(name);
@@ -382,6 +400,10 @@ void to_proto(const std::string& name, const Attr& a, pb::AttributeProto& p) {
     case Attr::kStrings:
       p.set_type(pb::AttributeProto::STRINGS);
       for (const auto& s : a.strings) p.add_strings(s);
+      break;
+    case Attr::kGraphA:
+      p.set_type(pb::AttributeProto::GRAPH);
+      to_proto(*a.g, *p.mutable_g());
       break;
     default:
       throw Error("internal: writing an ONNX attribute of kind " + std::to_string(a.kind));
@@ -442,6 +464,9 @@ void check_window_attributes(const pb::GraphProto& g, const std::string& source)
   static const char* const kWindowOps[] = {"Conv",    "ConvTranspose", "ConvInteger", "QLinearConv",
                                            "MaxPool", "AveragePool",   "LpPool",      "MaxUnpool"};
   for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_window_attributes(a.g(), source);  // bodies are inferred too
+    }
     if (std::none_of(std::begin(kWindowOps), std::end(kWindowOps),
                      [&](const char* op) { return n.op_type() == op; }))
       continue;
@@ -470,6 +495,51 @@ const pb::OpSchema* schema_of(const std::string& domain, const std::string& op,
                               std::int64_t opset) {
   if (opset <= 0) return nullptr;
   return pb::OpSchemaRegistry::Schema(op, static_cast<int>(opset), domain);
+}
+
+/// One node of a graph (the model's or a body) under `opsets`; `where` names the body.
+Node from_proto(const pb::NodeProto& n, std::size_t index, const Opsets& opsets,
+                const std::string& source, const std::string& where,
+                std::vector<std::string>* ops) {
+  if (ops) ops->push_back(n.op_type());
+  Node node;
+  node.op = n.op_type();
+  node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+  node.name = n.name();
+  auto it = opsets.find(node.domain);
+  node.opset = it == opsets.end() ? 0 : it->second;
+  const pb::OpSchema* s = schema_of(node.domain, node.op, node.opset);
+  node.since = s ? s->SinceVersion() : 0;
+  node.label = (where.empty() ? "" : where + ": ") + node_label(n, index, node.since);
+  node.inputs.assign(n.input().begin(), n.input().end());
+  node.outputs.assign(n.output().begin(), n.output().end());
+  for (const auto& a : n.attribute())
+    node.attrs[a.name()] = from_proto(a, source, &opsets, node.label, ops);
+  return node;
+}
+
+Graph from_proto(const pb::GraphProto& g, const Opsets& opsets, const std::string& source,
+                 const std::string& where, std::vector<std::string>* ops) {
+  if (g.sparse_initializer_size() > 0) bad(source, "sparse initializers are not supported");
+  Graph out;
+  out.name = g.name();
+  for (const auto& v : g.input()) out.inputs.push_back(from_proto(v));
+  for (const auto& v : g.output()) out.outputs.push_back(from_proto(v));
+  for (const auto& t : g.initializer()) out.initializers.push_back(from_proto(t, source));
+  for (int k = 0; k < g.node_size(); ++k)
+    out.nodes.push_back(
+        from_proto(g.node(k), static_cast<std::size_t>(k), opsets, source, where, ops));
+  return out;
+}
+
+pb::NodeProto to_proto(const Node& n);
+
+void to_proto(const Graph& g, pb::GraphProto& p) {
+  p.set_name(g.name);
+  for (const auto& v : g.inputs) to_proto(v, *p.add_input());
+  for (const auto& v : g.outputs) to_proto(v, *p.add_output());
+  for (const auto& t : g.initializers) to_proto(t, *p.add_initializer());
+  for (const auto& n : g.nodes) *p.add_node() = to_proto(n);
 }
 
 pb::NodeProto to_proto(const Node& n) {
@@ -502,6 +572,23 @@ pb::TypeProto to_proto(const TypeInfo& t) {
 }
 
 }  // namespace
+
+// Applies f to every value name of g and of the bodies in it.
+void rename_values(Graph& g, const std::function<std::string(const std::string&)>& f) {
+  for (ValueInfo& v : g.inputs) v.name = f(v.name);
+  for (ValueInfo& v : g.outputs) v.name = f(v.name);
+  for (Tensor& t : g.initializers) t.name = f(t.name);
+  for (Node& n : g.nodes) {
+    for (std::string& i : n.inputs) i = f(i);
+    for (std::string& o : n.outputs) o = f(o);
+    for (auto& a : n.attrs) {
+      if (a.second.kind != Attr::kGraphA) continue;
+      auto inner = std::make_shared<Graph>(*a.second.g);
+      rename_values(*inner, f);
+      a.second.g = inner;
+    }
+  }
+}
 
 bool has_function(const std::string& domain, const std::string& op, int since) {
   const pb::OpSchema* s = schema_of(domain, op, since);
@@ -548,6 +635,7 @@ std::vector<Node> function_body(const Node& n, const std::vector<TypeInfo>& inpu
   };
   std::unordered_map<std::string, const pb::AttributeProto*> given;
   for (const auto& a : np.attribute()) given[a.name()] = &a;
+  const Opsets body_opsets{{"", opset}};
   std::vector<Node> out;
   for (const pb::NodeProto& b : body.node()) {
     Node node;
@@ -573,7 +661,16 @@ std::vector<Node> function_body(const Node& n, const std::vector<TypeInfo>& inpu
         else
           continue;
       }
-      node.attrs[a.name()] = from_proto(*v, source);
+      Attr attr = from_proto(*v, source, &body_opsets, node.label);
+      // A body (Range's Loop) reads the function's values by their formal names: every name
+      // in it is renamed as the function's own are (its locals consistently, so they stay
+      // apart).
+      if (attr.kind == Attr::kGraphA) {
+        auto g = std::make_shared<Graph>(*attr.g);
+        rename_values(*g, mapped);
+        attr.g = g;
+      }
+      node.attrs[a.name()] = std::move(attr);
     }
     out.push_back(std::move(node));
   }
@@ -684,21 +781,8 @@ Model convert_model(pb::ModelProto& m, const std::string& source, const std::str
   }
   if (g.sparse_initializer_size() > 0) bad(source, "sparse initializers are not supported");
   for (int k = 0; k < g.node_size(); ++k) {
-    const pb::NodeProto& n = g.node(k);
-    out.ops.push_back(n.op_type());
-    Node node;
-    node.op = n.op_type();
-    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
-    node.name = n.name();
-    auto it = out.opsets.find(node.domain);
-    node.opset = it == out.opsets.end() ? 0 : it->second;
-    const pb::OpSchema* s = schema_of(node.domain, node.op, node.opset);
-    node.since = s ? s->SinceVersion() : 0;
-    node.label = node_label(n, static_cast<std::size_t>(k), node.since);
-    node.inputs.assign(n.input().begin(), n.input().end());
-    node.outputs.assign(n.output().begin(), n.output().end());
-    for (const auto& a : n.attribute()) node.attrs[a.name()] = from_proto(a, source);
-    out.graph.nodes.push_back(std::move(node));
+    out.graph.nodes.push_back(
+        from_proto(g.node(k), static_cast<std::size_t>(k), out.opsets, source, "", &out.ops));
   }
   return out;
 }
@@ -731,20 +815,7 @@ std::string serialize_model(const Model& m) {
     o->set_domain(domain);
     o->set_version(version);
   }
-  auto* g = p.mutable_graph();
-  g->set_name(m.graph.name);
-  for (const auto& v : m.graph.inputs) to_proto(v, *g->add_input());
-  for (const auto& v : m.graph.outputs) to_proto(v, *g->add_output());
-  for (const auto& t : m.graph.initializers) to_proto(t, *g->add_initializer());
-  for (const auto& n : m.graph.nodes) {
-    auto* pn = g->add_node();
-    pn->set_op_type(n.op);
-    pn->set_domain(n.domain);
-    pn->set_name(n.name);
-    for (const auto& i : n.inputs) pn->add_input(i);
-    for (const auto& o : n.outputs) pn->add_output(o);
-    for (const auto& [name, a] : n.attrs) to_proto(name, a, *pn->add_attribute());
-  }
+  to_proto(m.graph, *p.mutable_graph());
   try {
     pb::checker::check_model(p);
   } catch (const std::exception& e) {

@@ -1,0 +1,319 @@
+// ONNX control flow: If, Loop and Scan, unrolled at import. hetgraph graphs are static, so a
+// branch is taken, and a loop's iterations are laid out one after the other, when the model is
+// imported: If needs its condition known there, Loop its trip count (or a condition its body
+// computes from values known there), and Scan the length of its scan inputs, which their shapes
+// always give. Each iteration imports the body again with that iteration's values bound to its
+// inputs (Ctx::run_body), so shapes, folding and every op handler work in bodies as elsewhere.
+#include <algorithm>
+#include <cstdint>
+
+#include "onnx/importer.hpp"
+
+namespace hetgraph::onnx::imp {
+
+namespace {
+
+// Unrolled bodies hold at most this many ONNX nodes in all: a larger trip count comes from a
+// damaged model or belongs to a loop that hetgraph, without run-time control flow, cannot run.
+constexpr std::int64_t kMaxUnrolledNodes = std::int64_t{1} << 20;
+
+Dims dims_of(const Ctx& c, const Value& v) {
+  return v.known() ? v.konst->dims : c.shape(v.node);
+}
+
+ir::Tensor scalar(int elem, std::int64_t value) {
+  ir::Tensor t;
+  t.elem = elem;
+  t.i = {value};
+  return t;
+}
+
+// The boolean a known scalar holds ("what" names it for errors).
+bool flag(const Ctx& c, const ir::Tensor& t, const std::string& what) {
+  if (t.numel() != 1) c.fail(what + " has " + std::to_string(t.numel()) + " elements, not 1");
+  return ir::is_integral(t.elem) ? t.i[0] != 0 : t.f[0] != 0.0f;
+}
+
+// Element `index` of v along `axis`, that axis removed (a scan input's slice).
+Value take(Ctx& c, const Value& v, int axis, std::int64_t index) {
+  if (v.known() && !v.initializer) {
+    return known_value(host::gather(*v.konst, axis, {index}, {}));
+  }
+  Dims out = dims_of(c, v);
+  out.erase(out.begin() + axis);
+  Value r;
+  r.elem = v.elem;
+  r.node = c.reshape(slice(c.node_of(v), axis, index, index + 1), out);
+  return r;
+}
+
+// The values of `vs` (one per iteration, all of one shape) stacked along a new `axis`.
+Value stack(Ctx& c, const std::vector<Value>& vs, int axis, const std::string& what) {
+  const Dims first = dims_of(c, vs[0]);
+  if (axis < 0 || axis > static_cast<int>(first.size())) {
+    c.fail(what + ": axis " + std::to_string(axis) + " is out of range for stacking values of " +
+           dims_str(first));
+  }
+  Dims one = first;
+  one.insert(one.begin() + axis, 1);
+  bool host_all = true;
+  for (std::size_t t = 0; t < vs.size(); ++t) {
+    const Dims d = dims_of(c, vs[t]);
+    if (d != first) {
+      c.fail(what + ": iteration " + std::to_string(t) + " gives " + dims_str(d) +
+             ", iteration 0 gave " + dims_str(first) + "; stacked values must agree");
+    }
+    if (vs[t].elem != vs[0].elem) c.fail(what + ": iterations give different element types");
+    host_all = host_all && vs[t].known() && !vs[t].initializer;
+  }
+  if (host_all) {
+    std::vector<ir::Tensor> parts;
+    parts.reserve(vs.size());
+    for (const Value& v : vs) parts.push_back(host::with_dims(*v.konst, one));
+    std::vector<const ir::Tensor*> ptrs;
+    for (const ir::Tensor& t : parts) ptrs.push_back(&t);
+    return known_value(host::concat(ptrs, axis));
+  }
+  std::vector<Node> parts;
+  parts.reserve(vs.size());
+  for (const Value& v : vs) parts.push_back(c.reshape(c.node_of(v), one));
+  Value r;
+  r.elem = vs[0].elem;
+  r.node = parts.size() == 1 ? parts[0] : concat(std::span<const Node>(parts), axis);
+  c.type(r.node);
+  return r;
+}
+
+// Input i as a value to bind to a body input.
+Value arg(Ctx& c, std::size_t i) {
+  return c.in(i);
+}
+
+void check_budget(const Ctx& c, std::int64_t iterations, const ir::Graph& body,
+                  const std::string& what) {
+  const std::int64_t per = std::max<std::int64_t>(1, static_cast<std::int64_t>(body.nodes.size()));
+  if (iterations > kMaxUnrolledNodes / per) {
+    c.unsupported(what + " of " + std::to_string(iterations) + " iterations, each of " +
+                  std::to_string(body.nodes.size()) +
+                  " nodes: hetgraph unrolls loops at import, up to 2^20 nodes in all");
+  }
+}
+
+void if_op(Ctx& c) {
+  const bool cond = flag(c, c.known_tensor(0, "the condition: hetgraph takes a branch at import"),
+                         "the condition");
+  const ir::Graph& branch = c.attr_g(cond ? "then_branch" : "else_branch");
+  const std::vector<Value> outs = c.run_body(branch, {});
+  if (outs.size() != c.outputs()) {
+    c.fail("the branch taken gives " + std::to_string(outs.size()) + " outputs, the node has " +
+           std::to_string(c.outputs()));
+  }
+  for (std::size_t k = 0; k < outs.size(); ++k) c.set(k, outs[k]);
+}
+
+// Loop (1, 11, 13, 16): M (trip count) and cond, both optional, then the carried values; the
+// body takes (iteration number, cond, carried...) and gives (cond, carried..., scan outputs...).
+void loop(Ctx& c) {
+  const ir::Graph& body = c.attr_g("body");
+  const std::size_t carried = c.inputs() > 2 ? c.inputs() - 2 : 0;
+  if (body.inputs.size() != carried + 2 || body.outputs.size() < carried + 1) {
+    c.fail("the body takes " + std::to_string(body.inputs.size()) + " inputs and gives " +
+           std::to_string(body.outputs.size()) + " outputs; with " + std::to_string(carried) +
+           " carried values it must take " + std::to_string(carried + 2) + " and give at least " +
+           std::to_string(carried + 1));
+  }
+  const std::size_t scans = body.outputs.size() - 1 - carried;
+  if (c.outputs() > carried + scans) {
+    c.fail("the node has " + std::to_string(c.outputs()) + " outputs, its body gives " +
+           std::to_string(carried + scans));
+  }
+  std::int64_t trip = -1;  // no trip count: the condition alone ends the loop
+  if (c.has(0)) {
+    const Dims m = c.ints(0, "the trip count: hetgraph unrolls the loop at import");
+    if (m.size() != 1) c.fail("the trip count has " + std::to_string(m.size()) + " elements");
+    trip = std::max<std::int64_t>(m[0], 0);
+    check_budget(c, trip, body, "a loop");
+  }
+  bool cond = true;
+  if (c.has(1)) {
+    cond = flag(c, c.known_tensor(1, "the condition: hetgraph unrolls the loop at import"),
+                "the condition");
+  }
+  if (trip < 0 && !c.has(1)) c.fail("neither a trip count nor a condition: the loop never ends");
+
+  std::vector<Value> state;
+  for (std::size_t i = 0; i < carried; ++i) state.push_back(arg(c, 2 + i));
+  std::vector<std::vector<Value>> scanned(scans);
+  for (std::int64_t i = 0; (trip < 0 || i < trip) && cond; ++i) {
+    if (trip < 0) check_budget(c, i + 1, body, "a loop ended by its condition");
+    std::vector<Value> args;
+    args.push_back(known_value(scalar(ir::kInt64, i)));
+    args.push_back(known_value(scalar(ir::kBool, 1)));
+    args.insert(args.end(), state.begin(), state.end());
+    std::vector<Value> outs = c.run_body(body, std::move(args));
+    // Without a cond input the body's condition is ignored (ONNX: "for i < M").
+    if (c.has(1)) {
+      const std::string what = "the condition its body gives in iteration " + std::to_string(i);
+      if (!outs[0].known()) {
+        c.unsupported(what +
+                      " is computed at run time; hetgraph unrolls loops at import, so it "
+                      "needs the condition known there");
+      }
+      cond = flag(c, *outs[0].konst, what);
+    }
+    for (std::size_t k = 0; k < carried; ++k) state[k] = outs[1 + k];
+    for (std::size_t k = 0; k < scans; ++k) scanned[k].push_back(outs[1 + carried + k]);
+  }
+  for (std::size_t k = 0; k < carried; ++k) c.set(k, state[k]);
+  for (std::size_t k = 0; k < scans; ++k) {
+    if (!c.wants(carried + k)) continue;
+    if (scanned[k].empty()) {
+      c.unsupported("the loop runs no iteration, so its scan output " + std::to_string(k) +
+                    " is empty; hetgraph tensors have at least one element");
+    }
+    c.set(carried + k, stack(c, scanned[k], 0, "scan output " + std::to_string(k)));
+  }
+}
+
+// Scan's per-input or per-output attribute list: `count` values, zeros when absent.
+Dims per_value(const Ctx& c, const std::string& name, std::size_t count) {
+  const Dims v = c.attr_ints(name, Dims(count, 0));
+  if (v.size() != count) {
+    c.fail("attribute '" + name + "' has " + std::to_string(v.size()) + " values for " +
+           std::to_string(count));
+  }
+  return v;
+}
+
+// One pass of a Scan body over `xs` (sliced along `axes`, in `reverse` order where set) from
+// `state`: the final state, and each scan output's values in iteration order.
+std::vector<std::vector<Value>> scan_pass(Ctx& c, const ir::Graph& body, std::vector<Value>& state,
+                                          const std::vector<Value>& xs, const Dims& axes,
+                                          const Dims& reverse, std::int64_t length) {
+  const std::size_t scans = body.outputs.size() - state.size();
+  std::vector<std::vector<Value>> out(scans);
+  for (std::int64_t t = 0; t < length; ++t) {
+    std::vector<Value> args = state;
+    for (std::size_t j = 0; j < xs.size(); ++j) {
+      const std::int64_t at = reverse[j] != 0 ? length - 1 - t : t;
+      args.push_back(take(c, xs[j], static_cast<int>(axes[j]), at));
+    }
+    std::vector<Value> outs = c.run_body(body, std::move(args));
+    for (std::size_t k = 0; k < state.size(); ++k) state[k] = outs[k];
+    for (std::size_t k = 0; k < scans; ++k) out[k].push_back(outs[state.size() + k]);
+  }
+  return out;
+}
+
+// The scan length: the dim along each scan input's axis, which must agree.
+std::int64_t scan_length(Ctx& c, const std::vector<Value>& xs, const Dims& axes) {
+  std::int64_t length = -1;
+  for (std::size_t j = 0; j < xs.size(); ++j) {
+    const Dims d = dims_of(c, xs[j]);
+    const std::int64_t n = d[static_cast<std::size_t>(axes[j])];
+    if (length >= 0 && n != length) {
+      c.fail("scan input " + std::to_string(j) + " has " + std::to_string(n) +
+             " elements along its axis, scan input 0 has " + std::to_string(length));
+    }
+    length = n;
+  }
+  return length;
+}
+
+void scan(Ctx& c) {
+  const ir::Graph& body = c.attr_g("body");
+  const bool batched = c.version < 9;  // Scan-8: a batch axis first, and sequence_lens
+  const std::size_t first = batched ? 1 : 0;
+  const std::int64_t m = c.attr_i("num_scan_inputs", -1);
+  if (m < 1 || static_cast<std::size_t>(m) > c.inputs() - first) {
+    c.fail("num_scan_inputs is " + std::to_string(m) + " for " +
+           std::to_string(c.inputs() - first) + " inputs");
+  }
+  const auto ms = static_cast<std::size_t>(m);
+  const std::size_t n = c.inputs() - first - ms;  // state variables
+  if (body.inputs.size() != n + ms || body.outputs.size() < n) {
+    c.fail("the body takes " + std::to_string(body.inputs.size()) + " inputs and gives " +
+           std::to_string(body.outputs.size()) + " outputs, for " + std::to_string(n) +
+           " state variables and " + std::to_string(ms) + " scan inputs");
+  }
+  const std::size_t k_out = body.outputs.size() - n;
+  if (c.outputs() > n + k_out) {
+    c.fail("the node has " + std::to_string(c.outputs()) + " outputs, its body gives " +
+           std::to_string(n + k_out));
+  }
+  std::vector<Value> state, xs;
+  for (std::size_t i = 0; i < n; ++i) state.push_back(arg(c, first + i));
+  for (std::size_t j = 0; j < ms; ++j) xs.push_back(arg(c, first + n + j));
+
+  if (!batched) {
+    const Dims in_axes = per_value(c, "scan_input_axes", ms);
+    const Dims dirs = per_value(c, "scan_input_directions", ms);
+    const Dims out_axes = per_value(c, "scan_output_axes", k_out);
+    const Dims out_dirs = per_value(c, "scan_output_directions", k_out);
+    Dims axes;
+    for (std::size_t j = 0; j < ms; ++j) axes.push_back(c.axis(in_axes[j], c.rank(first + n + j)));
+    const std::int64_t length = scan_length(c, xs, axes);
+    check_budget(c, length, body, "a scan");
+    std::vector<std::vector<Value>> outs = scan_pass(c, body, state, xs, axes, dirs, length);
+    for (std::size_t i = 0; i < n; ++i) c.set(i, state[i]);
+    for (std::size_t k = 0; k < k_out; ++k) {
+      if (!c.wants(n + k)) continue;
+      if (out_dirs[k] != 0) std::reverse(outs[k].begin(), outs[k].end());
+      const int r = static_cast<int>(dims_of(c, outs[k][0]).size()) + 1;
+      c.set(n + k, stack(c, outs[k], c.axis(out_axes[k], r), "scan output " + std::to_string(k)));
+    }
+    return;
+  }
+
+  // Scan-8: states [batch, ...], scan inputs [batch, sequence, ...]; the body runs per batch
+  // entry, and the outputs stack the entries again.
+  const Dims dirs = per_value(c, "directions", ms);
+  std::int64_t batch = -1;
+  for (std::size_t i = first; i < c.inputs(); ++i) {
+    const Dims d = c.dims(i);
+    if (d.empty() || (batch >= 0 && d[0] != batch)) {
+      c.fail("input " + std::to_string(i) + " " + dims_str(d) +
+             " lacks the batch axis the other inputs have");
+    }
+    if (i >= first + n && d.size() < 2) {
+      c.fail("scan input " + std::to_string(i) + " " + dims_str(d) + " lacks the sequence axis");
+    }
+    batch = d[0];
+  }
+  const std::int64_t length = c.dims(first + n)[1];
+  if (c.has(0)) {
+    for (std::int64_t l : c.ints(0, "sequence_lens: hetgraph unrolls the scan at import")) {
+      if (l != length) {
+        c.unsupported("sequence_lens holds " + std::to_string(l) + " for sequences of " +
+                      std::to_string(length) + ": hetgraph scans whole sequences only");
+      }
+    }
+  }
+  check_budget(c, batch * length, body, "a scan");
+  std::vector<std::vector<Value>> finals(n), scanned(k_out);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    std::vector<Value> st, x;
+    for (const Value& s : state) st.push_back(take(c, s, 0, b));
+    for (const Value& v : xs) x.push_back(take(c, v, 0, b));
+    std::vector<std::vector<Value>> outs = scan_pass(c, body, st, x, Dims(ms, 0), dirs, length);
+    for (std::size_t i = 0; i < n; ++i) finals[i].push_back(st[i]);
+    for (std::size_t k = 0; k < k_out; ++k)
+      scanned[k].push_back(stack(c, outs[k], 0, "scan output " + std::to_string(k)));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (c.wants(i)) c.set(i, stack(c, finals[i], 0, "state " + std::to_string(i)));
+  }
+  for (std::size_t k = 0; k < k_out; ++k) {
+    if (c.wants(n + k)) c.set(n + k, stack(c, scanned[k], 0, "scan output " + std::to_string(k)));
+  }
+}
+
+}  // namespace
+
+void register_control_ops(std::vector<Handler>& h) {
+  h.push_back({"If", 1, 16, if_op});
+  h.push_back({"Loop", 1, 16, loop});
+  h.push_back({"Scan", 8, 16, scan});
+}
+
+}  // namespace hetgraph::onnx::imp
