@@ -1501,6 +1501,104 @@ TEST(OnnxImport, ValuesComputedFromInputsNameTheInputBehind) {
   EXPECT_EQ(m.output_info[0].shape, (Shape{3, 2}));
 }
 
+// QuantizeLinear (halves to even, saturating; uint8, and int8 per axis), DequantizeLinear back,
+// and DynamicQuantizeLinear, against ONNX's formulas computed here, on every platform.
+TEST(OnnxImport, QuantizationRoundsHalvesToEvenAndSaturates) {
+  Builder b(13);
+  b.input("x", {2, 3}).output("q", {2, 3}, 2).output("qa", {2, 3}, 3).output("d", {2, 3});
+  b.output("dq", {2, 3}, 2).output("ds", {}).output("dz", {}, 2);
+  b.floats("s", {}, {0.5f}).floats("sa", {2}, {0.25f, 2.0f});
+  auto* zp = b.g->add_initializer();  // uint8 zero point 10
+  zp->set_name("z");
+  zp->set_data_type(2);
+  zp->add_int32_data(10);
+  auto* zpa = b.g->add_initializer();  // int8 zero points per row: -3, 5
+  zpa->set_name("za");
+  zpa->set_data_type(3);
+  zpa->add_dims(2);
+  zpa->add_int32_data(-3);
+  zpa->add_int32_data(5);
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"q"});
+  Builder::attr(b.node("QuantizeLinear", {"x", "sa", "za"}, {"qa"}), "axis", std::int64_t{0});
+  Builder::attr(b.node("DequantizeLinear", {"qa", "sa", "za"}, {"d"}), "axis", std::int64_t{0});
+  b.node("DynamicQuantizeLinear", {"x"}, {"dq", "ds", "dz"});
+  const std::vector<float> x{1.25f, -1.75f, 200.0f, 0.375f, -40.0f, 3.0f};
+  const auto rne = [](float v) { return std::nearbyint(v); };  // the default mode: to even
+  const auto sat = [](float v, float lo, float hi) { return std::min(std::max(v, lo), hi); };
+  std::vector<std::int32_t> q, qa;
+  std::vector<float> d;
+  const float sa[2] = {0.25f, 2.0f}, za[2] = {-3.0f, 5.0f};
+  for (std::size_t i = 0; i < 6; ++i) {
+    q.push_back(static_cast<std::int32_t>(sat(rne(x[i] / 0.5f) + 10.0f, 0.0f, 255.0f)));
+    const float v = sat(rne(x[i] / sa[i / 3]) + za[i / 3], -128.0f, 127.0f);
+    qa.push_back(static_cast<std::int32_t>(v));
+    d.push_back((v - za[i / 3]) * sa[i / 3]);
+  }
+  // 1.25 / 0.5 = 2.5 rounds to 2, -1.75 / 0.5 = -3.5 to -4; 200 saturates.
+  EXPECT_EQ(q, (std::vector<std::int32_t>{12, 6, 255, 11, 0, 16}));
+  const float lo = -40.0f, hi = 200.0f, scale = (hi - lo) / 255.0f;
+  const float z = rne(sat(0.0f - lo / scale, 0.0f, 255.0f));
+  std::vector<std::int32_t> dq;
+  for (float v : x) dq.push_back(static_cast<std::int32_t>(sat(rne(v / scale) + z, 0.0f, 255.0f)));
+  const ho::Model m = b.import();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"x", x}});
+    EXPECT_EQ(cg.read_i32(m.outputs[0]), q);
+    EXPECT_EQ(cg.read_i32(m.outputs[1]), qa);
+    EXPECT_EQ(cg.read(m.outputs[2]), d);
+    EXPECT_EQ(cg.read_i32(m.outputs[3]), dq);
+    EXPECT_EQ(cg.read(m.outputs[4]), (std::vector<float>{scale}));
+    EXPECT_EQ(cg.read_i32(m.outputs[5]), (std::vector<std::int32_t>{static_cast<std::int32_t>(z)}));
+  }
+  EXPECT_EQ(m.output_info[0].onnx_type, "uint8");
+  EXPECT_EQ(m.output_info[1].onnx_type, "int8");
+}
+
+// Clip of int64 (held as int32; a bound beyond int32 clips nothing) and Compress along an axis
+// and flattened, its condition known at import or asked for by name.
+TEST(OnnxImport, IntegerClipAndCompress) {
+  Builder b(13);
+  b.input("i", {5}, 7).input("x", {2, 3}).output("c", {5}, 7).output("y", {2, 2});
+  b.output("f", {3});
+  scalar_init(b, "lo", 7, -2);
+  scalar_init(b, "hi", 7, std::int64_t{1} << 40);
+  b.int_tensor("keep", {3}, {1, 0, 1});
+  b.int_tensor("flat", {5}, {0, 1, 0, 0, 1});
+  b.m.mutable_graph()->mutable_initializer(2)->set_data_type(9);  // bool conditions
+  b.m.mutable_graph()->mutable_initializer(3)->set_data_type(9);
+  for (int k : {2, 3}) {
+    auto* t = b.m.mutable_graph()->mutable_initializer(k);
+    std::vector<std::int64_t> v(t->int64_data().begin(), t->int64_data().end());
+    t->clear_int64_data();
+    for (auto x : v) t->add_int32_data(static_cast<std::int32_t>(x));
+  }
+  b.node("Clip", {"i", "lo", "hi"}, {"c"});
+  Builder::attr(b.node("Compress", {"x", "keep"}, {"y"}), "axis", std::int64_t{1});
+  b.node("Compress", {"x", "flat"}, {"f"});
+  const ho::Model m = b.import();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"i", std::vector<std::int32_t>{-5, -2, 0, 7, 100000}},
+            {"x", std::vector<float>{1, 2, 3, 4, 5, 6}}});
+    EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{-2, -2, 0, 7, 100000}));
+    EXPECT_EQ(cg.read(m.outputs[1]), (std::vector<float>{1, 3, 4, 6}));
+    EXPECT_EQ(cg.read(m.outputs[2]), (std::vector<float>{2, 5}));
+  }
+  Builder c(11);
+  c.input("x", {2, 3}).input("cond", {3}, 9).output("y", {2, 2});
+  Builder::attr(c.node("Compress", {"x", "cond"}, {"y"}), "axis", std::int64_t{1});
+  try {
+    c.import();
+    ADD_FAILURE() << "no error";
+  } catch (const ho::UnsupportedError& e) {
+    EXPECT_EQ(e.input_needed(), "cond");
+    EXPECT_CONTAINS(e.what(), "#0 (Compress-11)");
+  }
+}
+
 // Adagrad, Momentum (standard and Nesterov) and Adam of ai.onnx.preview.training, two tensors
 // at once, at step 0 and step 3, against ONNX's definitions in double, on every platform. The
 // first Adam case is ONNX's test_adam_multiple with its epsilon (1e-2) on the node: the suite's

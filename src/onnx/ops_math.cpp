@@ -1,6 +1,7 @@
 // ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul, Gemm, Einsum,
-// DFT / STFT, window functions and MelWeightMatrix, reductions, Softmax / LogSoftmax, and the
-// optimizer steps of ai.onnx.preview.training.
+// DFT / STFT, window functions and MelWeightMatrix, reductions, Softmax / LogSoftmax,
+// QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear, and the optimizer steps of
+// ai.onnx.preview.training.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -189,7 +190,37 @@ void sign_op(Ctx& c) {
   c.set(0, where(equal(x, x), s, x));
 }
 
+// Clip of integers (opset 12+), in the int32 they are held as: the result lies between the
+// bounds and within x's own type, so nothing wraps.
+void int_clip(Ctx& c) {
+  if (c.version < 12) c.unsupported("Clip of integers before opset 12");
+  Node y = c.node(0);
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
+    if (!c.has(i)) continue;
+    if (c.elem(i) != c.elem(0)) c.fail("the bound's type differs from the input's");
+    Node bound;
+    if (c.known(i)) {
+      const Dims v = c.ints(i, i == 1 ? "min" : "max");
+      if (v.size() != 1) c.fail("Clip bounds must be scalars");
+      // A bound beyond int32 clips none of the values held: left out.
+      if (v[0] < INT32_MIN || v[0] > INT32_MAX) {
+        if ((i == 1) == (v[0] < INT32_MIN)) continue;
+        c.unsupported("a bound of " + std::to_string(v[0]) + " beyond int32");
+      }
+      bound = c.graph().constant_i32(Shape{}, {static_cast<std::int32_t>(v[0])});
+    } else {
+      bound = c.reshape(c.node(i), {});
+    }
+    y = i == 1 ? maximum(y, bound) : minimum(y, bound);
+  }
+  c.set(0, y, c.elem(0));
+}
+
 void clip_op(Ctx& c) {
+  if (c.elem(0) != ir::kFloat && ir::is_integral(c.elem(0)) && c.elem(0) != ir::kBool) {
+    int_clip(c);
+    return;
+  }
   Node x = c.f32(0);
   float lo = -INFINITY, hi = INFINITY;
   if (c.version < 11) {
@@ -1037,6 +1068,74 @@ void softmax_cross_entropy_loss(Ctx& c) {
   if (c.wants(1)) c.set(1, logp);
 }
 
+// ---- quantization: uint8 / int8 values held as int32 ------------------------------------------
+
+// The range of a quantized element type (uint8 unless the zero point says int8).
+std::pair<float, float> quantized_range(Ctx& c, int elem) {
+  if (elem == ir::kUint8) return {0.0f, 255.0f};
+  if (elem == ir::kInt8) return {-128.0f, 127.0f};
+  c.unsupported(std::string("quantizing to ") + ir::elem_name(elem) +
+                " (hetgraph quantizes to uint8 and int8)");
+}
+
+// Input i (a scale or zero point, as float) shaped to broadcast against x: a scalar as it is,
+// a 1-D tensor per slice of x's `axis` (opset 13's per-axis quantization).
+Node quantization_param(Ctx& c, std::size_t i, int rank_x) {
+  Node v = c.elem(i) == ir::kFloat ? c.node(i) : cast(c.node(i), DType::f32);
+  const Dims d = c.dims(i);
+  if (numel(d) == 1) return c.reshape(v, {});
+  const int axis = c.axis(c.attr_i("axis", 1), rank_x);
+  if (d.size() != 1 || d[0] != c.dims(0)[static_cast<std::size_t>(axis)]) {
+    c.fail("input " + std::to_string(i) + " " + dims_str(d) +
+           " is neither a scalar nor one value " + "per slice of axis " + std::to_string(axis) +
+           " of " + dims_str(c.dims(0)));
+  }
+  Dims shape(static_cast<std::size_t>(rank_x), 1);
+  shape[static_cast<std::size_t>(axis)] = d[0];
+  return c.reshape(v, shape);
+}
+
+// saturate(round(x / scale) + zero_point), as the int32 words of the quantized values.
+Node quantize(Node x, Node scale, Node zero_point, std::pair<float, float> range) {
+  return cast(clip(add(hetgraph::round(div(x, scale)), zero_point), range.first, range.second),
+              DType::i32);
+}
+
+void quantize_linear(Ctx& c) {
+  Node x = c.f32(0);
+  const int rank = c.rank(0);
+  const int elem = c.has(2) ? c.elem(2) : ir::kUint8;
+  const auto range = quantized_range(c, elem);
+  const Node zp = c.has(2) ? quantization_param(c, 2, rank) : c.constant(0.0f);
+  c.set(0, quantize(x, quantization_param(c, 1, rank), zp, range), elem);
+}
+
+void dequantize_linear(Ctx& c) {
+  const int elem = c.elem(0);
+  if (elem != ir::kUint8 && elem != ir::kInt8 && elem != ir::kInt32) {
+    c.unsupported(std::string("dequantizing ") + ir::elem_name(elem));
+  }
+  const int rank = c.rank(0);
+  Node x = cast(c.node(0), DType::f32);
+  if (c.has(2)) x = sub(x, quantization_param(c, 2, rank));
+  c.set(0, mul(x, quantization_param(c, 1, rank)));
+}
+
+// DynamicQuantizeLinear: uint8 with the scale and zero point that map [min(x, 0), max(x, 0)]
+// onto [0, 255].
+void dynamic_quantize_linear(Ctx& c) {
+  Node x = c.f32(0);
+  const Node zero = c.constant(0.0f);
+  const Node lo = minimum(reduce_min_of(x, kAllAxes, false), zero);
+  const Node hi = maximum(reduce_max(x, kAllAxes, false), zero);
+  const Node scale = div(sub(hi, lo), c.constant(255.0f));
+  // ONNX: the zero point saturated, then rounded.
+  const Node zp = hetgraph::round(clip(sub(zero, div(lo, scale)), 0.0f, 255.0f));
+  c.set(0, quantize(x, scale, zp, {0.0f, 255.0f}), ir::kUint8);
+  c.set(1, scale);
+  c.set(2, cast(zp, DType::i32), ir::kUint8);
+}
+
 }  // namespace
 
 void register_math_ops(std::vector<Handler>& h) {
@@ -1086,6 +1185,9 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"HardSwish", 14, 14, hard_swish});
   h.push_back({"Softsign", 1, 1, softsign});
   h.push_back({"Clip", 1, 13, clip_op});
+  h.push_back({"QuantizeLinear", 10, 13, quantize_linear});
+  h.push_back({"DequantizeLinear", 10, 13, dequantize_linear});
+  h.push_back({"DynamicQuantizeLinear", 11, 11, dynamic_quantize_linear});
   h.push_back({"Pow", 1, 15, pow_op});
   h.push_back({"Max", 1, 13, extremum<maximum>});
   h.push_back({"Min", 1, 13, extremum<minimum>});

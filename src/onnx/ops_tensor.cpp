@@ -1,7 +1,7 @@
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
-// Split, Slice, Gather, GatherElements, ScatterElements (and Scatter), GatherND, ScatterND,
-// Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout, ArgMax / ArgMin and TopK.
-// Each works on a value known at import (on the host) or on a graph node.
+// Split, Slice, Gather, Compress, GatherElements, ScatterElements (and Scatter), GatherND,
+// ScatterND, Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout, ArgMax / ArgMin
+// and TopK. Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -333,6 +333,36 @@ void gather(Ctx& c) {
   // Indices computed at run time may be negative (from the back, as ONNX allows): gather
   // wraps them.
   c.set(0, gather(x, c.node(1), axis), c.in(0).elem);
+}
+
+// Compress: the slices of `axis` (of the flattened input when there is no axis) where the
+// condition is true, a gather of their positions. The condition decides the output's shape, so
+// it must be known at import.
+void compress(Ctx& c) {
+  const Dims cond = c.ints(1, "the condition, which decides the output's shape");
+  Dims d = c.dims(0);
+  const bool flat = !c.has_attr("axis");
+  const int axis = flat ? 0 : c.axis(c.attr_i("axis", 0), static_cast<int>(d.size()));
+  if (flat) d = {numel(d)};
+  const std::int64_t n = d[static_cast<std::size_t>(axis)];
+  if (static_cast<std::int64_t>(cond.size()) > n) {
+    c.fail("the condition has " + std::to_string(cond.size()) + " values for " + std::to_string(n) +
+           " slices");
+  }
+  std::vector<std::int32_t> keep;
+  for (std::size_t i = 0; i < cond.size(); ++i) {
+    if (cond[i] != 0) keep.push_back(static_cast<std::int32_t>(i));
+  }
+  if (keep.empty())
+    c.unsupported("the condition keeps nothing; hetgraph tensors have at least one element");
+  if (on_host(c, 0)) {
+    c.set(0, host::gather(host::with_dims(*c.in(0).konst, d), axis, Dims(keep.begin(), keep.end()),
+                          {static_cast<std::int64_t>(keep.size())}));
+    return;
+  }
+  Node x = c.reshape(c.node(0), d);
+  const auto count = static_cast<std::int64_t>(keep.size());
+  c.set(0, gather(x, c.graph().constant_i32(Shape{count}, std::move(keep)), axis), c.in(0).elem);
 }
 
 // The indices of GatherElements / ScatterElements (int64 ones are held as int32): known ones
@@ -954,6 +984,7 @@ void register_tensor_ops(std::vector<Handler>& h) {
   h.push_back({"Split", 1, 13, split});
   h.push_back({"Slice", 1, 13, slice_op});
   h.push_back({"Gather", 1, 13, gather});
+  h.push_back({"Compress", 9, 11, compress});
   h.push_back({"GatherElements", 11, 13, gather_elements_op});
   h.push_back({"ReverseSequence", 10, 10, reverse_sequence});
   h.push_back({"ScatterElements", 11, 16, scatter_elements_op});

@@ -246,6 +246,13 @@ Tensor from_proto(const pb::TensorProto& t, const std::string& source) {
   return out;
 }
 
+// The values of t as little-endian T, raw_data's layout.
+template <class T>
+std::string raw_as(const Tensor& t) {
+  std::vector<T> v(t.i.begin(), t.i.end());
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
 void to_proto(const Tensor& t, pb::TensorProto& p) {
   p.set_name(t.name);
   p.set_data_type(t.elem);
@@ -257,18 +264,22 @@ void to_proto(const Tensor& t, pb::TensorProto& p) {
       raw.assign(reinterpret_cast<const char*>(t.f.data()), n * 4);
       break;
     case kInt64:
-      raw.assign(reinterpret_cast<const char*>(t.i.data()), n * 8);
+    case kUint64:
+      raw = raw_as<std::int64_t>(t);
       break;
-    case kInt32: {
-      std::vector<std::int32_t> v(t.i.begin(), t.i.end());
-      raw.assign(reinterpret_cast<const char*>(v.data()), n * 4);
+    case kInt32:
+    case kUint32:
+      raw = raw_as<std::int32_t>(t);
       break;
-    }
-    case kBool: {
-      std::vector<std::uint8_t> v(t.i.begin(), t.i.end());
-      raw.assign(reinterpret_cast<const char*>(v.data()), n);
+    case kInt16:
+    case kUint16:
+      raw = raw_as<std::int16_t>(t);
       break;
-    }
+    case kInt8:
+    case kUint8:
+    case kBool:
+      raw = raw_as<std::int8_t>(t);
+      break;
     default:
       throw Error("internal: writing ONNX tensors of type " + std::string(elem_name(t.elem)));
   }
