@@ -177,13 +177,13 @@ TEST(OnnxImport, FileErrorsNameTheFile) {
 TEST(OnnxImport, EveryUnsupportedOpIsListedAtOnce) {
   Builder b;
   b.input("x", {4, 3}).output("i", {2, "n"}, 7).output("z", {4, 3});
-  b.node("NonZero", {"x"}, {"i"});
+  b.node("MatMulInteger", {"x", "x"}, {"i"});
   b.node("Unique", {"x"}, {"r"});
   b.node("Relu", {"r"}, {"z"});
   b.node("Det", {"x"}, {"d"});
   const std::string what = error_of<ho::UnsupportedError>([&] { b.import(); });
   EXPECT_CONTAINS(what, "opset 17");
-  EXPECT_CONTAINS(what, "NonZero-13");
+  EXPECT_CONTAINS(what, "MatMulInteger-10");
   EXPECT_CONTAINS(what, "Unique-11");
   EXPECT_CONTAINS(what, "Det-11");
   EXPECT_EQ(what.find("Relu"), std::string::npos) << what;
@@ -417,9 +417,9 @@ TEST(OnnxImport, OneHotTakesNegativeIndicesAndLeavesOthersOff) {
 }
 
 // Integer arithmetic at run time: int64 (held as int32) adds, subtracts and multiplies as
-// integers (2^24 + 1 stays odd) and round-trips; uint8 is refused, since int32 would not wrap
-// at 8 bits as ONNX's uint8 does.
-TEST(OnnxImport, Int64ArithmeticRunsAndNarrowIntsAreRefused) {
+// integers (2^24 + 1 stays odd) and round-trips. (8- and 16-bit ints: see
+// NarrowIntegerArithmeticWrapsAtItsWidth.)
+TEST(OnnxImport, Int64ArithmeticRunsAndRoundTrips) {
   Builder b;
   b.input("i", {3}, 7).input("j", {3}, 7).output("y", {3}, 7);
   b.node("Add", {"i", "j"}, {"s"});
@@ -438,10 +438,6 @@ TEST(OnnxImport, Int64ArithmeticRunsAndNarrowIntsAreRefused) {
       EXPECT_EQ(cg.read_i32(model->outputs[0]), want);
     }
   }
-  Builder narrow;
-  narrow.input("i", {3}, 2).input("j", {3}, 2).output("y", {3}, 2);  // uint8
-  narrow.node("Add", {"i", "j"}, {"y"});
-  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { narrow.import(); }), "arithmetic on uint8");
 }
 
 // Trilu keeps a triangle of the last two dims (k shifts the diagonal; the leading dims
@@ -1597,6 +1593,84 @@ TEST(OnnxImport, IntegerClipAndCompress) {
     EXPECT_EQ(e.input_needed(), "cond");
     EXPECT_CONTAINS(e.what(), "#0 (Compress-11)");
   }
+}
+
+// 8- and 16-bit integer arithmetic wraps at its own width (hetgraph holds it in int32), both
+// computed at run time and folded at import; Div of 8-bit ints truncates toward zero.
+TEST(OnnxImport, NarrowIntegerArithmeticWrapsAtItsWidth) {
+  struct Case {
+    const char* op;
+    int elem;
+    std::int32_t a, b, want;
+  };
+  const Case cases[] = {{"Add", 2, 200, 100, 44},    {"Sub", 2, 3, 5, 254},
+                        {"Add", 3, 100, 100, -56},   {"Mul", 5, 300, 300, 24464},
+                        {"Mul", 4, 65535, 65535, 1}, {"Div", 2, 7, 2, 3},
+                        {"Div", 3, -7, 2, -3},       {"Div", 3, -128, -1, -128}};
+  for (const Case& k : cases) {
+    for (bool folded : {false, true}) {
+      SCOPED_TRACE(std::string(k.op) + " " + std::to_string(k.elem) + (folded ? " folded" : ""));
+      Builder b(14);
+      b.output("y", {1}, k.elem);
+      for (const auto& [name, v] : {std::pair{"a", k.a}, std::pair{"b", k.b}}) {
+        if (!folded) {
+          b.input(name, {1}, k.elem);
+          continue;
+        }
+        auto* t = b.g->add_initializer();
+        t->set_name(name);
+        t->set_data_type(k.elem);
+        t->add_dims(1);
+        t->add_int32_data(v);
+      }
+      b.node(k.op, {"a", "b"}, {"y"});
+      const ho::Model m = b.import();
+      for (const auto& pc : testing_util::platforms()) {
+        SCOPED_TRACE(pc.name);
+        CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+        if (folded)
+          cg.run({});
+        else
+          cg.run({{"a", std::vector<std::int32_t>{k.a}}, {"b", std::vector<std::int32_t>{k.b}}});
+        EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{k.want}));
+      }
+    }
+  }
+  Builder c(14);  // CumSum of uint8 wraps too
+  c.input("x", {3}, 2).output("s", {3}, 2);
+  scalar_init(c, "zero", 7, 0);
+  c.node("CumSum", {"x", "zero"}, {"s"});
+  const ho::Model m = c.import();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"x", std::vector<std::int32_t>{200, 100, 50}}});
+    EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{200, 44, 94}));
+  }
+}
+
+// NonZero, whose output's shape depends on its input's values, is computed at import: on a
+// known input, or on a fed one once its value is given there.
+TEST(OnnxImport, NonZeroIsComputedAtImport) {
+  Builder b(13);
+  b.input("x", {2, 3}).output("y", {2, 3}, 7);
+  b.node("NonZero", {"x"}, {"y"});
+  try {
+    b.import();
+    ADD_FAILURE() << "no error";
+  } catch (const ho::UnsupportedError& e) {
+    EXPECT_EQ(e.input_needed(), "x");
+  }
+  ho::ImportOptions o;
+  auto x = std::make_shared<ho::TensorData>();
+  x->onnx_type = "float";
+  x->shape = Shape{2, 3};
+  x->f32 = {0, 1.5f, 0, -2, 0, NAN};  // NaN is not zero
+  o.input_values = {{"x", x}};
+  const ho::Model m = b.import(o);
+  CompiledGraph cg = m.compile(GraphCompiler());
+  cg.run({});
+  EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{0, 1, 1, 1, 0, 2}));
 }
 
 // Adagrad, Momentum (standard and Nesterov) and Adam of ai.onnx.preview.training, two tensors

@@ -92,8 +92,24 @@ bool is_float(int elem) {
 }
 
 // Integer arithmetic wraps as the hardware does (signed overflow would be undefined).
-std::int64_t wrap(std::uint64_t v) {
-  return static_cast<std::int64_t>(v);
+// v in `elem`'s own width, as ONNX's integer arithmetic wraps (uint8 200 + 100 is 44).
+std::int64_t wrap(std::uint64_t v, int elem) {
+  switch (elem) {
+    case ir::kUint8:
+      return static_cast<std::uint8_t>(v);
+    case ir::kInt8:
+      return static_cast<std::int8_t>(v);
+    case ir::kUint16:
+      return static_cast<std::uint16_t>(v);
+    case ir::kInt16:
+      return static_cast<std::int16_t>(v);
+    case ir::kUint32:
+      return static_cast<std::uint32_t>(v);
+    case ir::kInt32:
+      return static_cast<std::int32_t>(v);
+    default:
+      return static_cast<std::int64_t>(v);
+  }
 }
 std::int64_t int_div(std::int64_t a, std::int64_t b) {
   return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
@@ -137,13 +153,13 @@ ir::Tensor binary(Ctx& c, const std::string& op) {
       const auto ux = static_cast<std::uint64_t>(x), uy = static_cast<std::uint64_t>(y);
       std::int64_t v = 0;
       if (op == "Add")
-        v = wrap(ux + uy);
+        v = wrap(ux + uy, a.elem);
       else if (op == "Sub")
-        v = wrap(ux - uy);
+        v = wrap(ux - uy, a.elem);
       else if (op == "Mul")
-        v = wrap(ux * uy);
+        v = wrap(ux * uy, a.elem);
       else if (op == "Div")
-        v = int_div(x, y);
+        v = wrap(static_cast<std::uint64_t>(int_div(x, y)), a.elem);
       else if (op == "Mod")
         v = fmod ? (y == 0 || y == -1 ? 0 : x % y) : int_mod(x, y);
       r.i[k] = v;
@@ -198,9 +214,9 @@ ir::Tensor unary(const ir::Tensor& a, const std::string& op) {
       const std::int64_t x = a.i[k];
       std::int64_t v = x;
       if (op == "Neg")
-        v = wrap(0 - static_cast<std::uint64_t>(x));
+        v = wrap(0 - static_cast<std::uint64_t>(x), a.elem);
       else if (op == "Abs")
-        v = x < 0 ? wrap(0 - static_cast<std::uint64_t>(x)) : x;
+        v = x < 0 ? wrap(0 - static_cast<std::uint64_t>(x), a.elem) : x;
       else if (op == "Sign")
         v = (x > 0) - (x < 0);
       else if (op == "Not")
@@ -333,7 +349,8 @@ bool foldable(std::string_view op) {
                                      "ReduceMin",
                                      "ReduceMax",
                                      "ReduceMean",
-                                     "Relu"};
+                                     "Relu",
+                                     "NonZero"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
@@ -405,6 +422,23 @@ bool fold(Ctx& c) {
     c.set(0, cast(*c.in(0).konst, to));
     return true;
   }
+  if (op == "NonZero") {  // its output's shape depends on the values: known ones only
+    const ir::Tensor& x = *c.in(0).konst;
+    const Dims strides = strides_of(x.dims);
+    Dims hits;
+    for (std::int64_t k = 0; k < x.numel(); ++k) {
+      const auto u = static_cast<std::size_t>(k);
+      if (ir::is_integral(x.elem) ? x.i[u] != 0 : x.f[u] != 0.0f) hits.push_back(k);
+    }
+    const auto rank = static_cast<std::int64_t>(x.dims.size());
+    ir::Tensor r = empty_like(ir::kInt64, {rank, static_cast<std::int64_t>(hits.size())});
+    for (std::size_t h = 0; h < hits.size(); ++h) {
+      for (std::size_t d = 0; d < x.dims.size(); ++d)
+        r.i[d * hits.size() + h] = hits[h] / strides[d] % x.dims[d];
+    }
+    c.set(0, std::move(r));
+    return true;
+  }
   if (op == "ConstantOfShape") {
     const Dims dims = c.ints(0, "shape");
     const ir::Tensor* v = c.attr_t("value");
@@ -441,7 +475,8 @@ bool fold(Ctx& c) {
       if (ir::is_integral(s.elem))
         r.i[static_cast<std::size_t>(k)] =
             wrap(static_cast<std::uint64_t>(s.i[0]) +
-                 static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(d.i[0]));
+                     static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(d.i[0]),
+                 s.elem);
       else
         r.f[static_cast<std::size_t>(k)] = s.f[0] + static_cast<float>(k) * d.f[0];
     }

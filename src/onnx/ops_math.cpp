@@ -41,21 +41,47 @@ void binary(Ctx& c) {
   c.set(0, F(a, b));
 }
 
-// Add, Sub, Mul: floats, or int32 / int64 of one type, computed in int32 (int64 results
-// wrap at 32 bits: the README says so). Narrower ints are refused: held as int32, they would
-// not wrap where ONNX's do (uint8 200 + 100 is 44 there).
+// 8- and 16-bit ints are held as int32: a result computed there is brought back into its own
+// type's range as ONNX's wrapping arithmetic would leave it (uint8 200 + 100 is 44).
+Node wrap_to(Ctx& c, Node r, int elem) {
+  const int bits = elem == ir::kUint8 || elem == ir::kInt8 ? 8 : 16;
+  const bool is_signed = elem == ir::kInt8 || elem == ir::kInt16;
+  const auto word = [&](std::int32_t v) { return c.graph().constant_i32(Shape{}, {v}); };
+  const std::int32_t span = std::int32_t{1} << bits, half = span / 2;
+  if (!is_signed) return mod(r, word(span));
+  return sub(mod(add(r, word(half)), word(span)), word(half));
+}
+
+bool narrow_int(int elem) {
+  return elem == ir::kUint8 || elem == ir::kInt8 || elem == ir::kUint16 || elem == ir::kInt16;
+}
+
+// Add, Sub, Mul: floats, or ints of one type computed in int32 (whose multiply wraps, as
+// unsigned words do): int64 results wrap at 32 bits (the README says so); 8- and 16-bit ones
+// are wrapped to their width.
 template <Node (*F)(Node, Node)>
 void arithmetic(Ctx& c) {
   const int elem = c.elem(0);
   if (!ir::is_integral(elem) || elem == ir::kBool) return binary<F>(c);
-  if (elem != ir::kInt32 && elem != ir::kInt64) {
+  if (elem != ir::kInt32 && elem != ir::kInt64 && !narrow_int(elem)) {
     c.unsupported(std::string("arithmetic on ") + ir::elem_name(elem) +
-                  ": hetgraph computes integers in int32, which would not wrap where " +
-                  ir::elem_name(elem) + " does");
+                  ": hetgraph holds integers in int32, which cannot hold every " +
+                  ir::elem_name(elem));
   }
   if (c.elem(1) != elem) c.fail("A and B differ in element type");
   Node a = c.node(0);
-  c.set(0, F(a, legacy_rhs(c, a, c.node(1))), elem);
+  Node r = F(a, legacy_rhs(c, a, c.node(1)));
+  c.set(0, narrow_int(elem) ? wrap_to(c, r, elem) : r, elem);
+}
+
+// Div: floats, or 8-bit ints (truncated toward zero, as ONNX's integer division): their
+// quotients are exact enough in float32 to truncate; wider ones would not be.
+void div_op(Ctx& c) {
+  const int elem = c.elem(0);
+  if (elem != ir::kUint8 && elem != ir::kInt8) return binary<div>(c);
+  if (c.elem(1) != elem) c.fail("A and B differ in element type");
+  const Node q = div(cast(c.node(0), DType::f32), cast(c.node(1), DType::f32));
+  c.set(0, wrap_to(c, cast(q, DType::i32), elem), elem);  // (int8 -128 / -1 wraps)
 }
 
 template <Node (*F)(Node)>
@@ -144,12 +170,14 @@ void cumsum_op(Ctx& c) {
     c.set(0, cumsum(c.f32(0), a, exclusive, reverse));
     return;
   }
-  if (elem != ir::kInt32 && elem != ir::kInt64) {
+  if (elem != ir::kInt32 && elem != ir::kInt64 && !narrow_int(elem)) {
     c.unsupported(std::string("CumSum of ") + ir::elem_name(elem) +
-                  ": hetgraph sums integers in int32, which would not wrap where " +
-                  ir::elem_name(elem) + " does");
+                  ": hetgraph holds integers in int32, which cannot hold every " +
+                  ir::elem_name(elem));
   }
-  c.set(0, cumsum(c.node(0), a, exclusive, reverse), elem);
+  // Sums wrap in int32 as unsigned words do, so narrow ones wrap to their width after.
+  const Node r = cumsum(c.node(0), a, exclusive, reverse);
+  c.set(0, narrow_int(elem) ? wrap_to(c, r, elem) : r, elem);
 }
 
 void thresholded_relu(Ctx& c) {  // x where x > alpha, else 0
@@ -1142,7 +1170,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Add", 1, 14, arithmetic<add>});
   h.push_back({"Sub", 1, 14, arithmetic<sub>});
   h.push_back({"Mul", 1, 14, arithmetic<mul>});
-  h.push_back({"Div", 1, 14, binary<div>});
+  h.push_back({"Div", 1, 14, div_op});
   h.push_back({"Sum", 1, 13, sum_op});
   h.push_back({"Mean", 1, 13, sum_op});
   h.push_back({"Neg", 1, 13, unary<neg>});
