@@ -299,6 +299,9 @@ class Exporter {
       case OpKind::Constant:
         if (n.type.dtype == DType::f32) return tensor(i, *n.f32_values, nullptr, false);
         return tensor(i, {}, n.i32_values.get(), false);
+      case OpKind::GradSeed:  // d(loss)/d(loss): a one (the loss is a scalar)
+        return tensor(i, std::vector<float>(static_cast<std::size_t>(n.type.shape.numel()), 1.0f),
+                      nullptr, false);
       case OpKind::Cast:
         add("Cast", {in(n, 0)}, {out}).attrs["to"] =
             attr_i(at.get<detail::TargetType>().dtype == DType::f32 ? ir::kFloat : ir::kInt32);
@@ -532,6 +535,23 @@ class Exporter {
           if (r >= 2) std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
         }
         add("Transpose", {in(n, 0)}, {out}).attrs["perm"] = attr_ints(perm);
+        return;
+      }
+      case OpKind::SumTo: {  // a gradient summed back to the shape it was broadcast from
+        const Shape& from = p_.nodes[n.inputs[0]].type.shape;
+        const Shape& to = n.type.shape;
+        const int lead = from.rank() - to.rank();
+        std::vector<std::int64_t> axes;
+        for (int d = 0; d < from.rank(); ++d) {
+          if (d < lead || (to[d - lead] == 1 && from[d] != 1)) axes.push_back(d);
+        }
+        std::string x = in(n, 0);
+        if (!axes.empty()) {
+          const std::string sum = fresh(out + "/sum");
+          add("ReduceSum", {x, ints(axes)}, {sum}).attrs["keepdims"] = attr_i(1);
+          x = sum;
+        }
+        add("Reshape", {x, ints(dims(to))}, {out});
         return;
       }
       case OpKind::Reshape:

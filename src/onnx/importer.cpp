@@ -779,6 +779,11 @@ const ir::Graph& Ctx::attr_g(const std::string& name) const {
   return *a->g;
 }
 
+Node Ctx::node_named(const std::string& name) {
+  (void)im.value(name, n);  // defined, and a tensor hetgraph holds
+  return im.materialize(name, n);
+}
+
 Node Ctx::node_of(const Value& v) {
   if (v.node.valid()) return v.node;
   // A trainable initializer is its one variable; other known values become constants.

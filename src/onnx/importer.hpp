@@ -93,6 +93,8 @@ class Ctx {
   /// body can be imported many times (a loop's iterations); it reads other values of the
   /// graphs around it by name, as ONNX's scoping says.
   std::vector<Value> run_body(const ir::Graph& body, std::vector<Value> args);
+  /// The value named `name` (an ONNX value computed before this node) as a graph node.
+  Node node_named(const std::string& name);
   /// A graph node for `v` (a value a body gave): its node, or a constant made of it.
   Node node_of(const Value& v);
   /// Output k is `v` (a value a body gave).

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "hetgraph/autodiff.hpp"
 #include "onnx/importer.hpp"
 
 namespace hetgraph::onnx::imp {
@@ -795,6 +796,42 @@ void momentum(Ctx& c) {
   }
 }
 
+// Gradient: d(y)/d(x) for each x of xs, by hetgraph's reverse-mode autodiff; a y of more than
+// one element is summed first (its gradient seeded with ones). The inputs are the xs'
+// values, which must be the xs themselves: feeding other values would mean differentiating a
+// copy of the graph at them.
+void gradient(Ctx& c) {
+  const ir::Attr* xs = c.has_attr("xs") ? &c.n.attrs.at("xs") : nullptr;
+  if (xs == nullptr || xs->kind != ir::Attr::kStrings || xs->strings.empty())
+    c.fail("attribute 'xs' must name the tensors to differentiate by");
+  if (c.has_attr("zs")) c.unsupported("the attribute 'zs'");
+  const std::string y_name = c.attr_s("y", "");
+  if (y_name.empty()) c.fail("attribute 'y' must name the tensor to differentiate");
+  if (c.inputs() != xs->strings.size() || c.outputs() != xs->strings.size())
+    c.fail("it has " + std::to_string(c.inputs()) + " inputs and " + std::to_string(c.outputs()) +
+           " outputs for " + std::to_string(xs->strings.size()) + " xs");
+  std::vector<Node> wrt;
+  for (std::size_t i = 0; i < c.inputs(); ++i) {
+    if (c.n.inputs[i] != xs->strings[i]) {
+      c.unsupported("input " + std::to_string(i) + " ('" + c.n.inputs[i] + "') is not x '" +
+                    xs->strings[i] + "' itself");
+    }
+    if (c.in(i).known() && !c.in(i).initializer)
+      c.unsupported("x '" + xs->strings[i] + "' is a constant: nothing to differentiate by");
+    wrt.push_back(c.f32(i));
+  }
+  Node y = c.node_named(y_name);
+  if (c.type(y).dtype != DType::f32) c.fail("y '" + y_name + "' is not float");
+  if (numel(c.shape(y)) != 1) y = reduce_sum(y);
+  std::vector<Node> g;
+  try {
+    g = gradients(c.reshape(y, {}), std::span<const Node>(wrt));
+  } catch (const GraphError& e) {
+    c.unsupported(std::string("differentiating y '") + y_name + "': " + e.what());
+  }
+  for (std::size_t i = 0; i < g.size(); ++i) c.set(i, g[i]);
+}
+
 void adam(Ctx& c) {
   const OptimizerStep s = optimizer_inputs(c, 2);
   const float alpha = c.attr_f("alpha", 0.9f), beta = c.attr_f("beta", 0.999f),
@@ -1240,6 +1277,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Adagrad", 1, 1, adagrad, "ai.onnx.preview.training"});
   h.push_back({"Momentum", 1, 1, momentum, "ai.onnx.preview.training"});
   h.push_back({"Adam", 1, 1, adam, "ai.onnx.preview.training"});
+  h.push_back({"Gradient", 1, 1, gradient, "ai.onnx.preview.training"});
   h.push_back({"Gemm", 1, 13, gemm});
   h.push_back({"ReduceSum", 1, 13, reduce<reduce_sum>});
   h.push_back({"ReduceMean", 1, 13, reduce<reduce_mean>});
