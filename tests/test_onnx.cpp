@@ -1367,6 +1367,38 @@ TEST(OnnxImport, LoopUnrollsCarriedValuesAndScanOutputs) {
   }
 }
 
+// An If inside a Loop's body: its condition from the iteration number, its branches reading the
+// body's carried value and the outer graph's input (names resolve scope by scope, and a
+// branch's names come and go each iteration): h = (h0 + x) * 2 * 2.
+TEST(OnnxImport, IfInsideALoopSeesEveryEnclosingScope) {
+  Builder then_b, else_b;
+  then_b.output("t", {2});
+  then_b.node("Add", {"h_in", "x"}, {"t"});
+  else_b.output("t2", {2});
+  else_b.node("Mul", {"h_in", "two"}, {"t2"});
+  Builder body;
+  body.input("i", {}, 7).input("c", {}, 9).input("h_in", {2});
+  body.output("c_out", {}, 9).output("h_out", {2});
+  body.node("Identity", {"c"}, {"c_out"});
+  body.node("Less", {"i", "one"}, {"first"});
+  auto* n = body.node("If", {"first"}, {"h_out"});
+  Builder::attr_g(n, "then_branch", then_b);
+  Builder::attr_g(n, "else_branch", else_b);
+  Builder b(16);
+  b.input("x", {2}).input("h0", {2}).output("h", {2});
+  b.floats("two", {}, {2.0f});
+  scalar_init(b, "one", 7, 1);
+  scalar_init(b, "M", 7, 3);
+  Builder::attr_g(b.node("Loop", {"M", "", "h0"}, {"h"}), "body", body);
+  const ho::Model m = b.import();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    cg.run({{"x", std::vector<float>{1, 2}}, {"h0", std::vector<float>{10, -5}}});
+    EXPECT_EQ(cg.read(m.outputs[0]), (std::vector<float>{44, -12}));
+  }
+}
+
 // A loop ended by the condition its body computes from the iteration number (i < 2: three
 // iterations), and the errors: a condition computed at run time, a trip count beyond what is
 // unrolled, a body of the wrong arity, and a shape error inside a body, each naming the node.
@@ -1721,6 +1753,109 @@ TEST(OnnxImport, GradientDifferentiatesByAutodiff) {
       EXPECT_EQ(cg.read(mm.outputs[3]), dsq);
     }
   }
+}
+
+// ONNX's RoiAlign reference (avg mode), per sample point, for the test below.
+std::vector<float> roi_align_reference(const std::vector<float>& x, int n_img, int ch, int h, int w,
+                                       const std::vector<float>& rois,
+                                       const std::vector<std::int32_t>& ids, int oh, int ow,
+                                       int ratio, float scale, bool half_pixel) {
+  (void)n_img;
+  std::vector<float> out;
+  const int r_count = static_cast<int>(ids.size());
+  for (int r = 0; r < r_count; ++r) {
+    const float off = half_pixel ? 0.5f : 0.0f;
+    const float sw = rois[r * 4] * scale - off, sh = rois[r * 4 + 1] * scale - off;
+    float rw = rois[r * 4 + 2] * scale - off - sw, rh = rois[r * 4 + 3] * scale - off - sh;
+    if (!half_pixel) rw = std::max(rw, 1.0f), rh = std::max(rh, 1.0f);
+    const float bh = rh / static_cast<float>(oh), bw = rw / static_cast<float>(ow);
+    const int gh = ratio > 0 ? ratio : static_cast<int>(std::ceil(rh / static_cast<float>(oh)));
+    const int gw = ratio > 0 ? ratio : static_cast<int>(std::ceil(rw / static_cast<float>(ow)));
+    for (int c = 0; c < ch; ++c) {
+      const float* img = x.data() + (ids[r] * ch + c) * h * w;
+      for (int ph = 0; ph < oh; ++ph) {
+        for (int pw = 0; pw < ow; ++pw) {
+          double acc = 0;
+          for (int iy = 0; iy < gh; ++iy) {
+            float y = sh + ph * bh + (iy + 0.5f) * bh / static_cast<float>(gh);
+            for (int ix = 0; ix < gw; ++ix) {
+              float xx = sw + pw * bw + (ix + 0.5f) * bw / static_cast<float>(gw);
+              if (y < -1.0f || y > h || xx < -1.0f || xx > w) continue;
+              float yy = std::max(y, 0.0f), xc = std::max(xx, 0.0f);
+              int yl = static_cast<int>(yy), xl = static_cast<int>(xc), yh, xh;
+              if (yl >= h - 1)
+                yh = yl = h - 1, yy = static_cast<float>(yl);
+              else
+                yh = yl + 1;
+              if (xl >= w - 1)
+                xh = xl = w - 1, xc = static_cast<float>(xl);
+              else
+                xh = xl + 1;
+              const float ly = yy - yl, lx = xc - xl, hy = 1 - ly, hx = 1 - lx;
+              acc += hy * hx * img[yl * w + xl] + hy * lx * img[yl * w + xh] +
+                     ly * hx * img[yh * w + xl] + ly * lx * img[yh * w + xh];
+            }
+          }
+          out.push_back(static_cast<float>(acc / (gh * gw)));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// RoiAlign against ONNX's reference algorithm: rois reaching outside the image, both
+// coordinate modes, a fixed sampling grid and the adaptive one (rois known at import); a batch
+// index outside the images is a FeedError naming it.
+TEST(OnnxImport, RoiAlignMatchesTheReference) {
+  const int n = 2, ch = 2, h = 5, w = 6;
+  std::vector<float> x(n * ch * h * w);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.7f) * 3;
+  const std::vector<float> rois{0.5f, 1.0f, 4.0f, 3.5f, -2.0f, -1.5f,
+                                3.0f, 2.0f, 3.0f, 2.5f, 7.5f,  6.5f};
+  const std::vector<std::int32_t> ids{1, 0, 1}, bad_ids{1, 2, 0};
+  for (bool half_pixel : {true, false}) {
+    for (int ratio : {2, 0}) {
+      SCOPED_TRACE(std::to_string(half_pixel) + " ratio " + std::to_string(ratio));
+      Builder b(16);
+      b.input("x", {n, ch, h, w}).input("ids", {3}, 7).output("y", {3, ch, 3, 2});
+      if (ratio > 0)
+        b.input("rois", {3, 4});
+      else
+        b.floats("rois", {3, 4}, rois);
+      auto* r = b.node("RoiAlign", {"x", "rois", "ids"}, {"y"});
+      Builder::attr(r, "output_height", std::int64_t{3});
+      Builder::attr(r, "output_width", std::int64_t{2});
+      Builder::attr(r, "sampling_ratio", std::int64_t{ratio});
+      Builder::attr_f(r, "spatial_scale", 0.75f);
+      Builder::attr(r, "coordinate_transformation_mode",
+                    std::string(half_pixel ? "half_pixel" : "output_half_pixel"));
+      const ho::Model m = b.import();  // (these rois' adaptive grids are all 1 x 2)
+      const auto want =
+          roi_align_reference(x, n, ch, h, w, rois, ids, 3, 2, ratio, 0.75f, half_pixel);
+      for (const auto& pc : testing_util::platforms()) {
+        SCOPED_TRACE(pc.name);
+        CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+        std::vector<FeedItem> feeds{{"x", x}, {"ids", ids}};
+        if (ratio > 0) feeds.push_back({"rois", rois});
+        cg.run(feeds);
+        const auto got = cg.read(m.outputs[0]);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-5) << k;
+        if (ratio > 0) {
+          feeds[1] = {"ids", bad_ids};
+          EXPECT_CONTAINS(error_of<FeedError>([&] { cg.run(feeds); }), "batch_indices");
+        }
+      }
+    }
+  }
+  // Adaptive grids of different sizes would need shapes per roi: refused, not approximated.
+  Builder b(16);
+  b.input("x", {n, ch, h, w}).input("ids", {2}, 7).output("y", {2, ch, 1, 1});
+  b.floats("rois", {2, 4}, {0, 0, 1, 1, 0, 0, 4, 4});
+  b.node("RoiAlign", {"x", "rois", "ids"}, {"y"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { b.import(); }),
+                  "#0 (RoiAlign-16): rois whose adaptive sampling grids differ");
 }
 
 // Adagrad, Momentum (standard and Nesterov) and Adam of ai.onnx.preview.training, two tensors

@@ -1,7 +1,7 @@
 // ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
 // it folded in), ConvTranspose, MaxPool (and its Indices) / AveragePool (ceil_mode), MaxUnpool,
 // GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference and training mode),
-// InstanceNormalization, LRN, Resize / Upsample. 1-d images run as 2-d ones of height 1.
+// InstanceNormalization, LRN, Resize / Upsample, RoiAlign. 1-d images run as 2-d ones of height 1.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -825,9 +825,104 @@ void resize(Ctx& c) {
   c.set(0, x, elem);
 }
 
+// RoiAlign (avg): each roi's bins sample a gh x gw grid of bilinear points and average them.
+// Bilinear weights factor into a row part and a column part, and so does the average, so a
+// roi's output is Ay (oh x H) . X[batch] . Ax^T (W x ow): two batched products, with Ay and Ax
+// built at run time from the roi's coordinates (sample positions, ONNX's clamping rules, one-hot
+// rows of the two neighbours). The grid size must be known at import: sampling_ratio, or rois
+// known there (the adaptive grid is ceil(roi size / bins)).
+// The interpolation matrix of one axis: [R, bins, size], rows of the bins' averaged weights.
+Node roi_axis_weights(Ctx& c, Node start, Node bin, std::int64_t bins, std::int64_t grid,
+                      std::int64_t size) {
+  const std::int64_t samples = bins * grid;
+  std::vector<float> at = c.host<float>(samples);
+  for (std::int64_t p = 0; p < bins; ++p) {
+    for (std::int64_t k = 0; k < grid; ++k) {
+      at[static_cast<std::size_t>(p * grid + k)] =
+          static_cast<float>(p) + (static_cast<float>(k) + 0.5f) / static_cast<float>(grid);
+    }
+  }
+  // start + p * bin + (k + 0.5) * bin / grid, as ONNX's reference adds them.
+  const Node pos = add(start, mul(bin, c.constant({1, samples}, std::move(at))));  // [R, S]
+  const auto fsize = static_cast<float>(size);
+  const Node inside = mul(cast(greater_equal(pos, c.constant(-1.0f)), DType::f32),
+                          cast(less_equal(pos, c.constant(fsize)), DType::f32));
+  const Node clamped = minimum(maximum(pos, c.constant(0.0f)), c.constant(fsize - 1.0f));
+  const Node low = hetgraph::floor(clamped);
+  const Node frac = sub(clamped, low);
+  const Node high = minimum(add(low, c.constant(1.0f)), c.constant(fsize - 1.0f));
+  const Node scale = mul(inside, c.constant(1.0f / static_cast<float>(grid)));
+  const Node w_low = mul(sub(c.constant(1.0f), frac), scale), w_high = mul(frac, scale);
+  // One-hot rows over the axis: [R, S, 1] against 0..size-1.
+  std::vector<float> iota = c.host<float>(size);
+  for (std::int64_t k = 0; k < size; ++k) iota[static_cast<std::size_t>(k)] = static_cast<float>(k);
+  const Node positions = c.constant({1, 1, size}, std::move(iota));
+  const Dims r = c.shape(pos);
+  const auto col = [&](Node v) { return c.reshape(v, {r[0], samples, 1}); };
+  const Node w = add(mul(cast(equal(col(low), positions), DType::f32), col(w_low)),
+                     mul(cast(equal(col(high), positions), DType::f32), col(w_high)));
+  // The grid's samples of a bin summed: [R, bins, grid, size] -> [R, bins, size].
+  return reduce_sum(c.reshape(w, {r[0], bins, grid, size}), 2);
+}
+
+void roi_align(Ctx& c) {
+  const Dims xd = c.dims(0), rd = c.dims(1), bd = c.dims(2);
+  if (xd.size() != 4) c.fail("X must be [N, C, H, W], it is " + dims_str(xd));
+  if (rd.size() != 2 || rd[1] != 4) c.fail("rois must be [num_rois, 4], it is " + dims_str(rd));
+  if (bd != Dims{rd[0]})
+    c.fail("batch_indices " + dims_str(bd) + " must hold one index per roi (" +
+           std::to_string(rd[0]) + ")");
+  if (c.attr_s("mode", "avg") != "avg") c.unsupported("mode '" + c.attr_s("mode", "avg") + "'");
+  const std::int64_t oh = c.attr_i("output_height", 1), ow = c.attr_i("output_width", 1);
+  const std::int64_t ratio = c.attr_i("sampling_ratio", 0);
+  if (oh < 1 || ow < 1 || ratio < 0) c.fail("output sizes must be positive, sampling_ratio >= 0");
+  const float scale = c.attr_f("spatial_scale", 1.0f);
+  const bool half_pixel =
+      c.version >= 16 && c.attr_s("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  const std::int64_t rois = rd[0], channels = xd[1], h = xd[2], w = xd[3];
+  const float offset = half_pixel ? 0.5f : 0.0f;
+  // Grid sizes: sampling_ratio, or from known rois (each the same: the graph is one shape).
+  std::int64_t gh = ratio, gw = ratio;
+  if (ratio == 0) {
+    const std::vector<float> v = c.floats(1, "rois: with sampling_ratio 0 the grid follows them");
+    for (std::int64_t r = 0; r < rois; ++r) {
+      const auto at = [&](int k) { return v[static_cast<std::size_t>(r * 4 + k)] * scale; };
+      float rh = at(3) - at(1), rw = at(2) - at(0);
+      if (!half_pixel) rh = std::max(rh, 1.0f), rw = std::max(rw, 1.0f);
+      const auto gy = static_cast<std::int64_t>(std::ceil(rh / static_cast<float>(oh)));
+      const auto gx = static_cast<std::int64_t>(std::ceil(rw / static_cast<float>(ow)));
+      if (r > 0 && (gy != gh || gx != gw))
+        c.unsupported("rois whose adaptive sampling grids differ (give sampling_ratio)");
+      gh = gy, gw = gx;
+    }
+    gh = std::max<std::int64_t>(gh, 1), gw = std::max<std::int64_t>(gw, 1);
+  }
+  const Node boxes = mul(c.f32(1), c.constant(scale));
+  const auto coord = [&](int k) {  // [R, 1]
+    return sub(slice(boxes, 1, k, k + 1), c.constant(offset));
+  };
+  const Node x0 = coord(0), y0 = coord(1), x1 = coord(2), y1 = coord(3);
+  Node rh = sub(y1, y0), rw = sub(x1, x0);
+  if (!half_pixel) rh = maximum(rh, c.constant(1.0f)), rw = maximum(rw, c.constant(1.0f));
+  const Node bin_h = mul(rh, c.constant(1.0f / static_cast<float>(oh)));
+  const Node bin_w = mul(rw, c.constant(1.0f / static_cast<float>(ow)));
+  const Node ay = roi_axis_weights(c, y0, bin_h, oh, gh, h);  // [R, oh, H]
+  const Node ax = roi_axis_weights(c, x0, bin_w, ow, gw, w);  // [R, ow, W]
+  // X of each roi's image, its batch index checked first: [R, C, H, W].
+  const Node ids =
+      add(c.node(2), cast(index_check(c, c.node(2), xd[0], "batch_indices"), DType::i32));
+  const Node xs = gather(c.f32(0), ids, 0);
+  const Node cols = matmul(c.reshape(xs, {rois, channels * h, w}), ax, false, true);  // [R, CH, ow]
+  const Node rows = transpose(c.reshape(cols, {rois, channels, h, ow}), {0, 2, 1, 3});
+  const Node out = matmul(ay, c.reshape(rows, {rois, h, channels * ow}));  // [R, oh, C ow]
+  const Node y = transpose(c.reshape(out, {rois, oh, channels, ow}), {0, 2, 1, 3});
+  c.set(0, y);
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<Handler>& h) {
+  h.push_back({"RoiAlign", 10, 16, roi_align});
   h.push_back({"Conv", 1, 11, conv});
   h.push_back({"ConvTranspose", 1, 11, conv_transpose});
   h.push_back({"MaxPool", 1, 12, pool});
