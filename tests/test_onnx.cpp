@@ -1858,6 +1858,54 @@ TEST(OnnxImport, RoiAlignMatchesTheReference) {
                   "#0 (RoiAlign-16): rois whose adaptive sampling grids differ");
 }
 
+// Layout chains through ranks above 4, which hetgraph tensors cannot hold: ShuffleNet's channel
+// shuffle (Reshape to rank 5, Transpose, Reshape back) and PixelShuffle's rank 6 one, each one
+// gather of positions in the end; a value left at rank 5 is refused by name.
+TEST(OnnxImport, LayoutChainsThroughRanksAboveFour) {
+  Builder b(13);
+  b.input("x", {1, 6, 2, 2}).output("shuffled", {1, 6, 2, 2}).output("pixels", {1, 1, 4, 6});
+  b.ints("s5", {1, 2, 3, 2, 2}).ints("s4", {1, 6, 2, 2});
+  b.ints("p6", {1, 1, 2, 3, 2, 2}).ints("p4", {1, 1, 4, 6});
+  b.node("Reshape", {"x", "s5"}, {"g"});
+  Builder::attr(b.node("Transpose", {"g"}, {"gt"}), "perm",
+                std::vector<std::int64_t>{0, 2, 1, 3, 4});
+  b.node("Reshape", {"gt", "s4"}, {"shuffled"});
+  // [N, C, r1, r2, H, W] -> [N, C, H, r1, W, r2] -> [N, C, H r1, W r2] (r1 = 2, r2 = 3)
+  b.node("Reshape", {"x", "p6"}, {"p"});
+  Builder::attr(b.node("Transpose", {"p"}, {"pt"}), "perm",
+                std::vector<std::int64_t>{0, 1, 4, 2, 5, 3});
+  b.node("Reshape", {"pt", "p4"}, {"pixels"});
+  std::vector<float> x(24);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  std::vector<float> shuffled, pixels(24);
+  for (int c = 0; c < 6; ++c) {  // output channel c = (c % 2) * 3 + c / 2 of the input's
+    const int from = (c % 2) * 3 + c / 2;
+    shuffled.insert(shuffled.end(), x.begin() + from * 4, x.begin() + from * 4 + 4);
+  }
+  for (int r1 = 0; r1 < 2; ++r1)
+    for (int r2 = 0; r2 < 3; ++r2)
+      for (int h = 0; h < 2; ++h)
+        for (int w = 0; w < 2; ++w)
+          pixels[static_cast<std::size_t>((h * 2 + r1) * 6 + w * 3 + r2)] =
+              x[static_cast<std::size_t>(((r1 * 3 + r2) * 2 + h) * 2 + w)];
+  const ho::Model m = b.import();
+  for (const ho::Model& mm : {m, round_trip(m)}) {
+    for (const auto& pc : testing_util::platforms()) {
+      SCOPED_TRACE(pc.name);
+      CompiledGraph cg = mm.compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}});
+      EXPECT_EQ(cg.read(mm.outputs[0]), shuffled);
+      EXPECT_EQ(cg.read(mm.outputs[1]), pixels);
+    }
+  }
+  Builder r(13);
+  r.input("x", {1, 6, 2, 2}).output("g", {1, 2, 3, 2, 2});
+  r.ints("s5", {1, 2, 3, 2, 2});
+  r.node("Reshape", {"x", "s5"}, {"g"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { r.import(); }),
+                  "tensor 'g' has rank 5 [1, 2, 3, 2, 2]; hetgraph tensors have rank 0 to 4");
+}
+
 // Adagrad, Momentum (standard and Nesterov) and Adam of ai.onnx.preview.training, two tensors
 // at once, at step 0 and step 3, against ONNX's definitions in double, on every platform. The
 // first Adam case is ONNX's test_adam_multiple with its epsilon (1e-2) on the node: the suite's

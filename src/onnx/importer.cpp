@@ -8,6 +8,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <unordered_set>
@@ -163,6 +164,7 @@ class Importer {
 
   /// A graph node for a value known at import: a constant, or its variable.
   Node make_node(const Value& v, const std::string& name, const ir::Node& n) {
+    if (v.view) return view_node(v, name, n);
     const ir::Tensor& t = *v.konst;
     if (t.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
       throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
@@ -201,6 +203,26 @@ class Importer {
                              "' has element type " + ir::elem_name(t.elem) +
                              "; hetgraph runs float32 and int32 tensors");
     }
+    name_node(node, name);
+    return node;
+  }
+
+  /// A view's elements gathered from its base: a node once its dims fit hetgraph's ranks.
+  Node view_node(const Value& v, const std::string& name, const ir::Node& n) {
+    const ir::Tensor& at = *v.view;
+    if (at.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
+                             "' has rank " + std::to_string(at.dims.size()) + " " +
+                             dims_str(at.dims) + "; hetgraph tensors have rank 0 to 4");
+    }
+    const std::int64_t count = at.numel();
+    Node flat = hetgraph::reshape(v.view_base, {type(v.view_base).shape.numel()});
+    Node node = hetgraph::reshape(
+        gather(flat,
+               g.constant_i32(Shape{count}, std::vector<std::int32_t>(at.i.begin(), at.i.end())),
+               0),
+        at.dims);
+    type(node);
     name_node(node, name);
     return node;
   }
@@ -688,6 +710,7 @@ Node Ctx::f32(std::size_t i) {
 Dims Ctx::dims(std::size_t i) const {
   const Value& v = in(i);
   if (v.known()) return v.konst->dims;
+  if (v.view) return v.view->dims;
   return shape(v.node);
 }
 
@@ -803,6 +826,25 @@ void Ctx::set(std::size_t k, const Value& v) {
     out.initializer = false;
   }
   im.env[n.outputs[k]] = out;
+}
+
+Value view_of(Ctx& c, std::size_t i, const Dims& dims) {
+  const Value& in = c.in(i);
+  Value r;
+  r.elem = in.elem;
+  if (in.view) {
+    r.view = std::make_shared<const ir::Tensor>(host::with_dims(*in.view, dims));
+    r.view_base = in.view_base;
+    return r;
+  }
+  r.view_base = c.node(i);
+  ir::Tensor at;
+  at.elem = ir::kInt64;
+  at.dims = dims;
+  at.i = c.host<std::int64_t>(numel(dims));
+  std::iota(at.i.begin(), at.i.end(), std::int64_t{0});
+  r.view = std::make_shared<const ir::Tensor>(std::move(at));
+  return r;
 }
 
 Value known_value(ir::Tensor t) {

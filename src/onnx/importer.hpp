@@ -37,6 +37,12 @@ struct Value {
   std::shared_ptr<const ir::Tensor> konst;  // set when the value is known at import
   int elem = ir::kFloat;                    // its ONNX element type
   bool initializer = false;                 // konst is a float initializer: a variable
+  /// A layout chain through ranks above 4 (a Reshape to rank 6 and a Transpose, PixelShuffle's
+  /// and channel shuffle's way), which hetgraph tensors cannot hold: the value is the elements
+  /// of `view_base` (flattened) at these int64 positions, shaped as view->dims. It becomes one
+  /// gather when a node needs it (Ctx::node). `node` and `konst` are unset.
+  std::shared_ptr<const ir::Tensor> view;
+  Node view_base;
   /// Computed at run time from this model input only through ops the import computes when
   /// their inputs are known: giving the input's value at import makes this value known.
   std::string from_input;
@@ -202,6 +208,8 @@ Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values);
 Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift = 0);
 /// A value known at import.
 Value known_value(ir::Tensor t);
+/// Input i laid out as `dims` (any rank) by positions into it: a Value::view.
+Value view_of(Ctx& c, std::size_t i, const Dims& dims);
 /// A float zero that, when computed, checks the int32 `ids` against [0, n): a FeedError naming
 /// this ONNX node's `what` (the check_indices op, named by Ctx::label). Add it to a node that
 /// needs the ids checked first; the exporter writes it as a gather, so the check round-trips.

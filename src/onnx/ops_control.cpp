@@ -18,7 +18,7 @@ namespace {
 constexpr std::int64_t kMaxUnrolledNodes = std::int64_t{1} << 20;
 
 Dims dims_of(const Ctx& c, const Value& v) {
-  return v.known() ? v.konst->dims : c.shape(v.node);
+  return v.known() ? v.konst->dims : v.view ? v.view->dims : c.shape(v.node);
 }
 
 ir::Tensor scalar(int elem, std::int64_t value) {

@@ -21,6 +21,8 @@ bool on_host(const Ctx& c, std::size_t i) {
 void set_layout(Ctx& c, std::size_t k, std::size_t i, const Dims& out) {
   if (on_host(c, i)) {
     c.set(k, host::with_dims(*c.in(i).konst, out));
+  } else if (c.in(i).view || out.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    c.set(k, view_of(c, i, out));  // through ranks above 4: positions, gathered when needed
   } else {
     c.set(k, c.reshape(c.node(i), out), c.in(i).elem);
   }
@@ -130,6 +132,12 @@ void transpose_op(Ctx& c) {
   }
   if (on_host(c, 0)) {
     c.set(0, host::transpose(*c.in(0).konst, perm));
+    return;
+  }
+  if (c.in(0).view) {  // a layout chain through ranks above 4: its positions move
+    Value r = c.in(0);
+    r.view = std::make_shared<const ir::Tensor>(host::transpose(*r.view, perm));
+    c.set(0, r);
     return;
   }
   c.set(0, transpose(c.node(0), std::vector<int>(perm.begin(), perm.end())), c.in(0).elem);
