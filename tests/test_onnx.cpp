@@ -1681,6 +1681,51 @@ TEST(OnnxImport, NarrowIntegerArithmeticWrapsAtItsWidth) {
   }
 }
 
+// Casts to 8- and 16-bit ints truncate floats toward zero and wrap to the width (numpy's and
+// ONNX Runtime's result on x86), the same at run time and folded at import.
+TEST(OnnxImport, CastsToNarrowIntegersTruncateAndWrap) {
+  const std::vector<float> x{300.7f, -1.5f, 255.9f, -129.2f};
+  for (bool folded : {false, true}) {
+    SCOPED_TRACE(folded ? "folded" : "run time");
+    Builder b(13);
+    b.output("u8", {4}, 2).output("i8", {4}, 3).output("i16", {4}, 5);
+    if (folded) {  // a Constant (a float initializer would be a variable, cast at run time)
+      auto* a = b.node("Constant", {}, {"x"})->add_attribute();
+      a->set_name("value");
+      a->set_type(::onnx::AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(1);
+      a->mutable_t()->add_dims(4);
+      for (float v : x) a->mutable_t()->add_float_data(v);
+    } else {
+      b.input("x", {4});
+    }
+    Builder::attr(b.node("Cast", {"x"}, {"u8"}), "to", std::int64_t{2});
+    Builder::attr(b.node("Cast", {"x"}, {"i8"}), "to", std::int64_t{3});
+    Builder::attr(b.node("Cast", {"u8"}, {"i16"}), "to", std::int64_t{5});
+    const ho::Model m = b.import();
+    for (const auto& pc : testing_util::platforms()) {
+      SCOPED_TRACE(pc.name);
+      CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+      if (folded)
+        cg.run({});
+      else
+        cg.run({{"x", x}});
+      EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{44, 255, 255, 127}));
+      EXPECT_EQ(cg.read_i32(m.outputs[1]), (std::vector<std::int32_t>{44, -1, -1, 127}));
+      EXPECT_EQ(cg.read_i32(m.outputs[2]), (std::vector<std::int32_t>{44, 255, 255, 127}));
+    }
+  }
+  // Known int64 values cast to uint8 wrap too.
+  Builder k(13);
+  k.output("y", {2}, 2);
+  k.int_tensor("v", {2}, {257, -2});
+  Builder::attr(k.node("Cast", {"v"}, {"y"}), "to", std::int64_t{2});
+  const ho::Model m = k.import();
+  CompiledGraph cg = m.compile(GraphCompiler());
+  cg.run({});
+  EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{1, 254}));
+}
+
 // NonZero, whose output's shape depends on its input's values, is computed at import: on a
 // known input, or on a fed one once its value is given there.
 TEST(OnnxImport, NonZeroIsComputedAtImport) {

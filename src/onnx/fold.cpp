@@ -252,9 +252,19 @@ ir::Tensor cast(const ir::Tensor& a, int to) {
       to == ir::kDouble || to == ir::kFloat16 || to == ir::kBfloat16 ? ir::kFloat : to, a.dims);
   r.elem = to;
   const auto n = static_cast<std::size_t>(a.numel());
+  // Integers narrower than int64 wrap to their width (as the graph's cast does); floats are
+  // truncated toward zero first, within int32 for those types (the graph's cast saturates
+  // there; ONNX leaves floats outside the type undefined).
+  const bool narrow =
+      ir::is_integral(to) && to != ir::kBool && to != ir::kInt64 && to != ir::kUint64;
   for (std::size_t k = 0; k < n; ++k) {
     if (ir::is_integral(to) && ir::is_integral(a.elem)) {
-      r.i[k] = to == ir::kBool ? (a.i[k] != 0) : a.i[k];
+      r.i[k] = to == ir::kBool ? (a.i[k] != 0) : wrap(static_cast<std::uint64_t>(a.i[k]), to);
+    } else if (narrow && !ir::is_integral(a.elem)) {
+      const double v = get(a, k);
+      const double t =
+          !std::isfinite(v) ? 0.0 : std::clamp(std::trunc(v), -2147483648.0, 2147483647.0);
+      r.i[k] = wrap(static_cast<std::uint64_t>(static_cast<std::int64_t>(t)), to);
     } else {
       put(r, k, get(a, k));
     }

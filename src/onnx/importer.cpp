@@ -1008,6 +1008,19 @@ Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift) 
   return c.graph().constant_i32(Shape(std::span<const std::int64_t>(dims)), std::move(v));
 }
 
+bool narrow_int(int elem) {
+  return elem == ir::kUint8 || elem == ir::kInt8 || elem == ir::kUint16 || elem == ir::kInt16;
+}
+
+Node wrap_to(Ctx& c, Node r, int elem) {
+  const int bits = elem == ir::kUint8 || elem == ir::kInt8 ? 8 : 16;
+  const bool is_signed = elem == ir::kInt8 || elem == ir::kInt16;
+  const auto word = [&](std::int32_t v) { return c.graph().constant_i32(Shape{}, {v}); };
+  const std::int32_t span = std::int32_t{1} << bits, half = span / 2;
+  if (!is_signed) return mod(r, word(span));
+  return sub(mod(add(r, word(half)), word(span)), word(half));
+}
+
 Node index_check(Ctx& c, Node ids, std::int64_t n, std::string_view what) {
   Node check =
       detail::make_op(detail::OpKind::CheckIndices, {ids, c.constant({n}, c.host<float>(n))});

@@ -210,6 +210,11 @@ Node iota_along(Ctx& c, int rank, int axis, std::int64_t n, std::int64_t shift =
 Value known_value(ir::Tensor t);
 /// Input i laid out as `dims` (any rank) by positions into it: a Value::view.
 Value view_of(Ctx& c, std::size_t i, const Dims& dims);
+/// 8- and 16-bit ints (held as int32 here).
+bool narrow_int(int elem);
+/// r (int32) brought into `elem`'s range as ONNX's wrapping arithmetic would leave it (uint8
+/// 200 + 100 is 44): a mod by 2^8 or 2^16.
+Node wrap_to(Ctx& c, Node r, int elem);
 /// A float zero that, when computed, checks the int32 `ids` against [0, n): a FeedError naming
 /// this ONNX node's `what` (the check_indices op, named by Ctx::label). Add it to a node that
 /// needs the ids checked first; the exporter writes it as a gather, so the check round-trips.

@@ -42,21 +42,6 @@ void binary(Ctx& c) {
   c.set(0, F(a, b));
 }
 
-// 8- and 16-bit ints are held as int32: a result computed there is brought back into its own
-// type's range as ONNX's wrapping arithmetic would leave it (uint8 200 + 100 is 44).
-Node wrap_to(Ctx& c, Node r, int elem) {
-  const int bits = elem == ir::kUint8 || elem == ir::kInt8 ? 8 : 16;
-  const bool is_signed = elem == ir::kInt8 || elem == ir::kInt16;
-  const auto word = [&](std::int32_t v) { return c.graph().constant_i32(Shape{}, {v}); };
-  const std::int32_t span = std::int32_t{1} << bits, half = span / 2;
-  if (!is_signed) return mod(r, word(span));
-  return sub(mod(add(r, word(half)), word(span)), word(half));
-}
-
-bool narrow_int(int elem) {
-  return elem == ir::kUint8 || elem == ir::kInt8 || elem == ir::kUint16 || elem == ir::kInt16;
-}
-
 // Add, Sub, Mul: floats, or ints of one type computed in int32 (whose multiply wraps, as
 // unsigned words do): int64 results wrap at 32 bits (the README says so); 8- and 16-bit ones
 // are wrapped to their width.

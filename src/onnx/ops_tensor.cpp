@@ -800,19 +800,27 @@ void size_op(Ctx& c) {
 void cast(Ctx& c) {
   const int to = c.n.op == "Cast" ? static_cast<int>(c.attr_i("to", ir::kFloat)) : c.in(1).elem;
   const int from = c.in(0).elem;
-  // (A bool is held as int32 0 / 1 already.)
-  const bool ints = [](int e) { return e == ir::kInt32 || e == ir::kInt64; }(to) &&
-                    (from == ir::kInt32 || from == ir::kInt64 || from == ir::kBool);
-  if (to == from || ints) {
+  // Integers are held as int32 (a bool as 0 / 1, narrow ones within their range).
+  const auto held = [](int e) {
+    return e == ir::kInt32 || e == ir::kInt64 || e == ir::kBool || narrow_int(e);
+  };
+  if (to == from || ((to == ir::kInt32 || to == ir::kInt64) && held(from))) {
     Node x = c.node(0);
     c.set(0, x, to);
     return;
   }
-  // float <-> the integers held as int32 (a bool source is 0 / 1 already).
-  const bool to_int = to == ir::kInt32 || to == ir::kInt64;
-  const bool from_int = from == ir::kInt32 || from == ir::kInt64 || from == ir::kBool;
-  if ((to == ir::kFloat && from_int) || (to_int && from == ir::kFloat)) {
+  // float <-> the integers held as int32.
+  if ((to == ir::kFloat && held(from)) ||
+      ((to == ir::kInt32 || to == ir::kInt64) && from == ir::kFloat)) {
     c.set(0, cast(c.node(0), to == ir::kFloat ? DType::f32 : DType::i32), to);
+    return;
+  }
+  // To 8- and 16-bit ints: floats truncated toward zero, then every integer wrapped to the
+  // width. ONNX leaves floats outside the type undefined; this is what numpy's astype and ONNX
+  // Runtime give on x86 for floats within int32.
+  if (narrow_int(to) && (held(from) || from == ir::kFloat)) {
+    Node x = from == ir::kFloat ? cast(c.node(0), DType::i32) : c.node(0);
+    c.set(0, wrap_to(c, x, to), to);
     return;
   }
   // To bool: x != 0, as the 0 / 1 that bools are held as (a NaN is true, as in ONNX).
