@@ -177,13 +177,13 @@ TEST(OnnxImport, FileErrorsNameTheFile) {
 TEST(OnnxImport, EveryUnsupportedOpIsListedAtOnce) {
   Builder b;
   b.input("x", {4, 3}).output("i", {2, "n"}, 7).output("z", {4, 3});
-  b.node("MatMulInteger", {"x", "x"}, {"i"});
+  b.node("NonMaxSuppression", {"x", "x"}, {"i"});
   b.node("Unique", {"x"}, {"r"});
   b.node("Relu", {"r"}, {"z"});
   b.node("Det", {"x"}, {"d"});
   const std::string what = error_of<ho::UnsupportedError>([&] { b.import(); });
   EXPECT_CONTAINS(what, "opset 17");
-  EXPECT_CONTAINS(what, "MatMulInteger-10");
+  EXPECT_CONTAINS(what, "NonMaxSuppression-11");
   EXPECT_CONTAINS(what, "Unique-11");
   EXPECT_CONTAINS(what, "Det-11");
   EXPECT_EQ(what.find("Relu"), std::string::npos) << what;
@@ -1582,6 +1582,96 @@ TEST(OnnxImport, QuantizationRoundsHalvesToEvenAndSaturates) {
   }
   EXPECT_EQ(m.output_info[0].onnx_type, "uint8");
   EXPECT_EQ(m.output_info[1].onnx_type, "int8");
+}
+
+// An 8-bit initializer of the given ONNX type (2 uint8, 3 int8).
+void int8_init(Builder& b, const std::string& name, int elem, std::vector<std::int64_t> dims,
+               const std::vector<std::int32_t>& v) {
+  auto* t = b.g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(elem);
+  for (auto d : dims) t->add_dims(d);
+  for (auto x : v) t->add_int32_data(x);
+}
+
+// MatMulInteger over 800 terms (sums beyond 2^24, where a float product would round) with a
+// zero point per column, and a grouped, strided, padded ConvInteger with a zero point per output
+// channel: exact, against int64 sums here, on every platform.
+TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
+  std::mt19937 rng(7);
+  const auto bytes = [&](std::size_t n, int lo, int hi) {
+    std::uniform_int_distribution<int> u(lo, hi);
+    std::vector<std::int32_t> v(n);
+    for (auto& x : v) x = u(rng);
+    return v;
+  };
+  {
+    const int m = 3, k = 800, n = 2;
+    const auto a = bytes(m * k, 200, 255), bv = bytes(k * n, -128, -100);
+    Builder b(13);
+    b.input("A", {m, k}, 2).output("Y", {m, n}, 6);
+    int8_init(b, "B", 3, {k, n}, bv);
+    int8_init(b, "az", 2, {}, {7});
+    int8_init(b, "bz", 3, {n}, {-3, 5});
+    b.node("MatMulInteger", {"A", "B", "az", "bz"}, {"Y"});
+    std::vector<std::int32_t> want;
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < n; ++j) {
+        std::int64_t acc = 0;
+        for (int t = 0; t < k; ++t)
+          acc += std::int64_t{a[i * k + t] - 7} * (bv[t * n + j] - (j ? 5 : -3));
+        want.push_back(static_cast<std::int32_t>(acc));
+      }
+    }
+    ASSERT_GT(std::abs(want[0]), 1 << 24);  // beyond what one float sum holds exactly
+    const ho::Model mo = b.import();
+    for (const auto& pc : testing_util::platforms()) {
+      SCOPED_TRACE(pc.name);
+      CompiledGraph cg = mo.compile(GraphCompiler(pc.make()));
+      cg.run({{"A", a}});
+      EXPECT_EQ(cg.read_i32(mo.outputs[0]), want);
+    }
+  }
+  {
+    const int ch = 4, oc = 6, groups = 2, h = 5, w = 5, oh = 3, ow = 3;
+    const auto x = bytes(ch * h * w, 0, 255), wv = bytes(oc * (ch / groups) * 9, -128, 127);
+    const std::vector<std::int32_t> wz{1, -2, 3, 0, 5, -6};
+    Builder b(13);
+    b.input("x", {1, ch, h, w}, 2).output("y", {1, oc, oh, ow}, 6);
+    int8_init(b, "w", 3, {oc, ch / groups, 3, 3}, wv);
+    int8_init(b, "xz", 2, {}, {3});
+    int8_init(b, "wz", 3, {oc}, wz);
+    auto* nd = b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"});
+    Builder::attr(nd, "group", std::int64_t{groups});
+    Builder::attr(nd, "strides", std::vector<std::int64_t>{2, 2});
+    Builder::attr(nd, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+    std::vector<std::int32_t> want;
+    for (int o = 0; o < oc; ++o) {
+      const int g = o / (oc / groups);
+      for (int y = 0; y < oh; ++y) {
+        for (int xo = 0; xo < ow; ++xo) {
+          std::int64_t acc = 0;
+          for (int ci = 0; ci < ch / groups; ++ci) {
+            for (int t = 0; t < 9; ++t) {
+              const int hy = y * 2 - 1 + t / 3, wx = xo * 2 - 1 + t % 3;
+              if (hy < 0 || hy >= h || wx < 0 || wx >= w) continue;  // padding: x_zero_point
+              const int c = g * (ch / groups) + ci;
+              acc += std::int64_t{x[(c * h + hy) * w + wx] - 3} *
+                     (wv[(o * (ch / groups) + ci) * 9 + t] - wz[o]);
+            }
+          }
+          want.push_back(static_cast<std::int32_t>(acc));
+        }
+      }
+    }
+    const ho::Model mo = b.import();
+    for (const auto& pc : testing_util::platforms()) {
+      SCOPED_TRACE(pc.name);
+      CompiledGraph cg = mo.compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}});
+      EXPECT_EQ(cg.read_i32(mo.outputs[0]), want);
+    }
+  }
 }
 
 // Clip of int64 (held as int32; a bound beyond int32 clips nothing) and Compress along an axis

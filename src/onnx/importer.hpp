@@ -215,6 +215,19 @@ bool narrow_int(int elem);
 /// r (int32) brought into `elem`'s range as ONNX's wrapping arithmetic would leave it (uint8
 /// 200 + 100 is 44): a mod by 2^8 or 2^16.
 Node wrap_to(Ctx& c, Node r, int elem);
+// ---- quantization (ops_math.cpp)
+/// The range of a quantized element type: uint8 or int8 (others: UnsupportedError).
+std::pair<float, float> quantized_range(Ctx& c, int elem);
+/// Input i (a scale or zero point) as float, shaped to broadcast against a rank-`rank_x` x: a
+/// scalar as it is, a 1-D tensor along attribute `axis` (per-axis quantization).
+Node quantization_param(Ctx& c, std::size_t i, int rank_x);
+/// saturate(round(x / scale) + zero_point) as int32 words.
+Node quantize(Node x, Node scale, Node zero_point, std::pair<float, float> range);
+/// saturate(round(x * scale) + input zp's value), as `elem`'s int32 words.
+Node requantize(Ctx& c, Node x, Node scale, std::size_t zp, int elem);
+/// a . b of int32 values of magnitude up to 255, exactly (float products of 256-term chunks).
+Node exact_int_matmul(Ctx& c, Node a, Node b);
+
 /// A float zero that, when computed, checks the int32 `ids` against [0, n): a FeedError naming
 /// this ONNX node's `what` (the check_indices op, named by Ctx::label). Add it to a node that
 /// needs the ids checked first; the exporter writes it as a gather, so the check round-trips.

@@ -1118,6 +1118,8 @@ void softmax_cross_entropy_loss(Ctx& c) {
   if (c.wants(1)) c.set(1, logp);
 }
 
+}  // namespace
+
 // ---- quantization: uint8 / int8 values held as int32 ------------------------------------------
 
 // The range of a quantized element type (uint8 unless the zero point says int8).
@@ -1150,6 +1152,41 @@ Node quantize(Node x, Node scale, Node zero_point, std::pair<float, float> range
   return cast(clip(add(hetgraph::round(div(x, scale)), zero_point), range.first, range.second),
               DType::i32);
 }
+
+// Integer products exact in float32: a and b hold ints of magnitude at most 255 (8-bit values
+// less their zero points), so a product is below 2^16 and a sum of 256 of them below 2^24,
+// which float32 holds exactly in any order of summation. Longer sums are cut into such chunks,
+// each product converted to int32 and added there.
+Node exact_int_matmul(Ctx& c, Node a, Node b) {
+  const Dims da = c.shape(a), db = c.shape(b);
+  if (da.size() < 2 || db.size() < 2 || da.size() > 3 || db.size() > 3 ||
+      (da.size() == 2 && db.size() == 3))
+    c.unsupported("an integer product of " + dims_str(da) + " and " + dims_str(db));
+  const std::int64_t k = da.back();
+  constexpr std::int64_t kChunk = 256;
+  const Node af = cast(a, DType::f32), bf = cast(b, DType::f32);
+  const int ka = static_cast<int>(da.size()) - 1, kb = static_cast<int>(db.size()) - 2;
+  Node acc;
+  for (std::int64_t k0 = 0; k0 < k; k0 += kChunk) {
+    const std::int64_t k1 = std::min(k, k0 + kChunk);
+    const Node as = k1 - k0 == k ? af : slice(af, ka, k0, k1);
+    const Node bs = k1 - k0 == k ? bf : slice(bf, kb, k0, k1);
+    const Node part = cast(matmul(as, bs), DType::i32);
+    acc = acc.valid() ? add(acc, part) : part;
+  }
+  c.type(acc);
+  return acc;
+}
+
+// saturate(round(x * scale) + zero point (input zp)), as `elem`'s int32 words.
+Node requantize(Ctx& c, Node x, Node scale, std::size_t zp, int elem) {
+  const auto range = quantized_range(c, elem);
+  return cast(clip(add(hetgraph::round(mul(x, scale)), quantization_param(c, zp, 0)), range.first,
+                   range.second),
+              DType::i32);
+}
+
+namespace {
 
 void quantize_linear(Ctx& c) {
   Node x = c.f32(0);
@@ -1184,6 +1221,39 @@ void dynamic_quantize_linear(Ctx& c) {
   c.set(0, quantize(x, scale, zp, {0.0f, 255.0f}), ir::kUint8);
   c.set(1, scale);
   c.set(2, cast(zp, DType::i32), ir::kUint8);
+}
+
+// MatMulInteger: (A - a_zero_point) . (B - b_zero_point) in int32, zero points per tensor or
+// per row of A / column of B.
+void matmul_integer(Ctx& c) {
+  for (std::size_t i : {std::size_t{0}, std::size_t{1}}) {
+    if (c.elem(i) != ir::kUint8 && c.elem(i) != ir::kInt8)
+      c.unsupported(std::string("input ") + std::to_string(i) + " of type " +
+                    ir::elem_name(c.elem(i)));
+  }
+  Node a = c.node(0), b = c.node(1);
+  if (c.has(2))
+    a = sub(a, c.dims(2).size() == 1 && numel(c.dims(2)) > 1
+                   ? c.reshape(c.node(2), {c.dims(2)[0], 1})
+                   : c.reshape(c.node(2), {}));
+  if (c.has(3)) b = sub(b, numel(c.dims(3)) == 1 ? c.reshape(c.node(3), {}) : c.node(3));
+  c.set(0, exact_int_matmul(c, a, b), ir::kInt32);
+}
+
+// QLinearMatMul: the integer product of the inputs less their zero points, rescaled by
+// a_scale b_scale / y_scale and quantized with y_zero_point.
+void qlinear_matmul(Ctx& c) {
+  for (std::size_t i : {1, 2, 4, 5, 6, 7}) {
+    if (numel(c.dims(i)) != 1)
+      c.unsupported("scales or zero points per row or column (hetgraph takes them per tensor)");
+  }
+  const Node a = sub(c.node(0), c.reshape(c.node(2), {}));
+  const Node b = sub(c.node(3), c.reshape(c.node(5), {}));
+  const Node acc = cast(exact_int_matmul(c, a, b), DType::f32);
+  const Node scale = div(mul(quantization_param(c, 1, 0), quantization_param(c, 4, 0)),
+                         quantization_param(c, 6, 0));
+  const int elem = c.elem(7);
+  c.set(0, requantize(c, acc, scale, 7, elem), elem);
 }
 
 }  // namespace
@@ -1238,6 +1308,8 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"QuantizeLinear", 10, 13, quantize_linear});
   h.push_back({"DequantizeLinear", 10, 13, dequantize_linear});
   h.push_back({"DynamicQuantizeLinear", 11, 11, dynamic_quantize_linear});
+  h.push_back({"MatMulInteger", 10, 10, matmul_integer});
+  h.push_back({"QLinearMatMul", 10, 10, qlinear_matmul});
   h.push_back({"Pow", 1, 15, pow_op});
   h.push_back({"Max", 1, 13, extremum<maximum>});
   h.push_back({"Min", 1, 13, extremum<minimum>});

@@ -1,7 +1,8 @@
 // ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
 // it folded in), ConvTranspose, MaxPool (and its Indices) / AveragePool (ceil_mode), MaxUnpool,
 // GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference and training mode),
-// InstanceNormalization, LRN, Resize / Upsample, RoiAlign. 1-d images run as 2-d ones of height 1.
+// InstanceNormalization, LRN, Resize / Upsample, RoiAlign, ConvInteger / QLinearConv. 1-d images
+// run as 2-d ones of height 1.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -919,9 +920,110 @@ void roi_align(Ctx& c) {
   c.set(0, y);
 }
 
+// ---- ConvInteger / QLinearConv: exact integer convolutions --------------------------------
+
+// x [N, C, H, W] and w [OC, C / groups, kh, kw], int32 values of magnitude up to 255 (the
+// zero points taken off): their convolution in int32, exactly, as patches (one gather of
+// constant positions, the padding reading an appended zero) times the weights
+// (exact_int_matmul). The float convolution kernels may transform (Winograd) and so round.
+Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t groups) {
+  const Dims dx = c.shape(x), dw = c.shape(w);
+  const std::int64_t n = dx[0], ch = dx[1], H = dx[2], W = dx[3], oc = dw[0];
+  const std::array<int, 2> k = pair(win.kernel, 1), s = pair(win.stride, 1),
+                           d = pair(win.dilation, 1), pb = pair(win.pad_begin, 0),
+                           pe = pair(win.pad_end, 0);
+  const std::int64_t oh = (H + pb[0] + pe[0] - (std::int64_t{k[0]} - 1) * d[0] - 1) / s[0] + 1;
+  const std::int64_t ow = (W + pb[1] + pe[1] - (std::int64_t{k[1]} - 1) * d[1] - 1) / s[1] + 1;
+  if (oh < 1 || ow < 1) c.fail("the output would be empty");
+  if (groups < 1 || ch % groups != 0 || oc % groups != 0 || dw[1] * groups != ch)
+    c.fail("group " + std::to_string(groups) + " does not divide " + dims_str(dx) + " and " +
+           dims_str(dw));
+  const std::int64_t taps = std::int64_t{k[0]} * k[1], outs = oh * ow;
+  std::vector<std::int32_t> reads = c.host<std::int32_t>(outs * taps);
+  for (std::int64_t y = 0; y < oh; ++y) {
+    for (std::int64_t xo = 0; xo < ow; ++xo) {
+      for (std::int64_t t = 0; t < taps; ++t) {
+        const std::int64_t h = y * s[0] - pb[0] + (t / k[1]) * d[0],
+                           x2 = xo * s[1] - pb[1] + (t % k[1]) * d[1];
+        const bool in = h >= 0 && h < H && x2 >= 0 && x2 < W;
+        reads[static_cast<std::size_t>((y * ow + xo) * taps + t)] =
+            static_cast<std::int32_t>(in ? h * W + x2 : H * W);
+      }
+    }
+  }
+  Graph& g = c.graph();
+  const Node planes = concat({c.reshape(x, {n * ch, H * W}),
+                              g.constant_i32(Shape{n * ch, 1}, c.host<std::int32_t>(n * ch))},
+                             1);
+  const Node tapped = gather(planes, g.constant_i32(Shape{outs * taps}, std::move(reads)), 1);
+  const Node patches = c.reshape(transpose(c.reshape(tapped, {n, ch, outs, taps}), {0, 2, 1, 3}),
+                                 {n, outs, ch * taps});
+  const std::int64_t cg = ch / groups, og = oc / groups;
+  std::vector<Node> parts;
+  for (std::int64_t gi = 0; gi < groups; ++gi) {
+    const Node p = groups == 1 ? patches : slice(patches, 2, gi * cg * taps, (gi + 1) * cg * taps);
+    const Node wg = groups == 1 ? w : slice(w, 0, gi * og, (gi + 1) * og);
+    parts.push_back(exact_int_matmul(c, p, transpose(c.reshape(wg, {og, cg * taps}), {1, 0})));
+  }
+  const Node all = parts.size() == 1 ? parts[0] : concat(std::span<const Node>(parts), 2);
+  return c.reshape(transpose(all, {0, 2, 1}), {n, oc, oh, ow});
+}
+
+// Input i (a zero point or scale of W) per output channel: a scalar, or [OC] as [1, OC, 1, 1]
+// (`out` true) or [OC, 1, 1, 1] (against W).
+Node per_output_channel(Ctx& c, Node v, std::size_t i, std::int64_t oc, bool out) {
+  const Dims d = c.dims(i);
+  if (numel(d) == 1) return c.reshape(v, {});
+  if (d != Dims{oc})
+    c.fail("input " + std::to_string(i) + " " + dims_str(d) +
+           " is neither a "
+           "scalar nor one value per output channel (" +
+           std::to_string(oc) + ")");
+  return c.reshape(v, out ? Dims{1, oc, 1, 1} : Dims{oc, 1, 1, 1});
+}
+
+// ConvInteger (x, w, x_zero_point, w_zero_point) and QLinearConv (x, x_scale, x_zero_point, w,
+// w_scale, w_zero_point, y_scale, y_zero_point, B): 8-bit images and weights.
+void conv_integer(Ctx& c) {
+  const bool qlinear = c.n.op == "QLinearConv";
+  const std::size_t xi = 0, wi = qlinear ? 3 : 1, xz = 2, wz = qlinear ? 5 : 3;
+  for (std::size_t i : {xi, wi}) {
+    if (c.elem(i) != ir::kUint8 && c.elem(i) != ir::kInt8)
+      c.unsupported("input " + std::to_string(i) + " of type " + ir::elem_name(c.elem(i)));
+  }
+  const Dims dx = c.dims(xi), dw = c.dims(wi);
+  const bool one_d = dx.size() == 3;
+  Node x = as_image(c, c.node(xi)), w = as_image(c, c.node(wi));
+  const std::int64_t oc = dw[0];
+  if (c.has(xz)) {
+    if (numel(c.dims(xz)) != 1) c.unsupported("a zero point of x per channel");
+    x = sub(x, c.reshape(c.node(xz), {}));
+  }
+  if (c.has(wz)) w = sub(w, per_output_channel(c, c.node(wz), wz, oc, false));
+  const Dims kernel = c.attr_ints("kernel_shape", Dims(dw.begin() + 2, dw.end()));
+  const Window win = window(c, spatial(dx), kernel);
+  Node acc = exact_int_conv(c, x, w, win, c.attr_i("group", 1));
+  if (!qlinear) {
+    if (one_d) acc = c.reshape(acc, {c.shape(acc)[0], oc, c.shape(acc)[3]});
+    c.set(0, acc, ir::kInt32);
+    return;
+  }
+  if (c.has(8)) acc = add(acc, per_output_channel(c, c.node(8), 8, oc, true));  // int32 bias
+  if (numel(c.dims(1)) != 1 || numel(c.dims(6)) != 1 || numel(c.dims(7)) != 1)
+    c.unsupported("x or y scales or zero points per channel");
+  const Node w_scale = per_output_channel(c, c.node(4), 4, oc, true);
+  const Node scale = div(mul(c.reshape(c.node(1), {}), w_scale), c.reshape(c.node(6), {}));
+  const int elem = c.elem(7);
+  Node y = requantize(c, cast(acc, DType::f32), scale, 7, elem);
+  if (one_d) y = c.reshape(y, {c.shape(y)[0], oc, c.shape(y)[3]});
+  c.set(0, y, elem);
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<Handler>& h) {
+  h.push_back({"ConvInteger", 10, 10, conv_integer});
+  h.push_back({"QLinearConv", 10, 10, conv_integer});
   h.push_back({"RoiAlign", 10, 16, roi_align});
   h.push_back({"Conv", 1, 11, conv});
   h.push_back({"ConvTranspose", 1, 11, conv_transpose});
