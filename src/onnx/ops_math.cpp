@@ -1223,6 +1223,48 @@ void dynamic_quantize_linear(Ctx& c) {
   c.set(2, cast(zp, DType::i32), ir::kUint8);
 }
 
+// Det: Gaussian elimination with partial pivoting, its n steps laid out in the graph over the
+// batch of matrices at once: each step takes the largest remaining entry of its column as the
+// pivot (argmax), swaps its row up (gather_elements of a permutation), multiplies the
+// determinant by it (negated for a swap) and clears the column below it. A zero pivot (a
+// singular matrix) gives 0.
+void det(Ctx& c) {
+  const Dims d = c.dims(0);
+  if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2])
+    c.fail("Det needs square matrices in the last two dims, got " + dims_str(d));
+  const std::int64_t n = d.back();
+  if (n > 256) c.unsupported("Det of matrices larger than 256 x 256 (unrolled at import)");
+  const Dims batch(d.begin(), d.end() - 2);
+  const std::int64_t b = numel(batch);
+  Node a = c.reshape(c.f32(0), {b, n, n});
+  Node det = c.constant({b, 1, 1}, c.host<float>(b, 1.0f));
+  Graph& g = c.graph();
+  const Node rows = iota_along(c, 3, 1, n);  // [1, n, 1] int32
+  std::vector<float> rows_f = c.host<float>(n);
+  for (std::int64_t i = 0; i < n; ++i) rows_f[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  const Node rowsf = c.constant({1, n, 1}, std::move(rows_f));
+  const Node zero = c.constant(0.0f), one = c.constant(1.0f);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const Node kf = c.constant(static_cast<float>(k));
+    const Node ki = g.constant_i32(Shape{}, {static_cast<std::int32_t>(k)});
+    // Rows above k are done: -1 keeps them from being chosen.
+    const Node col = slice(a, 2, k, k + 1);  // [B, n, 1]
+    const Node candidates = where(less(rowsf, kf), c.constant(-1.0f), abs(col));
+    const Node p = argmax(candidates, 1, true);                                    // [B, 1, 1]
+    const Node perm = where(equal(rows, ki), p, where(equal(rows, p), ki, rows));  // [B, n, 1]
+    a = gather_elements(a, broadcast_to(c, perm, {b, n, n}), 1);
+    const Node swapped = logical_not(equal(p, ki));
+    const Node pivot = slice(slice(a, 1, k, k + 1), 2, k, k + 1);  // [B, 1, 1]
+    det = mul(det, mul(pivot, where(swapped, c.constant(-1.0f), one)));
+    if (k + 1 == n) break;
+    const Node colk = slice(a, 2, k, k + 1), rowk = slice(a, 1, k, k + 1);
+    const Node below = cast(greater(rowsf, kf), DType::f32);  // [1, n, 1]
+    const Node factor = mul(where(equal(pivot, zero), zero, div(colk, pivot)), below);
+    a = sub(a, mul(factor, rowk));
+  }
+  c.set(0, c.reshape(det, batch));
+}
+
 // MatMulInteger: (A - a_zero_point) . (B - b_zero_point) in int32, zero points per tensor or
 // per row of A / column of B.
 void matmul_integer(Ctx& c) {
@@ -1309,6 +1351,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"DequantizeLinear", 10, 13, dequantize_linear});
   h.push_back({"DynamicQuantizeLinear", 11, 11, dynamic_quantize_linear});
   h.push_back({"MatMulInteger", 10, 10, matmul_integer});
+  h.push_back({"Det", 11, 11, det});
   h.push_back({"QLinearMatMul", 10, 10, qlinear_matmul});
   h.push_back({"Pow", 1, 15, pow_op});
   h.push_back({"Max", 1, 13, extremum<maximum>});
