@@ -104,19 +104,26 @@ bool bn_inference(const Ctx& bn) {
   return true;
 }
 
-void conv(Ctx& c) {
-  Node x = c.f32(0);
-  const Dims dx = c.shape(x), dw = c.dims(1);
+// A convolution's image dx and weights dw agree (rank, group, kernel_shape): its kernel.
+Dims conv_kernel(Ctx& c, const Dims& dx, const Dims& dw, std::int64_t group) {
   if (dx.size() != dw.size())
     c.fail("input " + dims_str(dx) + " and weights " + dims_str(dw) + " differ in rank");
-  Node xi = as_image(c, x);
-  const std::int64_t group = c.attr_i("group", 1);
+  if (dx.size() < 3) c.fail("input " + dims_str(dx) + " is not an image [N, C, ...]");
   if (group < 1 || dx[1] % group != 0 || dw[0] % group != 0)
     c.fail("group " + std::to_string(group) + " does not divide the input's " +
            std::to_string(dx[1]) + " channels and the weights' " + std::to_string(dw[0]));
   const Dims kernel = c.attr_ints("kernel_shape", spatial(dw));
   if (kernel != spatial(dw))
     c.fail("kernel_shape " + dims_str(kernel) + " differs from the weights " + dims_str(dw));
+  return kernel;
+}
+
+void conv(Ctx& c) {
+  Node x = c.f32(0);
+  const Dims dx = c.shape(x), dw = c.dims(1);
+  const std::int64_t group = c.attr_i("group", 1);
+  const Dims kernel = conv_kernel(c, dx, dw, group);
+  Node xi = as_image(c, x);
   const Window w = window(c, spatial(dx), kernel);
   Conv2dOptions o;
   o.stride = pair(w.stride, 1);
@@ -992,6 +999,8 @@ void conv_integer(Ctx& c) {
       c.unsupported("input " + std::to_string(i) + " of type " + ir::elem_name(c.elem(i)));
   }
   const Dims dx = c.dims(xi), dw = c.dims(wi);
+  const std::int64_t group = c.attr_i("group", 1);
+  const Dims kernel = conv_kernel(c, dx, dw, group);
   const bool one_d = dx.size() == 3;
   Node x = as_image(c, c.node(xi)), w = as_image(c, c.node(wi));
   const std::int64_t oc = dw[0];
@@ -1000,9 +1009,8 @@ void conv_integer(Ctx& c) {
     x = sub(x, c.reshape(c.node(xz), {}));
   }
   if (c.has(wz)) w = sub(w, per_output_channel(c, c.node(wz), wz, oc, false));
-  const Dims kernel = c.attr_ints("kernel_shape", Dims(dw.begin() + 2, dw.end()));
   const Window win = window(c, spatial(dx), kernel);
-  Node acc = exact_int_conv(c, x, w, win, c.attr_i("group", 1));
+  Node acc = exact_int_conv(c, x, w, win, group);
   if (!qlinear) {
     if (one_d) acc = c.reshape(acc, {c.shape(acc)[0], oc, c.shape(acc)[3]});
     c.set(0, acc, ir::kInt32);
