@@ -1411,7 +1411,8 @@ TEST(OnnxImport, IfInsideALoopSeesEveryEnclosingScope) {
 // iterations), and the errors: a condition computed at run time, a trip count beyond what is
 // unrolled, a body of the wrong arity, and a shape error inside a body, each naming the node.
 TEST(OnnxImport, LoopConditionsAndErrorsNameTheNode) {
-  const auto model = [](const std::string& cond_from, std::int64_t trip, bool extra_input) {
+  const auto model = [](const std::string& cond_from, std::int64_t trip, bool extra_input,
+                        std::int64_t zero_trip = -1) {
     Builder body;
     body.input("i", {}, 7).input("cond_in", {}, 9).input("y_in", {2});
     if (extra_input) body.input("junk", {2});
@@ -1430,7 +1431,7 @@ TEST(OnnxImport, LoopConditionsAndErrorsNameTheNode) {
     scalar_init(b, "two", 7, 2);
     scalar_init(b, "yes", 9, 1);
     std::vector<std::string> ins{"", "yes", "x"};
-    if (trip > 0) {
+    if (trip > 0 || zero_trip == 0) {
       scalar_init(b, "M", 7, trip);
       ins[0] = "M";
     }
@@ -1455,6 +1456,10 @@ TEST(OnnxImport, LoopConditionsAndErrorsNameTheNode) {
                     model("i", 0, true).import(o);
                   }),
                   "#0 (Loop-11): the body takes 4 inputs");
+  // No iteration: the scan output would be empty (fuzzing found Scan-8 reading past an empty
+  // list of iterations here).
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { model("i", 0, false, 0).import(); }),
+                  "#0 (Loop-11): scan output 0 stacks no iteration");
   // A body whose Add does not broadcast: the error names the body's node inside the Loop.
   Builder body;
   body.input("i", {}, 7).input("c", {}, 9).input("y_in", {2});
@@ -1503,6 +1508,20 @@ TEST(OnnxImport, ScanWalksItsInputsInTheirDirections) {
                    EXPECT_EQ(cg.read(mm.outputs[0]), st);
                    EXPECT_EQ(cg.read(mm.outputs[1]), os);
                  });
+  // Scan inputs of length 0: no iteration, so the scan output would be empty (fuzzing found
+  // this reading past the empty list of iterations).
+  Builder e(16);
+  e.input("s", {2}).input("a", {0, 2}).output("fin", {2}).output("os", {0, 2});
+  auto* ne = e.node("Scan", {"s", "a"}, {"fin", "os"});
+  Builder one;
+  one.input("s_in", {2}).input("a_t", {2});
+  one.output("s_out", {2}).output("o", {2});
+  one.node("Add", {"s_in", "a_t"}, {"s_out"});
+  one.node("Identity", {"s_out"}, {"o"});
+  Builder::attr_g(ne, "body", one);
+  Builder::attr(ne, "num_scan_inputs", std::int64_t{1});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { e.import(); }),
+                  "#0 (Scan-16): scan output 0 stacks no iteration");
 }
 
 // A value needed at import but computed from a model input names that input, so that giving

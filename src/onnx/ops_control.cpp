@@ -49,6 +49,10 @@ Value take(Ctx& c, const Value& v, int axis, std::int64_t index) {
 
 // The values of `vs` (one per iteration, all of one shape) stacked along a new `axis`.
 Value stack(Ctx& c, const std::vector<Value>& vs, int axis, const std::string& what) {
+  if (vs.empty()) {
+    c.unsupported(what + " stacks no iteration, so it would be empty; hetgraph tensors have at "
+                         "least one element");
+  }
   const Dims first = dims_of(c, vs[0]);
   if (axis < 0 || axis > static_cast<int>(first.size())) {
     c.fail(what + ": axis " + std::to_string(axis) + " is out of range for stacking values of " +
@@ -167,10 +171,6 @@ void loop(Ctx& c) {
   for (std::size_t k = 0; k < carried; ++k) c.set(k, state[k]);
   for (std::size_t k = 0; k < scans; ++k) {
     if (!c.wants(carried + k)) continue;
-    if (scanned[k].empty()) {
-      c.unsupported("the loop runs no iteration, so its scan output " + std::to_string(k) +
-                    " is empty; hetgraph tensors have at least one element");
-    }
     c.set(carried + k, stack(c, scanned[k], 0, "scan output " + std::to_string(k)));
   }
 }
@@ -259,7 +259,8 @@ void scan(Ctx& c) {
     for (std::size_t k = 0; k < k_out; ++k) {
       if (!c.wants(n + k)) continue;
       if (out_dirs[k] != 0) std::reverse(outs[k].begin(), outs[k].end());
-      const int r = static_cast<int>(dims_of(c, outs[k][0]).size()) + 1;
+      // (No iteration: stack() refuses the empty output.)
+      const int r = outs[k].empty() ? 1 : static_cast<int>(dims_of(c, outs[k][0]).size()) + 1;
       c.set(n + k, stack(c, outs[k], c.axis(out_axes[k], r), "scan output " + std::to_string(k)));
     }
     return;
