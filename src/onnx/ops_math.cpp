@@ -1,7 +1,7 @@
 // ONNX math ops on hetgraph ops: elementwise arithmetic and activations, MatMul, Gemm, Einsum,
-// DFT / STFT, window functions and MelWeightMatrix, reductions, Softmax / LogSoftmax,
-// QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear, and the optimizer steps of
-// ai.onnx.preview.training.
+// DFT / STFT, window functions and MelWeightMatrix, reductions, Softmax / LogSoftmax, Det, the
+// quantization ops (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+// QLinearMatMul), and the optimizer steps and Gradient of ai.onnx.preview.training.
 #include <algorithm>
 #include <cctype>
 #include <cmath>

@@ -1,7 +1,7 @@
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
 // Split, Slice, Gather, Compress, GatherElements, ScatterElements (and Scatter), GatherND,
-// ScatterND, Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout, ArgMax / ArgMin
-// and TopK. Each works on a value known at import (on the host) or on a graph node.
+// ScatterND, Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout,
+// ArgMax / ArgMin and TopK. Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
