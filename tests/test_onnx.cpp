@@ -1524,6 +1524,56 @@ TEST(OnnxImport, ScanWalksItsInputsInTheirDirections) {
                   "#0 (Scan-16): scan output 0 stacks no iteration");
 }
 
+// Sequences are lists known at import: every sequence op over run-time tensors, on every
+// platform and exported and imported back (where no sequence is left); a position outside the
+// sequence and a sequence where a tensor is needed are errors naming the node.
+TEST(OnnxImport, SequencesAreListsKnownAtImport) {
+  Builder b(13);
+  b.input("X", {2, 3}).input("Y", {1, 3});
+  b.output("len", {}, 7).output("cat", {3, 3}).output("st", {2, 2, 3}).output("at", {2, 2});
+  b.output("at2", {1, 3});
+  scalar_init(b, "zero", 7, 0);
+  scalar_init(b, "last", 7, -1);
+  b.ints("split", {1, 2});
+  b.node("SequenceEmpty", {}, {"s0"});
+  b.node("SequenceInsert", {"s0", "X"}, {"s1"});
+  b.node("SequenceInsert", {"s1", "Y", "zero"}, {"s2"});  // [Y, X]
+  Builder::attr(b.node("SplitToSequence", {"X", "split"}, {"s3"}), "axis", std::int64_t{1});
+  b.node("SequenceLength", {"s3"}, {"len"});
+  Builder::attr(b.node("ConcatFromSequence", {"s2"}, {"cat"}), "axis", std::int64_t{0});
+  b.node("SequenceConstruct", {"X", "X"}, {"s4"});
+  auto* st = b.node("ConcatFromSequence", {"s4"}, {"st"});  // stacked along a new axis 1
+  Builder::attr(st, "axis", std::int64_t{1});
+  Builder::attr(st, "new_axis", std::int64_t{1});
+  b.node("SequenceAt", {"s3", "last"}, {"at"});
+  b.node("SequenceErase", {"s2"}, {"s5"});  // [Y]
+  b.node("SequenceAt", {"s5", "zero"}, {"at2"});
+  const std::vector<float> x{1, 2, 3, 4, 5, 6}, y{7, 8, 9};
+  const ho::Model m = b.import();
+  run_everywhere(m, {{"X", x}, {"Y", y}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
+    EXPECT_EQ(cg.read_i32(mm.outputs[0]), (std::vector<std::int32_t>{2}));
+    EXPECT_EQ(cg.read(mm.outputs[1]), (std::vector<float>{7, 8, 9, 1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(cg.read(mm.outputs[2]), (std::vector<float>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
+    EXPECT_EQ(cg.read(mm.outputs[3]), (std::vector<float>{2, 3, 5, 6}));
+    EXPECT_EQ(cg.read(mm.outputs[4]), y);
+  });
+  Builder bad(13);
+  bad.input("X", {2, 3}).output("a", {2, 3});
+  scalar_init(bad, "two", 7, 2);
+  bad.node("SequenceConstruct", {"X", "X"}, {"s"});
+  bad.node("SequenceAt", {"s", "two"}, {"a"});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import(); }),
+                  "#1 (SequenceAt-11): position 2 is outside a sequence of 2");
+  Builder as_tensor(13);
+  as_tensor.input("X", {2, 3}).output("r", {2, 3});
+  as_tensor.node("SequenceConstruct", {"X"}, {"s"});
+  as_tensor.node("Relu", {"s"}, {"r"});
+  ho::ImportOptions o;
+  o.check = false;  // (the checker would refuse the types first)
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { as_tensor.import(o); }),
+                  "#1 (Relu-13): 's' is a sequence, where a tensor is needed");
+}
+
 // A value needed at import but computed from a model input names that input, so that giving
 // it there lets the import compute the value (Reshape's shape from a fed input plus one).
 TEST(OnnxImport, ValuesComputedFromInputsNameTheInputBehind) {

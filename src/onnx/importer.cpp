@@ -165,6 +165,10 @@ class Importer {
   /// A graph node for a value known at import: a constant, or its variable.
   Node make_node(const Value& v, const std::string& name, const ir::Node& n) {
     if (v.view) return view_node(v, name, n);
+    if (v.seq) {
+      throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": '" + name +
+                             "' is a sequence, where a tensor is needed");
+    }
     const ir::Tensor& t = *v.konst;
     if (t.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
       throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
@@ -711,6 +715,9 @@ Dims Ctx::dims(std::size_t i) const {
   const Value& v = in(i);
   if (v.known()) return v.konst->dims;
   if (v.view) return v.view->dims;
+  if (v.seq)
+    unsupported("input " + std::to_string(i) + " ('" + n.inputs[i] +
+                "') is a sequence, where a tensor is needed");
   return shape(v.node);
 }
 

@@ -43,6 +43,9 @@ struct Value {
   /// gather when a node needs it (Ctx::node). `node` and `konst` are unset.
   std::shared_ptr<const ir::Tensor> view;
   Node view_base;
+  /// A sequence (SequenceConstruct, SplitToSequence, ...): its tensors, a list known at import
+  /// (positions into it must be known there too). `elem` is its tensors' element type.
+  std::shared_ptr<const std::vector<Value>> seq;
   /// Computed at run time from this model input only through ops the import computes when
   /// their inputs are known: giving the input's value at import makes this value known.
   std::string from_input;

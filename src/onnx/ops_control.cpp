@@ -1,4 +1,6 @@
-// ONNX control flow: If, Loop and Scan, unrolled at import. hetgraph graphs are static, so a
+// ONNX control flow and sequences, resolved at import. Control flow: If, Loop and Scan, unrolled.
+// Sequences (SequenceConstruct, SplitToSequence, ... ConcatFromSequence) are lists of values
+// known at import, positions into them too. hetgraph graphs are static, so a
 // branch is taken, and a loop's iterations are laid out one after the other, when the model is
 // imported: If needs its condition known there, Loop its trip count (or a condition its body
 // computes from values known there), and Scan the length of its scan inputs, which their shapes
@@ -18,6 +20,7 @@ namespace {
 constexpr std::int64_t kMaxUnrolledNodes = std::int64_t{1} << 20;
 
 Dims dims_of(const Ctx& c, const Value& v) {
+  if (v.seq) c.unsupported("a sequence where a tensor is needed");
   return v.known() ? v.konst->dims : v.view ? v.view->dims : c.shape(v.node);
 }
 
@@ -309,12 +312,170 @@ void scan(Ctx& c) {
   }
 }
 
+// ---- sequences: lists known at import ------------------------------------------------------
+
+Value sequence(std::vector<Value> items, int elem) {
+  Value v;
+  v.elem = elem;
+  v.seq = std::make_shared<const std::vector<Value>>(std::move(items));
+  return v;
+}
+
+const std::vector<Value>& items_of(Ctx& c, std::size_t i) {
+  const Value& v = c.in(i);
+  if (!v.seq) c.fail("input " + std::to_string(i) + " ('" + c.n.inputs[i] + "') is not a sequence");
+  return *v.seq;
+}
+
+// Position input i into a sequence of n (negative from the back; n itself where inserting).
+std::size_t position(Ctx& c, std::size_t i, std::size_t n, bool inserting) {
+  const Dims p = c.ints(i, "the position");
+  if (p.size() != 1) c.fail("the position has " + std::to_string(p.size()) + " elements");
+  const auto len = static_cast<std::int64_t>(n);
+  const std::int64_t at = p[0] < 0 ? p[0] + len : p[0];
+  if (at < 0 || at > len || (at == len && !inserting)) {
+    c.fail("position " + std::to_string(p[0]) + " is outside a sequence of " + std::to_string(n));
+  }
+  return static_cast<std::size_t>(at);
+}
+
+void sequence_empty(Ctx& c) {
+  c.set(0, sequence({}, static_cast<int>(c.attr_i("dtype", ir::kFloat))));
+}
+
+void sequence_construct(Ctx& c) {
+  std::vector<Value> items;
+  for (std::size_t i = 0; i < c.inputs(); ++i) {
+    (void)c.dims(i);  // a tensor
+    if (c.elem(i) != c.elem(0)) c.fail("the tensors differ in element type");
+    items.push_back(c.in(i));
+  }
+  c.set(0, sequence(std::move(items), c.elem(0)));
+}
+
+void sequence_insert(Ctx& c) {
+  std::vector<Value> items = items_of(c, 0);
+  (void)c.dims(1);
+  if (!items.empty() && c.elem(1) != c.in(0).elem)
+    c.fail("the tensor's type differs from the sequence's");
+  const std::size_t at = c.has(2) ? position(c, 2, items.size(), true) : items.size();
+  items.insert(items.begin() + static_cast<std::ptrdiff_t>(at), c.in(1));
+  c.set(0, sequence(std::move(items), c.elem(1)));
+}
+
+void sequence_erase(Ctx& c) {
+  std::vector<Value> items = items_of(c, 0);
+  if (items.empty()) c.fail("erasing from an empty sequence");
+  const std::size_t at = c.has(1) ? position(c, 1, items.size(), false) : items.size() - 1;
+  items.erase(items.begin() + static_cast<std::ptrdiff_t>(at));
+  c.set(0, sequence(std::move(items), c.in(0).elem));
+}
+
+void sequence_at(Ctx& c) {
+  const std::vector<Value>& items = items_of(c, 0);
+  c.set(0, items[position(c, 1, items.size(), false)]);
+}
+
+void sequence_length(Ctx& c) {
+  c.set(0, scalar(ir::kInt64, static_cast<std::int64_t>(items_of(c, 0).size())));
+}
+
+// ConcatFromSequence: the tensors concatenated along axis, or stacked along a new one.
+void concat_from_sequence(Ctx& c) {
+  const std::vector<Value>& items = items_of(c, 0);
+  if (items.empty()) c.unsupported("concatenating an empty sequence (the result would be empty)");
+  const bool new_axis = c.attr_i("new_axis", 0) != 0;
+  const int rank = static_cast<int>(dims_of(c, items[0]).size());
+  const int axis = c.axis(c.attr_i("axis", 0), rank + (new_axis ? 1 : 0));
+  if (new_axis) {
+    c.set(0, stack(c, items, axis, "the sequence"));
+    return;
+  }
+  const Dims first = dims_of(c, items[0]);
+  bool host_all = true;
+  std::vector<Node> parts;
+  for (const Value& v : items) {
+    const Dims d = dims_of(c, v);
+    for (std::size_t k = 0; k < d.size(); ++k) {
+      if (d.size() != first.size() || (static_cast<int>(k) != axis && d[k] != first[k]))
+        c.fail("the tensors " + dims_str(first) + " and " + dims_str(d) + " do not concatenate");
+    }
+    host_all = host_all && v.known() && !v.initializer;
+  }
+  if (host_all) {
+    std::vector<const ir::Tensor*> ts;
+    for (const Value& v : items) ts.push_back(v.konst.get());
+    c.set(0, host::concat(ts, axis));
+    return;
+  }
+  for (const Value& v : items) parts.push_back(c.node_of(v));
+  c.set(0, parts.size() == 1 ? parts[0] : concat(std::span<const Node>(parts), axis),
+        items[0].elem);
+}
+
+// SplitToSequence: pieces along axis, of the sizes `split` gives (one size: equal pieces, the
+// last shorter), or single elements (keepdims 0 drops the axis).
+void split_to_sequence(Ctx& c) {
+  const Dims d = c.dims(0);
+  const int axis = c.axis(c.attr_i("axis", 0), static_cast<int>(d.size()));
+  const std::int64_t len = d[static_cast<std::size_t>(axis)];
+  Dims sizes;
+  bool keep = true;
+  if (c.has(1)) {
+    const Dims s = c.ints(1, "split");
+    if (c.dims(1).empty()) {  // one size: equal pieces, the last one shorter
+      if (s[0] < 1) c.fail("split " + std::to_string(s[0]) + " is not positive");
+      for (std::int64_t b = 0; b < len; b += s[0]) sizes.push_back(std::min(s[0], len - b));
+    } else {
+      sizes = s;
+      std::int64_t total = 0;
+      for (std::int64_t v : s) {
+        if (v < 1) c.unsupported("a piece of " + std::to_string(v) + " (an empty tensor)");
+        total += v;
+      }
+      if (total != len)
+        c.fail("split " + dims_str(s) + " does not add up to " + std::to_string(len));
+    }
+  } else {
+    sizes.assign(static_cast<std::size_t>(len), 1);
+    keep = c.attr_i("keepdims", 1) != 0;
+  }
+  std::vector<Value> items;
+  std::int64_t begin = 0;
+  const Value& x = c.in(0);
+  for (std::int64_t n : sizes) {
+    if (!keep) {
+      items.push_back(take(c, x, axis, begin));
+    } else if (x.known() && !x.initializer) {
+      Dims start(d.size(), 0), step(d.size(), 1), count = d;
+      start[static_cast<std::size_t>(axis)] = begin;
+      count[static_cast<std::size_t>(axis)] = n;
+      items.push_back(known_value(host::slice(*x.konst, start, step, count)));
+    } else {
+      Value v;
+      v.elem = x.elem;
+      v.node = n == len ? c.node(0) : slice(c.node(0), axis, begin, begin + n);
+      items.push_back(v);
+    }
+    begin += n;
+  }
+  c.set(0, sequence(std::move(items), x.elem));
+}
+
 }  // namespace
 
 void register_control_ops(std::vector<Handler>& h) {
   h.push_back({"If", 1, 16, if_op});
   h.push_back({"Loop", 1, 16, loop});
   h.push_back({"Scan", 8, 16, scan});
+  h.push_back({"SequenceEmpty", 11, 11, sequence_empty});
+  h.push_back({"SequenceConstruct", 11, 11, sequence_construct});
+  h.push_back({"SequenceInsert", 11, 11, sequence_insert});
+  h.push_back({"SequenceErase", 11, 11, sequence_erase});
+  h.push_back({"SequenceAt", 11, 11, sequence_at});
+  h.push_back({"SequenceLength", 11, 11, sequence_length});
+  h.push_back({"ConcatFromSequence", 11, 11, concat_from_sequence});
+  h.push_back({"SplitToSequence", 11, 11, split_to_sequence});
 }
 
 }  // namespace hetgraph::onnx::imp
