@@ -11,20 +11,9 @@ namespace hetgraph::detail {
 // ---- prune --------------------------------------------------------------------------------
 
 std::vector<std::uint32_t> prune(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
-  std::vector<char> seen(g.nodes.size(), 0);
-  std::vector<std::uint32_t> stack(fetches.begin(), fetches.end()), out;
-  while (!stack.empty()) {
-    const std::uint32_t v = stack.back();
-    stack.pop_back();
-    if (seen[v]) continue;
-    seen[v] = 1;
-    out.push_back(v);
-    for (std::uint32_t u : g.nodes[v].inputs) {
-      if (!seen[u]) stack.push_back(u);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  return reachable(
+      g.nodes.size(), fetches,
+      [&](std::uint32_t v) -> const std::vector<std::uint32_t>& { return g.nodes[v].inputs; });
 }
 
 // ---- topological order (of the user's graph, and of a plan a pass rewired) ----------------

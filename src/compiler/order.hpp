@@ -1,5 +1,5 @@
-// Topological order by Kahn's algorithm, shared by the user graph's order (order.cpp) and a
-// plan's order after a pass rewired it (passes.cpp).
+// What fetches reach and their topological order by Kahn's algorithm, shared by the user
+// graph's order (order.cpp) and a plan's order after a pass rewired it (passes.cpp).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +14,26 @@
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
+
+/// The ids (below n) that `roots` reach through inputs_of(v), v's producers; ascending.
+template <class InputsOf>
+std::vector<std::uint32_t> reachable(std::size_t n, std::span<const std::uint32_t> roots,
+                                     InputsOf inputs_of) {
+  std::vector<char> seen(n, 0);
+  std::vector<std::uint32_t> stack(roots.begin(), roots.end()), out;
+  while (!stack.empty()) {
+    const std::uint32_t v = stack.back();
+    stack.pop_back();
+    if (seen[v]) continue;
+    seen[v] = 1;
+    out.push_back(v);
+    for (std::uint32_t u : inputs_of(v)) {
+      if (!seen[u]) stack.push_back(u);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 /// Kahn's algorithm over `needed` (ids below n), where inputs_of(v) lists v's producers; ties
 /// go to depth-first post-order ranks from `roots`, which keeps producers next to consumers.

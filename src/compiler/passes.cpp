@@ -137,22 +137,10 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
 
 void prune_and_sort(Plan& p) {
   const std::size_t n = p.nodes.size();
-  std::vector<char> seen(n, 0);
-  std::vector<std::uint32_t> stack(p.fetches.begin(), p.fetches.end()), needed;
-  while (!stack.empty()) {
-    const std::uint32_t v = stack.back();
-    stack.pop_back();
-    if (seen[v]) continue;
-    seen[v] = 1;
-    needed.push_back(v);
-    for (std::uint32_t u : p.nodes[v].inputs) {
-      if (!seen[u]) stack.push_back(u);
-    }
-  }
-  std::sort(needed.begin(), needed.end());
   auto inputs_of = [&](std::uint32_t v) -> const std::vector<std::uint32_t>& {
     return p.nodes[v].inputs;
   };
+  const std::vector<std::uint32_t> needed = reachable(n, p.fetches, inputs_of);
   std::vector<char> remaining;
   const auto order = kahn_order(n, needed, p.fetches, inputs_of, remaining);
   if (order.size() != needed.size()) {
