@@ -5,6 +5,21 @@
 
 // NaN semantics (as the CPU's, src/compiler/ops/elementwise.cpp): comparisons are written so
 // that a NaN input gives a NaN result; OpenCL's fmax/fmin would drop it.
+// float32 rounded to float16's and bfloat16's values, halves to even (as src/common/float16.hpp).
+float round_to_float16(float x) {
+  const uint u = as_uint(x), a = u & 0x7fffffffu, sign = u & 0x80000000u;
+  if (a >= 0x7f800000u) return x;
+  if (a < 0x38800000u) return rint(x * 16777216.0f) * (1.0f / 16777216.0f);
+  uint r = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
+  if (r > 0x477fe000u) r = 0x7f800000u;
+  return as_float(r | sign);
+}
+float round_to_bfloat16(float x) {
+  const uint u = as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  return as_float((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
 #define UNARY(name, expr)                                                                    \
   kernel void name(global const float* x, global float* y, const int n, const float alpha,   \
                    const float beta) {                                                       \
@@ -43,6 +58,8 @@ UNARY(acosh_f32, acosh(v))
 UNARY(atanh_f32, atanh(v))
 // rint in the default rounding mode: halves to even, as the CPU's nearbyint
 UNARY(round_f32, rint(v))
+UNARY(to_float16_f32, round_to_float16(v))
+UNARY(to_bfloat16_f32, round_to_bfloat16(v))
 UNARY(leaky_relu_f32, v > 0.0f ? v : alpha * v)
 // min(max(x, lo), hi) with lo = alpha, hi = beta: lo > hi gives hi
 UNARY(clip_f32, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))

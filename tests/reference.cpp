@@ -88,6 +88,20 @@ double nan_min(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);
 }
 
+// a rounded to a float format with `bits` mantissa bits and exponents down to `emin` (below
+// it a fixed step: subnormals), halves to even, beyond `max` infinite. Written from the formats'
+// definitions (a power-of-two step per binade), not from the kernels' bit manipulation.
+double round_to_format(double a, int bits, int emin, double max) {
+  if (!std::isfinite(a) || a == 0) return a;
+  int e = 0;
+  std::frexp(a, &e);  // |a| in [2^(e-1), 2^e)
+  const int exponent = std::max(e - 1, emin);
+  const double step = std::ldexp(1.0, exponent - bits);
+  const double r = std::nearbyint(a / step) * step;
+  if (std::fabs(r) > max) return std::copysign(std::numeric_limits<double>::infinity(), a);
+  return r == 0 ? std::copysign(0.0, a) : r;
+}
+
 Array unary(const Array& a, const std::function<double(double)>& f) {
   Array out(a.shape);
   for (std::size_t i = 0; i < a.size(); ++i) out.v[i] = f(a.v[i]);
@@ -792,6 +806,15 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         break;
       case OpKind::Round:
         out = unary(in[0], [](double a) { return std::nearbyint(a); });
+        break;
+      case OpKind::ToFloat16:
+        out = unary(in[0], [](double a) { return round_to_format(a, 10, -14, 65504.0); });
+        break;
+      case OpKind::ToBfloat16:
+        out = unary(in[0], [](double a) {
+          return round_to_format(a, 7, -126,
+                                 static_cast<double>(std::numeric_limits<float>::max()));
+        });
         break;
       case OpKind::LeakyRelu: {
         const double s = at.alpha;

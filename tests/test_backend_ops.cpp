@@ -255,6 +255,19 @@ std::vector<Row> rows() {
                     2.49999f}}},
                {},
                unary(round)});
+  // Ties to even (1 + 2^-11, 1 + 3 * 2^-11; 2^-25 and 3 * 2^-25 in float16's subnormals), the
+  // largest float16 and the overflow at 65520, float32 subnormals, signs of zero.
+  const In narrow{
+      "a",
+      {4, 4},
+      {0.1f, 1.00048828125f, 1.00146484375f, 2.98023224e-8f, 8.94069672e-8f, 65504.0f, 65519.0f,
+       65520.0f, -7e4f, 1e-8f, -3.1e-5f, 1e-40f, -0.0f, 123.456f, -3.3e38f, 6.1e-5f}};
+  // Exact results: a tolerance below every rounding step the inputs meet (2^-24 for float16's
+  // subnormals), so rounding the wrong way fails.
+  r.push_back(
+      {{OpKind::ToFloat16}, "to_float16", {narrow}, {}, unary(to_float16), {}, {}, 0, 1e-9});
+  r.push_back(
+      {{OpKind::ToBfloat16}, "to_bfloat16", {narrow}, {}, unary(to_bfloat16), {}, {}, 0, 1e-45});
   r.push_back({{OpKind::LeakyRelu}, "leaky_relu", {wide}, {}, [](Graph&, const F& x, const F&) {
                  return leaky_relu(x[0], 0.1f);
                }});

@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "common/executable.hpp"
+#include "common/float16.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
 #include "onnx/ir.hpp"
@@ -3335,3 +3336,98 @@ TEST(OnnxExport, RandomGraphsRoundTrip) {
 }
 
 }  // namespace
+
+// ---- float16 and bfloat16 (computed in float32, rounded where the model makes them) ----------
+
+// Every float16 value survives the trip through its bits; every halfway point between two
+// neighbours rounds to the one with the even last bit; past 65504 comes inf from 65520 on.
+TEST(OnnxImport, Float16RoundingIsTheFormatsOnEveryValue) {
+  using hetgraph::detail::float16_bits;
+  using hetgraph::detail::float16_value;
+  using hetgraph::detail::round_to_bfloat16;
+  using hetgraph::detail::round_to_float16;
+  int checked = 0;
+  for (std::uint32_t h = 0; h < 0x7c00u; ++h) {  // the positive finite values
+    const auto bits = static_cast<std::uint16_t>(h);
+    const float v = float16_value(bits);
+    ASSERT_EQ(round_to_float16(v), v) << h;
+    ASSERT_EQ(float16_bits(v), bits) << h;
+    ASSERT_EQ(float16_bits(-v), bits | 0x8000u) << h;
+    if (h + 1 < 0x7c00u) {
+      const float next = float16_value(static_cast<std::uint16_t>(h + 1));
+      const float mid = v + (next - v) / 2;  // exact: one more bit than float16 has
+      ASSERT_EQ(round_to_float16(mid), (h & 1u) ? next : v) << h;
+      ASSERT_EQ(round_to_float16(std::nextafter(mid, 0.0f)), v) << h;
+      ASSERT_EQ(round_to_float16(std::nextafter(mid, next)), next) << h;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 0x7c00 - 1);
+  EXPECT_EQ(round_to_float16(65519.0f), 65504.0f);
+  EXPECT_EQ(round_to_float16(65520.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(float16_bits(1e6f), 0x7c00u);
+  EXPECT_TRUE(std::isnan(float16_value(float16_bits(std::nanf("")))));
+  // bfloat16 keeps float32's upper half, halves to even.
+  EXPECT_EQ(round_to_bfloat16(1.0f + 0x1p-8f), 1.0f);
+  EXPECT_EQ(round_to_bfloat16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);
+  EXPECT_EQ(round_to_bfloat16(0.1f), 0.10009765625f);
+}
+
+// A float16 model: its input takes float16 values (what is fed is rounded), its float16
+// initializer is a variable, arithmetic runs in float32, Cast rounds to float16 or bfloat16
+// and back is exact; the output declared float16 is written as float16.
+TEST(OnnxImport, Float16ModelsComputeInFloat32WithTheirTypesValues) {
+  Builder b(13);
+  b.input("x", {4}, 10).output("y", {4}, 10).output("f", {4}).output("bf", {4}, 16);
+  auto* w = b.g->add_initializer();  // float16 [0.5, 3, -2, 1000] as bits
+  w->set_name("w");
+  w->set_data_type(10);
+  w->add_dims(4);
+  for (std::int32_t h : {0x3800, 0x4200, 0xc000, 0x63d0}) w->add_int32_data(h);
+  b.node("Mul", {"x", "w"}, {"y"});
+  Builder::attr(b.node("Cast", {"y"}, {"yf"}), "to", std::int64_t{1});
+  b.node("Mul", {"yf", "yf"}, {"sq"});  // float: not rounded
+  Builder::attr(b.node("Cast", {"sq"}, {"h"}), "to", std::int64_t{10});
+  Builder::attr(b.node("Cast", {"h"}, {"f"}), "to", std::int64_t{1});
+  Builder::attr(b.node("Cast", {"sq"}, {"bf"}), "to", std::int64_t{16});
+  const ho::Model m = b.import();
+  EXPECT_EQ(m.input_info[0].onnx_type, "float16");
+  EXPECT_EQ(m.input_info[0].dtype, DType::f32);
+  EXPECT_EQ(m.output_info[0].onnx_type, "float16");
+  EXPECT_EQ(m.output_info[2].onnx_type, "bfloat16");
+  ASSERT_EQ(m.variables.size(), 1u);
+  const std::vector<float> x{0.1f, 1.0f / 3, 70.0f, 65.5f};
+  const auto h = [](double v) { return hetgraph::detail::round_to_float16(static_cast<float>(v)); };
+  const auto bh = [](double v) {
+    return hetgraph::detail::round_to_bfloat16(static_cast<float>(v));
+  };
+  const std::vector<double> ww{0.5, 3, -2, 1000};
+  std::vector<float> y, f, bf;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const float p = h(x[i]) * static_cast<float>(ww[i]);  // fed values rounded; w exact
+    y.push_back(p);
+    f.push_back(h(static_cast<double>(p) * p));
+    bf.push_back(bh(static_cast<double>(p) * p));
+  }
+  EXPECT_EQ(f[3], std::numeric_limits<float>::infinity());  // 65500^2: past float16
+  EXPECT_NE(h(y[1]), y[1]);  // 1 - 2^-12: the float16 product computed in float32, unrounded
+  run_everywhere(m, {{"x", x}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
+    EXPECT_EQ(cg.read(mm.outputs[0]), y);
+    EXPECT_EQ(cg.read(mm.outputs[1]), f);
+    EXPECT_EQ(cg.read(mm.outputs[2]), bf);
+  });
+  // Written as float16 and read back: the same values.
+  const auto dir = std::filesystem::temp_directory_path() / "hetgraph-float16-test";
+  std::filesystem::create_directories(dir);
+  ho::TensorData t;
+  t.name = "y";
+  t.onnx_type = "float16";
+  t.shape = Shape{4};
+  t.f32 = {0.1f, -65520.0f, 1e-7f, 2.0f};
+  ho::write_tensor((dir / "y.pb").string(), t);
+  const ho::TensorData back = ho::read_tensor((dir / "y.pb").string());
+  EXPECT_EQ(back.onnx_type, "float16");
+  EXPECT_EQ(back.f32,
+            (std::vector<float>{h(0.1), -std::numeric_limits<float>::infinity(), h(1e-7), 2.0f}));
+  std::filesystem::remove_all(dir);
+}

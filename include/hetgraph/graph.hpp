@@ -206,6 +206,12 @@ Node atanh(Node x);
 /// x rounded to the nearest integer, halves to the even one (ONNX Round, numpy's round):
 /// round(2.5) == 2, round(-1.5) == -2. Like floor, it passes no gradient on.
 Node round(Node x);
+/// x (float) rounded to the nearest float16 value, halves to even, still held as float32: the
+/// values a float16 tensor can hold (to_float16(0.1) == 0.0999755859375; from 65520 on, inf).
+/// The gradient passes through unchanged. ONNX models' float16 tensors are computed this way.
+Node to_float16(Node x);
+/// x (float) rounded to the nearest bfloat16 value (float32's upper half), halves to even.
+Node to_bfloat16(Node x);
 /// Remainders of a / b, float or int32 (both the same), broadcasting (ONNX Mod). mod's has b's
 /// sign (numpy's mod, Python's %: mod(-7, 3) == 2), fmod's a's (C's: fmod(-7, 3) == -1). A
 /// float divisor of 0 gives NaN; an int divisor of 0 gives 0 (numpy's), never a trap.

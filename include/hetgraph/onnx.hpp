@@ -152,7 +152,8 @@ std::string export_bytes(const Graph& graph, std::span<const Node> outputs,
 struct TensorData {
   std::string name;
   std::string onnx_type = "float";  // element type in the file
-  DType dtype = DType::f32;         // float32 -> f32; int32, int64, bool and smaller ints -> i32
+  // float32, float16 and bfloat16 as f32; int32, int64, bool and smaller ints as i32
+  DType dtype = DType::f32;
   Shape shape;
   std::vector<float> f32;
   std::vector<std::int32_t> i32;
@@ -161,7 +162,8 @@ struct TensorData {
 /// DataError naming the file.
 TensorData read_tensor(const std::string& path);
 TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& what = "<bytes>");
-/// Writes a .pb file: f32 as float, i32 as `onnx_type` ("int64", "int32" or "bool").
+/// Writes a .pb file: f32 as float (or as `onnx_type` "float16" / "bfloat16", rounded to it),
+/// i32 as `onnx_type` ("int64", "int32" or "bool").
 void write_tensor(const std::string& path, const TensorData& t);
 
 }  // namespace hetgraph::onnx

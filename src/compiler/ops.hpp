@@ -158,6 +158,10 @@ enum class OpKind : std::uint8_t {
   Acosh,
   Atanh,
   Round,  // halves to even (ONNX Round, numpy's round)
+  // elementwise.cpp: float32 values rounded to float16's or bfloat16's (the ONNX types held in
+  // float32); the gradient passes through
+  ToFloat16,
+  ToBfloat16,
   // elementwise.cpp: remainders of float or int32 pairs, broadcasting
   Mod,   // floored: the sign of the divisor (numpy's mod, Python's %)
   FMod,  // truncated: the sign of the dividend (C's fmod and %)

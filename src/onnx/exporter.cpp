@@ -306,6 +306,14 @@ class Exporter {
         add("Cast", {in(n, 0)}, {out}).attrs["to"] =
             attr_i(at.get<detail::TargetType>().dtype == DType::f32 ? ir::kFloat : ir::kInt32);
         return;
+      case OpKind::ToFloat16:  // to the narrower type and back: its values, as float32
+      case OpKind::ToBfloat16: {
+        const std::string narrow = fresh(out + "/narrow");
+        add("Cast", {in(n, 0)}, {narrow}).attrs["to"] =
+            attr_i(n.op == OpKind::ToFloat16 ? ir::kFloat16 : ir::kBfloat16);
+        add("Cast", {narrow}, {out}).attrs["to"] = attr_i(ir::kFloat);
+        return;
+      }
       case OpKind::Scale:
         add("Mul", {in(n, 0), scalar(at.alpha)}, {out});
         return;

@@ -83,7 +83,7 @@ void put(ir::Tensor& t, std::size_t k, double v) {
              : v <= -9.2e18    ? INT64_MIN
                                : static_cast<std::int64_t>(v);
   } else {
-    t.f[k] = static_cast<float>(v);
+    t.f[k] = ir::round_to_elem(static_cast<float>(v), t.elem);
   }
 }
 

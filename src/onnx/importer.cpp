@@ -84,7 +84,7 @@ class Importer {
       Value v;
       v.konst = std::shared_ptr<const ir::Tensor>(src_.model, &t);  // shared, not copied
       v.elem = t.elem;
-      v.initializer = t.elem == ir::kFloat;
+      v.initializer = ir::held_as_float(t.elem);
       env[t.name] = std::move(v);
     }
     add_inputs();
@@ -127,7 +127,7 @@ class Importer {
           !stft && t.has_shape &&
           std::all_of(t.dims.begin(), t.dims.end(), [](std::int64_t d) { return d >= 0; });
       const bool type_differs =
-          t.elem != ir::kUndefined && (t.elem == ir::kFloat) != (o.dtype == DType::f32);
+          t.elem != ir::kUndefined && ir::held_as_float(t.elem) != (o.dtype == DType::f32);
       if ((static_shape && t.dims != built) || type_differs) {
         throw ShapeError(m_.source + ": output '" + o.name + "': ONNX's shape inference gives " +
                          ir::elem_name(t.elem) + " " +
@@ -182,7 +182,8 @@ class Importer {
     }
     const Shape shape{std::span<const std::int64_t>(t.dims)};
     Node node;
-    if (t.elem == ir::kFloat) {
+    if (ir::held_as_float(t.elem)) {
+      // float16 / bfloat16 values come rounded from the file; folded ones are rounded by fold.
       if (v.initializer) {
         node = g.variable(name, shape, Initializer::values(t.f));
         out_.variables.push_back(node);
@@ -422,7 +423,7 @@ class Importer {
         continue;  // an initializer listed as an input (a default value),
                    // or an input given a value
       DType dtype = DType::f32;
-      if (v.elem == ir::kFloat) {
+      if (ir::held_as_float(v.elem)) {
         dtype = DType::f32;
       } else if (v.elem == ir::kInt64 || v.elem == ir::kInt32 || v.elem == ir::kBool ||
                  v.elem == ir::kInt16 || v.elem == ir::kInt8 || v.elem == ir::kUint8 ||
@@ -477,7 +478,7 @@ class Importer {
         // tensor gets materialize()'s clean error.
         ir::Tensor t;
         t.name = v.name;
-        t.elem = v.elem == ir::kFloat ? ir::kFloat : ir::is_integral(v.elem) ? v.elem : ir::kInt64;
+        t.elem = ir::held_as_float(v.elem) || ir::is_integral(v.elem) ? v.elem : ir::kInt64;
         t.dims = dims;
         Value val;
         val.elem = t.elem;
@@ -490,7 +491,10 @@ class Importer {
       Node in = g.input(v.name, dtype);
       set_input_type(in, {shape, dtype});
       Value val;
-      val.node = in;
+      // A float16 / bfloat16 input takes the values of its type: what is fed is rounded to them.
+      val.node = v.elem == ir::kFloat16    ? to_float16(in)
+                 : v.elem == ir::kBfloat16 ? to_bfloat16(in)
+                                           : in;
       val.elem = v.elem;
       val.from_input = v.name;
       env[v.name] = val;
@@ -512,17 +516,18 @@ class Importer {
     t.name = name;
     t.dims.assign(data.shape.dims().begin(), data.shape.dims().end());
     if (data.dtype == DType::f32) {
-      t.elem = ir::kFloat;
-      t.f = data.f32;
+      t.elem = ir::held_as_float(v->elem) ? v->elem : ir::kFloat;
+      for (float x : data.f32) t.f.push_back(ir::round_to_elem(x, t.elem));
     } else {
       t.elem = ir::is_integral(v->elem) ? v->elem : ir::kInt64;
       t.i.assign(data.i32.begin(), data.i32.end());
     }
-    if ((t.elem == ir::kFloat) != (v->elem == ir::kFloat)) {
+    if (ir::held_as_float(t.elem) != ir::held_as_float(v->elem)) {
       throw ShapeError(m_.source + ": input '" + name + "' is " + ir::elem_name(v->elem) +
                        ", the value given is " + data.onnx_type);
     }
-    if (static_cast<std::size_t>(t.numel()) != (t.elem == ir::kFloat ? t.f.size() : t.i.size())) {
+    if (static_cast<std::size_t>(t.numel()) !=
+        (ir::held_as_float(t.elem) ? t.f.size() : t.i.size())) {
       throw ShapeError(m_.source + ": the value given for input '" + name +
                        "' does not fill its shape");
     }
@@ -704,7 +709,7 @@ Node Ctx::node(std::size_t i) {
 }
 
 Node Ctx::f32(std::size_t i) {
-  if (in(i).elem != ir::kFloat) {
+  if (!ir::held_as_float(in(i).elem)) {
     unsupported("input " + std::to_string(i) + " ('" + n.inputs[i] + "') is " +
                 ir::elem_name(in(i).elem) + "; hetgraph computes this op in float32 only");
   }
@@ -864,7 +869,16 @@ Value known_value(ir::Tensor t) {
 void Ctx::set(std::size_t k, Node v, int elem) {
   if (!wants(k)) return;
   const TensorType t = im.type(v);  // shape errors surface at this node
-  if ((t.dtype == DType::f32) != (elem == ir::kFloat)) {
+  if (elem == ir::kUndefined) {     // float, of the type of the node's float inputs
+    elem = ir::kFloat;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      if (has(i) && !in(i).seq && ir::held_as_float(in(i).elem)) {
+        elem = in(i).elem;
+        break;
+      }
+    }
+  }
+  if ((t.dtype == DType::f32) != ir::held_as_float(elem)) {
     throw Error("internal: ONNX import: " + n.label + " output " + std::to_string(k) + " typed " +
                 ir::elem_name(elem) + " for a " + std::string(dtype_name(t.dtype)) + " node");
   }
@@ -1127,7 +1141,7 @@ Model import_parsed(ir::Model parsed, const ImportOptions& options, bool build) 
                                   [&](const ir::Tensor& t) { return t.name == v.name; });
     if (init) continue;
     m.input_info.push_back({v.name, ir::elem_name(v.elem),
-                            v.elem == ir::kFloat ? DType::f32 : DType::i32, Shape{},
+                            ir::held_as_float(v.elem) ? DType::f32 : DType::i32, Shape{},
                             imp::declared_dims(v)});
   }
   return m;

@@ -112,7 +112,9 @@ class Ctx {
   // ---- outputs
   std::size_t outputs() const { return n.outputs.size(); }
   bool wants(std::size_t k) const { return k < n.outputs.size() && !n.outputs[k].empty(); }
-  void set(std::size_t k, Node v, int elem = ir::kFloat);
+  /// Output k is node v, of ONNX type `elem`; by default a float of the type its float inputs
+  /// have (float16 in, float16 out).
+  void set(std::size_t k, Node v, int elem = ir::kUndefined);
   void set(std::size_t k, ir::Tensor t);
   /// The output passes input i through unchanged (Identity, Dropout at inference).
   void alias(std::size_t k, std::size_t i);

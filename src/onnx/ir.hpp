@@ -36,6 +36,11 @@ enum Elem : int {
 const char* elem_name(int elem);
 /// Integer and boolean types: their values are held as int64.
 bool is_integral(int elem);
+/// float, float16 and bfloat16: hetgraph computes them in float32 (the narrower ones hold
+/// their own values, rounded where they are made: inputs, initializers, casts).
+bool held_as_float(int elem);
+/// v rounded to the values of `elem` (float16, bfloat16); v itself for other types.
+float round_to_elem(float v, int elem);
 
 /// A tensor's values: float32 ones in `f`, integral and boolean ones in `i`.
 struct Tensor {

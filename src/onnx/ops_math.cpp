@@ -266,9 +266,9 @@ void clip_op(Ctx& c) {
 void pow_op(Ctx& c) {
   Node a = c.f32(0);
   Node b;
-  if (c.elem(1) != ir::kFloat && c.known(1)) {  // an integer exponent known now: as floats
+  if (!ir::held_as_float(c.elem(1)) && c.known(1)) {  // an integer exponent known now
     b = c.constant(c.dims(1), c.floats(1, "exponent"));
-  } else if (c.elem(1) != ir::kFloat) {
+  } else if (!ir::held_as_float(c.elem(1))) {
     b = cast(c.node(1), DType::f32);
   } else {
     b = c.f32(1);
@@ -305,9 +305,9 @@ template <Node (*F)(Node, Node)>
 void comparison(Ctx& c) {
   const int ea = c.elem(0), eb = c.elem(1);
   const bool ints = ir::is_integral(ea) && ir::is_integral(eb);
-  if (!ints && (ea != ir::kFloat || eb != ir::kFloat)) {
+  if (!ints && (!ir::held_as_float(ea) || !ir::held_as_float(eb))) {
     c.unsupported(std::string("comparing ") + ir::elem_name(ea) + " with " + ir::elem_name(eb) +
-                  "; hetgraph compares float32 with float32 or integers with integers");
+                  "; hetgraph compares floats with floats or integers with integers");
   }
   Node a = ints ? c.node(0) : c.f32(0);
   Node b = legacy_rhs(c, a, ints ? c.node(1) : c.f32(1));
@@ -635,8 +635,8 @@ void set_known(Ctx& c, Dims dims, const std::vector<double>& v) {
   ir::Tensor t;
   t.elem = elem;
   t.dims = std::move(dims);
-  if (elem == ir::kFloat) {
-    t.f.assign(v.begin(), v.end());
+  if (ir::held_as_float(elem)) {
+    for (double x : v) t.f.push_back(ir::round_to_elem(static_cast<float>(x), elem));
   } else if (elem == ir::kInt32 || elem == ir::kInt64) {
     for (double x : v) t.i.push_back(static_cast<std::int64_t>(x));
   } else {
@@ -1133,7 +1133,7 @@ std::pair<float, float> quantized_range(Ctx& c, int elem) {
 // Input i (a scale or zero point, as float) shaped to broadcast against x: a scalar as it is,
 // a 1-D tensor per slice of x's `axis` (opset 13's per-axis quantization).
 Node quantization_param(Ctx& c, std::size_t i, int rank_x) {
-  Node v = c.elem(i) == ir::kFloat ? c.node(i) : cast(c.node(i), DType::f32);
+  Node v = ir::held_as_float(c.elem(i)) ? c.node(i) : cast(c.node(i), DType::f32);
   const Dims d = c.dims(i);
   if (numel(d) == 1) return c.reshape(v, {});
   const int axis = c.axis(c.attr_i("axis", 1), rank_x);

@@ -331,7 +331,7 @@ void gather(Ctx& c) {
                                           std::vector<std::int32_t>(idx.begin(), idx.end()));
     // Rows of a float table by known, non-negative indices: an embedding lookup (its SGD
     // step on the table is the sparse one, for fine-tuning).
-    if (axis == 0 && d.size() == 2 && c.in(0).elem == ir::kFloat) {
+    if (axis == 0 && d.size() == 2 && ir::held_as_float(c.in(0).elem)) {
       c.set(0, embedding(x, indices));
       return;
     }
@@ -730,7 +730,7 @@ void pad(Ctx& c) {
     if (e > 0) parts.push_back(block(e, false));
     if (parts.size() > 1) x = concat(parts, ax);
   }
-  c.set(0, x, ints ? elem : ir::kFloat);
+  c.set(0, x, elem);
 }
 
 void dropout(Ctx& c) {
@@ -771,7 +771,7 @@ void constant(Ctx& c) {
   } else {
     c.unsupported("constants other than tensors, floats and ints (strings, sparse tensors)");
   }
-  if (!ir::is_integral(t.elem) && t.elem != ir::kFloat) {
+  if (!ir::is_integral(t.elem) && !ir::held_as_float(t.elem)) {
     c.unsupported(std::string("constants of element type ") + ir::elem_name(t.elem));
   }
   c.set(0, std::move(t));
@@ -795,8 +795,8 @@ void size_op(Ctx& c) {
   c.set(0, std::move(t));
 }
 
-// Cast at run time: within float or within the integers hetgraph holds as int32 (int32,
-// int64) nothing changes.
+// Cast at run time: within the integers hetgraph holds as int32 (int32, int64) nothing
+// changes, nor from float16 or bfloat16 to float (their values are floats).
 void cast(Ctx& c) {
   const int to = c.n.op == "Cast" ? static_cast<int>(c.attr_i("to", ir::kFloat)) : c.in(1).elem;
   const int from = c.in(0).elem;
@@ -804,22 +804,28 @@ void cast(Ctx& c) {
   const auto held = [](int e) {
     return e == ir::kInt32 || e == ir::kInt64 || e == ir::kBool || narrow_int(e);
   };
-  if (to == from || ((to == ir::kInt32 || to == ir::kInt64) && held(from))) {
+  const bool from_float = ir::held_as_float(from);
+  if (to == from || ((to == ir::kInt32 || to == ir::kInt64) && held(from)) ||
+      (to == ir::kFloat && from_float)) {
     Node x = c.node(0);
     c.set(0, x, to);
     return;
   }
-  // float <-> the integers held as int32.
-  if ((to == ir::kFloat && held(from)) ||
-      ((to == ir::kInt32 || to == ir::kInt64) && from == ir::kFloat)) {
-    c.set(0, cast(c.node(0), to == ir::kFloat ? DType::f32 : DType::i32), to);
+  // float <-> the integers held as int32; to float16 or bfloat16, rounded to their values.
+  if ((ir::held_as_float(to) && (held(from) || from_float)) ||
+      ((to == ir::kInt32 || to == ir::kInt64) && from_float)) {
+    Node x = from_float ? c.node(0) : cast(c.node(0), DType::f32);
+    if (to == ir::kFloat16) x = to_float16(x);
+    if (to == ir::kBfloat16) x = to_bfloat16(x);
+    if (!ir::held_as_float(to)) x = cast(x, DType::i32);
+    c.set(0, x, to);
     return;
   }
   // To 8- and 16-bit ints: floats truncated toward zero, then every integer wrapped to the
   // width. ONNX leaves floats outside the type undefined; this is what numpy's astype and ONNX
   // Runtime give on x86 for floats within int32.
-  if (narrow_int(to) && (held(from) || from == ir::kFloat)) {
-    Node x = from == ir::kFloat ? cast(c.node(0), DType::i32) : c.node(0);
+  if (narrow_int(to) && (held(from) || from_float)) {
+    Node x = from_float ? cast(c.node(0), DType::i32) : c.node(0);
     c.set(0, wrap_to(c, x, to), to);
     return;
   }
@@ -830,7 +836,7 @@ void cast(Ctx& c) {
     c.set(0, logical_or(x, x), to);
     return;
   }
-  if (to == ir::kBool && from == ir::kFloat) {
+  if (to == ir::kBool && from_float) {
     c.set(0, logical_not(equal(c.node(0), c.constant(0.0f))), to);
     return;
   }
@@ -844,8 +850,9 @@ void cast(Ctx& c) {
 /// UnsupportedError saying `what` it would be.
 void need_float_or_int(Ctx& c, const std::string& what) {
   const int elem = c.elem(0);
-  if (elem != ir::kFloat && elem != ir::kInt32 && elem != ir::kInt64) {
-    c.unsupported(what + " of " + ir::elem_name(elem) + " (float, int32 and int64 are supported)");
+  if (!ir::held_as_float(elem) && elem != ir::kInt32 && elem != ir::kInt64) {
+    c.unsupported(what + " of " + ir::elem_name(elem) +
+                  " (float, float16, bfloat16, int32 and int64 are supported)");
   }
 }
 
@@ -930,14 +937,14 @@ void eye_like(Ctx& c) {
   const Dims d = c.dims(0);
   if (d.size() != 2) c.fail("the input must be 2-d, got " + dims_str(d));
   const int elem = static_cast<int>(c.attr_i("dtype", c.elem(0)));
-  if (elem != ir::kFloat && !ir::is_integral(elem))
+  if (!ir::held_as_float(elem) && !ir::is_integral(elem))
     c.unsupported(std::string("EyeLike of ") + ir::elem_name(elem));
   const std::int64_t k = c.attr_i("k", 0);
   std::vector<std::int32_t> v = c.host<std::int32_t>(d[0] * d[1]);
   for (std::int64_t i = 0; i < d[0]; ++i)
     if (i + k >= 0 && i + k < d[1]) v[static_cast<std::size_t>(i * d[1] + i + k)] = 1;
-  if (elem == ir::kFloat) {
-    c.set(0, c.constant(d, std::vector<float>(v.begin(), v.end())));
+  if (ir::held_as_float(elem)) {
+    c.set(0, c.constant(d, std::vector<float>(v.begin(), v.end())), elem);
   } else {
     c.set(0, c.graph().constant_i32(Shape(std::span<const std::int64_t>(d)), std::move(v)), elem);
   }

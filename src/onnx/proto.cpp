@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/float16.hpp"
 #include "hetgraph/error.hpp"
 #include "onnx/ir.hpp"
 
@@ -77,34 +78,20 @@ bool is_integral(int elem) {
   }
 }
 
+bool held_as_float(int elem) {
+  return elem == kFloat || elem == kFloat16 || elem == kBfloat16;
+}
+
+float round_to_elem(float v, int elem) {
+  return elem == kFloat16    ? detail::round_to_float16(v)
+         : elem == kBfloat16 ? detail::round_to_bfloat16(v)
+                             : v;
+}
+
 namespace {
 
 [[noreturn]] void bad(const std::string& source, const std::string& why) {
   throw DataError(source + ": " + why);
-}
-
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (h & 0x8000u) << 16;
-  std::uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits = 0;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while ((man & 0x400u) == 0) {
-        man <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((man & 0x3FFu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | (man << 13);
-  } else {
-    bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 template <class T>
@@ -161,33 +148,20 @@ Tensor from_proto(const pb::TensorProto& t, const std::string& source) {
       }
       break;
     case kFloat16:
-    case kBfloat16:
+    case kBfloat16: {
+      const bool half = t.data_type() == kFloat16;
       if (raw) {
-        for (std::uint16_t h : raw_values<std::uint16_t>(t.raw_data(), count, what)) {
-          if (t.data_type() == kFloat16) {
-            out.f.push_back(half_to_float(h));
-          } else {
-            const std::uint32_t bits = std::uint32_t{h} << 16;
-            float f;
-            std::memcpy(&f, &bits, 4);
-            out.f.push_back(f);
-          }
-        }
+        for (std::uint16_t h : raw_values<std::uint16_t>(t.raw_data(), count, what))
+          out.f.push_back(half ? detail::float16_value(h) : detail::bfloat16_value(h));
       } else {
         check(t.int32_data_size());
         for (std::int32_t h : t.int32_data()) {
           const auto u = static_cast<std::uint16_t>(h);
-          if (t.data_type() == kFloat16) {
-            out.f.push_back(half_to_float(u));
-          } else {
-            const std::uint32_t bits = std::uint32_t{u} << 16;
-            float f;
-            std::memcpy(&f, &bits, 4);
-            out.f.push_back(f);
-          }
+          out.f.push_back(half ? detail::float16_value(u) : detail::bfloat16_value(u));
         }
       }
       break;
+    }
     case kInt64:
       if (raw) {
         out.i = raw_values<std::int64_t>(t.raw_data(), count, what);
@@ -263,6 +237,18 @@ void to_proto(const Tensor& t, pb::TensorProto& p) {
     case kFloat:
       raw.assign(reinterpret_cast<const char*>(t.f.data()), n * 4);
       break;
+    case kFloat16:
+    case kBfloat16: {  // (held as float values of the type)
+      std::vector<std::uint16_t> h(n);
+      for (std::size_t k = 0; k < n; ++k) {
+        h[k] = t.elem == kFloat16
+                   ? detail::float16_bits(t.f[k])
+                   : static_cast<std::uint16_t>(
+                         std::bit_cast<std::uint32_t>(detail::round_to_bfloat16(t.f[k])) >> 16);
+      }
+      raw.assign(reinterpret_cast<const char*>(h.data()), n * 2);
+      break;
+    }
     case kInt64:
     case kUint64:
       raw = raw_as<std::int64_t>(t);

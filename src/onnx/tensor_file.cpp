@@ -17,7 +17,7 @@ TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& wha
                     "; hetgraph tensors have rank 0 to 4");
   }
   out.shape = Shape(std::span<const std::int64_t>(t.dims));
-  if (t.elem == ir::kFloat) {
+  if (ir::held_as_float(t.elem)) {  // float16 and bfloat16 values are floats
     out.dtype = DType::f32;
     out.f32 = t.f;
   } else if (ir::is_integral(t.elem) && t.elem != ir::kUint64 && t.elem != ir::kUint32) {
@@ -51,7 +51,10 @@ void write_tensor(const std::string& path, const TensorData& t) {
     if (t.f32.size() != n)
       throw DataError(path + ": " + std::to_string(t.f32.size()) + " values for shape " +
                       t.shape.str());
-    out.elem = ir::kFloat;
+    // float16 and bfloat16 as the file's type (their values rounded to it), others as float
+    out.elem = t.onnx_type == "float16"    ? ir::kFloat16
+               : t.onnx_type == "bfloat16" ? ir::kBfloat16
+                                           : ir::kFloat;
     out.f = t.f32;
   } else {
     if (t.i32.size() != n)

@@ -168,6 +168,11 @@ void grad_tanh(const GradCtx& c) {
 // floor is piecewise constant: its derivative is zero wherever it exists, so it passes no
 // gradient on (x - floor(x) differentiates like x, as TensorFlow's floor-mod does).
 void grad_floor(const GradCtx&) {}
+// Rounding to a narrower float passes the gradient on unchanged (as a cast between float types
+// does in PyTorch): its derivative is 1 almost everywhere at the precision it keeps.
+void grad_pass(const GradCtx& c) {
+  c.add(c.in[0], c.grad);
+}
 // d gelu(x) / dx = Phi(x) + x phi(x): one kernel from the incoming gradient and x.
 // sin' = cos, cos' = -sin: each gradient is the other op.
 void grad_sin(const GradCtx& c) {
@@ -308,6 +313,8 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::Acosh, "acosh", grad_acosh, 20, false);
   unary(OpKind::Atanh, "atanh", grad_atanh, 20, false);
   unary(OpKind::Round, "round", grad_floor, 1, false);
+  unary(OpKind::ToFloat16, "to_float16", grad_pass, 3, false);
+  unary(OpKind::ToBfloat16, "to_bfloat16", grad_pass, 2, false);
   unary(OpKind::Abs, "abs", grad_of_x<OpKind::AbsGrad>, 1, false);
   unary(OpKind::Erf, "erf", grad_of_x<OpKind::ErfGrad>, 20, false);
   unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false);
@@ -426,6 +433,12 @@ Node atanh(Node x) {
 }
 Node round(Node x) {
   return detail::make_op(detail::OpKind::Round, {x});
+}
+Node to_float16(Node x) {
+  return detail::make_op(detail::OpKind::ToFloat16, {x});
+}
+Node to_bfloat16(Node x) {
+  return detail::make_op(detail::OpKind::ToBfloat16, {x});
 }
 Node mod(Node a, Node b) {
   return detail::make_op(detail::OpKind::Mod, {a, b});

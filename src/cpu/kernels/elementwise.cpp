@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/float16.hpp"
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
@@ -235,6 +236,14 @@ struct FloorF {
 struct ReluF {
   static ReluF from(const Attrs&) { return {}; }
   float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
+};
+struct ToFloat16F {
+  static ToFloat16F from(const Attrs&) { return {}; }
+  float operator()(float x) const { return round_to_float16(x); }
+};
+struct ToBfloat16F {
+  static ToBfloat16F from(const Attrs&) { return {}; }
+  float operator()(float x) const { return round_to_bfloat16(x); }
 };
 struct AbsF {
   static AbsF from(const Attrs&) { return {}; }
@@ -674,6 +683,8 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<LibmF<::atanhf>, RefLibmF<::atanh>>(t, OpKind::Atanh);
   // nearbyint in the default rounding mode: halves to even, exact in float and double
   unary<LibmF<::nearbyintf>, LibmF<::nearbyintf>>(t, OpKind::Round);
+  unary<ToFloat16F, ToFloat16F>(t, OpKind::ToFloat16);
+  unary<ToBfloat16F, ToBfloat16F>(t, OpKind::ToBfloat16);
   unary<LeakyReluF, LeakyReluF>(t, OpKind::LeakyRelu);
   unary<ClipF, ClipF>(t, OpKind::Clip);
   binary<AbsGradF>(t, OpKind::AbsGrad);
