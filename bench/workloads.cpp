@@ -23,17 +23,20 @@ std::vector<float> random_data(std::size_t n, std::uint32_t seed, float lo, floa
 namespace {
 
 // One matmul node, M x K times K x N.
-Case matmul_node(std::int64_t m, std::int64_t k, std::int64_t n) {
+// One matmul node: [m, k] x [k, n], or with `batch` > 0 a batch of [m, k] times one shared
+// [k, n] (a sequence times its weights), which runs as one batched product.
+Case matmul_node(std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 0) {
   Case c;
   auto a = c.graph.input("a"), b = c.graph.input("b");
   auto y = matmul(a, b);
-  c.shapes = {{"a", {m, k}}, {"b", {k, n}}};
+  const std::int64_t bm = std::max<std::int64_t>(batch, 1) * m;
+  c.shapes = {{"a", batch > 0 ? Shape{batch, m, k} : Shape{m, k}}, {"b", {k, n}}};
   c.fetches = {y};
   c.checksum = {y};
-  c.inputs["a"] = random_data(static_cast<std::size_t>(m * k), 1);
+  c.inputs["a"] = random_data(static_cast<std::size_t>(bm * k), 1);
   c.inputs["b"] = random_data(static_cast<std::size_t>(k * n), 2);
-  c.runs_per_sample = static_cast<int>(std::max<std::int64_t>(1, 20'000'000 / (2 * m * n * k)));
-  c.stats["gflop"] = 2.0 * static_cast<double>(m * n * k) * 1e-9;
+  c.runs_per_sample = static_cast<int>(std::max<std::int64_t>(1, 20'000'000 / (2 * bm * n * k)));
+  c.stats["gflop"] = 2.0 * static_cast<double>(bm * n * k) * 1e-9;
   return c;
 }
 
@@ -383,6 +386,14 @@ std::optional<Workload> find_workload(const std::string& name) {
   std::int64_t m = 0, k = 0, n = 0;
   if (parse_mkn(name, "matmul", m, k, n))
     return Workload{name, "one matmul node", [=] { return matmul_node(m, k, n); }};
+  std::smatch bm;
+  if (std::regex_match(name, bm,
+                       std::regex("batched-matmul-([0-9]+)x([0-9]+)x([0-9]+)x([0-9]+)"))) {
+    const std::int64_t b = std::stoll(bm[1]);
+    m = std::stoll(bm[2]), k = std::stoll(bm[3]), n = std::stoll(bm[4]);
+    return Workload{name, "one matmul node: a batch of B [M, K] times one shared [K, N]",
+                    [=] { return matmul_node(m, k, n, b); }};
+  }
   if (parse_mkn(name, "sgemm", m, k, n)) {
     return Workload{name, "raw dnnl_sgemm of the same shape", [=] { return raw_sgemm(m, k, n); }};
   }
@@ -460,12 +471,16 @@ std::optional<Workload> find_workload(const std::string& name) {
 }
 
 std::vector<std::string> workload_names() {
-  std::vector<std::string> names{
-      "matmul-MxKxN",       "sgemm-MxKxN",         "shared-matmul-MxKxN", "mnist-softmax",
-      "mnist-softmax-RULE", "par-matmul-N",        "pingpong-N",          "pingpong-blocks-N",
-      "lstm-small",         "lstm-medium",         "lstm-large",          "lstm-infer-small",
-      "lstm-infer-medium",  "lstm-split-infer-b1", "threadpool",          "threadpool-dag",
-      "threadpool-chain",   "top-k-RxN-K[-sorted]"};
+  std::vector<std::string> names{"matmul-MxKxN",        "batched-matmul-BxMxKxN",
+                                 "sgemm-MxKxN",         "shared-matmul-MxKxN",
+                                 "mnist-softmax",       "mnist-softmax-RULE",
+                                 "par-matmul-N",        "pingpong-N",
+                                 "pingpong-blocks-N",   "lstm-small",
+                                 "lstm-medium",         "lstm-large",
+                                 "lstm-infer-small",    "lstm-infer-medium",
+                                 "lstm-split-infer-b1", "threadpool",
+                                 "threadpool-dag",      "threadpool-chain",
+                                 "top-k-RxN-K[-sorted]"};
   for (std::string& z : zoo_workload_names()) names.push_back(std::move(z));
   return names;
 }

@@ -153,6 +153,31 @@ TEST(Runtime, MatmulImplementationFollowsTheShapeRule) {
   EXPECT_EQ(cg.kernel_name(transposed_b), "dnnl_matmul");
   EXPECT_EQ(cg.kernel_name(skinny), "dnnl_matmul");
 }
+
+// A batch times a shared matrix (either side, either transposed, batches of 1 and 4) runs on
+// a oneDNN gemm route. Its shared operand once had batch stride 0, a layout oneDNN 2.6 runs
+// only with its reference loop (400-900x slower): such a route is refused, so this fails as
+// "reference".
+TEST(Runtime, BatchedProductsWithASharedOperandTakeAFastRoute) {
+  for (const std::int64_t batch : {1, 4}) {
+    for (const bool shared_b : {true, false}) {
+      for (const bool transposed : {false, true}) {
+        SCOPED_TRACE(std::to_string(batch) + (shared_b ? " shared B" : " shared A") +
+                     (transposed ? " transposed" : ""));
+        Graph g;
+        auto a = g.input("a"), b = g.input("b");
+        auto y = shared_b ? matmul(a, b, false, transposed) : matmul(a, b, transposed, false);
+        const Shape batched{batch, 48, 64}, shared = transposed ? Shape{40, 64} : Shape{64, 40};
+        const Shape shared_a = transposed ? Shape{64, 48} : Shape{48, 64};
+        auto cg = GraphCompiler().compile(
+            g,
+            {{"a", shared_b ? batched : shared_a}, {"b", shared_b ? shared : Shape{batch, 64, 40}}},
+            {y});
+        EXPECT_EQ(cg.kernel_name(y), "dnnl_matmul");
+      }
+    }
+  }
+}
 // ---- variable initialisation and memory ----------------------------------------------------
 
 // The initialisers as they were first written (one vector for the whole variable): what the

@@ -1,0 +1,95 @@
+// Writes two ONNX models of one resnet-sized convolution (not part of the build): q.onnx, a
+// QLinearConv of uint8 [1, 64, 56, 56] with int8 3x3 weights to 64 channels (pads 1), as ONNX
+// Runtime's quantizer writes them, and f.onnx, the float Conv of the same geometry. hetgraph-run
+// times them: the quantized one computes exact int32 sums in float32 (a gather of patches and
+// chunked products), so the pair shows what that costs against the float convolution.
+//   g++ -O2 -std=c++20 -DONNX_ML=1 -DONNX_NAMESPACE=onnx bench/probes/qlinearconv_model.cpp \
+//       -o /tmp/qgen -lonnx_proto -lprotobuf
+//   /tmp/qgen /tmp/q && build/tools/hetgraph-run /tmp/q/q.onnx --repeat 20 --json
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Proto = ::onnx::ModelProto;
+
+void value_info(::onnx::ValueInfoProto* v, const std::string& name, int elem,
+                const std::vector<std::int64_t>& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  for (auto d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+template <class T>
+void initializer(::onnx::GraphProto* g, const std::string& name, int elem,
+                 const std::vector<std::int64_t>& dims, const std::vector<T>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(elem);
+  for (auto d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
+}
+
+Proto model(bool quantized) {
+  constexpr std::int64_t n = 1, c = 64, h = 56, w = 56, oc = 64, k = 3;
+  constexpr int kFloat = 1, kUint8 = 2, kInt8 = 3;
+  Proto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("conv");
+  std::mt19937 rng(1);
+  auto* node = g->add_node();
+  node->set_op_type(quantized ? "QLinearConv" : "Conv");
+  for (const char* in : quantized ? std::vector<const char*>{"x", "xs", "xz", "w", "ws", "wz",
+                                                             "ys", "yz"}
+                                  : std::vector<const char*>{"x", "w"})
+    node->add_input(in);
+  node->add_output("y");
+  auto* ks = node->add_attribute();
+  ks->set_name("kernel_shape");
+  ks->set_type(::onnx::AttributeProto::INTS);
+  ks->add_ints(k);
+  ks->add_ints(k);
+  auto* pads = node->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(::onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  const std::vector<std::int64_t> wd{oc, c, k, k};
+  const std::size_t wn = oc * c * k * k;
+  if (quantized) {
+    std::vector<std::int8_t> wq(wn);
+    for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
+    initializer(g, "w", kInt8, wd, wq);
+    initializer(g, "xs", kFloat, {}, std::vector<float>{0.02f});
+    initializer(g, "xz", kUint8, {}, std::vector<std::uint8_t>{128});
+    initializer(g, "ws", kFloat, {}, std::vector<float>{0.01f});
+    initializer(g, "wz", kInt8, {}, std::vector<std::int8_t>{0});
+    initializer(g, "ys", kFloat, {}, std::vector<float>{0.5f});
+    initializer(g, "yz", kUint8, {}, std::vector<std::uint8_t>{128});
+  } else {
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> wf(wn);
+    for (auto& v : wf) v = u(rng);
+    initializer(g, "w", kFloat, wd, wf);
+  }
+  value_info(g->add_input(), "x", quantized ? kUint8 : kFloat, {n, c, h, w});
+  value_info(g->add_output(), "y", quantized ? kUint8 : kFloat, {n, oc, h, w});
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string dir = argc > 1 ? argv[1] : ".";
+  for (const bool q : {true, false}) {
+    std::ofstream f(dir + (q ? "/q.onnx" : "/f.onnx"), std::ios::binary);
+    model(q).SerializeToOstream(&f);
+  }
+}
