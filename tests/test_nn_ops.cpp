@@ -422,6 +422,37 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
 // than 16 output tiles keeps the direct kernels; weights the host writes between runs are
 // transformed again; thread counts 1 and 2 give the same bits (blocks of tiles on one thread,
 // tiles then channels split on two where each has at most one block).
+// Conv2dOptions::exact keeps a convolution off every Winograd kernel (their transforms round;
+// ONNX's integer convolutions need exact sums): the same resnet layers that take Winograd
+// with winograd_convs run the direct kernels, and integer data gives integer sums bitwise.
+TEST_P(NnOpTest, ExactConvolutionsTakeNoWinogradKernel) {
+  const bool cpu = on_cpu() && !cpu_reference_forced() && detail::cpu::winograd_available();
+  for (const bool exact : {false, true}) {
+    const Conv2dOptions same{.padding = {1, 1}, .exact = exact};
+    Graph g;
+    auto x = g.input("x"), w = g.input("w");
+    // The middle one runs on nChw16c between the plain first and last (as in the test above).
+    Node y = conv2d(relu(conv2d(relu(conv2d(x, w, same)), w, same)), w, same);
+    // Values 0 / 1 and -1 / 0 / 1: every sum an integer below 144^3 < 2^24, so exact.
+    std::vector<float> xv(2 * 16 * 12 * 12), wv(16 * 16 * 9);
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i * 7 % 11 % 2);
+    for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(i * 5 % 7 % 3) - 1;
+    CompileOptions o;
+    o.winograd_convs = true;
+    auto cg = GraphCompiler(GetParam().make(), o)
+                  .compile(g, {{"x", {2, 16, 12, 12}}, {"w", {16, 16, 3, 3}}}, {y});
+    cg.run({{"x", xv}, {"w", wv}});
+    const auto& ex = detail::executable_of(cg);
+    int winograd = 0;
+    for (std::uint32_t i = 0; i < ex.plan().nodes.size(); ++i)
+      winograd += ex.kernel_name(i).find("winograd") != std::string::npos;
+    EXPECT_EQ(winograd > 0, !exact && cpu) << GetParam().name;
+    if (exact) {
+      for (float v : cg.read(y)) ASSERT_EQ(v, std::nearbyint(v)) << GetParam().name;
+    }
+  }
+}
+
 TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
   const Conv2dOptions same{.padding = {1, 1}};
   std::int64_t ch = 16;  // the middle convolutions' channels, per case

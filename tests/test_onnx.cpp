@@ -1689,34 +1689,50 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
       EXPECT_EQ(cg.read_i32(mo.outputs[0]), want);
     });
   }
-  {
-    const int ch = 4, oc = 6, groups = 2, h = 5, w = 5, oh = 3, ow = 3;
-    const auto x = bytes(ch * h * w, 0, 255), wv = bytes(oc * (ch / groups) * 9, -128, 127);
-    const std::vector<std::int32_t> wz{1, -2, 3, 0, 5, -6};
+  // ConvInteger against int64 sums: x [1, ch, h, w] uint8 with zero point 3 (the padding),
+  // w [oc, ch / groups, k, k] int8 with a zero point per output channel.
+  struct ConvCase {
+    int ch, oc, groups, h, w, k, stride, pad;
+    int xlo, xhi, wlo, whi;
+  };
+  const auto conv_case = [&](const ConvCase& cc) {
+    SCOPED_TRACE(std::to_string(cc.ch) + " channels, " + std::to_string(cc.k) + "x" +
+                 std::to_string(cc.k) + ", groups " + std::to_string(cc.groups));
+    const int cg = cc.ch / cc.groups, taps = cc.k * cc.k;
+    const int oh = (cc.h + 2 * cc.pad - cc.k) / cc.stride + 1;
+    const int ow = (cc.w + 2 * cc.pad - cc.k) / cc.stride + 1;
+    const auto x = bytes(static_cast<std::size_t>(cc.ch * cc.h * cc.w), cc.xlo, cc.xhi);
+    const auto wv = bytes(static_cast<std::size_t>(cc.oc * cg * taps), cc.wlo, cc.whi);
+    std::vector<std::int32_t> wz(static_cast<std::size_t>(cc.oc));
+    for (int o = 0; o < cc.oc; ++o) wz[static_cast<std::size_t>(o)] = (o % 5) - 2;
     Builder b(13);
-    b.input("x", {1, ch, h, w}, 2).output("y", {1, oc, oh, ow}, 6);
-    int8_init(b, "w", 3, {oc, ch / groups, 3, 3}, wv);
+    b.input("x", {1, cc.ch, cc.h, cc.w}, 2).output("y", {1, cc.oc, oh, ow}, 6);
+    int8_init(b, "w", 3, {cc.oc, cg, cc.k, cc.k}, wv);
     int8_init(b, "xz", 2, {}, {3});
-    int8_init(b, "wz", 3, {oc}, wz);
+    int8_init(b, "wz", 3, {cc.oc}, wz);
     auto* nd = b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"});
-    Builder::attr(nd, "group", std::int64_t{groups});
-    Builder::attr(nd, "strides", std::vector<std::int64_t>{2, 2});
-    Builder::attr(nd, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+    Builder::attr(nd, "group", std::int64_t{cc.groups});
+    Builder::attr(nd, "strides", std::vector<std::int64_t>{cc.stride, cc.stride});
+    Builder::attr(nd, "pads", std::vector<std::int64_t>{cc.pad, cc.pad, cc.pad, cc.pad});
     std::vector<std::int32_t> want;
-    for (int o = 0; o < oc; ++o) {
-      const int g = o / (oc / groups);
+    std::int64_t biggest = 0;
+    for (int o = 0; o < cc.oc; ++o) {
+      const int g = o / (cc.oc / cc.groups);
       for (int y = 0; y < oh; ++y) {
         for (int xo = 0; xo < ow; ++xo) {
           std::int64_t acc = 0;
-          for (int ci = 0; ci < ch / groups; ++ci) {
-            for (int t = 0; t < 9; ++t) {
-              const int hy = y * 2 - 1 + t / 3, wx = xo * 2 - 1 + t % 3;
-              if (hy < 0 || hy >= h || wx < 0 || wx >= w) continue;  // padding: x_zero_point
-              const int c = g * (ch / groups) + ci;
-              acc += std::int64_t{x[(c * h + hy) * w + wx] - 3} *
-                     (wv[(o * (ch / groups) + ci) * 9 + t] - wz[o]);
+          for (int ci = 0; ci < cg; ++ci) {
+            for (int t = 0; t < taps; ++t) {
+              const int hy = y * cc.stride - cc.pad + t / cc.k;
+              const int wx = xo * cc.stride - cc.pad + t % cc.k;
+              if (hy < 0 || hy >= cc.h || wx < 0 || wx >= cc.w) continue;  // x_zero_point
+              const int c = g * cg + ci;
+              acc += std::int64_t{x[static_cast<std::size_t>((c * cc.h + hy) * cc.w + wx)] - 3} *
+                     (wv[static_cast<std::size_t>((o * cg + ci) * taps + t)] -
+                      wz[static_cast<std::size_t>(o)]);
             }
           }
+          biggest = std::max(biggest, std::abs(acc));
           want.push_back(static_cast<std::int32_t>(acc));
         }
       }
@@ -1725,7 +1741,17 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
     run_everywhere(mo, {{"x", x}}, false, [&](CompiledGraph& cg, const ho::Model&) {
       EXPECT_EQ(cg.read_i32(mo.outputs[0]), want);
     });
-  }
+    return biggest;
+  };
+  // Grouped, strided, padded: one float convolution.
+  conv_case({4, 6, 2, 5, 5, 3, 2, 1, 0, 255, -128, 127});
+  // 64 channels of 3x3 (576 taps, sums past 2^24): three convolutions of at most 28 channels,
+  // the Winograd shape of resnet's layers (16s of channels, stride 1).
+  EXPECT_GT(conv_case({64, 16, 1, 8, 8, 3, 1, 1, 250, 255, -128, -125}), 1 << 24);
+  // 32 channels per group (more than 28): the gather of patches, chunked along its products.
+  EXPECT_GT(conv_case({64, 4, 2, 6, 6, 3, 1, 1, 250, 255, -128, -125}), 1 << 23);
+  // A 17x17 kernel (289 taps, more than one convolution may sum): the gather of patches.
+  conv_case({1, 2, 1, 19, 19, 17, 1, 0, 0, 255, -128, 127});
 }
 
 // Det of a [2, 3, 4, 4] batch: random matrices, one needing a row swap first (a zero at [0, 0]),

@@ -364,6 +364,10 @@ struct Conv2dOptions {
   std::array<int, 2> dilation{1, 1};
   int groups = 1;
   AutoPad auto_pad = AutoPad::none;
+  /// Exact sums for integer-valued data: no Winograd algorithm, whose transforms round. Every
+  /// output's partial sums are exact in float32 while they stay below 2^24 (ONNX's integer
+  /// convolutions run this way, in chunks of at most 256 taps of 8-bit values).
+  bool exact = false;
 };
 /// Cross-correlation of x [N, C, H, W] with weights [O, C / groups, KH, KW], plus an optional
 /// bias [O] per output channel: [N, O, OH, OW] with

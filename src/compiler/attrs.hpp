@@ -60,6 +60,7 @@ struct Window2d {
   std::int64_t groups = 1;                           // convolutions: channel groups
   std::array<std::int64_t, 2> output_padding{0, 0};  // conv_transpose2d: rows/columns added
   AutoPadMode auto_pad = AutoPadMode::none;          // pads from the input size instead
+  bool exact = false;  // convolutions: no Winograd (Conv2dOptions::exact)
   friend bool operator==(const Window2d&, const Window2d&) = default;
 
   /// Input rows/columns one window spans along dim d (0: height, 1: width).

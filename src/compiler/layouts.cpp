@@ -98,6 +98,7 @@ bool winograd_pays(const Plan& p) {
 bool winograd_convolution(const Plan& p, const PlanNode& n) {
   if (!convolution(n)) return false;
   const Window2d& win = window2d(n.attrs);
+  if (win.exact) return false;
   const Shape& w = p.nodes[n.inputs[1]].type.shape;  // [out, in, kh, kw]
   const std::array<std::int64_t, 2> one{1, 1};
   return w.rank() == 4 && w[2] == 3 && w[3] == 3 && win.stride == one && win.dilation == one &&

@@ -933,7 +933,7 @@ void roi_align(Ctx& c) {
 // zero points taken off): their convolution in int32, exactly, as patches (one gather of
 // constant positions, the padding reading an appended zero) times the weights
 // (exact_int_matmul). The float convolution kernels may transform (Winograd) and so round.
-Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t groups) {
+Node exact_int_conv_patches(Ctx& c, Node x, Node w, const Window& win, std::int64_t groups) {
   const Dims dx = c.shape(x), dw = c.shape(w);
   const std::int64_t n = dx[0], ch = dx[1], H = dx[2], W = dx[3], oc = dw[0];
   const std::array<int, 2> k = pair(win.kernel, 1), s = pair(win.stride, 1),
@@ -974,6 +974,37 @@ Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t grou
   }
   const Node all = parts.size() == 1 ? parts[0] : concat(std::span<const Node>(parts), 2);
   return c.reshape(transpose(all, {0, 2, 1}), {n, oc, oh, ow});
+}
+
+// x conv w of int32 images and weights of magnitude up to 255 (zero points taken off), exactly:
+// float convolutions (no Winograd: Conv2dOptions::exact) of chunks of the input channels with
+// at most 256 taps per output, whose sums stay below 2^24 (255^2 * 256), so float32 holds
+// every partial sum in any order; each chunk's result converted to int32 and added there. A
+// kernel of more than 256 taps takes the gather of patches above.
+Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t groups) {
+  const Dims dx = c.shape(x), dw = c.shape(w);
+  const std::int64_t taps = dw[2] * dw[3], per_group = dx[1] / groups;
+  const std::int64_t chunk = 256 / taps;  // input channels of one exact float convolution
+  if (chunk < 1 || (groups > 1 && per_group > chunk))
+    return exact_int_conv_patches(c, x, w, win, groups);
+  Conv2dOptions o;
+  o.stride = pair(win.stride, 1);
+  o.dilation = pair(win.dilation, 1);
+  o.padding = pair(win.pad_begin, 0);
+  o.padding_end = pair(win.pad_end, 0);
+  o.groups = static_cast<int>(groups);
+  o.exact = true;
+  const Node xf = cast(x, DType::f32), wf = cast(w, DType::f32);
+  Node acc;
+  for (std::int64_t c0 = 0; c0 < per_group; c0 += chunk) {  // one pass when groups > 1
+    const std::int64_t c1 = std::min(per_group, c0 + chunk);
+    const bool all = c1 - c0 == per_group;
+    const Node part = cast(
+        conv2d(all ? xf : slice(xf, 1, c0, c1), all ? wf : slice(wf, 1, c0, c1), o), DType::i32);
+    acc = acc.valid() ? add(acc, part) : part;
+  }
+  c.type(acc);
+  return acc;
 }
 
 // Input i (a zero point or scale of W) per output channel: a scalar, or [OC] as [1, OC, 1, 1]

@@ -58,6 +58,7 @@ detail::Attrs window_attrs(const Window2d& w) {
 detail::Attrs conv_attrs(const Conv2dOptions& o) {
   Window2d w = conv_window(o);
   w.auto_pad = auto_pad_mode(o.auto_pad);
+  w.exact = o.exact;
   return window_attrs(w);
 }
 

@@ -434,6 +434,7 @@ const char* reject_convolution(const KernelArgs& a) {
   const PlanNode& n = a.node;
   const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), n.attrs);
   const Window2d& w = g.win;
+  if (w.exact) return "exact sums asked (Conv2dOptions::exact)";
   const std::array<std::int64_t, 2> one{1, 1};
   if (g.groups() != 1 || w.stride != one || w.dilation != one || a.in_shape(1)[2] != 3 ||
       a.in_shape(1)[3] != 3)
