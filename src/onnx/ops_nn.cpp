@@ -72,6 +72,17 @@ Dims spatial(const Dims& d) {
   return Dims(d.begin() + 2, d.end());
 }
 
+/// conv2d's options for a window of 1 or 2 spatial dims.
+Conv2dOptions conv_options(const Window& w, std::int64_t groups) {
+  Conv2dOptions o;
+  o.stride = pair(w.stride, 1);
+  o.dilation = pair(w.dilation, 1);
+  o.padding = pair(w.pad_begin, 0);
+  o.padding_end = pair(w.pad_end, 0);
+  o.groups = static_cast<int>(groups);
+  return o;
+}
+
 // ---- Conv ----------------------------------------------------------------------------------
 
 /// Batch-norm parameters, all known at import: y = x * s + t per channel.
@@ -125,12 +136,7 @@ void conv(Ctx& c) {
   const Dims kernel = conv_kernel(c, dx, dw, group);
   Node xi = as_image(c, x);
   const Window w = window(c, spatial(dx), kernel);
-  Conv2dOptions o;
-  o.stride = pair(w.stride, 1);
-  o.dilation = pair(w.dilation, 1);
-  o.padding = pair(w.pad_begin, 0);
-  o.padding_end = pair(w.pad_end, 0);
-  o.groups = static_cast<int>(group);
+  const Conv2dOptions o = conv_options(w, group);
   const std::int64_t O = dw[0];
   const Dims dw4 = dw.size() == 3 ? Dims{dw[0], dw[1], 1, dw[2]} : dw;
 
@@ -987,12 +993,7 @@ Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t grou
   const std::int64_t chunk = 256 / taps;  // input channels of one exact float convolution
   if (chunk < 1 || (groups > 1 && per_group > chunk))
     return exact_int_conv_patches(c, x, w, win, groups);
-  Conv2dOptions o;
-  o.stride = pair(win.stride, 1);
-  o.dilation = pair(win.dilation, 1);
-  o.padding = pair(win.pad_begin, 0);
-  o.padding_end = pair(win.pad_end, 0);
-  o.groups = static_cast<int>(groups);
+  Conv2dOptions o = conv_options(win, groups);
   o.exact = true;
   const Node xf = cast(x, DType::f32), wf = cast(w, DType::f32);
   Node acc;
