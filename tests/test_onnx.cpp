@@ -1754,6 +1754,51 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
   conv_case({1, 2, 1, 19, 19, 17, 1, 0, 0, 255, -128, 127});
 }
 
+// QLinearMatMul with a's and y's scales and zero points per row and b's per column (as ONNX
+// allows), against the formula in double: saturate(round_half_even(acc * sa[i] * sb[j] / sy[i])
+// + zy[i]) with acc the int64 sum of (a - za[i]) (b - zb[j]). A length that is neither 1 nor
+// the rows' (columns') count names the input.
+TEST(OnnxImport, QLinearMatMulScalesPerRowAndColumn) {
+  const int m = 3, k = 5, n = 4;
+  const std::vector<std::int32_t> a{10, 200, 37, 99, 255, 0, 1, 2, 3, 4, 128, 128, 130, 126, 64};
+  const std::vector<std::int32_t> bv{-3, 5, 7,   -128, 127, 0,  1, -1, 2, 2,
+                                     -2, 9, -50, 60,   -70, 80, 3, 3,  3, 3};
+  const std::vector<float> sa{0.02f, 0.5f, 0.1f}, sb{0.05f, 0.01f, 0.2f, 1.0f},
+      sy{0.3f, 2.0f, 0.7f};
+  const std::vector<std::int32_t> za{3, 0, 128}, zb{0, -1, 2, 5}, zy{100, 0, 7};
+  const auto build = [&](std::int64_t bad_rows) {
+    Builder b(13);
+    b.input("a", {m, k}, 2).output("y", {m, n}, 2);
+    b.floats("sa", {bad_rows}, std::vector<float>(sa.begin(), sa.begin() + bad_rows));
+    int8_init(b, "za", 2, {m}, za);
+    int8_init(b, "b", 3, {k, n}, bv);
+    b.floats("sb", {n}, sb);
+    int8_init(b, "zb", 3, {n}, zb);
+    b.floats("sy", {m}, sy);
+    int8_init(b, "zy", 2, {m}, zy);
+    b.node("QLinearMatMul", {"a", "sa", "za", "b", "sb", "zb", "sy", "zy"}, {"y"});
+    return b;
+  };
+  std::vector<std::int32_t> want;
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      std::int64_t acc = 0;
+      for (int t = 0; t < k; ++t)
+        acc += std::int64_t{a[i * k + t] - za[i]} * (bv[t * n + j] - zb[j]);
+      const float scale = sa[i] * sb[j] / sy[i];  // in float32, as the graph computes it
+      const double q = std::nearbyint(static_cast<float>(acc) * scale) + zy[i];
+      want.push_back(static_cast<std::int32_t>(std::clamp(q, 0.0, 255.0)));
+    }
+  }
+  ASSERT_NE(std::set<std::int32_t>(want.begin(), want.end()).size(), 1u);
+  const ho::Model mo = build(m).import();
+  run_everywhere(mo, {{"a", a}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
+    EXPECT_EQ(cg.read_i32(mm.outputs[0]), want);
+  });
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { build(2).import(); }),
+                  "input 1 [2] is neither a scalar nor one value per row (3)");
+}
+
 // Det of a [2, 3, 4, 4] batch: random matrices, one needing a row swap first (a zero at [0, 0]),
 // one singular (two equal rows: 0); against a determinant by cofactors in double.
 TEST(OnnxImport, DetPivotsAndFindsSingularMatrices) {

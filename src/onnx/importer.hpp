@@ -228,8 +228,8 @@ std::pair<float, float> quantized_range(Ctx& c, int elem);
 Node quantization_param(Ctx& c, std::size_t i, int rank_x);
 /// saturate(round(x / scale) + zero_point) as int32 words.
 Node quantize(Node x, Node scale, Node zero_point, std::pair<float, float> range);
-/// saturate(round(x * scale) + input zp's value), as `elem`'s int32 words.
-Node requantize(Ctx& c, Node x, Node scale, std::size_t zp, int elem);
+/// saturate(round(x * scale) + zp), as `elem`'s int32 words (zp: int32, broadcasting).
+Node requantize(Ctx& c, Node x, Node scale, Node zp, int elem);
 /// a . b of int32 values of magnitude up to 255, exactly (float products of 256-term chunks).
 Node exact_int_matmul(Ctx& c, Node a, Node b);
 

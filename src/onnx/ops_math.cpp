@@ -1178,12 +1178,11 @@ Node exact_int_matmul(Ctx& c, Node a, Node b) {
   return acc;
 }
 
-// saturate(round(x * scale) + zero point (input zp)), as `elem`'s int32 words.
-Node requantize(Ctx& c, Node x, Node scale, std::size_t zp, int elem) {
+// saturate(round(x * scale) + zero point), as `elem`'s int32 words.
+Node requantize(Ctx& c, Node x, Node scale, Node zp, int elem) {
   const auto range = quantized_range(c, elem);
-  return cast(clip(add(hetgraph::round(mul(x, scale)), quantization_param(c, zp, 0)), range.first,
-                   range.second),
-              DType::i32);
+  if (c.type(zp).dtype != DType::f32) zp = cast(zp, DType::f32);
+  return cast(clip(add(hetgraph::round(mul(x, scale)), zp), range.first, range.second), DType::i32);
 }
 
 namespace {
@@ -1282,20 +1281,34 @@ void matmul_integer(Ctx& c) {
   c.set(0, exact_int_matmul(c, a, b), ir::kInt32);
 }
 
-// QLinearMatMul: the integer product of the inputs less their zero points, rescaled by
-// a_scale b_scale / y_scale and quantized with y_zero_point.
-void qlinear_matmul(Ctx& c) {
-  for (std::size_t i : {1, 2, 4, 5, 6, 7}) {
-    if (numel(c.dims(i)) != 1)
-      c.unsupported("scales or zero points per row or column (hetgraph takes them per tensor)");
+// Input i of QLinearMatMul (a scale or zero point): a scalar, or one value per row of a
+// ([rows, 1], `rows` of them) or per column of b ([cols]); int32 or float as it is held.
+Node per_row_or_column(Ctx& c, std::size_t i, std::int64_t count, bool rows) {
+  const Dims d = c.dims(i);
+  if (numel(d) == 1) return c.reshape(c.node(i), {});
+  if (d != Dims{count}) {
+    c.fail("input " + std::to_string(i) + " " + dims_str(d) +
+           " is neither a scalar nor one value per " + (rows ? "row (" : "column (") +
+           std::to_string(count) + ")");
   }
-  const Node a = sub(c.node(0), c.reshape(c.node(2), {}));
-  const Node b = sub(c.node(3), c.reshape(c.node(5), {}));
+  return rows ? c.reshape(c.node(i), {count, 1}) : c.node(i);
+}
+
+// QLinearMatMul: the integer product of the inputs less their zero points, rescaled by
+// a_scale b_scale / y_scale and quantized with y_zero_point. a's and y's scales and zero points
+// may be per row, b's per column.
+void qlinear_matmul(Ctx& c) {
+  const Dims da = c.dims(0), db = c.dims(3);
+  if (da.size() < 2 || db.size() < 2) c.fail("a and b must be matrices (or batches of them)");
+  const std::int64_t rows = da[da.size() - 2], cols = db.back();
+  const Node a = sub(c.node(0), per_row_or_column(c, 2, rows, true));
+  const Node b = sub(c.node(3), per_row_or_column(c, 5, cols, false));
   const Node acc = cast(exact_int_matmul(c, a, b), DType::f32);
-  const Node scale = div(mul(quantization_param(c, 1, 0), quantization_param(c, 4, 0)),
-                         quantization_param(c, 6, 0));
+  const Node scale =
+      div(mul(per_row_or_column(c, 1, rows, true), per_row_or_column(c, 4, cols, false)),
+          per_row_or_column(c, 6, rows, true));
   const int elem = c.elem(7);
-  c.set(0, requantize(c, acc, scale, 7, elem), elem);
+  c.set(0, requantize(c, acc, scale, per_row_or_column(c, 7, rows, true), elem), elem);
 }
 
 }  // namespace

@@ -1054,7 +1054,7 @@ void conv_integer(Ctx& c) {
   const Node w_scale = per_output_channel(c, c.node(4), 4, oc, true);
   const Node scale = div(mul(c.reshape(c.node(1), {}), w_scale), c.reshape(c.node(6), {}));
   const int elem = c.elem(7);
-  Node y = requantize(c, cast(acc, DType::f32), scale, 7, elem);
+  Node y = requantize(c, cast(acc, DType::f32), scale, quantization_param(c, 7, 0), elem);
   if (one_d) y = c.reshape(y, {c.shape(y)[0], oc, c.shape(y)[3]});
   c.set(0, y, elem);
 }
