@@ -1797,6 +1797,14 @@ TEST(OnnxImport, QLinearMatMulScalesPerRowAndColumn) {
   });
   EXPECT_CONTAINS(error_of<ShapeError>([&] { build(2).import(); }),
                   "input 1 [2] is neither a scalar nor one value per row (3)");
+  Builder v(13);  // a vector operand: numpy's matmul allows it, hetgraph does not
+  v.input("a", {k}, 2).output("y", {n}, 2);
+  int8_init(v, "za", 2, {}, {0});
+  int8_init(v, "b", 3, {k, n}, bv);
+  int8_init(v, "zb", 3, {}, {0});
+  v.floats("s", {}, {0.5f});
+  v.node("QLinearMatMul", {"a", "s", "za", "b", "s", "zb", "s", "za"}, {"y"});
+  EXPECT_CONTAINS(unsupported_of(v).what(), "a vector operand [5]");
 }
 
 // Det of a [2, 3, 4, 4] batch: random matrices, one needing a row swap first (a zero at [0, 0]),

@@ -1299,7 +1299,9 @@ Node per_row_or_column(Ctx& c, std::size_t i, std::int64_t count, bool rows) {
 // may be per row, b's per column.
 void qlinear_matmul(Ctx& c) {
   const Dims da = c.dims(0), db = c.dims(3);
-  if (da.size() < 2 || db.size() < 2) c.fail("a and b must be matrices (or batches of them)");
+  if (da.size() < 2 || db.size() < 2)
+    c.unsupported("a vector operand " + dims_str(da.size() < 2 ? da : db) +
+                  " (hetgraph takes matrices or batches of them)");
   const std::int64_t rows = da[da.size() - 2], cols = db.back();
   const Node a = sub(c.node(0), per_row_or_column(c, 2, rows, true));
   const Node b = sub(c.node(3), per_row_or_column(c, 5, cols, false));
