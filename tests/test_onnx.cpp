@@ -1694,10 +1694,12 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
   struct ConvCase {
     int ch, oc, groups, h, w, k, stride, pad;
     int xlo, xhi, wlo, whi;
+    bool w_fed = false;  // W a model input (computed with each run) rather than an initializer
   };
   const auto conv_case = [&](const ConvCase& cc) {
     SCOPED_TRACE(std::to_string(cc.ch) + " channels, " + std::to_string(cc.k) + "x" +
-                 std::to_string(cc.k) + ", groups " + std::to_string(cc.groups));
+                 std::to_string(cc.k) + ", groups " + std::to_string(cc.groups) +
+                 (cc.w_fed ? ", W fed" : ""));
     const int cg = cc.ch / cc.groups, taps = cc.k * cc.k;
     const int oh = (cc.h + 2 * cc.pad - cc.k) / cc.stride + 1;
     const int ow = (cc.w + 2 * cc.pad - cc.k) / cc.stride + 1;
@@ -1707,7 +1709,10 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
     for (int o = 0; o < cc.oc; ++o) wz[static_cast<std::size_t>(o)] = (o % 5) - 2;
     Builder b(13);
     b.input("x", {1, cc.ch, cc.h, cc.w}, 2).output("y", {1, cc.oc, oh, ow}, 6);
-    int8_init(b, "w", 3, {cc.oc, cg, cc.k, cc.k}, wv);
+    if (cc.w_fed)
+      b.input("w", {cc.oc, cg, cc.k, cc.k}, 3);
+    else
+      int8_init(b, "w", 3, {cc.oc, cg, cc.k, cc.k}, wv);
     int8_init(b, "xz", 2, {}, {3});
     int8_init(b, "wz", 3, {cc.oc}, wz);
     auto* nd = b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"});
@@ -1738,7 +1743,9 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
       }
     }
     const ho::Model mo = b.import();
-    run_everywhere(mo, {{"x", x}}, false, [&](CompiledGraph& cg, const ho::Model&) {
+    std::vector<FeedItem> feeds{{"x", x}};
+    if (cc.w_fed) feeds.push_back({"w", wv});
+    run_everywhere(mo, feeds, false, [&](CompiledGraph& cg, const ho::Model&) {
       EXPECT_EQ(cg.read_i32(mo.outputs[0]), want);
     });
     return biggest;
@@ -1748,6 +1755,8 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
   // 64 channels of 3x3 (576 taps, sums past 2^24): three convolutions of at most 28 channels,
   // the Winograd shape of resnet's layers (16s of channels, stride 1).
   EXPECT_GT(conv_case({64, 16, 1, 8, 8, 3, 1, 1, 250, 255, -128, -125}), 1 << 24);
+  // The same with W computed at run time (its chunks sliced there, not made at import).
+  EXPECT_GT(conv_case({64, 16, 1, 8, 8, 3, 1, 1, 250, 255, -128, -125, true}), 1 << 24);
   // 32 channels per group (more than 28): the gather of patches, chunked along its products.
   EXPECT_GT(conv_case({64, 4, 2, 6, 6, 3, 1, 1, 250, 255, -128, -125}), 1 << 23);
   // A 17x17 kernel (289 taps, more than one convolution may sum): the gather of patches.

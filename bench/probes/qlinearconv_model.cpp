@@ -6,6 +6,7 @@
 //   g++ -O2 -std=c++20 -DONNX_ML=1 -DONNX_NAMESPACE=onnx bench/probes/qlinearconv_model.cpp \
 //       -o /tmp/qgen -lonnx_proto -lprotobuf
 //   /tmp/qgen /tmp/q && build/tools/hetgraph-run /tmp/q/q.onnx --repeat 20 --json
+//   /tmp/qgen /tmp/q 512 7 7 512    # channels, height, width, output channels
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
@@ -36,8 +37,13 @@ void initializer(::onnx::GraphProto* g, const std::string& name, int elem,
   t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
 }
 
-Proto model(bool quantized) {
-  constexpr std::int64_t n = 1, c = 64, h = 56, w = 56, oc = 64, k = 3;
+struct Geometry {
+  std::int64_t c = 64, h = 56, w = 56, oc = 64;
+};
+
+Proto model(bool quantized, const Geometry& geo) {
+  constexpr std::int64_t n = 1, k = 3;
+  const std::int64_t c = geo.c, h = geo.h, w = geo.w, oc = geo.oc;
   constexpr int kFloat = 1, kUint8 = 2, kInt8 = 3;
   Proto m;
   m.set_ir_version(8);
@@ -62,7 +68,7 @@ Proto model(bool quantized) {
   pads->set_type(::onnx::AttributeProto::INTS);
   for (int i = 0; i < 4; ++i) pads->add_ints(1);
   const std::vector<std::int64_t> wd{oc, c, k, k};
-  const std::size_t wn = oc * c * k * k;
+  const auto wn = static_cast<std::size_t>(oc * c * k * k);
   if (quantized) {
     std::vector<std::int8_t> wq(wn);
     for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
@@ -88,8 +94,11 @@ Proto model(bool quantized) {
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
+  Geometry geo;
+  if (argc > 5)
+    geo = {std::stoll(argv[2]), std::stoll(argv[3]), std::stoll(argv[4]), std::stoll(argv[5])};
   for (const bool q : {true, false}) {
     std::ofstream f(dir + (q ? "/q.onnx" : "/f.onnx"), std::ios::binary);
-    model(q).SerializeToOstream(&f);
+    model(q, geo).SerializeToOstream(&f);
   }
 }

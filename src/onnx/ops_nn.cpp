@@ -986,8 +986,10 @@ Node exact_int_conv_patches(Ctx& c, Node x, Node w, const Window& win, std::int6
 // float convolutions (no Winograd: Conv2dOptions::exact) of chunks of the input channels with
 // at most 256 taps per output, whose sums stay below 2^24 (255^2 * 256), so float32 holds
 // every partial sum in any order; each chunk's result converted to int32 and added there. A
-// kernel of more than 256 taps takes the gather of patches above.
-Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t groups) {
+// kernel of more than 256 taps takes the gather of patches above. `w_host`, when given, holds
+// w's values (known at import): each chunk's weights are then a constant, not per-run work.
+Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t groups,
+                    const std::vector<float>* w_host) {
   const Dims dx = c.shape(x), dw = c.shape(w);
   const std::int64_t taps = dw[2] * dw[3], per_group = dx[1] / groups;
   const std::int64_t chunk = 256 / taps;  // input channels of one exact float convolution
@@ -995,13 +997,25 @@ Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t grou
     return exact_int_conv_patches(c, x, w, win, groups);
   Conv2dOptions o = conv_options(win, groups);
   o.exact = true;
-  const Node xf = cast(x, DType::f32), wf = cast(w, DType::f32);
+  const Node xf = cast(x, DType::f32);
   Node acc;
   for (std::int64_t c0 = 0; c0 < per_group; c0 += chunk) {  // one pass when groups > 1
     const std::int64_t c1 = std::min(per_group, c0 + chunk);
     const bool all = c1 - c0 == per_group;
-    const Node part = cast(
-        conv2d(all ? xf : slice(xf, 1, c0, c1), all ? wf : slice(wf, 1, c0, c1), o), DType::i32);
+    Node wc;
+    if (w_host != nullptr) {  // w[:, c0:c1] on the host
+      std::vector<float> v;
+      v.reserve(static_cast<std::size_t>(dw[0] * (c1 - c0) * taps));
+      for (std::int64_t o2 = 0; o2 < dw[0]; ++o2) {
+        const auto from = w_host->begin() + (o2 * per_group + c0) * taps;
+        v.insert(v.end(), from, from + (c1 - c0) * taps);
+      }
+      wc = c.constant({dw[0], c1 - c0, dw[2], dw[3]}, std::move(v));
+    } else {
+      const Node wf = cast(w, DType::f32);
+      wc = all ? wf : slice(wf, 1, c0, c1);
+    }
+    const Node part = cast(conv2d(all ? xf : slice(xf, 1, c0, c1), wc, o), DType::i32);
     acc = acc.valid() ? add(acc, part) : part;
   }
   c.type(acc);
@@ -1041,8 +1055,17 @@ void conv_integer(Ctx& c) {
     x = sub(x, c.reshape(c.node(xz), {}));
   }
   if (c.has(wz)) w = sub(w, per_output_channel(c, c.node(wz), wz, oc, false));
+  // W and its zero point known at import (a model's weights): W less it, as floats, on the host.
+  std::vector<float> w_host;
+  if (c.known(wi) && (!c.has(wz) || c.known(wz))) {
+    const ir::Tensor& wt = c.known_tensor(wi, "W");
+    const Dims zp = c.has(wz) ? c.ints(wz, "W's zero point") : Dims{0};
+    const std::size_t per = wt.i.size() / static_cast<std::size_t>(oc);
+    for (std::size_t k = 0; k < wt.i.size(); ++k)
+      w_host.push_back(static_cast<float>(wt.i[k] - zp[zp.size() == 1 ? 0 : k / per]));
+  }
   const Window win = window(c, spatial(dx), kernel);
-  Node acc = exact_int_conv(c, x, w, win, group);
+  Node acc = exact_int_conv(c, x, w, win, group, w_host.empty() ? nullptr : &w_host);
   if (!qlinear) {
     if (one_d) acc = c.reshape(acc, {c.shape(acc)[0], oc, c.shape(acc)[3]});
     c.set(0, acc, ir::kInt32);
