@@ -1665,12 +1665,17 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
     for (auto& x : v) x = u(rng);
     return v;
   };
-  {
+  // B an initializer (its chunks made at import) and fed (sliced at run time).
+  for (const bool fed : {false, true}) {
+    SCOPED_TRACE(fed ? "B fed" : "B an initializer");
     const int m = 3, k = 800, n = 2;
     const auto a = bytes(m * k, 200, 255), bv = bytes(k * n, -128, -100);
     Builder b(13);
     b.input("A", {m, k}, 2).output("Y", {m, n}, 6);
-    int8_init(b, "B", 3, {k, n}, bv);
+    if (fed)
+      b.input("B", {k, n}, 3);
+    else
+      int8_init(b, "B", 3, {k, n}, bv);
     int8_init(b, "az", 2, {}, {7});
     int8_init(b, "bz", 3, {n}, {-3, 5});
     b.node("MatMulInteger", {"A", "B", "az", "bz"}, {"Y"});
@@ -1685,7 +1690,9 @@ TEST(OnnxImport, IntegerProductsAndConvolutionsAreExact) {
     }
     ASSERT_GT(std::abs(want[0]), 1 << 24);  // beyond what one float sum holds exactly
     const ho::Model mo = b.import();
-    run_everywhere(mo, {{"A", a}}, false, [&](CompiledGraph& cg, const ho::Model&) {
+    std::vector<FeedItem> feeds{{"A", a}};
+    if (fed) feeds.push_back({"B", bv});
+    run_everywhere(mo, feeds, false, [&](CompiledGraph& cg, const ho::Model&) {
       EXPECT_EQ(cg.read_i32(mo.outputs[0]), want);
     });
   }

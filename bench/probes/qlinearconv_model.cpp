@@ -1,6 +1,7 @@
 // Writes two ONNX models of one resnet-sized convolution (not part of the build): q.onnx, a
 // QLinearConv of uint8 [1, 64, 56, 56] with int8 3x3 weights to 64 channels (pads 1), as ONNX
-// Runtime's quantizer writes them, and f.onnx, the float Conv of the same geometry. hetgraph-run
+// Runtime's quantizer writes them, and f.onnx, the float Conv of the same geometry; and
+// qm.onnx, a QLinearMatMul of uint8 [1, 128, 768] and int8 [768, 768] weights. hetgraph-run
 // times them: the quantized one computes exact int32 sums in float32 (a gather of patches and
 // chunked products), so the pair shows what that costs against the float convolution.
 //   g++ -O2 -std=c++20 -DONNX_ML=1 -DONNX_NAMESPACE=onnx bench/probes/qlinearconv_model.cpp \
@@ -90,6 +91,34 @@ Proto model(bool quantized, const Geometry& geo) {
   return m;
 }
 
+// uint8 [1, 128, 768] x int8 [768, 768] weights, per-tensor scales and zero points.
+Proto qmatmul() {
+  constexpr std::int64_t m = 128, k = 768, n = 768;
+  constexpr int kFloat = 1, kUint8 = 2, kInt8 = 3;
+  Proto p;
+  p.set_ir_version(8);
+  p.add_opset_import()->set_version(13);
+  auto* g = p.mutable_graph();
+  g->set_name("qmatmul");
+  std::mt19937 rng(2);
+  auto* node = g->add_node();
+  node->set_op_type("QLinearMatMul");
+  for (const char* in : {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}) node->add_input(in);
+  node->add_output("y");
+  std::vector<std::int8_t> b(static_cast<std::size_t>(k * n));
+  for (auto& v : b) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
+  initializer(g, "b", kInt8, {k, n}, b);
+  initializer(g, "as", kFloat, {}, std::vector<float>{0.02f});
+  initializer(g, "az", kUint8, {}, std::vector<std::uint8_t>{128});
+  initializer(g, "bs", kFloat, {}, std::vector<float>{0.01f});
+  initializer(g, "bz", kInt8, {}, std::vector<std::int8_t>{0});
+  initializer(g, "ys", kFloat, {}, std::vector<float>{2.0f});
+  initializer(g, "yz", kUint8, {}, std::vector<std::uint8_t>{128});
+  value_info(g->add_input(), "a", kUint8, {1, m, k});
+  value_info(g->add_output(), "y", kUint8, {1, m, n});
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,4 +130,6 @@ int main(int argc, char** argv) {
     std::ofstream f(dir + (q ? "/q.onnx" : "/f.onnx"), std::ios::binary);
     model(q, geo).SerializeToOstream(&f);
   }
+  std::ofstream f(dir + "/qm.onnx", std::ios::binary);
+  qmatmul().SerializeToOstream(&f);
 }

@@ -231,7 +231,14 @@ Node quantize(Node x, Node scale, Node zero_point, std::pair<float, float> range
 /// saturate(round(x * scale) + zp), as `elem`'s int32 words (zp: int32, broadcasting).
 Node requantize(Ctx& c, Node x, Node scale, Node zp, int elem);
 /// a . b of int32 values of magnitude up to 255, exactly (float products of 256-term chunks).
-Node exact_int_matmul(Ctx& c, Node a, Node b);
+/// `b_host`, when given, holds a rank-2 b's values (known at import): each chunk of b is then a
+/// constant made at import, not per-run work.
+Node exact_int_matmul(Ctx& c, Node a, Node b, const std::vector<float>* b_host = nullptr);
+/// Input i (8-bit, known at import) less its zero point (input zp, optional; known too), as
+/// floats: element k takes zero point number (k / inner) % count (count 1: one for all).
+/// Empty when either is not known at import.
+std::vector<float> known_less_zero_point(Ctx& c, std::size_t i, std::size_t zp, std::int64_t inner,
+                                         std::int64_t count);
 
 /// A float zero that, when computed, checks the int32 `ids` against [0, n): a FeedError naming
 /// this ONNX node's `what` (the check_indices op, named by Ctx::label). Add it to a node that

@@ -1157,25 +1157,49 @@ Node quantize(Node x, Node scale, Node zero_point, std::pair<float, float> range
 // less their zero points), so a product is below 2^16 and a sum of 256 of them below 2^24,
 // which float32 holds exactly in any order of summation. Longer sums are cut into such chunks,
 // each product converted to int32 and added there.
-Node exact_int_matmul(Ctx& c, Node a, Node b) {
+Node exact_int_matmul(Ctx& c, Node a, Node b, const std::vector<float>* b_host) {
   const Dims da = c.shape(a), db = c.shape(b);
+  if (db.size() != 2) b_host = nullptr;
   if (da.size() < 2 || db.size() < 2 || da.size() > 3 || db.size() > 3 ||
       (da.size() == 2 && db.size() == 3))
     c.unsupported("an integer product of " + dims_str(da) + " and " + dims_str(db));
   const std::int64_t k = da.back();
   constexpr std::int64_t kChunk = 256;
-  const Node af = cast(a, DType::f32), bf = cast(b, DType::f32);
+  const Node af = cast(a, DType::f32), bf = b_host ? Node() : cast(b, DType::f32);
   const int ka = static_cast<int>(da.size()) - 1, kb = static_cast<int>(db.size()) - 2;
   Node acc;
   for (std::int64_t k0 = 0; k0 < k; k0 += kChunk) {
     const std::int64_t k1 = std::min(k, k0 + kChunk);
     const Node as = k1 - k0 == k ? af : slice(af, ka, k0, k1);
-    const Node bs = k1 - k0 == k ? bf : slice(bf, kb, k0, k1);
+    Node bs;
+    if (b_host != nullptr) {  // rows k0..k1 of b [k, n]
+      const std::int64_t n = db[1];
+      bs = c.constant({k1 - k0, n},
+                      std::vector<float>(b_host->begin() + k0 * n, b_host->begin() + k1 * n));
+    } else {
+      bs = k1 - k0 == k ? bf : slice(bf, kb, k0, k1);
+    }
     const Node part = cast(matmul(as, bs), DType::i32);
     acc = acc.valid() ? add(acc, part) : part;
   }
   c.type(acc);
   return acc;
+}
+
+std::vector<float> known_less_zero_point(Ctx& c, std::size_t i, std::size_t zp, std::int64_t inner,
+                                         std::int64_t count) {
+  if (!c.known(i) || (c.has(zp) && !c.known(zp))) return {};
+  const ir::Tensor& t = c.known_tensor(i, "the weights");
+  const Dims z = c.has(zp) ? c.ints(zp, "a zero point") : Dims{0};
+  if (static_cast<std::int64_t>(z.size()) != (z.size() == 1 ? 1 : count))
+    c.fail("input " + std::to_string(zp) + " holds " + std::to_string(z.size()) +
+           " zero points for " + std::to_string(count));
+  std::vector<float> v(t.i.size());
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const auto at = z.size() == 1 ? 0 : (static_cast<std::int64_t>(k) / inner) % count;
+    v[k] = static_cast<float>(t.i[k] - z[static_cast<std::size_t>(at)]);
+  }
+  return v;
 }
 
 // saturate(round(x * scale) + zero point), as `elem`'s int32 words.
@@ -1278,7 +1302,8 @@ void matmul_integer(Ctx& c) {
                    ? c.reshape(c.node(2), {c.dims(2)[0], 1})
                    : c.reshape(c.node(2), {}));
   if (c.has(3)) b = sub(b, numel(c.dims(3)) == 1 ? c.reshape(c.node(3), {}) : c.node(3));
-  c.set(0, exact_int_matmul(c, a, b), ir::kInt32);
+  const std::vector<float> b_host = known_less_zero_point(c, 1, 3, 1, c.dims(1).back());
+  c.set(0, exact_int_matmul(c, a, b, b_host.empty() ? nullptr : &b_host), ir::kInt32);
 }
 
 // Input i of QLinearMatMul (a scale or zero point): a scalar, or one value per row of a
@@ -1305,7 +1330,8 @@ void qlinear_matmul(Ctx& c) {
   const std::int64_t rows = da[da.size() - 2], cols = db.back();
   const Node a = sub(c.node(0), per_row_or_column(c, 2, rows, true));
   const Node b = sub(c.node(3), per_row_or_column(c, 5, cols, false));
-  const Node acc = cast(exact_int_matmul(c, a, b), DType::f32);
+  const std::vector<float> b_host = known_less_zero_point(c, 3, 5, 1, cols);
+  const Node acc = cast(exact_int_matmul(c, a, b, b_host.empty() ? nullptr : &b_host), DType::f32);
   const Node scale =
       div(mul(per_row_or_column(c, 1, rows, true), per_row_or_column(c, 4, cols, false)),
           per_row_or_column(c, 6, rows, true));

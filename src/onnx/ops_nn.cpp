@@ -1056,14 +1056,7 @@ void conv_integer(Ctx& c) {
   }
   if (c.has(wz)) w = sub(w, per_output_channel(c, c.node(wz), wz, oc, false));
   // W and its zero point known at import (a model's weights): W less it, as floats, on the host.
-  std::vector<float> w_host;
-  if (c.known(wi) && (!c.has(wz) || c.known(wz))) {
-    const ir::Tensor& wt = c.known_tensor(wi, "W");
-    const Dims zp = c.has(wz) ? c.ints(wz, "W's zero point") : Dims{0};
-    const std::size_t per = wt.i.size() / static_cast<std::size_t>(oc);
-    for (std::size_t k = 0; k < wt.i.size(); ++k)
-      w_host.push_back(static_cast<float>(wt.i[k] - zp[zp.size() == 1 ? 0 : k / per]));
-  }
+  const std::vector<float> w_host = known_less_zero_point(c, wi, wz, numel(dw) / oc, oc);
   const Window win = window(c, spatial(dx), kernel);
   Node acc = exact_int_conv(c, x, w, win, group, w_host.empty() ? nullptr : &w_host);
   if (!qlinear) {
