@@ -4,8 +4,8 @@
 // qm.onnx, a QLinearMatMul of uint8 [1, 128, 768] and int8 [768, 768] weights. hetgraph-run
 // times them: the quantized one computes exact int32 sums in float32 (a gather of patches and
 // chunked products), so the pair shows what that costs against the float convolution.
-//   g++ -O2 -std=c++20 -DONNX_ML=1 -DONNX_NAMESPACE=onnx bench/probes/qlinearconv_model.cpp \
-//       -o /tmp/qgen -lonnx_proto -lprotobuf
+//   g++ -O2 -std=c++20 -DONNX_ML=1 -DONNX_NAMESPACE=onnx -o /tmp/qgen
+//       bench/probes/qlinearconv_model.cpp -lonnx_proto -lprotobuf
 //   /tmp/qgen /tmp/q && build/tools/hetgraph-run /tmp/q/q.onnx --repeat 20 --json
 //   /tmp/qgen /tmp/q 512 7 7 512    # channels, height, width, output channels
 #include <onnx/onnx_pb.h>
@@ -19,6 +19,7 @@
 namespace {
 
 using Proto = ::onnx::ModelProto;
+constexpr int kFloat = 1, kUint8 = 2, kInt8 = 3;  // ONNX element types
 
 void value_info(::onnx::ValueInfoProto* v, const std::string& name, int elem,
                 const std::vector<std::int64_t>& dims) {
@@ -38,6 +39,27 @@ void initializer(::onnx::GraphProto* g, const std::string& name, int elem,
   t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T)));
 }
 
+// An opset-13 model with one graph named `name`, and that graph.
+::onnx::GraphProto* empty_model(Proto& m, const std::string& name) {
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name(name);
+  return g;
+}
+
+// Scales and zero points as ONNX Runtime's quantizer leaves them (per tensor): uint8 for the
+// activations `x` and `y`, int8 for the weights `w`.
+void quantization(::onnx::GraphProto* g, const std::string& x, const std::string& w,
+                  const std::string& y, float y_scale) {
+  initializer(g, x + "s", kFloat, {}, std::vector<float>{0.02f});
+  initializer(g, x + "z", kUint8, {}, std::vector<std::uint8_t>{128});
+  initializer(g, w + "s", kFloat, {}, std::vector<float>{0.01f});
+  initializer(g, w + "z", kInt8, {}, std::vector<std::int8_t>{0});
+  initializer(g, y + "s", kFloat, {}, std::vector<float>{y_scale});
+  initializer(g, y + "z", kUint8, {}, std::vector<std::uint8_t>{128});
+}
+
 struct Geometry {
   std::int64_t c = 64, h = 56, w = 56, oc = 64;
 };
@@ -45,18 +67,14 @@ struct Geometry {
 Proto model(bool quantized, const Geometry& geo) {
   constexpr std::int64_t n = 1, k = 3;
   const std::int64_t c = geo.c, h = geo.h, w = geo.w, oc = geo.oc;
-  constexpr int kFloat = 1, kUint8 = 2, kInt8 = 3;
   Proto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(13);
-  auto* g = m.mutable_graph();
-  g->set_name("conv");
+  auto* g = empty_model(m, "conv");
   std::mt19937 rng(1);
   auto* node = g->add_node();
   node->set_op_type(quantized ? "QLinearConv" : "Conv");
-  for (const char* in : quantized ? std::vector<const char*>{"x", "xs", "xz", "w", "ws", "wz",
-                                                             "ys", "yz"}
-                                  : std::vector<const char*>{"x", "w"})
+  for (const char* in : quantized
+                            ? std::vector<const char*>{"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"}
+                            : std::vector<const char*>{"x", "w"})
     node->add_input(in);
   node->add_output("y");
   auto* ks = node->add_attribute();
@@ -74,12 +92,7 @@ Proto model(bool quantized, const Geometry& geo) {
     std::vector<std::int8_t> wq(wn);
     for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
     initializer(g, "w", kInt8, wd, wq);
-    initializer(g, "xs", kFloat, {}, std::vector<float>{0.02f});
-    initializer(g, "xz", kUint8, {}, std::vector<std::uint8_t>{128});
-    initializer(g, "ws", kFloat, {}, std::vector<float>{0.01f});
-    initializer(g, "wz", kInt8, {}, std::vector<std::int8_t>{0});
-    initializer(g, "ys", kFloat, {}, std::vector<float>{0.5f});
-    initializer(g, "yz", kUint8, {}, std::vector<std::uint8_t>{128});
+    quantization(g, "x", "w", "y", 0.5f);
   } else {
     std::uniform_real_distribution<float> u(-1, 1);
     std::vector<float> wf(wn);
@@ -94,12 +107,8 @@ Proto model(bool quantized, const Geometry& geo) {
 // uint8 [1, 128, 768] x int8 [768, 768] weights, per-tensor scales and zero points.
 Proto qmatmul() {
   constexpr std::int64_t m = 128, k = 768, n = 768;
-  constexpr int kFloat = 1, kUint8 = 2, kInt8 = 3;
   Proto p;
-  p.set_ir_version(8);
-  p.add_opset_import()->set_version(13);
-  auto* g = p.mutable_graph();
-  g->set_name("qmatmul");
+  auto* g = empty_model(p, "qmatmul");
   std::mt19937 rng(2);
   auto* node = g->add_node();
   node->set_op_type("QLinearMatMul");
@@ -108,12 +117,7 @@ Proto qmatmul() {
   std::vector<std::int8_t> b(static_cast<std::size_t>(k * n));
   for (auto& v : b) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
   initializer(g, "b", kInt8, {k, n}, b);
-  initializer(g, "as", kFloat, {}, std::vector<float>{0.02f});
-  initializer(g, "az", kUint8, {}, std::vector<std::uint8_t>{128});
-  initializer(g, "bs", kFloat, {}, std::vector<float>{0.01f});
-  initializer(g, "bz", kInt8, {}, std::vector<std::int8_t>{0});
-  initializer(g, "ys", kFloat, {}, std::vector<float>{2.0f});
-  initializer(g, "yz", kUint8, {}, std::vector<std::uint8_t>{128});
+  quantization(g, "a", "b", "y", 2.0f);
   value_info(g->add_input(), "a", kUint8, {1, m, k});
   value_info(g->add_output(), "y", kUint8, {1, m, n});
   return p;
