@@ -1823,6 +1823,44 @@ TEST(OnnxImport, QLinearMatMulScalesPerRowAndColumn) {
   EXPECT_CONTAINS(unsupported_of(v).what(), "a vector operand [5]");
 }
 
+// A QDQ model's weights: DequantizeLinear of an int8 initializer (scale and zero point per
+// output channel) is computed at import, so the Conv after it has constant weights (no cast of
+// them per run), and the result is bitwise the one computed at run time (W fed instead).
+TEST(OnnxImport, KnownDequantizedWeightsAreMadeAtImport) {
+  const std::vector<std::int32_t> w{-128, 127, 5,  -7, 0,  33, 90, -90, 1,   2,    3,  4,
+                                    -5,   -6,  -7, -8, 11, 12, 13, 14,  100, -100, 64, -64};
+  const auto build = [&](bool fed) {
+    Builder b(13);
+    b.input("x", {1, 2, 4, 4}).output("y", {1, 3, 3, 3});
+    if (fed)
+      b.input("wq", {3, 2, 2, 2}, 3);
+    else
+      int8_init(b, "wq", 3, {3, 2, 2, 2}, w);
+    b.floats("ws", {3}, {0.013f, 0.5f, 0.0071f});
+    int8_init(b, "wz", 3, {3}, {0, -3, 7});
+    Builder::attr(b.node("DequantizeLinear", {"wq", "ws", "wz"}, {"w"}), "axis", std::int64_t{0});
+    b.node("Conv", {"x", "w"}, {"y"});
+    return b.import();
+  };
+  std::vector<float> x(32);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 3.0f;
+  const ho::Model known = build(false), fed = build(true);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph a = known.compile(GraphCompiler(pc.make()));
+    CompiledGraph b = fed.compile(GraphCompiler(pc.make()));
+    a.run({{"x", x}});
+    b.run({{"x", x}, {"wq", w}});
+    const std::vector<float> ya = a.read(known.outputs[0]), yb = b.read(fed.outputs[0]);
+    ASSERT_EQ(ya.size(), yb.size());
+    EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0);
+    int casts = 0;
+    for (const auto& n : detail::executable_of(a).plan().nodes)
+      casts += n.op == detail::OpKind::Cast;
+    EXPECT_EQ(casts, 0);
+  }
+}
+
 // Det of a [2, 3, 4, 4] batch: random matrices, one needing a row swap first (a zero at [0, 0]),
 // one singular (two equal rows: 0); against a determinant by cofactors in double.
 TEST(OnnxImport, DetPivotsAndFindsSingularMatrices) {

@@ -1,7 +1,9 @@
 // Writes two ONNX models of one resnet-sized convolution (not part of the build): q.onnx, a
 // QLinearConv of uint8 [1, 64, 56, 56] with int8 3x3 weights to 64 channels (pads 1), as ONNX
 // Runtime's quantizer writes them, and f.onnx, the float Conv of the same geometry; and
-// qm.onnx, a QLinearMatMul of uint8 [1, 128, 768] and int8 [768, 768] weights. hetgraph-run
+// qm.onnx, a QLinearMatMul of uint8 [1, 128, 768] and int8 [768, 768] weights; and qdq.onnx,
+// the convolution in ONNX Runtime's other format (QDQ: QuantizeLinear / DequantizeLinear around
+// a float Conv, the weights int8 behind a DequantizeLinear). hetgraph-run
 // times them: the quantized one computes exact int32 sums in float32 (a gather of patches and
 // chunked products), so the pair shows what that costs against the float convolution.
 //   g++ -O2 -std=c++20 -DONNX_ML=1 -DONNX_NAMESPACE=onnx -o /tmp/qgen
@@ -123,6 +125,37 @@ Proto qmatmul() {
   return p;
 }
 
+// The convolution of model() in QDQ form: float x quantized to uint8 and back, int8 weights
+// dequantized, a float Conv.
+Proto qdq_conv(const Geometry& geo) {
+  constexpr std::int64_t n = 1, k = 3;
+  Proto p;
+  auto* g = empty_model(p, "qdq");
+  std::mt19937 rng(1);
+  const auto add = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+    auto* node = g->add_node();
+    node->set_op_type(op);
+    for (const auto& i : in) node->add_input(i);
+    node->add_output(out);
+    return node;
+  };
+  std::vector<std::int8_t> wq(static_cast<std::size_t>(geo.oc * geo.c * k * k));
+  for (auto& v : wq) v = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
+  initializer(g, "w", kInt8, {geo.oc, geo.c, k, k}, wq);
+  quantization(g, "x", "w", "y", 0.5f);
+  add("QuantizeLinear", {"x", "xs", "xz"}, "xq");
+  add("DequantizeLinear", {"xq", "xs", "xz"}, "xd");
+  add("DequantizeLinear", {"w", "ws", "wz"}, "wd");
+  auto* conv = add("Conv", {"xd", "wd"}, "y");
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(::onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  value_info(g->add_input(), "x", kFloat, {n, geo.c, geo.h, geo.w});
+  value_info(g->add_output(), "y", kFloat, {n, geo.oc, geo.h, geo.w});
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,4 +169,6 @@ int main(int argc, char** argv) {
   }
   std::ofstream f(dir + "/qm.onnx", std::ios::binary);
   qmatmul().SerializeToOstream(&f);
+  std::ofstream d(dir + "/qdq.onnx", std::ios::binary);
+  qdq_conv(geo).SerializeToOstream(&d);
 }

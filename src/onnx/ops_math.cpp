@@ -1132,16 +1132,24 @@ std::pair<float, float> quantized_range(Ctx& c, int elem) {
 
 // Input i (a scale or zero point, as float) shaped to broadcast against x: a scalar as it is,
 // a 1-D tensor per slice of x's `axis` (opset 13's per-axis quantization).
-Node quantization_param(Ctx& c, std::size_t i, int rank_x) {
-  Node v = ir::held_as_float(c.elem(i)) ? c.node(i) : cast(c.node(i), DType::f32);
+// The axis input i (a scale or zero point) runs along: -1 for a scalar.
+int quantization_axis(Ctx& c, std::size_t i, int rank_x) {
   const Dims d = c.dims(i);
-  if (numel(d) == 1) return c.reshape(v, {});
+  if (numel(d) == 1) return -1;
   const int axis = c.axis(c.attr_i("axis", 1), rank_x);
   if (d.size() != 1 || d[0] != c.dims(0)[static_cast<std::size_t>(axis)]) {
     c.fail("input " + std::to_string(i) + " " + dims_str(d) +
            " is neither a scalar nor one value " + "per slice of axis " + std::to_string(axis) +
            " of " + dims_str(c.dims(0)));
   }
+  return axis;
+}
+
+Node quantization_param(Ctx& c, std::size_t i, int rank_x) {
+  Node v = ir::held_as_float(c.elem(i)) ? c.node(i) : cast(c.node(i), DType::f32);
+  const Dims d = c.dims(i);
+  const int axis = quantization_axis(c, i, rank_x);
+  if (axis < 0) return c.reshape(v, {});
   Dims shape(static_cast<std::size_t>(rank_x), 1);
   shape[static_cast<std::size_t>(axis)] = d[0];
   return c.reshape(v, shape);
@@ -1226,6 +1234,32 @@ void dequantize_linear(Ctx& c) {
     c.unsupported(std::string("dequantizing ") + ir::elem_name(elem));
   }
   const int rank = c.rank(0);
+  // Known at import (a QDQ model's weights): the floats are made there, in the same float32
+  // steps as at run time, so the convolution or product after them has constant weights.
+  if (c.known(0) && c.known(1) && (!c.has(2) || c.known(2))) {
+    const ir::Tensor& x = c.known_tensor(0, "x");
+    const std::vector<float> scale = c.floats(1, "x_scale");
+    const Dims zp = c.has(2) ? c.ints(2, "x_zero_point") : Dims{0};
+    const int axis =
+        std::max(quantization_axis(c, 1, rank), c.has(2) ? quantization_axis(c, 2, rank) : -1);
+    std::int64_t inner = 1, along = 1;
+    if (axis >= 0) {
+      along = x.dims[static_cast<std::size_t>(axis)];
+      for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < x.dims.size(); ++d)
+        inner *= x.dims[d];
+    }
+    ir::Tensor r;
+    r.elem = ir::kFloat;
+    r.dims = x.dims;
+    r.f = c.host<float>(x.numel());
+    for (std::size_t k = 0; k < r.f.size(); ++k) {
+      const auto a = static_cast<std::size_t>((static_cast<std::int64_t>(k) / inner) % along);
+      r.f[k] = static_cast<float>(x.i[k] - zp[zp.size() == 1 ? 0 : a]) *
+               scale[scale.size() == 1 ? 0 : a];
+    }
+    c.set(0, std::move(r));
+    return;
+  }
   Node x = cast(c.node(0), DType::f32);
   if (c.has(2)) x = sub(x, quantization_param(c, 2, rank));
   c.set(0, mul(x, quantization_param(c, 1, rank)));
