@@ -1918,6 +1918,12 @@ TEST(OnnxImport, IntegerConvolutionShapesAreChecked) {
   o.check = false;
   EXPECT_CONTAINS(error_of<ShapeError>([&] { k.import(o); }),
                   "kernel_shape [2, 2] differs from the weights [1, 2, 3, 3]");
+  // A scalar B (the fuzzer's; reading its last dim was undefined behaviour).
+  Builder s(10);
+  s.input("a", {2, 3}, 2).input("b", {}, 2).output("y", {2}, 6);
+  s.node("MatMulInteger", {"a", "b"}, {"y"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { s.import(o); }),
+                  "an integer product of [2, 3] and []");
 }
 
 // Clip of int64 (held as int32; a bound beyond int32 clips nothing) and Compress along an axis

@@ -1336,7 +1336,9 @@ void matmul_integer(Ctx& c) {
                    ? c.reshape(c.node(2), {c.dims(2)[0], 1})
                    : c.reshape(c.node(2), {}));
   if (c.has(3)) b = sub(b, numel(c.dims(3)) == 1 ? c.reshape(c.node(3), {}) : c.node(3));
-  const std::vector<float> b_host = known_less_zero_point(c, 1, 3, 1, c.dims(1).back());
+  const Dims db = c.dims(1);  // (a rank other than 2 is exact_int_matmul's to refuse or batch)
+  const std::vector<float> b_host =
+      db.size() == 2 ? known_less_zero_point(c, 1, 3, 1, db[1]) : std::vector<float>{};
   c.set(0, exact_int_matmul(c, a, b, b_host.empty() ? nullptr : &b_host), ir::kInt32);
 }
 
