@@ -1237,25 +1237,23 @@ void dequantize_linear(Ctx& c) {
   // Known at import (a QDQ model's weights): the floats are made there, in the same float32
   // steps as at run time, so the convolution or product after them has constant weights.
   if (c.known(0) && c.known(1) && (!c.has(2) || c.known(2))) {
-    const ir::Tensor& x = c.known_tensor(0, "x");
-    const std::vector<float> scale = c.floats(1, "x_scale");
-    const Dims zp = c.has(2) ? c.ints(2, "x_zero_point") : Dims{0};
+    const Dims dx = c.dims(0);
     const int axis =
         std::max(quantization_axis(c, 1, rank), c.has(2) ? quantization_axis(c, 2, rank) : -1);
     std::int64_t inner = 1, along = 1;
     if (axis >= 0) {
-      along = x.dims[static_cast<std::size_t>(axis)];
-      for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < x.dims.size(); ++d)
-        inner *= x.dims[d];
+      along = dx[static_cast<std::size_t>(axis)];
+      for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < dx.size(); ++d) inner *= dx[d];
     }
+    c.host_check(numel(dx));
     ir::Tensor r;
     r.elem = ir::kFloat;
-    r.dims = x.dims;
-    r.f = c.host<float>(x.numel());
+    r.dims = dx;
+    r.f = known_less_zero_point(c, 0, 2, inner, along);
+    const std::vector<float> scale = c.floats(1, "x_scale");
     for (std::size_t k = 0; k < r.f.size(); ++k) {
       const auto a = static_cast<std::size_t>((static_cast<std::int64_t>(k) / inner) % along);
-      r.f[k] = static_cast<float>(x.i[k] - zp[zp.size() == 1 ? 0 : a]) *
-               scale[scale.size() == 1 ? 0 : a];
+      r.f[k] *= scale[scale.size() == 1 ? 0 : a];
     }
     c.set(0, std::move(r));
     return;

@@ -938,7 +938,8 @@ void roi_align(Ctx& c) {
 // x [N, C, H, W] and w [OC, C / groups, kh, kw], int32 values of magnitude up to 255 (the
 // zero points taken off): their convolution in int32, exactly, as patches (one gather of
 // constant positions, the padding reading an appended zero) times the weights
-// (exact_int_matmul). The float convolution kernels may transform (Winograd) and so round.
+// (exact_int_matmul). For what exact_int_conv below cannot cut into exact float convolutions:
+// kernels of more than 256 taps, and groups wider than one chunk.
 Node exact_int_conv_patches(Ctx& c, Node x, Node w, const Window& win, std::int64_t groups) {
   const Dims dx = c.shape(x), dw = c.shape(w);
   const std::int64_t n = dx[0], ch = dx[1], H = dx[2], W = dx[3], oc = dw[0];
@@ -997,7 +998,7 @@ Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t grou
     return exact_int_conv_patches(c, x, w, win, groups);
   Conv2dOptions o = conv_options(win, groups);
   o.exact = true;
-  const Node xf = cast(x, DType::f32);
+  const Node xf = cast(x, DType::f32), wf = w_host ? Node() : cast(w, DType::f32);
   Node acc;
   for (std::int64_t c0 = 0; c0 < per_group; c0 += chunk) {  // one pass when groups > 1
     const std::int64_t c1 = std::min(per_group, c0 + chunk);
@@ -1012,7 +1013,6 @@ Node exact_int_conv(Ctx& c, Node x, Node w, const Window& win, std::int64_t grou
       }
       wc = c.constant({dw[0], c1 - c0, dw[2], dw[3]}, std::move(v));
     } else {
-      const Node wf = cast(w, DType::f32);
       wc = all ? wf : slice(wf, 1, c0, c1);
     }
     const Node part = cast(conv2d(all ? xf : slice(xf, 1, c0, c1), wc, o), DType::i32);

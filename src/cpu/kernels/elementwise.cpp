@@ -237,14 +237,6 @@ struct ReluF {
   static ReluF from(const Attrs&) { return {}; }
   float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
 };
-struct ToFloat16F {
-  static ToFloat16F from(const Attrs&) { return {}; }
-  float operator()(float x) const { return round_to_float16(x); }
-};
-struct ToBfloat16F {
-  static ToBfloat16F from(const Attrs&) { return {}; }
-  float operator()(float x) const { return round_to_bfloat16(x); }
-};
 struct AbsF {
   static AbsF from(const Attrs&) { return {}; }
   float operator()(float x) const { return __builtin_fabsf(x); }
@@ -271,7 +263,7 @@ struct RefErfF {
   static RefErfF from(const Attrs&) { return {}; }
   float operator()(float x) const { return static_cast<float>(std::erf(static_cast<double>(x))); }
 };
-// libm's float functions (sinf, cosf, ...); the references in double.
+// A float function (libm's sinf, cosf, ...; float16.hpp's rounding); the references in double.
 template <float (*F)(float)>
 struct LibmF {
   static LibmF from(const Attrs&) { return {}; }
@@ -683,8 +675,8 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<LibmF<::atanhf>, RefLibmF<::atanh>>(t, OpKind::Atanh);
   // nearbyint in the default rounding mode: halves to even, exact in float and double
   unary<LibmF<::nearbyintf>, LibmF<::nearbyintf>>(t, OpKind::Round);
-  unary<ToFloat16F, ToFloat16F>(t, OpKind::ToFloat16);
-  unary<ToBfloat16F, ToBfloat16F>(t, OpKind::ToBfloat16);
+  unary<LibmF<round_to_float16>, LibmF<round_to_float16>>(t, OpKind::ToFloat16);
+  unary<LibmF<round_to_bfloat16>, LibmF<round_to_bfloat16>>(t, OpKind::ToBfloat16);
   unary<LeakyReluF, LeakyReluF>(t, OpKind::LeakyRelu);
   unary<ClipF, ClipF>(t, OpKind::Clip);
   binary<AbsGradF>(t, OpKind::AbsGrad);
