@@ -488,6 +488,11 @@ bool own_winograd_built() {
   return HETGRAPH_OWN_WINOGRAD != 0;
 }
 
+bool any_winograd_kernel() {
+  return winograd_available() ||
+         (own_winograd_built() && conv_activation_layout() != ActivationLayout::nchw);
+}
+
 std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a) {
 #if HETGRAPH_OWN_WINOGRAD
   return std::make_unique<Winograd<4>>(a);

@@ -16,5 +16,9 @@ std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a);
 std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a);
 /// Whether this build has the kernels (AVX2 and FMA, no AVX-512: oneDNN's kernels there).
 bool own_winograd_built();
+/// Whether some Winograd kernel (oneDNN's or ours) can take a 3x3 stride-1 convolution between
+/// blocked values on this CPU with CompileOptions' defaults: what a test that expects Winograd
+/// asks, instead of assuming the build machine's ISA.
+bool any_winograd_kernel();
 
 }  // namespace hetgraph::detail::cpu
