@@ -18,10 +18,24 @@
 #include "cpu/engine.hpp"
 #include "cpu/engine_auto.hpp"
 #include "cpu/engine_parallel.hpp"
+#include "cpu/parallel.hpp"
 #include "cpu/replay.hpp"
 #include "cpu/topology.hpp"
 #include "cpu/tuning_cache.hpp"
 #include "hetgraph/error.hpp"
+
+// libhetgraph_omp_env (src/common/omp_env.cpp): 1 when it set GOMP_SPINCOUNT for libgomp.
+extern "C" int hetgraph_omp_env_state();
+
+namespace {
+// libgomp, a library this one needs, was initialised before this one and has read
+// GOMP_SPINCOUNT: the value set for it is taken back, so that programs this process starts
+// (a PyTorch baseline, mpirun) see the user's own environment.
+const bool g_openmp_env_restored = [] {
+  if (hetgraph_omp_env_state() == 1) unsetenv("GOMP_SPINCOUNT");
+  return true;
+}();
+}  // namespace
 
 namespace hetgraph {
 
@@ -49,6 +63,10 @@ CpuEngine parse_engine(std::string_view name) {
 }
 
 namespace detail::cpu {
+
+int openmp_env_state() {
+  return hetgraph_omp_env_state();
+}
 
 int allowed_cores() {
   return Topology::get().allowed();

@@ -10,6 +10,11 @@
 
 namespace hetgraph::detail::cpu {
 
+/// What libhetgraph_omp_env did before libgomp started (src/common/omp_env.cpp): 1 it bounded
+/// OpenMP's spinning (GOMP_SPINCOUNT), 2 the user's OMP_WAIT_POLICY or GOMP_SPINCOUNT decides,
+/// 0 setting it failed.
+int openmp_env_state();
+
 /// Below this many elements of simple work a parallel region costs more than it saves.
 inline constexpr std::int64_t kParallelGrain = 16384;
 
