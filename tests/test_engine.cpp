@@ -2,6 +2,9 @@
 // results bitwise equal to the sequential engine with the same team size), errors raised
 // inside executors, engine lifetime with work pending, concurrent callers, the profiler, the
 // automatic configuration search, traces, and the scheduler's data structures.
+#include <omp.h>
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -24,6 +27,7 @@
 #include "cpu/ready_set.hpp"
 #include "cpu/sync.hpp"
 #include "cpu/topology.hpp"
+#include "cpu/parallel.hpp"
 #include "distributed/comm.hpp"
 #include "random_dag.hpp"
 #include "test_util.hpp"
@@ -710,10 +714,17 @@ struct BindingProbe final : detail::cpu::CpuKernel {
   }
 };
 
+// Pinning as if the machine were ours (PinPolicy decides otherwise beside other tests).
+struct ForcePinning {
+  explicit ForcePinning(bool on) { detail::cpu::PinPolicy::force_for_testing(on); }
+  ~ForcePinning() { detail::cpu::PinPolicy::force_for_testing(std::nullopt); }
+};
+
 TEST(EnginePinning, CallerIsBoundOnlyForRunsOfAMillisecondOrMore) {
   namespace hc = detail::cpu;
   const std::vector<int> before = hc::Topology::current_binding();
   if (before.size() < 2) GTEST_SKIP() << "fewer than 2 allowed cores: a binding cannot be seen";
+  const ForcePinning ours(true);
   const auto [prog, probes] = probe_program<BindingProbe>();
   ASSERT_TRUE(
       std::any_of(probes.begin(), probes.end(), [](const auto& p) { return p != nullptr; }));
@@ -741,6 +752,49 @@ TEST(EnginePinning, CallerIsBoundOnlyForRunsOfAMillisecondOrMore) {
   hc::CriticalPathEngine unpinned(prog, cfg);
   unpinned.set_costs(std::vector<double>(prog.plan->nodes.size(), 2000.0), true);
   EXPECT_FALSE(unpinned.binds_caller());
+}
+
+// Where PinPolicy says the cores are not ours (busy processes beside this one, or runs of
+// several engines overlapping), a run of milliseconds leaves the caller unbound too; two runs
+// in flight at once are such a sign, and every change of the policy bumps its epoch.
+TEST(EnginePinning, NothingIsPinnedWhereTheCoresAreShared) {
+  namespace hc = detail::cpu;
+  const std::vector<int> before = hc::Topology::current_binding();
+  if (before.size() < 2) GTEST_SKIP() << "fewer than 2 allowed cores: a binding cannot be seen";
+  const auto [prog, probes] = probe_program<BindingProbe>();
+  hc::EngineConfig cfg;
+  cfg.inline_below_us = 0;
+  hc::CriticalPathEngine e(prog, cfg);
+  e.set_costs(std::vector<double>(prog.plan->nodes.size(), 2000.0), true);
+  ASSERT_TRUE(e.binds_caller());
+  {
+    const ForcePinning shared(false);
+    e.run();
+    for (const auto& p : probes) {
+      if (p) {
+        EXPECT_EQ(p->seen, before) << "pinned on shared cores";
+      }
+    }
+  }
+  {
+    const ForcePinning ours(true);
+    e.run();
+    for (const auto& p : probes) {
+      if (p) {
+        EXPECT_EQ(p->seen.size(), 1u) << "not pinned on cores of its own";
+      }
+    }
+  }
+  hc::PinPolicy::reset_for_testing();
+  const std::uint64_t epoch = hc::PinPolicy::epoch();
+  {
+    const hc::PinPolicy::Run a, b;  // two runs in flight
+    EXPECT_FALSE(hc::PinPolicy::allowed());
+  }
+  EXPECT_NE(hc::PinPolicy::epoch(), epoch);
+  EXPECT_FALSE(hc::PinPolicy::allowed()) << "held for a while after the overlap";
+  hc::PinPolicy::reset_for_testing();
+  EXPECT_EQ(hc::Topology::current_binding(), before);
 }
 
 TEST(EngineTrace, ChromeTraceJsonParsesWithOneTrackPerExecutor) {
@@ -1132,6 +1186,84 @@ TEST(CommLane, ProfiledLevelsCountTimeInFlight) {
   EXPECT_GE(after[1], 50000.0) << "the allreduce's level lacks its time in flight";
   EXPECT_GT(after[0], after[2]) << "the collective's producer does not rank above the chain";
   EXPECT_LT(after[2], 50000.0) << "the chain's measured level";
+}
+
+// ---- a busy machine ---------------------------------------------------------------------------
+
+// libgomp spins for milliseconds at each barrier unless told otherwise, and it reads how long
+// only in its own constructor: libhetgraph_omp_env sets GOMP_SPINCOUNT before that (unless the
+// user set it or OMP_WAIT_POLICY), and libgomp must have seen it. omp_display_env prints what
+// libgomp uses; the variable itself is taken back for programs this process starts.
+TEST(BusyMachine, OpenMpWorkersSpinBrieflyThenSleep) {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  std::fflush(stderr);
+  char path[] = "/tmp/hetgraph-omp-env-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  omp_display_env(1);
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  const auto at = text.find("GOMP_SPINCOUNT = '");
+  ASSERT_NE(at, std::string::npos) << text;
+  const long long count = std::atoll(text.c_str() + at + 18);
+  if (policy == nullptr && spin == nullptr) {
+    EXPECT_EQ(detail::cpu::openmp_env_state(), 1);
+    EXPECT_LE(count, 10000) << "libgomp was initialised before libhetgraph_omp_env:\n" << text;
+  } else {
+    EXPECT_EQ(detail::cpu::openmp_env_state(), 2) << "the user's setting stands";
+  }
+  if (spin == nullptr) {
+    EXPECT_EQ(std::getenv("GOMP_SPINCOUNT"), nullptr);
+  }
+}
+
+// An idle compiled graph leaves the cores alone: from 10 ms after a run, its executors and
+// their OpenMP teams are asleep (under 1% of a core).
+TEST(BusyMachine, AnIdleGraphUsesNoCpu) {
+  Graph g;
+  auto a = g.input("a");
+  Node y = a;
+  for (int i = 0; i < 4; ++i) y = relu(matmul(y, a));
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.executors = 1;
+  o.threads_per_executor = 2;
+  auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {192, 192}}}, {y});
+  const auto av = testing_util::random_vec(192 * 192, 3, -0.05f, 0.05f);
+  for (int i = 0; i < 5; ++i) cg.run({{"a", av}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto cpu_s = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  const double c0 = cpu_s();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT((cpu_s() - c0) / wall, 0.01) << "CPU seconds per second while idle";
+}
+
+// A cgroup's CPU quota bounds the cores the engines plan for (cpu.max "quota period").
+TEST(BusyMachine, CgroupQuotasInWholeCores) {
+  using T = detail::cpu::Topology;
+  EXPECT_EQ(T::quota_cores("150000 100000"), 2);
+  EXPECT_EQ(T::quota_cores("100000 100000\n"), 1);
+  EXPECT_EQ(T::quota_cores("50000 100000"), 1);
+  EXPECT_EQ(T::quota_cores("800000 100000"), 8);
+  EXPECT_EQ(T::quota_cores("max 100000"), std::nullopt);
+  EXPECT_EQ(T::quota_cores("-1 100000"), std::nullopt);  // cgroup v1: no limit
+  EXPECT_EQ(T::quota_cores("12x 100000"), std::nullopt);
+  EXPECT_EQ(T::quota_cores(""), std::nullopt);
+  EXPECT_GE(T::get().allowed(), 1);
 }
 
 }  // namespace

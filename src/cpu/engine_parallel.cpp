@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "compiler/graph_stats.hpp"
 #include "cpu/parallel.hpp"
@@ -173,39 +174,66 @@ void ParallelEngine::set_costs(std::vector<double> cost_us, bool profiled) {
   }
 }
 
-void ParallelEngine::pin_team(Worker& w) {
-  if (!cfg_.pin) return;
-  Topology::bind_current_thread(w.pus[0]);
-  if (cfg_.threads > 1) {
-    // OpenMP reuses the same threads for the same team size: pin them once.
-    const std::vector<int>& pus = w.pus;
+void ParallelEngine::bind_team_threads(Worker& w, bool pin) {
+  if (cfg_.threads <= 1) return;
+  // OpenMP reuses the same threads for the same team size: bound once, they stay so.
+  const std::vector<int>& pus = w.pus;
 #pragma omp parallel num_threads(cfg_.threads)
-    {
-      const int t = omp_get_thread_num();
-      if (t > 0) Topology::bind_current_thread(pus[static_cast<std::size_t>(t)]);
+  {
+    const int t = omp_get_thread_num();
+    if (t > 0) {
+      if (pin)
+        Topology::bind_current_thread(pus[static_cast<std::size_t>(t)]);
+      else
+        Topology::unbind_current_thread();
     }
   }
 }
 
+void ParallelEngine::sync_binding(Worker& w) {
+  const std::uint64_t epoch = PinPolicy::epoch();
+  if (epoch == w.pin_epoch) return;
+  w.pin_epoch = epoch;
+  const bool pin = PinPolicy::allowed();
+  if (pin == w.bound) return;
+  if (pin)
+    Topology::bind_current_thread(w.pus[0]);
+  else
+    Topology::unbind_current_thread();
+  bind_team_threads(w, pin);
+  w.bound = pin;
+}
+
 void ParallelEngine::worker_main(Worker& w) {
   omp_set_num_threads(cfg_.threads);
-  pin_team(w);
+  if (cfg_.pin) sync_binding(w);
   work(w, false);
 }
 
 void ParallelEngine::run() {
   Worker& w0 = *workers_[0];
+  std::optional<PinPolicy::Run> in_flight;  // overlapping runs of engines share the cores
+  bool pin = false;
+  if (cfg_.pin) {
+    in_flight.emplace();
+    pin = PinPolicy::allowed();
+  }
   std::vector<int> saved;
-  const bool bind = bind_caller_;  // (update_profile below may change it)
+  const bool bind = bind_caller_ && pin;  // (update_profile below may change bind_caller_)
   if (bind) {
     saved = Topology::current_binding();
+    Topology::bind_current_thread(w0.pus[0]);
     if (w0.team_pinned_for != std::this_thread::get_id()) {
       TeamSize team(cfg_.threads);
-      pin_team(w0);
+      bind_team_threads(w0, true);
       w0.team_pinned_for = std::this_thread::get_id();
-    } else {
-      Topology::bind_current_thread(w0.pus[0]);
     }
+  } else if (!pin && w0.team_pinned_for == std::this_thread::get_id()) {
+    // Pinning stopped since this thread's team was pinned: its team threads go free (the
+    // calling thread's own binding is the caller's, restored after each run).
+    TeamSize team(cfg_.threads);
+    bind_team_threads(w0, false);
+    w0.team_pinned_for = std::thread::id();
   }
   TeamSize team(cfg_.threads);
   w0.ctx.nthreads = cfg_.threads;  // what the calling thread's OpenMP team is set to now
@@ -279,6 +307,7 @@ void ParallelEngine::work(Worker& w, bool caller) {
     // Out of work: what it finished counts now (the run may be over), then look for more.
     flush(w);
     if (finished()) return;
+    if (!caller && cfg_.pin && w.pin_epoch != PinPolicy::epoch()) sync_binding(w);
     if (poll(w)) continue;
     bool found = false;
     for (int i = 0; i < cfg_.spin && !found; ++i) {

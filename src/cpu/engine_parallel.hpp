@@ -1,4 +1,5 @@
-// Parallel CPU engines: N executors, each a team of T threads pinned to its own cores.
+// Parallel CPU engines: N executors, each a team of T threads pinned to its own cores (while
+// PinPolicy allows: not beside busy processes, nor while another engine's run overlaps).
 //
 // Executor 0 is the thread that calls run() (bound to its core for the run only when the run
 // is long enough to pay for the system calls: kBindCallerMinUs); executors 1..N-1 own threads
@@ -135,6 +136,8 @@ class ParallelEngine : public Engine {
     std::vector<NodeEvent> events;
     std::thread thread;
     std::thread::id team_pinned_for;  // executor 0: the caller thread whose team is pinned
+    std::uint64_t pin_epoch = ~std::uint64_t{0};  // executors 1..N-1: PinPolicy::epoch() applied
+    bool bound = false;                           // executors 1..N-1: their team is pinned
   };
 
   // Scheduling policy.
@@ -171,7 +174,11 @@ class ParallelEngine : public Engine {
 
  private:
   void worker_main(Worker& w);
-  void pin_team(Worker& w);
+  /// Binds the team threads of w's OpenMP team (not the calling thread) to w's cores, or lets
+  /// them run anywhere again.
+  void bind_team_threads(Worker& w, bool pin);
+  /// Executors 1..N-1: their own thread and team pinned or not, as PinPolicy says now.
+  void sync_binding(Worker& w);
   void work(Worker& w, bool caller);
   void execute(std::uint32_t v, Worker& w);
   /// Per-op: v and the single-thread nodes queued behind it as one batch; false when alone.
