@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 #include "compiler/graph_stats.hpp"
 #include "cpu/topology.hpp"
@@ -26,6 +27,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 double median_of(std::vector<double> t) {
@@ -108,8 +115,20 @@ AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores,
                                              hit->per_op_threads, true};
     last_ = chosen_.get();
     tuned_ = true;
+    if (hit->engine != "sequential") {
+      checking_ = true;
+      check_seq_ = make_sequential_engine(prog_, cores_);
+
+    }
     return;
   }
+  start_search();
+}
+
+void AutoEngine::start_search() {
+  const Program& prog = prog_;
+  const int cores = cores_;
+  const EngineConfig& base = base_;
   const int first = guideline_executors(*prog.plan, cores);
   std::vector<int> order{first};
   for (int e : symmetric_executor_counts(cores)) {
@@ -140,8 +159,44 @@ AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores,
   resume();
 }
 
+bool AutoEngine::starved() const {
+  return seq_wall_s_ > 0 && seq_cpu_s_ < kStarvedShare * seq_wall_s_;
+}
+
+void AutoEngine::check_run() {
+  // Untimed first runs of each (warm caches, teams started), then alternate timed runs.
+  const int which = check_runs_ % 2;
+  Engine& e = which == 0 ? *chosen_ : *check_seq_;
+  last_ = &e;
+  const double c0 = thread_cpu_seconds();
+  const auto t0 = Clock::now();
+  e.run();
+  const double wall = seconds(t0, Clock::now());
+  if (check_runs_ >= 2) {
+    check_times_[which].push_back(wall);
+    if (which == 1) {
+      seq_cpu_s_ += thread_cpu_seconds() - c0;
+      seq_wall_s_ += wall;
+    }
+  }
+  ++check_runs_;
+  if (check_runs_ < 2 + 2 * kCheckRuns) return;
+  checking_ = false;
+  last_ = chosen_.get();
+  const bool loses =
+      median_of(check_times_[0]) > (1 + kRecheckMargin) * median_of(check_times_[1]);
+  check_seq_.reset();
+  // Evidence from a busy machine decides nothing: the cached choice stays.
+  if (!loses || starved()) return;
+  ++rechecks_lost_;
+  chosen_.reset();
+  chosen_info_.reset();
+  tuned_ = false;
+  start_search();
+}
+
 AutoEngine::~AutoEngine() {
-  if (!tuned_ && progressed_) save_progress();
+  if (!tuned_ && progressed_ && !starved()) save_progress();
 }
 
 std::string AutoEngine::label(const Candidate& c) const {
@@ -207,6 +262,7 @@ void AutoEngine::save_progress() {
 void AutoEngine::set_recording(bool on) {
   for (auto& c : candidates_) c.engine->set_recording(on);
   if (chosen_) chosen_->set_recording(on);
+  if (check_seq_) check_seq_->set_recording(on);
 }
 
 EngineReport::Cpu::Trial AutoEngine::trial(const Candidate& c) const {
@@ -222,6 +278,10 @@ EngineReport::Cpu::Trial AutoEngine::trial(const Candidate& c) const {
 
 void AutoEngine::run() {
   ++runs_;
+  if (checking_) {
+    check_run();
+    return;
+  }
   if (tuned_) {
     chosen_->run();
     return;
@@ -249,11 +309,16 @@ void AutoEngine::run() {
     turn_t0_ = Clock::now();
     turn_runs_ = 0;
   }
+  const double c0 = c.parallel ? 0.0 : thread_cpu_seconds();
   const auto t0 = Clock::now();
   c.engine->run();
   const auto t1 = Clock::now();
   c.last_run_s = seconds(t0, t1);
   ++turn_runs_;
+  if (settled_ && !c.parallel) {
+    seq_cpu_s_ += thread_cpu_seconds() - c0;
+    seq_wall_s_ += c.last_run_s;
+  }
   if (!settled_) {
     if (seconds(turn_t0_, t1) >= kSettleSeconds || turn_runs_ >= kSettleRuns) {
       settled_ = true;
@@ -328,7 +393,8 @@ void AutoEngine::finish() {
     choice.cost_us = win.parallel->costs();
     if (choice.per_op_threads) choice.node_threads = win.parallel->node_threads();
   }
-  cache_.store(choice);
+  interfered_ = starved();
+  if (!interfered_) cache_.store(choice);
   chosen_ = std::move(win.engine);  // keeps its profiled levels
   candidates_.clear();              // the others' executor threads end here
   last_ = chosen_.get();

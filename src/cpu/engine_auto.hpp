@@ -5,6 +5,7 @@
 #include <span>
 
 #include "cpu/engine_parallel.hpp"
+#include "cpu/topology.hpp"
 #include "cpu/tuning_cache.hpp"
 
 namespace hetgraph::detail::cpu {
@@ -43,6 +44,13 @@ class AutoEngine final : public Engine {
   bool tuned() const override { return tuned_; }
   std::vector<EngineReport::Cpu::Trial> search() const override { return search_; }
   std::optional<EngineReport::Cpu::Chosen> chosen() const override { return chosen_info_; }
+  /// Whether the search ran starved of its cores (the sequential engine's caller got under
+  /// kStarvedShare of a core over its timed runs): its choice is then used but not cached.
+  bool interfered() const { return interfered_; }
+  /// A cached choice being checked against the sequential engine in this process's first runs.
+  bool checking() const { return checking_; }
+  /// How many times a cached choice lost that check and the search started again.
+  int rechecks_lost() const { return rechecks_lost_; }
   std::vector<EngineReport::Cpu::OpThreads> op_threads() const override {
     return last_->op_threads();
   }
@@ -67,6 +75,16 @@ class AutoEngine final : public Engine {
   static constexpr int kMinTurns = 2;
   static constexpr int kMaxTurns = 4;
   static constexpr double kDropMargin = 0.25;
+  // Interference: a search whose sequential runs' caller got less than this share of its core
+  // measured the other processes that held the cores, not this graph (a 2x1 choice
+  // made beside a compile ran resnet18 1.6-2x slower in every later quiet process). Its choice
+  // is not cached, and a check made so decides nothing.
+  static constexpr double kStarvedShare = 0.75;
+  // A cached critical-path choice is checked in a new process: kCheckRuns timed runs of it and
+  // of the sequential engine on all cores, alternately (after one untimed run of each). Losing by
+  // more than kRecheckMargin on a quiet machine starts the search again.
+  static constexpr int kCheckRuns = 3;
+  static constexpr double kRecheckMargin = 0.10;
 
   struct Candidate {
     std::unique_ptr<Engine> engine;
@@ -76,6 +94,8 @@ class AutoEngine final : public Engine {
     bool dropped = false;
     double last_run_s = 0;
   };
+  void start_search();  // the candidates, from the guideline's first
+  void check_run();     // one run of the cached choice's check
   void end_round();
   std::string label(const Candidate& c) const;
   void resume();  // from the cache's progress, when it has some for these candidates
@@ -103,6 +123,20 @@ class AutoEngine final : public Engine {
   std::vector<EngineReport::Cpu::Trial> search_;
   bool tuned_ = false;
   int runs_ = 0;
+  // The calling thread's CPU time and the wall time of the sequential engine's timed runs (it
+  // runs every node itself, its team's share included): their ratio is near 1 where the cores
+  // are ours and falls where another process takes the caller's core, within a run or, for
+  // runs of microseconds, as the few runs that wait out another's time slice. Exact (thread
+  // CPU clock), and there in every search and check, however short.
+  double seq_cpu_s_ = 0, seq_wall_s_ = 0;
+  bool starved() const;
+  bool interfered_ = false;
+  // The check of a cached choice: the sequential engine, and each one's timed runs.
+  bool checking_ = false;
+  std::unique_ptr<Engine> check_seq_;
+  std::vector<double> check_times_[2];  // [0]: the cached choice, [1]: sequential
+  int check_runs_ = 0;
+  int rechecks_lost_ = 0;
 };
 
 }  // namespace hetgraph::detail::cpu
