@@ -156,6 +156,17 @@ TEST(Hetero, PinnedNodesRunWherePinnedAndMatchTheCpu) {
     cl_lane = cl_lane || l.name.rfind(cl.str(), 0) == 0;
   }
   EXPECT_TRUE(cpu_lane && cl_lane);
+  // The header's and README's loop: placement() is a value the range-for owns (a loop over
+  // engine_report().hetero->nodes would read a destroyed temporary), and it is the report's.
+  std::size_t i = 0;
+  for (const auto& n : cg.placement()) {
+    ASSERT_LT(i, r.hetero->nodes.size());
+    EXPECT_EQ(n.node, r.hetero->nodes[i].node);
+    EXPECT_EQ(n.device, r.hetero->nodes[i].device);
+    EXPECT_EQ(n.reason, r.hetero->nodes[i++].reason);
+  }
+  EXPECT_EQ(i, r.hetero->nodes.size());
+  EXPECT_TRUE(GraphCompiler().compile(g, {{"x", {2, 4}}}, {y}).placement().empty());
   // The mapped input is the device's own memory (the input lives there).
   auto xb = cg.mapped_input("x");
   std::copy(xv.begin(), xv.end(), xb.begin());

@@ -4,6 +4,7 @@
 // here gradient ops and the kernel variants test_ops does not reach are compared with the CPU.
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -931,6 +932,44 @@ TEST(DiskCache, ProgramsComeBackFromDisk) {
   }
   ScopedEnv off("HETGRAPH_CL_CACHE", "0");
   EXPECT_FALSE(fresh().disk_cache().enabled());
+}
+
+// A build from source says so on stderr (HETGRAPH_LOG=verbose: every one; the default: only one
+// that takes over a second, such as a cold PoCL cache's); quiet says nothing. A warm rebuild
+// (the driver's cache holds the program) takes under a second.
+TEST(ProgramCache, BuildsFromSourceSayWhatThePauseIs) {
+  auto dev = detail::cl::Device::get({});
+  auto fresh = [&] {
+    return detail::cl::ProgramCache(dev->context(), dev->id(), dev->info().name, dev->info().driver,
+                                    dev->programs().options(), dev->is_pocl());
+  };
+  ScopedEnv off("HETGRAPH_CL_CACHE", "0");
+  std::string origin;
+  const std::string src = detail::cl::kernel_source("movement", &origin);
+  for (const char* level : {"verbose", "quiet", "info"}) {
+    ScopedEnv log("HETGRAPH_LOG", level);
+    auto pc = fresh();
+    testing::internal::CaptureStderr();
+    const auto t0 = std::chrono::steady_clock::now();
+    pc.get_source("movement", src, origin);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(pc.stats().source_builds, 1) << level;
+    const bool said = contains(err, "compiling OpenCL program 'movement' for " + dev->info().name);
+    if (std::string(level) == "verbose") {
+      EXPECT_TRUE(said) << err;
+    } else if (std::string(level) == "quiet") {
+      EXPECT_EQ(err, "");
+    } else {
+      // The third build of the same program: the driver's cache is warm.
+      EXPECT_LT(s, 1.0) << "a warm build";
+      if (s < 0.9) {
+        EXPECT_FALSE(said) << err;
+      }
+    }
+  }
+  ScopedEnv bad("HETGRAPH_LOG", "loud");
+  EXPECT_THROW(fresh().get_source("movement", src, origin), PlatformError);
 }
 
 // The embedded kernels written to `dir` (for HETGRAPH_CL_KERNELS), with `from` replaced by

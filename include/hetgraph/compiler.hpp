@@ -263,7 +263,7 @@ class Platform {
   ///   auto both = Platform::heterogeneous({cpu, gpu});
   ///   matmul(x, W).on(gpu.devices()[0]);          // or let placement decide
   ///   auto cg = GraphCompiler(both).compile(g, shapes, {loss, step});
-  ///   for (const auto& n : cg.engine_report().hetero->nodes)
+  ///   for (const auto& n : cg.placement())
   ///     std::printf("%s on %s: %s\n", n.node.c_str(), n.device.c_str(), n.reason.c_str());
   static Platform heterogeneous(std::vector<Platform> members, HeteroOptions options = {});
   /// The devices this platform runs on: one for the CPU and OpenCL platforms; the members'
@@ -477,7 +477,14 @@ class CompiledGraph {
   std::span<std::int32_t> mapped_input_i32(std::string_view name);
 
   /// Engine, executor configuration, graph-width statistics and (auto) the search table.
+  /// Returned by value: keep it in a variable before iterating one of its members
+  /// (`for (auto& n : cg.engine_report().hetero->nodes)` would iterate a destroyed temporary).
   EngineReport engine_report() const;
+  /// Where each node with a value or work runs and why, in plan order (a heterogeneous
+  /// platform's EngineReport::Hetero::nodes; empty on a single-device platform). A value that a
+  /// range-for owns:
+  ///   for (const auto& n : cg.placement()) std::printf("%s on %s\n", n.node.c_str(), n.device.c_str());
+  std::vector<EngineReport::Hetero::Placed> placement() const;
   /// Records every following run as Chrome trace-event JSON (one track per executor), written
   /// to `path` by stop_trace() or when the graph is destroyed. Opens in Perfetto.
   void start_trace(const std::string& path);

@@ -280,6 +280,11 @@ const CompileReport& CompiledGraph::report() const {
 EngineReport CompiledGraph::engine_report() const {
   return live("engine_report").report_engine();
 }
+std::vector<EngineReport::Hetero::Placed> CompiledGraph::placement() const {
+  EngineReport r = live("placement").report_engine();
+  if (!r.hetero) return {};
+  return std::move(r.hetero->nodes);
+}
 void CompiledGraph::start_trace(const std::string& path) {
   live("start_trace").start_trace(path);
 }

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/env.hpp"
 #include "hetgraph/error.hpp"
@@ -302,12 +305,61 @@ cl_program ProgramCache::get_source(std::string_view name, const std::string& so
   return raw;
 }
 
+namespace {
+
+// While a compiler runs for longer than HETGRAPH_LOG allows to pass in silence, one line on
+// stderr says what the pause is: a cold driver cache (PoCL compiles each program family through
+// LLVM, about 30 s for all of them) otherwise looks like a hang. HETGRAPH_LOG: unset or "info"
+// (a line after 1 s), "verbose" (a line for every build from source), "quiet" (none).
+class BuildNotice {
+ public:
+  BuildNotice(std::string_view name, const std::string& device) {
+    const std::string level = env_choice<PlatformError>("HETGRAPH_LOG", {"", "info", "verbose", "quiet"});
+    if (level == "quiet") return;
+    line_ = "hetgraph: compiling OpenCL program '" + std::string(name) + "' for " + device +
+            " (first use with a cold driver cache; later runs take it from the cache)\n";
+    if (level == "verbose") {
+      std::fputs(line_.c_str(), stderr);
+      return;
+    }
+    watch_ = std::thread([this] {
+      std::unique_lock lk(mu_);
+      if (!cv_.wait_for(lk, std::chrono::seconds(1), [this] { return done_; }))
+        std::fputs(line_.c_str(), stderr);
+    });
+  }
+  ~BuildNotice() {
+    if (!watch_.joinable()) return;
+    {
+      std::lock_guard lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    watch_.join();
+  }
+  BuildNotice(const BuildNotice&) = delete;
+  BuildNotice& operator=(const BuildNotice&) = delete;
+
+ private:
+  std::string line_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread watch_;
+};
+
+}  // namespace
+
 Program ProgramCache::build_from_source(std::string_view name, const std::string& source,
                                         std::string_view origin) {
   const char* text = source.c_str();
   const std::size_t len = source.size();
   Program prog(HG_CL_CREATE(clCreateProgramWithSource, ctx_, 1, &text, &len));
-  const cl_int err = clBuildProgram(prog.get(), 1, &dev_, options_.c_str(), nullptr, nullptr);
+  cl_int err = CL_SUCCESS;
+  {
+    const BuildNotice notice(name, device_name_);
+    err = clBuildProgram(prog.get(), 1, &dev_, options_.c_str(), nullptr, nullptr);
+  }
   if (err != CL_SUCCESS) {
     std::size_t n = 0;
     std::string log;

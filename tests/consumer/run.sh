@@ -13,4 +13,6 @@ libdir=$(find "$work/prefix" -name hetgraph.pc -printf '%h\n' | head -n1)
 export PKG_CONFIG_PATH="$libdir"
 g++ "$source" -o "$work/consumer_pc" $(pkg-config --cflags --libs hetgraph) -Wl,-rpath,"$(pkg-config --variable=libdir hetgraph)"
 "$work/consumer_pc"
-echo "consumer: find_package and pkg-config builds both ran"
+# Installed programs find the installed libraries from any prefix (their run path is relative).
+env -u LD_LIBRARY_PATH "$work/prefix/bin/hetgraph-run" --help >/dev/null
+echo "consumer: find_package and pkg-config builds both ran; the installed hetgraph-run runs"
