@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       std::string list;
       for (const Model& m : models) list += (list.empty() ? "" : ",") + m.name;
       std::printf(
-          "{\"program\":\"hetgraph-many-models\",\"models\":\"%s\",\"round\":%d,\"runs_each\":%d,"
+          "{\"program\":\"hetgraph-many-models\",\"models\":\"%s\",\"repetition\":%d,\"runs_each\":%d,"
           "\"sequential_s\":%.6f,\"concurrent_s\":%.6f,\"sequential_runs_per_s\":%.3f,"
           "\"concurrent_runs_per_s\":%.3f,\"concurrent_over_sequential\":%.4f}\n",
           list.c_str(), r, runs, seq_s, conc_s, n / seq_s, n / conc_s, seq_s / conc_s);

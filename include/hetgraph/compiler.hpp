@@ -87,6 +87,12 @@ struct CpuOptions {
   /// training, bench/results/2026-11-23-issue12-lstm.txt) it did not beat the best fixed
   /// configuration.
   bool per_op_threads = false;
+  /// automatic: while other processes hold some of the cores (measured over quarter-second
+  /// windows, held for a second after), run on the cores left (the sequential engine with that
+  /// many threads) instead of a team that would wait for its slowest, preempted thread; back to
+  /// the chosen configuration when they are free. Results then come from other thread counts:
+  /// false (or HETGRAPH_ADAPT_TO_LOAD=0, or a fixed engine) keeps every run bitwise the same.
+  bool adapt_to_load = true;
   /// Internal (hetgraph-bench --replay-cores; src/cpu/replay.hpp): when set, every kernel is
   /// replaced by a wait of its modelled duration and the engines see the model's virtual cores
   /// (threads unpinned). Results are not computed.
@@ -139,6 +145,9 @@ struct EngineReport {
       bool from_cache = false;  // taken from the tuning cache: no search in this process
     };
     std::optional<Chosen> chosen;
+    /// automatic with adapt_to_load: the threads of the last run where other processes held
+    /// cores (it ran on the cores left), 0 where it ran the chosen configuration.
+    int load_threads = 0;
     /// Per-op thread counts (CpuOptions::per_op_threads): each op kind's measured time of its
     /// largest instances at the thread counts its hill climb tried, and the count it runs with.
     struct OpThreads {

@@ -54,6 +54,8 @@ class Engine {
   virtual std::vector<EngineReport::Cpu::Trial> search() const { return {}; }
   /// Automatic engines: what they run once tuned.
   virtual std::optional<EngineReport::Cpu::Chosen> chosen() const { return std::nullopt; }
+  /// automatic: the threads of the last run if it ran on the cores other processes left, else 0.
+  virtual int load_threads() const { return 0; }
   /// Per-op thread counts and the hill climbs that chose them (empty when off).
   virtual std::vector<EngineReport::Cpu::OpThreads> op_threads() const { return {}; }
 };

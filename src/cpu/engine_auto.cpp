@@ -11,6 +11,8 @@
 // and the next one resumes it.
 #include "cpu/engine_auto.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -93,8 +95,9 @@ int guideline_executors(const Plan& p, int cores) {
   return best;
 }
 
-AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache)
-    : prog_(prog), base_(base), cores_(cores), cache_(std::move(cache)) {
+AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache,
+                       bool adapt_to_load)
+    : prog_(prog), base_(base), cores_(cores), cache_(std::move(cache)), adapt_(adapt_to_load) {
   base_.node_threads.clear();
   if (std::optional<TunedChoice> hit = cache_.load(prog.plan->nodes.size());
       hit && hit->executors * hit->threads <= cores_ &&
@@ -160,7 +163,20 @@ void AutoEngine::start_search() {
 }
 
 bool AutoEngine::starved() const {
-  return seq_wall_s_ > 0 && seq_cpu_s_ < kStarvedShare * seq_wall_s_;
+  return seq_wall_s_ > 0 && seq_cpu_s_ < kStarvedShare * seq_wall_s_ && seq_preempted_ > 0;
+}
+
+void AutoEngine::time_sequential(Engine& e, double& wall) {
+  rusage u0{}, u1{};
+  getrusage(RUSAGE_THREAD, &u0);
+  const double c0 = thread_cpu_seconds();
+  const auto t0 = Clock::now();
+  e.run();
+  wall = seconds(t0, Clock::now());
+  seq_cpu_s_ += thread_cpu_seconds() - c0;
+  seq_wall_s_ += wall;
+  getrusage(RUSAGE_THREAD, &u1);
+  seq_preempted_ += u1.ru_nivcsw - u0.ru_nivcsw;
 }
 
 void AutoEngine::check_run() {
@@ -168,17 +184,15 @@ void AutoEngine::check_run() {
   const int which = check_runs_ % 2;
   Engine& e = which == 0 ? *chosen_ : *check_seq_;
   last_ = &e;
-  const double c0 = thread_cpu_seconds();
-  const auto t0 = Clock::now();
-  e.run();
-  const double wall = seconds(t0, Clock::now());
-  if (check_runs_ >= 2) {
-    check_times_[which].push_back(wall);
-    if (which == 1) {
-      seq_cpu_s_ += thread_cpu_seconds() - c0;
-      seq_wall_s_ += wall;
-    }
+  double wall = 0;
+  if (which == 1 && check_runs_ >= 2) {
+    time_sequential(e, wall);
+  } else {
+    const auto t0 = Clock::now();
+    e.run();
+    wall = seconds(t0, Clock::now());
   }
+  if (check_runs_ >= 2) check_times_[which].push_back(wall);
   ++check_runs_;
   if (check_runs_ < 2 + 2 * kCheckRuns) return;
   checking_ = false;
@@ -262,6 +276,7 @@ void AutoEngine::save_progress() {
 void AutoEngine::set_recording(bool on) {
   for (auto& c : candidates_) c.engine->set_recording(on);
   if (chosen_) chosen_->set_recording(on);
+  if (loaded_) loaded_->set_recording(on);
   if (check_seq_) check_seq_->set_recording(on);
 }
 
@@ -283,6 +298,21 @@ void AutoEngine::run() {
     return;
   }
   if (tuned_) {
+    // Other processes hold some cores: a team of all of them would wait at every barrier for
+    // the member that shares a core (one busy process beside mnist_softmax: 1x2 took 2.6x the
+    // time of 1x1). Run on the cores left until they are free again.
+    const int chosen_threads = chosen_->executors() * chosen_->threads_per_executor();
+    const int left = adapt_ ? std::max(1, cores_ - PinPolicy::busy_cores()) : cores_;
+    if (left < chosen_threads) {
+      if (!loaded_ || loaded_threads_ != left) {
+        loaded_ = make_sequential_engine(prog_, left);
+        loaded_threads_ = left;
+      }
+      last_ = loaded_.get();
+      loaded_->run();
+      return;
+    }
+    last_ = chosen_.get();
     chosen_->run();
     return;
   }
@@ -309,16 +339,15 @@ void AutoEngine::run() {
     turn_t0_ = Clock::now();
     turn_runs_ = 0;
   }
-  const double c0 = c.parallel ? 0.0 : thread_cpu_seconds();
-  const auto t0 = Clock::now();
-  c.engine->run();
-  const auto t1 = Clock::now();
-  c.last_run_s = seconds(t0, t1);
-  ++turn_runs_;
   if (settled_ && !c.parallel) {
-    seq_cpu_s_ += thread_cpu_seconds() - c0;
-    seq_wall_s_ += c.last_run_s;
+    time_sequential(*c.engine, c.last_run_s);
+  } else {
+    const auto t0 = Clock::now();
+    c.engine->run();
+    c.last_run_s = seconds(t0, Clock::now());
   }
+  const auto t1 = Clock::now();
+  ++turn_runs_;
   if (!settled_) {
     if (seconds(turn_t0_, t1) >= kSettleSeconds || turn_runs_ >= kSettleRuns) {
       settled_ = true;

@@ -27,7 +27,9 @@ int guideline_executors(const Plan& p, int cores);
 class AutoEngine final : public Engine {
  public:
   /// `cache`: where the choice is looked up first and stored once made (disabled: neither).
-  AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache);
+  /// `adapt_to_load`: CpuOptions::adapt_to_load.
+  AutoEngine(const Program& prog, const EngineConfig& base, int cores, TuningCache cache,
+             bool adapt_to_load = false);
   /// An unfinished search leaves its progress in the cache for the next process.
   ~AutoEngine() override;
 
@@ -44,8 +46,10 @@ class AutoEngine final : public Engine {
   bool tuned() const override { return tuned_; }
   std::vector<EngineReport::Cpu::Trial> search() const override { return search_; }
   std::optional<EngineReport::Cpu::Chosen> chosen() const override { return chosen_info_; }
+  int load_threads() const override { return last_ == loaded_.get() ? loaded_threads_ : 0; }
   /// Whether the search ran starved of its cores (the sequential engine's caller got under
-  /// kStarvedShare of a core over its timed runs): its choice is then used but not cached.
+  /// kStarvedShare of a core over its timed runs, and was preempted in them): its choice is then
+  /// used but not cached.
   bool interfered() const { return interfered_; }
   /// A cached choice being checked against the sequential engine in this process's first runs.
   bool checking() const { return checking_; }
@@ -129,6 +133,11 @@ class AutoEngine final : public Engine {
   // runs of microseconds, as the few runs that wait out another's time slice. Exact (thread
   // CPU clock), and there in every search and check, however short.
   double seq_cpu_s_ = 0, seq_wall_s_ = 0;
+  // ... and the calling thread's involuntary context switches in them: a thread waiting for a
+  // team member sleeps of its own accord (a low ratio on a quiet machine, in runs of
+  // microseconds); only another task preempts it.
+  long seq_preempted_ = 0;
+  void time_sequential(Engine& e, double& wall);  // one run, counted in the three above
   bool starved() const;
   bool interfered_ = false;
   // The check of a cached choice: the sequential engine, and each one's timed runs.
@@ -137,6 +146,11 @@ class AutoEngine final : public Engine {
   std::vector<double> check_times_[2];  // [0]: the cached choice, [1]: sequential
   int check_runs_ = 0;
   int rechecks_lost_ = 0;
+  // Adapting to load: the sequential engine on the cores other processes leave (made when
+  // first needed, remade when that count changes).
+  bool adapt_ = false;
+  std::unique_ptr<Engine> loaded_;
+  int loaded_threads_ = 0;
 };
 
 }  // namespace hetgraph::detail::cpu

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <chrono>
@@ -300,6 +301,8 @@ struct PinState {
   std::optional<bool> forced;  // guarded by mu
   LoadMeter meter;             // guarded by mu: the current window
   double window_start = 0, last_contended = -1e300;
+  std::atomic<int> busy{0};    // busy_cores()
+  double busy_since = -1e300;  // guarded by mu: when busy last rose (or held)
   PinState() {
     // A busy machine at start: the least of a few samples of other processes' runnable tasks.
     int least = 1 << 30;
@@ -331,6 +334,11 @@ PinPolicy::Run::~Run() {
   pin_state().running.fetch_sub(1, std::memory_order_relaxed);
 }
 
+int PinPolicy::busy_cores() {
+  allowed();  // refreshes the window
+  return pin_state().busy.load(std::memory_order_acquire);
+}
+
 bool PinPolicy::allowed() {
   PinState& s = pin_state();
   std::unique_lock lk(s.mu, std::try_to_lock);
@@ -338,7 +346,18 @@ bool PinPolicy::allowed() {
   const double now = monotonic_s();
   bool contended = s.running.load(std::memory_order_relaxed) > 1;
   if (now - s.window_start >= kWindowSeconds) {
-    contended = contended || s.meter.others_share() > kBusyShare;
+    const double share = s.meter.others_share();
+    contended = contended || share > kBusyShare;
+    // Whole cores, rounded: a busy loop beside this process's threads gets about half to all
+    // of a core of two.
+    const int cores = Topology::get().allowed();
+    const int busy = std::min(cores, static_cast<int>(std::lround(share * cores)));
+    if (busy >= s.busy.load(std::memory_order_relaxed)) {
+      s.busy.store(busy, std::memory_order_release);
+      s.busy_since = now;
+    } else if (now - s.busy_since >= kHoldSeconds) {
+      s.busy.store(busy, std::memory_order_release);
+    }
     s.meter.start();
     s.window_start = now;
   }
@@ -360,6 +379,8 @@ void PinPolicy::reset_for_testing() {
   std::lock_guard lk(s.mu);
   s.forced.reset();
   s.last_contended = -1e300;
+  s.busy = 0;
+  s.busy_since = -1e300;
   s.meter.start();
   s.window_start = monotonic_s();
   if (!s.allowed.exchange(true)) s.epoch.fetch_add(1);

@@ -72,6 +72,10 @@ class PinPolicy {
   };
   /// Whether pinning is allowed now (refreshes the measurement at most once per window).
   static bool allowed();
+  /// Allowed cores that other processes held in the last window (their share of the allowed
+  /// cores' time, rounded), or more in the kHoldSeconds before: the automatic engine runs on
+  /// the rest (CpuOptions::adapt_to_load). 0 where the cores are free.
+  static int busy_cores();
   /// Changes with every change of allowed().
   static std::uint64_t epoch();
   /// Tests: forget what was seen (allowed again at once), or force a state.
