@@ -1,0 +1,56 @@
+"""Medians of bench/load/run.sh results: training seconds per K, case and build, the ratios the
+issue asks for, and the many-models throughput ratio.
+
+  /usr/bin/python3 bench/load/summary.py bench/results/2026-12-02-load-*.jsonl
+"""
+import collections
+import json
+import statistics
+import sys
+
+
+def main():
+    rows = []
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                # The program's own fields come after the harness's: pairs keep the harness's.
+                rows.append(dict(json.JSONDecoder(object_pairs_hook=lambda p: dict(reversed(p))).decode(line)))
+    train = collections.defaultdict(list)
+    many = collections.defaultdict(list)
+    for r in rows:
+        if r["case"] == "many-models":
+            many[(r["k"], r["build"])].append(r["concurrent_over_sequential"])
+        else:
+            train[(r["k"], r["build"], r["case"])].append(r["train_s"])
+    med = {key: statistics.median(v) for key, v in train.items()}
+    builds = sorted({b for _, b, _ in med if b != "pytorch"})
+    for k in sorted({k for k, _, _ in med}):
+        print(f"K = {k}")
+        for (kk, b, c), m in sorted(med.items()):
+            if kk == k:
+                v = sorted(train[(kk, b, c)])
+                print(f"  {b:8s} {c:10s} median {m:8.3f} s   ({', '.join(f'{x:.3f}' for x in v)})")
+        for b in builds:
+            d, t1 = med.get((k, b, "default")), med.get((k, b, "threads1"))
+            best = min(x for x in (d, t1) if x is not None)
+            line = f"  {b}: default / best of its own configurations {d / best:.2f}x"
+            torch = [med[key] for key in med if key[0] == k and key[1] == "pytorch"]
+            pd = med.get((k, "pytorch", "default"))
+            if pd:
+                line += f"; PyTorch default / {b} default {pd / d:.1f}x"
+            if torch:
+                line += f"; PyTorch best / {b} default {min(torch) / d:.1f}x"
+            print(line)
+        for b in builds:
+            if (k, b) in many:
+                v = many[(k, b)]
+                print(f"  {b}: many-models concurrent / sequential throughput median "
+                      f"{statistics.median(v):.2f} ({', '.join(f'{x:.2f}' for x in sorted(v))})")
+
+
+if __name__ == "__main__":
+    main()
