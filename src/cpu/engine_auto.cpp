@@ -293,17 +293,17 @@ EngineReport::Cpu::Trial AutoEngine::trial(const Candidate& c) const {
 
 void AutoEngine::run() {
   ++runs_;
-  if (checking_) {
-    check_run();
-    return;
-  }
-  if (tuned_) {
-    // Other processes hold some cores: a team of all of them would wait at every barrier for
-    // the member that shares a core (one busy process beside mnist_softmax: 1x2 took 2.6x the
-    // time of 1x1). Run on the cores left until they are free again.
-    const int chosen_threads = chosen_->executors() * chosen_->threads_per_executor();
-    const int left = adapt_ ? std::max(1, cores_ - PinPolicy::busy_cores()) : cores_;
-    if (left < chosen_threads) {
+  // Other processes hold some cores: a team of all of them would wait at every barrier for the
+  // member that shares a core (one busy process beside mnist_softmax: 1x2 took 2.6x the time of
+  // 1x1), and a search or a check would measure them. Run on the cores left until they are
+  // free again; the search and the check wait for that too.
+  if (adapt_) {
+    const int busy = PinPolicy::busy_cores();
+    const int left = std::max(1, cores_ - busy);
+    const int wanted = tuned_ && !checking_
+                           ? chosen_->executors() * chosen_->threads_per_executor()
+                           : cores_;
+    if (busy > 0 && left < wanted) {
       if (!loaded_ || loaded_threads_ != left) {
         loaded_ = make_sequential_engine(prog_, left);
         loaded_threads_ = left;
@@ -312,6 +312,12 @@ void AutoEngine::run() {
       loaded_->run();
       return;
     }
+  }
+  if (checking_) {
+    check_run();
+    return;
+  }
+  if (tuned_) {
     last_ = chosen_.get();
     chosen_->run();
     return;

@@ -315,6 +315,8 @@ struct PinState {
     if (least != 1 << 30 && least > 0) {
       last_contended = window_start;
       allowed = false;
+      busy = std::min(least, Topology::get().allowed());
+      busy_since = window_start;
     }
   }
 };
