@@ -125,17 +125,7 @@ int run_workload(const Options& o) {
   auto cg =
       hetgraph::GraphCompiler(hetgraph::Platform::cpu(co)).compile(c.graph, c.shapes, c.fetches);
   dist::broadcast_variables(cg, comm);
-  std::vector<hetgraph::FeedItem> feeds;
-  for (const auto& [name, data] : c.inputs) {
-    auto buf = cg.mapped_input(name);
-    std::copy(data.begin(), data.end(), buf.begin());
-    feeds.push_back({name, buf});
-  }
-  for (const auto& [name, data] : c.int_inputs) {
-    auto buf = cg.mapped_input_i32(name);
-    std::copy(data.begin(), data.end(), buf.begin());
-    feeds.push_back({name, buf});
-  }
+  const std::vector<hetgraph::FeedItem> feeds = bench::mapped_feeds(c, cg);
 
   // What crosses the network per step, from the plan.
   Executable& exe = hetgraph::detail::executable_of(cg);

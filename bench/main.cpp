@@ -65,21 +65,7 @@ hetgraph::Platform make_platform(const Options& o, ReplayModelPtr replay = nullp
   return hetgraph::Platform::heterogeneous(std::move(members), h);
 }
 
-// Writes the case's inputs into the compiled graph's mapped buffers; the feeds that name them.
-std::vector<hetgraph::FeedItem> mapped_feeds(bench::Case& c, hetgraph::CompiledGraph& cg) {
-  std::vector<hetgraph::FeedItem> feeds;
-  for (const auto& [name, data] : c.inputs) {
-    auto buf = cg.mapped_input(name);
-    std::copy(data.begin(), data.end(), buf.begin());
-    feeds.push_back({name, buf});
-  }
-  for (const auto& [name, data] : c.int_inputs) {
-    auto buf = cg.mapped_input_i32(name);
-    std::copy(data.begin(), data.end(), buf.begin());
-    feeds.push_back({name, buf});
-  }
-  return feeds;
-}
+using bench::mapped_feeds;
 
 // A recorded kernel's time, less the clock read its event spans besides the kernel (about
 // 30 ns on this VM: most of what a thread-pool node measures). What is left under one more

@@ -47,17 +47,7 @@ int main(int argc, char** argv) {
       if (!w) throw hetgraph::UsageError("unknown workload '" + n + "'");
       bench::Case c = w->make();
       auto cg = hetgraph::GraphCompiler().compile(c.graph, c.shapes, c.fetches);
-      std::vector<hetgraph::FeedItem> feeds;
-      for (const auto& [in, v] : c.inputs) {
-        auto buf = cg.mapped_input(in);
-        std::copy(v.begin(), v.end(), buf.begin());
-        feeds.push_back({in, buf});
-      }
-      for (const auto& [in, v] : c.int_inputs) {
-        auto buf = cg.mapped_input_i32(in);
-        std::copy(v.begin(), v.end(), buf.begin());
-        feeds.push_back({in, buf});
-      }
+      std::vector<hetgraph::FeedItem> feeds = bench::mapped_feeds(c, cg);
       models.push_back({n, std::move(c), std::move(cg), std::move(feeds)});
     }
     // Tuned first (the automatic engine's search), alone.

@@ -470,6 +470,21 @@ std::optional<Workload> find_workload(const std::string& name) {
   return std::nullopt;
 }
 
+std::vector<hetgraph::FeedItem> mapped_feeds(const Case& c, hetgraph::CompiledGraph& cg) {
+  std::vector<hetgraph::FeedItem> feeds;
+  for (const auto& [name, data] : c.inputs) {
+    auto buf = cg.mapped_input(name);
+    std::copy(data.begin(), data.end(), buf.begin());
+    feeds.push_back({name, buf});
+  }
+  for (const auto& [name, data] : c.int_inputs) {
+    auto buf = cg.mapped_input_i32(name);
+    std::copy(data.begin(), data.end(), buf.begin());
+    feeds.push_back({name, buf});
+  }
+  return feeds;
+}
+
 std::vector<std::string> workload_names() {
   std::vector<std::string> names{"matmul-MxKxN",        "batched-matmul-BxMxKxN",
                                  "sgemm-MxKxN",         "shared-matmul-MxKxN",

@@ -35,6 +35,9 @@ struct Workload {
   std::function<Case()> make;
 };
 
+/// Writes the case's inputs into the compiled graph's mapped buffers; the feeds that name them.
+std::vector<hetgraph::FeedItem> mapped_feeds(const Case& c, hetgraph::CompiledGraph& cg);
+
 /// Every workload, including parameterised families (e.g. matmul-MxKxN) resolved by name.
 std::optional<Workload> find_workload(const std::string& name);
 std::vector<std::string> workload_names();

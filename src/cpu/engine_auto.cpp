@@ -121,6 +121,7 @@ AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores,
     if (hit->engine != "sequential") {
       checking_ = true;
       check_seq_ = make_sequential_engine(prog_, cores_);
+      meter_.start();
 
     }
     return;
@@ -160,10 +161,12 @@ void AutoEngine::start_search() {
   candidates_.push_back(std::move(seq));
   last_ = candidates_.front().engine.get();
   resume();
+  meter_.start();
 }
 
 bool AutoEngine::starved() const {
-  return seq_wall_s_ > 0 && seq_cpu_s_ < kStarvedShare * seq_wall_s_ && seq_preempted_ > 0;
+  return seq_wall_s_ > 0 && seq_cpu_s_ < kStarvedShare * seq_wall_s_ && seq_preempted_ > 0 &&
+         meter_.others_share() > kOthersShare;
 }
 
 void AutoEngine::time_sequential(Engine& e, double& wall) {

@@ -48,7 +48,8 @@ class AutoEngine final : public Engine {
   std::optional<EngineReport::Cpu::Chosen> chosen() const override { return chosen_info_; }
   int load_threads() const override { return last_ == loaded_.get() ? loaded_threads_ : 0; }
   /// Whether the search ran starved of its cores (the sequential engine's caller got under
-  /// kStarvedShare of a core over its timed runs, and was preempted in them): its choice is then
+  /// kStarvedShare of a core over its timed runs and was preempted in them, and other processes
+  /// took over kOthersShare of the cores meanwhile): its choice is then
   /// used but not cached.
   bool interfered() const { return interfered_; }
   /// A cached choice being checked against the sequential engine in this process's first runs.
@@ -137,6 +138,11 @@ class AutoEngine final : public Engine {
   // team member sleeps of its own accord (a low ratio on a quiet machine, in runs of
   // microseconds); only another task preempts it.
   long seq_preempted_ = 0;
+  // Other processes' share of the cores since the search (or the check) began (/proc/stat):
+  // starved() needs it too, over kOthersShare. Each signal alone has false alarms on a quiet
+  // machine (a daemon's wake-up preempting a short search; a thread waiting for its team).
+  LoadMeter meter_;
+  static constexpr double kOthersShare = 0.2;
   void time_sequential(Engine& e, double& wall);  // one run, counted in the three above
   bool starved() const;
   bool interfered_ = false;
