@@ -1,7 +1,7 @@
 """Medians of bench/load/run.sh results: training seconds per K, case and build, the ratios the
-issue asks for, and the many-models throughput ratio.
+issue asks for, and the many-models throughput ratio; --chart PNG draws the training medians.
 
-  /usr/bin/python3 bench/load/summary.py bench/results/2026-12-02-load-*.jsonl
+  /usr/bin/python3 bench/load/summary.py bench/results/2026-12-02-load-*.jsonl [--chart bench/charts/load.png]
 """
 import collections
 import json
@@ -9,9 +9,36 @@ import statistics
 import sys
 
 
+def chart(med, png):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ks = sorted({k for k, _, _ in med})
+    series = [(b, c) for b, c in sorted({(b, c) for _, b, c in med})]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / len(series)
+    for i, (b, c) in enumerate(series):
+        xs = [k + (i - len(series) / 2 + 0.5) * width for k in ks]
+        ax.bar(xs, [med.get((k, b, c), 0) for k in ks], width, label=f"{b} {c}")
+    ax.set_xticks(ks)
+    ax.set_xticklabels([f"K = {k} busy processes" for k in ks])
+    ax.set_ylabel("MNIST softmax, 2 epochs: training seconds (median)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"chart: {png}")
+
+
 def main():
+    args = sys.argv[1:]
+    png = None
+    if "--chart" in args:
+        i = args.index("--chart")
+        png = args[i + 1]
+        del args[i:i + 2]
     rows = []
-    for path in sys.argv[1:]:
+    for path in args:
         with open(path) as f:
             for line in f:
                 line = line.strip()
@@ -50,6 +77,8 @@ def main():
                 v = many[(k, b)]
                 print(f"  {b}: many-models concurrent / sequential throughput median "
                       f"{statistics.median(v):.2f} ({', '.join(f'{x:.2f}' for x in sorted(v))})")
+    if png:
+        chart(med, png)
 
 
 if __name__ == "__main__":
