@@ -565,6 +565,7 @@ int run(const Options& o) {
             r.engine.work_width, cpu.guideline_executors, r.tuning_runs, o.fuse ? "true" : "false",
             o.parallel_ops ? "true" : "false", o.grouped_embeddings ? "true" : "false",
             o.stacked_products ? "true" : "false", o.mapped ? "true" : "false", med);
+        if (!cpu.code_path.empty()) std::printf(",\"code_path\":\"%s\"", cpu.code_path.c_str());
         if (!r.copies.empty()) std::printf(",\"copy_s\":%.9g", hetgraph::tool::median(r.copies));
         if (o.cold) {  // every run from the first: the mean is what the process paid per run
           const auto mean = [&](std::size_t n) {

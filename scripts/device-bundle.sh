@@ -3,15 +3,14 @@
 # lent 16-core GPU machine runs another distribution and cannot reach a package archive): the
 # benchmark and test binaries of a portable build, libhetgraph, and every shared library they
 # load except the C library itself, into .device/bundle.tar.gz (ignored by git).
-#   cmake -S . -B build-x86v3 -DHETGRAPH_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 \
-#         -DCMAKE_C_FLAGS=-march=x86-64-v3
-#   cmake --build build-x86v3 -j2 --target hetgraph-bench hetgraph-run test_opencl test_engine test_replay
-#   scripts/device-bundle.sh build-x86v3
-# -march=x86-64-v3 (AVX2, FMA): this VM is AMD Zen 3 and the lent machine may be Intel, where
-# -march=native's AMD-only instructions would fault. oneDNN still picks its ISA at run time.
+#   cmake --build build -j2 --target hetgraph-bench hetgraph-run test_opencl test_engine test_replay
+#   scripts/device-bundle.sh build
+# The default build is portable (x86-64-v2, with its own kernels' AVX2 and AVX-512 code paths
+# chosen at run time, as oneDNN chooses its own), so it runs on the lent machine whether that is
+# Intel or AMD; a HETGRAPH_NATIVE build would fault there on this VM's AMD-only instructions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-b=${1:-build-x86v3}
+b=${1:-build}
 grep -qx '/.device/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo /.device/ >>.git/info/exclude; }
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib" .device

@@ -469,7 +469,7 @@ TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
     Node c4 = clip(conv2d(c3, w3), -0.5f, 0.5f);
     return std::make_pair(conv2d(c4, w4), w2);
   };
-  const bool built = on_cpu() && !cpu_reference_forced() && detail::cpu::own_winograd_built() &&
+  const bool built = on_cpu() && !cpu_reference_forced() && detail::cpu::own_winograd_available() &&
                      detail::cpu::conv_activation_layout() != detail::ActivationLayout::nchw;
   struct Case {
     std::int64_t batch, h, w, ch;

@@ -1,9 +1,14 @@
 // Compiled graphs at run time: sync and async runs, mapped inputs, reads and writes,
-// variables, determinism.
+// variables, determinism, the CPU's code path.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 
 #include "common/executable.hpp"
+#include "cpu/kernels/winograd.hpp"
+#include "cpu/simd/code_path.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -283,6 +288,81 @@ TEST(Variables, MoreThanTheMachineHoldsIsAPlatformError) {
       EXPECT_NE(msg.find("huge_W"), std::string::npos) << pc.name << ": " << msg;
       EXPECT_NE(msg.find(std::to_string(n * 4)), std::string::npos) << pc.name << ": " << msg;
       EXPECT_NE(msg.find("available"), std::string::npos) << pc.name << ": " << msg;
+    }
+  }
+}
+
+// ---- the code path of the own vector kernels (src/cpu/simd/code_path.hpp) ---------------------
+
+// The highest level the CPU and HETGRAPH_MAX_CPU_ISA allow, worked out here from the CPU's
+// feature bits: what the dispatch must have chosen (ctest runs this once more with the cap).
+TEST(CodePath, IsTheHighestLevelTheCpuAndTheCapAllow) {
+  const detail::cpu::CodePath& p = detail::cpu::code_path();
+  if (std::string(p.level) == "native") GTEST_SKIP() << "a HETGRAPH_NATIVE build has one path";
+  __builtin_cpu_init();
+  const int cpu = __builtin_cpu_supports("x86-64-v4")   ? 4
+                  : __builtin_cpu_supports("x86-64-v3") ? 3
+                                                        : 2;
+  const char* cap = std::getenv("HETGRAPH_MAX_CPU_ISA");
+  const int level = std::min(cpu, detail::cpu::code_path_cap(cap ? cap : ""));
+  EXPECT_EQ(std::string(p.level), "x86-64-v" + std::to_string(level)) << p.name;
+  EXPECT_EQ(p.lanes, level == 4 ? 16 : level == 3 ? 8 : 4) << p.name;
+  EXPECT_EQ(detail::cpu::own_winograd_available(), level == 3) << p.name;
+}
+
+TEST(CodePath, TheCapTakesEveryNameAndRefusesOthers) {
+  using detail::cpu::code_path_cap;
+  EXPECT_EQ(code_path_cap(""), 4);
+  EXPECT_EQ(code_path_cap("x86-64-v4"), 4);
+  EXPECT_EQ(code_path_cap("AVX512"), 4);
+  EXPECT_EQ(code_path_cap("x86-64-v3"), 3);
+  EXPECT_EQ(code_path_cap("avx2"), 3);
+  EXPECT_EQ(code_path_cap("X86-64-V2"), 2);
+  EXPECT_EQ(code_path_cap("sse41"), 2);
+  for (const char* bad : {"avx3", "x86-64-v5", " avx2", "2"}) {
+    std::string msg;
+    try {
+      code_path_cap(bad);
+    } catch (const PlatformError& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("HETGRAPH_MAX_CPU_ISA=\"" + std::string(bad) + "\""), std::string::npos)
+        << bad << ": " << msg;
+  }
+}
+
+TEST(CodePath, TheEngineReportNamesIt) {
+  Mlp m;
+  auto cg = GraphCompiler().compile(m.g, m.shapes(8), {m.p});
+  const EngineReport r = cg.engine_report();
+  ASSERT_TRUE(r.cpu);
+  EXPECT_EQ(r.cpu->code_path, detail::cpu::code_path().name);
+  EXPECT_FALSE(r.cpu->code_path.empty());
+}
+
+// A scalar call is the vector code on one element: the same bits at every position of every
+// length (full vectors and the padded tail), and close to libm's.
+TEST(CodePath, ScalarAndVectorMathGiveTheSameBits) {
+  const detail::cpu::CodePath& p = detail::cpu::code_path();
+  std::vector<float> x = testing_util::random_vec(64, 5, -20.0f, 20.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special{0.0f, -0.0f, 1e-40f, 88.0f, 89.0f, -87.0f, -104.0f, inf, -inf,
+                                   std::numeric_limits<float>::quiet_NaN(), 1.0f, 0.5f};
+  std::copy(special.begin(), special.end(), x.begin() + 3);
+  for (int n = 1; n <= 3 * p.lanes + 1; ++n) {
+    std::vector<float> e(static_cast<std::size_t>(n)), l(static_cast<std::size_t>(n));
+    p.map(detail::cpu::VecFn::exp, 1.0f, x.data(), nullptr, e.data(), n);
+    p.map(detail::cpu::VecFn::log, 1.0f, x.data(), nullptr, l.data(), n);
+    for (int i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      EXPECT_TRUE(testing_util::bitwise_equal({e[k]}, {detail::cpu::vec_exp(x[k])})) << x[k];
+      EXPECT_TRUE(testing_util::bitwise_equal({l[k]}, {detail::cpu::vec_log(x[k])})) << x[k];
+      if (std::isfinite(x[k]) && std::abs(x[k]) < 80.0f) {
+        EXPECT_NEAR(e[k], std::exp(x[k]), 2e-7f * std::exp(x[k])) << x[k];
+      }
+      if (x[k] > 1e-30f && std::isfinite(x[k])) {
+        EXPECT_NEAR(l[k], std::log(x[k]), 2e-7f * std::max(1.0f, std::abs(std::log(x[k])))) << x[k];
+      }
     }
   }
 }

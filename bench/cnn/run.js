@@ -175,6 +175,7 @@ for (let r = 0; r < rounds; ++r) {
           line.planned_bytes = res.planned_bytes;
           line.nodes = res.nodes;
           line.tuning_runs = res.tuning_runs;
+          line.code_path = res.code_path;
         }
         if (c.who === 'ort') line.version = res.ort_version;
         if (c.who === 'pytorch') line.version = res.torch_version;

@@ -124,6 +124,9 @@ struct EngineReport {
 
   /// The CPU platform's engines.
   struct Cpu {
+    /// The code path of hetgraph's own vector kernels, chosen at startup from what the CPU has
+    /// ("x86-64-v3 (AVX2, FMA)"; HETGRAPH_MAX_CPU_ISA caps it). oneDNN chooses its own.
+    std::string code_path;
     int executors = 1;
     int threads_per_executor = 1;
     bool levels_profiled = false;  // levels come from measured durations

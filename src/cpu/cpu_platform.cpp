@@ -21,6 +21,7 @@
 #include "cpu/engine_parallel.hpp"
 #include "cpu/parallel.hpp"
 #include "cpu/replay.hpp"
+#include "cpu/simd/code_path.hpp"
 #include "cpu/topology.hpp"
 #include "cpu/tuning_cache.hpp"
 #include "hetgraph/error.hpp"
@@ -222,6 +223,7 @@ class CpuExecutable final : public Executable {
     r.engine = std::string(engine_->name());
     r.runs = engine_->runs();
     EngineReport::Cpu c;
+    c.code_path = code_path().name;
     c.executors = engine_->executors();
     c.threads_per_executor = engine_->threads_per_executor();
     c.levels_profiled = engine_->levels_profiled();

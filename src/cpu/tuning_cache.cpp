@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "common/env.hpp"
+#include "cpu/simd/code_path.hpp"
 #include "cpu/topology.hpp"
 #include "hetgraph/error.hpp"
 
@@ -97,7 +98,9 @@ const std::string& TuningCache::machine() {
                     std::to_string(d->patch) + " " + d->hash + "; hwloc " +
                     std::to_string(hw >> 16) + "." + std::to_string((hw >> 8) & 0xff) + "." +
                     std::to_string(hw & 0xff) + "; openmp " + std::to_string(_OPENMP) +
-                    "; compiler " + __VERSION__;
+                    "; compiler " + __VERSION__ + "; code path " + code_path().name +
+                    "; onednn isa " +
+                    std::to_string(static_cast<unsigned>(dnnl::get_effective_cpu_isa()));
     for (char& c : s) {
       if (c == '\n' || c == '\r') c = ' ';
     }

@@ -204,20 +204,21 @@ int run(const hgrun::Options& o) {
         "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"peak_rss_mib\":%.1f,\"nodes\":%zu,\"heavy_"
         "nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
         "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
-        "\"producer\":\"%s\"}\n",
+        "\"producer\":\"%s\",\"code_path\":\"%s\"}\n",
         json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
         hetgraph::tool::lanes_label(er).c_str(), o.repeat, med, mn, mx, setup_s, import_s,
         setup_s - import_s, checksum, cr.planned_bytes, cr.live_bytes, cr.naive_bytes, peak_mib,
         er.nodes, er.heavy_nodes, er.max_width, er.avg_width, t.tuning_runs,
         o.fuse ? "true" : "false", random ? "random" : "files", static_cast<long long>(m.opset),
-        m.ops.size(), json_escape(m.producer).c_str());
+        m.ops.size(), json_escape(m.producer).c_str(), er.cpu ? er.cpu->code_path.c_str() : "");
     return 0;
   }
   std::printf("model     %s (opset %lld%s%s, %zu ONNX nodes -> %zu graph nodes)\n", o.model.c_str(),
               static_cast<long long>(m.opset), m.producer.empty() ? "" : ", ", m.producer.c_str(),
               m.ops.size(), er.nodes);
-  std::printf("platform  %s, %s engine, %s\n", o.platform.c_str(), er.engine.c_str(),
-              hetgraph::tool::lanes_label(er).c_str());
+  std::printf("platform  %s, %s engine, %s%s%s\n", o.platform.c_str(), er.engine.c_str(),
+              hetgraph::tool::lanes_label(er).c_str(), er.cpu ? ", code path " : "",
+              er.cpu ? er.cpu->code_path.c_str() : "");
   std::printf("setup     %.4f s (import %.4f s, compile %.4f s)\n", setup_s, import_s,
               setup_s - import_s);
   std::printf(

@@ -11,7 +11,7 @@
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
-#include "cpu/vmath.hpp"
+#include "cpu/simd/code_path.hpp"
 
 namespace hetgraph::detail::cpu {
 
@@ -65,15 +65,20 @@ std::unique_ptr<CpuKernel> make_binary(const KernelArgs& k, Op op) {
   return make_kernel([=](const ExecCtx& ctx) { run_binary(ctx, op, p, a, b, o); });
 }
 
+// A functor computed by the code path's vector kernels (code_path.hpp), named by its kVec.
+template <class Op>
+concept VectorOp = requires { Op::kVec; };
+
 template <class Op>
 std::unique_ptr<CpuKernel> make_unary(const KernelArgs& k, Op op) {
   const float* x = k.in_f(0);
   float* o = k.out_f();
   const std::int64_t n = k.out_shape().numel();
-  return make_kernel([=](const ExecCtx& ctx) {
+  const CodePath& path = code_path();
+  return make_kernel([=, &path](const ExecCtx& ctx) {
     parallel_for(ctx, n, kParallelGrain / 4, [&](std::int64_t b, std::int64_t e) {
-      if constexpr (std::is_invocable_r_v<vm::vf, Op, vm::vf>) {
-        vm::map(x + b, o + b, e - b, op);
+      if constexpr (VectorOp<Op>) {
+        path.map(Op::kVec, 1.0f, x + b, nullptr, o + b, e - b);
       } else {
 #pragma omp simd
         for (std::int64_t i = b; i < e; ++i) o[i] = op(x[i]);
@@ -214,7 +219,8 @@ struct GeluGradF {
   }
 };
 
-// Unary functors: Fast uses vm::, Ref uses libm (the reference the fast ones are tested by).
+// Unary functors: Fast uses the code path's vector math (kVec), Ref uses libm (the reference
+// the fast ones are tested by).
 struct NegF {
   static NegF from(const Attrs&) { return {}; }
   float operator()(float x) const { return -x; }
@@ -257,7 +263,7 @@ struct ClipF {
 };
 struct ErfF {
   static ErfF from(const Attrs&) { return {}; }
-  vm::vf operator()(vm::vf x) const { return vm::erf(x); }
+  static constexpr VecFn kVec = VecFn::erf;
 };
 struct RefErfF {
   static RefErfF from(const Attrs&) { return {}; }
@@ -286,22 +292,22 @@ struct RefGeluF {
     return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
   }
 };
-// Transcendental functors work on vm:: vectors (see vmath.hpp).
+// Transcendental functors: the code path's vector kernels (kVec).
 struct ExpF {
   static ExpF from(const Attrs&) { return {}; }
-  vm::vf operator()(vm::vf x) const { return vm::exp(x); }
+  static constexpr VecFn kVec = VecFn::exp;
 };
 struct LogF {
   static LogF from(const Attrs&) { return {}; }
-  vm::vf operator()(vm::vf x) const { return vm::log(x); }
+  static constexpr VecFn kVec = VecFn::log;
 };
 struct SigmoidF {
   static SigmoidF from(const Attrs&) { return {}; }
-  vm::vf operator()(vm::vf x) const { return vm::sigmoid(x); }
+  static constexpr VecFn kVec = VecFn::sigmoid;
 };
 struct TanhF {
   static TanhF from(const Attrs&) { return {}; }
-  vm::vf operator()(vm::vf x) const { return vm::tanh(x); }
+  static constexpr VecFn kVec = VecFn::tanh;
 };
 struct RefExpF {
   static RefExpF from(const Attrs&) { return {}; }

@@ -26,7 +26,7 @@
 #include "cpu/dnnl_util.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
-#include "cpu/vmath.hpp"
+#include "cpu/simd/code_path.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cpu {
@@ -284,56 +284,38 @@ Fused fused(const KernelArgs& a) {
   return f;
 }
 
-// out = epilogue(p) (+ x), vectorised; out may be x.
+// out = epilogue(p) (+ x), vectorised (the code path's kernels); out may be x.
 void epilogue_pass(const Fused& f, const float* p, const float* x, float* out, std::int64_t n) {
-  auto finish = [&](auto&& fv) {
-    // vm:: vector pieces; the tail through a padded vector (as vm::map does).
-    std::int64_t i = 0;
-    for (; i + vm::kLanes <= n; i += vm::kLanes) {
-      vm::vf v = fv(vm::load(p + i));
-      if (x) v += vm::load(x + i);
-      vm::store(out + i, v);
-    }
-    if (i < n) {
-      float pb[vm::kLanes] = {}, xb[vm::kLanes] = {};
-      const auto rest = static_cast<std::size_t>(n - i);
-      std::memcpy(pb, p + i, rest * 4);
-      if (x) std::memcpy(xb, x + i, rest * 4);
-      vm::vf v = fv(vm::load(pb));
-      if (x) v += vm::load(xb);
-      vm::store(pb, v);
-      std::memcpy(out + i, pb, rest * 4);
-    }
-  };
+  VecFn fn = VecFn::identity;
   switch (f.epilogue) {
     case OpKind::Exp:
-      finish([](vm::vf v) { return vm::exp(v); });
+      fn = VecFn::exp;
       break;
     case OpKind::Log:
-      finish([](vm::vf v) { return vm::log(v); });
+      fn = VecFn::log;
       break;
     case OpKind::Sigmoid:
-      finish([](vm::vf v) { return vm::sigmoid(v); });
+      fn = VecFn::sigmoid;
       break;
     case OpKind::Tanh:
-      finish([](vm::vf v) { return vm::tanh(v); });
+      fn = VecFn::tanh;
       break;
     case OpKind::Relu:
-      finish([](vm::vf v) { return v <= 0.0f ? vm::splat(0.0f) : v; });  // NaN stays NaN
+      fn = VecFn::relu;
       break;
     case OpKind::Scale:
-      finish([a = f.alpha](vm::vf v) { return v * a; });
+      fn = VecFn::scale;
       break;
     case OpKind::Neg:
-      finish([](vm::vf v) { return -v; });
+      fn = VecFn::neg;
       break;
     case OpKind::Sqrt:
       for (std::int64_t i = 0; i < n; ++i) out[i] = __builtin_sqrtf(p[i]) + (x ? x[i] : 0.0f);
-      break;
+      return;
     default:
-      finish([](vm::vf v) { return v; });
       break;
   }
+  code_path().map(fn, f.alpha, p, x, out, n);
 }
 
 // The product into the executor's scratch (in cache), then one pass: out = epi(P) (+ X).

@@ -10,7 +10,7 @@
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
-#include "cpu/vmath.hpp"
+#include "cpu/simd/code_path.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cpu {
@@ -29,100 +29,22 @@ void for_lines(const ExecCtx& ctx, const AxisGeom& g, F&& f) {
                });
 }
 
-float line_max(const float* x, std::int64_t n, std::int64_t s) {
-  float m = -std::numeric_limits<float>::infinity();
-  if (s == 1) {
-#pragma omp simd reduction(max : m)
-    for (std::int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
-  } else {
-    for (std::int64_t j = 0; j < n; ++j) m = std::max(m, x[j * s]);
-  }
-  return m;
-}
-
-// Softmax (or log-softmax) of contiguous rows. Rows as short as MNIST's 10 classes would
-// leave a per-row vector loop in its scalar tail, so rows are taken in blocks: per-row
-// maxima first, then one flat vectorised exp over the whole block, then per-row sums.
-void softmax_rows(const float* x, float* o, std::int64_t rows, std::int64_t n, bool log_sm) {
-  constexpr std::int64_t kBlock = 2048;
-  float mx[kBlock], sh[kBlock];
-  const auto vexp = [](vm::vf v) { return vm::exp(v); };
-  if (n > kBlock) {
-    // Long rows: each row in kBlock pieces (max, then exp and sum, then scale).
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * n;
-      float* orow = o + r * n;
-      const float m = line_max(xr, n, 1);
-      double sum = 0.0;
-      for (std::int64_t j0 = 0; j0 < n; j0 += kBlock) {
-        const std::int64_t len = std::min(kBlock, n - j0);
-        for (std::int64_t j = 0; j < len; ++j) sh[j] = xr[j0 + j] - m;
-        vm::map(sh, sh, len, vexp);
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (std::int64_t j = 0; j < len; ++j) s += sh[j];
-        sum += s;
-        if (!log_sm) std::memcpy(orow + j0, sh, static_cast<std::size_t>(len) * sizeof(float));
-      }
-      const float lse = m + vm::log(static_cast<float>(sum)), inv = 1.0f / static_cast<float>(sum);
-#pragma omp simd
-      for (std::int64_t j = 0; j < n; ++j) orow[j] = log_sm ? xr[j] - lse : orow[j] * inv;
-    }
-    return;
-  }
-  // Short rows (MNIST has 10 classes) would leave per-row vector loops in their scalar tails,
-  // so rows go in blocks: per-row maxima, one flat vector exp over the block, per-row sums.
-  const std::int64_t per = kBlock / n;
-  for (std::int64_t r0 = 0; r0 < rows; r0 += per) {
-    const std::int64_t rr = std::min(per, rows - r0);
-    const float* xb = x + r0 * n;
-    float* ob = o + r0 * n;
-    for (std::int64_t r = 0; r < rr; ++r) mx[r] = line_max(xb + r * n, n, 1);
-    for (std::int64_t r = 0; r < rr; ++r) {
-      for (std::int64_t j = 0; j < n; ++j) sh[r * n + j] = xb[r * n + j] - mx[r];
-    }
-    vm::map(sh, ob, rr * n, vexp);  // x is no longer read: in place is safe
-    for (std::int64_t r = 0; r < rr; ++r) {
-      float* row = ob + r * n;
-      float sum = 0.0f;
-      for (std::int64_t j = 0; j < n; ++j) sum += row[j];
-      if (log_sm) {
-        const float lse = vm::log(sum);
-        for (std::int64_t j = 0; j < n; ++j) row[j] = sh[r * n + j] - lse;
-      } else {
-        const float inv = 1.0f / sum;
-        for (std::int64_t j = 0; j < n; ++j) row[j] *= inv;
-      }
-    }
-  }
-}
-
 std::unique_ptr<CpuKernel> make_softmax(const KernelArgs& k) {
   const float* x = k.in_f(0);
   float* out = k.out_f();
   const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
   const bool log_sm = k.node.op == OpKind::LogSoftmax;
-  return make_kernel([=](const ExecCtx& ctx) {
+  const CodePath& path = code_path();
+  return make_kernel([=, &path](const ExecCtx& ctx) {
     if (g.inner == 1) {
       parallel_for(ctx, g.outer, std::max<std::int64_t>(1, kParallelGrain / (4 * g.n)),
                    [&](std::int64_t b, std::int64_t e) {
-                     softmax_rows(x + b * g.n, out + b * g.n, e - b, g.n, log_sm);
+                     path.softmax_rows(x + b * g.n, out + b * g.n, e - b, g.n, log_sm);
                    });
       return;
     }
     for_lines(ctx, g, [&](std::int64_t off, std::int64_t s) {
-      const float* xl = x + off;
-      float* ol = out + off;
-      const float m = line_max(xl, g.n, s);
-      float sum = 0.0f;
-      for (std::int64_t j = 0; j < g.n; ++j) sum += vm::exp(xl[j * s] - m);
-      if (log_sm) {
-        const float lse = m + vm::log(sum);
-        for (std::int64_t j = 0; j < g.n; ++j) ol[j * s] = xl[j * s] - lse;
-      } else {
-        const float inv = 1.0f / sum;
-        for (std::int64_t j = 0; j < g.n; ++j) ol[j * s] = vm::exp(xl[j * s] - m) * inv;
-      }
+      path.softmax_line(x + off, out + off, g.n, s, log_sm);
     });
   });
 }
@@ -134,28 +56,18 @@ std::unique_ptr<CpuKernel> make_softmax_grad(const KernelArgs& k) {
   float* out = k.out_f();
   const AxisGeom g = axis_geom(k.in_shape(1), k.node.attrs.axis);
   const bool log_sm = k.node.op == OpKind::LogSoftmaxGrad;
-  return make_kernel([=](const ExecCtx& ctx) {
+  const CodePath& path = code_path();
+  return make_kernel([=, &path](const ExecCtx& ctx) {
     for_lines(ctx, g, [&](std::int64_t off, std::int64_t s) {
       float dot = 0.0f;
       for (std::int64_t j = 0; j < g.n; ++j) {
         const std::int64_t i = off + j * s;
         dot += log_sm ? gr[i] : gr[i] * y[i];
       }
-      if (log_sm && s == 1) {
-        // out = g - exp(y) * dot with exp in vector pieces; out may be g or y itself, so the
-        // exps go to a scratch block first.
-        constexpr std::int64_t kBlock = 1024;
-        float ex[kBlock];
-        for (std::int64_t j0 = 0; j0 < g.n; j0 += kBlock) {
-          const std::int64_t len = std::min(kBlock, g.n - j0);
-          vm::map(y + off + j0, ex, len, [](vm::vf v) { return vm::exp(v); });
-          for (std::int64_t j = 0; j < len; ++j) out[off + j0 + j] = gr[off + j0 + j] - ex[j] * dot;
-        }
-        return;
-      }
+      if (log_sm) return path.log_softmax_grad_line(gr + off, y + off, out + off, g.n, s, dot);
       for (std::int64_t j = 0; j < g.n; ++j) {
         const std::int64_t i = off + j * s;
-        out[i] = log_sm ? gr[i] - vm::exp(y[i]) * dot : y[i] * (gr[i] - dot);
+        out[i] = y[i] * (gr[i] - dot);
       }
     });
   });
@@ -186,13 +98,14 @@ std::unique_ptr<CpuKernel> make_xent(const KernelArgs& k) {
   const void* labels = k.in[1];
   float* out = k.out_f();
   const XentGeom x = xent_geom(k.in_types[0], k.in_types[1]);
-  return make_kernel([=, label = k.node.label](const ExecCtx& ctx) {
+  const CodePath& path = code_path();
+  return make_kernel([=, &path, label = k.node.label](const ExecCtx& ctx) {
     if (x.int_labels) {
       const auto* ids = static_cast<const std::int32_t*>(labels);
       check_labels(label, ids, x.rows, x.classes);
       for (std::int64_t r = 0; r < x.rows; ++r)
         out[r] = std::max(p[r * x.classes + ids[r]], FLT_MIN);
-      vm::map(out, out, x.rows, [](vm::vf v) { return -vm::log(v); });
+      path.map(VecFn::neg_log, 1.0f, out, nullptr, out, x.rows);
       return;
     }
     const auto* y = static_cast<const float*>(labels);
@@ -200,12 +113,7 @@ std::unique_ptr<CpuKernel> make_xent(const KernelArgs& k) {
                  [&](std::int64_t b, std::int64_t e) {
                    for (std::int64_t r = b; r < e; ++r) {
                      const float* pr = p + r * x.classes;
-                     const float* yr = y + r * x.classes;
-                     float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-                     for (std::int64_t c = 0; c < x.classes; ++c)
-                       s += yr[c] * vm::log(std::max(pr[c], FLT_MIN));
-                     out[r] = -s;
+                     out[r] = -path.xlogy_sum(y + r * x.classes, pr, x.classes);
                    }
                  });
   });

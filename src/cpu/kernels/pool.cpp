@@ -30,10 +30,11 @@
 #include "cpu/dnnl_util.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
-#include "cpu/vmath.hpp"
+#include "cpu/simd/code_path.hpp"
+#include "cpu/simd/vmath.hpp"
 #include "hetgraph/error.hpp"
 
-namespace hetgraph::detail::cpu {
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
 
 namespace {
 
@@ -142,8 +143,10 @@ struct PaddedPlane {
   // the even elements of two vectors, for stride 2
 #if defined(__AVX512F__)
   static constexpr vm::vi kEven = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-#else
+#elif defined(__AVX__)
   static constexpr vm::vi kEven = {0, 2, 4, 6, 8, 10, 12, 14};
+#else
+  static constexpr vm::vi kEven = {0, 2, 4, 6};
 #endif
   static_assert(sizeof(kEven) == vm::kLanes * sizeof(std::int32_t));
   ImageGeom g;
@@ -956,4 +959,4 @@ void register_pool_kernels(KernelRegistry& r) {
   r.add(OpKind::AvgPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
 }
 
-}  // namespace hetgraph::detail::cpu
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS

@@ -20,25 +20,23 @@
 // take 16/9 (F(2x2)) or 36/9 (F(4x4)) of the plain weights' memory; they replace the reordered
 // copy the direct kernel keeps, and are made at the first run and after each host write (fixed
 // weights), or at every run (weights computed in the graph).
-#include "cpu/kernels/winograd.hpp"
+//
+// Compiled for the code paths with AVX2 and FMA only (code_path.hpp), into their namespace.
+#include "cpu/simd/code_path.hpp"
+
+#if HETGRAPH_OWN_WINOGRAD
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "compiler/geometry.hpp"
+#include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-#define HETGRAPH_OWN_WINOGRAD 1
-#include <immintrin.h>
-#else
-#define HETGRAPH_OWN_WINOGRAD 0
-#endif
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
 
-namespace hetgraph::detail::cpu {
-
-#if HETGRAPH_OWN_WINOGRAD
 namespace {
 
 // Tiles per thread block: with 512 channels a block's V and M are 1.5 MB each (L2 holds one
@@ -422,11 +420,9 @@ class Winograd final : public CpuKernel {
 };
 
 }  // namespace
-#endif
 
 namespace {
 
-#if HETGRAPH_OWN_WINOGRAD
 // What both kernels need: a 3x3 stride-1 convolution of one group with channels in 8s, whose
 // image, result and residual keep 8 channels of a pixel together, and an epilogue they compute.
 const char* reject_convolution(const KernelArgs& a) {
@@ -453,12 +449,10 @@ const char* reject_convolution(const KernelArgs& a) {
   }
   return nullptr;
 }
-#endif
 
 }  // namespace
 
 const char* reject_winograd_f4x3(const KernelArgs& a) {
-#if HETGRAPH_OWN_WINOGRAD
   if (const char* why = reject_convolution(a)) return why;
   const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
   if (g.oh < kF4MinSide || g.ow < kF4MinSide) return "result smaller than 28x28";
@@ -466,49 +460,22 @@ const char* reject_winograd_f4x3(const KernelArgs& a) {
   if (u > static_cast<double>(a.in_shape(0).numel() + a.out_shape().numel()))
     return "transformed weights larger than image and result";
   return nullptr;
-#else
-  (void)a;
-  return "built without AVX2 and FMA, or with AVX-512 (oneDNN's kernels)";
-#endif
 }
 
 const char* reject_winograd_f2x3(const KernelArgs& a) {
-#if HETGRAPH_OWN_WINOGRAD
   if (const char* why = reject_convolution(a)) return why;
   const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
   if (g.n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2) < kMinTiles) return "too few output tiles";
   return nullptr;
-#else
-  (void)a;
-  return "built without AVX2 and FMA, or with AVX-512 (oneDNN's kernels)";
-#endif
-}
-
-bool own_winograd_built() {
-  return HETGRAPH_OWN_WINOGRAD != 0;
-}
-
-bool any_winograd_kernel() {
-  return winograd_available() ||
-         (own_winograd_built() && conv_activation_layout() != ActivationLayout::nchw);
 }
 
 std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a) {
-#if HETGRAPH_OWN_WINOGRAD
   return std::make_unique<Winograd<4>>(a);
-#else
-  (void)a;
-  return nullptr;
-#endif
 }
 
 std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a) {
-#if HETGRAPH_OWN_WINOGRAD
   return std::make_unique<Winograd<2>>(a);
-#else
-  (void)a;
-  return nullptr;
-#endif
 }
 
-}  // namespace hetgraph::detail::cpu
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS
+#endif  // HETGRAPH_OWN_WINOGRAD

@@ -1,6 +1,8 @@
 // hetgraph's own Winograd convolution kernels (winograd.cpp): F(4x4, 3x3) and F(2x2, 3x3), for
 // conv2d and fused_conv2d between blocked or channels-last values on AVX2 CPUs; registered with
-// the convolution kernels (conv.cpp), F(4x4) first, ahead of oneDNN's direct ones.
+// the convolution kernels (conv.cpp), F(4x4) first, ahead of oneDNN's direct ones. These entry
+// points call the code path's kernels (simd/code_path.hpp, simd/dispatch.cpp), and reject every
+// node where the path has none.
 #pragma once
 
 #include <memory>
@@ -14,8 +16,8 @@ const char* reject_winograd_f4x3(const KernelArgs& a);
 const char* reject_winograd_f2x3(const KernelArgs& a);
 std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a);
 std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a);
-/// Whether this build has the kernels (AVX2 and FMA, no AVX-512: oneDNN's kernels there).
-bool own_winograd_built();
+/// Whether this process's code path has the kernels (AVX2 and FMA, no AVX-512: oneDNN's there).
+bool own_winograd_available();
 /// Whether some Winograd kernel (oneDNN's or ours) can take a 3x3 stride-1 convolution between
 /// blocked values on this CPU with CompileOptions' defaults: what a test that expects Winograd
 /// asks, instead of assuming the build machine's ISA.

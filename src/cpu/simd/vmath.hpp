@@ -2,23 +2,28 @@
 // registers (Cephes-style range reduction and polynomials, about 1-2 ulp). Written on explicit
 // vectors because the auto-vectoriser turns the clamps of scalar versions into branches (jump
 // threading) and then gives up; vector ternaries are blends. Scalar calls use lane 0 of the same
-// code, so a value comes out bit-identical whichever path computes it.
+// code, so a value comes out bit-identical whichever path computes it. Compiled once per code
+// path (code_path.hpp): only the sources of a path include it, in the path's namespace.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
-namespace hetgraph::detail::cpu::vm {
+#include "cpu/simd/isa_ns.hpp"
 
-// 16 lanes with AVX-512, 8 below it. GCC splits a vector wider than the registers for
-// arithmetic, but lowers its comparisons and ternaries lane by lane in scalar code: with
-// 16-lane vectors on an AVX2 machine (Zen 3) the NaN-propagating max pooling ran at scalar speed,
-// 3.5-4.6x slower than with 8 (bench/README, "Vector width on AVX2 CPUs").
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS::vm {
+
+// As wide as the registers: 16 lanes with AVX-512, 8 with AVX, 4 below. GCC splits a vector
+// wider than the registers for arithmetic, but lowers its comparisons and ternaries lane by lane
+// in scalar code: with 16-lane vectors on an AVX2 machine (Zen 3) the NaN-propagating max pooling
+// ran at scalar speed, 3.5-4.6x slower than with 8 (bench/README, "Vector width on AVX2 CPUs").
 #if defined(__AVX512F__)
 inline constexpr int kLanes = 16;
-#else
+#elif defined(__AVX__)
 inline constexpr int kLanes = 8;
+#else
+inline constexpr int kLanes = 4;
 #endif
 using vf = float __attribute__((vector_size(kLanes * 4)));
 using vi = std::int32_t __attribute__((vector_size(kLanes * 4)));
@@ -167,4 +172,4 @@ inline void map(const float* x, float* o, std::int64_t n, F&& f) {
   }
 }
 
-}  // namespace hetgraph::detail::cpu::vm
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS::vm

@@ -1,0 +1,213 @@
+// One code path's vector kernels and its table (code_path.hpp): compiled once per x86-64 level,
+// each time into that level's namespace (CMakeLists.txt, isa_ns.hpp).
+#include "cpu/simd/code_path.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <limits>
+
+#include "cpu/simd/vmath.hpp"
+
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
+
+namespace {
+
+constexpr std::int64_t L = vm::kLanes;
+
+// o = fv(x) (+ add), kLanes at a time; the tail through padded vectors (as vm::map does).
+template <class F>
+void map_with(F&& fv, const float* x, const float* add, float* o, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    vm::vf v = fv(vm::load(x + i));
+    if (add) v += vm::load(add + i);
+    vm::store(o + i, v);
+  }
+  if (i < n) {
+    float xb[L] = {}, ab[L] = {};
+    const auto rest = static_cast<std::size_t>(n - i) * sizeof(float);
+    std::memcpy(xb, x + i, rest);
+    if (add) std::memcpy(ab, add + i, rest);
+    vm::vf v = fv(vm::load(xb));
+    if (add) v += vm::load(ab);
+    vm::store(xb, v);
+    std::memcpy(o + i, xb, rest);
+  }
+}
+
+void map(VecFn f, float alpha, const float* x, const float* add, float* o, std::int64_t n) {
+  switch (f) {
+    case VecFn::exp:
+      return map_with([](vm::vf v) { return vm::exp(v); }, x, add, o, n);
+    case VecFn::log:
+      return map_with([](vm::vf v) { return vm::log(v); }, x, add, o, n);
+    case VecFn::neg_log:
+      return map_with([](vm::vf v) { return -vm::log(v); }, x, add, o, n);
+    case VecFn::sigmoid:
+      return map_with([](vm::vf v) { return vm::sigmoid(v); }, x, add, o, n);
+    case VecFn::tanh:
+      return map_with([](vm::vf v) { return vm::tanh(v); }, x, add, o, n);
+    case VecFn::erf:
+      return map_with([](vm::vf v) { return vm::erf(v); }, x, add, o, n);
+    case VecFn::relu:  // NaN stays NaN
+      return map_with([](vm::vf v) { return v <= 0.0f ? vm::splat(0.0f) : v; }, x, add, o, n);
+    case VecFn::scale:
+      return map_with([alpha](vm::vf v) { return v * alpha; }, x, add, o, n);
+    case VecFn::neg:
+      return map_with([](vm::vf v) { return -v; }, x, add, o, n);
+    case VecFn::identity:
+      return map_with([](vm::vf v) { return v; }, x, add, o, n);
+  }
+}
+
+float line_max(const float* x, std::int64_t n, std::int64_t s) {
+  float m = -std::numeric_limits<float>::infinity();
+  if (s == 1) {
+#pragma omp simd reduction(max : m)
+    for (std::int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) m = std::max(m, x[j * s]);
+  }
+  return m;
+}
+
+const auto vexp = [](vm::vf v) { return vm::exp(v); };
+
+// Softmax (or log-softmax) of contiguous rows. Rows as short as MNIST's 10 classes would
+// leave a per-row vector loop in its scalar tail, so rows are taken in blocks: per-row
+// maxima first, then one flat vectorised exp over the whole block, then per-row sums.
+void softmax_rows(const float* x, float* o, std::int64_t rows, std::int64_t n, bool log_sm) {
+  constexpr std::int64_t kBlock = 2048;
+  float mx[kBlock], sh[kBlock];
+  if (n > kBlock) {
+    // Long rows: each row in kBlock pieces (max, then exp and sum, then scale).
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * n;
+      float* orow = o + r * n;
+      const float m = line_max(xr, n, 1);
+      double sum = 0.0;
+      for (std::int64_t j0 = 0; j0 < n; j0 += kBlock) {
+        const std::int64_t len = std::min(kBlock, n - j0);
+        for (std::int64_t j = 0; j < len; ++j) sh[j] = xr[j0 + j] - m;
+        vm::map(sh, sh, len, vexp);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (std::int64_t j = 0; j < len; ++j) s += sh[j];
+        sum += s;
+        if (!log_sm) std::memcpy(orow + j0, sh, static_cast<std::size_t>(len) * sizeof(float));
+      }
+      const float lse = m + vm::log(static_cast<float>(sum)), inv = 1.0f / static_cast<float>(sum);
+#pragma omp simd
+      for (std::int64_t j = 0; j < n; ++j) orow[j] = log_sm ? xr[j] - lse : orow[j] * inv;
+    }
+    return;
+  }
+  const std::int64_t per = kBlock / n;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += per) {
+    const std::int64_t rr = std::min(per, rows - r0);
+    const float* xb = x + r0 * n;
+    float* ob = o + r0 * n;
+    for (std::int64_t r = 0; r < rr; ++r) mx[r] = line_max(xb + r * n, n, 1);
+    for (std::int64_t r = 0; r < rr; ++r) {
+      for (std::int64_t j = 0; j < n; ++j) sh[r * n + j] = xb[r * n + j] - mx[r];
+    }
+    vm::map(sh, ob, rr * n, vexp);  // x is no longer read: in place is safe
+    for (std::int64_t r = 0; r < rr; ++r) {
+      float* row = ob + r * n;
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < n; ++j) sum += row[j];
+      if (log_sm) {
+        const float lse = vm::log(sum);
+        for (std::int64_t j = 0; j < n; ++j) row[j] = sh[r * n + j] - lse;
+      } else {
+        const float inv = 1.0f / sum;
+        for (std::int64_t j = 0; j < n; ++j) row[j] *= inv;
+      }
+    }
+  }
+}
+
+void softmax_line(const float* x, float* o, std::int64_t n, std::int64_t s, bool log_sm) {
+  const float m = line_max(x, n, s);
+  float sum = 0.0f;
+  for (std::int64_t j = 0; j < n; ++j) sum += vm::exp(x[j * s] - m);
+  if (log_sm) {
+    const float lse = m + vm::log(sum);
+    for (std::int64_t j = 0; j < n; ++j) o[j * s] = x[j * s] - lse;
+  } else {
+    const float inv = 1.0f / sum;
+    for (std::int64_t j = 0; j < n; ++j) o[j * s] = vm::exp(x[j * s] - m) * inv;
+  }
+}
+
+void log_softmax_grad_line(const float* g, const float* y, float* o, std::int64_t n,
+                           std::int64_t s, float dot) {
+  if (s == 1) {
+    // exp in vector pieces; o may be g or y itself, so the exps go to a scratch block first
+    constexpr std::int64_t kBlock = 1024;
+    float ex[kBlock];
+    for (std::int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const std::int64_t len = std::min(kBlock, n - j0);
+      vm::map(y + j0, ex, len, vexp);
+      for (std::int64_t j = 0; j < len; ++j) o[j0 + j] = g[j0 + j] - ex[j] * dot;
+    }
+    return;
+  }
+  for (std::int64_t j = 0; j < n; ++j) o[j * s] = g[j * s] - vm::exp(y[j * s]) * dot;
+}
+
+float xlogy_sum(const float* y, const float* p, std::int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t c = 0; c < n; ++c) s += y[c] * vm::log(std::max(p[c], FLT_MIN));
+  return s;
+}
+
+}  // namespace
+
+const CodePath& code_path_table() {
+#if HETGRAPH_ISA == 2
+  static constexpr const char* kLevel = "x86-64-v2";
+  static constexpr const char* kName = "x86-64-v2 (SSE4.2)";
+#elif HETGRAPH_ISA == 3
+  static constexpr const char* kLevel = "x86-64-v3";
+  static constexpr const char* kName = "x86-64-v3 (AVX2, FMA)";
+#elif HETGRAPH_ISA == 4
+  static constexpr const char* kLevel = "x86-64-v4";
+  static constexpr const char* kName = "x86-64-v4 (AVX-512)";
+#elif defined(__AVX512F__)
+  static constexpr const char* kLevel = "native";
+  static constexpr const char* kName = "native (-march=native, AVX-512)";
+#elif defined(__AVX2__)
+  static constexpr const char* kLevel = "native";
+  static constexpr const char* kName = "native (-march=native, AVX2)";
+#else
+  static constexpr const char* kLevel = "native";
+  static constexpr const char* kName = "native (-march=native)";
+#endif
+  static const CodePath path{kLevel,
+                             kName,
+                             vm::kLanes,
+                             map,
+                             softmax_rows,
+                             softmax_line,
+                             log_softmax_grad_line,
+                             xlogy_sum,
+                             register_pool_kernels,
+#if HETGRAPH_OWN_WINOGRAD
+                             reject_winograd_f4x3,
+                             reject_winograd_f2x3,
+                             make_winograd_f4x3,
+                             make_winograd_f2x3
+#else
+                             nullptr,
+                             nullptr,
+                             nullptr,
+                             nullptr
+#endif
+  };
+  return path;
+}
+
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS

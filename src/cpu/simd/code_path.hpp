@@ -1,0 +1,107 @@
+// Code paths: hetgraph's own vector kernels (vmath.hpp's functions and what is built on them,
+// the pooling kernels, the Winograd convolutions) compiled once per x86-64 level, and the one
+// this process runs, chosen once at startup from what the CPU has, as oneDNN chooses its own.
+//
+// The default build runs on any x86-64-v2 CPU (SSE4.2): the rest of the library is compiled for
+// that level, and these kernels for x86-64-v2 (4 floats a vector), x86-64-v3 (AVX2 and FMA, 8
+// floats; the own Winograd kernels) and x86-64-v4 (AVX-512, 16 floats). HETGRAPH_MAX_CPU_ISA
+// caps the choice (x86-64-v2, x86-64-v3 or x86-64-v4; also sse42, avx2, avx512), as
+// ONEDNN_MAX_CPU_ISA caps oneDNN's; a HETGRAPH_NATIVE build has one path, -march=native.
+//
+// Every value comes out of one path: the scalar entry points below are the vector code on one
+// element, so a number is bit-identical whichever kernel computes it; paths differ from each
+// other by rounding (FMA, vector width of sums), never within a process.
+//
+//   const CodePath& p = code_path();
+//   p.map(VecFn::exp, 1.0f, x, nullptr, y, n);   // y = exp(x), p.lanes floats at a time
+//   std::printf("%s\n", p.name);                 // "x86-64-v3 (AVX2, FMA)"
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#if defined(HETGRAPH_ISA)
+#include "cpu/simd/isa_ns.hpp"
+#endif
+
+namespace hetgraph::detail {
+template <class Args, class Kernel>
+class KernelRegistry;  // common/kernel_registry.hpp
+}
+
+namespace hetgraph::detail::cpu {
+
+struct KernelArgs;
+class CpuKernel;
+using KernelRegistry = detail::KernelRegistry<KernelArgs, CpuKernel>;  // as cpu/kernel.hpp
+
+/// An element function of the vector kernels.
+enum class VecFn : std::uint8_t {
+  identity,
+  exp,
+  log,
+  neg_log,  // -log(x)
+  sigmoid,
+  tanh,
+  erf,
+  relu,   // NaN stays NaN, -0 becomes +0
+  scale,  // alpha * x
+  neg,
+};
+
+/// One code path: its functions, compiled for one x86-64 level (src/cpu/simd/code_path.cpp).
+struct CodePath {
+  const char* level;  // "x86-64-v3", or "native"
+  const char* name;   // "x86-64-v3 (AVX2, FMA)": what engine_report() says
+  int lanes;          // floats per vector
+  /// o[i] = f(x[i]) (+ add[i] where add is not null) for i < n; alpha is scale's factor. o may
+  /// be x or add.
+  void (*map)(VecFn f, float alpha, const float* x, const float* add, float* o, std::int64_t n);
+  /// softmax (or log-softmax) of `rows` contiguous rows of n.
+  void (*softmax_rows)(const float* x, float* o, std::int64_t rows, std::int64_t n, bool log_sm);
+  /// softmax (or log-softmax) of one line of n elements s apart.
+  void (*softmax_line)(const float* x, float* o, std::int64_t n, std::int64_t s, bool log_sm);
+  /// o[j] = g[j] - exp(y[j]) * dot along one line (log-softmax's gradient); o may be g or y.
+  void (*log_softmax_grad_line)(const float* g, const float* y, float* o, std::int64_t n,
+                                std::int64_t s, float dot);
+  /// sum of y[c] * log(max(p[c], FLT_MIN)) (cross-entropy against soft labels).
+  float (*xlogy_sum)(const float* y, const float* p, std::int64_t n);
+  /// The pooling kernels (pool.cpp), registered in order.
+  void (*register_pool)(KernelRegistry& r);
+  /// hetgraph's own Winograd kernels (winograd.cpp); null where the path has none.
+  const char* (*reject_winograd_f4x3)(const KernelArgs& a);
+  const char* (*reject_winograd_f2x3)(const KernelArgs& a);
+  std::unique_ptr<CpuKernel> (*make_winograd_f4x3)(const KernelArgs& a);
+  std::unique_ptr<CpuKernel> (*make_winograd_f2x3)(const KernelArgs& a);
+};
+
+/// The path this process runs: the highest level built that the CPU (and HETGRAPH_MAX_CPU_ISA)
+/// allows, chosen at the first call. Throws UsageError for an HETGRAPH_MAX_CPU_ISA it does not
+/// know.
+const CodePath& code_path();
+
+/// The x86-64 level (2, 3 or 4) a value of HETGRAPH_MAX_CPU_ISA caps the choice at: 4 for "";
+/// x86-64-v2 or sse42 (sse41 as oneDNN's name for it), x86-64-v3 or avx2, x86-64-v4 or avx512,
+/// in any case. Throws PlatformError naming the variable otherwise.
+int code_path_cap(std::string_view value);
+
+/// Scalar vector math: one element through the path's vector code (bit-identical to it).
+float vec_exp(float x);
+float vec_log(float x);
+
+#if defined(HETGRAPH_ISA_NS)
+// What each path's sources define (in the path's namespace).
+namespace HETGRAPH_ISA_NS {
+const CodePath& code_path_table();
+void register_pool_kernels(KernelRegistry& r);
+#if HETGRAPH_OWN_WINOGRAD
+const char* reject_winograd_f4x3(const KernelArgs& a);
+const char* reject_winograd_f2x3(const KernelArgs& a);
+std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a);
+std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a);
+#endif
+}  // namespace HETGRAPH_ISA_NS
+#endif
+
+}  // namespace hetgraph::detail::cpu
