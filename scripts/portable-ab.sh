@@ -7,10 +7,13 @@
 #      (workload, engine, build) once, a fresh process each;
 #   2. bench/cnn/run.sh's googlenet and resnet18 at batch 1 and 32 with hetgraph-run (auto),
 #      both builds in each round (ONNX Runtime runs too: every output is checked against it).
-#   scripts/portable-ab.sh [ROUNDS]      (default 3; results in bench/results/<date>-portable*)
+#   scripts/portable-ab.sh [ROUNDS [LABEL]]   (default 5 rounds; results in
+#     bench/results/<date>-portable[-LABEL]-bench.jsonl and <date>-cnn-portable[-LABEL].jsonl,
+#     then bench/portable_summary.py's paired ratios)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-3}
+rounds=${1:-5}
+label=portable${2:+-$2}
 date=$(date +%Y-%m-%d)
 for d in build build-native; do
   native=OFF; [ "$d" = build-native ] && native=ON
@@ -25,8 +28,10 @@ workloads=matmul-200x100x200,matmul-1000x1000x1000,conv-64x16x32x32-16x3x3-p1,co
 workloads+=,conv-32x192x28x28-64x1x1,maxpool-32x64x56x56-k3-s2-p1,avgpool-32x64x56x56-k3-s1-p1
 workloads+=,mnist-softmax,par-matmul-1024,lstm-small,threadpool,pathnet-small,inception-small
 workloads+=,wide-deep-infer-64,wide-deep-train,kernel-vector-add,kernel-reduce-mean-axis0
-OUT=bench/results/$date-portable-bench.jsonl scripts/engine-ab.sh "$rounds" "$workloads" \
+OUT=bench/results/$date-$label-bench.jsonl scripts/engine-ab.sh "$rounds" "$workloads" \
   portable=build/bench/hetgraph-bench native=build-native/bench/hetgraph-bench \
   -- "--engine sequential" "--engine auto"
-bench/cnn/run.sh --rounds "$rounds" --label portable --engines auto --contenders hetgraph \
+bench/cnn/run.sh --rounds "$rounds" --label "$label" --engines auto --contenders hetgraph \
   --hetgraph portable=build/tools/hetgraph-run,native=build-native/tools/hetgraph-run
+/usr/bin/python3 bench/portable_summary.py bench/results/$date-$label-bench.jsonl \
+  bench/results/$date-cnn-$label.jsonl

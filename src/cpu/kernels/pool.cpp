@@ -17,6 +17,8 @@
 // each output's argmax (a flat position in its plane) and the backward kernel scatters the
 // gradient through it, one plane per task (without such a forward kernel, the reference
 // backward recomputes the argmaxes from x).
+//
+// Compiled once per code path (src/cpu/simd/code_path.hpp): vm:: vectors at its width.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -7,6 +7,8 @@
 // from); argmax and argmin give its position. Contiguous lines take the vector max and a NaN flag
 // side by side (the max instruction itself may drop a NaN); strided lines blend. top_k gives the
 // positions of a line's k best, best first.
+//
+// Compiled once per code path (src/cpu/simd/code_path.hpp): the loops vectorise at its width.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -17,9 +19,10 @@
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/simd/code_path.hpp"
 #include "hetgraph/error.hpp"
 
-namespace hetgraph::detail::cpu {
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
 
 namespace {
 
@@ -781,4 +784,4 @@ void register_reduce_kernels(KernelRegistry& r) {
   r.add(OpKind::SumTo, {"reference", nullptr, make_sum_to_ref, true});
 }
 
-}  // namespace hetgraph::detail::cpu
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS

@@ -195,6 +195,7 @@ const CodePath& code_path_table() {
                              log_softmax_grad_line,
                              xlogy_sum,
                              register_pool_kernels,
+                             register_reduce_kernels,
 #if HETGRAPH_OWN_WINOGRAD
                              reject_winograd_f4x3,
                              reject_winograd_f2x3,

@@ -1,5 +1,5 @@
 // Code paths: hetgraph's own vector kernels (vmath.hpp's functions and what is built on them,
-// the pooling kernels, the Winograd convolutions) compiled once per x86-64 level, and the one
+// the pooling and reduction kernels, the Winograd convolutions) compiled once per x86-64 level, and the one
 // this process runs, chosen once at startup from what the CPU has, as oneDNN chooses its own.
 //
 // The default build runs on any x86-64-v2 CPU (SSE4.2): the rest of the library is compiled for
@@ -67,8 +67,9 @@ struct CodePath {
                                 std::int64_t s, float dot);
   /// sum of y[c] * log(max(p[c], FLT_MIN)) (cross-entropy against soft labels).
   float (*xlogy_sum)(const float* y, const float* p, std::int64_t n);
-  /// The pooling kernels (pool.cpp), registered in order.
+  /// The pooling and reduction kernels (pool.cpp, reduce.cpp), registered in order.
   void (*register_pool)(KernelRegistry& r);
+  void (*register_reduce)(KernelRegistry& r);
   /// hetgraph's own Winograd kernels (winograd.cpp); null where the path has none.
   const char* (*reject_winograd_f4x3)(const KernelArgs& a);
   const char* (*reject_winograd_f2x3)(const KernelArgs& a);
@@ -95,6 +96,7 @@ float vec_log(float x);
 namespace HETGRAPH_ISA_NS {
 const CodePath& code_path_table();
 void register_pool_kernels(KernelRegistry& r);
+void register_reduce_kernels(KernelRegistry& r);
 #if HETGRAPH_OWN_WINOGRAD
 const char* reject_winograd_f4x3(const KernelArgs& a);
 const char* reject_winograd_f2x3(const KernelArgs& a);

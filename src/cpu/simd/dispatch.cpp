@@ -97,6 +97,10 @@ void register_pool_kernels(KernelRegistry& r) {
   code_path().register_pool(r);
 }
 
+void register_reduce_kernels(KernelRegistry& r) {
+  code_path().register_reduce(r);
+}
+
 const char* reject_winograd_f4x3(const KernelArgs& a) {
   const CodePath& p = code_path();
   return p.reject_winograd_f4x3 ? p.reject_winograd_f4x3(a) : kNoOwnWinograd;
