@@ -9,7 +9,7 @@
 #      both builds in each round (ONNX Runtime runs too: every output is checked against it).
 #   scripts/portable-ab.sh [ROUNDS [LABEL]]   (default 5 rounds; results in
 #     bench/results/<date>-portable[-LABEL]-bench.jsonl and <date>-cnn-portable[-LABEL].jsonl,
-#     then bench/portable_summary.py's paired ratios)
+#     then bench/portable_summary.py's paired ratios); CNN=0 skips step 2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -31,7 +31,12 @@ workloads+=,wide-deep-infer-64,wide-deep-train,kernel-vector-add,kernel-reduce-m
 OUT=bench/results/$date-$label-bench.jsonl scripts/engine-ab.sh "$rounds" "$workloads" \
   portable=build/bench/hetgraph-bench native=build-native/bench/hetgraph-bench \
   -- "--engine sequential" "--engine auto"
-bench/cnn/run.sh --rounds "$rounds" --label "$label" --engines auto --contenders hetgraph \
-  --hetgraph portable=build/tools/hetgraph-run,native=build-native/tools/hetgraph-run
-/usr/bin/python3 bench/portable_summary.py bench/results/$date-$label-bench.jsonl \
-  bench/results/$date-cnn-$label.jsonl
+cnn=bench/results/$date-cnn-$label.jsonl
+if [ "${CNN:-1}" != 0 ]; then
+  bench/cnn/run.sh --rounds "$rounds" --label "$label" --engines auto --contenders hetgraph \
+    --hetgraph portable=build/tools/hetgraph-run,native=build-native/tools/hetgraph-run
+else
+  cnn=
+fi
+# shellcheck disable=SC2086
+/usr/bin/python3 bench/portable_summary.py bench/results/$date-$label-bench.jsonl $cnn

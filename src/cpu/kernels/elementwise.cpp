@@ -2,6 +2,8 @@
 // the output vanish and neighbouring dims merge when both inputs step through them alike, so
 // most broadcasts become one of four contiguous inner loops (full/full, full/scalar,
 // scalar/full, scalar/scalar) that the compiler vectorises.
+//
+// Compiled once per code path (src/cpu/simd/code_path.hpp): the loops vectorise at its width.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,7 +15,7 @@
 #include "cpu/parallel.hpp"
 #include "cpu/simd/code_path.hpp"
 
-namespace hetgraph::detail::cpu {
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
 
 namespace {
 
@@ -711,4 +713,4 @@ void register_elementwise_kernels(KernelRegistry& t) {
   ternary<SelectGradF<false>>(t, OpKind::MinimumGrad);
 }
 
-}  // namespace hetgraph::detail::cpu
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS

@@ -14,6 +14,8 @@
 // lookups are grouped by row (a stable sort, so each group keeps lookup order), each row's
 // gradient is summed in that order from zero, as the scatter-add does, and the row becomes
 // v + beta * sum. Groups are disjoint rows, so any team gives the same result.
+//
+// Compiled once per code path (src/cpu/simd/code_path.hpp): the loops vectorise at its width.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,9 +28,10 @@
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/simd/code_path.hpp"
 #include "hetgraph/error.hpp"
 
-namespace hetgraph::detail::cpu {
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
 
 namespace {
 
@@ -664,4 +667,4 @@ void register_embedding_kernels(KernelRegistry& r) {
   r.add(OpKind::SparseOptimizerUpdate, {"reference", nullptr, make_sparse_optimizer<true>, true});
 }
 
-}  // namespace hetgraph::detail::cpu
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS

@@ -4,13 +4,16 @@
 // their scalar inputs, so a schedule changes them without recompiling. The fast kernel works in
 // float and splits the elements among the team (each element on its own: the split does not
 // change the result); the reference works in double.
+//
+// Compiled once per code path (src/cpu/simd/code_path.hpp): the loops vectorise at its width.
 #include <cmath>
 #include <type_traits>
 
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/simd/code_path.hpp"
 
-namespace hetgraph::detail::cpu {
+namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
 
 namespace {
 
@@ -140,4 +143,4 @@ void register_optimizer_kernels(KernelRegistry& r) {
   r.add(OpKind::OptimizerUpdate, {"reference", nullptr, make_update<double>, true});
 }
 
-}  // namespace hetgraph::detail::cpu
+}  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS

@@ -196,6 +196,9 @@ const CodePath& code_path_table() {
                              xlogy_sum,
                              register_pool_kernels,
                              register_reduce_kernels,
+                             register_elementwise_kernels,
+                             register_embedding_kernels,
+                             register_optimizer_kernels,
 #if HETGRAPH_OWN_WINOGRAD
                              reject_winograd_f4x3,
                              reject_winograd_f2x3,

@@ -1,5 +1,6 @@
 // Code paths: hetgraph's own vector kernels (vmath.hpp's functions and what is built on them,
-// the pooling and reduction kernels, the Winograd convolutions) compiled once per x86-64 level, and the one
+// the elementwise, reduction, pooling, embedding and optimizer kernels whose loops vectorise,
+// the Winograd convolutions) compiled once per x86-64 level, and the one
 // this process runs, chosen once at startup from what the CPU has, as oneDNN chooses its own.
 //
 // The default build runs on any x86-64-v2 CPU (SSE4.2): the rest of the library is compiled for
@@ -67,9 +68,13 @@ struct CodePath {
                                 std::int64_t s, float dot);
   /// sum of y[c] * log(max(p[c], FLT_MIN)) (cross-entropy against soft labels).
   float (*xlogy_sum)(const float* y, const float* p, std::int64_t n);
-  /// The pooling and reduction kernels (pool.cpp, reduce.cpp), registered in order.
+  /// The kernel families compiled per path (pool.cpp, reduce.cpp, elementwise.cpp,
+  /// embedding.cpp, optimizer.cpp): kernel_registry.cpp registers them through these.
   void (*register_pool)(KernelRegistry& r);
   void (*register_reduce)(KernelRegistry& r);
+  void (*register_elementwise)(KernelRegistry& r);
+  void (*register_embedding)(KernelRegistry& r);
+  void (*register_optimizer)(KernelRegistry& r);
   /// hetgraph's own Winograd kernels (winograd.cpp); null where the path has none.
   const char* (*reject_winograd_f4x3)(const KernelArgs& a);
   const char* (*reject_winograd_f2x3)(const KernelArgs& a);
@@ -97,6 +102,9 @@ namespace HETGRAPH_ISA_NS {
 const CodePath& code_path_table();
 void register_pool_kernels(KernelRegistry& r);
 void register_reduce_kernels(KernelRegistry& r);
+void register_elementwise_kernels(KernelRegistry& r);
+void register_embedding_kernels(KernelRegistry& r);
+void register_optimizer_kernels(KernelRegistry& r);
 #if HETGRAPH_OWN_WINOGRAD
 const char* reject_winograd_f4x3(const KernelArgs& a);
 const char* reject_winograd_f2x3(const KernelArgs& a);

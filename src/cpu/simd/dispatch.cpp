@@ -101,6 +101,18 @@ void register_reduce_kernels(KernelRegistry& r) {
   code_path().register_reduce(r);
 }
 
+void register_elementwise_kernels(KernelRegistry& r) {
+  code_path().register_elementwise(r);
+}
+
+void register_embedding_kernels(KernelRegistry& r) {
+  code_path().register_embedding(r);
+}
+
+void register_optimizer_kernels(KernelRegistry& r) {
+  code_path().register_optimizer(r);
+}
+
 const char* reject_winograd_f4x3(const KernelArgs& a) {
   const CodePath& p = code_path();
   return p.reject_winograd_f4x3 ? p.reject_winograd_f4x3(a) : kNoOwnWinograd;
