@@ -38,7 +38,8 @@ build-asan: deps
 test-asan: build-asan
 	ctest --preset asan
 
-# ThreadSanitizer: the library and the engine, tuning and input-pipeline tests only (what is threaded).
+# ThreadSanitizer: the library and the engine, tuning and input-pipeline tests only (what is threaded;
+# the engine's stress test runs as shards, test_engine_stress_N).
 TSAN_TESTS = test_engine test_tuning test_pipeline
 space := $(subst x, ,x)
 
@@ -47,7 +48,7 @@ build-tsan: deps
 	@cmake --build --preset tsan --target $(TSAN_TESTS)
 
 test-tsan: build-tsan
-	ctest --preset tsan -R "^($(subst $(space),|,$(TSAN_TESTS)))$$"
+	ctest --preset tsan -R "^($(subst $(space),|,$(TSAN_TESTS)))(_stress_[0-9]+)?$$"
 
 # libFuzzer targets (clang, ASan+UBSan) in a project of their own: only the parsers' sources.
 fuzz-build: deps

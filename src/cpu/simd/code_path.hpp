@@ -92,6 +92,10 @@ const CodePath& code_path();
 /// in any case. Throws PlatformError naming the variable otherwise.
 int code_path_cap(std::string_view value);
 
+/// The highest x86-64 level this library has a path for (2, 3 or 4; 0 in a HETGRAPH_NATIVE
+/// build). The sanitizer builds compile levels 2 and 3 only (CMakeLists.txt says why).
+int code_path_top();
+
 /// Scalar vector math: one element through the path's vector code (bit-identical to it).
 float vec_exp(float x);
 float vec_log(float x);

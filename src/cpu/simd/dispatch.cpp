@@ -23,9 +23,11 @@ const CodePath& code_path_table();
 namespace isa_v3 {
 const CodePath& code_path_table();
 }
+#if HETGRAPH_CODE_PATH_TOP >= 4
 namespace isa_v4 {
 const CodePath& code_path_table();
 }
+#endif
 #endif
 
 namespace {
@@ -46,9 +48,12 @@ const CodePath& choose() {
   code_path_cap(env_value("HETGRAPH_MAX_CPU_ISA"));  // checked, though one path has no choice
   return isa_native::code_path_table();
 #else
-  switch (std::min(cpu_level(), code_path_cap(env_value("HETGRAPH_MAX_CPU_ISA")))) {
+  switch (std::min({cpu_level(), code_path_cap(env_value("HETGRAPH_MAX_CPU_ISA")),
+                    code_path_top()})) {
+#if HETGRAPH_CODE_PATH_TOP >= 4
     case 4:
       return isa_v4::code_path_table();
+#endif
     case 3:
       return isa_v3::code_path_table();
     default:
@@ -74,6 +79,14 @@ int code_path_cap(std::string_view value) {
   throw PlatformError("HETGRAPH_MAX_CPU_ISA=\"" + std::string(value) +
                       "\" is not one of x86-64-v2 (or sse42), x86-64-v3 (or avx2), x86-64-v4 (or "
                       "avx512)");
+}
+
+int code_path_top() {
+#if defined(HETGRAPH_NATIVE_BUILD)
+  return 0;
+#else
+  return HETGRAPH_CODE_PATH_TOP;
+#endif
 }
 
 const CodePath& code_path() {
