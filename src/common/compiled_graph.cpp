@@ -174,7 +174,9 @@ void RunHandle::wait() {
   if (state_->error) std::rethrow_exception(state_->error);
 }
 bool RunHandle::done() const {
-  return !state_ || state_->done;
+  if (!state_ || state_->done) return true;
+  // Asked of the platform: nothing else marks a run finished until someone waits for it.
+  return state_->exe == nullptr || state_->exe->poll(*state_);
 }
 
 void CompiledGraph::run(std::initializer_list<FeedItem> feeds) {
