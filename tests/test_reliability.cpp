@@ -11,6 +11,8 @@
 #include "common/executable.hpp"
 #include "cpu/engine.hpp"
 #include "hetgraph/autodiff.hpp"
+#include "hetgraph/distributed.hpp"
+#include "hetgraph/onnx.hpp"
 #include "opencl/executable.hpp"
 #include "random_dag.hpp"
 #include "test_util.hpp"
@@ -137,8 +139,19 @@ TEST(MovedFrom, EveryCallOfAMovedFromObjectIsAUsageError) {
       [&] { (void)cg.kernel_name(y); },
       [&] { (void)cg.report(); },
       [&] { (void)cg.planned_bytes(); },
+      // Issue 46: these named the internal accessor ("executable_of: ...").
+      [&] { cg.save("/tmp/hetgraph-never-written.ckpt"); },
+      [&] { cg.load("/tmp/hetgraph-never-read.ckpt"); },
+      [&] {
+        (void)onnx::export_bytes(g, std::vector<Node>{y}, {{"x", {2}}}, {.values = &cg});
+      },
+      [&] { distributed::broadcast_variables(cg, distributed::Communicator::self()); },
   };
-  for (const auto& call : calls) EXPECT_TRUE(has(error_of<UsageError>(call), "moved from"));
+  for (const auto& call : calls) {
+    const std::string m = error_of<UsageError>(call);
+    EXPECT_TRUE(has(m, "this CompiledGraph was moved from")) << m;
+    EXPECT_FALSE(has(m, "executable_of")) << m;
+  }
   other.run({{"x", xv}});
   EXPECT_EQ(other.read(y), (std::vector<float>{2, 4}));
 

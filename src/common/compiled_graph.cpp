@@ -152,7 +152,7 @@ Executable& CompiledGraph::live(std::string_view what) const {
 
 namespace detail {
 Executable& executable_of(const CompiledGraph& cg) {
-  if (!cg.exe_) throw UsageError("executable_of: this CompiledGraph was moved from");
+  if (!cg.exe_) throw UsageError("this CompiledGraph was moved from; use the one it was moved to");
   return *cg.exe_;
 }
 }  // namespace detail

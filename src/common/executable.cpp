@@ -28,8 +28,12 @@ Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)
     if (!n.has_work()) continue;
     for (const IndexUse& u : index_uses(p, n)) {
       const std::uint32_t idx = n.inputs[u.input];
+      // Through views, and through transfers to another device (heterogeneous plans): the
+      // user's node reading fed indices is checked on the host, and named, as on one device.
       std::uint32_t base = idx;
-      while (p.nodes[base].storage == Storage::View) base = p.nodes[base].inputs[0];
+      while ((p.nodes[base].storage == Storage::View || p.nodes[base].op == OpKind::Transfer) &&
+             !p.nodes[base].inputs.empty())
+        base = p.nodes[base].inputs[0];
       if (p.nodes[base].storage != Storage::Input) continue;
       fed_checks_.push_back({i, idx, base, u.bound, u.wraps});
     }
