@@ -4,16 +4,21 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "hetgraph/hetgraph.hpp"
+#include "hetgraph/onnx.hpp"
+#include "onnx/checkpoint_format.hpp"
 #include "random_dag.hpp"
 #include "test_util.hpp"
 
@@ -255,6 +260,166 @@ TEST(CheckpointFile, FailedSaveKeepsThePreviousFile) {
   EXPECT_EQ(slurp(s.path), s.bytes);
 }
 
+// load() judges a file by its header before reading it whole (issue 46: it read everything
+// first, and /dev/zero ended in std::bad_alloc): what is not a regular file, and a huge file
+// that is not a checkpoint of the graph, are DataErrors naming the path, read no further.
+TEST(CheckpointFile, LoadChecksWhatAFileIsBeforeReadingIt) {
+  Saved s("header-first.ckpt");
+  auto refused = [&](const std::string& path, const std::string& want) {
+    SCOPED_TRACE(path);
+    try {
+      s.cg.load(path);
+      ADD_FAILURE() << "loaded " << path;
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path + ": "), std::string::npos) << what;
+      EXPECT_NE(what.find(want), std::string::npos) << "missing '" << want << "' in: " << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a DataError: " << e.what();
+    }
+  };
+  refused("/dev/zero", "cannot read the checkpoint: it is a character device");
+  // A FIFO without a writer: refused at once, not waited on.
+  const std::string fifo = temp_path("a-fifo.ckpt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  refused(fifo, "it is a FIFO");
+  // Sparse files of a terabyte: a checkpoint's header followed by nothing (zeros), and this
+  // graph's checkpoint with a terabyte after it.
+  const std::string huge = temp_path("huge.ckpt");
+  spit(huge, s.bytes.substr(0, 16));
+  std::error_code ec;
+  fs::resize_file(huge, std::uintmax_t{1} << 40, ec);
+  if (ec) GTEST_SKIP() << "no sparse files of 1 TiB here: " << ec.message();
+  refused(huge, "variable");
+  spit(huge, s.bytes);
+  fs::resize_file(huge, std::uintmax_t{1} << 40);
+  refused(huge, "bytes after the end marker");
+  fs::remove(huge);
+  // Every file this library reads whole refuses devices (read_tensor shares the reader).
+  try {
+    (void)onnx::read_tensor("/dev/zero");
+    ADD_FAILURE() << "read /dev/zero as a tensor";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: cannot read"), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a DataError: " << e.what();
+  }
+}
+
+// Dims whose product overflows (issue 46: 2^40 x 2^40 elements wrapped to a byte count of 0
+// and came out as a ShapeError naming neither file nor variable).
+TEST(CheckpointFile, DimsThatOverflowNameTheFileAndTheVariable) {
+  Saved s("overflow.ckpt");
+  const std::int64_t big = std::int64_t{1} << 40;
+  for (const std::vector<std::int64_t>& dims : std::vector<std::vector<std::int64_t>>{
+           {big, big}, {std::int64_t{1} << 31, std::int64_t{1} << 31, 4}, {big, 1 << 22}}) {
+    std::string bytes;
+    detail::CheckpointWriter w(
+        [&](const void* p, std::size_t n) { bytes.append(static_cast<const char*>(p), n); });
+    w.header(1);
+    w.entry("W", true, dims, nullptr, 0);
+    w.trailer();
+    s.expect_rejected(bytes, {"variable 'W'", "more than 2^61 elements"});
+  }
+}
+
+// ---- saves at once ---------------------------------------------------------------------------
+
+// Names of the temporaries of saves to `path` left in its directory.
+std::vector<std::string> temporaries_of(const std::string& path) {
+  std::vector<std::string> out;
+  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  for (const auto& e : fs::directory_iterator(fs::path(path).parent_path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+// Two compiled graphs of one process saving to one path at once (issue 46: they shared one
+// temporary name, one save failed, and the file failed its checksum): every save succeeds,
+// and the file is always whole, one save or the other, while a third graph loads it.
+TEST(CheckpointConcurrency, SavesToOnePathAtOnceAllSucceedAndTheFileIsAlwaysWhole) {
+  Graph g;
+  auto W = g.variable("W", {1 << 18});  // 1 MiB: saves long enough to overlap
+  auto b = g.variable("b", {3});
+  auto y = reduce_sum(W) + reduce_sum(b);
+  auto compile = [&] { return GraphCompiler(Platform::cpu({.threads = 1})).compile(g, {}, {y}); };
+  CompiledGraph one = compile(), two = compile(), reader = compile();
+  one.write(W, std::vector<float>(1 << 18, 1.0f));
+  one.write(b, std::vector<float>(3, 1.0f));
+  two.write(W, std::vector<float>(1 << 18, 2.0f));
+  two.write(b, std::vector<float>(3, 2.0f));
+  const std::string path = temp_path("at-once.ckpt");
+  one.save(path);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  std::atomic<bool> stop{false};
+  auto saver = [&](CompiledGraph& cg) {
+    for (int i = 0; i < 40; ++i) {
+      try {
+        cg.save(path);
+      } catch (const std::exception& e) {
+        std::lock_guard lk(mu);
+        errors.push_back(std::string("save: ") + e.what());
+      }
+    }
+  };
+  int loads = 0;
+  std::thread loader([&] {
+    while (!stop.load()) {
+      try {
+        reader.load(path);
+        const auto w = reader.read(W);
+        const float gen = w[0];
+        if ((gen != 1.0f && gen != 2.0f) || std::count(w.begin(), w.end(), gen) != (1 << 18) ||
+            reader.read(b) != std::vector<float>(3, gen)) {
+          std::lock_guard lk(mu);
+          errors.push_back("load: a mix of two saves");
+        }
+        ++loads;
+      } catch (const std::exception& e) {
+        std::lock_guard lk(mu);
+        errors.push_back(std::string("load: ") + e.what());
+      }
+    }
+  });
+  std::thread a(saver, std::ref(one)), c(saver, std::ref(two));
+  a.join();
+  c.join();
+  stop = true;
+  loader.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " failures, the first: " << errors.front();
+  EXPECT_GT(loads, 0);
+  ASSERT_NO_THROW(reader.load(path));
+  EXPECT_TRUE(temporaries_of(path).empty()) << temporaries_of(path).front();
+}
+
+// A save removes the temporaries that saves of processes no longer running left (killed
+// half-way), and only those: a running process's save may be under way, and so may another
+// thread's of this process.
+TEST(CheckpointCrash, ASaveRemovesTheTemporariesOfSavesWhoseProcessIsGone) {
+  Saved s("orphans.ckpt");
+  pid_t dead = -1;
+  char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  ASSERT_EQ(posix_spawn(&dead, "/bin/true", nullptr, nullptr, argv, environ), 0);
+  ::waitpid(dead, nullptr, 0);  // gone: its pid names no process
+  const std::string base = s.path + ".tmp.";
+  const std::vector<std::string> orphans = {base + std::to_string(dead) + ".0123456789abcdef",
+                                            base + std::to_string(dead)};  // as named before
+  const std::vector<std::string> kept = {
+      base + std::to_string(::getppid()) + ".00000000000000aa",  // a running process's
+      base + std::to_string(::getpid()) + ".00000000000000bb",   // this process's
+      base + "not-a-pid", base + std::to_string(dead) + ".not-hex"};
+  for (const auto& f : orphans) spit(f, std::string(1000, 'x'));
+  for (const auto& f : kept) spit(f, "x");
+  s.cg.save(s.path);
+  for (const auto& f : orphans) EXPECT_FALSE(fs::exists(f)) << f;
+  for (const auto& f : kept) EXPECT_TRUE(fs::exists(f)) << f;
+  for (const auto& f : kept) fs::remove(f);
+  EXPECT_NO_THROW(s.cg.load(s.path));
+}
+
 // ---- a process killed while saving ----------------------------------------------------------
 
 struct Child {
@@ -331,9 +496,11 @@ TEST(CheckpointCrash, KilledWhileSavingLeavesThePreviousCheckpoint) {
     // after save 6, not 2): the save it interrupted is the last one the child announced.
     const int killed = last_saving(c.out, k);
     std::fclose(c.out);
-    const std::string tmp = path + ".tmp." + std::to_string(c.pid);
-    if (fs::exists(tmp)) ++mid_save;  // killed before the rename: a half-written temporary
-    fs::remove(tmp);
+    const std::string mine = fs::path(path).filename().string() + ".tmp." + std::to_string(c.pid);
+    const auto tmps = temporaries_of(path);
+    // Killed before the rename: a half-written temporary of its own.
+    if (!tmps.empty()) ++mid_save;
+    for (const auto& t : tmps) EXPECT_EQ(t.rfind(mine, 0), 0u) << t;
     // The checkpoint is whole: generation killed - 1 (the last completed), or killed when the
     // kill came after the rename.
     ASSERT_NO_THROW(reader.load(path)) << "trial " << trial;
@@ -343,6 +510,9 @@ TEST(CheckpointCrash, KilledWhileSavingLeavesThePreviousCheckpoint) {
         << gen << " after killing save " << killed;
     EXPECT_EQ(std::count(w.begin(), w.end(), gen), kElements);
     EXPECT_EQ(reader.read(b), std::vector<float>(3, gen));
+    // The next save to the path removes what the killed one left.
+    reader.save(path);
+    EXPECT_TRUE(temporaries_of(path).empty()) << temporaries_of(path).front();
   }
   // The kills must have landed inside saves for this to test anything.
   EXPECT_GE(mid_save, 1);

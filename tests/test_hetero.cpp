@@ -184,6 +184,12 @@ TEST(Hetero, PinErrorsNameTheNodeAndTheDevice) {
   EXPECT_TRUE(has(m, "'t'")) << m;
   EXPECT_TRUE(has(m, "opencl:7:3")) << m;
   EXPECT_TRUE(has(m, "not a device of this heterogeneous platform")) << m;
+  // A view follows its input, but a pin to no device of the platform is a mistake all the
+  // same (issue 46: it was dropped without a word).
+  auto r = reshape(x, {2, 2}).on(Device::opencl(7, 3)).named("r");
+  m = error_of<PlatformError>([&] { GraphCompiler(hetero()).compile(g, {{"x", {4}}}, {r}); });
+  EXPECT_TRUE(has(m, "'r'")) << m;
+  EXPECT_TRUE(has(m, "opencl:7:3")) << m;
   // Single-device platforms ignore pins.
   EXPECT_NO_THROW(GraphCompiler().compile(g, {{"x", {4}}}, {y}));
 
@@ -565,6 +571,32 @@ TEST(Hetero, HeftPlacesOptimizerUpdatesWithTheirVariables) {
     crossing += r.hetero->transfers > 0;
   }
   EXPECT_GT(crossing, 0);  // some graphs do split
+}
+
+// Issue 46: a fed index out of range names the user's lookup, as on the CPU, wherever the
+// lookup and its table are placed. With the lookup on a device, the indices reach it through a
+// transfer and the host did not check them for it: the optimizer update on the CPU, which the
+// user never named, was named instead. Nothing changes.
+TEST(Hetero, AFedIndexOutOfRangeNamesTheUsersLookup) {
+  const Device cl = cl_devices().at(0);
+  const std::vector<std::int32_t> bad{3, 7, 30, 19, 0, 7};
+  for (int where = 0; where < 4; ++where) {
+    SCOPED_TRACE(where);
+    Graph g;
+    auto ids = g.input("ids", DType::i32);
+    auto E = g.variable("E", {20, 4}, Initializer::uniform(-1, 1, 5));
+    if (where & 1) E.on(cl);
+    auto lookup = embedding(E, ids).named("lookup");
+    if (where & 2) lookup.on(cl);
+    auto loss = reduce_sum(tanh(lookup)).named("loss");
+    auto step = minimize(loss, {E}, Optimizer::named("sgd", 0.1f));
+    auto cg = GraphCompiler(hetero()).compile(g, {{"ids", {6}}}, {loss, step});
+    const auto before = cg.read(E);
+    const std::string m = error_of<FeedError>([&] { cg.run({{"ids", bad}}); });
+    EXPECT_TRUE(has(m, "node 'lookup'")) << m;
+    EXPECT_TRUE(has(m, "index 30 at position 2")) << m;
+    EXPECT_EQ(cg.read(E), before);
+  }
 }
 
 // An embedding table trained with sgd or adagrad through minimize, the lookup on the CPU and

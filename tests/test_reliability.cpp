@@ -3,6 +3,7 @@
 // changes no variable on any engine or platform (failures injected at random nodes of random
 // training graphs), and calls from several threads are rejected, never raced.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <thread>
@@ -10,6 +11,8 @@
 #include "common/executable.hpp"
 #include "cpu/engine.hpp"
 #include "hetgraph/autodiff.hpp"
+#include "hetgraph/distributed.hpp"
+#include "hetgraph/onnx.hpp"
 #include "opencl/executable.hpp"
 #include "random_dag.hpp"
 #include "test_util.hpp"
@@ -136,8 +139,19 @@ TEST(MovedFrom, EveryCallOfAMovedFromObjectIsAUsageError) {
       [&] { (void)cg.kernel_name(y); },
       [&] { (void)cg.report(); },
       [&] { (void)cg.planned_bytes(); },
+      // Issue 46: these named the internal accessor ("executable_of: ...").
+      [&] { cg.save("/tmp/hetgraph-never-written.ckpt"); },
+      [&] { cg.load("/tmp/hetgraph-never-read.ckpt"); },
+      [&] {
+        (void)onnx::export_bytes(g, std::vector<Node>{y}, {{"x", {2}}}, {.values = &cg});
+      },
+      [&] { distributed::broadcast_variables(cg, distributed::Communicator::self()); },
   };
-  for (const auto& call : calls) EXPECT_TRUE(has(error_of<UsageError>(call), "moved from"));
+  for (const auto& call : calls) {
+    const std::string m = error_of<UsageError>(call);
+    EXPECT_TRUE(has(m, "this CompiledGraph was moved from")) << m;
+    EXPECT_FALSE(has(m, "executable_of")) << m;
+  }
   other.run({{"x", xv}});
   EXPECT_EQ(other.read(y), (std::vector<float>{2, 4}));
 
@@ -361,6 +375,103 @@ TEST(Concurrency, ComputedValuesAreNotReadableBeforeTheFirstRun) {
   EXPECT_EQ(cg.read(y), (std::vector<float>{5, 6}));
   cg.run({{"x", std::vector<float>{1, 2}}});
   EXPECT_EQ(cg.read(y), (std::vector<float>{2, 3}));
+}
+
+// Issue 46: a run polled with done() and never waited for finishes, on every platform (done()
+// only read a flag that wait() set, so `while (!h.done()) {}` spun for ever). The OpenCL run
+// writes its variables only after the host checks the commit point: polling gets it there.
+// A run done() saw finished releases the graph to other threads, and its error still reaches
+// its wait().
+TEST(Concurrency, PollingDoneEndsWithoutAWait) {
+  for (const PlatformCase& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    Graph g;
+    auto ids = g.input("ids", DType::i32);
+    auto T = g.variable("T", {5, 3}, Initializer::uniform(-1, 1, 3));
+    auto picked = slice(ids, 0, 1, 3);  // computed indices: checked while the run is under way
+    auto loss = reduce_sum(embedding(T, picked) * embedding(T, picked));
+    auto step = sgd(loss, {T}, 0.25f);
+    auto cg = GraphCompiler(pc.make()).compile(g, {{"ids", {4}}}, {loss, step});
+    auto ref = GraphCompiler(pc.make()).compile(g, {{"ids", {4}}}, {loss, step});
+    const std::vector<std::int32_t> good{0, 1, 4, 2}, bad{0, 1, 7, 2};
+    auto poll = [](RunHandle& h) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (!h.done()) {
+        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(30)) return false;
+        std::this_thread::yield();
+      }
+      return true;
+    };
+    for (int i = 0; i < 3; ++i) {
+      RunHandle h = cg.run_async({{"ids", good}});
+      ASSERT_TRUE(poll(h)) << "done() never turned true";
+      // The graph is free: another thread may read it without waiting.
+      std::vector<float> t;
+      std::thread other([&] { EXPECT_NO_THROW(t = cg.read(T)); });
+      other.join();
+      ref.run({{"ids", good}});
+      EXPECT_EQ(t, ref.read(T)) << "step " << i;
+      EXPECT_NO_THROW(h.wait());
+    }
+    const auto before = cg.read(T);
+    RunHandle h = cg.run_async({{"ids", bad}});
+    ASSERT_TRUE(poll(h)) << "done() never turned true for a failing run";
+    EXPECT_THROW(h.wait(), FeedError);
+    EXPECT_EQ(cg.read(T), before);
+  }
+}
+
+// Issue 46: destroying a compiled graph (or assigning over it) while another thread is inside
+// run() freed the memory the run was using. The destructor waits for that call to end.
+std::atomic<bool> g_inside{false}, g_destroying{false};
+std::atomic<std::int64_t> g_last_kernel_ns{0};
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+void hold_the_run(const detail::PlanNode& n) {
+  if (n.name == "first") {
+    g_inside = true;
+    // Until the other thread is destroying the graph, and a while more.
+    while (!g_destroying.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (n.name == "last") g_last_kernel_ns = now_ns();
+}
+
+TEST(Concurrency, DestroyingAGraphAnotherThreadRunsWaitsForTheRun) {
+  Graph g;
+  auto x = g.input("x");
+  auto first = tanh(x).named("first");
+  auto last = reduce_sum(first).named("last");
+  auto compile = [&] {
+    return std::make_unique<CompiledGraph>(
+        GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}))
+            .compile(g, {{"x", {1 << 16}}}, {first, last}));
+  };
+  const std::vector<float> xv(1 << 16, 0.5f);
+  for (const bool assign : {false, true}) {
+    SCOPED_TRACE(assign ? "assigned over" : "destroyed");
+    auto cg = compile();
+    auto replacement = compile();
+    g_inside = false;
+    g_destroying = false;
+    g_last_kernel_ns = 0;
+    detail::cpu::set_kernel_fault_hook(hold_the_run);
+    std::thread runner([&] { EXPECT_NO_THROW(cg->run({{"x", xv}})); });
+    while (!g_inside.load()) std::this_thread::yield();
+    g_destroying = true;
+    if (assign)
+      *cg = std::move(*replacement);
+    else
+      cg.reset();
+    const std::int64_t gone_ns = now_ns();
+    runner.join();
+    detail::cpu::set_kernel_fault_hook(nullptr);
+    EXPECT_GT(g_last_kernel_ns.load(), 0);
+    EXPECT_GE(gone_ns, g_last_kernel_ns.load()) << "the graph went while its run was under way";
+  }
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ Executable& CompiledGraph::live(std::string_view what) const {
 
 namespace detail {
 Executable& executable_of(const CompiledGraph& cg) {
-  if (!cg.exe_) throw UsageError("executable_of: this CompiledGraph was moved from");
+  if (!cg.exe_) throw UsageError("this CompiledGraph was moved from; use the one it was moved to");
   return *cg.exe_;
 }
 }  // namespace detail
@@ -174,7 +174,9 @@ void RunHandle::wait() {
   if (state_->error) std::rethrow_exception(state_->error);
 }
 bool RunHandle::done() const {
-  return !state_ || state_->done;
+  if (!state_ || state_->done) return true;
+  // Asked of the platform: nothing else marks a run finished until someone waits for it.
+  return state_->exe == nullptr || state_->exe->poll(*state_);
 }
 
 void CompiledGraph::run(std::initializer_list<FeedItem> feeds) {

@@ -1,6 +1,7 @@
 #include "common/executable.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #if defined(__GLIBC__)
@@ -27,8 +28,12 @@ Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)
     if (!n.has_work()) continue;
     for (const IndexUse& u : index_uses(p, n)) {
       const std::uint32_t idx = n.inputs[u.input];
+      // Through views, and through transfers to another device (heterogeneous plans): the
+      // user's node reading fed indices is checked on the host, and named, as on one device.
       std::uint32_t base = idx;
-      while (p.nodes[base].storage == Storage::View) base = p.nodes[base].inputs[0];
+      while ((p.nodes[base].storage == Storage::View || p.nodes[base].op == OpKind::Transfer) &&
+             !p.nodes[base].inputs.empty())
+        base = p.nodes[base].inputs[0];
       if (p.nodes[base].storage != Storage::Input) continue;
       fed_checks_.push_back({i, idx, base, u.bound, u.wraps});
     }
@@ -36,6 +41,13 @@ Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)
 }
 
 void Executable::shutdown() {
+  // The compiled graph is going. Another thread inside a call on it (destroying a graph
+  // another thread runs is a misuse): its call ends before the memory goes, and calls it
+  // starts meanwhile are refused (Use). A call of this thread (a nested one) cannot end.
+  closing_.store(true);
+  if (user_.load() != std::this_thread::get_id()) {
+    while (calls_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   if (!inflight_) return;
   holds_ = 1;  // the run's claim: finish_inflight releases it
   finish_inflight();
@@ -77,10 +89,25 @@ void Executable::unclaim() {
 }
 
 Executable::Use::Use(Executable& e, std::string_view what) : e_(e) {
-  e_.claim(what);
+  // Counted before closing_ is read (both sequentially consistent): shutdown() either sees
+  // this call and waits for it, or this call sees shutdown() and is refused.
+  e_.calls_.fetch_add(1);
+  if (e_.closing_.load()) {
+    e_.calls_.fetch_sub(1);
+    throw UsageError(std::string(what) +
+                     ": this compiled graph is being destroyed (by another thread); calls from "
+                     "several threads must not overlap its destruction");
+  }
+  try {
+    e_.claim(what);
+  } catch (...) {
+    e_.calls_.fetch_sub(1);
+    throw;
+  }
 }
 Executable::Use::~Use() {
   e_.unclaim();
+  e_.calls_.fetch_sub(1);  // the last touch: shutdown() may free the executable after it
 }
 
 // ---- runs ----------------------------------------------------------------------------------
@@ -156,6 +183,15 @@ void Executable::wait() {
   if (e) std::rethrow_exception(e);
 }
 
+bool Executable::poll(RunState& s) {
+  if (s.done) return true;
+  Use use(*this, "RunHandle::done");
+  if (inflight_.get() != &s) return s.done;
+  if (!async_finished()) return false;
+  finish_inflight();  // finished: the outcome is recorded, the claim released
+  return true;
+}
+
 void Executable::wait(RunState& s) {
   if (!s.done) {
     Use use(*this, "RunHandle::wait");
@@ -198,6 +234,11 @@ std::exception_ptr Executable::finish_async() {
   std::unique_lock lk(mu_);
   cv_.wait(lk, [this] { return done_; });
   return std::exchange(error_, nullptr);
+}
+
+bool Executable::async_finished() {
+  std::lock_guard lk(mu_);
+  return done_;
 }
 
 void Executable::settle_for_access(std::uint32_t) {

@@ -94,8 +94,12 @@ class Executable {
   void wait();
   /// Finishes the run of a handle (its thread only) and rethrows its error.
   void wait(RunState& s);
-  /// Before the executable goes: finishes a run in flight (from any thread; its error stays
-  /// with its handle). Platforms' destructors call it while they can still run.
+  /// Whether the run of a handle has finished, without waiting (RunHandle::done, its thread
+  /// only): a run that finished is finished here (its error stays with its handle).
+  bool poll(RunState& s);
+  /// Before the executable goes: waits for a call another thread is making on it (later
+  /// calls are refused, UsageError), then finishes a run in flight (its error stays with its
+  /// handle). Platforms' destructors call it while they can still run.
   void shutdown();
 
   void read(std::uint32_t node, void* dst, std::size_t count, DType dtype, std::string_view what);
@@ -148,6 +152,9 @@ class Executable {
   virtual void launch_async();
   /// Completes the run launch_async started; returns its error instead of throwing it.
   virtual std::exception_ptr finish_async();
+  /// Whether finish_async would return without waiting; may advance the run (a platform
+  /// whose run waits for the host between phases). Default: the runner thread is done.
+  virtual bool async_finished();
   /// Before a read or write of `node` while an async run is in flight: waits until the run
   /// no longer writes the node. Default: finishes the run (finish_inflight).
   virtual void settle_for_access(std::uint32_t node);
@@ -198,6 +205,10 @@ class Executable {
   // The claim: the claiming thread and its count of open calls and runs (that thread only).
   std::atomic<std::thread::id> user_{};
   int holds_ = 0;
+  // Calls under way (Use), of any thread, and whether the executable is going: shutdown()
+  // waits until another thread's call ends and refuses new ones.
+  std::atomic<int> calls_{0};
+  std::atomic<bool> closing_{false};
   std::shared_ptr<RunState> inflight_;  // the async run in flight
   std::shared_ptr<RunState> latest_;    // the latest async run, until wait() reports it
   // Validity of computed values: the last run failed (its error), or written since it started.

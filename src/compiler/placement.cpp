@@ -206,11 +206,12 @@ class Placement {
     for (std::uint32_t i = 0; i < n_; ++i) {
       const PlanNode& n = p_.nodes[i];
       if (!n.pin) continue;
-      if (n.storage == Storage::View || n.op == OpKind::Group) continue;  // follow their inputs
       int found = -1;
       for (std::size_t d = 0; d < d_; ++d) {
         if (r_.devices[d].id == *n.pin) found = static_cast<int>(d);
       }
+      // Views and groups follow their inputs, but a pin to no device is a mistake all the same.
+      if (found >= 0 && (n.storage == Storage::View || n.op == OpKind::Group)) continue;
       if (found < 0) {
         throw PlatformError("node " + n.label + " is pinned to " + n.pin->str() +
                             ", which is not a device of this heterogeneous platform (its "
@@ -446,12 +447,12 @@ class Placement {
         if (state_of[i] >= 0) {
           d = home[static_cast<std::size_t>(state_of[i])];
           if (pinned_[i] >= 0 && pinned_[i] != d) {
-            throw PlatformError(
-                "optimizer state " + n.label + " is pinned to " +
-                r_.devices[static_cast<std::size_t>(pinned_[i])].name + ", but its variable " +
-                p_.nodes[static_cast<std::size_t>(state_of[i])].label + " lives on " +
-                r_.devices[static_cast<std::size_t>(d)].name +
-                ": one optimizer update writes both, on one device");
+            throw PlatformError("optimizer state " + n.label + " is pinned to " +
+                                r_.devices[static_cast<std::size_t>(pinned_[i])].name +
+                                ", but its variable " +
+                                p_.nodes[static_cast<std::size_t>(state_of[i])].label +
+                                " lives on " + r_.devices[static_cast<std::size_t>(d)].name +
+                                ": one optimizer update writes both, on one device");
           }
           why = "optimizer state: with its variable";
         } else if (pinned_[i] >= 0) {

@@ -12,8 +12,15 @@
 namespace hetgraph {
 
 void CompiledGraph::save(const std::string& path) const {
-  detail::Executable& exe = detail::executable_of(*this);
+  detail::Executable& exe = live("save");
   const detail::Plan& p = exe.plan();
+  for (std::uint32_t i : p.variables) {
+    if (p.nodes[i].name.size() > detail::kMaxCheckpointName) {
+      throw DataError(path + ": variable " + p.nodes[i].label + " has a name of " +
+                      std::to_string(p.nodes[i].name.size()) + " bytes; a checkpoint holds " +
+                      std::to_string(detail::kMaxCheckpointName) + " at most");
+    }
+  }
   detail::write_file_atomically(path, [&](const auto& write) {
     detail::CheckpointWriter w(write);
     w.header(static_cast<std::uint32_t>(p.variables.size()));
@@ -31,26 +38,35 @@ void CompiledGraph::save(const std::string& path) const {
 }
 
 void CompiledGraph::load(const std::string& path) {
-  detail::Executable& exe = detail::executable_of(*this);
+  detail::Executable& exe = live("load");
   const detail::Plan& p = exe.plan();
-  const std::string bytes = detail::read_file(path, "the checkpoint");
-  const auto entries = detail::parse_checkpoint(bytes, path);
   auto fail = [&](const std::string& why) { throw DataError(path + ": " + why); };
   std::map<std::string, std::uint32_t> vars;
   for (std::uint32_t i : p.variables) vars[p.nodes[i].name] = i;
-  std::vector<std::pair<const detail::CheckpointEntry*, std::uint32_t>> writes;
-  for (const auto& e : entries) {
+  // Each variable of the file as soon as its dims are read, before its data is: a file of
+  // another graph is refused without being read whole.
+  auto check = [&](const detail::CheckpointEntry& e) {
     auto it = vars.find(e.name);
     if (it == vars.end()) fail("variable '" + e.name + "' is not a variable of the compiled graph");
     const detail::PlanNode& n = p.nodes[it->second];
-    const Shape shape(std::span<const std::int64_t>(e.dims));
+    Shape shape;
+    try {
+      shape = Shape(std::span<const std::int64_t>(e.dims));
+    } catch (const ShapeError& x) {
+      fail("variable '" + e.name + "': " + x.what());
+    }
     const DType dtype = e.f32 ? DType::f32 : DType::i32;
     if (n.type.shape != shape || n.type.dtype != dtype) {
       fail("variable '" + e.name + "' is " + std::string(dtype_name(dtype)) + " " + shape.str() +
            " in the file, " + std::string(dtype_name(n.type.dtype)) + " " + n.type.shape.str() +
            " in the graph");
     }
-    writes.push_back({&e, it->second});
+  };
+  const detail::CheckpointFile file = detail::read_checkpoint(path, check);
+  std::vector<std::pair<const detail::CheckpointEntry*, std::uint32_t>> writes;
+  for (const auto& e : file.entries) {
+    auto it = vars.find(e.name);
+    writes.push_back({&e, it->second});  // check() found every one
     vars.erase(it);
   }
   if (!vars.empty()) {
@@ -60,7 +76,8 @@ void CompiledGraph::load(const std::string& path) {
   }
   // Everything checked: only now is the graph written.
   for (const auto& [e, i] : writes) {
-    exe.write(i, bytes.data() + e->offset, e->bytes / 4, e->f32 ? DType::f32 : DType::i32, "load");
+    exe.write(i, file.bytes.data() + e->offset, e->bytes / 4, e->f32 ? DType::f32 : DType::i32,
+              "load");
   }
 }
 

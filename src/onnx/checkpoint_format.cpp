@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <set>
 
 #include "hetgraph/error.hpp"
+#include "onnx/atomic_file.hpp"
 
 namespace hetgraph::detail {
 
@@ -34,16 +36,23 @@ void put_le(std::string& out, T v) {
     out.push_back(static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xFF));
 }
 
-/// Reads the file front to back, checking each field against what is left.
+/// Reads a checkpoint front to back, checking each field against what is left: from memory
+/// (everything, checksums included) or from a file field by field (the layout only: the
+/// data is skipped, so a file is judged by its header before much of it is read).
 class Reader {
  public:
-  Reader(const std::string& b, const std::string& path) : b_(b), path_(path) {}
+  Reader(const std::string& b, const std::string& path, const CheckpointCheck* check)
+      : mem_(b.data()), size_(b.size()), path_(path), check_(check) {}
+  Reader(const RegularFile& f, const std::string& path, const CheckpointCheck* check)
+      : file_(&f), size_(f.size()), path_(path), check_(check) {}
 
   std::vector<CheckpointEntry> parse() {
-    constexpr std::size_t kHeader = 8 + 4 + 4, kTrailer = 4 + 4;
-    if (b_.size() < 8 || std::memcmp(b_.data(), kMagic, 8) != 0)
+    constexpr std::uint64_t kHeader = 8 + 4 + 4, kTrailer = 4 + 4;
+    char magic[8] = {};
+    if (size_ >= 8) fetch(magic, 8);
+    if (size_ < 8 || std::memcmp(magic, kMagic, 8) != 0)
       fail("not a hetgraph checkpoint (no HGCKPT header)");
-    if (b_.size() < kHeader + kTrailer) fail("truncated: the file ends inside its header");
+    if (size_ < kHeader + kTrailer) fail("truncated: the file ends inside its header");
     at_ = 8;
     const auto version = get<std::uint32_t>("the header");
     if (version != kCheckpointVersion) {
@@ -57,8 +66,13 @@ class Reader {
       const std::string where = "variable " + std::to_string(k);
       CheckpointEntry e;
       const auto len = get<std::uint32_t>(where);
+      if (len > kMaxCheckpointName) {
+        fail(where + " has a name of " + std::to_string(len) + " bytes (at most " +
+             std::to_string(kMaxCheckpointName) + ")");
+      }
       need(len, where);
-      e.name.assign(b_.data() + at_, len);
+      e.name.resize(len);
+      fetch(e.name.data(), len);
       at_ += len;
       const std::string var = "variable '" + printable(e.name) + "'";
       if (!seen.insert(e.name).second) fail(var + " appears twice");
@@ -68,38 +82,51 @@ class Reader {
       if (dtype > 1) fail(var + " has an unknown element type " + std::to_string(dtype));
       if (rank > kMaxRank) fail(var + " has rank " + std::to_string(rank));
       e.f32 = dtype == 0;
-      std::uint64_t numel = 1;
       for (int d = 0; d < rank; ++d) {
         const auto v = get<std::int64_t>(var);
         if (v < 0 || v > (std::int64_t{1} << 40))
           fail(var + " has an impossible dim " + std::to_string(v));
         e.dims.push_back(v);
-        numel =
-            std::min<std::uint64_t>(numel * static_cast<std::uint64_t>(v), std::uint64_t{1} << 62);
       }
+      // Checked dim by dim before anything wraps: a product past 2^61 elements (a tensor's
+      // limit) would wrap its byte count to a small number.
+      std::uint64_t numel = 1;
+      bool overflow = false;
+      for (std::int64_t v : e.dims)
+        overflow = overflow || __builtin_mul_overflow(numel, static_cast<std::uint64_t>(v), &numel);
+      if ((overflow || numel > (std::uint64_t{1} << 61)) &&
+          std::find(e.dims.begin(), e.dims.end(), 0) == e.dims.end()) {
+        fail(var + " has dims " + dims_text(e.dims) +
+             ": more than 2^61 elements, more than a tensor may hold");
+      }
+      if (overflow) numel = 0;  // a zero dim: no elements
       const auto data_len = get<std::uint64_t>(var);
       const auto data_crc = get<std::uint32_t>(var);
       if (data_len != numel * 4) {
         fail(var + " declares " + std::to_string(data_len) + " data bytes for " +
              std::to_string(numel) + " elements");
       }
-      need(data_len, var);
-      e.offset = at_;
       e.bytes = static_cast<std::size_t>(data_len);
-      if (crc(0, b_.data() + at_, e.bytes) != data_crc)
+      // What the caller expects of the variable, before its data is read.
+      if (check_ != nullptr && *check_) (*check_)(e);
+      need(data_len, var);
+      e.offset = static_cast<std::size_t>(at_);
+      if (mem_ != nullptr && crc(0, mem_ + at_, e.bytes) != data_crc)
         fail(var + " is corrupt: its data fails its CRC-32");
       at_ += e.bytes;
       out.push_back(std::move(e));
     }
-    const std::size_t body = at_;
+    const std::uint64_t body = at_;
     const auto file_crc = get<std::uint32_t>("the trailer");
     need(4, "the trailer");
-    if (std::memcmp(b_.data() + at_, kEnd, 4) != 0)
-      fail("corrupt: no end marker after the last variable");
+    char end[4];
+    fetch(end, 4);
+    if (std::memcmp(end, kEnd, 4) != 0) fail("corrupt: no end marker after the last variable");
     at_ += 4;
-    if (at_ != b_.size())
-      fail("corrupt: " + std::to_string(b_.size() - at_) + " bytes after the end marker");
-    if (crc(0, b_.data(), body) != file_crc) fail("corrupt: the file fails its CRC-32");
+    if (at_ != size_)
+      fail("corrupt: " + std::to_string(size_ - at_) + " bytes after the end marker");
+    if (mem_ != nullptr && crc(0, mem_, static_cast<std::size_t>(body)) != file_crc)
+      fail("corrupt: the file fails its CRC-32");
     return out;
   }
 
@@ -112,28 +139,63 @@ class Reader {
       out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) ? '?' : c;
     return out;
   }
+  static std::string dims_text(const std::vector<std::int64_t>& dims) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+  }
   void need(std::uint64_t n, const std::string& where) const {
-    if (n > b_.size() - at_) fail("truncated: the file ends inside " + where);
+    if (n > size_ - at_) fail("truncated: the file ends inside " + where);
+  }
+  // n bytes at at_ (need() checked them).
+  void fetch(void* dst, std::size_t n) const {
+    if (mem_ != nullptr)
+      std::memcpy(dst, mem_ + at_, n);
+    else
+      file_->read_at(at_, dst, n);
   }
   template <class T>
   T get(const std::string& where) {
     need(sizeof(T), where);
+    unsigned char b[sizeof(T)];
+    fetch(b, sizeof(T));
     std::uint64_t v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(b_[at_ + i])) << (8 * i);
+    for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(b[i]) << (8 * i);
     at_ += sizeof(T);
     return static_cast<T>(v);
   }
 
-  const std::string& b_;
+  const char* mem_ = nullptr;
+  const RegularFile* file_ = nullptr;
+  std::uint64_t size_ = 0;
   const std::string& path_;
-  std::size_t at_ = 0;
+  const CheckpointCheck* check_ = nullptr;
+  std::uint64_t at_ = 0;
 };
 
 }  // namespace
 
-std::vector<CheckpointEntry> parse_checkpoint(const std::string& bytes, const std::string& path) {
-  return Reader(bytes, path).parse();
+std::vector<CheckpointEntry> parse_checkpoint(const std::string& bytes, const std::string& path,
+                                              const CheckpointCheck& check) {
+  return Reader(bytes, path, &check).parse();
+}
+
+CheckpointFile read_checkpoint(const std::string& path, const CheckpointCheck& check) {
+  const RegularFile f(path, "the checkpoint");
+  // The header and every variable's layout first, from the file: /dev/zero, a huge file or
+  // one of another graph is refused before it is read whole.
+  Reader(f, path, &check).parse();
+  CheckpointFile out;
+  try {
+    out.bytes.resize(static_cast<std::size_t>(f.size()));
+  } catch (const std::bad_alloc&) {
+    throw DataError(path + ": cannot hold the checkpoint's " + std::to_string(f.size()) +
+                    " bytes in memory");
+  }
+  f.read_at(0, out.bytes.data(), out.bytes.size());
+  // Everything again on the bytes held, checksums included (the file may have changed).
+  out.entries = Reader(out.bytes, path, &check).parse();
+  return out;
 }
 
 void CheckpointWriter::emit(const void* data, std::size_t n) {

@@ -23,6 +23,8 @@
 namespace hetgraph::detail {
 
 inline constexpr std::uint32_t kCheckpointVersion = 1;
+/// The longest variable name a checkpoint holds (a reader allocates no more for one).
+inline constexpr std::uint32_t kMaxCheckpointName = 1u << 20;
 
 struct CheckpointEntry {
   std::string name;
@@ -31,9 +33,25 @@ struct CheckpointEntry {
   std::size_t offset = 0, bytes = 0;  // of the data within the file
 };
 
+/// What a reader's caller expects of each variable, asked as soon as its name, type and dims
+/// are read and before its data is: throws (a DataError naming the file and the variable) to
+/// refuse the file.
+using CheckpointCheck = std::function<void(const CheckpointEntry&)>;
+
 /// Checks a whole file and lists its variables; a DataError naming `path` (and the variable
 /// where there is one) for anything truncated, corrupt or not a checkpoint.
-std::vector<CheckpointEntry> parse_checkpoint(const std::string& bytes, const std::string& path);
+std::vector<CheckpointEntry> parse_checkpoint(const std::string& bytes, const std::string& path,
+                                              const CheckpointCheck& check = {});
+
+struct CheckpointFile {
+  std::string bytes;
+  std::vector<CheckpointEntry> entries;  // their data within `bytes`
+};
+/// Reads and checks the checkpoint file `path`. Its header and the layout of every variable
+/// (with `check`) are checked from the file itself before it is read whole: what is not a
+/// regular file (a directory, /dev/zero, a FIFO), not a checkpoint, or holds variables `check`
+/// refuses is a DataError before its data is read. Then as parse_checkpoint.
+CheckpointFile read_checkpoint(const std::string& path, const CheckpointCheck& check);
 
 /// Writes a checkpoint through `write`, piece by piece (variables need not be in memory at
 /// once): header(count), then entry() for each variable, then trailer().

@@ -99,6 +99,7 @@ class OpenClExecutable final : public Executable {
   void execute() override;
   void launch_async() override;
   std::exception_ptr finish_async() override;
+  bool async_finished() override;
   void settle_for_access(std::uint32_t node) override;
   void set_recording(bool on) override { recording_ = on; }
   std::vector<Executable::Event> last_run_events() const override { return last_events_; }
@@ -173,6 +174,8 @@ class OpenClExecutable final : public Executable {
   /// Reads the command times of the run just finished into last_events_.
   void collect_events();
   bool in_flight_ = false;
+  // A commit async_finished() made that failed: the run's error, for finish_async.
+  std::exception_ptr async_error_;
   int runs_ = 0;
   std::unique_ptr<RunHook> hook_;
   std::function<void()> abort_hook_;

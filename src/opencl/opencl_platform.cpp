@@ -346,12 +346,56 @@ void OpenClExecutable::launch_async() {
 }
 
 std::exception_ptr OpenClExecutable::finish_async() {
+  if (async_error_) return std::exchange(async_error_, nullptr);
   try {
     finish();
   } catch (...) {
     return std::current_exception();
   }
   return nullptr;
+}
+
+// Without waiting: whether every event in `evs` has completed (or failed).
+namespace {
+bool all_complete(const std::vector<cl_event>& evs) {
+  for (cl_event e : evs) {
+    cl_int st = CL_COMPLETE;
+    if (clGetEventInfo(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(st), &st, nullptr) !=
+        CL_SUCCESS)
+      continue;  // finish() reports what went wrong
+    if (st > CL_COMPLETE) return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool OpenClExecutable::async_finished() {
+  if (!in_flight_ || async_error_) return true;
+  std::vector<cl_event> evs;
+  if (status_reset_) evs.push_back(status_reset_.get());
+  try {
+    // The writers of variables wait for the host's check of everything before them: a run
+    // polled and never waited for must still get there.
+    if (!committed_) {
+      for (std::uint32_t i : finals1_) {
+        if (ev_[i]) evs.push_back(ev_[i].get());
+      }
+      if (!all_complete(evs)) return false;
+      commit();
+      evs.clear();
+      if (status_reset_) evs.push_back(status_reset_.get());
+    }
+  } catch (...) {
+    async_error_ = std::current_exception();  // the commit refused the run: it is over
+    return true;
+  }
+  for (std::uint32_t i : finals_) {
+    if (ev_[i]) evs.push_back(ev_[i].get());
+  }
+  for (const InputBuf& in : inputs_) {
+    if (in.remap) evs.push_back(in.remap.get());
+  }
+  return all_complete(evs);
 }
 
 std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string& value,
