@@ -416,11 +416,13 @@ struct CompileReport {
 };
 
 /// A run started by CompiledGraph::run_async. wait() finishes it (in the thread that started
-/// it) and rethrows its error; a default-constructed or moved-from handle has no run.
+/// it) and rethrows its error; done() polls it from that thread and finishes it once it has
+/// ended, so a polling loop ends without a wait(). A default-constructed or moved-from handle
+/// has no run.
 ///
 ///   RunHandle h = cg.run_async({{"x", batch}});
-///   prepare_next_batch();   // overlaps the run
-///   h.wait();               // this run's error, if it failed
+///   while (!h.done()) prepare_next_batch();   // overlaps the run
+///   h.wait();                                 // this run's error, if it failed
 class RunHandle {
  public:
   RunHandle() = default;
@@ -429,7 +431,9 @@ class RunHandle {
   ~RunHandle();
   /// Finishes the run if it is still in flight; rethrows its error (each time it is called).
   void wait();
-  /// Whether the run has finished (without waiting).
+  /// Whether the run has finished (without waiting); a run that has ended is finished here
+  /// (its error, if any, stays for wait()). From the thread that started it (UsageError
+  /// otherwise).
   bool done() const;
 
  private:
@@ -453,6 +457,8 @@ class RunHandle {
 /// - The error of an asynchronous run reaches its handle's wait(), and CompiledGraph::wait()
 ///   while it is the latest run; starting another run does not report it.
 /// - Every call on a moved-from compiled graph throws UsageError.
+/// - Destroying (or assigning over) a compiled graph while another thread is in a call on it
+///   waits for that call to end; calls that start meanwhile throw UsageError.
 class CompiledGraph {
  public:
   CompiledGraph(CompiledGraph&&) noexcept;
