@@ -12,6 +12,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     ho::ImportOptions o;
     o.dynamic_dim = 1;
+    // Budgets of the whole import small enough that no input runs into libFuzzer's timeout.
+    o.max_nodes = 1 << 16;
+    o.max_seconds = 3;
     const ho::Model m =
         ho::import_bytes(std::as_bytes(std::span<const std::uint8_t>(data, size)), o, "fuzz.onnx");
     if (m.outputs.size() != m.output_info.size()) __builtin_trap();

@@ -3,8 +3,14 @@
 // variables (src/common/parse.hpp). mnist_softmax's table runs end to end in
 // test_mnist_example.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -286,6 +292,76 @@ TEST(Cli, MnistOptions) {
   EXPECT_EQ(a.lr, 0.5f);
   EXPECT_EQ(a.executors, 2);
   EXPECT_EQ(a.engine, "auto");
+}
+
+// No exception leaves a program: a standard one (an allocation, a file system call) is a
+// message and exit status 1, like a hetgraph::Error (before, it escaped run_main and the
+// program aborted).
+TEST(Cli, StandardExceptionsDoNotLeaveAProgram) {
+  const char* argv[] = {"prog"};
+  const std::vector<std::pair<std::function<int()>, std::string>> bodies{
+      {[]() -> int { throw std::runtime_error("boom"); }, "prog: boom"},
+      {[]() -> int { throw std::bad_alloc(); }, "prog: out of memory"},
+      {[]() -> int {
+         std::filesystem::create_directories("/proc/hetgraph-no/such");
+         return 0;
+       },
+       "/proc/hetgraph-no"},
+      {[]() -> int { throw 42; }, "prog: failed with an unknown exception"}};
+  for (const auto& [body, message] : bodies) {
+    hetgraph::cli::Parser p("prog", "usage: prog");
+    testing::internal::CaptureStderr();
+    const int status = hetgraph::cli::run_main(p, 1, argv, body);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(status, 1) << err;
+    EXPECT_NE(err.find(message), std::string::npos) << err;
+  }
+}
+
+// Output folders and files are checked before a program works: made when missing, refused by
+// flag when they cannot be made or written.
+TEST(Cli, OutputPlacesAreCheckedUpFront) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph-cli-out-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  EXPECT_NO_THROW(hetgraph::cli::prepare_output_dir("--out", (dir / "a" / "b").string()));
+  EXPECT_TRUE(fs::is_directory(dir / "a" / "b"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "a" / "b"), fs::directory_iterator()), 0);
+  std::ofstream(dir / "file") << "x";
+  const auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no UsageError";
+  };
+  for (const fs::path& bad : {dir / "file", dir / "file" / "sub"}) {
+    const std::string m =
+        message([&] { hetgraph::cli::prepare_output_dir("--out", bad.string()); });
+    EXPECT_NE(m.find("--out: cannot create the folder '" + bad.string() + "'"), std::string::npos)
+        << m;
+  }
+  EXPECT_NO_THROW(hetgraph::cli::check_output_file("--save", (dir / "model.onnx").string()));
+  EXPECT_FALSE(fs::exists(dir / "model.onnx"));
+  EXPECT_NE(message([&] {
+              hetgraph::cli::check_output_file("--save", (dir / "no" / "m.onnx").string());
+            }).find("does not exist"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              hetgraph::cli::check_output_file("--save", (dir / "file" / "m.onnx").string());
+            }).find("is not a folder"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              hetgraph::cli::check_output_file("--save", dir.string());
+            }).find("is a folder, not a file"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              hetgraph::cli::check_output_file("--save", "/proc/self/m.onnx");
+            }).find("--save: cannot write in '/proc/self'"),
+            std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace

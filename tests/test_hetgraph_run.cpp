@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "hetgraph/onnx.hpp"
 #include "test_util.hpp"
@@ -110,4 +111,29 @@ TEST(HetgraphRun, MistakesAndUnsupportedModelsSayWhy) {
   EXPECT_NE(r.out.find("/nonexistent.onnx"), std::string::npos) << r.out;
 }
 
+// Where the outputs and the trace go is checked before the model is even read: an
+// --output-dir that cannot be made (a file, a folder under a file) or a --trace in a folder
+// that does not exist is exit status 2 naming the flag, at once (before: an uncaught
+// std::filesystem_error aborted the program after the whole run, and a bad --trace failed
+// only after it).
+TEST(HetgraphRun, OutputPlacesAreCheckedBeforeRunning) {
+  const fs::path file = fs::temp_directory_path() / "hetgraph-run-not-a-folder";
+  std::ofstream(file) << "x";
+  const std::string model = kData + "node/test_abs/model.onnx";
+  for (const std::string& args :
+       {model + " --output-dir " + file.string(), model + " --output-dir " + file.string() + "/sub",
+        "/nonexistent.onnx --output-dir " + file.string() + "/sub",
+        model + " --trace /nonexistent/folder/trace.json"}) {
+    SCOPED_TRACE(args);
+    const Result r = run(args + " --repeat 1 --warmup 0");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(
+        r.out.find(args.find("--trace") != std::string::npos ? "--trace: " : "--output-dir: "),
+        std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("latency"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("/nonexistent.onnx"), std::string::npos) << r.out;
+  }
+  fs::remove(file);
+}
 }  // namespace

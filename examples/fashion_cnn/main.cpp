@@ -122,6 +122,8 @@ Model build(hetgraph::Graph& g, float dropout_p) {
 
 int run(const Args& a) {
   using namespace hetgraph;
+  // The trace's file is checked before training, not found unwritable at its end.
+  if (!a.trace.empty()) cli::check_output_file("--trace", a.trace);
   data::Mnist ds = data::load_mnist(a.data);
   keep_first(ds.train, a.train, "train");
   keep_first(ds.test, a.test, "test");

@@ -83,6 +83,10 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   using namespace hetgraph;
   const int ranks = comm.size(), rank = comm.rank();
   const bool lead = rank == 0;  // prints (and would write checkpoints)
+  // Where the run writes is checked before it trains, not found unwritable at its end.
+  if (lead && !args.save.empty()) cli::check_output_file("--save", args.save);
+  if (lead && !args.checkpoint.empty()) cli::check_output_file("--checkpoint", args.checkpoint);
+  if (!args.trace.empty()) cli::check_output_file("--trace", args.trace);
   if (args.batch % ranks != 0) {
     throw DataError("--batch " + std::to_string(args.batch) + " cannot be shared by " +
                     std::to_string(ranks) + " ranks: make it a multiple of " +
@@ -254,7 +258,7 @@ int main(int argc, char** argv) {
     const dist::Communicator comm = args.data_parallel ? dist::world() : dist::Communicator::self();
     try {
       return run(args, comm);
-    } catch (const hetgraph::Error& e) {
+    } catch (const std::exception& e) {
       comm.abort(e.what());  // the other ranks fail at once, naming this one, instead of waiting
       throw;
     }

@@ -71,6 +71,20 @@ struct ImportOptions {
   /// Fold an inference BatchNormalization into the Conv before it (its weights and bias are
   /// rescaled once, at import).
   bool fold_batch_norm = true;
+  /// Budgets of the whole import, against damaged or hostile models (a few hundred bytes of
+  /// loops nested in loops unroll to billions of nodes). Over one, import is an
+  /// UnsupportedError (ShapeError for a tensor's size) naming the model and the budget; raise
+  /// it here for a model that needs more.
+  /// ONNX nodes imported in all: each iteration of an unrolled Loop or Scan, each branch taken
+  /// and each function body counts its nodes again.
+  std::int64_t max_nodes = std::int64_t{1} << 20;
+  /// Bytes of the tensors the import computes on the host, in all (folded shape computations,
+  /// constants it builds).
+  std::int64_t max_host_bytes = std::int64_t{1} << 33;
+  /// Bytes of the largest tensor of the graph (an input or a node; 4 per element).
+  std::int64_t max_tensor_bytes = std::int64_t{1} << 36;
+  /// Seconds building the graph may take.
+  double max_seconds = 300;
 };
 
 /// One input or output of an imported model.

@@ -1,8 +1,15 @@
 #include "common/cli.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <limits>
+#include <new>
 
 #include "common/parse.hpp"
 
@@ -215,26 +222,80 @@ void Parser::parse(int argc, const char* const* argv) {
   }
 }
 
+namespace {
+
+// A file created and removed in `dir`: whether this process can write there (permissions,
+// read-only file systems, root's exemptions all answer for themselves).
+void probe_writable(std::string_view flag, const std::string& value, const std::string& dir) {
+  const std::string probe = dir + "/.hetgraph-probe-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw UsageError(std::string(flag) + ": cannot write in " + quote(dir, 200) +
+                     (dir == value ? "" : " (for " + quote(value, 200) + ")") + ": " +
+                     std::strerror(errno));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+}  // namespace
+
+void prepare_output_dir(std::string_view flag, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    throw UsageError(std::string(flag) + ": cannot create the folder " + quote(dir, 200) + ": " +
+                     (ec ? ec.message() : std::string("it is not a folder")));
+  }
+  probe_writable(flag, dir, dir);
+}
+
+void check_output_file(std::string_view flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || path.back() == '/' || fs::is_directory(path, ec)) {
+    throw UsageError(std::string(flag) + ": " + quote(path, 200) + " is a folder, not a file");
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  if (!fs::is_directory(dir, ec)) {
+    throw UsageError(std::string(flag) + ": " + quote(path, 200) + ": the folder " +
+                     quote(dir, 200) +
+                     (fs::exists(dir, ec) ? " is not a folder" : " does not exist"));
+  }
+  probe_writable(flag, path, dir);
+}
+
 int run_main(Parser& parser, int argc, const char* const* argv, const std::function<int()>& body) {
+  const char* program = parser.program().c_str();
+  // No exception leaves a program: a standard one (an allocation, a file system call) is
+  // reported like a hetgraph::Error, not an abort with a core dump.
   try {
-    parser.parse(argc, argv);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s: %s\n%s\n", parser.program().c_str(), e.what(),
-                 parser.usage().c_str());
-    return 2;
-  }
-  if (parser.help()) {
-    std::printf("%s\n", parser.usage().c_str());
-    return 0;
-  }
-  try {
+    try {
+      parser.parse(argc, argv);
+    } catch (const UsageError& e) {
+      std::fprintf(stderr, "%s: %s\n%s\n", program, e.what(), parser.usage().c_str());
+      return 2;
+    }
+    if (parser.help()) {
+      std::printf("%s\n", parser.usage().c_str());
+      return 0;
+    }
     return body();
   } catch (const UsageError& e) {  // a check the body makes on the arguments
-    std::fprintf(stderr, "%s: %s\n%s\n", parser.program().c_str(), e.what(),
-                 parser.usage().c_str());
+    std::fprintf(stderr, "%s: %s\n%s\n", program, e.what(), parser.usage().c_str());
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "%s: %s\n", parser.program().c_str(), e.what());
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: out of memory\n", program);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "%s: failed with an unknown exception\n", program);
     return 1;
   }
 }

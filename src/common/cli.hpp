@@ -95,9 +95,16 @@ class Parser {
   bool help_ = false;
 };
 
+/// Checks, before any work, that a program can write what `flag` names (a UsageError naming
+/// the flag otherwise, rather than a failure after a whole run): an output folder, created
+/// with its parents when missing, or a file whose folder exists.
+void prepare_output_dir(std::string_view flag, const std::string& dir);
+void check_output_file(std::string_view flag, const std::string& path);
+
 /// Parses the command line and runs `body`: exit status 2 with the message and the usage on
 /// stderr for a UsageError, 0 after printing the usage for --help, 1 with the message for a
-/// hetgraph::Error, else what `body` returns.
+/// hetgraph::Error or any other exception (none leaves the program), else what `body`
+/// returns.
 int run_main(Parser& parser, int argc, const char* const* argv, const std::function<int()>& body);
 
 }  // namespace hetgraph::cli

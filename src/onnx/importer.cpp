@@ -3,6 +3,8 @@
 #include "onnx/importer.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -15,7 +17,6 @@
 
 #include "compiler/graph_impl.hpp"
 #include "compiler/plan.hpp"
-#include "onnx/atomic_file.hpp"
 
 namespace hetgraph::onnx {
 
@@ -65,7 +66,12 @@ void reads_of(const ir::Graph& b, std::set<std::string>& names) {
 class Importer {
  public:
   Importer(const Model::Source& src, Model& out)
-      : src_(src), m_(*src.model), opt_(src.options), out_(out), g(out.graph) {}
+      : src_(src),
+        m_(*src.model),
+        opt_(src.options),
+        out_(out),
+        g(out.graph),
+        start_(std::chrono::steady_clock::now()) {}
 
   void run() {
     check_supported();
@@ -263,6 +269,10 @@ class Importer {
                                t.shape.str() + "; hetgraph tensors have at least one element");
       }
     }
+    if (const std::string why = too_large(Dims(t.shape.dims().begin(), t.shape.dims().end()));
+        !why.empty()) {
+      throw ShapeError("node " + g.impl().label(v.id()) + " would have the shape " + why);
+    }
     types_[v.id()] = t;
     return t;
   }
@@ -358,6 +368,52 @@ class Importer {
     }
     for (const ir::Tensor& t : body.initializers) body_constants_[&t] = env[t.name];
     return out;
+  }
+
+  /// ONNX nodes the import may still add before ImportOptions::max_nodes (a loop checks its
+  /// whole unrolling against it before it starts).
+  std::int64_t nodes_left() const { return std::max<std::int64_t>(0, opt_.max_nodes - nodes_); }
+
+  /// The budgets of the whole import, checked as each ONNX node is added: loops nested in
+  /// loops pass any per-loop limit, so the nodes, the host bytes and the time are counted for
+  /// the import as a whole.
+  void count_node(const ir::Node& n) {
+    if (++nodes_ > opt_.max_nodes) {
+      over_budget(n,
+                  "it would import more than " + std::to_string(opt_.max_nodes) +
+                      " ONNX nodes (every iteration of an unrolled loop and every function "
+                      "body counts its nodes again)",
+                  "max_nodes");
+    }
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (s > opt_.max_seconds) {
+      over_budget(n,
+                  "building the graph has taken more than " + seconds_str(opt_.max_seconds) +
+                      " s (after " + std::to_string(nodes_) + " ONNX nodes)",
+                  "max_seconds");
+    }
+  }
+  /// Counts `bytes` of tensors computed on the host (folded values, constants built).
+  void count_host_bytes(const ir::Node& n, std::int64_t bytes) {
+    host_bytes_ += std::max<std::int64_t>(bytes, 0);
+    if (host_bytes_ > opt_.max_host_bytes) {
+      over_budget(n,
+                  "the tensors it computes at import would take more than " +
+                      std::to_string(opt_.max_host_bytes) + " bytes in all",
+                  "max_host_bytes");
+    }
+  }
+  /// Why a tensor of the graph (an input, a node) of these dims is too large, or "": over
+  /// ImportOptions::max_tensor_bytes, dims come from a damaged or hostile model, and would
+  /// fail only when compiled, naming neither the model nor the value.
+  std::string too_large(const Dims& dims) const {
+    const std::int64_t n = numel(dims);
+    if (n <= opt_.max_tensor_bytes / 4) return "";
+    return dims_str(dims) + ": " + (n == INT64_MAX ? "more than 2^63" : std::to_string(n)) +
+           " elements, more than the " + std::to_string(opt_.max_tensor_bytes) +
+           " bytes a tensor may take (ImportOptions::max_tensor_bytes; raise it for a model that "
+           "needs more)";
   }
 
   std::unordered_map<std::string, Value> env;
@@ -472,6 +528,9 @@ class Importer {
                                std::to_string(dims.size()) + " " + dims_str(dims) +
                                "; hetgraph tensors have rank 0 to 4");
       }
+      if (const std::string why = too_large(dims); !why.empty()) {
+        throw ShapeError(m_.source + ": input '" + v.name + "' has the shape " + why);
+      }
       if (numel(dims) == 0) {
         // An empty input holds no values: its shape is all there is to it, so it is a constant
         // (ReduceSum's axes left empty), not an input of the graph. A node that needs it as a
@@ -546,6 +605,7 @@ class Importer {
   }
 
   void add_node(const ir::Node& n, int depth = 0) {
+    count_node(n);
     Ctx c(*this, n);
     if (absorbed.count(&n)) {  // done by the node before it (a batch norm folded into a Conv)
       c.alias(0, 0);
@@ -590,12 +650,31 @@ class Importer {
     } catch (const GraphError& e) {
       throw ShapeError(in_context(n, e.what()));
     }
+    // Bytes of the values this node computed on the host (not those it passes on: an Identity
+    // of a known tensor, a loop's carried value).
+    std::unordered_set<const void*> passed;
+    for (const std::string& in : n.inputs) {
+      const auto it = env.find(in);
+      if (!in.empty() && it != env.end()) {
+        passed.insert(it->second.konst.get());
+        passed.insert(it->second.view.get());
+      }
+    }
+    std::int64_t bytes = 0;
     for (std::size_t k = 0; k < n.outputs.size(); ++k) {
-      if (!n.outputs[k].empty() && !env.count(n.outputs[k])) {
+      if (n.outputs[k].empty()) continue;
+      const auto it = env.find(n.outputs[k]);
+      if (it == env.end()) {
         c.unsupported("output " + std::to_string(k) + " ('" + n.outputs[k] +
                       "') is not produced by the hetgraph version of this op");
       }
+      const Value& v = it->second;
+      if (v.known() && !v.initializer && !passed.count(v.konst.get()))
+        bytes += 8 * std::max<std::int64_t>(v.konst->numel(), 0);
+      if (v.view && !passed.count(v.view.get()))
+        bytes += 8 * std::max<std::int64_t>(v.view->numel(), 0);
     }
+    count_host_bytes(n, bytes);
     trace_inputs(n);
   }
 
@@ -694,6 +773,21 @@ class Importer {
   std::unordered_map<const ir::Tensor*, Value> body_constants_;
   int serial_ = 0;
   detail::Plan scratch_;
+  std::chrono::steady_clock::time_point start_;
+  std::int64_t nodes_ = 0, host_bytes_ = 0;
+
+  static std::string seconds_str(double s) {
+    std::string t = std::to_string(s);
+    t.erase(t.find_last_not_of('0') + 1);
+    if (!t.empty() && t.back() == '.') t.pop_back();
+    return t;
+  }
+  [[noreturn]] void over_budget(const ir::Node& n, const std::string& why,
+                                const std::string& option) const {
+    throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": " + why +
+                           "; the import stops at ImportOptions::" + option +
+                           " (raise it for a model that needs more)");
+  }
 };
 
 // ---- Ctx -----------------------------------------------------------------------------------
@@ -978,6 +1072,11 @@ void Ctx::host_check(std::int64_t n) const {
                 " elements built at import (at most 2^28: dims this large come from a damaged "
                 "model)");
   }
+  im.count_host_bytes(this->n, 4 * n);
+}
+
+std::int64_t Ctx::nodes_left() const {
+  return im.nodes_left();
 }
 
 void Ctx::unsupported(const std::string& why) const {
@@ -1148,11 +1247,15 @@ Model import_parsed(ir::Model parsed, const ImportOptions& options, bool build) 
 }
 
 std::string read_bytes(const std::string& path) {
-  return detail::read_file(path, "the ONNX model");
+  // A regular file only (a FIFO would block the import, /dev/zero never end), and no larger
+  // than protobuf parses.
+  return ir::read_regular_file(path, "the ONNX model", INT_MAX,
+                               "models larger than 2 GiB must keep their tensors as external data");
 }
 std::string dir_of(const std::string& path) {
   const auto slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);  // a model in / has its data there
 }
 
 }  // namespace

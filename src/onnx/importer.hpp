@@ -148,6 +148,8 @@ class Ctx {
     return std::vector<T>(static_cast<std::size_t>(n), fill);
   }
   void host_check(std::int64_t n) const;
+  /// ONNX nodes the import may still add (ImportOptions::max_nodes less those added so far).
+  std::int64_t nodes_left() const;
 
   /// The model asks for something hetgraph does not do (UnsupportedError naming the node).
   [[noreturn]] void unsupported(const std::string& why) const;

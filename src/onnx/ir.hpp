@@ -94,7 +94,7 @@ struct Attr {
   std::vector<std::int64_t> ints;
   std::vector<std::string> strings;
   std::shared_ptr<const Graph> g;  // kGraphA: a body (If's branches, Loop's and Scan's body)
-  std::string other;  // kOther: the attribute type's name (graph, sparse tensor, ...)
+  std::string other;               // kOther: the attribute type's name (graph, sparse tensor, ...)
 };
 
 struct Node {
@@ -162,6 +162,12 @@ std::vector<TypeInfo> infer_output_types(const Model& m,
 /// Serialises a model (the exporter's), after onnx::checker accepted it; the bytes of a
 /// ModelProto.
 std::string serialize_model(const Model& m);
+
+/// The bytes of the file at `path` (`what` says what it is, for errors): only a regular file
+/// of at most `max_bytes` (a FIFO would block the import, a device such as /dev/zero never
+/// ends). DataErrors name `path`; `too_large` says what to do about a larger file.
+std::string read_regular_file(const std::string& path, const std::string& what,
+                              std::int64_t max_bytes, const std::string& too_large = "");
 
 /// A TensorProto file (the ONNX backend tests' input_N.pb / output_N.pb).
 Tensor parse_tensor(const void* data, std::size_t size, const std::string& source);

@@ -15,10 +15,6 @@ namespace hetgraph::onnx::imp {
 
 namespace {
 
-// Unrolled bodies hold at most this many ONNX nodes in all: a larger trip count comes from a
-// damaged model or belongs to a loop that hetgraph, without run-time control flow, cannot run.
-constexpr std::int64_t kMaxUnrolledNodes = std::int64_t{1} << 20;
-
 Dims dims_of(const Ctx& c, const Value& v) {
   if (v.seq) c.unsupported("a sequence where a tensor is needed");
   return v.known() ? v.konst->dims : v.view ? v.view->dims : c.shape(v.node);
@@ -53,8 +49,9 @@ Value take(Ctx& c, const Value& v, int axis, std::int64_t index) {
 // The values of `vs` (one per iteration, all of one shape) stacked along a new `axis`.
 Value stack(Ctx& c, const std::vector<Value>& vs, int axis, const std::string& what) {
   if (vs.empty()) {
-    c.unsupported(what + " stacks no iteration, so it would be empty; hetgraph tensors have at "
-                         "least one element");
+    c.unsupported(what +
+                  " stacks no iteration, so it would be empty; hetgraph tensors have at "
+                  "least one element");
   }
   const Dims first = dims_of(c, vs[0]);
   if (axis < 0 || axis > static_cast<int>(first.size())) {
@@ -96,13 +93,20 @@ Value arg(Ctx& c, std::size_t i) {
   return c.in(i);
 }
 
+// A loop's whole unrolling checked before it starts against what the import may still add
+// (ImportOptions::max_nodes, for the import as a whole: loops nested in loops count too, as
+// each node is added).
 void check_budget(const Ctx& c, std::int64_t iterations, const ir::Graph& body,
                   const std::string& what) {
   const std::int64_t per = std::max<std::int64_t>(1, static_cast<std::int64_t>(body.nodes.size()));
-  if (iterations > kMaxUnrolledNodes / per) {
+  const std::int64_t left = c.nodes_left();
+  if (iterations > left / per) {
     c.unsupported(what + " of " + std::to_string(iterations) + " iterations, each of " +
                   std::to_string(body.nodes.size()) +
-                  " nodes: hetgraph unrolls loops at import, up to 2^20 nodes in all");
+                  " nodes: hetgraph unrolls loops at import, and this import may add " +
+                  std::to_string(left) +
+                  " more ONNX nodes (ImportOptions::max_nodes; raise it for a model that needs "
+                  "more)");
   }
 }
 

@@ -1,15 +1,20 @@
 // The only translation unit that sees ONNX's protobuf classes: ModelProto / TensorProto in and
 // out, onnx::checker, ONNX shape inference and function bodies from ONNX's schema registry.
+#include <fcntl.h>
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,6 +26,7 @@
 namespace hetgraph::onnx::ir {
 
 namespace pb = ::onnx;
+namespace fs = std::filesystem;
 
 const char* elem_name(int elem) {
   switch (elem) {
@@ -407,11 +413,133 @@ void to_proto(const std::string& name, const Attr& a, pb::AttributeProto& p) {
   }
 }
 
+// Calls f on every tensor of g that may keep its data in an external file: its initializers
+// and the tensors of its nodes' attributes and of the bodies in them (ONNX's external-data
+// helper moves those out too).
+template <class F>
+void for_each_tensor(pb::GraphProto& g, F&& f) {
+  for (auto& t : *g.mutable_initializer()) f(t);
+  for (auto& s : *g.mutable_sparse_initializer()) {
+    f(*s.mutable_values());
+    f(*s.mutable_indices());
+  }
+  for (auto& n : *g.mutable_node()) {
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_t()) f(*a.mutable_t());
+      for (auto& t : *a.mutable_tensors()) f(t);
+      if (a.has_sparse_tensor()) {
+        f(*a.mutable_sparse_tensor()->mutable_values());
+        f(*a.mutable_sparse_tensor()->mutable_indices());
+      }
+      for (auto& s : *a.mutable_sparse_tensors()) {
+        f(*s.mutable_values());
+        f(*s.mutable_indices());
+      }
+      if (a.has_g()) for_each_tensor(*a.mutable_g(), f);
+      for (auto& b : *a.mutable_graphs()) for_each_tensor(b, f);
+    }
+  }
+}
+
+// Whether `p` (a resolved path) is `dir` (resolved) or lies below it.
+bool inside(const fs::path& p, const fs::path& dir) {
+  const fs::path rel = p.lexically_relative(dir);
+  return !rel.empty() && *rel.begin() != ".." && !rel.is_absolute();
+}
+
+/// The external data files of one model. A location is a path relative to the model's folder,
+/// and the file it names is read only when its real path (symlinks resolved: a link in the
+/// folder, a linked folder on the way, a chain of links) lies inside the folder's real path,
+/// and only when it is a regular file (a FIFO would block the import, a device never end).
+/// Reads add up to at most the sizes of the distinct files read: tensors claiming one file's
+/// bytes many times over cannot make the import allocate more than the files hold.
+class ExternalData {
+ public:
+  ExternalData(const std::string& source, const std::string& base_dir)
+      : source_(source), base_dir_(base_dir) {}
+
+  std::string read(const pb::TensorProto& t, const std::string& location, std::int64_t offset,
+                   std::int64_t length) {
+    const std::string tensor = "tensor '" + t.name() + "': external data '" + location + "'";
+    if (real_dir_.empty()) {
+      std::error_code ec;
+      real_dir_ = fs::canonical(base_dir_, ec);
+      if (ec) bad(source_, tensor + ": cannot resolve the model's folder: " + ec.message());
+    }
+    std::error_code ec;
+    const fs::path real = fs::weakly_canonical(fs::path(base_dir_) / location, ec);
+    if (ec) bad(source_, tensor + ": cannot resolve " + location + ": " + ec.message());
+    if (!inside(real, real_dir_) || real == real_dir_) {
+      bad(source_, tensor + " is " + real.string() + ", outside the model's folder " +
+                       real_dir_.string() +
+                       " (external data must stay inside it; symlinks are resolved)");
+    }
+    // Opened without blocking (a FIFO), and not through a link swapped in since it was
+    // resolved; what was opened is checked again below.
+    const int fd = ::open(real.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      bad(source_, tensor + ": cannot open " + real.string() + ": " + std::strerror(errno));
+    }
+    const struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    // The path of the file actually opened (a folder on the way may have been swapped for a
+    // link since it was resolved).
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    const fs::path opened = fs::read_symlink(proc, ec);
+    if (!ec && (!inside(opened, real_dir_) || opened == real_dir_)) {
+      bad(source_, tensor + " is " + opened.string() + ", outside the model's folder " +
+                       real_dir_.string() + " (it changed while it was opened)");
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      bad(source_, tensor + ": " + real.string() + " is not a regular file");
+    }
+    const std::int64_t file_size = st.st_size;
+    if (length < 0 && offset >= 0 && offset <= file_size) length = file_size - offset;
+    if (offset < 0 || length < 0 || offset > file_size || length > file_size - offset) {
+      bad(source_, tensor + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                       ") lie outside " + real.string() + " (" + std::to_string(file_size) +
+                       " bytes)");
+    }
+    if (sizes_.emplace(real.string(), file_size).second) budget_ += file_size;
+    if (length > budget_ - read_) {
+      bad(source_, tensor + ": the model's external data reads " + std::to_string(read_ + length) +
+                       " bytes from files of " + std::to_string(budget_) +
+                       " bytes in all: tensors may not claim the same bytes over and over");
+    }
+    read_ += length;
+    std::string raw(static_cast<std::size_t>(length), '\0');
+    std::size_t done = 0;
+    while (done < raw.size()) {
+      const ssize_t n = ::pread(fd, raw.data() + done, raw.size() - done,
+                                static_cast<off_t>(offset + static_cast<std::int64_t>(done)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        bad(source_, tensor + ": cannot read " + real.string() + ": " +
+                         (n < 0 ? std::strerror(errno) : "the file is shorter than it was"));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return raw;
+  }
+
+ private:
+  const std::string& source_;
+  const std::string& base_dir_;
+  fs::path real_dir_;
+  std::map<std::string, std::int64_t> sizes_;  // distinct files read, and their sizes
+  std::int64_t budget_ = 0, read_ = 0;
+};
+
 /// Reads tensors kept in external files into the model (the checker and everything after it
-/// see ordinary tensors). Locations must stay inside the model's directory.
+/// see ordinary tensors: it never looks for files itself). Locations must stay inside the
+/// model's directory (ExternalData).
 void load_external_data(pb::ModelProto& m, const std::string& base_dir, const std::string& source) {
-  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
-    if (t.data_location() != pb::TensorProto::EXTERNAL) continue;
+  ExternalData files(source, base_dir);
+  for_each_tensor(*m.mutable_graph(), [&](pb::TensorProto& t) {
+    if (t.data_location() != pb::TensorProto::EXTERNAL) return;
     std::string location;
     std::int64_t offset = 0, length = -1;
     for (const auto& kv : t.external_data()) {
@@ -427,7 +555,8 @@ void load_external_data(pb::ModelProto& m, const std::string& base_dir, const st
             "tensor '" + t.name() + "': bad external data " + kv.key() + " '" + kv.value() + "'");
       }
     }
-    if (location.empty() || location.front() == '/' || location.find("..") != std::string::npos) {
+    if (location.empty() || location.front() == '/' || location.find("..") != std::string::npos ||
+        location.find('\0') != std::string::npos) {
       bad(source, "tensor '" + t.name() + "': external data location '" + location +
                       "' must be a file name relative to the model");
     }
@@ -435,24 +564,10 @@ void load_external_data(pb::ModelProto& m, const std::string& base_dir, const st
       bad(source, "tensor '" + t.name() +
                       "' keeps its data in an external file; load the model from a path");
     }
-    const std::string path = base_dir + "/" + location;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) bad(source, "tensor '" + t.name() + "': cannot open external data file " + path);
-    f.seekg(0, std::ios::end);
-    const std::int64_t file_size = f.tellg();
-    if (length < 0) length = file_size - offset;
-    if (offset < 0 || length < 0 || offset + length > file_size) {
-      bad(source, "tensor '" + t.name() + "': external data [" + std::to_string(offset) + ", +" +
-                      std::to_string(length) + ") lies outside " + path);
-    }
-    std::string raw(static_cast<std::size_t>(length), '\0');
-    f.seekg(offset);
-    f.read(raw.data(), length);
-    if (!f) bad(source, "tensor '" + t.name() + "': cannot read external data from " + path);
-    t.set_raw_data(std::move(raw));
+    t.set_raw_data(files.read(t, location, offset, length));
     t.clear_external_data();
     t.set_data_location(pb::TensorProto::DEFAULT);
-  }
+  });
 }
 
 /// ONNX 1.12's shape inference divides by strides and dilations without checking them (a
@@ -832,6 +947,37 @@ Tensor parse_tensor(const void* data, std::size_t size, const std::string& sourc
     bad(source, "tensor has no valid element type");
   }
   return from_proto(t, source);
+}
+
+std::string read_regular_file(const std::string& path, const std::string& what,
+                              std::int64_t max_bytes, const std::string& too_large) {
+  // Opened without blocking: a FIFO would block the open itself.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw DataError(path + ": cannot open " + what + ": " + std::strerror(errno));
+  const struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw DataError(path + ": " + what + " is not a regular file");
+  }
+  if (st.st_size > max_bytes) {
+    throw DataError(path + ": " + what + " is " + std::to_string(st.st_size) +
+                    " bytes, more than the " + std::to_string(max_bytes) + " it may have" +
+                    (too_large.empty() ? "" : ": " + too_large));
+  }
+  std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw DataError(path + ": cannot read " + what + ": " + std::strerror(errno));
+    if (n == 0) break;  // shorter than it was: what is there is parsed (and refused if cut)
+    done += static_cast<std::size_t>(n);
+  }
+  bytes.resize(done);
+  return bytes;
 }
 
 std::string serialize_tensor(const Tensor& t) {

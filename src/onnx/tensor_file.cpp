@@ -38,7 +38,9 @@ TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& wha
 }
 
 TensorData read_tensor(const std::string& path) {
-  const std::string bytes = detail::read_file(path, "the tensor file");
+  // A regular file only (a FIFO would block, /dev/zero never end), and no larger than
+  // protobuf parses.
+  const std::string bytes = ir::read_regular_file(path, "the tensor file", INT_MAX);
   return parse_tensor(std::as_bytes(std::span<const char>(bytes)), path);
 }
 

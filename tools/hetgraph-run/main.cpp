@@ -49,6 +49,10 @@ double peak_rss_mib() {
 
 int run(const hgrun::Options& o) {
   hetgraph::tool::check_engine_flags(o);
+  // Where the outputs and the trace go is checked before the model is even read: a folder
+  // that cannot be made must not be found only after the whole run.
+  if (!o.output_dir.empty()) hetgraph::cli::prepare_output_dir("--output-dir", o.output_dir);
+  if (!o.trace.empty()) hetgraph::cli::check_output_file("--trace", o.trace);
   const double t0 = hetgraph::now_s();
   ho::Model base = ho::read_model(o.model);
   std::map<std::string, std::shared_ptr<ho::TensorData>> data;
@@ -76,7 +80,11 @@ int run(const hgrun::Options& o) {
   for (const auto& [name, d] : data) io.input_shapes.push_back({name, d->shape});
   for (const auto& [name, dims] : o.shapes) {
     if (data.count(name)) throw UsageError("--shape: '" + name + "' also has an --input file");
-    io.input_shapes.push_back({name, hetgraph::Shape(std::span<const std::int64_t>(dims))});
+    try {
+      io.input_shapes.push_back({name, hetgraph::Shape(std::span<const std::int64_t>(dims))});
+    } catch (const hetgraph::ShapeError& e) {  // more elements than any tensor may hold
+      throw UsageError("--shape: " + name + ": " + e.what());
+    }
   }
   // Inputs the importer needs the values of (shapes, axes fed as inputs) are given from
   // their files.
@@ -170,7 +178,6 @@ int run(const hgrun::Options& o) {
 
   double checksum = 0;
   std::vector<std::string> written;
-  if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
   for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     const ho::ValueDesc& out = m.output_info[k];
     ho::TensorData td;
