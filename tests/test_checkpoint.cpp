@@ -300,7 +300,9 @@ TEST(CheckpointFile, LoadChecksWhatAFileIsBeforeReadingIt) {
     (void)onnx::read_tensor("/dev/zero");
     ADD_FAILURE() << "read /dev/zero as a tensor";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("/dev/zero: cannot read"), std::string::npos) << e.what();
+    // read_tensor checks a tensor file itself first (the importer's rule for .pb files).
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "not a DataError: " << e.what();
   }
