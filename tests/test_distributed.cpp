@@ -592,11 +592,28 @@ TEST(OutOfStep, DifferentEpochsFailAtOnceOnEveryRank) {
                      {"check_agreement: ranks disagree on epochs", "'3' on rank 0", others});
   // Different values checked: named too.
   const dist::Agreed one[] = {{r == 0 ? "epochs" : "batches", 1}};
-  expect_out_of_step([&] { dist::check_agreement(comm(), one); },
-                     {"ranks check different values", "'epochs' on rank 0", "'batches' on rank"});
+  expect_out_of_step(
+      [&] { dist::check_agreement(comm(), one); },
+      {"ranks are out of step, at different checks", "'epochs' on rank 0", "'batches' on rank"});
   comm().barrier();
   const dist::Agreed same[] = {{"epochs", 2}};
   dist::check_agreement(comm(), same);
+}
+
+// Rank 0 compiles one collective more than the others: its compile, which opens a channel per
+// collective, meets the others' broadcast_variables instead of waiting in MPI_Comm_idup.
+TEST(OutOfStep, AnExtraCollectiveFailsAtOnce) {
+  Graph g;
+  auto x = g.input("x");
+  Node y = dist::allreduce(x, comm());
+  if (comm().rank() == 0) y = dist::allreduce(y * 2.0f, comm());
+  expect_out_of_step(
+      [&] {
+        auto cg = GraphCompiler().compile(g, {{"x", {4}}}, {y});
+        dist::broadcast_variables(cg, comm());
+      },
+      {"ranks are out of step, at different checks", "'compiling a collective' on rank 0",
+       "'the graph's variables, the graph's inputs, the graph's collectives' on rank"});
 }
 
 // The last rank builds a wider hidden layer: broadcast_variables, where every data-parallel job

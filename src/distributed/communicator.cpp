@@ -174,14 +174,13 @@ std::uint64_t fnv1a(std::string_view s) {
 }
 
 // Allgather of int32 words on the host channel: every rank's `mine` in rank order.
-std::vector<std::int32_t> allgather_words(const Communicator& comm,
-                                          std::vector<std::int32_t> mine) {
+std::vector<std::int32_t> allgather_words(detail::Comm& comm, std::vector<std::int32_t> mine) {
   std::vector<std::int32_t> all(mine.size() * static_cast<std::size_t>(comm.size()));
-  comm.impl()->run_blocking(comm.impl()->host_channel(), {.kind = CollectiveKind::allgather,
-                                                          .dtype = DType::i32,
-                                                          .in = mine.data(),
-                                                          .out = all.data(),
-                                                          .count = all.size()});
+  comm.run_blocking(comm.host_channel(), {.kind = CollectiveKind::allgather,
+                                          .dtype = DType::i32,
+                                          .in = mine.data(),
+                                          .out = all.data(),
+                                          .count = all.size()});
   return all;
 }
 
@@ -222,9 +221,20 @@ std::string by_value(const std::vector<std::string>& values) {
   return s;
 }
 
+}  // namespace
+}  // namespace distributed
+
 // The check itself. A fixed-size record of hashes first (one allgather); only when it shows a
-// difference, every rank (they all see it) gathers the full values to say what differs.
-void agree(const Communicator& comm, std::span<const Agreed> values, const std::string& what) {
+// difference, every rank (they all see it) gathers the full values to say what differs. Every
+// check gathers the same record on the host channel, so two different checks meet each other
+// (a rank compiling one more collective than another meets its broadcast_variables).
+void detail::agree(Comm& comm, std::span<const distributed::Agreed> values,
+                   const std::string& what) {
+  using distributed::Agreed;
+  using distributed::allgather_words;
+  using distributed::by_value;
+  using distributed::fnv1a;
+  using distributed::kMaxAgreed;
   if (values.size() > kMaxAgreed) {
     throw UsageError(what + ": " + std::to_string(values.size()) + " values; at most " +
                      std::to_string(kMaxAgreed) + " per call");
@@ -278,7 +288,7 @@ void agree(const Communicator& comm, std::span<const Agreed> values, const std::
       names[r] += (i ? ", " : "") + fields[r][i];
   }
   if (std::adjacent_find(names.begin(), names.end(), std::not_equal_to<>()) != names.end()) {
-    why = "ranks check different values: " + by_value(names);
+    why = "ranks are out of step, at different checks: " + by_value(names);
   } else {
     for (std::size_t i = 1; i < fields[0].size(); i += 2) {
       std::vector<std::string> v(n);
@@ -293,6 +303,9 @@ void agree(const Communicator& comm, std::span<const Agreed> values, const std::
                            "the same steps on equal shares)");
 }
 
+namespace distributed {
+namespace {
+
 std::string type_text(const detail::TensorType& t) {
   return std::string(dtype_name(t.dtype)) + " " + t.shape.str();
 }
@@ -300,7 +313,7 @@ std::string type_text(const detail::TensorType& t) {
 }  // namespace
 
 void check_agreement(const Communicator& comm, std::span<const Agreed> values) {
-  agree(comm, values, "check_agreement");
+  detail::agree(*comm.impl(), values, "check_agreement");
 }
 
 void broadcast_variables(CompiledGraph& cg, const Communicator& comm, int root) {
@@ -331,7 +344,7 @@ void broadcast_variables(CompiledGraph& cg, const Communicator& comm, int root) 
     const Agreed graph[] = {{"the graph's variables", list(p.variables)},
                             {"the graph's inputs", list(p.inputs)},
                             {"the graph's collectives", coll}};
-    agree(comm, graph, "broadcast_variables");
+    detail::agree(*comm.impl(), graph, "broadcast_variables");
   }
   std::vector<std::uint32_t> vars;
   std::size_t total = 0;
