@@ -130,8 +130,8 @@ struct Agreed {
 
 /// Checks up front that every rank passes the same values (one small allgather), so that ranks
 /// out of step fail at once rather than at a collective's deadline. A mismatch throws
-/// CommunicationError on every rank, naming the first value that differs and every rank's:
-///   "ranks disagree on epochs: rank 0: 3, rank 1: 2". The communicator stays usable.
+/// CommunicationError on every rank, naming each value that differs and every rank's:
+///   "ranks disagree on epochs: '3' on rank 0; '2' on rank 1". The communicator stays usable.
 /// Every rank calls it with the same names in the same order (at most 32 values).
 void check_agreement(const Communicator& comm, std::span<const Agreed> values);
 
