@@ -549,6 +549,101 @@ TEST(WorldErrors, BadSettingsAreNamed) {
   EXPECT_EQ(dist::world({.heartbeat_timeout_s = -1}), comm());
 }
 
+// ---- rank agreement -------------------------------------------------------------------------
+
+// Ranks that agree pass the up-front check, and train as before.
+TEST(Agreement, AgreeingRanksPassAndTrainAsBefore) {
+  const dist::Agreed plan[] = {{"epochs", 3}, {"batches per epoch", 8}, {"optimizer", "sgd"}};
+  dist::check_agreement(comm(), plan);
+  dist::check_agreement(comm(), {});
+  const auto pc = testing_util::platforms().front();
+  const auto single = train(pc, nullptr, 8);
+  const DataParallel dp{comm()};
+  expect_single_process_steps(train(pc, &dp, 8), single, pc.name);
+}
+
+// ---- ranks out of step (an invocation of their own: without the check they would hang) -----
+
+// Expects `f` to throw a CommunicationError on this rank within a few seconds (not at the
+// collective deadline) whose message holds every one of `want`.
+template <class F>
+void expect_out_of_step(F&& f, const std::vector<std::string>& want) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    f();
+    ADD_FAILURE() << "no error on rank " << comm().rank();
+  } catch (const CommunicationError& e) {
+    const std::string msg = e.what();
+    if (comm().rank() == 0) std::fprintf(stderr, "rank 0: %s\n", msg.c_str());
+    for (const std::string& w : want) EXPECT_NE(msg.find(w), std::string::npos) << msg;
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 5.0) << "the error took " << s << " s on rank " << comm().rank();
+}
+
+// Rank 0 plans three epochs, the others two: every rank fails at once, naming the value and
+// each rank's; the communicator stays usable (the ranks agreed to stop).
+TEST(OutOfStep, DifferentEpochsFailAtOnceOnEveryRank) {
+  const int P = comm().size(), r = comm().rank();
+  const dist::Agreed plan[] = {
+      {"epochs", r == 0 ? 3 : 2}, {"batches per epoch", 8}, {"optimizer", "sgd"}};
+  std::string others = P == 2 ? "'2' on rank 1" : "'2' on ranks 1, 2";
+  expect_out_of_step([&] { dist::check_agreement(comm(), plan); },
+                     {"check_agreement: ranks disagree on epochs", "'3' on rank 0", others});
+  // Different values checked: named too.
+  const dist::Agreed one[] = {{r == 0 ? "epochs" : "batches", 1}};
+  expect_out_of_step(
+      [&] { dist::check_agreement(comm(), one); },
+      {"ranks are out of step, at different checks", "'epochs' on rank 0", "'batches' on rank"});
+  comm().barrier();
+  const dist::Agreed same[] = {{"epochs", 2}};
+  dist::check_agreement(comm(), same);
+}
+
+// Rank 0 compiles one collective more than the others: its compile, which opens a channel per
+// collective, meets the others' broadcast_variables instead of waiting in MPI_Comm_idup.
+TEST(OutOfStep, AnExtraCollectiveFailsAtOnce) {
+  Graph g;
+  auto x = g.input("x");
+  Node y = dist::allreduce(x, comm());
+  if (comm().rank() == 0) y = dist::allreduce(y * 2.0f, comm());
+  expect_out_of_step(
+      [&] {
+        auto cg = GraphCompiler().compile(g, {{"x", {4}}}, {y});
+        dist::broadcast_variables(cg, comm());
+      },
+      {"ranks are out of step, at different checks", "'compiling a collective' on rank 0",
+       "'the graph's variables, the graph's inputs, the graph's collectives' on rank"});
+}
+
+// The last rank builds a wider hidden layer: broadcast_variables, where every data-parallel job
+// starts, refuses at once on every rank, naming the variable's shape on each, instead of
+// exchanging mismatched buffers.
+TEST(OutOfStep, DifferentGraphsFailInBroadcastVariables) {
+  const int P = comm().size(), r = comm().rank();
+  const std::int64_t hidden = r == P - 1 ? 25 : 24;
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {8, hidden}, Initializer::uniform(-0.5f, 0.5f, 3));
+  auto loss = reduce_mean(tanh(matmul(x, W)));
+  auto step = sgd(loss, {W}, 0.1f, 0.0f, DataParallel{comm()});
+  auto cg = GraphCompiler().compile(g, {{"x", {4, 8}}}, {loss, step});
+  expect_out_of_step(
+      [&] { dist::broadcast_variables(cg, comm()); },
+      {"broadcast_variables: ranks disagree on the graph's variables", "'W f32 [8, 24]'",
+       "'W f32 [8, 25]' on rank " + std::to_string(P - 1), "the graph's collectives"});
+  // A different share of the batch per rank: the inputs differ.
+  Graph g2;
+  auto x2 = g2.input("x");
+  auto W2 = g2.variable("W", {8, 4});
+  auto loss2 = reduce_mean(tanh(matmul(x2, W2)));
+  auto step2 = sgd(loss2, {W2}, 0.1f, 0.0f, DataParallel{comm()});
+  const std::int64_t rows = r == 0 ? 5 : 4;
+  auto cg2 = GraphCompiler().compile(g2, {{"x", {rows, 8}}}, {loss2, step2});
+  expect_out_of_step([&] { dist::broadcast_variables(cg2, comm()); },
+                     {"the graph's inputs", "'x f32 [5, 8]' on rank 0"});
+}
+
 // ---- failure (an invocation of its own: the communicator stays broken afterwards) -----------
 
 // A kernel fails on the last rank (a computed embedding index out of range): its run fails with

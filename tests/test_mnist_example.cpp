@@ -2,6 +2,7 @@
 // (classes distinguishable by which band of the image is bright), through its command line.
 #include <zlib.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -221,6 +222,43 @@ TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
   const Result bad = run(base + " --batch 98 --data-parallel", "-np 4");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("--batch 98 cannot be shared by 4 ranks"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
+// Issue 46: ranks given different epochs, or data sets of different sizes, fail at once on
+// every rank naming what differs (they waited the 600 s collective deadline before).
+TEST(MnistExample, DataParallelRanksOutOfStepFailAtOnce) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_step_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "small");
+  fs::create_directories(dir / "large");
+  write_set(dir / "small", "train", 600, 1);
+  write_set(dir / "small", "t10k", 100, 2);
+  write_set(dir / "large", "train", 800, 1);
+  write_set(dir / "large", "t10k", 100, 2);
+  // Two programs under one mpirun (MPMD): rank 0 runs the first, rank 1 the second.
+  auto mpmd = [&](const std::string& rank0, const std::string& rank1) {
+    const std::string common = " --batch 100 --threads 1 --data-parallel ";
+    const auto t0 = std::chrono::steady_clock::now();
+    const Result r = run(common + rank1, "-np 1 " + std::string(HETGRAPH_MNIST_EXAMPLE) + common +
+                                             rank0 + " : -np 1");
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 60.0) << "the ranks waited for a collective deadline\n" << r.err;
+    EXPECT_NE(r.status, 0);
+    return r;
+  };
+  const std::string small = "--data " + (dir / "small").string(),
+                    large = "--data " + (dir / "large").string();
+  const Result epochs = mpmd(small + " --epochs 3", small + " --epochs 2");
+  EXPECT_NE(epochs.err.find("ranks disagree on --epochs: '3' on rank 0; '2' on rank 1"),
+            std::string::npos)
+      << epochs.err;
+  const Result data = mpmd(small + " --epochs 1", large + " --epochs 1");
+  EXPECT_NE(data.err.find("training images per rank: '300' on rank 0; '400' on rank 1"),
+            std::string::npos)
+      << data.err;
+  EXPECT_NE(data.err.find("batches per epoch: '6' on rank 0; '8' on rank 1"), std::string::npos)
+      << data.err;
   fs::remove_all(dir);
 }
 

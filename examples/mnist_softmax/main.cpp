@@ -108,6 +108,21 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
                  static_cast<long long>(mnist.train.count % B));
   }
 
+  // Ranks out of step (other epochs, data, batch or rule) would each wait at a collective its
+  // partner never posts, until the deadline: compare the plan up front, and fail at once.
+  char lr[32], decay[32];
+  std::snprintf(lr, sizeof lr, "%g", static_cast<double>(args.lr));
+  std::snprintf(decay, sizeof decay, "%g", static_cast<double>(args.weight_decay));
+  const distributed::Agreed plan[] = {{"--epochs", args.epochs},
+                                      {"training images per rank", mnist.train.count},
+                                      {"batches per epoch", steps},
+                                      {"--batch", args.batch},
+                                      {"--optimizer", args.optimizer},
+                                      {"--lr", std::string(lr)},
+                                      {"--weight-decay", std::string(decay)},
+                                      {"--shuffle", args.shuffle}};
+  distributed::check_agreement(comm, plan);
+
   const Platform platform = make_platform(args, comm);
   Graph g;
   std::optional<DeviceScope> on_cpu;  // hetero: everything on the CPU but the matmul

@@ -120,8 +120,25 @@ Node allgather(Node x, const Communicator& comm);
 /// The sum over ranks of x [size * n, ...], of which rank r keeps rows [r * n, (r + 1) * n).
 Node reduce_scatter(Node x, const Communicator& comm);
 
+/// A value every rank of a data-parallel job must share: a count or a text.
+struct Agreed {
+  std::string name;  // "epochs", "batches per epoch", "optimizer"
+  std::string text;  // the value as the message shows it (every byte is compared)
+  Agreed(std::string n, std::int64_t v) : name(std::move(n)), text(std::to_string(v)) {}
+  Agreed(std::string n, std::string v) : name(std::move(n)), text(std::move(v)) {}
+};
+
+/// Checks up front that every rank passes the same values (one small allgather), so that ranks
+/// out of step fail at once rather than at a collective's deadline. A mismatch throws
+/// CommunicationError on every rank, naming each value that differs and every rank's:
+///   "ranks disagree on epochs: '3' on rank 0; '2' on rank 1". The communicator stays usable.
+/// Every rank calls it with the same names in the same order (at most 32 values).
+void check_agreement(const Communicator& comm, std::span<const Agreed> values);
+
 /// Overwrites every variable of `cg` with rank root's value (one fused broadcast, variables in
-/// plan order), so that every replica starts from the same state. Every rank calls it.
+/// plan order), so that every replica starts from the same state. Every rank calls it. It first
+/// checks that the ranks compiled the same graph (variables' names, shapes and types, inputs'
+/// shapes, ops): a mismatch is a CommunicationError on every rank naming what differs.
 void broadcast_variables(CompiledGraph& cg, const Communicator& comm, int root = 0);
 
 }  // namespace distributed

@@ -13,6 +13,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -108,6 +109,9 @@ class Comm {
   /// Posts on `ch` and waits; rethrows the collective's error.
   void run_blocking(CommChannel& ch, const CollectiveCall& call);
 };
+
+/// distributed::check_agreement on `c`; the error starts with `what`.
+void agree(Comm& c, std::span<const distributed::Agreed> values, const std::string& what);
 
 /// One process: every collective copies (allgather, reduce_scatter and mean included: one rank).
 std::shared_ptr<Comm> make_self_comm();

@@ -625,6 +625,10 @@ class MpiComm final : public Comm {
     return "MPI_COMM_WORLD (rank " + std::to_string(rank()) + " of " + std::to_string(size()) + ")";
   }
   std::unique_ptr<CommChannel> open_channel(std::string label) override {
+    // A rank compiling more collectives than another would wait in MPI_Comm_idup until the
+    // deadline; as an agreement check it meets the other's next one and both fail at once.
+    const distributed::Agreed at[] = {{"compiling a collective", std::string()}};
+    agree(*this, at, label);
     return std::make_unique<MpiChannel>(rt_, std::move(label));
   }
   void post(CommChannel& ch, const CollectiveCall& call, CommDone& done,
