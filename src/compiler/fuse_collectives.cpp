@@ -10,8 +10,8 @@
 // slice and allgather.
 #include <algorithm>
 
+#include "compiler/comm.hpp"
 #include "compiler/plan.hpp"
-#include "distributed/comm.hpp"
 
 namespace hetgraph::detail {
 

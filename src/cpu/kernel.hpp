@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "common/kernel_registry.hpp"
+#include "compiler/comm.hpp"
 #include "compiler/plan.hpp"
-#include "distributed/comm.hpp"
 
 namespace hetgraph::detail::cpu {
 

@@ -17,22 +17,6 @@
 namespace hetgraph {
 namespace detail {
 
-std::string_view collective_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::allreduce:
-      return "allreduce";
-    case CollectiveKind::broadcast:
-      return "broadcast";
-    case CollectiveKind::reduce:
-      return "reduce";
-    case CollectiveKind::allgather:
-      return "allgather";
-    case CollectiveKind::reduce_scatter:
-      return "reduce_scatter";
-  }
-  return "?";
-}
-
 namespace {
 
 class SelfChannel final : public CommChannel {
@@ -77,25 +61,6 @@ class SelfComm final : public Comm {
 };
 
 }  // namespace
-
-void CommWaiter::comm_done(std::uint64_t, std::exception_ptr error) {
-  std::lock_guard lk(mu_);
-  error_ = std::move(error);
-  done_ = true;
-  cv_.notify_all();
-}
-
-void CommWaiter::wait() {
-  std::unique_lock lk(mu_);
-  cv_.wait(lk, [&] { return done_; });
-  if (error_) std::rethrow_exception(error_);
-}
-
-void Comm::run_blocking(CommChannel& ch, const CollectiveCall& call) {
-  CommWaiter w;
-  post(ch, call, w, 0);
-  w.wait();
-}
 
 std::shared_ptr<Comm> make_self_comm() {
   return std::make_shared<SelfComm>();

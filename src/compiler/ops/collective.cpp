@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compiler/comm.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
-#include "distributed/comm.hpp"
 
 namespace hetgraph {
 

@@ -8,7 +8,7 @@
 // executable.hpp): a collective's error is kept here and rethrown by after_run().
 #include <mutex>
 
-#include "distributed/comm.hpp"
+#include "compiler/comm.hpp"
 #include "hetgraph/error.hpp"
 #include "opencl/ops.hpp"
 

@@ -1,0 +1,42 @@
+// The communicator interface's own pieces (compiler/comm.hpp): names and blocking waits, which
+// need no implementation of a communicator.
+#include "compiler/comm.hpp"
+
+namespace hetgraph::detail {
+
+std::string_view collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::allreduce:
+      return "allreduce";
+    case CollectiveKind::broadcast:
+      return "broadcast";
+    case CollectiveKind::reduce:
+      return "reduce";
+    case CollectiveKind::allgather:
+      return "allgather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
+  }
+  return "?";
+}
+
+void CommWaiter::comm_done(std::uint64_t, std::exception_ptr error) {
+  std::lock_guard lk(mu_);
+  error_ = std::move(error);
+  done_ = true;
+  cv_.notify_all();
+}
+
+void CommWaiter::wait() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Comm::run_blocking(CommChannel& ch, const CollectiveCall& call) {
+  CommWaiter w;
+  post(ch, call, w, 0);
+  w.wait();
+}
+
+}  // namespace hetgraph::detail
