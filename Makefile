@@ -69,6 +69,7 @@ soak: build
 	./build/tests/hetgraph-soak --runs $(SOAK_RUNS)
 
 bench: build
+	@scripts/install-deps.sh --bench
 	scripts/run-bench.sh
 
 clean:

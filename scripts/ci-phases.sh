@@ -3,6 +3,7 @@
 # by one (Release build and tests, ASan+UBSan, TSan, fuzz), printing each step's wall seconds
 # (a test step includes make's check that its build is current, a few seconds);
 # every compile goes through a launcher that logs its seconds to DIR/compile-<preset>.log.
+# Each step holds the build lock while it runs; time spent waiting for it is not counted.
 # No ccache: the figures are a clean CI machine's. Takes the build lock for each step.
 #   scripts/ci-phases.sh DIR
 set -euo pipefail
@@ -24,12 +25,12 @@ cd "$dir/src"
 unset CCACHE_BASEDIR
 export CMAKE_CXX_COMPILER_LAUNCHER=$dir/timecc.sh CMAKE_C_COMPILER_LAUNCHER=$dir/timecc.sh
 lock=/tmp/hetgraph-build.lock
-step() {  # step NAME COMMAND...
-  local name=$1 s
+step() {  # step NAME COMMAND...: its seconds once it holds the lock (waits for it not counted)
+  local name=$1
   shift
-  s=$(date +%s)
-  flock "$lock" "$@" >"$dir/$name.log" 2>&1
-  echo "$name $(($(date +%s) - s))"
+  flock "$lock" bash -c 's=$(date +%s); "$@" >"$0" 2>&1; rc=$?; echo $(($(date +%s) - s)) >"$0.seconds"; exit $rc' \
+    "$dir/$name.log" "$@"
+  echo "$name $(cat "$dir/$name.log.seconds")"
 }
 # The Makefile's own targets, so that the steps cannot drift from `make test`'s (each test-*
 # target finds its build done and only runs ctest).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs, only when missing, every Debian package hetgraph builds, tests or runs with.
+# Installs, only when missing, every Debian package hetgraph builds, tests or runs with;
+# with --bench also what the benchmark charts need (matplotlib: `make bench`, bench/*.py).
 # Idempotent and quiet when everything is present; one `apt-get update` at most.
 set -euo pipefail
 
@@ -16,10 +17,14 @@ packages=(
   libonnx-testdata       # the ONNX backend test suite (conformance test)
   libopenmpi-dev openmpi-bin   # MPI for data-parallel training (libhetgraph_mpi, mpirun tests)
   dataset-fashion-mnist  # the default MNIST-format data set
-  python3 python3-matplotlib   # bench/plot.py
+  python3                # scripts/mnist_reference.py and the bench/ harnesses
   mawk                   # awk: tests/bench_replay_calibrated.cmake compares floats with it
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
 )
+
+# Plotting pulls in NumPy, Pillow and fonts (a third of a fresh machine's install time): only
+# for the charts.
+[ "${1:-}" = --bench ] && packages+=(python3-matplotlib)
 
 missing=()
 for p in "${packages[@]}"; do

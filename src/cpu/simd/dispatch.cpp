@@ -20,9 +20,13 @@ const CodePath& code_path_table();
 namespace isa_v2 {
 const CodePath& code_path_table();
 }
+// Builds stop at a top level (CMakeLists.txt: HETGRAPH_ISA_LEVELS; ThreadSanitizer's has the
+// baseline only).
+#if HETGRAPH_CODE_PATH_TOP >= 3
 namespace isa_v3 {
 const CodePath& code_path_table();
 }
+#endif
 #if HETGRAPH_CODE_PATH_TOP >= 4
 namespace isa_v4 {
 const CodePath& code_path_table();
@@ -54,8 +58,10 @@ const CodePath& choose() {
     case 4:
       return isa_v4::code_path_table();
 #endif
+#if HETGRAPH_CODE_PATH_TOP >= 3
     case 3:
       return isa_v3::code_path_table();
+#endif
     default:
       return isa_v2::code_path_table();
   }
