@@ -1,10 +1,10 @@
-// Environment variables parsed as numbers or choices (src/common/env.hpp): HETGRAPH_OPENCL_DEVICE
+// Environment variables parsed as numbers or choices (src/util/env.hpp): HETGRAPH_OPENCL_DEVICE
 // and the integer and choice readers. The input is the variable's value. What parses must
 // print back as exactly the input (no prefix parsing, no wrapping); the rest must throw.
 #include <cstdlib>
 #include <string>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "hetgraph/error.hpp"
 
 namespace {

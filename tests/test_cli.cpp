@@ -1,6 +1,6 @@
 // The strict command-line parser every program shares (src/common/cli.hpp), the option tables
 // of hetgraph-bench and hetgraph-opencl-figures, and the number parsing behind environment
-// variables (src/common/parse.hpp). mnist_softmax's table runs end to end in
+// variables (src/util/parse.hpp). mnist_softmax's table runs end to end in
 // test_mnist_example.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,18 +9,21 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <new>
+#include <regex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench/options.hpp"
 #include "common/cli.hpp"
-#include "common/env.hpp"
-#include "common/parse.hpp"
 #include "examples/mnist_softmax/options.hpp"
 #include "hetgraph/error.hpp"
 #include "tools/hetgraph-run/options.hpp"
+#include "util/env.hpp"
+#include "util/parse.hpp"
 
 using hetgraph::cli::UsageError;
 
@@ -113,6 +116,81 @@ TEST(Environment, IntegersAndChoicesAreStrict) {
   setenv(name, "yes", 1);
   EXPECT_THROW(env_choice<hetgraph::Error>(name, {"", "0", "force"}), hetgraph::Error);
   unsetenv(name);
+}
+
+TEST(Environment, FlagsAndRealsAreStrict) {
+  using hetgraph::detail::env_flag;
+  using hetgraph::detail::env_real;
+  const char* name = "HETGRAPH_TEST_CLI_VALUE";
+  unsetenv(name);
+  EXPECT_FALSE(env_flag(name));
+  EXPECT_EQ(env_real<hetgraph::Error>(name, 0, 100, 64), 64);
+  for (const char* off : {"", "0"}) {
+    setenv(name, off, 1);
+    EXPECT_FALSE(env_flag(name)) << "'" << off << "'";
+  }
+  setenv(name, "1", 1);
+  EXPECT_TRUE(env_flag(name));
+  setenv(name, "2.5", 1);
+  EXPECT_EQ(env_real<hetgraph::Error>(name, 0, 100, 64), 2.5);
+  for (const char* bad : {"abc", "-1", "101", "nan", "1e400"}) {
+    setenv(name, bad, 1);
+    try {
+      env_real<hetgraph::Error>(name, 0, 100, 64);
+      ADD_FAILURE() << bad;
+    } catch (const hetgraph::Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string(name) + "='" + bad + "' is not a number from 0 to 100");
+    }
+  }
+  unsetenv(name);
+}
+
+// Every variable the library reads is a row of kEnvironment, read through util/env.hpp: a
+// call that names a variable outside the table, or a raw getenv, fails here.
+TEST(Environment, TheLibraryReadsOnlyTheVariablesOfItsTable) {
+  std::set<std::string> table;
+  for (const auto& v : hetgraph::detail::kEnvironment) table.emplace(v.name);
+  const std::regex read(
+      R"re((getenv|env|env_value|env_flag|env_seconds|env_(int|real|choice)<[^>]*>)\("([A-Z][A-Z0-9_]*)")re");
+  const std::filesystem::path src = HETGRAPH_SOURCE_DIR "/src";
+  int reads = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
+    const auto ext = e.path().extension();
+    if (ext != ".cpp" && ext != ".hpp") continue;
+    std::ifstream f(e.path());
+    const std::string text{std::istreambuf_iterator<char>(f), {}};
+    const std::string rel = std::filesystem::relative(e.path(), src).string();
+    for (std::sregex_iterator m(text.begin(), text.end(), read), end; m != end; ++m) {
+      ++reads;
+      EXPECT_TRUE(table.count((*m)[3].str()))
+          << rel << " reads " << (*m)[3].str()
+          << ", which is not in kEnvironment (src/util/env.hpp)";
+    }
+    // libhetgraph_omp_env runs before libgomp, built without the library's include path.
+    if (text.find("getenv(") != std::string::npos) {
+      EXPECT_TRUE(rel == "util/env.hpp" || rel == "common/omp_env.cpp")
+          << rel << " calls getenv: read variables through util/env.hpp";
+    }
+  }
+  EXPECT_GT(reads, 15) << "the pattern no longer finds the library's reads";
+}
+
+TEST(Environment, EveryVariableOfTheTableIsInTheReadme) {
+  std::ifstream f(HETGRAPH_SOURCE_DIR "/README.md");
+  const std::string readme{std::istreambuf_iterator<char>(f), {}};
+  const auto start = readme.find("\n## Environment variables\n");
+  ASSERT_NE(start, std::string::npos) << "README.md has no \"Environment variables\" section";
+  const std::string section = readme.substr(start, readme.find("\n## ", start + 1) - start);
+  std::size_t rows = 0;
+  for (std::size_t at = section.find("\n| `"); at != std::string::npos;
+       at = section.find("\n| `", at + 1))
+    ++rows;
+  for (const auto& v : hetgraph::detail::kEnvironment)
+    EXPECT_NE(section.find("| `" + std::string(v.name) + "` |"), std::string::npos)
+        << v.name << " is read by the library but not in README's table";
+  EXPECT_EQ(rows, std::size(hetgraph::detail::kEnvironment))
+      << "README's table lists a variable kEnvironment lacks";
 }
 
 TEST(Cli, ValuesRangesAndMessages) {

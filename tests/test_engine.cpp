@@ -18,7 +18,7 @@
 #include <set>
 #include <thread>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
 #include "cpu/engine.hpp"

@@ -11,7 +11,7 @@
 #include <limits>
 #include <new>
 
-#include "common/parse.hpp"
+#include "util/parse.hpp"
 
 namespace hetgraph::cli {
 

@@ -23,6 +23,7 @@
 
 #include "compiler/ops.hpp"
 #include "hetgraph/error.hpp"
+#include "util/env.hpp"
 
 namespace hetgraph::detail {
 
@@ -70,10 +71,7 @@ class KernelRegistry {
   /// candidates when `reference_only`); throws PlatformError naming the node and every reason.
   std::unique_ptr<Kernel> create(const Args& a, OpKind op, std::string_view label,
                                  bool reference_only, std::string_view& chosen) const {
-    static const bool log = [] {
-      const char* v = std::getenv("HETGRAPH_LOG_KERNELS");
-      return v != nullptr && *v != '\0' && *v != '0';
-    }();
+    static const bool log = env_flag("HETGRAPH_LOG_KERNELS");
     std::string reasons;
     for (const Candidate& c : candidates(op)) {
       if (reference_only && !c.reference) continue;

@@ -39,6 +39,7 @@
 
 #include "compiler/graph_stats.hpp"
 #include "compiler/plan.hpp"
+#include "util/env.hpp"
 
 namespace hetgraph::detail {
 
@@ -86,8 +87,7 @@ constexpr double kStackRatio = 64;
 constexpr std::size_t kMinStacked = 4;
 
 double stack_ratio() {
-  const char* e = std::getenv("HETGRAPH_STACK_RATIO");
-  return e != nullptr && *e != '\0' ? std::atof(e) : kStackRatio;
+  return env_real<UsageError>("HETGRAPH_STACK_RATIO", 0, 1e9, kStackRatio);
 }
 
 // A product stack_shared_products may take: f32 rank-2 A not transposed (its rows stack), a

@@ -12,6 +12,7 @@
 #include "compiler/placement.hpp"
 #include "compiler/plan.hpp"
 #include "hetgraph/error.hpp"
+#include "util/env.hpp"
 
 namespace hetgraph::detail {
 
@@ -660,8 +661,8 @@ struct DumpRequest {
 
   static DumpRequest from_env() {
     DumpRequest r;
-    const char* d = std::getenv("HETGRAPH_DUMP_PLAN");
-    if (d == nullptr || *d == '\0' || std::string_view(d) == "0") return r;
+    const std::string d = env_value("HETGRAPH_DUMP_PLAN");
+    if (d.empty() || d == "0") return r;
     std::string_view v(d);
     if (!v.starts_with("after:")) {
       r.final = true;

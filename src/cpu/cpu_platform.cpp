@@ -13,7 +13,7 @@
 #include <string>
 #include <tuple>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "common/executable.hpp"
 #include "compiler/graph_stats.hpp"
 #include "cpu/engine.hpp"

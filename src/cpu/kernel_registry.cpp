@@ -3,15 +3,11 @@
 
 #include "cpu/kernel.hpp"
 #include "hetgraph/error.hpp"
+#include "util/env.hpp"
 
 namespace hetgraph::detail::cpu {
 
 namespace {
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' && *v != '0';
-}
-
 std::string shapes_of(const std::vector<TensorType>& types) {
   std::string s;
   for (const TensorType& t : types) s += (s.empty() ? "" : ", ") + t.shape.str();
@@ -60,7 +56,7 @@ std::string unsupported(const Plan& p, const PlanNode& n) {
 }
 
 std::unique_ptr<CpuKernel> create_kernel(const KernelArgs& args, std::string_view& chosen) {
-  static const bool reference = env_on("HETGRAPH_CPU_REFERENCE");
+  static const bool reference = env_flag("HETGRAPH_CPU_REFERENCE");
   return kernel_registry().create(args, args.node.op,
                                   args.node.label + " with inputs " + shapes_of(args.in_types),
                                   reference, chosen);

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "cpu/simd/code_path.hpp"
 #include "cpu/topology.hpp"
 #include "hetgraph/error.hpp"

@@ -41,7 +41,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "distributed/comm.hpp"
 #include "hetgraph/error.hpp"
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <tuple>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph::detail::cl {

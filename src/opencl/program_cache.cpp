@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "hetgraph/error.hpp"
 #include "opencl/kernel_sources.hpp"
 

@@ -26,6 +26,7 @@
 #include "cpu/kernels/winograd.hpp"
 #include "cpu/parallel.hpp"
 #include "hetgraph/error.hpp"
+#include "util/env.hpp"
 
 namespace hetgraph::detail::cpu {
 
@@ -547,8 +548,7 @@ ConvDims probe_layer() {
 
 ActivationLayout conv_activation_layout() {
   static const ActivationLayout layout = [] {
-    const char* ref = std::getenv("HETGRAPH_CPU_REFERENCE");
-    if (ref != nullptr && *ref != '\0' && *ref != '0') return ActivationLayout::nchw;
+    if (env_flag("HETGRAPH_CPU_REFERENCE")) return ActivationLayout::nchw;
     try {
       const ConvDims d = probe_layer();
       const auto pd = conv_fwd_pd(d, true, dnnl::prop_kind::forward_inference);

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <string>
 
-#include "common/env.hpp"
+#include "util/env.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/kernels/winograd.hpp"
 #include "cpu/simd/code_path.hpp"
