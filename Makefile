@@ -7,12 +7,24 @@
 #               for 15 s (fuzz/CMakeLists.txt says how to add one)
 #   make soak   SOAK_RUNS random-DAG runs (default 100000) across the CPU engines, each
 #               compared bitwise with the sequential engine; not part of `make test`
+#   make soak-concurrent  the same from SOAK_WORKERS processes (3) of SOAK_THREADS threads (2)
+#               at once, SOAK_CONCURRENT_RUNS runs (300000), while they save and load checkpoints
+#               and each is killed inside a save ~SOAK_KILL_SECONDS (5) after it starts: runs,
+#               mismatches, crashes, hangs, lost checkpoints
+#   make soak-ranks  SOAK_RANK_ROUNDS (50) rounds of data-parallel training under mpirun -np 2-4
+#               with one rank killed or stopped at a random step: hangs, crashes, rounds where
+#               no error names the rank, time from the fault to the error
 .PHONY: deps configure build run test test-release build-asan test-asan build-tsan test-tsan test-fuzz \
         fuzz fuzz-build \
-        soak bench clean
+        soak soak-concurrent soak-ranks bench clean
 
 FUZZ_SECONDS ?= 600
 SOAK_RUNS ?= 100000
+SOAK_CONCURRENT_RUNS ?= 300000
+SOAK_WORKERS ?= 3
+SOAK_THREADS ?= 2
+SOAK_KILL_SECONDS ?= 5
+SOAK_RANK_ROUNDS ?= 50
 
 deps:
 	@scripts/install-deps.sh
@@ -67,6 +79,15 @@ test: test-release test-asan test-tsan test-fuzz
 soak: build
 	@cmake --build --preset release --target hetgraph-soak
 	./build/tests/hetgraph-soak --runs $(SOAK_RUNS)
+
+soak-concurrent: build
+	@cmake --build --preset release --target hetgraph-soak
+	./build/tests/hetgraph-soak --runs $(SOAK_CONCURRENT_RUNS) --workers $(SOAK_WORKERS) \
+	  --threads-per-worker $(SOAK_THREADS) --checkpoints --kill-seconds $(SOAK_KILL_SECONDS)
+
+soak-ranks: build
+	@cmake --build --preset release --target hetgraph-soak
+	./build/tests/hetgraph-soak --rank-rounds $(SOAK_RANK_ROUNDS)
 
 bench: build
 	@scripts/install-deps.sh --bench

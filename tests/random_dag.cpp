@@ -81,7 +81,7 @@ std::vector<FeedItem> random_dag_feeds() {
   return {{"x", xv}, {"y", yv}};
 }
 
-Training random_training(std::mt19937& rng, const Optimizer* optimizer) {
+Training random_training(std::mt19937& rng, const Optimizer* optimizer, const DataParallel* dp) {
   Training t;
   auto x = t.g.input("x");
   const int nv = 2 + static_cast<int>(rng() % 4);
@@ -120,8 +120,13 @@ Training random_training(std::mt19937& rng, const Optimizer* optimizer) {
     loss = loss + reduce_mean(pool[i]);
   for (const Node& v : t.vars) loss = loss + reduce_mean(v * v);  // every variable counts
   auto counter = t.g.variable("steps", {1});
-  auto step = optimizer ? minimize(loss, t.vars, *optimizer)
-                        : sgd(loss, t.vars, 0.01f, rng() % 2 ? 0.9f : 0.0f);
+  Node step;
+  if (optimizer) {
+    step = dp ? minimize(loss, t.vars, *optimizer, {}, *dp) : minimize(loss, t.vars, *optimizer);
+  } else {
+    const float momentum = rng() % 2 ? 0.9f : 0.0f;
+    step = dp ? sgd(loss, t.vars, 0.01f, momentum, *dp) : sgd(loss, t.vars, 0.01f, momentum);
+  }
   t.vars.push_back(counter);
   t.fetches = {loss, step, assign(counter, counter + 1.0f)};
   return t;

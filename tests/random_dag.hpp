@@ -37,12 +37,14 @@ std::vector<hetgraph::FeedItem> random_dag_feeds();
 /// (add, mul, tanh, matmul, sigmoid - b, softmax), a scalar loss that every variable counts
 /// in, an SGD step (momentum or not; or a step of `optimizer` where given) and a step counter.
 /// `vars` holds the variables, the counter last; `fetches` the loss, the step and the
-/// counter's increment.
+/// counter's increment. With `dp`, the step averages the gradients across its ranks (every
+/// rank draws the same graph from the same seed).
 struct Training {
   hetgraph::Graph g;
   std::vector<hetgraph::Node> vars, fetches;
 };
-Training random_training(std::mt19937& rng, const hetgraph::Optimizer* optimizer = nullptr);
+Training random_training(std::mt19937& rng, const hetgraph::Optimizer* optimizer = nullptr,
+                         const hetgraph::DataParallel* dp = nullptr);
 
 /// A random graph of `n` ops over inputs x and y [4, 4] and a variable w [4, 4], every value
 /// [4, 4]: elementwise and reductions with broadcasts, softmax, matmul, transpose, reshape,
