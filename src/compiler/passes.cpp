@@ -316,9 +316,14 @@ void check_nonempty(const PlanNode& n) {
 }  // namespace
 
 void infer_shapes(Plan& p, const InputShapes& shapes) {
-  for (const auto& [name, shape] : shapes) {
+  for (auto it = shapes.begin(); it != shapes.end(); ++it) {
+    const std::string& name = it->first;
     if (!p.graph_inputs.count(name)) {
       throw GraphError("input shapes name '" + name + "', which is not an input of the graph");
+    }
+    // Two shapes for one input: the first was taken, silently.
+    if (std::any_of(shapes.begin(), it, [&](const auto& s) { return s.first == name; })) {
+      throw GraphError("input shapes give input '" + name + "' twice");
     }
   }
   std::vector<TensorType> in;
