@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -323,6 +325,72 @@ TEST(CheckpointFile, DimsThatOverflowNameTheFileAndTheVariable) {
     w.trailer();
     s.expect_rejected(bytes, {"variable 'W'", "more than 2^61 elements"});
   }
+}
+
+// Every file this library writes whole (checkpoints, traces, tensor files, exported models)
+// replaces a regular file only (issue 46, second probe: a save renamed its temporary over
+// whatever the path was, so root's save("/dev/null") put a file where the device was, and a
+// trace opened a FIFO and waited for a reader for ever). A device, a FIFO, a folder or a link to
+// one is a DataError naming the path, and stays what it was; a link to a file is kept and the
+// file it leads to replaced.
+TEST(CheckpointFile, WritesReplaceRegularFilesOnly) {
+  Saved s("targets.ckpt");
+  const std::string fifo = temp_path("target.fifo"), dev = temp_path("null.dev"),
+                    dev_link = temp_path("dev.link"), folder = temp_path("folder.ckpt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_directories(folder);
+  // A character device of our own (/dev/null's numbers) where we may make one (root).
+  const bool device = ::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  std::vector<std::string> targets{fifo, folder};
+  if (device) {
+    fs::create_symlink(dev, dev_link);
+    targets.push_back(dev);
+    targets.push_back(dev_link);
+  }
+  Graph g;
+  auto x = g.input("x");
+  auto y = tanh(x).named("y");
+  onnx::TensorData t;
+  t.shape = Shape{2};
+  t.f32 = {1, 2};
+  CompiledGraph traced = GraphCompiler().compile(g, {{"x", {2}}}, {y});
+  const std::vector<float> xv{1, 2};
+  for (const std::string& target : targets) {
+    const auto kind = fs::symlink_status(target).type();
+    const std::vector<std::pair<std::string, std::function<void()>>> writes{
+        {"save", [&] { s.cg.save(target); }},
+        {"write_tensor", [&] { onnx::write_tensor(target, t); }},
+        {"export_model",
+         [&] {
+           onnx::export_model(g, std::vector<Node>{y}, {{"x", {2}}}, target);
+         }},
+        {"start_trace", [&] {
+           traced.start_trace(target);
+           traced.run({{"x", xv}});
+           traced.stop_trace();
+         }}};
+    for (const auto& [what, write] : writes) {
+      SCOPED_TRACE(target + " by " + what);
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        write();
+        ADD_FAILURE() << "wrote over it";
+      } catch (const DataError& e) {
+        EXPECT_NE(std::string(e.what()).find(target + ": "), std::string::npos) << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "not a DataError: " << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+      EXPECT_EQ(fs::symlink_status(target).type(), kind);
+    }
+  }
+  // A link to a checkpoint stays a link; the file it leads to is the new checkpoint.
+  const std::string real = temp_path("real.ckpt"), link = temp_path("link.ckpt");
+  spit(real, "old");
+  fs::create_symlink(real, link);
+  s.cg.save(link);
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(slurp(real), s.bytes);
 }
 
 // ---- saves at once ---------------------------------------------------------------------------

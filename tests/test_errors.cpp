@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "distributed/comm.hpp"
+#include "hetgraph/onnx.hpp"
 #include "test_util.hpp"
 
 using namespace hetgraph;
@@ -787,3 +788,44 @@ TEST(FeedErrors, FeedsOfPrunedInputsAreIgnored) {
   EXPECT_EQ(cg.read(y), (std::vector<float>{0, 1}));
 }
 }  // namespace
+
+// Issue 46, second probe: an input given two shapes was compiled with the first, silently.
+TEST(GraphErrors, AnInputGivenTwoShapes) {
+  Graph g;
+  auto x = g.input("x");
+  auto y = tanh(x);
+  expect_error<GraphError>(
+      [&] {
+        (void)GraphCompiler().compile(g, {{"x", {2}}, {"x", {3}}}, {y});
+      },
+      {"input 'x' twice"});
+}
+
+// Issue 46, second probe: a file written to an empty path put a temporary ".tmp.<pid>.<nonce>"
+// in the working folder and failed naming it; one written into a missing folder named the
+// temporary too. Each says what is wrong with the path it was given.
+TEST(DataErrors, WritesToAnEmptyPathOrAMissingFolder) {
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {2});
+  auto y = (x + W).named("y");
+  auto cg = GraphCompiler().compile(g, {{"x", {2}}}, {y});
+  expect_error<DataError>([&] { cg.save(""); }, {"empty path"});
+  expect_error<DataError>(
+      [&] {
+        onnx::export_model(g, std::vector<Node>{y}, {{"x", {2}}}, "");
+      },
+      {"empty path"});
+  expect_error<DataError>([&] { cg.start_trace(""); }, {"empty path"});
+  const std::string missing = "/tmp/hetgraph-no-such-folder-46/sub/w.ckpt";
+  try {
+    cg.save(missing);
+    ADD_FAILURE() << "saved into a missing folder";
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(missing + ": cannot create a file in /tmp/hetgraph-no-such-folder-46/sub"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find(".tmp."), std::string::npos) << m;
+  }
+}

@@ -599,6 +599,39 @@ TEST(Hetero, AFedIndexOutOfRangeNamesTheUsersLookup) {
   }
 }
 
+// The same for indices computed in the run (not fed): wherever they are computed and wherever
+// the lookup and its table are, an index out of range names the user's lookup, never a node
+// autodiff or the compiler made (an OpenCL part checked its embedding gradient or the sparse
+// update's 'check indices of' first, and named that). Nothing changes, and the graph runs on.
+TEST(Hetero, AComputedIndexOutOfRangeNamesTheUsersLookup) {
+  const Device cl = cl_devices().at(0);
+  const std::vector<float> bad{3, 7, 30, 19, 0, 7}, good{3, 7, 1, 19, 0, 7};
+  for (int where = 0; where < 8; ++where) {
+    for (const char* opt : {"sgd", "adagrad"}) {
+      SCOPED_TRACE(std::to_string(where) + " " + opt);
+      Graph g;
+      auto f = g.input("f");
+      auto ids = cast(f, DType::i32).named("ids");  // computed
+      if (where & 4) ids.on(cl);
+      auto E = g.variable("E", {20, 4}, Initializer::uniform(-1, 1, 5));
+      if (where & 1) E.on(cl);
+      auto lookup = embedding(E, ids).named("lookup");
+      if (where & 2) lookup.on(cl);
+      auto loss = reduce_sum(tanh(lookup)).named("loss");
+      auto step = minimize(loss, {E}, Optimizer::named(opt, 0.1f));
+      auto cg = GraphCompiler(hetero()).compile(g, {{"f", {6}}}, {loss, step});
+      const auto before = cg.read(E);
+      const std::string m = error_of<FeedError>([&] { cg.run({{"f", bad}}); });
+      EXPECT_TRUE(has(m, "node 'lookup'")) << m;
+      EXPECT_TRUE(has(m, "index 30 at position 2")) << m;
+      EXPECT_FALSE(has(m, "check indices")) << m;
+      EXPECT_EQ(cg.read(E), before);
+      cg.run({{"f", good}});
+      EXPECT_NE(cg.read(E), before);
+    }
+  }
+}
+
 // An embedding table trained with sgd or adagrad through minimize, the lookup on the CPU and
 // the backward pass where the table is: the update fuses with the table's gradient into a
 // sparse one (only the rows looked up change) on either device, and trains as the CPU alone.

@@ -2,7 +2,10 @@
 // match the expected ones, on each platform; --json prints one line; mistakes and unsupported
 // models exit with a message.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -119,11 +122,21 @@ TEST(HetgraphRun, MistakesAndUnsupportedModelsSayWhy) {
 TEST(HetgraphRun, OutputPlacesAreCheckedBeforeRunning) {
   const fs::path file = fs::temp_directory_path() / "hetgraph-run-not-a-folder";
   std::ofstream(file) << "x";
+  const fs::path fifo = fs::temp_directory_path() / "hetgraph-run-trace.fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const std::string model = kData + "node/test_abs/model.onnx";
+  const fs::path copy = fs::temp_directory_path() / "hetgraph-run-model-copy.onnx";
+  fs::copy_file(model, copy, fs::copy_options::overwrite_existing);
   for (const std::string& args :
        {model + " --output-dir " + file.string(), model + " --output-dir " + file.string() + "/sub",
         "/nonexistent.onnx --output-dir " + file.string() + "/sub",
-        model + " --trace /nonexistent/folder/trace.json"}) {
+        model + " --trace /nonexistent/folder/trace.json",
+        // Issue 46, second probe: a FIFO passed the check and the trace then waited for a
+        // reader for ever (a device or a link to one would have been replaced by a file).
+        model + " --trace " + fifo.string(),
+        // Two arguments swapped: the trace replaced the model being run (a copy here).
+        copy.string() + " --trace " + copy.string()}) {
     SCOPED_TRACE(args);
     const Result r = run(args + " --repeat 1 --warmup 0");
     EXPECT_EQ(r.status, 2) << r.out;
@@ -134,6 +147,141 @@ TEST(HetgraphRun, OutputPlacesAreCheckedBeforeRunning) {
     EXPECT_EQ(r.out.find("latency"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("/nonexistent.onnx"), std::string::npos) << r.out;
   }
+  EXPECT_EQ(ho::import(copy.string()).ops, std::vector<std::string>{"Abs"});  // still the model
   fs::remove(file);
+  fs::remove(fifo);
+  fs::remove(copy);
+}
+
+// Outputs whose names are one file name once made safe ("a/b" and "a_b") are written to files
+// of their own (issue 46, second probe: the second overwrote the first, and both were listed as
+// written there).
+TEST(HetgraphRun, OutputsWhoseFileNamesMeetAreEachWritten) {
+  using namespace hetgraph;
+  Graph g;
+  auto x = g.input("x");
+  auto a = tanh(x), b = -x;
+  const fs::path model = fs::temp_directory_path() / "hetgraph-run-names.onnx";
+  const fs::path dir = fs::temp_directory_path() / "hetgraph-run-names";
+  ho::export_model(g, std::vector<Node>{a, b}, {{"x", {3}}}, model.string(),
+                   {.output_names = {"a/b", "a_b"}});
+  fs::remove_all(dir);
+  const Result r = run(model.string() + " --repeat 1 --warmup 0 --output-dir " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 2u) << r.out;
+  const ho::TensorData first = ho::read_tensor((dir / files[0]).string());
+  const ho::TensorData second = ho::read_tensor((dir / files[1]).string());
+  EXPECT_NE(first.f32, second.f32);  // tanh(x) and -x, one in each
+  for (const std::string& f : files) EXPECT_NE(r.out.find(f), std::string::npos) << r.out;
+  fs::remove_all(dir);
+  fs::remove(model);
+}
+
+// The import's budgets (ImportOptions) are flags of hetgraph-run (issue 46: there was no way to
+// raise them from the command line): a model over one fails naming the flag that raises it,
+// and raising it lets the model import and run.
+TEST(HetgraphRun, ImportBudgetsAreFlagsTheirErrorsName) {
+  // y = x + ConstantOfShape([256]) * 1.5, x [256]: 2 ONNX nodes, an input of 1 KiB, a constant
+  // of 1 KiB built at import.
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("budgets");
+  for (auto* v : {g->add_input(), g->add_output()}) {
+    v->set_name(v == &g->input(0) ? "x" : "y");
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(1);
+    tt->mutable_shape()->add_dim()->set_dim_value(256);
+  }
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(7);
+  shape->add_dims(1);
+  shape->add_int64_data(256);
+  auto* c = g->add_node();
+  c->set_op_type("ConstantOfShape");
+  c->add_input("shape");
+  c->add_output("c");
+  auto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(::onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(1);
+  a->mutable_t()->add_dims(1);
+  a->mutable_t()->add_float_data(1.5f);
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->add_input("x");
+  add->add_input("c");
+  add->add_output("y");
+  const fs::path model = fs::temp_directory_path() / "hetgraph-run-budgets.onnx";
+  std::ofstream(model, std::ios::binary) << m.SerializeAsString();
+  struct Budget {
+    std::string flag, low, high;
+  };
+  for (const Budget& b :
+       {Budget{"--max-import-nodes", "1", "2"}, Budget{"--max-import-host-bytes", "512", "4096"},
+        Budget{"--max-import-tensor-bytes", "512", "1024"},
+        Budget{"--max-import-seconds", "1e-9", "100"}}) {
+    SCOPED_TRACE(b.flag);
+    Result r = run(model.string() + " --repeat 1 --warmup 0 " + b.flag + " " + b.low);
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find(b.flag + " raises it"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("latency"), std::string::npos) << r.out;
+    r = run(model.string() + " --repeat 1 --warmup 0 " + b.flag + " " + b.high);
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("latency"), std::string::npos) << r.out;
+  }
+  // At the default budget: a Loop of 2^21 iterations, refused before it is unrolled.
+  ::onnx::ModelProto loop = m;
+  auto* lg = loop.mutable_graph();
+  lg->clear_node();
+  lg->clear_initializer();
+  auto* n = lg->add_initializer();
+  n->set_name("n");
+  n->set_data_type(7);
+  n->add_int64_data(std::int64_t{1} << 21);
+  auto* l = lg->add_node();
+  l->set_op_type("Loop");
+  for (const char* in : {"n", "", "x"}) l->add_input(in);
+  l->add_output("y");
+  auto* body_attr = l->add_attribute();
+  body_attr->set_name("body");
+  body_attr->set_type(::onnx::AttributeProto::GRAPH);
+  auto* body = body_attr->mutable_g();
+  body->set_name("body");
+  const std::pair<const char*, int> ins[] = {{"i", 7}, {"cond", 9}, {"v", 1}};
+  for (const auto& [name, elem] : ins) {
+    auto* v = body->add_input();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+  }
+  const std::pair<const char*, int> outs[] = {{"cond_out", 9}, {"v_out", 1}};
+  for (const auto& [name, elem] : outs) {
+    auto* v = body->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+  }
+  auto* id = body->add_node();
+  id->set_op_type("Identity");
+  id->add_input("cond");
+  id->add_output("cond_out");
+  auto* relu = body->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("v");
+  relu->add_output("v_out");
+  std::ofstream(model, std::ios::binary | std::ios::trunc) << loop.SerializeAsString();
+  const Result r = run(model.string() + " --repeat 1 --warmup 0");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--max-import-nodes raises it"), std::string::npos) << r.out;
+  // The flags are in the usage.
+  const Result help = run("--help");
+  for (const char* flag : {"--max-import-nodes", "--max-import-host-bytes",
+                           "--max-import-tensor-bytes", "--max-import-seconds"})
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  fs::remove(model);
 }
 }  // namespace

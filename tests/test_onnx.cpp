@@ -3846,3 +3846,110 @@ TEST(OnnxImport, HugeDeclaredDimsNameTheModelAndTheInput) {
   EXPECT_CONTAINS(what, "test.onnx: ONNX node 'huge_matmul'");
   EXPECT_CONTAINS(what, "ImportOptions::max_tensor_bytes");
 }
+
+// ---- issue 46, second probe ----------------------------------------------------------------
+
+// A Sum of 20000 inputs is a chain of 19999 adds, typed at the end: the importer typed it by
+// recursion as deep as the chain, and the stack overflowed (a segmentation fault). It imports,
+// and adds.
+TEST(OnnxImport, ALongChainBuiltByOneNodeImports) {
+  Builder b;
+  b.input("x", {2}).output("y", {2});
+  b.node("Sum", std::vector<std::string>(20000, "x"), {"y"});
+  const ho::Model m = b.import();
+  CompiledGraph cg = m.compile(GraphCompiler());
+  cg.run({{"x", std::vector<float>{1, 0.5f}}});
+  EXPECT_EQ(cg.read(m.outputs[0]), (std::vector<float>{20000, 10000}));
+}
+
+// Each value is defined once, with or without onnx::checker (ImportOptions::check): without
+// it, two nodes computing 'y' imported and the later one silently was the output, and two
+// inputs of one name were one input.
+TEST(OnnxImport, AValueDefinedTwiceIsRefusedWithoutTheChecker) {
+  ho::ImportOptions unchecked;
+  unchecked.check = false;
+  {
+    Builder b;
+    b.input("x", {2}).output("y", {2});
+    b.node("Relu", {"x"}, {"y"});
+    b.node("Neg", {"x"}, {"y"});
+    const std::string what = error_of<DataError>([&] { b.import(unchecked); });
+    EXPECT_CONTAINS(what, "test.onnx: ");
+    EXPECT_CONTAINS(what, "(Neg-13) computes 'y', which the model defines already");
+  }
+  {
+    Builder b;
+    b.input("x", {2}).input("x", {3}).output("y", {2});
+    b.node("Relu", {"x"}, {"y"});
+    EXPECT_CONTAINS(error_of<DataError>([&] { b.import(unchecked); }), "declares input 'x' twice");
+  }
+  {
+    Builder b;
+    b.input("x", {2}).output("y", {2});
+    b.node("Neg", {"x"}, {"x"});
+    b.node("Relu", {"x"}, {"y"});
+    EXPECT_CONTAINS(error_of<DataError>([&] { b.import(unchecked); }),
+                    "computes 'x', which the model defines already");
+  }
+  {
+    Builder b;
+    b.input("x", {2}).output("y", {2});
+    b.floats("W", {2}, {1, 2}).floats("W", {2}, {3, 4});
+    b.node("Add", {"x", "W"}, {"y"});
+    EXPECT_CONTAINS(error_of<DataError>([&] { b.import(unchecked); }),
+                    "two initializers named 'W'");
+  }
+  // An initializer named like an input is that input's default value: still imports.
+  Builder b;
+  b.input("x", {2}).input("W", {2}).output("y", {2});
+  b.floats("W", {2}, {1, 2});
+  b.node("Add", {"x", "W"}, {"y"});
+  EXPECT_NO_THROW(b.import(unchecked));
+}
+
+// External data's offset and length are integers, whole: "12abc" was read as 12 (the tensor
+// then failed with a misleading byte count, or read other bytes than meant).
+TEST(OnnxImport, ExternalDataNumbersAreWholeIntegers) {
+  const fs::path dir = fresh_dir("hetgraph-external-numbers");
+  write_floats(dir / "w.bin", {1, 2, 3, 4, 5, 6, 7, 8});
+  for (const char* bad : {"12abc", "0x10", "", " 8", "8.0"}) {
+    SCOPED_TRACE(bad);
+    Builder b;
+    b.input("x", {2}).output("y", {2});
+    auto* t = b.g->add_initializer();
+    external(t, "w.bin");
+    auto* e = t->add_external_data();
+    e->set_key("offset");
+    e->set_value(bad);
+    b.node("Add", {"x", "W"}, {"y"});
+    std::ofstream(dir / "model.onnx", std::ios::binary | std::ios::trunc) << b.bytes();
+    const std::string what =
+        error_of<DataError>([&] { ho::import((dir / "model.onnx").string()); });
+    EXPECT_CONTAINS(what, "bad external data offset '" + std::string(bad) + "'");
+  }
+  fs::remove_all(dir);
+}
+
+// An attribute list of a million entries in a message: its first and last few and its count,
+// not all of it (a 3 MB message before).
+TEST(OnnxImport, HugeAttributeListsAreShortInMessages) {
+  Builder b;
+  b.input("x", {2, 3}).output("y", {3, 2});
+  auto* n = b.node("Transpose", {"x"}, {"y"});
+  Builder::attr(n, "perm", std::vector<std::int64_t>(1'000'000, 0));
+  ho::ImportOptions unchecked;
+  unchecked.check = false;
+  const std::string what = error_of<ShapeError>([&] { b.import(unchecked); });
+  EXPECT_LT(what.size(), 400u) << what.substr(0, 400);
+  EXPECT_CONTAINS(what, "perm [0, 0, 0, 0, 0, 0, 0, 0, ..., 0, 0] (1000000 values)");
+}
+
+// Two shapes for one input: the import took the last one, silently.
+TEST(OnnxImport, AnInputGivenTwoShapesIsRefused) {
+  Builder b;
+  b.input("x", {"n"}).output("y", {"n"});
+  b.node("Relu", {"x"}, {"y"});
+  ho::ImportOptions o;
+  o.input_shapes = {{"x", {3}}, {"x", {4}}};
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { b.import(o); }), "give input 'x' twice");
+}

@@ -2,8 +2,12 @@
 // compiled graph owns what it needs, moved-from objects refuse every call, a run that fails
 // changes no variable on any engine or platform (failures injected at random nodes of random
 // training graphs), and calls from several threads are rejected, never raced.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <thread>
@@ -475,3 +479,40 @@ TEST(Concurrency, DestroyingAGraphAnotherThreadRunsWaitsForTheRun) {
 }
 
 }  // namespace
+
+// Compiled graphs tracing to one file at once (issue 46, second probe: every trace wrote
+// PATH.tmp, so one thread's rename failed and the file could mix two traces): each stop_trace
+// writes a temporary of its own, all succeed, and the file is always one whole trace.
+TEST(Concurrency, TracesToOneFileAtOnceAreEachWhole) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("hetgraph-shared-trace-" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  std::atomic<int> failed{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      Graph g;
+      auto x = g.input("x");
+      Node y = x;
+      for (int i = 0; i <= t; ++i) y = tanh(y);
+      auto cg = GraphCompiler().compile(g, {{"x", {64}}}, {y});
+      const std::vector<float> xv(64, 0.5f);
+      for (int r = 0; r < 40; ++r) {
+        try {
+          cg.start_trace(path);
+          cg.run({{"x", xv}});
+          cg.stop_trace();
+        } catch (const Error& e) {
+          if (failed++ == 0) ADD_FAILURE() << e.what();
+        }
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text.rfind("{\"displayTimeUnit\"", std::string::npos), 0u) << "two traces in one";
+  EXPECT_EQ(text.substr(text.size() - 4), "\n]}\n");
+  std::filesystem::remove(path);
+}

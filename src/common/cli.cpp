@@ -256,6 +256,13 @@ void check_output_file(std::string_view flag, const std::string& path) {
   if (path.empty() || path.back() == '/' || fs::is_directory(path, ec)) {
     throw UsageError(std::string(flag) + ": " + quote(path, 200) + " is a folder, not a file");
   }
+  // An existing device, FIFO or socket (a link to one too: /dev/stdout) is refused: writers
+  // replace the file whole, and must not put one where /dev/null was, nor wait on a FIFO.
+  const fs::file_status st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
+    throw UsageError(std::string(flag) + ": " + quote(path, 200) +
+                     " is not a regular file (a device, FIFO or socket); give a file's path");
+  }
   const fs::path parent = fs::path(path).parent_path();
   const std::string dir = parent.empty() ? "." : parent.string();
   if (!fs::is_directory(dir, ec)) {

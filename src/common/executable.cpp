@@ -370,10 +370,10 @@ std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices
       "[" + std::to_string(wraps ? -bound : 0) + ", " + std::to_string(bound) + ")";
   const std::string_view what = op_def(n.op).index.what;
   if (what == "class id") {
-    return "node " + n.label + ": " + (value.empty() ? "a class id" : "class id " + value) +
+    return "node " + n.index_label() + ": " + (value.empty() ? "a class id" : "class id " + value) +
            " at row " + std::to_string(position) + " is outside " + range;
   }
-  return "node " + n.label + ": " + (value.empty() ? "an index" : "index " + value) +
+  return "node " + n.index_label() + ": " + (value.empty() ? "an index" : "index " + value) +
          " at position " + std::to_string(position) + " of the indices " +
          p.nodes[indices].type.shape.str() + " is outside " + range;
 }

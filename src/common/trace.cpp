@@ -1,11 +1,16 @@
 #include "common/trace.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "hetgraph/error.hpp"
+#include "onnx/atomic_file.hpp"
 
 namespace hetgraph::detail {
 
@@ -44,8 +49,18 @@ std::string json_escape(const std::string& s) {
 }
 
 TraceWriter::TraceWriter(std::string path) : path_(std::move(path)) {
-  std::ofstream probe(path_, std::ios::app);
-  if (!probe) throw DataError("trace: cannot write " + path_);
+  // Checked now rather than found at stop_trace, without opening the file: opening a FIFO
+  // waits for a reader, and a device or folder is never replaced (write_target).
+  try {
+    const std::string target = write_target(path_);
+    const auto slash = target.find_last_of('/');
+    const std::string dir =
+        slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      throw DataError(path_ + ": " + std::strerror(errno));
+  } catch (const DataError& e) {
+    throw DataError(std::string("trace: cannot write ") + e.what());
+  }
 }
 
 TraceWriter::~TraceWriter() {
@@ -101,14 +116,13 @@ void TraceWriter::flush() {
   }
   if (!events_.empty()) out += ",\n" + events_;
   out += "\n]}\n";
-  const std::string tmp = path_ + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f || !(f << out)) throw DataError("trace: cannot write " + tmp);
+  // A temporary of its own per write (two graphs tracing to one file shared PATH.tmp, and
+  // one's rename failed or the file mixed both), renamed whole over the file.
+  try {
+    write_file_atomically(path_, [&](const auto& put) { put(out.data(), out.size()); });
+  } catch (const DataError& e) {
+    throw DataError(std::string("trace: cannot write ") + e.what());
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path_, ec);
-  if (ec) throw DataError("trace: cannot rename " + tmp + " to " + path_ + ": " + ec.message());
 }
 
 }  // namespace hetgraph::detail

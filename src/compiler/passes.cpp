@@ -317,9 +317,14 @@ void check_nonempty(const PlanNode& n) {
 }  // namespace
 
 void infer_shapes(Plan& p, const InputShapes& shapes) {
-  for (const auto& [name, shape] : shapes) {
+  for (auto it = shapes.begin(); it != shapes.end(); ++it) {
+    const std::string& name = it->first;
     if (!p.graph_inputs.count(name)) {
       throw GraphError("input shapes name '" + name + "', which is not an input of the graph");
+    }
+    // Two shapes for one input: the first was taken, silently.
+    if (std::any_of(shapes.begin(), it, [&](const auto& s) { return s.first == name; })) {
+      throw GraphError("input shapes give input '" + name + "' twice");
     }
   }
   std::vector<TensorType> in;
@@ -520,9 +525,51 @@ std::vector<IndexUse> index_uses(const Plan& p, const PlanNode& n) {
   return r;
 }
 
+void name_index_readers(Plan& p) {
+  // The value read as indices, through transfers: the same data on another device.
+  const auto source = [&](std::uint32_t v) {
+    while (p.nodes[v].op == OpKind::Transfer && !p.nodes[v].inputs.empty())
+      v = p.nodes[v].inputs[0];
+    return v;
+  };
+  struct Use {
+    std::uint32_t node, value;
+    IndexUse use;
+  };
+  std::unordered_map<std::uint32_t, std::vector<Use>> users;  // by the value read
+  std::vector<Use> derived;
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    const PlanNode& n = p.nodes[i];
+    if (n.op == OpKind::EmbeddingConcat) continue;  // several lookups: named per piece
+    for (const IndexUse& u : index_uses(p, n)) {
+      const Use x{i, source(n.inputs[u.input]), u};
+      if (op_def(n.op).grad)
+        users[x.value].push_back(x);
+      else
+        derived.push_back(x);
+    }
+  }
+  for (const Use& d : derived) {
+    PlanNode& n = p.nodes[d.node];
+    // Named already, or a check its maker named (the ONNX importer's say what they check). An
+    // optimizer's update has a name too ('E/sgd'), but not one the user gave the indices.
+    if (!n.index_reader.empty() || (n.op == OpKind::CheckIndices && !n.name.empty())) continue;
+    const PlanNode* best = nullptr;
+    const auto it = users.find(d.value);
+    if (it == users.end()) continue;
+    for (const Use& u : it->second) {
+      if (u.use.bound != d.use.bound || u.use.wraps != d.use.wraps) continue;
+      const PlanNode& c = p.nodes[u.node];
+      if (!best || (best->name.empty() && !c.name.empty())) best = &c;  // plan order, named first
+    }
+    if (best) n.index_reader = best->label;
+  }
+}
+
 // ---- commit point --------------------------------------------------------------------------
 
 void commit_writes(Plan& p) {
+  name_index_readers(p);  // the checks made here name what their writers name
   const std::size_t n = p.nodes.size();
   // A writer whose index input is computed gets a check_indices before the commit point: a
   // bad index then fails the run before anything is written.
@@ -539,6 +586,7 @@ void commit_writes(Plan& p) {
     PlanNode& check = p.nodes[c];
     check.type = {Shape{1}, DType::f32};
     check.label = "'check indices of " + p.nodes[i].label + "'";
+    check.index_reader = p.nodes[i].index_label();
     check.deps = {idx};
     p.nodes[idx].succs.push_back(c);
   }

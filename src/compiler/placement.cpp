@@ -793,6 +793,9 @@ std::vector<std::vector<std::uint32_t>> host_sends_before(const Plan& p, int hos
 }  // namespace
 
 void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel_ops) {
+  // Before the parts: a device's part may not hold the user's op reading the indices its
+  // gradients and checks read, and their errors must name it.
+  name_index_readers(p);
   const std::size_t devices = placer.device_count();
   const int host = placer.host_device();
   const std::size_t n = p.nodes.size();

@@ -93,8 +93,14 @@ struct PlanNode {
   mutable Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;
+  // An index out of range names this label instead of the node's own: the user's op that
+  // reads the same indices (name_index_readers), where the node is one autodiff or a pass
+  // made (an embedding gradient, a sparse update, a check). Empty: the node's own label.
+  std::string index_reader;
 
   bool reads_input(std::size_t i) const { return !op_def(op).shape_only_input(i); }
+  /// What index errors of this node name (see index_reader).
+  const std::string& index_label() const { return index_reader.empty() ? label : index_reader; }
   /// Whether a platform runs a kernel for this node: computed values and copying assigns.
   bool has_work() const {
     return storage == Storage::Computed || (op == OpKind::Assign && !elided) ||
@@ -359,6 +365,11 @@ struct IndexUse {
 };
 /// OpDef::index's one input (when it is int32), or each lookup's of an embedding_concat.
 std::vector<IndexUse> index_uses(const Plan& p, const PlanNode& n);
+/// Sets index_reader of the nodes that check indices on a user's op's behalf (gradients,
+/// sparse updates, checks: ops without a gradient of their own) to the label of the op with a
+/// gradient that reads the same indices (through transfers) with the same bound: a user's
+/// lookup, gather or cross entropy, named ones first. Checks their maker named keep theirs.
+void name_index_readers(Plan& p);
 /// Makes runs atomic: every node that writes a variable waits for a commit point that waits
 /// for every other node with work. A run that fails before the commit changes no variable;
 /// after it only writes run (copies and in-place arithmetic, whose inputs are all computed).

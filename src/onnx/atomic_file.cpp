@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string_view>
@@ -107,14 +108,38 @@ int remove_orphaned_temporaries(const std::string& path) {
   return removed;
 }
 
+std::string write_target(const std::string& path) {
+  // An empty path wrote a temporary ".tmp.<pid>.<nonce>" in the working folder, and failed
+  // naming it.
+  if (path.empty()) throw DataError("cannot write a file at an empty path");
+  std::string target = path;
+  // A link is kept and what it leads to replaced: renaming over the link itself would put a
+  // file where /dev/stdout's link was.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      target = real;
+      std::free(real);
+    }
+  }
+  // Only a regular file is replaced: a rename over /dev/null (saved to by root) would put a
+  // file in the device's place, over a FIFO or a socket one where a reader waits.
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw DataError(path + ": cannot write a file there: " + kind_of(st.st_mode));
+  return target;
+}
+
 void write_file_atomically(
     const std::string& path,
     const std::function<void(const std::function<void(const void*, std::size_t)>&)>& write) {
+  const std::string target = write_target(path);
   // The space of saves killed half-way comes back before this one needs its own.
-  remove_orphaned_temporaries(path);
-  const std::string tmp = temporary_name(path);
+  remove_orphaned_temporaries(target);
+  const std::string tmp = temporary_name(target);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw DataError(path + ": cannot create " + tmp + ": " + errno_text());
+  if (fd < 0) {  // the folder: missing, not a folder, not writable (the temporary is ours)
+    throw DataError(path + ": cannot create a file in " + dir_of(target) + ": " + errno_text());
+  }
   auto fail = [&](const std::string& what) {
     const std::string err = errno_text();
     ::close(fd);
@@ -147,13 +172,13 @@ void write_file_atomically(
     ::unlink(tmp.c_str());
     throw DataError(path + ": close failed: " + err);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
     const std::string err = errno_text();
     ::unlink(tmp.c_str());
     throw DataError(path + ": cannot rename " + tmp + " over it: " + err);
   }
   // The rename is durable once the directory entry is.
-  const int dfd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dfd = ::open(dir_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);

@@ -15,6 +15,11 @@
 
 namespace hetgraph::detail {
 
+/// Where write_file_atomically(path) writes: `path`, or the file a link at `path` leads to
+/// (the link is kept). A DataError naming `path` when that exists and is not a regular file (a
+/// directory, a device such as /dev/null, a FIFO, a socket): it is never replaced.
+std::string write_target(const std::string& path);
+
 /// `write` receives a function that appends bytes to the temporary file. Any failure is a
 /// DataError naming `path`; the temporary file is removed and `path` is left as it was.
 void write_file_atomically(

@@ -34,9 +34,21 @@ std::int64_t numel(const Dims& d) {
 }
 
 std::string dims_str(const Dims& d) {
+  // An attribute list of a hostile model may hold millions of entries: a message shows the
+  // first and last few, and how many there are (a perm of 10^6 zeros made a 3 MB message).
+  constexpr std::size_t kHead = 8, kTail = 2;
   std::string s = "[";
-  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (d.size() > kHead + kTail + 1 && i == kHead) {
+      s += ", ...";
+      i = d.size() - kTail - 1;
+      continue;
+    }
+    s += (i ? ", " : "") + std::to_string(d[i]);
+  }
+  s += "]";
+  if (d.size() > kHead + kTail + 1) s += " (" + std::to_string(d.size()) + " values)";
+  return s;
 }
 
 namespace {
@@ -75,6 +87,7 @@ class Importer {
 
   void run() {
     check_supported();
+    check_single_assignment();
     for (const ir::Node& n : m_.graph.nodes) {
       for (const std::string& in : n.inputs) {
         if (!in.empty()) readers_[in].push_back(&n);
@@ -97,6 +110,30 @@ class Importer {
     for (const ir::Node& n : m_.graph.nodes) add_node(n);
     add_outputs();
     if (opt_.check) check_against_onnx();
+  }
+
+  /// Each value of the model's graph is defined once. onnx::checker says so too, but an import
+  /// may run without it (ImportOptions::check), and a second definition silently replaced the
+  /// first (two nodes computing 'y': the later one was the output).
+  void check_single_assignment() const {
+    std::set<std::string> inputs, defined;
+    for (const ir::ValueInfo& v : m_.graph.inputs) {
+      if (!inputs.insert(v.name).second)
+        throw DataError(m_.source + ": the graph declares input '" + v.name + "' twice");
+    }
+    for (const ir::Tensor& t : m_.graph.initializers) {
+      if (!defined.insert(t.name).second)
+        throw DataError(m_.source + ": the graph has two initializers named '" + t.name + "'");
+    }
+    defined.insert(inputs.begin(), inputs.end());  // an initializer may be an input's default
+    for (const ir::Node& n : m_.graph.nodes) {
+      for (const std::string& o : n.outputs) {
+        if (!o.empty() && !defined.insert(o).second) {
+          throw DataError(m_.source + ": ONNX node " + n.label + " computes '" + o +
+                          "', which the model defines already (each value is defined once)");
+        }
+      }
+    }
   }
 
   /// ONNX's own shape inference, for the shapes the graph was built for, must agree with the
@@ -242,6 +279,35 @@ class Importer {
   TensorType type(Node v) {
     auto it = types_.find(v.id());
     if (it != types_.end()) return it->second;
+    // The inputs' types first, from an explicit stack: recursion went as deep as the chain of
+    // untyped nodes an ONNX node builds (a Sum of 20000 inputs is 19999 adds) and overflowed
+    // the stack.
+    std::vector<std::uint32_t> todo{v.id()};
+    while (!todo.empty()) {
+      const std::uint32_t id = todo.back();
+      if (types_.count(id)) {
+        todo.pop_back();
+        continue;
+      }
+      const detail::NodeRec& r = g.impl().rec(id);
+      bool ready = true;
+      if (r.op != detail::OpKind::Variable && r.op != detail::OpKind::Constant &&
+          r.op != detail::OpKind::Input) {
+        for (std::uint32_t u : r.inputs) {
+          if (!types_.count(u)) {
+            todo.push_back(u);
+            ready = false;
+          }
+        }
+      }
+      if (!ready) continue;
+      todo.pop_back();
+      type_with_typed_inputs(g.node(id));
+    }
+    return types_.at(v.id());
+  }
+  /// The type of v, whose inputs are typed already.
+  TensorType type_with_typed_inputs(Node v) {
     const detail::NodeRec& r = g.impl().rec(v.id());
     TensorType t;
     if (r.op == detail::OpKind::Variable || r.op == detail::OpKind::Constant) {
@@ -249,9 +315,9 @@ class Importer {
     } else if (r.op == detail::OpKind::Input) {
       throw Error("internal: ONNX import: input " + g.impl().label(v.id()) + " has no shape");
     } else {
-      // The inputs' types first: typing one may recurse, and each level reuses scratch_.
+      // Each node reuses scratch_.
       std::vector<TensorType> in;
-      for (std::size_t k = 0; k < r.inputs.size(); ++k) in.push_back(type(g.node(r.inputs[k])));
+      for (std::size_t k = 0; k < r.inputs.size(); ++k) in.push_back(types_.at(r.inputs[k]));
       scratch_.nodes.assign(r.inputs.size() + 1, detail::PlanNode{});
       for (std::size_t k = 0; k < r.inputs.size(); ++k) {
         scratch_.nodes[k].label = g.impl().label(r.inputs[k]);
@@ -471,7 +537,10 @@ class Importer {
         throw ShapeError(m_.source + ": input shapes name '" + name +
                          "', which is not an input of the model");
       }
-      given[name] = s;
+      // Two shapes for one input: the last was taken, silently.
+      if (!given.emplace(name, s).second) {
+        throw ShapeError(m_.source + ": input shapes give input '" + name + "' twice");
+      }
     }
     for (const auto& [name, data] : opt_.input_values) bind_input(name, *data);
     for (const ir::ValueInfo& v : m_.graph.inputs) {

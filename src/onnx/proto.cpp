@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -542,18 +543,23 @@ void load_external_data(pb::ModelProto& m, const std::string& base_dir, const st
     if (t.data_location() != pb::TensorProto::EXTERNAL) return;
     std::string location;
     std::int64_t offset = 0, length = -1;
-    for (const auto& kv : t.external_data()) {
-      try {
-        if (kv.key() == "location")
-          location = kv.value();
-        else if (kv.key() == "offset")
-          offset = std::stoll(kv.value());
-        else if (kv.key() == "length")
-          length = std::stoll(kv.value());
-      } catch (const std::exception&) {
-        bad(source,
-            "tensor '" + t.name() + "': bad external data " + kv.key() + " '" + kv.value() + "'");
+    // A number is all digits: stoll alone read "12abc" as 12 and "0x10" as 0.
+    const auto number = [&](const std::string& key, const std::string& v) {
+      std::int64_t x = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+        bad(source, "tensor '" + t.name() + "': bad external data " + key + " '" +
+                        v.substr(0, 100) + "' (not an integer)");
       }
+      return x;
+    };
+    for (const auto& kv : t.external_data()) {
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = number(kv.key(), kv.value());
+      else if (kv.key() == "length")
+        length = number(kv.key(), kv.value());
     }
     if (location.empty() || location.front() == '/' || location.find("..") != std::string::npos ||
         location.find('\0') != std::string::npos) {

@@ -400,7 +400,7 @@ bool OpenClExecutable::async_finished() {
 
 std::string OpenClExecutable::label_error(const LabelCheck& c, const std::string& value,
                                           std::int64_t row) const {
-  const std::string node = "node " + plan().nodes[c.node].label + ": ";
+  const std::string node = "node " + plan().nodes[c.node].index_label() + ": ";
   const std::string range =
       "[" + std::to_string(c.wraps ? -c.classes : 0) + ", " + std::to_string(c.classes) + ")";
   if (c.wraps) {  // gather and the elements ops: the CPU platform's wording

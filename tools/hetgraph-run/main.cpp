@@ -52,9 +52,22 @@ int run(const hgrun::Options& o) {
   // Where the outputs and the trace go is checked before the model is even read: a folder
   // that cannot be made must not be found only after the whole run.
   if (!o.output_dir.empty()) hetgraph::cli::prepare_output_dir("--output-dir", o.output_dir);
-  if (!o.trace.empty()) hetgraph::cli::check_output_file("--trace", o.trace);
+  if (!o.trace.empty()) {
+    hetgraph::cli::check_output_file("--trace", o.trace);
+    // The trace replaces its file: never the model's or an input's (two arguments swapped
+    // destroyed the model being run).
+    std::error_code ec;
+    if (std::filesystem::equivalent(o.trace, o.model, ec))
+      throw UsageError("--trace: '" + o.trace + "' is the model file");
+    for (const auto& in : o.inputs) {
+      if (std::filesystem::equivalent(o.trace, in.second, ec))
+        throw UsageError("--trace: '" + o.trace + "' is an --input file");
+    }
+  }
   const double t0 = hetgraph::now_s();
-  ho::Model base = ho::read_model(o.model);
+  ho::ImportOptions io = o.budgets;
+  io.dynamic_dim = 1;
+  ho::Model base = ho::read_model(o.model, io);
   std::map<std::string, std::shared_ptr<ho::TensorData>> data;
   std::size_t next = 0;  // files without a name go to the inputs in order
   for (auto [name, file] : o.inputs) {
@@ -75,8 +88,6 @@ int run(const hgrun::Options& o) {
     if (data.count(name)) throw UsageError("--input: '" + name + "' given twice");
     data[name] = std::make_shared<ho::TensorData>(ho::read_tensor(file));
   }
-  ho::ImportOptions io;
-  io.dynamic_dim = 1;
   for (const auto& [name, d] : data) io.input_shapes.push_back({name, d->shape});
   for (const auto& [name, dims] : o.shapes) {
     if (data.count(name)) throw UsageError("--shape: '" + name + "' also has an --input file");
@@ -89,17 +100,27 @@ int run(const hgrun::Options& o) {
   // Inputs the importer needs the values of (shapes, axes fed as inputs) are given from
   // their files.
   ho::Model m;
-  for (;;) {
-    try {
-      m = base.with_options(io);
-      break;
-    } catch (const ho::UnsupportedError& e) {
-      auto it = data.find(e.input_needed());
-      if (e.input_needed().empty() || it == data.end()) throw;
-      io.input_values.push_back({it->first, it->second});
-      std::erase_if(io.input_shapes, [&](const auto& s) { return s.first == it->first; });
-      data.erase(it);
+  try {
+    for (;;) {
+      try {
+        m = base.with_options(io);
+        break;
+      } catch (const ho::UnsupportedError& e) {
+        auto it = data.find(e.input_needed());
+        if (e.input_needed().empty() || it == data.end()) throw;
+        io.input_values.push_back({it->first, it->second});
+        std::erase_if(io.input_shapes, [&](const auto& s) { return s.first == it->first; });
+        data.erase(it);
+      }
     }
+  } catch (const ho::UnsupportedError& e) {
+    if (const char* flag = hgrun::budget_flag(e.what()))
+      throw ho::UnsupportedError(std::string(e.what()) + "; here: " + flag + " raises it");
+    throw;
+  } catch (const hetgraph::ShapeError& e) {  // a tensor over max_tensor_bytes
+    if (const char* flag = hgrun::budget_flag(e.what()))
+      throw hetgraph::ShapeError(std::string(e.what()) + "; here: " + flag + " raises it");
+    throw;
   }
   // The parsed model (its initializers, a copy of the weights the graph holds again, and
   // BatchNormalization's unfolded ones) is needed only to build the graph again: free it
@@ -178,6 +199,14 @@ int run(const hgrun::Options& o) {
 
   double checksum = 0;
   std::vector<std::string> written;
+  // Output names made file names can meet ("a/b" and "a_b" are both a_b): the later ones get
+  // their output's number, so no output's file is written over by another's.
+  std::vector<std::string> files;
+  for (std::size_t k = 0; k < m.output_info.size(); ++k) {
+    std::string f = file_name(m.output_info[k].name);
+    while (std::find(files.begin(), files.end(), f) != files.end()) f += "_" + std::to_string(k);
+    files.push_back(f);
+  }
   for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     const ho::ValueDesc& out = m.output_info[k];
     ho::TensorData td;
@@ -193,8 +222,7 @@ int run(const hgrun::Options& o) {
       for (std::int32_t v : td.i32) checksum += v;
     }
     if (!o.output_dir.empty()) {
-      const std::string path =
-          (std::filesystem::path(o.output_dir) / (file_name(out.name) + ".pb")).string();
+      const std::string path = (std::filesystem::path(o.output_dir) / (files[k] + ".pb")).string();
       ho::write_tensor(path, td);
       written.push_back(path);
     }

@@ -8,6 +8,7 @@
 
 #include "common/cli.hpp"
 #include "common/engine_flags.hpp"
+#include "hetgraph/onnx.hpp"
 
 namespace hgrun {
 
@@ -21,7 +22,23 @@ struct Options : hetgraph::tool::EngineFlags {
   bool own_winograd = true;     // --no-own-winograd: CompileOptions::own_winograd
   bool layouts_through = true;  // --no-layouts-through: CompileOptions::layouts_through_pool_concat
   bool concat_in_place = true;  // --no-concat-in-place: CompileOptions::concat_in_place
+  // The import's budgets (ImportOptions): --max-import-nodes, --max-import-host-bytes,
+  // --max-import-tensor-bytes, --max-import-seconds; a model over one fails naming the flag.
+  hetgraph::onnx::ImportOptions budgets;
 };
+
+/// The flag that sets the ImportOptions budget an import error names, or nullptr.
+inline const char* budget_flag(std::string_view what) {
+  static constexpr std::pair<const char*, const char*> kFlags[] = {
+      {"ImportOptions::max_nodes", "--max-import-nodes"},
+      {"ImportOptions::max_host_bytes", "--max-import-host-bytes"},
+      {"ImportOptions::max_tensor_bytes", "--max-import-tensor-bytes"},
+      {"ImportOptions::max_seconds", "--max-import-seconds"}};
+  for (const auto& [option, flag] : kFlags) {
+    if (what.find(option) != std::string_view::npos) return flag;
+  }
+  return nullptr;
+}
 
 inline constexpr const char* kUsage =
     "usage: hetgraph-run MODEL.onnx [--platform cpu|opencl]\n"
@@ -32,10 +49,17 @@ inline constexpr const char* kUsage =
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse]\n"
     "                    [--winograd] [--no-own-winograd] [--no-layouts-through]\n"
     "                    [--no-concat-in-place] [--json]\n"
+    "                    [--max-import-nodes N] [--max-import-host-bytes N]\n"
+    "                    [--max-import-tensor-bytes N] [--max-import-seconds S]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
-    "--output-dir writes each output as DIR/<output name>.pb.";
+    "--output-dir writes each output as DIR/<output name>.pb.\n"
+    "The import's budgets against hostile models (a model over one fails naming the flag to\n"
+    "raise): --max-import-nodes (ONNX nodes, unrolled loops counted; default 1048576),\n"
+    "--max-import-host-bytes (tensors computed at import; default 8 GiB),\n"
+    "--max-import-tensor-bytes (the largest input or node; default 64 GiB) and\n"
+    "--max-import-seconds (default 300).";
 
 /// "name=value" split at the first '='; a UsageError naming the flag otherwise.
 inline std::pair<std::string, std::string> name_value(std::string_view flag, std::string_view v) {
@@ -86,7 +110,23 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .flag("--no-own-winograd", o.own_winograd, false)
       .flag("--no-layouts-through", o.layouts_through, false)
       .flag("--no-concat-in-place", o.concat_in_place, false)
-      .flag("--json", o.json);
+      .flag("--json", o.json)
+      .custom("--max-import-nodes",
+              [&o](std::string_view v) {
+                o.budgets.max_nodes =
+                    hetgraph::cli::to_int("--max-import-nodes", v, 1, std::int64_t{1} << 40);
+              })
+      .custom("--max-import-host-bytes",
+              [&o](std::string_view v) {
+                o.budgets.max_host_bytes =
+                    hetgraph::cli::to_int("--max-import-host-bytes", v, 0, std::int64_t{1} << 62);
+              })
+      .custom("--max-import-tensor-bytes",
+              [&o](std::string_view v) {
+                o.budgets.max_tensor_bytes =
+                    hetgraph::cli::to_int("--max-import-tensor-bytes", v, 4, std::int64_t{1} << 62);
+              })
+      .real("--max-import-seconds", o.budgets.max_seconds, 0, 1e9, hetgraph::cli::Bound::open);
   return p;
 }
 

@@ -45,7 +45,7 @@ struct Lookup {
 
 Lookup lookup(const KernelArgs& a, std::size_t table, std::size_t indices) {
   const Shape& t = a.in_shape(table);
-  return {a.in_shape(indices).numel(), t[0], t[1], a.in_shape(indices), a.node.label};
+  return {a.in_shape(indices).numel(), t[0], t[1], a.in_shape(indices), a.node.index_label()};
 }
 
 // `table`: the indices pick a table's rows (said so); else (check_indices, whose node's name
@@ -298,7 +298,7 @@ struct GatherGeom {
 // x: the data (or, for the gradient, the shape it lends), i: the indices input.
 GatherGeom gather_geom(const KernelArgs& a, std::size_t x, std::size_t i) {
   const AxisGeom g = axis_geom(a.in_shape(x), a.node.attrs.axis);
-  return {g.outer, g.n, g.inner, a.in_shape(i).numel(), a.in_shape(i), a.node.label};
+  return {g.outer, g.n, g.inner, a.in_shape(i).numel(), a.in_shape(i), a.node.index_label()};
 }
 
 // Every index in [-n, n), checked before any parallel work; negative ones count from the back.
@@ -419,7 +419,7 @@ struct ElementsKernelGeom {
 ElementsKernelGeom elements_kernel_geom(const KernelArgs& a, std::size_t x, std::size_t i) {
   const bool scatter = a.node.op == OpKind::ScatterElements;
   return {elements_geom(a.in_shape(x), a.in_shape(i), a.node.attrs.axis), a.in_shape(i),
-          a.node.label, scatter ? "scattered" : "gathered"};
+          a.node.index_label(), scatter ? "scattered" : "gathered"};
 }
 
 void check_elements_indices(const ElementsKernelGeom& l, const std::int32_t* idx) {

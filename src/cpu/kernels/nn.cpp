@@ -99,7 +99,7 @@ std::unique_ptr<CpuKernel> make_xent(const KernelArgs& k) {
   float* out = k.out_f();
   const XentGeom x = xent_geom(k.in_types[0], k.in_types[1]);
   const CodePath& path = code_path();
-  return make_kernel([=, &path, label = k.node.label](const ExecCtx& ctx) {
+  return make_kernel([=, &path, label = k.node.index_label()](const ExecCtx& ctx) {
     if (x.int_labels) {
       const auto* ids = static_cast<const std::int32_t*>(labels);
       check_labels(label, ids, x.rows, x.classes);
@@ -127,7 +127,7 @@ std::unique_ptr<CpuKernel> make_xent_grad(const KernelArgs& k) {
   float* out = k.out_f();
   const XentGeom x = xent_geom(k.in_types[1], k.in_types[2]);
   const bool fused = k.node.op == OpKind::SoftmaxXentGrad;
-  return make_kernel([=, label = k.node.label](const ExecCtx& ctx) {
+  return make_kernel([=, label = k.node.index_label()](const ExecCtx& ctx) {
     if (x.int_labels)
       check_labels(label, static_cast<const std::int32_t*>(labels), x.rows, x.classes);
     parallel_for(ctx, x.rows, std::max<std::int64_t>(1, kParallelGrain / (4 * x.classes)),
