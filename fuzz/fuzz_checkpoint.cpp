@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "hetgraph/error.hpp"
-#include "onnx/atomic_file.hpp"
 #include "onnx/checkpoint_format.hpp"
+#include "util/atomic_file.hpp"
 
 namespace {
 

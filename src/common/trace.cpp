@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "hetgraph/error.hpp"
-#include "onnx/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace hetgraph::detail {
 

@@ -6,8 +6,8 @@
 #include "common/executable.hpp"
 #include "hetgraph/compiler.hpp"
 #include "hetgraph/error.hpp"
-#include "onnx/atomic_file.hpp"
 #include "onnx/checkpoint_format.hpp"
+#include "util/atomic_file.hpp"
 
 namespace hetgraph {
 

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "hetgraph/error.hpp"
-#include "onnx/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 namespace hetgraph::detail {
 

@@ -11,8 +11,8 @@
 #include "compiler/geometry.hpp"
 #include "compiler/plan.hpp"
 #include "hetgraph/onnx.hpp"
-#include "onnx/atomic_file.hpp"
 #include "onnx/ir.hpp"
+#include "util/atomic_file.hpp"
 
 namespace hetgraph::onnx {
 

@@ -2,8 +2,8 @@
 #include <climits>
 
 #include "hetgraph/onnx.hpp"
-#include "onnx/atomic_file.hpp"
 #include "onnx/ir.hpp"
+#include "util/atomic_file.hpp"
 
 namespace hetgraph::onnx {
 

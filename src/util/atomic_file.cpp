@@ -1,4 +1,4 @@
-#include "onnx/atomic_file.hpp"
+#include "util/atomic_file.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
