@@ -286,6 +286,12 @@ class MpiRuntime {
       bool progress = !batch.empty();
       for (Job& j : batch) start(std::move(j));
       batch.clear();
+      // Broken: no MPI call from now on. Collectives that failed are still in flight in MPI (it
+      // cannot cancel them) and their buffers may already be freed by the graphs that owned
+      // them: any call that drives MPI's progress (a heartbeat's test) could receive a peer's
+      // data into freed memory (seen: SIGSEGV in opal_convertor_unpack under MPI_Test). Later
+      // jobs fail in start() without MPI; the other ranks see this one fall silent.
+      if (!broken_.empty()) continue;
       progress |= poll();
       // Right after something moved the next step is likely close (the partner's message, the
       // next collective): poll without sleeping for a few microseconds first, since a wake-up
@@ -308,7 +314,7 @@ class MpiRuntime {
         give_up(j.why);
         return;
       case Job::Type::free:
-        if (j.comm != MPI_COMM_NULL) MPI_Comm_free(&j.comm);
+        if (j.comm != MPI_COMM_NULL && broken_.empty()) MPI_Comm_free(&j.comm);
         return;
       case Job::Type::open:
         if (!broken_.empty()) {
@@ -534,8 +540,10 @@ class MpiRuntime {
 
   void finalize() {
     // Notices must leave before the process does: give them a moment.
+    // (Broken: no MPI call, as in loop(); a notice of give_up() left in its MPI_Isend, which
+    // sends a message this small at once.)
     const auto until = Clock::now() + std::chrono::seconds(2);
-    while (!notices_.empty() && Clock::now() < until) {
+    while (broken_.empty() && !notices_.empty() && Clock::now() < until) {
       int all = 0;
       if (MPI_Testall(static_cast<int>(notices_.size()), notices_.data(), &all,
                       MPI_STATUSES_IGNORE) != MPI_SUCCESS ||
@@ -547,7 +555,7 @@ class MpiRuntime {
       std::lock_guard lk(mu_);
       stopped_ = true;
     }
-    poll();  // a notice that arrived meanwhile: the job failed, do not wait for it below
+    if (broken_.empty()) poll();  // a notice that arrived meanwhile: the job failed
     const bool healthy = broken_.empty();
     break_all("MPI was finalized (the process is exiting)");
     if (!owns_mpi_ || !healthy) return;
