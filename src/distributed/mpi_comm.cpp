@@ -275,9 +275,13 @@ class MpiRuntime {
         std::unique_lock lk(mu_);
         if (jobs_.empty() && !stopping_) {
           // In flight: poll again soon (sooner after progress); idle: until the next heartbeat.
+          // Broken (below): nothing to poll or send, only jobs to fail.
           const auto wake = pending_.empty() ? next_heartbeat_ : Clock::now() + backoff;
-          cv_.wait_until(lk, std::min(wake, next_heartbeat_),
-                         [&] { return !jobs_.empty() || stopping_; });
+          const auto pred = [&] { return !jobs_.empty() || stopping_; };
+          if (broken_.empty())
+            cv_.wait_until(lk, std::min(wake, next_heartbeat_), pred);
+          else
+            cv_.wait(lk, pred);
         }
         if (stopping_ && jobs_.empty()) return;
         batch.assign(std::make_move_iterator(jobs_.begin()), std::make_move_iterator(jobs_.end()));
