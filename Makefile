@@ -43,7 +43,8 @@ run: configure
 test-release: build
 	ctest --preset release
 
-build-asan: deps
+# It links the Release tree's test objects (cmake/ReuseObjects.cmake): that tree is built first.
+build-asan: build
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan
 

@@ -505,10 +505,11 @@ Child spawn_saver(const std::string& path, std::int64_t elements) {
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   const std::string n = std::to_string(elements);
-  char* argv[] = {const_cast<char*>(HETGRAPH_CHECKPOINT_SAVER), const_cast<char*>(path.c_str()),
+  const std::string saver = testing_util::build_program("tests/checkpoint_saver");
+  char* argv[] = {const_cast<char*>(saver.c_str()), const_cast<char*>(path.c_str()),
                   const_cast<char*>(n.c_str()), nullptr};
   Child c;
-  EXPECT_EQ(posix_spawn(&c.pid, HETGRAPH_CHECKPOINT_SAVER, &fa, nullptr, argv, environ), 0);
+  EXPECT_EQ(posix_spawn(&c.pid, saver.c_str(), &fa, nullptr, argv, environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   ::close(fds[1]);
   c.out = ::fdopen(fds[0], "r");

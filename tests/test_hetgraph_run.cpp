@@ -28,7 +28,7 @@ struct Result {
 
 Result run(const std::string& args) {
   Result r;
-  FILE* p = ::popen((std::string(HETGRAPH_RUN) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = ::popen((testing_util::build_program("tools/hetgraph-run") + " " + args + " 2>&1").c_str(), "r");
   std::array<char, 4096> buf;
   while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
   const int st = ::pclose(p);

@@ -240,9 +240,8 @@ TEST(Replay, NanosecondKernelsInAGraphAddTheirWaitAndLittleMore) {
   // kernel) cost a cache miss each, which the wait's dependent spin exposed, and the thread-pool
   // graphs replayed several times too long (2026-11-28). Each against the same graph replayed
   // with waits of zero.
-#ifdef __SANITIZE_ADDRESS__
-  GTEST_SKIP() << "nanoseconds under AddressSanitizer are its instrumentation's";
-#endif
+  if (testing_util::under_address_sanitizer())
+    GTEST_SKIP() << "nanoseconds under AddressSanitizer are its instrumentation's";
   Graph g;
   auto x = g.input("x");
   std::mt19937 rng(7);

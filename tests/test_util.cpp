@@ -1,6 +1,10 @@
 #include "test_util.hpp"
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -53,6 +57,15 @@ std::vector<std::vector<float>> all_variables(const hetgraph::CompiledGraph& cg)
     out.push_back(std::move(v));
   }
   return out;
+}
+
+std::string build_program(const std::string& relative) {
+  const auto self = std::filesystem::read_symlink("/proc/self/exe");
+  return (self.parent_path().parent_path() / relative).string();
+}
+
+bool under_address_sanitizer() {
+  return ::dlsym(RTLD_DEFAULT, "__asan_init") != nullptr;
 }
 
 long peak_rss_kib() {

@@ -112,6 +112,15 @@ void check_against_reference(const PlatformCase& pc, const hetgraph::Graph& g,
 long peak_rss_kib();
 void reset_peak_rss();
 
+/// A program of this build tree (e.g. "tools/hetgraph-run"), found from the running test's own
+/// path (<tree>/tests/<test>): a test object linked into another tree (cmake/ReuseObjects.cmake)
+/// then starts that tree's program, built against that tree's library.
+std::string build_program(const std::string& relative);
+
+/// Whether AddressSanitizer's runtime is in this process: asked at run time, since a test
+/// object compiled without it may be linked into the instrumented tree.
+bool under_address_sanitizer();
+
 /// Every variable of a compiled graph (optimizer state included), in plan order.
 std::vector<std::vector<float>> all_variables(const hetgraph::CompiledGraph& cg);
 
