@@ -261,6 +261,13 @@ struct IndexInput {
   }
 };
 
+/// The inputs a node writes besides `writes_input`, from its attributes: `count` inputs from
+/// `first` (an optimizer update's state tensors).
+struct InputRange {
+  int first = 0, count = 0;
+};
+using WrittenFn = InputRange (*)(const Attrs&);
+
 /// Everything true of an op on every platform. Kernels live per platform (src/cpu,
 /// src/opencl) and are looked up by OpKind.
 struct OpDef {
@@ -272,6 +279,10 @@ struct OpDef {
                                  // (bit 31 covers every input from 31 on)
   Storage storage = Storage::Computed;
   int writes_input = -1;  // the kernel writes input k's memory instead of its own (assign)
+  WrittenFn also_writes = nullptr;  // more inputs its kernel writes (optimizer states)
+  /// Runs a kernel although it holds no value (Storage::None): a copying assign (unless
+  /// elided into its variable), an optimizer update, a parallel group. PlanNode::has_work.
+  bool works_without_value = false;
   InferFn infer = nullptr;
   GradFn grad = nullptr;  // null: not differentiable
   // ---- cost model, used before profiling and by the graph-width guideline
