@@ -171,6 +171,7 @@ enum class OpKind : std::uint8_t {
   ScatterElements,     // (data, int32 indices, updates), axis; ScatterMode
   // reduce.cpp: the int32 indices of the k best along an axis, best first; TopKSpec
   TopK,
+  Softsign,  // elementwise.cpp: x / (1 + |x|) (ONNX Softsign)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

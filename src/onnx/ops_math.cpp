@@ -120,10 +120,6 @@ void hard_swish(Ctx& c) {  // x * hard_sigmoid(x) with alpha 1/6, beta 1/2
   Node x = c.f32(0);
   c.set(0, mul(x, clip(add(scale(x, 1.0f / 6.0f), c.constant(0.5f)), 0.0f, 1.0f)));
 }
-void softsign(Ctx& c) {  // x / (1 + |x|)
-  Node x = c.f32(0);
-  c.set(0, div(x, add(c.constant(1.0f), abs(x))));
-}
 
 // Mod: floats (fmod = 1, C's fmod; fmod = 0, which ONNX allows for ints only, as numpy's mod)
 // or integers of one type. A remainder is smaller than its divisor, so 8- and 16-bit ints
@@ -1393,7 +1389,6 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Selu", 1, 6, selu});
   h.push_back({"HardSigmoid", 1, 6, hard_sigmoid});
   h.push_back({"HardSwish", 14, 14, hard_swish});
-  h.push_back({"Softsign", 1, 1, softsign});
   h.push_back({"Clip", 1, 13, clip_op});
   h.push_back({"QuantizeLinear", 10, 13, quantize_linear});
   h.push_back({"DequantizeLinear", 10, 13, dequantize_linear});

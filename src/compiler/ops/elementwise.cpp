@@ -213,6 +213,11 @@ void grad_atanh(const GradCtx& c) {
 void grad_gelu(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::GeluGrad, {c.grad, c.in[0]}));
 }
+// softsign' = 1 / (1 + |x|)^2: composed from existing ops (it needs no kernel of its own).
+void grad_softsign(const GradCtx& c) {
+  const Node d = 1.0f + abs(c.in[0]);
+  c.add(c.in[0], div(c.grad, d * d));
+}
 // Activations whose derivative is a function of x: one kernel from (g, x) with the node's
 // attributes (leaky_relu's slope, clip's bounds).
 template <OpKind K>
@@ -329,6 +334,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false,
         {"LeakyRelu", A::alpha});
   unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
+  unary(OpKind::Softsign, "softsign", grad_softsign, 3, false, {"Softsign", A::none, 1, 1});
   binary(OpKind::Pow, "pow", grad_pow, infer_broadcast, "Pow");
   binary(OpKind::XLogY, "xlogy", nullptr);
   binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric, "Max");
@@ -404,6 +410,9 @@ Node gelu(Node x) {
 }
 Node abs(Node x) {
   return detail::make_op(detail::OpKind::Abs, {x});
+}
+Node softsign(Node x) {
+  return detail::make_op(detail::OpKind::Softsign, {x});
 }
 Node erf(Node x) {
   return detail::make_op(detail::OpKind::Erf, {x});
