@@ -715,6 +715,18 @@ std::vector<Row> rows() {
                gelu_f,
                1e-3,
                1e-4});
+  const auto softsign_f = [](double x) { return x / (1.0 + std::fabs(x)); };
+  const In ss = uniform("a", {3, 4}, -4, 4, 44);
+  r.push_back({{OpKind::Softsign}, "softsign", {ss}, {}, unary(softsign), {}, softsign_f});
+  r.push_back({{OpKind::Softsign, OpKind::Abs},
+               "softsign'",
+               {ss},
+               {},
+               unary(softsign),
+               {0},
+               softsign_f,
+               1e-3,
+               1e-4});
   // ---- collectives on one process (Communicator::self(): each returns its input); the same ops
   // across processes are tested under mpirun in test_distributed
   const distributed::Communicator self;

@@ -3259,6 +3259,42 @@ TEST(OnnxExport, RoundTripGivesTheSameOutputs) {
   }
 }
 
+// An elementwise op whose row names an ONNX op (OpDef::onnx) exports as that one ONNX node, and
+// a unary one with schema versions comes back as the same op: a new op's ONNX support is its row.
+TEST(OnnxExport, OpRowsExportAsTheirOnnxOpAndImportBack) {
+  int exported = 0, imported = 0;
+  for (int k = 0; k < detail::kNumOps; ++k) {
+    const auto op = static_cast<detail::OpKind>(k);
+    const detail::OpDef& d = detail::op_def(op);
+    const bool unary = d.elementwise == detail::Elementwise::unary;
+    if (d.onnx.op.empty() || (!unary && d.elementwise != detail::Elementwise::binary)) continue;
+    SCOPED_TRACE(std::string(d.name));
+    Graph g;
+    std::vector<Node> ins{g.input("a")};
+    InputShapes shapes{{"a", {2, 3}}};
+    if (!unary) {
+      ins.push_back(g.input("b"));
+      shapes.push_back({"b", {2, 3}});
+    }
+    const Node y = detail::make_op(op, ins).named("y");
+    const std::string bytes = ho::export_bytes(g, std::vector<Node>{y}, shapes);
+    ::onnx::ModelProto proto;
+    ASSERT_TRUE(proto.ParseFromString(bytes));
+    ASSERT_EQ(proto.graph().node_size(), 1);
+    EXPECT_EQ(proto.graph().node(0).op_type(), d.onnx.op);
+    ++exported;
+    if (d.onnx.since == 0) continue;
+    const ho::Model m =
+        ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "row.onnx");
+    const auto& nodes = m.graph.impl().nodes;
+    EXPECT_EQ(std::count_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.op == op; }),
+              1);
+    ++imported;
+  }
+  EXPECT_GE(exported, 30);
+  EXPECT_GE(imported, 23);
+}
+
 // argmax / argmin go out as ONNX ArgMax / ArgMin (int64) cast to int32, the flat position over
 // all axes as one over the flattened input, and come back to the same positions.
 TEST(OnnxExport, ArgMaxRoundTrips) {

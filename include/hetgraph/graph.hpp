@@ -182,6 +182,8 @@ Node tanh(Node x);
 /// Gaussian error linear unit x * Phi(x), with the exact normal CDF
 /// Phi(x) = (1 + erf(x / sqrt(2))) / 2 (PyTorch's default gelu, ONNX's Gelu).
 Node gelu(Node x);
+/// x / (1 + |x|), a tanh-like squashing into (-1, 1) (ONNX Softsign).
+Node softsign(Node x);
 Node abs(Node x);
 /// The Gauss error function (ONNX Erf).
 Node erf(Node x);

@@ -85,7 +85,7 @@ enum class OpKind : std::uint8_t {
   EmbeddingGrad,    // (g, indices, table): scatter-add into a zero table; table lends its shape
   EmbeddingUpdate,  // compiler-made: (v, g, indices) -> v + beta * embedding_grad; fusion.cpp
   Floor,            // elementwise.cpp; no gradient flows through it
-  Gelu,             // elementwise.cpp (the worked example of CONTRIBUTING.md)
+  Gelu,             // elementwise.cpp
   GeluGrad,
   // elementwise.cpp: the ONNX set (issue 17)
   Abs,
@@ -171,6 +171,7 @@ enum class OpKind : std::uint8_t {
   ScatterElements,     // (data, int32 indices, updates), axis; ScatterMode
   // reduce.cpp: the int32 indices of the k best along an axis, best first; TopKSpec
   TopK,
+  Softsign,  // elementwise.cpp: x / (1 + |x|) (ONNX Softsign)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -261,6 +262,25 @@ struct IndexInput {
   }
 };
 
+/// The op's ONNX form (opset 17) where it is exactly one ONNX op of the same inputs, in order,
+/// and one output: the exporter writes it from here. `attr` names the one attribute it carries
+/// over from the node's Attrs, if any. Unary float ops with `since` set are imported back
+/// through this too, for ONNX schema versions [since, until]; other ops have an importer
+/// handler of their own (src/onnx/ops_*.cpp).
+struct OnnxForm {
+  enum class Attr : std::uint8_t { none, axis, alpha };  // "axis" (int), "alpha" (float)
+  std::string_view op;  // empty: the exporter spells the op out, or it has no ONNX form
+  Attr attr = Attr::none;
+  int since = 0, until = 0;  // 0: imported by a handler of its own
+};
+
+/// The inputs a node writes besides `writes_input`, from its attributes: `count` inputs from
+/// `first` (an optimizer update's state tensors).
+struct InputRange {
+  int first = 0, count = 0;
+};
+using WrittenFn = InputRange (*)(const Attrs&);
+
 /// Everything true of an op on every platform. Kernels live per platform (src/cpu,
 /// src/opencl) and are looked up by OpKind.
 struct OpDef {
@@ -272,6 +292,10 @@ struct OpDef {
                                  // (bit 31 covers every input from 31 on)
   Storage storage = Storage::Computed;
   int writes_input = -1;  // the kernel writes input k's memory instead of its own (assign)
+  WrittenFn also_writes = nullptr;  // more inputs its kernel writes (optimizer states)
+  /// Runs a kernel although it holds no value (Storage::None): a copying assign (unless
+  /// elided into its variable), an optimizer update, a parallel group. PlanNode::has_work.
+  bool works_without_value = false;
   InferFn infer = nullptr;
   GradFn grad = nullptr;  // null: not differentiable
   // ---- cost model, used before profiling and by the graph-width guideline
@@ -285,6 +309,7 @@ struct OpDef {
   /// A collective across processes: CPU engines start it on their communication lane and the
   /// communicator completes it, so it never occupies an executor while it waits for the others.
   bool communication = false;
+  OnnxForm onnx{};
 
   bool shape_only_input(std::size_t i) const {
     return i < 31 ? ((shape_only >> i) & 1u) != 0 : ((shape_only >> 31) & 1u) != 0;

@@ -103,25 +103,23 @@ struct PlanNode {
   const std::string& index_label() const { return index_reader.empty() ? label : index_reader; }
   /// Whether a platform runs a kernel for this node: computed values and copying assigns.
   bool has_work() const {
-    return storage == Storage::Computed || (op == OpKind::Assign && !elided) ||
-           op == OpKind::ParallelGroup || op == OpKind::OptimizerUpdate ||
-           op == OpKind::SparseOptimizerUpdate;
+    return storage == Storage::Computed || (op_def(op).works_without_value && !elided);
   }
   /// Whether the node's kernel writes a variable (a copying assign, an optimizer update, or a
   /// value computed in place over its variable): such nodes run after the commit point.
   bool writes_variable() const {
     return has_work() && (op_def(op).writes_input >= 0 || into_variable >= 0);
   }
-  /// The inputs (plan indices) whose memory the node's kernel writes: an assign's variable; an
-  /// optimizer update's variable and its states. Empty for every other node.
+  /// The inputs (plan indices) whose memory the node's kernel writes (OpDef::writes_input and
+  /// also_writes): an assign's variable; an optimizer update's variable and its states.
+  /// Empty for every other node.
   std::vector<std::uint32_t> written_inputs() const {
-    const int k = op_def(op).writes_input;
-    if (k < 0) return {};
-    std::vector<std::uint32_t> w{inputs[static_cast<std::size_t>(k)]};
-    if (op == OpKind::OptimizerUpdate || op == OpKind::SparseOptimizerUpdate) {
-      const OptimizerRule& r = attrs.get<OptimizerRule>();
-      const int first = op == OpKind::OptimizerUpdate ? r.first_state() : 4;
-      for (int s = 0; s < r.states(); ++s) w.push_back(inputs[static_cast<std::size_t>(first + s)]);
+    const OpDef& d = op_def(op);
+    if (d.writes_input < 0) return {};
+    std::vector<std::uint32_t> w{inputs[static_cast<std::size_t>(d.writes_input)]};
+    if (d.also_writes != nullptr) {
+      const InputRange r = d.also_writes(attrs);
+      for (int s = 0; s < r.count; ++s) w.push_back(inputs[static_cast<std::size_t>(r.first + s)]);
     }
     return w;
   }

@@ -24,72 +24,6 @@ using detail::PlanNode;
 constexpr std::int64_t kOpset = 17;
 constexpr std::int64_t kIrVersion = 8;  // what ONNX 1.12 writes for opset 17
 
-// Ops that are one ONNX op of the same name's inputs and output, no attributes.
-const char* same_onnx_op(OpKind k) {
-  switch (k) {
-    case OpKind::Add:
-      return "Add";
-    case OpKind::Sub:
-      return "Sub";
-    case OpKind::Mul:
-      return "Mul";
-    case OpKind::Div:
-      return "Div";
-    case OpKind::Pow:
-      return "Pow";
-    case OpKind::Maximum:
-      return "Max";
-    case OpKind::Minimum:
-      return "Min";
-    case OpKind::Neg:
-      return "Neg";
-    case OpKind::Exp:
-      return "Exp";
-    case OpKind::Log:
-      return "Log";
-    case OpKind::Sqrt:
-      return "Sqrt";
-    case OpKind::Relu:
-      return "Relu";
-    case OpKind::Sigmoid:
-      return "Sigmoid";
-    case OpKind::Tanh:
-      return "Tanh";
-    case OpKind::Floor:
-      return "Floor";
-    case OpKind::Abs:
-      return "Abs";
-    case OpKind::Erf:
-      return "Erf";
-    case OpKind::Sin:
-      return "Sin";
-    case OpKind::Cos:
-      return "Cos";
-    case OpKind::Tan:
-      return "Tan";
-    case OpKind::Asin:
-      return "Asin";
-    case OpKind::Acos:
-      return "Acos";
-    case OpKind::Atan:
-      return "Atan";
-    case OpKind::Sinh:
-      return "Sinh";
-    case OpKind::Cosh:
-      return "Cosh";
-    case OpKind::Asinh:
-      return "Asinh";
-    case OpKind::Acosh:
-      return "Acosh";
-    case OpKind::Atanh:
-      return "Atanh";
-    case OpKind::Round:
-      return "Round";
-    default:
-      return nullptr;
-  }
-}
-
 class Exporter {
  public:
   Exporter(const detail::Plan& p, const ExportOptions& o) : p_(p), o_(o) {
@@ -257,10 +191,13 @@ class Exporter {
     const PlanNode& n = p_.nodes[i];
     const std::string& out = names_[i];
     const auto& at = n.attrs;
-    if (const char* same = same_onnx_op(n.op)) {
+    // Ops that are one ONNX op of their own inputs say so in their row (OpDef::onnx).
+    if (const detail::OnnxForm& form = detail::op_def(n.op).onnx; !form.op.empty()) {
       std::vector<std::string> ins;
       for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
-      add(same, std::move(ins), {out});
+      ir::Node& e = add(std::string(form.op), std::move(ins), {out});
+      if (form.attr == detail::OnnxForm::Attr::axis) e.attrs["axis"] = attr_i(at.axis);
+      if (form.attr == detail::OnnxForm::Attr::alpha) e.attrs["alpha"] = attr_f(at.alpha);
       return;
     }
     switch (n.op) {
@@ -334,9 +271,6 @@ class Exporter {
         add("Mul", {m, scalar(0.5f)}, {out});
         return;
       }
-      case OpKind::LeakyRelu:
-        add("LeakyRelu", {in(n, 0)}, {out}).attrs["alpha"] = attr_f(at.alpha);
-        return;
       case OpKind::Clip:
         add("Clip",
             {in(n, 0), std::isinf(at.alpha) ? "" : scalar(at.alpha),
@@ -446,11 +380,6 @@ class Exporter {
             {at.trans_a ? swapped(0, a) : in(n, 0), at.trans_b ? swapped(1, b) : in(n, 1)}, {out});
         return;
       }
-      case OpKind::Softmax:
-      case OpKind::LogSoftmax:
-        add(n.op == OpKind::Softmax ? "Softmax" : "LogSoftmax", {in(n, 0)}, {out}).attrs["axis"] =
-            attr_i(at.axis);
-        return;
       case OpKind::CrossEntropy: {
         if (p_.nodes[n.inputs[1]].type.dtype != DType::f32) {
           cannot(n,
@@ -480,9 +409,6 @@ class Exporter {
       }
       case OpKind::Expand:  // to the shape of input 1 (which lends only its shape)
         add("Expand", {in(n, 0), ints(dims(n.type.shape))}, {out});
-        return;
-      case OpKind::Gather:
-        add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
         return;
       case OpKind::CumSum: {
         ir::Tensor axis;  // a 0-d tensor
@@ -514,9 +440,6 @@ class Exporter {
         add("Reshape", {sum, ints({1})}, {out});
         return;
       }
-      case OpKind::GatherElements:
-        add("GatherElements", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(at.axis);
-        return;
       case OpKind::ScatterElements: {  // reduction as opset 16 on spells it
         ir::Node& s = add("ScatterElements", {in(n, 0), in(n, 1), in(n, 2)}, {out});
         s.attrs["axis"] = attr_i(at.axis);
@@ -527,12 +450,6 @@ class Exporter {
           a.s = r == ScatterReduction::add ? "add" : "mul";
           s.attrs["reduction"] = a;
         }
-        return;
-      }
-      case OpKind::Concat: {
-        std::vector<std::string> ins;
-        for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
-        add("Concat", ins, {out}).attrs["axis"] = attr_i(at.axis);
         return;
       }
       case OpKind::Transpose: {

@@ -1246,9 +1246,36 @@ Node broadcast_to(Ctx& c, Node x, const Dims& dims) {
 
 // ---- the handler table ----------------------------------------------------------------------
 
+namespace {
+
+// A unary float op whose row names this ONNX op and schema version (OpDef::onnx): one node.
+void row_op(Ctx& c) {
+  for (int k = 0; k < detail::kNumOps; ++k) {
+    const detail::OnnxForm& f = detail::op_def(static_cast<detail::OpKind>(k)).onnx;
+    if (f.since > 0 && f.op == c.n.op && c.version >= f.since && c.version <= f.until) {
+      c.set(0, detail::make_op(static_cast<detail::OpKind>(k), {c.f32(0)}));
+      return;
+    }
+  }
+  // find_handler found this handler through a row that matches
+  throw Error("internal: ONNX import: " + c.n.label + " has no op row");
+}
+
+// Ops the op table imports by their rows: a new elementwise op needs no handler here.
+void register_row_ops(std::vector<Handler>& h) {
+  for (int k = 0; k < detail::kNumOps; ++k) {
+    const detail::OpDef& d = detail::op_def(static_cast<detail::OpKind>(k));
+    if (d.onnx.since > 0 && d.elementwise == detail::Elementwise::unary)
+      h.push_back({d.onnx.op, d.onnx.since, d.onnx.until, row_op});
+  }
+}
+
+}  // namespace
+
 const std::vector<Handler>& handlers() {
   static const std::vector<Handler> table = [] {
     std::vector<Handler> h;
+    register_row_ops(h);
     register_math_ops(h);
     register_tensor_ops(h);
     register_nn_ops(h);

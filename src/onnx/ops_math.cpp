@@ -70,11 +70,6 @@ void div_op(Ctx& c) {
   c.set(0, wrap_to(c, cast(q, DType::i32), elem), elem);  // (int8 -128 / -1 wraps)
 }
 
-template <Node (*F)(Node)>
-void unary(Ctx& c) {
-  c.set(0, F(c.f32(0)));
-}
-
 void reciprocal(Ctx& c) {
   c.set(0, div(c.constant(1.0f), c.f32(0)));
 }
@@ -124,10 +119,6 @@ void hard_sigmoid(Ctx& c) {  // max(0, min(1, alpha * x + beta))
 void hard_swish(Ctx& c) {  // x * hard_sigmoid(x) with alpha 1/6, beta 1/2
   Node x = c.f32(0);
   c.set(0, mul(x, clip(add(scale(x, 1.0f / 6.0f), c.constant(0.5f)), 0.0f, 1.0f)));
-}
-void softsign(Ctx& c) {  // x / (1 + |x|)
-  Node x = c.f32(0);
-  c.set(0, div(x, add(c.constant(1.0f), abs(x))));
 }
 
 // Mod: floats (fmod = 1, C's fmod; fmod = 0, which ONNX allows for ints only, as numpy's mod)
@@ -1382,32 +1373,10 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Div", 1, 14, div_op});
   h.push_back({"Sum", 1, 13, sum_op});
   h.push_back({"Mean", 1, 13, sum_op});
-  h.push_back({"Neg", 1, 13, unary<neg>});
-  h.push_back({"Sqrt", 1, 13, unary<sqrt>});
-  h.push_back({"Exp", 1, 13, unary<exp>});
-  h.push_back({"Log", 1, 13, unary<log>});
-  h.push_back({"Relu", 1, 14, unary<relu>});
-  h.push_back({"Sigmoid", 1, 13, unary<sigmoid>});
-  h.push_back({"Tanh", 1, 13, unary<tanh>});
-  h.push_back({"Floor", 1, 13, unary<hetgraph::floor>});
   h.push_back({"Ceil", 1, 13, ceil_op});
   h.push_back({"Reciprocal", 1, 13, reciprocal});
   h.push_back({"Softplus", 1, 17, softplus});
   h.push_back({"Identity", 1, 16, identity});
-  h.push_back({"Abs", 1, 13, unary<abs>});
-  h.push_back({"Erf", 9, 13, unary<erf>});
-  h.push_back({"Sin", 7, 7, unary<hetgraph::sin>});
-  h.push_back({"Cos", 7, 7, unary<hetgraph::cos>});
-  h.push_back({"Tan", 7, 7, unary<hetgraph::tan>});
-  h.push_back({"Asin", 7, 7, unary<hetgraph::asin>});
-  h.push_back({"Acos", 7, 7, unary<hetgraph::acos>});
-  h.push_back({"Atan", 7, 7, unary<hetgraph::atan>});
-  h.push_back({"Sinh", 9, 9, unary<hetgraph::sinh>});
-  h.push_back({"Cosh", 9, 9, unary<hetgraph::cosh>});
-  h.push_back({"Asinh", 9, 9, unary<hetgraph::asinh>});
-  h.push_back({"Acosh", 9, 9, unary<hetgraph::acosh>});
-  h.push_back({"Atanh", 9, 9, unary<hetgraph::atanh>});
-  h.push_back({"Round", 11, 11, unary<hetgraph::round>});
   h.push_back({"ThresholdedRelu", 10, 10, thresholded_relu});
   h.push_back({"Shrink", 9, 9, shrink});
   h.push_back({"IsInf", 10, 10, is_inf});
@@ -1420,7 +1389,6 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Selu", 1, 6, selu});
   h.push_back({"HardSigmoid", 1, 6, hard_sigmoid});
   h.push_back({"HardSwish", 14, 14, hard_swish});
-  h.push_back({"Softsign", 1, 1, softsign});
   h.push_back({"Clip", 1, 13, clip_op});
   h.push_back({"QuantizeLinear", 10, 13, quantize_linear});
   h.push_back({"DequantizeLinear", 10, 13, dequantize_linear});

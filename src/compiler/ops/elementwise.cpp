@@ -213,6 +213,11 @@ void grad_atanh(const GradCtx& c) {
 void grad_gelu(const GradCtx& c) {
   c.add(c.in[0], make_op(OpKind::GeluGrad, {c.grad, c.in[0]}));
 }
+// softsign' = 1 / (1 + |x|)^2: composed from existing ops (it needs no kernel of its own).
+void grad_softsign(const GradCtx& c) {
+  const Node d = 1.0f + abs(c.in[0]);
+  c.add(c.in[0], div(c.grad, d * d));
+}
 // Activations whose derivative is a function of x: one kernel from (g, x) with the node's
 // attributes (leaky_relu's slope, clip's bounds).
 template <OpKind K>
@@ -266,21 +271,27 @@ void grad_where(const GradCtx& c) {
 }  // namespace
 
 void register_elementwise_ops(std::vector<OpDef>& t) {
-  auto binary = [&](OpKind k, std::string_view name, GradFn g, InferFn infer = infer_broadcast) {
+  // `onnx`: the one ONNX op it is (OpDef::onnx); binary ops have importers of their own (ints,
+  // legacy broadcasting), so their rows name the op for the exporter only.
+  auto binary = [&](OpKind k, std::string_view name, GradFn g, InferFn infer = infer_broadcast,
+                    std::string_view onnx = {}) {
     t.push_back({.kind = k,
                  .name = name,
                  .arity = 2,
                  .inplace = 0b11u,
                  .infer = infer,
                  .grad = g,
-                 .elementwise = Elementwise::binary});
+                 .elementwise = Elementwise::binary,
+                 .onnx = {onnx}});
   };
-  binary(OpKind::Add, "add", grad_add, infer_numeric);
-  binary(OpKind::Sub, "sub", grad_sub, infer_numeric);
-  binary(OpKind::Mul, "mul", grad_mul, infer_numeric);
-  binary(OpKind::Div, "div", grad_div);
-  // `epilogue`: the fusion pass may fold it into a matmul that feeds it.
-  auto unary = [&](OpKind k, std::string_view name, GradFn g, float flops, bool epilogue) {
+  binary(OpKind::Add, "add", grad_add, infer_numeric, "Add");
+  binary(OpKind::Sub, "sub", grad_sub, infer_numeric, "Sub");
+  binary(OpKind::Mul, "mul", grad_mul, infer_numeric, "Mul");
+  binary(OpKind::Div, "div", grad_div, infer_broadcast, "Div");
+  // `epilogue`: the fusion pass may fold it into a matmul that feeds it. `onnx`: the ONNX op
+  // it exports as and, with schema versions, imports from (OpDef::onnx).
+  auto unary = [&](OpKind k, std::string_view name, GradFn g, float flops, bool epilogue,
+                   OnnxForm onnx = {}) {
     t.push_back({.kind = k,
                  .name = name,
                  .arity = 1,
@@ -289,40 +300,45 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                  .grad = g,
                  .flops_per_elem = flops,
                  .elementwise = Elementwise::unary,
-                 .epilogue = epilogue});
+                 .epilogue = epilogue,
+                 .onnx = onnx});
   };
-  unary(OpKind::Neg, "neg", grad_neg, 1, true);
+  using A = OnnxForm::Attr;
+  unary(OpKind::Neg, "neg", grad_neg, 1, true, {"Neg", A::none, 1, 13});
   unary(OpKind::Scale, "scale", grad_scale, 1, true);
-  unary(OpKind::Exp, "exp", grad_exp, 10, true);
-  unary(OpKind::Log, "log", grad_log, 10, true);
-  unary(OpKind::Sqrt, "sqrt", grad_sqrt, 4, true);
-  unary(OpKind::Relu, "relu", grad_relu, 1, true);
-  unary(OpKind::Sigmoid, "sigmoid", grad_sigmoid, 12, true);
-  unary(OpKind::Tanh, "tanh", grad_tanh, 12, true);
-  unary(OpKind::Floor, "floor", grad_floor, 1, false);
-  unary(OpKind::Gelu, "gelu", grad_gelu, 20, false);
-  unary(OpKind::Sin, "sin", grad_sin, 15, false);
-  unary(OpKind::Cos, "cos", grad_cos, 15, false);
-  unary(OpKind::Tan, "tan", grad_tan, 20, false);
-  unary(OpKind::Asin, "asin", grad_asin, 20, false);
-  unary(OpKind::Acos, "acos", grad_acos, 20, false);
-  unary(OpKind::Atan, "atan", grad_atan, 20, false);
-  unary(OpKind::Sinh, "sinh", grad_sinh, 20, false);
-  unary(OpKind::Cosh, "cosh", grad_cosh, 20, false);
-  unary(OpKind::Asinh, "asinh", grad_asinh, 20, false);
-  unary(OpKind::Acosh, "acosh", grad_acosh, 20, false);
-  unary(OpKind::Atanh, "atanh", grad_atanh, 20, false);
-  unary(OpKind::Round, "round", grad_floor, 1, false);
+  unary(OpKind::Exp, "exp", grad_exp, 10, true, {"Exp", A::none, 1, 13});
+  unary(OpKind::Log, "log", grad_log, 10, true, {"Log", A::none, 1, 13});
+  unary(OpKind::Sqrt, "sqrt", grad_sqrt, 4, true, {"Sqrt", A::none, 1, 13});
+  unary(OpKind::Relu, "relu", grad_relu, 1, true, {"Relu", A::none, 1, 14});
+  unary(OpKind::Sigmoid, "sigmoid", grad_sigmoid, 12, true, {"Sigmoid", A::none, 1, 13});
+  unary(OpKind::Tanh, "tanh", grad_tanh, 12, true, {"Tanh", A::none, 1, 13});
+  unary(OpKind::Floor, "floor", grad_floor, 1, false, {"Floor", A::none, 1, 13});
+  unary(OpKind::Gelu, "gelu", grad_gelu, 20, false);  // opset 17 has no Gelu: exporter.cpp
+  unary(OpKind::Sin, "sin", grad_sin, 15, false, {"Sin", A::none, 7, 7});
+  unary(OpKind::Cos, "cos", grad_cos, 15, false, {"Cos", A::none, 7, 7});
+  unary(OpKind::Tan, "tan", grad_tan, 20, false, {"Tan", A::none, 7, 7});
+  unary(OpKind::Asin, "asin", grad_asin, 20, false, {"Asin", A::none, 7, 7});
+  unary(OpKind::Acos, "acos", grad_acos, 20, false, {"Acos", A::none, 7, 7});
+  unary(OpKind::Atan, "atan", grad_atan, 20, false, {"Atan", A::none, 7, 7});
+  unary(OpKind::Sinh, "sinh", grad_sinh, 20, false, {"Sinh", A::none, 9, 9});
+  unary(OpKind::Cosh, "cosh", grad_cosh, 20, false, {"Cosh", A::none, 9, 9});
+  unary(OpKind::Asinh, "asinh", grad_asinh, 20, false, {"Asinh", A::none, 9, 9});
+  unary(OpKind::Acosh, "acosh", grad_acosh, 20, false, {"Acosh", A::none, 9, 9});
+  unary(OpKind::Atanh, "atanh", grad_atanh, 20, false, {"Atanh", A::none, 9, 9});
+  unary(OpKind::Round, "round", grad_floor, 1, false, {"Round", A::none, 11, 11});
   unary(OpKind::ToFloat16, "to_float16", grad_pass, 3, false);
   unary(OpKind::ToBfloat16, "to_bfloat16", grad_pass, 2, false);
-  unary(OpKind::Abs, "abs", grad_of_x<OpKind::AbsGrad>, 1, false);
-  unary(OpKind::Erf, "erf", grad_of_x<OpKind::ErfGrad>, 20, false);
-  unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false);
+  unary(OpKind::Abs, "abs", grad_of_x<OpKind::AbsGrad>, 1, false, {"Abs", A::none, 1, 13});
+  unary(OpKind::Erf, "erf", grad_of_x<OpKind::ErfGrad>, 20, false, {"Erf", A::none, 9, 13});
+  // Imported by ops_math.cpp (ONNX's default slope when alpha is absent).
+  unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false,
+        {"LeakyRelu", A::alpha});
   unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
-  binary(OpKind::Pow, "pow", grad_pow);
+  unary(OpKind::Softsign, "softsign", grad_softsign, 3, false, {"Softsign", A::none, 1, 1});
+  binary(OpKind::Pow, "pow", grad_pow, infer_broadcast, "Pow");
   binary(OpKind::XLogY, "xlogy", nullptr);
-  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric);
-  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_numeric);
+  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric, "Max");
+  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_numeric, "Min");
   binary(OpKind::Mod, "mod", grad_mod<true>, infer_numeric);
   binary(OpKind::FMod, "fmod", grad_mod<false>, infer_numeric);
   auto ternary = [&](OpKind k, std::string_view name, InferFn infer, GradFn g) {
@@ -394,6 +410,9 @@ Node gelu(Node x) {
 }
 Node abs(Node x) {
   return detail::make_op(detail::OpKind::Abs, {x});
+}
+Node softsign(Node x) {
+  return detail::make_op(detail::OpKind::Softsign, {x});
 }
 Node erf(Node x) {
   return detail::make_op(detail::OpKind::Erf, {x});

@@ -301,7 +301,8 @@ void register_embedding_ops(std::vector<OpDef>& t) {
                .heavy = true,
                .flops_per_elem = 0.5f,
                .cost = lookup_cost,
-               .index = kGatherIdx});
+               .index = kGatherIdx,
+               .onnx = {"Gather", OnnxForm::Attr::axis}});
   t.push_back({.kind = OpKind::GatherGrad,
                .name = "gather_grad",
                .arity = 3,
@@ -322,7 +323,8 @@ void register_embedding_ops(std::vector<OpDef>& t) {
                .heavy = true,
                .flops_per_elem = 0.5f,
                .cost = lookup_cost,
-               .index = kGatherIdx});
+               .index = kGatherIdx,
+               .onnx = {"GatherElements", OnnxForm::Attr::axis}});
   t.push_back({.kind = OpKind::GatherElementsGrad,
                .name = "gather_elements_grad",
                .arity = 3,

@@ -60,6 +60,7 @@ void register_graph_ops(std::vector<OpDef>& t) {
                .shape_only = 0b01u,
                .storage = Storage::None,
                .writes_input = 0,
+               .works_without_value = true,  // a copy, unless elided
                .infer = infer_assign,
                .flops_per_elem = 0.0f});
   t.push_back({.kind = OpKind::Group,
@@ -74,6 +75,7 @@ void register_graph_ops(std::vector<OpDef>& t) {
                .name = "parallel_group",
                .arity = -1,
                .storage = Storage::None,
+               .works_without_value = true,
                .infer = infer_group,
                .flops_per_elem = 0.0f});
   // Made after shape inference (insert_transfers), with its type set: never inferred.

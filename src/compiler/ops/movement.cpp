@@ -244,7 +244,8 @@ void register_movement_ops(std::vector<OpDef>& t) {
                .arity = -1,
                .infer = infer_concat,
                .grad = grad_concat,
-               .flops_per_elem = 0.5f});
+               .flops_per_elem = 0.5f,
+               .onnx = {"Concat", OnnxForm::Attr::axis}});
   t.push_back({.kind = OpKind::ConcatGrad,
                .name = "concat_grad",
                .arity = -1,

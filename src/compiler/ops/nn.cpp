@@ -99,14 +99,16 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .inplace = 0b1u,
                .infer = infer_softmax,
                .grad = grad_softmax,
-               .flops_per_elem = 14});
+               .flops_per_elem = 14,
+               .onnx = {"Softmax", OnnxForm::Attr::axis}});
   t.push_back({.kind = OpKind::LogSoftmax,
                .name = "log_softmax",
                .arity = 1,
                .inplace = 0b1u,
                .infer = infer_softmax,
                .grad = grad_log_softmax,
-               .flops_per_elem = 14});
+               .flops_per_elem = 14,
+               .onnx = {"LogSoftmax", OnnxForm::Attr::axis}});
   // int32 labels are class ids: each must lie in [0, classes).
   constexpr IndexInput kLabels{.input = 1, .bound_input = 0, .bound_dim = -1, .what = "class id"};
   constexpr IndexInput kGradLabels{

@@ -70,16 +70,29 @@ Cost update_cost(std::span<const TensorType> in, const TensorType& out, const At
                    8.0 * static_cast<double>(in.size())};
 }
 
+// The state tensors follow the variable, gradient, learning rate (and step): an update writes
+// them with its variable.
+InputRange update_states(const Attrs& at) {
+  const OptimizerRule& r = at.get<OptimizerRule>();
+  return {r.first_state(), r.states()};
+}
+// (v, rows, indices, lr, states...)
+InputRange sparse_update_states(const Attrs& at) {
+  return {4, at.get<OptimizerRule>().states()};
+}
+
 }  // namespace
 
 void register_optimizer_ops(std::vector<OpDef>& t) {
   // Every input is read (the variable and its states too); writes_input names the variable,
-  // the state inputs are written as well (Plan::written_variables).
+  // the state inputs are written as well (PlanNode::written_inputs).
   t.push_back({.kind = OpKind::OptimizerUpdate,
                .name = "optimizer_update",
                .arity = -1,
                .storage = Storage::None,
                .writes_input = 0,
+               .also_writes = update_states,
+               .works_without_value = true,
                .infer = infer_optimizer_update,
                .cost = update_cost});
   // Only the looked-up rows: reads the rows and their indices, writes those rows of the table
@@ -89,6 +102,8 @@ void register_optimizer_ops(std::vector<OpDef>& t) {
                .arity = -1,
                .storage = Storage::None,
                .writes_input = 0,
+               .also_writes = sparse_update_states,
+               .works_without_value = true,
                .infer = infer_sparse_update,
                .flops_per_elem = 0.0f,
                .index = {.input = 2, .bound_input = 0, .bound_dim = 0, .what = "index"}});
