@@ -193,6 +193,27 @@ TEST(Environment, EveryVariableOfTheTableIsInTheReadme) {
       << "README's table lists a variable kEnvironment lacks";
 }
 
+// A broken invariant of the library throws InternalError (which says "internal: "), never the
+// base Error with that word in its message: callers tell our bugs from their mistakes by type.
+TEST(PublicApi, BrokenInvariantsThrowInternalError) {
+  const std::regex base(R"re((^|[^A-Za-z_:]|hetgraph::)Error\(\s*(std::string\()?"internal)re");
+  const std::filesystem::path src = HETGRAPH_SOURCE_DIR "/src";
+  int sites = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
+    const auto ext = e.path().extension();
+    if (ext != ".cpp" && ext != ".hpp") continue;
+    std::ifstream f(e.path());
+    const std::string text{std::istreambuf_iterator<char>(f), {}};
+    const std::string rel = std::filesystem::relative(e.path(), src).string();
+    for (std::sregex_iterator m(text.begin(), text.end(), base), end; m != end; ++m)
+      ADD_FAILURE() << rel << " throws Error(\"internal...\"): throw InternalError(\"...\")";
+    for (std::size_t at = text.find("InternalError("); at != std::string::npos;
+         at = text.find("InternalError(", at + 1))
+      ++sites;
+  }
+  EXPECT_GT(sites, 20) << "the scan no longer finds the library's InternalError sites";
+}
+
 TEST(Cli, ValuesRangesAndMessages) {
   int n = 5;
   double x = 1;

@@ -313,7 +313,7 @@ class Importer {
     if (r.op == detail::OpKind::Variable || r.op == detail::OpKind::Constant) {
       t = {r.shape, r.dtype};
     } else if (r.op == detail::OpKind::Input) {
-      throw Error("internal: ONNX import: input " + g.impl().label(v.id()) + " has no shape");
+      throw InternalError("ONNX import: input " + g.impl().label(v.id()) + " has no shape");
     } else {
       // Each node reuses scratch_.
       std::vector<TensorType> in;
@@ -1042,8 +1042,9 @@ void Ctx::set(std::size_t k, Node v, int elem) {
     }
   }
   if ((t.dtype == DType::f32) != ir::held_as_float(elem)) {
-    throw Error("internal: ONNX import: " + n.label + " output " + std::to_string(k) + " typed " +
-                ir::elem_name(elem) + " for a " + std::string(dtype_name(t.dtype)) + " node");
+    throw InternalError("ONNX import: " + n.label + " output " + std::to_string(k) + " typed " +
+                        ir::elem_name(elem) + " for a " + std::string(dtype_name(t.dtype)) +
+                        " node");
   }
   im.name_node(v, n.outputs[k]);
   Value val;
@@ -1065,8 +1066,8 @@ void Ctx::set(std::size_t k, ir::Tensor t) {
   const std::int64_t count = t.numel();
   const std::size_t have = ir::is_integral(t.elem) ? t.i.size() : t.f.size();
   if (static_cast<std::size_t>(count) != have) {
-    throw Error("internal: ONNX import: " + n.label + " folded " + std::to_string(have) +
-                " values for " + dims_str(t.dims));
+    throw InternalError("ONNX import: " + n.label + " folded " + std::to_string(have) +
+                        " values for " + dims_str(t.dims));
   }
   t.name = n.outputs[k];
   Value val;

@@ -134,7 +134,7 @@ CollectiveKind collective_kind(OpKind op) {
     case OpKind::ReduceScatter:
       return CollectiveKind::reduce_scatter;
     default:
-      throw Error("internal: " + std::string(op_name(op)) + " is not a collective");
+      throw InternalError(std::string(op_name(op)) + " is not a collective");
   }
 }
 
