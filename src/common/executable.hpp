@@ -22,6 +22,16 @@ class Executable;
 namespace hetero {
 class HeteroExecutable;
 }
+namespace cpu {
+class ReplayModel;
+}
+
+/// The CPU platform with `options`, whose kernels are replaced by waits of `replay`'s modelled
+/// durations when it is set (hetgraph-bench --replay-cores; src/cpu/replay.hpp); nullptr: the
+/// plain Platform::cpu(options). Internal, not a CpuOptions field: replay is a measuring tool.
+/// Defined in src/cpu/cpu_platform.cpp.
+Platform replay_cpu_platform(const CpuOptions& options,
+                             std::shared_ptr<const cpu::ReplayModel> replay);
 
 /// The outcome of an asynchronous run, shared with its RunHandle.
 struct RunState {
