@@ -214,6 +214,27 @@ TEST(PublicApi, BrokenInvariantsThrowInternalError) {
   EXPECT_GT(sites, 20) << "the scan no longer finds the library's InternalError sites";
 }
 
+// The public headers name no internal type: internals reach the public handles through their
+// opaque Impl classes, defined under src/ (graph_impl.hpp, executable.hpp, comm.hpp).
+TEST(PublicApi, HeadersNameNoDetailType) {
+  const std::filesystem::path include = HETGRAPH_SOURCE_DIR "/include/hetgraph";
+  int headers = 0;
+  for (const auto& e : std::filesystem::directory_iterator(include)) {
+    if (e.path().extension() != ".hpp") continue;
+    ++headers;
+    std::ifstream f(e.path());
+    std::size_t line_no = 0;
+    for (std::string line; std::getline(f, line);) {
+      ++line_no;
+      EXPECT_TRUE(line.find("detail::") == std::string::npos &&
+                  line.find("namespace detail") == std::string::npos)
+          << "include/hetgraph/" << e.path().filename().string() << ":" << line_no
+          << " names an internal type: " << line;
+    }
+  }
+  EXPECT_GT(headers, 5) << "no public headers found under " << include;
+}
+
 TEST(Cli, ValuesRangesAndMessages) {
   int n = 5;
   double x = 1;

@@ -31,7 +31,7 @@ std::shared_ptr<const Plan> plan_of(const Graph& g, const InputShapes& shapes,
   for (const Node& n : fetches) ids.push_back(n.id());
   PlanOptions o{mode};
   o.arena = arena;
-  return detail::compile_plan(g.impl(), shapes, ids, o);
+  return detail::compile_plan(detail::impl_of(g), shapes, ids, o);
 }
 
 TEST(Prune, KeepsOnlyWhatFetchesNeed) {
@@ -487,13 +487,13 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   // Dag mode (parallel engines): the same bands, and a safe plan.
   PlanOptions dag{ReuseMode::dag};
   dag.arena = true;
-  auto dag_plan = detail::compile_plan(g.impl(), shapes, ids, dag);
+  auto dag_plan = detail::compile_plan(detail::impl_of(g), shapes, ids, dag);
   check_plan_safe(*dag_plan);
   EXPECT_EQ(dag_plan->nodes[dag_plan->index(cat, "test")].storage, Storage::View);
   EXPECT_EQ(dag_plan->nodes[dag_plan->index(twice_in, "test")].storage, Storage::View);
   PlanOptions o{ReuseMode::sequential};
   o.arena = true;
-  auto plan = detail::compile_plan(g.impl(), shapes, ids, o);
+  auto plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
   check_plan_safe(*plan);
   EXPECT_GE(plan->arena_bytes, plan->live_bytes);
   const Plan& p = *plan;
@@ -513,7 +513,7 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   EXPECT_EQ(at(dup).storage, Storage::Computed);
   EXPECT_EQ(at(batch2).storage, Storage::Computed);
   o.concat_in_place = false;
-  auto off_plan = detail::compile_plan(g.impl(), shapes, ids, o);
+  auto off_plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
   EXPECT_EQ(off_plan->nodes[off_plan->index(cat, "test")].storage, Storage::Computed);
   EXPECT_LT(p.naive_bytes, off_plan->naive_bytes);  // the concats' copies are gone
   const std::vector<testing_util::In> feeds{{"x", {1, 4, 3, 5}, testing_util::random_vec(60, 11)},

@@ -30,14 +30,6 @@ namespace hetgraph {
 
 class CompiledGraph;
 class Platform;
-namespace detail {
-class Backend;
-class Executable;
-struct RunState;
-// Internal access for the library and its tests (src/common/executable.hpp).
-Executable& executable_of(const CompiledGraph& cg);
-Backend& backend_of(const Platform& p);
-}  // namespace detail
 
 /// How the CPU platform executes a compiled graph. All engines give bitwise identical results
 /// for the same threads per executor.
@@ -285,10 +277,12 @@ class Platform {
   std::vector<Device> devices() const;
   std::string name() const;
 
+  /// The platform's implementation: opaque, the library's own (src/common/executable.hpp).
+  class Impl;
+
  private:
-  friend detail::Backend& detail::backend_of(const Platform& p);
-  explicit Platform(std::shared_ptr<detail::Backend> b) : backend_(std::move(b)) {}
-  std::shared_ptr<detail::Backend> backend_;
+  explicit Platform(std::shared_ptr<Impl> b) : backend_(std::move(b)) {}
+  std::shared_ptr<Impl> backend_;
 };
 
 /// What compile() does to a graph. The fields are the choices a user makes: memory planning,
@@ -454,10 +448,13 @@ class RunHandle {
   /// otherwise).
   bool done() const;
 
+  /// The run's state: opaque, the library's own (src/common/executable.hpp).
+  struct Impl;
+
  private:
   friend class CompiledGraph;
-  explicit RunHandle(std::shared_ptr<detail::RunState> s);
-  std::shared_ptr<detail::RunState> state_;
+  explicit RunHandle(std::shared_ptr<Impl> s);
+  std::shared_ptr<Impl> state_;
 };
 
 /// A graph compiled for a platform, run many times.
@@ -550,13 +547,15 @@ class CompiledGraph {
   void save(const std::string& path) const;
   void load(const std::string& path);
 
+  /// The platform's executable: opaque, the library's own (src/common/executable.hpp).
+  class Impl;
+
  private:
   friend class GraphCompiler;
-  friend detail::Executable& detail::executable_of(const CompiledGraph& cg);
-  explicit CompiledGraph(std::unique_ptr<detail::Executable> exe);
+  explicit CompiledGraph(std::unique_ptr<Impl> exe);
   /// The executable; UsageError naming `what` on a moved-from compiled graph.
-  detail::Executable& live(std::string_view what) const;
-  std::unique_ptr<detail::Executable> exe_;
+  Impl& live(std::string_view what) const;
+  std::unique_ptr<Impl> exe_;
 };
 
 class GraphCompiler {

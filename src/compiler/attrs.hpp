@@ -25,7 +25,7 @@
 namespace hetgraph::detail {
 
 enum class OpKind : std::uint8_t;
-class Comm;
+using Comm = distributed::Communicator::Impl;  // defined in compiler/comm.hpp
 
 /// transpose: output axis i is input axis perm[i]; empty swaps the last two axes.
 struct Permutation {

@@ -807,7 +807,7 @@ bool fixed_between_runs(const Plan& p, std::uint32_t i) {
 
 std::uint32_t Plan::index(const Node& n, std::string_view what) const {
   if (!n.valid()) throw GraphError(std::string(what) + ": invalid (default-constructed) node");
-  if (n.graph_impl()->id != graph_id) {
+  if (detail::graph_of(n)->id != graph_id) {
     throw GraphError(std::string(what) + ": node " + n.label() +
                      " belongs to another graph than the one compiled");
   }
