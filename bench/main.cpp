@@ -92,7 +92,7 @@ void measure_corun(bench::Case& c, const Options& o, hetgraph::detail::cpu::Repl
   co.pin_threads = o.pin;
   hetgraph::CompileOptions opts;
   opts.fuse = o.fuse;
-  opts.parallel_ops = false;
+  opts.experimental.parallel_ops = false;
   hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
                                    .compile(c.graph, c.shapes, c.fetches);
   const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
@@ -156,11 +156,11 @@ void calibrate_small_nodes(bench::Case& c, const hetgraph::CompileOptions& opts,
   hetgraph::CpuOptions co;
   co.engine = hetgraph::CpuEngine::sequential;
   co.threads = p.team_sizes[ti];
-  const auto compile = [&](const hetgraph::CpuOptions& with) {
-    return hetgraph::GraphCompiler(hetgraph::Platform::cpu(with), opts)
+  const auto compile = [&](const hetgraph::CpuOptions& with, ReplayModelPtr replay) {
+    return hetgraph::GraphCompiler(hd::replay_cpu_platform(with, std::move(replay)), opts)
         .compile(c.graph, c.shapes, c.fetches);
   };
-  hetgraph::CompiledGraph real = compile(co);
+  hetgraph::CompiledGraph real = compile(co, nullptr);
   hd::cpu::ReplayProfile zero;
   zero.team_sizes = p.team_sizes;
   for (const hd::PlanNode& n : hd::executable_of(real).plan().nodes) {
@@ -168,8 +168,8 @@ void calibrate_small_nodes(bench::Case& c, const hetgraph::CompileOptions& opts,
       zero.nodes.push_back(
           {n.label, std::string(hd::op_name(n.op)), std::vector<double>(p.team_sizes.size(), 0.0)});
   }
-  co.replay = std::make_shared<hd::cpu::ReplayModel>(std::move(zero), p.team_sizes[ti], 1.0);
-  hetgraph::CompiledGraph engine_only = compile(co);
+  hetgraph::CompiledGraph engine_only =
+      compile(co, std::make_shared<hd::cpu::ReplayModel>(std::move(zero), p.team_sizes[ti], 1.0));
   const std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, real);
   const std::vector<hetgraph::FeedItem> zfeeds = mapped_feeds(c, engine_only);
   for (int i = 0; i < std::max(warmup, 4); ++i) {
@@ -233,11 +233,11 @@ hetgraph::detail::cpu::ReplayProfile measure_profile(bench::Case& c, const Optio
       co.pin_threads = o.pin;
       hetgraph::CompileOptions opts;
       opts.fuse = o.fuse;
-      opts.parallel_ops = pass == 1;
+      opts.experimental.parallel_ops = pass == 1;
       // Every concat copies in pass 0, so that each has a time: whether one is computed in
       // place depends on the plan (a parallel group's members keep the copy), and a replayed
       // plan may copy where this one would not.
-      opts.concat_in_place = pass == 1;
+      opts.experimental.concat_in_place = pass == 1;
       hetgraph::CompiledGraph cg = hetgraph::GraphCompiler(hetgraph::Platform::cpu(co), opts)
                                        .compile(c.graph, c.shapes, c.fetches);
       std::vector<hetgraph::FeedItem> feeds = mapped_feeds(c, cg);
@@ -397,9 +397,9 @@ Result time_case(bench::Case& c, const Options& o, ReplayModelPtr replay) {
   const double t0 = hetgraph::now_s();
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
-  co.parallel_ops = o.parallel_ops;
-  co.grouped_embeddings = o.grouped_embeddings;
-  co.stacked_products = o.stacked_products;
+  co.experimental.parallel_ops = o.parallel_ops;
+  co.experimental.grouped_embeddings = o.grouped_embeddings;
+  co.experimental.stacked_products = o.stacked_products;
   hetgraph::CompiledGraph cg =
       hetgraph::GraphCompiler(make_platform(o, replay), co).compile(c.graph, c.shapes, c.fetches);
   r.setup_s = hetgraph::now_s() - t0;
@@ -535,8 +535,9 @@ int run(const Options& o) {
                        name.c_str(), p.nodes.size(), p.team_sizes.size(), o.record_profile.c_str());
         }
         if (o.replay_cores == 0) continue;  // --record-profile alone: nothing to time
-        const double inl =
-            o.inline_below_us >= 0 ? o.inline_below_us : hetgraph::CpuOptions{}.inline_below_us;
+        const double inl = o.inline_below_us >= 0
+                               ? o.inline_below_us
+                               : hetgraph::CpuOptions{}.experimental.inline_below_us;
         const double k = o.time_scale > 0 ? o.time_scale : auto_time_scale(p, inl);
         replay = std::make_shared<hc::ReplayModel>(std::move(p), o.replay_cores, k);
       }
@@ -581,8 +582,9 @@ int run(const Options& o) {
         }
         if (o.platform == "cpu" && !c.raw) {
           // Nodes cheaper than this ran in the thread that readied them (0: inlining off).
-          const double inl =
-              o.inline_below_us >= 0 ? o.inline_below_us : hetgraph::CpuOptions{}.inline_below_us;
+          const double inl = o.inline_below_us >= 0
+                                 ? o.inline_below_us
+                                 : hetgraph::CpuOptions{}.experimental.inline_below_us;
           std::printf(",\"inline_below_us\":%.9g,\"inline\":%s,\"pin\":%s,\"per_op_threads\":%s",
                       inl, inl > 0 ? "true" : "false", o.pin ? "true" : "false",
                       o.per_op_threads ? "true" : "false");

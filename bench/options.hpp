@@ -19,10 +19,12 @@ struct Options : hetgraph::tool::EngineFlags {
   std::string trace;
   bool json = false;
   bool fuse = true;
-  bool parallel_ops = true;  // --no-parallel-ops: CompileOptions::parallel_ops = false
-  // --no-grouped-embeddings: CompileOptions::grouped_embeddings = false
+  // --no-parallel-ops: CompileOptions::Experimental::parallel_ops = false
+  bool parallel_ops = true;
+  // --no-grouped-embeddings: CompileOptions::Experimental::grouped_embeddings = false
   bool grouped_embeddings = true;
-  bool stacked_products = true;  // --no-stacked-products: CompileOptions::stacked_products
+  // --no-stacked-products: CompileOptions::Experimental::stacked_products = false
+  bool stacked_products = true;
   bool mapped = true;  // inputs written into the graph's mapped buffers (no copy at run())
   bool cold = false;   // --cold: every run timed from the first (TimingOptions::cold)
   bool list = false;

@@ -692,7 +692,7 @@ bool int_typed(const GraphImpl& g, std::uint32_t id) {
 
 std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgraph::Node> outputs,
                             const Values& inputs, const Values& variables) {
-  const GraphImpl& g = graph.impl();
+  const GraphImpl& g = hetgraph::detail::impl_of(graph);
   std::map<std::uint32_t, Array> memo;
   std::function<const Array&(std::uint32_t)> eval = [&](std::uint32_t id) -> const Array& {
     if (auto it = memo.find(id); it != memo.end()) return it->second;

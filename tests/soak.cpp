@@ -95,7 +95,7 @@ std::vector<Config> configs() {
   inl.engine = CpuEngine::critical_path;
   inl.executors = 2;
   inl.threads_per_executor = 1;
-  inl.inline_below_us = 1e9;  // every node inline
+  inl.experimental.inline_below_us = 1e9;  // every node inline
   c.push_back({"critical-path 2x1 all inline", inl});
   CpuOptions seq;
   seq.threads = 1;

@@ -193,6 +193,48 @@ TEST(Environment, EveryVariableOfTheTableIsInTheReadme) {
       << "README's table lists a variable kEnvironment lacks";
 }
 
+// A broken invariant of the library throws InternalError (which says "internal: "), never the
+// base Error with that word in its message: callers tell our bugs from their mistakes by type.
+TEST(PublicApi, BrokenInvariantsThrowInternalError) {
+  const std::regex base(R"re((^|[^A-Za-z_:]|hetgraph::)Error\(\s*(std::string\()?"internal)re");
+  const std::filesystem::path src = HETGRAPH_SOURCE_DIR "/src";
+  int sites = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
+    const auto ext = e.path().extension();
+    if (ext != ".cpp" && ext != ".hpp") continue;
+    std::ifstream f(e.path());
+    const std::string text{std::istreambuf_iterator<char>(f), {}};
+    const std::string rel = std::filesystem::relative(e.path(), src).string();
+    for (std::sregex_iterator m(text.begin(), text.end(), base), end; m != end; ++m)
+      ADD_FAILURE() << rel << " throws Error(\"internal...\"): throw InternalError(\"...\")";
+    for (std::size_t at = text.find("InternalError("); at != std::string::npos;
+         at = text.find("InternalError(", at + 1))
+      ++sites;
+  }
+  EXPECT_GT(sites, 20) << "the scan no longer finds the library's InternalError sites";
+}
+
+// The public headers name no internal type: internals reach the public handles through their
+// opaque Impl classes, defined under src/ (graph_impl.hpp, executable.hpp, comm.hpp).
+TEST(PublicApi, HeadersNameNoDetailType) {
+  const std::filesystem::path include = HETGRAPH_SOURCE_DIR "/include/hetgraph";
+  int headers = 0;
+  for (const auto& e : std::filesystem::directory_iterator(include)) {
+    if (e.path().extension() != ".hpp") continue;
+    ++headers;
+    std::ifstream f(e.path());
+    std::size_t line_no = 0;
+    for (std::string line; std::getline(f, line);) {
+      ++line_no;
+      EXPECT_TRUE(line.find("detail::") == std::string::npos &&
+                  line.find("namespace detail") == std::string::npos)
+          << "include/hetgraph/" << e.path().filename().string() << ":" << line_no
+          << " names an internal type: " << line;
+    }
+  }
+  EXPECT_GT(headers, 5) << "no public headers found under " << include;
+}
+
 TEST(Cli, ValuesRangesAndMessages) {
   int n = 5;
   double x = 1;

@@ -31,7 +31,7 @@ std::shared_ptr<const Plan> plan_of(const Graph& g, const InputShapes& shapes,
   for (const Node& n : fetches) ids.push_back(n.id());
   PlanOptions o{mode};
   o.arena = arena;
-  return detail::compile_plan(g.impl(), shapes, ids, o);
+  return detail::compile_plan(detail::impl_of(g), shapes, ids, o);
 }
 
 TEST(Prune, KeepsOnlyWhatFetchesNeed) {
@@ -487,13 +487,13 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   // Dag mode (parallel engines): the same bands, and a safe plan.
   PlanOptions dag{ReuseMode::dag};
   dag.arena = true;
-  auto dag_plan = detail::compile_plan(g.impl(), shapes, ids, dag);
+  auto dag_plan = detail::compile_plan(detail::impl_of(g), shapes, ids, dag);
   check_plan_safe(*dag_plan);
   EXPECT_EQ(dag_plan->nodes[dag_plan->index(cat, "test")].storage, Storage::View);
   EXPECT_EQ(dag_plan->nodes[dag_plan->index(twice_in, "test")].storage, Storage::View);
   PlanOptions o{ReuseMode::sequential};
   o.arena = true;
-  auto plan = detail::compile_plan(g.impl(), shapes, ids, o);
+  auto plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
   check_plan_safe(*plan);
   EXPECT_GE(plan->arena_bytes, plan->live_bytes);
   const Plan& p = *plan;
@@ -513,7 +513,7 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   EXPECT_EQ(at(dup).storage, Storage::Computed);
   EXPECT_EQ(at(batch2).storage, Storage::Computed);
   o.concat_in_place = false;
-  auto off_plan = detail::compile_plan(g.impl(), shapes, ids, o);
+  auto off_plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
   EXPECT_EQ(off_plan->nodes[off_plan->index(cat, "test")].storage, Storage::Computed);
   EXPECT_LT(p.naive_bytes, off_plan->naive_bytes);  // the concats' copies are gone
   const std::vector<testing_util::In> feeds{{"x", {1, 4, 3, 5}, testing_util::random_vec(60, 11)},
@@ -522,7 +522,7 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
     std::vector<std::vector<float>> got[2];
     for (bool in_place : {false, true}) {
       CompileOptions co;
-      co.concat_in_place = in_place;
+      co.experimental.concat_in_place = in_place;
       auto cg = GraphCompiler(pc.make(), co).compile(g, shapes, fetches);
       cg.run({{"x", feeds[0].values}, {"z", feeds[1].values}});
       for (Node n : fetches) got[in_place].push_back(cg.read(n));
@@ -781,6 +781,16 @@ TEST(Assign, UnorderableAssignsAreAGraphError) {
 TEST(Passes, RunInTheOrderOfTheArchitectureDocument) {
   std::ifstream doc(HETGRAPH_SOURCE_DIR "/docs/ARCHITECTURE.md");
   ASSERT_TRUE(doc) << "cannot read docs/ARCHITECTURE.md";
+  // The switches the table names (`fuse`, `experimental.conv_post_ops`) are CompileOptions
+  // fields: the ones before its Experimental struct, and that struct's.
+  std::ifstream header(HETGRAPH_SOURCE_DIR "/include/hetgraph/compiler.hpp");
+  const std::string api{std::istreambuf_iterator<char>(header), {}};
+  const std::size_t options = api.find("\nstruct CompileOptions {");
+  const std::size_t experimental = api.find("struct Experimental {", options);
+  const std::size_t options_end = api.find("\n};", options);
+  ASSERT_TRUE(options != std::string::npos && experimental < options_end) << "no CompileOptions";
+  const std::string user = api.substr(options, experimental - options);
+  const std::string lab = api.substr(experimental, options_end - experimental);
   std::vector<std::string> documented;
   std::string line;
   bool in_passes = false;
@@ -801,6 +811,19 @@ TEST(Passes, RunInTheOrderOfTheArchitectureDocument) {
     const std::string text{std::istreambuf_iterator<char>(source), {}};
     EXPECT_NE(text.find("void " + cells[0] + "("), std::string::npos)
         << "pass " << cells[0] << " is not defined in " << cells[1];
+    for (std::size_t at = cells[2].find('`'); at != std::string::npos;
+         at = cells[2].find('`', at + 1)) {
+      const std::size_t close = cells[2].find('`', at + 1);
+      ASSERT_NE(close, std::string::npos) << line;
+      std::string name = cells[2].substr(at + 1, close - at - 1);
+      at = close;
+      if (name == "placer") continue;  // set by the heterogeneous platform (PlanOptions)
+      const bool in_lab = name.starts_with("experimental.");
+      if (in_lab) name = name.substr(std::string("experimental.").size());
+      EXPECT_NE((in_lab ? lab : user).find(" bool " + name + " = "), std::string::npos)
+          << "pass " << cells[0] << ": `" << name << "` is not a CompileOptions"
+          << (in_lab ? "::Experimental" : "") << " field";
+    }
   }
   std::vector<std::string> names;
   for (const detail::Pass& p : detail::passes()) names.emplace_back(p.name);
@@ -981,7 +1004,8 @@ TEST(ParallelOps, IndependentSmallNodesRunAsOneGroupWhereKernelsHaveThreads) {
   auto two = GraphCompiler(Platform::cpu(seq2)).compile(g, shapes, outs);
   auto one = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential, .threads = 1}))
                  .compile(g, shapes, outs);
-  auto off = GraphCompiler(Platform::cpu(seq2), {.parallel_ops = false}).compile(g, shapes, outs);
+  auto off = GraphCompiler(Platform::cpu(seq2), {.experimental = {.parallel_ops = false}})
+                 .compile(g, shapes, outs);
   // The automatic engine forms none: one plan serves all its candidates, and on its one-thread
   // teams a group would run its members one after another.
   auto automatic = GraphCompiler(Platform::cpu({.threads = 2})).compile(g, shapes, outs);

@@ -173,8 +173,8 @@ struct Config {
   int executors;
   int threads = 1;  // per executor
   bool per_op = false;
-  int ring = CpuOptions{}.ring_capacity;
-  double queue_us = CpuOptions{}.queue_us;
+  int ring = CpuOptions{}.experimental.ring_capacity;
+  double queue_us = CpuOptions{}.experimental.queue_us;
   int every = 1;  // run on every n-th DAG (keeps the suite's time in budget)
 };
 
@@ -218,10 +218,10 @@ TEST(EngineStress, RandomDagsMatchSequentialAndRespectDependencies) {
       o.engine = c.engine;
       o.executors = c.executors;
       o.threads_per_executor = c.threads;
-      o.per_op_threads = c.per_op;
-      o.ring_capacity = c.ring;
-      o.queue_us = c.queue_us;
-      o.inline_below_us = d % 2 ? 2.0 : 0.0;  // with and without inline execution
+      o.experimental.per_op_threads = c.per_op;
+      o.experimental.ring_capacity = c.ring;
+      o.experimental.queue_us = c.queue_us;
+      o.experimental.inline_below_us = d % 2 ? 2.0 : 0.0;  // with and without inline execution
       auto cg = GraphCompiler(Platform::cpu(o)).compile(g, shapes, {});
       detail::executable_of(cg).record_events(true);
       const auto& p = detail::executable_of(cg).plan();
@@ -283,7 +283,7 @@ TEST(EngineErrors, KernelErrorReachesRunAndTheEngineStaysUsable) {
     o.engine = e;
     o.executors = e == CpuEngine::automatic ? 0 : 2;
     o.threads_per_executor = 1;
-    o.inline_below_us = 0;
+    o.experimental.inline_below_us = 0;
     auto cg = GraphCompiler(Platform::cpu(o)).compile(w.g, {{"x", {8, 5}}, {"ids", {8}}}, {w.loss});
     const std::vector<float> xv(40, 0.0f);
     std::vector<std::int32_t> ids(8, 1);
@@ -383,7 +383,7 @@ TEST(EngineProfiler, LevelsComeFromMeasurementsAfterProfileRuns) {
   o.engine = CpuEngine::critical_path;
   o.executors = 2;
   o.threads_per_executor = 1;
-  o.profile_runs = 3;
+  o.experimental.profile_runs = 3;
   auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
   for (int i = 0; i < 4; ++i) {  // the first run is not profiled (page faults, primitives)
     EXPECT_FALSE(cg.engine_report().cpu->levels_profiled);
@@ -460,7 +460,7 @@ TEST(EngineProfiler, TheFirstRunIsNotProfiled) {
 // cores, parallel groups off (four like members would make one group: one node of their work).
 EngineReport guideline_report(const Graph& g, const InputShapes& shapes, const Node& out) {
   CompileOptions co;
-  co.parallel_ops = false;
+  co.experimental.parallel_ops = false;
   CpuOptions o;
   o.engine = CpuEngine::critical_path;
   o.threads = 2;
@@ -542,7 +542,7 @@ TEST(GraphStats, GuidelineGivesOpsThatDoNotSplitExecutorsOfTheirOwn) {
     Node out = sums[0];
     for (std::size_t i = 1; i < sums.size(); ++i) out = out + sums[i];
     CompileOptions co;
-    co.parallel_ops = false;
+    co.experimental.parallel_ops = false;
     co.fuse = false;         // the light chains stay 90 nodes each
     co.plan_memory = false;  // and reuse no buffer of another chain (no ordering edges)
     CpuOptions o;
@@ -661,10 +661,11 @@ TEST(EnginePerOp, HillClimbsEachKindThenRunsDeterministically) {
     o.engine = CpuEngine::critical_path;
     o.executors = executors;
     o.threads_per_executor = 2;
-    o.per_op_threads = true;
-    o.inline_below_us = 0;
+    o.experimental.per_op_threads = true;
+    o.experimental.inline_below_us = 0;
     // Parallel-op fusion off: it would run the eight matmuls as one parallel_group node.
-    auto cg = GraphCompiler(Platform::cpu(o), {.parallel_ops = false}).compile(g, shapes, {out});
+    auto cg = GraphCompiler(Platform::cpu(o), {.experimental = {.parallel_ops = false}})
+                  .compile(g, shapes, {out});
     detail::executable_of(cg).record_events(true);
     std::vector<float> first;
     for (int r = 0; r < 12; ++r) {  // climbing (3 runs at most: the first is not measured),
@@ -819,7 +820,7 @@ TEST(EngineTrace, ChromeTraceJsonParsesWithOneTrackPerExecutor) {
     o.engine = CpuEngine::critical_path;
     o.executors = 2;
     o.threads_per_executor = 1;
-    o.inline_below_us = 0;
+    o.experimental.inline_below_us = 0;
     auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"a", {40, 30}}, {"b", {30, 40}}}, {out});
     cg.start_trace(path);
     cg.run({{"a", av}, {"b", bv}});
@@ -854,7 +855,7 @@ TEST(EngineOptions, BadOptionsAreRejected) {
   EXPECT_THROW(Platform::cpu({.engine = CpuEngine::critical_path, .executors = -1}), PlatformError);
   EXPECT_THROW(Platform::cpu({.engine = CpuEngine::critical_path, .executors = 65}), PlatformError);
   CpuOptions o;
-  o.ring_capacity = 0;
+  o.experimental.ring_capacity = 0;
   EXPECT_THROW(Platform::cpu(o), PlatformError);
   EXPECT_THROW(parse_engine("fastest"), PlatformError);
   EXPECT_EQ(parse_engine("critical-path"), CpuEngine::critical_path);
@@ -979,7 +980,7 @@ Platform lane_platform(const LaneCase& c, double inline_below_us = 2.0) {
   o.threads = 1;
   o.executors = c.executors;
   o.threads_per_executor = 1;
-  o.inline_below_us = inline_below_us;
+  o.experimental.inline_below_us = inline_below_us;
   return Platform::cpu(o);
 }
 
@@ -1170,7 +1171,7 @@ TEST(CommLane, ProfiledLevelsCountTimeInFlight) {
   o.engine = CpuEngine::critical_path;
   o.executors = 2;
   o.threads_per_executor = 1;
-  o.profile_runs = 2;
+  o.experimental.profile_runs = 2;
   auto cg = GraphCompiler(Platform::cpu(o)).compile(g, {{"x", {32, 32}}}, {ar, v});
   detail::Executable& exe = detail::executable_of(cg);
   auto levels = [&] {

@@ -2,6 +2,7 @@
 // node, the op and the shapes (or the feed / file), and nothing crashes.
 #include <thread>
 
+#include "compiler/attrs.hpp"
 #include "distributed/comm.hpp"
 #include "hetgraph/onnx.hpp"
 #include "test_util.hpp"
@@ -828,4 +829,17 @@ TEST(DataErrors, WritesToAnEmptyPathOrAMissingFolder) {
         << m;
     EXPECT_EQ(m.find(".tmp."), std::string::npos) << m;
   }
+}
+
+// ---- the library's own bugs --------------------------------------------------------------
+
+// A broken invariant is an InternalError: a caller's catch of hetgraph::Error takes it too, and
+// its message says the bug is the library's.
+TEST(InternalErrors, AreErrorsThatSayInternal) {
+  expect_error<Error>([] { throw InternalError("a test invariant"); },
+                      {"internal: a test invariant"});
+  // A real site: attributes read as a kind they do not hold.
+  const detail::Attrs none;
+  expect_error<InternalError>([&] { (void)none.get<detail::Permutation>(); },
+                              {"internal: ", "permutation"});
 }

@@ -441,7 +441,7 @@ TEST(Hetero, TheCpuPartFormsTheParallelGroupsTheCpuAloneForms) {
   auto h = Platform::heterogeneous({cpu2, cl_platform(cl)}, {.costs = {costs(), costs()}});
   auto het = GraphCompiler(h).compile(g, shapes, outs);
   auto alone = GraphCompiler(cpu2).compile(g, shapes, outs);
-  auto off = GraphCompiler(h, {.parallel_ops = false}).compile(g, shapes, outs);
+  auto off = GraphCompiler(h, {.experimental = {.parallel_ops = false}}).compile(g, shapes, outs);
   const detail::Plan& hp = plan_of(het);
   ASSERT_EQ(hp.parts.size(), 2u);
   EXPECT_EQ(members(hp.parts[0].get()), 6u);  // the six products on the CPU
@@ -815,7 +815,7 @@ TEST(Hetero, RandomGraphsOfManyOpsMatchTheUnfusedCpuEverywhere) {
   CompileOptions plain;
   plain.fuse = false;
   plain.plan_memory = false;
-  plain.parallel_ops = false;
+  plain.experimental.parallel_ops = false;
   CpuOptions seq, cp, sq;
   seq.engine = CpuEngine::sequential;
   cp.engine = CpuEngine::critical_path;

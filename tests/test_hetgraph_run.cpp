@@ -74,8 +74,9 @@ TEST(HetgraphRun, JsonIsOneLine) {
   EXPECT_GT(std::stod(r.out.substr(at + 15)), 4.0) << r.out;
 }
 
-// --no-concat-in-place (CompileOptions::concat_in_place off) gives the same outputs: an
-// inception-like block at batch 1, exported from a graph, its concat computed in place or copied.
+// --no-concat-in-place (CompileOptions::Experimental::concat_in_place off) gives the same outputs:
+// an inception-like block at batch 1, exported from a graph, its concat computed in place or
+// copied.
 TEST(HetgraphRun, ConcatInPlaceFlagKeepsTheOutputs) {
   using namespace hetgraph;
   Graph g;

@@ -172,7 +172,7 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
     std::vector<float> results[2];
     for (bool on : {false, true}) {
       CompileOptions o;
-      o.conv_post_ops = on;
+      o.experimental.conv_post_ops = on;
       auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
       cg.run(feeds);
       results[on] = cg.read(y);
@@ -314,12 +314,12 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
     std::vector<std::vector<float>> results[3];
     for (int on : {0, 1, 2}) {
       CompileOptions o;
-      o.blocked_layouts = on > 0;
-      o.layouts_through_pool_concat = on == 2;
+      o.experimental.blocked_layouts = on > 0;
+      o.experimental.layouts_through_pool_concat = on == 2;
       // Their rounding: WinogradConvolutionsMatchTheDirectOnes,
       // OwnWinogradMatchesTheDirectKernels.
       o.winograd_convs = false;
-      o.own_winograd = false;
+      o.experimental.own_winograd = false;
       auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, ys);
       cg.run(feeds);
       for (Node y : ys) results[on].push_back(cg.read(y));
@@ -413,10 +413,10 @@ TEST_P(NnOpTest, WinogradConvolutionsMatchTheDirectOnes) {
   }
 }
 
-// hetgraph's own Winograd kernels (CompileOptions::own_winograd, on by default; built for AVX2
-// CPUs without AVX-512): the 3x3 stride-1 convolutions between blocked values take them: a plain
-// one, one with bias + residual + relu, one with leaky_relu, and an unpadded one with clip whose
-// result ends in partial tiles, all within rounding of oneDNN's direct kernels. 9x7 and 9x9
+// hetgraph's own Winograd kernels (CompileOptions::Experimental::own_winograd, on by default; built
+// for AVX2 CPUs without AVX-512): the 3x3 stride-1 convolutions between blocked values take them: a
+// plain one, one with bias + residual + relu, one with leaky_relu, and an unpadded one with clip
+// whose result ends in partial tiles, all within rounding of oneDNN's direct kernels. 9x7 and 9x9
 // images take F(2x2, 3x3) (9x9 at batch 1 with two panels of 16 output channels: two threads
 // split them); 30x31 ones F(4x4, 3x3) (partial 4x4 tiles too: 28x29 unpadded). A batch with fewer
 // than 16 output tiles keeps the direct kernels; weights the host writes between runs are
@@ -502,7 +502,7 @@ TEST_P(NnOpTest, OwnWinogradMatchesTheDirectKernels) {
       Graph g;
       auto [y, w2] = build(g, w2a);
       CompileOptions o;
-      o.own_winograd = on == 1;
+      o.experimental.own_winograd = on == 1;
       auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
       cg.run(feeds);
       out[on] = cg.read(y);
@@ -578,7 +578,7 @@ TEST_P(NnOpTest, ChannelsLastMaxPoolKeepsNaN) {
       std::vector<float> out[2];
       for (bool through : {false, true}) {
         CompileOptions o;
-        o.layouts_through_pool_concat = through;
+        o.experimental.layouts_through_pool_concat = through;
         auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
         cg.run({{"x", xs}, {"w", ws}});
         out[through] = cg.read(y);
@@ -628,7 +628,7 @@ TEST_P(NnOpTest, ConcatInPlaceTakesBlockedBranches) {
   std::vector<float> out[2];
   for (bool in_place : {false, true}) {
     CompileOptions o;
-    o.concat_in_place = in_place;
+    o.experimental.concat_in_place = in_place;
     auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, {y});
     cg.run({{"x", testing_util::random_vec(16 * 49, 81)},
             {"w1", testing_util::random_vec(16 * 16, 82)},
@@ -734,7 +734,7 @@ TEST(NnKernels, PoolAndConcatInEveryLayoutMatchPlain) {
   // windows of up to 18 image rows: more than the channels-last kernel folds in one pass (16)
   Node tall = max_pool2d(t, {.kernel = {18, 3}, .stride = {1, 2}, .padding = {1, 1}});
   CompileOptions co;
-  co.blocked_layouts = false;  // the plan's nodes plain: each layout is set here
+  co.experimental.blocked_layouts = false;  // the plan's nodes plain: each layout is set here
   auto cg = GraphCompiler(Platform::cpu(), co)
                 .compile(g, {{"a", {2, 16, 9, 7}}, {"b", {2, 32, 9, 7}}, {"t", {1, 16, 20, 9}}},
                          {y, tall});
@@ -1269,7 +1269,8 @@ TEST_P(NnOpTest, GroupedEmbeddingsAreTheUnfusedPlanBitwise) {
                       live_nodes(cg, detail::OpKind::Embedding)};
   };
   const auto [fused, n_grouped, n_lookups] = forward({});
-  const auto [plain, n_grouped_off, n_lookups_off] = forward({.grouped_embeddings = false});
+  const auto [plain, n_grouped_off, n_lookups_off] =
+      forward({.experimental = {.grouped_embeddings = false}});
   EXPECT_EQ(n_grouped, 1);
   EXPECT_EQ(n_lookups, 0);
   EXPECT_EQ(n_grouped_off, 0);
@@ -1287,12 +1288,14 @@ TEST_P(NnOpTest, GroupedEmbeddingsAreTheUnfusedPlanBitwise) {
         out.push_back(cg.read(m.loss));
       }
       for (const Node& v : m.vars) out.push_back(cg.read(v));
-      EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat), o.grouped_embeddings ? 1 : 0);
+      EXPECT_EQ(live_nodes(cg, detail::OpKind::EmbeddingConcat),
+                o.experimental.grouped_embeddings ? 1 : 0);
       // Each table's step reads its band (the input dense needs no gradient).
-      EXPECT_EQ(live_nodes(cg, detail::OpKind::ConcatGrad), o.grouped_embeddings ? 0 : 6);
+      EXPECT_EQ(live_nodes(cg, detail::OpKind::ConcatGrad),
+                o.experimental.grouped_embeddings ? 0 : 6);
       return out;
     };
-    const auto a = train({}), b = train({.grouped_embeddings = false});
+    const auto a = train({}), b = train({.experimental = {.grouped_embeddings = false}});
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i)
       EXPECT_TRUE(testing_util::bitwise_equal(a[i], b[i])) << "value " << i;
@@ -1327,8 +1330,8 @@ TEST_P(NnOpTest, GroupedEmbeddingsTakeOnlyLookupsTheConcatAloneReads) {
   };
   const auto [grouped, a] = count({}, {last, shared}, detail::OpKind::EmbeddingConcat);
   const auto [lookups, a2] = count({}, {last, shared}, detail::OpKind::Embedding);
-  const auto [off, b] =
-      count({.grouped_embeddings = false}, {last, shared}, detail::OpKind::EmbeddingConcat);
+  const auto [off, b] = count({.experimental = {.grouped_embeddings = false}}, {last, shared},
+                              detail::OpKind::EmbeddingConcat);
   EXPECT_EQ(grouped, 1);
   EXPECT_EQ(lookups, 1);  // e[0]
   EXPECT_EQ(off, 0);
@@ -1729,7 +1732,7 @@ TEST_P(NnOpTest, StackedProductsAreTheUnstackedOnes) {
         live_nodes(cg, detail::OpKind::MatMul) + live_nodes(cg, detail::OpKind::FusedMatMul)};
   };
   const auto [on, n_on, products_on] = run({});
-  const auto [off, n_off, products_off] = run({.stacked_products = false});
+  const auto [off, n_off, products_off] = run({.experimental = {.stacked_products = false}});
   EXPECT_EQ(n_on, 1);
   EXPECT_EQ(n_off, 0);
   EXPECT_EQ(products_off - products_on, 7);  // eight forward products -> one

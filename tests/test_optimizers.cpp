@@ -430,7 +430,7 @@ TEST(OptimizerErrors, BadInputIsAClearError) {
   r.name = "counts";
   r.dtype = DType::i32;
   r.shape = Shape{3};
-  const Node counts = g.impl().add(std::move(r));
+  const Node counts = detail::impl_of(g).add(std::move(r));
   expect_error<GraphError>(
       [&] {
         apply_gradients(std::vector<Node>{counts}, std::vector<Node>{x}, Optimizer::sgd(0.1f));

@@ -109,8 +109,9 @@ CompiledGraph compile_replay(const Graph& g, const std::vector<Node>& outs,
   o.executors = executors;
   o.threads_per_executor = threads;
   o.threads = engine == CpuEngine::sequential ? threads : 0;
-  o.replay = std::make_shared<ReplayModel>(profile, cores, 1.0);
-  auto cg = GraphCompiler(Platform::cpu(o), unfused()).compile(g, {{"x", {16}}}, outs);
+  auto replaying =
+      detail::replay_cpu_platform(o, std::make_shared<ReplayModel>(profile, cores, 1.0));
+  auto cg = GraphCompiler(replaying, unfused()).compile(g, {{"x", {16}}}, outs);
   for (int i = 0; i < 3; ++i) run_ms(cg);
   return cg;
 }

@@ -155,8 +155,8 @@ TEST(TuningCache, SecondCompileRunsTheChoiceFromItsFirstRun) {
   const Branches other(5);
   auto third = GraphCompiler().compile(other.g, other.shapes(), {other.out});
   EXPECT_FALSE(third.engine_report().tuned());
-  auto fourth =
-      GraphCompiler(Platform::cpu({.inline_below_us = 0})).compile(w.g, w.shapes(), {w.out});
+  auto fourth = GraphCompiler(Platform::cpu({.experimental = {.inline_below_us = 0}}))
+                    .compile(w.g, w.shapes(), {w.out});
   EXPECT_FALSE(fourth.engine_report().tuned());
 }
 

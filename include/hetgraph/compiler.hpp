@@ -30,17 +30,6 @@ namespace hetgraph {
 
 class CompiledGraph;
 class Platform;
-namespace detail {
-class Backend;
-class Executable;
-struct RunState;
-namespace cpu {
-class ReplayModel;
-}
-// Internal access for the library and its tests (src/common/executable.hpp).
-Executable& executable_of(const CompiledGraph& cg);
-Backend& backend_of(const Platform& p);
-}  // namespace detail
 
 /// How the CPU platform executes a compiled graph. All engines give bitwise identical results
 /// for the same threads per executor.
@@ -72,31 +61,35 @@ struct CpuOptions {
                                  // allowed core
   int executors = 0;             // parallel engines; 0: the graph-width guideline's choice
   int threads_per_executor = 0;  // 0: allowed cores / executors
-  int ring_capacity = 16;        // critical_path: nodes queued per executor, at most
-  double queue_us = 4.0;         // critical_path: an executor is given more nodes only while
-                                 // their estimated work is below this (one node always)
-  double inline_below_us = 2.0;  // nodes cheaper than this run in the thread that readied them
-  int profile_runs = 3;          // runs profiled (after the first, which pays for page faults
-                                 // and lazily made primitives) before levels use measured ones
   bool pin_threads = true;       // bind executor teams to their cores (hwloc; the calling
                                  // thread only for runs of a millisecond or more)
-  /// critical_path with teams of 2+ threads: each op kind's thread count is found by hill
-  /// climbing on the first runs (1, 2, 4, ... threads while its largest instances get faster),
-  /// and ops that run on one thread co-run side by side on the team's threads. automatic: also
-  /// tries that configuration. Off by default: on the 2-core machine it was measured on (LSTM
-  /// training, bench/results/2026-11-23-issue12-lstm.txt) it did not beat the best fixed
-  /// configuration.
-  bool per_op_threads = false;
   /// automatic: while other processes hold some of the cores (measured over quarter-second
   /// windows, held for a second after), run on the cores left (the sequential engine with that
   /// many threads) instead of a team that would wait for its slowest, preempted thread; back to
   /// the chosen configuration when they are free. Results then come from other thread counts:
   /// false (or HETGRAPH_ADAPT_TO_LOAD=0, or a fixed engine) keeps every run bitwise the same.
   bool adapt_to_load = true;
-  /// Internal (hetgraph-bench --replay-cores; src/cpu/replay.hpp): when set, every kernel is
-  /// replaced by a wait of its modelled duration and the engines see the model's virtual cores
-  /// (threads unpinned). Results are not computed.
-  std::shared_ptr<const detail::cpu::ReplayModel> replay = nullptr;
+  /// The scheduler's constants and its experiments, for the benchmarks and tests that measure
+  /// them; the defaults are the measured ones, and they may change or go without notice.
+  ///
+  ///   hetgraph::CpuOptions o;
+  ///   o.experimental.inline_below_us = 0;  // every node goes through the scheduler
+  struct Experimental {
+    int ring_capacity = 16;        // critical_path: nodes queued per executor, at most
+    double queue_us = 4.0;         // critical_path: an executor is given more nodes only while
+                                   // their estimated work is below this (one node always)
+    double inline_below_us = 2.0;  // nodes cheaper than this run in the thread that readied them
+    int profile_runs = 3;          // runs profiled (after the first, which pays for page faults
+                                   // and lazily made primitives) before levels use measured ones
+    /// critical_path with teams of 2+ threads: each op kind's thread count is found by hill
+    /// climbing on the first runs (1, 2, 4, ... threads while its largest instances get
+    /// faster), and ops that run on one thread co-run side by side on the team's threads.
+    /// automatic: also tries that configuration. Off by default: on the 2-core machine it was
+    /// measured on (LSTM training, bench/results/2026-11-23-issue12-lstm.txt) it did not beat
+    /// the best fixed configuration.
+    bool per_op_threads = false;
+  };
+  Experimental experimental = {};
 };
 
 /// How a compiled graph is being executed: the lanes its work runs on (the tracks of its
@@ -151,8 +144,9 @@ struct EngineReport {
     /// automatic with adapt_to_load: the threads of the last run where other processes held
     /// cores (it ran on the cores left), 0 where it ran the chosen configuration.
     int load_threads = 0;
-    /// Per-op thread counts (CpuOptions::per_op_threads): each op kind's measured time of its
-    /// largest instances at the thread counts its hill climb tried, and the count it runs with.
+    /// Per-op thread counts (CpuOptions::Experimental::per_op_threads): each op kind's measured
+    /// time of its largest instances at the thread counts its hill climb tried, and the count it
+    /// runs with.
     struct OpThreads {
       std::string op;
       int threads = 1;
@@ -283,12 +277,24 @@ class Platform {
   std::vector<Device> devices() const;
   std::string name() const;
 
+  /// The platform's implementation: opaque, the library's own (src/common/executable.hpp).
+  class Impl;
+
  private:
-  friend detail::Backend& detail::backend_of(const Platform& p);
-  explicit Platform(std::shared_ptr<detail::Backend> b) : backend_(std::move(b)) {}
-  std::shared_ptr<detail::Backend> backend_;
+  explicit Platform(std::shared_ptr<Impl> b) : backend_(std::move(b)) {}
+  std::shared_ptr<Impl> backend_;
 };
 
+/// What compile() does to a graph. The fields are the choices a user makes: memory planning,
+/// fusion (off: every node runs as written) and Winograd convolutions (latency before memory
+/// and rounding). `experimental` holds the switches that turn one optimisation off to measure
+/// it against its absence (the benchmarks' A/B runs, the tests' oracles): their defaults are
+/// the measured best, and they may change or go without notice.
+///
+///   CompileOptions o;
+///   o.plan_memory = false;                 // one buffer per node
+///   o.experimental.conv_post_ops = false;  // compare with the unfused convolutions
+///   auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, {y});
 struct CompileOptions {
   /// Liveness-based buffer reuse and in-place ops. Off: one buffer per node (the test oracle
   /// for the planner: results must be bitwise identical).
@@ -297,80 +303,86 @@ struct CompileOptions {
   /// embedding gradient into its table's SGD step (where the platform supports them). Off:
   /// every node runs as written.
   bool fuse = true;
-  /// With `fuse`: a convolution's bias, residual add (ResNet) and relu / clip / leaky_relu /
-  /// sigmoid run inside the convolution as oneDNN post-ops on the CPU (passes
-  /// fuse_conv_residual, fuse_conv_epilogue). Off: those run as nodes of their own.
-  ///
-  ///   CompileOptions o;
-  ///   o.conv_post_ops = false;  // e.g. to compare with the fused plan
-  ///   auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, {y});
-  bool conv_post_ops = true;
-  /// On the CPU, a value passed from one convolution to others stays in the layout oneDNN's
-  /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
-  /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.
-  bool blocked_layouts = true;
-  /// With `blocked_layouts`, where that layout is channels-last: max pooling, channel concat
-  /// and reductions over a spatial axis (keeping dims) take and give it too, so inception
-  /// blocks (googlenet) keep it from convolution to convolution and a global average pool
-  /// reads the last convolution's value as it is. Off: only values passed from convolutions
-  /// to convolutions keep it.
-  bool layouts_through_pool_concat = true;
-  /// With `blocked_layouts`, on the CPU: where 3x3 stride-1 convolutions (16-channel multiples
-  /// in and out) carry at least half of a graph's convolution work and no concat joins channels,
-  /// activations stay in oneDNN's nChw16c layout and those convolutions run its Winograd
-  /// kernels (F(4x4, 3x3), F(2x2, 3x3)): 1.6-2.5x faster than its direct kernels on 64 to 512
-  /// channels here, resnet18 0.80-0.86x ONNX Runtime's latency instead of 0.99-1.04x, but at
-  /// 1.12-1.53x its peak memory (transformed weights are up to 4x the plain ones, and the
-  /// batch-32 scratchpad is 67 MB): bench/README, issue 18. So it is off by default. Results
-  /// differ from the direct kernels' by rounding (about 1e-6 of the largest output). oneDNN
-  /// 2.6 has these kernels with AVX-512 only: on other CPUs the option does nothing.
+  /// With `experimental.blocked_layouts`, on the CPU: where 3x3 stride-1 convolutions
+  /// (16-channel multiples in and out) carry at least half of a graph's convolution work and no
+  /// concat joins channels, activations stay in oneDNN's nChw16c layout and those convolutions
+  /// run its Winograd kernels (F(4x4, 3x3), F(2x2, 3x3)): 1.6-2.5x faster than its direct
+  /// kernels on 64 to 512 channels here, resnet18 0.80-0.86x ONNX Runtime's latency instead of
+  /// 0.99-1.04x, but at 1.12-1.53x its peak memory (transformed weights are up to 4x the plain
+  /// ones, and the batch-32 scratchpad is 67 MB): bench/README, issue 18. So it is off by
+  /// default. Results differ from the direct kernels' by rounding (about 1e-6 of the largest
+  /// output). oneDNN 2.6 has these kernels with AVX-512 only: on other CPUs the option does
+  /// nothing.
   ///
   ///   CompileOptions o;
   ///   o.winograd_convs = true;  // latency before memory (hetgraph-run --winograd)
   bool winograd_convs = false;
-  /// With `blocked_layouts`, on CPUs where oneDNN has no Winograd kernels (AVX2 without
-  /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s) between blocked values run
-  /// hetgraph's own Winograd kernels, with the bias, residual and relu / leaky_relu / clip
-  /// epilogue: F(4x4, 3x3) where the result is at least 28x28 and its transformed weights
-  /// (4x the plain ones) are no larger than the layer's image and result, else F(2x2, 3x3)
-  /// (16/9 of the weights) where the batch has at least 32 output tiles of 2x2. They take
-  /// 0.4-0.75x the time of oneDNN's direct kernels on resnet18's and googlenet's layers on AVX2
-  /// (bench/README, issue 18); the transformed weights replace the direct kernel's reordered
-  /// copy. Results differ from the direct kernels' by rounding (up to a few 1e-5 of the largest
-  /// output with F(4x4)). Off: oneDNN's direct kernels.
-  ///
-  ///   CompileOptions o;
-  ///   o.own_winograd = false;  // e.g. to compare with the direct kernels
-  bool own_winograd = true;
-  /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
-  /// small products) run as one node whose kernel runs them side by side on the team's
-  /// threads. Only where kernels get several threads (CPU engines with teams of 2+).
-  bool parallel_ops = true;
-  /// With `fuse`: embedding lookups read only by a concat along the last axis (wide & deep's
-  /// 26 tables) run as one node that gathers every table's rows straight into the concat's
-  /// buffer (pass fuse_embedding_concat), on every platform. Off: one node per lookup and
-  /// the concat.
-  ///
-  ///   CompileOptions o;
-  ///   o.grouped_embeddings = false;  // e.g. to compare with the fused plan
-  bool grouped_embeddings = true;
-  /// With `fuse`: independent products of few rows that share their right operand (x_t @ W
-  /// for every step of a sequence at batch 1) run as one product of the stacked left operands,
-  /// sliced back out (pass stack_shared_products), on every platform, where W is at least 64
-  /// times one product's own data (there one GEMM measured 1.06-1.7x faster than the products
-  /// one by one; below, slower). Off: one node per product.
-  ///
-  ///   CompileOptions o;
-  ///   o.stacked_products = false;  // e.g. to compare with the stacked plan
-  bool stacked_products = true;
-  /// With `plan_memory`, on platforms that lay values out in one arena (the CPU): a concat
-  /// whose inputs lie one after another in its output (batch 1 along channels, plain or
-  /// blocked: googlenet's inception blocks) has them computed straight into it and copies
-  /// nothing (pass concat_in_place). Off: the concat copies its inputs.
-  ///
-  ///   CompileOptions o;
-  ///   o.concat_in_place = false;  // e.g. to compare with the copying plan
-  bool concat_in_place = true;
+  /// One switch per optimisation, on by default where it was measured to pay. The passes they
+  /// gate are named in docs/ARCHITECTURE.md's pass table.
+  struct Experimental {
+    /// With `fuse`: a convolution's bias, residual add (ResNet) and relu / clip / leaky_relu /
+    /// sigmoid run inside the convolution as oneDNN post-ops on the CPU (passes
+    /// fuse_conv_residual, fuse_conv_epilogue). Off: those run as nodes of their own.
+    ///
+    ///   CompileOptions o;
+    ///   o.experimental.conv_post_ops = false;  // e.g. to compare with the fused plan
+    ///   auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, {y});
+    bool conv_post_ops = true;
+    /// On the CPU, a value passed from one convolution to others stays in the layout oneDNN's
+    /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
+    /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.
+    bool blocked_layouts = true;
+    /// With `blocked_layouts`, where that layout is channels-last: max pooling, channel concat
+    /// and reductions over a spatial axis (keeping dims) take and give it too, so inception
+    /// blocks (googlenet) keep it from convolution to convolution and a global average pool
+    /// reads the last convolution's value as it is. Off: only values passed from convolutions
+    /// to convolutions keep it.
+    bool layouts_through_pool_concat = true;
+    /// With `blocked_layouts`, on CPUs where oneDNN has no Winograd kernels (AVX2 without
+    /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s) between blocked values run
+    /// hetgraph's own Winograd kernels, with the bias, residual and relu / leaky_relu / clip
+    /// epilogue: F(4x4, 3x3) where the result is at least 28x28 and its transformed weights
+    /// (4x the plain ones) are no larger than the layer's image and result, else F(2x2, 3x3)
+    /// (16/9 of the weights) where the batch has at least 32 output tiles of 2x2. They take
+    /// 0.4-0.75x the time of oneDNN's direct kernels on resnet18's and googlenet's layers on AVX2
+    /// (bench/README, issue 18); the transformed weights replace the direct kernel's reordered
+    /// copy. Results differ from the direct kernels' by rounding (up to a few 1e-5 of the largest
+    /// output with F(4x4)). Off: oneDNN's direct kernels.
+    ///
+    ///   CompileOptions o;
+    ///   o.experimental.own_winograd = false;  // e.g. to compare with the direct kernels
+    bool own_winograd = true;
+    /// Parallel-op fusion: independent small nodes of one kind (26 embedding lookups, many
+    /// small products) run as one node whose kernel runs them side by side on the team's
+    /// threads. Only where kernels get several threads (CPU engines with teams of 2+).
+    bool parallel_ops = true;
+    /// With `fuse`: embedding lookups read only by a concat along the last axis (wide & deep's
+    /// 26 tables) run as one node that gathers every table's rows straight into the concat's
+    /// buffer (pass fuse_embedding_concat), on every platform. Off: one node per lookup and
+    /// the concat.
+    ///
+    ///   CompileOptions o;
+    ///   o.experimental.grouped_embeddings = false;  // e.g. to compare with the fused plan
+    bool grouped_embeddings = true;
+    /// With `fuse`: independent products of few rows that share their right operand (x_t @ W
+    /// for every step of a sequence at batch 1) run as one product of the stacked left operands,
+    /// sliced back out (pass stack_shared_products), on every platform, where W is at least 64
+    /// times one product's own data (there one GEMM measured 1.06-1.7x faster than the products
+    /// one by one; below, slower). Off: one node per product.
+    ///
+    ///   CompileOptions o;
+    ///   o.experimental.stacked_products = false;  // e.g. to compare with the stacked plan
+    bool stacked_products = true;
+    /// With `plan_memory`, on platforms that lay values out in one arena (the CPU): a concat
+    /// whose inputs lie one after another in its output (batch 1 along channels, plain or
+    /// blocked: googlenet's inception blocks) has them computed straight into it and copies
+    /// nothing (pass concat_in_place). Off: the concat copies its inputs.
+    ///
+    ///   CompileOptions o;
+    ///   o.experimental.concat_in_place = false;  // e.g. to compare with the copying plan
+    bool concat_in_place = true;
+  };
+  Experimental experimental = {};
 };
 
 /// Data for one input at run(): a view of the caller's memory, copied into the graph unless
@@ -436,10 +448,13 @@ class RunHandle {
   /// otherwise).
   bool done() const;
 
+  /// The run's state: opaque, the library's own (src/common/executable.hpp).
+  struct Impl;
+
  private:
   friend class CompiledGraph;
-  explicit RunHandle(std::shared_ptr<detail::RunState> s);
-  std::shared_ptr<detail::RunState> state_;
+  explicit RunHandle(std::shared_ptr<Impl> s);
+  std::shared_ptr<Impl> state_;
 };
 
 /// A graph compiled for a platform, run many times.
@@ -532,13 +547,15 @@ class CompiledGraph {
   void save(const std::string& path) const;
   void load(const std::string& path);
 
+  /// The platform's executable: opaque, the library's own (src/common/executable.hpp).
+  class Impl;
+
  private:
   friend class GraphCompiler;
-  friend detail::Executable& detail::executable_of(const CompiledGraph& cg);
-  explicit CompiledGraph(std::unique_ptr<detail::Executable> exe);
+  explicit CompiledGraph(std::unique_ptr<Impl> exe);
   /// The executable; UsageError naming `what` on a moved-from compiled graph.
-  detail::Executable& live(std::string_view what) const;
-  std::unique_ptr<detail::Executable> exe_;
+  Impl& live(std::string_view what) const;
+  std::unique_ptr<Impl> exe_;
 };
 
 class GraphCompiler {

@@ -39,9 +39,6 @@
 namespace hetgraph {
 
 class CompiledGraph;
-namespace detail {
-class Comm;
-}
 
 namespace distributed {
 
@@ -53,9 +50,13 @@ enum class ReduceOp : std::uint8_t {
 /// A group of processes that run the same graphs, and the collectives among them.
 class Communicator {
  public:
+  /// The communicator's implementation: opaque, the library's own (src/compiler/comm.hpp).
+  class Impl;
+
   /// self(): one process.
   Communicator();
-  explicit Communicator(std::shared_ptr<detail::Comm> impl);
+  /// The library's communicators (world(), self()) are made with this.
+  explicit Communicator(std::shared_ptr<Impl> impl);
 
   /// A communicator of this process alone: collectives return their input. Needs no MPI.
   static Communicator self();
@@ -77,13 +78,12 @@ class Communicator {
   /// collectives. For errors outside graph runs (a run that fails does this by itself).
   void abort(std::string_view why) const;
 
-  const std::shared_ptr<detail::Comm>& impl() const { return impl_; }
   friend bool operator==(const Communicator& a, const Communicator& b) {
     return a.impl_ == b.impl_;
   }
 
  private:
-  std::shared_ptr<detail::Comm> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 /// How world() detects failures. Times in seconds.

@@ -58,6 +58,16 @@ class CommunicationError : public Error {
   using Error::Error;
 };
 
+/// A broken invariant of hetgraph itself: a bug in the library, not in the caller's graph, data
+/// or use (worth a report, with the message). The message starts with "internal: ".
+///
+///   } catch (const hetgraph::InternalError& e) { report_bug(e.what()); }
+///   } catch (const hetgraph::Error& e) { fix_my_input(e.what()); }  // anything else
+class InternalError : public Error {
+ public:
+  explicit InternalError(const std::string& what) : Error("internal: " + what) {}
+};
+
 /// Misuse of an object's contract: a call on a moved-from object, calls on one compiled
 /// graph from two threads at once, reading a value a failed run left invalid.
 class UsageError : public Error {

@@ -29,10 +29,6 @@
 
 namespace hetgraph {
 
-namespace detail {
-struct GraphImpl;
-}
-
 /// How a variable gets its first value. Random initialisers are deterministic in `seed`.
 struct Initializer {
   enum class Kind : std::uint8_t { zeros, fill, uniform, normal, values };
@@ -56,7 +52,7 @@ struct Initializer {
   }
 };
 
-class Graph;
+class Node;
 
 /// A device of this machine, for placing nodes on a heterogeneous platform
 /// (Platform::heterogeneous in compiler.hpp): the CPU, or an OpenCL device by its platform and
@@ -81,6 +77,31 @@ struct Device {
   /// "cpu" or "opencl:<platform>:<device>".
   std::string str() const;
   friend bool operator==(const Device&, const Device&) = default;
+};
+
+class Graph {
+ public:
+  Graph();
+
+  /// A value fed at every run; its shape is given at compile time.
+  Node input(std::string name, DType dtype = DType::f32);
+  /// Persistent state, initialised once when the graph is compiled, updated by assign.
+  Node variable(std::string name, Shape shape, Initializer init = Initializer::zeros());
+  Node constant(float value);
+  Node constant(Shape shape, std::vector<float> values);
+  Node constant_i32(Shape shape, std::vector<std::int32_t> values);
+
+  std::size_t size() const;
+  Node node(std::uint32_t id) const;
+  /// The node with this user name; throws GraphError when there is none.
+  Node find(std::string_view name) const;
+
+  /// The graph's records: opaque, the library's own (src/compiler/graph_impl.hpp defines it
+  /// and how the library reaches a graph's).
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
 };
 
 /// A handle to one node of a Graph.
@@ -111,38 +132,13 @@ class Node {
   int num_inputs() const;
   Node input(int index) const;
 
-  detail::GraphImpl* graph_impl() const { return g_; }
   friend bool operator==(const Node& a, const Node& b) { return a.g_ == b.g_ && a.id_ == b.id_; }
 
  private:
-  friend struct detail::GraphImpl;
-  Node(detail::GraphImpl* g, std::uint32_t id) : g_(g), id_(id) {}
-  detail::GraphImpl* g_ = nullptr;
+  friend struct Graph::Impl;
+  Node(Graph::Impl* g, std::uint32_t id) : g_(g), id_(id) {}
+  Graph::Impl* g_ = nullptr;
   std::uint32_t id_ = 0;
-};
-
-class Graph {
- public:
-  Graph();
-
-  /// A value fed at every run; its shape is given at compile time.
-  Node input(std::string name, DType dtype = DType::f32);
-  /// Persistent state, initialised once when the graph is compiled, updated by assign.
-  Node variable(std::string name, Shape shape, Initializer init = Initializer::zeros());
-  Node constant(float value);
-  Node constant(Shape shape, std::vector<float> values);
-  Node constant_i32(Shape shape, std::vector<std::int32_t> values);
-
-  std::size_t size() const;
-  Node node(std::uint32_t id) const;
-  /// The node with this user name; throws GraphError when there is none.
-  Node find(std::string_view name) const;
-
-  /// The graph's records (library internals); UsageError on a moved-from Graph.
-  detail::GraphImpl& impl() const;
-
- private:
-  std::shared_ptr<detail::GraphImpl> impl_;
 };
 
 /// Pins every node made in `graph` while it lives to `device` (as Node::on does), gradients
@@ -156,7 +152,7 @@ class DeviceScope {
   DeviceScope& operator=(const DeviceScope&) = delete;
 
  private:
-  detail::GraphImpl* g_;
+  Graph::Impl* g_;
   std::optional<Device> previous_;
 };
 

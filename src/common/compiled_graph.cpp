@@ -11,12 +11,10 @@ namespace hetgraph {
 
 using detail::Executable;
 
-namespace detail {
-Backend& backend_of(const Platform& p) {
+detail::Backend& detail::Backend::of(const Platform& p) {
   if (!p.backend_) throw UsageError("this Platform was moved from; use the one it was moved to");
   return *p.backend_;
 }
-}  // namespace detail
 
 std::string Platform::name() const {
   return detail::backend_of(*this).name();
@@ -56,7 +54,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   std::vector<std::uint32_t> ids;
   ids.reserve(fetches.size());
   for (const Node& f : fetches) {
-    detail::check_same_graph(&graph.impl(), f, "compile");
+    detail::check_same_graph(&detail::impl_of(graph), f, "compile");
     ids.push_back(f.id());
   }
   detail::Backend& backend = detail::backend_of(platform_);
@@ -64,19 +62,19 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.reuse = options_.plan_memory ? backend.reuse_mode() : detail::ReuseMode::none;
   po.arena = backend.packs_arena();
   po.fuse = options_.fuse;
-  po.conv_post_ops = options_.conv_post_ops;
-  if (options_.blocked_layouts) po.conv_layout = backend.conv_layout();
-  po.layouts_through_pool_concat = options_.layouts_through_pool_concat;
+  po.conv_post_ops = options_.experimental.conv_post_ops;
+  if (options_.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
+  po.layouts_through_pool_concat = options_.experimental.layouts_through_pool_concat;
   po.winograd_convs = options_.winograd_convs && backend.winograd_convs();
-  po.own_winograd = options_.own_winograd;
-  po.parallel_ops = options_.parallel_ops;
-  po.grouped_embeddings = options_.grouped_embeddings;
-  po.stacked_products = options_.stacked_products;
-  po.concat_in_place = options_.concat_in_place;
+  po.own_winograd = options_.experimental.own_winograd;
+  po.parallel_ops = options_.experimental.parallel_ops;
+  po.grouped_embeddings = options_.experimental.grouped_embeddings;
+  po.stacked_products = options_.experimental.stacked_products;
+  po.concat_in_place = options_.experimental.concat_in_place;
   po.kernel_threads = backend.kernel_threads();
   po.capabilities = &backend;
   po.placer = backend.placer();
-  auto plan = detail::compile_plan(graph.impl(), input_shapes, ids, po);
+  auto plan = detail::compile_plan(detail::impl_of(graph), input_shapes, ids, po);
   for (std::uint32_t v : plan->variables) {
     detail::InitialValues::check(plan->nodes[v].init, plan->nodes[v].label);
   }
@@ -99,7 +97,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
     for (std::uint32_t v : plan->variables) {
       const std::uint32_t gid = plan->nodes[v].gid;
       if (gid == detail::kNoGid) continue;
-      auto& data = graph.impl().nodes[gid].init.data;
+      auto& data = detail::impl_of(graph).nodes[gid].init.data;
       if (to_plan)
         data.reset();
       else if (plan->nodes[v].init.data)
@@ -150,12 +148,10 @@ Executable& CompiledGraph::live(std::string_view what) const {
   return *exe_;
 }
 
-namespace detail {
-Executable& executable_of(const CompiledGraph& cg) {
+Executable& Executable::of(const CompiledGraph& cg) {
   if (!cg.exe_) throw UsageError("this CompiledGraph was moved from; use the one it was moved to");
   return *cg.exe_;
 }
-}  // namespace detail
 
 // ---- runs ----------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ struct EngineFlags {
   int threads = 0;
   double inline_below_us = -1;  // <0: library default
   bool pin = true;              // CpuOptions::pin_threads
-  bool per_op_threads = false;  // --per-op-threads: CpuOptions::per_op_threads
+  bool per_op_threads = false;  // --per-op-threads: CpuOptions::Experimental::per_op_threads
 };
 
 /// `hetero`: --platform also takes "hetero" (hetgraph-bench's heterogeneous platform).

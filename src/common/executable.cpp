@@ -11,9 +11,12 @@
 #include "compiler/graph_stats.hpp"
 #include "hetgraph/error.hpp"
 
-namespace hetgraph::detail {
+// Executable is CompiledGraph::Impl: its members are defined in namespace hetgraph, which
+// encloses it, with the library's internals in view.
+namespace hetgraph {
+using namespace detail;
 
-Executable::Executable(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {
+Executable::Impl(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {
   report_.nodes = plan_->nodes.size();
   report_.planned_bytes = plan_->arena_bytes;
   report_.live_bytes = plan_->live_bytes;
@@ -53,7 +56,7 @@ void Executable::shutdown() {
   finish_inflight();
 }
 
-Executable::~Executable() {
+Executable::~Impl() {
   if (inflight_) {  // a platform that did not shut down: the run cannot be finished any more
     inflight_->done = true;
     inflight_->exe = nullptr;
@@ -362,7 +365,7 @@ void Executable::feed(std::span<const FeedItem> feeds) {
   }
 }
 
-std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices,
+std::string detail::index_error(const Plan& p, std::uint32_t node, std::uint32_t indices,
                         const std::string& value, std::int64_t position, std::int64_t bound,
                         bool wraps) {
   const PlanNode& n = p.nodes[node];
@@ -492,7 +495,7 @@ double unit(std::uint64_t& s) {  // in (0, 1)
 }
 }  // namespace
 
-void InitialValues::check(const Initializer& init, const std::string& label) {
+void detail::InitialValues::check(const Initializer& init, const std::string& label) {
   if (init.kind == Initializer::Kind::values && !init.data) {
     throw GraphError("variable " + label +
                      " has no values: they moved into the graph compiled from it with "
@@ -500,7 +503,7 @@ void InitialValues::check(const Initializer& init, const std::string& label) {
   }
 }
 
-void InitialValues::next(std::span<float> out) {
+void detail::InitialValues::next(std::span<float> out) {
   const Initializer& in = init_;
   switch (in.kind) {
     case Initializer::Kind::zeros:
@@ -595,4 +598,4 @@ void Executable::add_node_events(TraceWriter& w, const std::vector<Event>& event
   }
 }
 
-}  // namespace hetgraph::detail
+}  // namespace hetgraph

@@ -16,19 +16,25 @@
 #include "compiler/plan.hpp"
 #include "hetgraph/compiler.hpp"
 
+// Platform, CompiledGraph and RunHandle hold these opaque in the public headers (so that no
+// internal type shows there); the library calls them Backend, Executable and RunState.
 namespace hetgraph::detail {
-
-class Executable;
+using Backend = Platform::Impl;
+using Executable = CompiledGraph::Impl;
+using RunState = RunHandle::Impl;
 namespace hetero {
 class HeteroExecutable;
 }
+namespace cpu {
+class ReplayModel;
+}
 
-/// The outcome of an asynchronous run, shared with its RunHandle.
-struct RunState {
-  Executable* exe = nullptr;  // while the run is in flight
-  bool done = false;
-  std::exception_ptr error;
-};
+/// The CPU platform with `options`, whose kernels are replaced by waits of `replay`'s modelled
+/// durations when it is set (hetgraph-bench --replay-cores; src/cpu/replay.hpp); nullptr: the
+/// plain Platform::cpu(options). Internal, not a CpuOptions field: replay is a measuring tool.
+/// Defined in src/cpu/cpu_platform.cpp.
+Platform replay_cpu_platform(const CpuOptions& options,
+                             std::shared_ptr<const cpu::ReplayModel> replay);
 
 /// An int32 index input whose values come from a fed input (through views): checked on the
 /// host before a run, against the dim OpDef::index names.
@@ -44,13 +50,22 @@ std::string index_error(const Plan& p, std::uint32_t node, std::uint32_t indices
                         const std::string& value, std::int64_t position, std::int64_t bound,
                         bool wraps = false);
 
+}  // namespace hetgraph::detail
+
+/// The outcome of an asynchronous run, shared with its RunHandle (detail::RunState).
+struct hetgraph::RunHandle::Impl {
+  detail::Executable* exe = nullptr;  // while the run is in flight
+  bool done = false;
+  std::exception_ptr error;
+};
+
 /// A platform: what it can run (Capabilities::unsupported, asked by the fusion passes and by
 /// compile() for every node before anything is allocated) and how it instantiates a plan.
-class Backend : public Capabilities {
+class hetgraph::Platform::Impl : public detail::Capabilities {
  public:
   virtual std::string name() const = 0;
   /// What the memory planner may assume about execution order on this platform.
-  virtual ReuseMode reuse_mode() const = 0;
+  virtual detail::ReuseMode reuse_mode() const = 0;
   /// Whether it lays a plan's buffers out in one arena at their offsets (packed by the
   /// planner) rather than allocating each buffer.
   virtual bool packs_arena() const { return false; }
@@ -60,43 +75,52 @@ class Backend : public Capabilities {
   virtual int kernel_threads() const { return 0; }
   /// The layout its convolutions pass values between them in (assign_layouts); nchw: values
   /// stay plain.
-  virtual ActivationLayout conv_layout() const { return ActivationLayout::nchw; }
+  virtual detail::ActivationLayout conv_layout() const { return detail::ActivationLayout::nchw; }
   /// Whether its convolutions have Winograd kernels (CompileOptions::winograd_convs asks for
   /// them; where they lack, the option is ignored: nChw16c alone would only move the direct
   /// kernels to another layout).
   virtual bool winograd_convs() const { return false; }
-  virtual std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) = 0;
+  virtual std::unique_ptr<detail::Executable> instantiate(
+      std::shared_ptr<const detail::Plan> plan) = 0;
   /// The devices it runs on (Platform::devices).
   virtual std::vector<Device> devices() const = 0;
   /// Heterogeneous platforms place nodes on their devices (compile_plan's placement passes).
-  virtual const Placer* placer() const { return nullptr; }
+  virtual const detail::Placer* placer() const { return nullptr; }
+
+  /// The way in from the public handle (a nested class sees its private members); UsageError
+  /// on a moved-from Platform.
+  static Impl& of(const Platform& p);
 };
 
-class Executable {
+class hetgraph::CompiledGraph::Impl {
   // The heterogeneous executable runs platforms' executables as its parts, through the
   // protected interface below (memory access, execute, traces).
-  friend class hetero::HeteroExecutable;
+  friend class detail::hetero::HeteroExecutable;
 
  public:
-  explicit Executable(std::shared_ptr<const Plan> plan);
-  virtual ~Executable();
-  Executable(const Executable&) = delete;
-  Executable& operator=(const Executable&) = delete;
+  explicit Impl(std::shared_ptr<const detail::Plan> plan);
+  virtual ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
-  const Plan& plan() const { return *plan_; }
+  /// The way in from the public handle (a nested class sees its private members); UsageError
+  /// on a moved-from compiled graph.
+  static Impl& of(const CompiledGraph& cg);
+
+  const detail::Plan& plan() const { return *plan_; }
   CompileReport& report() { return report_; }
   const CompileReport& report() const { return report_; }
 
   // The run protocol; CompiledGraph documents the contract.
   void run(std::span<const FeedItem> feeds);
-  std::shared_ptr<RunState> run_async(std::span<const FeedItem> feeds);
+  std::shared_ptr<detail::RunState> run_async(std::span<const FeedItem> feeds);
   /// Finishes the latest run and rethrows its error once.
   void wait();
   /// Finishes the run of a handle (its thread only) and rethrows its error.
-  void wait(RunState& s);
+  void wait(detail::RunState& s);
   /// Whether the run of a handle has finished, without waiting (RunHandle::done, its thread
   /// only): a run that finished is finished here (its error stays with its handle).
-  bool poll(RunState& s);
+  bool poll(detail::RunState& s);
   /// Before the executable goes: waits for a call another thread is making on it (later
   /// calls are refused, UsageError), then finishes a run in flight (its error stays with its
   /// handle). Platforms' destructors call it while they can still run.
@@ -167,9 +191,10 @@ class Executable {
   /// Tracing: the platform records whether per-node events are wanted, and after each run
   /// adds the run's events to the writer.
   virtual void set_recording(bool on) = 0;
-  virtual void add_trace_events(TraceWriter& w, std::int64_t run) = 0;
+  virtual void add_trace_events(detail::TraceWriter& w, std::int64_t run) = 0;
   /// Adds `events` (after the platform set its lanes): named nodes, op kinds, bytes.
-  void add_node_events(TraceWriter& w, const std::vector<Event>& events, std::int64_t run) const;
+  void add_node_events(detail::TraceWriter& w, const std::vector<Event>& events,
+                       std::int64_t run) const;
   /// execute() plus trace collection: what run() calls (wait() collects after async runs).
   void execute_traced();
 
@@ -179,13 +204,13 @@ class Executable {
   /// flight, keep the claim until the last of them ends.
   class Use {
    public:
-    Use(Executable& e, std::string_view what);
+    Use(Impl& e, std::string_view what);
     ~Use();
     Use(const Use&) = delete;
     Use& operator=(const Use&) = delete;
 
    private:
-    Executable& e_;
+    Impl& e_;
   };
   void claim(std::string_view what);
   void unclaim();
@@ -193,14 +218,14 @@ class Executable {
   /// Checks every feed (names, types, sizes, and the values of fed index inputs against
   /// their bounds: OpDef::index), then copies them in: a bad feed changes nothing.
   void feed(std::span<const FeedItem> feeds);
-  void check_indices(const IndexCheck& c, const std::int32_t* ids) const;
+  void check_indices(const detail::IndexCheck& c, const std::int32_t* ids) const;
   void begin_run();
   void record_outcome(std::exception_ptr e);
   void access_check(std::uint32_t node, DType dtype, std::size_t count, std::string_view what,
                     bool writing) const;
   void value_check(std::uint32_t node, std::string_view what) const;
 
-  std::shared_ptr<const Plan> plan_;
+  std::shared_ptr<const detail::Plan> plan_;
   CompileReport report_;
   // The claim: the claiming thread and its count of open calls and runs (that thread only).
   std::atomic<std::thread::id> user_{};
@@ -209,8 +234,8 @@ class Executable {
   // waits until another thread's call ends and refuses new ones.
   std::atomic<int> calls_{0};
   std::atomic<bool> closing_{false};
-  std::shared_ptr<RunState> inflight_;  // the async run in flight
-  std::shared_ptr<RunState> latest_;    // the latest async run, until wait() reports it
+  std::shared_ptr<detail::RunState> inflight_;  // the async run in flight
+  std::shared_ptr<detail::RunState> latest_;    // the latest async run, until wait() reports it
   // Validity of computed values: the last run failed (its error), or written since it started.
   bool last_failed_ = false;
   bool ran_ = false;  // a run succeeded at least once
@@ -225,10 +250,20 @@ class Executable {
   bool job_ = false, done_ = false, quit_ = false;
   std::exception_ptr error_;
   std::uint64_t feed_bytes_copied_ = 0;
-  std::unique_ptr<TraceWriter> trace_;
+  std::unique_ptr<detail::TraceWriter> trace_;
   std::int64_t runs_ = 0;
-  std::vector<IndexCheck> fed_checks_;
+  std::vector<detail::IndexCheck> fed_checks_;
 };
+
+namespace hetgraph::detail {
+
+/// The internals behind the public handles, for the library and its tests.
+inline Backend& backend_of(const Platform& p) {
+  return Backend::of(p);
+}
+inline Executable& executable_of(const CompiledGraph& cg) {
+  return Executable::of(cg);
+}
 
 /// Deterministic initial values of a variable, produced in order a chunk at a time: the
 /// values do not depend on the chunk sizes, so a variable of any size is written through a

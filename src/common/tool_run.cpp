@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/executable.hpp"
 #include "hetgraph/timer.hpp"
 
 namespace hetgraph::tool {
@@ -17,11 +18,10 @@ Platform make_platform(const EngineFlags& e,
   c.threads = e.threads;
   c.executors = e.executors;
   c.threads_per_executor = e.threads_per_executor;
-  if (e.inline_below_us >= 0) c.inline_below_us = e.inline_below_us;
+  if (e.inline_below_us >= 0) c.experimental.inline_below_us = e.inline_below_us;
   c.pin_threads = e.pin;
-  c.per_op_threads = e.per_op_threads;
-  c.replay = std::move(replay);
-  return Platform::cpu(c);
+  c.experimental.per_op_threads = e.per_op_threads;
+  return detail::replay_cpu_platform(c, std::move(replay));
 }
 
 Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const TimingOptions& o) {

@@ -18,6 +18,10 @@
 #include "common/engine_flags.hpp"
 #include "hetgraph/compiler.hpp"
 
+namespace hetgraph::detail::cpu {
+class ReplayModel;
+}
+
 namespace hetgraph::tool {
 
 /// `replay`: the CPU platform replays kernels with that model (hetgraph-bench --replay-cores).

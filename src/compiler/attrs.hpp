@@ -5,7 +5,7 @@
 //
 //   Attrs at;
 //   at.set(Permutation{{0, 2, 1}});
-//   const Permutation& p = at.get<Permutation>();   // Error("internal: ...") if it is not one
+//   const Permutation& p = at.get<Permutation>();   // InternalError("...") if it is not one
 #pragma once
 
 #include <algorithm>
@@ -25,7 +25,7 @@
 namespace hetgraph::detail {
 
 enum class OpKind : std::uint8_t;
-class Comm;
+using Comm = distributed::Communicator::Impl;  // defined in compiler/comm.hpp
 
 /// transpose: output axis i is input axis perm[i]; empty swaps the last two axes.
 struct Permutation {
@@ -268,12 +268,12 @@ struct Attrs {
   bool has() const {
     return std::holds_alternative<T>(payload);
   }
-  /// The payload of kind T; an internal Error when the node holds another kind (a bug).
+  /// The payload of kind T; InternalError when the node holds another kind (a bug).
   template <class T>
   const T& get() const {
     if (const T* p = std::get_if<T>(&payload)) return *p;
-    throw Error("internal: attributes read as a " + std::string(T::kName) + " hold " +
-                payload_name());
+    throw InternalError("attributes read as a " + std::string(T::kName) + " hold " +
+                        payload_name());
   }
   template <class T>
   Attrs& set(T value) {

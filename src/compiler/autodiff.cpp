@@ -70,7 +70,7 @@ Node sum_contributions(GraphImpl& g, const std::vector<Node>& parts) {
 
 std::vector<Node> gradients(Node loss, std::span<const Node> wrt) {
   if (!loss.valid()) throw GraphError("gradients: invalid loss node");
-  GraphImpl& g = *loss.graph_impl();
+  GraphImpl& g = *detail::graph_of(loss);
   for (const Node& w : wrt) detail::check_same_graph(&g, w, "gradients");
   const std::size_t n = g.nodes.size();
 

@@ -33,10 +33,12 @@ void CommWaiter::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void Comm::run_blocking(CommChannel& ch, const CollectiveCall& call) {
-  CommWaiter w;
+}  // namespace hetgraph::detail
+
+// Comm is distributed::Communicator::Impl: defined where that class is (namespace hetgraph).
+void hetgraph::detail::Comm::run_blocking(detail::CommChannel& ch,
+                                          const detail::CollectiveCall& call) {
+  detail::CommWaiter w;
   post(ch, call, w, 0);
   w.wait();
 }
-
-}  // namespace hetgraph::detail

@@ -89,28 +89,44 @@ class CommChannel {
   std::string label_;  // the node it serves, for errors
 };
 
-class Comm {
+}  // namespace hetgraph::detail
+
+// The public Communicator's implementation, opaque in its header (so that no internal type
+// shows there); the library calls it detail::Comm.
+class hetgraph::distributed::Communicator::Impl {
  public:
-  virtual ~Comm() = default;
+  virtual ~Impl() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual int local_size() const { return 1; }  // ranks on this machine
   virtual std::string name() const = 0;
   /// A new channel. Collective: every rank opens its channels in the same order (graphs do it
   /// at compile time, in plan order). Blocks until every rank has opened it.
-  virtual std::unique_ptr<CommChannel> open_channel(std::string label) = 0;
+  virtual std::unique_ptr<detail::CommChannel> open_channel(std::string label) = 0;
   /// Starts a collective and returns at once; `done` hears of it exactly once. Errors (a failed
   /// rank, a timeout) arrive there as CommunicationError naming the channel's label.
-  virtual void post(CommChannel& ch, const CollectiveCall& call, CommDone& done,
-                    std::uint64_t token) = 0;
+  virtual void post(detail::CommChannel& ch, const detail::CollectiveCall& call,
+                    detail::CommDone& done, std::uint64_t token) = 0;
   /// This rank gives up: tell the others, fail every later collective. Idempotent.
   virtual void abort(const std::string& why) = 0;
   /// The channel of the blocking host-side collectives (Communicator::allreduce, ...).
-  virtual CommChannel& host_channel() = 0;
+  virtual detail::CommChannel& host_channel() = 0;
 
   /// Posts on `ch` and waits; rethrows the collective's error.
-  void run_blocking(CommChannel& ch, const CollectiveCall& call);
+  void run_blocking(detail::CommChannel& ch, const detail::CollectiveCall& call);
+
+  /// The way in from the public handle (a nested class sees its private members).
+  static const std::shared_ptr<Impl>& of(const Communicator& c) { return c.impl_; }
 };
+
+namespace hetgraph::detail {
+
+using Comm = distributed::Communicator::Impl;
+
+/// The communicator behind a public handle (nullptr for none).
+inline const std::shared_ptr<Comm>& comm_of(const distributed::Communicator& c) {
+  return Comm::of(c);
+}
 
 /// Whether a collective of this kind moves data only (no reduction): it may carry int32.
 inline bool moves_only(CollectiveKind k) {

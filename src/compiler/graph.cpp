@@ -73,13 +73,12 @@ std::string Shape::str() const {
 
 // ---- GraphImpl -------------------------------------------------------------------------
 
-namespace detail {
-
 namespace {
 std::atomic<std::uint64_t> g_next_graph_id{1};
 }  // namespace
 
-GraphImpl::GraphImpl() : id(g_next_graph_id.fetch_add(1, std::memory_order_relaxed)) {}
+// GraphImpl is Graph::Impl: its members are defined in namespace hetgraph, which encloses it.
+GraphImpl::Impl() : id(g_next_graph_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 Node GraphImpl::add(NodeRec rec) {
   const auto id = static_cast<std::uint32_t>(nodes.size());
@@ -108,9 +107,11 @@ std::string GraphImpl::label(std::uint32_t id) const {
   return "'" + r.name + "' (#" + std::to_string(id) + ", " + op + ")";
 }
 
+namespace detail {
+
 void check_same_graph(const GraphImpl* g, const Node& n, std::string_view what) {
   if (!n.valid()) throw GraphError(std::string(what) + ": invalid (default-constructed) node");
-  if (n.graph_impl() != g) {
+  if (detail::graph_of(n) != g) {
     throw GraphError(std::string(what) + ": node " + n.label() + " belongs to another graph");
   }
 }
@@ -122,7 +123,7 @@ Node make_op(OpKind op, std::span<const Node> inputs, Attrs attrs) {
     throw GraphError(std::string(def.name) + ": takes " + std::to_string(def.arity) +
                      " inputs, got " + std::to_string(inputs.size()));
   }
-  GraphImpl* g = inputs[0].graph_impl();
+  GraphImpl* g = detail::graph_of(inputs[0]);
   NodeRec rec;
   rec.op = op;
   rec.attrs = std::move(attrs);
@@ -146,7 +147,7 @@ Node make_op(OpKind op, std::initializer_list<Node> inputs, Attrs attrs) {
 namespace {
 const detail::NodeRec& rec_of(const Node& n) {
   if (!n.valid()) throw GraphError("use of an invalid (default-constructed) node");
-  return n.graph_impl()->rec(n.id());
+  return detail::graph_of(n)->rec(n.id());
 }
 }  // namespace
 
@@ -190,7 +191,8 @@ std::string Device::str() const {
   return "opencl:" + std::to_string(platform_index) + ":" + std::to_string(device_index);
 }
 
-DeviceScope::DeviceScope(Graph& graph, Device device) : g_(&graph.impl()), previous_(g_->scope) {
+DeviceScope::DeviceScope(Graph& graph, Device device)
+    : g_(&detail::impl_of(graph)), previous_(g_->scope) {
   g_->scope = device;
 }
 DeviceScope::~DeviceScope() {
@@ -223,9 +225,9 @@ void Node::set_input(int index, Node producer) const {
 
 Graph::Graph() : impl_(std::make_shared<GraphImpl>()) {}
 
-GraphImpl& Graph::impl() const {
-  if (!impl_) throw UsageError("this Graph was moved from; use the one it was moved to");
-  return *impl_;
+GraphImpl& GraphImpl::of(const Graph& g) {
+  if (!g.impl_) throw UsageError("this Graph was moved from; use the one it was moved to");
+  return *g.impl_;
 }
 
 Node Graph::input(std::string name, DType dtype) {
@@ -234,7 +236,7 @@ Node Graph::input(std::string name, DType dtype) {
   r.op = OpKind::Input;
   r.name = std::move(name);
   r.dtype = dtype;
-  return impl().add(std::move(r));
+  return detail::impl_of(*this).add(std::move(r));
 }
 
 Node Graph::variable(std::string name, Shape shape, Initializer init) {
@@ -250,7 +252,7 @@ Node Graph::variable(std::string name, Shape shape, Initializer init) {
   r.name = std::move(name);
   r.shape = shape;
   r.init = init;
-  return impl().add(std::move(r));
+  return detail::impl_of(*this).add(std::move(r));
 }
 
 Node Graph::constant(float value) {
@@ -267,7 +269,7 @@ Node Graph::constant(Shape shape, std::vector<float> values) {
   r.op = OpKind::Constant;
   r.shape = shape;
   r.f32_values = std::make_shared<const std::vector<float>>(std::move(values));
-  return impl().add(std::move(r));
+  return detail::impl_of(*this).add(std::move(r));
 }
 
 Node Graph::constant_i32(Shape shape, std::vector<std::int32_t> values) {
@@ -281,22 +283,23 @@ Node Graph::constant_i32(Shape shape, std::vector<std::int32_t> values) {
   r.shape = shape;
   r.dtype = DType::i32;
   r.i32_values = std::make_shared<const std::vector<std::int32_t>>(std::move(values));
-  return impl().add(std::move(r));
+  return detail::impl_of(*this).add(std::move(r));
 }
 
 std::size_t Graph::size() const {
-  return impl().nodes.size();
+  return detail::impl_of(*this).nodes.size();
 }
 
 Node Graph::node(std::uint32_t id) const {
-  if (id >= impl().nodes.size()) throw GraphError("no node #" + std::to_string(id));
-  return impl().handle(id);
+  if (id >= detail::impl_of(*this).nodes.size()) throw GraphError("no node #" + std::to_string(id));
+  return detail::impl_of(*this).handle(id);
 }
 
 Node Graph::find(std::string_view name) const {
-  auto it = impl().by_name.find(std::string(name));
-  if (it == impl().by_name.end()) throw GraphError("no node named '" + std::string(name) + "'");
-  return impl().handle(it->second);
+  auto it = detail::impl_of(*this).by_name.find(std::string(name));
+  if (it == detail::impl_of(*this).by_name.end())
+    throw GraphError("no node named '" + std::string(name) + "'");
+  return detail::impl_of(*this).handle(it->second);
 }
 
 // ---- op builders -----------------------------------------------------------------------
@@ -480,7 +483,7 @@ Node group(std::initializer_list<Node> nodes) {
 namespace {
 Node scalar_like(Node n, float v) {
   if (!n.valid()) throw GraphError("operator: invalid node");
-  return n.graph_impl()->add([&] {
+  return detail::graph_of(n)->add([&] {
     NodeRec r;
     r.op = OpKind::Constant;
     r.f32_values = std::make_shared<const std::vector<float>>(std::vector<float>{v});

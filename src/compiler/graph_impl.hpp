@@ -26,22 +26,48 @@ struct NodeRec {
   std::optional<Device> pin;  // Node::on or a DeviceScope: where a heterogeneous platform runs it
 };
 
-struct GraphImpl {
-  GraphImpl();
+}  // namespace hetgraph::detail
+
+namespace hetgraph {
+
+// The public Graph's records, opaque in its header (so that no internal type shows there);
+// the library calls it detail::GraphImpl.
+struct Graph::Impl {
+  Impl();
   /// Unique per graph for the life of the process: compiled graphs recognise their graph's
   /// nodes by it (an address may be reused by a later graph).
   const std::uint64_t id;
-  std::vector<NodeRec> nodes;
+  std::vector<detail::NodeRec> nodes;
   std::unordered_map<std::string, std::uint32_t> by_name;
   std::optional<Device> scope;  // the innermost DeviceScope: pins every node added
 
-  Node add(NodeRec rec);
-  Node handle(std::uint32_t id) const { return Node(const_cast<GraphImpl*>(this), id); }
-  const NodeRec& rec(std::uint32_t id) const { return nodes[id]; }
+  Node add(detail::NodeRec rec);
+  Node handle(std::uint32_t id) const { return Node(const_cast<Impl*>(this), id); }
+  const detail::NodeRec& rec(std::uint32_t id) const { return nodes[id]; }
   /// "'name' (#id, op)" or "#id (op)" for unnamed nodes.
   std::string label(std::uint32_t id) const;
   void set_name(std::uint32_t id, std::string name);
+
+  /// The way in from the public handles (a nested class sees their private members).
+  /// UsageError on a moved-from Graph.
+  static Impl& of(const Graph& g);
+  static Impl* of(const Node& n) { return n.g_; }
 };
+
+}  // namespace hetgraph
+
+namespace hetgraph::detail {
+
+using GraphImpl = Graph::Impl;
+
+/// A graph's records (UsageError on a moved-from Graph), and the graph a node belongs to
+/// (nullptr for a default-constructed node).
+inline GraphImpl& impl_of(const Graph& g) {
+  return GraphImpl::of(g);
+}
+inline GraphImpl* graph_of(const Node& n) {
+  return GraphImpl::of(n);
+}
 
 /// Checks a node handle belongs to `g`; throws GraphError otherwise.
 void check_same_graph(const GraphImpl* g, const Node& n, std::string_view what);

@@ -28,7 +28,7 @@ namespace {
 int work_width(const Plan& p) {
   // Nodes under the parallel engines' default inline threshold run in the thread that readied
   // them, never on an executor of their own.
-  const double inline_us = CpuOptions{}.inline_below_us;
+  const double inline_us = CpuOptions{}.experimental.inline_below_us;
   const std::vector<double> cost = static_costs(p);
   std::vector<double> span(p.nodes.size(), 0.0);
   double work = 0.0, longest = 0.0;

@@ -578,7 +578,7 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
 
   auto occupy = [&](std::int32_t b, std::uint32_t i) {
     Buffer& B = bufs[static_cast<std::size_t>(b)];
-    if (B.listed) throw Error("internal: the memory planner reused a buffer still listed free");
+    if (B.listed) throw InternalError("the memory planner reused a buffer still listed free");
     B.bytes = std::max(B.bytes, p.nodes[i].type.bytes());
     B.users = readers[i];
     B.users.push_back(i);

@@ -83,7 +83,7 @@ void check_hyper(const Optimizer& o) {
 
 void check_variables(std::span<const Node> variables, std::string_view who) {
   if (variables.empty()) throw GraphError(std::string(who) + ": no variables to update");
-  GraphImpl* g = variables.front().graph_impl();
+  GraphImpl* g = detail::graph_of(variables.front());
   for (const Node& v : variables) {
     if (!v.valid()) throw GraphError(std::string(who) + ": an invalid node among the variables");
     detail::check_same_graph(g, v, who);
@@ -163,7 +163,7 @@ std::string_view Optimizer::name() const {
 }
 
 Node step_counter(Graph& graph, std::string name) {
-  GraphImpl& g = graph.impl();
+  GraphImpl& g = detail::impl_of(graph);
   return zero_variable(g, name, Shape{});
 }
 
@@ -174,7 +174,7 @@ Node apply_gradients(std::span<const Node> variables, std::span<const Node> grad
   if (grads.size() != variables.size())
     throw GraphError("apply_gradients: " + std::to_string(variables.size()) + " variables but " +
                      std::to_string(grads.size()) + " gradients");
-  GraphImpl& g = *variables.front().graph_impl();
+  GraphImpl& g = *detail::graph_of(variables.front());
   for (const Node& d : grads) detail::check_same_graph(&g, d, "apply_gradients");
   check_scalar_node(g, options.learning_rate, "apply_gradients: the learning rate");
   check_scalar_node(g, options.step, "apply_gradients: the step counter");
@@ -255,7 +255,7 @@ void check_schedule_step(const Node& step, std::string_view who) {
   if (step.dtype() != DType::f32) throw GraphError(std::string(who) + ": the step must be float");
 }
 Node scalar(const Node& like, float v) {
-  return detail::scalar_constant(*like.graph_impl(), v);
+  return detail::scalar_constant(*detail::graph_of(like), v);
 }
 }  // namespace
 

@@ -39,7 +39,7 @@ void reorder(Plan& p, const std::vector<std::uint32_t>& order) {
       if (at[x] != kGone)
         v[k++] = at[x];
       else if (!drop)
-        throw Error("internal: a kept node refers to a dropped one");
+        throw InternalError("a kept node refers to a dropped one");
     }
     v.resize(k);
   };
@@ -290,7 +290,7 @@ void regroup_gradients(Plan& p) {
       r.inputs = {acc, sum.back()};
     } else {
       // One part left: a node regroup just made; the root becomes it.
-      if (sum[0] < before) throw Error("internal: regroup_gradients lost a sum");
+      if (sum[0] < before) throw InternalError("regroup_gradients lost a sum");
       PlanNode& made = p.nodes[sum[0]];
       r.op = made.op;
       r.attrs = made.attrs;
@@ -465,8 +465,7 @@ void order_by_dependencies(Plan& p) {
       }
       for (std::uint32_t m : p.nodes[v].members) {
         if (indeg[m] != 0)
-          throw Error("internal: a member of " + p.nodes[v].label +
-                      " waits for more than its group");
+          throw InternalError("a member of " + p.nodes[v].label + " waits for more than its group");
         order.push_back(m);
         for (std::uint32_t s : p.nodes[m].succs) {
           if (--indeg[s] == 0) ready.push(s);
@@ -808,7 +807,7 @@ bool fixed_between_runs(const Plan& p, std::uint32_t i) {
 
 std::uint32_t Plan::index(const Node& n, std::string_view what) const {
   if (!n.valid()) throw GraphError(std::string(what) + ": invalid (default-constructed) node");
-  if (n.graph_impl()->id != graph_id) {
+  if (detail::graph_of(n)->id != graph_id) {
     throw GraphError(std::string(what) + ": node " + n.label() +
                      " belongs to another graph than the one compiled");
   }

@@ -398,7 +398,7 @@ class Placement {
           second_d = static_cast<int>(d);
         }
       }
-      if (best_d < 0) throw Error("internal: placement found no device for " + p_.nodes[i].label);
+      if (best_d < 0) throw InternalError("placement found no device for " + p_.nodes[i].label);
       s.device[i] = best_d;
       s.start[i] = best_start;
       s.end[i] = best;
@@ -639,7 +639,7 @@ std::string cost_signature(const Plan& p, const PlanNode& n) {
 // ---- place_devices ---------------------------------------------------------------------------
 
 void place_devices(Plan& p, const PlacementRequest& r) {
-  if (r.devices.empty()) throw Error("internal: placement without devices");
+  if (r.devices.empty()) throw InternalError("placement without devices");
   Placement(p, r).apply(p);
 }
 
@@ -850,7 +850,7 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
           for (std::size_t k = 0; k < copy.inputs.size(); ++k) {
             const std::uint32_t u = copy.inputs[k];
             if (local[u] < 0 && node.reads_input(k))
-              throw Error("internal: " + node.label + " reads a value of another device");
+              throw InternalError(node.label + " reads a value of another device");
             if (local[u] < 0) {
               // An input that only lends its shape (grad_seed's loss, sum_to's target): a
               // stand-in without data or work, never a transfer.
@@ -972,7 +972,7 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
         auto it = by_label.find(node.label);
         if (it != by_label.end()) li = it->second;
       }
-      if (li < 0) throw Error("internal: split_devices lost " + node.label);
+      if (li < 0) throw InternalError("split_devices lost " + node.label);
       node.local = static_cast<std::int32_t>(li);
       global_of_local[static_cast<std::size_t>(li)] = i;
     }

@@ -252,7 +252,7 @@ struct PlanOptions {
   bool layouts_through_pool_concat = true;
   /// assign_layouts: nChw16c and Winograd convolutions where they pay (CompileOptions).
   bool winograd_convs = false;
-  /// CompileOptions::own_winograd (the CPU kernels read it from Plan::own_winograd).
+  /// CompileOptions::Experimental::own_winograd (the CPU kernels read it from Plan::own_winograd).
   bool own_winograd = true;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
   /// where a kernel has several: 0 or 1 turns the pass off).

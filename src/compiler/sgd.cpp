@@ -18,7 +18,7 @@ namespace {
 void check_variables(std::span<const Node> variables) {
   if (variables.empty()) throw GraphError("sgd: no variables to update");
   for (const Node& v : variables) {
-    if (!v.valid() || v.graph_impl()->rec(v.id()).op != OpKind::Variable) {
+    if (!v.valid() || detail::graph_of(v)->rec(v.id()).op != OpKind::Variable) {
       throw GraphError("sgd: " + v.label() + " is not a variable");
     }
   }
@@ -27,7 +27,7 @@ void check_variables(std::span<const Node> variables) {
 // The updates as assigns: v <- v - lr * dv, or with momentum through a velocity variable.
 Node sgd_steps(std::span<const Node> variables, const std::vector<Node>& grads, float learning_rate,
                float momentum) {
-  GraphImpl& g = *variables.front().graph_impl();
+  GraphImpl& g = *detail::graph_of(variables.front());
   std::vector<Node> steps;
   for (std::size_t i = 0; i < variables.size(); ++i) {
     const Node v = variables[i];
@@ -56,7 +56,7 @@ Node sgd_steps(std::span<const Node> variables, const std::vector<Node>& grads, 
 // the mean, sliced back into shape.
 std::vector<Node> detail::average_gradients(std::span<const Node> variables,
                                             std::vector<Node> grads, const DataParallel& dp) {
-  GraphImpl& g = *variables.front().graph_impl();
+  GraphImpl& g = *detail::graph_of(variables.front());
   std::vector<Node> out(grads.size());
   const float inv = 1.0f / static_cast<float>(dp.comm.size());
   std::vector<std::size_t> order;

@@ -75,8 +75,14 @@ int allowed_cores() {
 }
 
 namespace {
+/// What the CPU platform runs with: the user's options, and the replay model of
+/// replay_cpu_platform (internal, so not a CpuOptions field).
+struct CpuConfig : CpuOptions {
+  std::shared_ptr<const ReplayModel> replay;
+};
+
 /// The cores engines configure: replay's virtual ones, else the allowed ones.
-int cores_of(const CpuOptions& o) {
+int cores_of(const CpuConfig& o) {
   return o.replay ? o.replay->cores() : allowed_cores();
 }
 }  // namespace
@@ -163,7 +169,7 @@ void* map_arena(const Plan& p, std::size_t bytes) {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(std::shared_ptr<const Plan> plan, const CpuOptions& opts)
+  CpuExecutable(std::shared_ptr<const Plan> plan, const CpuConfig& opts)
       : Executable(plan), opts_(opts), threads_(opts.threads > 0 ? opts.threads : cores_of(opts)) {
     const Plan& p = *plan;
     // Anonymous memory arrives zeroed, page by page on first touch: no memset of an arena
@@ -320,7 +326,7 @@ class CpuExecutable final : public Executable {
       teams.push_back(fixed_teams(p).second);
     }
     std::vector<int> out = teams;
-    if (opts_.per_op_threads) {
+    if (opts_.experimental.per_op_threads) {
       for (int t : teams) {
         for (int s = 1; s < t; s *= 2) out.push_back(s);
       }
@@ -349,12 +355,12 @@ class CpuExecutable final : public Executable {
   std::unique_ptr<Engine> make_engine(const Program& prog, std::uint64_t graph) const {
     if (opts_.engine == CpuEngine::sequential) return make_sequential_engine(prog, threads_);
     EngineConfig c;
-    c.ring_capacity = opts_.ring_capacity;
-    c.queue_us = opts_.queue_us;
-    c.inline_below_us = opts_.inline_below_us;
-    c.profile_runs = opts_.profile_runs;
+    c.ring_capacity = opts_.experimental.ring_capacity;
+    c.queue_us = opts_.experimental.queue_us;
+    c.inline_below_us = opts_.experimental.inline_below_us;
+    c.profile_runs = opts_.experimental.profile_runs;
     c.pin = opts_.pin_threads;
-    c.per_op_threads = opts_.per_op_threads;
+    c.per_op_threads = opts_.experimental.per_op_threads;
     std::string replay;
     if (const auto& m = opts_.replay) {
       // The engine sees a machine time_scale times slower: its thresholds follow, so that it
@@ -395,7 +401,7 @@ class CpuExecutable final : public Executable {
   }
 
  private:
-  CpuOptions opts_;
+  CpuConfig opts_;
   std::size_t arena_bytes_ = 0;
   int threads_;
   std::unique_ptr<std::byte, Unmap> arena_;
@@ -408,7 +414,9 @@ class CpuExecutable final : public Executable {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(CpuOptions o) : opts_(o) {}
+  explicit CpuBackend(CpuOptions o) : opts_{o, nullptr} {}
+  /// replay_cpu_platform: kernels become waits of the model's durations.
+  void replay(std::shared_ptr<const ReplayModel> m) { opts_.replay = std::move(m); }
   std::string name() const override { return "cpu"; }
   // Parallel engines run nodes in any order the dependencies allow: buffers may only be
   // reused between dependency-ordered nodes.
@@ -443,20 +451,32 @@ class CpuBackend final : public Backend {
   std::vector<Device> devices() const override { return {Device::cpu()}; }
 
  private:
-  CpuOptions opts_;
+  CpuConfig opts_;
 };
 
 }  // namespace
 }  // namespace detail::cpu
+
+namespace detail {
+Platform replay_cpu_platform(const CpuOptions& options,
+                             std::shared_ptr<const cpu::ReplayModel> replay) {
+  Platform p = Platform::cpu(options);
+  // The platform is this function's alone until it returns: its backend may still change.
+  if (replay) static_cast<cpu::CpuBackend&>(backend_of(p)).replay(std::move(replay));
+  return p;
+}
+}  // namespace detail
 
 Platform Platform::cpu(CpuOptions options) {
   if (options.threads < 0 || options.executors < 0 || options.threads_per_executor < 0) {
     throw PlatformError("CpuOptions: threads, executors and threads_per_executor must be >= 0");
   }
   if (options.executors > 64) throw PlatformError("CpuOptions: at most 64 executors");
-  if (options.ring_capacity < 1) throw PlatformError("CpuOptions.ring_capacity must be >= 1");
-  if (!(options.queue_us >= 0)) throw PlatformError("CpuOptions.queue_us must be >= 0");
-  if (options.profile_runs < 0) throw PlatformError("CpuOptions.profile_runs must be >= 0");
+  const CpuOptions::Experimental& x = options.experimental;
+  if (x.ring_capacity < 1)
+    throw PlatformError("CpuOptions.experimental.ring_capacity must be >= 1");
+  if (!(x.queue_us >= 0)) throw PlatformError("CpuOptions.experimental.queue_us must be >= 0");
+  if (x.profile_runs < 0) throw PlatformError("CpuOptions.experimental.profile_runs must be >= 0");
   return Platform(std::make_shared<detail::cpu::CpuBackend>(options));
 }
 

@@ -65,7 +65,7 @@ double modelled_makespan(const Plan& p, std::span<const double> cost, int execut
   constexpr double kSplitUs = 12.0, kSerial = 0.2;
   // Nodes under the default inline threshold run in the thread that readied them, never on an
   // executor of their own (as in GraphStats::work_width): graphs of nothing else stay on one.
-  const double inline_us = CpuOptions{}.inline_below_us;
+  const double inline_us = CpuOptions{}.experimental.inline_below_us;
   const double scale = kSerial + (1.0 - kSerial) / std::max(1, threads);
   std::vector<double> span(p.nodes.size(), 0.0);
   double work = 0.0, longest = 0.0;

@@ -36,7 +36,7 @@ const KernelRegistry& kernel_registry() {
     if (const auto missing = r.lists_without_reference(); !missing.empty()) {
       std::string ops;
       for (OpKind k : missing) ops += (ops.empty() ? "" : ", ") + std::string(op_name(k));
-      throw Error("internal: CPU kernel lists without a reference implementation: " + ops);
+      throw InternalError("CPU kernel lists without a reference implementation: " + ops);
     }
     return r;
   }();

@@ -14,8 +14,8 @@
 //   ReplayProfile p = load_profile("lstm-small.profile.json");
 //   CpuOptions o;
 //   o.engine = CpuEngine::critical_path; o.executors = 16; o.threads_per_executor = 4;
-//   o.replay = std::make_shared<ReplayModel>(std::move(p), /*cores=*/64, /*time_scale=*/10);
-//   auto cg = GraphCompiler(Platform::cpu(o)).compile(g, shapes, fetches);
+//   auto m = std::make_shared<ReplayModel>(std::move(p), /*cores=*/64, /*time_scale=*/10);
+//   auto cg = GraphCompiler(replay_cpu_platform(o, m)).compile(g, shapes, fetches);
 //   // wall time of cg.run() / 10 = simulated makespan on 64 cores
 #pragma once
 

@@ -75,7 +75,7 @@ using detail::CollectiveKind;
 
 Communicator::Communicator() : impl_(detail::make_self_comm()) {}
 
-Communicator::Communicator(std::shared_ptr<detail::Comm> impl) : impl_(std::move(impl)) {
+Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {
   if (!impl_) throw GraphError("Communicator: no communicator");
 }
 
@@ -278,11 +278,11 @@ std::string type_text(const detail::TensorType& t) {
 }  // namespace
 
 void check_agreement(const Communicator& comm, std::span<const Agreed> values) {
-  detail::agree(*comm.impl(), values, "check_agreement");
+  detail::agree(*detail::comm_of(comm), values, "check_agreement");
 }
 
 void broadcast_variables(CompiledGraph& cg, const Communicator& comm, int root) {
-  detail::check_root(*comm.impl(), root, "broadcast_variables");
+  detail::check_root(*detail::comm_of(comm), root, "broadcast_variables");
   detail::Executable& exe = detail::executable_of(cg);
   const detail::Plan& p = exe.plan();
   if (comm.size() > 1) {
@@ -309,7 +309,7 @@ void broadcast_variables(CompiledGraph& cg, const Communicator& comm, int root) 
     const Agreed graph[] = {{"the graph's variables", list(p.variables)},
                             {"the graph's inputs", list(p.inputs)},
                             {"the graph's collectives", coll}};
-    detail::agree(*comm.impl(), graph, "broadcast_variables");
+    detail::agree(*detail::comm_of(comm), graph, "broadcast_variables");
   }
   std::vector<std::uint32_t> vars;
   std::size_t total = 0;

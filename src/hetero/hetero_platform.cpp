@@ -102,7 +102,7 @@ class Crossing final : public TransferEndpoint, public cl::ClTransferEndpoint {
     }
     std::memcpy(dst, host_, bytes_);
   }
-  void commit() override { throw Error("internal: a crossing asked to commit"); }
+  void commit() override { throw InternalError("a crossing asked to commit"); }
 
   // An OpenCL device's side.
   cl::Event enqueue_send(cl_command_queue q, cl_mem src, std::span<const cl_event> wait) override {
@@ -122,7 +122,7 @@ class Crossing final : public TransferEndpoint, public cl::ClTransferEndpoint {
     Receiver* r = nullptr;
     for (auto& x : receivers_)
       if (x->device == device) r = x.get();
-    if (r == nullptr || !r->user) throw Error("internal: recv of " + what_ + " without its event");
+    if (r == nullptr || !r->user) throw InternalError("recv of " + what_ + " without its event");
     std::vector<cl_event> wl(wait.begin(), wait.end());
     wl.push_back(r->user.get());
     cl::Event ev;
@@ -179,8 +179,8 @@ class Crossing final : public TransferEndpoint, public cl::ClTransferEndpoint {
 class CommitGate final : public TransferEndpoint {
  public:
   explicit CommitGate(HeteroExecutable& exe) : exe_(exe) {}
-  void host_send(const void*) override { throw Error("internal: the commit gate sends nothing"); }
-  void host_recv(void*) override { throw Error("internal: the commit gate receives nothing"); }
+  void host_send(const void*) override { throw InternalError("the commit gate sends nothing"); }
+  void host_recv(void*) override { throw InternalError("the commit gate receives nothing"); }
   void commit() override { exe_.commit_devices(); }
 
  private:
@@ -251,7 +251,7 @@ HeteroExecutable::HeteroExecutable(std::shared_ptr<const Plan> plan,
     for (int to : receivers[l.link]) {
       if (at < 0 && parts_[static_cast<std::size_t>(to)].cl) at = to;
     }
-    if (at < 0) throw Error("internal: a crossing between host parts");
+    if (at < 0) throw InternalError("a crossing between host parts");
     cl::Device& dev = parts_[static_cast<std::size_t>(at)].cl->device();
     by_link.at(l.link)->bind(dev.context(), dev.queue(false), contexts);
   }

@@ -581,13 +581,13 @@ std::string export_bytes(const Graph& graph, std::span<const Node> outputs,
   if (outputs.empty()) throw GraphError("export_model: no outputs given");
   std::vector<std::uint32_t> ids;
   for (const Node& n : outputs) {
-    detail::check_same_graph(&graph.impl(), n, "export_model");
+    detail::check_same_graph(&detail::impl_of(graph), n, "export_model");
     if (std::find(ids.begin(), ids.end(), n.id()) != ids.end()) {
       throw GraphError("export_model: output " + n.label() + " is given twice");
     }
     ids.push_back(n.id());
   }
-  detail::Plan p = detail::build_plan(graph.impl(), ids);
+  detail::Plan p = detail::build_plan(detail::impl_of(graph), ids);
   // Shapes not given come from the compiled graph the values come from.
   InputShapes all = shapes;
   if (options.values) {

@@ -289,7 +289,7 @@ class Importer {
         todo.pop_back();
         continue;
       }
-      const detail::NodeRec& r = g.impl().rec(id);
+      const detail::NodeRec& r = detail::impl_of(g).rec(id);
       bool ready = true;
       if (r.op != detail::OpKind::Variable && r.op != detail::OpKind::Constant &&
           r.op != detail::OpKind::Input) {
@@ -308,22 +308,23 @@ class Importer {
   }
   /// The type of v, whose inputs are typed already.
   TensorType type_with_typed_inputs(Node v) {
-    const detail::NodeRec& r = g.impl().rec(v.id());
+    const detail::NodeRec& r = detail::impl_of(g).rec(v.id());
     TensorType t;
     if (r.op == detail::OpKind::Variable || r.op == detail::OpKind::Constant) {
       t = {r.shape, r.dtype};
     } else if (r.op == detail::OpKind::Input) {
-      throw Error("internal: ONNX import: input " + g.impl().label(v.id()) + " has no shape");
+      throw InternalError("ONNX import: input " + detail::impl_of(g).label(v.id()) +
+                          " has no shape");
     } else {
       // Each node reuses scratch_.
       std::vector<TensorType> in;
       for (std::size_t k = 0; k < r.inputs.size(); ++k) in.push_back(types_.at(r.inputs[k]));
       scratch_.nodes.assign(r.inputs.size() + 1, detail::PlanNode{});
       for (std::size_t k = 0; k < r.inputs.size(); ++k) {
-        scratch_.nodes[k].label = g.impl().label(r.inputs[k]);
+        scratch_.nodes[k].label = detail::impl_of(g).label(r.inputs[k]);
         scratch_.nodes.back().inputs.push_back(static_cast<std::uint32_t>(k));
       }
-      scratch_.nodes.back().label = g.impl().label(v.id());
+      scratch_.nodes.back().label = detail::impl_of(g).label(v.id());
       const TensorType declared{r.shape, r.dtype};
       const detail::InferCtx ctx{
           scratch_, static_cast<std::uint32_t>(r.inputs.size()), r.op, r.attrs, declared, in};
@@ -331,13 +332,14 @@ class Importer {
     }
     for (std::int64_t d : t.shape.dims()) {
       if (d == 0) {
-        throw UnsupportedError("node " + g.impl().label(v.id()) + " would have the empty shape " +
-                               t.shape.str() + "; hetgraph tensors have at least one element");
+        throw UnsupportedError("node " + detail::impl_of(g).label(v.id()) +
+                               " would have the empty shape " + t.shape.str() +
+                               "; hetgraph tensors have at least one element");
       }
     }
     if (const std::string why = too_large(Dims(t.shape.dims().begin(), t.shape.dims().end()));
         !why.empty()) {
-      throw ShapeError("node " + g.impl().label(v.id()) + " would have the shape " + why);
+      throw ShapeError("node " + detail::impl_of(g).label(v.id()) + " would have the shape " + why);
     }
     types_[v.id()] = t;
     return t;
@@ -346,7 +348,7 @@ class Importer {
   /// Names a node after the ONNX value it computes (errors and traces show it) when it has no
   /// name yet and the name is free.
   void name_node(Node v, const std::string& name) {
-    if (name.empty() || !v.name().empty() || g.impl().by_name.count(name)) return;
+    if (name.empty() || !v.name().empty() || detail::impl_of(g).by_name.count(name)) return;
     v.named(name);
   }
 
@@ -815,7 +817,7 @@ class Importer {
       if (v.name() != o.name || used.count(v.id())) {
         const TensorType t = type(v);
         v = reshape(v, std::vector<std::int64_t>(t.shape.dims().begin(), t.shape.dims().end()));
-        if (!g.impl().by_name.count(o.name)) v.named(o.name);
+        if (!detail::impl_of(g).by_name.count(o.name)) v.named(o.name);
         type(v);
       }
       used.insert(v.id());
@@ -901,7 +903,7 @@ const ir::Tensor& Ctx::known_tensor(std::size_t i, std::string_view what) const 
     const std::string& from = v.from_input;
     if (from.empty())
       throw UnsupportedError(im.model().source + ": ONNX node " + n.label + ": " + why);
-    const bool direct = im.g.impl().rec(v.node.id()).op == detail::OpKind::Input;
+    const bool direct = detail::impl_of(im.g).rec(v.node.id()).op == detail::OpKind::Input;
     throw UnsupportedError(im.model().source + ": ONNX node " + n.label + ": " + why +
                                (direct ? " (give it in ImportOptions::input_values)"
                                        : " (it is computed from input '" + from +
@@ -1042,8 +1044,9 @@ void Ctx::set(std::size_t k, Node v, int elem) {
     }
   }
   if ((t.dtype == DType::f32) != ir::held_as_float(elem)) {
-    throw Error("internal: ONNX import: " + n.label + " output " + std::to_string(k) + " typed " +
-                ir::elem_name(elem) + " for a " + std::string(dtype_name(t.dtype)) + " node");
+    throw InternalError("ONNX import: " + n.label + " output " + std::to_string(k) + " typed " +
+                        ir::elem_name(elem) + " for a " + std::string(dtype_name(t.dtype)) +
+                        " node");
   }
   im.name_node(v, n.outputs[k]);
   Value val;
@@ -1056,7 +1059,7 @@ void Ctx::label(Node v, std::string_view what) {
   const std::string base =
       (n.name.empty() ? n.outputs[0] : n.name) + "/" + n.op + "/" + std::string(what);
   std::string s = base;
-  for (int k = 2; im.g.impl().by_name.count(s); ++k) s = base + "_" + std::to_string(k);
+  for (int k = 2; detail::impl_of(im.g).by_name.count(s); ++k) s = base + "_" + std::to_string(k);
   v.named(s);
 }
 
@@ -1065,8 +1068,8 @@ void Ctx::set(std::size_t k, ir::Tensor t) {
   const std::int64_t count = t.numel();
   const std::size_t have = ir::is_integral(t.elem) ? t.i.size() : t.f.size();
   if (static_cast<std::size_t>(count) != have) {
-    throw Error("internal: ONNX import: " + n.label + " folded " + std::to_string(have) +
-                " values for " + dims_str(t.dims));
+    throw InternalError("ONNX import: " + n.label + " folded " + std::to_string(have) +
+                        " values for " + dims_str(t.dims));
   }
   t.name = n.outputs[k];
   Value val;
@@ -1094,7 +1097,8 @@ Node Ctx::variable(const std::string& name, const Dims& dims, std::vector<float>
     unsupported("a variable of rank " + std::to_string(dims.size()));
   }
   std::string unique = name;
-  for (int k = 2; im.g.impl().by_name.count(unique); ++k) unique = name + "_" + std::to_string(k);
+  for (int k = 2; detail::impl_of(im.g).by_name.count(unique); ++k)
+    unique = name + "_" + std::to_string(k);
   return im.variable(unique, Shape(std::span<const std::int64_t>(dims)), std::move(values));
 }
 const ir::Node* Ctx::sole_consumer(std::size_t k) const {

@@ -274,7 +274,7 @@ void to_proto(const Tensor& t, pb::TensorProto& p) {
       raw = raw_as<std::int8_t>(t);
       break;
     default:
-      throw Error("internal: writing ONNX tensors of type " + std::string(elem_name(t.elem)));
+      throw InternalError("writing ONNX tensors of type " + std::string(elem_name(t.elem)));
   }
   p.set_raw_data(raw);
 }
@@ -410,7 +410,7 @@ void to_proto(const std::string& name, const Attr& a, pb::AttributeProto& p) {
       to_proto(*a.g, *p.mutable_g());
       break;
     default:
-      throw Error("internal: writing an ONNX attribute of kind " + std::to_string(a.kind));
+      throw InternalError("writing an ONNX attribute of kind " + std::to_string(a.kind));
   }
 }
 
@@ -937,10 +937,10 @@ std::string serialize_model(const Model& m) {
   try {
     pb::checker::check_model(p);
   } catch (const std::exception& e) {
-    throw Error(std::string("internal: the exported model fails onnx::checker: ") + e.what());
+    throw InternalError(std::string("the exported model fails onnx::checker: ") + e.what());
   }
   std::string bytes;
-  if (!p.SerializeToString(&bytes)) throw Error("internal: the exported model does not serialise");
+  if (!p.SerializeToString(&bytes)) throw InternalError("the exported model does not serialise");
   return bytes;
 }
 
@@ -990,7 +990,7 @@ std::string serialize_tensor(const Tensor& t) {
   pb::TensorProto p;
   to_proto(t, p);
   std::string bytes;
-  if (!p.SerializeToString(&bytes)) throw Error("internal: a tensor does not serialise");
+  if (!p.SerializeToString(&bytes)) throw InternalError("a tensor does not serialise");
   return bytes;
 }
 

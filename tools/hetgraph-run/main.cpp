@@ -134,9 +134,9 @@ int run(const hgrun::Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.winograd_convs = o.winograd;
-  co.own_winograd = o.own_winograd;
-  co.layouts_through_pool_concat = o.layouts_through;
-  co.concat_in_place = o.concat_in_place;
+  co.experimental.own_winograd = o.own_winograd;
+  co.experimental.layouts_through_pool_concat = o.layouts_through;
+  co.experimental.concat_in_place = o.concat_in_place;
   // The weights move into the compiled graph's memory rather than being copied there: the
   // model is not held twice at the end of compiling.
   hetgraph::CompiledGraph cg =

@@ -19,9 +19,9 @@ struct Options : hetgraph::tool::EngineFlags {
   std::string output_dir, trace;
   int repeat = 10, warmup = 3, seed = 1;
   bool json = false, fuse = true, winograd = false;
-  bool own_winograd = true;     // --no-own-winograd: CompileOptions::own_winograd
-  bool layouts_through = true;  // --no-layouts-through: CompileOptions::layouts_through_pool_concat
-  bool concat_in_place = true;  // --no-concat-in-place: CompileOptions::concat_in_place
+  // --no-own-winograd, --no-layouts-through, --no-concat-in-place: CompileOptions::Experimental's
+  // own_winograd, layouts_through_pool_concat, concat_in_place
+  bool own_winograd = true, layouts_through = true, concat_in_place = true;
   // The import's budgets (ImportOptions): --max-import-nodes, --max-import-host-bytes,
   // --max-import-tensor-bytes, --max-import-seconds; a model over one fails naming the flag.
   hetgraph::onnx::ImportOptions budgets;

@@ -24,9 +24,9 @@ namespace {
 Node collective(OpKind k, Node x, const distributed::Communicator& comm,
                 distributed::ReduceOp op = distributed::ReduceOp::sum, int root = 0) {
   if (k == OpKind::Broadcast || k == OpKind::Reduce)
-    check_root(*comm.impl(), root, std::string(op_name(k)));
+    check_root(*detail::comm_of(comm), root, std::string(op_name(k)));
   Attrs at;
-  at.set(Collective{comm.impl(), op, root});
+  at.set(Collective{detail::comm_of(comm), op, root});
   return make_op(k, {x}, at);
 }
 
@@ -134,7 +134,7 @@ CollectiveKind collective_kind(OpKind op) {
     case OpKind::ReduceScatter:
       return CollectiveKind::reduce_scatter;
     default:
-      throw Error("internal: " + std::string(op_name(op)) + " is not a collective");
+      throw InternalError(std::string(op_name(op)) + " is not a collective");
   }
 }
 

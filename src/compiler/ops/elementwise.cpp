@@ -262,7 +262,7 @@ void grad_cast(const GradCtx& c) {
 void grad_none(const GradCtx&) {}
 // g goes to a where cond holds, to b elsewhere; the int32 condition carries no gradient.
 void grad_where(const GradCtx& c) {
-  const Node zero = scalar_constant(*c.node.graph_impl(), 0.0f);
+  const Node zero = scalar_constant(*detail::graph_of(c.node), 0.0f);
   const Node cond = c.in[0], a = c.in[1], b = c.in[2];
   c.add(a, sum_to(where(cond, c.grad, zero), a));
   c.add(b, sum_to(where(cond, zero, c.grad), b));
@@ -466,7 +466,7 @@ Node fmod(Node a, Node b) {
   return detail::make_op(detail::OpKind::FMod, {a, b});
 }
 Node fmod(Node a, float b) {
-  return fmod(a, detail::scalar_constant(*a.graph_impl(), b));
+  return fmod(a, detail::scalar_constant(*detail::graph_of(a), b));
 }
 Node leaky_relu(Node x, float alpha) {
   detail::Attrs at;
@@ -517,12 +517,12 @@ Node logical_xor(Node a, Node b) {
 }
 Node logical_not(Node x) {
   // x == 0: one kernel, exact for every int32 (no new op for what a comparison does)
-  detail::check_same_graph(x.graph_impl(), x, "logical_not");
+  detail::check_same_graph(detail::graph_of(x), x, "logical_not");
   detail::NodeRec zero;
   zero.op = detail::OpKind::Constant;
   zero.dtype = DType::i32;
   zero.i32_values = std::make_shared<const std::vector<std::int32_t>>(1, 0);
-  return equal(x, x.graph_impl()->add(std::move(zero)));
+  return equal(x, detail::graph_of(x)->add(std::move(zero)));
 }
 Node cast(Node x, DType to) {
   detail::Attrs at;

@@ -231,7 +231,7 @@ void grad_scatter_elements(const GradCtx& c) {
     return;
   }
   const Node zeros =
-      expand(scalar_constant(*c.node.graph_impl(), 0.0f), c.in[2], kAllAxes, false, false);
+      expand(scalar_constant(*detail::graph_of(c.node), 0.0f), c.in[2], kAllAxes, false, false);
   c.add(c.in[0], make_op(OpKind::ScatterElements, {c.grad, c.in[1], zeros}, c.attrs));
 }
 

@@ -78,7 +78,7 @@ void grad_log_softmax(const GradCtx& c) {
   c.add(c.in[0], with_axis(OpKind::LogSoftmaxGrad, {c.grad, c.node}, axis));
 }
 void grad_xent(const GradCtx& c) {
-  const GraphImpl& g = *c.node.graph_impl();
+  const GraphImpl& g = *detail::graph_of(c.node);
   const NodeRec& p = g.rec(c.in[0].id());
   if (p.op == OpKind::Softmax && p.attrs.axis == -1 && !c.wanted(c.in[0])) {
     // Skip the softmax: d/dz of -sum(y log softmax(z)) = softmax(z) * sum(y) - y.

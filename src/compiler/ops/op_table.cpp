@@ -25,13 +25,13 @@ std::vector<OpDef> build_table() {
   std::vector<bool> seen(kNumOps, false);
   for (const OpDef& d : defs) {
     const auto i = static_cast<std::size_t>(d.kind);
-    if (seen[i]) throw Error("internal: op declared twice: " + std::string(d.name));
+    if (seen[i]) throw InternalError("op declared twice: " + std::string(d.name));
     seen[i] = true;
     table[i] = d;
   }
   for (int i = 0; i < kNumOps; ++i) {
     if (!seen[static_cast<std::size_t>(i)]) {
-      throw Error("internal: op kind " + std::to_string(i) + " has no declaration");
+      throw InternalError("op kind " + std::to_string(i) + " has no declaration");
     }
   }
   return table;

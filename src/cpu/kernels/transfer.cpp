@@ -15,8 +15,8 @@ std::unique_ptr<CpuKernel> make_transfer(const KernelArgs& k) {
   const TransferLink& link = k.node.attrs.get<TransferLink>();
   std::shared_ptr<TransferEndpoint> e = link.endpoint;
   if (!e) {
-    throw Error("internal: transfer node " + k.node.label +
-                " has no endpoint (only a heterogeneous executable runs transfers)");
+    throw InternalError("transfer node " + k.node.label +
+                        " has no endpoint (only a heterogeneous executable runs transfers)");
   }
   switch (link.role) {
     case TransferLink::Role::send: {

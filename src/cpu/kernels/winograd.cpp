@@ -426,7 +426,7 @@ namespace {
 // What both kernels need: a 3x3 stride-1 convolution of one group with channels in 8s, whose
 // image, result and residual keep 8 channels of a pixel together, and an epilogue they compute.
 const char* reject_convolution(const KernelArgs& a) {
-  if (!a.plan.own_winograd) return "off (CompileOptions::own_winograd)";
+  if (!a.plan.own_winograd) return "off (CompileOptions::Experimental::own_winograd)";
   const PlanNode& n = a.node;
   const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), n.attrs);
   const Window2d& w = g.win;

@@ -39,8 +39,8 @@ std::unique_ptr<ClOp> make_transfer(const OpArgs& a) {
   const TransferLink& link = a.node.attrs.get<TransferLink>();
   auto* e = dynamic_cast<ClTransferEndpoint*>(link.endpoint.get());
   if (e == nullptr) {
-    throw Error("internal: transfer node " + a.node.label +
-                " has no OpenCL endpoint (only a heterogeneous executable runs transfers)");
+    throw InternalError("transfer node " + a.node.label +
+                        " has no OpenCL endpoint (only a heterogeneous executable runs transfers)");
   }
   const bool send = link.role == TransferLink::Role::send;
   return std::make_unique<TransferOp>(link.endpoint, e, link.role, send ? a.in[0] : a.out, link.to);
