@@ -22,6 +22,7 @@
 #include <variant>
 
 #include "common/executable.hpp"
+#include "compiler/graph_impl.hpp"
 #include "common/float16.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
@@ -3286,7 +3287,7 @@ TEST(OnnxExport, OpRowsExportAsTheirOnnxOpAndImportBack) {
     if (d.onnx.since == 0) continue;
     const ho::Model m =
         ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "row.onnx");
-    const auto& nodes = m.graph.impl().nodes;
+    const auto& nodes = detail::impl_of(m.graph).nodes;
     EXPECT_EQ(std::count_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.op == op; }),
               1);
     ++imported;

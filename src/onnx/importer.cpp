@@ -1262,7 +1262,7 @@ void row_op(Ctx& c) {
     }
   }
   // find_handler found this handler through a row that matches
-  throw Error("internal: ONNX import: " + c.n.label + " has no op row");
+  throw InternalError("ONNX import: " + c.n.label + " has no op row");
 }
 
 // Ops the op table imports by their rows: a new elementwise op needs no handler here.
