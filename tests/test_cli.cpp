@@ -146,6 +146,20 @@ TEST(Environment, FlagsAndRealsAreStrict) {
   unsetenv(name);
 }
 
+// Calls f(path relative to src/, text) for every .cpp and .hpp file under the library's src/:
+// the scans below that hold the sources to a rule.
+void for_each_library_source(
+    const std::function<void(const std::string&, const std::string&)>& f) {
+  const std::filesystem::path src = HETGRAPH_SOURCE_DIR "/src";
+  for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
+    const auto ext = e.path().extension();
+    if (ext != ".cpp" && ext != ".hpp") continue;
+    std::ifstream in(e.path());
+    f(std::filesystem::relative(e.path(), src).string(),
+      std::string{std::istreambuf_iterator<char>(in), {}});
+  }
+}
+
 // Every variable the library reads is a row of kEnvironment, read through util/env.hpp: a
 // call that names a variable outside the table, or a raw getenv, fails here.
 TEST(Environment, TheLibraryReadsOnlyTheVariablesOfItsTable) {
@@ -153,14 +167,8 @@ TEST(Environment, TheLibraryReadsOnlyTheVariablesOfItsTable) {
   for (const auto& v : hetgraph::detail::kEnvironment) table.emplace(v.name);
   const std::regex read(
       R"re((getenv|env|env_value|env_flag|env_seconds|env_(int|real|choice)<[^>]*>)\("([A-Z][A-Z0-9_]*)")re");
-  const std::filesystem::path src = HETGRAPH_SOURCE_DIR "/src";
   int reads = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
-    const auto ext = e.path().extension();
-    if (ext != ".cpp" && ext != ".hpp") continue;
-    std::ifstream f(e.path());
-    const std::string text{std::istreambuf_iterator<char>(f), {}};
-    const std::string rel = std::filesystem::relative(e.path(), src).string();
+  for_each_library_source([&](const std::string& rel, const std::string& text) {
     for (std::sregex_iterator m(text.begin(), text.end(), read), end; m != end; ++m) {
       ++reads;
       EXPECT_TRUE(table.count((*m)[3].str()))
@@ -172,7 +180,7 @@ TEST(Environment, TheLibraryReadsOnlyTheVariablesOfItsTable) {
       EXPECT_TRUE(rel == "util/env.hpp" || rel == "common/omp_env.cpp")
           << rel << " calls getenv: read variables through util/env.hpp";
     }
-  }
+  });
   EXPECT_GT(reads, 15) << "the pattern no longer finds the library's reads";
 }
 
@@ -197,20 +205,14 @@ TEST(Environment, EveryVariableOfTheTableIsInTheReadme) {
 // base Error with that word in its message: callers tell our bugs from their mistakes by type.
 TEST(PublicApi, BrokenInvariantsThrowInternalError) {
   const std::regex base(R"re((^|[^A-Za-z_:]|hetgraph::)Error\(\s*(std::string\()?"internal)re");
-  const std::filesystem::path src = HETGRAPH_SOURCE_DIR "/src";
   int sites = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(src)) {
-    const auto ext = e.path().extension();
-    if (ext != ".cpp" && ext != ".hpp") continue;
-    std::ifstream f(e.path());
-    const std::string text{std::istreambuf_iterator<char>(f), {}};
-    const std::string rel = std::filesystem::relative(e.path(), src).string();
+  for_each_library_source([&](const std::string& rel, const std::string& text) {
     for (std::sregex_iterator m(text.begin(), text.end(), base), end; m != end; ++m)
       ADD_FAILURE() << rel << " throws Error(\"internal...\"): throw InternalError(\"...\")";
     for (std::size_t at = text.find("InternalError("); at != std::string::npos;
          at = text.find("InternalError(", at + 1))
       ++sites;
-  }
+  });
   EXPECT_GT(sites, 20) << "the scan no longer finds the library's InternalError sites";
 }
 
