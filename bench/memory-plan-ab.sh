@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 18, memory planner: arena, live peak, peak RSS and latency of hetgraph-run on the CNN
 # files bench/cnn/run.sh exports (build/bench-cnn), for two builds interleaved round by round.
-#   bench/issue18-plan.sh OUT.jsonl ROUNDS NAME=BIN [NAME=BIN ...]
+#   bench/memory-plan-ab.sh OUT.jsonl ROUNDS NAME=BIN [NAME=BIN ...]
 # BIN is a hetgraph-run whose libhetgraph.so.0 lies beside it (a copied build) or in its
 # build. Every run is a fresh process under /usr/bin/time -v (peak RSS) and under flock
 # /tmp/hetgraph-build.lock. One JSON line per run: hetgraph-run --json's line plus variant,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 12, grouped embeddings: fused vs unfused wide & deep, interleaved A/B rounds (each
 # invocation a fresh process; each pair under the build lock, as the machine is shared).
-#   bench/issue12-embed.sh ROUNDS OUT.jsonl
+#   bench/embedding-groups-ab.sh ROUNDS OUT.jsonl
 # A: defaults. B: --no-grouped-embeddings (one node per lookup and the concat). On OpenCL,
 # wide-deep-train also runs C: --no-fuse (dense table gradients and SGD: what main ran there
 # before it had an embedding_update kernel).

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Issue 12's charts and table from scripts/figures-issue12.sh output (medians over rounds):
+"""Issue 12's charts and table from scripts/graphi-figures.sh output (medians over rounds):
   bench/charts/op-scalability.png  Graphi Fig. 2 style: each heavy op kind's speedup on 2..C
                                    threads over 1 (per-op hill climbs, critical-path 1xC)
   bench/charts/pinning.png         Graphi Fig. 3 style: pinned vs unpinned executor teams
   stdout                           markdown tables: the two figures' numbers, and parallel-op
                                    fusion on/off and per-op thread counts on/off per workload
-  /usr/bin/python3 bench/plot_issue12.py bench/results/<date>-issue12-figures.jsonl"""
+  /usr/bin/python3 bench/plot_graphi_figures.py bench/results/<date>-issue12-figures.jsonl"""
 import collections
 import json
 import statistics

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Summarises bench/issue18-plan.sh's JSON lines: per model, batch and engine, each variant's
+"""Summarises bench/memory-plan-ab.sh's JSON lines: per model, batch and engine, each variant's
 arena (planned_bytes), live peak, median peak RSS and median latency over the rounds, and the
-new/base ratios.   bench/issue18_plan_summary.py RESULTS.jsonl [BASE NEW]"""
+new/base ratios.   bench/memory_plan_summary.py RESULTS.jsonl [BASE NEW]"""
 import json
 import statistics
 import sys

@@ -3,7 +3,7 @@
 # (sequential CPU engine, 1x2, and OpenCL) and writes one JSON line per case: the summed
 # node time per run by op (parallel groups by their members' op), and the share of the
 # embedding work (lookups, slices of the ids, concat and their gradients and table updates).
-#   bench/issue12-embed-profile.sh OUT.jsonl
+#   bench/embedding-profile.sh OUT.jsonl
 set -euo pipefail
 out=$1
 bench=${BENCH:-build/bench/hetgraph-bench}

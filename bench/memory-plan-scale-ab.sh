@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 18, memory planner: compile time of million-node graphs (hetgraph-scale), two builds
 # interleaved round by round, each run under flock /tmp/hetgraph-build.lock.
-#   bench/issue18-plan-scale.sh OUT.jsonl ROUNDS NAME=HETGRAPH-SCALE [NAME=...]
+#   bench/memory-plan-scale-ab.sh OUT.jsonl ROUNDS NAME=HETGRAPH-SCALE [NAME=...]
 set -euo pipefail
 out=$1 rounds=$2
 shift 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12's two Graphi-style charts, as JSON lines (bench/plot_issue12.py draws them):
+# Issue 12's two Graphi-style charts, as JSON lines (bench/plot_graphi_figures.py draws them):
 #  - Figure 2, op scalability: per-op thread counts on one team of all cores (critical-path
 #    1xC --per-op-threads); each heavy op kind's hill climb reports its time per run at 1, 2,
 #    4, ... threads (op_threads curves).
@@ -10,7 +10,7 @@
 # FIGS (default "scalability pin switches") picks the parts; FIRST_ROUND (default 1) the first
 # round number, to add rounds to a file.
 # Rounds interleave everything; each invocation holds the build lock alone.
-#   scripts/figures-issue12.sh [ROUNDS] [OUT]   (defaults 3, bench/results/<date>-issue12-figures.jsonl)
+#   scripts/graphi-figures.sh [ROUNDS] [OUT]   (defaults 3, bench/results/<date>-issue12-figures.jsonl)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
