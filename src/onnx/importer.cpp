@@ -1281,6 +1281,11 @@ const std::vector<Handler>& handlers() {
     std::vector<Handler> h;
     register_row_ops(h);
     register_math_ops(h);
+    register_reduce_ops(h);
+    register_linalg_ops(h);
+    register_signal_ops(h);
+    register_quant_ops(h);
+    register_training_ops(h);
     register_tensor_ops(h);
     register_nn_ops(h);
     register_rnn_ops(h);

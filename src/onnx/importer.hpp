@@ -171,6 +171,11 @@ struct Handler {
 const std::vector<Handler>& handlers();
 const Handler* find_handler(const std::string& op, int since, const std::string& domain = "");
 void register_math_ops(std::vector<Handler>& h);
+void register_reduce_ops(std::vector<Handler>& h);
+void register_linalg_ops(std::vector<Handler>& h);
+void register_signal_ops(std::vector<Handler>& h);
+void register_quant_ops(std::vector<Handler>& h);
+void register_training_ops(std::vector<Handler>& h);
 void register_tensor_ops(std::vector<Handler>& h);
 void register_nn_ops(std::vector<Handler>& h);
 void register_rnn_ops(std::vector<Handler>& h);
@@ -222,7 +227,10 @@ bool narrow_int(int elem);
 /// r (int32) brought into `elem`'s range as ONNX's wrapping arithmetic would leave it (uint8
 /// 200 + 100 is 44): a mod by 2^8 or 2^16.
 Node wrap_to(Ctx& c, Node r, int elem);
-// ---- quantization (ops_math.cpp)
+/// min over `axis` (kAllAxes: all) as -max of -x: exact (negation is), NaN included
+/// (ops_reduce.cpp; ReduceMin, and DynamicQuantizeLinear's range).
+Node reduce_min_of(Node x, int axis, bool keepdims);
+// ---- quantization (ops_quant.cpp)
 /// The range of a quantized element type: uint8 or int8 (others: UnsupportedError).
 std::pair<float, float> quantized_range(Ctx& c, int elem);
 /// Input i (a scale or zero point) as float, shaped to broadcast against a rank-`rank_x` x: a

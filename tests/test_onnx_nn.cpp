@@ -1,0 +1,436 @@
+// ONNX import of the neural-network ops (src/onnx/ops_nn.cpp: normalisation, pooling, RoiAlign,
+// GridSample, Resize) and of the recurrent ones (src/onnx/ops_rnn.cpp).
+#include <algorithm>
+
+#include "onnx_test_util.hpp"
+
+namespace {
+
+using namespace onnx_test;
+
+// BatchNormalization in training mode (opset 15): normalised by the batch's statistics per
+// channel (population variance), the running statistics moved towards them by momentum; against
+// the formula in double, on every platform, and exported and imported back. The gradient of
+// the summed output: the bias's is the count per channel, x's is 0 (a normalised channel sums
+// to 0 whatever x is). Opset 9's training outputs stay unsupported.
+TEST(OnnxImport, BatchNormTrainingModeUsesTheBatchStatistics) {
+  Builder b(15);
+  b.input("x", {2, 2, 1, 3}).output("y", {2, 2, 1, 3}).output("rm", {2}).output("rv", {2});
+  b.floats("scale", {2}, {1.5f, -0.5f}).floats("bias", {2}, {0.25f, 2.0f});
+  b.floats("mean", {2}, {0.5f, -1.0f}).floats("var", {2}, {2.0f, 0.5f});
+  auto* n = b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"});
+  Builder::attr(n, "training_mode", std::int64_t{1});
+  Builder::attr_f(n, "epsilon", 1e-2f);
+  Builder::attr_f(n, "momentum", 0.75f);
+  ho::Model m = b.import();
+  ho::Model back = round_trip(m);
+  const std::vector<float> x{1, 2, 6, -1, 0, 4, 3, 3, 0, 2, 5, -2};
+  const double scale[2] = {1.5, -0.5}, bias[2] = {0.25, 2.0}, mean0[2] = {0.5, -1.0},
+               var0[2] = {2.0, 0.5};
+  std::vector<float> want_y(12), want_rm(2), want_rv(2);
+  for (std::size_t ch = 0; ch < 2; ++ch) {
+    double mu = 0, v = 0;
+    for (std::size_t nn = 0; nn < 2; ++nn)
+      for (std::size_t w = 0; w < 3; ++w) mu += x[nn * 6 + ch * 3 + w] / 6.0;
+    for (std::size_t nn = 0; nn < 2; ++nn)
+      for (std::size_t w = 0; w < 3; ++w) v += std::pow(x[nn * 6 + ch * 3 + w] - mu, 2) / 6.0;
+    for (std::size_t nn = 0; nn < 2; ++nn)
+      for (std::size_t w = 0; w < 3; ++w) {
+        const std::size_t at = nn * 6 + ch * 3 + w;
+        want_y[at] = static_cast<float>((x[at] - mu) / std::sqrt(v + 1e-2) * scale[ch] + bias[ch]);
+      }
+    want_rm[ch] = static_cast<float>(mean0[ch] * 0.75 + mu * 0.25);
+    want_rv[ch] = static_cast<float>(var0[ch] * 0.75 + v * 0.25);
+  }
+  const auto near = [](const std::vector<float>& got, const std::vector<float>& want, double tol) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], tol) << k;
+  };
+  // variables: the initializers in order (scale, bias, mean, var)
+  ASSERT_EQ(m.variables.size(), 4u);
+  const std::vector<Node> d = gradients(reduce_sum(m.outputs[0]), {m.variables[1], m.inputs[0]});
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}});
+      near(cg.read(model->outputs[0]), want_y, 1e-5);
+      near(cg.read(model->outputs[1]), want_rm, 1e-6);
+      near(cg.read(model->outputs[2]), want_rv, 1e-5);
+    }
+    CompiledGraph cg = GraphCompiler(pc.make()).compile(m.graph, m.input_shapes, d);
+    cg.run({{"x", x}});
+    EXPECT_EQ(cg.read(d[0]), (std::vector<float>{6, 6}));
+    near(cg.read(d[1]), std::vector<float>(12, 0.0f), 1e-5);
+  }
+  Builder old(9);
+  old.input("x", {2, 2, 1, 3}).output("y", {2, 2, 1, 3});
+  for (const char* o : {"rm", "rv", "sm", "sv"}) old.output(o, {2});
+  old.floats("scale", {2}, {1, 1}).floats("bias", {2}, {0, 0});
+  old.floats("mean", {2}, {0, 0}).floats("var", {2}, {1, 1});
+  old.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"},
+           {"y", "rm", "rv", "sm", "sv"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { old.import(); }), "training mode");
+}
+
+// MaxPool's Indices (opset 12): the flat position in x of each window's maximum, the first in
+// window order (ties, a NaN, windows in the padding), row-major or (storage_order 1) column-major
+// over the image, 2-d and 1-d; MaxUnpool scatters the maxima back (a larger output_shape pads at
+// the end). Against a direct reference on every platform, exported and imported back. Fed
+// positions outside the unpooled shape are FeedErrors.
+TEST(OnnxImport, MaxPoolIndicesAndMaxUnpool) {
+  Builder b(12);
+  b.input("x", {2, 2, 3, 4}).input("v", {1, 2, 5}).input("z", {1, 1, 4, 4});
+  b.output("y", {2, 2, 2, 2}).output("i", {2, 2, 2, 2}, 7).output("ic", {2, 2, 2, 2}, 7);
+  b.output("vi", {1, 2, 2}, 7).output("u", {1, 1, 5, 6});
+  b.int_tensor("shape", {4}, {1, 1, 5, 6});
+  for (int order : {0, 1}) {
+    auto* n = b.node("MaxPool", {"x"}, {order == 0 ? "y" : "yc", order == 0 ? "i" : "ic"});
+    Builder::attr(n, "kernel_shape", std::vector<std::int64_t>{3, 3});
+    Builder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
+    Builder::attr(n, "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+    Builder::attr(n, "storage_order", std::int64_t{order});
+  }
+  auto* n1 = b.node("MaxPool", {"v"}, {"vy", "vi"});
+  Builder::attr(n1, "kernel_shape", std::vector<std::int64_t>{2});
+  Builder::attr(n1, "strides", std::vector<std::int64_t>{2});
+  // z pooled 2 x 2 and unpooled into the 4 x 4 it came from, padded at the end to 5 x 6 (the
+  // output_shape input, as ONNX's reference pads).
+  for (const char* op : {"MaxPool", "MaxUnpool"}) {
+    auto* n = std::string(op) == "MaxPool" ? b.node(op, {"z"}, {"zy", "zi"})
+                                           : b.node(op, {"zy", "zi", "shape"}, {"u"});
+    Builder::attr(n, "kernel_shape", std::vector<std::int64_t>{2, 2});
+    Builder::attr(n, "strides", std::vector<std::int64_t>{2, 2});
+  }
+  ho::Model m = b.import();
+  ho::Model back = round_trip(m);
+  // Ties (3s), a NaN after a larger value, a plane of -inf.
+  std::vector<float> x(48), v{1, 7, 7, 2, 5, -1, -3, -3, 0, 9}, z(16);
+  for (std::size_t k = 0; k < 16; ++k) z[k] = static_cast<float>((k * 11) % 7);
+  for (std::size_t k = 0; k < 48; ++k) x[k] = static_cast<float>((k * 7) % 5);
+  x[6] = NAN;
+  for (std::size_t k = 36; k < 48; ++k) x[k] = -INFINITY;
+  // The reference: taps in window order, the first maximum, a NaN beating any number.
+  std::vector<float> want_y, want_u(30, 0.0f);
+  std::vector<std::int32_t> want_i, want_ic, want_vi;
+  for (std::size_t q = 0; q < 4; ++q) {
+    for (int oh = 0; oh < 2; ++oh) {
+      for (int ow = 0; ow < 2; ++ow) {
+        int bh = -1, bw = -1;
+        float best = 0;
+        for (int kh = 0; kh < 3; ++kh) {
+          for (int kw = 0; kw < 3; ++kw) {
+            const int h = oh * 2 - 1 + kh, w = ow * 2 - 1 + kw;
+            if (h < 0 || h >= 3 || w < 0 || w >= 4) continue;
+            const float val = x[q * 12 + static_cast<std::size_t>(h * 4 + w)];
+            if (bh < 0 || (std::isnan(val) && !std::isnan(best)) ||
+                (!std::isnan(best) && val > best)) {
+              best = val;
+              bh = h;
+              bw = w;
+            }
+          }
+        }
+        want_y.push_back(best);
+        want_i.push_back(static_cast<std::int32_t>(q * 12) + bh * 4 + bw);
+        want_ic.push_back(static_cast<std::int32_t>(q * 12) + bh + bw * 3);
+      }
+    }
+  }
+  for (std::size_t q = 0; q < 2; ++q) {
+    for (std::size_t o = 0; o < 2; ++o) {
+      const std::size_t a = q * 5 + 2 * o;
+      want_vi.push_back(static_cast<std::int32_t>(v[a + 1] > v[a] ? a + 1 : a));
+    }
+  }
+  for (std::size_t oh = 0; oh < 2; ++oh) {
+    for (std::size_t ow = 0; ow < 2; ++ow) {
+      std::size_t best = oh * 8 + ow * 2;
+      for (std::size_t t : {oh * 8 + ow * 2 + 1, oh * 8 + ow * 2 + 4, oh * 8 + ow * 2 + 5})
+        if (z[t] > z[best]) best = t;
+      want_u[(best / 4) * 6 + best % 4] = z[best];
+    }
+  }
+  const auto same = [](const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      if (std::isnan(want[k])) {
+        EXPECT_TRUE(std::isnan(got[k])) << k;
+      } else {
+        EXPECT_EQ(got[k], want[k]) << k;
+      }
+    }
+  };
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"v", v}, {"z", z}});
+      same(cg.read(model->outputs[0]), want_y);
+      EXPECT_EQ(cg.read_i32(model->outputs[1]), want_i);
+      EXPECT_EQ(cg.read_i32(model->outputs[2]), want_ic);
+      EXPECT_EQ(cg.read_i32(model->outputs[3]), want_vi);
+      EXPECT_EQ(cg.read(model->outputs[4]), want_u);
+    }
+  }
+  // MaxUnpool with fed positions: in range they land (the default output shape: 4 x 4); 16 and
+  // -1 are FeedErrors naming the node.
+  Builder fed(11);
+  fed.input("y", {1, 1, 2, 2}).input("i", {1, 1, 2, 2}, 7).output("u", {1, 1, 4, 4});
+  auto* fu = fed.node("MaxUnpool", {"y", "i"}, {"u"});
+  fu->set_name("unpool");
+  Builder::attr(fu, "kernel_shape", std::vector<std::int64_t>{2, 2});
+  Builder::attr(fu, "strides", std::vector<std::int64_t>{2, 2});
+  ho::Model mf = fed.import();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = mf.compile(GraphCompiler(pc.make()));
+    cg.run({{"y", std::vector<float>{1, 2, 3, 4}}, {"i", std::vector<std::int32_t>{5, 2, 8, 15}}});
+    std::vector<float> want(16, 0.0f);
+    want[5] = 1;
+    want[2] = 2;
+    want[8] = 3;
+    want[15] = 4;
+    EXPECT_EQ(cg.read(mf.outputs[0]), want);
+    for (std::int32_t bad : {16, -1}) {
+      const std::string e = error_of<FeedError>([&] {
+        cg.run({{"y", std::vector<float>{1, 2, 3, 4}},
+                {"i", std::vector<std::int32_t>{0, bad, 1, 2}}});
+      });
+      EXPECT_CONTAINS(e, "unpool/MaxUnpool/indices");
+    }
+  }
+}
+
+// ONNX's RoiAlign reference (avg mode), per sample point, for the test below.
+std::vector<float> roi_align_reference(const std::vector<float>& x, int n_img, int ch, int h, int w,
+                                       const std::vector<float>& rois,
+                                       const std::vector<std::int32_t>& ids, int oh, int ow,
+                                       int ratio, float scale, bool half_pixel) {
+  (void)n_img;
+  std::vector<float> out;
+  const int r_count = static_cast<int>(ids.size());
+  for (int r = 0; r < r_count; ++r) {
+    const float off = half_pixel ? 0.5f : 0.0f;
+    const float sw = rois[r * 4] * scale - off, sh = rois[r * 4 + 1] * scale - off;
+    float rw = rois[r * 4 + 2] * scale - off - sw, rh = rois[r * 4 + 3] * scale - off - sh;
+    if (!half_pixel) rw = std::max(rw, 1.0f), rh = std::max(rh, 1.0f);
+    const float bh = rh / static_cast<float>(oh), bw = rw / static_cast<float>(ow);
+    const int gh = ratio > 0 ? ratio : static_cast<int>(std::ceil(rh / static_cast<float>(oh)));
+    const int gw = ratio > 0 ? ratio : static_cast<int>(std::ceil(rw / static_cast<float>(ow)));
+    for (int c = 0; c < ch; ++c) {
+      const float* img = x.data() + (ids[r] * ch + c) * h * w;
+      for (int ph = 0; ph < oh; ++ph) {
+        for (int pw = 0; pw < ow; ++pw) {
+          double acc = 0;
+          for (int iy = 0; iy < gh; ++iy) {
+            float y = sh + ph * bh + (iy + 0.5f) * bh / static_cast<float>(gh);
+            for (int ix = 0; ix < gw; ++ix) {
+              float xx = sw + pw * bw + (ix + 0.5f) * bw / static_cast<float>(gw);
+              if (y < -1.0f || y > h || xx < -1.0f || xx > w) continue;
+              float yy = std::max(y, 0.0f), xc = std::max(xx, 0.0f);
+              int yl = static_cast<int>(yy), xl = static_cast<int>(xc), yh, xh;
+              if (yl >= h - 1)
+                yh = yl = h - 1, yy = static_cast<float>(yl);
+              else
+                yh = yl + 1;
+              if (xl >= w - 1)
+                xh = xl = w - 1, xc = static_cast<float>(xl);
+              else
+                xh = xl + 1;
+              const float ly = yy - yl, lx = xc - xl, hy = 1 - ly, hx = 1 - lx;
+              acc += hy * hx * img[yl * w + xl] + hy * lx * img[yl * w + xh] +
+                     ly * hx * img[yh * w + xl] + ly * lx * img[yh * w + xh];
+            }
+          }
+          out.push_back(static_cast<float>(acc / (gh * gw)));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// RoiAlign against ONNX's reference algorithm: rois reaching outside the image, both
+// coordinate modes, a fixed sampling grid and the adaptive one (rois known at import); a batch
+// index outside the images is a FeedError naming it.
+TEST(OnnxImport, RoiAlignMatchesTheReference) {
+  const int n = 2, ch = 2, h = 5, w = 6;
+  std::vector<float> x(n * ch * h * w);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.7f) * 3;
+  const std::vector<float> rois{0.5f, 1.0f, 4.0f, 3.5f, -2.0f, -1.5f,
+                                3.0f, 2.0f, 3.0f, 2.5f, 7.5f,  6.5f};
+  const std::vector<std::int32_t> ids{1, 0, 1}, bad_ids{1, 2, 0};
+  for (bool half_pixel : {true, false}) {
+    for (int ratio : {2, 0}) {
+      SCOPED_TRACE(std::to_string(half_pixel) + " ratio " + std::to_string(ratio));
+      Builder b(16);
+      b.input("x", {n, ch, h, w}).input("ids", {3}, 7).output("y", {3, ch, 3, 2});
+      if (ratio > 0)
+        b.input("rois", {3, 4});
+      else
+        b.floats("rois", {3, 4}, rois);
+      auto* r = b.node("RoiAlign", {"x", "rois", "ids"}, {"y"});
+      Builder::attr(r, "output_height", std::int64_t{3});
+      Builder::attr(r, "output_width", std::int64_t{2});
+      Builder::attr(r, "sampling_ratio", std::int64_t{ratio});
+      Builder::attr_f(r, "spatial_scale", 0.75f);
+      Builder::attr(r, "coordinate_transformation_mode",
+                    std::string(half_pixel ? "half_pixel" : "output_half_pixel"));
+      const ho::Model m = b.import();  // (these rois' adaptive grids are all 1 x 2)
+      const auto want =
+          roi_align_reference(x, n, ch, h, w, rois, ids, 3, 2, ratio, 0.75f, half_pixel);
+      for (const auto& pc : testing_util::platforms()) {
+        SCOPED_TRACE(pc.name);
+        CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+        std::vector<FeedItem> feeds{{"x", x}, {"ids", ids}};
+        if (ratio > 0) feeds.push_back({"rois", rois});
+        cg.run(feeds);
+        const auto got = cg.read(m.outputs[0]);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-5) << k;
+        if (ratio > 0) {
+          feeds[1] = {"ids", bad_ids};
+          EXPECT_CONTAINS(error_of<FeedError>([&] { cg.run(feeds); }), "batch_indices");
+        }
+      }
+    }
+  }
+  // Adaptive grids of different sizes would need shapes per roi: refused, not approximated.
+  Builder b(16);
+  b.input("x", {n, ch, h, w}).input("ids", {2}, 7).output("y", {2, ch, 1, 1});
+  b.floats("rois", {2, 4}, {0, 0, 1, 1, 0, 0, 4, 4});
+  b.node("RoiAlign", {"x", "rois", "ids"}, {"y"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { b.import(); }),
+                  "#0 (RoiAlign-16): rois whose adaptive sampling grids differ");
+}
+
+// GridSample on x = [[1, 2, 3], [4, 5, 6]] at grid points inside, between pixels, half outside
+// and far outside (reflected twice), in each padding mode, bilinear and nearest (half to even):
+// against values worked out by hand from PyTorch's grid_sample, on every platform, exported and
+// imported back; the gradient reaches the grid (a variable here). Bad grids and modes are
+// errors naming the node.
+TEST(OnnxImport, GridSampleInterpolatesAndPads) {
+  Builder b(16);
+  b.input("x", {1, 1, 2, 3}).floats("grid", {1, 1, 4, 2}, {0, 0, 1, 1, -1, -1, 3, 0});
+  const char* modes[][2] = {{"bilinear", "zeros"},
+                            {"bilinear", "border"},
+                            {"bilinear", "reflection"},
+                            {"nearest", "zeros"}};
+  for (const auto& [mode, pad] : modes) {
+    const std::string y = std::string(mode) + "_" + pad;
+    b.output(y, {1, 1, 1, 4});
+    auto* n = b.node("GridSample", {"x", "grid"}, {y});
+    Builder::attr(n, "mode", std::string(mode));
+    Builder::attr(n, "padding_mode", std::string(pad));
+  }
+  ho::Model m = b.import();
+  ASSERT_EQ(m.variables.size(), 1u);
+  ho::Model back = round_trip(m);
+  const std::vector<std::vector<float>> want{
+      {3.5f, 1.5f, 0.25f, 0.0f}, {3.5f, 6, 1, 4.5f}, {3.5f, 6, 1, 2.5f}, {2, 0, 1, 0}};
+  const Node d_grid = gradients(reduce_sum(m.outputs[0]), {m.variables[0]})[0];
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = GraphCompiler(pc.make()).compile(
+        m.graph, m.input_shapes, {m.outputs[0], m.outputs[1], m.outputs[2], m.outputs[3], d_grid});
+    const std::vector<float> x{1, 2, 3, 4, 5, 6};
+    cg.run({{"x", x}});
+    for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(cg.read(m.outputs[k]), want[k]) << k;
+    // At the first point: x = 1 + 1.5 gx (3 pixels) and y = 0.5 + gy (2 rows); the value
+    // rises by 1 per pixel and by 3 per row.
+    const std::vector<float> g = cg.read(d_grid);
+    EXPECT_FLOAT_EQ(g[0], 1.5f);
+    EXPECT_FLOAT_EQ(g[1], 3.0f);
+    CompiledGraph again = back.compile(GraphCompiler(pc.make()));
+    again.run({{"x", x}});
+    for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(again.read(back.outputs[k]), want[k]) << k;
+  }
+  Builder bad(16);
+  bad.input("x", {1, 1, 2, 3}).input("grid", {2, 1, 4, 2}).output("y", {1, 1, 1, 4});
+  bad.node("GridSample", {"x", "grid"}, {"y"});
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad.import({.check = false}); }), "GridSample");
+  Builder odd(16);
+  odd.input("x", {1, 1, 2, 3}).input("grid", {1, 1, 4, 2}).output("y", {1, 1, 1, 4});
+  Builder::attr(odd.node("GridSample", {"x", "grid"}, {"y"}), "mode", std::string("area"));
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { odd.import({.check = false}); }), "mode must be");
+}
+
+// Resize: nearest of int64 (gathers only: 2^24 + 1 stays exact), tf_crop_and_resize's
+// extrapolation outside the region, exported and imported back; bad scales are errors.
+TEST(OnnxImport, ResizeGathersAndWeighsEachAxis) {
+  Builder b;
+  b.input("i", {1, 1, 2, 2}, 7).input("x", {1, 1, 1, 4});
+  b.output("up", {1, 1, 4, 6}, 7).output("crop", {1, 1, 1, 3});
+  b.floats("scales", {4}, {1, 1, 2, 3}).floats("roi", {8}, {0, 0, 0, -0.5f, 1, 1, 1, 1.5f});
+  b.ints("sizes", {1, 1, 1, 3});
+  b.node("Resize", {"i", "", "scales"}, {"up"});
+  auto* crop = b.node("Resize", {"x", "roi", "", "sizes"}, {"crop"});
+  Builder::attr(crop, "mode", std::string("linear"));
+  Builder::attr(crop, "coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+  Builder::attr_f(crop, "extrapolation_value", 10.0f);
+  ho::Model m = b.import();
+  ho::Model back = round_trip(m);
+  const std::vector<std::int32_t> i{16777217, 2, 3, 4};
+  std::vector<std::int32_t> up;
+  for (int r = 0; r < 4; ++r)  // each element a 2 x 3 block
+    for (int col = 0; col < 6; ++col)
+      up.push_back(i[static_cast<std::size_t>(r / 2 * 2 + col / 3)]);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    for (ho::Model* model : {&m, &back}) {
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"i", i}, {"x", std::vector<float>{1, 2, 3, 4}}});
+      EXPECT_EQ(cg.read_i32(model->outputs[0]), up);
+      // source x = 3 o - 1.5: -1.5 and 4.5 fall outside [0, 3]; 1.5 is halfway from 2 to 3
+      EXPECT_EQ(cg.read(model->outputs[1]), (std::vector<float>{10, 2.5f, 10}));
+    }
+  }
+  auto bad = [](std::vector<float> scales, const std::string& mode) {
+    Builder e;
+    e.input("i", {1, 2}, 7).output("y", {1, 4}, 7);
+    e.floats("s", {static_cast<std::int64_t>(scales.size())}, scales);
+    Builder::attr(e.node("Resize", {"i", "", "s"}, {"y"}), "mode", mode);
+    e.import();
+  };
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad({1, 2, 2}, "nearest"); }), "scales must give 2");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    bad({1, -2}, "nearest");
+                  }),
+                  "scales must be positive");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { bad({1, INFINITY}, "nearest"); }), "and finite");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    bad({1, 1e12f}, "nearest");
+                  }),
+                  "an output dim of");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    bad({1, 0.25f}, "nearest");
+                  }),
+                  "an output dim of 0");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] {
+                    bad({1, 2}, "linear");
+                  }),
+                  "linear resizing of integers");
+}
+
+TEST(OnnxImport, BidirectionalLstmDirectionsAreIndependentChains) {
+  // Two directions, 6 steps: the graph is at least two wide, so parallel engines overlap them.
+  Builder b;
+  constexpr int kSeq = 6, kBatch = 2, kIn = 3, kH = 4;
+  b.input("x", {kSeq, kBatch, kIn}).output("y", {kSeq, 2, kBatch, kH}).output("h", {2, kBatch, kH});
+  b.floats("W", {2, 4 * kH, kIn}, testing_util::random_vec(2 * 4 * kH * kIn, 1));
+  b.floats("R", {2, 4 * kH, kH}, testing_util::random_vec(2 * 4 * kH * kH, 2));
+  auto* n = b.node("LSTM", {"x", "W", "R"}, {"y", "h"});
+  auto* a = n->add_attribute();
+  a->set_name("direction");
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s("bidirectional");
+  Builder::attr(n, "hidden_size", std::int64_t{kH});
+  ho::Model m = b.import();
+  EXPECT_EQ(m.output_info[0].shape, (Shape{kSeq, 2, kBatch, kH}));
+  CompiledGraph cg = m.compile(GraphCompiler(Platform::cpu(
+      {.engine = CpuEngine::critical_path, .executors = 2, .threads_per_executor = 1})));
+  EXPECT_GE(cg.engine_report().max_width, 2);
+}
+
+}  // namespace
