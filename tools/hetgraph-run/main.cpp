@@ -12,9 +12,9 @@
 #include <map>
 #include <random>
 
-#include "common/tool_run.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
+#include "hetgraph/tool.hpp"
 #include "options.hpp"
 
 namespace {
