@@ -165,7 +165,7 @@ std::vector<char> barriers(const Plan& p, const Spans& spans) {
   std::vector<char> fixed(n, 0);
   for (std::uint32_t v = 0; v < n; ++v) {
     fixed[v] = !works(v) && std::all_of(p.nodes[v].deps.begin(), p.nodes[v].deps.end(),
-                                         [&](std::uint32_t d) { return fixed[d] != 0; });
+                                        [&](std::uint32_t d) { return fixed[d] != 0; });
   }
   std::vector<std::int64_t> cross(n + 1, 0);
   for (std::uint32_t v = 0; v < n; ++v) {
@@ -196,7 +196,8 @@ std::vector<char> barriers(const Plan& p, const Spans& spans) {
     bool ok = true;
     for (std::uint32_t v = from + 1; v < n && v <= to; ++v) {
       bool g = false;
-      for (std::uint32_t d : p.nodes[v].deps) g = g || d == from || (d > from && good[d] && !fixed[d]);
+      for (std::uint32_t d : p.nodes[v].deps)
+        g = g || d == from || (d > from && good[d] && !fixed[d]);
       good[v] = g;
       if (!g && (works(v) || v == to)) ok = false;
     }
@@ -209,7 +210,8 @@ std::vector<char> barriers(const Plan& p, const Spans& spans) {
     const std::uint32_t to = cand[k];
     const std::int64_t from = k > 0 ? cand[k - 1] : -1;
     bool ok = true;
-    for (std::int64_t u = static_cast<std::int64_t>(to) - 1; u >= std::max<std::int64_t>(from, 0); --u) {
+    for (std::int64_t u = static_cast<std::int64_t>(to) - 1; u >= std::max<std::int64_t>(from, 0);
+         --u) {
       bool g = false;
       for (std::uint32_t s : p.nodes[static_cast<std::size_t>(u)].succs)
         g = g || s == to || (s < to && good[s]);
@@ -270,7 +272,7 @@ std::size_t best_fit_in_order(const std::vector<Item>& items, std::vector<std::s
   for (std::uint32_t k = 0; k < order.size(); ++k) order[k] = k;
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return items[a].lo < items[b].lo; });
-  std::map<std::size_t, std::size_t> free_at;            // offset -> bytes
+  std::map<std::size_t, std::size_t> free_at;             // offset -> bytes
   std::set<std::pair<std::size_t, std::size_t>> by_size;  // (bytes, offset)
   using Live = std::pair<std::uint32_t, std::uint32_t>;   // (hi, item)
   std::priority_queue<Live, std::vector<Live>, std::greater<>> live;
@@ -360,8 +362,8 @@ std::vector<char> overwritten_later(const std::vector<Item>& items,
     if (b <= l || r <= a) return -1;
     if (a <= l && r <= b) return mx[node];
     const std::size_t mid = (l + r) / 2;
-    return std::max({tag[node], self(self, 2 * node, l, mid, a, b),
-                     self(self, 2 * node + 1, mid, r, a, b)});
+    return std::max(
+        {tag[node], self(self, 2 * node, l, mid, a, b), self(self, 2 * node + 1, mid, r, a, b)});
   };
   auto idx = [&](std::size_t x) {
     return static_cast<std::size_t>(std::lower_bound(xs.begin(), xs.end(), x) - xs.begin());
@@ -631,147 +633,148 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
   // it adds are listed in `edges`, to take back if the assignment is not kept.
   std::vector<std::uint32_t> edges;  // waiters, in the order their edges were added
   auto assign = [&](bool reuse_free) {
-  bufs.clear();
-  free_by_size.clear();
-  expiring = {};
-  edges.clear();
-  for (PlanNode& node : p.nodes) {
-    node.buffer = -1;
-    node.in_place = false;
-  }
-  concat_buffer.assign(n, -1);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    PlanNode& node = p.nodes[i];
-    // Release buffers whose readers are all earlier in plan order. Members of a parallel
-    // group run together, at their group's place: nothing is released between them (one
-    // member's last read is not over while another member runs).
-    while (node.group < 0 && !expiring.empty() && expiring.top().first < i) {
-      const auto [when, b] = expiring.top();
-      expiring.pop();
-      Buffer& B = bufs[static_cast<std::size_t>(b)];
-      // A buffer can have several expiry entries for the same last read (an in-place chain
-      // ending in a node nobody reads pushes one per link): list it once, or a second copy
-      // would hand it out again while its next contents are live.
-      if (!B.pinned && !B.listed && B.last_read == when) {
-        free_by_size.insert({B.bytes, b});
-        B.listed = true;
-      }
+    bufs.clear();
+    free_by_size.clear();
+    expiring = {};
+    edges.clear();
+    for (PlanNode& node : p.nodes) {
+      node.buffer = -1;
+      node.in_place = false;
     }
-    switch (node.storage) {
-      case Storage::None:
-        continue;
-      case Storage::Input:
-      case Storage::Variable:
-      case Storage::Constant:
-        new_buffer(i, true);
-        continue;
-      case Storage::View: {
-        const std::int32_t b = p.nodes[node.inputs[0]].buffer;
+    concat_buffer.assign(n, -1);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      PlanNode& node = p.nodes[i];
+      // Release buffers whose readers are all earlier in plan order. Members of a parallel
+      // group run together, at their group's place: nothing is released between them (one
+      // member's last read is not over while another member runs).
+      while (node.group < 0 && !expiring.empty() && expiring.top().first < i) {
+        const auto [when, b] = expiring.top();
+        expiring.pop();
         Buffer& B = bufs[static_cast<std::size_t>(b)];
-        node.buffer = b;
-        node.sub_offset = p.nodes[node.inputs[0]].sub_offset;
-        for (std::uint32_t r : readers[i]) {
-          B.users.push_back(r);
-          if (r > B.last_read) {
-            B.last_read = r;
-            if (!B.pinned) expiring.push({r, b});
-          }
+        // A buffer can have several expiry entries for the same last read (an in-place chain
+        // ending in a node nobody reads pushes one per link): list it once, or a second copy
+        // would hand it out again while its next contents are live.
+        if (!B.pinned && !B.listed && B.last_read == when) {
+          free_by_size.insert({B.bytes, b});
+          B.listed = true;
         }
-        if (node.fetched) B.pinned = true;
-        continue;
       }
-      case Storage::Computed:
-        break;
-    }
-    if (node.in_concat >= 0) {
-      join_concat(i);
-      continue;
-    }
-    if (mode == ReuseMode::none) {
-      new_buffer(i, false);
-      continue;
-    }
-    const OpDef& def = op_def(node.op);
-    bool placed = false;
-    // 1. Straight into the variable this node is the new value of (elide_assigns).
-    if (node.into_variable >= 0) {
-      const std::int32_t b = p.nodes[static_cast<std::size_t>(node.into_variable)].buffer;
-      occupy(b, i);
-      bufs[static_cast<std::size_t>(b)].pinned = true;
-      node.in_place = true;
-      placed = true;
-    }
-    // 2. Over an input whose last reader this is (not for members of a parallel group: the
-    // input may be another member's too, read at the same time).
-    for (std::size_t k = 0; k < node.inputs.size() && !placed && node.group < 0; ++k) {
-      if (!def.inplace_input(k)) continue;
-      // Not over a value the node also reads where it may not write (fused_conv2d's residual
-      // that is its own image too): the kernel would read what it has overwritten.
-      bool read_elsewhere = false;
-      for (std::size_t j = 0; j < node.inputs.size(); ++j) {
-        read_elsewhere = read_elsewhere || (j != k && node.inputs[j] == node.inputs[k] &&
-                                            !def.inplace_input(j) && node.reads_input(j));
-      }
-      if (read_elsewhere) continue;
-      const PlanNode& u = p.nodes[node.inputs[k]];
-      if (u.buffer < 0 || u.type != node.type || u.layout != node.layout) continue;
-      const std::int32_t b = u.buffer;
-      if (bufs[static_cast<std::size_t>(b)].pinned || !others_done(b, i)) continue;
-      occupy(b, i);
-      node.in_place = true;
-      placed = true;
-    }
-    // 3. A free buffer: the smallest that fits, else the largest (grown). For parallel
-    // engines a candidate must also be provably finished with, so try a few.
-    if (!placed && reuse_free && !free_by_size.empty()) {
-      const std::size_t need = node.type.bytes();
-      std::vector<std::multimap<std::size_t, std::int32_t>::iterator> candidates;
-      for (auto it = free_by_size.lower_bound(need);
-           it != free_by_size.end() && candidates.size() < 4; ++it) {
-        candidates.push_back(it);
-      }
-      for (auto it = free_by_size.lower_bound(need);
-           it != free_by_size.begin() && candidates.size() < 8;) {
-        --it;
-        candidates.push_back(it);
-      }
-      for (auto it : candidates) {
-        const std::int32_t b = it->second;
-        if (mode == ReuseMode::dag) {
-          const std::vector<std::uint32_t>& users = bufs[static_cast<std::size_t>(b)].users;
-          if (!reach.all_before(users, i, proof_steps)) {
-            // Not provably finished with, but long ago in plan order: order its users before
-            // this node instead of proving it (a search per candidate would cost a million-
-            // node graph minutes). Such users finished long before in any schedule.
-            // A group member runs at its group's place, which the engines wait on.
-            const std::uint32_t at = node.group >= 0 ? static_cast<std::uint32_t>(node.group) : i;
-            const bool far = bufs[static_cast<std::size_t>(b)].bytes >= kMinOrderedBytes &&
-                             users.size() <= kMaxOrderEdges &&
-                             std::all_of(users.begin(), users.end(),
-                                         [&](std::uint32_t u) { return u + kOrderDistance <= at; });
-            if (!far) continue;
-            PlanNode& waiter = p.nodes[at];
-            for (std::uint32_t u : users) {
-              if (std::find(waiter.deps.begin(), waiter.deps.end(), u) != waiter.deps.end()) {
-                continue;
-              }
-              waiter.deps.push_back(u);
-              p.nodes[u].succs.push_back(at);
-              edges.push_back(at);
-              ++p.ordering_edges;
+      switch (node.storage) {
+        case Storage::None:
+          continue;
+        case Storage::Input:
+        case Storage::Variable:
+        case Storage::Constant:
+          new_buffer(i, true);
+          continue;
+        case Storage::View: {
+          const std::int32_t b = p.nodes[node.inputs[0]].buffer;
+          Buffer& B = bufs[static_cast<std::size_t>(b)];
+          node.buffer = b;
+          node.sub_offset = p.nodes[node.inputs[0]].sub_offset;
+          for (std::uint32_t r : readers[i]) {
+            B.users.push_back(r);
+            if (r > B.last_read) {
+              B.last_read = r;
+              if (!B.pinned) expiring.push({r, b});
             }
           }
+          if (node.fetched) B.pinned = true;
+          continue;
         }
-        free_by_size.erase(it);
-        bufs[static_cast<std::size_t>(b)].listed = false;
-        occupy(b, i);
-        placed = true;
-        break;
+        case Storage::Computed:
+          break;
       }
+      if (node.in_concat >= 0) {
+        join_concat(i);
+        continue;
+      }
+      if (mode == ReuseMode::none) {
+        new_buffer(i, false);
+        continue;
+      }
+      const OpDef& def = op_def(node.op);
+      bool placed = false;
+      // 1. Straight into the variable this node is the new value of (elide_assigns).
+      if (node.into_variable >= 0) {
+        const std::int32_t b = p.nodes[static_cast<std::size_t>(node.into_variable)].buffer;
+        occupy(b, i);
+        bufs[static_cast<std::size_t>(b)].pinned = true;
+        node.in_place = true;
+        placed = true;
+      }
+      // 2. Over an input whose last reader this is (not for members of a parallel group: the
+      // input may be another member's too, read at the same time).
+      for (std::size_t k = 0; k < node.inputs.size() && !placed && node.group < 0; ++k) {
+        if (!def.inplace_input(k)) continue;
+        // Not over a value the node also reads where it may not write (fused_conv2d's residual
+        // that is its own image too): the kernel would read what it has overwritten.
+        bool read_elsewhere = false;
+        for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+          read_elsewhere = read_elsewhere || (j != k && node.inputs[j] == node.inputs[k] &&
+                                              !def.inplace_input(j) && node.reads_input(j));
+        }
+        if (read_elsewhere) continue;
+        const PlanNode& u = p.nodes[node.inputs[k]];
+        if (u.buffer < 0 || u.type != node.type || u.layout != node.layout) continue;
+        const std::int32_t b = u.buffer;
+        if (bufs[static_cast<std::size_t>(b)].pinned || !others_done(b, i)) continue;
+        occupy(b, i);
+        node.in_place = true;
+        placed = true;
+      }
+      // 3. A free buffer: the smallest that fits, else the largest (grown). For parallel
+      // engines a candidate must also be provably finished with, so try a few.
+      if (!placed && reuse_free && !free_by_size.empty()) {
+        const std::size_t need = node.type.bytes();
+        std::vector<std::multimap<std::size_t, std::int32_t>::iterator> candidates;
+        for (auto it = free_by_size.lower_bound(need);
+             it != free_by_size.end() && candidates.size() < 4; ++it) {
+          candidates.push_back(it);
+        }
+        for (auto it = free_by_size.lower_bound(need);
+             it != free_by_size.begin() && candidates.size() < 8;) {
+          --it;
+          candidates.push_back(it);
+        }
+        for (auto it : candidates) {
+          const std::int32_t b = it->second;
+          if (mode == ReuseMode::dag) {
+            const std::vector<std::uint32_t>& users = bufs[static_cast<std::size_t>(b)].users;
+            if (!reach.all_before(users, i, proof_steps)) {
+              // Not provably finished with, but long ago in plan order: order its users before
+              // this node instead of proving it (a search per candidate would cost a million-
+              // node graph minutes). Such users finished long before in any schedule.
+              // A group member runs at its group's place, which the engines wait on.
+              const std::uint32_t at = node.group >= 0 ? static_cast<std::uint32_t>(node.group) : i;
+              const bool far = bufs[static_cast<std::size_t>(b)].bytes >= kMinOrderedBytes &&
+                               users.size() <= kMaxOrderEdges &&
+                               std::all_of(users.begin(), users.end(), [&](std::uint32_t u) {
+                                 return u + kOrderDistance <= at;
+                               });
+              if (!far) continue;
+              PlanNode& waiter = p.nodes[at];
+              for (std::uint32_t u : users) {
+                if (std::find(waiter.deps.begin(), waiter.deps.end(), u) != waiter.deps.end()) {
+                  continue;
+                }
+                waiter.deps.push_back(u);
+                p.nodes[u].succs.push_back(at);
+                edges.push_back(at);
+                ++p.ordering_edges;
+              }
+            }
+          }
+          free_by_size.erase(it);
+          bufs[static_cast<std::size_t>(b)].listed = false;
+          occupy(b, i);
+          placed = true;
+          break;
+        }
+      }
+      // 4. A new buffer.
+      if (!placed) new_buffer(i, false);
     }
-    // 4. A new buffer.
-    if (!placed) new_buffer(i, false);
-  }
   };
   auto take_back_edges = [&] {
     for (std::size_t k = edges.size(); k-- > 0;) {
@@ -792,82 +795,84 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
   std::vector<char> overwritten;
   std::size_t total = 0;
   auto lay_out = [&] {
-  held.assign(bufs.size(), 0);
-  for (const PlanNode& node : p.nodes) {
-    if (node.buffer >= 0 && (node.storage == Storage::Input || node.storage == Storage::Variable ||
-                             node.storage == Storage::Constant))
-      held[static_cast<std::size_t>(node.buffer)] = 1;
-  }
-  offset.assign(bufs.size(), 0);
-  overwritten.assign(bufs.size(), 0);
-  total = 0;
-  if (pack) {
-    // Pinned buffers (kept between runs) first, end to end; then each other buffer's lifetime
-    // from its first writer to its last user. Dag mode widens it to the barriers around it,
-    // so that buffers sharing memory are ordered by dependencies in every schedule.
-    std::vector<std::uint32_t> lo(bufs.size(), UINT32_MAX), hi(bufs.size(), 0);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const PlanNode& node = p.nodes[i];
-      if (node.buffer < 0) continue;
-      const auto b = static_cast<std::size_t>(node.buffer);
-      if (node.storage != Storage::View) {
-        lo[b] = std::min(lo[b], spans.lo[i]);
-        hi[b] = std::max(hi[b], spans.hi[i]);
-      }
-      for (std::uint32_t r : readers[i]) hi[b] = std::max(hi[b], spans.hi[r]);
-      if (node.fetched) hi[b] = static_cast<std::uint32_t>(n - 1);
+    held.assign(bufs.size(), 0);
+    for (const PlanNode& node : p.nodes) {
+      if (node.buffer >= 0 &&
+          (node.storage == Storage::Input || node.storage == Storage::Variable ||
+           node.storage == Storage::Constant))
+        held[static_cast<std::size_t>(node.buffer)] = 1;
     }
-    if (mode == ReuseMode::dag && n > 0) {
-      const std::vector<char> is = barriers(p, spans);
-      std::vector<std::uint32_t> before(n), after(n);
-      std::uint32_t last = 0;
-      for (std::uint32_t i = 0; i < n; ++i) before[i] = last = is[i] ? i : last;
-      last = static_cast<std::uint32_t>(n - 1);
-      for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) after[i] = last = is[i] ? i : last;
+    offset.assign(bufs.size(), 0);
+    overwritten.assign(bufs.size(), 0);
+    total = 0;
+    if (pack) {
+      // Pinned buffers (kept between runs) first, end to end; then each other buffer's lifetime
+      // from its first writer to its last user. Dag mode widens it to the barriers around it,
+      // so that buffers sharing memory are ordered by dependencies in every schedule.
+      std::vector<std::uint32_t> lo(bufs.size(), UINT32_MAX), hi(bufs.size(), 0);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const PlanNode& node = p.nodes[i];
+        if (node.buffer < 0) continue;
+        const auto b = static_cast<std::size_t>(node.buffer);
+        if (node.storage != Storage::View) {
+          lo[b] = std::min(lo[b], spans.lo[i]);
+          hi[b] = std::max(hi[b], spans.hi[i]);
+        }
+        for (std::uint32_t r : readers[i]) hi[b] = std::max(hi[b], spans.hi[r]);
+        if (node.fetched) hi[b] = static_cast<std::uint32_t>(n - 1);
+      }
+      if (mode == ReuseMode::dag && n > 0) {
+        const std::vector<char> is = barriers(p, spans);
+        std::vector<std::uint32_t> before(n), after(n);
+        std::uint32_t last = 0;
+        for (std::uint32_t i = 0; i < n; ++i) before[i] = last = is[i] ? i : last;
+        last = static_cast<std::uint32_t>(n - 1);
+        for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;)
+          after[i] = last = is[i] ? i : last;
+        for (std::size_t b = 0; b < bufs.size(); ++b) {
+          if (held[b] || lo[b] > hi[b]) continue;
+          lo[b] = before[lo[b]];
+          hi[b] = after[hi[b]];
+        }
+      }
+      std::vector<std::uint32_t> loose;
       for (std::size_t b = 0; b < bufs.size(); ++b) {
-        if (held[b] || lo[b] > hi[b]) continue;
-        lo[b] = before[lo[b]];
-        hi[b] = after[hi[b]];
+        const std::size_t bytes = align_up(std::max<std::size_t>(bufs[b].bytes, 4));
+        if (held[b]) {
+          offset[b] = total;
+          total += bytes;
+        } else {
+          loose.push_back(static_cast<std::uint32_t>(b));
+        }
       }
-    }
-    std::vector<std::uint32_t> loose;
-    for (std::size_t b = 0; b < bufs.size(); ++b) {
-      const std::size_t bytes = align_up(std::max<std::size_t>(bufs[b].bytes, 4));
-      if (held[b]) {
+      std::vector<Item> items(loose.size());
+      for (std::size_t k = 0; k < loose.size(); ++k) {
+        const std::size_t b = loose[k];
+        items[k] = {align_up(std::max<std::size_t>(bufs[b].bytes, 4)), lo[b], hi[b]};
+      }
+      // The better of the two layouts (greedy by size is the better one on CNNs; best fit in
+      // order bounds the work on plans of a million buffers).
+      std::vector<std::size_t> at(items.size(), 0), at2(items.size(), 0);
+      std::size_t packed = best_fit_in_order(items, at);
+      if (items.size() <= kGreedyItems) {
+        const std::size_t greedy = greedy_by_size(items, at2);
+        if (greedy <= packed) {
+          packed = greedy;
+          at.swap(at2);
+        }
+      }
+      const std::vector<char> later = overwritten_later(items, at);
+      for (std::size_t k = 0; k < loose.size(); ++k) {
+        offset[loose[k]] = total + at[k];
+        overwritten[loose[k]] = later[k];
+      }
+      total += packed;
+    } else {
+      for (std::size_t b = 0; b < bufs.size(); ++b) {
         offset[b] = total;
-        total += bytes;
-      } else {
-        loose.push_back(static_cast<std::uint32_t>(b));
+        total += align_up(std::max<std::size_t>(bufs[b].bytes, 4));
       }
     }
-    std::vector<Item> items(loose.size());
-    for (std::size_t k = 0; k < loose.size(); ++k) {
-      const std::size_t b = loose[k];
-      items[k] = {align_up(std::max<std::size_t>(bufs[b].bytes, 4)), lo[b], hi[b]};
-    }
-    // The better of the two layouts (greedy by size is the better one on CNNs; best fit in
-    // order bounds the work on plans of a million buffers).
-    std::vector<std::size_t> at(items.size(), 0), at2(items.size(), 0);
-    std::size_t packed = best_fit_in_order(items, at);
-    if (items.size() <= kGreedyItems) {
-      const std::size_t greedy = greedy_by_size(items, at2);
-      if (greedy <= packed) {
-        packed = greedy;
-        at.swap(at2);
-      }
-    }
-    const std::vector<char> later = overwritten_later(items, at);
-    for (std::size_t k = 0; k < loose.size(); ++k) {
-      offset[loose[k]] = total + at[k];
-      overwritten[loose[k]] = later[k];
-    }
-    total += packed;
-  } else {
-    for (std::size_t b = 0; b < bufs.size(); ++b) {
-      offset[b] = total;
-      total += align_up(std::max<std::size_t>(bufs[b].bytes, 4));
-    }
-  }
   };
   if (!pack || mode == ReuseMode::sequential) {
     // Sequential arenas: in-place chains only, packed (their lifetimes are exact intervals).
