@@ -415,92 +415,117 @@ class Placement {
   /// sources (what the next round of scheduling charges transfers from).
   void derive_homes(Schedule& s, std::vector<int>& home) const {
     home.assign(n_, -1);
-    const int fallback = host_ >= 0 ? host_ : 0;
-    auto reader_devices = [&](std::uint32_t v) {
-      std::vector<int> devs;
-      for (std::uint32_t r : readers_[v]) {
-        const int d = s.device[r];
-        if (d >= 0 && std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
-      }
-      return devs;
-    };
-    // The node that writes each variable: an assign, or an optimizer update (its variable and
-    // its state, which has to live where the update runs: one kernel writes them all).
-    std::vector<std::int64_t> writer_of(n_, -1), state_of(n_, -1);
-    for (std::uint32_t i = 0; i < n_; ++i) {
-      const PlanNode& n = p_.nodes[i];
-      if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) writer_of[n.inputs[0]] = i;
-      if (n.op != OpKind::OptimizerUpdate) continue;
-      for (std::uint32_t w : n.written_inputs())
-        if (w != n.inputs[0]) state_of[w] = n.inputs[0];
-    }
+    const Writers w = variable_writers();
     // Inputs and constants first: a variable updated from one of them follows it. Optimizer
     // state last: it follows its variable.
     for (int round = 0; round < 3; ++round) {
       for (std::uint32_t i = 0; i < n_; ++i) {
         const PlanNode& n = p_.nodes[i];
         if (!is_source(n)) continue;
-        const int want = n.storage != Storage::Variable ? 0 : state_of[i] < 0 ? 1 : 2;
+        const int want = n.storage != Storage::Variable ? 0 : w.state_of[i] < 0 ? 1 : 2;
         if (want != round) continue;
-        int d = -1;
         std::string why;
-        if (state_of[i] >= 0) {
-          d = home[static_cast<std::size_t>(state_of[i])];
-          if (pinned_[i] >= 0 && pinned_[i] != d) {
-            throw PlatformError("optimizer state " + n.label + " is pinned to " +
-                                r_.devices[static_cast<std::size_t>(pinned_[i])].name +
-                                ", but its variable " +
-                                p_.nodes[static_cast<std::size_t>(state_of[i])].label +
-                                " lives on " + r_.devices[static_cast<std::size_t>(d)].name +
-                                ": one optimizer update writes both, on one device");
-          }
-          why = "optimizer state: with its variable";
-        } else if (pinned_[i] >= 0) {
-          d = pinned_[i];
-          why = "pinned";
-        } else if (n.storage == Storage::Variable && writer_of[i] >= 0) {
-          const PlanNode& a = p_.nodes[static_cast<std::size_t>(writer_of[i])];
-          const std::uint32_t v = base_of(p_, a.inputs[1]);
-          if (a.pin) {
-            for (std::size_t k = 0; k < d_; ++k)
-              if (r_.devices[k].id == *a.pin) d = static_cast<int>(k);
-            why = a.op == OpKind::Assign ? "its assign is pinned there"
-                                         : "its optimizer update is pinned there";
-          } else if (is_task(p_.nodes[v]) && s.device[v] >= 0) {
-            d = s.device[v];
-            why = "variable: its update runs there";
-          } else if (home[v] >= 0) {
-            d = home[v];
-            why = "variable: assigned from a value that lives there";
-          }
-        }
-        if (d < 0) {
-          const auto devs = reader_devices(i);
-          if (n.storage == Storage::Constant) {
-            d = devs.empty() ? fallback : devs.front();
-            why = "constant: copied to every device that reads it";
-          } else if (devs.size() == 1) {
-            d = devs.front();
-            why = std::string(n.storage == Storage::Input ? "input" : "variable") + ": read there";
-          } else if (devs.empty()) {
-            d = fallback;
-            why = "read by no kernel";
-          } else if (n.storage == Storage::Variable) {
-            // The device that reads it most.
-            std::vector<int> count(d_, 0);
-            for (std::uint32_t r : readers_[i]) ++count[static_cast<std::size_t>(s.device[r])];
-            d = static_cast<int>(std::max_element(count.begin(), count.end()) - count.begin());
-            why = "variable: read most there (sent to the other readers each run)";
-          } else {
-            d = host_ >= 0 ? host_ : devs.front();
-            why = "input: read on several devices (sent from here)";
-          }
-        }
+        int d = written_home(s, home, w, i, why);
+        if (d < 0) d = read_home(s, i, why);
         s.device[i] = d;
         s.reason[i] = why;
         home[i] = d;
       }
     }
+    follow_inputs(s);
+  }
+
+  /// The node that writes each variable: an assign, or an optimizer update (its variable and
+  /// its state, which has to live where the update runs: one kernel writes them all).
+  struct Writers {
+    std::vector<std::int64_t> writer_of, state_of;
+  };
+  Writers variable_writers() const {
+    Writers w{std::vector<std::int64_t>(n_, -1), std::vector<std::int64_t>(n_, -1)};
+    for (std::uint32_t i = 0; i < n_; ++i) {
+      const PlanNode& n = p_.nodes[i];
+      if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) w.writer_of[n.inputs[0]] = i;
+      if (n.op != OpKind::OptimizerUpdate) continue;
+      for (std::uint32_t u : n.written_inputs())
+        if (u != n.inputs[0]) w.state_of[u] = n.inputs[0];
+    }
+    return w;
+  }
+
+  /// Source i's device from what writes it or a pin (optimizer state: its variable's; a pin;
+  /// a variable: where its update runs), and why; -1 when none of them decides.
+  int written_home(const Schedule& s, const std::vector<int>& home, const Writers& w,
+                   std::uint32_t i, std::string& why) const {
+    const PlanNode& n = p_.nodes[i];
+    int d = -1;
+    if (w.state_of[i] >= 0) {
+      d = home[static_cast<std::size_t>(w.state_of[i])];
+      if (pinned_[i] >= 0 && pinned_[i] != d) {
+        throw PlatformError("optimizer state " + n.label + " is pinned to " +
+                            r_.devices[static_cast<std::size_t>(pinned_[i])].name +
+                            ", but its variable " +
+                            p_.nodes[static_cast<std::size_t>(w.state_of[i])].label + " lives on " +
+                            r_.devices[static_cast<std::size_t>(d)].name +
+                            ": one optimizer update writes both, on one device");
+      }
+      why = "optimizer state: with its variable";
+    } else if (pinned_[i] >= 0) {
+      d = pinned_[i];
+      why = "pinned";
+    } else if (n.storage == Storage::Variable && w.writer_of[i] >= 0) {
+      const PlanNode& a = p_.nodes[static_cast<std::size_t>(w.writer_of[i])];
+      const std::uint32_t v = base_of(p_, a.inputs[1]);
+      if (a.pin) {
+        for (std::size_t k = 0; k < d_; ++k)
+          if (r_.devices[k].id == *a.pin) d = static_cast<int>(k);
+        why = a.op == OpKind::Assign ? "its assign is pinned there"
+                                     : "its optimizer update is pinned there";
+      } else if (is_task(p_.nodes[v]) && s.device[v] >= 0) {
+        d = s.device[v];
+        why = "variable: its update runs there";
+      } else if (home[v] >= 0) {
+        d = home[v];
+        why = "variable: assigned from a value that lives there";
+      }
+    }
+    return d;
+  }
+
+  /// Source i's device from the devices of the tasks that read it, and why.
+  int read_home(const Schedule& s, std::uint32_t i, std::string& why) const {
+    const PlanNode& n = p_.nodes[i];
+    const int fallback = host_ >= 0 ? host_ : 0;
+    std::vector<int> devs;
+    for (std::uint32_t r : readers_[i]) {
+      const int d = s.device[r];
+      if (d >= 0 && std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
+    }
+    if (n.storage == Storage::Constant) {
+      why = "constant: copied to every device that reads it";
+      return devs.empty() ? fallback : devs.front();
+    }
+    if (devs.size() == 1) {
+      why = std::string(n.storage == Storage::Input ? "input" : "variable") + ": read there";
+      return devs.front();
+    }
+    if (devs.empty()) {
+      why = "read by no kernel";
+      return fallback;
+    }
+    if (n.storage == Storage::Variable) {
+      // The device that reads it most.
+      std::vector<int> count(d_, 0);
+      for (std::uint32_t r : readers_[i]) ++count[static_cast<std::size_t>(s.device[r])];
+      why = "variable: read most there (sent to the other readers each run)";
+      return static_cast<int>(std::max_element(count.begin(), count.end()) - count.begin());
+    }
+    why = "input: read on several devices (sent from here)";
+    return host_ >= 0 ? host_ : devs.front();
+  }
+
+  /// Views, assigns and optimizer updates go with what they view or write; groups get the
+  /// time their inputs are done.
+  void follow_inputs(Schedule& s) const {
     for (std::uint32_t i = 0; i < n_; ++i) {
       const PlanNode& n = p_.nodes[i];
       if (n.storage == Storage::View) {
