@@ -49,54 +49,80 @@ inline int channel_block(ActivationLayout l) {
 }
 
 struct PlanNode {
+  // Fields by the pass that writes them, in pipeline order (passes() and
+  // docs/ARCHITECTURE.md's table); a later pass may rewrite an earlier one's where it says so.
+
+  // build_plan, from the user's graph (Plan::add_node for nodes passes make; the fusion passes
+  // rewrite op, attrs and inputs; simplify, fusion and concat_in_place make views or no-data
+  // nodes of some).
   std::uint32_t gid = kNoGid;  // id in the user's graph; kNoGid for nodes passes made
   OpKind op = OpKind::Input;
   Attrs attrs;
   std::string name;                   // user name, may be empty
   std::string label;                  // for messages and traces
   std::vector<std::uint32_t> inputs;  // plan indices, shape-only ones included
-  std::vector<std::uint32_t> deps;    // execution predecessors: data inputs and ordering edges
-  std::vector<std::uint32_t> succs;   // execution successors
-  TensorType type;
   TensorType declared;  // variables and constants: their declared type; inputs: the dtype
   Storage storage = Storage::Computed;
-  bool grad_sum = false;  // an add autodiff made to sum gradient contributions
-  bool commit = false;    // the commit point: every writer of a variable waits for it
-  // fuse_parallel_ops: a member's kernel runs inside the group node `group`; a group node lists
-  // its members.
-  std::int64_t group = -1;
-  std::vector<std::uint32_t> members;
-  // memory plan
-  std::int32_t buffer = -1;  // -1: no storage
-  std::size_t offset = 0;    // byte offset into the arena
-  bool fetched = false;
-  bool in_place = false;            // writes over one of its inputs' buffer
-  bool clobbered = false;           // a later node overwrites its buffer within a run
-  bool elided = false;              // assign whose value is computed straight into the variable
-  std::int64_t into_variable = -1;  // computed straight into this variable (elide_assigns)
-  std::int64_t fused_into = -1;     // fused into that node by a fusion pass: no kernel, no data
-  // concat_in_place: the concat whose buffer holds this value, at sub_offset bytes (its band);
-  // that concat is then a view of the whole and runs no kernel.
-  std::int64_t in_concat = -1;
-  std::size_t sub_offset = 0;  // bytes into `buffer` before `offset` (views: their input's)
-  ActivationLayout layout = ActivationLayout::nchw;  // assign_layouts
-  // placement (heterogeneous platforms: src/compiler/placement.hpp)
-  std::optional<Device> pin;                // Node::on / DeviceScope
-  std::int32_t device = -1;                 // index of its device in the platform's; -1: not placed
-  std::int32_t local = -1;                  // split_devices: its index in that device's part
-  std::string placed_by;                    // why it runs there (engine_report)
-  double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
-  // state
+  bool grad_sum = false;      // an add autodiff made to sum gradient contributions
+  bool fetched = false;       // one of the plan's fetches: the host reads it after a run
+  std::optional<Device> pin;  // Node::on / DeviceScope (place_devices honours it)
+  // build_plan: state.
   /// A variable's first value. Mutable: the executable that initialises the plan's memory
   /// drops its reference to the values then (Executable::initialize_state), so the weights are
   /// not kept twice once the graph that shares them is gone.
   mutable Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;
+
+  // infer_shapes.
+  TensorType type;
+
+  // place_devices and insert_transfers (heterogeneous platforms: src/compiler/placement.hpp).
+  std::int32_t device = -1;                 // index of its device in the platform's; -1: not placed
+  std::string placed_by;                    // why it runs there (engine_report)
+  double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
+
+  // The fusion passes.
+  std::int64_t fused_into = -1;  // fused into that node by a fusion pass: no kernel, no data
+
+  // assign_layouts.
+  ActivationLayout layout = ActivationLayout::nchw;
+
+  // link_dependencies (order_by_dependencies keeps them across its reorder; elide_assigns,
+  // commit_writes and plan_memory add ordering edges).
+  std::vector<std::uint32_t> deps;   // execution predecessors: data inputs and ordering edges
+  std::vector<std::uint32_t> succs;  // execution successors
+
+  // elide_assigns.
+  bool elided = false;              // assign whose value is computed straight into the variable
+  std::int64_t into_variable = -1;  // computed straight into this variable
+
+  // fuse_parallel_ops: a member's kernel runs inside the group node `group`; a group node lists
+  // its members.
+  std::int64_t group = -1;
+  std::vector<std::uint32_t> members;
+
+  // commit_writes.
+  bool commit = false;  // the commit point: every writer of a variable waits for it
   // An index out of range names this label instead of the node's own: the user's op that
-  // reads the same indices (name_index_readers), where the node is one autodiff or a pass
-  // made (an embedding gradient, a sparse update, a check). Empty: the node's own label.
+  // reads the same indices (name_index_readers, run by commit_writes and split_devices), where
+  // the node is one autodiff or a pass made (an embedding gradient, a sparse update, a check).
+  // Empty: the node's own label.
   std::string index_reader;
+
+  // concat_in_place: the concat whose buffer holds this value, at sub_offset bytes (its band);
+  // that concat is then a view of the whole and runs no kernel.
+  std::int64_t in_concat = -1;
+  std::size_t sub_offset = 0;  // bytes into `buffer` before `offset` (views: their input's)
+
+  // plan_memory.
+  std::int32_t buffer = -1;  // -1: no storage
+  std::size_t offset = 0;    // byte offset into the arena
+  bool in_place = false;     // writes over one of its inputs' buffer
+  bool clobbered = false;    // a later node overwrites its buffer within a run
+
+  // split_devices (which copies its parts' plan_memory and elide_assigns fields back here).
+  std::int32_t local = -1;  // its index in its device's part
 
   bool reads_input(std::size_t i) const { return !op_def(op).shape_only_input(i); }
   /// What index errors of this node name (see index_reader).
