@@ -202,8 +202,10 @@ struct Plan {
   /// platforms that allocate one device buffer per planned buffer instead of an arena.
   std::vector<std::size_t> buffer_bytes, buffer_offset;
   std::size_t in_place = 0;
-  /// assign_layouts chose nChw16c for Winograd convolutions (the CPU kernels' cue).
+  /// assign_layouts chose the platform's Winograd layout (winograd_layout) for Winograd
+  /// convolutions (the CPU kernels' cue).
   bool winograd = false;
+  ActivationLayout winograd_layout = ActivationLayout::nchw;
   /// assign_layouts ran with PlanOptions::own_winograd: the CPU's own Winograd kernel may take
   /// 3x3 convolutions between blocked values.
   bool own_winograd = false;
@@ -276,8 +278,9 @@ struct PlanOptions {
   ActivationLayout conv_layout = ActivationLayout::nchw;
   /// assign_layouts: max pooling and channel concat keep the layout (channels-last only).
   bool layouts_through_pool_concat = true;
-  /// assign_layouts: nChw16c and Winograd convolutions where they pay (CompileOptions).
-  bool winograd_convs = false;
+  /// assign_layouts: the layout of the platform's Winograd convolutions (Backend::winograd_layout)
+  /// where CompileOptions::winograd_convs asks for them, used where they pay; nchw: none.
+  ActivationLayout winograd_layout = ActivationLayout::nchw;
   /// CompileOptions::Experimental::own_winograd (the CPU kernels read it from Plan::own_winograd).
   bool own_winograd = true;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
@@ -343,11 +346,13 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.
+/// `winograd_layout`: the platform's Winograd layout (PlanOptions::winograd_layout; nchw: none).
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
-                    bool winograd_convs = false);
-/// A convolution oneDNN's Winograd kernels take: 3x3, stride 1, no dilation, one group, input
-/// and output channels in whole blocks of 16.
-bool winograd_convolution(const Plan& p, const PlanNode& n);
+                    ActivationLayout winograd_layout = ActivationLayout::nchw);
+/// A convolution a platform's Winograd kernels in `layout` take: 3x3, stride 1, no dilation,
+/// one group, input and output channels in whole blocks of the layout (Plan::winograd_layout
+/// once assign_layouts chose it).
+bool winograd_convolution(const Plan& p, const PlanNode& n, ActivationLayout layout);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);
