@@ -3,6 +3,8 @@
 #   make test   the whole test suite: Release build, then AddressSanitizer+UBSan, then the
 #               engine tests under ThreadSanitizer
 #   make bench  the benchmark suite, JSON lines into bench/results/
+#   make lint   clang-format on the changed lines, clang-tidy (.clang-tidy) on the changed
+#               sources, against LINT_BASE (default: the commit before HEAD); `make test` runs it
 #   make fuzz   every fuzz target for FUZZ_SECONDS each (default 600); `make test` runs each
 #               for 15 s (fuzz/CMakeLists.txt says how to add one)
 #   make soak   SOAK_RUNS random-DAG runs (default 100000) across the CPU engines, each
@@ -14,7 +16,7 @@
 #   make soak-ranks  SOAK_RANK_ROUNDS (50) rounds of data-parallel training under mpirun -np 2-4
 #               with one rank killed or stopped at a random step: hangs, crashes, rounds where
 #               no error names the rank, time from the fault to the error
-.PHONY: deps configure build run test test-release build-asan test-asan build-tsan test-tsan test-fuzz \
+.PHONY: deps configure build run lint test test-release build-asan test-asan build-tsan test-tsan test-fuzz \
         fuzz fuzz-build \
         soak soak-concurrent soak-ranks bench clean
 
@@ -75,7 +77,11 @@ fuzz: fuzz-build
 	HETGRAPH_FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --test-dir build-fuzz -j 2 --output-on-failure \
 	  --timeout $$(( $(FUZZ_SECONDS) + 300 ))
 
-test: test-release test-asan test-tsan test-fuzz
+# Only needs the compilation database, which configuring writes; seconds, so it runs first.
+lint: configure
+	@scripts/lint.sh $(LINT_BASE)
+
+test: lint test-release test-asan test-tsan test-fuzz
 
 soak: build
 	@cmake --build --preset release --target hetgraph-soak

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "builders.hpp"
-#include "common/cli.hpp"
 #include "common/executable.hpp"
+#include "hetgraph/cli.hpp"
 #include "hetgraph/distributed.hpp"
 #include "hetgraph/hetgraph.hpp"
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/cli.hpp"
+#include "hetgraph/cli.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "workloads.hpp"
 

@@ -7,8 +7,8 @@
 #include <tuple>
 #include <vector>
 
-#include "common/cli.hpp"
-#include "common/engine_flags.hpp"
+#include "hetgraph/cli.hpp"
+#include "hetgraph/tool.hpp"
 
 namespace bench {
 

@@ -14,9 +14,9 @@
 #include <random>
 #include <string>
 
-#include "workloads.hpp"
-#include "common/cli.hpp"
+#include "hetgraph/cli.hpp"
 #include "hetgraph/hetgraph.hpp"
+#include "workloads.hpp"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <taskflow/taskflow.hpp>
 #include <vector>
 
-#include "common/cli.hpp"
+#include "hetgraph/cli.hpp"
 
 namespace {
 

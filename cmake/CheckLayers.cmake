@@ -2,7 +2,11 @@
 # the public headers (hetgraph/) or a layer its row in docs/ARCHITECTURE.md's layer table lets it
 # use. The build runs it before compiling the library (so an upward include fails to build) and
 # ctest runs it as architecture_layers.
-#   cmake -DROOT=<source dir> [-DSTAMP=<file touched on success>] -P cmake/CheckLayers.cmake
+# With -DDECLARED=<file> (the build's layers.txt: one "| layer | folder | uses |" row per
+# hetgraph_layer() call, cmake/Layers.cmake) it also checks that the table and the build's
+# targets declare the same layers, folders and uses.
+#   cmake -DROOT=<source dir> [-DSTAMP=<file touched on success>] [-DDECLARED=<file>]
+#         -P cmake/CheckLayers.cmake
 cmake_minimum_required(VERSION 3.25)
 if(NOT ROOT)
   message(FATAL_ERROR "CheckLayers.cmake: -DROOT=<source dir> is required")
@@ -50,6 +54,38 @@ if(NOT layers)
 endif()
 
 set(violations "")
+if(DECLARED)
+  # The build's declarations against the table, both ways.
+  file(STRINGS ${DECLARED} declared_rows)
+  set(declared "")
+  foreach(row IN LISTS declared_rows)
+    string(REGEX MATCH "^\\| ([a-z]+) \\| ([a-z/]+) \\|([a-z, ]*)\\|" _ "${row}")
+    set(layer ${CMAKE_MATCH_1})
+    list(APPEND declared ${layer})
+    string(REPLACE "," ";" uses "${CMAKE_MATCH_3}")
+    list(TRANSFORM uses STRIP)
+    list(REMOVE_ITEM uses "")
+    if(NOT layer IN_LIST layers)
+      list(APPEND violations "CMakeLists.txt declares layer ${layer}, which ${doc}'s table lacks")
+    elseif(NOT CMAKE_MATCH_2 STREQUAL folder_${layer})
+      list(APPEND violations "layer ${layer}: CMakeLists.txt says folder ${CMAKE_MATCH_2}, the table ${folder_${layer}}")
+    else()
+      set(a ${uses})
+      set(b ${uses_${layer}})
+      list(SORT a)
+      list(SORT b)
+      if(NOT "${a}" STREQUAL "${b}")
+        list(APPEND violations "layer ${layer}: CMakeLists.txt lets it use '${a}', the table '${b}'")
+      endif()
+    endif()
+  endforeach()
+  foreach(layer IN LISTS layers)
+    if(NOT layer IN_LIST declared)
+      list(APPEND violations "${doc}'s table has layer ${layer}, which CMakeLists.txt does not declare (hetgraph_layer)")
+    endif()
+  endforeach()
+endif()
+
 foreach(layer IN LISTS layers)
   foreach(used IN LISTS uses_${layer})
     if(NOT used IN_LIST layers)

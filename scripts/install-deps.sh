@@ -20,6 +20,7 @@ packages=(
   python3                # scripts/mnist_reference.py and the bench/ harnesses
   mawk                   # awk: tests/bench_replay_calibrated.cmake compares floats with it
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
+  clang-tidy-14 clang-format-14   # make lint (scripts/lint.sh)
 )
 
 # Plotting pulls in NumPy, Pillow and fonts (a third of a fresh machine's install time): only

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The layer check (cmake/CheckLayers.cmake) must catch an upward include: a copy of the layer
 # table over empty layer folders passes, then fails once the core layer includes a cpu header,
-# naming the file, the include and the layers. Usage: check_layers.sh CMAKE SOURCE_DIR
+# naming the file, the include and the layers; a table that differs from the layers the build
+# declares fails; and with the layers' include roots an upward include does not even compile.
+# Usage: check_layers.sh CMAKE SOURCE_DIR BUILD_DIR CXX
 set -u
-cmake=$1 src=$2
+cmake=$1 src=$2 build=$3 cxx=$4
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root/docs" "$root/cmake"
@@ -27,4 +29,41 @@ if ! grep -q 'src/compiler/upward.hpp: #include "cpu/engine.hpp": layer core (sr
   echo "$out"
   exit 1
 fi
-echo "ok: the upward include was refused"
+
+# The table against the build's declarations: one use dropped from the declared cpu row.
+sed 's/^| cpu | src\/cpu | util, core, runtime |$/| cpu | src\/cpu | util, core |/' "$build/layers.txt" >"$root/declared.txt"
+if cmp -s "$build/layers.txt" "$root/declared.txt"; then
+  echo "FAIL: $build/layers.txt has no cpu row to change"
+  exit 1
+fi
+rm "$root/src/compiler/upward.hpp"
+out=$("$cmake" -DROOT="$root" -DDECLARED="$root/declared.txt" -P "$src/cmake/CheckLayers.cmake" 2>&1) && {
+  echo "FAIL: a table that differs from the build's layers passed"
+  exit 1
+}
+if ! grep -q "layer cpu: CMakeLists.txt lets it use" <<<"$out"; then
+  echo "FAIL: the difference is not named:"
+  echo "$out"
+  exit 1
+fi
+
+# The compiler, with the include roots the layers' targets use.
+compile() {  # compile LAYER HEADER: does `#include "HEADER"` compile in that layer?
+  echo "#include \"$2\"" | "$cxx" -std=c++20 -fsyntax-only -I "$src/include" \
+    -I "$build/layers/$1" -x c++ - 2>"$root/cc.log"
+}
+if ! compile cpu compiler/plan.hpp; then
+  echo "FAIL: cpu -> core did not compile:"
+  cat "$root/cc.log"
+  exit 1
+fi
+if compile core cpu/engine.hpp; then
+  echo "FAIL: core -> cpu compiled with the core layer's include root"
+  exit 1
+fi
+if ! grep -q "cpu/engine.hpp: No such file" "$root/cc.log"; then
+  echo "FAIL: core -> cpu failed for another reason:"
+  cat "$root/cc.log"
+  exit 1
+fi
+echo "ok: the upward include was refused by the check and by the compiler"

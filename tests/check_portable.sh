@@ -8,16 +8,18 @@
 # called one would define its own copy. Where a baseline object defines one too, the library must
 # hold the baseline copy (CMakeLists.txt links the paths' objects last for that): checked here
 # against the objects themselves.
-#   tests/check_portable.sh LIBRARY OBJECT_DIR
-#   e.g. tests/check_portable.sh build/libhetgraph.so build/CMakeFiles/hetgraph.dir
+#   tests/check_portable.sh LIBRARY OBJECT_DIR...  (the library's targets' object folders)
+#   e.g. tests/check_portable.sh build/libhetgraph.so build/CMakeFiles/hetgraph_*.dir
 set -euo pipefail
-lib=$1 objects=$2
+lib=$1
+shift
+objects=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Global and weak function symbols of the library, with their binding.
 nm --defined-only "$lib" | awk '$2 ~ /^[TWiu]$/ {print $3, $2}' | sort -u >"$tmp/global"
 # Functions the baseline objects (everything but the paths' generated sources) define.
-find "$objects" -name '*.o' ! -path '*/generated/isa_*' -print0 | xargs -0 nm --defined-only |
+find "${objects[@]}" -name '*.o' ! -path '*/generated/isa_*' -print0 | xargs -0 nm --defined-only |
   awk '$2 ~ /^[TWiu]$/ {print $3}' | sort -u >"$tmp/baseline"
 objdump -d --no-show-raw-insn "$lib" | awk -v globals="$tmp/global" -v baseline="$tmp/baseline" '
   BEGIN {

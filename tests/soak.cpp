@@ -41,7 +41,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/cli.hpp"
+#include "hetgraph/cli.hpp"
 #include "random_dag.hpp"
 #include "soak_checkpoints.hpp"
 #include "soak_process.hpp"

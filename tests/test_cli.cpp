@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "bench/options.hpp"
-#include "common/cli.hpp"
 #include "examples/mnist_softmax/options.hpp"
+#include "hetgraph/cli.hpp"
 #include "hetgraph/error.hpp"
 #include "tools/hetgraph-run/options.hpp"
 #include "util/env.hpp"

@@ -837,6 +837,37 @@ std::size_t count_op(const Plan& p, OpKind op) {
 
 // Allgathers of one communicator and type become one (float and int32 apart), each member a
 // view of its slice of the fused result; the values are the unfused ones.
+// Winograd is the platform's say (Backend::winograd_layout): the compiler takes the layout it is
+// given and asks for channels in whole blocks of it. A platform whose Winograd kernels took
+// nChw8c gets them for 8-channel convolutions, one in nChw16c does not, and without a Winograd
+// layout (nchw) the plan keeps the platform's convolution layout.
+TEST(Passes, WinogradLayoutComesFromThePlatform) {
+  const Conv2dOptions same{.padding = {1, 1}};
+  Graph g;
+  auto x = g.input("x"), w = g.input("w");
+  Node y = relu(conv2d(relu(conv2d(relu(conv2d(x, w, same)), w, same)), w, same));
+  const InputShapes shapes{{"x", {1, 8, 6, 6}}, {"w", {8, 8, 3, 3}}};
+  auto plan = [&](detail::ActivationLayout winograd) {
+    PlanOptions o{ReuseMode::sequential};
+    o.conv_layout = detail::ActivationLayout::nhwc;
+    o.winograd_layout = winograd;
+    const std::vector<std::uint32_t> ids{y.id()};
+    return detail::compile_plan(detail::impl_of(g), shapes, ids, o);
+  };
+  using detail::ActivationLayout;
+  auto eights = plan(ActivationLayout::nChw8c);
+  EXPECT_TRUE(eights->winograd);
+  EXPECT_EQ(eights->winograd_layout, ActivationLayout::nChw8c);
+  int blocked = 0;
+  for (const auto& n : eights->nodes) blocked += n.layout == ActivationLayout::nChw8c;
+  EXPECT_GT(blocked, 0) << "the Winograd layout replaced the platform's";
+  auto sixteens = plan(ActivationLayout::nChw16c);  // 8 channels: not whole blocks of 16
+  EXPECT_FALSE(sixteens->winograd);
+  auto none = plan(ActivationLayout::nchw);
+  EXPECT_FALSE(none->winograd);
+  for (const auto& n : none->nodes) EXPECT_NE(n.layout, ActivationLayout::nChw8c);
+}
+
 TEST(Passes, FuseCollectivesJoinsAllgathers) {
   const distributed::Communicator self;
   Graph g;

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cli.hpp"
+#include "hetgraph/cli.hpp"
 #include "hetgraph/hetgraph.hpp"
 
 namespace {
@@ -76,7 +76,7 @@ Model build(hetgraph::Graph& g, float dropout_p) {
   // He-normal: keeps the activations' scale through the relus.
   auto weight = [&](const std::string& name, Shape shape, std::int64_t fan_in) {
     auto w =
-        g.variable(name, std::move(shape),
+        g.variable(name, shape,
                    Initializer::normal(0.0f, std::sqrt(2.0f / static_cast<float>(fan_in)), seed++));
     m.params.push_back(w);
     return w;

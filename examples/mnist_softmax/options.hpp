@@ -5,7 +5,7 @@
 #include <string>
 #include <tuple>
 
-#include "common/cli.hpp"
+#include "hetgraph/cli.hpp"
 
 namespace mnist {
 

@@ -1,4 +1,4 @@
-#include "common/cli.hpp"
+#include "hetgraph/cli.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

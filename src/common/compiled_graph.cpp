@@ -65,7 +65,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.conv_post_ops = options_.experimental.conv_post_ops;
   if (options_.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
   po.layouts_through_pool_concat = options_.experimental.layouts_through_pool_concat;
-  po.winograd_convs = options_.winograd_convs && backend.winograd_convs();
+  if (options_.winograd_convs) po.winograd_layout = backend.winograd_layout();
   po.own_winograd = options_.experimental.own_winograd;
   po.parallel_ops = options_.experimental.parallel_ops;
   po.grouped_embeddings = options_.experimental.grouped_embeddings;

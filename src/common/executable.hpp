@@ -76,10 +76,13 @@ class hetgraph::Platform::Impl : public detail::Capabilities {
   /// The layout its convolutions pass values between them in (assign_layouts); nchw: values
   /// stay plain.
   virtual detail::ActivationLayout conv_layout() const { return detail::ActivationLayout::nchw; }
-  /// Whether its convolutions have Winograd kernels (CompileOptions::winograd_convs asks for
-  /// them; where they lack, the option is ignored: nChw16c alone would only move the direct
-  /// kernels to another layout).
-  virtual bool winograd_convs() const { return false; }
+  /// The layout its Winograd convolutions (3x3, stride 1) take, with channels in whole blocks
+  /// of it; nchw: it has none, and CompileOptions::winograd_convs is ignored (the layout alone
+  /// would only move the direct kernels to another one). The compiler decides where Winograd
+  /// pays (assign_layouts); which layout and which channel counts is the platform's say.
+  virtual detail::ActivationLayout winograd_layout() const {
+    return detail::ActivationLayout::nchw;
+  }
   virtual std::unique_ptr<detail::Executable> instantiate(
       std::shared_ptr<const detail::Plan> plan) = 0;
   /// The devices it runs on (Platform::devices).

@@ -24,6 +24,10 @@ Platform make_platform(const EngineFlags& e,
   return detail::replay_cpu_platform(c, std::move(replay));
 }
 
+Platform make_platform(const EngineFlags& e) {
+  return make_platform(e, nullptr);
+}
+
 Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const TimingOptions& o) {
   Timing t;
   if (o.cold) {

@@ -19,12 +19,13 @@
 // convolution's value (or googlenet's last concat) as it is, and its [N, C, 1, 1] result goes on
 // to Flatten and Gemm with no reorder anywhere.
 //
-// Winograd (CompileOptions::winograd_convs, off by default: it costs memory): oneDNN 2.6's
-// Winograd convolutions take only nChw16c, and run 3x3 stride-1 layers 1.6-2.5x faster than
-// its direct kernels here. Where such layers carry at least half of the convolution work and no
-// channel concat needs the layout passed through (nChw16c does not pass through concat or
-// pooling), nChw16c replaces the platform's layout and Plan::winograd tells the CPU kernels to
-// use them: a resnet qualifies, an inception net does not.
+// Winograd (CompileOptions::winograd_convs, off by default: it costs memory): a platform's
+// Winograd convolutions take one layout (Backend::winograd_layout; the CPU's, oneDNN 2.6's, take
+// only nChw16c, and run 3x3 stride-1 layers 1.6-2.5x faster than its direct kernels here). Where
+// such layers carry at least half of the convolution work and no channel concat needs the layout
+// passed through (it does not pass through concat or pooling), the Winograd layout replaces the
+// platform's and Plan::winograd tells the kernels to use them: a resnet qualifies, an inception
+// net does not.
 #include "compiler/plan.hpp"
 
 namespace hetgraph::detail {
@@ -76,9 +77,9 @@ bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id, bool redu
   return true;
 }
 
-// Winograd's layers carry at least half of the convolution work (in multiply-adds), and no
-// concat joins channels.
-bool winograd_pays(const Plan& p) {
+// Winograd's layers (in `layout`) carry at least half of the convolution work (in
+// multiply-adds), and no concat joins channels.
+bool winograd_pays(const Plan& p, ActivationLayout layout) {
   double all = 0.0, wino = 0.0;
   for (const PlanNode& n : p.nodes) {
     if (n.fused_into >= 0) continue;  // its work is its fused node's
@@ -88,29 +89,31 @@ bool winograd_pays(const Plan& p) {
     const double macs =
         static_cast<double>(n.type.shape.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
     all += macs;
-    if (winograd_convolution(p, n)) wino += macs;
+    if (winograd_convolution(p, n, layout)) wino += macs;
   }
   return wino > 0.0 && wino >= 0.5 * all;
 }
 
 }  // namespace
 
-bool winograd_convolution(const Plan& p, const PlanNode& n) {
-  if (!convolution(n)) return false;
+bool winograd_convolution(const Plan& p, const PlanNode& n, ActivationLayout layout) {
+  const int block = channel_block(layout);
+  if (block <= 0 || !convolution(n)) return false;
   const Window2d& win = window2d(n.attrs);
   if (win.exact) return false;
   const Shape& w = p.nodes[n.inputs[1]].type.shape;  // [out, in, kh, kw]
   const std::array<std::int64_t, 2> one{1, 1};
   return w.rank() == 4 && w[2] == 3 && w[3] == 3 && win.stride == one && win.dilation == one &&
-         w[0] % 16 == 0 && w[1] % 16 == 0;
+         w[0] % block == 0 && w[1] % block == 0;
 }
 
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
-                    bool winograd_convs) {
+                    ActivationLayout winograd_layout) {
   if (channel_block(layout) <= 0) return;
-  if (winograd_convs && winograd_pays(p)) {
-    layout = ActivationLayout::nChw16c;
+  if (channel_block(winograd_layout) > 0 && winograd_pays(p, winograd_layout)) {
+    layout = winograd_layout;
     p.winograd = true;
+    p.winograd_layout = winograd_layout;
   }
   const int block = channel_block(layout);
   // Pooling, concat and spatial reductions read blocks of channels as they read channels-last

@@ -165,7 +165,7 @@ std::vector<char> barriers(const Plan& p, const Spans& spans) {
   std::vector<char> fixed(n, 0);
   for (std::uint32_t v = 0; v < n; ++v) {
     fixed[v] = !works(v) && std::all_of(p.nodes[v].deps.begin(), p.nodes[v].deps.end(),
-                                         [&](std::uint32_t d) { return fixed[d] != 0; });
+                                        [&](std::uint32_t d) { return fixed[d] != 0; });
   }
   std::vector<std::int64_t> cross(n + 1, 0);
   for (std::uint32_t v = 0; v < n; ++v) {
@@ -196,7 +196,8 @@ std::vector<char> barriers(const Plan& p, const Spans& spans) {
     bool ok = true;
     for (std::uint32_t v = from + 1; v < n && v <= to; ++v) {
       bool g = false;
-      for (std::uint32_t d : p.nodes[v].deps) g = g || d == from || (d > from && good[d] && !fixed[d]);
+      for (std::uint32_t d : p.nodes[v].deps)
+        g = g || d == from || (d > from && good[d] && !fixed[d]);
       good[v] = g;
       if (!g && (works(v) || v == to)) ok = false;
     }
@@ -209,7 +210,8 @@ std::vector<char> barriers(const Plan& p, const Spans& spans) {
     const std::uint32_t to = cand[k];
     const std::int64_t from = k > 0 ? cand[k - 1] : -1;
     bool ok = true;
-    for (std::int64_t u = static_cast<std::int64_t>(to) - 1; u >= std::max<std::int64_t>(from, 0); --u) {
+    for (std::int64_t u = static_cast<std::int64_t>(to) - 1; u >= std::max<std::int64_t>(from, 0);
+         --u) {
       bool g = false;
       for (std::uint32_t s : p.nodes[static_cast<std::size_t>(u)].succs)
         g = g || s == to || (s < to && good[s]);
@@ -270,7 +272,7 @@ std::size_t best_fit_in_order(const std::vector<Item>& items, std::vector<std::s
   for (std::uint32_t k = 0; k < order.size(); ++k) order[k] = k;
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return items[a].lo < items[b].lo; });
-  std::map<std::size_t, std::size_t> free_at;            // offset -> bytes
+  std::map<std::size_t, std::size_t> free_at;             // offset -> bytes
   std::set<std::pair<std::size_t, std::size_t>> by_size;  // (bytes, offset)
   using Live = std::pair<std::uint32_t, std::uint32_t>;   // (hi, item)
   std::priority_queue<Live, std::vector<Live>, std::greater<>> live;
@@ -360,8 +362,8 @@ std::vector<char> overwritten_later(const std::vector<Item>& items,
     if (b <= l || r <= a) return -1;
     if (a <= l && r <= b) return mx[node];
     const std::size_t mid = (l + r) / 2;
-    return std::max({tag[node], self(self, 2 * node, l, mid, a, b),
-                     self(self, 2 * node + 1, mid, r, a, b)});
+    return std::max(
+        {tag[node], self(self, 2 * node, l, mid, a, b), self(self, 2 * node + 1, mid, r, a, b)});
   };
   auto idx = [&](std::size_t x) {
     return static_cast<std::size_t>(std::lower_bound(xs.begin(), xs.end(), x) - xs.begin());
@@ -560,104 +562,145 @@ void concat_in_place(Plan& p) {
   }
 }
 
-void plan_memory(Plan& p, ReuseMode mode, bool arena) {
-  p.reuse = mode;
-  const bool pack = arena && mode != ReuseMode::none;
-  const std::size_t n = p.nodes.size();
+namespace {
+
+/// Padded size of a buffer of `bytes`: at least 4 bytes, a multiple of kAlign.
+std::size_t padded(std::size_t bytes) {
+  return align_up(std::max<std::size_t>(bytes, 4));
+}
+
+/// The better of the two layouts of `items` (greedy by size is the better one on CNNs; best
+/// fit in order bounds the work on plans of a million buffers): offsets in `at`, size returned.
+std::size_t pack_items(const std::vector<Item>& items, std::vector<std::size_t>& at) {
+  at.assign(items.size(), 0);
+  std::vector<std::size_t> at2(items.size(), 0);
+  std::size_t packed = best_fit_in_order(items, at);
+  if (items.size() <= kGreedyItems) {
+    const std::size_t greedy = greedy_by_size(items, at2);
+    if (greedy <= packed) {
+      packed = greedy;
+      at.swap(at2);
+    }
+  }
+  return packed;
+}
+
+/// plan_memory's state and steps (the comment at the top of this file): buffers assigned to
+/// the plan's values in plan order (assign), laid out (lay_out), written into the plan
+/// (record). run() picks which assignments to try.
+class BufferPlanner {
+ public:
+  BufferPlanner(Plan& p, ReuseMode mode, bool arena)
+      : p_(p),
+        mode_(mode),
+        pack_(arena && mode != ReuseMode::none),
+        n_(p.nodes.size()),
+        readers_(data_readers(p)),
+        reach_(p),
+        proof_steps_(
+            std::clamp(kProofSteps / std::max<std::size_t>(n_, 1), kShortProof, kLongProof)),
+        spans_(access_spans(p)) {}
+
+  void run();
+
+ private:
+  using Expiry = std::pair<std::uint32_t, std::int32_t>;  // (last_read, buffer)
+
+  void chains_or_reuse();
+  // Assigning buffers to values.
+  void assign(bool reuse_free);
+  void reset_assignment();
+  void release_expired(std::uint32_t i);
+  void share_viewed(std::uint32_t i);
+  void place_computed(std::uint32_t i, bool reuse_free);
+  bool into_variable(std::uint32_t i);
+  bool over_input(std::uint32_t i);
+  bool reuse_free_buffer(std::uint32_t i);
+  bool finished_with(std::int32_t b, std::uint32_t i);
+  void occupy(std::int32_t b, std::uint32_t i);
+  void new_buffer(std::uint32_t i, bool pinned);
+  void join_concat(std::uint32_t i);
+  bool others_done(std::int32_t b, std::uint32_t i);
+  void take_back_edges();
+  // Laying them out.
+  void lay_out();
+  void pack_arena();
+  void lifetimes(std::vector<std::uint32_t>& lo, std::vector<std::uint32_t>& hi) const;
+  void widen_to_barriers(std::vector<std::uint32_t>& lo, std::vector<std::uint32_t>& hi) const;
+  // The result, into the plan.
+  void record();
+  void mark_clobbered();
+
+  Plan& p_;
+  const ReuseMode mode_;
+  const bool pack_;  // lay the buffers out in one packed arena
+  const std::size_t n_;
   // Direct data readers of each node (views count as readers; their own readers are added to
   // the buffer when the view is reached, which is before any of them).
-  const auto readers = data_readers(p);
+  const std::vector<std::vector<std::uint32_t>> readers_;
+  Reach reach_;
+  const std::size_t proof_steps_;
+  const Spans spans_;
 
-  std::vector<Buffer> bufs;
-  std::multimap<std::size_t, std::int32_t> free_by_size;
-  using Expiry = std::pair<std::uint32_t, std::int32_t>;  // (last_read, buffer)
-  std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> expiring;
-  Reach reach(p);
-  const std::size_t proof_steps =
-      std::clamp(kProofSteps / std::max<std::size_t>(n, 1), kShortProof, kLongProof);
+  // One assignment.
+  std::vector<Buffer> bufs_;
+  std::multimap<std::size_t, std::int32_t> free_by_size_;
+  std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> expiring_;
+  // concat_in_place: each concat's buffer, made for its first input in plan order.
+  std::vector<std::int32_t> concat_buffer_;
+  // Ordering edges the assignment added (waiters, in the order their edges were added), to
+  // take back if the assignment is not kept.
+  std::vector<std::uint32_t> edges_;
+  // Its layout: buffers held between runs, offsets, and those a later buffer overwrites.
+  std::vector<char> held_;
+  std::vector<std::size_t> offset_;
+  std::vector<char> overwritten_;
+  std::size_t total_ = 0;
+};
 
-  auto occupy = [&](std::int32_t b, std::uint32_t i) {
-    Buffer& B = bufs[static_cast<std::size_t>(b)];
-    if (B.listed) throw InternalError("the memory planner reused a buffer still listed free");
-    B.bytes = std::max(B.bytes, p.nodes[i].type.bytes());
-    B.users = readers[i];
-    B.users.push_back(i);
-    B.last_read = i;
-    for (std::uint32_t r : readers[i]) B.last_read = std::max(B.last_read, r);
-    B.writers.push_back(i);
-    if (p.nodes[i].fetched) B.pinned = true;
-    p.nodes[i].buffer = b;
-    if (!B.pinned) expiring.push({B.last_read, b});
-  };
-  auto new_buffer = [&](std::uint32_t i, bool pinned) {
-    bufs.push_back({});
-    bufs.back().pinned = pinned;
-    occupy(static_cast<std::int32_t>(bufs.size() - 1), i);
-  };
-  // concat_in_place: node i's value into its concat's buffer (made for the concat's first
-  // input in plan order), beside what the concat's other inputs put there.
-  std::vector<std::int32_t> concat_buffer(n, -1);
-  auto join_concat = [&](std::uint32_t i) {
-    const auto c = static_cast<std::size_t>(p.nodes[i].in_concat);
-    if (concat_buffer[c] < 0) {
-      bufs.push_back({});
-      concat_buffer[c] = static_cast<std::int32_t>(bufs.size() - 1);
-    }
-    const std::int32_t b = concat_buffer[c];
-    Buffer& B = bufs[static_cast<std::size_t>(b)];
-    B.bytes = std::max(B.bytes, p.nodes[c].type.bytes());
-    B.users.insert(B.users.end(), readers[i].begin(), readers[i].end());
-    B.users.push_back(i);
-    B.last_read = std::max(B.last_read, i);
-    for (std::uint32_t r : readers[i]) B.last_read = std::max(B.last_read, r);
-    B.writers.push_back(i);
-    p.nodes[i].buffer = b;
-    expiring.push({B.last_read, b});
-  };
-  // Every user of buffer b other than node i has run before i.
-  auto others_done = [&](std::int32_t b, std::uint32_t i) {
-    const Buffer& B = bufs[static_cast<std::size_t>(b)];
-    std::vector<std::uint32_t> others;
-    for (std::uint32_t u : B.users) {
-      if (u != i) others.push_back(u);
-    }
-    if (mode == ReuseMode::sequential) {
-      return std::all_of(others.begin(), others.end(), [&](std::uint32_t u) { return u < i; });
-    }
-    return reach.all_before(others, i);
-  };
-
-  // One assignment of buffers to the plan's values; `reuse_free`: step 3 too. Ordering edges
-  // it adds are listed in `edges`, to take back if the assignment is not kept.
-  std::vector<std::uint32_t> edges;  // waiters, in the order their edges were added
-  auto assign = [&](bool reuse_free) {
-  bufs.clear();
-  free_by_size.clear();
-  expiring = {};
-  edges.clear();
-  for (PlanNode& node : p.nodes) {
-    node.buffer = -1;
-    node.in_place = false;
+void BufferPlanner::run() {
+  if (!pack_ || mode_ == ReuseMode::sequential) {
+    // Sequential arenas: in-place chains only, packed (their lifetimes are exact intervals).
+    assign(!pack_);
+    lay_out();
+  } else if (n_ > kChainTrialNodes) {
+    // Large dag plans: only step 3's proven reuse, packed (two assignments cost a million-node
+    // LSTM step 1.7x the planning time, 5.6 s, for no smaller arena).
+    assign(true);
+    lay_out();
+  } else {
+    chains_or_reuse();
   }
-  concat_buffer.assign(n, -1);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    PlanNode& node = p.nodes[i];
-    // Release buffers whose readers are all earlier in plan order. Members of a parallel
-    // group run together, at their group's place: nothing is released between them (one
-    // member's last read is not over while another member runs).
-    while (node.group < 0 && !expiring.empty() && expiring.top().first < i) {
-      const auto [when, b] = expiring.top();
-      expiring.pop();
-      Buffer& B = bufs[static_cast<std::size_t>(b)];
-      // A buffer can have several expiry entries for the same last read (an in-place chain
-      // ending in a node nobody reads pushes one per link): list it once, or a second copy
-      // would hand it out again while its next contents are live.
-      if (!B.pinned && !B.listed && B.last_read == when) {
-        free_by_size.insert({B.bytes, b});
-        B.listed = true;
-      }
-    }
-    switch (node.storage) {
+  record();
+}
+
+// Dag mode: lifetimes widen to barriers, so buffers that step 3 reuses by proof (or by
+// ordering edges) can pack better on plans whose branches run long between barriers
+// (resnet18), in-place chains alone where barriers are close (googlenet): the smaller.
+void BufferPlanner::chains_or_reuse() {
+  assign(false);
+  lay_out();
+  std::vector<Buffer> chains = std::move(bufs_);
+  std::vector<std::pair<std::int32_t, bool>> chained(n_);
+  for (std::uint32_t i = 0; i < n_; ++i) chained[i] = {p_.nodes[i].buffer, p_.nodes[i].in_place};
+  const std::size_t chains_total = total_;
+  assign(true);
+  lay_out();
+  if (total_ >= chains_total) {
+    take_back_edges();
+    bufs_ = std::move(chains);
+    for (std::uint32_t i = 0; i < n_; ++i)
+      std::tie(p_.nodes[i].buffer, p_.nodes[i].in_place) = chained[i];
+    lay_out();
+  }
+}
+
+// One assignment of buffers to the plan's values; `reuse_free`: step 3 too.
+void BufferPlanner::assign(bool reuse_free) {
+  reset_assignment();
+  for (std::uint32_t i = 0; i < n_; ++i) {
+    release_expired(i);
+    switch (p_.nodes[i].storage) {
       case Storage::None:
         continue;
       case Storage::Input:
@@ -665,267 +708,357 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena) {
       case Storage::Constant:
         new_buffer(i, true);
         continue;
-      case Storage::View: {
-        const std::int32_t b = p.nodes[node.inputs[0]].buffer;
-        Buffer& B = bufs[static_cast<std::size_t>(b)];
-        node.buffer = b;
-        node.sub_offset = p.nodes[node.inputs[0]].sub_offset;
-        for (std::uint32_t r : readers[i]) {
-          B.users.push_back(r);
-          if (r > B.last_read) {
-            B.last_read = r;
-            if (!B.pinned) expiring.push({r, b});
-          }
-        }
-        if (node.fetched) B.pinned = true;
+      case Storage::View:
+        share_viewed(i);
         continue;
-      }
       case Storage::Computed:
         break;
     }
-    if (node.in_concat >= 0) {
-      join_concat(i);
-      continue;
-    }
-    if (mode == ReuseMode::none) {
-      new_buffer(i, false);
-      continue;
-    }
-    const OpDef& def = op_def(node.op);
-    bool placed = false;
-    // 1. Straight into the variable this node is the new value of (elide_assigns).
-    if (node.into_variable >= 0) {
-      const std::int32_t b = p.nodes[static_cast<std::size_t>(node.into_variable)].buffer;
-      occupy(b, i);
-      bufs[static_cast<std::size_t>(b)].pinned = true;
-      node.in_place = true;
-      placed = true;
-    }
-    // 2. Over an input whose last reader this is (not for members of a parallel group: the
-    // input may be another member's too, read at the same time).
-    for (std::size_t k = 0; k < node.inputs.size() && !placed && node.group < 0; ++k) {
-      if (!def.inplace_input(k)) continue;
-      // Not over a value the node also reads where it may not write (fused_conv2d's residual
-      // that is its own image too): the kernel would read what it has overwritten.
-      bool read_elsewhere = false;
-      for (std::size_t j = 0; j < node.inputs.size(); ++j) {
-        read_elsewhere = read_elsewhere || (j != k && node.inputs[j] == node.inputs[k] &&
-                                            !def.inplace_input(j) && node.reads_input(j));
-      }
-      if (read_elsewhere) continue;
-      const PlanNode& u = p.nodes[node.inputs[k]];
-      if (u.buffer < 0 || u.type != node.type || u.layout != node.layout) continue;
-      const std::int32_t b = u.buffer;
-      if (bufs[static_cast<std::size_t>(b)].pinned || !others_done(b, i)) continue;
-      occupy(b, i);
-      node.in_place = true;
-      placed = true;
-    }
-    // 3. A free buffer: the smallest that fits, else the largest (grown). For parallel
-    // engines a candidate must also be provably finished with, so try a few.
-    if (!placed && reuse_free && !free_by_size.empty()) {
-      const std::size_t need = node.type.bytes();
-      std::vector<std::multimap<std::size_t, std::int32_t>::iterator> candidates;
-      for (auto it = free_by_size.lower_bound(need);
-           it != free_by_size.end() && candidates.size() < 4; ++it) {
-        candidates.push_back(it);
-      }
-      for (auto it = free_by_size.lower_bound(need);
-           it != free_by_size.begin() && candidates.size() < 8;) {
-        --it;
-        candidates.push_back(it);
-      }
-      for (auto it : candidates) {
-        const std::int32_t b = it->second;
-        if (mode == ReuseMode::dag) {
-          const std::vector<std::uint32_t>& users = bufs[static_cast<std::size_t>(b)].users;
-          if (!reach.all_before(users, i, proof_steps)) {
-            // Not provably finished with, but long ago in plan order: order its users before
-            // this node instead of proving it (a search per candidate would cost a million-
-            // node graph minutes). Such users finished long before in any schedule.
-            // A group member runs at its group's place, which the engines wait on.
-            const std::uint32_t at = node.group >= 0 ? static_cast<std::uint32_t>(node.group) : i;
-            const bool far = bufs[static_cast<std::size_t>(b)].bytes >= kMinOrderedBytes &&
-                             users.size() <= kMaxOrderEdges &&
-                             std::all_of(users.begin(), users.end(),
-                                         [&](std::uint32_t u) { return u + kOrderDistance <= at; });
-            if (!far) continue;
-            PlanNode& waiter = p.nodes[at];
-            for (std::uint32_t u : users) {
-              if (std::find(waiter.deps.begin(), waiter.deps.end(), u) != waiter.deps.end()) {
-                continue;
-              }
-              waiter.deps.push_back(u);
-              p.nodes[u].succs.push_back(at);
-              edges.push_back(at);
-              ++p.ordering_edges;
-            }
-          }
-        }
-        free_by_size.erase(it);
-        bufs[static_cast<std::size_t>(b)].listed = false;
-        occupy(b, i);
-        placed = true;
-        break;
-      }
-    }
-    // 4. A new buffer.
-    if (!placed) new_buffer(i, false);
+    place_computed(i, reuse_free);
   }
-  };
-  auto take_back_edges = [&] {
-    for (std::size_t k = edges.size(); k-- > 0;) {
-      PlanNode& waiter = p.nodes[edges[k]];
-      p.nodes[waiter.deps.back()].succs.pop_back();
-      waiter.deps.pop_back();
-      --p.ordering_edges;
-    }
-    edges.clear();
-  };
+}
 
-  // Lay the buffers out and mark values a later writer overwrites. Buffers holding inputs,
-  // variables or constants are held between runs; a fetched value from its node to the end of
-  // the run (the host reads it after), when earlier values may have used its memory.
-  const Spans spans = access_spans(p);
-  std::vector<char> held;
-  std::vector<std::size_t> offset;
-  std::vector<char> overwritten;
-  std::size_t total = 0;
-  auto lay_out = [&] {
-  held.assign(bufs.size(), 0);
-  for (const PlanNode& node : p.nodes) {
+void BufferPlanner::reset_assignment() {
+  bufs_.clear();
+  free_by_size_.clear();
+  expiring_ = {};
+  edges_.clear();
+  for (PlanNode& node : p_.nodes) {
+    node.buffer = -1;
+    node.in_place = false;
+  }
+  concat_buffer_.assign(n_, -1);
+}
+
+// Release buffers whose readers are all earlier in plan order than node i. Members of a
+// parallel group run together, at their group's place: nothing is released between them (one
+// member's last read is not over while another member runs).
+void BufferPlanner::release_expired(std::uint32_t i) {
+  while (p_.nodes[i].group < 0 && !expiring_.empty() && expiring_.top().first < i) {
+    const auto [when, b] = expiring_.top();
+    expiring_.pop();
+    Buffer& B = bufs_[static_cast<std::size_t>(b)];
+    // A buffer can have several expiry entries for the same last read (an in-place chain
+    // ending in a node nobody reads pushes one per link): list it once, or a second copy
+    // would hand it out again while its next contents are live.
+    if (!B.pinned && !B.listed && B.last_read == when) {
+      free_by_size_.insert({B.bytes, b});
+      B.listed = true;
+    }
+  }
+}
+
+// A view shares what it views: its readers become the buffer's.
+void BufferPlanner::share_viewed(std::uint32_t i) {
+  PlanNode& node = p_.nodes[i];
+  const std::int32_t b = p_.nodes[node.inputs[0]].buffer;
+  Buffer& B = bufs_[static_cast<std::size_t>(b)];
+  node.buffer = b;
+  node.sub_offset = p_.nodes[node.inputs[0]].sub_offset;
+  for (std::uint32_t r : readers_[i]) {
+    B.users.push_back(r);
+    if (r > B.last_read) {
+      B.last_read = r;
+      if (!B.pinned) expiring_.push({r, b});
+    }
+  }
+  if (node.fetched) B.pinned = true;
+}
+
+// A computed value: its concat's band, else the first of steps 1-4 that takes it.
+void BufferPlanner::place_computed(std::uint32_t i, bool reuse_free) {
+  if (p_.nodes[i].in_concat >= 0) {
+    join_concat(i);
+    return;
+  }
+  if (mode_ == ReuseMode::none) {
+    new_buffer(i, false);
+    return;
+  }
+  if (into_variable(i) || over_input(i) || (reuse_free && reuse_free_buffer(i))) return;
+  new_buffer(i, false);  // 4. A new buffer.
+}
+
+// 1. Straight into the variable this node is the new value of (elide_assigns).
+bool BufferPlanner::into_variable(std::uint32_t i) {
+  PlanNode& node = p_.nodes[i];
+  if (node.into_variable < 0) return false;
+  const std::int32_t b = p_.nodes[static_cast<std::size_t>(node.into_variable)].buffer;
+  occupy(b, i);
+  bufs_[static_cast<std::size_t>(b)].pinned = true;
+  node.in_place = true;
+  return true;
+}
+
+// 2. Over an input whose last reader this is (not for members of a parallel group: the input
+// may be another member's too, read at the same time).
+bool BufferPlanner::over_input(std::uint32_t i) {
+  PlanNode& node = p_.nodes[i];
+  if (node.group >= 0) return false;
+  const OpDef& def = op_def(node.op);
+  for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+    if (!def.inplace_input(k)) continue;
+    // Not over a value the node also reads where it may not write (fused_conv2d's residual
+    // that is its own image too): the kernel would read what it has overwritten.
+    bool read_elsewhere = false;
+    for (std::size_t j = 0; j < node.inputs.size(); ++j) {
+      read_elsewhere = read_elsewhere || (j != k && node.inputs[j] == node.inputs[k] &&
+                                          !def.inplace_input(j) && node.reads_input(j));
+    }
+    if (read_elsewhere) continue;
+    const PlanNode& u = p_.nodes[node.inputs[k]];
+    if (u.buffer < 0 || u.type != node.type || u.layout != node.layout) continue;
+    const std::int32_t b = u.buffer;
+    if (bufs_[static_cast<std::size_t>(b)].pinned || !others_done(b, i)) continue;
+    occupy(b, i);
+    node.in_place = true;
+    return true;
+  }
+  return false;
+}
+
+// 3. A free buffer: the smallest that fits, else the largest (grown). For parallel engines a
+// candidate must also be provably finished with, so try a few.
+bool BufferPlanner::reuse_free_buffer(std::uint32_t i) {
+  if (free_by_size_.empty()) return false;
+  const std::size_t need = p_.nodes[i].type.bytes();
+  std::vector<std::multimap<std::size_t, std::int32_t>::iterator> candidates;
+  for (auto it = free_by_size_.lower_bound(need);
+       it != free_by_size_.end() && candidates.size() < 4; ++it) {
+    candidates.push_back(it);
+  }
+  for (auto it = free_by_size_.lower_bound(need);
+       it != free_by_size_.begin() && candidates.size() < 8;) {
+    --it;
+    candidates.push_back(it);
+  }
+  for (auto it : candidates) {
+    const std::int32_t b = it->second;
+    if (mode_ == ReuseMode::dag && !finished_with(b, i)) continue;
+    free_by_size_.erase(it);
+    bufs_[static_cast<std::size_t>(b)].listed = false;
+    occupy(b, i);
+    return true;
+  }
+  return false;
+}
+
+// Dag mode: whether every user of free buffer b runs before node i in any schedule, proven,
+// or made so by ordering edges (recorded in edges_).
+bool BufferPlanner::finished_with(std::int32_t b, std::uint32_t i) {
+  const std::vector<std::uint32_t>& users = bufs_[static_cast<std::size_t>(b)].users;
+  if (reach_.all_before(users, i, proof_steps_)) return true;
+  // Not provably finished with, but long ago in plan order: order its users before this node
+  // instead of proving it (a search per candidate would cost a million-node graph minutes).
+  // Such users finished long before in any schedule. A group member runs at its group's
+  // place, which the engines wait on.
+  const PlanNode& node = p_.nodes[i];
+  const std::uint32_t at = node.group >= 0 ? static_cast<std::uint32_t>(node.group) : i;
+  const bool far = bufs_[static_cast<std::size_t>(b)].bytes >= kMinOrderedBytes &&
+                   users.size() <= kMaxOrderEdges &&
+                   std::all_of(users.begin(), users.end(),
+                               [&](std::uint32_t u) { return u + kOrderDistance <= at; });
+  if (!far) return false;
+  PlanNode& waiter = p_.nodes[at];
+  for (std::uint32_t u : users) {
+    if (std::find(waiter.deps.begin(), waiter.deps.end(), u) != waiter.deps.end()) continue;
+    waiter.deps.push_back(u);
+    p_.nodes[u].succs.push_back(at);
+    edges_.push_back(at);
+    ++p_.ordering_edges;
+  }
+  return true;
+}
+
+void BufferPlanner::occupy(std::int32_t b, std::uint32_t i) {
+  Buffer& B = bufs_[static_cast<std::size_t>(b)];
+  if (B.listed) throw InternalError("the memory planner reused a buffer still listed free");
+  B.bytes = std::max(B.bytes, p_.nodes[i].type.bytes());
+  B.users = readers_[i];
+  B.users.push_back(i);
+  B.last_read = i;
+  for (std::uint32_t r : readers_[i]) B.last_read = std::max(B.last_read, r);
+  B.writers.push_back(i);
+  if (p_.nodes[i].fetched) B.pinned = true;
+  p_.nodes[i].buffer = b;
+  if (!B.pinned) expiring_.push({B.last_read, b});
+}
+
+void BufferPlanner::new_buffer(std::uint32_t i, bool pinned) {
+  bufs_.push_back({});
+  bufs_.back().pinned = pinned;
+  occupy(static_cast<std::int32_t>(bufs_.size() - 1), i);
+}
+
+// concat_in_place: node i's value into its concat's buffer (made for the concat's first input
+// in plan order), beside what the concat's other inputs put there.
+void BufferPlanner::join_concat(std::uint32_t i) {
+  const auto c = static_cast<std::size_t>(p_.nodes[i].in_concat);
+  if (concat_buffer_[c] < 0) {
+    bufs_.push_back({});
+    concat_buffer_[c] = static_cast<std::int32_t>(bufs_.size() - 1);
+  }
+  const std::int32_t b = concat_buffer_[c];
+  Buffer& B = bufs_[static_cast<std::size_t>(b)];
+  B.bytes = std::max(B.bytes, p_.nodes[c].type.bytes());
+  B.users.insert(B.users.end(), readers_[i].begin(), readers_[i].end());
+  B.users.push_back(i);
+  B.last_read = std::max(B.last_read, i);
+  for (std::uint32_t r : readers_[i]) B.last_read = std::max(B.last_read, r);
+  B.writers.push_back(i);
+  p_.nodes[i].buffer = b;
+  expiring_.push({B.last_read, b});
+}
+
+// Every user of buffer b other than node i has run before i.
+bool BufferPlanner::others_done(std::int32_t b, std::uint32_t i) {
+  const Buffer& B = bufs_[static_cast<std::size_t>(b)];
+  std::vector<std::uint32_t> others;
+  for (std::uint32_t u : B.users) {
+    if (u != i) others.push_back(u);
+  }
+  if (mode_ == ReuseMode::sequential) {
+    return std::all_of(others.begin(), others.end(), [&](std::uint32_t u) { return u < i; });
+  }
+  return reach_.all_before(others, i);
+}
+
+void BufferPlanner::take_back_edges() {
+  for (std::size_t k = edges_.size(); k-- > 0;) {
+    PlanNode& waiter = p_.nodes[edges_[k]];
+    p_.nodes[waiter.deps.back()].succs.pop_back();
+    waiter.deps.pop_back();
+    --p_.ordering_edges;
+  }
+  edges_.clear();
+}
+
+// Lay the buffers out and mark values a later writer overwrites. Buffers holding inputs,
+// variables or constants are held between runs; a fetched value from its node to the end of
+// the run (the host reads it after), when earlier values may have used its memory.
+void BufferPlanner::lay_out() {
+  held_.assign(bufs_.size(), 0);
+  for (const PlanNode& node : p_.nodes) {
     if (node.buffer >= 0 && (node.storage == Storage::Input || node.storage == Storage::Variable ||
                              node.storage == Storage::Constant))
-      held[static_cast<std::size_t>(node.buffer)] = 1;
+      held_[static_cast<std::size_t>(node.buffer)] = 1;
   }
-  offset.assign(bufs.size(), 0);
-  overwritten.assign(bufs.size(), 0);
-  total = 0;
-  if (pack) {
-    // Pinned buffers (kept between runs) first, end to end; then each other buffer's lifetime
-    // from its first writer to its last user. Dag mode widens it to the barriers around it,
-    // so that buffers sharing memory are ordered by dependencies in every schedule.
-    std::vector<std::uint32_t> lo(bufs.size(), UINT32_MAX), hi(bufs.size(), 0);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const PlanNode& node = p.nodes[i];
-      if (node.buffer < 0) continue;
-      const auto b = static_cast<std::size_t>(node.buffer);
-      if (node.storage != Storage::View) {
-        lo[b] = std::min(lo[b], spans.lo[i]);
-        hi[b] = std::max(hi[b], spans.hi[i]);
-      }
-      for (std::uint32_t r : readers[i]) hi[b] = std::max(hi[b], spans.hi[r]);
-      if (node.fetched) hi[b] = static_cast<std::uint32_t>(n - 1);
-    }
-    if (mode == ReuseMode::dag && n > 0) {
-      const std::vector<char> is = barriers(p, spans);
-      std::vector<std::uint32_t> before(n), after(n);
-      std::uint32_t last = 0;
-      for (std::uint32_t i = 0; i < n; ++i) before[i] = last = is[i] ? i : last;
-      last = static_cast<std::uint32_t>(n - 1);
-      for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) after[i] = last = is[i] ? i : last;
-      for (std::size_t b = 0; b < bufs.size(); ++b) {
-        if (held[b] || lo[b] > hi[b]) continue;
-        lo[b] = before[lo[b]];
-        hi[b] = after[hi[b]];
-      }
-    }
-    std::vector<std::uint32_t> loose;
-    for (std::size_t b = 0; b < bufs.size(); ++b) {
-      const std::size_t bytes = align_up(std::max<std::size_t>(bufs[b].bytes, 4));
-      if (held[b]) {
-        offset[b] = total;
-        total += bytes;
-      } else {
-        loose.push_back(static_cast<std::uint32_t>(b));
-      }
-    }
-    std::vector<Item> items(loose.size());
-    for (std::size_t k = 0; k < loose.size(); ++k) {
-      const std::size_t b = loose[k];
-      items[k] = {align_up(std::max<std::size_t>(bufs[b].bytes, 4)), lo[b], hi[b]};
-    }
-    // The better of the two layouts (greedy by size is the better one on CNNs; best fit in
-    // order bounds the work on plans of a million buffers).
-    std::vector<std::size_t> at(items.size(), 0), at2(items.size(), 0);
-    std::size_t packed = best_fit_in_order(items, at);
-    if (items.size() <= kGreedyItems) {
-      const std::size_t greedy = greedy_by_size(items, at2);
-      if (greedy <= packed) {
-        packed = greedy;
-        at.swap(at2);
-      }
-    }
-    const std::vector<char> later = overwritten_later(items, at);
-    for (std::size_t k = 0; k < loose.size(); ++k) {
-      offset[loose[k]] = total + at[k];
-      overwritten[loose[k]] = later[k];
-    }
-    total += packed;
-  } else {
-    for (std::size_t b = 0; b < bufs.size(); ++b) {
-      offset[b] = total;
-      total += align_up(std::max<std::size_t>(bufs[b].bytes, 4));
+  offset_.assign(bufs_.size(), 0);
+  overwritten_.assign(bufs_.size(), 0);
+  total_ = 0;
+  if (pack_) {
+    pack_arena();
+    return;
+  }
+  for (std::size_t b = 0; b < bufs_.size(); ++b) {
+    offset_[b] = total_;
+    total_ += padded(bufs_[b].bytes);
+  }
+}
+
+// Held buffers first, end to end; then the others packed by lifetime.
+void BufferPlanner::pack_arena() {
+  std::vector<std::uint32_t> lo(bufs_.size(), UINT32_MAX), hi(bufs_.size(), 0);
+  lifetimes(lo, hi);
+  if (mode_ == ReuseMode::dag && n_ > 0) widen_to_barriers(lo, hi);
+  std::vector<std::uint32_t> loose;
+  for (std::size_t b = 0; b < bufs_.size(); ++b) {
+    if (held_[b]) {
+      offset_[b] = total_;
+      total_ += padded(bufs_[b].bytes);
+    } else {
+      loose.push_back(static_cast<std::uint32_t>(b));
     }
   }
-  };
-  if (!pack || mode == ReuseMode::sequential) {
-    // Sequential arenas: in-place chains only, packed (their lifetimes are exact intervals).
-    assign(!pack);
-    lay_out();
-  } else if (n > kChainTrialNodes) {
-    // Large dag plans: only step 3's proven reuse, packed (two assignments cost a million-node
-    // LSTM step 1.7x the planning time, 5.6 s, for no smaller arena).
-    assign(true);
-    lay_out();
-  } else {
-    // Dag mode: lifetimes widen to barriers, so buffers that step 3 reuses by proof (or by
-    // ordering edges) can pack better on plans whose branches run long between barriers
-    // (resnet18), in-place chains alone where barriers are close (googlenet): the smaller.
-    assign(false);
-    lay_out();
-    std::vector<Buffer> chains = std::move(bufs);
-    std::vector<std::pair<std::int32_t, bool>> chained(n);
-    for (std::uint32_t i = 0; i < n; ++i) chained[i] = {p.nodes[i].buffer, p.nodes[i].in_place};
-    const std::size_t chains_total = total;
-    assign(true);
-    lay_out();
-    if (total >= chains_total) {
-      take_back_edges();
-      bufs = std::move(chains);
-      for (std::uint32_t i = 0; i < n; ++i)
-        std::tie(p.nodes[i].buffer, p.nodes[i].in_place) = chained[i];
-      lay_out();
-    }
+  std::vector<Item> items(loose.size());
+  for (std::size_t k = 0; k < loose.size(); ++k) {
+    const std::size_t b = loose[k];
+    items[k] = {padded(bufs_[b].bytes), lo[b], hi[b]};
   }
-  p.arena_bytes = total;
-  p.buffers = bufs.size();
-  p.buffer_offset = offset;
-  p.buffer_bytes.resize(bufs.size());
-  for (std::size_t b = 0; b < bufs.size(); ++b)
-    p.buffer_bytes[b] = align_up(std::max<std::size_t>(bufs[b].bytes, 4));
-  p.naive_bytes = 0;
-  p.in_place = 0;
-  for (PlanNode& node : p.nodes) {
+  std::vector<std::size_t> at;
+  const std::size_t packed = pack_items(items, at);
+  const std::vector<char> later = overwritten_later(items, at);
+  for (std::size_t k = 0; k < loose.size(); ++k) {
+    offset_[loose[k]] = total_ + at[k];
+    overwritten_[loose[k]] = later[k];
+  }
+  total_ += packed;
+}
+
+// Each buffer's lifetime: from its first writer to its last user (a fetched value's: to the
+// end of the run).
+void BufferPlanner::lifetimes(std::vector<std::uint32_t>& lo,
+                              std::vector<std::uint32_t>& hi) const {
+  for (std::uint32_t i = 0; i < n_; ++i) {
+    const PlanNode& node = p_.nodes[i];
     if (node.buffer < 0) continue;
-    node.offset = offset[static_cast<std::size_t>(node.buffer)] + node.sub_offset;
-    if (node.storage != Storage::View)
-      p.naive_bytes += align_up(std::max<std::size_t>(node.type.bytes(), 4));
-    if (node.in_place) ++p.in_place;
+    const auto b = static_cast<std::size_t>(node.buffer);
+    if (node.storage != Storage::View) {
+      lo[b] = std::min(lo[b], spans_.lo[i]);
+      hi[b] = std::max(hi[b], spans_.hi[i]);
+    }
+    for (std::uint32_t r : readers_[i]) hi[b] = std::max(hi[b], spans_.hi[r]);
+    if (node.fetched) hi[b] = static_cast<std::uint32_t>(n_ - 1);
   }
-  for (std::uint32_t i = 0; i < n; ++i) {
-    PlanNode& node = p.nodes[i];
+}
+
+// Dag mode: each lifetime widened to the barriers around it, so that buffers sharing memory
+// are ordered by dependencies in every schedule.
+void BufferPlanner::widen_to_barriers(std::vector<std::uint32_t>& lo,
+                                      std::vector<std::uint32_t>& hi) const {
+  const std::vector<char> is = barriers(p_, spans_);
+  std::vector<std::uint32_t> before(n_), after(n_);
+  std::uint32_t last = 0;
+  for (std::uint32_t i = 0; i < n_; ++i) before[i] = last = is[i] ? i : last;
+  last = static_cast<std::uint32_t>(n_ - 1);
+  for (std::uint32_t i = static_cast<std::uint32_t>(n_); i-- > 0;)
+    after[i] = last = is[i] ? i : last;
+  for (std::size_t b = 0; b < bufs_.size(); ++b) {
+    if (held_[b] || lo[b] > hi[b]) continue;
+    lo[b] = before[lo[b]];
+    hi[b] = after[hi[b]];
+  }
+}
+
+void BufferPlanner::record() {
+  p_.arena_bytes = total_;
+  p_.buffers = bufs_.size();
+  p_.buffer_offset = offset_;
+  p_.buffer_bytes.resize(bufs_.size());
+  for (std::size_t b = 0; b < bufs_.size(); ++b) p_.buffer_bytes[b] = padded(bufs_[b].bytes);
+  p_.naive_bytes = 0;
+  p_.in_place = 0;
+  for (PlanNode& node : p_.nodes) {
+    if (node.buffer < 0) continue;
+    node.offset = offset_[static_cast<std::size_t>(node.buffer)] + node.sub_offset;
+    if (node.storage != Storage::View) p_.naive_bytes += padded(node.type.bytes());
+    if (node.in_place) ++p_.in_place;
+  }
+  mark_clobbered();
+  p_.live_bytes = live_peak(p_, readers_, spans_, held_);
+}
+
+// PlanNode::clobbered: a later writer of its buffer, or a buffer packed over it later.
+void BufferPlanner::mark_clobbered() {
+  for (std::uint32_t i = 0; i < n_; ++i) {
+    PlanNode& node = p_.nodes[i];
     if (node.storage == Storage::Computed) {
       const auto b = static_cast<std::size_t>(node.buffer);
       // A band of a concat outlives its fellow bands' writes; not a later writer's.
-      const std::uint32_t last = bufs[b].writers.back();
-      const bool band_after = node.in_concat >= 0 && p.nodes[last].in_concat == node.in_concat;
-      node.clobbered = (last != i && !band_after) || overwritten[b];
+      const std::uint32_t last = bufs_[b].writers.back();
+      const bool band_after = node.in_concat >= 0 && p_.nodes[last].in_concat == node.in_concat;
+      node.clobbered = (last != i && !band_after) || overwritten_[b];
     } else if (node.storage == Storage::View) {
-      node.clobbered = p.nodes[node.inputs[0]].clobbered;
+      node.clobbered = p_.nodes[node.inputs[0]].clobbered;
     }
   }
-  p.live_bytes = live_peak(p, readers, spans, held);
+}
+
+}  // namespace
+
+void plan_memory(Plan& p, ReuseMode mode, bool arena) {
+  p.reuse = mode;
+  BufferPlanner(p, mode, arena).run();
 }
 
 }  // namespace hetgraph::detail

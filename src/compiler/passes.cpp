@@ -660,7 +660,7 @@ const Pass kPasses[] = {
     {"assign_layouts",
      [](Plan& p, const PassContext& c) {
        assign_layouts(p, c.options.conv_layout, c.options.layouts_through_pool_concat,
-                      c.options.winograd_convs);
+                      c.options.winograd_layout);
        p.own_winograd = c.options.own_winograd;
      },
      laying_out},

@@ -415,92 +415,117 @@ class Placement {
   /// sources (what the next round of scheduling charges transfers from).
   void derive_homes(Schedule& s, std::vector<int>& home) const {
     home.assign(n_, -1);
-    const int fallback = host_ >= 0 ? host_ : 0;
-    auto reader_devices = [&](std::uint32_t v) {
-      std::vector<int> devs;
-      for (std::uint32_t r : readers_[v]) {
-        const int d = s.device[r];
-        if (d >= 0 && std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
-      }
-      return devs;
-    };
-    // The node that writes each variable: an assign, or an optimizer update (its variable and
-    // its state, which has to live where the update runs: one kernel writes them all).
-    std::vector<std::int64_t> writer_of(n_, -1), state_of(n_, -1);
-    for (std::uint32_t i = 0; i < n_; ++i) {
-      const PlanNode& n = p_.nodes[i];
-      if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) writer_of[n.inputs[0]] = i;
-      if (n.op != OpKind::OptimizerUpdate) continue;
-      for (std::uint32_t w : n.written_inputs())
-        if (w != n.inputs[0]) state_of[w] = n.inputs[0];
-    }
+    const Writers w = variable_writers();
     // Inputs and constants first: a variable updated from one of them follows it. Optimizer
     // state last: it follows its variable.
     for (int round = 0; round < 3; ++round) {
       for (std::uint32_t i = 0; i < n_; ++i) {
         const PlanNode& n = p_.nodes[i];
         if (!is_source(n)) continue;
-        const int want = n.storage != Storage::Variable ? 0 : state_of[i] < 0 ? 1 : 2;
+        const int want = n.storage != Storage::Variable ? 0 : w.state_of[i] < 0 ? 1 : 2;
         if (want != round) continue;
-        int d = -1;
         std::string why;
-        if (state_of[i] >= 0) {
-          d = home[static_cast<std::size_t>(state_of[i])];
-          if (pinned_[i] >= 0 && pinned_[i] != d) {
-            throw PlatformError("optimizer state " + n.label + " is pinned to " +
-                                r_.devices[static_cast<std::size_t>(pinned_[i])].name +
-                                ", but its variable " +
-                                p_.nodes[static_cast<std::size_t>(state_of[i])].label +
-                                " lives on " + r_.devices[static_cast<std::size_t>(d)].name +
-                                ": one optimizer update writes both, on one device");
-          }
-          why = "optimizer state: with its variable";
-        } else if (pinned_[i] >= 0) {
-          d = pinned_[i];
-          why = "pinned";
-        } else if (n.storage == Storage::Variable && writer_of[i] >= 0) {
-          const PlanNode& a = p_.nodes[static_cast<std::size_t>(writer_of[i])];
-          const std::uint32_t v = base_of(p_, a.inputs[1]);
-          if (a.pin) {
-            for (std::size_t k = 0; k < d_; ++k)
-              if (r_.devices[k].id == *a.pin) d = static_cast<int>(k);
-            why = a.op == OpKind::Assign ? "its assign is pinned there"
-                                         : "its optimizer update is pinned there";
-          } else if (is_task(p_.nodes[v]) && s.device[v] >= 0) {
-            d = s.device[v];
-            why = "variable: its update runs there";
-          } else if (home[v] >= 0) {
-            d = home[v];
-            why = "variable: assigned from a value that lives there";
-          }
-        }
-        if (d < 0) {
-          const auto devs = reader_devices(i);
-          if (n.storage == Storage::Constant) {
-            d = devs.empty() ? fallback : devs.front();
-            why = "constant: copied to every device that reads it";
-          } else if (devs.size() == 1) {
-            d = devs.front();
-            why = std::string(n.storage == Storage::Input ? "input" : "variable") + ": read there";
-          } else if (devs.empty()) {
-            d = fallback;
-            why = "read by no kernel";
-          } else if (n.storage == Storage::Variable) {
-            // The device that reads it most.
-            std::vector<int> count(d_, 0);
-            for (std::uint32_t r : readers_[i]) ++count[static_cast<std::size_t>(s.device[r])];
-            d = static_cast<int>(std::max_element(count.begin(), count.end()) - count.begin());
-            why = "variable: read most there (sent to the other readers each run)";
-          } else {
-            d = host_ >= 0 ? host_ : devs.front();
-            why = "input: read on several devices (sent from here)";
-          }
-        }
+        int d = written_home(s, home, w, i, why);
+        if (d < 0) d = read_home(s, i, why);
         s.device[i] = d;
         s.reason[i] = why;
         home[i] = d;
       }
     }
+    follow_inputs(s);
+  }
+
+  /// The node that writes each variable: an assign, or an optimizer update (its variable and
+  /// its state, which has to live where the update runs: one kernel writes them all).
+  struct Writers {
+    std::vector<std::int64_t> writer_of, state_of;
+  };
+  Writers variable_writers() const {
+    Writers w{std::vector<std::int64_t>(n_, -1), std::vector<std::int64_t>(n_, -1)};
+    for (std::uint32_t i = 0; i < n_; ++i) {
+      const PlanNode& n = p_.nodes[i];
+      if (n.op == OpKind::Assign || n.op == OpKind::OptimizerUpdate) w.writer_of[n.inputs[0]] = i;
+      if (n.op != OpKind::OptimizerUpdate) continue;
+      for (std::uint32_t u : n.written_inputs())
+        if (u != n.inputs[0]) w.state_of[u] = n.inputs[0];
+    }
+    return w;
+  }
+
+  /// Source i's device from what writes it or a pin (optimizer state: its variable's; a pin;
+  /// a variable: where its update runs), and why; -1 when none of them decides.
+  int written_home(const Schedule& s, const std::vector<int>& home, const Writers& w,
+                   std::uint32_t i, std::string& why) const {
+    const PlanNode& n = p_.nodes[i];
+    int d = -1;
+    if (w.state_of[i] >= 0) {
+      d = home[static_cast<std::size_t>(w.state_of[i])];
+      if (pinned_[i] >= 0 && pinned_[i] != d) {
+        throw PlatformError("optimizer state " + n.label + " is pinned to " +
+                            r_.devices[static_cast<std::size_t>(pinned_[i])].name +
+                            ", but its variable " +
+                            p_.nodes[static_cast<std::size_t>(w.state_of[i])].label + " lives on " +
+                            r_.devices[static_cast<std::size_t>(d)].name +
+                            ": one optimizer update writes both, on one device");
+      }
+      why = "optimizer state: with its variable";
+    } else if (pinned_[i] >= 0) {
+      d = pinned_[i];
+      why = "pinned";
+    } else if (n.storage == Storage::Variable && w.writer_of[i] >= 0) {
+      const PlanNode& a = p_.nodes[static_cast<std::size_t>(w.writer_of[i])];
+      const std::uint32_t v = base_of(p_, a.inputs[1]);
+      if (a.pin) {
+        for (std::size_t k = 0; k < d_; ++k)
+          if (r_.devices[k].id == *a.pin) d = static_cast<int>(k);
+        why = a.op == OpKind::Assign ? "its assign is pinned there"
+                                     : "its optimizer update is pinned there";
+      } else if (is_task(p_.nodes[v]) && s.device[v] >= 0) {
+        d = s.device[v];
+        why = "variable: its update runs there";
+      } else if (home[v] >= 0) {
+        d = home[v];
+        why = "variable: assigned from a value that lives there";
+      }
+    }
+    return d;
+  }
+
+  /// Source i's device from the devices of the tasks that read it, and why.
+  int read_home(const Schedule& s, std::uint32_t i, std::string& why) const {
+    const PlanNode& n = p_.nodes[i];
+    const int fallback = host_ >= 0 ? host_ : 0;
+    std::vector<int> devs;
+    for (std::uint32_t r : readers_[i]) {
+      const int d = s.device[r];
+      if (d >= 0 && std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
+    }
+    if (n.storage == Storage::Constant) {
+      why = "constant: copied to every device that reads it";
+      return devs.empty() ? fallback : devs.front();
+    }
+    if (devs.size() == 1) {
+      why = std::string(n.storage == Storage::Input ? "input" : "variable") + ": read there";
+      return devs.front();
+    }
+    if (devs.empty()) {
+      why = "read by no kernel";
+      return fallback;
+    }
+    if (n.storage == Storage::Variable) {
+      // The device that reads it most.
+      std::vector<int> count(d_, 0);
+      for (std::uint32_t r : readers_[i]) ++count[static_cast<std::size_t>(s.device[r])];
+      why = "variable: read most there (sent to the other readers each run)";
+      return static_cast<int>(std::max_element(count.begin(), count.end()) - count.begin());
+    }
+    why = "input: read on several devices (sent from here)";
+    return host_ >= 0 ? host_ : devs.front();
+  }
+
+  /// Views, assigns and optimizer updates go with what they view or write; groups get the
+  /// time their inputs are done.
+  void follow_inputs(Schedule& s) const {
     for (std::uint32_t i = 0; i < n_; ++i) {
       const PlanNode& n = p_.nodes[i];
       if (n.storage == Storage::View) {
@@ -790,16 +815,10 @@ std::vector<std::vector<std::uint32_t>> host_sends_before(const Plan& p, int hos
   return out;
 }
 
-}  // namespace
-
-void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel_ops) {
-  // Before the parts: a device's part may not hold the user's op reading the indices its
-  // gradients and checks read, and their errors must name it.
-  name_index_readers(p);
-  const std::size_t devices = placer.device_count();
-  const int host = placer.host_device();
+/// For each device, the replicable nodes (constants and their views) it needs a copy of: those
+/// its own nodes or its copies read.
+std::vector<std::vector<char>> replicas(const Plan& p, std::size_t devices) {
   const std::size_t n = p.nodes.size();
-  // Which devices need a copy of each replicable node (constants and their views).
   std::vector<std::vector<char>> copy_on(devices, std::vector<char>(n, 0));
   for (std::uint32_t i = static_cast<std::uint32_t>(n); i-- > 0;) {
     const PlanNode& node = p.nodes[i];
@@ -813,182 +832,269 @@ void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel
       }
     }
   }
-  // Whatever the host's engine and memory plan: the sequential engine meets these edges in
-  // its order anyway, and a parallel one without a memory plan needs them as much.
-  const auto recv_after =
-      host >= 0 ? host_sends_before(p, host) : std::vector<std::vector<std::uint32_t>>(n);
+  return copy_on;
+}
 
-  p.parts.assign(devices, nullptr);
-  std::vector<std::vector<std::uint32_t>> global_of(devices);  // part index -> plan index
-  for (std::size_t d = 0; d < devices; ++d) {
-    const auto dev = static_cast<std::int32_t>(d);
-    auto part = std::make_shared<Plan>();
-    part->graph_id = p.graph_id;
-    part->graph_size = p.graph_size;
-    part->next_label = p.next_label;
-    part->index_of.reset(part->graph_size);
-    std::vector<std::int64_t> local(n, -1);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const PlanNode& node = p.nodes[i];
-      if (node.fused_into >= 0) continue;  // folded into another node: nothing of its own
-      PlanNode copy;
-      if (node.op == OpKind::Group) {
-        // A group per device over its members there (only ordering: nothing crosses).
-        std::vector<std::uint32_t> members;
-        for (std::uint32_t u : node.inputs)
-          if (local[u] >= 0) members.push_back(static_cast<std::uint32_t>(local[u]));
-        if (members.empty()) continue;
-        copy = node;
-        copy.inputs = std::move(members);
-      } else if (node.device == dev || copy_on[d][i]) {
-        copy = node;
-        const bool recv = node.op == OpKind::Transfer &&
-                          node.attrs.get<TransferLink>().role == TransferLink::Role::recv;
-        if (recv) {
-          copy.inputs.clear();  // its value comes from another device
-        } else {
-          for (std::size_t k = 0; k < copy.inputs.size(); ++k) {
-            const std::uint32_t u = copy.inputs[k];
-            if (local[u] < 0 && node.reads_input(k))
-              throw InternalError(node.label + " reads a value of another device");
-            if (local[u] < 0) {
-              // An input that only lends its shape (grad_seed's loss, sum_to's target): a
-              // stand-in without data or work, never a transfer.
-              PlanNode shape_only;
-              shape_only.gid = kNoGid;
-              shape_only.op = OpKind::Group;
-              shape_only.storage = Storage::None;
-              shape_only.type = shape_only.declared = p.nodes[u].type;
-              shape_only.label = p.nodes[u].label + " (its shape)";
-              shape_only.device = dev;
-              local[u] = static_cast<std::int64_t>(part->nodes.size());
-              part->nodes.push_back(std::move(shape_only));
-              global_of[d].push_back(u);
-            }
-            copy.inputs[k] = static_cast<std::uint32_t>(local[u]);
-          }
-        }
-        if (node.device != dev) copy.fetched = false;  // a copy: reads go to its home
-      } else {
-        continue;
-      }
-      copy.device = dev;
-      copy.into_variable = -1;
-      copy.deps.clear();
-      copy.succs.clear();
-      copy.local = -1;
-      const auto li = static_cast<std::uint32_t>(part->nodes.size());
-      local[i] = li;
-      if (copy.gid != kNoGid && node.device == dev) part->index_of.set(copy.gid, li);
-      if (copy.storage == Storage::Input) part->inputs.push_back(li);
-      if (copy.storage == Storage::Variable) part->variables.push_back(li);
-      if (copy.fetched) part->fetches.push_back(li);
-      part->nodes.push_back(std::move(copy));
-      global_of[d].push_back(i);
-    }
-    if (part->nodes.empty()) continue;
-    link_dependencies(*part);
-    for (std::uint32_t li = 0; li < part->nodes.size(); ++li) {
-      for (std::uint32_t s : recv_after[global_of[d][li]]) {
-        const std::int64_t ls = local[s];
-        if (ls < 0) continue;
-        part->nodes[li].deps.push_back(static_cast<std::uint32_t>(ls));
-        part->nodes[static_cast<std::size_t>(ls)].succs.push_back(li);
-      }
-    }
-    order_by_dependencies(*part);
-    p.parts[d] = std::move(part);
+/// One device's part of a placed plan, self-contained: its nodes in plan order (its sends and
+/// recvs among them), copies of the constants it reads, its groups over its members there;
+/// its dependencies linked, the host's recvs after the sends they may wait for.
+class PartBuilder {
+ public:
+  PartBuilder(const Plan& p, std::int32_t dev, const std::vector<char>& replica)
+      : p_(p),
+        dev_(dev),
+        replica_(replica),
+        part_(std::make_shared<Plan>()),
+        local_(p.nodes.size(), -1) {
+    part_->graph_id = p.graph_id;
+    part_->graph_size = p.graph_size;
+    part_->next_label = p.next_label;
+    part_->index_of.reset(part_->graph_size);
   }
-  // Each part's own passes: elision, parallel groups, commit point (the host's with its gate),
-  // memory.
+
+  /// The part; null where the device got no node.
+  std::shared_ptr<Plan> build(const std::vector<std::vector<std::uint32_t>>& recv_after);
+
+ private:
+  bool copy_group(const PlanNode& node, PlanNode& copy) const;
+  PlanNode copy_here(const PlanNode& node);
+  void add_shape_stand_in(std::uint32_t u);
+  void add(std::uint32_t i, PlanNode copy);
+  void wait_for_host_sends(const std::vector<std::vector<std::uint32_t>>& recv_after);
+
+  const Plan& p_;
+  const std::int32_t dev_;
+  const std::vector<char>& replica_;  // replicas()'s for this device
+  std::shared_ptr<Plan> part_;
+  std::vector<std::int64_t> local_;       // plan index -> part index, or -1
+  std::vector<std::uint32_t> global_of_;  // part index -> plan index
+};
+
+std::shared_ptr<Plan> PartBuilder::build(
+    const std::vector<std::vector<std::uint32_t>>& recv_after) {
+  for (std::uint32_t i = 0; i < p_.nodes.size(); ++i) {
+    const PlanNode& node = p_.nodes[i];
+    if (node.fused_into >= 0) continue;  // folded into another node: nothing of its own
+    PlanNode copy;
+    if (node.op == OpKind::Group) {
+      if (!copy_group(node, copy)) continue;
+    } else if (node.device == dev_ || replica_[i]) {
+      copy = copy_here(node);
+    } else {
+      continue;
+    }
+    add(i, std::move(copy));
+  }
+  if (part_->nodes.empty()) return nullptr;
+  link_dependencies(*part_);
+  wait_for_host_sends(recv_after);
+  order_by_dependencies(*part_);
+  return std::move(part_);
+}
+
+// A group per device over its members there (only ordering: nothing crosses); none where it
+// has no member there.
+bool PartBuilder::copy_group(const PlanNode& node, PlanNode& copy) const {
+  std::vector<std::uint32_t> members;
+  for (std::uint32_t u : node.inputs)
+    if (local_[u] >= 0) members.push_back(static_cast<std::uint32_t>(local_[u]));
+  if (members.empty()) return false;
+  copy = node;
+  copy.inputs = std::move(members);
+  return true;
+}
+
+// A node of this device, or a copy of a replicable one, with its inputs in the part.
+PlanNode PartBuilder::copy_here(const PlanNode& node) {
+  PlanNode copy = node;
+  const bool recv = node.op == OpKind::Transfer &&
+                    node.attrs.get<TransferLink>().role == TransferLink::Role::recv;
+  if (recv) {
+    copy.inputs.clear();  // its value comes from another device
+  } else {
+    for (std::size_t k = 0; k < copy.inputs.size(); ++k) {
+      const std::uint32_t u = copy.inputs[k];
+      if (local_[u] < 0 && node.reads_input(k))
+        throw InternalError(node.label + " reads a value of another device");
+      if (local_[u] < 0) add_shape_stand_in(u);
+      copy.inputs[k] = static_cast<std::uint32_t>(local_[u]);
+    }
+  }
+  if (node.device != dev_) copy.fetched = false;  // a copy: reads go to its home
+  return copy;
+}
+
+// An input that only lends its shape (grad_seed's loss, sum_to's target): a stand-in without
+// data or work, never a transfer.
+void PartBuilder::add_shape_stand_in(std::uint32_t u) {
+  PlanNode shape_only;
+  shape_only.gid = kNoGid;
+  shape_only.op = OpKind::Group;
+  shape_only.storage = Storage::None;
+  shape_only.type = shape_only.declared = p_.nodes[u].type;
+  shape_only.label = p_.nodes[u].label + " (its shape)";
+  shape_only.device = dev_;
+  local_[u] = static_cast<std::int64_t>(part_->nodes.size());
+  part_->nodes.push_back(std::move(shape_only));
+  global_of_.push_back(u);
+}
+
+// Node i's copy into the part, without the whole plan's dependencies and decisions.
+void PartBuilder::add(std::uint32_t i, PlanNode copy) {
+  copy.device = dev_;
+  copy.into_variable = -1;
+  copy.deps.clear();
+  copy.succs.clear();
+  copy.local = -1;
+  const auto li = static_cast<std::uint32_t>(part_->nodes.size());
+  local_[i] = li;
+  if (copy.gid != kNoGid && p_.nodes[i].device == dev_) part_->index_of.set(copy.gid, li);
+  if (copy.storage == Storage::Input) part_->inputs.push_back(li);
+  if (copy.storage == Storage::Variable) part_->variables.push_back(li);
+  if (copy.fetched) part_->fetches.push_back(li);
+  part_->nodes.push_back(std::move(copy));
+  global_of_.push_back(i);
+}
+
+// The host's recvs depend on the host's sends they may wait for (host_sends_before).
+void PartBuilder::wait_for_host_sends(const std::vector<std::vector<std::uint32_t>>& recv_after) {
+  for (std::uint32_t li = 0; li < part_->nodes.size(); ++li) {
+    for (std::uint32_t s : recv_after[global_of_[li]]) {
+      const std::int64_t ls = local_[s];
+      if (ls < 0) continue;
+      part_->nodes[li].deps.push_back(static_cast<std::uint32_t>(ls));
+      part_->nodes[static_cast<std::size_t>(ls)].succs.push_back(li);
+    }
+  }
+}
+
+/// The host part's commit point waits for a commit gate, which waits for the other devices'
+/// work before their commit points (and for what the commit point waited for).
+void add_commit_gate(Plan& part, std::size_t d) {
+  std::int64_t commit = -1;
+  for (std::uint32_t li = 0; li < part.nodes.size(); ++li)
+    if (part.nodes[li].commit) commit = li;
+  if (commit < 0) return;
+  const std::uint32_t g = part.add_node(OpKind::Transfer, {});
+  PlanNode& gate = part.nodes[g];
+  Attrs at;
+  at.set(TransferLink{.role = TransferLink::Role::commit, .endpoint = nullptr});
+  gate.attrs = std::move(at);
+  gate.type = gate.declared = {Shape{1}, DType::f32};
+  gate.device = static_cast<std::int32_t>(d);
+  gate.label = "'commit gate (the other devices' work before their commit points)'";
+  gate.placed_by = "commit gate";
+  PlanNode& c = part.nodes[static_cast<std::size_t>(commit)];
+  gate.deps = c.deps;
+  for (std::uint32_t u : gate.deps) part.nodes[u].succs.push_back(g);
+  c.deps.push_back(g);
+  gate.succs.push_back(static_cast<std::uint32_t>(commit));
+  order_by_dependencies(part);
+}
+
+/// Device d's part gets its own passes, as on that device alone: elision, parallel groups,
+/// commit point (with the commit gate where `gate`), memory.
+void plan_part(Plan& part, std::size_t d, const Placer& placer, ReuseMode reuse, bool parallel_ops,
+               bool gate) {
+  const ReuseMode mode = reuse == ReuseMode::none ? ReuseMode::none : placer.reuse_mode(d);
+  if (mode != ReuseMode::none) elide_assigns(part, mode);
+  // Parallel groups exactly as the device alone would form them (its threads and kernels);
+  // transfers are never members (not on the pass's list of thread-safe kernels).
+  if (parallel_ops && placer.kernel_threads(d) > 1) {
+    PlanOptions po;
+    po.reuse = mode;
+    po.parallel_ops = true;
+    po.kernel_threads = placer.kernel_threads(d);
+    po.capabilities = placer.capabilities(d);
+    fuse_parallel_ops(part, po);
+  }
+  commit_writes(part);
+  if (gate) add_commit_gate(part, d);
+  plan_memory(part, mode, placer.packs_arena(d));
+}
+
+/// Each part planned (plan_part; the host's gets the commit gate where other devices have
+/// parts too); the plan's memory figures are their sums.
+void plan_parts(Plan& p, const Placer& placer, int host, ReuseMode reuse, bool parallel_ops) {
   std::size_t used = 0;
   for (const auto& part : p.parts) used += part != nullptr;
   p.arena_bytes = p.live_bytes = p.naive_bytes = p.buffers = p.in_place = 0;
-  for (std::size_t d = 0; d < devices; ++d) {
+  for (std::size_t d = 0; d < p.parts.size(); ++d) {
     if (!p.parts[d]) continue;
     Plan& part = *p.parts[d];
-    const ReuseMode mode = reuse == ReuseMode::none ? ReuseMode::none : placer.reuse_mode(d);
-    if (mode != ReuseMode::none) elide_assigns(part, mode);
-    // Parallel groups exactly as the device alone would form them (its threads and kernels);
-    // transfers are never members (not on the pass's list of thread-safe kernels).
-    if (parallel_ops && placer.kernel_threads(d) > 1) {
-      PlanOptions po;
-      po.reuse = mode;
-      po.parallel_ops = true;
-      po.kernel_threads = placer.kernel_threads(d);
-      po.capabilities = placer.capabilities(d);
-      fuse_parallel_ops(part, po);
-    }
-    commit_writes(part);
-    const bool others = used > 1;
-    if (static_cast<int>(d) == host && others) {
-      std::int64_t commit = -1;
-      for (std::uint32_t li = 0; li < part.nodes.size(); ++li)
-        if (part.nodes[li].commit) commit = li;
-      if (commit >= 0) {
-        const std::uint32_t g = part.add_node(OpKind::Transfer, {});
-        PlanNode& gate = part.nodes[g];
-        Attrs at;
-        at.set(TransferLink{.role = TransferLink::Role::commit, .endpoint = nullptr});
-        gate.attrs = std::move(at);
-        gate.type = gate.declared = {Shape{1}, DType::f32};
-        gate.device = static_cast<std::int32_t>(d);
-        gate.label = "'commit gate (the other devices' work before their commit points)'";
-        gate.placed_by = "commit gate";
-        PlanNode& c = part.nodes[static_cast<std::size_t>(commit)];
-        gate.deps = c.deps;
-        for (std::uint32_t u : gate.deps) part.nodes[u].succs.push_back(g);
-        c.deps.push_back(g);
-        gate.succs.push_back(static_cast<std::uint32_t>(commit));
-        order_by_dependencies(part);
-      }
-    }
-    plan_memory(part, mode, placer.packs_arena(d));
+    const bool gate = static_cast<int>(d) == host && used > 1;
+    plan_part(part, d, placer, reuse, parallel_ops, gate);
     p.arena_bytes += part.arena_bytes;
     p.live_bytes += part.live_bytes;
     p.naive_bytes += part.naive_bytes;
     p.buffers += part.buffers;
     p.in_place += part.in_place;
   }
-  // The plan's nodes learn their part's decisions (readable values, elided assigns, nodes
-  // computed straight into their variables): matched by gid, or for nodes passes made, by
-  // label within the device's part.
-  for (std::size_t d = 0; d < devices; ++d) {
-    if (!p.parts[d]) continue;
-    Plan& part = *p.parts[d];
-    std::map<std::string, std::uint32_t> by_label;
-    for (std::uint32_t li = 0; li < part.nodes.size(); ++li) by_label[part.nodes[li].label] = li;
-    std::vector<std::int64_t> global_of_local(part.nodes.size(), -1);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      PlanNode& node = p.nodes[i];
-      if (node.device != static_cast<std::int32_t>(d) || node.op == OpKind::Group ||
-          node.fused_into >= 0) {
-        continue;
-      }
-      std::int64_t li = -1;
-      if (node.gid != kNoGid) {
-        li = part.index_of.find(node.gid);
-      } else {
-        auto it = by_label.find(node.label);
-        if (it != by_label.end()) li = it->second;
-      }
-      if (li < 0) throw InternalError("split_devices lost " + node.label);
-      node.local = static_cast<std::int32_t>(li);
-      global_of_local[static_cast<std::size_t>(li)] = i;
+}
+
+/// Sets PlanNode::local of the plan's nodes on device d, matched by gid, or for nodes passes
+/// made, by label within the part; returns the plan index of each part index (-1: none).
+std::vector<std::int64_t> match_part_nodes(Plan& p, const Plan& part, std::size_t d) {
+  std::map<std::string, std::uint32_t> by_label;
+  for (std::uint32_t li = 0; li < part.nodes.size(); ++li) by_label[part.nodes[li].label] = li;
+  std::vector<std::int64_t> global_of_local(part.nodes.size(), -1);
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    PlanNode& node = p.nodes[i];
+    if (node.device != static_cast<std::int32_t>(d) || node.op == OpKind::Group ||
+        node.fused_into >= 0) {
+      continue;
     }
-    for (std::uint32_t i = 0; i < n; ++i) {
-      PlanNode& node = p.nodes[i];
-      if (node.device != static_cast<std::int32_t>(d) || node.local < 0) continue;
-      const PlanNode& l = part.nodes[static_cast<std::size_t>(node.local)];
-      node.buffer = l.buffer;
-      node.offset = l.offset;
-      node.clobbered = l.clobbered;
-      node.in_place = l.in_place;
-      node.elided = l.elided;
-      node.into_variable =
-          l.into_variable >= 0 ? global_of_local[static_cast<std::size_t>(l.into_variable)] : -1;
+    std::int64_t li = -1;
+    if (node.gid != kNoGid) {
+      li = part.index_of.find(node.gid);
+    } else {
+      auto it = by_label.find(node.label);
+      if (it != by_label.end()) li = it->second;
     }
+    if (li < 0) throw InternalError("split_devices lost " + node.label);
+    node.local = static_cast<std::int32_t>(li);
+    global_of_local[static_cast<std::size_t>(li)] = i;
   }
+  return global_of_local;
+}
+
+/// The plan's nodes on device d learn their part's decisions (readable values, elided
+/// assigns, nodes computed straight into their variables).
+void learn_part_decisions(Plan& p, std::size_t d) {
+  const Plan& part = *p.parts[d];
+  const std::vector<std::int64_t> global_of_local = match_part_nodes(p, part, d);
+  for (PlanNode& node : p.nodes) {
+    if (node.device != static_cast<std::int32_t>(d) || node.local < 0) continue;
+    const PlanNode& l = part.nodes[static_cast<std::size_t>(node.local)];
+    node.buffer = l.buffer;
+    node.offset = l.offset;
+    node.clobbered = l.clobbered;
+    node.in_place = l.in_place;
+    node.elided = l.elided;
+    node.into_variable =
+        l.into_variable >= 0 ? global_of_local[static_cast<std::size_t>(l.into_variable)] : -1;
+  }
+}
+
+}  // namespace
+
+void split_devices(Plan& p, const Placer& placer, ReuseMode reuse, bool parallel_ops) {
+  // Before the parts: a device's part may not hold the user's op reading the indices its
+  // gradients and checks read, and their errors must name it.
+  name_index_readers(p);
+  const std::size_t devices = placer.device_count();
+  const int host = placer.host_device();
+  const std::vector<std::vector<char>> replica = replicas(p, devices);
+  // Whatever the host's engine and memory plan: the sequential engine meets these edges in
+  // its order anyway, and a parallel one without a memory plan needs them as much.
+  const auto recv_after = host >= 0 ? host_sends_before(p, host)
+                                    : std::vector<std::vector<std::uint32_t>>(p.nodes.size());
+  p.parts.assign(devices, nullptr);
+  for (std::size_t d = 0; d < devices; ++d)
+    p.parts[d] = PartBuilder(p, static_cast<std::int32_t>(d), replica[d]).build(recv_after);
+  plan_parts(p, placer, host, reuse, parallel_ops);
+  for (std::size_t d = 0; d < devices; ++d)
+    if (p.parts[d]) learn_part_decisions(p, d);
   p.reuse = reuse;
 }
 

@@ -49,54 +49,80 @@ inline int channel_block(ActivationLayout l) {
 }
 
 struct PlanNode {
+  // Fields by the pass that writes them, in pipeline order (passes() and
+  // docs/ARCHITECTURE.md's table); a later pass may rewrite an earlier one's where it says so.
+
+  // build_plan, from the user's graph (Plan::add_node for nodes passes make; the fusion passes
+  // rewrite op, attrs and inputs; simplify, fusion and concat_in_place make views or no-data
+  // nodes of some).
   std::uint32_t gid = kNoGid;  // id in the user's graph; kNoGid for nodes passes made
   OpKind op = OpKind::Input;
   Attrs attrs;
   std::string name;                   // user name, may be empty
   std::string label;                  // for messages and traces
   std::vector<std::uint32_t> inputs;  // plan indices, shape-only ones included
-  std::vector<std::uint32_t> deps;    // execution predecessors: data inputs and ordering edges
-  std::vector<std::uint32_t> succs;   // execution successors
-  TensorType type;
   TensorType declared;  // variables and constants: their declared type; inputs: the dtype
   Storage storage = Storage::Computed;
-  bool grad_sum = false;  // an add autodiff made to sum gradient contributions
-  bool commit = false;    // the commit point: every writer of a variable waits for it
-  // fuse_parallel_ops: a member's kernel runs inside the group node `group`; a group node lists
-  // its members.
-  std::int64_t group = -1;
-  std::vector<std::uint32_t> members;
-  // memory plan
-  std::int32_t buffer = -1;  // -1: no storage
-  std::size_t offset = 0;    // byte offset into the arena
-  bool fetched = false;
-  bool in_place = false;            // writes over one of its inputs' buffer
-  bool clobbered = false;           // a later node overwrites its buffer within a run
-  bool elided = false;              // assign whose value is computed straight into the variable
-  std::int64_t into_variable = -1;  // computed straight into this variable (elide_assigns)
-  std::int64_t fused_into = -1;     // fused into that node by a fusion pass: no kernel, no data
-  // concat_in_place: the concat whose buffer holds this value, at sub_offset bytes (its band);
-  // that concat is then a view of the whole and runs no kernel.
-  std::int64_t in_concat = -1;
-  std::size_t sub_offset = 0;  // bytes into `buffer` before `offset` (views: their input's)
-  ActivationLayout layout = ActivationLayout::nchw;  // assign_layouts
-  // placement (heterogeneous platforms: src/compiler/placement.hpp)
-  std::optional<Device> pin;                // Node::on / DeviceScope
-  std::int32_t device = -1;                 // index of its device in the platform's; -1: not placed
-  std::int32_t local = -1;                  // split_devices: its index in that device's part
-  std::string placed_by;                    // why it runs there (engine_report)
-  double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
-  // state
+  bool grad_sum = false;      // an add autodiff made to sum gradient contributions
+  bool fetched = false;       // one of the plan's fetches: the host reads it after a run
+  std::optional<Device> pin;  // Node::on / DeviceScope (place_devices honours it)
+  // build_plan: state.
   /// A variable's first value. Mutable: the executable that initialises the plan's memory
   /// drops its reference to the values then (Executable::initialize_state), so the weights are
   /// not kept twice once the graph that shares them is gone.
   mutable Initializer init;
   std::shared_ptr<const std::vector<float>> f32_values;
   std::shared_ptr<const std::vector<std::int32_t>> i32_values;
+
+  // infer_shapes.
+  TensorType type;
+
+  // place_devices and insert_transfers (heterogeneous platforms: src/compiler/placement.hpp).
+  std::int32_t device = -1;                 // index of its device in the platform's; -1: not placed
+  std::string placed_by;                    // why it runs there (engine_report)
+  double est_start_us = 0, est_end_us = 0;  // its slot in the placement's schedule
+
+  // The fusion passes.
+  std::int64_t fused_into = -1;  // fused into that node by a fusion pass: no kernel, no data
+
+  // assign_layouts.
+  ActivationLayout layout = ActivationLayout::nchw;
+
+  // link_dependencies (order_by_dependencies keeps them across its reorder; elide_assigns,
+  // commit_writes and plan_memory add ordering edges).
+  std::vector<std::uint32_t> deps;   // execution predecessors: data inputs and ordering edges
+  std::vector<std::uint32_t> succs;  // execution successors
+
+  // elide_assigns.
+  bool elided = false;              // assign whose value is computed straight into the variable
+  std::int64_t into_variable = -1;  // computed straight into this variable
+
+  // fuse_parallel_ops: a member's kernel runs inside the group node `group`; a group node lists
+  // its members.
+  std::int64_t group = -1;
+  std::vector<std::uint32_t> members;
+
+  // commit_writes.
+  bool commit = false;  // the commit point: every writer of a variable waits for it
   // An index out of range names this label instead of the node's own: the user's op that
-  // reads the same indices (name_index_readers), where the node is one autodiff or a pass
-  // made (an embedding gradient, a sparse update, a check). Empty: the node's own label.
+  // reads the same indices (name_index_readers, run by commit_writes and split_devices), where
+  // the node is one autodiff or a pass made (an embedding gradient, a sparse update, a check).
+  // Empty: the node's own label.
   std::string index_reader;
+
+  // concat_in_place: the concat whose buffer holds this value, at sub_offset bytes (its band);
+  // that concat is then a view of the whole and runs no kernel.
+  std::int64_t in_concat = -1;
+  std::size_t sub_offset = 0;  // bytes into `buffer` before `offset` (views: their input's)
+
+  // plan_memory.
+  std::int32_t buffer = -1;  // -1: no storage
+  std::size_t offset = 0;    // byte offset into the arena
+  bool in_place = false;     // writes over one of its inputs' buffer
+  bool clobbered = false;    // a later node overwrites its buffer within a run
+
+  // split_devices (which copies its parts' plan_memory and elide_assigns fields back here).
+  std::int32_t local = -1;  // its index in its device's part
 
   bool reads_input(std::size_t i) const { return !op_def(op).shape_only_input(i); }
   /// What index errors of this node name (see index_reader).
@@ -176,8 +202,10 @@ struct Plan {
   /// platforms that allocate one device buffer per planned buffer instead of an arena.
   std::vector<std::size_t> buffer_bytes, buffer_offset;
   std::size_t in_place = 0;
-  /// assign_layouts chose nChw16c for Winograd convolutions (the CPU kernels' cue).
+  /// assign_layouts chose the platform's Winograd layout (winograd_layout) for Winograd
+  /// convolutions (the CPU kernels' cue).
   bool winograd = false;
+  ActivationLayout winograd_layout = ActivationLayout::nchw;
   /// assign_layouts ran with PlanOptions::own_winograd: the CPU's own Winograd kernel may take
   /// 3x3 convolutions between blocked values.
   bool own_winograd = false;
@@ -250,8 +278,9 @@ struct PlanOptions {
   ActivationLayout conv_layout = ActivationLayout::nchw;
   /// assign_layouts: max pooling and channel concat keep the layout (channels-last only).
   bool layouts_through_pool_concat = true;
-  /// assign_layouts: nChw16c and Winograd convolutions where they pay (CompileOptions).
-  bool winograd_convs = false;
+  /// assign_layouts: the layout of the platform's Winograd convolutions (Backend::winograd_layout)
+  /// where CompileOptions::winograd_convs asks for them, used where they pay; nchw: none.
+  ActivationLayout winograd_layout = ActivationLayout::nchw;
   /// CompileOptions::Experimental::own_winograd (the CPU kernels read it from Plan::own_winograd).
   bool own_winograd = true;
   /// fuse_parallel_ops, and the threads one kernel of the target engine gets (groups pay only
@@ -317,11 +346,13 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.
+/// `winograd_layout`: the platform's Winograd layout (PlanOptions::winograd_layout; nchw: none).
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
-                    bool winograd_convs = false);
-/// A convolution oneDNN's Winograd kernels take: 3x3, stride 1, no dilation, one group, input
-/// and output channels in whole blocks of 16.
-bool winograd_convolution(const Plan& p, const PlanNode& n);
+                    ActivationLayout winograd_layout = ActivationLayout::nchw);
+/// A convolution a platform's Winograd kernels in `layout` take: 3x3, stride 1, no dilation,
+/// one group, input and output channels in whole blocks of the layout (Plan::winograd_layout
+/// once assign_layouts chose it).
+bool winograd_convolution(const Plan& p, const PlanNode& n, ActivationLayout layout);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);

@@ -444,7 +444,10 @@ class CpuBackend final : public Backend {
     }
   }
   ActivationLayout conv_layout() const override { return conv_activation_layout(); }
-  bool winograd_convs() const override { return winograd_available(); }
+  // oneDNN 2.6's Winograd convolutions (AVX-512 only) take nChw16c values.
+  ActivationLayout winograd_layout() const override {
+    return winograd_available() ? ActivationLayout::nChw16c : ActivationLayout::nchw;
+  }
   std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_);
   }

@@ -3,6 +3,7 @@
 // order, shape inference) and each node becomes one or a few ONNX nodes; variables and
 // constants become initializers (variables with a compiled graph's current values if given).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -189,347 +190,432 @@ class Exporter {
 
   void node(std::uint32_t i) {
     const PlanNode& n = p_.nodes[i];
-    const std::string& out = names_[i];
+    (this->*export_of(n.op))(i, n, names_[i]);
+  }
+
+  // How one op kind is written: node i (n) as ONNX nodes whose last output is `out`.
+  using ExportFn = void (Exporter::*)(std::uint32_t i, const PlanNode& n, const std::string& out);
+
+  /// The row's ONNX form where it has one (OpDef::onnx), else its family's function below.
+  static ExportFn export_of(OpKind op) {
+    static const std::array<ExportFn, detail::kNumOps> table = [] {
+      struct Family {
+        OpKind op;
+        ExportFn fn;
+      };
+      const Family families[] = {
+          {OpKind::Mod, &Exporter::mod},
+          {OpKind::FMod, &Exporter::mod},
+          {OpKind::Input, &Exporter::graph_input},
+          {OpKind::Variable, &Exporter::variable},
+          {OpKind::Constant, &Exporter::constant_value},
+          {OpKind::GradSeed, &Exporter::grad_seed},
+          {OpKind::Cast, &Exporter::cast},
+          {OpKind::ToFloat16, &Exporter::round_to_narrow_float},
+          {OpKind::ToBfloat16, &Exporter::round_to_narrow_float},
+          {OpKind::Scale, &Exporter::scale},
+          {OpKind::Axpby, &Exporter::axpby},
+          {OpKind::Gelu, &Exporter::gelu},
+          {OpKind::Clip, &Exporter::clip},
+          {OpKind::Equal, &Exporter::comparison},
+          {OpKind::Less, &Exporter::comparison},
+          {OpKind::LessEqual, &Exporter::comparison},
+          {OpKind::Greater, &Exporter::comparison},
+          {OpKind::GreaterEqual, &Exporter::comparison},
+          {OpKind::LogicalAnd, &Exporter::comparison},
+          {OpKind::LogicalOr, &Exporter::comparison},
+          {OpKind::LogicalXor, &Exporter::comparison},
+          {OpKind::Where, &Exporter::where},
+          {OpKind::ReduceSum, &Exporter::reduce},
+          {OpKind::ReduceMean, &Exporter::reduce},
+          {OpKind::ReduceMax, &Exporter::reduce},
+          {OpKind::ReduceProd, &Exporter::reduce},
+          {OpKind::ArgMax, &Exporter::arg_extreme},
+          {OpKind::ArgMin, &Exporter::arg_extreme},
+          {OpKind::TopK, &Exporter::top_k},
+          {OpKind::MatMul, &Exporter::matmul},
+          {OpKind::CrossEntropy, &Exporter::cross_entropy},
+          {OpKind::Slice, &Exporter::slice},
+          {OpKind::StridedSlice, &Exporter::strided_slice},
+          {OpKind::Expand, &Exporter::expand},
+          {OpKind::CumSum, &Exporter::cum_sum},
+          {OpKind::CheckIndices, &Exporter::check_indices},
+          {OpKind::ScatterElements, &Exporter::scatter_elements},
+          {OpKind::Transpose, &Exporter::transpose},
+          {OpKind::SumTo, &Exporter::sum_to},
+          {OpKind::Reshape, &Exporter::reshape},
+          {OpKind::ReshapeLike, &Exporter::reshape},
+          {OpKind::Conv2d, &Exporter::window},
+          {OpKind::ConvTranspose2d, &Exporter::window},
+          {OpKind::MaxPool2d, &Exporter::window},
+          {OpKind::AvgPool2d, &Exporter::window},
+          {OpKind::Embedding, &Exporter::embedding},
+          {OpKind::Assign, &Exporter::updates_variables},
+          {OpKind::OptimizerUpdate, &Exporter::updates_variables},
+          {OpKind::SparseOptimizerUpdate, &Exporter::updates_variables},
+          {OpKind::Group, &Exporter::updates_variables},
+      };
+      std::array<ExportFn, detail::kNumOps> t;
+      t.fill(&Exporter::no_form);
+      for (const Family& f : families) t[static_cast<std::size_t>(f.op)] = f.fn;
+      for (std::size_t k = 0; k < t.size(); ++k) {
+        if (!detail::op_def(static_cast<OpKind>(k)).onnx.op.empty()) t[k] = &Exporter::from_row;
+      }
+      return t;
+    }();
+    return table[static_cast<std::size_t>(op)];
+  }
+
+  // ---- the export functions, one per family of ops whose ONNX form is alike
+
+  // Ops that are one ONNX op of their own inputs say so in their row (OpDef::onnx).
+  void from_row(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const detail::OnnxForm& form = detail::op_def(n.op).onnx;
+    std::vector<std::string> ins;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
+    ir::Node& e = add(std::string(form.op), std::move(ins), {out});
+    if (form.attr == detail::OnnxForm::Attr::axis) e.attrs["axis"] = attr_i(n.attrs.axis);
+    if (form.attr == detail::OnnxForm::Attr::alpha) e.attrs["alpha"] = attr_f(n.attrs.alpha);
+  }
+
+  // ONNX's Mod takes fmod = 0 (numpy's mod) for ints only: a float mod is fmod's remainder
+  // r, plus b where r and b have opposite signs (sign(r) sign(b) < 0, exact).
+  void mod(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const bool floored_float = n.op == OpKind::Mod && n.type.dtype == DType::f32;
+    const std::string r = floored_float ? fresh(out + "/fmod") : out;
+    add("Mod", {in(n, 0), in(n, 1)}, {r}).attrs["fmod"] =
+        attr_i(n.op == OpKind::FMod || floored_float);
+    if (!floored_float) return;
+    const std::string sr = fresh(out + "/sign_r"), sb = fresh(out + "/sign_b"),
+                      p = fresh(out + "/signs"), flip = fresh(out + "/flip"),
+                      rb = fresh(out + "/r_plus_b");
+    add("Sign", {r}, {sr});
+    add("Sign", {in(n, 1)}, {sb});
+    add("Mul", {sr, sb}, {p});
+    add("Less", {p, scalar(0.0f)}, {flip});
+    add("Add", {r, in(n, 1)}, {rb});
+    add("Where", {flip, rb, r}, {out});
+  }
+
+  void graph_input(std::uint32_t, const PlanNode& n, const std::string& out) {
+    ir::ValueInfo v;
+    v.name = out;
+    v.elem = n.type.dtype == DType::f32 ? ir::kFloat : ir::kInt32;
+    v.has_shape = true;
+    for (std::int64_t d : n.type.shape.dims()) v.dims.push_back({d, ""});
+    if (o_.dynamic_batch && !v.dims.empty()) v.dims[0] = {-1, "batch"};
+    m_.graph.inputs.push_back(v);
+  }
+
+  void variable(std::uint32_t i, const PlanNode& n, const std::string&) {
+    tensor(i, variable_values(n), nullptr, true);
+  }
+
+  void constant_value(std::uint32_t i, const PlanNode& n, const std::string&) {
+    if (n.type.dtype == DType::f32) return tensor(i, *n.f32_values, nullptr, false);
+    tensor(i, {}, n.i32_values.get(), false);
+  }
+
+  // d(loss)/d(loss): a one (the loss is a scalar)
+  void grad_seed(std::uint32_t i, const PlanNode& n, const std::string&) {
+    tensor(i, std::vector<float>(static_cast<std::size_t>(n.type.shape.numel()), 1.0f), nullptr,
+           false);
+  }
+
+  void cast(std::uint32_t, const PlanNode& n, const std::string& out) {
+    add("Cast", {in(n, 0)}, {out}).attrs["to"] =
+        attr_i(n.attrs.get<detail::TargetType>().dtype == DType::f32 ? ir::kFloat : ir::kInt32);
+  }
+
+  // To the narrower type and back: its values, as float32.
+  void round_to_narrow_float(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const std::string narrow = fresh(out + "/narrow");
+    add("Cast", {in(n, 0)}, {narrow}).attrs["to"] =
+        attr_i(n.op == OpKind::ToFloat16 ? ir::kFloat16 : ir::kBfloat16);
+    add("Cast", {narrow}, {out}).attrs["to"] = attr_i(ir::kFloat);
+  }
+
+  void scale(std::uint32_t, const PlanNode& n, const std::string& out) {
+    add("Mul", {in(n, 0), scalar(n.attrs.alpha)}, {out});
+  }
+
+  void axpby(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const std::string ax = fresh(out + "/ax"), by = fresh(out + "/by");
+    add("Mul", {in(n, 0), scalar(n.attrs.alpha)}, {ax});
+    add("Mul", {in(n, 1), scalar(n.attrs.beta)}, {by});
+    add("Add", {ax, by}, {out});
+  }
+
+  // x * (1 + erf(x / sqrt 2)) / 2: opset 17 has no Gelu
+  void gelu(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const std::string a = fresh(out + "/scaled"), e = fresh(out + "/erf"),
+                      p = fresh(out + "/plus1"), m = fresh(out + "/times_x");
+    add("Mul", {in(n, 0), scalar(0.70710678118654752f)}, {a});
+    add("Erf", {a}, {e});
+    add("Add", {e, scalar(1.0f)}, {p});
+    add("Mul", {in(n, 0), p}, {m});
+    add("Mul", {m, scalar(0.5f)}, {out});
+  }
+
+  void clip(std::uint32_t, const PlanNode& n, const std::string& out) {
     const auto& at = n.attrs;
-    // Ops that are one ONNX op of their own inputs say so in their row (OpDef::onnx).
-    if (const detail::OnnxForm& form = detail::op_def(n.op).onnx; !form.op.empty()) {
-      std::vector<std::string> ins;
-      for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
-      ir::Node& e = add(std::string(form.op), std::move(ins), {out});
-      if (form.attr == detail::OnnxForm::Attr::axis) e.attrs["axis"] = attr_i(at.axis);
-      if (form.attr == detail::OnnxForm::Attr::alpha) e.attrs["alpha"] = attr_f(at.alpha);
+    add("Clip",
+        {in(n, 0), std::isinf(at.alpha) ? "" : scalar(at.alpha),
+         std::isinf(at.beta) ? "" : scalar(at.beta)},
+        {out});
+  }
+
+  // ONNX's comparisons and logic give bool, which hetgraph holds as int32: cast back.
+  void comparison(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const bool logic =
+        n.op == OpKind::LogicalAnd || n.op == OpKind::LogicalOr || n.op == OpKind::LogicalXor;
+    std::vector<std::string> ins{in(n, 0), in(n, 1)};
+    if (logic) {  // And, Or, Xor take bools: x != 0
+      for (std::string& i : ins) {
+        const std::string b = fresh(out + "/bool");
+        add("Cast", {i}, {b}).attrs["to"] = attr_i(ir::kBool);
+        i = b;
+      }
+    }
+    const char* op = n.op == OpKind::Equal          ? "Equal"
+                     : n.op == OpKind::Less         ? "Less"
+                     : n.op == OpKind::LessEqual    ? "LessOrEqual"
+                     : n.op == OpKind::Greater      ? "Greater"
+                     : n.op == OpKind::GreaterEqual ? "GreaterOrEqual"
+                     : n.op == OpKind::LogicalAnd   ? "And"
+                     : n.op == OpKind::LogicalOr    ? "Or"
+                                                    : "Xor";
+    const std::string r = fresh(out + "/bool");
+    add(op, ins, {r});
+    add("Cast", {r}, {out}).attrs["to"] = attr_i(ir::kInt32);
+  }
+
+  // ONNX's condition is bool
+  void where(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const std::string cond = fresh(out + "/cond");
+    add("Cast", {in(n, 0)}, {cond}).attrs["to"] = attr_i(ir::kBool);
+    add("Where", {cond, in(n, 1), in(n, 2)}, {out});
+  }
+
+  void reduce(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const auto& at = n.attrs;
+    const char* op = n.op == OpKind::ReduceSum    ? "ReduceSum"
+                     : n.op == OpKind::ReduceMean ? "ReduceMean"
+                     : n.op == OpKind::ReduceMax  ? "ReduceMax"
+                                                  : "ReduceProd";
+    std::vector<std::int64_t> axes;
+    if (at.axis != kAllAxes) axes.push_back(at.axis);
+    ir::Node& r = n.op == OpKind::ReduceSum
+                      ? add(op, {in(n, 0), axes.empty() ? "" : ints(axes)}, {out})
+                      : add(op, {in(n, 0)}, {out});
+    if (n.op != OpKind::ReduceSum && !axes.empty()) r.attrs["axes"] = attr_ints(axes);
+    r.attrs["keepdims"] = attr_i(at.keepdims ? 1 : 0);
+  }
+
+  // ArgMax, ArgMin: ONNX's positions are int64, cast to the int32 they are here
+  void arg_extreme(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const auto& at = n.attrs;
+    std::string x = in(n, 0);
+    const bool all = at.axis == kAllAxes;
+    if (all) {  // ONNX takes one axis: the flat position is one along the flattened input
+      const std::string flat = fresh(out + "/flat");
+      add("Reshape", {x, ints({-1})}, {flat});
+      x = flat;
+    }
+    const std::string pos = fresh(out + "/int64"), cast = all ? fresh(out + "/int32") : out;
+    ir::Node& r = add(n.op == OpKind::ArgMax ? "ArgMax" : "ArgMin", {x}, {pos});
+    r.attrs["axis"] = attr_i(all ? 0 : at.axis);
+    r.attrs["keepdims"] = attr_i(at.keepdims ? 1 : 0);
+    if (at.last_index) r.attrs["select_last_index"] = attr_i(1);
+    add("Cast", {pos}, {cast}).attrs["to"] = attr_i(ir::kInt32);
+    if (all) add("Reshape", {cast, ints(dims(n.type.shape))}, {out});
+  }
+
+  // ONNX TopK's indices (int64) cast to int32; its values go unused
+  void top_k(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const auto& spec = n.attrs.get<detail::TopKSpec>();
+    const std::string values = fresh(out + "/values"), pos = fresh(out + "/int64");
+    ir::Node& t = add("TopK", {in(n, 0), ints({spec.k})}, {values, pos});
+    t.attrs["axis"] = attr_i(n.attrs.axis);
+    t.attrs["largest"] = attr_i(spec.largest ? 1 : 0);
+    add("Cast", {pos}, {out}).attrs["to"] = attr_i(ir::kInt32);
+  }
+
+  void matmul(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const auto& at = n.attrs;
+    const Shape& a = p_.nodes[n.inputs[0]].type.shape;
+    const Shape& b = p_.nodes[n.inputs[1]].type.shape;
+    if (a.rank() == 2 && b.rank() == 2) {
+      ir::Node& g = add("Gemm", {in(n, 0), in(n, 1)}, {out});
+      if (at.trans_a) g.attrs["transA"] = attr_i(1);
+      if (at.trans_b) g.attrs["transB"] = attr_i(1);
       return;
     }
-    switch (n.op) {
-      // ONNX's Mod takes fmod = 0 (numpy's mod) for ints only: a float mod is fmod's remainder
-      // r, plus b where r and b have opposite signs (sign(r) sign(b) < 0, exact).
-      case OpKind::Mod:
-      case OpKind::FMod: {
-        const bool floored_float = n.op == OpKind::Mod && n.type.dtype == DType::f32;
-        const std::string r = floored_float ? fresh(out + "/fmod") : out;
-        add("Mod", {in(n, 0), in(n, 1)}, {r}).attrs["fmod"] =
-            attr_i(n.op == OpKind::FMod || floored_float);
-        if (!floored_float) return;
-        const std::string sr = fresh(out + "/sign_r"), sb = fresh(out + "/sign_b"),
-                          p = fresh(out + "/signs"), flip = fresh(out + "/flip"),
-                          rb = fresh(out + "/r_plus_b");
-        add("Sign", {r}, {sr});
-        add("Sign", {in(n, 1)}, {sb});
-        add("Mul", {sr, sb}, {p});
-        add("Less", {p, scalar(0.0f)}, {flip});
-        add("Add", {r, in(n, 1)}, {rb});
-        add("Where", {flip, rb, r}, {out});
-        return;
-      }
-      case OpKind::Input: {
-        ir::ValueInfo v;
-        v.name = out;
-        v.elem = n.type.dtype == DType::f32 ? ir::kFloat : ir::kInt32;
-        v.has_shape = true;
-        for (std::int64_t d : n.type.shape.dims()) v.dims.push_back({d, ""});
-        if (o_.dynamic_batch && !v.dims.empty()) v.dims[0] = {-1, "batch"};
-        m_.graph.inputs.push_back(v);
-        return;
-      }
-      case OpKind::Variable:
-        return tensor(i, variable_values(n), nullptr, true);
-      case OpKind::Constant:
-        if (n.type.dtype == DType::f32) return tensor(i, *n.f32_values, nullptr, false);
-        return tensor(i, {}, n.i32_values.get(), false);
-      case OpKind::GradSeed:  // d(loss)/d(loss): a one (the loss is a scalar)
-        return tensor(i, std::vector<float>(static_cast<std::size_t>(n.type.shape.numel()), 1.0f),
-                      nullptr, false);
-      case OpKind::Cast:
-        add("Cast", {in(n, 0)}, {out}).attrs["to"] =
-            attr_i(at.get<detail::TargetType>().dtype == DType::f32 ? ir::kFloat : ir::kInt32);
-        return;
-      case OpKind::ToFloat16:  // to the narrower type and back: its values, as float32
-      case OpKind::ToBfloat16: {
-        const std::string narrow = fresh(out + "/narrow");
-        add("Cast", {in(n, 0)}, {narrow}).attrs["to"] =
-            attr_i(n.op == OpKind::ToFloat16 ? ir::kFloat16 : ir::kBfloat16);
-        add("Cast", {narrow}, {out}).attrs["to"] = attr_i(ir::kFloat);
-        return;
-      }
-      case OpKind::Scale:
-        add("Mul", {in(n, 0), scalar(at.alpha)}, {out});
-        return;
-      case OpKind::Axpby: {
-        const std::string ax = fresh(out + "/ax"), by = fresh(out + "/by");
-        add("Mul", {in(n, 0), scalar(at.alpha)}, {ax});
-        add("Mul", {in(n, 1), scalar(at.beta)}, {by});
-        add("Add", {ax, by}, {out});
-        return;
-      }
-      case OpKind::Gelu: {  // x * (1 + erf(x / sqrt 2)) / 2: opset 17 has no Gelu
-        const std::string a = fresh(out + "/scaled"), e = fresh(out + "/erf"),
-                          p = fresh(out + "/plus1"), m = fresh(out + "/times_x");
-        add("Mul", {in(n, 0), scalar(0.70710678118654752f)}, {a});
-        add("Erf", {a}, {e});
-        add("Add", {e, scalar(1.0f)}, {p});
-        add("Mul", {in(n, 0), p}, {m});
-        add("Mul", {m, scalar(0.5f)}, {out});
-        return;
-      }
-      case OpKind::Clip:
-        add("Clip",
-            {in(n, 0), std::isinf(at.alpha) ? "" : scalar(at.alpha),
-             std::isinf(at.beta) ? "" : scalar(at.beta)},
-            {out});
-        return;
-      // ONNX's comparisons and logic give bool, which hetgraph holds as int32: cast back.
-      case OpKind::Equal:
-      case OpKind::Less:
-      case OpKind::LessEqual:
-      case OpKind::Greater:
-      case OpKind::GreaterEqual:
-      case OpKind::LogicalAnd:
-      case OpKind::LogicalOr:
-      case OpKind::LogicalXor: {
-        const bool logic =
-            n.op == OpKind::LogicalAnd || n.op == OpKind::LogicalOr || n.op == OpKind::LogicalXor;
-        std::vector<std::string> ins{in(n, 0), in(n, 1)};
-        if (logic) {  // And, Or, Xor take bools: x != 0
-          for (std::string& i : ins) {
-            const std::string b = fresh(out + "/bool");
-            add("Cast", {i}, {b}).attrs["to"] = attr_i(ir::kBool);
-            i = b;
-          }
-        }
-        const char* op = n.op == OpKind::Equal          ? "Equal"
-                         : n.op == OpKind::Less         ? "Less"
-                         : n.op == OpKind::LessEqual    ? "LessOrEqual"
-                         : n.op == OpKind::Greater      ? "Greater"
-                         : n.op == OpKind::GreaterEqual ? "GreaterOrEqual"
-                         : n.op == OpKind::LogicalAnd   ? "And"
-                         : n.op == OpKind::LogicalOr    ? "Or"
-                                                        : "Xor";
-        const std::string r = fresh(out + "/bool");
-        add(op, ins, {r});
-        add("Cast", {r}, {out}).attrs["to"] = attr_i(ir::kInt32);
-        return;
-      }
-      case OpKind::Where: {  // ONNX's condition is bool
-        const std::string cond = fresh(out + "/cond");
-        add("Cast", {in(n, 0)}, {cond}).attrs["to"] = attr_i(ir::kBool);
-        add("Where", {cond, in(n, 1), in(n, 2)}, {out});
-        return;
-      }
-      case OpKind::ReduceSum:
-      case OpKind::ReduceMean:
-      case OpKind::ReduceMax:
-      case OpKind::ReduceProd: {
-        const char* op = n.op == OpKind::ReduceSum    ? "ReduceSum"
-                         : n.op == OpKind::ReduceMean ? "ReduceMean"
-                         : n.op == OpKind::ReduceMax  ? "ReduceMax"
-                                                      : "ReduceProd";
-        std::vector<std::int64_t> axes;
-        if (at.axis != kAllAxes) axes.push_back(at.axis);
-        ir::Node& r = n.op == OpKind::ReduceSum
-                          ? add(op, {in(n, 0), axes.empty() ? "" : ints(axes)}, {out})
-                          : add(op, {in(n, 0)}, {out});
-        if (n.op != OpKind::ReduceSum && !axes.empty()) r.attrs["axes"] = attr_ints(axes);
-        r.attrs["keepdims"] = attr_i(at.keepdims ? 1 : 0);
-        return;
-      }
-      case OpKind::ArgMax:
-      case OpKind::ArgMin: {  // ONNX's positions are int64: cast to the int32 they are here
-        std::string x = in(n, 0);
-        const bool all = at.axis == kAllAxes;
-        if (all) {  // ONNX takes one axis: the flat position is one along the flattened input
-          const std::string flat = fresh(out + "/flat");
-          add("Reshape", {x, ints({-1})}, {flat});
-          x = flat;
-        }
-        const std::string pos = fresh(out + "/int64"), cast = all ? fresh(out + "/int32") : out;
-        ir::Node& r = add(n.op == OpKind::ArgMax ? "ArgMax" : "ArgMin", {x}, {pos});
-        r.attrs["axis"] = attr_i(all ? 0 : at.axis);
-        r.attrs["keepdims"] = attr_i(at.keepdims ? 1 : 0);
-        if (at.last_index) r.attrs["select_last_index"] = attr_i(1);
-        add("Cast", {pos}, {cast}).attrs["to"] = attr_i(ir::kInt32);
-        if (all) add("Reshape", {cast, ints(dims(n.type.shape))}, {out});
-        return;
-      }
-      case OpKind::TopK: {  // ONNX TopK's indices (int64) cast to int32; its values go unused
-        const auto& spec = at.get<detail::TopKSpec>();
-        const std::string values = fresh(out + "/values"), pos = fresh(out + "/int64");
-        ir::Node& t = add("TopK", {in(n, 0), ints({spec.k})}, {values, pos});
-        t.attrs["axis"] = attr_i(at.axis);
-        t.attrs["largest"] = attr_i(spec.largest ? 1 : 0);
-        add("Cast", {pos}, {out}).attrs["to"] = attr_i(ir::kInt32);
-        return;
-      }
-      case OpKind::MatMul: {
-        const Shape& a = p_.nodes[n.inputs[0]].type.shape;
-        const Shape& b = p_.nodes[n.inputs[1]].type.shape;
-        if (a.rank() == 2 && b.rank() == 2) {
-          ir::Node& g = add("Gemm", {in(n, 0), in(n, 1)}, {out});
-          if (at.trans_a) g.attrs["transA"] = attr_i(1);
-          if (at.trans_b) g.attrs["transB"] = attr_i(1);
-          return;
-        }
-        auto swapped = [&](std::size_t k, const Shape& s) {
-          std::vector<std::int64_t> perm;
-          for (int d = 0; d < s.rank(); ++d) perm.push_back(d);
-          std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-          const std::string t = fresh(out + "/t" + std::to_string(k));
-          add("Transpose", {in(n, k)}, {t}).attrs["perm"] = attr_ints(perm);
-          return t;
-        };
-        add("MatMul",
-            {at.trans_a ? swapped(0, a) : in(n, 0), at.trans_b ? swapped(1, b) : in(n, 1)}, {out});
-        return;
-      }
-      case OpKind::CrossEntropy: {
-        if (p_.nodes[n.inputs[1]].type.dtype != DType::f32) {
-          cannot(n,
-                 "(cross-entropy with int32 class ids) has no ONNX form here; export the "
-                 "probabilities");
-        }
-        const std::string l = fresh(out + "/log"), m = fresh(out + "/times_labels"),
-                          s = fresh(out + "/sum");
-        add("Log", {in(n, 0)}, {l});
-        add("Mul", {in(n, 1), l}, {m});
-        add("ReduceSum", {m, ints({-1})}, {s}).attrs["keepdims"] = attr_i(0);
-        add("Neg", {s}, {out});
-        return;
-      }
-      case OpKind::Slice:
-        add("Slice", {in(n, 0), ints({at.begin}), ints({at.end}), ints({at.axis})}, {out});
-        return;
-      case OpKind::StridedSlice: {  // the spec is ONNX Slice's own (axes and steps filled in)
-        const auto& spec = at.get<detail::SliceSpec>();
-        std::vector<std::int64_t> axes = spec.axes, steps = spec.steps;
-        for (std::size_t k = axes.size(); k < spec.starts.size(); ++k)
-          axes.push_back(static_cast<std::int64_t>(k));
-        steps.resize(spec.starts.size(), 1);
-        add("Slice", {in(n, 0), ints(spec.starts), ints(spec.ends), ints(axes), ints(steps)},
-            {out});
-        return;
-      }
-      case OpKind::Expand:  // to the shape of input 1 (which lends only its shape)
-        add("Expand", {in(n, 0), ints(dims(n.type.shape))}, {out});
-        return;
-      case OpKind::CumSum: {
-        ir::Tensor axis;  // a 0-d tensor
-        axis.name = fresh("const_i64");
-        axis.elem = ir::kInt64;
-        axis.i = {at.axis};
-        m_.graph.initializers.push_back(axis);
-        ir::Node& s = add("CumSum", {in(n, 0), axis.name}, {out});
-        const detail::ScanMode m = at.get<detail::ScanMode>();
-        s.attrs["exclusive"] = attr_i(m.exclusive ? 1 : 0);
-        s.attrs["reverse"] = attr_i(m.reverse ? 1 : 0);
-        return;
-      }
-      case OpKind::CheckIndices: {
-        // ONNX has no check: a Gather from zeros, one per row of the bound, with negative ids
-        // moved out of range (Gather takes [-n, n)) is one that an importer which checks its
-        // Gathers (hetgraph's) keeps. The zeros summed are check_indices' zero.
-        const std::int64_t rows = p_.nodes[n.inputs[1]].type.shape[0];
-        const std::string neg = fresh(out + "/negative"), moved = fresh(out + "/moved"),
-                          picked = fresh(out + "/picked"), sum = fresh(out + "/sum");
-        add("Less", {in(n, 0), i32(0)}, {neg});
-        add("Where", {neg, i32(static_cast<std::int32_t>(rows)), in(n, 0)}, {moved});
-        ir::Tensor zeros;
-        zeros.elem = ir::kFloat;
-        zeros.dims = {rows};
-        zeros.f.assign(static_cast<std::size_t>(rows), 0.0f);
-        add("Gather", {constant(fresh("zeros"), std::move(zeros)), moved}, {picked});
-        add("ReduceSum", {picked}, {sum}).attrs["keepdims"] = attr_i(0);
-        add("Reshape", {sum, ints({1})}, {out});
-        return;
-      }
-      case OpKind::ScatterElements: {  // reduction as opset 16 on spells it
-        ir::Node& s = add("ScatterElements", {in(n, 0), in(n, 1), in(n, 2)}, {out});
-        s.attrs["axis"] = attr_i(at.axis);
-        const ScatterReduction r = at.get<detail::ScatterMode>().reduction;
-        if (r != ScatterReduction::none) {
-          ir::Attr a;
-          a.kind = ir::Attr::kStringA;
-          a.s = r == ScatterReduction::add ? "add" : "mul";
-          s.attrs["reduction"] = a;
-        }
-        return;
-      }
-      case OpKind::Transpose: {
-        std::vector<std::int64_t> perm = at.get<detail::Permutation>().perm;
-        if (perm.empty()) {
-          const int r = p_.nodes[n.inputs[0]].type.shape.rank();
-          for (int d = 0; d < r; ++d) perm.push_back(d);
-          if (r >= 2) std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-        }
-        add("Transpose", {in(n, 0)}, {out}).attrs["perm"] = attr_ints(perm);
-        return;
-      }
-      case OpKind::SumTo: {  // a gradient summed back to the shape it was broadcast from
-        const Shape& from = p_.nodes[n.inputs[0]].type.shape;
-        const Shape& to = n.type.shape;
-        const int lead = from.rank() - to.rank();
-        std::vector<std::int64_t> axes;
-        for (int d = 0; d < from.rank(); ++d) {
-          if (d < lead || (to[d - lead] == 1 && from[d] != 1)) axes.push_back(d);
-        }
-        std::string x = in(n, 0);
-        if (!axes.empty()) {
-          const std::string sum = fresh(out + "/sum");
-          add("ReduceSum", {x, ints(axes)}, {sum}).attrs["keepdims"] = attr_i(1);
-          x = sum;
-        }
-        add("Reshape", {x, ints(dims(to))}, {out});
-        return;
-      }
-      case OpKind::Reshape:
-      case OpKind::ReshapeLike:
-        add("Reshape", {in(n, 0), ints(dims(n.type.shape))}, {out});
-        return;
-      case OpKind::Conv2d:
-      case OpKind::ConvTranspose2d:
-      case OpKind::MaxPool2d:
-      case OpKind::AvgPool2d: {
-        const bool conv = n.op == OpKind::Conv2d || n.op == OpKind::ConvTranspose2d;
-        const Shape& x = p_.nodes[n.inputs[0]].type.shape;
-        // auto_pad as the pads it resolves to for this input (the plan's shapes are fixed);
-        // a convolution's kernel is its weights'.
-        detail::Window2d win = at.get<detail::Window2d>();
-        if (conv)
-          win.kernel = {p_.nodes[n.inputs[1]].type.shape[2], p_.nodes[n.inputs[1]].type.shape[3]};
-        const auto w = detail::resolve_pads(win, x[2], x[3]);
-        std::vector<std::string> ins{in(n, 0)};
-        if (conv) {
-          ins.push_back(in(n, 1));
-          if (n.inputs.size() > 2) ins.push_back(in(n, 2));
-        }
-        ir::Node& c = add(n.op == OpKind::Conv2d            ? "Conv"
-                          : n.op == OpKind::ConvTranspose2d ? "ConvTranspose"
-                          : n.op == OpKind::MaxPool2d       ? "MaxPool"
-                                                            : "AveragePool",
-                          ins, {out});
-        c.attrs["kernel_shape"] = attr_ints({w.kernel[0], w.kernel[1]});
-        c.attrs["strides"] = attr_ints({w.stride[0], w.stride[1]});
-        c.attrs["pads"] = attr_ints({w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]});
-        if (n.op != OpKind::AvgPool2d)
-          c.attrs["dilations"] = attr_ints({w.dilation[0], w.dilation[1]});
-        if (conv) c.attrs["group"] = attr_i(w.groups);
-        if (n.op == OpKind::ConvTranspose2d)
-          c.attrs["output_padding"] = attr_ints({w.output_padding[0], w.output_padding[1]});
-        if (!conv) c.attrs["ceil_mode"] = attr_i(w.ceil_mode ? 1 : 0);
-        if (n.op == OpKind::AvgPool2d)
-          c.attrs["count_include_pad"] = attr_i(w.count_include_pad ? 1 : 0);
-        return;
-      }
-      case OpKind::Embedding:
-        add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(0);
-        return;
-      case OpKind::Assign:
-      case OpKind::OptimizerUpdate:
-      case OpKind::SparseOptimizerUpdate:
-      case OpKind::Group:
-        cannot(n, "updates variables (training): export the inference outputs, not the step");
-      default:
-        cannot(n, std::string("(") + std::string(detail::op_name(n.op)) +
-                      ") has no ONNX form (gradient and training ops are not exported)");
+    auto swapped = [&](std::size_t k, const Shape& s) {
+      std::vector<std::int64_t> perm;
+      for (int d = 0; d < s.rank(); ++d) perm.push_back(d);
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      const std::string t = fresh(out + "/t" + std::to_string(k));
+      add("Transpose", {in(n, k)}, {t}).attrs["perm"] = attr_ints(perm);
+      return t;
+    };
+    add("MatMul", {at.trans_a ? swapped(0, a) : in(n, 0), at.trans_b ? swapped(1, b) : in(n, 1)},
+        {out});
+  }
+
+  void cross_entropy(std::uint32_t, const PlanNode& n, const std::string& out) {
+    if (p_.nodes[n.inputs[1]].type.dtype != DType::f32) {
+      cannot(n,
+             "(cross-entropy with int32 class ids) has no ONNX form here; export the "
+             "probabilities");
     }
+    const std::string l = fresh(out + "/log"), m = fresh(out + "/times_labels"),
+                      s = fresh(out + "/sum");
+    add("Log", {in(n, 0)}, {l});
+    add("Mul", {in(n, 1), l}, {m});
+    add("ReduceSum", {m, ints({-1})}, {s}).attrs["keepdims"] = attr_i(0);
+    add("Neg", {s}, {out});
+  }
+
+  void slice(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const auto& at = n.attrs;
+    add("Slice", {in(n, 0), ints({at.begin}), ints({at.end}), ints({at.axis})}, {out});
+  }
+
+  // The spec is ONNX Slice's own (axes and steps filled in).
+  void strided_slice(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const auto& spec = n.attrs.get<detail::SliceSpec>();
+    std::vector<std::int64_t> axes = spec.axes, steps = spec.steps;
+    for (std::size_t k = axes.size(); k < spec.starts.size(); ++k)
+      axes.push_back(static_cast<std::int64_t>(k));
+    steps.resize(spec.starts.size(), 1);
+    add("Slice", {in(n, 0), ints(spec.starts), ints(spec.ends), ints(axes), ints(steps)}, {out});
+  }
+
+  // To the shape of input 1 (which lends only its shape).
+  void expand(std::uint32_t, const PlanNode& n, const std::string& out) {
+    add("Expand", {in(n, 0), ints(dims(n.type.shape))}, {out});
+  }
+
+  void cum_sum(std::uint32_t, const PlanNode& n, const std::string& out) {
+    ir::Tensor axis;  // a 0-d tensor
+    axis.name = fresh("const_i64");
+    axis.elem = ir::kInt64;
+    axis.i = {n.attrs.axis};
+    m_.graph.initializers.push_back(axis);
+    ir::Node& s = add("CumSum", {in(n, 0), axis.name}, {out});
+    const detail::ScanMode m = n.attrs.get<detail::ScanMode>();
+    s.attrs["exclusive"] = attr_i(m.exclusive ? 1 : 0);
+    s.attrs["reverse"] = attr_i(m.reverse ? 1 : 0);
+  }
+
+  // ONNX has no check: a Gather from zeros, one per row of the bound, with negative ids moved
+  // out of range (Gather takes [-n, n)) is one that an importer which checks its Gathers
+  // (hetgraph's) keeps. The zeros summed are check_indices' zero.
+  void check_indices(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const std::int64_t rows = p_.nodes[n.inputs[1]].type.shape[0];
+    const std::string neg = fresh(out + "/negative"), moved = fresh(out + "/moved"),
+                      picked = fresh(out + "/picked"), sum = fresh(out + "/sum");
+    add("Less", {in(n, 0), i32(0)}, {neg});
+    add("Where", {neg, i32(static_cast<std::int32_t>(rows)), in(n, 0)}, {moved});
+    ir::Tensor zeros;
+    zeros.elem = ir::kFloat;
+    zeros.dims = {rows};
+    zeros.f.assign(static_cast<std::size_t>(rows), 0.0f);
+    add("Gather", {constant(fresh("zeros"), std::move(zeros)), moved}, {picked});
+    add("ReduceSum", {picked}, {sum}).attrs["keepdims"] = attr_i(0);
+    add("Reshape", {sum, ints({1})}, {out});
+  }
+
+  // The reduction as opset 16 on spells it.
+  void scatter_elements(std::uint32_t, const PlanNode& n, const std::string& out) {
+    ir::Node& s = add("ScatterElements", {in(n, 0), in(n, 1), in(n, 2)}, {out});
+    s.attrs["axis"] = attr_i(n.attrs.axis);
+    const ScatterReduction r = n.attrs.get<detail::ScatterMode>().reduction;
+    if (r != ScatterReduction::none) {
+      ir::Attr a;
+      a.kind = ir::Attr::kStringA;
+      a.s = r == ScatterReduction::add ? "add" : "mul";
+      s.attrs["reduction"] = a;
+    }
+  }
+
+  void transpose(std::uint32_t, const PlanNode& n, const std::string& out) {
+    std::vector<std::int64_t> perm = n.attrs.get<detail::Permutation>().perm;
+    if (perm.empty()) {
+      const int r = p_.nodes[n.inputs[0]].type.shape.rank();
+      for (int d = 0; d < r; ++d) perm.push_back(d);
+      if (r >= 2) std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    }
+    add("Transpose", {in(n, 0)}, {out}).attrs["perm"] = attr_ints(perm);
+  }
+
+  // A gradient summed back to the shape it was broadcast from.
+  void sum_to(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const Shape& from = p_.nodes[n.inputs[0]].type.shape;
+    const Shape& to = n.type.shape;
+    const int lead = from.rank() - to.rank();
+    std::vector<std::int64_t> axes;
+    for (int d = 0; d < from.rank(); ++d) {
+      if (d < lead || (to[d - lead] == 1 && from[d] != 1)) axes.push_back(d);
+    }
+    std::string x = in(n, 0);
+    if (!axes.empty()) {
+      const std::string sum = fresh(out + "/sum");
+      add("ReduceSum", {x, ints(axes)}, {sum}).attrs["keepdims"] = attr_i(1);
+      x = sum;
+    }
+    add("Reshape", {x, ints(dims(to))}, {out});
+  }
+
+  void reshape(std::uint32_t, const PlanNode& n, const std::string& out) {
+    add("Reshape", {in(n, 0), ints(dims(n.type.shape))}, {out});
+  }
+
+  // Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d: a Window2d's attributes.
+  void window(std::uint32_t, const PlanNode& n, const std::string& out) {
+    const bool conv = n.op == OpKind::Conv2d || n.op == OpKind::ConvTranspose2d;
+    const Shape& x = p_.nodes[n.inputs[0]].type.shape;
+    // auto_pad as the pads it resolves to for this input (the plan's shapes are fixed);
+    // a convolution's kernel is its weights'.
+    detail::Window2d win = n.attrs.get<detail::Window2d>();
+    if (conv)
+      win.kernel = {p_.nodes[n.inputs[1]].type.shape[2], p_.nodes[n.inputs[1]].type.shape[3]};
+    const auto w = detail::resolve_pads(win, x[2], x[3]);
+    std::vector<std::string> ins{in(n, 0)};
+    if (conv) {
+      ins.push_back(in(n, 1));
+      if (n.inputs.size() > 2) ins.push_back(in(n, 2));
+    }
+    ir::Node& c = add(n.op == OpKind::Conv2d            ? "Conv"
+                      : n.op == OpKind::ConvTranspose2d ? "ConvTranspose"
+                      : n.op == OpKind::MaxPool2d       ? "MaxPool"
+                                                        : "AveragePool",
+                      ins, {out});
+    c.attrs["kernel_shape"] = attr_ints({w.kernel[0], w.kernel[1]});
+    c.attrs["strides"] = attr_ints({w.stride[0], w.stride[1]});
+    c.attrs["pads"] = attr_ints({w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]});
+    if (n.op != OpKind::AvgPool2d) c.attrs["dilations"] = attr_ints({w.dilation[0], w.dilation[1]});
+    if (conv) c.attrs["group"] = attr_i(w.groups);
+    if (n.op == OpKind::ConvTranspose2d)
+      c.attrs["output_padding"] = attr_ints({w.output_padding[0], w.output_padding[1]});
+    if (!conv) c.attrs["ceil_mode"] = attr_i(w.ceil_mode ? 1 : 0);
+    if (n.op == OpKind::AvgPool2d)
+      c.attrs["count_include_pad"] = attr_i(w.count_include_pad ? 1 : 0);
+  }
+
+  void embedding(std::uint32_t, const PlanNode& n, const std::string& out) {
+    add("Gather", {in(n, 0), in(n, 1)}, {out}).attrs["axis"] = attr_i(0);
+  }
+
+  // Assign, optimizer updates, groups.
+  [[noreturn]] void updates_variables(std::uint32_t, const PlanNode& n, const std::string&) {
+    cannot(n, "updates variables (training): export the inference outputs, not the step");
+  }
+
+  [[noreturn]] void no_form(std::uint32_t, const PlanNode& n, const std::string&) {
+    cannot(n, std::string("(") + std::string(detail::op_name(n.op)) +
+                  ") has no ONNX form (gradient and training ops are not exported)");
   }
 
   std::string output_name(std::size_t k) const {

@@ -130,6 +130,17 @@ class OpenClExecutable final : public Executable {
   std::string label_error(const LabelCheck& c, const std::string& value, std::int64_t row) const;
 
   std::uint32_t base_of(std::uint32_t node) const;  // through views
+  // The constructor's steps, in this order.
+  void allocate_buffers();
+  void map_inputs();
+  void plan_label_checks();
+  void make_ops();
+  void order_work();
+  void plan_waits();
+  void find_finals();
+  void mark_committed();
+  void find_input_readers();
+  void find_writers();
   void launch();
   void finish();
   /// Waits for everything this run enqueued; errors stay for finish() to report. True when

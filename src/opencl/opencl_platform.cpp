@@ -30,6 +30,16 @@ void sort_unique(std::vector<std::uint32_t>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
+// The kernels index with 32-bit ints (faster on GPUs): refuse larger tensors up front.
+void refuse_wide_tensors(const Plan& p) {
+  for (const PlanNode& node : p.nodes) {
+    if (node.type.shape.numel() > INT_MAX) {
+      throw PlatformError("node " + node.label + " of shape " + node.type.shape.str() +
+                          " has more than 2^31-1 elements, more than the OpenCL kernels index");
+    }
+  }
+}
+
 }  // namespace
 
 void OpenClExecutable::force_staged_inputs(bool on) {
@@ -45,19 +55,26 @@ std::uint32_t OpenClExecutable::base_of(std::uint32_t node) const {
 OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared_ptr<Device> dev,
                                    bool in_order)
     : Executable(plan), dev_(std::move(dev)), q_(dev_->queue(in_order)) {
-  const Plan& p = *plan;
+  refuse_wide_tensors(*plan);
+  allocate_buffers();
+  map_inputs();
+  plan_label_checks();
+  make_ops();  // created now so a run only enqueues
+  order_work();
+  plan_waits();
+  find_finals();
+  mark_committed();
+  find_input_readers();
+  find_writers();
+  ev_.resize(plan->nodes.size());
+  initialize_state();
+}
+
+// One cl_mem per planned buffer; host-visible ones where the host maps them.
+void OpenClExecutable::allocate_buffers() {
+  const Plan& p = plan();
   const std::size_t n = p.nodes.size();
   const cl_context ctx = dev_->context();
-
-  // The kernels index with 32-bit ints (faster on GPUs): refuse larger tensors up front.
-  for (const PlanNode& node : p.nodes) {
-    if (node.type.shape.numel() > INT_MAX) {
-      throw PlatformError("node " + node.label + " of shape " + node.type.shape.str() +
-                          " has more than 2^31-1 elements, more than the OpenCL kernels index");
-    }
-  }
-
-  // ---- memory: one cl_mem per planned buffer; host-visible ones where the host maps them
   std::vector<char> host_visible(p.buffer_bytes.size(), 0);
   for (const PlanNode& node : p.nodes) {
     if (node.buffer >= 0 && (node.storage == Storage::Input || node.fetched))
@@ -83,9 +100,13 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   for (std::uint32_t i = 0; i < n; ++i) {
     if (p.nodes[i].buffer >= 0) mem_[i] = bufs_[static_cast<std::size_t>(p.nodes[i].buffer)].get();
   }
+}
 
-  // ---- inputs: mapped for the caller; zero-copy when the mapping stays put across maps
-  input_of_.assign(n, -1);
+// Inputs: mapped for the caller; zero-copy when the mapping stays put across maps.
+void OpenClExecutable::map_inputs() {
+  const Plan& p = plan();
+  const cl_context ctx = dev_->context();
+  input_of_.assign(p.nodes.size(), -1);
   const bool staged = g_force_staged.load();
   for (std::uint32_t i : p.inputs) {
     InputBuf in;
@@ -109,8 +130,12 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     input_of_[i] = static_cast<std::int32_t>(inputs_.size());
     inputs_.push_back(std::move(in));
   }
+}
 
-  // ---- int32 label checks: on the host for fed labels, on the device for computed ones
+// Int32 label checks: on the host for fed labels, on the device for computed ones.
+void OpenClExecutable::plan_label_checks() {
+  const Plan& p = plan();
+  const std::size_t n = p.nodes.size();
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
     if (!node.has_work()) continue;
@@ -133,11 +158,15 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   device_checks_ =
       std::any_of(labels_.begin(), labels_.end(), [](const LabelCheck& c) { return !c.on_host; });
   if (!labels_.empty()) {
-    status_ = Mem(HG_CL_CREATE(clCreateBuffer, ctx, CL_MEM_READ_WRITE,
+    status_ = Mem(HG_CL_CREATE(clCreateBuffer, dev_->context(), CL_MEM_READ_WRITE,
                                labels_.size() * sizeof(cl_int), nullptr));
   }
+}
 
-  // ---- ops, created now so a run only enqueues
+// A ClOp per node with device work, from the op registry, over programs built once per family.
+void OpenClExecutable::make_ops() {
+  const Plan& p = plan();
+  const std::size_t n = p.nodes.size();
   ops_.resize(n);
   names_.assign(n, "none");
   std::map<std::string, cl_program, std::less<>> programs;
@@ -162,16 +191,15 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     }
     ops_[i] = op_registry().create(args, node.op, node.label, false, names_[i]);
   }
+}
 
-  // ---- events: what each node waits for, what a host access of it waits for
-  // done[i]: the work nodes (and inputs, whose event is their unmap or upload) whose events
-  // mark node i's value as complete.
-  std::vector<std::vector<std::uint32_t>> done(n);
-  waits_.resize(n);
+// The work nodes in plan order, and the commit point among them.
+void OpenClExecutable::order_work() {
+  const Plan& p = plan();
   // Plan order respects every dependency (assign ordering included), so enqueueing in it
   // makes every wait one on an earlier event.
   work_.clear();
-  for (std::uint32_t i = 0; i < n; ++i) {
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
     if (ops_[i]) work_.push_back(i);
     if (p.nodes[i].commit) commit_ = i;
   }
@@ -184,6 +212,16 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   } else {
     phase1_ = work_.size();
   }
+}
+
+// What each work node waits for.
+void OpenClExecutable::plan_waits() {
+  const Plan& p = plan();
+  const std::size_t n = p.nodes.size();
+  // done[i]: the work nodes (and inputs, whose event is their unmap or upload) whose events
+  // mark node i's value as complete.
+  std::vector<std::vector<std::uint32_t>> done(n);
+  waits_.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& node = p.nodes[i];
     if (node.commit) continue;  // done[commit] stays empty
@@ -202,6 +240,11 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
       sort_unique(waits_[i]);
     }
   }
+}
+
+// The work nodes no other one waits for: the events a run (or its first phase) ends with.
+void OpenClExecutable::find_finals() {
+  const std::size_t n = plan().nodes.size();
   std::vector<char> waited(n, 0), waited1(n, 0);
   for (std::size_t k = 0; k < work_.size(); ++k) {
     for (std::uint32_t w : waits_[work_[k]]) {
@@ -213,8 +256,12 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     if (!waited[work_[k]]) finals_.push_back(work_[k]);
     if (k < phase1_ && !waited1[work_[k]]) finals1_.push_back(work_[k]);
   }
-  // A host access of what a writer writes waits for the whole run (the commit included).
-  committed_by_.assign(n, 0);
+}
+
+// A host access of what a writer writes waits for the whole run (the commit included).
+void OpenClExecutable::mark_committed() {
+  const Plan& p = plan();
+  committed_by_.assign(p.nodes.size(), 0);
   for (std::size_t k = phase1_; k < work_.size(); ++k) {
     const std::uint32_t w = work_[k];
     committed_by_[w] = committed_by_[p.output_of(w)] = 1;
@@ -222,7 +269,11 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     if (p.nodes[w].into_variable >= 0)
       committed_by_[static_cast<std::size_t>(p.nodes[w].into_variable)] = 1;
   }
-  // Readers of each input's buffer (directly or through views), for the map after them.
+}
+
+// Readers of each input's buffer (directly or through views), for the map after them.
+void OpenClExecutable::find_input_readers() {
+  const Plan& p = plan();
   for (std::uint32_t i : work_) {
     const PlanNode& node = p.nodes[i];
     for (std::size_t k = 0; k < node.inputs.size(); ++k) {
@@ -232,9 +283,13 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     }
   }
   for (InputBuf& in : inputs_) sort_unique(in.readers);
-  // A host access waits for the last writer of the node's buffer in the run: the node itself
-  // for computed values; for a variable, its copying assign, or the op computed in place
-  // over it.
+}
+
+// A host access waits for the last writer of the node's buffer in the run: the node itself
+// for computed values; for a variable, its copying assign, or the op computed in place over it.
+void OpenClExecutable::find_writers() {
+  const Plan& p = plan();
+  const std::size_t n = p.nodes.size();
   writer_.resize(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const std::uint32_t b = base_of(i);
@@ -247,9 +302,6 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
     const std::int64_t var = p.nodes[i].into_variable;
     if (var >= 0) writer_[static_cast<std::size_t>(var)] = writer_[i];
   }
-  ev_.resize(n);
-
-  initialize_state();
 }
 
 OpenClExecutable::~OpenClExecutable() {

@@ -12,9 +12,9 @@
 #include <map>
 #include <random>
 
-#include "common/tool_run.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
+#include "hetgraph/tool.hpp"
 #include "options.hpp"
 
 namespace {
@@ -47,10 +47,12 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
-int run(const hgrun::Options& o) {
-  hetgraph::tool::check_engine_flags(o);
-  // Where the outputs and the trace go is checked before the model is even read: a folder
-  // that cannot be made must not be found only after the whole run.
+// The --input files, by the model input each feeds.
+using InputFiles = std::map<std::string, std::shared_ptr<ho::TensorData>>;
+
+// Where the outputs and the trace go is checked before the model is even read: a folder
+// that cannot be made must not be found only after the whole run.
+void check_destinations(const hgrun::Options& o) {
   if (!o.output_dir.empty()) hetgraph::cli::prepare_output_dir("--output-dir", o.output_dir);
   if (!o.trace.empty()) {
     hetgraph::cli::check_output_file("--trace", o.trace);
@@ -64,11 +66,10 @@ int run(const hgrun::Options& o) {
         throw UsageError("--trace: '" + o.trace + "' is an --input file");
     }
   }
-  const double t0 = hetgraph::now_s();
-  ho::ImportOptions io = o.budgets;
-  io.dynamic_dim = 1;
-  ho::Model base = ho::read_model(o.model, io);
-  std::map<std::string, std::shared_ptr<ho::TensorData>> data;
+}
+
+InputFiles read_input_files(const hgrun::Options& o, const ho::Model& base) {
+  InputFiles data;
   std::size_t next = 0;  // files without a name go to the inputs in order
   for (auto [name, file] : o.inputs) {
     if (name.empty()) {
@@ -88,6 +89,11 @@ int run(const hgrun::Options& o) {
     if (data.count(name)) throw UsageError("--input: '" + name + "' given twice");
     data[name] = std::make_shared<ho::TensorData>(ho::read_tensor(file));
   }
+  return data;
+}
+
+// The shapes the graph is built for: the input files' and --shape's.
+void add_input_shapes(const hgrun::Options& o, const InputFiles& data, ho::ImportOptions& io) {
   for (const auto& [name, d] : data) io.input_shapes.push_back({name, d->shape});
   for (const auto& [name, dims] : o.shapes) {
     if (data.count(name)) throw UsageError("--shape: '" + name + "' also has an --input file");
@@ -97,14 +103,15 @@ int run(const hgrun::Options& o) {
       throw UsageError("--shape: " + name + ": " + e.what());
     }
   }
-  // Inputs the importer needs the values of (shapes, axes fed as inputs) are given from
-  // their files.
-  ho::Model m;
+}
+
+// The graph for those shapes. Inputs the importer needs the values of (shapes, axes fed as
+// inputs) are given from their files, which then feed nothing.
+ho::Model build_graph(const ho::Model& base, ho::ImportOptions& io, InputFiles& data) {
   try {
     for (;;) {
       try {
-        m = base.with_options(io);
-        break;
+        return base.with_options(io);
       } catch (const ho::UnsupportedError& e) {
         auto it = data.find(e.input_needed());
         if (e.input_needed().empty() || it == data.end()) throw;
@@ -122,27 +129,23 @@ int run(const hgrun::Options& o) {
       throw hetgraph::ShapeError(std::string(e.what()) + "; here: " + flag + " raises it");
     throw;
   }
-  // The parsed model (its initializers, a copy of the weights the graph holds again, and
-  // BatchNormalization's unfolded ones) is needed only to build the graph again: free it
-  // before compiling, which makes the arena's copy.
-  m.source.reset();
-  base = ho::Model{};
-  // glibc keeps freed heap pages mapped; the arena is a mapping of its own and would not reuse
-  // them.
-  malloc_trim(0);
-  const double import_s = hetgraph::now_s() - t0;
+}
+
+// The weights move into the compiled graph's memory rather than being copied there: the
+// model is not held twice at the end of compiling. Leaves m's graph with its nodes only.
+hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.winograd_convs = o.winograd;
   co.experimental.own_winograd = o.own_winograd;
   co.experimental.layouts_through_pool_concat = o.layouts_through;
   co.experimental.concat_in_place = o.concat_in_place;
-  // The weights move into the compiled graph's memory rather than being copied there: the
-  // model is not held twice at the end of compiling.
-  hetgraph::CompiledGraph cg =
-      std::move(m).compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
-  const double setup_s = hetgraph::now_s() - t0;
-  // The rest reads outputs by name: the graph (nodes only now) can go.
+  return std::move(m).compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
+}
+
+// The rest reads outputs by name: the graph (nodes only now) can go. Returns the outputs'
+// shapes.
+std::vector<hetgraph::Shape> release_graph(ho::Model& m, const hetgraph::CompiledGraph& cg) {
   std::vector<hetgraph::Shape> out_shapes;
   for (const hetgraph::Node& out : m.outputs) out_shapes.push_back(cg.shape(out));
   m.graph = hetgraph::Graph();
@@ -150,12 +153,20 @@ int run(const hgrun::Options& o) {
   m.outputs.clear();
   m.variables.clear();
   malloc_trim(0);
+  return out_shapes;
+}
 
-  // Inputs go into the graph's mapped buffers once; every run feeds those (no copies).
-  std::mt19937 rng(static_cast<std::uint32_t>(o.seed));
+struct Feeds {
+  std::vector<hetgraph::FeedItem> items;
+  bool random = false;  // some input had no file
+};
+
+// Inputs go into the graph's mapped buffers once; every run feeds those (no copies).
+Feeds fill_inputs(const ho::Model& m, hetgraph::CompiledGraph& cg, const InputFiles& data,
+                  int seed) {
+  std::mt19937 rng(static_cast<std::uint32_t>(seed));
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<hetgraph::FeedItem> feeds;
-  bool random = false;
+  Feeds feeds;
   for (const ho::ValueDesc& in : m.input_info) {
     auto it = data.find(in.name);
     if (it != data.end() && it->second->dtype != in.dtype) {
@@ -169,106 +180,169 @@ int run(const hgrun::Options& o) {
     } catch (const hetgraph::FeedError&) {
       continue;
     }
-    random = random || it == data.end();
+    feeds.random = feeds.random || it == data.end();
     if (in.dtype == hetgraph::DType::f32) {
       auto buf = cg.mapped_input(in.name);
       if (it != data.end())
         std::copy(it->second->f32.begin(), it->second->f32.end(), buf.begin());
       else
         for (float& v : buf) v = uni(rng);
-      feeds.push_back({in.name, buf});
+      feeds.items.push_back({in.name, buf});
     } else {
       auto buf = cg.mapped_input_i32(in.name);
       if (it != data.end())
         std::copy(it->second->i32.begin(), it->second->i32.end(), buf.begin());
       else
         std::fill(buf.begin(), buf.end(), 0);  // a valid index for any lookup
-      feeds.push_back({in.name, buf});
+      feeds.items.push_back({in.name, buf});
     }
   }
-  data.clear();  // the inputs are in the graph's buffers now
+  return feeds;
+}
 
-  hetgraph::tool::TimingOptions to;
-  to.repeat = o.repeat;
-  to.warmup = o.warmup;
-  to.trace = o.trace;
-  const hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds, to);
-  const double med = hetgraph::tool::median(t.samples);
-  const double mn = *std::min_element(t.samples.begin(), t.samples.end());
-  const double mx = *std::max_element(t.samples.begin(), t.samples.end());
-
-  double checksum = 0;
-  std::vector<std::string> written;
-  // Output names made file names can meet ("a/b" and "a_b" are both a_b): the later ones get
-  // their output's number, so no output's file is written over by another's.
+// Output names made file names can meet ("a/b" and "a_b" are both a_b): the later ones get
+// their output's number, so no output's file is written over by another's.
+std::vector<std::string> output_files(const ho::Model& m) {
   std::vector<std::string> files;
   for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     std::string f = file_name(m.output_info[k].name);
     while (std::find(files.begin(), files.end(), f) != files.end()) f += "_" + std::to_string(k);
     files.push_back(f);
   }
+  return files;
+}
+
+struct Outputs {
+  double checksum = 0;               // of every output's values
+  std::vector<std::string> written;  // the files, with --output-dir
+};
+
+Outputs read_outputs(const ho::Model& m, hetgraph::CompiledGraph& cg,
+                     const std::vector<hetgraph::Shape>& shapes, const std::string& dir) {
+  Outputs r;
+  const std::vector<std::string> files = output_files(m);
   for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     const ho::ValueDesc& out = m.output_info[k];
     ho::TensorData td;
     td.name = out.name;
     td.onnx_type = out.onnx_type;
     td.dtype = out.dtype;
-    td.shape = out_shapes[k];
+    td.shape = shapes[k];
     if (out.dtype == hetgraph::DType::f32) {
       td.f32 = cg.read(out.name);
-      for (float v : td.f32) checksum += v;
+      for (float v : td.f32) r.checksum += v;
     } else {
       td.i32 = cg.read_i32(out.name);
-      for (std::int32_t v : td.i32) checksum += v;
+      for (std::int32_t v : td.i32) r.checksum += v;
     }
-    if (!o.output_dir.empty()) {
-      const std::string path = (std::filesystem::path(o.output_dir) / (files[k] + ".pb")).string();
+    if (!dir.empty()) {
+      const std::string path = (std::filesystem::path(dir) / (files[k] + ".pb")).string();
       ho::write_tensor(path, td);
-      written.push_back(path);
+      r.written.push_back(path);
     }
   }
+  return r;
+}
 
+// What the report says besides the model and the compiled graph's own reports.
+struct Summary {
+  double import_s = 0, setup_s = 0;     // from the start of reading the model
+  double median = 0, min = 0, max = 0;  // seconds per run
+  int tuning_runs = 0;
+  bool random = false;
+  std::vector<hetgraph::Shape> out_shapes;
+  Outputs outputs;
+};
+
+void print_json(const hgrun::Options& o, const ho::Model& m, const hetgraph::CompiledGraph& cg,
+                const Summary& s) {
   const hetgraph::EngineReport er = cg.engine_report();
   const hetgraph::CompileReport& cr = cg.report();
   const double peak_mib = peak_rss_mib();
-  if (o.json) {
-    std::printf(
-        "{\"model\":\"%s\",\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%s\","
-        "\"repeat\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,\"setup_s\":%.9g,"
-        "\"import_s\":%.9g,\"compile_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,"
-        "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"peak_rss_mib\":%.1f,\"nodes\":%zu,\"heavy_"
-        "nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
-        "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
-        "\"producer\":\"%s\",\"code_path\":\"%s\"}\n",
-        json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
-        hetgraph::tool::lanes_label(er).c_str(), o.repeat, med, mn, mx, setup_s, import_s,
-        setup_s - import_s, checksum, cr.planned_bytes, cr.live_bytes, cr.naive_bytes, peak_mib,
-        er.nodes, er.heavy_nodes, er.max_width, er.avg_width, t.tuning_runs,
-        o.fuse ? "true" : "false", random ? "random" : "files", static_cast<long long>(m.opset),
-        m.ops.size(), json_escape(m.producer).c_str(), er.cpu ? er.cpu->code_path.c_str() : "");
-    return 0;
-  }
+  std::printf(
+      "{\"model\":\"%s\",\"platform\":\"%s\",\"engine\":\"%s\",\"executors\":\"%s\","
+      "\"repeat\":%d,\"median_s\":%.9g,\"min_s\":%.9g,\"max_s\":%.9g,\"setup_s\":%.9g,"
+      "\"import_s\":%.9g,\"compile_s\":%.9g,\"checksum\":%.17g,\"planned_bytes\":%zu,"
+      "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"peak_rss_mib\":%.1f,\"nodes\":%zu,\"heavy_"
+      "nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
+      "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
+      "\"producer\":\"%s\",\"code_path\":\"%s\"}\n",
+      json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
+      hetgraph::tool::lanes_label(er).c_str(), o.repeat, s.median, s.min, s.max, s.setup_s,
+      s.import_s, s.setup_s - s.import_s, s.outputs.checksum, cr.planned_bytes, cr.live_bytes,
+      cr.naive_bytes, peak_mib, er.nodes, er.heavy_nodes, er.max_width, er.avg_width, s.tuning_runs,
+      o.fuse ? "true" : "false", s.random ? "random" : "files", static_cast<long long>(m.opset),
+      m.ops.size(), json_escape(m.producer).c_str(), er.cpu ? er.cpu->code_path.c_str() : "");
+}
+
+void print_text(const hgrun::Options& o, const ho::Model& m, const hetgraph::CompiledGraph& cg,
+                const Summary& s) {
+  const hetgraph::EngineReport er = cg.engine_report();
+  const hetgraph::CompileReport& cr = cg.report();
+  const double peak_mib = peak_rss_mib();
   std::printf("model     %s (opset %lld%s%s, %zu ONNX nodes -> %zu graph nodes)\n", o.model.c_str(),
               static_cast<long long>(m.opset), m.producer.empty() ? "" : ", ", m.producer.c_str(),
               m.ops.size(), er.nodes);
   std::printf("platform  %s, %s engine, %s%s%s\n", o.platform.c_str(), er.engine.c_str(),
               hetgraph::tool::lanes_label(er).c_str(), er.cpu ? ", code path " : "",
               er.cpu ? er.cpu->code_path.c_str() : "");
-  std::printf("setup     %.4f s (import %.4f s, compile %.4f s)\n", setup_s, import_s,
-              setup_s - import_s);
+  std::printf("setup     %.4f s (import %.4f s, compile %.4f s)\n", s.setup_s, s.import_s,
+              s.setup_s - s.import_s);
   std::printf(
       "memory    %.3f MB planned (live at once: %.3f MB; one buffer per node: %.3f MB); process "
       "peak %.1f MiB\n",
       cr.planned_bytes / 1e6, cr.live_bytes / 1e6, cr.naive_bytes / 1e6, peak_mib);
   std::printf("latency   median %.6f s  min %.6f s  max %.6f s  (%d runs after %d warm-up%s)\n",
-              med, mn, mx, o.repeat, o.warmup,
-              t.tuning_runs ? ", and the engine's tuning runs" : "");
-  std::printf("inputs    %s\n", random ? "random where no file was given" : "from files");
+              s.median, s.min, s.max, o.repeat, o.warmup,
+              s.tuning_runs ? ", and the engine's tuning runs" : "");
+  std::printf("inputs    %s\n", s.random ? "random where no file was given" : "from files");
+  const std::vector<std::string>& written = s.outputs.written;
   for (std::size_t k = 0; k < m.output_info.size(); ++k) {
     std::printf("output    %s %s %s%s%s\n", m.output_info[k].name.c_str(),
-                out_shapes[k].str().c_str(), m.output_info[k].onnx_type.c_str(),
+                s.out_shapes[k].str().c_str(), m.output_info[k].onnx_type.c_str(),
                 written.empty() ? "" : " -> ", written.empty() ? "" : written[k].c_str());
   }
+}
+
+int run(const hgrun::Options& o) {
+  hetgraph::tool::check_engine_flags(o);
+  check_destinations(o);
+  const double t0 = hetgraph::now_s();
+  ho::ImportOptions io = o.budgets;
+  io.dynamic_dim = 1;
+  ho::Model base = ho::read_model(o.model, io);
+  InputFiles data = read_input_files(o, base);
+  add_input_shapes(o, data, io);
+  ho::Model m = build_graph(base, io, data);
+  // The parsed model (its initializers, a copy of the weights the graph holds again, and
+  // BatchNormalization's unfolded ones) is needed only to build the graph again: free it
+  // before compiling, which makes the arena's copy.
+  m.source.reset();
+  base = ho::Model{};
+  // glibc keeps freed heap pages mapped; the arena is a mapping of its own and would not reuse
+  // them.
+  malloc_trim(0);
+  Summary s;
+  s.import_s = hetgraph::now_s() - t0;
+  hetgraph::CompiledGraph cg = compile(m, o);
+  s.setup_s = hetgraph::now_s() - t0;
+  s.out_shapes = release_graph(m, cg);
+  const Feeds feeds = fill_inputs(m, cg, data, o.seed);
+  s.random = feeds.random;
+  data.clear();  // the inputs are in the graph's buffers now
+
+  hetgraph::tool::TimingOptions to;
+  to.repeat = o.repeat;
+  to.warmup = o.warmup;
+  to.trace = o.trace;
+  const hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds.items, to);
+  s.median = hetgraph::tool::median(t.samples);
+  s.min = *std::min_element(t.samples.begin(), t.samples.end());
+  s.max = *std::max_element(t.samples.begin(), t.samples.end());
+  s.tuning_runs = t.tuning_runs;
+
+  s.outputs = read_outputs(m, cg, s.out_shapes, o.output_dir);
+  o.json ? print_json(o, m, cg, s) : print_text(o, m, cg, s);
   return 0;
 }
 

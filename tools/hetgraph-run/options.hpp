@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/cli.hpp"
-#include "common/engine_flags.hpp"
+#include "hetgraph/cli.hpp"
 #include "hetgraph/onnx.hpp"
+#include "hetgraph/tool.hpp"
 
 namespace hgrun {
 

@@ -222,7 +222,8 @@ std::unique_ptr<CpuKernel> make_conv_fwd(const KernelArgs& a) {
 // are nChw16c. oneDNN declines some (its own limits): the direct kernel follows in the list.
 const char* reject_winograd(const KernelArgs& a) {
   if (!a.plan.winograd) return "the plan has no Winograd layout (CompileOptions::winograd_convs)";
-  if (!winograd_convolution(a.plan, a.node)) return "not a 3x3 stride-1 convolution of 16s";
+  if (!winograd_convolution(a.plan, a.node, a.plan.winograd_layout))
+    return "not a 3x3 stride-1 convolution of 16s";
   if (a.node.layout != ActivationLayout::nChw16c ||
       a.plan.nodes[a.node.inputs[0]].layout != ActivationLayout::nChw16c)
     return "image or result not nChw16c";

@@ -1,8 +1,7 @@
-// The command-line parser of every hetgraph program (examples, hetgraph-bench, the OpenCL
-// figures, the soak). Internal: a static library (hetgraph_cli) the tools link, not part of
-// the installed API. Strict: a value is taken whole (`--batch 10abc` is an error, not 10),
-// integers have no exponent, numbers are range-checked, a flag may be given once, and every
-// error names the flag and the value.
+// The command-line parser of every hetgraph program (hetgraph-run, the examples, hetgraph-bench,
+// the soak), installed with the library for programs built on it. Strict: a value is taken whole
+// (`--batch 10abc` is an error, not 10), integers have no exponent, numbers are range-checked, a
+// flag may be given once, and every error names the flag and the value.
 //
 //   Args a;
 //   hetgraph::cli::Parser p("mnist_softmax", "usage: mnist_softmax [--epochs N] ...");
