@@ -527,6 +527,45 @@ class Importer {
     return it == m_.opsets.end() ? 0 : it->second;
   }
 
+  /// Input v's dims: the shape given for it (which must fit its declared one), else its declared
+  /// dims with ImportOptions::dynamic_dim for the dynamic ones.
+  Dims input_dims(const ir::ValueInfo& v, const std::map<std::string, Shape>& given) const {
+    Dims dims;
+    if (auto it = given.find(v.name); it != given.end()) {
+      const Shape& s = it->second;
+      if (v.has_shape && static_cast<std::size_t>(s.rank()) != v.dims.size()) {
+        throw ShapeError(m_.source + ": input '" + v.name + "' has rank " +
+                         std::to_string(v.dims.size()) + ", the shape given is " + s.str());
+      }
+      for (int d = 0; d < s.rank(); ++d) {
+        const std::int64_t want = v.has_shape ? v.dims[static_cast<std::size_t>(d)].value : -1;
+        if (want >= 0 && want != s[d]) {
+          throw ShapeError(m_.source + ": input '" + v.name + "' has dim " + std::to_string(d) +
+                           " fixed at " + std::to_string(want) + ", the shape given is " + s.str());
+        }
+        dims.push_back(s[d]);
+      }
+    } else {
+      if (!v.has_shape) {
+        throw ShapeError(m_.source + ": input '" + v.name +
+                         "' has no declared shape: give it in ImportOptions::input_shapes");
+      }
+      for (std::size_t d = 0; d < v.dims.size(); ++d) {
+        const ir::Dim& dim = v.dims[d];
+        if (dim.value >= 0) {
+          dims.push_back(dim.value);
+        } else if (opt_.dynamic_dim > 0) {
+          dims.push_back(opt_.dynamic_dim);
+        } else {
+          throw ShapeError(m_.source + ": input '" + v.name + "' dim " + std::to_string(d) +
+                           (dim.param.empty() ? "" : " ('" + dim.param + "')") +
+                           " is dynamic: give the input's shape in ImportOptions::input_shapes");
+        }
+      }
+    }
+    return dims;
+  }
+
   void add_inputs() {
     std::map<std::string, Shape> given;
     for (const auto& given_shape : opt_.input_shapes) {
@@ -560,40 +599,7 @@ class Importer {
         throw UnsupportedError(m_.source + ": input '" + v.name + "' has element type " +
                                ir::elem_name(v.elem) + "; hetgraph runs float32 and int32 tensors");
       }
-      Dims dims;
-      if (auto it = given.find(v.name); it != given.end()) {
-        const Shape& s = it->second;
-        if (v.has_shape && static_cast<std::size_t>(s.rank()) != v.dims.size()) {
-          throw ShapeError(m_.source + ": input '" + v.name + "' has rank " +
-                           std::to_string(v.dims.size()) + ", the shape given is " + s.str());
-        }
-        for (int d = 0; d < s.rank(); ++d) {
-          const std::int64_t want = v.has_shape ? v.dims[static_cast<std::size_t>(d)].value : -1;
-          if (want >= 0 && want != s[d]) {
-            throw ShapeError(m_.source + ": input '" + v.name + "' has dim " + std::to_string(d) +
-                             " fixed at " + std::to_string(want) + ", the shape given is " +
-                             s.str());
-          }
-          dims.push_back(s[d]);
-        }
-      } else {
-        if (!v.has_shape) {
-          throw ShapeError(m_.source + ": input '" + v.name +
-                           "' has no declared shape: give it in ImportOptions::input_shapes");
-        }
-        for (std::size_t d = 0; d < v.dims.size(); ++d) {
-          const ir::Dim& dim = v.dims[d];
-          if (dim.value >= 0) {
-            dims.push_back(dim.value);
-          } else if (opt_.dynamic_dim > 0) {
-            dims.push_back(opt_.dynamic_dim);
-          } else {
-            throw ShapeError(m_.source + ": input '" + v.name + "' dim " + std::to_string(d) +
-                             (dim.param.empty() ? "" : " ('" + dim.param + "')") +
-                             " is dynamic: give the input's shape in ImportOptions::input_shapes");
-          }
-        }
-      }
+      const Dims dims = input_dims(v, given);
       if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
         throw UnsupportedError(m_.source + ": input '" + v.name + "' has rank " +
                                std::to_string(dims.size()) + " " + dims_str(dims) +
