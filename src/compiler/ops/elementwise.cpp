@@ -334,6 +334,10 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false,
         {"LeakyRelu", A::alpha});
   unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
+  // Rows declared alone: the `///` lines right above such a row are its public builder's
+  // documentation; cmake/GenerateOps.cmake makes its OpKind, its builder (Node name(Node x)) and
+  // the declaration in hetgraph/unary_ops.hpp from them. A new one goes after the last.
+  /// x / (1 + |x|), a tanh-like squashing into (-1, 1) (ONNX Softsign).
   unary(OpKind::Softsign, "softsign", grad_softsign, 3, false, {"Softsign", A::none, 1, 1});
   binary(OpKind::Pow, "pow", grad_pow, infer_broadcast, "Pow");
   binary(OpKind::XLogY, "xlogy", nullptr);
@@ -410,9 +414,6 @@ Node gelu(Node x) {
 }
 Node abs(Node x) {
   return detail::make_op(detail::OpKind::Abs, {x});
-}
-Node softsign(Node x) {
-  return detail::make_op(detail::OpKind::Softsign, {x});
 }
 Node erf(Node x) {
   return detail::make_op(detail::OpKind::Erf, {x});
@@ -529,5 +530,8 @@ Node cast(Node x, DType to) {
   at.set(detail::TargetType{to});
   return detail::make_op(detail::OpKind::Cast, {x}, at);
 }
+
+// The builders of the rows declared alone (Node name(Node x)), generated from them.
+#include "compiler/unary_op_builders.inc"
 
 }  // namespace hetgraph
