@@ -728,6 +728,21 @@ std::vector<Row> rows() {
                softsign_f,
                1e-3,
                1e-4});
+  const auto mish_f = [](double x) {
+    return x * std::tanh(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))));
+  };
+  // Forward over both sides of the CPU kernel's cut at 20; the gradient where it bends.
+  r.push_back(
+      {{OpKind::Mish}, "mish", {uniform("a", {4, 5}, -30, 30, 45)}, {}, unary(mish), {}, mish_f});
+  r.push_back({{OpKind::Mish, OpKind::Tanh, OpKind::Sigmoid},
+               "mish'",
+               {uniform("a", {3, 4}, -6, 6, 46)},
+               {},
+               unary(mish),
+               {0},
+               mish_f,
+               1e-3,
+               1e-4});
   // ---- collectives on one process (Communicator::self(): each returns its input); the same ops
   // across processes are tested under mpirun in test_distributed
   const distributed::Communicator self;
