@@ -64,6 +64,7 @@ UNARY(leaky_relu_f32, v > 0.0f ? v : alpha * v)
 // min(max(x, lo), hi) with lo = alpha, hi = beta: lo > hi gives hi
 UNARY(clip_f32, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))
 UNARY(softsign_f32, v / (1.0f + fabs(v)))
+UNARY(mish_f32, v * tanh(v > 20.0f ? v : log1p(exp(v))))
 // clang-format on
 
 // Binary ops in two forms: _ff for two full operands of the output's shape (contiguous), _bc

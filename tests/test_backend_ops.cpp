@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "common/executable.hpp"
 #include "hetgraph/autodiff.hpp"
@@ -727,6 +728,21 @@ std::vector<Row> rows() {
                softsign_f,
                1e-3,
                1e-4});
+  const auto mish_f = [](double x) {
+    return x * std::tanh(std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))));
+  };
+  // Forward over both sides of the CPU kernel's cut at 20; the gradient where it bends.
+  r.push_back(
+      {{OpKind::Mish}, "mish", {uniform("a", {4, 5}, -30, 30, 45)}, {}, unary(mish), {}, mish_f});
+  r.push_back({{OpKind::Mish, OpKind::Tanh, OpKind::Sigmoid},
+               "mish'",
+               {uniform("a", {3, 4}, -6, 6, 46)},
+               {},
+               unary(mish),
+               {0},
+               mish_f,
+               1e-3,
+               1e-4});
   // ---- collectives on one process (Communicator::self(): each returns its input); the same ops
   // across processes are tested under mpirun in test_distributed
   const distributed::Communicator self;
@@ -1373,6 +1389,47 @@ TEST(BackendOpsCoverage, RowsNameEveryOpKind) {
     }
   }
   EXPECT_TRUE(missing.empty()) << "ops without a row in test_backend_ops:" << missing;
+}
+
+// An elementwise op is its row plus a kernel line per platform and its test rows: each one
+// missing fails here, naming the file to add it to (the rows' own runs fail too, less directly).
+TEST(BackendOpsCoverage, ElementwiseOpsHaveKernelsOnEveryPlatformAndForwardRows) {
+  const std::vector<Row> all = rows();
+  for (int i = 0; i < detail::kNumOps; ++i) {
+    const auto op = static_cast<OpKind>(i);
+    const detail::OpDef& d = detail::op_def(op);
+    const bool unary = d.elementwise == detail::Elementwise::unary;
+    if (!unary && d.elementwise != detail::Elementwise::binary) continue;
+    SCOPED_TRACE(std::string(d.name));
+    bool cpu_seen = false;  // the CPU's kernels are the same for every engine: one is enough
+    for (const PlatformCase& pc : testing_util::platforms()) {
+      const bool cl = pc.name.find("opencl") != std::string::npos;
+      if (!cl && std::exchange(cpu_seen, true)) continue;
+      Graph g;
+      std::vector<Node> ins{g.input("a")};
+      InputShapes shapes{{"a", {2, 3}}};
+      if (!unary) {
+        ins.push_back(g.input("b"));
+        shapes.push_back({"b", {2, 3}});
+      }
+      try {
+        GraphCompiler(pc.make()).compile(g, shapes, {detail::make_op(op, ins)});
+      } catch (const PlatformError& e) {
+        ADD_FAILURE() << pc.name << " has no kernel for it: add "
+                      << (cl ? (unary ? "a UNARY(" + std::string(d.name) + "_f32, ...)"
+                                      : "a BINARY(" + std::string(d.name) + ", ...)") +
+                                   " line to kernels/elementwise.cl"
+                             : std::string("its functors to src/cpu/kernels/elementwise.cpp"))
+                      << " (" << e.what() << ")";
+      }
+    }
+    // A unary op's own value is a forward row (a gradient row alone would leave the
+    // forward kernel compared only through finite differences).
+    if (!unary) continue;  // binary ops: RowsNameEveryOpKind
+    EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const Row& r) {
+      return r.wrt.empty() && std::find(r.ops.begin(), r.ops.end(), op) != r.ops.end();
+    })) << "no forward row in rows() (tests/test_backend_ops.cpp)";
+  }
 }
 
 // A platform without a kernel for a node says so when the graph is compiled, naming the node

@@ -178,8 +178,8 @@ Node tanh(Node x);
 /// Gaussian error linear unit x * Phi(x), with the exact normal CDF
 /// Phi(x) = (1 + erf(x / sqrt(2))) / 2 (PyTorch's default gelu, ONNX's Gelu).
 Node gelu(Node x);
-/// x / (1 + |x|), a tanh-like squashing into (-1, 1) (ONNX Softsign).
-Node softsign(Node x);
+// More unary ops (softsign, ...): hetgraph/unary_ops.hpp, included at the end, which the
+// build generates from their rows (src/compiler/ops/elementwise.cpp) and installs beside this.
 Node abs(Node x);
 /// The Gauss error function (ONNX Erf).
 Node erf(Node x);
@@ -481,3 +481,6 @@ Node operator/(Node a, float b);
 Node operator/(float a, Node b);
 
 }  // namespace hetgraph
+
+// The unary ops declared by their rows alone (above: "More unary ops").
+#include "hetgraph/unary_ops.hpp"

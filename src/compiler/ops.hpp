@@ -171,7 +171,9 @@ enum class OpKind : std::uint8_t {
   ScatterElements,     // (data, int32 indices, updates), axis; ScatterMode
   // reduce.cpp: the int32 indices of the k best along an axis, best first; TopKSpec
   TopK,
-  Softsign,  // elementwise.cpp: x / (1 + |x|) (ONNX Softsign)
+// elementwise.cpp: the unary ops declared by their rows alone (softsign, ...), in the rows'
+// order; written by cmake/GenerateOps.cmake (CONTRIBUTING.md, "Adding an op")
+#include "compiler/unary_op_kinds.inc"
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
@@ -262,16 +264,20 @@ struct IndexInput {
   }
 };
 
-/// The op's ONNX form (opset 17) where it is exactly one ONNX op of the same inputs, in order,
-/// and one output: the exporter writes it from here. `attr` names the one attribute it carries
-/// over from the node's Attrs, if any. Unary float ops with `since` set are imported back
-/// through this too, for ONNX schema versions [since, until]; other ops have an importer
+/// The op's ONNX form where it is exactly one ONNX op of the same inputs, in order, and one
+/// output: the exporter (opset 17) writes it from here. `attr` names the one attribute it
+/// carries over from the node's Attrs, if any. Unary float ops with `since` set are imported
+/// back through this too, for ONNX schema versions [since, until]; other ops have an importer
 /// handler of their own (src/onnx/ops_*.cpp).
 struct OnnxForm {
   enum class Attr : std::uint8_t { none, axis, alpha };  // "axis" (int), "alpha" (float)
   std::string_view op;  // empty: the exporter spells the op out, or it has no ONNX form
   Attr attr = Attr::none;
   int since = 0, until = 0;  // 0: imported by a handler of its own
+  /// An op newer than the exporter's opset (since > 17) as ONNX ops of that opset over the
+  /// input x, as ONNX's function body spells it: "Mul(x, Tanh(Softplus(x)))". The exporter
+  /// writes this instead; without it such an op does not export.
+  std::string_view body{};
 };
 
 /// The inputs a node writes besides `writes_input`, from its attributes: `count` inputs from

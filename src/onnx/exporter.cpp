@@ -271,6 +271,7 @@ class Exporter {
   // Ops that are one ONNX op of their own inputs say so in their row (OpDef::onnx).
   void from_row(std::uint32_t, const PlanNode& n, const std::string& out) {
     const detail::OnnxForm& form = detail::op_def(n.op).onnx;
+    if (form.since > kOpset) return body(n, form, out);
     std::vector<std::string> ins;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
     ir::Node& e = add(std::string(form.op), std::move(ins), {out});
@@ -616,6 +617,44 @@ class Exporter {
   [[noreturn]] void no_form(std::uint32_t, const PlanNode& n, const std::string&) {
     cannot(n, std::string("(") + std::string(detail::op_name(n.op)) +
                   ") has no ONNX form (gradient and training ops are not exported)");
+  }
+
+  // An op newer than kOpset as its row's body (OnnxForm::body), e.g. "Mul(x, Tanh(Softplus(x)))":
+  // one ONNX node per call, the outermost one writing the node's output `out`.
+  void body(const PlanNode& n, const detail::OnnxForm& form, const std::string& out) {
+    if (form.body.empty()) {
+      cannot(n, "(" + std::string(form.op) + ") needs ONNX opset " + std::to_string(form.since) +
+                    "; the exporter writes opset " + std::to_string(kOpset));
+    }
+    std::string_view rest = form.body;
+    body_term(n, rest, out, true);
+    if (rest.find_first_not_of(' ') != std::string_view::npos)
+      throw InternalError("OnnxForm::body '" + std::string(form.body) + "': text after the call");
+  }
+  // The term at the front of `rest` (consumed): x, or Op(term, ...), written to `out` when
+  // `outer`, else to a fresh name after it. Returns the name of its value.
+  std::string body_term(const PlanNode& n, std::string_view& rest, const std::string& out,
+                        bool outer) {
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    const std::size_t end = std::min(rest.find_first_of("(,) "), rest.size());
+    const std::string op(rest.substr(0, end));
+    rest.remove_prefix(end);
+    if (rest.empty() || rest.front() != '(') {
+      if (op != "x" || outer) throw InternalError("OnnxForm::body: '" + op + "' is not a call");
+      return in(n, 0);
+    }
+    std::vector<std::string> args;
+    for (char c = ','; c == ',';) {
+      rest.remove_prefix(1);  // '(' or ','
+      args.push_back(body_term(n, rest, out, false));
+      rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+      c = rest.empty() ? '\0' : rest.front();
+      if (c != ',' && c != ')') throw InternalError("OnnxForm::body: " + op + "( is not closed");
+    }
+    rest.remove_prefix(1);  // ')'
+    const std::string value = outer ? out : fresh(out + "/" + op);
+    add(op, std::move(args), {value});
+    return value;
   }
 
   std::string output_name(std::size_t k) const {

@@ -218,6 +218,13 @@ void grad_softsign(const GradCtx& c) {
   const Node d = 1.0f + abs(c.in[0]);
   c.add(c.in[0], div(c.grad, d * d));
 }
+// mish' = t + x sigmoid(x) (1 - t^2) with t = tanh(sp), sp = softplus(x) = max(x, 0) +
+// log(1 + exp(-|x|)) (no overflow for any x): composed from existing ops.
+void grad_mish(const GradCtx& c) {
+  const Node x = c.in[0];
+  const Node t = tanh(relu(x) + log(1.0f + exp(-abs(x))));
+  c.add(x, c.grad * (t + x * sigmoid(x) * (1.0f - t * t)));
+}
 // Activations whose derivative is a function of x: one kernel from (g, x) with the node's
 // attributes (leaky_relu's slope, clip's bounds).
 template <OpKind K>
@@ -334,7 +341,14 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   unary(OpKind::LeakyRelu, "leaky_relu", grad_of_x<OpKind::LeakyReluGrad>, 2, false,
         {"LeakyRelu", A::alpha});
   unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
+  // Rows declared alone: the `///` lines right above such a row are its public builder's
+  // documentation; cmake/GenerateOps.cmake makes its OpKind, its builder (Node name(Node x)) and
+  // the declaration in hetgraph/unary_ops.hpp from them. A new one goes after the last.
+  /// x / (1 + |x|), a tanh-like squashing into (-1, 1) (ONNX Softsign).
   unary(OpKind::Softsign, "softsign", grad_softsign, 3, false, {"Softsign", A::none, 1, 1});
+  /// x * tanh(softplus(x)), a smooth relu-like activation (ONNX Mish; softplus(x) = log(1 + e^x)).
+  unary(OpKind::Mish, "mish", grad_mish, 25, false,
+        {"Mish", A::none, 18, 18, "Mul(x, Tanh(Softplus(x)))"});
   binary(OpKind::Pow, "pow", grad_pow, infer_broadcast, "Pow");
   binary(OpKind::XLogY, "xlogy", nullptr);
   binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric, "Max");
@@ -410,9 +424,6 @@ Node gelu(Node x) {
 }
 Node abs(Node x) {
   return detail::make_op(detail::OpKind::Abs, {x});
-}
-Node softsign(Node x) {
-  return detail::make_op(detail::OpKind::Softsign, {x});
 }
 Node erf(Node x) {
   return detail::make_op(detail::OpKind::Erf, {x});
@@ -529,5 +540,8 @@ Node cast(Node x, DType to) {
   at.set(detail::TargetType{to});
   return detail::make_op(detail::OpKind::Cast, {x}, at);
 }
+
+// The builders of the rows declared alone (Node name(Node x)), generated from them.
+#include "compiler/unary_op_builders.inc"
 
 }  // namespace hetgraph
