@@ -47,10 +47,11 @@ if ! grep -q "layer cpu: CMakeLists.txt lets it use" <<<"$out"; then
   exit 1
 fi
 
-# The compiler, with the include roots the layers' targets use.
+# The compiler, with the include roots the layers' targets use (and the generated op rows:
+# cmake/GenerateOps.cmake).
 compile() {  # compile LAYER HEADER: does `#include "HEADER"` compile in that layer?
   echo "#include \"$2\"" | "$cxx" -std=c++20 -fsyntax-only -I "$src/include" \
-    -I "$build/layers/$1" -x c++ - 2>"$root/cc.log"
+    -I "$build/include" -I "$build/generated" -I "$build/layers/$1" -x c++ - 2>"$root/cc.log"
 }
 if ! compile cpu compiler/plan.hpp; then
   echo "FAIL: cpu -> core did not compile:"
