@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where `make test`'s time goes: clones HEAD into DIR, then runs the Makefile's test steps one
-# by one (Release build and tests, ASan+UBSan, TSan, fuzz), printing each step's wall seconds
+# by one (the lint, Release build and tests, ASan+UBSan, TSan, fuzz), printing each step's wall seconds
 # (a test step includes make's check that its build is current, a few seconds);
 # every compile goes through a launcher that logs its seconds to DIR/compile-<preset>.log.
 # Each step holds the build lock while it runs; time spent waiting for it is not counted.
@@ -35,6 +35,7 @@ step() {  # step NAME COMMAND...: its seconds once it holds the lock (waits for 
 # The Makefile's own targets, so that the steps cannot drift from `make test`'s (each test-*
 # target finds its build done and only runs ctest).
 export TIMECC_LOG=$dir/compile-release.log
+step lint make lint
 step release-build make build
 step release-tests make test-release
 export TIMECC_LOG=$dir/compile-asan.log

@@ -105,6 +105,7 @@ bool stackable(const Plan& p, const PlanNode& n, double ratio) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
 void stack_shared_products(Plan& p, const Capabilities* caps) {
   const std::size_t n = p.nodes.size();
   // Depth over data inputs (before link_dependencies). Passes that make nodes restore plan
@@ -209,6 +210,7 @@ void stack_shared_products(Plan& p, const Capabilities* caps) {
   if (changed) prune_and_sort(p);
 }
 
+// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
 void fuse_parallel_ops(Plan& p, const PlanOptions& options) {
   const std::size_t n = p.nodes.size();
   std::vector<std::uint32_t> depth(n, 0);

@@ -46,6 +46,7 @@ class Reader {
   Reader(const RegularFile& f, const std::string& path, const CheckpointCheck* check)
       : file_(&f), size_(f.size()), path_(path), check_(check) {}
 
+  // NOLINTNEXTLINE(readability-function-size): the format read field by field, in file order
   std::vector<CheckpointEntry> parse() {
     constexpr std::uint64_t kHeader = 8 + 4 + 4, kTrailer = 4 + 4;
     char magic[8] = {};

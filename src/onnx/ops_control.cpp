@@ -227,6 +227,7 @@ std::int64_t scan_length(Ctx& c, const std::vector<Value>& xs, const Dims& axes)
   return length;
 }
 
+// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
 void scan(Ctx& c) {
   const ir::Graph& body = c.attr_g("body");
   const bool batched = c.version < 9;  // Scan-8: a batch axis first, and sequence_lens

@@ -751,6 +751,7 @@ void grid_sample(Ctx& c) {
   c.set(0, c.reshape(out, {n, ch, dg[1], dg[2]}));
 }
 
+// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
 void resize(Ctx& c) {
   const Dims in = c.dims(0);
   const auto rank = in.size();

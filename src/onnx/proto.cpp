@@ -112,6 +112,7 @@ std::vector<T> raw_values(const std::string& raw, std::size_t n, const std::stri
   return v;
 }
 
+// NOLINTNEXTLINE(readability-function-size): the protobuf model read field by field
 Tensor from_proto(const pb::TensorProto& t, const std::string& source) {
   Tensor out;
   out.name = t.name();

@@ -277,6 +277,7 @@ void grad_where(const GradCtx& c) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-function-size): a table: one row per op
 void register_elementwise_ops(std::vector<OpDef>& t) {
   // `onnx`: the one ONNX op it is (OpDef::onnx); binary ops have importers of their own (ints,
   // legacy broadcasting), so their rows name the op for the exporter only.
