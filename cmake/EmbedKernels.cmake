@@ -34,11 +34,6 @@ std::span<const EmbeddedKernel> embedded_kernels() {
 
 }  // namespace hetgraph::detail::cl
 ")
-# Rewrite only on change, so an unchanged kernel set does not relink the library.
-if(EXISTS "${OUTPUT}")
-  file(READ "${OUTPUT}" old)
-  if(old STREQUAL content)
-    return()
-  endif()
-endif()
-file(WRITE "${OUTPUT}" "${content}")
+# Rewritten only on change, so an unchanged kernel set does not relink the library.
+include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)
+hetgraph_write_if_changed("${OUTPUT}" "${content}")

@@ -44,16 +44,8 @@ if(NOT ROWS OR NOT OUT)
   message(FATAL_ERROR "GenerateOps.cmake needs ROWS and OUT")
 endif()
 
-# Rewrite only on change, so that an edit elsewhere in the rows' file recompiles nothing else.
-function(write_if_changed path content)
-  if(EXISTS "${path}")
-    file(READ "${path}" old)
-    if(old STREQUAL content)
-      return()
-    endif()
-  endif()
-  file(WRITE "${path}" "${content}")
-endfunction()
+# Rewritten only on change, so that an edit elsewhere in the rows' file recompiles nothing else.
+include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)
 
 file(READ "${ROWS}" text)
 # CMake lists split at ';' (a doc line may hold one): kept out of the way while matching.
@@ -97,6 +89,6 @@ ${declarations}
 foreach(var kinds builders header)
   string(REPLACE "@semicolon@" ";" ${var} "${${var}}")
 endforeach()
-write_if_changed("${OUT}/generated/compiler/unary_op_kinds.inc" "${kinds}")
-write_if_changed("${OUT}/generated/compiler/unary_op_builders.inc" "${builders}")
-write_if_changed("${OUT}/include/hetgraph/unary_ops.hpp" "${header}")
+hetgraph_write_if_changed("${OUT}/generated/compiler/unary_op_kinds.inc" "${kinds}")
+hetgraph_write_if_changed("${OUT}/generated/compiler/unary_op_builders.inc" "${builders}")
+hetgraph_write_if_changed("${OUT}/include/hetgraph/unary_ops.hpp" "${header}")
