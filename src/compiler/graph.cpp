@@ -1,20 +1,18 @@
-// Graph, Node and Shape, and the public op builders. Builders only record structure; shape
-// checks happen in shape inference (compile time), where input shapes are known.
+// Graph, Node and Shape, and make_op, which every op builder calls. The public op builders live
+// with their op's family in src/compiler/ops/; they only record structure: shape checks happen
+// in shape inference (compile time), where input shapes are known.
 #include <algorithm>
 #include <atomic>
-#include <sstream>
 
-#include "compiler/dropout_mask.hpp"
 #include "compiler/graph_impl.hpp"
 #include "hetgraph/error.hpp"
 
 namespace hetgraph {
 
-using detail::Attrs;
 using detail::GraphImpl;
-using detail::make_op;
 using detail::NodeRec;
 using detail::OpKind;
+using detail::rec_of;
 
 std::string_view dtype_name(DType t) {
   return t == DType::f32 ? "f32" : "i32";
@@ -143,13 +141,6 @@ Node make_op(OpKind op, std::initializer_list<Node> inputs, Attrs attrs) {
 }  // namespace detail
 
 // ---- Node ------------------------------------------------------------------------------
-
-namespace {
-const detail::NodeRec& rec_of(const Node& n) {
-  if (!n.valid()) throw GraphError("use of an invalid (default-constructed) node");
-  return detail::graph_of(n)->rec(n.id());
-}
-}  // namespace
 
 const std::string& Node::name() const {
   return rec_of(*this).name;
@@ -300,236 +291,6 @@ Node Graph::find(std::string_view name) const {
   if (it == detail::impl_of(*this).by_name.end())
     throw GraphError("no node named '" + std::string(name) + "'");
   return detail::impl_of(*this).handle(it->second);
-}
-
-// ---- op builders -----------------------------------------------------------------------
-
-Node add(Node a, Node b) {
-  return make_op(OpKind::Add, {a, b});
-}
-Node sub(Node a, Node b) {
-  return make_op(OpKind::Sub, {a, b});
-}
-Node mul(Node a, Node b) {
-  return make_op(OpKind::Mul, {a, b});
-}
-Node div(Node a, Node b) {
-  return make_op(OpKind::Div, {a, b});
-}
-Node neg(Node x) {
-  return make_op(OpKind::Neg, {x});
-}
-Node scale(Node x, float s) {
-  Attrs at;
-  at.alpha = s;
-  return make_op(OpKind::Scale, {x}, at);
-}
-Node axpby(Node x, Node y, float a, float b) {
-  Attrs at;
-  at.alpha = a;
-  at.beta = b;
-  return make_op(OpKind::Axpby, {x, y}, at);
-}
-Node exp(Node x) {
-  return make_op(OpKind::Exp, {x});
-}
-Node log(Node x) {
-  return make_op(OpKind::Log, {x});
-}
-Node sqrt(Node x) {
-  return make_op(OpKind::Sqrt, {x});
-}
-Node floor(Node x) {
-  return make_op(OpKind::Floor, {x});
-}
-Node relu(Node x) {
-  return make_op(OpKind::Relu, {x});
-}
-Node sigmoid(Node x) {
-  return make_op(OpKind::Sigmoid, {x});
-}
-Node tanh(Node x) {
-  return make_op(OpKind::Tanh, {x});
-}
-
-Node matmul(Node a, Node b, bool transpose_a, bool transpose_b) {
-  Attrs at;
-  at.trans_a = transpose_a;
-  at.trans_b = transpose_b;
-  return make_op(OpKind::MatMul, {a, b}, at);
-}
-
-namespace {
-Node reduce(OpKind k, Node x, int axis, bool keepdims) {
-  Attrs at;
-  at.axis = axis;
-  at.keepdims = keepdims;
-  return make_op(k, {x}, at);
-}
-Node axis_op(OpKind k, Node x, int axis) {
-  Attrs at;
-  at.axis = axis;
-  return make_op(k, {x}, at);
-}
-}  // namespace
-
-Node reduce_sum(Node x, int axis, bool keepdims) {
-  return reduce(OpKind::ReduceSum, x, axis, keepdims);
-}
-Node reduce_mean(Node x, int axis, bool keepdims) {
-  return reduce(OpKind::ReduceMean, x, axis, keepdims);
-}
-Node reduce_max(Node x, int axis, bool keepdims) {
-  return reduce(OpKind::ReduceMax, x, axis, keepdims);
-}
-Node reduce_prod(Node x, int axis, bool keepdims) {
-  return reduce(OpKind::ReduceProd, x, axis, keepdims);
-}
-Node cumsum(Node x, int axis, bool exclusive, bool reverse) {
-  Attrs at;
-  at.axis = axis;
-  at.set(detail::ScanMode{exclusive, reverse});
-  return make_op(OpKind::CumSum, {x}, at);
-}
-Node argmax(Node x, int axis, bool keepdims, bool last_index) {
-  Attrs at;
-  at.axis = axis;
-  at.keepdims = keepdims;
-  at.last_index = last_index;
-  return make_op(OpKind::ArgMax, {x}, at);
-}
-Node argmin(Node x, int axis, bool keepdims, bool last_index) {
-  Attrs at;
-  at.axis = axis;
-  at.keepdims = keepdims;
-  at.last_index = last_index;
-  return make_op(OpKind::ArgMin, {x}, at);
-}
-Node softmax(Node x, int axis) {
-  return axis_op(OpKind::Softmax, x, axis);
-}
-Node log_softmax(Node x, int axis) {
-  return axis_op(OpKind::LogSoftmax, x, axis);
-}
-Node cross_entropy(Node probs, Node labels) {
-  return make_op(OpKind::CrossEntropy, {probs, labels});
-}
-Node dropout(Node x, Node step, float p, std::uint64_t seed) {
-  detail::dropout::check_rate(p);
-  Attrs at;
-  at.set(detail::DropoutMask{p, seed});
-  return make_op(OpKind::Dropout, {x, step}, at);
-}
-
-Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
-  Attrs at;
-  at.axis = axis;
-  at.begin = begin;
-  at.end = end;
-  return make_op(OpKind::Slice, {x}, at);
-}
-
-Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
-                   std::vector<std::int64_t> axes, std::vector<std::int64_t> steps) {
-  Attrs at;
-  at.set(detail::SliceSpec{std::move(starts), std::move(ends), std::move(axes), std::move(steps)});
-  return make_op(OpKind::StridedSlice, {x}, at);
-}
-
-Node concat(std::span<const Node> xs, int axis) {
-  Attrs at;
-  at.axis = axis;
-  return make_op(OpKind::Concat, xs, at);
-}
-Node concat(std::initializer_list<Node> xs, int axis) {
-  return concat(std::span<const Node>(xs.begin(), xs.size()), axis);
-}
-
-Node transpose(Node x, std::vector<int> perm) {
-  Attrs at;
-  at.set(detail::Permutation{{perm.begin(), perm.end()}});
-  return make_op(OpKind::Transpose, {x}, at);
-}
-
-Node reshape(Node x, std::vector<std::int64_t> shape) {
-  if (shape.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
-    throw ShapeError("reshape of " + x.label() + ": target rank " + std::to_string(shape.size()) +
-                     " is above 4");
-  }
-  if (std::count(shape.begin(), shape.end(), -1) > 1) {
-    throw ShapeError("reshape of " + x.label() + ": at most one dimension may be -1");
-  }
-  Attrs at;
-  at.set(detail::ReshapeTarget{std::move(shape)});
-  return make_op(OpKind::Reshape, {x}, at);
-}
-
-Node assign(Node variable, Node value) {
-  if (!variable.valid()) throw GraphError("assign: invalid variable node");
-  if (rec_of(variable).op != OpKind::Variable) {
-    throw GraphError("assign: target " + variable.label() +
-                     " is not a variable (only variables can be assigned)");
-  }
-  return make_op(OpKind::Assign, {variable, value});
-}
-
-Node group(std::span<const Node> nodes) {
-  return make_op(OpKind::Group, nodes);
-}
-Node group(std::initializer_list<Node> nodes) {
-  return group(std::span<const Node>(nodes.begin(), nodes.size()));
-}
-
-namespace {
-Node scalar_like(Node n, float v) {
-  if (!n.valid()) throw GraphError("operator: invalid node");
-  return detail::graph_of(n)->add([&] {
-    NodeRec r;
-    r.op = OpKind::Constant;
-    r.f32_values = std::make_shared<const std::vector<float>>(std::vector<float>{v});
-    return r;
-  }());
-}
-}  // namespace
-
-Node operator+(Node a, Node b) {
-  return add(a, b);
-}
-Node operator-(Node a, Node b) {
-  return sub(a, b);
-}
-Node operator*(Node a, Node b) {
-  return mul(a, b);
-}
-Node operator/(Node a, Node b) {
-  return div(a, b);
-}
-Node operator-(Node x) {
-  return neg(x);
-}
-Node operator+(Node a, float b) {
-  return add(a, scalar_like(a, b));
-}
-Node operator+(float a, Node b) {
-  return add(scalar_like(b, a), b);
-}
-Node operator-(Node a, float b) {
-  return sub(a, scalar_like(a, b));
-}
-Node operator-(float a, Node b) {
-  return sub(scalar_like(b, a), b);
-}
-Node operator*(Node a, float b) {
-  return scale(a, b);
-}
-Node operator*(float a, Node b) {
-  return scale(b, a);
-}
-Node operator/(Node a, float b) {
-  return div(a, scalar_like(a, b));
-}
-Node operator/(float a, Node b) {
-  return div(scalar_like(b, a), b);
 }
 
 }  // namespace hetgraph

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/ops.hpp"
+#include "hetgraph/error.hpp"
 #include "hetgraph/graph.hpp"
 
 namespace hetgraph::detail {
@@ -67,6 +68,13 @@ inline GraphImpl& impl_of(const Graph& g) {
 }
 inline GraphImpl* graph_of(const Node& n) {
   return GraphImpl::of(n);
+}
+
+/// A node's record (GraphError for an invalid, default-constructed node): the Node handles'
+/// accessors and the builders that check what they are given (assign).
+inline const NodeRec& rec_of(const Node& n) {
+  if (!n.valid()) throw GraphError("use of an invalid (default-constructed) node");
+  return detail::graph_of(n)->rec(n.id());
 }
 
 /// Checks a node handle belongs to `g`; throws GraphError otherwise.

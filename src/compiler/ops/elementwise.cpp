@@ -10,6 +10,7 @@
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
+#include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
 
@@ -419,6 +420,111 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
 }  // namespace hetgraph::detail
 
 namespace hetgraph {
+
+using detail::Attrs;
+using detail::make_op;
+using detail::NodeRec;
+using detail::OpKind;
+
+Node add(Node a, Node b) {
+  return make_op(OpKind::Add, {a, b});
+}
+Node sub(Node a, Node b) {
+  return make_op(OpKind::Sub, {a, b});
+}
+Node mul(Node a, Node b) {
+  return make_op(OpKind::Mul, {a, b});
+}
+Node div(Node a, Node b) {
+  return make_op(OpKind::Div, {a, b});
+}
+Node neg(Node x) {
+  return make_op(OpKind::Neg, {x});
+}
+Node scale(Node x, float s) {
+  Attrs at;
+  at.alpha = s;
+  return make_op(OpKind::Scale, {x}, at);
+}
+Node axpby(Node x, Node y, float a, float b) {
+  Attrs at;
+  at.alpha = a;
+  at.beta = b;
+  return make_op(OpKind::Axpby, {x, y}, at);
+}
+Node exp(Node x) {
+  return make_op(OpKind::Exp, {x});
+}
+Node log(Node x) {
+  return make_op(OpKind::Log, {x});
+}
+Node sqrt(Node x) {
+  return make_op(OpKind::Sqrt, {x});
+}
+Node floor(Node x) {
+  return make_op(OpKind::Floor, {x});
+}
+Node relu(Node x) {
+  return make_op(OpKind::Relu, {x});
+}
+Node sigmoid(Node x) {
+  return make_op(OpKind::Sigmoid, {x});
+}
+Node tanh(Node x) {
+  return make_op(OpKind::Tanh, {x});
+}
+
+namespace {
+Node scalar_like(Node n, float v) {
+  if (!n.valid()) throw GraphError("operator: invalid node");
+  return detail::graph_of(n)->add([&] {
+    NodeRec r;
+    r.op = OpKind::Constant;
+    r.f32_values = std::make_shared<const std::vector<float>>(std::vector<float>{v});
+    return r;
+  }());
+}
+}  // namespace
+
+Node operator+(Node a, Node b) {
+  return add(a, b);
+}
+Node operator-(Node a, Node b) {
+  return sub(a, b);
+}
+Node operator*(Node a, Node b) {
+  return mul(a, b);
+}
+Node operator/(Node a, Node b) {
+  return div(a, b);
+}
+Node operator-(Node x) {
+  return neg(x);
+}
+Node operator+(Node a, float b) {
+  return add(a, scalar_like(a, b));
+}
+Node operator+(float a, Node b) {
+  return add(scalar_like(b, a), b);
+}
+Node operator-(Node a, float b) {
+  return sub(a, scalar_like(a, b));
+}
+Node operator-(float a, Node b) {
+  return sub(scalar_like(b, a), b);
+}
+Node operator*(Node a, float b) {
+  return scale(a, b);
+}
+Node operator*(float a, Node b) {
+  return scale(b, a);
+}
+Node operator/(Node a, float b) {
+  return div(a, scalar_like(a, b));
+}
+Node operator/(float a, Node b) {
+  return div(scalar_like(b, a), b);
+}
 
 Node gelu(Node x) {
   return detail::make_op(detail::OpKind::Gelu, {x});

@@ -1,6 +1,8 @@
 // Structural ops: input, variable, constant, assign, group, and the gradient seed.
 // Inputs are typed by the compile-time shapes (see infer_shapes); the rest infer here.
+#include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
+#include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
 
@@ -93,3 +95,27 @@ void register_graph_ops(std::vector<OpDef>& t) {
 }
 
 }  // namespace hetgraph::detail
+
+namespace hetgraph {
+
+using detail::make_op;
+using detail::OpKind;
+using detail::rec_of;
+
+Node assign(Node variable, Node value) {
+  if (!variable.valid()) throw GraphError("assign: invalid variable node");
+  if (rec_of(variable).op != OpKind::Variable) {
+    throw GraphError("assign: target " + variable.label() +
+                     " is not a variable (only variables can be assigned)");
+  }
+  return make_op(OpKind::Assign, {variable, value});
+}
+
+Node group(std::span<const Node> nodes) {
+  return make_op(OpKind::Group, nodes);
+}
+Node group(std::initializer_list<Node> nodes) {
+  return group(std::span<const Node>(nodes.begin(), nodes.size()));
+}
+
+}  // namespace hetgraph

@@ -1,6 +1,7 @@
 // Matrix multiplication with transpose flags; rank 2, or batched over a leading dim where a
 // rank-2 operand is shared by the whole batch.
 #include "compiler/geometry.hpp"
+#include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
 
@@ -101,3 +102,18 @@ void register_matmul_ops(std::vector<OpDef>& t) {
 }
 
 }  // namespace hetgraph::detail
+
+namespace hetgraph {
+
+using detail::Attrs;
+using detail::make_op;
+using detail::OpKind;
+
+Node matmul(Node a, Node b, bool transpose_a, bool transpose_b) {
+  Attrs at;
+  at.trans_a = transpose_a;
+  at.trans_b = transpose_b;
+  return make_op(OpKind::MatMul, {a, b}, at);
+}
+
+}  // namespace hetgraph

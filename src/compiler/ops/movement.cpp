@@ -6,6 +6,7 @@
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
+#include "hetgraph/error.hpp"
 
 namespace hetgraph::detail {
 
@@ -276,3 +277,54 @@ void register_movement_ops(std::vector<OpDef>& t) {
 }
 
 }  // namespace hetgraph::detail
+
+namespace hetgraph {
+
+using detail::Attrs;
+using detail::make_op;
+using detail::OpKind;
+
+Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
+  Attrs at;
+  at.axis = axis;
+  at.begin = begin;
+  at.end = end;
+  return make_op(OpKind::Slice, {x}, at);
+}
+
+Node strided_slice(Node x, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends,
+                   std::vector<std::int64_t> axes, std::vector<std::int64_t> steps) {
+  Attrs at;
+  at.set(detail::SliceSpec{std::move(starts), std::move(ends), std::move(axes), std::move(steps)});
+  return make_op(OpKind::StridedSlice, {x}, at);
+}
+
+Node concat(std::span<const Node> xs, int axis) {
+  Attrs at;
+  at.axis = axis;
+  return make_op(OpKind::Concat, xs, at);
+}
+Node concat(std::initializer_list<Node> xs, int axis) {
+  return concat(std::span<const Node>(xs.begin(), xs.size()), axis);
+}
+
+Node transpose(Node x, std::vector<int> perm) {
+  Attrs at;
+  at.set(detail::Permutation{{perm.begin(), perm.end()}});
+  return make_op(OpKind::Transpose, {x}, at);
+}
+
+Node reshape(Node x, std::vector<std::int64_t> shape) {
+  if (shape.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
+    throw ShapeError("reshape of " + x.label() + ": target rank " + std::to_string(shape.size()) +
+                     " is above 4");
+  }
+  if (std::count(shape.begin(), shape.end(), -1) > 1) {
+    throw ShapeError("reshape of " + x.label() + ": at most one dimension may be -1");
+  }
+  Attrs at;
+  at.set(detail::ReshapeTarget{std::move(shape)});
+  return make_op(OpKind::Reshape, {x}, at);
+}
+
+}  // namespace hetgraph

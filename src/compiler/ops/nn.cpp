@@ -1,5 +1,6 @@
 // Softmax, log-softmax and cross-entropy, with their gradients. cross_entropy of a softmax
 // over the last axis differentiates to the fused, stable (p * sum(y) - y) * g.
+#include "compiler/dropout_mask.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
@@ -157,3 +158,35 @@ void register_nn_ops(std::vector<OpDef>& t) {
 }
 
 }  // namespace hetgraph::detail
+
+namespace hetgraph {
+
+using detail::Attrs;
+using detail::make_op;
+using detail::OpKind;
+
+namespace {
+Node axis_op(OpKind k, Node x, int axis) {
+  Attrs at;
+  at.axis = axis;
+  return make_op(k, {x}, at);
+}
+}  // namespace
+
+Node softmax(Node x, int axis) {
+  return axis_op(OpKind::Softmax, x, axis);
+}
+Node log_softmax(Node x, int axis) {
+  return axis_op(OpKind::LogSoftmax, x, axis);
+}
+Node cross_entropy(Node probs, Node labels) {
+  return make_op(OpKind::CrossEntropy, {probs, labels});
+}
+Node dropout(Node x, Node step, float p, std::uint64_t seed) {
+  detail::dropout::check_rate(p);
+  Attrs at;
+  at.set(detail::DropoutMask{p, seed});
+  return make_op(OpKind::Dropout, {x, step}, at);
+}
+
+}  // namespace hetgraph

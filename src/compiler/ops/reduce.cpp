@@ -1,15 +1,63 @@
 // Reductions over one axis or all axes, and their inverses for gradients: expand (broadcast
 // a reduced tensor back) and sum_to (sum a broadcast result down to an input's shape); argmax
 // and argmin, the int32 position of the extreme along an axis; top_k, the positions of the k
-// best along an axis (its public builders live here, next to the op).
+// best along an axis. The public builders (reduce_*, cumsum, argmax, argmin, top_k) live here,
+// next to their ops.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
 #include "compiler/ops/builders.hpp"
 
 namespace hetgraph {
+
+using detail::Attrs;
+using detail::make_op;
+using detail::OpKind;
+
+namespace {
+Node reduce(OpKind k, Node x, int axis, bool keepdims) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  return make_op(k, {x}, at);
+}
+}  // namespace
+
+Node reduce_sum(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceSum, x, axis, keepdims);
+}
+Node reduce_mean(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceMean, x, axis, keepdims);
+}
+Node reduce_max(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceMax, x, axis, keepdims);
+}
+Node reduce_prod(Node x, int axis, bool keepdims) {
+  return reduce(OpKind::ReduceProd, x, axis, keepdims);
+}
+Node cumsum(Node x, int axis, bool exclusive, bool reverse) {
+  Attrs at;
+  at.axis = axis;
+  at.set(detail::ScanMode{exclusive, reverse});
+  return make_op(OpKind::CumSum, {x}, at);
+}
+Node argmax(Node x, int axis, bool keepdims, bool last_index) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  at.last_index = last_index;
+  return make_op(OpKind::ArgMax, {x}, at);
+}
+Node argmin(Node x, int axis, bool keepdims, bool last_index) {
+  Attrs at;
+  at.axis = axis;
+  at.keepdims = keepdims;
+  at.last_index = last_index;
+  return make_op(OpKind::ArgMin, {x}, at);
+}
 
 Node top_k_indices(Node x, std::int64_t k, int axis, bool largest) {
   detail::Attrs at;
