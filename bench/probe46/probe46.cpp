@@ -30,7 +30,7 @@ namespace {
 
 using Dim = std::variant<std::int64_t, std::string>;
 
-struct Builder {  // as tests/test_onnx.cpp's
+struct Builder {  // as tests/onnx_test_util.hpp's
   ::onnx::ModelProto m;
   ::onnx::GraphProto* g = m.mutable_graph();
   explicit Builder(int opset = 17) {
