@@ -6,7 +6,7 @@
 #   hetgraph_layer(cpu FOLDER src/cpu USES util core runtime LIBS DNNL::dnnl SOURCES a.cpp b.cpp)
 #     -> OBJECT library hetgraph_cpu (no SOURCES: only the include root)
 #   hetgraph_layer_target(target cpu)   any other target compiled as part of the cpu layer
-#   hetgraph_layer_includes(target examples)   a program's (or helper library's) include root
+#   hetgraph_layer_includes(target examples)   a program's include root
 #   hetgraph_write_layer_manifest(file)  the layers as declared, one table row each, for the
 #     layer check to compare with the document's table
 # Layers are declared in order: a layer may only use layers declared before it.
@@ -46,23 +46,19 @@ function(hetgraph_layer name)
 endfunction()
 
 function(hetgraph_layer_target target layer)
-  hetgraph_layer_includes(${target} ${layer} PRIVATE)
+  hetgraph_layer_includes(${target} ${layer})
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_link_libraries(${target} PRIVATE hetgraph_flags)
   add_dependencies(${target} hetgraph_layers)
 endfunction()
 
-# hetgraph_layer_includes(target layer [PUBLIC|PRIVATE]) (default PRIVATE)
+# hetgraph_layer_includes(target layer): the layer's include root, privately.
 function(hetgraph_layer_includes target layer)
-  set(scope PRIVATE)
-  if(ARGC GREATER 2)
-    set(scope ${ARGV2})
-  endif()
   get_property(root GLOBAL PROPERTY HETGRAPH_LAYER_ROOT_${layer})
   if(NOT root)
     message(FATAL_ERROR "hetgraph_layer_includes(${target}): no layer ${layer}")
   endif()
-  target_include_directories(${target} ${scope} ${root})
+  target_include_directories(${target} PRIVATE ${root})
 endfunction()
 
 function(hetgraph_write_layer_manifest file)
