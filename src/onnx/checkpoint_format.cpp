@@ -46,8 +46,27 @@ class Reader {
   Reader(const RegularFile& f, const std::string& path, const CheckpointCheck* check)
       : file_(&f), size_(f.size()), path_(path), check_(check) {}
 
-  // NOLINTNEXTLINE(readability-function-size): the format read field by field, in file order
+  // The whole checkpoint, in file order: header, variables, trailer. Each step checks its
+  // fields as it reads them, so a damaged file fails at its first bad field.
   std::vector<CheckpointEntry> parse() {
+    const std::uint32_t count = header();
+    std::vector<CheckpointEntry> out;
+    std::set<std::string> seen;
+    for (std::uint32_t k = 0; k < count; ++k) {
+      CheckpointEntry e;
+      const std::string var = name(k, seen, e);
+      layout(var, e);
+      data(var, element_count(var, e.dims), e);
+      out.push_back(std::move(e));
+    }
+    trailer();
+    return out;
+  }
+
+ private:
+  // The header: magic, version and the variable count (returned). The file must be long
+  // enough for a header and a trailer before any field is trusted.
+  std::uint32_t header() {
     constexpr std::uint64_t kHeader = 8 + 4 + 4, kTrailer = 4 + 4;
     char magic[8] = {};
     if (size_ >= 8) fetch(magic, 8);
@@ -60,63 +79,81 @@ class Reader {
       fail("checkpoint format version " + std::to_string(version) +
            "; this hetgraph reads version " + std::to_string(kCheckpointVersion));
     }
-    const auto count = get<std::uint32_t>("the header");
-    std::vector<CheckpointEntry> out;
-    std::set<std::string> seen;
-    for (std::uint32_t k = 0; k < count; ++k) {
-      const std::string where = "variable " + std::to_string(k);
-      CheckpointEntry e;
-      const auto len = get<std::uint32_t>(where);
-      if (len > kMaxCheckpointName) {
-        fail(where + " has a name of " + std::to_string(len) + " bytes (at most " +
-             std::to_string(kMaxCheckpointName) + ")");
-      }
-      need(len, where);
-      e.name.resize(len);
-      fetch(e.name.data(), len);
-      at_ += len;
-      const std::string var = "variable '" + printable(e.name) + "'";
-      if (!seen.insert(e.name).second) fail(var + " appears twice");
-      const auto dtype = get<std::uint8_t>(var);
-      const auto rank = get<std::uint8_t>(var);
-      get<std::uint16_t>(var);
-      if (dtype > 1) fail(var + " has an unknown element type " + std::to_string(dtype));
-      if (rank > kMaxRank) fail(var + " has rank " + std::to_string(rank));
-      e.f32 = dtype == 0;
-      for (int d = 0; d < rank; ++d) {
-        const auto v = get<std::int64_t>(var);
-        if (v < 0 || v > (std::int64_t{1} << 40))
-          fail(var + " has an impossible dim " + std::to_string(v));
-        e.dims.push_back(v);
-      }
-      // Checked dim by dim before anything wraps: a product past 2^61 elements (a tensor's
-      // limit) would wrap its byte count to a small number.
-      std::uint64_t numel = 1;
-      bool overflow = false;
-      for (std::int64_t v : e.dims)
-        overflow = overflow || __builtin_mul_overflow(numel, static_cast<std::uint64_t>(v), &numel);
-      if ((overflow || numel > (std::uint64_t{1} << 61)) &&
-          std::find(e.dims.begin(), e.dims.end(), 0) == e.dims.end()) {
-        fail(var + " has dims " + dims_text(e.dims) +
-             ": more than 2^61 elements, more than a tensor may hold");
-      }
-      if (overflow) numel = 0;  // a zero dim: no elements
-      const auto data_len = get<std::uint64_t>(var);
-      const auto data_crc = get<std::uint32_t>(var);
-      if (data_len != numel * 4) {
-        fail(var + " declares " + std::to_string(data_len) + " data bytes for " +
-             std::to_string(numel) + " elements");
-      }
-      e.bytes = static_cast<std::size_t>(data_len);
-      // What the caller expects of the variable, before its data is read.
-      if (check_ != nullptr && *check_) (*check_)(e);
-      need(data_len, var);
-      e.offset = static_cast<std::size_t>(at_);
-      if (mem_ != nullptr && crc(0, mem_ + at_, e.bytes) != data_crc)
-        fail(var + " is corrupt: its data fails its CRC-32");
-      at_ += e.bytes;
-      out.push_back(std::move(e));
+    return get<std::uint32_t>("the header");
+  }
+
+  // Variable k's name, into e.name: bounded in length and unique (`seen` holds the names
+  // before it). Returns how errors name the variable from here on.
+  std::string name(std::uint32_t k, std::set<std::string>& seen, CheckpointEntry& e) {
+    const std::string where = "variable " + std::to_string(k);
+    const auto len = get<std::uint32_t>(where);
+    if (len > kMaxCheckpointName) {
+      fail(where + " has a name of " + std::to_string(len) + " bytes (at most " +
+           std::to_string(kMaxCheckpointName) + ")");
     }
+    need(len, where);
+    e.name.resize(len);
+    fetch(e.name.data(), len);
+    at_ += len;
+    const std::string var = "variable '" + printable(e.name) + "'";
+    if (!seen.insert(e.name).second) fail(var + " appears twice");
+    return var;
+  }
+
+  // The variable's element type, rank and dims (a 16-bit field, written 0, is skipped), into
+  // e.f32 and e.dims.
+  void layout(const std::string& var, CheckpointEntry& e) {
+    const auto dtype = get<std::uint8_t>(var);
+    const auto rank = get<std::uint8_t>(var);
+    get<std::uint16_t>(var);
+    if (dtype > 1) fail(var + " has an unknown element type " + std::to_string(dtype));
+    if (rank > kMaxRank) fail(var + " has rank " + std::to_string(rank));
+    e.f32 = dtype == 0;
+    for (int d = 0; d < rank; ++d) {
+      const auto v = get<std::int64_t>(var);
+      if (v < 0 || v > (std::int64_t{1} << 40))
+        fail(var + " has an impossible dim " + std::to_string(v));
+      e.dims.push_back(v);
+    }
+  }
+
+  // The element count of `dims`, checked dim by dim before anything wraps: a product past
+  // 2^61 elements (a tensor's limit) would wrap its byte count to a small number.
+  std::uint64_t element_count(const std::string& var, const std::vector<std::int64_t>& dims) {
+    std::uint64_t numel = 1;
+    bool overflow = false;
+    for (std::int64_t v : dims)
+      overflow = overflow || __builtin_mul_overflow(numel, static_cast<std::uint64_t>(v), &numel);
+    if ((overflow || numel > (std::uint64_t{1} << 61)) &&
+        std::find(dims.begin(), dims.end(), 0) == dims.end()) {
+      fail(var + " has dims " + dims_text(dims) +
+           ": more than 2^61 elements, more than a tensor may hold");
+    }
+    if (overflow) numel = 0;  // a zero dim: no elements
+    return numel;
+  }
+
+  // The variable's data: its length (4 bytes per element) and CRC-32, the caller's check of
+  // the entry, then the data itself (its place into e.offset; its CRC checked from memory).
+  void data(const std::string& var, std::uint64_t numel, CheckpointEntry& e) {
+    const auto data_len = get<std::uint64_t>(var);
+    const auto data_crc = get<std::uint32_t>(var);
+    if (data_len != numel * 4) {
+      fail(var + " declares " + std::to_string(data_len) + " data bytes for " +
+           std::to_string(numel) + " elements");
+    }
+    e.bytes = static_cast<std::size_t>(data_len);
+    // What the caller expects of the variable, before its data is read.
+    if (check_ != nullptr && *check_) (*check_)(e);
+    need(data_len, var);
+    e.offset = static_cast<std::size_t>(at_);
+    if (mem_ != nullptr && crc(0, mem_ + at_, e.bytes) != data_crc)
+      fail(var + " is corrupt: its data fails its CRC-32");
+    at_ += e.bytes;
+  }
+
+  // The trailer: the CRC-32 of everything before it, the end marker, and nothing after.
+  void trailer() {
     const std::uint64_t body = at_;
     const auto file_crc = get<std::uint32_t>("the trailer");
     need(4, "the trailer");
@@ -128,10 +165,8 @@ class Reader {
       fail("corrupt: " + std::to_string(size_ - at_) + " bytes after the end marker");
     if (mem_ != nullptr && crc(0, mem_, static_cast<std::size_t>(body)) != file_crc)
       fail("corrupt: the file fails its CRC-32");
-    return out;
   }
 
- private:
   [[noreturn]] void fail(const std::string& why) const { throw DataError(path_ + ": " + why); }
   // A name from a damaged file, safe to print.
   static std::string printable(const std::string& s) {

@@ -321,6 +321,119 @@ ir::Tensor reduce(Ctx& c, const ir::Tensor& a, const std::string& op) {
   return t;
 }
 
+// Min, Max and Sum over c's inputs, folded left to right with broadcasting. Float pairs are
+// combined in float32, as the kernels would.
+ir::Tensor variadic(Ctx& c, const std::string& op) {
+  ir::Tensor acc = *c.in(0).konst;
+  for (std::size_t i = 1; i < c.inputs(); ++i) {
+    const ir::Tensor& b = *c.in(i).konst;
+    same_elem(c, acc, b);
+    const Dims out = broadcast(acc.dims, b.dims, c);
+    ir::Tensor r = empty_like(acc.elem, out);
+    for_broadcast(out, {acc.dims, b.dims}, [&](std::size_t k, const std::vector<std::size_t>& o) {
+      const double x = get(acc, o[0]), y = get(b, o[1]);
+      if (ir::is_integral(acc.elem)) {
+        put(r, k, op == "Min" ? std::min(x, y) : op == "Max" ? std::max(x, y) : x + y);
+      } else {
+        const float fx = static_cast<float>(x), fy = static_cast<float>(y);
+        // NaN wins in Min and Max, as ONNX specifies.
+        float v = op == "Sum"                          ? fx + fy
+                  : (std::isnan(fx) || std::isnan(fy)) ? NAN
+                  : op == "Min"                        ? std::min(fx, fy)
+                                                       : std::max(fx, fy);
+        put(r, k, v);
+      }
+    });
+    acc = std::move(r);
+  }
+  return acc;
+}
+
+// Where(cond, x, y) with the three inputs broadcast together; elements are copied, not
+// converted, so x and y must share their element type.
+ir::Tensor where(Ctx& c) {
+  const ir::Tensor& cond = *c.in(0).konst;
+  const ir::Tensor& x = *c.in(1).konst;
+  const ir::Tensor& y = *c.in(2).konst;
+  same_elem(c, x, y);
+  const Dims out = broadcast(broadcast(cond.dims, x.dims, c), y.dims, c);
+  ir::Tensor r = empty_like(x.elem, out);
+  for_broadcast(out, {cond.dims, x.dims, y.dims},
+                [&](std::size_t k, const std::vector<std::size_t>& o) {
+                  const bool pick = get(cond, o[0]) != 0;
+                  if (ir::is_integral(x.elem))
+                    r.i[k] = pick ? x.i[o[1]] : y.i[o[2]];
+                  else
+                    r.f[k] = pick ? x.f[o[1]] : y.f[o[2]];
+                });
+  return r;
+}
+
+// NonZero: the [rank, hits] int64 coordinates of x's nonzero elements, in row-major order.
+ir::Tensor nonzero(const ir::Tensor& x) {
+  const Dims strides = strides_of(x.dims);
+  Dims hits;
+  for (std::int64_t k = 0; k < x.numel(); ++k) {
+    const auto u = static_cast<std::size_t>(k);
+    if (ir::is_integral(x.elem) ? x.i[u] != 0 : x.f[u] != 0.0f) hits.push_back(k);
+  }
+  const auto rank = static_cast<std::int64_t>(x.dims.size());
+  ir::Tensor r = empty_like(ir::kInt64, {rank, static_cast<std::int64_t>(hits.size())});
+  for (std::size_t h = 0; h < hits.size(); ++h) {
+    for (std::size_t d = 0; d < x.dims.size(); ++d)
+      r.i[d * hits.size() + h] = hits[h] / strides[d] % x.dims[d];
+  }
+  return r;
+}
+
+// ConstantOfShape: the "value" attribute (one element; float 0 when absent) repeated over the
+// shape given by input 0.
+ir::Tensor constant_of_shape(Ctx& c) {
+  const Dims dims = c.ints(0, "shape");
+  const ir::Tensor* v = c.attr_t("value");
+  if (v && v->numel() != 1) c.fail("the value must hold one element");
+  ir::Tensor r = empty_like(v ? v->elem : ir::kFloat, dims);
+  for (std::size_t k = 0; k < static_cast<std::size_t>(r.numel()); ++k) {
+    if (v == nullptr)
+      r.f[k] = 0.0f;
+    else if (ir::is_integral(v->elem))
+      r.i[k] = v->i.at(0);
+    else
+      r.f[k] = v->f.at(0);
+  }
+  return r;
+}
+
+// Range(start, limit, delta) of scalars. The length is checked before anything is allocated;
+// integer steps wrap in the element type's width, as ONNX integer arithmetic does.
+ir::Tensor range(Ctx& c) {
+  const ir::Tensor& s = *c.in(0).konst;
+  const ir::Tensor& l = *c.in(1).konst;
+  const ir::Tensor& d = *c.in(2).konst;
+  if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1)
+    c.fail("start, limit and delta must be scalars");
+  same_elem(c, s, l);
+  same_elem(c, s, d);
+  const double start = get(s, 0), limit = get(l, 0), delta = get(d, 0);
+  if (delta == 0 || !std::isfinite((limit - start) / delta))
+    c.fail("Range with delta 0 or an endless range");
+  const double steps = std::max(0.0, std::ceil((limit - start) / delta));
+  if (steps > static_cast<double>(kMaxHostElements))
+    c.unsupported("a range of " + std::to_string(steps) + " elements");
+  const auto n = static_cast<std::int64_t>(steps);
+  ir::Tensor r = empty_like(s.elem, {n});
+  for (std::int64_t k = 0; k < n; ++k) {
+    if (ir::is_integral(s.elem))
+      r.i[static_cast<std::size_t>(k)] =
+          wrap(static_cast<std::uint64_t>(s.i[0]) +
+                   static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(d.i[0]),
+               s.elem);
+    else
+      r.f[static_cast<std::size_t>(k)] = s.f[0] + static_cast<float>(k) * d.f[0];
+  }
+  return r;
+}
+
 }  // namespace
 
 bool foldable(std::string_view op) {
@@ -364,7 +477,8 @@ bool foldable(std::string_view op) {
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
-// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
+// Folds node c.n when every input is a known value: dispatches on the op to the evaluator of
+// its family (above). Returns false, leaving the node to its handler, when it cannot.
 bool fold(Ctx& c) {
   const std::string& op = c.n.op;
   if (!foldable(op) || !values_ok(c)) return false;
@@ -384,47 +498,11 @@ bool fold(Ctx& c) {
     return true;
   }
   if (op == "Min" || op == "Max" || op == "Sum") {
-    ir::Tensor acc = *c.in(0).konst;
-    for (std::size_t i = 1; i < c.inputs(); ++i) {
-      const ir::Tensor& b = *c.in(i).konst;
-      same_elem(c, acc, b);
-      const Dims out = broadcast(acc.dims, b.dims, c);
-      ir::Tensor r = empty_like(acc.elem, out);
-      for_broadcast(out, {acc.dims, b.dims}, [&](std::size_t k, const std::vector<std::size_t>& o) {
-        const double x = get(acc, o[0]), y = get(b, o[1]);
-        if (ir::is_integral(acc.elem)) {
-          put(r, k, op == "Min" ? std::min(x, y) : op == "Max" ? std::max(x, y) : x + y);
-        } else {
-          const float fx = static_cast<float>(x), fy = static_cast<float>(y);
-          // NaN wins in Min and Max, as ONNX specifies.
-          float v = op == "Sum"                          ? fx + fy
-                    : (std::isnan(fx) || std::isnan(fy)) ? NAN
-                    : op == "Min"                        ? std::min(fx, fy)
-                                                         : std::max(fx, fy);
-          put(r, k, v);
-        }
-      });
-      acc = std::move(r);
-    }
-    c.set(0, std::move(acc));
+    c.set(0, variadic(c, op));
     return true;
   }
   if (op == "Where") {
-    const ir::Tensor& cond = *c.in(0).konst;
-    const ir::Tensor& x = *c.in(1).konst;
-    const ir::Tensor& y = *c.in(2).konst;
-    same_elem(c, x, y);
-    const Dims out = broadcast(broadcast(cond.dims, x.dims, c), y.dims, c);
-    ir::Tensor r = empty_like(x.elem, out);
-    for_broadcast(out, {cond.dims, x.dims, y.dims},
-                  [&](std::size_t k, const std::vector<std::size_t>& o) {
-                    const bool pick = get(cond, o[0]) != 0;
-                    if (ir::is_integral(x.elem))
-                      r.i[k] = pick ? x.i[o[1]] : y.i[o[2]];
-                    else
-                      r.f[k] = pick ? x.f[o[1]] : y.f[o[2]];
-                  });
-    c.set(0, std::move(r));
+    c.set(0, where(c));
     return true;
   }
   if (op == "Cast" || op == "CastLike") {
@@ -434,64 +512,15 @@ bool fold(Ctx& c) {
     return true;
   }
   if (op == "NonZero") {  // its output's shape depends on the values: known ones only
-    const ir::Tensor& x = *c.in(0).konst;
-    const Dims strides = strides_of(x.dims);
-    Dims hits;
-    for (std::int64_t k = 0; k < x.numel(); ++k) {
-      const auto u = static_cast<std::size_t>(k);
-      if (ir::is_integral(x.elem) ? x.i[u] != 0 : x.f[u] != 0.0f) hits.push_back(k);
-    }
-    const auto rank = static_cast<std::int64_t>(x.dims.size());
-    ir::Tensor r = empty_like(ir::kInt64, {rank, static_cast<std::int64_t>(hits.size())});
-    for (std::size_t h = 0; h < hits.size(); ++h) {
-      for (std::size_t d = 0; d < x.dims.size(); ++d)
-        r.i[d * hits.size() + h] = hits[h] / strides[d] % x.dims[d];
-    }
-    c.set(0, std::move(r));
+    c.set(0, nonzero(*c.in(0).konst));
     return true;
   }
   if (op == "ConstantOfShape") {
-    const Dims dims = c.ints(0, "shape");
-    const ir::Tensor* v = c.attr_t("value");
-    if (v && v->numel() != 1) c.fail("the value must hold one element");
-    ir::Tensor r = empty_like(v ? v->elem : ir::kFloat, dims);
-    for (std::size_t k = 0; k < static_cast<std::size_t>(r.numel()); ++k) {
-      if (v == nullptr)
-        r.f[k] = 0.0f;
-      else if (ir::is_integral(v->elem))
-        r.i[k] = v->i.at(0);
-      else
-        r.f[k] = v->f.at(0);
-    }
-    c.set(0, std::move(r));
+    c.set(0, constant_of_shape(c));
     return true;
   }
   if (op == "Range") {
-    const ir::Tensor& s = *c.in(0).konst;
-    const ir::Tensor& l = *c.in(1).konst;
-    const ir::Tensor& d = *c.in(2).konst;
-    if (s.numel() != 1 || l.numel() != 1 || d.numel() != 1)
-      c.fail("start, limit and delta must be scalars");
-    same_elem(c, s, l);
-    same_elem(c, s, d);
-    const double start = get(s, 0), limit = get(l, 0), delta = get(d, 0);
-    if (delta == 0 || !std::isfinite((limit - start) / delta))
-      c.fail("Range with delta 0 or an endless range");
-    const double steps = std::max(0.0, std::ceil((limit - start) / delta));
-    if (steps > static_cast<double>(kMaxHostElements))
-      c.unsupported("a range of " + std::to_string(steps) + " elements");
-    const auto n = static_cast<std::int64_t>(steps);
-    ir::Tensor r = empty_like(s.elem, {n});
-    for (std::int64_t k = 0; k < n; ++k) {
-      if (ir::is_integral(s.elem))
-        r.i[static_cast<std::size_t>(k)] =
-            wrap(static_cast<std::uint64_t>(s.i[0]) +
-                     static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(d.i[0]),
-                 s.elem);
-      else
-        r.f[static_cast<std::size_t>(k)] = s.f[0] + static_cast<float>(k) * d.f[0];
-    }
-    c.set(0, std::move(r));
+    c.set(0, range(c));
     return true;
   }
   if (op.rfind("Reduce", 0) == 0) {

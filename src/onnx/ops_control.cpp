@@ -227,69 +227,93 @@ std::int64_t scan_length(Ctx& c, const std::vector<Value>& xs, const Dims& axes)
   return length;
 }
 
-// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
-void scan(Ctx& c) {
-  const ir::Graph& body = c.attr_g("body");
-  const bool batched = c.version < 9;  // Scan-8: a batch axis first, and sequence_lens
-  const std::size_t first = batched ? 1 : 0;
-  const std::int64_t m = c.attr_i("num_scan_inputs", -1);
-  if (m < 1 || static_cast<std::size_t>(m) > c.inputs() - first) {
-    c.fail("num_scan_inputs is " + std::to_string(m) + " for " +
-           std::to_string(c.inputs() - first) + " inputs");
-  }
-  const auto ms = static_cast<std::size_t>(m);
-  const std::size_t n = c.inputs() - first - ms;  // state variables
-  if (body.inputs.size() != n + ms || body.outputs.size() < n) {
-    c.fail("the body takes " + std::to_string(body.inputs.size()) + " inputs and gives " +
-           std::to_string(body.outputs.size()) + " outputs, for " + std::to_string(n) +
-           " state variables and " + std::to_string(ms) + " scan inputs");
-  }
-  const std::size_t k_out = body.outputs.size() - n;
-  if (c.outputs() > n + k_out) {
-    c.fail("the node has " + std::to_string(c.outputs()) + " outputs, its body gives " +
-           std::to_string(n + k_out));
-  }
+// A Scan node's layout, checked: its body, how its inputs split into state variables and scan
+// inputs, and their values. Scan-8 (`batched`) has sequence_lens first and a batch axis.
+struct ScanNode {
+  explicit ScanNode(const ir::Graph& g) : body(g) {}
+
+  const ir::Graph& body;
+  bool batched = false;
+  std::size_t first = 0;  // the first state input (1 after Scan-8's sequence_lens)
+  std::size_t ms = 0;     // scan inputs
+  std::size_t n = 0;      // state variables
+  std::size_t k_out = 0;  // scan outputs
   std::vector<Value> state, xs;
-  for (std::size_t i = 0; i < n; ++i) state.push_back(arg(c, first + i));
-  for (std::size_t j = 0; j < ms; ++j) xs.push_back(arg(c, first + n + j));
+};
 
-  if (!batched) {
-    const Dims in_axes = per_value(c, "scan_input_axes", ms);
-    const Dims dirs = per_value(c, "scan_input_directions", ms);
-    const Dims out_axes = per_value(c, "scan_output_axes", k_out);
-    const Dims out_dirs = per_value(c, "scan_output_directions", k_out);
-    Dims axes;
-    for (std::size_t j = 0; j < ms; ++j) axes.push_back(c.axis(in_axes[j], c.rank(first + n + j)));
-    const std::int64_t length = scan_length(c, xs, axes);
-    check_budget(c, length, body, "a scan");
-    std::vector<std::vector<Value>> outs = scan_pass(c, body, state, xs, axes, dirs, length);
-    for (std::size_t i = 0; i < n; ++i) c.set(i, state[i]);
-    for (std::size_t k = 0; k < k_out; ++k) {
-      if (!c.wants(n + k)) continue;
-      if (out_dirs[k] != 0) std::reverse(outs[k].begin(), outs[k].end());
-      // (No iteration: stack() refuses the empty output.)
-      const int r = outs[k].empty() ? 1 : static_cast<int>(dims_of(c, outs[k][0]).size()) + 1;
-      c.set(n + k, stack(c, outs[k], c.axis(out_axes[k], r), "scan output " + std::to_string(k)));
-    }
-    return;
+// The node's layout: the counts (num_scan_inputs, the body's inputs and outputs, the node's
+// outputs) checked first, then the state and scan input values taken.
+ScanNode scan_node(Ctx& c) {
+  ScanNode s(c.attr_g("body"));
+  s.batched = c.version < 9;  // Scan-8: a batch axis first, and sequence_lens
+  s.first = s.batched ? 1 : 0;
+  const std::int64_t m = c.attr_i("num_scan_inputs", -1);
+  if (m < 1 || static_cast<std::size_t>(m) > c.inputs() - s.first) {
+    c.fail("num_scan_inputs is " + std::to_string(m) + " for " +
+           std::to_string(c.inputs() - s.first) + " inputs");
   }
+  s.ms = static_cast<std::size_t>(m);
+  s.n = c.inputs() - s.first - s.ms;
+  if (s.body.inputs.size() != s.n + s.ms || s.body.outputs.size() < s.n) {
+    c.fail("the body takes " + std::to_string(s.body.inputs.size()) + " inputs and gives " +
+           std::to_string(s.body.outputs.size()) + " outputs, for " + std::to_string(s.n) +
+           " state variables and " + std::to_string(s.ms) + " scan inputs");
+  }
+  s.k_out = s.body.outputs.size() - s.n;
+  if (c.outputs() > s.n + s.k_out) {
+    c.fail("the node has " + std::to_string(c.outputs()) + " outputs, its body gives " +
+           std::to_string(s.n + s.k_out));
+  }
+  for (std::size_t i = 0; i < s.n; ++i) s.state.push_back(arg(c, s.first + i));
+  for (std::size_t j = 0; j < s.ms; ++j) s.xs.push_back(arg(c, s.first + s.n + j));
+  return s;
+}
 
-  // Scan-8: states [batch, ...], scan inputs [batch, sequence, ...]; the body runs per batch
-  // entry, and the outputs stack the entries again.
-  const Dims dirs = per_value(c, "directions", ms);
+// Scan-9 and later: one pass over the scan inputs along their own axes and directions; each
+// scan output is stacked along its axis, reversed first where its direction says so.
+void scan_axes(Ctx& c, ScanNode& s) {
+  const Dims in_axes = per_value(c, "scan_input_axes", s.ms);
+  const Dims dirs = per_value(c, "scan_input_directions", s.ms);
+  const Dims out_axes = per_value(c, "scan_output_axes", s.k_out);
+  const Dims out_dirs = per_value(c, "scan_output_directions", s.k_out);
+  Dims axes;
+  for (std::size_t j = 0; j < s.ms; ++j)
+    axes.push_back(c.axis(in_axes[j], c.rank(s.first + s.n + j)));
+  const std::int64_t length = scan_length(c, s.xs, axes);
+  check_budget(c, length, s.body, "a scan");
+  std::vector<std::vector<Value>> outs = scan_pass(c, s.body, s.state, s.xs, axes, dirs, length);
+  for (std::size_t i = 0; i < s.n; ++i) c.set(i, s.state[i]);
+  for (std::size_t k = 0; k < s.k_out; ++k) {
+    if (!c.wants(s.n + k)) continue;
+    if (out_dirs[k] != 0) std::reverse(outs[k].begin(), outs[k].end());
+    // (No iteration: stack() refuses the empty output.)
+    const int r = outs[k].empty() ? 1 : static_cast<int>(dims_of(c, outs[k][0]).size()) + 1;
+    c.set(s.n + k, stack(c, outs[k], c.axis(out_axes[k], r), "scan output " + std::to_string(k)));
+  }
+}
+
+// Scan-8's batch size: every state and scan input must lead with the same batch axis, and the
+// scan inputs have a sequence axis after it.
+std::int64_t scan8_batch(Ctx& c, const ScanNode& s) {
   std::int64_t batch = -1;
-  for (std::size_t i = first; i < c.inputs(); ++i) {
+  for (std::size_t i = s.first; i < c.inputs(); ++i) {
     const Dims d = c.dims(i);
     if (d.empty() || (batch >= 0 && d[0] != batch)) {
       c.fail("input " + std::to_string(i) + " " + dims_str(d) +
              " lacks the batch axis the other inputs have");
     }
-    if (i >= first + n && d.size() < 2) {
+    if (i >= s.first + s.n && d.size() < 2) {
       c.fail("scan input " + std::to_string(i) + " " + dims_str(d) + " lacks the sequence axis");
     }
     batch = d[0];
   }
-  const std::int64_t length = c.dims(first + n)[1];
+  return batch;
+}
+
+// Scan-8's sequence length, from the first scan input. The scan is unrolled at import, so
+// sequence_lens, when given, must be known and cover whole sequences.
+std::int64_t scan8_length(Ctx& c, const ScanNode& s) {
+  const std::int64_t length = c.dims(s.first + s.n)[1];
   if (c.has(0)) {
     for (std::int64_t l : c.ints(0, "sequence_lens: hetgraph unrolls the scan at import")) {
       if (l != length) {
@@ -298,23 +322,42 @@ void scan(Ctx& c) {
       }
     }
   }
-  check_budget(c, batch * length, body, "a scan");
-  std::vector<std::vector<Value>> finals(n), scanned(k_out);
+  return length;
+}
+
+// Scan-8: states [batch, ...], scan inputs [batch, sequence, ...]; the body runs per batch
+// entry, and the outputs stack the entries again.
+void scan8(Ctx& c, ScanNode& s) {
+  const Dims dirs = per_value(c, "directions", s.ms);
+  const std::int64_t batch = scan8_batch(c, s);
+  const std::int64_t length = scan8_length(c, s);
+  check_budget(c, batch * length, s.body, "a scan");
+  std::vector<std::vector<Value>> finals(s.n), scanned(s.k_out);
   for (std::int64_t b = 0; b < batch; ++b) {
     std::vector<Value> st, x;
-    for (const Value& s : state) st.push_back(take(c, s, 0, b));
-    for (const Value& v : xs) x.push_back(take(c, v, 0, b));
-    std::vector<std::vector<Value>> outs = scan_pass(c, body, st, x, Dims(ms, 0), dirs, length);
-    for (std::size_t i = 0; i < n; ++i) finals[i].push_back(st[i]);
-    for (std::size_t k = 0; k < k_out; ++k)
+    for (const Value& v : s.state) st.push_back(take(c, v, 0, b));
+    for (const Value& v : s.xs) x.push_back(take(c, v, 0, b));
+    std::vector<std::vector<Value>> outs = scan_pass(c, s.body, st, x, Dims(s.ms, 0), dirs, length);
+    for (std::size_t i = 0; i < s.n; ++i) finals[i].push_back(st[i]);
+    for (std::size_t k = 0; k < s.k_out; ++k)
       scanned[k].push_back(stack(c, outs[k], 0, "scan output " + std::to_string(k)));
   }
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < s.n; ++i) {
     if (c.wants(i)) c.set(i, stack(c, finals[i], 0, "state " + std::to_string(i)));
   }
-  for (std::size_t k = 0; k < k_out; ++k) {
-    if (c.wants(n + k)) c.set(n + k, stack(c, scanned[k], 0, "scan output " + std::to_string(k)));
+  for (std::size_t k = 0; k < s.k_out; ++k) {
+    if (c.wants(s.n + k))
+      c.set(s.n + k, stack(c, scanned[k], 0, "scan output " + std::to_string(k)));
   }
+}
+
+// ONNX Scan, unrolled at import: the node's layout checked, then Scan-9's or Scan-8's form.
+void scan(Ctx& c) {
+  ScanNode s = scan_node(c);
+  if (s.batched)
+    scan8(c, s);
+  else
+    scan_axes(c, s);
 }
 
 // ---- sequences: lists known at import ------------------------------------------------------

@@ -121,115 +121,144 @@ Node permute_to(Node x, const std::string& have, const std::string& want) {
   return x;
 }
 
-// Over the function-size limit: moved as it was from ops_math.cpp (issue 47's split changes no
-// code); its steps share the parsed terms and sizes, and cutting them apart is a change of its
-// own.
-// NOLINTNEXTLINE(readability-function-size)
-void einsum(Ctx& c) {
-  std::string eq;
-  for (char ch : c.attr_s("equation", "")) {
-    if (ch != ' ') eq += ch;
-  }
-  const auto arrow = eq.find("->");
-  std::vector<std::string> terms;
-  {
+// One Einsum node, step by step: the steps share the parsed terms, each letter's size and the
+// operands as they are contracted, so they are members of this struct, run in order by einsum().
+struct Einsum {
+  explicit Einsum(Ctx& ctx) : c(ctx) {}
+
+  Ctx& c;
+  std::string eq;  // the equation without spaces
+  std::size_t arrow = std::string::npos;
+  std::vector<std::string> terms;     // the inputs' terms, as written
+  std::vector<std::size_t> ell_of;    // the dims "..." covers in each term
+  std::size_t ell = 0;                // ... and in all (the longest)
+  std::map<char, std::int64_t> size;  // each letter's dim
+  std::vector<EinsumOperand> ops;
+  std::string out;  // the output's letters
+
+  // The equation without spaces, and its input terms (before "->"), one per input.
+  void split_terms() {
+    for (char ch : c.attr_s("equation", "")) {
+      if (ch != ' ') eq += ch;
+    }
+    arrow = eq.find("->");
     const std::string lhs = eq.substr(0, arrow);
     std::size_t from = 0;
     for (std::size_t at; (at = lhs.find(',', from)) != std::string::npos; from = at + 1)
       terms.push_back(lhs.substr(from, at - from));
     terms.push_back(lhs.substr(from));
+    if (terms.size() != c.inputs()) {
+      c.fail("equation '" + eq + "' has " + std::to_string(terms.size()) + " terms for " +
+             std::to_string(c.inputs()) + " inputs");
+    }
   }
-  if (terms.size() != c.inputs()) {
-    c.fail("equation '" + eq + "' has " + std::to_string(terms.size()) + " terms for " +
-           std::to_string(c.inputs()) + " inputs");
+
+  // The dims "..." covers in each term (its input's rank less its letters), and in all; a term
+  // that names other than letters, or does not fit its input's rank, fails.
+  void measure_ellipsis() {
+    ell_of.assign(terms.size(), 0);
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+      std::size_t letters = 0;
+      for (char ch : terms[i]) {
+        if (std::isalpha(static_cast<unsigned char>(ch))) {
+          ++letters;
+        } else if (ch != '.') {
+          c.fail("equation '" + eq + "': '" + std::string(1, ch) + "' is not a letter");
+        }
+      }
+      const auto rank = static_cast<std::size_t>(c.rank(static_cast<int>(i)));
+      const bool dots = terms[i].find('.') != std::string::npos;
+      if (dots ? letters > rank : letters != rank) {
+        c.fail("term '" + terms[i] + "' does not fit input " + std::to_string(i) + " " +
+               dims_str(c.dims(i)));
+      }
+      ell_of[i] = dots ? rank - letters : 0;
+      ell = std::max(ell, ell_of[i]);
+    }
   }
-  // The dims "..." covers in each term, and in all (the longest).
-  std::vector<std::size_t> ell_of(terms.size(), 0);
-  std::size_t ell = 0;
-  for (std::size_t i = 0; i < terms.size(); ++i) {
-    std::size_t letters = 0;
-    for (char ch : terms[i]) {
-      if (std::isalpha(static_cast<unsigned char>(ch))) {
-        ++letters;
-      } else if (ch != '.') {
-        c.fail("equation '" + eq + "': '" + std::string(1, ch) + "' is not a letter");
+
+  // The operands with "..." expanded, and each letter's size: one size per letter, as
+  // diagonals and broadcasting are not supported.
+  void bind_operands() {
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+      EinsumOperand o{c.f32(i), expand_ellipsis(c, terms[i], ell_of[i], ell)};
+      const Dims d = c.dims(i);
+      for (std::size_t a = 0; a < o.letters.size(); ++a) {
+        const char ch = o.letters[a];
+        if (o.letters.find(ch) != a)
+          c.unsupported("term '" + terms[i] + "' repeats a letter (a diagonal)");
+        const auto [it, fresh] = size.emplace(ch, d[a]);
+        if (!fresh && it->second != d[a]) {
+          c.unsupported("dims that broadcast or differ: " + std::to_string(it->second) + " and " +
+                        std::to_string(d[a]) + " for the same letter or '...' dim of '" + eq + "'");
+        }
+      }
+      ops.push_back(std::move(o));
+    }
+  }
+
+  // The output's letters: after "->", or else "..." then the letters named once, in
+  // alphabetical order. Each must name an input dim, once.
+  void output_letters() {
+    if (arrow != std::string::npos) {
+      const std::string rhs = eq.substr(arrow + 2);
+      for (char ch : rhs) {
+        if (!std::isalpha(static_cast<unsigned char>(ch)) && ch != '.')
+          c.fail("equation '" + eq + "': '" + std::string(1, ch) + "' is not a letter");
+      }
+      out = expand_ellipsis(c, rhs, ell, ell);
+    } else {
+      for (std::size_t k = 0; k < ell; ++k) out += static_cast<char>('0' + k);
+      std::map<char, int> count;
+      for (const EinsumOperand& o : ops)
+        for (char ch : o.letters) count[ch] += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
+      for (const auto& [ch, n] : count) {
+        if (n == 1) out += ch;
       }
     }
-    const auto rank = static_cast<std::size_t>(c.rank(static_cast<int>(i)));
-    const bool dots = terms[i].find('.') != std::string::npos;
-    if (dots ? letters > rank : letters != rank) {
-      c.fail("term '" + terms[i] + "' does not fit input " + std::to_string(i) + " " +
-             dims_str(c.dims(i)));
+    for (std::size_t a = 0; a < out.size(); ++a) {
+      if (size.count(out[a]) == 0 || out.find(out[a]) != a)
+        c.fail("equation '" + eq + "': output letter '" + std::string(1, out[a]) +
+               "' is repeated or names no input dim");
     }
-    ell_of[i] = dots ? rank - letters : 0;
-    ell = std::max(ell, ell_of[i]);
+    if (out.size() > static_cast<std::size_t>(Shape::kMaxRank))
+      c.unsupported("an output of rank " + std::to_string(out.size()));
   }
-  std::map<char, std::int64_t> size;
-  std::vector<EinsumOperand> ops;
-  for (std::size_t i = 0; i < terms.size(); ++i) {
-    EinsumOperand o{c.f32(i), expand_ellipsis(c, terms[i], ell_of[i], ell)};
-    const Dims d = c.dims(i);
-    for (std::size_t a = 0; a < o.letters.size(); ++a) {
-      const char ch = o.letters[a];
-      if (o.letters.find(ch) != a)
-        c.unsupported("term '" + terms[i] + "' repeats a letter (a diagonal)");
-      const auto [it, fresh] = size.emplace(ch, d[a]);
-      if (!fresh && it->second != d[a]) {
-        c.unsupported("dims that broadcast or differ: " + std::to_string(it->second) + " and " +
-                      std::to_string(d[a]) + " for the same letter or '...' dim of '" + eq + "'");
-      }
-    }
-    ops.push_back(std::move(o));
-  }
-  std::string out;
-  if (arrow != std::string::npos) {
-    const std::string rhs = eq.substr(arrow + 2);
-    for (char ch : rhs) {
-      if (!std::isalpha(static_cast<unsigned char>(ch)) && ch != '.')
-        c.fail("equation '" + eq + "': '" + std::string(1, ch) + "' is not a letter");
-    }
-    out = expand_ellipsis(c, rhs, ell, ell);
-  } else {
-    for (std::size_t k = 0; k < ell; ++k) out += static_cast<char>('0' + k);
-    std::map<char, int> count;
-    for (const EinsumOperand& o : ops)
-      for (char ch : o.letters) count[ch] += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
-    for (const auto& [ch, n] : count) {
-      if (n == 1) out += ch;
-    }
-  }
-  for (std::size_t a = 0; a < out.size(); ++a) {
-    if (size.count(out[a]) == 0 || out.find(out[a]) != a)
-      c.fail("equation '" + eq + "': output letter '" + std::string(1, out[a]) +
-             "' is repeated or names no input dim");
-  }
-  if (out.size() > static_cast<std::size_t>(Shape::kMaxRank))
-    c.unsupported("an output of rank " + std::to_string(out.size()));
+
   // Whether a letter is needed outside operands `a` and `b` (the output, or another operand).
-  const auto needed = [&](char ch, std::size_t a, std::size_t b) {
+  bool needed(char ch, std::size_t a, std::size_t b) const {
     if (out.find(ch) != std::string::npos) return true;
     for (std::size_t k = 0; k < ops.size(); ++k) {
       if (k != a && k != b && ops[k].letters.find(ch) != std::string::npos) return true;
     }
     return false;
-  };
-  const auto dims_of = [&](const std::string& letters) {
+  }
+
+  // The dims `letters` name, and their element count (bind_operands sized every letter).
+  Dims dims_of(const std::string& letters) {
     Dims d;
     for (char ch : letters) d.push_back(size[ch]);
     return d;
-  };
-  const auto product = [&](const std::string& letters) { return numel(dims_of(letters)); };
-  // Letters only one operand names and nothing needs: summed out, last axis first.
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    EinsumOperand& o = ops[i];
-    for (std::size_t a = o.letters.size(); a-- > 0;) {
-      if (!needed(o.letters[a], i, i)) {
-        o.v = reduce_sum(o.v, static_cast<int>(a));
-        o.letters.erase(a, 1);
+  }
+  std::int64_t product(const std::string& letters) { return numel(dims_of(letters)); }
+
+  // Letters only one operand names and nothing needs: summed out, last axis first, so that
+  // the contractions carry no axis they do not need.
+  void sum_lonely_letters() {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      EinsumOperand& o = ops[i];
+      for (std::size_t a = o.letters.size(); a-- > 0;) {
+        if (!needed(o.letters[a], i, i)) {
+          o.v = reduce_sum(o.v, static_cast<int>(a));
+          o.letters.erase(a, 1);
+        }
       }
     }
   }
-  while (ops.size() > 1) {
+
+  // Replaces the first two operands by their product, one matmul of [batch, left, summed] x
+  // [batch, summed, right]: letters both name are batch if needed later, else summed.
+  void contract_first_two() {
     const EinsumOperand& A = ops[0];
     const EinsumOperand& B = ops[1];
     std::string batch, left, summed, right;
@@ -253,7 +282,18 @@ void einsum(Ctx& c) {
     ops.erase(ops.begin(), ops.begin() + 2);
     ops.insert(ops.begin(), std::move(r));
   }
-  c.set(0, permute_to(ops[0].v, ops[0].letters, out));
+};
+
+// ONNX Einsum: the steps above in order; the contractions go left to right, two at a time.
+void einsum(Ctx& c) {
+  Einsum e{c};
+  e.split_terms();
+  e.measure_ellipsis();
+  e.bind_operands();
+  e.output_letters();
+  e.sum_lonely_letters();
+  while (e.ops.size() > 1) e.contract_first_two();
+  c.set(0, permute_to(e.ops[0].v, e.ops[0].letters, e.out));
 }
 
 // ---- Det --------------------------------------------------------------------------------------

@@ -751,13 +751,11 @@ void grid_sample(Ctx& c) {
   c.set(0, c.reshape(out, {n, ch, dg[1], dg[2]}));
 }
 
-// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
-void resize(Ctx& c) {
-  const Dims in = c.dims(0);
-  const auto rank = in.size();
+// Resize's attributes. Upsample and Resize-10 have none of Resize-11's: they resize
+// asymmetric, rounding nearest down. The mode is checked here, before any input is read.
+ResizeAttrs resize_attrs(Ctx& c, bool legacy) {
   ResizeAttrs r;
   r.mode = c.attr_s("mode", "nearest");
-  const bool legacy = c.n.op == "Upsample" || c.version < 11;  // asymmetric, floor
   if (legacy) {
     r.transform = "asymmetric";
     r.nearest = "floor";
@@ -770,72 +768,123 @@ void resize(Ctx& c) {
   }
   if (r.mode != "nearest" && r.mode != "linear" && r.mode != "cubic")
     c.unsupported("mode '" + r.mode + "'");
-  // Inputs: Upsample-9 / Resize-10 (X, scales); Resize-11+ (X, roi, scales, sizes).
+  return r;
+}
+
+// Resize's geometry per axis: the scale, the output dim and the roi (rank starts, then rank
+// ends, in the input's normalized coordinates).
+struct ResizeGeometry {
+  std::vector<double> scales;
+  Dims out;
+  std::vector<double> roi;
+  bool sized = false;  // the output dims came from `sizes` (scales then follow from them)
+};
+
+// Whether optional input i is given and not empty (models pass an empty tensor for "absent").
+bool resize_given(const Ctx& c, std::size_t i) {
+  return c.has(i) && numel(c.dims(i)) > 0;
+}
+
+// The scales (Upsample-7's attribute, or the scales input) or the sizes input, which wins and
+// sets the scales. Inputs: Upsample-9 / Resize-10 (X, scales); Resize-11+ (X, roi, scales,
+// sizes).
+void resize_scales(Ctx& c, const Dims& in, bool legacy, ResizeGeometry& g) {
+  const auto rank = in.size();
   const std::size_t si = legacy ? 1 : 2;
-  std::vector<double> scales(rank, 1.0);
-  Dims out = in;
-  auto given = [&](std::size_t i) { return c.has(i) && numel(c.dims(i)) > 0; };
+  g.scales.assign(rank, 1.0);
+  g.out = in;
   if (c.n.op == "Upsample" && c.version < 9) {
     const std::vector<float> f = c.attr_floats("scales");
-    scales.assign(f.begin(), f.end());
-  } else if (given(si)) {
+    g.scales.assign(f.begin(), f.end());
+  } else if (resize_given(c, si)) {
     const std::vector<float> f = c.floats(si, "scales");
-    scales.assign(f.begin(), f.end());
+    g.scales.assign(f.begin(), f.end());
   }
-  const bool sized = !legacy && given(3);
-  if (sized) {
-    out = c.ints(3, "sizes");
-    if (out.size() != rank) c.fail("sizes must give " + std::to_string(rank) + " dims");
+  g.sized = !legacy && resize_given(c, 3);
+  if (g.sized) {
+    g.out = c.ints(3, "sizes");
+    if (g.out.size() != rank) c.fail("sizes must give " + std::to_string(rank) + " dims");
     for (std::size_t d = 0; d < rank; ++d)
-      scales[d] = static_cast<double>(out[d]) / static_cast<double>(in[d]);
-  } else if (scales.size() != rank) {
+      g.scales[d] = static_cast<double>(g.out[d]) / static_cast<double>(in[d]);
+  } else if (g.scales.size() != rank) {
     c.fail("scales must give " + std::to_string(rank) + " dims, or sizes must be given");
   }
-  std::vector<double> roi(2 * rank);
-  for (std::size_t d = 0; d < rank; ++d) roi[rank + d] = 1.0;
-  if (!legacy && given(1)) {
+}
+
+// The roi input (Resize-11+), [0, 1] on every axis when absent; only tf_crop_and_resize uses it.
+void resize_roi(Ctx& c, std::size_t rank, bool legacy, ResizeGeometry& g) {
+  g.roi.assign(2 * rank, 0.0);
+  for (std::size_t d = 0; d < rank; ++d) g.roi[rank + d] = 1.0;
+  if (!legacy && resize_given(c, 1)) {
     const std::vector<float> f = c.floats(1, "roi");
     if (f.size() != 2 * rank) c.fail("roi must give " + std::to_string(2 * rank) + " numbers");
-    roi.assign(f.begin(), f.end());
-    for (double v : roi)
+    g.roi.assign(f.begin(), f.end());
+    for (double v : g.roi)
       if (!std::isfinite(v)) c.fail("roi must be finite numbers");
   }
+}
+
+// Checks the scales and, unless sizes gave them, computes the output dims from them (floor of
+// in * roi extent * scale, as ONNX's reference does); dims are checked before they are used.
+void resize_out_dims(Ctx& c, const ResizeAttrs& r, const Dims& in, ResizeGeometry& g) {
+  const auto rank = in.size();
   for (std::size_t d = 0; d < rank; ++d) {
-    if (!(scales[d] > 0) || !std::isfinite(scales[d])) c.fail("scales must be positive and finite");
-    if (!sized) {
-      const double extent = r.transform == "tf_crop_and_resize" ? roi[rank + d] - roi[d] : 1.0;
-      const double o = std::floor(static_cast<double>(in[d]) * extent * scales[d]);
-      out[d] = o < 1 ? 0 : o > (1 << 30) ? std::int64_t{1} << 31 : static_cast<std::int64_t>(o);
+    if (!(g.scales[d] > 0) || !std::isfinite(g.scales[d]))
+      c.fail("scales must be positive and finite");
+    if (!g.sized) {
+      const double extent = r.transform == "tf_crop_and_resize" ? g.roi[rank + d] - g.roi[d] : 1.0;
+      const double o = std::floor(static_cast<double>(in[d]) * extent * g.scales[d]);
+      g.out[d] = o < 1 ? 0 : o > (1 << 30) ? std::int64_t{1} << 31 : static_cast<std::int64_t>(o);
     }
-    if (out[d] > (1 << 30)) c.unsupported("an output dim of " + std::to_string(out[d]));
-    if (out[d] < 1)
-      c.unsupported("an output dim of " + std::to_string(out[d]) + " (empty tensors)");
+    if (g.out[d] > (1 << 30)) c.unsupported("an output dim of " + std::to_string(g.out[d]));
+    if (g.out[d] < 1)
+      c.unsupported("an output dim of " + std::to_string(g.out[d]) + " (empty tensors)");
   }
+}
+
+// Resizes x along axis d with its taps: each tap a gather of x along d, weighed (when there is
+// more than one) and summed; outputs outside the roi take the extrapolation value.
+Node resize_axis(Ctx& c, const ResizeAttrs& r, Node x, const AxisTaps& a, std::size_t d,
+                 std::size_t rank, std::int64_t out_d, bool ints) {
+  const int axis = static_cast<int>(d);
+  Dims along(rank, 1);
+  along[d] = out_d;
+  Node sum;
+  for (std::size_t t = 0; t < a.idx.size(); ++t) {
+    Node g = gather(x, c.graph().constant_i32(Shape{out_d}, a.idx[t]), axis);
+    if (a.idx.size() > 1) g = mul(g, c.constant(along, a.w[t]));
+    sum = t == 0 ? g : add(sum, g);
+  }
+  if (a.any_out) {
+    const Node ext =
+        ints ? c.graph().constant_i32(Shape{}, {static_cast<std::int32_t>(r.extrapolation)})
+             : c.constant(r.extrapolation);
+    sum =
+        where(c.graph().constant_i32(Shape(std::span<const std::int64_t>(along)), a.out), ext, sum);
+  }
+  return sum;
+}
+
+// ONNX Resize and Upsample: separable, one axis at a time, each axis a sum of gathers with
+// weights computed at import. Integers resize by nearest only (no weights to apply).
+void resize(Ctx& c) {
+  const Dims in = c.dims(0);
+  const auto rank = in.size();
+  const bool legacy = c.n.op == "Upsample" || c.version < 11;  // asymmetric, floor
+  const ResizeAttrs r = resize_attrs(c, legacy);
+  ResizeGeometry g;
+  resize_scales(c, in, legacy, g);
+  resize_roi(c, rank, legacy, g);
+  resize_out_dims(c, r, in, g);
   const int elem = c.elem(0);
   const bool ints = ir::is_integral(elem);
   if (ints && r.mode != "nearest") c.unsupported(r.mode + " resizing of integers");
   Node x = ints ? c.node(0) : c.f32(0);
   for (std::size_t d = 0; d < rank; ++d) {
-    c.host_check(out[d] * 4);  // (at most 4 taps)
-    const AxisTaps a = axis_taps(r, in[d], out[d], scales[d], roi[d], roi[rank + d]);
+    c.host_check(g.out[d] * 4);  // (at most 4 taps)
+    const AxisTaps a = axis_taps(r, in[d], g.out[d], g.scales[d], g.roi[d], g.roi[rank + d]);
     if (a.identity) continue;
-    const int axis = static_cast<int>(d);
-    Dims along(rank, 1);
-    along[d] = out[d];
-    Node sum;
-    for (std::size_t t = 0; t < a.idx.size(); ++t) {
-      Node g = gather(x, c.graph().constant_i32(Shape{out[d]}, a.idx[t]), axis);
-      if (a.idx.size() > 1) g = mul(g, c.constant(along, a.w[t]));
-      sum = t == 0 ? g : add(sum, g);
-    }
-    if (a.any_out) {
-      const Node ext =
-          ints ? c.graph().constant_i32(Shape{}, {static_cast<std::int32_t>(r.extrapolation)})
-               : c.constant(r.extrapolation);
-      sum = where(c.graph().constant_i32(Shape(std::span<const std::int64_t>(along)), a.out), ext,
-                  sum);
-    }
-    x = sum;
+    x = resize_axis(c, r, x, a, d, rank, g.out[d], ints);
   }
   c.set(0, x, elem);
 }

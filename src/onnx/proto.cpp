@@ -112,11 +112,9 @@ std::vector<T> raw_values(const std::string& raw, std::size_t n, const std::stri
   return v;
 }
 
-// NOLINTNEXTLINE(readability-function-size): the protobuf model read field by field
-Tensor from_proto(const pb::TensorProto& t, const std::string& source) {
-  Tensor out;
-  out.name = t.name();
-  out.elem = t.data_type();
+// t's dims, copied to out.dims, and the element count they give. Checked as they are read: a
+// negative dim, or a count past 2^40, fails before any value is read.
+std::size_t read_dims(const pb::TensorProto& t, const std::string& source, Tensor& out) {
   std::int64_t n = 1;
   for (std::int64_t d : t.dims()) {
     if (d < 0) bad(source, "tensor '" + t.name() + "' has a negative dimension");
@@ -125,101 +123,134 @@ Tensor from_proto(const pb::TensorProto& t, const std::string& source) {
       bad(source, "tensor '" + t.name() + "' is too large");
     n *= d;
   }
-  const auto count = static_cast<std::size_t>(n);
+  return static_cast<std::size_t>(n);
+}
+
+// A typed field (float_data, int32_data, ...) must hold one value per element; raw_data is
+// checked by raw_values.
+void check_count(int have, std::size_t count, const std::string& what) {
+  if (static_cast<std::size_t>(have) != count) {
+    throw DataError(what + " has " + std::to_string(have) + " values for its " +
+                    std::to_string(count) + " elements");
+  }
+}
+
+// The values of the types held as float (float, double, float16, bfloat16), from raw_data or
+// their typed field, into out.f.
+void read_float_values(const pb::TensorProto& t, std::size_t count, const std::string& what,
+                       Tensor& out) {
+  const bool raw = t.has_raw_data();
+  if (t.data_type() == kFloat) {
+    if (raw) {
+      out.f = raw_values<float>(t.raw_data(), count, what);
+    } else {
+      check_count(t.float_data_size(), count, what);
+      out.f.assign(t.float_data().begin(), t.float_data().end());
+    }
+  } else if (t.data_type() == kDouble) {
+    if (raw) {
+      for (double d : raw_values<double>(t.raw_data(), count, what))
+        out.f.push_back(static_cast<float>(d));
+    } else {
+      check_count(t.double_data_size(), count, what);
+      for (double d : t.double_data()) out.f.push_back(static_cast<float>(d));
+    }
+  } else {  // float16 and bfloat16, 16 bits each (in int32_data when not raw)
+    const bool half = t.data_type() == kFloat16;
+    if (raw) {
+      for (std::uint16_t h : raw_values<std::uint16_t>(t.raw_data(), count, what))
+        out.f.push_back(half ? detail::float16_value(h) : detail::bfloat16_value(h));
+    } else {
+      check_count(t.int32_data_size(), count, what);
+      for (std::int32_t h : t.int32_data()) {
+        const auto u = static_cast<std::uint16_t>(h);
+        out.f.push_back(half ? detail::float16_value(u) : detail::bfloat16_value(u));
+      }
+    }
+  }
+}
+
+// raw_data of the integer types narrower than 64 bits (and bool), widened into out.i.
+void read_small_raw(const pb::TensorProto& t, std::size_t count, const std::string& what,
+                    Tensor& out) {
+  switch (t.data_type()) {
+    case kInt32:
+      for (auto v : raw_values<std::int32_t>(t.raw_data(), count, what)) out.i.push_back(v);
+      break;
+    case kInt16:
+      for (auto v : raw_values<std::int16_t>(t.raw_data(), count, what)) out.i.push_back(v);
+      break;
+    case kUint16:
+      for (auto v : raw_values<std::uint16_t>(t.raw_data(), count, what)) out.i.push_back(v);
+      break;
+    case kInt8:
+      for (auto v : raw_values<std::int8_t>(t.raw_data(), count, what)) out.i.push_back(v);
+      break;
+    default:
+      for (auto v : raw_values<std::uint8_t>(t.raw_data(), count, what)) out.i.push_back(v);
+      break;
+  }
+}
+
+// The values of the integer types (bool included), from raw_data or their typed field, into
+// out.i as int64 (uint64 values past INT64_MAX wrap to negative ones).
+void read_int_values(const pb::TensorProto& t, std::size_t count, const std::string& what,
+                     Tensor& out) {
+  const bool raw = t.has_raw_data();
+  if (t.data_type() == kInt64) {
+    if (raw) {
+      out.i = raw_values<std::int64_t>(t.raw_data(), count, what);
+    } else {
+      check_count(t.int64_data_size(), count, what);
+      out.i.assign(t.int64_data().begin(), t.int64_data().end());
+    }
+  } else if (t.data_type() == kUint32 || t.data_type() == kUint64) {
+    if (raw) {
+      if (t.data_type() == kUint32) {
+        for (auto v : raw_values<std::uint32_t>(t.raw_data(), count, what)) out.i.push_back(v);
+      } else {
+        for (auto v : raw_values<std::uint64_t>(t.raw_data(), count, what))
+          out.i.push_back(static_cast<std::int64_t>(v));
+      }
+    } else {
+      check_count(t.uint64_data_size(), count, what);
+      for (auto v : t.uint64_data()) out.i.push_back(static_cast<std::int64_t>(v));
+    }
+  } else if (raw) {  // int32, int16, int8, uint16, uint8, bool
+    read_small_raw(t, count, what, out);
+  } else {
+    check_count(t.int32_data_size(), count, what);
+    out.i.assign(t.int32_data().begin(), t.int32_data().end());
+  }
+}
+
+// A TensorProto as a Tensor: the header (name, type, dims), then the values by element type.
+Tensor from_proto(const pb::TensorProto& t, const std::string& source) {
+  Tensor out;
+  out.name = t.name();
+  out.elem = t.data_type();
+  const std::size_t count = read_dims(t, source, out);
   const std::string what = source + ": tensor '" + t.name() + "'";
   if (t.data_location() == pb::TensorProto::EXTERNAL) {
     bad(source, "tensor '" + t.name() + "' keeps its data in an external file that was not read");
   }
-  const bool raw = t.has_raw_data();
-  auto check = [&](int have) {
-    if (static_cast<std::size_t>(have) != count) {
-      throw DataError(what + " has " + std::to_string(have) + " values for its " +
-                      std::to_string(count) + " elements");
-    }
-  };
   switch (t.data_type()) {
     case kFloat:
-      if (raw) {
-        out.f = raw_values<float>(t.raw_data(), count, what);
-      } else {
-        check(t.float_data_size());
-        out.f.assign(t.float_data().begin(), t.float_data().end());
-      }
-      break;
     case kDouble:
-      if (raw) {
-        for (double d : raw_values<double>(t.raw_data(), count, what))
-          out.f.push_back(static_cast<float>(d));
-      } else {
-        check(t.double_data_size());
-        for (double d : t.double_data()) out.f.push_back(static_cast<float>(d));
-      }
-      break;
     case kFloat16:
-    case kBfloat16: {
-      const bool half = t.data_type() == kFloat16;
-      if (raw) {
-        for (std::uint16_t h : raw_values<std::uint16_t>(t.raw_data(), count, what))
-          out.f.push_back(half ? detail::float16_value(h) : detail::bfloat16_value(h));
-      } else {
-        check(t.int32_data_size());
-        for (std::int32_t h : t.int32_data()) {
-          const auto u = static_cast<std::uint16_t>(h);
-          out.f.push_back(half ? detail::float16_value(u) : detail::bfloat16_value(u));
-        }
-      }
+    case kBfloat16:
+      read_float_values(t, count, what, out);
       break;
-    }
     case kInt64:
-      if (raw) {
-        out.i = raw_values<std::int64_t>(t.raw_data(), count, what);
-      } else {
-        check(t.int64_data_size());
-        out.i.assign(t.int64_data().begin(), t.int64_data().end());
-      }
-      break;
     case kInt32:
     case kInt16:
     case kInt8:
     case kUint16:
     case kUint8:
     case kBool:
-      if (raw) {
-        switch (t.data_type()) {
-          case kInt32:
-            for (auto v : raw_values<std::int32_t>(t.raw_data(), count, what)) out.i.push_back(v);
-            break;
-          case kInt16:
-            for (auto v : raw_values<std::int16_t>(t.raw_data(), count, what)) out.i.push_back(v);
-            break;
-          case kUint16:
-            for (auto v : raw_values<std::uint16_t>(t.raw_data(), count, what)) out.i.push_back(v);
-            break;
-          case kInt8:
-            for (auto v : raw_values<std::int8_t>(t.raw_data(), count, what)) out.i.push_back(v);
-            break;
-          default:
-            for (auto v : raw_values<std::uint8_t>(t.raw_data(), count, what)) out.i.push_back(v);
-            break;
-        }
-      } else {
-        check(t.int32_data_size());
-        out.i.assign(t.int32_data().begin(), t.int32_data().end());
-      }
-      break;
     case kUint32:
     case kUint64:
-      if (raw) {
-        if (t.data_type() == kUint32) {
-          for (auto v : raw_values<std::uint32_t>(t.raw_data(), count, what)) out.i.push_back(v);
-        } else {
-          for (auto v : raw_values<std::uint64_t>(t.raw_data(), count, what))
-            out.i.push_back(static_cast<std::int64_t>(v));
-        }
-      } else {
-        check(t.uint64_data_size());
-        for (auto v : t.uint64_data()) out.i.push_back(static_cast<std::int64_t>(v));
-      }
+      read_int_values(t, count, what, out);
       break;
     default:
       // Strings, complex numbers: kept without values; the importer says they are unsupported.
