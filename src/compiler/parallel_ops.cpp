@@ -270,91 +270,132 @@ void stack_shared_products(Plan& p, const Capabilities* caps) {
   if (changed) prune_and_sort(p);
 }
 
-// NOLINTNEXTLINE(readability-function-size): not split yet (issue 47)
-void fuse_parallel_ops(Plan& p, const PlanOptions& options) {
+namespace {
+
+// ---- fuse_parallel_ops's steps --------------------------------------------------------------
+
+// Depth of each node over its deps (longest chain from a source; the plan is in dependency
+// order): nodes of one depth cannot depend on one another, so they may run side by side.
+std::vector<std::uint32_t> dependency_depths(const Plan& p) {
   const std::size_t n = p.nodes.size();
   std::vector<std::uint32_t> depth(n, 0);
   for (std::uint32_t i = 0; i < n; ++i) {
     for (std::uint32_t d : p.nodes[i].deps) depth[i] = std::max(depth[i], depth[d] + 1);
   }
-  const std::vector<double> cost = static_costs(p);
-  const std::vector<double> level = levels_from_costs(p, cost);
+  return depth;
+}
 
+// The nodes that may be members of a group, by (op kind, depth), each in plan order: work that
+// is thread-safe, writes no variable, is not a group already and is cheap (kMaxMemberUs).
+std::map<std::pair<OpKind, std::uint32_t>, std::vector<std::uint32_t>> parallel_buckets(
+    const Plan& p, const std::vector<std::uint32_t>& depth, const std::vector<double>& cost) {
   std::map<std::pair<OpKind, std::uint32_t>, std::vector<std::uint32_t>> buckets;
-  for (std::uint32_t i = 0; i < n; ++i) {
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
     const PlanNode& node = p.nodes[i];
     if (!node.has_work() || node.writes_variable() || node.op == OpKind::ParallelGroup) continue;
     if (!thread_safe(node.op) || cost[i] > kMaxMemberUs) continue;
     buckets[{node.op, depth[i]}].push_back(i);
   }
+  return buckets;
+}
 
-  bool changed = false;
-  for (auto& [key, members] : buckets) {
-    const OpKind op = key.first;
-    {
-      if (members.size() < kMinMembers) continue;
-      // Longest levels first; a group ends where a member is more than 10% lighter in level
-      // (it would wait behind the critical one), or its cost is off by more than kMaxCostRatio.
-      std::stable_sort(members.begin(), members.end(),
-                       [&](std::uint32_t a, std::uint32_t b) { return level[a] > level[b]; });
-      std::vector<std::vector<std::uint32_t>> groups;
-      double top = -1, lo = 0, hi = 0;
-      std::size_t bytes = 0;
-      for (std::uint32_t m : members) {
-        const std::size_t b = p.nodes[m].type.bytes();
-        const double c = std::max(cost[m], 1e-3);
-        if (groups.empty() || level[m] < 0.9 * top || groups.back().size() >= kMaxMembers ||
-            bytes + b > kMaxGroupBytes || std::max(hi, c) > kMaxCostRatio * std::min(lo, c)) {
-          top = level[m];
-          lo = hi = c;
-          groups.push_back({});
-          bytes = 0;
-        }
-        groups.back().push_back(m);
-        bytes += b;
-        lo = std::min(lo, c);
-        hi = std::max(hi, c);
-      }
-      for (std::vector<std::uint32_t>& g : groups) {
-        double work = 0;
-        for (std::uint32_t m : g) work += cost[m];
-        if (g.size() < kMinMembers || work < kMinGroupUs) continue;
-        if (options.capabilities != nullptr) {
-          PlanNode probe;
-          probe.op = OpKind::ParallelGroup;
-          probe.storage = Storage::None;
-          probe.members = g;
-          if (!options.capabilities->unsupported(p, probe).empty()) continue;
-        }
-        std::sort(g.begin(), g.end());  // plan order inside the group
-        const std::uint32_t gi = p.add_node(OpKind::ParallelGroup, {});
-        PlanNode& group = p.nodes[gi];
-        group.label = "parallel group of " + std::to_string(g.size()) + " " +
-                      std::string(op_name(op)) + " (" + p.nodes[g.front()].label + ", ...)";
-        group.members = g;
-        for (std::uint32_t m : g) {
-          PlanNode& member = p.nodes[m];
-          for (std::uint32_t d : member.deps) group.deps.push_back(d);
-          for (std::size_t k = 0; k < member.inputs.size(); ++k) {
-            if (member.reads_input(k)) group.inputs.push_back(member.inputs[k]);
-          }
-          member.deps = {gi};
-          member.group = gi;
-        }
-        for (auto* v : {&group.deps, &group.inputs}) {
-          std::sort(v->begin(), v->end());
-          v->erase(std::unique(v->begin(), v->end()), v->end());
-        }
-        changed = true;
-      }
+// One bucket's members cut into candidate groups. Longest levels first; a group ends where a
+// member is more than 10% lighter in level (it would wait behind the critical one), its cost is
+// off by more than kMaxCostRatio, or the group is full (kMaxMembers, kMaxGroupBytes).
+std::vector<std::vector<std::uint32_t>> split_by_level(const Plan& p,
+                                                       std::vector<std::uint32_t>& members,
+                                                       const std::vector<double>& cost,
+                                                       const std::vector<double>& level) {
+  std::stable_sort(members.begin(), members.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return level[a] > level[b]; });
+  std::vector<std::vector<std::uint32_t>> groups;
+  double top = -1, lo = 0, hi = 0;
+  std::size_t bytes = 0;
+  for (std::uint32_t m : members) {
+    const std::size_t b = p.nodes[m].type.bytes();
+    const double c = std::max(cost[m], 1e-3);
+    if (groups.empty() || level[m] < 0.9 * top || groups.back().size() >= kMaxMembers ||
+        bytes + b > kMaxGroupBytes || std::max(hi, c) > kMaxCostRatio * std::min(lo, c)) {
+      top = level[m];
+      lo = hi = c;
+      groups.push_back({});
+      bytes = 0;
     }
+    groups.back().push_back(m);
+    bytes += b;
+    lo = std::min(lo, c);
+    hi = std::max(hi, c);
   }
-  if (!changed) return;
+  return groups;
+}
+
+// Whether a candidate group pays (kMinMembers members, kMinGroupUs of work in all: starting the
+// threads costs) and the platform (options.capabilities; null: the CPU) runs it as a group.
+bool worth_grouping(const Plan& p, const PlanOptions& options, const std::vector<std::uint32_t>& g,
+                    const std::vector<double>& cost) {
+  double work = 0;
+  for (std::uint32_t m : g) work += cost[m];
+  if (g.size() < kMinMembers || work < kMinGroupUs) return false;
+  if (options.capabilities != nullptr) {
+    PlanNode probe;
+    probe.op = OpKind::ParallelGroup;
+    probe.storage = Storage::None;
+    probe.members = g;
+    if (!options.capabilities->unsupported(p, probe).empty()) return false;
+  }
+  return true;
+}
+
+// Adds the group node for members g (of kind op): it takes every member's dependencies and data
+// inputs, and each member depends on the group only, so the engines see one node.
+void make_group(Plan& p, OpKind op, std::vector<std::uint32_t>& g) {
+  std::sort(g.begin(), g.end());  // plan order inside the group
+  const std::uint32_t gi = p.add_node(OpKind::ParallelGroup, {});
+  PlanNode& group = p.nodes[gi];
+  group.label = "parallel group of " + std::to_string(g.size()) + " " + std::string(op_name(op)) +
+                " (" + p.nodes[g.front()].label + ", ...)";
+  group.members = g;
+  for (std::uint32_t m : g) {
+    PlanNode& member = p.nodes[m];
+    for (std::uint32_t d : member.deps) group.deps.push_back(d);
+    for (std::size_t k = 0; k < member.inputs.size(); ++k) {
+      if (member.reads_input(k)) group.inputs.push_back(member.inputs[k]);
+    }
+    member.deps = {gi};
+    member.group = gi;
+  }
+  for (auto* v : {&group.deps, &group.inputs}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+}
+
+// After grouping: successors again from the changed deps, and the plan back in dependency order
+// (each group node was added at the end, after its members).
+void relink_and_order(Plan& p) {
   for (PlanNode& node : p.nodes) node.succs.clear();
   for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
     for (std::uint32_t d : p.nodes[i].deps) p.nodes[d].succs.push_back(i);
   }
   order_by_dependencies(p);
+}
+
+}  // namespace
+
+void fuse_parallel_ops(Plan& p, const PlanOptions& options) {
+  const std::vector<std::uint32_t> depth = dependency_depths(p);
+  const std::vector<double> cost = static_costs(p);
+  const std::vector<double> level = levels_from_costs(p, cost);
+  bool changed = false;
+  for (auto& [key, members] : parallel_buckets(p, depth, cost)) {
+    if (members.size() < kMinMembers) continue;
+    for (std::vector<std::uint32_t>& g : split_by_level(p, members, cost, level)) {
+      if (!worth_grouping(p, options, g, cost)) continue;
+      make_group(p, key.first, g);
+      changed = true;
+    }
+  }
+  if (changed) relink_and_order(p);
 }
 
 }  // namespace hetgraph::detail
