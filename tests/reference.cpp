@@ -993,4 +993,9 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
   return res;
 }
 
+Array broadcast_binary(const Array& a, const Array& b,
+                       const std::function<double(double, double)>& f) {
+  return binary(a, b, f);
+}
+
 }  // namespace ref

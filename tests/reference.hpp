@@ -3,6 +3,7 @@
 // gradient tests take finite differences with it.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -28,5 +29,9 @@ using Values = std::map<std::string, Array>;
 /// given use their zero/fill initialiser.
 std::vector<Array> evaluate(const hetgraph::Graph& g, std::span<const hetgraph::Node> outputs,
                             const Values& inputs, const Values& variables = {});
+
+/// f(a, b) element by element, a and b broadcast as numpy does.
+Array broadcast_binary(const Array& a, const Array& b,
+                       const std::function<double(double, double)>& f);
 
 }  // namespace ref

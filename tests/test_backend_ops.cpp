@@ -46,6 +46,8 @@ struct Row {
   /// Elementwise rows: y = formula(x) of input 0, in place of the reference interpreter.
   std::function<double(double)> formula{};
   double rtol = 1e-4, atol = 1e-5;
+  /// Binary elementwise rows: y = formula(a, b) of inputs 0 and 1, broadcast.
+  std::function<double(double, double)> binary_formula{};
 };
 
 // Platforms without a kernel for an op, by design (and saying so at compile time): OpenCL runs
@@ -743,6 +745,14 @@ std::vector<Row> rows() {
                mish_f,
                1e-3,
                1e-4});
+  // A learned slope per channel, broadcast over N, H and W; x away from prelu's kink at 0.
+  const auto prelu_f = [](double x, double s) { return x < 0 ? s * x : x; };
+  const std::vector<In> pr = {away_from_zero("a", {2, 3, 4, 5}, 0.1f, 2, 47),
+                              uniform("s", {3, 1, 1}, -0.5, 0.5, 48)};
+  r.push_back({{OpKind::PRelu}, "prelu", pr, {}, binary(prelu), {}, {}, 1e-4, 1e-5, prelu_f});
+  r.push_back(
+      {{OpKind::PRelu, OpKind::Where}, "prelu'", pr, {}, binary(prelu), {0, 1}, {}, 1e-3, 1e-4,
+       prelu_f});
   // ---- collectives on one process (Communicator::self(): each returns its input); the same ops
   // across processes are tested under mpirun in test_distributed
   const distributed::Communicator self;
@@ -952,6 +962,9 @@ ref::Array reference_y(const Row& row, const Built& b, const ref::Values& v) {
     for (double& e : x.v) e = row.formula(e);
     return x;
   }
+  if (row.binary_formula)
+    return ref::broadcast_binary(v.at(row.inputs[0].name), v.at(row.inputs[1].name),
+                                 row.binary_formula);
   return ref::evaluate(b.g, std::span<const Node>(&b.y, 1), v)[0];
 }
 

@@ -111,7 +111,8 @@ void check_row_newer_than_the_exporter(detail::OpKind op, const std::string& byt
 }
 
 // An elementwise op whose row names an ONNX op (OpDef::onnx) exports as that one ONNX node, and
-// a unary one with schema versions comes back as the same op: a new op's ONNX support is its row.
+// one with schema versions (unary or binary) comes back as the same op: a new op's ONNX support is
+// its row.
 TEST(OnnxExport, OpRowsExportAsTheirOnnxOpAndImportBack) {
   int exported = 0, imported = 0;
   for (int k = 0; k < detail::kNumOps; ++k) {

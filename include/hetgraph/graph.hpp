@@ -178,8 +178,9 @@ Node tanh(Node x);
 /// Gaussian error linear unit x * Phi(x), with the exact normal CDF
 /// Phi(x) = (1 + erf(x / sqrt(2))) / 2 (PyTorch's default gelu, ONNX's Gelu).
 Node gelu(Node x);
-// More unary ops (softsign, ...): hetgraph/unary_ops.hpp, included at the end, which the
-// build generates from their rows (src/compiler/ops/elementwise.cpp) and installs beside this.
+// More elementwise ops (softsign, prelu, ...): hetgraph/elementwise_ops.hpp, included at the end,
+// which the build generates from their rows (src/compiler/ops/elementwise.cpp) and installs
+// beside this.
 Node abs(Node x);
 /// The Gauss error function (ONNX Erf).
 Node erf(Node x);
@@ -482,5 +483,5 @@ Node operator/(float a, Node b);
 
 }  // namespace hetgraph
 
-// The unary ops declared by their rows alone (above: "More unary ops").
-#include "hetgraph/unary_ops.hpp"
+// The elementwise ops declared by their rows alone (above: "More elementwise ops").
+#include "hetgraph/elementwise_ops.hpp"

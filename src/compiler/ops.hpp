@@ -171,9 +171,9 @@ enum class OpKind : std::uint8_t {
   ScatterElements,     // (data, int32 indices, updates), axis; ScatterMode
   // reduce.cpp: the int32 indices of the k best along an axis, best first; TopKSpec
   TopK,
-// elementwise.cpp: the unary ops declared by their rows alone (softsign, ...), in the rows'
+// elementwise.cpp: the ops declared by their rows alone (softsign, prelu, ...), in the rows'
 // order; written by cmake/GenerateOps.cmake (CONTRIBUTING.md, "Adding an op")
-#include "compiler/unary_op_kinds.inc"
+#include "compiler/row_op_kinds.inc"
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);

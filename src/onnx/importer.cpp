@@ -1258,12 +1258,16 @@ Node broadcast_to(Ctx& c, Node x, const Dims& dims) {
 
 namespace {
 
-// A unary float op whose row names this ONNX op and schema version (OpDef::onnx): one node.
+// A unary or binary float op whose row names this ONNX op and schema version (OpDef::onnx): one
+// node of its inputs (a binary one broadcasts them as ONNX does from opset 7 on).
 void row_op(Ctx& c) {
   for (int k = 0; k < detail::kNumOps; ++k) {
-    const detail::OnnxForm& f = detail::op_def(static_cast<detail::OpKind>(k)).onnx;
+    const detail::OpDef& d = detail::op_def(static_cast<detail::OpKind>(k));
+    const detail::OnnxForm& f = d.onnx;
     if (f.since > 0 && f.op == c.n.op && c.version >= f.since && c.version <= f.until) {
-      c.set(0, detail::make_op(static_cast<detail::OpKind>(k), {c.f32(0)}));
+      std::vector<Node> in{c.f32(0)};
+      if (d.elementwise == detail::Elementwise::binary) in.push_back(c.f32(1));
+      c.set(0, detail::make_op(static_cast<detail::OpKind>(k), in));
       return;
     }
   }
@@ -1275,7 +1279,8 @@ void row_op(Ctx& c) {
 void register_row_ops(std::vector<Handler>& h) {
   for (int k = 0; k < detail::kNumOps; ++k) {
     const detail::OpDef& d = detail::op_def(static_cast<detail::OpKind>(k));
-    if (d.onnx.since > 0 && d.elementwise == detail::Elementwise::unary)
+    if (d.onnx.since > 0 && (d.elementwise == detail::Elementwise::unary ||
+                             d.elementwise == detail::Elementwise::binary))
       h.push_back({d.onnx.op, d.onnx.since, d.onnx.until, row_op});
   }
 }

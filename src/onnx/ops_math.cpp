@@ -86,7 +86,8 @@ void leaky_relu_op(Ctx& c) {
   c.set(0, leaky_relu(c.f32(0), c.attr_f("alpha", 0.01f)));
 }
 
-// x >= 0 ? x : slope * x, with slope broadcast (per channel, usually).
+// x >= 0 ? x : slope * x, with slope broadcast (per channel, usually): PRelu before schema 9
+// (from 9 on, the prelu op's row imports it as one node).
 void prelu(Ctx& c) {
   Node x = c.f32(0);
   Node slope = c.f32(1);
@@ -387,7 +388,7 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Sign", 9, 13, sign_op});
   h.push_back({"Mod", 10, 13, mod_op});
   h.push_back({"LeakyRelu", 1, 16, leaky_relu_op});
-  h.push_back({"PRelu", 1, 16, prelu});
+  h.push_back({"PRelu", 1, 8, prelu});
   h.push_back({"Elu", 1, 6, elu});
   h.push_back({"Selu", 1, 6, selu});
   h.push_back({"HardSigmoid", 1, 6, hard_sigmoid});

@@ -259,6 +259,14 @@ void grad_select(const GradCtx& c) {
     c.add(in, sum_to(make_op(K, {c.grad, c.in[0], c.in[1]}, at), in));
   }
 }
+// prelu(x, s) = x < 0 ? s x : x: g s (where x < 0) or g to x; g x (where x < 0) to s.
+void grad_prelu(const GradCtx& c) {
+  const Node x = c.in[0], s = c.in[1];
+  const Node zero = scalar_constant(*detail::graph_of(c.node), 0.0f);
+  const Node negative = less(x, zero);
+  c.add(x, sum_to(where(negative, mul(c.grad, s), c.grad), x));
+  c.add(s, sum_to(where(negative, mul(c.grad, x), zero), s));
+}
 // Ints carry no gradient: a cast to int32 passes none on (like floor, it is piecewise
 // constant); a cast to float passes g through (to a float input: an identity).
 void grad_cast(const GradCtx& c) {
@@ -283,7 +291,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   // `onnx`: the one ONNX op it is (OpDef::onnx); binary ops have importers of their own (ints,
   // legacy broadcasting), so their rows name the op for the exporter only.
   auto binary = [&](OpKind k, std::string_view name, GradFn g, InferFn infer = infer_broadcast,
-                    std::string_view onnx = {}) {
+                    OnnxForm onnx = {}) {
     t.push_back({.kind = k,
                  .name = name,
                  .arity = 2,
@@ -291,12 +299,12 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
                  .infer = infer,
                  .grad = g,
                  .elementwise = Elementwise::binary,
-                 .onnx = {onnx}});
+                 .onnx = onnx});
   };
-  binary(OpKind::Add, "add", grad_add, infer_numeric, "Add");
-  binary(OpKind::Sub, "sub", grad_sub, infer_numeric, "Sub");
-  binary(OpKind::Mul, "mul", grad_mul, infer_numeric, "Mul");
-  binary(OpKind::Div, "div", grad_div, infer_broadcast, "Div");
+  binary(OpKind::Add, "add", grad_add, infer_numeric, {"Add"});
+  binary(OpKind::Sub, "sub", grad_sub, infer_numeric, {"Sub"});
+  binary(OpKind::Mul, "mul", grad_mul, infer_numeric, {"Mul"});
+  binary(OpKind::Div, "div", grad_div, infer_broadcast, {"Div"});
   // `epilogue`: the fusion pass may fold it into a matmul that feeds it. `onnx`: the ONNX op
   // it exports as and, with schema versions, imports from (OpDef::onnx).
   auto unary = [&](OpKind k, std::string_view name, GradFn g, float flops, bool epilogue,
@@ -344,17 +352,21 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
         {"LeakyRelu", A::alpha});
   unary(OpKind::Clip, "clip", grad_of_x<OpKind::ClipGrad>, 2, false);
   // Rows declared alone: the `///` lines right above such a row are its public builder's
-  // documentation; cmake/GenerateOps.cmake makes its OpKind, its builder (Node name(Node x)) and
-  // the declaration in hetgraph/unary_ops.hpp from them. A new one goes after the last.
+  // documentation; cmake/GenerateOps.cmake makes its OpKind, its builder (Node name(Node x), or
+  // Node name(Node a, Node b) for a binary row) and the declaration in
+  // hetgraph/elementwise_ops.hpp from them. A new one goes after the last.
   /// x / (1 + |x|), a tanh-like squashing into (-1, 1) (ONNX Softsign).
   unary(OpKind::Softsign, "softsign", grad_softsign, 3, false, {"Softsign", A::none, 1, 1});
   /// x * tanh(softplus(x)), a smooth relu-like activation (ONNX Mish; softplus(x) = log(1 + e^x)).
   unary(OpKind::Mish, "mish", grad_mish, 25, false,
         {"Mish", A::none, 18, 18, "Mul(x, Tanh(Softplus(x)))"});
-  binary(OpKind::Pow, "pow", grad_pow, infer_broadcast, "Pow");
+  /// prelu(x, slope): x where x >= 0, else slope * x, with slope broadcast against x (one per
+  /// channel, usually: shape [C, 1, 1] for NCHW); a leaky relu whose slope is learned (ONNX PRelu).
+  binary(OpKind::PRelu, "prelu", grad_prelu, infer_broadcast, {"PRelu", A::none, 9, 16});
+  binary(OpKind::Pow, "pow", grad_pow, infer_broadcast, {"Pow"});
   binary(OpKind::XLogY, "xlogy", nullptr);
-  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric, "Max");
-  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_numeric, "Min");
+  binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric, {"Max"});
+  binary(OpKind::Minimum, "minimum", grad_select<OpKind::MinimumGrad>, infer_numeric, {"Min"});
   binary(OpKind::Mod, "mod", grad_mod<true>, infer_numeric);
   binary(OpKind::FMod, "fmod", grad_mod<false>, infer_numeric);
   auto ternary = [&](OpKind k, std::string_view name, InferFn infer, GradFn g) {
@@ -648,7 +660,8 @@ Node cast(Node x, DType to) {
   return detail::make_op(detail::OpKind::Cast, {x}, at);
 }
 
-// The builders of the rows declared alone (Node name(Node x)), generated from them.
-#include "compiler/unary_op_builders.inc"
+// The builders of the rows declared alone (Node name(Node x), Node name(Node a, Node b)),
+// generated from them.
+#include "compiler/row_op_builders.inc"
 
 }  // namespace hetgraph

@@ -154,6 +154,12 @@ struct RefXLogYF {
     return x == 0.0f ? 0.0f : static_cast<float>(x * std::log(static_cast<double>(y)));
   }
 };
+// x < 0 ? slope x : x (a NaN x passes through). In double the product of two floats is exact, so
+// this float functor is also the reference.
+struct PReluF {
+  static PReluF from(const Attrs&) { return {}; }
+  float operator()(float x, float slope) const { return x < 0.0f ? slope * x : x; }
+};
 // a wins ties and NaNs: the result is a NaN where either input is one (elementwise.cpp of the
 // compiler documents the semantics), and the gradient goes to the input the result came from.
 // (Also int32: a != a is false there.)
@@ -724,6 +730,7 @@ void register_elementwise_kernels(KernelRegistry& t) {
   t.add(OpKind::Pow, {"scalar_exponent", need_f32, make_pow});
   t.add(OpKind::Pow, {"reference", need_f32, binary_ref<RefPowF>, true});
   binary2<XLogYF, RefXLogYF>(t, OpKind::XLogY);
+  binary<PReluF>(t, OpKind::PRelu);
   typed_binary<MaximumF, true, true>(t, OpKind::Maximum);
   typed_binary<MinimumF, true, true>(t, OpKind::Minimum);
   typed_binary<ModF<true>, true, true>(t, OpKind::Mod);
