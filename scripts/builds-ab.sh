@@ -5,7 +5,12 @@
 # tuning cache of the run's own; then per item the median over rounds of the second/first ratio.
 # An item is a hetgraph-bench workload with its engine (WORKLOAD@ENGINE) or cnn:MODEL for
 # bench/cnn's exported models in CNN_DIR (default build/bench-cnn; hetgraph-run, sequential
-# engine, REP repetitions). LABELS names the two builds (default "before after").
+# engine, REP repetitions). LABELS names the two builds (default "before after"). LOAD=K runs it
+# all beside K CPU-bound busy loops (scripts/busy.sh), to compare the builds on a busy machine;
+# give such a run fixed engines: hetgraph-bench waits (up to 300 s a process) for an automatic
+# engine to finish its search, which it holds back while other processes take the cores.
+# Each run takes LOCK (default the build lock), so builds elsewhere wait between runs; a caller
+# that holds the build lock itself for the whole comparison passes another file.
 #   scripts/builds-ab.sh FIRST_BUILD SECOND_BUILD OUT.jsonl ROUNDS ITEM...
 #   e.g. scripts/builds-ab.sh ../old/build build /tmp/ab.jsonl 5 lstm-small@sequential
 set -euo pipefail
@@ -16,6 +21,10 @@ cnn=${CNN_DIR:-build/bench-cnn}
 : >"$out"
 XDG_CACHE_HOME=$(mktemp -d)
 export XDG_CACHE_HOME
+lock=${LOCK:-/tmp/hetgraph-build.lock}
+. "$(dirname "$0")/busy.sh"
+trap stop_busy EXIT
+start_busy "${LOAD:-0}"
 for r in $(seq "$rounds"); do
   for item in "$@"; do
     order="$la $lb"
@@ -26,17 +35,18 @@ for r in $(seq "$rounds"); do
       case $item in
         cnn:*)
           m=${item#cnn:}
-          line=$(flock /tmp/hetgraph-build.lock "$d/tools/hetgraph-run" "$cnn/$m.onnx" \
+          line=$(flock "$lock" "$d/tools/hetgraph-run" "$cnn/$m.onnx" \
             --input "$cnn/input-${m##*-}.pb" --engine sequential --repeat "${REP:-30}" \
             --warmup 3 --json 2>/dev/null | tail -1) ;;
         *)
-          line=$(flock /tmp/hetgraph-build.lock "$d/bench/hetgraph-bench" --json --workload "${item%%@*}" \
+          line=$(flock "$lock" "$d/bench/hetgraph-bench" --json --workload "${item%%@*}" \
             --engine "${item#*@}" --repeat "${REP:-10}" 2>/dev/null | grep '^{' | head -1) ;;
       esac
       echo "{\"round\":$r,\"build\":\"$b\",\"item\":\"$item\",\"r\":$line}" >>"$out"
     done
   done
 done
+stop_busy
 /usr/bin/python3 - "$out" "$la" "$lb" <<'PY'
 import json, statistics, sys
 out, la, lb = sys.argv[1:4]

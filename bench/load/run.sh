@@ -38,18 +38,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 isa=$(grep -q avx512f /proc/cpuinfo && echo avx512 || (grep -q avx2 /proc/cpuinfo && echo avx2 || echo other))
 mkdir -p "$(dirname "$out")"
 
-busy=()
-start_busy() {  # start_busy K: K busy loops of at most 20 minutes each
-  for _ in $(seq 1 "$1"); do
-    timeout 1200 sh -c 'while :; do :; done' &
-    busy+=($!)
-  done
-}
-stop_busy() {
-  for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${busy[@]}"; do wait "$p" 2>/dev/null || true; done
-  busy=()
-}
+. scripts/busy.sh
 
 emit() {  # emit K CASE ROUND BUILD JSON-FIELDS
   echo "{\"bench\":\"load\",\"k\":$1,\"case\":\"$2\",\"round\":$3,\"build\":\"$4\",\"cpu\":\"$cpu\",\"isa\":\"$isa\",\"cores\":$(nproc),\"commit\":\"$commit\",$5}" | tee -a "$out"
