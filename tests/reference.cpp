@@ -937,7 +937,8 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         out = xent(in[0], in[1], int_typed(g, r.inputs[1]));
         break;
       case OpKind::Slice:
-        out = slice(in[0], at.axis, at.begin, at.end);
+        out = slice(in[0], at.axis, at.get_or_default<hetgraph::detail::SliceRange>().begin,
+                    at.get_or_default<hetgraph::detail::SliceRange>().end);
         break;
       case OpKind::Concat:
         out = concat(in, at.axis);

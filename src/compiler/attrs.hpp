@@ -144,6 +144,38 @@ struct SliceRanges {
   friend bool operator==(const SliceRanges&, const SliceRanges&) = default;
 };
 
+// The payloads of what were Attrs::begin and end (defaults 0: Attrs::get_or_default).
+
+/// slice, slice_grad: the [begin, end) range along the node's axis (negative values count
+/// from the back).
+struct SliceRange {
+  static constexpr std::string_view kName = "slice range";
+  std::int64_t begin = 0, end = 0;
+  friend bool operator==(const SliceRange&, const SliceRange&) = default;
+};
+
+/// concat_grad: which piece of the concat (its input `piece`) the gradient is for.
+struct PieceIndex {
+  static constexpr std::string_view kName = "piece index";
+  std::int64_t piece = 0;
+  friend bool operator==(const PieceIndex&, const PieceIndex&) = default;
+};
+
+/// maximum_grad, minimum_grad: the input (0: a, 1: b) whose share of g the node is.
+struct InputChoice {
+  static constexpr std::string_view kName = "input choice";
+  std::int64_t input = 0;
+  friend bool operator==(const InputChoice&, const InputChoice&) = default;
+};
+
+/// embedding_update (fuse_sparse_update): where in its gradient input the lookup's rows start
+/// (GradientBand; fuse_embedding_concat moves it off 0).
+struct EmbeddingStep {
+  static constexpr std::string_view kName = "embedding step";
+  std::int64_t band = 0;
+  friend bool operator==(const EmbeddingStep&, const EmbeddingStep&) = default;
+};
+
 /// cast: the element type of the result.
 struct TargetType {
   static constexpr std::string_view kName = "target type";
@@ -192,6 +224,7 @@ struct OptimizerRule {
   float alpha = 0.99f;                      // rmsprop: decay of the square average
   float eps = 1e-8f;                        // adam, adamw, rmsprop, adagrad
   float weight_decay = 0.0f;                // adamw: decoupled; the others: added to the gradient
+  std::int64_t band = 0;  // sparse_optimizer_update: the gradient's first column (GradientBand)
   friend bool operator==(const OptimizerRule&, const OptimizerRule&) = default;
 
   /// State tensors per variable (velocity; first and second moments; square average; sum).
@@ -258,10 +291,10 @@ struct Attrs {
   bool trans_a = false, trans_b = false;  // matmul
   bool mean = false;                      // expand: divide by the reduced count
   bool last_index = false;                // argmax / argmin: ties give the last index
-  std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
-               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec>
+               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
+               PieceIndex, InputChoice, EmbeddingStep>
       payload;
 
   template <class T>
@@ -274,6 +307,15 @@ struct Attrs {
     if (const T* p = std::get_if<T>(&payload)) return *p;
     throw InternalError("attributes read as a " + std::string(T::kName) + " hold " +
                         payload_name());
+  }
+  /// The payload of kind T, or T's defaults where the node holds none: those are what such a
+  /// node read when these attributes were loose scalars (alpha 1, beta 0, begin and end 0), so
+  /// a node made without its payload (detail::make_op) runs as it did. InternalError when the
+  /// node holds another kind.
+  template <class T>
+  T get_or_default() const {
+    if (std::holds_alternative<std::monostate>(payload)) return T{};
+    return get<T>();
   }
   template <class T>
   Attrs& set(T value) {
@@ -298,6 +340,14 @@ struct Attrs {
 inline const Window2d& window2d(const Attrs& a) {
   if (const auto* e = std::get_if<ConvEpilogue>(&a.payload)) return e->window;
   return a.get<Window2d>();
+}
+
+/// The first gradient column a sparse table step reads (GradientBand): 0 unless
+/// fuse_embedding_concat pointed it into a concat's gradient.
+inline std::int64_t gradient_band_begin(const Attrs& a) {
+  if (const auto* r = std::get_if<OptimizerRule>(&a.payload)) return r->band;
+  if (const auto* e = std::get_if<EmbeddingStep>(&a.payload)) return e->band;
+  return 0;
 }
 
 }  // namespace hetgraph::detail

@@ -44,6 +44,18 @@ namespace hetgraph::detail {
 
 namespace {
 
+// Points a sparse table step (sparse_optimizer_update: its OptimizerRule; embedding_update: its
+// EmbeddingStep) at column `band` of its gradient input.
+void set_band(Attrs& a, std::int64_t band) {
+  if (auto* r = std::get_if<OptimizerRule>(&a.payload)) {
+    r->band = band;
+    return;
+  }
+  EmbeddingStep e = a.get<EmbeddingStep>();
+  e.band = band;
+  a.set(e);
+}
+
 struct Fuser {
   Plan& p;
   const Capabilities* caps;
@@ -272,7 +284,7 @@ struct Fuser {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
       if ((n.op != OpKind::EmbeddingUpdate && n.op != OpKind::SparseOptimizerUpdate) ||
-          n.fused_into >= 0 || n.inputs.size() < 2 || n.attrs.begin != 0) {
+          n.fused_into >= 0 || n.inputs.size() < 2 || gradient_band_begin(n.attrs) != 0) {
         continue;
       }
       const std::uint32_t q = n.inputs[1];
@@ -284,11 +296,12 @@ struct Fuser {
       const int rank = p.nodes[cg.inputs[0]].type.shape.rank();
       if (rank < 1 || (cg.attrs.axis != rank - 1 && cg.attrs.axis != -1)) continue;
       std::int64_t begin = 0;
-      for (std::int64_t k = 0; k < cg.attrs.begin; ++k)
+      const std::int64_t piece = cg.attrs.get_or_default<PieceIndex>().piece;
+      for (std::int64_t k = 0; k < piece; ++k)
         begin += p.nodes[cg.inputs[static_cast<std::size_t>(k) + 1]].type.shape.dim(-1);
       PlanNode f = n;
       f.inputs[1] = cg.inputs[0];
-      f.attrs.begin = begin;
+      set_band(f.attrs, begin);
       if (caps != nullptr && !caps->unsupported(p, f).empty()) continue;
       p.nodes[i] = std::move(f);
       kill(q, i);
@@ -307,7 +320,9 @@ struct Fuser {
           readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
         continue;
       }
-      if (rewrite(i, OpKind::EmbeddingUpdate, n.attrs, {v, eg.inputs[0], eg.inputs[1]}, e))
+      Attrs a = n.attrs;
+      a.set(EmbeddingStep{});
+      if (rewrite(i, OpKind::EmbeddingUpdate, std::move(a), {v, eg.inputs[0], eg.inputs[1]}, e))
         kill(e, i);
     }
   }

@@ -100,7 +100,7 @@ enum class OpKind : std::uint8_t {
   XLogY,  // x * log(y), 0 where x == 0: pow's gradient with respect to the exponent
   Maximum,
   Minimum,
-  MaximumGrad,  // (g, a, b), begin: the input (0: a, 1: b) whose share of g it is
+  MaximumGrad,  // (g, a, b), InputChoice: the input (0: a, 1: b) whose share of g it is
   MinimumGrad,
   Where,  // (int32 cond, a, b)
   Cast,   // TargetType payload

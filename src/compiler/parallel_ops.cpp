@@ -171,8 +171,7 @@ void stack_shared_products(Plan& p, const Capabilities* caps) {
       piece.op = OpKind::Slice;
       piece.attrs = Attrs{};
       piece.attrs.axis = 0;
-      piece.attrs.begin = 0;
-      piece.attrs.end = rows;
+      piece.attrs.set(SliceRange{0, rows});
       if (caps != nullptr) {
         // The probes' inputs only need types: the stacked product reads the concat's shape.
         const std::uint32_t c = p.add_node(OpKind::Concat, cat.inputs, cat.attrs);
@@ -200,8 +199,7 @@ void stack_shared_products(Plan& p, const Capabilities* caps) {
         member.op = OpKind::Slice;
         member.attrs = Attrs{};
         member.attrs.axis = 0;
-        member.attrs.begin = j * rows;
-        member.attrs.end = (j + 1) * rows;
+        member.attrs.set(SliceRange{j * rows, (j + 1) * rows});
         member.inputs = {q};
       }
       changed = true;

@@ -649,16 +649,49 @@ double transfer_cost_us(std::size_t bytes, std::size_t from, std::size_t to,
   return out + in;
 }
 
+namespace {
+
+// What cost_signature has always printed of a node's attributes, from the payloads that now
+// hold what were loose scalars (alpha, beta, begin, end): calibration tables persist the
+// signature, so its text must not change. Such payloads print as the "nothing" they were.
+struct SignatureScalars {
+  float alpha = 1.0f, beta = 0.0f;
+  std::int64_t begin = 0, end = 0;
+  std::string payload;
+};
+SignatureScalars signature_scalars(const Attrs& a) {
+  SignatureScalars s{.payload = "nothing"};
+  if (const auto* r = std::get_if<SliceRange>(&a.payload)) {
+    s.begin = r->begin;
+    s.end = r->end;
+  } else if (const auto* c = std::get_if<PieceIndex>(&a.payload)) {
+    s.begin = c->piece;
+  } else if (const auto* i = std::get_if<InputChoice>(&a.payload)) {
+    s.begin = i->input;
+  } else if (a.has<EmbeddingStep>()) {
+    s.begin = a.get<EmbeddingStep>().band;
+  } else {
+    s.begin = gradient_band_begin(a);
+    s.payload = a.payload_name();
+  }
+  s.alpha = a.alpha;
+  s.beta = a.beta;
+  return s;
+}
+
+}  // namespace
+
 std::string cost_signature(const Plan& p, const PlanNode& n) {
   std::string s(op_name(n.op));
   for (std::uint32_t u : n.inputs) s += " " + p.nodes[u].type.shape.str();
   s += " -> " + n.type.shape.str();
   const Attrs& a = n.attrs;
   char b[96];
-  std::snprintf(b, sizeof b, " a%g b%g x%d k%d t%d%d m%d %lld:%lld", a.alpha, a.beta, a.axis,
-                a.keepdims, a.trans_a, a.trans_b, a.mean, static_cast<long long>(a.begin),
-                static_cast<long long>(a.end));
-  return s + b + " " + a.payload_name();
+  const SignatureScalars v = signature_scalars(a);
+  std::snprintf(b, sizeof b, " a%g b%g x%d k%d t%d%d m%d %lld:%lld", v.alpha, v.beta, a.axis,
+                a.keepdims, a.trans_a, a.trans_b, a.mean, static_cast<long long>(v.begin),
+                static_cast<long long>(v.end));
+  return s + b + " " + v.payload;
 }
 
 // ---- place_devices ---------------------------------------------------------------------------

@@ -480,7 +480,8 @@ class Exporter {
 
   void slice(std::uint32_t, const PlanNode& n, const std::string& out) {
     const auto& at = n.attrs;
-    add("Slice", {in(n, 0), ints({at.begin}), ints({at.end}), ints({at.axis})}, {out});
+    const detail::SliceRange& r = at.get_or_default<detail::SliceRange>();
+    add("Slice", {in(n, 0), ints({r.begin}), ints({r.end}), ints({at.axis})}, {out});
   }
 
   // The spec is ONNX Slice's own (axes and steps filled in).

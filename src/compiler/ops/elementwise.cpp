@@ -108,7 +108,8 @@ TensorType infer_select_grad(const InferCtx& c) {
     c.fail("the gradient must have the broadcast shape of " + c.in[1].shape.str() + " and " +
            c.in[2].shape.str());
   }
-  if (c.attrs.begin != 0 && c.attrs.begin != 1) c.fail("the input must be 0 or 1");
+  const std::int64_t k = c.attrs.get_or_default<InputChoice>().input;
+  if (k != 0 && k != 1) c.fail("the input must be 0 or 1");
   return c.in[0];
 }
 
@@ -254,7 +255,7 @@ template <OpKind K>
 void grad_select(const GradCtx& c) {
   for (std::int64_t k = 0; k < 2; ++k) {
     Attrs at;
-    at.begin = k;
+    at.set(InputChoice{k});
     const Node in = c.in[static_cast<std::size_t>(k)];
     c.add(in, sum_to(make_op(K, {c.grad, c.in[0], c.in[1]}, at), in));
   }

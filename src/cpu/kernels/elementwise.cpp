@@ -69,7 +69,9 @@ std::unique_ptr<CpuKernel> make_binary(const KernelArgs& k, Op op) {
 
 // A functor computed by the code path's vector kernels (code_path.hpp), named by its kVec.
 template <class Op>
-concept VectorOp = requires { Op::kVec; };
+concept VectorOp = requires {
+  Op::kVec;
+};
 
 template <class Op>
 std::unique_ptr<CpuKernel> make_unary(const KernelArgs& k, Op op) {
@@ -377,7 +379,7 @@ struct SelectGradF {
   using B = float;
   using O = float;
   bool to_a;
-  static SelectGradF from(const Attrs& at) { return {at.begin == 0}; }
+  static SelectGradF from(const Attrs& at) { return {at.get_or_default<InputChoice>().input == 0}; }
   O operator()(C g, A a, B b) const {
     const bool takes_a = Max ? max_takes_a(a, b) : min_takes_a(a, b);
     return takes_a == to_a ? g : 0.0f;

@@ -81,12 +81,12 @@ std::unique_ptr<ClOp> make_predicate(const OpArgs& a) {
   return launch_binary(a, std::string(op_name(a.node.op)) + type);
 }
 
-// (c, a, b) -> out; `sel` is the node's begin attribute (the maximum/minimum gradients' input).
+// (c, a, b) -> out; `sel` is the maximum/minimum gradients' InputChoice (0 for where).
 std::unique_ptr<ClOp> make_ternary(const OpArgs& a) {
   const std::string base(op_name(a.node.op));
   const cl_int n = to_int(a.out_shape().numel());
   const cl_float alpha = a.node.attrs.alpha, beta = a.node.attrs.beta;
-  const cl_int sel = to_int(a.node.attrs.begin);
+  const cl_int sel = to_int(a.node.attrs.get_or_default<InputChoice>().input);
   const cl_program prog = a.program("elementwise");
   Kernel k;
   if (a.in_shape(0) == a.out_shape() && a.in_shape(1) == a.out_shape() &&
