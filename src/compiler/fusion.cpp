@@ -116,8 +116,9 @@ struct Fuser {
       const PlanNode& mm = p.nodes[m];
       if (!product(m) || has_epilogue(mm) || accumulates(mm) || mm.type != n.type) continue;
       Attrs a = mm.attrs;
-      a.alpha = n.op == OpKind::Scale ? n.attrs.alpha : 1.0f;
-      a.set(MatmulEpilogue{.has_op = true, .op = n.op, .accumulate = false});
+      const float alpha =
+          n.op == OpKind::Scale ? n.attrs.get_or_default<ScaleFactor>().factor : 1.0f;
+      a.set(MatmulEpilogue{.has_op = true, .op = n.op, .accumulate = false, .alpha = alpha});
       if (rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1]}, m))
         kill(m, i);
     }
@@ -143,7 +144,6 @@ struct Fuser {
         Attrs a = mm.attrs;
         MatmulEpilogue e =
             mm.op == OpKind::FusedMatMul ? mm.attrs.get<MatmulEpilogue>() : MatmulEpilogue{};
-        if (mm.op != OpKind::FusedMatMul) a.alpha = 1.0f;
         e.accumulate = true;
         a.set(e);
         if (!rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1], other}, q))
@@ -210,7 +210,9 @@ struct Fuser {
       ConvEpilogue e = epilogue_of(c);
       e.has_op = true;
       e.op = n.op;
-      Attrs a = n.attrs;  // the op's alpha and beta
+      if (n.op == OpKind::LeakyRelu) e.leaky = n.attrs.get_or_default<LeakySlope>();
+      if (n.op == OpKind::Clip) e.clip = n.attrs.get_or_default<ClipRange>();
+      Attrs a = n.attrs;
       a.set(e);
       if (rewrite(i, OpKind::FusedConv2d, std::move(a), c.inputs, q)) kill(q, i);
     }
@@ -313,7 +315,8 @@ struct Fuser {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
       if (n.storage != Storage::Computed || n.op != OpKind::Axpby) continue;
-      if (n.attrs.alpha != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) continue;
+      const AxpbyCoeffs& k = n.attrs.get_or_default<AxpbyCoeffs>();
+      if (k.a != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) continue;
       const std::uint32_t v = n.inputs[0], e = n.inputs[1];
       const PlanNode& eg = p.nodes[e];
       if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
@@ -321,7 +324,7 @@ struct Fuser {
         continue;
       }
       Attrs a = n.attrs;
-      a.set(EmbeddingStep{});
+      a.set(EmbeddingStep{.scale = k.b});
       if (rewrite(i, OpKind::EmbeddingUpdate, std::move(a), {v, eg.inputs[0], eg.inputs[1]}, e))
         kill(e, i);
     }

@@ -660,22 +660,34 @@ struct SignatureScalars {
   std::string payload;
 };
 SignatureScalars signature_scalars(const Attrs& a) {
-  SignatureScalars s{.payload = "nothing"};
+  SignatureScalars s{.payload = a.payload_name()};
+  const bool was_scalars = a.has<SliceRange>() || a.has<PieceIndex>() || a.has<InputChoice>() ||
+                           a.has<EmbeddingStep>() || a.has<ScaleFactor>() || a.has<AxpbyCoeffs>() ||
+                           a.has<LeakySlope>() || a.has<ClipRange>();
+  if (was_scalars) s.payload = "nothing";
   if (const auto* r = std::get_if<SliceRange>(&a.payload)) {
     s.begin = r->begin;
     s.end = r->end;
-  } else if (const auto* c = std::get_if<PieceIndex>(&a.payload)) {
-    s.begin = c->piece;
+  } else if (const auto* p = std::get_if<PieceIndex>(&a.payload)) {
+    s.begin = p->piece;
   } else if (const auto* i = std::get_if<InputChoice>(&a.payload)) {
     s.begin = i->input;
-  } else if (a.has<EmbeddingStep>()) {
-    s.begin = a.get<EmbeddingStep>().band;
+  } else if (const auto* e = std::get_if<EmbeddingStep>(&a.payload)) {
+    s.beta = e->scale;  // alpha: the SGD step's 1
+    s.begin = e->band;
+  } else if (const auto* m = std::get_if<MatmulEpilogue>(&a.payload)) {
+    s.alpha = m->alpha;
+  } else if (const auto* c = std::get_if<ConvEpilogue>(&a.payload)) {
+    const std::array<float, 2> ab = conv_op_params(*c);
+    s.alpha = ab[0];
+    s.beta = ab[1];
+  } else if (const auto* o = std::get_if<OptimizerRule>(&a.payload)) {
+    s.begin = o->band;
   } else {
-    s.begin = gradient_band_begin(a);
-    s.payload = a.payload_name();
+    const std::array<float, 2> ab = elementwise_params(a);  // {1, 0} for other payloads
+    s.alpha = ab[0];
+    s.beta = ab[1];
   }
-  s.alpha = a.alpha;
-  s.beta = a.beta;
   return s;
 }
 

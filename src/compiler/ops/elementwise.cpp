@@ -143,11 +143,12 @@ void grad_neg(const GradCtx& c) {
   c.add(c.in[0], neg(c.grad));
 }
 void grad_scale(const GradCtx& c) {
-  c.add(c.in[0], scale(c.grad, c.attrs.alpha));
+  c.add(c.in[0], scale(c.grad, c.attrs.get_or_default<ScaleFactor>().factor));
 }
 void grad_axpby(const GradCtx& c) {
-  c.add(c.in[0], scale(c.grad, c.attrs.alpha));
-  c.add(c.in[1], scale(c.grad, c.attrs.beta));
+  const AxpbyCoeffs& k = c.attrs.get_or_default<AxpbyCoeffs>();
+  c.add(c.in[0], scale(c.grad, k.a));
+  c.add(c.in[1], scale(c.grad, k.b));
 }
 void grad_exp(const GradCtx& c) {
   c.add(c.in[0], mul(c.grad, c.node));
@@ -444,13 +445,12 @@ Node neg(Node x) {
 }
 Node scale(Node x, float s) {
   Attrs at;
-  at.alpha = s;
+  at.set(detail::ScaleFactor{s});
   return make_op(OpKind::Scale, {x}, at);
 }
 Node axpby(Node x, Node y, float a, float b) {
   Attrs at;
-  at.alpha = a;
-  at.beta = b;
+  at.set(detail::AxpbyCoeffs{a, b});
   return make_op(OpKind::Axpby, {x, y}, at);
 }
 Node exp(Node x) {
@@ -589,13 +589,12 @@ Node fmod(Node a, float b) {
 }
 Node leaky_relu(Node x, float alpha) {
   detail::Attrs at;
-  at.alpha = alpha;
+  at.set(detail::LeakySlope{alpha});
   return detail::make_op(detail::OpKind::LeakyRelu, {x}, at);
 }
 Node clip(Node x, float lo, float hi) {
   detail::Attrs at;
-  at.alpha = lo;
-  at.beta = hi;
+  at.set(detail::ClipRange{lo, hi});
   return detail::make_op(detail::OpKind::Clip, {x}, at);
 }
 Node pow(Node a, Node b) {

@@ -67,7 +67,7 @@ TensorType infer_embedding_grad(const InferCtx& c) {
   return c.in[2];
 }
 
-// embedding_update(v, g, indices) with attrs alpha = 1, beta: v + beta * embedding_grad(g,
+// embedding_update(v, g, indices) with EmbeddingStep scale: v + scale * embedding_grad(g,
 // indices, v). Made by the fusion pass from an SGD step; its type is the table's.
 TensorType infer_embedding_update(const InferCtx& c) {
   const Shape want = gathered_shape(c, c.in[0], c.in[2]);

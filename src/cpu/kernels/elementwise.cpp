@@ -118,7 +118,10 @@ struct DivF {
 };
 struct AxpbyF {
   float x, y;
-  static AxpbyF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  static AxpbyF from(const Attrs& at) {
+    const AxpbyCoeffs& k = at.get_or_default<AxpbyCoeffs>();
+    return {k.a, k.b};
+  }
   float operator()(float a, float b) const { return x * a + y * b; }
 };
 // A NaN x passed through relu: its gradient flows (x <= 0 is false for NaN).
@@ -206,12 +209,15 @@ struct ErfGradF {
 // A NaN x took leaky_relu's and clip's identity branch (it passed through): g flows.
 struct LeakyReluGradF {
   float alpha;
-  static LeakyReluGradF from(const Attrs& at) { return {at.alpha}; }
+  static LeakyReluGradF from(const Attrs& at) { return {at.get_or_default<LeakySlope>().slope}; }
   float operator()(float g, float x) const { return x <= 0.0f ? alpha * g : g; }
 };
 struct ClipGradF {
   float lo, hi;
-  static ClipGradF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  static ClipGradF from(const Attrs& at) {
+    const ClipRange& r = at.get_or_default<ClipRange>();
+    return {r.lo, r.hi};
+  }
   float operator()(float g, float x) const { return x < lo || x > hi ? 0.0f : g; }
 };
 // gelu'(x) = Phi(x) + x phi(x)
@@ -231,7 +237,7 @@ struct NegF {
 };
 struct ScaleF {
   float s;
-  static ScaleF from(const Attrs& at) { return {at.alpha}; }
+  static ScaleF from(const Attrs& at) { return {at.get_or_default<ScaleFactor>().factor}; }
   float operator()(float x) const { return s * x; }
 };
 struct SqrtF {
@@ -281,13 +287,16 @@ struct RefMishF {
 };
 struct LeakyReluF {
   float alpha;
-  static LeakyReluF from(const Attrs& at) { return {at.alpha}; }
+  static LeakyReluF from(const Attrs& at) { return {at.get_or_default<LeakySlope>().slope}; }
   float operator()(float x) const { return x > 0.0f ? x : alpha * x; }
 };
 // min(max(x, lo), hi): lo > hi gives hi, as ONNX defines it; NaN stays NaN.
 struct ClipF {
   float lo, hi;
-  static ClipF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  static ClipF from(const Attrs& at) {
+    const ClipRange& r = at.get_or_default<ClipRange>();
+    return {r.lo, r.hi};
+  }
   float operator()(float x) const {
     const float t = x < lo ? lo : x;
     return t > hi ? hi : t;
