@@ -738,7 +738,8 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         out = binary(in[0], in[1], [](double a, double b) { return a / b; });
         break;
       case OpKind::Axpby: {
-        const double x = at.alpha, y = at.beta;
+        const auto& k = at.get_or_default<hetgraph::detail::AxpbyCoeffs>();
+        const double x = k.a, y = k.b;
         out = binary(in[0], in[1], [x, y](double a, double b) { return x * a + y * b; });
         break;
       }
@@ -746,7 +747,7 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         out = unary(in[0], [](double a) { return -a; });
         break;
       case OpKind::Scale: {
-        const double s = at.alpha;
+        const double s = at.get_or_default<hetgraph::detail::ScaleFactor>().factor;
         out = unary(in[0], [s](double a) { return s * a; });
         break;
       }
@@ -817,12 +818,13 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         });
         break;
       case OpKind::LeakyRelu: {
-        const double s = at.alpha;
+        const double s = at.get_or_default<hetgraph::detail::LeakySlope>().slope;
         out = unary(in[0], [s](double a) { return a > 0 ? a : s * a; });
         break;
       }
       case OpKind::Clip: {
-        const double lo = at.alpha, hi = at.beta;
+        const auto& r = at.get_or_default<hetgraph::detail::ClipRange>();
+        const double lo = r.lo, hi = r.hi;
         out = unary(in[0], [lo, hi](double a) { return nan_min(nan_max(a, lo), hi); });
         break;
       }
@@ -937,7 +939,8 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
         out = xent(in[0], in[1], int_typed(g, r.inputs[1]));
         break;
       case OpKind::Slice:
-        out = slice(in[0], at.axis, at.begin, at.end);
+        out = slice(in[0], at.axis, at.get_or_default<hetgraph::detail::SliceRange>().begin,
+                    at.get_or_default<hetgraph::detail::SliceRange>().end);
         break;
       case OpKind::Concat:
         out = concat(in, at.axis);

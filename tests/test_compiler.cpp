@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/executable.hpp"
+#include "compiler/placement.hpp"
 #include "compiler/plan.hpp"
 #include "hetgraph/autodiff.hpp"
 #include "hetgraph/distributed.hpp"
@@ -977,6 +978,50 @@ TEST(TypedAttributes, ReadingAnotherKindIsAnInternalError) {
   }
   detail::Attrs none;
   EXPECT_THROW((void)none.get<detail::SliceRanges>(), Error);
+}
+
+// cost_signature keys persisted placement calibration: the attributes that were loose scalars
+// (alpha, beta, begin, end) before they became payloads print as they did then.
+TEST(TypedAttributes, CostSignaturesKeepTheTextOfTheFormerScalars) {
+  using detail::OpKind;
+  detail::Plan p;
+  const std::uint32_t x = p.add_node(OpKind::Input, {});
+  p.nodes[x].type = {Shape{2, 3}, DType::f32};
+  const std::string io = " " + p.nodes[x].type.shape.str() + " -> " + p.nodes[x].type.shape.str();
+  auto sig = [&](OpKind op, const auto& payload, int axis = 0) {
+    detail::Attrs at;
+    at.axis = axis;
+    at.set(payload);
+    const std::uint32_t n = p.add_node(op, {x}, at);
+    p.nodes[n].type = p.nodes[x].type;
+    return detail::cost_signature(p, p.nodes[n]).substr(detail::op_name(op).size());
+  };
+  const std::string flags = " x0 k0 t00 m0 ";
+  EXPECT_EQ(sig(OpKind::Relu, std::monostate{}), io + " a1 b0" + flags + "0:0 nothing");
+  EXPECT_EQ(sig(OpKind::Scale, detail::ScaleFactor{0.5f}), io + " a0.5 b0" + flags + "0:0 nothing");
+  EXPECT_EQ(sig(OpKind::Axpby, detail::AxpbyCoeffs{2, -3}), io + " a2 b-3" + flags + "0:0 nothing");
+  EXPECT_EQ(sig(OpKind::LeakyRelu, detail::LeakySlope{0.2f}),
+            io + " a0.2 b0" + flags + "0:0 nothing");
+  EXPECT_EQ(sig(OpKind::Clip, detail::ClipRange{-1, 6}), io + " a-1 b6" + flags + "0:0 nothing");
+  EXPECT_EQ(sig(OpKind::Slice, detail::SliceRange{1, -1}, 1),
+            io + " a1 b0 x1 k0 t00 m0 1:-1 nothing");
+  EXPECT_EQ(sig(OpKind::ConcatGrad, detail::PieceIndex{2}), io + " a1 b0" + flags + "2:0 nothing");
+  EXPECT_EQ(sig(OpKind::MaximumGrad, detail::InputChoice{1}),
+            io + " a1 b0" + flags + "1:0 nothing");
+  EXPECT_EQ(sig(OpKind::EmbeddingUpdate, detail::EmbeddingStep{.scale = -0.25f, .band = 4}),
+            io + " a1 b-0.25" + flags + "4:0 nothing");
+  EXPECT_EQ(sig(OpKind::SparseOptimizerUpdate, detail::OptimizerRule{.band = 3}),
+            io + " a1 b0" + flags + "3:0 optimizer rule");
+  const detail::MatmulEpilogue scaled{.has_op = true, .op = OpKind::Scale, .alpha = 0.125f};
+  EXPECT_EQ(sig(OpKind::FusedMatMul, scaled), io + " a0.125 b0" + flags + "0:0 matmul epilogue");
+  detail::ConvEpilogue clip{.has_op = true, .op = OpKind::Clip};
+  clip.clip = {0, 6};
+  EXPECT_EQ(sig(OpKind::FusedConv2d, clip), io + " a0 b6" + flags + "0:0 convolution epilogue");
+  detail::ConvEpilogue leaky{.has_op = true, .op = OpKind::LeakyRelu};
+  leaky.leaky = {0.1f};
+  EXPECT_EQ(sig(OpKind::FusedConv2d, leaky), io + " a0.1 b0" + flags + "0:0 convolution epilogue");
+  EXPECT_EQ(sig(OpKind::FusedConv2d, detail::ConvEpilogue{.has_op = true, .op = OpKind::Relu}),
+            io + " a1 b0" + flags + "0:0 convolution epilogue");
 }
 
 // HETGRAPH_DUMP_PLAN=after:<pass> prints the plan after that pass only: checked in a child

@@ -722,13 +722,17 @@ TEST(Kernels, GradientOpsAgreeWithTheCpu) {
   using detail::make_op;
   using detail::OpKind;
   auto with = [](OpKind k, std::initializer_list<Node> in, int axis = 0, bool keep = false,
-                 bool mean = false, std::int64_t begin = 0, std::int64_t end = 0) {
+                 bool mean = false) {
     detail::Attrs at;
     at.axis = axis;
     at.keepdims = keep;
     at.mean = mean;
-    at.begin = begin;
-    at.end = end;
+    return make_op(k, in, at);
+  };
+  auto band = [](OpKind k, std::initializer_list<Node> in, int axis, auto payload) {
+    detail::Attrs at;
+    at.axis = axis;
+    at.set(payload);
     return make_op(k, in, at);
   };
   Graph g;
@@ -762,10 +766,10 @@ TEST(Kernels, GradientOpsAgreeWithTheCpu) {
   f.push_back(make_op(OpKind::SumTo, {a, reduce_sum(a, 0, true)}));
   f.push_back(make_op(OpKind::SumTo, {t, reduce_sum(reduce_sum(t, 0, true), 2, true)}));
   f.push_back(make_op(OpKind::SumTo, {t, reduce_sum(t, kAllAxes)}));
-  f.push_back(with(OpKind::SliceGrad, {slice(b, 1, 3, 40), b}, 1, false, false, 3, 40));
-  f.push_back(with(OpKind::SliceGrad, {slice(t, 0, 1, 2), t}, 0, false, false, 1, 2));
-  f.push_back(with(OpKind::ConcatGrad, {concat({a, s}, 0), a, s}, 0, false, false, 1));
-  f.push_back(with(OpKind::ConcatGrad, {concat({a, b}, 1), a, b}, 1, false, false, 0));
+  f.push_back(band(OpKind::SliceGrad, {slice(b, 1, 3, 40), b}, 1, detail::SliceRange{3, 40}));
+  f.push_back(band(OpKind::SliceGrad, {slice(t, 0, 1, 2), t}, 0, detail::SliceRange{1, 2}));
+  f.push_back(band(OpKind::ConcatGrad, {concat({a, s}, 0), a, s}, 0, detail::PieceIndex{1}));
+  f.push_back(band(OpKind::ConcatGrad, {concat({a, b}, 1), a, b}, 1, detail::PieceIndex{0}));
   f.push_back(make_op(OpKind::GradSeed, {reduce_sum(a, kAllAxes)}));
   {
     detail::Attrs at;  // two pieces of b's axis 1, out of order, with gaps

@@ -1,7 +1,9 @@
-// Attributes of a node. The scalar fields are shared by the ops that document them; anything
-// structured is one typed payload per attribute kind (a permutation, a reshape target, a 2-d
-// window, a matmul epilogue, slice ranges), read back with Attrs::get<T>(), which checks the
-// kind: a node never reads another op's encoding by accident.
+// Attributes of a node. The few scalar fields (axis, keepdims, ...) mean one thing each, shared
+// by the ops that document them; anything else is one typed payload per attribute kind (a
+// scale factor, a slice range, a permutation, a 2-d window, a matmul epilogue, ...), read back
+// with Attrs::get<T>(), which checks the kind: a node never reads another op's encoding by
+// accident. A node that needs a second kind folds it into its first (a fused matmul's factor
+// is MatmulEpilogue::alpha), since a node holds one payload.
 //
 //   Attrs at;
 //   at.set(Permutation{{0, 2, 1}});
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -83,20 +86,54 @@ struct Window2d {
   }
 };
 
+// The payloads of what were Attrs::alpha and beta, one per meaning. Their defaults are those
+// scalars' (alpha 1, beta 0): see Attrs::get_or_default.
+
+/// scale: factor * x.
+struct ScaleFactor {
+  static constexpr std::string_view kName = "scale factor";
+  float factor = 1.0f;
+  friend bool operator==(const ScaleFactor&, const ScaleFactor&) = default;
+};
+
+/// axpby: a * x + b * y.
+struct AxpbyCoeffs {
+  static constexpr std::string_view kName = "axpby coefficients";
+  float a = 1.0f, b = 0.0f;
+  friend bool operator==(const AxpbyCoeffs&, const AxpbyCoeffs&) = default;
+};
+
+/// leaky_relu, leaky_relu_grad: the slope below 0. The builders always set it; a node made
+/// without one (a test's bare node) gets ONNX's and PyTorch's default.
+struct LeakySlope {
+  static constexpr std::string_view kName = "leaky slope";
+  float slope = 0.01f;
+  friend bool operator==(const LeakySlope&, const LeakySlope&) = default;
+};
+
+/// clip, clip_grad: the bounds (an infinite one bounds nothing; lo > hi gives hi). Without one
+/// (a test's bare node) nothing is bounded.
+struct ClipRange {
+  static constexpr std::string_view kName = "clip range";
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  friend bool operator==(const ClipRange&, const ClipRange&) = default;
+};
+
 /// fused_matmul (made by the fusion pass): epilogue(alpha-scaled for scale) of the product,
-/// optionally accumulated into the third input.
+/// optionally accumulated into the third input. A plain matmul has no factor (alpha 1).
 struct MatmulEpilogue {
   static constexpr std::string_view kName = "matmul epilogue";
   bool has_op = false;  // an elementwise op applied to the product
   OpKind op{};          // that op (exp, log, relu, scale, ...) when has_op
   bool accumulate = false;
+  float alpha = 1.0f;  // a folded scale's factor (op is scale); 1 otherwise
   friend bool operator==(const MatmulEpilogue&, const MatmulEpilogue&) = default;
 };
 
 /// fused_conv2d (made by the conv fusion passes): the convolution's window, then what follows
 /// it as oneDNN post-ops: plus the bias (its own input), plus a same-shape residual (sum
 /// post-op, its last input), then an elementwise op (relu, clip, leaky_relu or sigmoid, with
-/// Attrs::alpha and beta as that op reads them).
+/// the parameters its own node held: a LeakySlope or a ClipRange).
 struct ConvEpilogue {
   static constexpr std::string_view kName = "convolution epilogue";
   Window2d window;
@@ -104,6 +141,8 @@ struct ConvEpilogue {
   bool accumulate = false;  // last input r: y = conv + b + r, before the op
   bool has_op = false;
   OpKind op{};
+  LeakySlope leaky;  // op is leaky_relu
+  ClipRange clip;    // op is clip
   friend bool operator==(const ConvEpilogue&, const ConvEpilogue&) = default;
 };
 
@@ -144,6 +183,40 @@ struct SliceRanges {
   friend bool operator==(const SliceRanges&, const SliceRanges&) = default;
 };
 
+// The payloads of what were Attrs::begin and end (defaults 0: Attrs::get_or_default).
+
+/// slice, slice_grad: the [begin, end) range along the node's axis (negative values count
+/// from the back).
+struct SliceRange {
+  static constexpr std::string_view kName = "slice range";
+  std::int64_t begin = 0, end = 0;
+  friend bool operator==(const SliceRange&, const SliceRange&) = default;
+};
+
+/// concat_grad: which piece of the concat (its input `piece`) the gradient is for.
+struct PieceIndex {
+  static constexpr std::string_view kName = "piece index";
+  std::int64_t piece = 0;
+  friend bool operator==(const PieceIndex&, const PieceIndex&) = default;
+};
+
+/// maximum_grad, minimum_grad: the input (0: a, 1: b) whose share of g the node is.
+struct InputChoice {
+  static constexpr std::string_view kName = "input choice";
+  std::int64_t input = 0;
+  friend bool operator==(const InputChoice&, const InputChoice&) = default;
+};
+
+/// embedding_update (fuse_sparse_update): v + scale * (the looked-up rows' summed gradient),
+/// scale being the SGD step's axpby b; and where in its gradient input the lookup's rows start
+/// (GradientBand; fuse_embedding_concat moves it off 0).
+struct EmbeddingStep {
+  static constexpr std::string_view kName = "embedding step";
+  float scale = 1.0f;
+  std::int64_t band = 0;
+  friend bool operator==(const EmbeddingStep&, const EmbeddingStep&) = default;
+};
+
 /// cast: the element type of the result.
 struct TargetType {
   static constexpr std::string_view kName = "target type";
@@ -161,11 +234,12 @@ struct SliceSpec {
 };
 
 /// pad: elements added before and after each axis (one pair per axis of the input; negative
-/// values crop) and how they are filled. The constant is the node's alpha.
+/// values crop) and how they are filled.
 struct PadSpec {
   static constexpr std::string_view kName = "pad spec";
   enum class Mode : std::uint8_t { constant, reflect, edge };
   Mode mode = Mode::constant;
+  float value = 0.0f;  // constant mode's fill
   std::vector<std::int64_t> begin, end;
   friend bool operator==(const PadSpec&, const PadSpec&) = default;
 };
@@ -192,6 +266,7 @@ struct OptimizerRule {
   float alpha = 0.99f;                      // rmsprop: decay of the square average
   float eps = 1e-8f;                        // adam, adamw, rmsprop, adagrad
   float weight_decay = 0.0f;                // adamw: decoupled; the others: added to the gradient
+  std::int64_t band = 0;  // sparse_optimizer_update: the gradient's first column (GradientBand)
   friend bool operator==(const OptimizerRule&, const OptimizerRule&) = default;
 
   /// State tensors per variable (velocity; first and second moments; square average; sum).
@@ -251,17 +326,16 @@ struct LookupPieces {
 };
 
 struct Attrs {
-  float alpha = 1.0f;  // scale factor, axpby a
-  float beta = 0.0f;   // axpby b
-  int axis = 0;        // reductions, softmax, slice, concat (kAllAxes: all)
+  int axis = 0;  // reductions, softmax, slice, concat (kAllAxes: all)
   bool keepdims = false;
   bool trans_a = false, trans_b = false;  // matmul
   bool mean = false;                      // expand: divide by the reduced count
   bool last_index = false;                // argmax / argmin: ties give the last index
-  std::int64_t begin = 0, end = 0;        // slice / slice_grad; concat_grad: the piece
   std::variant<std::monostate, Permutation, ReshapeTarget, Window2d, MatmulEpilogue, SliceRanges,
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
-               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec>
+               ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
+               PieceIndex, InputChoice, EmbeddingStep, ScaleFactor, AxpbyCoeffs, LeakySlope,
+               ClipRange>
       payload;
 
   template <class T>
@@ -274,6 +348,15 @@ struct Attrs {
     if (const T* p = std::get_if<T>(&payload)) return *p;
     throw InternalError("attributes read as a " + std::string(T::kName) + " hold " +
                         payload_name());
+  }
+  /// The payload of kind T, or T's defaults where the node holds none: those are what such a
+  /// node read when these attributes were loose scalars (alpha 1, beta 0, begin and end 0), so
+  /// a node made without its payload (detail::make_op) runs as it did. InternalError when the
+  /// node holds another kind.
+  template <class T>
+  T get_or_default() const {
+    if (std::holds_alternative<std::monostate>(payload)) return T{};
+    return get<T>();
   }
   template <class T>
   Attrs& set(T value) {
@@ -298,6 +381,24 @@ struct Attrs {
 inline const Window2d& window2d(const Attrs& a) {
   if (const auto* e = std::get_if<ConvEpilogue>(&a.payload)) return e->window;
   return a.get<Window2d>();
+}
+
+/// The two float parameters an elementwise kernel is handed (OpenCL's take them for every op):
+/// scale {factor, 0}, axpby {a, b}, leaky_relu {slope, 0}, clip {lo, hi}; other ops {1, 0}.
+inline std::array<float, 2> elementwise_params(const Attrs& a) {
+  if (const auto* s = std::get_if<ScaleFactor>(&a.payload)) return {s->factor, 0.0f};
+  if (const auto* c = std::get_if<AxpbyCoeffs>(&a.payload)) return {c->a, c->b};
+  if (const auto* l = std::get_if<LeakySlope>(&a.payload)) return {l->slope, 0.0f};
+  if (const auto* r = std::get_if<ClipRange>(&a.payload)) return {r->lo, r->hi};
+  return {1.0f, 0.0f};
+}
+
+/// The first gradient column a sparse table step reads (GradientBand): 0 unless
+/// fuse_embedding_concat pointed it into a concat's gradient.
+inline std::int64_t gradient_band_begin(const Attrs& a) {
+  if (const auto* r = std::get_if<OptimizerRule>(&a.payload)) return r->band;
+  if (const auto* e = std::get_if<EmbeddingStep>(&a.payload)) return e->band;
+  return 0;
 }
 
 }  // namespace hetgraph::detail

@@ -105,8 +105,7 @@ void fuse_collectives(Plan& p) {
         const std::int64_t len = p.nodes[p.nodes[m].inputs[0]].type.shape.numel();
         Attrs sl;
         sl.axis = 1;
-        sl.begin = off;
-        sl.end = off + len;
+        sl.set(SliceRange{off, off + len});
         const std::uint32_t part = add_typed(p, OpKind::Slice, {blocks}, sl);
         off += len;
         // The member becomes a view of its part, in its own shape.

@@ -44,6 +44,18 @@ namespace hetgraph::detail {
 
 namespace {
 
+// Points a sparse table step (sparse_optimizer_update: its OptimizerRule; embedding_update: its
+// EmbeddingStep) at column `band` of its gradient input.
+void set_band(Attrs& a, std::int64_t band) {
+  if (auto* r = std::get_if<OptimizerRule>(&a.payload)) {
+    r->band = band;
+    return;
+  }
+  EmbeddingStep e = a.get<EmbeddingStep>();
+  e.band = band;
+  a.set(e);
+}
+
 struct Fuser {
   Plan& p;
   const Capabilities* caps;
@@ -104,8 +116,9 @@ struct Fuser {
       const PlanNode& mm = p.nodes[m];
       if (!product(m) || has_epilogue(mm) || accumulates(mm) || mm.type != n.type) continue;
       Attrs a = mm.attrs;
-      a.alpha = n.op == OpKind::Scale ? n.attrs.alpha : 1.0f;
-      a.set(MatmulEpilogue{.has_op = true, .op = n.op, .accumulate = false});
+      const float alpha =
+          n.op == OpKind::Scale ? n.attrs.get_or_default<ScaleFactor>().factor : 1.0f;
+      a.set(MatmulEpilogue{.has_op = true, .op = n.op, .accumulate = false, .alpha = alpha});
       if (rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1]}, m))
         kill(m, i);
     }
@@ -131,7 +144,6 @@ struct Fuser {
         Attrs a = mm.attrs;
         MatmulEpilogue e =
             mm.op == OpKind::FusedMatMul ? mm.attrs.get<MatmulEpilogue>() : MatmulEpilogue{};
-        if (mm.op != OpKind::FusedMatMul) a.alpha = 1.0f;
         e.accumulate = true;
         a.set(e);
         if (!rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1], other}, q))
@@ -198,7 +210,9 @@ struct Fuser {
       ConvEpilogue e = epilogue_of(c);
       e.has_op = true;
       e.op = n.op;
-      Attrs a = n.attrs;  // the op's alpha and beta
+      if (n.op == OpKind::LeakyRelu) e.leaky = n.attrs.get_or_default<LeakySlope>();
+      if (n.op == OpKind::Clip) e.clip = n.attrs.get_or_default<ClipRange>();
+      Attrs a = n.attrs;
       a.set(e);
       if (rewrite(i, OpKind::FusedConv2d, std::move(a), c.inputs, q)) kill(q, i);
     }
@@ -272,7 +286,7 @@ struct Fuser {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
       if ((n.op != OpKind::EmbeddingUpdate && n.op != OpKind::SparseOptimizerUpdate) ||
-          n.fused_into >= 0 || n.inputs.size() < 2 || n.attrs.begin != 0) {
+          n.fused_into >= 0 || n.inputs.size() < 2 || gradient_band_begin(n.attrs) != 0) {
         continue;
       }
       const std::uint32_t q = n.inputs[1];
@@ -284,11 +298,12 @@ struct Fuser {
       const int rank = p.nodes[cg.inputs[0]].type.shape.rank();
       if (rank < 1 || (cg.attrs.axis != rank - 1 && cg.attrs.axis != -1)) continue;
       std::int64_t begin = 0;
-      for (std::int64_t k = 0; k < cg.attrs.begin; ++k)
+      const std::int64_t piece = cg.attrs.get_or_default<PieceIndex>().piece;
+      for (std::int64_t k = 0; k < piece; ++k)
         begin += p.nodes[cg.inputs[static_cast<std::size_t>(k) + 1]].type.shape.dim(-1);
       PlanNode f = n;
       f.inputs[1] = cg.inputs[0];
-      f.attrs.begin = begin;
+      set_band(f.attrs, begin);
       if (caps != nullptr && !caps->unsupported(p, f).empty()) continue;
       p.nodes[i] = std::move(f);
       kill(q, i);
@@ -300,14 +315,17 @@ struct Fuser {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
       if (n.storage != Storage::Computed || n.op != OpKind::Axpby) continue;
-      if (n.attrs.alpha != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) continue;
+      const AxpbyCoeffs& k = n.attrs.get_or_default<AxpbyCoeffs>();
+      if (k.a != 1.0f || assigned[i] < 0 || n.inputs[0] != assigned[i]) continue;
       const std::uint32_t v = n.inputs[0], e = n.inputs[1];
       const PlanNode& eg = p.nodes[e];
       if (eg.op != OpKind::EmbeddingGrad || eg.storage != Storage::Computed || eg.fetched ||
           readers[e] != 1 || eg.type != n.type || p.nodes[v].type != n.type) {
         continue;
       }
-      if (rewrite(i, OpKind::EmbeddingUpdate, n.attrs, {v, eg.inputs[0], eg.inputs[1]}, e))
+      Attrs a = n.attrs;
+      a.set(EmbeddingStep{.scale = k.b});
+      if (rewrite(i, OpKind::EmbeddingUpdate, std::move(a), {v, eg.inputs[0], eg.inputs[1]}, e))
         kill(e, i);
     }
   }

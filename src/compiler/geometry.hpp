@@ -123,7 +123,9 @@ struct GradientBand {
       if (rows[i] != want[i]) return false;
     return begin + want.dim(-1) <= rows.dim(-1);
   }
-  static GradientBand of(const Shape& rows, const Attrs& at) { return {rows.dim(-1), at.begin}; }
+  static GradientBand of(const Shape& rows, const Attrs& at) {
+    return {rows.dim(-1), gradient_band_begin(at)};
+  }
 };
 
 struct AxisGeom {

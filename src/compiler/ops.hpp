@@ -4,6 +4,7 @@
 // CONTRIBUTING.md walks through adding an op.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -30,8 +31,8 @@ enum class OpKind : std::uint8_t {
   Mul,
   Div,
   Neg,
-  Scale,
-  Axpby,
+  Scale,  // ScaleFactor
+  Axpby,  // AxpbyCoeffs
   Exp,
   Log,
   Sqrt,
@@ -83,7 +84,7 @@ enum class OpKind : std::uint8_t {
   // embedding.cpp
   Embedding,        // (table, int32 indices)
   EmbeddingGrad,    // (g, indices, table): scatter-add into a zero table; table lends its shape
-  EmbeddingUpdate,  // compiler-made: (v, g, indices) -> v + beta * embedding_grad; fusion.cpp
+  EmbeddingUpdate,  // compiler-made: (v, g, indices) -> v + scale * embedding_grad; fusion.cpp
   Floor,            // elementwise.cpp; no gradient flows through it
   Gelu,             // elementwise.cpp
   GeluGrad,
@@ -92,15 +93,15 @@ enum class OpKind : std::uint8_t {
   AbsGrad,
   Erf,
   ErfGrad,
-  LeakyRelu,      // alpha: the slope below 0
-  LeakyReluGrad,  // (g, x), alpha
-  Clip,           // alpha, beta: the bounds
-  ClipGrad,       // (g, x), alpha, beta
+  LeakyRelu,      // LeakySlope: the slope below 0
+  LeakyReluGrad,  // (g, x), LeakySlope
+  Clip,           // ClipRange: the bounds
+  ClipGrad,       // (g, x), ClipRange
   Pow,
   XLogY,  // x * log(y), 0 where x == 0: pow's gradient with respect to the exponent
   Maximum,
   Minimum,
-  MaximumGrad,  // (g, a, b), begin: the input (0: a, 1: b) whose share of g it is
+  MaximumGrad,  // (g, a, b), InputChoice: the input (0: a, 1: b) whose share of g it is
   MinimumGrad,
   Where,  // (int32 cond, a, b)
   Cast,   // TargetType payload
@@ -178,6 +179,14 @@ enum class OpKind : std::uint8_t {
 };
 inline constexpr int kNumOps = static_cast<int>(OpKind::Count_);
 
+/// A fused convolution's op parameters as OpenCL's fused_conv2d_fwd takes them (two floats
+/// whatever the op): leaky_relu {slope, 0}, clip {lo, hi}, others {1, 0}.
+inline std::array<float, 2> conv_op_params(const ConvEpilogue& e) {
+  if (e.op == OpKind::LeakyRelu) return {e.leaky.slope, 0.0f};
+  if (e.op == OpKind::Clip) return {e.clip.lo, e.clip.hi};
+  return {1.0f, 0.0f};
+}
+
 struct TensorType {
   Shape shape;
   DType dtype = DType::f32;
@@ -232,7 +241,8 @@ enum class Storage : std::uint8_t {
 /// Elementwise ops map each element (unary: f(x)) or each broadcast pair (binary: f(a, b)) on
 /// their own: platforms run them through one generic kernel per kind (an OpenCL op `name`
 /// is the kernel name_f32, or name_ff / name_bc, in kernels/elementwise.cl). Unary kernels
-/// get the node's alpha and beta, binary and ternary ones too.
+/// get the node's two float parameters (elementwise_params in attrs.hpp: a scale's factor,
+/// axpby's a and b, ...), binary and ternary ones too.
 /// Ternary ops (where, the maximum/minimum gradients) broadcast three inputs (name_bc, or
 /// name_ff when all have the output's shape).
 enum class Elementwise : std::uint8_t { none, unary, binary, ternary };
@@ -270,7 +280,8 @@ struct IndexInput {
 /// back through this too, for ONNX schema versions [since, until]; other ops have an importer
 /// handler of their own (src/onnx/ops_*.cpp).
 struct OnnxForm {
-  enum class Attr : std::uint8_t { none, axis, alpha };  // "axis" (int), "alpha" (float)
+  // "axis" (int), "alpha" (float: the first of elementwise_params, e.g. LeakySlope's slope)
+  enum class Attr : std::uint8_t { none, axis, alpha };
   std::string_view op;  // empty: the exporter spells the op out, or it has no ONNX form
   Attr attr = Attr::none;
   int since = 0, until = 0;  // 0: imported by a handler of its own

@@ -194,8 +194,7 @@ Stack make_stack(const Plan& p, const PlanNode& first, const std::vector<std::ui
   piece.op = OpKind::Slice;
   piece.attrs = Attrs{};
   piece.attrs.axis = 0;
-  piece.attrs.begin = 0;
-  piece.attrs.end = rows;
+  piece.attrs.set(SliceRange{0, rows});
   return s;
 }
 
@@ -236,8 +235,7 @@ void rewrite_as_stack(Plan& p, const PlanNode& first, const std::vector<std::uin
     member.op = OpKind::Slice;
     member.attrs = Attrs{};
     member.attrs.axis = 0;
-    member.attrs.begin = j * rows;
-    member.attrs.end = (j + 1) * rows;
+    member.attrs.set(SliceRange{j * rows, (j + 1) * rows});
     member.inputs = {q};
   }
 }

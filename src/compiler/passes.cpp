@@ -175,7 +175,9 @@ std::vector<std::uint32_t> regroup(Plan& p, const std::vector<std::uint32_t>& pa
   std::int64_t like = -1;
   for (std::uint32_t q : parts) {
     const PlanNode& r = p.nodes[q];
-    if (r.op == OpKind::SliceGrad && r.attrs.begin >= 0 && r.attrs.end > r.attrs.begin) {
+    const SliceRange sr =
+        r.op == OpKind::SliceGrad ? r.attrs.get_or_default<SliceRange>() : SliceRange{};
+    if (r.op == OpKind::SliceGrad && sr.begin >= 0 && sr.end > sr.begin) {
       slices.push_back(q);
       continue;
     }
@@ -201,7 +203,8 @@ std::vector<std::uint32_t> regroup(Plan& p, const std::vector<std::uint32_t>& pa
     for (std::uint32_t q : slices) {
       const PlanNode& r = p.nodes[q];
       ok = ok && r.inputs[1] == s0.inputs[1] && r.attrs.axis == s0.attrs.axis;
-      ranges.push_back({r.attrs.begin, r.attrs.end});
+      const SliceRange& sr = r.attrs.get_or_default<SliceRange>();
+      ranges.push_back({sr.begin, sr.end});
     }
     auto sorted = ranges;
     std::sort(sorted.begin(), sorted.end());

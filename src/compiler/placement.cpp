@@ -649,16 +649,61 @@ double transfer_cost_us(std::size_t bytes, std::size_t from, std::size_t to,
   return out + in;
 }
 
+namespace {
+
+// What cost_signature has always printed of a node's attributes, from the payloads that now
+// hold what were loose scalars (alpha, beta, begin, end): calibration tables persist the
+// signature, so its text must not change. Such payloads print as the "nothing" they were.
+struct SignatureScalars {
+  float alpha = 1.0f, beta = 0.0f;
+  std::int64_t begin = 0, end = 0;
+  std::string payload;
+};
+SignatureScalars signature_scalars(const Attrs& a) {
+  SignatureScalars s{.payload = a.payload_name()};
+  const bool was_scalars = a.has<SliceRange>() || a.has<PieceIndex>() || a.has<InputChoice>() ||
+                           a.has<EmbeddingStep>() || a.has<ScaleFactor>() || a.has<AxpbyCoeffs>() ||
+                           a.has<LeakySlope>() || a.has<ClipRange>();
+  if (was_scalars) s.payload = "nothing";
+  if (const auto* r = std::get_if<SliceRange>(&a.payload)) {
+    s.begin = r->begin;
+    s.end = r->end;
+  } else if (const auto* p = std::get_if<PieceIndex>(&a.payload)) {
+    s.begin = p->piece;
+  } else if (const auto* i = std::get_if<InputChoice>(&a.payload)) {
+    s.begin = i->input;
+  } else if (const auto* e = std::get_if<EmbeddingStep>(&a.payload)) {
+    s.beta = e->scale;  // alpha: the SGD step's 1
+    s.begin = e->band;
+  } else if (const auto* m = std::get_if<MatmulEpilogue>(&a.payload)) {
+    s.alpha = m->alpha;
+  } else if (const auto* c = std::get_if<ConvEpilogue>(&a.payload)) {
+    const std::array<float, 2> ab = conv_op_params(*c);
+    s.alpha = ab[0];
+    s.beta = ab[1];
+  } else if (const auto* o = std::get_if<OptimizerRule>(&a.payload)) {
+    s.begin = o->band;
+  } else {
+    const std::array<float, 2> ab = elementwise_params(a);  // {1, 0} for other payloads
+    s.alpha = ab[0];
+    s.beta = ab[1];
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string cost_signature(const Plan& p, const PlanNode& n) {
   std::string s(op_name(n.op));
   for (std::uint32_t u : n.inputs) s += " " + p.nodes[u].type.shape.str();
   s += " -> " + n.type.shape.str();
   const Attrs& a = n.attrs;
   char b[96];
-  std::snprintf(b, sizeof b, " a%g b%g x%d k%d t%d%d m%d %lld:%lld", a.alpha, a.beta, a.axis,
-                a.keepdims, a.trans_a, a.trans_b, a.mean, static_cast<long long>(a.begin),
-                static_cast<long long>(a.end));
-  return s + b + " " + a.payload_name();
+  const SignatureScalars v = signature_scalars(a);
+  std::snprintf(b, sizeof b, " a%g b%g x%d k%d t%d%d m%d %lld:%lld", v.alpha, v.beta, a.axis,
+                a.keepdims, a.trans_a, a.trans_b, a.mean, static_cast<long long>(v.begin),
+                static_cast<long long>(v.end));
+  return s + b + " " + v.payload;
 }
 
 // ---- place_devices ---------------------------------------------------------------------------

@@ -276,7 +276,8 @@ class Exporter {
     for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
     ir::Node& e = add(std::string(form.op), std::move(ins), {out});
     if (form.attr == detail::OnnxForm::Attr::axis) e.attrs["axis"] = attr_i(n.attrs.axis);
-    if (form.attr == detail::OnnxForm::Attr::alpha) e.attrs["alpha"] = attr_f(n.attrs.alpha);
+    if (form.attr == detail::OnnxForm::Attr::alpha)
+      e.attrs["alpha"] = attr_f(detail::elementwise_params(n.attrs)[0]);
   }
 
   // ONNX's Mod takes fmod = 0 (numpy's mod) for ints only: a float mod is fmod's remainder
@@ -337,13 +338,14 @@ class Exporter {
   }
 
   void scale(std::uint32_t, const PlanNode& n, const std::string& out) {
-    add("Mul", {in(n, 0), scalar(n.attrs.alpha)}, {out});
+    add("Mul", {in(n, 0), scalar(n.attrs.get_or_default<detail::ScaleFactor>().factor)}, {out});
   }
 
   void axpby(std::uint32_t, const PlanNode& n, const std::string& out) {
     const std::string ax = fresh(out + "/ax"), by = fresh(out + "/by");
-    add("Mul", {in(n, 0), scalar(n.attrs.alpha)}, {ax});
-    add("Mul", {in(n, 1), scalar(n.attrs.beta)}, {by});
+    const detail::AxpbyCoeffs& k = n.attrs.get_or_default<detail::AxpbyCoeffs>();
+    add("Mul", {in(n, 0), scalar(k.a)}, {ax});
+    add("Mul", {in(n, 1), scalar(k.b)}, {by});
     add("Add", {ax, by}, {out});
   }
 
@@ -359,10 +361,9 @@ class Exporter {
   }
 
   void clip(std::uint32_t, const PlanNode& n, const std::string& out) {
-    const auto& at = n.attrs;
+    const detail::ClipRange& r = n.attrs.get_or_default<detail::ClipRange>();
     add("Clip",
-        {in(n, 0), std::isinf(at.alpha) ? "" : scalar(at.alpha),
-         std::isinf(at.beta) ? "" : scalar(at.beta)},
+        {in(n, 0), std::isinf(r.lo) ? "" : scalar(r.lo), std::isinf(r.hi) ? "" : scalar(r.hi)},
         {out});
   }
 
@@ -480,7 +481,8 @@ class Exporter {
 
   void slice(std::uint32_t, const PlanNode& n, const std::string& out) {
     const auto& at = n.attrs;
-    add("Slice", {in(n, 0), ints({at.begin}), ints({at.end}), ints({at.axis})}, {out});
+    const detail::SliceRange& r = at.get_or_default<detail::SliceRange>();
+    add("Slice", {in(n, 0), ints({r.begin}), ints({r.end}), ints({at.axis})}, {out});
   }
 
   // The spec is ONNX Slice's own (axes and steps filled in).

@@ -108,7 +108,8 @@ TensorType infer_select_grad(const InferCtx& c) {
     c.fail("the gradient must have the broadcast shape of " + c.in[1].shape.str() + " and " +
            c.in[2].shape.str());
   }
-  if (c.attrs.begin != 0 && c.attrs.begin != 1) c.fail("the input must be 0 or 1");
+  const std::int64_t k = c.attrs.get_or_default<InputChoice>().input;
+  if (k != 0 && k != 1) c.fail("the input must be 0 or 1");
   return c.in[0];
 }
 
@@ -142,11 +143,12 @@ void grad_neg(const GradCtx& c) {
   c.add(c.in[0], neg(c.grad));
 }
 void grad_scale(const GradCtx& c) {
-  c.add(c.in[0], scale(c.grad, c.attrs.alpha));
+  c.add(c.in[0], scale(c.grad, c.attrs.get_or_default<ScaleFactor>().factor));
 }
 void grad_axpby(const GradCtx& c) {
-  c.add(c.in[0], scale(c.grad, c.attrs.alpha));
-  c.add(c.in[1], scale(c.grad, c.attrs.beta));
+  const AxpbyCoeffs& k = c.attrs.get_or_default<AxpbyCoeffs>();
+  c.add(c.in[0], scale(c.grad, k.a));
+  c.add(c.in[1], scale(c.grad, k.b));
 }
 void grad_exp(const GradCtx& c) {
   c.add(c.in[0], mul(c.grad, c.node));
@@ -254,7 +256,7 @@ template <OpKind K>
 void grad_select(const GradCtx& c) {
   for (std::int64_t k = 0; k < 2; ++k) {
     Attrs at;
-    at.begin = k;
+    at.set(InputChoice{k});
     const Node in = c.in[static_cast<std::size_t>(k)];
     c.add(in, sum_to(make_op(K, {c.grad, c.in[0], c.in[1]}, at), in));
   }
@@ -455,13 +457,12 @@ Node neg(Node x) {
 }
 Node scale(Node x, float s) {
   Attrs at;
-  at.alpha = s;
+  at.set(detail::ScaleFactor{s});
   return make_op(OpKind::Scale, {x}, at);
 }
 Node axpby(Node x, Node y, float a, float b) {
   Attrs at;
-  at.alpha = a;
-  at.beta = b;
+  at.set(detail::AxpbyCoeffs{a, b});
   return make_op(OpKind::Axpby, {x, y}, at);
 }
 Node exp(Node x) {
@@ -600,13 +601,12 @@ Node fmod(Node a, float b) {
 }
 Node leaky_relu(Node x, float alpha) {
   detail::Attrs at;
-  at.alpha = alpha;
+  at.set(detail::LeakySlope{alpha});
   return detail::make_op(detail::OpKind::LeakyRelu, {x}, at);
 }
 Node clip(Node x, float lo, float hi) {
   detail::Attrs at;
-  at.alpha = lo;
-  at.beta = hi;
+  at.set(detail::ClipRange{lo, hi});
   return detail::make_op(detail::OpKind::Clip, {x}, at);
 }
 Node pow(Node a, Node b) {

@@ -67,14 +67,14 @@ TensorType infer_embedding_grad(const InferCtx& c) {
   return c.in[2];
 }
 
-// embedding_update(v, g, indices) with attrs alpha = 1, beta: v + beta * embedding_grad(g,
+// embedding_update(v, g, indices) with EmbeddingStep scale: v + scale * embedding_grad(g,
 // indices, v). Made by the fusion pass from an SGD step; its type is the table's.
 TensorType infer_embedding_update(const InferCtx& c) {
   const Shape want = gathered_shape(c, c.in[0], c.in[2]);
-  if (c.in[1].dtype != DType::f32 || !GradientBand::fits(c.in[1].shape, want, c.attrs.begin)) {
+  const std::int64_t band = gradient_band_begin(c.attrs);
+  if (c.in[1].dtype != DType::f32 || !GradientBand::fits(c.in[1].shape, want, band)) {
     c.fail("embedding_update: the incoming gradient must have the lookup's shape " + want.str() +
-           " (or hold it from column " + std::to_string(c.attrs.begin) + "), got " +
-           c.in[1].shape.str());
+           " (or hold it from column " + std::to_string(band) + "), got " + c.in[1].shape.str());
   }
   return c.in[0];
 }

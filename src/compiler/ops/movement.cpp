@@ -15,12 +15,12 @@ namespace hetgraph::detail {
 void slice_range(const InferCtx& c, const Shape& s, int axis, std::int64_t& b, std::int64_t& e) {
   const int a = c.norm_axis(axis, s.rank());
   const std::int64_t d = s[a];
-  b = c.attrs.begin < 0 ? c.attrs.begin + d : c.attrs.begin;
-  e = c.attrs.end < 0 ? c.attrs.end + d : c.attrs.end;
+  const SliceRange& r = c.attrs.get_or_default<SliceRange>();
+  b = r.begin < 0 ? r.begin + d : r.begin;
+  e = r.end < 0 ? r.end + d : r.end;
   if (b < 0 || e > d || b >= e) {
-    c.fail("slice [" + std::to_string(c.attrs.begin) + ", " + std::to_string(c.attrs.end) +
-           ") of axis " + std::to_string(axis) + " (size " + std::to_string(d) +
-           ") is empty or out of range");
+    c.fail("slice [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") of axis " +
+           std::to_string(axis) + " (size " + std::to_string(d) + ") is empty or out of range");
   }
 }
 
@@ -90,11 +90,11 @@ TensorType infer_concat(const InferCtx& c) {
   return {concat_shape(c, 0), c.in[0].dtype};
 }
 
-// concat_grad(g, x0..xn-1) with attrs.begin = i: the piece of g that came from x_i.
+// concat_grad(g, x0..xn-1) with PieceIndex i: the piece of g that came from x_i.
 TensorType infer_concat_grad(const InferCtx& c) {
   const Shape whole = concat_shape(c, 1);
   if (c.in[0].shape != whole) c.fail("concat gradient must have shape " + whole.str());
-  const auto i = static_cast<std::size_t>(c.attrs.begin) + 1;
+  const auto i = static_cast<std::size_t>(c.attrs.get_or_default<PieceIndex>().piece) + 1;
   if (i >= c.in.size()) c.fail("concat gradient index out of range");
   return {c.in[i].shape, DType::f32};
 }
@@ -192,7 +192,7 @@ void grad_concat(const GradCtx& c) {
   ins.insert(ins.end(), c.in.begin(), c.in.end());
   for (std::size_t i = 0; i < c.in.size(); ++i) {
     Attrs a = c.attrs;
-    a.begin = static_cast<std::int64_t>(i);
+    a.set(PieceIndex{static_cast<std::int64_t>(i)});
     c.add(c.in[i], make_op(OpKind::ConcatGrad, std::span<const Node>(ins), a));
   }
 }
@@ -287,8 +287,7 @@ using detail::OpKind;
 Node slice(Node x, int axis, std::int64_t begin, std::int64_t end) {
   Attrs at;
   at.axis = axis;
-  at.begin = begin;
-  at.end = end;
+  at.set(detail::SliceRange{begin, end});
   return make_op(OpKind::Slice, {x}, at);
 }
 

@@ -51,9 +51,9 @@ TensorType infer_sparse_update(const InferCtx& c) {
   std::vector<std::int64_t> d(c.in[2].shape.dims().begin(), c.in[2].shape.dims().end());
   d.push_back(v.shape[1]);
   if (c.in[1].dtype != DType::f32 ||
-      !GradientBand::fits(c.in[1].shape, Shape(std::span<const std::int64_t>(d)), c.attrs.begin))
+      !GradientBand::fits(c.in[1].shape, Shape(std::span<const std::int64_t>(d)), r.band))
     c.fail("the gradient rows must have the lookup's shape (or hold it from column " +
-           std::to_string(c.attrs.begin) + ")");
+           std::to_string(r.band) + ")");
   if (c.in[3].shape.numel() != 1) c.fail("the learning rate must be a scalar");
   if (c.in.size() != static_cast<std::size_t>(4 + r.states()) || (r.states() == 1 && c.in[4] != v))
     c.fail("sparse_optimizer_update: wrong state inputs");

@@ -235,7 +235,7 @@ std::unique_ptr<CpuKernel> make_conv_fwd_winograd(const KernelArgs& a) {
 }
 
 // fused_conv2d's epilogue as oneDNN post-ops: the residual (sum), then the elementwise op with
-// the parameters that op reads from its attributes.
+// the parameters its node held (ConvEpilogue::leaky, clip).
 dnnl::primitive_attr conv_post_ops(const Attrs& at) {
   const ConvEpilogue& e = at.get<ConvEpilogue>();
   dnnl::post_ops ops;
@@ -247,10 +247,10 @@ dnnl::primitive_attr conv_post_ops(const Attrs& at) {
         ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
         break;
       case OpKind::LeakyRelu:
-        ops.append_eltwise(1.0f, alg::eltwise_relu, at.alpha, 0.0f);
+        ops.append_eltwise(1.0f, alg::eltwise_relu, e.leaky.slope, 0.0f);
         break;
       case OpKind::Clip:
-        ops.append_eltwise(1.0f, alg::eltwise_clip, at.alpha, at.beta);
+        ops.append_eltwise(1.0f, alg::eltwise_clip, e.clip.lo, e.clip.hi);
         break;
       case OpKind::Sigmoid:
         ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
@@ -447,15 +447,15 @@ std::unique_ptr<CpuKernel> make_conv_ref(const KernelArgs& a) {
 }
 
 // The epilogue's elementwise op in double, as the unfused nodes' reference kernels compute it.
-double epilogue_ref(const ConvEpilogue& e, const Attrs& at, double v) {
+double epilogue_ref(const ConvEpilogue& e, double v) {
   if (!e.has_op) return v;
   switch (e.op) {
     case OpKind::Relu:
       return v > 0 ? v : 0.0;
     case OpKind::LeakyRelu:
-      return v > 0 ? v : at.alpha * v;
+      return v > 0 ? v : e.leaky.slope * v;
     case OpKind::Clip:
-      return std::min<double>(std::max<double>(v, at.alpha), at.beta);
+      return std::min<double>(std::max<double>(v, e.clip.lo), e.clip.hi);
     default:  // sigmoid
       return 1.0 / (1.0 + std::exp(-v));
   }
@@ -481,7 +481,7 @@ std::unique_ptr<CpuKernel> make_fused_conv_ref(const KernelArgs& a) {
     for (std::size_t i = 0; i < n; ++i) {  // y may be res itself (in place): read it first
       const auto o = static_cast<std::int64_t>(i) / (r.g.oh * r.g.ow) % r.g.oc;
       const double v = acc[i] + (b ? b[o] : 0.0f) + (res ? res[i] : 0.0f);
-      y[i] = static_cast<float>(epilogue_ref(e, at, v));
+      y[i] = static_cast<float>(epilogue_ref(e, v));
     }
   });
 }

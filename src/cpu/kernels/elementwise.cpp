@@ -69,7 +69,9 @@ std::unique_ptr<CpuKernel> make_binary(const KernelArgs& k, Op op) {
 
 // A functor computed by the code path's vector kernels (code_path.hpp), named by its kVec.
 template <class Op>
-concept VectorOp = requires { Op::kVec; };
+concept VectorOp = requires {
+  Op::kVec;
+};
 
 template <class Op>
 std::unique_ptr<CpuKernel> make_unary(const KernelArgs& k, Op op) {
@@ -116,7 +118,10 @@ struct DivF {
 };
 struct AxpbyF {
   float x, y;
-  static AxpbyF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  static AxpbyF from(const Attrs& at) {
+    const AxpbyCoeffs& k = at.get_or_default<AxpbyCoeffs>();
+    return {k.a, k.b};
+  }
   float operator()(float a, float b) const { return x * a + y * b; }
 };
 // A NaN x passed through relu: its gradient flows (x <= 0 is false for NaN).
@@ -210,12 +215,15 @@ struct ErfGradF {
 // A NaN x took leaky_relu's and clip's identity branch (it passed through): g flows.
 struct LeakyReluGradF {
   float alpha;
-  static LeakyReluGradF from(const Attrs& at) { return {at.alpha}; }
+  static LeakyReluGradF from(const Attrs& at) { return {at.get_or_default<LeakySlope>().slope}; }
   float operator()(float g, float x) const { return x <= 0.0f ? alpha * g : g; }
 };
 struct ClipGradF {
   float lo, hi;
-  static ClipGradF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  static ClipGradF from(const Attrs& at) {
+    const ClipRange& r = at.get_or_default<ClipRange>();
+    return {r.lo, r.hi};
+  }
   float operator()(float g, float x) const { return x < lo || x > hi ? 0.0f : g; }
 };
 // gelu'(x) = Phi(x) + x phi(x)
@@ -235,7 +243,7 @@ struct NegF {
 };
 struct ScaleF {
   float s;
-  static ScaleF from(const Attrs& at) { return {at.alpha}; }
+  static ScaleF from(const Attrs& at) { return {at.get_or_default<ScaleFactor>().factor}; }
   float operator()(float x) const { return s * x; }
 };
 struct SqrtF {
@@ -285,13 +293,16 @@ struct RefMishF {
 };
 struct LeakyReluF {
   float alpha;
-  static LeakyReluF from(const Attrs& at) { return {at.alpha}; }
+  static LeakyReluF from(const Attrs& at) { return {at.get_or_default<LeakySlope>().slope}; }
   float operator()(float x) const { return x > 0.0f ? x : alpha * x; }
 };
 // min(max(x, lo), hi): lo > hi gives hi, as ONNX defines it; NaN stays NaN.
 struct ClipF {
   float lo, hi;
-  static ClipF from(const Attrs& at) { return {at.alpha, at.beta}; }
+  static ClipF from(const Attrs& at) {
+    const ClipRange& r = at.get_or_default<ClipRange>();
+    return {r.lo, r.hi};
+  }
   float operator()(float x) const {
     const float t = x < lo ? lo : x;
     return t > hi ? hi : t;
@@ -383,7 +394,7 @@ struct SelectGradF {
   using B = float;
   using O = float;
   bool to_a;
-  static SelectGradF from(const Attrs& at) { return {at.begin == 0}; }
+  static SelectGradF from(const Attrs& at) { return {at.get_or_default<InputChoice>().input == 0}; }
   O operator()(C g, A a, B b) const {
     const bool takes_a = Max ? max_takes_a(a, b) : min_takes_a(a, b);
     return takes_a == to_a ? g : 0.0f;

@@ -136,7 +136,7 @@ std::unique_ptr<CpuKernel> make_update(const KernelArgs& a) {
   const GradientBand gb = GradientBand::of(a.in_shape(1), a.node.attrs);
   const std::int32_t* idx = a.in_i(2);
   float* out = a.out_f();
-  const float beta = a.node.attrs.beta;
+  const float beta = a.node.attrs.get<EmbeddingStep>().scale;
   struct Scratch {
     std::vector<std::int32_t> order;   // lookup positions grouped by row, lookup order within
     std::vector<std::int64_t> starts;  // group boundaries in `order`
@@ -309,9 +309,9 @@ void check_axis_indices(const std::int32_t* idx, std::int64_t count, std::int64_
   for (std::int64_t i = 0; i < count; ++i) {
     if (idx[i] < -n || idx[i] >= n) {
       throw FeedError("node " + label + ": index " + std::to_string(idx[i]) + " at position " +
-                      std::to_string(i) + " of the indices " + index_shape.str() +
-                      " is outside [" + std::to_string(-n) + ", " + std::to_string(n) +
-                      "), the size of the " + std::string(axis_name) + " axis");
+                      std::to_string(i) + " of the indices " + index_shape.str() + " is outside [" +
+                      std::to_string(-n) + ", " + std::to_string(n) + "), the size of the " +
+                      std::string(axis_name) + " axis");
     }
   }
 }

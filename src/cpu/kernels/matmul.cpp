@@ -279,7 +279,7 @@ Fused fused(const KernelArgs& a) {
   Fused f;
   const MatmulEpilogue& e = a.node.attrs.get<MatmulEpilogue>();
   if (e.has_op) f.epilogue = e.op;
-  f.alpha = a.node.attrs.alpha;
+  f.alpha = e.alpha;
   f.accumulate = e.accumulate;
   return f;
 }

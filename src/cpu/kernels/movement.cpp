@@ -33,7 +33,8 @@ void copy_band(const ExecCtx& ctx, const float* src, std::int64_t src_d, std::in
 std::unique_ptr<CpuKernel> make_slice(const KernelArgs& k) {
   const Shape& s = k.in_shape(0);
   const AxisGeom g = axis_geom(s, k.node.attrs.axis);
-  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const SliceRange& r = k.node.attrs.get_or_default<SliceRange>();
+  const std::int64_t b = norm(r.begin, g.n), e = norm(r.end, g.n);
   const float* x = k.in_f(0);
   float* out = k.out_f();
   return make_kernel([=](const ExecCtx& ctx) {
@@ -43,7 +44,8 @@ std::unique_ptr<CpuKernel> make_slice(const KernelArgs& k) {
 
 std::unique_ptr<CpuKernel> make_slice_grad(const KernelArgs& k) {
   const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
-  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const SliceRange& r = k.node.attrs.get_or_default<SliceRange>();
+  const std::int64_t b = norm(r.begin, g.n), e = norm(r.end, g.n);
   const float* gr = k.in_f(0);
   float* out = k.out_f();
   const std::int64_t total = k.out_shape().numel();
@@ -127,10 +129,10 @@ std::unique_ptr<CpuKernel> make_concat(const KernelArgs& k) {
   });
 }
 
-// concat_grad(g, x0..xn-1) with attrs.begin = i: the band of g that x_i filled.
+// concat_grad(g, x0..xn-1) with PieceIndex i: the band of g that x_i filled.
 std::unique_ptr<CpuKernel> make_concat_grad(const KernelArgs& k) {
   const int axis = k.node.attrs.axis;
-  const auto index = static_cast<std::size_t>(k.node.attrs.begin);
+  const auto index = static_cast<std::size_t>(k.node.attrs.get_or_default<PieceIndex>().piece);
   const AxisGeom g = axis_geom(k.in_shape(0), axis);
   std::int64_t off = 0;
   for (std::size_t i = 1; i <= index; ++i) off += k.in_shape(i).dim(axis);
@@ -298,7 +300,8 @@ void copy_elements(const float* in, std::int64_t id, std::int64_t ib, float* out
 
 std::unique_ptr<CpuKernel> make_slice_ref(const KernelArgs& k) {
   const AxisGeom g = axis_geom(k.in_shape(0), k.node.attrs.axis);
-  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const SliceRange& r = k.node.attrs.get_or_default<SliceRange>();
+  const std::int64_t b = norm(r.begin, g.n), e = norm(r.end, g.n);
   const float* x = k.in_f(0);
   float* out = k.out_f();
   return make_kernel([=](const ExecCtx&) { copy_elements(x, g.n, b, out, e - b, 0, e - b, g); });
@@ -306,7 +309,8 @@ std::unique_ptr<CpuKernel> make_slice_ref(const KernelArgs& k) {
 
 std::unique_ptr<CpuKernel> make_slice_grad_ref(const KernelArgs& k) {
   const AxisGeom g = axis_geom(k.out_shape(), k.node.attrs.axis);
-  const std::int64_t b = norm(k.node.attrs.begin, g.n), e = norm(k.node.attrs.end, g.n);
+  const SliceRange& r = k.node.attrs.get_or_default<SliceRange>();
+  const std::int64_t b = norm(r.begin, g.n), e = norm(r.end, g.n);
   const float* gr = k.in_f(0);
   float* out = k.out_f();
   const std::int64_t total = k.out_shape().numel();
@@ -347,7 +351,7 @@ std::unique_ptr<CpuKernel> make_concat_ref(const KernelArgs& k) {
 
 std::unique_ptr<CpuKernel> make_concat_grad_ref(const KernelArgs& k) {
   const int axis = k.node.attrs.axis;
-  const auto index = static_cast<std::size_t>(k.node.attrs.begin);
+  const auto index = static_cast<std::size_t>(k.node.attrs.get_or_default<PieceIndex>().piece);
   const AxisGeom g = axis_geom(k.in_shape(0), axis);
   std::int64_t off = 0;
   for (std::size_t i = 1; i <= index; ++i) off += k.in_shape(i).dim(axis);

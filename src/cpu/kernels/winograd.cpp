@@ -184,8 +184,9 @@ class Winograd final : public CpuKernel {
       }
       has_op_ = e.has_op;
       op_ = e.op;
-      alpha_ = n.attrs.alpha;
-      beta_ = n.attrs.beta;
+      slope_ = e.leaky.slope;
+      lo_ = e.clip.lo;
+      hi_ = e.clip.hi;
     } else if (a.in.size() == 3) {
       bias_ = a.in_f(2);
     }
@@ -394,10 +395,10 @@ class Winograd final : public CpuKernel {
       case OpKind::Relu:
         return _mm256_max_ps(_mm256_setzero_ps(), x);
       case OpKind::LeakyRelu:
-        return _mm256_blendv_ps(_mm256_mul_ps(x, _mm256_set1_ps(alpha_)), x,
+        return _mm256_blendv_ps(_mm256_mul_ps(x, _mm256_set1_ps(slope_)), x,
                                 _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
       case OpKind::Clip:
-        return _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(alpha_)), _mm256_set1_ps(beta_));
+        return _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(lo_)), _mm256_set1_ps(hi_));
       default:
         return x;
     }
@@ -409,7 +410,7 @@ class Winograd final : public CpuKernel {
   Act x_, y_, r_;
   bool has_op_ = false;
   OpKind op_{};
-  float alpha_ = 0.0f, beta_ = 0.0f;
+  float slope_ = 0.0f, lo_ = 0.0f, hi_ = 0.0f;  // the fused op's (ConvEpilogue)
   const std::atomic<std::uint64_t>* host_writes_;
   bool fixed_;
   int max_threads_;

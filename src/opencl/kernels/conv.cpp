@@ -84,8 +84,7 @@ std::unique_ptr<ClOp> make_fused_conv(const OpArgs& a) {
   for (cl_mem m : buffers) set_arg(k.get(), i++, sizeof(m), &m);
   const cl_int ints[] = {e.bias ? 1 : 0, e.accumulate ? 1 : 0, activation_code(e)};
   for (cl_int v : ints) set_arg(k.get(), i++, sizeof(v), &v);
-  const float params[] = {a.node.attrs.alpha, a.node.attrs.beta};
-  for (float v : params) set_arg(k.get(), i++, sizeof(v), &v);
+  for (float v : conv_op_params(e)) set_arg(k.get(), i++, sizeof(v), &v);
   set_geometry(k.get(), i, g);
   return make_seq(launch_1d(a.device, std::move(k)));
 }

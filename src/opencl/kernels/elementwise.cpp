@@ -37,8 +37,9 @@ const char* reject_missing(const OpArgs& a) {
 std::unique_ptr<ClOp> make_unary(const OpArgs& a) {
   const cl_int n = to_int(a.out_shape().numel());
   const std::string name = std::string(op_name(a.node.op)) + "_f32";
-  Kernel k = make_kernel(a.program("elementwise"), name.c_str(), a.in[0], a.out, n,
-                         cl_float{a.node.attrs.alpha}, cl_float{a.node.attrs.beta});
+  const std::array<float, 2> ab = elementwise_params(a.node.attrs);
+  Kernel k = make_kernel(a.program("elementwise"), name.c_str(), a.in[0], a.out, n, cl_float{ab[0]},
+                         cl_float{ab[1]});
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
@@ -54,7 +55,8 @@ cl_int4 right_aligned(const std::array<std::int64_t, 4>& v, int rank, std::int64
 // The binary kernel `base`_ff (operands of the output's shape) or `base`_bc (broadcast).
 std::unique_ptr<ClOp> launch_binary(const OpArgs& a, const std::string& base) {
   const cl_int n = to_int(a.out_shape().numel());
-  const cl_float alpha = a.node.attrs.alpha, beta = a.node.attrs.beta;
+  const std::array<float, 2> ab = elementwise_params(a.node.attrs);
+  const cl_float alpha = ab[0], beta = ab[1];
   const cl_program prog = a.program("elementwise");
   Kernel k;
   if (a.in_shape(0) == a.out_shape() && a.in_shape(1) == a.out_shape()) {
@@ -81,12 +83,13 @@ std::unique_ptr<ClOp> make_predicate(const OpArgs& a) {
   return launch_binary(a, std::string(op_name(a.node.op)) + type);
 }
 
-// (c, a, b) -> out; `sel` is the node's begin attribute (the maximum/minimum gradients' input).
+// (c, a, b) -> out; `sel` is the maximum/minimum gradients' InputChoice (0 for where).
 std::unique_ptr<ClOp> make_ternary(const OpArgs& a) {
   const std::string base(op_name(a.node.op));
   const cl_int n = to_int(a.out_shape().numel());
-  const cl_float alpha = a.node.attrs.alpha, beta = a.node.attrs.beta;
-  const cl_int sel = to_int(a.node.attrs.begin);
+  const std::array<float, 2> ab = elementwise_params(a.node.attrs);
+  const cl_float alpha = ab[0], beta = ab[1];
+  const cl_int sel = to_int(a.node.attrs.get_or_default<InputChoice>().input);
   const cl_program prog = a.program("elementwise");
   Kernel k;
   if (a.in_shape(0) == a.out_shape() && a.in_shape(1) == a.out_shape() &&

@@ -94,7 +94,8 @@ std::unique_ptr<ClOp> make_update(const OpArgs& a) {
       a.device, make_kernel(a.program("embedding"), "embedding_update", a.in[0], a.in[1], a.in[2],
                             a.out, to_int(a.in_shape(2).numel()), to_int(table[0]),
                             to_int(table[1]), to_int(gb.stride), to_int(gb.begin),
-                            cl_float{a.node.attrs.beta}, a.status, cl_int{a.status_slot})));
+                            cl_float{a.node.attrs.get<EmbeddingStep>().scale}, a.status,
+                            cl_int{a.status_slot})));
   return std::make_unique<KernelSeq>(std::move(launches));
 }
 

@@ -26,13 +26,15 @@ Launch band(const OpArgs& a, cl_mem src, std::int64_t src_d, std::int64_t src_of
 
 std::unique_ptr<ClOp> make_slice(const OpArgs& a) {
   const AxisGeom g = axis_geom(a.in_shape(0), a.node.attrs.axis);
-  const std::int64_t b = norm(a.node.attrs.begin, g.n), e = norm(a.node.attrs.end, g.n);
+  const SliceRange& r = a.node.attrs.get_or_default<SliceRange>();
+  const std::int64_t b = norm(r.begin, g.n), e = norm(r.end, g.n);
   return make_seq(band(a, a.in[0], g.n, b, a.out, e - b, 0, e - b, g.outer, g.inner));
 }
 
 std::unique_ptr<ClOp> make_slice_grad(const OpArgs& a) {
   const AxisGeom g = axis_geom(a.out_shape(), a.node.attrs.axis);
-  const std::int64_t b = norm(a.node.attrs.begin, g.n), e = norm(a.node.attrs.end, g.n);
+  const SliceRange& r = a.node.attrs.get_or_default<SliceRange>();
+  const std::int64_t b = norm(r.begin, g.n), e = norm(r.end, g.n);
   const std::int64_t total = a.out_shape().numel();
   Kernel k = make_kernel(a.program("movement"), "slice_grad", a.in[0], a.out, to_int(total),
                          to_int(g.n), to_int(g.inner), to_int(b), to_int(e));
@@ -68,10 +70,10 @@ std::unique_ptr<ClOp> make_concat(const OpArgs& a) {
   return std::make_unique<KernelSeq>(std::move(launches));
 }
 
-// concat_grad(g, x0..xn-1) with attrs.begin = i: the band of g that x_i filled.
+// concat_grad(g, x0..xn-1) with PieceIndex i: the band of g that x_i filled.
 std::unique_ptr<ClOp> make_concat_grad(const OpArgs& a) {
   const int axis = a.node.attrs.axis;
-  const auto index = static_cast<std::size_t>(a.node.attrs.begin);
+  const auto index = static_cast<std::size_t>(a.node.attrs.get_or_default<PieceIndex>().piece);
   const AxisGeom g = axis_geom(a.in_shape(0), axis);
   std::int64_t off = 0;
   for (std::size_t i = 1; i <= index; ++i) off += a.in_shape(i).dim(axis);
