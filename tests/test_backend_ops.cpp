@@ -750,9 +750,16 @@ std::vector<Row> rows() {
   const std::vector<In> pr = {away_from_zero("a", {2, 3, 4, 5}, 0.1f, 2, 47),
                               uniform("s", {3, 1, 1}, -0.5, 0.5, 48)};
   r.push_back({{OpKind::PRelu}, "prelu", pr, {}, binary(prelu), {}, {}, 1e-4, 1e-5, prelu_f});
-  r.push_back(
-      {{OpKind::PRelu, OpKind::Where}, "prelu'", pr, {}, binary(prelu), {0, 1}, {}, 1e-3, 1e-4,
-       prelu_f});
+  r.push_back({{OpKind::PRelu, OpKind::Where},
+               "prelu'",
+               pr,
+               {},
+               binary(prelu),
+               {0, 1},
+               {},
+               1e-3,
+               1e-4,
+               prelu_f});
   // ---- collectives on one process (Communicator::self(): each returns its input); the same ops
   // across processes are tested under mpirun in test_distributed
   const distributed::Communicator self;
