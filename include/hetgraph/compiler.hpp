@@ -66,7 +66,8 @@ struct CpuOptions {
   /// automatic: while other processes hold some of the cores (measured over quarter-second
   /// windows, held for a second after), run on the cores left (the sequential engine with that
   /// many threads) instead of a team that would wait for its slowest, preempted thread; back to
-  /// the chosen configuration when they are free. Results then come from other thread counts:
+  /// the chosen configuration when they are free. Runs of several compiled graphs of this
+  /// process at once (from several threads) share the cores left the same way. Results then come from other thread counts:
   /// false (or HETGRAPH_ADAPT_TO_LOAD=0, or a fixed engine) keeps every run bitwise the same.
   bool adapt_to_load = true;
   /// The scheduler's constants and its experiments, for the benchmarks and tests that measure
@@ -142,7 +143,8 @@ struct EngineReport {
     };
     std::optional<Chosen> chosen;
     /// automatic with adapt_to_load: the threads of the last run where other processes held
-    /// cores (it ran on the cores left), 0 where it ran the chosen configuration.
+    /// cores, or runs of other compiled graphs of this process overlapped it (it ran on its
+    /// share of the cores left), 0 where it ran the chosen configuration.
     int load_threads = 0;
     /// Per-op thread counts (CpuOptions::Experimental::per_op_threads): each op kind's measured
     /// time of its largest instances at the thread counts its hill climb tried, and the count it
