@@ -549,8 +549,8 @@ TEST(AdaptToLoad, GraphsRunAtOnceInOneProcessShareTheCores) {
     });
     EXPECT_TRUE(wait_for([](int t) { return t > 0; })) << "kept its whole team beside the other";
     EXPECT_LE(a.engine_report().cpu->load_threads, std::max(1, cores / 2));
-    testing_util::expect_close(a.read(w.out), testing_util::to_ref({160, 160}, alone), 1e-5,
-                               1e-4, "on its share of the cores");
+    testing_util::expect_close(a.read(w.out), testing_util::to_ref({160, 160}, alone), 1e-5, 1e-4,
+                               "on its share of the cores");
     stop = true;
   }
   EXPECT_TRUE(wait_for([](int t) { return t == 0; })) << "not back on its choice once alone";

@@ -67,8 +67,9 @@ struct CpuOptions {
   /// windows, held for a second after), run on the cores left (the sequential engine with that
   /// many threads) instead of a team that would wait for its slowest, preempted thread; back to
   /// the chosen configuration when they are free. Runs of several compiled graphs of this
-  /// process at once (from several threads) share the cores left the same way. Results then come from other thread counts:
-  /// false (or HETGRAPH_ADAPT_TO_LOAD=0, or a fixed engine) keeps every run bitwise the same.
+  /// process at once (from several threads) share the cores left the same way. Results then come
+  /// from other thread counts: false (or HETGRAPH_ADAPT_TO_LOAD=0, or a fixed engine) keeps every
+  /// run bitwise the same.
   bool adapt_to_load = true;
   /// The scheduler's constants and its experiments, for the benchmarks and tests that measure
   /// them; the defaults are the measured ones, and they may change or go without notice.

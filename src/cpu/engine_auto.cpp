@@ -307,32 +307,33 @@ EngineReport::Cpu::Trial AutoEngine::trial(const Candidate& c) const {
   return t;
 }
 
+// Other processes hold some cores: a team of all of them would wait at every barrier for the
+// member that shares a core (one busy process beside mnist_softmax: 1x2 took 2.6x the time of
+// 1x1), and a search or a check would measure them. Run on the cores left until they are free
+// again; the search and the check wait for that too. Runs of other automatic engines of this
+// process at the same moment share what is left (issue 45: four graphs, each run in a loop by
+// its own thread on 2 cores, gave 0.62x the throughput of running them one after another with
+// a 2-thread team each, on an AVX-512 VM). Returns whether it ran.
+bool AutoEngine::run_on_share(int others_in_flight) {
+  const int busy = PinPolicy::busy_cores();
+  const int here = others_in_flight + 1;
+  const int left = std::max(1, (cores_ - busy) / here);
+  const int wanted =
+      tuned_ && !checking_ ? chosen_->executors() * chosen_->threads_per_executor() : cores_;
+  if ((busy == 0 && here == 1) || left >= wanted) return false;
+  if (!loaded_ || loaded_threads_ != left) {
+    loaded_ = make_sequential_engine(prog_, left);
+    loaded_threads_ = left;
+  }
+  last_ = loaded_.get();
+  loaded_->run();
+  return true;
+}
+
 void AutoEngine::run() {
   ++runs_;
   const InFlight in_flight;
-  // Other processes hold some cores: a team of all of them would wait at every barrier for the
-  // member that shares a core (one busy process beside mnist_softmax: 1x2 took 2.6x the time of
-  // 1x1), and a search or a check would measure them. Run on the cores left until they are
-  // free again; the search and the check wait for that too. Runs of other automatic engines of
-  // this process at the same moment share what is left (issue 45: four graphs, each run in a
-  // loop by its own thread on 2 cores, gave 0.62x the throughput of running them one after
-  // another with a 2-thread team each, on an AVX-512 VM).
-  if (adapt_) {
-    const int busy = PinPolicy::busy_cores();
-    const int here = in_flight.others() + 1;
-    const int left = std::max(1, (cores_ - busy) / here);
-    const int wanted =
-        tuned_ && !checking_ ? chosen_->executors() * chosen_->threads_per_executor() : cores_;
-    if ((busy > 0 || here > 1) && left < wanted) {
-      if (!loaded_ || loaded_threads_ != left) {
-        loaded_ = make_sequential_engine(prog_, left);
-        loaded_threads_ = left;
-      }
-      last_ = loaded_.get();
-      loaded_->run();
-      return;
-    }
-  }
+  if (adapt_ && run_on_share(in_flight.others())) return;
   if (checking_) {
     check_run();
     return;

@@ -101,6 +101,9 @@ class AutoEngine final : public Engine {
   };
   void start_search();  // the candidates, from the guideline's first
   void check_run();     // one run of the cached choice's check
+  // One run on this run's share of the cores left by other processes and other runs in flight
+  // in this process, where that is fewer than the configuration wants; false where it is not.
+  bool run_on_share(int others_in_flight);
   void end_round();
   std::string label(const Candidate& c) const;
   void resume();  // from the cache's progress, when it has some for these candidates
