@@ -50,7 +50,9 @@ def main():
     many = collections.defaultdict(list)
     for r in rows:
         if r["case"] == "many-models":
-            many[(r["k"], r["build"])].append(r["concurrent_over_sequential"])
+            # Files from before the in-turns reference have no concurrent_over_turns.
+            many[(r["k"], r["build"])].append(
+                (r["concurrent_over_sequential"], r.get("concurrent_over_turns")))
         else:
             train[(r["k"], r["build"], r["case"])].append(r["train_s"])
     med = {key: statistics.median(v) for key, v in train.items()}
@@ -74,9 +76,11 @@ def main():
             print(line)
         for b in builds:
             if (k, b) in many:
-                v = many[(k, b)]
-                print(f"  {b}: many-models concurrent / sequential throughput median "
-                      f"{statistics.median(v):.2f} ({', '.join(f'{x:.2f}' for x in sorted(v))})")
+                for i, ref in enumerate(("sequential (in a row)", "in turns")):
+                    v = sorted(x[i] for x in many[(k, b)] if x[i] is not None)
+                    if v:
+                        print(f"  {b}: many-models concurrent / {ref} throughput median "
+                              f"{statistics.median(v):.2f} ({', '.join(f'{x:.2f}' for x in v)})")
     if png:
         chart(med, png)
 
