@@ -18,13 +18,12 @@
 const {execFileSync} = require('child_process');
 const fs = require('fs');
 const path = require('path');
+const harness = require('../js/harness');
+const {readTensorProto, readRaw, relErr, median} = harness;
 
 const root = path.resolve(__dirname, '..', '..');
 const args = process.argv.slice(2);
-function opt(name, def) {
-  const i = args.indexOf('--' + name);
-  return i >= 0 ? args[i + 1] : def;
-}
+const opt = harness.options(args);
 const rounds = Number(opt('rounds', '3'));
 const models = opt('models', 'googlenet,resnet18').split(',');
 const batches = opt('batches', '1,32').split(',').map(Number);
@@ -53,72 +52,8 @@ const resultsFile =
     path.join(root, 'bench', 'results', `${date}-cnn${label ? '-' + label : ''}.jsonl`);
 const commit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD']).toString().trim();
 
-// Runs argv under flock and /usr/bin/time -v; returns the child's last stdout line parsed as
-// JSON, with its peak RSS in MiB.
-function measure(argv) {
-  const timeFile = path.join(out, 'time.txt');
-  // A copied hetgraph-run finds the libhetgraph.so beside it before its build's RUNPATH.
-  const env = {...process.env, LD_LIBRARY_PATH: path.dirname(argv[0])};
-  const stdout = execFileSync(
-      'flock', ['/tmp/hetgraph-build.lock', '/usr/bin/time', '-v', '-o', timeFile, ...argv],
-      {maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'], env});
-  const lines = stdout.toString().trim().split('\n');
-  const r = JSON.parse(lines[lines.length - 1]);
-  const m = /Maximum resident set size \(kbytes\): (\d+)/.exec(fs.readFileSync(timeFile, 'utf8'));
-  r.peak_rss_mib = m ? Number(m[1]) / 1024 : null;
-  return r;
-}
-
-// ONNX TensorProto -> Float32Array (fields the writer uses: dims 1, raw_data 9, float_data 4).
-function readTensorProto(file) {
-  const b = fs.readFileSync(file);
-  let at = 0;
-  const varint = () => {
-    let v = 0n, s = 0n;
-    for (;;) {
-      const c = b[at++];
-      v |= BigInt(c & 0x7f) << s;
-      if (!(c & 0x80)) return v;
-      s += 7n;
-    }
-  };
-  let floats = null;
-  while (at < b.length) {
-    const key = Number(varint());
-    const field = key >> 3, wire = key & 7;
-    if (wire === 0) {
-      varint();
-    } else if (wire === 5) {
-      at += 4;
-    } else if (wire === 1) {
-      at += 8;
-    } else if (wire === 2) {
-      const len = Number(varint());
-      if (field === 9 || field === 4) {
-        const bytes = Buffer.from(b.subarray(at, at + len));
-        floats = new Float32Array(bytes.buffer, bytes.byteOffset, len / 4);
-      }
-      at += len;
-    } else {
-      throw new Error(`${file}: wire type ${wire}`);
-    }
-  }
-  if (!floats) throw new Error(`${file}: no float data`);
-  return floats;
-}
-function readRaw(file) {
-  const b = fs.readFileSync(file);
-  return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
-}
-function relErr(a, ref) {
-  if (a.length !== ref.length) return Infinity;
-  let maxDiff = 0, maxRef = 0;
-  for (let i = 0; i < a.length; ++i) {
-    maxDiff = Math.max(maxDiff, Math.abs(a[i] - ref[i]));
-    maxRef = Math.max(maxRef, Math.abs(ref[i]));
-  }
-  return maxRef > 0 ? maxDiff / maxRef : maxDiff;
-}
+// A copied hetgraph-run finds the libhetgraph.so beside it before its build's RUNPATH.
+const measure = (argv) => harness.measure(argv, out, {LD_LIBRARY_PATH: path.dirname(argv[0])});
 
 function configs(model, batch) {
   const onnx = path.join(dir, `${model}-b${batch}.onnx`);
@@ -154,11 +89,6 @@ function configs(model, batch) {
   return list.filter((c) => contenders.has(c.who));
 }
 
-const median = (v) => {
-  const s = [...v].sort((a, b) => a - b);
-  const n = s.length;
-  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-};
 const write = (o) => fs.appendFileSync(resultsFile, JSON.stringify(o) + '\n');
 
 const all = {};  // "model b" -> "who config" -> [lines]
