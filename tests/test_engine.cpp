@@ -851,6 +851,160 @@ TEST(EngineTrace, ChromeTraceJsonParsesWithOneTrackPerExecutor) {
   EXPECT_THROW(cg.start_trace("/nonexistent/dir/trace.json"), DataError);
 }
 
+// ---- profiles ------------------------------------------------------------------------------
+
+// A layer and a classifier, unfused: two matmuls, a bias add, relu and softmax, one kernel each.
+Graph profiled_mlp(Node& y) {
+  Graph g;
+  const Node x = g.input("x");
+  const Node w1 = g.variable("w1", {256, 256}, Initializer::uniform(-0.1f, 0.1f, 1));
+  const Node b1 = g.variable("b1", {256}, Initializer::uniform(-0.1f, 0.1f, 2));
+  const Node w2 = g.variable("w2", {256, 16}, Initializer::uniform(-0.1f, 0.1f, 3));
+  const Node h = relu(add(matmul(x, w1).named("fc1"), b1).named("bias")).named("act");
+  y = softmax(matmul(h, w2).named("fc2")).named("probs");
+  return g;
+}
+
+// `p`: the profile of `runs` runs of profiled_mlp on `platform`, checked against the graph.
+void check_mlp_profile(Platform platform, int runs, Profile& p) {
+  Node y;
+  const Graph g = profiled_mlp(y);
+  CompileOptions co;
+  co.fuse = false;
+  auto cg = GraphCompiler(std::move(platform), co).compile(g, {{"x", {128, 256}}}, {y});
+  const std::vector<float> xv = testing_util::random_vec(128 * 256, 4);
+  cg.run({{"x", xv}});  // not profiled
+  cg.start_profile();
+  for (int i = 0; i < runs; ++i) cg.run({{"x", xv}});
+  p = cg.stop_profile();
+  EXPECT_EQ(p.runs, runs);
+  const std::map<std::string, int> kinds = {{"matmul", 2}, {"add", 1}, {"relu", 1}, {"softmax", 1}};
+  EXPECT_EQ(p.ops.size(), kinds.size());
+  double share = 0, total = 0;
+  for (std::size_t i = 0; i < p.ops.size(); ++i) {
+    const Profile::Op& op = p.ops[i];
+    ASSERT_TRUE(kinds.count(op.op)) << op.op;
+    EXPECT_EQ(op.nodes, kinds.at(op.op)) << op.op;
+    EXPECT_EQ(op.calls, static_cast<std::int64_t>(runs) * kinds.at(op.op)) << op.op;
+    if (i > 0) {
+      EXPECT_GE(p.ops[i - 1].total_s, op.total_s);
+    }
+    share += op.share;
+    total += op.total_s;
+  }
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  EXPECT_NEAR(total, p.node_s, 1e-9);
+  ASSERT_EQ(p.nodes.size(), 5u);
+  std::map<std::string, const Profile::Node*> by_name;
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    const Profile::Node& n = p.nodes[i];
+    by_name[n.name] = &n;
+    EXPECT_FALSE(n.kernel.empty()) << n.name;
+    EXPECT_EQ(n.calls, runs) << n.name;
+    EXPECT_NEAR(n.mean_s * runs, n.total_s, 1e-12) << n.name;
+    if (i > 0) {
+      EXPECT_GE(p.nodes[i - 1].total_s, n.total_s);
+    }
+  }
+  // The large product (8.4 M multiply-adds) outweighs the elementwise nodes by far.
+  EXPECT_EQ(p.nodes[0].name, "fc1");
+  EXPECT_EQ(p.nodes[0].kernel, cg.kernel_name(g.find("fc1")));
+  for (const char* name : {"fc1", "bias", "act", "fc2", "probs"}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+  }
+  EXPECT_EQ(by_name["fc1"]->shape, Shape({128, 256}));
+  EXPECT_EQ(by_name["fc1"]->input_shapes, (std::vector<Shape>{{128, 256}, {256, 256}}));
+  EXPECT_EQ(by_name["bias"]->input_shapes, (std::vector<Shape>{{128, 256}, {256}}));
+  EXPECT_EQ(by_name["probs"]->shape, Shape({128, 16}));
+  EXPECT_EQ(by_name["fc2"]->op, "matmul");
+}
+
+TEST(EngineProfile, SequentialAndParallelEnginesCountEveryKernel) {
+  Profile seq, par;
+  check_mlp_profile(Platform::cpu({.engine = CpuEngine::sequential}), 4, seq);
+  CpuOptions o;
+  o.engine = CpuEngine::critical_path;
+  o.executors = 2;
+  o.threads_per_executor = 1;
+  check_mlp_profile(Platform::cpu(o), 3, par);
+  // The printable table: the header's caveat, an op line, a node line with kernel and shapes.
+  const std::string t = par.table(3);
+  EXPECT_NE(t.find("profile   3 runs"), std::string::npos) << t;
+  EXPECT_NE(t.find("not of wall time"), std::string::npos) << t;
+  EXPECT_NE(t.find("\nmatmul "), std::string::npos) << t;
+  EXPECT_NE(t.find("top 3 of 5 nodes"), std::string::npos) << t;
+  EXPECT_NE(t.find("[128, 256] [256, 256] -> [128, 256]"), std::string::npos) << t;
+  EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 2 + 1 + 4 + 1 + 3) << t;
+  // The machine-readable form, read by a real JSON parser.
+  const std::string check =
+      "python3 -c \"import json,sys; d=json.loads(sys.argv[1]); assert d['runs']==4;"
+      "assert len(d['nodes'])==5 and d['nodes'][0]['shape']==[128,256], d['nodes'][0];"
+      "assert abs(sum(o['share'] for o in d['ops'])-1)<1e-6\" '" +
+      seq.json() + "'";
+  EXPECT_EQ(std::system(check.c_str()), 0) << seq.json();
+}
+
+TEST(EngineProfile, OpenClQueuesAndHeterogeneousParts) {
+  if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  Profile cl;
+  check_mlp_profile(Platform::opencl(), 3, cl);
+  // A heterogeneous graph: each part's nodes by its own plan, transfers among them.
+  Node y;
+  const Graph g = profiled_mlp(y);
+  auto cg = GraphCompiler(Platform::heterogeneous({Platform::cpu(), Platform::opencl()}))
+                .compile(g, {{"x", {128, 256}}}, {y});
+  const std::vector<float> xv = testing_util::random_vec(128 * 256, 4);
+  cg.start_profile();
+  cg.run({{"x", xv}});
+  cg.run_async({{"x", xv}});  // collected when the run is finished
+  const Profile p = cg.profile();
+  EXPECT_EQ(p.runs, 2);
+  double share = 0;
+  for (const Profile::Op& op : p.ops) share += op.share;
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  for (const Profile::Node& n : p.nodes) {
+    EXPECT_FALSE(n.kernel.empty()) << n.name;
+    EXPECT_EQ(n.calls, 2) << n.name;
+  }
+  EXPECT_FALSE(p.nodes.empty());
+}
+
+TEST(EngineProfile, ProfileWithoutStartIsAUsageErrorAndTracesStillWork) {
+  Node y;
+  const Graph g = profiled_mlp(y);
+  auto cg = GraphCompiler(Platform::cpu({.engine = CpuEngine::sequential}))
+                .compile(g, {{"x", {128, 256}}}, {y});
+  const std::vector<float> xv = testing_util::random_vec(128 * 256, 4);
+  EXPECT_THROW(cg.profile(), UsageError);
+  EXPECT_THROW(cg.stop_profile(), UsageError);
+  const Profile none = [&] {
+    cg.start_profile();
+    return cg.profile();  // nothing ran yet: empty, and profiling goes on
+  }();
+  EXPECT_EQ(none.runs, 0);
+  EXPECT_TRUE(none.nodes.empty());
+  EXPECT_NE(none.table().find("no runs profiled"), std::string::npos);
+  // A trace and a profile at once, from the same events; stopping one keeps the other.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("hetgraph_profile_trace_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  cg.start_trace(path);
+  cg.run({{"x", xv}});
+  cg.stop_trace();
+  cg.run({{"x", xv}});
+  EXPECT_EQ(cg.profile().runs, 2);
+  EXPECT_EQ(cg.stop_profile().nodes.front().calls, 2);
+  EXPECT_THROW(cg.stop_profile(), UsageError);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("\"name\":\"fc1\""), std::string::npos);
+  std::filesystem::remove(path);
+  // A failed run is left out (its nodes stopped part way).
+  cg.start_profile();
+  EXPECT_THROW(cg.run({{"x", std::vector<float>(3)}}), FeedError);
+  EXPECT_EQ(cg.stop_profile().runs, 0);
+}
+
 TEST(EngineOptions, BadOptionsAreRejected) {
   EXPECT_THROW(Platform::cpu({.engine = CpuEngine::critical_path, .executors = -1}), PlatformError);
   EXPECT_THROW(Platform::cpu({.engine = CpuEngine::critical_path, .executors = 65}), PlatformError);

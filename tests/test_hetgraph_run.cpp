@@ -74,6 +74,34 @@ TEST(HetgraphRun, JsonIsOneLine) {
   EXPECT_GT(std::stod(r.out.substr(at + 15)), 4.0) << r.out;
 }
 
+// --profile: the timed runs' time by op kind and the slowest nodes, as a table or (with
+// --json) in the JSON line; the automatic engine's search and the warm-up are not in it.
+TEST(HetgraphRun, ProfileTableAndJson) {
+  const std::string model = kData + "pytorch-converted/test_Conv2d/model.onnx";
+  Result r = run(model + " --profile --repeat 3 --warmup 1 --engine sequential");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("latency   median"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("profile   3 runs, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not of wall time"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nop kind "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nconv2d "), std::string::npos) << r.out;  // an op line
+  EXPECT_NE(r.out.find(" nodes "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("] -> ["), std::string::npos) << r.out;  // a node's shapes
+  r = run(model + " --profile --json --repeat 3 --warmup 1 --engine auto");
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  const fs::path line = fs::temp_directory_path() / "hetgraph-run-profile.json";
+  std::ofstream(line) << r.out;
+  const std::string check =
+      "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); p=d['profile'];"
+      "assert p['runs']==3, p['runs']; assert p['ops'] and p['nodes'];"
+      "assert all(n['calls']==3 and n['kernel'] for n in p['nodes']), p['nodes'];"
+      "assert abs(sum(o['share'] for o in p['ops'])-1)<1e-6\" " +
+      line.string();
+  EXPECT_EQ(std::system(check.c_str()), 0) << r.out;
+  fs::remove(line);
+}
+
 // --no-concat-in-place (CompileOptions::Experimental::concat_in_place off) gives the same outputs:
 // an inception-like block at batch 1, exported from a graph, its concat computed in place or
 // copied.

@@ -75,6 +75,7 @@ struct TimingOptions {
   int warmup = 3;
   int runs_per_sample = 1;
   std::string trace;  // Chrome trace of the timed runs, when set
+  bool profile = false;  // Timing::profile: the timed runs' Profile (not tuning or warm-up)
   /// Run and timed apart before each sample (one run per sample then), e.g. writing inputs.
   std::function<void()> before_sample = nullptr;
   /// Every run timed from the first, one run per sample: an automatic engine's tuning runs
@@ -87,6 +88,7 @@ struct Timing {
   std::vector<double> samples;  // seconds per run
   std::vector<double> before;   // seconds of before_sample, per sample
   int tuning_runs = 0;          // runs an automatic engine spent choosing its configuration
+  Profile profile;              // TimingOptions::profile: the timed runs' (cold: every run's)
 };
 
 /// Runs until an automatic engine has tuned itself, then the warm-up runs, then `repeat`

@@ -289,6 +289,15 @@ void CompiledGraph::start_trace(const std::string& path) {
 void CompiledGraph::stop_trace() {
   live("stop_trace").stop_trace();
 }
+void CompiledGraph::start_profile() {
+  live("start_profile").start_profile();
+}
+Profile CompiledGraph::profile() const {
+  return live("profile").profile();
+}
+Profile CompiledGraph::stop_profile() {
+  return live("stop_profile").stop_profile();
+}
 void CompiledGraph::trace_event(const std::string& lane, const std::string& name,
                                 std::int64_t start_ns, std::int64_t end_ns) {
   live("trace_event").trace_event(lane, name, start_ns, end_ns);

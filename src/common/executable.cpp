@@ -8,6 +8,7 @@
 #include <malloc.h>  // malloc_trim
 #endif
 
+#include "common/profile.hpp"
 #include "compiler/graph_stats.hpp"
 #include "hetgraph/error.hpp"
 
@@ -167,10 +168,10 @@ std::shared_ptr<RunState> Executable::run_async(std::span<const FeedItem> feeds)
 void Executable::finish_inflight() {
   if (!inflight_) return;
   const std::shared_ptr<RunState> s = std::move(inflight_);
-  // The run's trace events are collected here, after it finished, for every platform's
-  // asynchronous path (a failed run's events too).
+  // The run's trace and profile events are collected here, after it finished, for every
+  // platform's asynchronous path (a failed run's events too, for traces).
   std::exception_ptr e = finish_async();
-  if (trace_) add_trace_events(*trace_, runs_);
+  if (collecting()) collect_events(runs_, e == nullptr);
   record_outcome(e);
   s->error = e;
   s->done = true;
@@ -250,17 +251,52 @@ void Executable::settle_for_access(std::uint32_t) {
 
 void Executable::execute_traced() {
   ++runs_;
-  if (!trace_) {
+  if (!collecting()) {
     execute();
     return;
   }
   try {
     execute();
   } catch (...) {
-    add_trace_events(*trace_, runs_);
+    collect_events(runs_, false);
     throw;
   }
-  add_trace_events(*trace_, runs_);
+  collect_events(runs_, true);
+}
+
+namespace {
+// A trace's view of node events: named nodes, op kinds, bytes read and written.
+class TraceSink final : public NodeSink {
+ public:
+  explicit TraceSink(TraceWriter& w) : w_(w) {}
+  void set_lanes(const std::vector<std::string>& names) override { w_.set_lanes(names); }
+  void add(const Executable& exe, std::uint32_t node, int lane, std::int64_t start_ns,
+           std::int64_t end_ns, std::int64_t run) override {
+    const Plan& p = exe.plan();
+    const PlanNode& n = p.nodes[node];
+    std::size_t in_bytes = 0;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.reads_input(k)) in_bytes += p.nodes[n.inputs[k]].type.bytes();
+    }
+    w_.add(event_name(n), std::string(op_name(n.op)), lane, start_ns, end_ns, n.label, run,
+           in_bytes, n.type.bytes());
+  }
+
+ private:
+  TraceWriter& w_;
+};
+}  // namespace
+
+void Executable::collect_events(std::int64_t run, bool succeeded) {
+  if (trace_) {
+    TraceSink sink(*trace_);
+    add_trace_events(sink, run);
+  }
+  // A failed run stopped part way: its times would skew the profile's means.
+  if (profile_ && succeeded) {
+    add_trace_events(*profile_, run);
+    profile_->end_run();
+  }
 }
 
 EngineReport Executable::report_engine() {
@@ -293,9 +329,34 @@ void Executable::stop_trace() {
   Use use(*this, "stop_trace");
   finish_inflight();
   if (!trace_) return;
-  set_recording(false);
   auto t = std::move(trace_);
+  set_recording(collecting());  // a profile still wants the events
   t->flush();
+}
+
+void Executable::start_profile() {
+  Use use(*this, "start_profile");
+  finish_inflight();  // a run started before belongs to no profile
+  profile_ = std::make_unique<ProfileCollector>();
+  set_recording(true);
+}
+
+Profile Executable::profile() {
+  Use use(*this, "profile");
+  if (!profile_)
+    throw UsageError("profile: no profile is being recorded (call start_profile() first)");
+  finish_inflight();  // the run in flight counts
+  return profile_->result();
+}
+
+Profile Executable::stop_profile() {
+  Use use(*this, "stop_profile");
+  if (!profile_)
+    throw UsageError("stop_profile: no profile is being recorded (call start_profile() first)");
+  finish_inflight();
+  const std::unique_ptr<ProfileCollector> c = std::move(profile_);
+  set_recording(collecting());  // a trace still wants the events
+  return c->result();
 }
 
 void Executable::trace_event(const std::string& lane, const std::string& name,
@@ -580,22 +641,16 @@ void Executable::initialize_state() {
 #endif
 }
 
-void Executable::add_node_events(TraceWriter& w, const std::vector<Event>& events,
+std::string detail::event_name(const PlanNode& n) {
+  // Nodes passes made have no graph id: their label says what they are ("send ...").
+  return !n.name.empty()   ? n.name
+         : n.gid == kNoGid ? n.label
+                           : std::string(op_name(n.op)) + " #" + std::to_string(n.gid);
+}
+
+void Executable::add_node_events(NodeSink& w, const std::vector<Event>& events,
                                  std::int64_t run) const {
-  for (const Event& e : events) {
-    const PlanNode& n = plan().nodes[e.node];
-    // Nodes passes made have no graph id: their label says what they are ("send ...").
-    const std::string name = !n.name.empty() ? n.name
-                             : n.gid == kNoGid
-                                 ? n.label
-                                 : std::string(op_name(n.op)) + " #" + std::to_string(n.gid);
-    std::size_t in_bytes = 0;
-    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-      if (n.reads_input(k)) in_bytes += plan().nodes[n.inputs[k]].type.bytes();
-    }
-    w.add(name, std::string(op_name(n.op)), e.lane, e.start_ns, e.end_ns, n.label, run, in_bytes,
-          n.type.bytes());
-  }
+  for (const Event& e : events) w.add(*this, e.node, e.lane, e.start_ns, e.end_ns, run);
 }
 
 }  // namespace hetgraph

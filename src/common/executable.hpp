@@ -28,6 +28,22 @@ class HeteroExecutable;
 namespace cpu {
 class ReplayModel;
 }
+class ProfileCollector;
+
+/// Where a run's per-node events go (Executable::add_node_events): a Chrome trace, a profile.
+/// The platforms hand every sink the same events, so a profile reads what traces show.
+class NodeSink {
+ public:
+  virtual ~NodeSink() = default;
+  /// The run's lanes (executors, queues), named; sinks that keep no lanes ignore them.
+  virtual void set_lanes(const std::vector<std::string>& names) { (void)names; }
+  /// One node's execution in run `run`; `exe` holds the node in its plan (a heterogeneous
+  /// graph's part holds its own nodes).
+  virtual void add(const Executable& exe, std::uint32_t node, int lane, std::int64_t start_ns,
+                   std::int64_t end_ns, std::int64_t run) = 0;
+};
+/// How traces and profiles name a node: its name, else its label (nodes passes made).
+std::string event_name(const PlanNode& n);
 
 /// The CPU platform with `options`, whose kernels are replaced by waits of `replay`'s modelled
 /// durations when it is set (hetgraph-bench --replay-cores; src/cpu/replay.hpp); nullptr: the
@@ -144,6 +160,9 @@ class hetgraph::CompiledGraph::Impl {
   void stop_trace();
   void trace_event(const std::string& lane, const std::string& name, std::int64_t start_ns,
                    std::int64_t end_ns);
+  void start_profile();
+  Profile profile();
+  Profile stop_profile();
 
   /// Per-node execution records of the last run while recording (tests check schedules).
   struct Event {
@@ -151,7 +170,7 @@ class hetgraph::CompiledGraph::Impl {
     int lane;            // executor or queue
     std::int64_t start_ns, end_ns;
   };
-  void record_events(bool on) { set_recording(on || trace_ != nullptr); }
+  void record_events(bool on) { set_recording(on || collecting()); }
   virtual std::vector<Event> last_run_events() const { return {}; }
   /// Per plan node, the scheduler's critical-path level (tests check what profiling does);
   /// empty where the platform does not schedule by level.
@@ -191,14 +210,15 @@ class hetgraph::CompiledGraph::Impl {
 
   /// Writes constants and initial variable values; platforms call it once memory exists.
   void initialize_state();
-  /// Tracing: the platform records whether per-node events are wanted, and after each run
-  /// adds the run's events to the writer.
+  /// Traces and profiles: the platform records whether per-node events are wanted, and after
+  /// each run hands the run's events to a sink.
   virtual void set_recording(bool on) = 0;
-  virtual void add_trace_events(detail::TraceWriter& w, std::int64_t run) = 0;
-  /// Adds `events` (after the platform set its lanes): named nodes, op kinds, bytes.
-  void add_node_events(detail::TraceWriter& w, const std::vector<Event>& events,
+  virtual void add_trace_events(detail::NodeSink& w, std::int64_t run) = 0;
+  /// Adds `events` (after the platform set its lanes), as nodes of this executable's plan.
+  void add_node_events(detail::NodeSink& w, const std::vector<Event>& events,
                        std::int64_t run) const;
-  /// execute() plus trace collection: what run() calls (wait() collects after async runs).
+  /// execute() plus trace and profile collection: what run() calls (wait() collects after
+  /// async runs).
   void execute_traced();
 
  private:
@@ -227,6 +247,10 @@ class hetgraph::CompiledGraph::Impl {
   void access_check(std::uint32_t node, DType dtype, std::size_t count, std::string_view what,
                     bool writing) const;
   void value_check(std::uint32_t node, std::string_view what) const;
+  /// Whether runs' node events are wanted (a trace or a profile is being recorded).
+  bool collecting() const { return trace_ != nullptr || profile_ != nullptr; }
+  /// Hands the run's node events to the trace and (a run that succeeded) the profile.
+  void collect_events(std::int64_t run, bool succeeded);
 
   std::shared_ptr<const detail::Plan> plan_;
   CompileReport report_;
@@ -254,6 +278,7 @@ class hetgraph::CompiledGraph::Impl {
   std::exception_ptr error_;
   std::uint64_t feed_bytes_copied_ = 0;
   std::unique_ptr<detail::TraceWriter> trace_;
+  std::unique_ptr<detail::ProfileCollector> profile_;
   std::int64_t runs_ = 0;
   std::vector<detail::IndexCheck> fed_checks_;
 };

@@ -32,6 +32,7 @@ Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const Timin
   Timing t;
   if (o.cold) {
     if (!o.trace.empty()) cg.start_trace(o.trace);
+    if (o.profile) cg.start_profile();
     const int runs = (o.warmup + o.repeat) * o.runs_per_sample;
     for (int s = 0; s < runs; ++s) {
       if (!cg.engine_report().tuned()) ++t.tuning_runs;
@@ -40,6 +41,7 @@ Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const Timin
       t.samples.push_back(now_s() - ts);
     }
     if (!o.trace.empty()) cg.stop_trace();
+    if (o.profile) t.profile = cg.stop_profile();
     return t;
   }
   // An automatic engine tunes itself on the first runs (timed turns per candidate): those are
@@ -52,6 +54,7 @@ Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const Timin
   }
   for (int i = 0; i < o.warmup; ++i) cg.run(feeds);
   if (!o.trace.empty()) cg.start_trace(o.trace);
+  if (o.profile) cg.start_profile();  // the timed runs only: not the search, not the warm-up
   for (int s = 0; s < o.repeat; ++s) {
     if (o.before_sample) {  // one run per sample, the preparation timed apart
       const double t0 = now_s();
@@ -67,6 +70,7 @@ Timing time_runs(CompiledGraph& cg, std::span<const FeedItem> feeds, const Timin
     t.samples.push_back((now_s() - ts) / o.runs_per_sample);
   }
   if (!o.trace.empty()) cg.stop_trace();
+  if (o.profile) t.profile = cg.stop_profile();
   return t;
 }
 

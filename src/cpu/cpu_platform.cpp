@@ -279,7 +279,7 @@ class CpuExecutable final : public Executable {
     const std::span<const double> l = engine_->levels();
     return {l.begin(), l.end()};
   }
-  void add_trace_events(TraceWriter& w, std::int64_t run) override {
+  void add_trace_events(NodeSink& w, std::int64_t run) override {
     w.set_lanes(engine_->lane_names());
     add_node_events(w, last_run_events(), run);
   }

@@ -173,6 +173,7 @@ void AutoEngine::start_search() {
   Candidate seq;
   seq.engine = make_sequential_engine(prog_, cores);
   candidates_.push_back(std::move(seq));
+  for (auto& c : candidates_) c.engine->set_recording(recording_);
   last_ = candidates_.front().engine.get();
   resume();
   meter_.start();
@@ -290,6 +291,7 @@ void AutoEngine::save_progress() {
 }
 
 void AutoEngine::set_recording(bool on) {
+  recording_ = on;
   for (auto& c : candidates_) c.engine->set_recording(on);
   if (chosen_) chosen_->set_recording(on);
   if (loaded_) loaded_->set_recording(on);
@@ -323,6 +325,7 @@ bool AutoEngine::run_on_share(int others_in_flight) {
   if ((busy == 0 && here == 1) || left >= wanted) return false;
   if (!loaded_ || loaded_threads_ != left) {
     loaded_ = make_sequential_engine(prog_, left);
+    loaded_->set_recording(recording_);
     loaded_threads_ = left;
   }
   last_ = loaded_.get();

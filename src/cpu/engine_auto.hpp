@@ -160,6 +160,9 @@ class AutoEngine final : public Engine {
   bool adapt_ = false;
   std::unique_ptr<Engine> loaded_;
   int loaded_threads_ = 0;
+  // Traces and profiles want events: engines made later (a search started again, a run on
+  // the cores left) record from their first run too.
+  bool recording_ = false;
 };
 
 }  // namespace hetgraph::detail::cpu

@@ -99,7 +99,7 @@ class HeteroExecutable final : public Executable {
   void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override;
   void execute() override;
   void set_recording(bool on) override;
-  void add_trace_events(TraceWriter& w, std::int64_t run) override;
+  void add_trace_events(NodeSink& w, std::int64_t run) override;
 
  private:
   struct Part {

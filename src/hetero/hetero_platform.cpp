@@ -429,7 +429,7 @@ std::vector<Executable::Event> HeteroExecutable::last_run_events() const {
   return out;
 }
 
-void HeteroExecutable::add_trace_events(TraceWriter& w, std::int64_t run) {
+void HeteroExecutable::add_trace_events(NodeSink& w, std::int64_t run) {
   w.set_lanes(lane_names());
   int lane0 = 0;
   for (Part& part : parts_) {

@@ -103,7 +103,7 @@ class OpenClExecutable final : public Executable {
   void settle_for_access(std::uint32_t node) override;
   void set_recording(bool on) override { recording_ = on; }
   std::vector<Executable::Event> last_run_events() const override { return last_events_; }
-  void add_trace_events(TraceWriter& w, std::int64_t run) override;
+  void add_trace_events(NodeSink& w, std::int64_t run) override;
 
  private:
   struct InputBuf {

@@ -754,7 +754,7 @@ void OpenClExecutable::collect_events() {
   }
 }
 
-void OpenClExecutable::add_trace_events(TraceWriter& w, std::int64_t run) {
+void OpenClExecutable::add_trace_events(NodeSink& w, std::int64_t run) {
   w.set_lanes(lane_names());
   add_node_events(w, last_events_, run);
 }

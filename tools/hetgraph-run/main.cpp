@@ -4,6 +4,7 @@
 //   build/tools/hetgraph-run model.onnx --platform cpu --engine auto --repeat 50
 //   build/tools/hetgraph-run model.onnx --input x=input_0.pb --output-dir out/   # out/y.pb
 //   build/tools/hetgraph-run model.onnx --json     # one JSON line, like hetgraph-bench
+//   build/tools/hetgraph-run model.onnx --profile  # time by op kind, the slowest nodes
 #include <malloc.h>
 #include <sys/resource.h>
 
@@ -252,6 +253,7 @@ struct Summary {
   bool random = false;
   std::vector<hetgraph::Shape> out_shapes;
   Outputs outputs;
+  hetgraph::Profile profile;  // --profile
 };
 
 void print_json(const hgrun::Options& o, const ho::Model& m, const hetgraph::CompiledGraph& cg,
@@ -266,13 +268,16 @@ void print_json(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
       "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"peak_rss_mib\":%.1f,\"nodes\":%zu,\"heavy_"
       "nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
       "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
-      "\"producer\":\"%s\",\"code_path\":\"%s\"}\n",
+      "\"producer\":\"%s\",\"code_path\":\"%s\"",
       json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
       hetgraph::tool::lanes_label(er).c_str(), o.repeat, s.median, s.min, s.max, s.setup_s,
       s.import_s, s.setup_s - s.import_s, s.outputs.checksum, cr.planned_bytes, cr.live_bytes,
       cr.naive_bytes, peak_mib, er.nodes, er.heavy_nodes, er.max_width, er.avg_width, s.tuning_runs,
       o.fuse ? "true" : "false", s.random ? "random" : "files", static_cast<long long>(m.opset),
       m.ops.size(), json_escape(m.producer).c_str(), er.cpu ? er.cpu->code_path.c_str() : "");
+  // The profile in the same line: a benchmark harness reads one JSON object per run.
+  if (o.profile) std::printf(",\"profile\":%s", s.profile.json().c_str());
+  std::printf("}\n");
 }
 
 void print_text(const hgrun::Options& o, const ho::Model& m, const hetgraph::CompiledGraph& cg,
@@ -302,6 +307,7 @@ void print_text(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
                 s.out_shapes[k].str().c_str(), m.output_info[k].onnx_type.c_str(),
                 written.empty() ? "" : " -> ", written.empty() ? "" : written[k].c_str());
   }
+  if (o.profile) std::fputs(s.profile.table().c_str(), stdout);
 }
 
 int run(const hgrun::Options& o) {
@@ -335,11 +341,13 @@ int run(const hgrun::Options& o) {
   to.repeat = o.repeat;
   to.warmup = o.warmup;
   to.trace = o.trace;
+  to.profile = o.profile;
   const hetgraph::tool::Timing t = hetgraph::tool::time_runs(cg, feeds.items, to);
   s.median = hetgraph::tool::median(t.samples);
   s.min = *std::min_element(t.samples.begin(), t.samples.end());
   s.max = *std::max_element(t.samples.begin(), t.samples.end());
   s.tuning_runs = t.tuning_runs;
+  s.profile = t.profile;
 
   s.outputs = read_outputs(m, cg, s.out_shapes, o.output_dir);
   o.json ? print_json(o, m, cg, s) : print_text(o, m, cg, s);

@@ -19,6 +19,7 @@ struct Options : hetgraph::tool::EngineFlags {
   std::string output_dir, trace;
   int repeat = 10, warmup = 3, seed = 1;
   bool json = false, fuse = true, winograd = false;
+  bool profile = false;  // --profile: time by op kind and the top nodes (in the JSON with --json)
   // --no-own-winograd, --no-layouts-through, --no-concat-in-place: CompileOptions::Experimental's
   // own_winograd, layouts_through_pool_concat, concat_in_place
   bool own_winograd = true, layouts_through = true, concat_in_place = true;
@@ -46,8 +47,8 @@ inline constexpr const char* kUsage =
     "NxT|auto]\n"
     "                    (opencl: --engine out-of-order|in-order) [--threads N]\n"
     "                    [--input [NAME=]FILE.pb ...] [--shape NAME=DxDxD ...] [--output-dir DIR]\n"
-    "                    [--repeat 10] [--warmup 3] [--trace FILE] [--seed N] [--no-fuse]\n"
-    "                    [--winograd] [--no-own-winograd] [--no-layouts-through]\n"
+    "                    [--repeat 10] [--warmup 3] [--trace FILE] [--profile] [--seed N]\n"
+    "                    [--no-fuse] [--winograd] [--no-own-winograd] [--no-layouts-through]\n"
     "                    [--no-concat-in-place] [--json]\n"
     "                    [--max-import-nodes N] [--max-import-host-bytes N]\n"
     "                    [--max-import-tensor-bytes N] [--max-import-seconds S]\n"
@@ -55,6 +56,8 @@ inline constexpr const char* kUsage =
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
     "--output-dir writes each output as DIR/<output name>.pb.\n"
+    "--profile prints the timed runs' time by op kind and the 20 slowest nodes with their kernels\n"
+    "and shapes; with --json it is the line's \"profile\" object instead (every node).\n"
     "The import's budgets against hostile models (a model over one fails naming the flag to\n"
     "raise): --max-import-nodes (ONNX nodes, unrolled loops counted; default 1048576),\n"
     "--max-import-host-bytes (tensors computed at import; default 8 GiB),\n"
@@ -105,6 +108,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .integer("--warmup", o.warmup, 0, 1'000'000'000)
       .integer("--seed", o.seed, 0, 1'000'000'000)
       .text("--trace", o.trace)
+      .flag("--profile", o.profile)
       .flag("--no-fuse", o.fuse, false)
       .flag("--winograd", o.winograd)
       .flag("--no-own-winograd", o.own_winograd, false)
