@@ -1014,14 +1014,15 @@ TEST(TypedAttributes, CostSignaturesKeepTheTextOfTheFormerScalars) {
             io + " a1 b0" + flags + "3:0 optimizer rule");
   const detail::MatmulEpilogue scaled{.has_op = true, .op = OpKind::Scale, .alpha = 0.125f};
   EXPECT_EQ(sig(OpKind::FusedMatMul, scaled), io + " a0.125 b0" + flags + "0:0 matmul epilogue");
-  detail::ConvEpilogue clip{.has_op = true, .op = OpKind::Clip};
-  clip.clip = {0, 6};
+  detail::ConvEpilogue clip;
+  clip.has_op = true, clip.op = OpKind::Clip, clip.clip = {0, 6};
   EXPECT_EQ(sig(OpKind::FusedConv2d, clip), io + " a0 b6" + flags + "0:0 convolution epilogue");
-  detail::ConvEpilogue leaky{.has_op = true, .op = OpKind::LeakyRelu};
-  leaky.leaky = {0.1f};
+  detail::ConvEpilogue leaky;
+  leaky.has_op = true, leaky.op = OpKind::LeakyRelu, leaky.leaky = {0.1f};
   EXPECT_EQ(sig(OpKind::FusedConv2d, leaky), io + " a0.1 b0" + flags + "0:0 convolution epilogue");
-  EXPECT_EQ(sig(OpKind::FusedConv2d, detail::ConvEpilogue{.has_op = true, .op = OpKind::Relu}),
-            io + " a1 b0" + flags + "0:0 convolution epilogue");
+  detail::ConvEpilogue relu;
+  relu.has_op = true, relu.op = OpKind::Relu;
+  EXPECT_EQ(sig(OpKind::FusedConv2d, relu), io + " a1 b0" + flags + "0:0 convolution epilogue");
 }
 
 // HETGRAPH_DUMP_PLAN=after:<pass> prints the plan after that pass only: checked in a child

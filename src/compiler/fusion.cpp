@@ -167,7 +167,10 @@ struct Fuser {
   // The epilogue a convolution already has: none for a plain conv2d (its bias is input 2).
   ConvEpilogue epilogue_of(const PlanNode& c) const {
     if (c.op == OpKind::FusedConv2d) return c.attrs.get<ConvEpilogue>();
-    return ConvEpilogue{.window = c.attrs.get<Window2d>(), .bias = c.inputs.size() == 3};
+    ConvEpilogue e;
+    e.window = c.attrs.get<Window2d>();
+    e.bias = c.inputs.size() == 3;
+    return e;
   }
 
   // add(conv, r) or add(r, conv), same shapes -> fused_conv2d(x, w[, b], r) at the add.
