@@ -282,7 +282,7 @@ std::vector<Row> rows() {
                }});
   const In pos = uniform("a", {3, 4}, 0.5f, 2, 29);
   r.push_back({{OpKind::Pow}, "pow", {pos, uniform("b", {4}, -2, 2, 30)}, {}, binary(pow)});
-  for (const float e : {2.0f, 1.0f, -1.0f, 1.5f}) {
+  for (const float e : {2.0f, 1.0f, -1.0f, 3.0f, 1.5f}) {
     r.push_back({{OpKind::Pow},
                  "pow scalar " + std::to_string(e),
                  {wide},

@@ -1,5 +1,6 @@
 // ONNX import of the layout and data-movement ops (src/onnx/ops_tensor.cpp): run on every
 // platform, exported and imported back, and their errors naming the node.
+#include <set>
 #include <utility>
 
 #include "onnx_test_util.hpp"
@@ -241,7 +242,8 @@ TEST(OnnxImport, CastsToNarrowIntegersTruncateAndWrap) {
 
 // Layout chains through ranks above 4, which hetgraph tensors cannot hold: ShuffleNet's channel
 // shuffle (Reshape to rank 5, Transpose, Reshape back) and PixelShuffle's rank 6 one, each one
-// gather of positions in the end; a value left at rank 5 is refused by name.
+// transpose of rank 3 or 4 in the end (ImportOptions::views_as_transposes), or with it off one
+// gather of positions, with the same values; a value left at rank 5 is refused by name.
 TEST(OnnxImport, LayoutChainsThroughRanksAboveFour) {
   Builder b(13);
   b.input("x", {1, 6, 2, 2}).output("shuffled", {1, 6, 2, 2}).output("pixels", {1, 1, 4, 6});
@@ -269,11 +271,22 @@ TEST(OnnxImport, LayoutChainsThroughRanksAboveFour) {
         for (int w = 0; w < 2; ++w)
           pixels[static_cast<std::size_t>((h * 2 + r1) * 6 + w * 3 + r2)] =
               x[static_cast<std::size_t>(((r1 * 3 + r2) * 2 + h) * 2 + w)];
-  const ho::Model m = b.import();
-  run_everywhere(m, {{"x", x}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
-    EXPECT_EQ(cg.read(mm.outputs[0]), shuffled);
-    EXPECT_EQ(cg.read(mm.outputs[1]), pixels);
-  });
+  auto ops = [](const ho::Model& mm) {
+    std::multiset<std::string> s;
+    for (std::uint32_t i = 0; i < mm.graph.size(); ++i)
+      s.insert(std::string(mm.graph.node(i).op_name()));
+    return s;
+  };
+  for (const bool as_transposes : {true, false}) {
+    SCOPED_TRACE(as_transposes ? "views as transposes" : "views as gathers");
+    const ho::Model m = b.import({.views_as_transposes = as_transposes});
+    EXPECT_EQ(ops(m).count("transpose"), as_transposes ? 2u : 0u);
+    EXPECT_EQ(ops(m).count("gather"), as_transposes ? 0u : 2u);
+    run_everywhere(m, {{"x", x}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
+      EXPECT_EQ(cg.read(mm.outputs[0]), shuffled);
+      EXPECT_EQ(cg.read(mm.outputs[1]), pixels);
+    });
+  }
   Builder r(13);
   r.input("x", {1, 6, 2, 2}).output("g", {1, 2, 3, 2, 2});
   r.ints("s5", {1, 2, 3, 2, 2});

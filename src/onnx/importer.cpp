@@ -72,6 +72,60 @@ void reads_of(const ir::Graph& b, std::set<std::string>& names) {
   for (const ir::ValueInfo& o : b.outputs) names.insert(o.name);
 }
 
+struct ViewTranspose {
+  std::vector<std::int64_t> dims;  // the base viewed with these dims (row-major)
+  std::vector<int> perm;           // then transposed
+};
+
+// A view's positions (the base's flat index of each element, row-major) as one transpose of the
+// base: where they enumerate every element of the base once, as axes of some row-major shape of
+// it taken in another order, of rank 4 at most. Read from the inside out: each axis of the view
+// is the longest run that steps by one stride, in blocks of the axes inside it; ShuffleNet's
+// channel shuffle of [1, 116, 28, 28] is [2, 58, 784] transposed (1, 0, 2). Anything else (a
+// slice, a broadcast, more than 4 axes): nullopt, and the view stays a gather of its positions.
+std::optional<ViewTranspose> view_as_transpose(const std::vector<std::int64_t>& at,
+                                               std::int64_t base_count) {
+  const auto n = static_cast<std::int64_t>(at.size());
+  if (n != base_count || n < 2 || at[0] != 0) return std::nullopt;
+  std::vector<std::int64_t> size, stride;  // the view's axes, innermost first
+  for (std::int64_t block = 1; block < n;) {
+    if (size.size() == static_cast<std::size_t>(Shape::kMaxRank)) return std::nullopt;
+    const std::int64_t st = at[static_cast<std::size_t>(block)];
+    std::int64_t k = 1;  // the run: positions block * i at i * st
+    while (block * (k + 1) <= n && at[static_cast<std::size_t>(block * k)] == k * st) ++k;
+    while (k > 1 && (n / block) % k != 0) --k;  // an axis divides what is left
+    if (k == 1) return std::nullopt;
+    size.push_back(k);
+    stride.push_back(st);
+    block *= k;
+  }
+  if (size.empty()) return std::nullopt;
+  // Every position as the sum of its digits' strides (the runs were read off single steps).
+  for (std::int64_t j = 0; j < n; ++j) {
+    std::int64_t rest = j, pos = 0;
+    for (std::size_t a = 0; a < size.size(); ++a) pos += (rest % size[a]) * stride[a], rest /= size[a];
+    if (pos != at[static_cast<std::size_t>(j)]) return std::nullopt;
+  }
+  // The base's axes: the view's sorted by stride, outermost first; row-major strides needed.
+  const std::size_t r = size.size();
+  std::vector<std::size_t> order(r);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return stride[a] > stride[b]; });
+  ViewTranspose t;
+  std::int64_t expect = 1;
+  for (std::size_t k = r; k-- > 0;) {
+    if (stride[order[k]] != expect) return std::nullopt;
+    expect *= size[order[k]];
+  }
+  std::vector<int> axis_of(r);  // view axis (innermost first) -> base axis
+  for (std::size_t k = 0; k < r; ++k) {
+    t.dims.push_back(size[order[k]]);
+    axis_of[order[k]] = static_cast<int>(k);
+  }
+  for (std::size_t a = r; a-- > 0;) t.perm.push_back(axis_of[a]);  // outermost view axis first
+  return t;
+}
+
 }  // namespace
 
 /// The state of one import.
@@ -264,12 +318,20 @@ class Importer {
                              dims_str(at.dims) + "; hetgraph tensors have rank 0 to 4");
     }
     const std::int64_t count = at.numel();
-    Node flat = hetgraph::reshape(v.view_base, {type(v.view_base).shape.numel()});
-    Node node = hetgraph::reshape(
-        gather(flat,
-               g.constant_i32(Shape{count}, std::vector<std::int32_t>(at.i.begin(), at.i.end())),
-               0),
-        at.dims);
+    const std::int64_t base_count = type(v.view_base).shape.numel();
+    Node node;
+    if (auto t = opt_.views_as_transposes ? view_as_transpose(at.i, base_count) : std::nullopt) {
+      Node base = hetgraph::reshape(v.view_base, t->dims);
+      if (!std::is_sorted(t->perm.begin(), t->perm.end())) base = hetgraph::transpose(base, t->perm);
+      node = hetgraph::reshape(base, at.dims);
+    } else {
+      Node flat = hetgraph::reshape(v.view_base, {base_count});
+      node = hetgraph::reshape(
+          gather(flat,
+                 g.constant_i32(Shape{count}, std::vector<std::int32_t>(at.i.begin(), at.i.end())),
+                 0),
+          at.dims);
+    }
     type(node);
     name_node(node, name);
     return node;
