@@ -3,6 +3,8 @@
 hetgraph's variants and PyTorch, at batch 1 and at the serving batch, from run.js's summary lines.
 
     /usr/bin/python3 bench/models/chart.py RESULTS.jsonl [OUT.png]   # default bench/charts/models.png
+
+It prints the same figures as a Markdown table (bench/README.md's) and the totals.
 """
 import json
 import sys
@@ -11,6 +13,28 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+
+def markdown(summaries, variants, totals):
+    ms = lambda x: f"{1e3 * x['median_s']:.2f}" if x and x.get("median_s") else "failed"
+    print("| model | family | batch | ONNX Runtime best, ms | PyTorch, ms | "
+          + " | ".join(f"{v}, ms | {v} / ORT" for v in variants) + " |")
+    print("|---|---|---|---|---|" + "---|---|" * len(variants))
+    for s in summaries:
+        cells = []
+        for v in variants:
+            h = s["hetgraph"].get(v, {})
+            r = h.get("ratio_vs_ort")
+            cells += [ms(h), (f"{r:.2f}x" if r else "-") + ("" if h.get("correct") else " (wrong)")]
+        print(f"| {s['model']} | {s['family']} | {s['batch']} | {ms(s['ort_best'])} "
+              f"({s['ort_best']['config']}) | {ms(s['pytorch_best'])} | " + " | ".join(cells) + " |")
+    for t in totals:
+        for v in variants:
+            x = t[v]
+            print(f"batch {t['batch']}, {v}: {x['ran_correctly']} of {t['models']} correct, geometric "
+                  f"mean {x['geomean_ratio_vs_ort']:.2f}x ONNX Runtime, worst {x['worst']} "
+                  f"{x['worst_ratio']:.2f}x, {x['slower_than_ort']} slower than it; PyTorch "
+                  f"{t.get('pytorch_geomean_ratio_vs_ort', float('nan')):.2f}x")
 
 
 def main():
@@ -43,6 +67,7 @@ def main():
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Model bench: {summaries[0]['cpu']}, {summaries[0]['rounds']} interleaved rounds, medians")
     fig.tight_layout()
+    markdown(summaries, variants, [r for r in rows if r.get("kind") == "models-total"])
     fig.savefig(png, dpi=100)
     print(f"chart: {png}")
 

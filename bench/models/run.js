@@ -4,7 +4,7 @@
 //   node bench/models/run.js [--rounds 3] [--models a,b,...] [--batches 1,serving]
 //                            [--hetgraph [NAME=]build/tools/hetgraph-run[,NAME=PATH...]]
 //                            [--hetgraph-args "..."] [--dir build/bench-models] [--label NAME]
-//                            [--contenders ort,pytorch,hetgraph] [--budget 1.5]
+//                            [--contenders ort,pytorch,hetgraph] [--budget 1.5] [--profile]
 //
 // bench/models/run.sh installs what it needs and exports the models first; see bench/README.md,
 // "Models nobody tuned". Every measurement is a fresh child process under /usr/bin/time -v and
@@ -16,6 +16,10 @@
 // choice, as a user's next process would. Every contender's outputs are compared with
 // PyTorch's (the exporter's, written by export_models.py): max |a - b| / max |b| over all
 // outputs. A model that fails in a contender is recorded with its error, not fatal.
+// --profile: hetgraph-run --profile, each hetgraph line carrying its time by op kind and its
+// slowest nodes (bench/models/profile_summary.py sums them over the bench). Recording costs a
+// little per node: profile in a pass of its own (--contenders hetgraph --rounds 1), not in
+// the timed comparison.
 // One JSON line per measurement to bench/results/<date>-models[-label].jsonl, then one summary
 // line per model and batch and one for the whole bench (geometric means of the ratios to
 // ONNX Runtime's best configuration over the models every contender ran correctly).
@@ -45,6 +49,7 @@ const extra = opt('hetgraph-args', '').split(' ').filter((s) => s.length);
 const contenders = new Set(opt('contenders', 'ort,pytorch,hetgraph').split(','));
 const budget = Number(opt('budget', '1.5'));
 const label = opt('label', '');
+const profile = process.argv.includes('--profile');
 const threads = os.cpus().length;
 const tolerance = 1e-3;  // max |a - b| / max |b| above this: a wrong answer
 
@@ -89,7 +94,8 @@ function configs(e, ortMedian) {
                  read: readTensorProto, env: {XDG_CACHE_HOME: path.join(cacheHome, v.name),
                                               LD_LIBRARY_PATH: path.dirname(v.bin)},
                  argv: [v.bin, path.join(e.dir, 'model.onnx'), ...inputs, '--repeat', String(n),
-                        '--warmup', String(warmup), '--json', '--output-dir', o, ...extra]});
+                        '--warmup', String(warmup), '--json', '--output-dir', o,
+                        ...(profile ? ['--profile'] : []), ...extra]});
     }
   }
   return list;
@@ -115,6 +121,14 @@ function runOne(e, c, round) {
     if (c.who === 'hetgraph') {
       Object.assign(line, {executors: res.executors, engine: res.engine, nodes: res.nodes,
                            tuning_runs: res.tuning_runs, code_path: res.code_path});
+      if (res.profile) {
+        const per = (t) => t / res.profile.runs;
+        line.profile = {runs: res.profile.runs, node_s_per_run: per(res.profile.node_s),
+                        ops: res.profile.ops.map((o) => ({op: o.op, nodes: o.nodes, s_per_run: per(o.total_s), share: o.share})),
+                        top: res.profile.nodes.slice(0, 8).map((n) => ({
+                          name: n.name, op: n.op, kernel: n.kernel, input_shapes: n.input_shapes,
+                          shape: n.shape, mean_s: n.mean_s, share: n.share}))};
+      }
     }
     line.version = res.ort_version ?? res.torch_version;
     line.rel_err = check(e, c);
@@ -175,7 +189,7 @@ for (const e of entries) {
   summaries.push(s);
   const f = (x) => (x ? `${(x.median_s * 1e3).toFixed(2)} ms` : 'failed');
   console.log(`${e.model} b${e.batch}: ORT ${f(ort)}${ort ? ` (${ort.config})` : ''}, PyTorch ${f(torch)}` +
-              Object.entries(s.hetgraph).map(([n, h]) => `, ${n} ${h.ok ? `${f(h)} = ${h.ratio_vs_ort.toFixed(2)}x ORT` +
+              Object.entries(s.hetgraph).map(([n, h]) => `, ${n} ${h.ok ? `${f(h)}${h.ratio_vs_ort ? ` = ${h.ratio_vs_ort.toFixed(2)}x ORT` : ''}` +
                   (h.correct ? '' : ` WRONG (err ${h.rel_err.toExponential(1)})`) : `failed: ${h.error}`}`).join(''));
 }
 
