@@ -43,8 +43,8 @@ def main():
     with open(src) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     summaries = [r for r in rows if r.get("kind") == "model-summary" and r.get("ort_best")]
-    variants = sorted({v for s in summaries for v in s["hetgraph"]})
-    fig, axes = plt.subplots(1, 2, figsize=(15, 7), sharey=True)
+    variants = list(dict.fromkeys(v for s in summaries for v in s["hetgraph"]))  # run.js's order
+    fig, axes = plt.subplots(1, 2, figsize=(15, 7))
     for ax, serving in zip(axes, (False, True)):
         group = [s for s in summaries if s["serving"] == serving]
         names = [f"{s['model']} b{s['batch']}" for s in group]
