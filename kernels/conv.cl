@@ -49,7 +49,7 @@ kernel void conv2d_fwd(global const float* x, global const float* w, global cons
 // fused_conv2d: conv2d_fwd's sum, plus the bias, plus a same-shape residual r (which y may be:
 // each work-item reads its element before writing it), then an activation as
 // kernels/elementwise.cl computes it: 0 none, 1 relu, 2 leaky_relu (alpha), 3 clip (alpha,
-// beta), 4 sigmoid. One pass over y instead of one per op.
+// beta), 4 sigmoid, 5 silu, 6 hard_swish. One pass over y instead of one per op.
 kernel void fused_conv2d_fwd(global const float* x, global const float* w, global const float* b,
                              global const float* r, global float* y, const int has_bias,
                              const int has_residual, const int act, const float alpha,
@@ -79,6 +79,8 @@ kernel void fused_conv2d_fwd(global const float* x, global const float* w, globa
     else if (act == 2) v = v > 0.0f ? v : alpha * v;
     else if (act == 3) v = (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v);
     else if (act == 4) v = 1.0f / (1.0f + exp(-v));
+    else if (act == 5) v = v * (1.0f / (1.0f + exp(-v)));
+    else if (act == 6) v = v * fmin(fmax((1.0f / 6.0f) * v + 0.5f, 0.0f), 1.0f);
     y[i] = v;
   }
 }

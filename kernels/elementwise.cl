@@ -65,6 +65,8 @@ UNARY(leaky_relu_f32, v > 0.0f ? v : alpha * v)
 UNARY(clip_f32, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))
 UNARY(softsign_f32, v / (1.0f + fabs(v)))
 UNARY(mish_f32, v * tanh(v > 20.0f ? v : log1p(exp(v))))
+UNARY(silu_f32, v * (1.0f / (1.0f + exp(-v))))
+UNARY(hard_swish_f32, v * fmin(fmax((1.0f / 6.0f) * v + 0.5f, 0.0f), 1.0f))
 // clang-format on
 
 // Binary ops in two forms: _ff for two full operands of the output's shape (contiguous), _bc

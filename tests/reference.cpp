@@ -883,6 +883,12 @@ std::vector<Array> evaluate(const hetgraph::Graph& graph, std::span<const hetgra
       case OpKind::Tanh:
         out = unary(in[0], [](double a) { return std::tanh(a); });
         break;
+      case OpKind::Silu:
+        out = unary(in[0], [](double a) { return a / (1.0 + std::exp(-a)); });
+        break;
+      case OpKind::HardSwish:
+        out = unary(in[0], [](double a) { return a * std::min(std::max(a / 6 + 0.5, 0.0), 1.0); });
+        break;
       case OpKind::MatMul:
         out = matmul(in[0], in[1], at.trans_a, at.trans_b);
         break;

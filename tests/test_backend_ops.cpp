@@ -736,13 +736,44 @@ std::vector<Row> rows() {
   // Forward over both sides of the CPU kernel's cut at 20; the gradient where it bends.
   r.push_back(
       {{OpKind::Mish}, "mish", {uniform("a", {4, 5}, -30, 30, 45)}, {}, unary(mish), {}, mish_f});
-  r.push_back({{OpKind::Mish, OpKind::Tanh, OpKind::Sigmoid},
+  // x sigmoid(x) in its gradient is one silu node (fuse_silu).
+  r.push_back({{OpKind::Mish, OpKind::Tanh, OpKind::Silu},
                "mish'",
                {uniform("a", {3, 4}, -6, 6, 46)},
                {},
                unary(mish),
                {0},
                mish_f,
+               1e-3,
+               1e-4});
+  const auto silu_f = [](double x) { return x / (1.0 + std::exp(-x)); };
+  r.push_back(
+      {{OpKind::Silu}, "silu", {uniform("a", {4, 5}, -30, 30, 48)}, {}, unary(silu), {}, silu_f});
+  r.push_back({{OpKind::Silu, OpKind::Sigmoid},
+               "silu'",
+               {uniform("a", {3, 4}, -6, 6, 49)},
+               {},
+               unary(silu),
+               {0},
+               silu_f,
+               1e-3,
+               1e-4});
+  const auto hard_swish_f = [](double x) { return x * std::min(std::max(x / 6 + 0.5, 0.0), 1.0); };
+  // Forward across both bends (-3 and 3); the gradient away from them.
+  r.push_back({{OpKind::HardSwish},
+               "hard_swish",
+               {uniform("a", {4, 5}, -6, 6, 50)},
+               {},
+               unary(hard_swish),
+               {},
+               hard_swish_f});
+  r.push_back({{OpKind::HardSwish, OpKind::Where, OpKind::Less, OpKind::Greater},
+               "hard_swish'",
+               {away_from_zero("a", {3, 4}, 0.2f, 2.5f, 51)},
+               {},
+               unary(hard_swish),
+               {0},
+               hard_swish_f,
                1e-3,
                1e-4});
   // A learned slope per channel, broadcast over N, H and W; x away from prelu's kink at 0.
@@ -1214,6 +1245,42 @@ TEST_P(BackendOps, IntArithmeticWrapsAround) {
   // 46341^2 = 2^31 + 4633: wraps to -2^31 + 4633
   EXPECT_EQ(cg.read_i32(prod), (std::vector<std::int32_t>{hi, lo, 0, lo + 4633}));
   EXPECT_EQ(cg.read_i32(up), (std::vector<std::int32_t>{lo, lo + 1, 65537, 46342}));
+}
+
+// fuse_silu: x * sigmoid(x), either order, becomes one silu node (its sigmoid gone) with the
+// values of the two nodes it replaces (bitwise on the CPU: the same vector sigmoid, then the
+// product), and not where the sigmoid has another reader (here: it is fetched too).
+TEST_P(BackendOps, SiluNodesEqualTheSigmoidAndProduct) {
+  Graph g;
+  auto x = g.input("x"), z = g.input("z");
+  auto y1 = mul(x, sigmoid(x)), y2 = mul(sigmoid(x), x), s = sigmoid(z), y3 = mul(z, s);
+  const std::vector<float> xv = testing_util::random_vec(1000, 52, -12, 12),
+                           zv = testing_util::random_vec(37, 53, -5, 5);
+  std::vector<float> out[2][3];
+  for (const bool on : {false, true}) {
+    CompileOptions o;
+    o.experimental.silu_nodes = on;
+    auto cg = GraphCompiler(GetParam().make(), o)
+                  .compile(g, {{"x", {10, 100}}, {"z", {37}}}, {y1, y2, y3, s});
+    const detail::Plan& p = plan_of(cg);
+    const auto count = [&](OpKind k) {
+      return std::count_if(p.nodes.begin(), p.nodes.end(), [&](const detail::PlanNode& n) {
+        return n.op == k && n.storage != detail::Storage::None;
+      });
+    };
+    EXPECT_EQ(count(OpKind::Silu), on ? 2 : 0);
+    EXPECT_EQ(count(OpKind::Sigmoid), on ? 1 : 3);
+    cg.run({{"x", xv}, {"z", zv}});
+    out[on][0] = cg.read(y1), out[on][1] = cg.read(y2), out[on][2] = cg.read(y3);
+  }
+  for (int k = 0; k < 3; ++k) {
+    if (GetParam().name.rfind("cpu", 0) == 0 && !testing_util::cpu_reference_forced()) {
+      EXPECT_EQ(out[1][k], out[0][k]) << "output " << k;
+    } else {
+      testing_util::expect_close(out[1][k], testing_util::to_ref({static_cast<std::int64_t>(out[0][k].size())}, out[0][k]),
+                                 1e-6, 1e-6, "silu");
+    }
+  }
 }
 
 // argmax / argmin give the same positions for any team size: long rows split into pieces,

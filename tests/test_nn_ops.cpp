@@ -127,6 +127,16 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
        true},
       {"sigmoid(conv + b)",
        [&](Node x, Node w, Node b, Node, Node) { return sigmoid(conv2d(x, w, b, same)); }, true},
+      // SiLU as ONNX exports it (EfficientNet): one silu node (fuse_silu), then the post-op.
+      {"silu(conv + b)",
+       [&](Node x, Node w, Node b, Node, Node) {
+         Node c = conv2d(x, w, b, same);
+         return mul(c, sigmoid(c));
+       },
+       true},
+      {"hard_swish(conv + b)",
+       [&](Node x, Node w, Node b, Node, Node) { return hard_swish(conv2d(x, w, b, same)); },
+       true},
       // ResNet's basic block: relu(conv(relu(conv(x))) + x), the residual on either side.
       {"resnet block",
        [&](Node x, Node w1, Node b1, Node w2, Node b2) {

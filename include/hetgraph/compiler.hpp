@@ -374,6 +374,10 @@ struct CompileOptions {
     ///   o.experimental.conv_post_ops = false;  // e.g. to compare with the fused plan
     ///   auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, {y});
     bool conv_post_ops = true;
+    /// With `fuse`: x * sigmoid(x) (two nodes, as ONNX exports SiLU / Swish: EfficientNet)
+    /// becomes one silu node (pass fuse_silu), which a convolution before it then takes as a
+    /// post-op too. Off: the sigmoid and the product run as nodes of their own.
+    bool silu_nodes = true;
     /// On the CPU, a value passed from one convolution to others stays in the layout oneDNN's
     /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
     /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.

@@ -63,6 +63,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.arena = backend.packs_arena();
   po.fuse = options_.fuse;
   po.conv_post_ops = options_.experimental.conv_post_ops;
+  po.silu = options_.experimental.silu_nodes;
   if (options_.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
   po.layouts_through_pool_concat = options_.experimental.layouts_through_pool_concat;
   if (options_.winograd_convs) po.winograd_layout = backend.winograd_layout();

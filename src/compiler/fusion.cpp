@@ -32,7 +32,8 @@
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
 // same-shape value (ResNet's residual) takes it as a sum post-op (fused_conv2d, in place over
 // that value where the planner can); a convolution (fused or not, without an op yet) whose
-// only reader is relu, clip, leaky_relu or sigmoid takes that op as an eltwise post-op. The
+// only reader is relu, clip, leaky_relu, sigmoid, silu or hard_swish takes that op as an eltwise
+// post-op. The
 // bias is always the convolution's own (oneDNN adds it in the same pass). Each saves a read
 // and a write of the activation per node: the unfused graph passes over every conv output
 // once more for its relu, and ResNet's over every block's output twice more.
@@ -198,13 +199,34 @@ struct Fuser {
     }
   }
 
-  // relu / clip / leaky_relu / sigmoid of a convolution -> fused_conv2d at the op.
+  // mul(x, sigmoid(x)) or mul(sigmoid(x), x) -> silu(x) at the mul.
+  void silus() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::Mul || n.type.dtype != DType::f32)
+        continue;
+      for (int side : {0, 1}) {
+        const std::uint32_t s = n.inputs[static_cast<std::size_t>(side)];
+        const std::uint32_t x = n.inputs[static_cast<std::size_t>(1 - side)];
+        const PlanNode& sig = p.nodes[s];
+        if (sig.op != OpKind::Sigmoid || sig.inputs[0] != x || sig.storage != Storage::Computed ||
+            sig.fetched || readers[s] != 1 || sig.type != n.type || p.nodes[x].type != n.type)
+          continue;
+        if (!rewrite(i, OpKind::Silu, Attrs{}, {x}, s)) continue;
+        kill(s, i);
+        break;
+      }
+    }
+  }
+
+  // relu / clip / leaky_relu / sigmoid / silu / hard_swish of a convolution -> fused_conv2d at
+  // the op.
   void conv_epilogues() {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
       if (n.storage != Storage::Computed) continue;
       if (n.op != OpKind::Relu && n.op != OpKind::Clip && n.op != OpKind::LeakyRelu &&
-          n.op != OpKind::Sigmoid) {
+          n.op != OpKind::Sigmoid && n.op != OpKind::Silu && n.op != OpKind::HardSwish) {
         continue;
       }
       const std::uint32_t q = n.inputs[0];
@@ -347,6 +369,9 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps) {
 }
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).conv_epilogues();
+}
+void fuse_silu(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).silus();
 }
 void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);

@@ -285,9 +285,10 @@ struct OnnxForm {
   std::string_view op;  // empty: the exporter spells the op out, or it has no ONNX form
   Attr attr = Attr::none;
   int since = 0, until = 0;  // 0: imported by a handler of its own
-  /// An op newer than the exporter's opset (since > 17) as ONNX ops of that opset over the
-  /// input x, as ONNX's function body spells it: "Mul(x, Tanh(Softplus(x)))". The exporter
-  /// writes this instead; without it such an op does not export.
+  /// An op newer than the exporter's opset (since > 17), or one ONNX has no op for (op
+  /// empty: silu), as ONNX ops of that opset over the input x, as ONNX's function body spells
+  /// it: "Mul(x, Tanh(Softplus(x)))". The exporter writes this instead; without it such an op
+  /// does not export.
   std::string_view body{};
 };
 

@@ -648,6 +648,8 @@ const Pass kPasses[] = {
     {"infer_shapes", [](Plan& p, const PassContext& c) { infer_shapes(p, c.shapes); }},
     {"simplify", [](Plan& p, const PassContext&) { simplify(p); }},
     {"place_devices", [](Plan& p, const PassContext& c) { c.options.placer->place(p); }, placing},
+    {"fuse_silu", [](Plan& p, const PassContext& c) { fuse_silu(p, c.options.capabilities); },
+     [](const PlanOptions& o) { return o.fuse && o.silu; }},
     {"fuse_matmul_epilogue",
      [](Plan& p, const PassContext& c) { fuse_matmul_epilogue(p, c.options.capabilities); },
      fusing},

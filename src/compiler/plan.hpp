@@ -273,6 +273,8 @@ struct PlanOptions {
   bool fuse = false;
   /// fuse_conv_residual and fuse_conv_epilogue (with fuse).
   bool conv_post_ops = true;
+  /// fuse_silu (with fuse).
+  bool silu = true;
   /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
   /// nchw turns the pass off.
   ActivationLayout conv_layout = ActivationLayout::nchw;
@@ -343,6 +345,9 @@ void fuse_matmul_accumulate(Plan& p, const Capabilities* caps);
 /// (residual: sum post-op) and then relu / clip / leaky_relu / sigmoid (eltwise post-op).
 /// Only where the platform has a fused_conv2d kernel (PlanOptions::conv_post_ops).
 void fuse_conv_residual(Plan& p, const Capabilities* caps);
+/// mul(x, sigmoid(x)) (either order, the sigmoid read by the product alone) becomes silu(x) at
+/// the product; the sigmoid does no work. Only where the platform has a silu kernel.
+void fuse_silu(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.

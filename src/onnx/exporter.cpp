@@ -259,7 +259,8 @@ class Exporter {
       t.fill(&Exporter::no_form);
       for (const Family& f : families) t[static_cast<std::size_t>(f.op)] = f.fn;
       for (std::size_t k = 0; k < t.size(); ++k) {
-        if (!detail::op_def(static_cast<OpKind>(k)).onnx.op.empty()) t[k] = &Exporter::from_row;
+        const detail::OnnxForm& form = detail::op_def(static_cast<OpKind>(k)).onnx;
+        if (!form.op.empty() || !form.body.empty()) t[k] = &Exporter::from_row;
       }
       return t;
     }();
@@ -271,7 +272,7 @@ class Exporter {
   // Ops that are one ONNX op of their own inputs say so in their row (OpDef::onnx).
   void from_row(std::uint32_t, const PlanNode& n, const std::string& out) {
     const detail::OnnxForm& form = detail::op_def(n.op).onnx;
-    if (form.since > kOpset) return body(n, form, out);
+    if (form.op.empty() || form.since > kOpset) return body(n, form, out);  // silu: no ONNX op
     std::vector<std::string> ins;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(n, k));
     ir::Node& e = add(std::string(form.op), std::move(ins), {out});

@@ -117,11 +117,6 @@ void hard_sigmoid(Ctx& c) {  // max(0, min(1, alpha * x + beta))
   c.set(0, clip(add(scale(x, c.attr_f("alpha", 0.2f)), c.constant(c.attr_f("beta", 0.5f))), 0.0f,
                 1.0f));
 }
-void hard_swish(Ctx& c) {  // x * hard_sigmoid(x) with alpha 1/6, beta 1/2
-  Node x = c.f32(0);
-  c.set(0, mul(x, clip(add(scale(x, 1.0f / 6.0f), c.constant(0.5f)), 0.0f, 1.0f)));
-}
-
 // Mod: floats (fmod = 1, C's fmod; fmod = 0, which ONNX allows for ints only, as numpy's mod)
 // or integers of one type. A remainder is smaller than its divisor, so 8- and 16-bit ints
 // computed in int32 give their own type's result.
@@ -392,7 +387,6 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Elu", 1, 6, elu});
   h.push_back({"Selu", 1, 6, selu});
   h.push_back({"HardSigmoid", 1, 6, hard_sigmoid});
-  h.push_back({"HardSwish", 14, 14, hard_swish});
   h.push_back({"Clip", 1, 13, clip_op});
   h.push_back({"Pow", 1, 15, pow_op});
   h.push_back({"Max", 1, 13, extremum<maximum>});

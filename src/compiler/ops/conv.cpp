@@ -333,8 +333,8 @@ TensorType infer_conv(const InferCtx& c) {
 TensorType infer_fused_conv(const InferCtx& c) {
   const ConvEpilogue& e = c.attrs.get<ConvEpilogue>();
   if (e.has_op && e.op != OpKind::Relu && e.op != OpKind::LeakyRelu && e.op != OpKind::Clip &&
-      e.op != OpKind::Sigmoid) {
-    c.fail("fused_conv2d takes relu, leaky_relu, clip or sigmoid as its op, got " +
+      e.op != OpKind::Sigmoid && e.op != OpKind::Silu && e.op != OpKind::HardSwish) {
+    c.fail("fused_conv2d takes relu, leaky_relu, clip, sigmoid, silu or hard_swish as its op, got " +
            std::string(op_name(e.op)));
   }
   const std::size_t want = 2 + (e.bias ? 1 : 0) + (e.accumulate ? 1 : 0);

@@ -228,6 +228,20 @@ void grad_mish(const GradCtx& c) {
   const Node t = tanh(relu(x) + log(1.0f + exp(-abs(x))));
   c.add(x, c.grad * (t + x * sigmoid(x) * (1.0f - t * t)));
 }
+// silu' = s (1 + x (1 - s)) with s = sigmoid(x): composed from existing ops.
+void grad_silu(const GradCtx& c) {
+  const Node x = c.in[0], s = sigmoid(x);
+  c.add(x, c.grad * (s * (1.0f + x * (1.0f - s))));
+}
+// hard_swish' = 0 below -3, x / 3 + 1 / 2 from -3 to 3, 1 above 3 (ONNX's definition is
+// piecewise; at -3 and 3 the middle piece's): composed from existing ops.
+void grad_hard_swish(const GradCtx& c) {
+  const Node x = c.in[0];
+  const Node between = scale(x, 1.0f / 3.0f) + 0.5f;
+  auto k = [&](float v) { return scalar_constant(*detail::graph_of(x), v); };
+  const Node slope = where(less(x, k(-3.0f)), k(0.0f), where(greater(x, k(3.0f)), k(1.0f), between));
+  c.add(x, c.grad * slope);
+}
 // Activations whose derivative is a function of x: one kernel from (g, x) with the node's
 // attributes (leaky_relu's slope, clip's bounds).
 template <OpKind K>
@@ -362,6 +376,13 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   /// x * tanh(softplus(x)), a smooth relu-like activation (ONNX Mish; softplus(x) = log(1 + e^x)).
   unary(OpKind::Mish, "mish", grad_mish, 25, false,
         {"Mish", A::none, 18, 18, "Mul(x, Tanh(Softplus(x)))"});
+  /// x * sigmoid(x), the sigmoid-weighted linear unit (SiLU; Swish with beta 1: EfficientNet's
+  /// activation). ONNX has no op for it: Mul(x, Sigmoid(x)) arrives and becomes one silu node
+  /// (the fuse_silu pass), and it exports as those two nodes.
+  unary(OpKind::Silu, "silu", grad_silu, 13, false, {"", A::none, 0, 0, "Mul(x, Sigmoid(x))"});
+  /// x * max(0, min(1, x / 6 + 1 / 2)), MobileNetV3's hard swish (ONNX HardSwish).
+  unary(OpKind::HardSwish, "hard_swish", grad_hard_swish, 5, false,
+        {"HardSwish", A::none, 14, 14});
   /// prelu(x, slope): x where x >= 0, else slope * x, with slope broadcast against x (one per
   /// channel, usually: shape [C, 1, 1] for NCHW); a leaky relu whose slope is learned (ONNX PRelu).
   binary(OpKind::PRelu, "prelu", grad_prelu, infer_broadcast, {"PRelu", A::none, 9, 16});

@@ -255,6 +255,12 @@ dnnl::primitive_attr conv_post_ops(const Attrs& at) {
       case OpKind::Sigmoid:
         ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
         break;
+      case OpKind::Silu:  // x * sigmoid(alpha x), alpha 1
+        ops.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f);
+        break;
+      case OpKind::HardSwish:  // oneDNN 2.6: x * relu6(x + 3) / 6, ONNX's HardSwish
+        ops.append_eltwise(1.0f, alg::eltwise_hardswish, 0.0f, 0.0f);
+        break;
       default:
         throw dnnl::error(dnnl_unimplemented, "no post-op for this op");
     }
@@ -456,6 +462,10 @@ double epilogue_ref(const ConvEpilogue& e, double v) {
       return v > 0 ? v : e.leaky.slope * v;
     case OpKind::Clip:
       return std::min<double>(std::max<double>(v, e.clip.lo), e.clip.hi);
+    case OpKind::Silu:
+      return v / (1.0 + std::exp(-v));
+    case OpKind::HardSwish:
+      return v * std::min(std::max(v / 6.0 + 0.5, 0.0), 1.0);
     default:  // sigmoid
       return 1.0 / (1.0 + std::exp(-v));
   }

@@ -372,6 +372,28 @@ struct RefTanhF {
   static RefTanhF from(const Attrs&) { return {}; }
   float operator()(float x) const { return std::tanh(x); }
 };
+struct RefSiluF {
+  static RefSiluF from(const Attrs&) { return {}; }
+  float operator()(float x) const {
+    const double v = x;
+    return static_cast<float>(v / (1.0 + std::exp(-v)));
+  }
+};
+// x * clip(x / 6 + 1 / 2, 0, 1) in the order of the nodes it replaces (scale, add, clip, mul):
+// the same floats as the four kernels gave.
+struct HardSwishF {
+  static HardSwishF from(const Attrs&) { return {}; }
+  float operator()(float x) const {
+    return x * std::min(std::max((1.0f / 6.0f) * x + 0.5f, 0.0f), 1.0f);
+  }
+};
+struct RefHardSwishF {
+  static RefHardSwishF from(const Attrs&) { return {}; }
+  float operator()(float x) const {
+    const double v = x;
+    return static_cast<float>(v * std::min(std::max(v / 6.0 + 0.5, 0.0), 1.0));
+  }
+};
 
 // ---- ternary ops: where and the maximum/minimum gradients ------------------------------------
 // Three broadcast inputs through the collapsed plan; the innermost strides (0 or 1 each) pick
@@ -506,6 +528,28 @@ std::unique_ptr<CpuKernel> make_pow(const KernelArgs& k) {
         }
       } else {
         for (std::int64_t i = lo; i < hi; ++i) o[i] = std::pow(x[i], b);
+      }
+    });
+  });
+}
+
+// silu(x) = x * sigmoid(x): the path's sigmoid into a block on the stack, then the product, so
+// the values are those of the sigmoid and mul kernels it replaces (fuse_silu) and the block is
+// still in L1. x may be o (silu runs in place).
+std::unique_ptr<CpuKernel> make_silu(const KernelArgs& k) {
+  const float* x = k.in_f(0);
+  float* o = k.out_f();
+  const std::int64_t n = k.out_shape().numel();
+  const CodePath& path = code_path();
+  return make_kernel([=, &path](const ExecCtx& ctx) {
+    parallel_for(ctx, n, kParallelGrain / 4, [&](std::int64_t lo, std::int64_t hi) {
+      constexpr std::int64_t kBlock = 512;
+      alignas(64) float s[kBlock];
+      for (std::int64_t b = lo; b < hi; b += kBlock) {
+        const std::int64_t m = std::min(kBlock, hi - b);
+        path.map(VecFn::sigmoid, 1.0f, x + b, nullptr, s, m);
+#pragma omp simd
+        for (std::int64_t i = 0; i < m; ++i) o[b + i] = x[b + i] * s[i];
       }
     });
   });
@@ -743,6 +787,9 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<ClipF, ClipF>(t, OpKind::Clip);
   unary<SoftsignF, RefSoftsignF>(t, OpKind::Softsign);
   unary<MishF, RefMishF>(t, OpKind::Mish);
+  t.add(OpKind::Silu, {"simd", need_f32, make_silu});
+  t.add(OpKind::Silu, {"reference", need_f32, unary_ref<RefSiluF>, true});
+  unary<HardSwishF, RefHardSwishF>(t, OpKind::HardSwish);
   binary<AbsGradF>(t, OpKind::AbsGrad);
   binary<ErfGradF>(t, OpKind::ErfGrad);
   binary<LeakyReluGradF>(t, OpKind::LeakyReluGrad);

@@ -67,6 +67,10 @@ cl_int activation_code(const ConvEpilogue& e) {
       return 2;
     case OpKind::Clip:
       return 3;
+    case OpKind::Silu:
+      return 5;
+    case OpKind::HardSwish:
+      return 6;
     default:  // sigmoid (shape inference admits no other op)
       return 4;
   }
