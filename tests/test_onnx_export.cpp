@@ -1,5 +1,6 @@
 // ONNX export (src/onnx/exporter.cpp): graphs exported and imported back to the same outputs on
 // every platform, and tensor files.
+#include <set>
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
@@ -150,6 +151,28 @@ TEST(OnnxExport, OpRowsExportAsTheirOnnxOpAndImportBack) {
   }
   EXPECT_GE(exported, 30);
   EXPECT_GE(imported, 23);
+}
+
+// silu has no ONNX op: it exports as its row's body, Mul(x, Sigmoid(x)), which imports as those
+// two nodes and runs as one silu node again (fuse_silu), to the same values.
+TEST(OnnxExport, SiluExportsAsItsBodyAndComesBack) {
+  Graph g;
+  const Node a = g.input("a");
+  const Node y = silu(a).named("y");
+  const InputShapes shapes{{"a", {4, 25}}};
+  const std::string bytes = ho::export_bytes(g, std::vector<Node>{y}, shapes);
+  ::onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromString(bytes));
+  std::multiset<std::string> types;
+  for (const auto& n : proto.graph().node()) types.insert(n.op_type());
+  EXPECT_EQ(types, (std::multiset<std::string>{"Mul", "Sigmoid"}));
+  const ho::Model m = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "silu.onnx");
+  const std::vector<float> av = testing_util::random_vec(100, 54, -8, 8);
+  auto ours = GraphCompiler().compile(g, shapes, {y});
+  ours.run({{"a", av}});
+  CompiledGraph back = m.compile(GraphCompiler());
+  back.run({{m.inputs[0].name(), av}});
+  EXPECT_EQ(back.read(m.outputs[0]), ours.read(y));
 }
 
 // argmax / argmin go out as ONNX ArgMax / ArgMin (int64) cast to int32, the flat position over

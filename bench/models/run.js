@@ -187,8 +187,8 @@ for (const e of entries) {
   if (torch && ort) s.pytorch_ratio_vs_ort = torch.median_s / ort.median_s;
   write(s);
   summaries.push(s);
-  const f = (x) => (x ? `${(x.median_s * 1e3).toFixed(2)} ms` : 'failed');
-  console.log(`${e.model} b${e.batch}: ORT ${f(ort)}${ort ? ` (${ort.config})` : ''}, PyTorch ${f(torch)}` +
+  const f = (x, who) => (x ? `${(x.median_s * 1e3).toFixed(2)} ms` : contenders.has(who) ? 'failed' : 'not run');
+  console.log(`${e.model} b${e.batch}: ORT ${f(ort, 'ort')}${ort ? ` (${ort.config})` : ''}, PyTorch ${f(torch, 'pytorch')}` +
               Object.entries(s.hetgraph).map(([n, h]) => `, ${n} ${h.ok ? `${f(h)}${h.ratio_vs_ort ? ` = ${h.ratio_vs_ort.toFixed(2)}x ORT` : ''}` +
                   (h.correct ? '' : ` WRONG (err ${h.rel_err.toExponential(1)})`) : `failed: ${h.error}`}`).join(''));
 }
