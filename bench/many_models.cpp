@@ -6,7 +6,8 @@
 // takes one request at a time does when requests for the graphs alternate) and all at once,
 // and the ratios of all at once to each. In a row keeps each graph's weights in the caches for
 // all its runs; in turns and all at once cannot.
-//   hetgraph-many-models [--models lstm-infer-small,pathnet-small,phased-lstm-small,wide-deep-infer-64]
+//   hetgraph-many-models [--models
+//   lstm-infer-small,pathnet-small,phased-lstm-small,wide-deep-infer-64]
 //                        [--runs 40] [--rounds 3]
 #include <algorithm>
 #include <chrono>
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
       std::string list;
       for (const Model& m : models) list += (list.empty() ? "" : ",") + m.name;
       std::printf(
-          "{\"program\":\"hetgraph-many-models\",\"models\":\"%s\",\"repetition\":%d,\"runs_each\":%d,"
+          "{\"program\":\"hetgraph-many-models\",\"models\":\"%s\",\"repetition\":%d,\"runs_each\":"
+          "%d,"
           "\"sequential_s\":%.6f,\"turns_s\":%.6f,\"concurrent_s\":%.6f,"
           "\"sequential_runs_per_s\":%.3f,\"turns_runs_per_s\":%.3f,\"concurrent_runs_per_s\":%.3f,"
           "\"concurrent_over_sequential\":%.4f,\"concurrent_over_turns\":%.4f}\n",

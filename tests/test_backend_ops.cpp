@@ -1277,8 +1277,9 @@ TEST_P(BackendOps, SiluNodesEqualTheSigmoidAndProduct) {
     if (GetParam().name.rfind("cpu", 0) == 0 && !testing_util::cpu_reference_forced()) {
       EXPECT_EQ(out[1][k], out[0][k]) << "output " << k;
     } else {
-      testing_util::expect_close(out[1][k], testing_util::to_ref({static_cast<std::int64_t>(out[0][k].size())}, out[0][k]),
-                                 1e-6, 1e-6, "silu");
+      testing_util::expect_close(
+          out[1][k], testing_util::to_ref({static_cast<std::int64_t>(out[0][k].size())}, out[0][k]),
+          1e-6, 1e-6, "silu");
     }
   }
 }

@@ -135,8 +135,7 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
        },
        true},
       {"hard_swish(conv + b)",
-       [&](Node x, Node w, Node b, Node, Node) { return hard_swish(conv2d(x, w, b, same)); },
-       true},
+       [&](Node x, Node w, Node b, Node, Node) { return hard_swish(conv2d(x, w, b, same)); }, true},
       // ResNet's basic block: relu(conv(relu(conv(x))) + x), the residual on either side.
       {"resnet block",
        [&](Node x, Node w1, Node b1, Node w2, Node b2) {

@@ -1,11 +1,11 @@
 // ONNX export (src/onnx/exporter.cpp): graphs exported and imported back to the same outputs on
 // every platform, and tensor files.
-#include <set>
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "compiler/graph_impl.hpp"
 #include "onnx_test_util.hpp"
@@ -166,7 +166,8 @@ TEST(OnnxExport, SiluExportsAsItsBodyAndComesBack) {
   std::multiset<std::string> types;
   for (const auto& n : proto.graph().node()) types.insert(n.op_type());
   EXPECT_EQ(types, (std::multiset<std::string>{"Mul", "Sigmoid"}));
-  const ho::Model m = ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "silu.onnx");
+  const ho::Model m =
+      ho::import_bytes(std::as_bytes(std::span<const char>(bytes)), {}, "silu.onnx");
   const std::vector<float> av = testing_util::random_vec(100, 54, -8, 8);
   auto ours = GraphCompiler().compile(g, shapes, {y});
   ours.run({{"a", av}});

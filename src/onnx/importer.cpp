@@ -103,7 +103,8 @@ std::optional<ViewTranspose> view_as_transpose(const std::vector<std::int64_t>& 
   // Every position as the sum of its digits' strides (the runs were read off single steps).
   for (std::int64_t j = 0; j < n; ++j) {
     std::int64_t rest = j, pos = 0;
-    for (std::size_t a = 0; a < size.size(); ++a) pos += (rest % size[a]) * stride[a], rest /= size[a];
+    for (std::size_t a = 0; a < size.size(); ++a)
+      pos += (rest % size[a]) * stride[a], rest /= size[a];
     if (pos != at[static_cast<std::size_t>(j)]) return std::nullopt;
   }
   // The base's axes: the view's sorted by stride, outermost first; row-major strides needed.
@@ -322,7 +323,8 @@ class Importer {
     Node node;
     if (auto t = opt_.views_as_transposes ? view_as_transpose(at.i, base_count) : std::nullopt) {
       Node base = hetgraph::reshape(v.view_base, t->dims);
-      if (!std::is_sorted(t->perm.begin(), t->perm.end())) base = hetgraph::transpose(base, t->perm);
+      if (!std::is_sorted(t->perm.begin(), t->perm.end()))
+        base = hetgraph::transpose(base, t->perm);
       node = hetgraph::reshape(base, at.dims);
     } else {
       Node flat = hetgraph::reshape(v.view_base, {base_count});

@@ -334,8 +334,9 @@ TensorType infer_fused_conv(const InferCtx& c) {
   const ConvEpilogue& e = c.attrs.get<ConvEpilogue>();
   if (e.has_op && e.op != OpKind::Relu && e.op != OpKind::LeakyRelu && e.op != OpKind::Clip &&
       e.op != OpKind::Sigmoid && e.op != OpKind::Silu && e.op != OpKind::HardSwish) {
-    c.fail("fused_conv2d takes relu, leaky_relu, clip, sigmoid, silu or hard_swish as its op, got " +
-           std::string(op_name(e.op)));
+    c.fail(
+        "fused_conv2d takes relu, leaky_relu, clip, sigmoid, silu or hard_swish as its op, got " +
+        std::string(op_name(e.op)));
   }
   const std::size_t want = 2 + (e.bias ? 1 : 0) + (e.accumulate ? 1 : 0);
   if (c.in.size() != want) {

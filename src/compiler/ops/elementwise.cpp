@@ -239,7 +239,8 @@ void grad_hard_swish(const GradCtx& c) {
   const Node x = c.in[0];
   const Node between = scale(x, 1.0f / 3.0f) + 0.5f;
   auto k = [&](float v) { return scalar_constant(*detail::graph_of(x), v); };
-  const Node slope = where(less(x, k(-3.0f)), k(0.0f), where(greater(x, k(3.0f)), k(1.0f), between));
+  const Node slope =
+      where(less(x, k(-3.0f)), k(0.0f), where(greater(x, k(3.0f)), k(1.0f), between));
   c.add(x, c.grad * slope);
 }
 // Activations whose derivative is a function of x: one kernel from (g, x) with the node's
@@ -381,8 +382,7 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   /// (the fuse_silu pass), and it exports as those two nodes.
   unary(OpKind::Silu, "silu", grad_silu, 13, false, {"", A::none, 0, 0, "Mul(x, Sigmoid(x))"});
   /// x * max(0, min(1, x / 6 + 1 / 2)), MobileNetV3's hard swish (ONNX HardSwish).
-  unary(OpKind::HardSwish, "hard_swish", grad_hard_swish, 5, false,
-        {"HardSwish", A::none, 14, 14});
+  unary(OpKind::HardSwish, "hard_swish", grad_hard_swish, 5, false, {"HardSwish", A::none, 14, 14});
   /// prelu(x, slope): x where x >= 0, else slope * x, with slope broadcast against x (one per
   /// channel, usually: shape [C, 1, 1] for NCHW); a leaky relu whose slope is learned (ONNX PRelu).
   binary(OpKind::PRelu, "prelu", grad_prelu, infer_broadcast, {"PRelu", A::none, 9, 16});
