@@ -7,16 +7,7 @@
 # binaries from GitHub: --ignore-scripts keeps the CPU library its npm tarball carries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-need=()
-for p in python3-torch python3-torchvision python3-onnx; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
-command -v npm >/dev/null || { echo "run.sh: needs node and npm (Node.js 18 or later)" >&2; exit 1; }
-[ -d bench/cnn/node_modules/onnxruntime-node ] ||
-  (cd bench/cnn && npm install --no-audit --no-fund --ignore-scripts >/dev/null)
+bench/js/install-peers.sh bench/cnn python3-torch python3-torchvision python3-onnx
 for f in googlenet-b1 googlenet-b32 resnet18-b1 resnet18-b32; do
   [ -f build/bench-cnn/$f.onnx ] || { /usr/bin/python3 bench/cnn/export_models.py build/bench-cnn; break; }
 done

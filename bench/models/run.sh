@@ -10,16 +10,7 @@
 # Then the chart: /usr/bin/python3 bench/models/chart.py RESULTS.jsonl bench/charts/models.png
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-need=()
-for p in python3-torch python3-torchvision python3-onnx python3-matplotlib libopenblas0-pthread; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
-command -v npm >/dev/null || { echo "run.sh: needs node and npm (Node.js 18 or later)" >&2; exit 1; }
-[ -d bench/models/node_modules/onnxruntime-node ] ||
-  (cd bench/models && npm install --no-audit --no-fund --ignore-scripts >/dev/null)
+bench/js/install-peers.sh bench/models python3-torch python3-torchvision python3-onnx python3-matplotlib libopenblas0-pthread
 # The export keeps complete folders: a second run only writes what is missing.
 flock /tmp/hetgraph-build.lock /usr/bin/python3 bench/models/export_models.py build/bench-models
 flock /tmp/hetgraph-build.lock cmake --build build -j2 --target hetgraph-run >/dev/null
