@@ -906,11 +906,11 @@ void check_mlp_profile(Platform platform, int runs, Profile& p) {
       EXPECT_GE(p.nodes[i - 1].total_s, n.total_s);
     }
   }
-  // The large product (8.4 M multiply-adds) outweighs the elementwise nodes by far.
-  EXPECT_EQ(p.nodes[0].name, "fc1");
-  EXPECT_EQ(p.nodes[0].kernel, cg.kernel_name(g.find("fc1")));
+  // Each node's kernel is the one the graph runs. No order is asserted: it is measured time
+  // (fc2's small product took longer than fc1's 8.4 M multiply-adds in a clean clone's run).
   for (const char* name : {"fc1", "bias", "act", "fc2", "probs"}) {
     ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_EQ(by_name[name]->kernel, cg.kernel_name(g.find(name))) << name;
   }
   EXPECT_EQ(by_name["fc1"]->shape, Shape({128, 256}));
   EXPECT_EQ(by_name["fc1"]->input_shapes, (std::vector<Shape>{{128, 256}, {256, 256}}));
@@ -928,17 +928,17 @@ TEST(EngineProfile, SequentialAndParallelEnginesCountEveryKernel) {
   o.threads_per_executor = 1;
   check_mlp_profile(Platform::cpu(o), 3, par);
   // The printable table: the header's caveat, an op line, a node line with kernel and shapes.
-  const std::string t = par.table(3);
+  const std::string t = par.table(3), all = par.table(5);
   EXPECT_NE(t.find("profile   3 runs"), std::string::npos) << t;
   EXPECT_NE(t.find("not of wall time"), std::string::npos) << t;
   EXPECT_NE(t.find("\nmatmul "), std::string::npos) << t;
   EXPECT_NE(t.find("top 3 of 5 nodes"), std::string::npos) << t;
-  EXPECT_NE(t.find("[128, 256] [256, 256] -> [128, 256]"), std::string::npos) << t;
   EXPECT_EQ(std::count(t.begin(), t.end(), '\n'), 2 + 1 + 4 + 1 + 3) << t;
+  EXPECT_NE(all.find("[128, 256] [256, 256] -> [128, 256]"), std::string::npos) << all;
   // The machine-readable form, read by a real JSON parser.
   const std::string check =
       "python3 -c \"import json,sys; d=json.loads(sys.argv[1]); assert d['runs']==4;"
-      "assert len(d['nodes'])==5 and d['nodes'][0]['shape']==[128,256], d['nodes'][0];"
+      "assert len(d['nodes'])==5 and [128,256] in [n['shape'] for n in d['nodes']], d['nodes'];"
       "assert abs(sum(o['share'] for o in d['ops'])-1)<1e-6\" '" +
       seq.json() + "'";
   EXPECT_EQ(std::system(check.c_str()), 0) << seq.json();
