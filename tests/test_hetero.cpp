@@ -993,4 +993,32 @@ TEST(Hetero, MeasuredCostsPlaceAutomatically) {
   expect_near(cg.read(b.out), ref.read(b.out), 1e-4, "out");
 }
 
+// Profiles of a heterogeneous graph: each part's nodes by its own plan (transfers among them),
+// every node once per run, synchronous and asynchronous runs alike.
+TEST(HeteroProfile, EveryPartsNodesCountEveryRun) {
+  if (!testing_util::opencl_required() && !Platform::opencl_available()) GTEST_SKIP();
+  Graph g;
+  const Node x = g.input("x");
+  const Node w1 = g.variable("w1", {256, 256}, Initializer::uniform(-0.1f, 0.1f, 1));
+  const Node b1 = g.variable("b1", {256}, Initializer::uniform(-0.1f, 0.1f, 2));
+  const Node w2 = g.variable("w2", {256, 16}, Initializer::uniform(-0.1f, 0.1f, 3));
+  const Node y = softmax(matmul(relu(add(matmul(x, w1), b1)), w2));
+  auto cg = GraphCompiler(Platform::heterogeneous({Platform::cpu(), Platform::opencl()}))
+                .compile(g, {{"x", {128, 256}}}, {y});
+  const std::vector<float> xv = testing_util::random_vec(128 * 256, 4);
+  cg.start_profile();
+  cg.run({{"x", xv}});
+  cg.run_async({{"x", xv}});  // collected when the run is finished
+  const Profile p = cg.profile();
+  EXPECT_EQ(p.runs, 2);
+  double share = 0;
+  for (const Profile::Op& op : p.ops) share += op.share;
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  for (const Profile::Node& n : p.nodes) {
+    EXPECT_FALSE(n.kernel.empty()) << n.name;
+    EXPECT_EQ(n.calls, 2) << n.name;
+  }
+  EXPECT_FALSE(p.nodes.empty());
+}
+
 }  // namespace
