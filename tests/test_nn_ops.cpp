@@ -360,6 +360,76 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
   }
 }
 
+// grouped_conv_layouts: an inverted residual block (1x1 expansion, depthwise 3x3, 1x1
+// projection plus the block's input) and a grouped 3x3 convolution (4 channels per group) keep
+// the CPU's layout through the grouped layers where oneDNN has a fast kernel for them in it
+// (the same predicate the platform asks), so no value around them is reordered to NCHW; the
+// results equal those with the option off within float rounding (other kernels), and bitwise
+// with the planner on and off.
+TEST_P(NnOpTest, GroupedConvolutionsKeepTheLayout) {
+  Graph g;
+  auto x = g.input("x"), we = g.input("we"), wd = g.input("wd"), wp = g.input("wp"),
+       wg = g.input("wg"), wf = g.input("wf"), bd = g.input("bd");
+  Node h1 = clip(conv2d(x, we), 0.0f, 6.0f);
+  Node h2 = clip(conv2d(h1, wd, bd, {.padding = {1, 1}, .groups = 32}), 0.0f, 6.0f);
+  Node y1 = add(conv2d(h2, wp), x);
+  Node h3 = relu(conv2d(y1, wg, {.padding = {1, 1}, .groups = 4}));
+  Node y = conv2d(h3, wf, {.stride = {2, 2}});
+  // A grouped layer whose image is kept and whose result is fetched (plain): oneDNN computes
+  // both in the layout and the result is reordered out.
+  Node z = relu(conv2d(y1, wg, {.padding = {1, 1}, .groups = 4}));
+  const std::vector<Node> ys{y, z};
+  const std::vector<In> ins{rand_in("x", {2, 16, 9, 8}, 81),  rand_in("we", {32, 16, 1, 1}, 82),
+                            rand_in("wd", {32, 1, 3, 3}, 83), rand_in("wp", {16, 32, 1, 1}, 84),
+                            rand_in("wg", {16, 4, 3, 3}, 85), rand_in("wf", {16, 16, 1, 1}, 86),
+                            rand_in("bd", {32}, 87)};
+  InputShapes shapes;
+  std::vector<FeedItem> feeds;
+  for (const In& in : ins) {
+    shapes.push_back({in.name, in.shape});
+    feeds.push_back({in.name, in.values});
+  }
+  std::vector<std::vector<float>> out[2];
+  for (bool grouped : {false, true}) {
+    CompileOptions o;
+    o.experimental.grouped_conv_layouts = grouped;
+    o.winograd_convs = false;
+    o.experimental.own_winograd = false;
+    const Platform platform = GetParam().make();
+    auto cg = GraphCompiler(platform, o).compile(g, shapes, ys);
+    cg.run(feeds);
+    for (Node v : ys) out[grouped].push_back(cg.read(v));
+    const detail::Plan& plan = detail::executable_of(cg).plan();
+    const detail::ActivationLayout layout = detail::cpu::conv_activation_layout();
+    const bool cpu_layout =
+        on_cpu() && !cpu_reference_forced() && layout != detail::ActivationLayout::nchw;
+    // Values kept: h1 and h2 where the depthwise layer takes the layout, y1 and h3 where the
+    // grouped ones do (their other neighbours are convolutions of one group; z is fetched).
+    int kept = 0;
+    bool takes[2] = {false, false};  // depthwise, 4 channels per group
+    for (const auto& n : plan.nodes) {
+      kept += n.layout != detail::ActivationLayout::nchw;
+      const bool conv = n.op == detail::OpKind::Conv2d || n.op == detail::OpKind::FusedConv2d;
+      const std::int64_t groups = conv ? detail::window2d(n.attrs).groups : 1;
+      if (cpu_layout && grouped && n.fused_into < 0 && groups > 1)
+        takes[groups == 4] =
+            detail::backend_of(platform).grouped_conv_takes_layout(plan, n, layout);
+    }
+    const int expected = 2 * takes[0] + 2 * takes[1];
+    EXPECT_EQ(kept, expected) << "grouped " << grouped << " on " << GetParam().name;
+    if (cpu_layout && grouped) {
+      EXPECT_GT(expected, 0) << "oneDNN takes no grouped layer in " << static_cast<int>(layout);
+    }
+  }
+  for (std::size_t k = 0; k < ys.size(); ++k) {
+    for (std::size_t i = 0; i < out[0][k].size(); ++i) {
+      ASSERT_NEAR(out[1][k][i], out[0][k][i], 1e-5 * (1 + std::fabs(out[0][k][i])))
+          << "output " << k << " at " << i;
+    }
+  }
+  testing_util::run_checked(GetParam(), g, ins, ys);  // planner on and off, bitwise
+}
+
 // Winograd convolutions (CompileOptions::winograd_convs, off by default): a resnet's 3x3
 // stride-1 layers of 64 channels run oneDNN's Winograd kernels on nChw16c activations on the
 // CPU, with the direct kernels' results within Winograd's rounding; a graph with a channel

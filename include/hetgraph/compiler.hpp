@@ -388,6 +388,12 @@ struct CompileOptions {
     /// reads the last convolution's value as it is. Off: only values passed from convolutions
     /// to convolutions keep it.
     bool layouts_through_pool_concat = true;
+    /// With `blocked_layouts`: grouped and depthwise convolutions (MobileNets, MnasNet,
+    /// EfficientNet, ResNeXt, RegNet) take and give that layout too, where oneDNN has a fast
+    /// kernel for the layer in it (asked at compile time, layer by layer), so an inverted
+    /// residual block runs without reorders around its depthwise convolution. Off: only
+    /// convolutions of one group keep it.
+    bool grouped_conv_layouts = true;
     /// With `blocked_layouts`, on CPUs where oneDNN has no Winograd kernels (AVX2 without
     /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s) between blocked values run
     /// hetgraph's own Winograd kernels, with the bias, residual and relu / leaky_relu / clip

@@ -66,6 +66,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.silu = options_.experimental.silu_nodes;
   if (options_.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
   po.layouts_through_pool_concat = options_.experimental.layouts_through_pool_concat;
+  po.grouped_conv_layouts = options_.experimental.grouped_conv_layouts;
   if (options_.winograd_convs) po.winograd_layout = backend.winograd_layout();
   po.own_winograd = options_.experimental.own_winograd;
   po.parallel_ops = options_.experimental.parallel_ops;

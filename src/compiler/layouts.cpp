@@ -19,6 +19,12 @@
 // convolution's value (or googlenet's last concat) as it is, and its [N, C, 1, 1] result goes on
 // to Flatten and Gemm with no reorder anywhere.
 //
+// Grouped and depthwise convolutions (PlanOptions::grouped_conv_layouts) keep the layout where
+// the platform says its kernel for that layer takes it fast (Capabilities::
+// grouped_conv_takes_layout; the CPU asks oneDNN for the layer's primitive in the layout). A
+// MobileNetV2 block (1x1, depthwise 3x3, 1x1) otherwise reorders the depthwise layer's image
+// to NCHW and back, and its result likewise: four passes over the block's largest values.
+//
 // Winograd (CompileOptions::winograd_convs, off by default: it costs memory): a platform's
 // Winograd convolutions take one layout (Backend::winograd_layout; the CPU's, oneDNN 2.6's, take
 // only nChw16c, and run 3x3 stride-1 layers 1.6-2.5x faster than its direct kernels here). Where
@@ -35,6 +41,14 @@ namespace {
 bool convolution(const PlanNode& n) {
   if (n.op != OpKind::Conv2d && n.op != OpKind::FusedConv2d) return false;
   return window2d(n.attrs).groups == 1;
+}
+
+// A convolution that keeps `layout`: one group, or grouped where the platform takes it.
+bool keeps_layout(const Plan& p, const PlanNode& n, ActivationLayout layout,
+                  const Capabilities* grouped) {
+  if (convolution(n)) return true;
+  if (grouped == nullptr || (n.op != OpKind::Conv2d && n.op != OpKind::FusedConv2d)) return false;
+  return grouped->grouped_conv_takes_layout(p, n, layout);
 }
 
 // Input k of convolution c: its image (0) or its residual (the last input of an accumulating
@@ -108,7 +122,7 @@ bool winograd_convolution(const Plan& p, const PlanNode& n, ActivationLayout lay
 }
 
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
-                    ActivationLayout winograd_layout) {
+                    ActivationLayout winograd_layout, const Capabilities* grouped) {
   if (channel_block(layout) <= 0) return;
   if (channel_block(winograd_layout) > 0 && winograd_pays(p, winograd_layout)) {
     layout = winograd_layout;
@@ -130,13 +144,17 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
   // Candidates first, then drop those a reader or an input rules out until nothing changes
   // (a pooling or concat is blocked only when its inputs are, and a value only when every
   // reader takes it blocked).
-  std::vector<bool> through(n, false), blocked(n, false);
+  std::vector<bool> through(n, false), blocked(n, false), conv(n, false);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const PlanNode& c = p.nodes[i];
+    conv[i] = c.storage == Storage::Computed && keeps_layout(p, c, layout, grouped);
+  }
   for (std::uint32_t i = 0; i < n; ++i) {
     const PlanNode& v = p.nodes[i];
     if (v.storage != Storage::Computed || v.fetched || readers[i].empty()) continue;
     if (v.type.shape.rank() != 4 || v.type.shape[1] % block != 0) continue;
     through[i] = through_pool_concat && passes_layout(p, v, i, through_reductions);
-    blocked[i] = convolution(v) || through[i];
+    blocked[i] = conv[i] || through[i];
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -151,8 +169,7 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
       }
       for (const auto& [r, k] : readers[i]) {
         const PlanNode& c = p.nodes[r];
-        const bool as_conv = convolution(c) && image_or_residual(c, k) &&
-                             c.storage == Storage::Computed && c.inputs[0] != c.inputs.back();
+        const bool as_conv = conv[r] && image_or_residual(c, k) && c.inputs[0] != c.inputs.back();
         const bool as_reduce = through_reductions && reduces_to_one_pixel(c);
         ok = ok && c.device == v.device && (as_conv || as_reduce || (through[r] && blocked[r]));
       }

@@ -665,7 +665,8 @@ const Pass kPasses[] = {
     {"assign_layouts",
      [](Plan& p, const PassContext& c) {
        assign_layouts(p, c.options.conv_layout, c.options.layouts_through_pool_concat,
-                      c.options.winograd_layout);
+                      c.options.winograd_layout,
+                      c.options.grouped_conv_layouts ? c.options.capabilities : nullptr);
        p.own_winograd = c.options.own_winograd;
      },
      laying_out},

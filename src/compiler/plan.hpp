@@ -243,6 +243,12 @@ class Capabilities {
   /// Why the platform cannot run node `n` of plan `p` (whose inputs are typed); empty when it
   /// can. `n` need not be in `p.nodes` yet (a fusion pass asks before rewriting).
   virtual std::string unsupported(const Plan& p, const PlanNode& n) const = 0;
+  /// assign_layouts: whether the platform's kernel for grouped (depthwise included)
+  /// convolution `n` takes its image and gives its result in `layout` as fast as it runs
+  /// in the layout's own terms (no fallback to a slow path); no by default.
+  virtual bool grouped_conv_takes_layout(const Plan&, const PlanNode&, ActivationLayout) const {
+    return false;
+  }
 };
 
 /// Placement for a heterogeneous platform (src/compiler/placement.hpp): the passes
@@ -280,6 +286,9 @@ struct PlanOptions {
   ActivationLayout conv_layout = ActivationLayout::nchw;
   /// assign_layouts: max pooling and channel concat keep the layout (channels-last only).
   bool layouts_through_pool_concat = true;
+  /// assign_layouts: grouped and depthwise convolutions keep the layout where the platform's
+  /// kernel takes it (Capabilities::grouped_conv_takes_layout).
+  bool grouped_conv_layouts = true;
   /// assign_layouts: the layout of the platform's Winograd convolutions (Backend::winograd_layout)
   /// where CompileOptions::winograd_convs asks for them, used where they pay; nchw: none.
   ActivationLayout winograd_layout = ActivationLayout::nchw;
@@ -352,8 +361,10 @@ void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.
 /// `winograd_layout`: the platform's Winograd layout (PlanOptions::winograd_layout; nchw: none).
+/// `grouped`: asked whether a grouped convolution keeps the layout (null: none does).
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
-                    ActivationLayout winograd_layout = ActivationLayout::nchw);
+                    ActivationLayout winograd_layout = ActivationLayout::nchw,
+                    const Capabilities* grouped = nullptr);
 /// A convolution a platform's Winograd kernels in `layout` take: 3x3, stride 1, no dilation,
 /// one group, input and output channels in whole blocks of the layout (Plan::winograd_layout
 /// once assign_layouts chose it).

@@ -427,6 +427,11 @@ class CpuBackend final : public Backend {
   std::string unsupported(const Plan& p, const PlanNode& n) const override {
     return cpu::unsupported(p, n);
   }
+  bool grouped_conv_takes_layout(const Plan& p, const PlanNode& n,
+                                 ActivationLayout layout) const override {
+    // Its engines' largest team: the threads it was given, else its cores.
+    return cpu::grouped_conv_takes_layout(p, n, layout, std::max(opts_.threads, cores_of(opts_)));
+  }
   int kernel_threads() const override {
     const int cores = cores_of(opts_);
     switch (opts_.engine) {

@@ -111,6 +111,12 @@ void register_conv_kernels(KernelRegistry& r);
 /// assign_layouts keeps between them; nchw with reference kernels only
 /// (HETGRAPH_CPU_REFERENCE) or a layout it does not know.
 ActivationLayout conv_activation_layout();
+/// Whether oneDNN's forward kernel for grouped (or depthwise) convolution `n` of `p` takes its
+/// image and result in `layout` with a fast (jit or brgemm) implementation, its post-ops
+/// included, for every team size up to `max_team` (assign_layouts keeps the layout through it
+/// then).
+bool grouped_conv_takes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout,
+                               int max_team);
 /// Whether oneDNN has Winograd convolutions on this CPU (assign_layouts' nChw16c layers); never
 /// with reference kernels only.
 bool winograd_available();

@@ -186,11 +186,22 @@ std::unique_ptr<CpuKernel> make_conv_forward(
       residual ? activation_md(d.dst, a.plan.nodes[a.node.inputs.back()].layout) : memory::desc();
   const bool src_fixed = in_layout != ActivationLayout::nchw;
   const bool dst_fixed = out_layout != ActivationLayout::nchw;
+  // A grouped layer with one side in a layout (assign_layouts) computes the other side in it
+  // too, reordered from or to plain memory here: oneDNN's fast grouped kernels want both in
+  // one layout, and given a plain side as `any` it falls to its reference kernel
+  // (regnet_y_400mf's 8-channel groups with their result going plain, 25x slower).
+  const bool grouped = d.wei_tag == tag::goihw;
+  const memory::desc src_prim =
+      grouped && !src_fixed && dst_fixed ? activation_md(d.src, out_layout) : src_user;
+  const memory::desc dst_prim =
+      grouped && src_fixed && !dst_fixed ? activation_md(d.dst, in_layout) : dst_user;
+  const bool src_given = src_fixed || (grouped && dst_fixed);
+  const bool dst_given = dst_fixed || (grouped && src_fixed);
   try {
     TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
       const auto pd =
           conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference, attr,
-                      src_fixed ? &src_user : nullptr, dst_fixed ? &dst_user : nullptr, alg);
+                      src_given ? &src_prim : nullptr, dst_given ? &dst_prim : nullptr, alg);
       if (cache && !fixed && pd.weights_desc() != user_wei) {
         try {
           fixed =
@@ -572,6 +583,35 @@ ActivationLayout conv_activation_layout() {
     return ActivationLayout::nchw;
   }();
   return layout;
+}
+
+bool grouped_conv_takes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout,
+                               int max_team) {
+  if (layout == ActivationLayout::nchw) return false;
+  try {
+    const ConvDims d = conv_dims(
+        conv_geom(p.nodes[n.inputs[0]].type.shape, p.nodes[n.inputs[1]].type.shape, n.attrs));
+    const memory::desc src = activation_md(d.src, layout), dst = activation_md(d.dst, layout);
+    const bool fused = n.op == OpKind::FusedConv2d;
+    const bool bias = fused ? n.attrs.get<ConvEpilogue>().bias : n.inputs.size() == 3;
+    const dnnl::primitive_attr attr = fused ? conv_post_ops(n.attrs) : user_scratchpad();
+    // oneDNN picks per team size (TeamVariants makes one primitive per size, 1 always): a
+    // grouped layer it runs with brgconv on two threads can fall to its reference kernel on
+    // one (regnet_y_400mf's 8-channel groups, 20x slower). Every size asked must be fast: 1,
+    // the powers of two below the largest team, and that one.
+    for (int t = 1;; t = std::min(2 * t, max_team)) {
+      const TeamSize team(t);
+      const auto pd = conv_fwd_pd(d, bias, dnnl::prop_kind::forward_inference, attr, &src, &dst);
+      // oneDNN's fast kernels are jit (jit_dw, jit_uni, ...) or brgemm-based (brgconv,
+      // brdgmm_dw); the rest (gemm, ref) are what a layout they do not suit falls back to.
+      const std::string impl = pd.impl_info_str();
+      if (impl.rfind("jit", 0) != 0 && impl.rfind("brg", 0) != 0 && impl.rfind("brdgmm", 0) != 0)
+        return false;
+      if (t >= max_team) return true;
+    }
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 
 bool winograd_available() {
