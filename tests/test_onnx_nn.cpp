@@ -413,6 +413,78 @@ TEST(OnnxImport, ResizeGathersAndWeighsEachAxis) {
                   "linear resizing of integers");
 }
 
+// GRU with linear_before_reset 1 (PyTorch's export) runs one recurrent product of the three
+// gates on R itself (fixed between runs: the CPU keeps it packed), and 0 the spec's two; both
+// equal a direct evaluation of ONNX's equations with biases and an initial state, on every
+// platform, with the CPU's packed weights on and off.
+TEST(OnnxImport, GruMatchesTheSpecWithEitherReset) {
+  constexpr int kSeq = 5, kBatch = 2, kIn = 3, kH = 4;
+  const auto x = testing_util::random_vec(kSeq * kBatch * kIn, 31);
+  const auto W = testing_util::random_vec(3 * kH * kIn, 32),
+             R = testing_util::random_vec(3 * kH * kH, 33);
+  const auto B = testing_util::random_vec(6 * kH, 34),
+             h0 = testing_util::random_vec(kBatch * kH, 35);
+  for (const int lbr : {1, 0}) {
+    SCOPED_TRACE("linear_before_reset " + std::to_string(lbr));
+    // ONNX: z = s(Xt Wz + Ht-1 Rz + Wbz + Rbz), r likewise, h~ = tanh(Xt Wh + (r . (Ht-1 Rh +
+    // Rbh)) + Wbh) with lbr 1, tanh(Xt Wh + (r . Ht-1) Rh + Rbh + Wbh) with 0; H = (1-z) h~ + z H.
+    std::vector<double> h(h0.begin(), h0.end());
+    std::vector<float> want;
+    for (int t = 0; t < kSeq; ++t) {
+      std::vector<double> next(kBatch * kH);
+      for (int b = 0; b < kBatch; ++b) {
+        auto xw = [&](int gate, int j) {
+          double v = B[gate * kH + j];
+          for (int k = 0; k < kIn; ++k)
+            v += static_cast<double>(x[(t * kBatch + b) * kIn + k]) * W[(gate * kH + j) * kIn + k];
+          return v;
+        };
+        auto hr = [&](const std::vector<double>& hv, int gate, int j) {
+          double v = 0;
+          for (int k = 0; k < kH; ++k) v += hv[b * kH + k] * R[(gate * kH + j) * kH + k];
+          return v;
+        };
+        auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+        std::vector<double> z(kH), r(kH);
+        for (int j = 0; j < kH; ++j) {
+          z[j] = sig(xw(0, j) + hr(h, 0, j) + B[3 * kH + j]);
+          r[j] = sig(xw(1, j) + hr(h, 1, j) + B[4 * kH + j]);
+        }
+        std::vector<double> rh(kBatch * kH, 0.0);
+        for (int k = 0; k < kH; ++k) rh[b * kH + k] = r[k] * h[b * kH + k];
+        for (int j = 0; j < kH; ++j) {
+          const double cand = lbr ? std::tanh(xw(2, j) + r[j] * (hr(h, 2, j) + B[5 * kH + j]))
+                                  : std::tanh(xw(2, j) + hr(rh, 2, j) + B[5 * kH + j]);
+          next[b * kH + j] = (1 - z[j]) * cand + z[j] * h[b * kH + j];
+        }
+      }
+      h = next;
+    }
+    for (double v : h) want.push_back(static_cast<float>(v));
+    Builder bld;
+    bld.input("x", {kSeq, kBatch, kIn}).input("h0", {1, kBatch, kH}).output("h", {1, kBatch, kH});
+    bld.floats("W", {1, 3 * kH, kIn}, W)
+        .floats("R", {1, 3 * kH, kH}, R)
+        .floats("B", {1, 6 * kH}, B);
+    auto* n = bld.node("GRU", {"x", "W", "R", "B", "", "h0"}, {"", "h"});
+    Builder::attr(n, "hidden_size", std::int64_t{kH});
+    Builder::attr(n, "linear_before_reset", std::int64_t{lbr});
+    ho::Model m = bld.import();
+    for (const auto& pc : testing_util::platforms()) {
+      for (const bool packed : {true, false}) {
+        SCOPED_TRACE(pc.name + (packed ? " packed" : ""));
+        CompileOptions o;
+        o.experimental.packed_weights = packed;
+        CompiledGraph cg = m.compile(GraphCompiler(pc.make(), o));
+        cg.run({{"x", x}, {"h0", h0}});
+        const std::vector<float> got = cg.read(m.outputs[0]);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << i;
+      }
+    }
+  }
+}
+
 TEST(OnnxImport, BidirectionalLstmDirectionsAreIndependentChains) {
   // Two directions, 6 steps: the graph is at least two wide, so parallel engines overlap them.
   Builder b;

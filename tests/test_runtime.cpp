@@ -159,6 +159,78 @@ TEST(Runtime, MatmulImplementationFollowsTheShapeRule) {
   EXPECT_EQ(cg.kernel_name(skinny), "dnnl_matmul");
 }
 
+// Weights fixed between runs (variables nothing in the graph assigns) that the brgemm
+// primitive would take (B transposed) are packed once, shared by the products reading them,
+// and repacked after the host writes them; products on the GEMM driver, on inputs, and on a
+// variable the graph updates keep their routes. Results match the unpacked kernels' within
+// rounding, before and after the write.
+TEST(Runtime, FixedWeightsArePackedOnceAndAfterEachHostWrite) {
+  Graph g;
+  auto a = g.input("a"), bt = g.input("bt");
+  auto w = g.variable("w", {40, 64}), wn = g.variable("wn", {64, 200}),
+       u = g.variable("u", {40, 64});
+  auto y1 = matmul(a, w, false, true);
+  auto y2 = sigmoid(matmul(relu(a), w, false, true));  // fused_matmul, the same packed copy
+  auto y3 = matmul(a, bt, false, true);                // an input: changes every run
+  auto y4 = matmul(a, wn);                             // GEMM driver
+  auto y5 = matmul(a, u, false, true);                 // read before the graph updates u
+  auto upd = assign(u, scale(u, 0.5f));
+  const InputShapes shapes{{"a", {3, 64}}, {"bt", {40, 64}}};
+  const std::vector<Node> fetches{y1, y2, y3, y4, y5, upd};
+  const auto av = testing_util::random_vec(3 * 64, 21), btv = testing_util::random_vec(40 * 64, 22);
+  const auto w1 = testing_util::random_vec(40 * 64, 23), w2 = testing_util::random_vec(40 * 64, 24);
+  const auto wnv = testing_util::random_vec(64 * 200, 25);
+  auto product = [&](const std::vector<float>& x, const std::vector<float>& m, bool relu_x) {
+    std::vector<float> r(3 * 40);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 40; ++j) {
+        double t = 0;
+        for (int k = 0; k < 64; ++k) {
+          const float xv = x[static_cast<std::size_t>(i * 64 + k)];
+          t += static_cast<double>(relu_x ? std::max(xv, 0.0f) : xv) *
+               m[static_cast<std::size_t>(j * 64 + k)];
+        }
+        r[static_cast<std::size_t>(i * 40 + j)] = static_cast<float>(t);
+      }
+    return r;
+  };
+  auto near = [](const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << i;
+  };
+  std::vector<float> results[2];
+  for (bool packed : {false, true}) {
+    SCOPED_TRACE(packed ? "packed" : "plain");
+    CompileOptions o;
+    o.experimental.packed_weights = packed;
+    auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, fetches);
+    EXPECT_EQ(cg.kernel_name(y1), packed ? "dnnl_matmul_packed" : "dnnl_matmul");
+    EXPECT_EQ(cg.kernel_name(y3), "dnnl_matmul");
+    EXPECT_EQ(cg.kernel_name(y4), "dnnl_sgemm");
+    EXPECT_EQ(cg.kernel_name(y5), "dnnl_matmul");
+    cg.write(wn, wnv);
+    for (const auto* wv : {&w1, &w2}) {
+      cg.write(w, *wv);
+      cg.write(u, *wv);
+      cg.run({{"a", av}, {"bt", btv}});
+      near(cg.read(y1), product(av, *wv, false));
+      std::vector<float> s = product(av, *wv, true);
+      for (float& v : s) v = 1.0f / (1.0f + std::exp(-v));
+      near(cg.read(y2), s);
+      near(cg.read(y3), product(av, btv, false));
+      near(cg.read(y5), product(av, *wv, false));
+      const std::vector<float> y1v = cg.read(y1);
+      results[packed].insert(results[packed].end(), y1v.begin(), y1v.end());
+    }
+    cg.run({{"a", av}, {"bt", btv}});  // u was halved by the last run: y5 reads that
+    std::vector<float> half = w2;
+    for (float& v : half) v *= 0.5f;
+    near(cg.read(y5), product(av, half, false));
+  }
+  near(results[1], results[0]);
+}
+
 // A batch times a shared matrix (either side, either transposed, batches of 1 and 4) runs on
 // a oneDNN gemm route. Its shared operand once had batch stride 0, a layout oneDNN 2.6 runs
 // only with its reference loop (400-900x slower): such a route is refused, so this fails as

@@ -793,6 +793,10 @@ std::shared_ptr<const Plan> compile_plan(const GraphImpl& g, const InputShapes& 
     lap(pass.name);
     dumps.maybe_dump(*plan, pass.name, i == last);
   }
+  plan->packed_weights = opts.packed_weights;
+  for (const auto& part : plan->parts) {
+    if (part) part->packed_weights = opts.packed_weights;
+  }
   return plan;
 }
 

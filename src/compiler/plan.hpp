@@ -209,6 +209,8 @@ struct Plan {
   /// assign_layouts ran with PlanOptions::own_winograd: the CPU's own Winograd kernel may take
   /// 3x3 convolutions between blocked values.
   bool own_winograd = false;
+  /// PlanOptions::packed_weights (the CPU's matmul kernels read it).
+  bool packed_weights = true;
   /// Heterogeneous platforms (split_devices): one self-contained plan per device (null where
   /// the device got no node), each with its own order, commit point and memory plan.
   std::vector<std::shared_ptr<Plan>> parts;
@@ -304,6 +306,8 @@ struct PlanOptions {
   bool stacked_products = true;
   /// concat_in_place (with reuse, into an arena).
   bool concat_in_place = true;
+  /// CompileOptions::Experimental::packed_weights (Plan::packed_weights).
+  bool packed_weights = true;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
   const Placer* placer = nullptr;              // heterogeneous platforms
 };

@@ -258,29 +258,37 @@ void gru(Ctx& c) {
     const Activation& g = acts[static_cast<std::size_t>(2 * d + 1)];
     Node proj = r.projection(d, false);  // X W^T + Wb
     Node R = r.dir_slice(2, d);
-    Node Rzr = slice(R, 0, 0, 2 * H), Rh = slice(R, 0, 2 * H, 3 * H);
-    Node Rbzr, Rbh;
+    Node Rzr, Rh;
+    if (!linear_before_reset) Rzr = slice(R, 0, 0, 2 * H), Rh = slice(R, 0, 2 * H, 3 * H);
+    Node Rbzr, Rbh, Rb;
     if (c.has(3)) {
       Node b = r.dir_slice(3, d);
       Rbzr = slice(b, 0, 3 * H, 5 * H);
       Rbh = slice(b, 0, 5 * H, 6 * H);
+      Rb = slice(b, 0, 3 * H, 6 * H);
     }
     Node Hs = r.initial(5, d);
     if (!Hs.valid()) Hs = c.constant({r.batch, H}, c.host<float>(r.batch * H));
     for (std::int64_t t : r.order(d)) {
       Node xp = r.step_rows(proj, t);
+      if (linear_before_reset) {
+        // One recurrent product for the three gates, on R itself: a model's R is fixed
+        // between runs, so the CPU keeps it packed for the product (slices of it would be
+        // computed each run, and packed at every call).
+        Node rec = matmul(Hs, R, false, true);  // [batch, 3H]
+        if (Rb.valid()) rec = add(rec, Rb);
+        Node zr = add(slice(xp, 1, 0, 2 * H), slice(rec, 1, 0, 2 * H));
+        Node z = apply(c, f, gate(zr, 0, H)), rg = apply(c, f, gate(zr, 1, H));
+        Node hh = apply(c, g, add(gate(xp, 2, H), mul(rg, gate(rec, 2, H))));
+        Hs = add(mul(sub(c.constant(1.0f), z), hh), mul(z, Hs));
+        hidden[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)] = Hs;
+        continue;
+      }
       Node zr = add(slice(xp, 1, 0, 2 * H), matmul(Hs, Rzr, false, true));
       if (Rbzr.valid()) zr = add(zr, Rbzr);
       Node z = apply(c, f, gate(zr, 0, H)), rg = apply(c, f, gate(zr, 1, H));
-      Node hp;
-      if (linear_before_reset) {
-        Node rec = matmul(Hs, Rh, false, true);
-        if (Rbh.valid()) rec = add(rec, Rbh);
-        hp = add(gate(xp, 2, H), mul(rg, rec));
-      } else {
-        hp = add(gate(xp, 2, H), matmul(mul(rg, Hs), Rh, false, true));
-        if (Rbh.valid()) hp = add(hp, Rbh);
-      }
+      Node hp = add(gate(xp, 2, H), matmul(mul(rg, Hs), Rh, false, true));
+      if (Rbh.valid()) hp = add(hp, Rbh);
       Node hh = apply(c, g, hp);
       Hs = add(mul(sub(c.constant(1.0f), z), hh), mul(z, Hs));
       hidden[static_cast<std::size_t>(d)][static_cast<std::size_t>(t)] = Hs;

@@ -115,45 +115,6 @@ bool touches_blocked(const KernelArgs& a) {
   return false;
 }
 
-/// Weights that change only between runs (fixed_between_runs: an imported model's), kept in
-/// the layout the primitive wants: reordered at the first run and after each host write,
-/// instead of at every run. Measured at batch 1 (issue 18), where reordering every weight
-/// each run is a large share of a CNN's time. Shared by a kernel's team variants when they
-/// want the same layout (they never run at once).
-class FixedWeights {
- public:
-  FixedWeights(const memory::desc& user, const memory::desc& prim, const void* data,
-               const std::atomic<std::uint64_t>* host_writes)
-      : host_writes_(host_writes), desc_(prim) {
-    auto& eng = dnnl_engine();
-    const dnnl::reorder::primitive_desc rpd(eng, user, eng, prim);
-    if (rpd.scratchpad_desc().get_size() > 0) throw dnnl::error(dnnl_unimplemented, "scratchpad");
-    buffer_.resize((prim.get_size() + sizeof(float) - 1) / sizeof(float));
-    copy_ = memory(prim, eng, buffer_.data());
-    reorder_ = dnnl::reorder(rpd);
-    args_ = {{DNNL_ARG_FROM, memory(user, eng, const_cast<void*>(data))}, {DNNL_ARG_TO, copy_}};
-  }
-  const memory::desc& desc() const { return desc_; }
-  const void* data() const { return buffer_.data(); }
-  void refresh() {
-    const std::uint64_t now = host_writes_->load(std::memory_order_acquire);
-    if (now == seen_ && fresh_) return;
-    reorder_.execute(dnnl_stream(), args_);
-    seen_ = now;
-    fresh_ = true;
-  }
-
- private:
-  const std::atomic<std::uint64_t>* host_writes_;
-  memory::desc desc_;
-  std::vector<float> buffer_;
-  memory copy_;
-  dnnl::reorder reorder_;
-  std::unordered_map<int, memory> args_;
-  std::uint64_t seen_ = 0;
-  bool fresh_ = false;
-};
-
 class FixedWeightsKernel final : public DnnlKernel {
  public:
   FixedWeightsKernel(TeamVariants<DnnlCall> calls, std::shared_ptr<FixedWeights> w)
