@@ -37,6 +37,26 @@ inline float wg_max(local float* t, float v) {
   return r;
 }
 
+// ---- layer_norm (fuse_layer_norm) -------------------------------------------------------------
+
+kernel void layer_norm_lines(global const float* x, global const float* gamma,
+                             global const float* beta, global float* y, const int rows,
+                             const int n, const float eps) {
+  FOR_EACH(r, rows) {
+    const long base = (long)r * n;
+    float s = 0.0f;
+    for (int j = 0; j < n; ++j) s += x[base + j];
+    const float mean = s / n;
+    float q = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      const float d = x[base + j] - mean;
+      q += d * d;
+    }
+    const float sd = sqrt(q / n + eps);
+    for (int j = 0; j < n; ++j) y[base + j] = (x[base + j] - mean) / sd * gamma[j] + beta[j];
+  }
+}
+
 // ---- softmax / log_softmax -------------------------------------------------------------------
 
 kernel void softmax_lines(global const float* x, global float* y, const int lines, const int n,

@@ -206,6 +206,17 @@ std::vector<Row> rows() {
                [](Graph&, const F& x, const F&) {
                  return relu(conv2d(x[0], x[1], x[2], {.padding = {1, 1}}) + x[0]);
                }});
+  // LayerNorm as ONNX exports before opset 17 write it: one layer_norm node (fuse_layer_norm).
+  r.push_back({{OpKind::LayerNorm},
+               "layer norm, decomposed",
+               {uniform("x", {3, 2, 20}, -3, 3, 22), uniform("gamma", {20}, -1, 1, 23),
+                uniform("beta", {20}, -1, 1, 24)},
+               {},
+               [](Graph& g, const F& x, const F&) {
+                 Node d = sub(x[0], reduce_mean(x[0], -1, true));
+                 Node var = reduce_mean(pow(d, g.constant(2.0f)), -1, true);
+                 return add(mul(div(d, sqrt(add(var, g.constant(1e-5f)))), x[1]), x[2]);
+               }});
   r.push_back({{OpKind::MaxPool2d}, "max_pool2d", {img4}, {}, [](Graph&, const F& x, const F&) {
                  return max_pool2d(x[0]);
                }});

@@ -360,6 +360,50 @@ TEST_P(NnOpTest, ConvLayoutsEqualOnAndOff) {
   }
 }
 
+// fuse_layer_norm: LayerNorm as ONNX exports before opset 17 write it (pow or a product for
+// the square; a row of 45, not a multiple of 8) becomes one layer_norm node on every platform,
+// with the nine nodes' results within float rounding; a fetched intermediate keeps the nine.
+TEST_P(NnOpTest, LayerNormNodesEqualTheDecomposedOnes) {
+  for (const bool square_by_pow : {true, false}) {
+    for (const bool fetch_inner : {false, true}) {
+      SCOPED_TRACE(std::string(square_by_pow ? "pow" : "mul") + (fetch_inner ? ", fetched" : ""));
+      Graph g;
+      auto x = g.input("x"), gamma = g.input("gamma"), beta = g.input("beta");
+      Node m = reduce_mean(x, -1, true);
+      Node d = sub(x, m);
+      Node sq = square_by_pow ? pow(d, g.constant(2.0f)) : mul(d, d);
+      Node sd = sqrt(add(reduce_mean(sq, -1, true), g.constant(1e-5f)));
+      Node y = add(mul(div(d, sd), gamma), beta);
+      Node z = relu(y);
+      std::vector<Node> fetches{z};
+      if (fetch_inner) fetches.push_back(d);
+      const std::vector<In> ins{rand_in("x", {3, 4, 45}, 91), rand_in("gamma", {45}, 92),
+                                rand_in("beta", {45}, 93)};
+      InputShapes shapes;
+      std::vector<FeedItem> feeds;
+      for (const In& in : ins) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      std::vector<float> out[2];
+      for (const bool fused : {false, true}) {
+        CompileOptions o;
+        o.experimental.layer_norm_nodes = fused;
+        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
+        cg.run(feeds);
+        out[fused] = cg.read(z);
+        int norms = 0;
+        for (const auto& n : detail::executable_of(cg).plan().nodes)
+          norms += n.op == detail::OpKind::LayerNorm;
+        EXPECT_EQ(norms, fused && !fetch_inner ? 1 : 0) << GetParam().name;
+      }
+      for (std::size_t i = 0; i < out[0].size(); ++i)
+        ASSERT_NEAR(out[1][i], out[0][i], 2e-5 * (1 + std::fabs(out[0][i]))) << i;
+      testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
+    }
+  }
+}
+
 // grouped_conv_layouts: an inverted residual block (1x1 expansion, depthwise 3x3, 1x1
 // projection plus the block's input) and a grouped 3x3 convolution (4 channels per group) keep
 // the CPU's layout through the grouped layers where oneDNN has a fast kernel for them in it

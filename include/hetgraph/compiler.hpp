@@ -378,6 +378,11 @@ struct CompileOptions {
     /// becomes one silu node (pass fuse_silu), which a convolution before it then takes as a
     /// post-op too. Off: the sigmoid and the product run as nodes of their own.
     bool silu_nodes = true;
+    /// With `fuse`: LayerNorm over the last axis as ONNX exports before opset 17 write it (two
+    /// means, sub, pow, add eps, sqrt, div, mul gamma, add beta: BERT, ViT, GPT-2, ConvNeXt)
+    /// becomes one layer_norm node, one kernel on each platform (pass fuse_layer_norm). Its
+    /// results equal the nine nodes' within float rounding. Off: the nine nodes.
+    bool layer_norm_nodes = true;
     /// On the CPU, a value passed from one convolution to others stays in the layout oneDNN's
     /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
     /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.

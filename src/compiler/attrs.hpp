@@ -96,6 +96,13 @@ struct ScaleFactor {
   friend bool operator==(const ScaleFactor&, const ScaleFactor&) = default;
 };
 
+/// layer_norm (compiler-made, fuse_layer_norm): the epsilon added to the variance.
+struct LayerNormEps {
+  static constexpr std::string_view kName = "layer norm epsilon";
+  float eps = 1e-5f;
+  friend bool operator==(const LayerNormEps&, const LayerNormEps&) = default;
+};
+
 /// axpby: a * x + b * y.
 struct AxpbyCoeffs {
   static constexpr std::string_view kName = "axpby coefficients";
@@ -335,7 +342,7 @@ struct Attrs {
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
                ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
                PieceIndex, InputChoice, EmbeddingStep, ScaleFactor, AxpbyCoeffs, LeakySlope,
-               ClipRange>
+               ClipRange, LayerNormEps>
       payload;
 
   template <class T>

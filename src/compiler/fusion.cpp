@@ -28,6 +28,13 @@
 // fuse_sparse_update before it) read its band of the concat gradient in place of the
 // concat_grad node that copied the band out (GradientBand): 26 copies fewer per step.
 //
+// fuse_layer_norm (issue 48): LayerNorm as exports before opset 17 write it, nine nodes (two
+// means over the last axis, sub, pow, add eps, sqrt, div, mul gamma, add beta), becomes one
+// layer_norm node: one kernel reading each row twice and writing it once, instead of nine
+// passes over the activation. BERT, ViT, GPT-2 and ConvNeXt have one or two per block. After
+// autodiff, as the others: a training graph's gradients read the decomposed ops' values, so
+// they stay there (the pattern's values must have no other reader).
+//
 // fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
 // same-shape value (ResNet's residual) takes it as a sum post-op (fused_conv2d, in place over
@@ -38,6 +45,8 @@
 // and a write of the activation per node: the unfused graph passes over every conv output
 // once more for its relu, and ResNet's over every block's output twice more.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "compiler/plan.hpp"
 
@@ -219,6 +228,91 @@ struct Fuser {
     }
   }
 
+  // A scalar constant's value; NaN for anything else.
+  float scalar(std::uint32_t c) const {
+    const PlanNode& n = p.nodes[c];
+    if (n.storage != Storage::Constant || !n.f32_values || n.f32_values->size() != 1)
+      return std::numeric_limits<float>::quiet_NaN();
+    return (*n.f32_values)[0];
+  }
+  // A value the layer-norm pattern absorbs: computed, float, read `uses` times, only by the
+  // pattern (the caller checks the readers), not fetched, not a variable's new value.
+  bool absorbable(std::uint32_t i, OpKind op, int uses) const {
+    const PlanNode& n = p.nodes[i];
+    return n.op == op && n.storage == Storage::Computed && !n.fetched && readers[i] == uses &&
+           n.type.dtype == DType::f32 && assigned[i] < 0;
+  }
+  // reduce_mean over the last axis, keeping it.
+  bool last_axis_mean(std::uint32_t i, int uses) const {
+    if (!absorbable(i, OpKind::ReduceMean, uses)) return false;
+    const PlanNode& n = p.nodes[i];
+    const int rank = n.type.shape.rank();
+    return n.attrs.keepdims && rank >= 1 && (n.attrs.axis == -1 || n.attrs.axis == rank - 1);
+  }
+
+  // add(mul(div(d, sqrt(add(reduce_mean(pow(d, 2) or mul(d, d)), eps))), gamma), beta) with
+  // d = sub(x, reduce_mean(x)), both means over the last axis: LayerNorm as opset-14 exports
+  // write it (PyTorch's nn.LayerNorm) -> layer_norm(x, gamma, beta) at the last add.
+  void layer_norms() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& y = p.nodes[i];
+      if (y.storage != Storage::Computed || y.op != OpKind::Add || y.type.dtype != DType::f32 ||
+          y.type.shape.rank() < 1)
+        continue;
+      const Shape row{y.type.shape.dim(-1)};
+      for (int side : {0, 1}) {
+        const std::uint32_t o = y.inputs[static_cast<std::size_t>(side)];
+        const std::uint32_t beta = y.inputs[static_cast<std::size_t>(1 - side)];
+        if (!absorbable(o, OpKind::Mul, 1) || p.nodes[beta].type.shape != row) continue;
+        for (int side2 : {0, 1}) {
+          const std::uint32_t q = p.nodes[o].inputs[static_cast<std::size_t>(side2)];
+          const std::uint32_t gamma = p.nodes[o].inputs[static_cast<std::size_t>(1 - side2)];
+          if (!absorbable(q, OpKind::Div, 1) || p.nodes[gamma].type.shape != row) continue;
+          if (layer_norm_at(i, o, q, gamma, beta)) break;
+        }
+        if (p.nodes[i].op == OpKind::LayerNorm) break;
+      }
+    }
+  }
+  // The rest of the pattern below the division q = d / s; rewrites node i when it matches.
+  bool layer_norm_at(std::uint32_t i, std::uint32_t o, std::uint32_t q, std::uint32_t gamma,
+                     std::uint32_t beta) {
+    const std::uint32_t d = p.nodes[q].inputs[0], s = p.nodes[q].inputs[1];
+    if (!absorbable(s, OpKind::Sqrt, 1)) return false;
+    const std::uint32_t e = p.nodes[s].inputs[0];
+    if (!absorbable(e, OpKind::Add, 1)) return false;
+    std::uint32_t v = p.nodes[e].inputs[0];
+    float eps = scalar(p.nodes[e].inputs[1]);
+    if (std::isnan(eps)) {
+      v = p.nodes[e].inputs[1];
+      eps = scalar(p.nodes[e].inputs[0]);
+    }
+    if (std::isnan(eps) || !(eps >= 0.0f) || !last_axis_mean(v, 1)) return false;
+    const std::uint32_t sq = p.nodes[v].inputs[0];
+    const PlanNode& sqn = p.nodes[sq];
+    int d_uses = 0;
+    if (absorbable(sq, OpKind::Pow, 1) && sqn.inputs[0] == d && scalar(sqn.inputs[1]) == 2.0f) {
+      d_uses = 2;  // pow and the division
+    } else if (absorbable(sq, OpKind::Mul, 1) && sqn.inputs[0] == d && sqn.inputs[1] == d) {
+      d_uses = 3;  // mul reads it twice
+    } else {
+      return false;
+    }
+    if (!absorbable(d, OpKind::Sub, d_uses)) return false;
+    const std::uint32_t x = p.nodes[d].inputs[0], m = p.nodes[d].inputs[1];
+    if (!last_axis_mean(m, 1) || p.nodes[m].inputs[0] != x) return false;
+    if (p.nodes[x].type != p.nodes[i].type) return false;
+    const std::uint32_t absorbed[] = {o, q, s, e, v, sq, d, m};
+    for (std::uint32_t k : absorbed) {
+      if (p.nodes[k].device != p.nodes[i].device) return false;
+    }
+    Attrs a;
+    a.set(LayerNormEps{eps});
+    if (!rewrite(i, OpKind::LayerNorm, std::move(a), {x, gamma, beta}, o)) return false;
+    for (std::uint32_t k : absorbed) kill(k, i);
+    return true;
+  }
+
   // relu / clip / leaky_relu / sigmoid / silu / hard_swish of a convolution -> fused_conv2d at
   // the op.
   void conv_epilogues() {
@@ -372,6 +466,9 @@ void fuse_conv_epilogue(Plan& p, const Capabilities* caps) {
 }
 void fuse_silu(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).silus();
+}
+void fuse_layer_norm(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).layer_norms();
 }
 void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);

@@ -172,6 +172,9 @@ enum class OpKind : std::uint8_t {
   ScatterElements,     // (data, int32 indices, updates), axis; ScatterMode
   // reduce.cpp: the int32 indices of the k best along an axis, best first; TopKSpec
   TopK,
+  // nn.cpp, compiler-made (fuse_layer_norm): (x, gamma, beta) normalised over x's last axis,
+  // (x - mean) / sqrt(var + eps) * gamma + beta; LayerNormEps
+  LayerNorm,
 // elementwise.cpp: the ops declared by their rows alone (softsign, prelu, ...), in the rows'
 // order; written by cmake/GenerateOps.cmake (CONTRIBUTING.md, "Adding an op")
 #include "compiler/row_op_kinds.inc"

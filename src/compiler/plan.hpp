@@ -283,6 +283,8 @@ struct PlanOptions {
   bool conv_post_ops = true;
   /// fuse_silu (with fuse).
   bool silu = true;
+  /// fuse_layer_norm (with fuse).
+  bool layer_norm = true;
   /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
   /// nchw turns the pass off.
   ActivationLayout conv_layout = ActivationLayout::nchw;
@@ -361,6 +363,7 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 /// mul(x, sigmoid(x)) (either order, the sigmoid read by the product alone) becomes silu(x) at
 /// the product; the sigmoid does no work. Only where the platform has a silu kernel.
 void fuse_silu(Plan& p, const Capabilities* caps);
+void fuse_layer_norm(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.

@@ -91,9 +91,31 @@ void grad_xent(const GradCtx& c) {
   c.not_differentiable(1, "labels of cross_entropy are data, not differentiable");
 }
 
+// layer_norm(x, gamma, beta): x's type; gamma and beta hold one value per element of x's
+// last axis.
+TensorType infer_layer_norm(const InferCtx& c) {
+  const TensorType& x = c.in[0];
+  if (x.shape.rank() < 1) c.fail("layer_norm: x must have an axis to normalise");
+  const Shape row{x.shape.dim(-1)};
+  for (std::size_t k = 1; k <= 2; ++k) {
+    if (c.in[k].shape != row)
+      c.fail("layer_norm: " + c.input_label(k) + " must have shape [" +
+             std::to_string(x.shape.dim(-1)) + "]");
+  }
+  return x;
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& t) {
+  // Made by fuse_layer_norm after autodiff (no gradient rule: training graphs differentiate
+  // the decomposed ops it replaces).
+  t.push_back({.kind = OpKind::LayerNorm,
+               .name = "layer_norm",
+               .arity = 3,
+               .inplace = 0b1u,
+               .infer = infer_layer_norm,
+               .flops_per_elem = 8});
   t.push_back({.kind = OpKind::Softmax,
                .name = "softmax",
                .arity = 1,

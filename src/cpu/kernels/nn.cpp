@@ -299,6 +299,71 @@ std::unique_ptr<CpuKernel> make_dropout_ref(const KernelArgs& k) {
   });
 }
 
+// Sum of f(j) for j < n in 8 running sums (j mod 8; the compiler vectorises them), added
+// pairwise: a fixed order per row, whatever thread takes it.
+template <class F>
+float sum8(std::int64_t n, F&& f) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int u = 0; u < 8; ++u) acc[u] += f(j + u);
+  }
+  for (; j < n; ++j) acc[j % 8] += f(j);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// layer_norm(x, gamma, beta) over x's last axis (fuse_layer_norm), row by row: the mean, the
+// variance about it, then y = (x - mean) / sqrt(var + eps) * gamma + beta, the decomposed ops'
+// order. Three passes over a row in cache instead of the nine nodes' passes over the whole
+// value. y may be x: each element is read before it is written.
+struct LayerNormRows {
+  const float* x;
+  const float* gamma;
+  const float* beta;
+  float* y;
+  std::int64_t rows, n;
+  float eps;
+  void run(std::int64_t r0, std::int64_t r1) const {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      const float mean = sum8(n, [&](std::int64_t j) { return xr[j]; }) / static_cast<float>(n);
+      const float q = sum8(n, [&](std::int64_t j) {
+        const float d = xr[j] - mean;
+        return d * d;
+      });
+      const float sd = std::sqrt(q / static_cast<float>(n) + eps);
+      for (std::int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mean) / sd * gamma[j] + beta[j];
+    }
+  }
+};
+LayerNormRows layer_norm_rows(const KernelArgs& k) {
+  const std::int64_t n = k.in_shape(0).dim(-1);
+  return {k.in_f(0), k.in_f(1), k.in_f(2), k.out_f(), k.in_shape(0).numel() / n, n,
+          k.node.attrs.get<LayerNormEps>().eps};
+}
+std::unique_ptr<CpuKernel> make_layer_norm(const KernelArgs& k) {
+  return make_kernel([l = layer_norm_rows(k)](const ExecCtx& ctx) {
+    parallel_for(ctx, l.rows, std::max<std::int64_t>(1, kParallelGrain / (4 * l.n)),
+                 [&](std::int64_t b, std::int64_t e) { l.run(b, e); });
+  });
+}
+// Reference: every step in double.
+std::unique_ptr<CpuKernel> make_layer_norm_ref(const KernelArgs& k) {
+  return make_kernel([l = layer_norm_rows(k)](const ExecCtx&) {
+    for (std::int64_t r = 0; r < l.rows; ++r) {
+      const float* xr = l.x + r * l.n;
+      double s = 0.0, q = 0.0;
+      for (std::int64_t j = 0; j < l.n; ++j) s += xr[j];
+      const double mean = s / static_cast<double>(l.n);
+      for (std::int64_t j = 0; j < l.n; ++j) q += (xr[j] - mean) * (xr[j] - mean);
+      const double sd = std::sqrt(q / static_cast<double>(l.n) + l.eps);
+      for (std::int64_t j = 0; j < l.n; ++j)
+        l.y[r * l.n + j] = static_cast<float>((xr[j] - mean) / sd * l.gamma[j] + l.beta[j]);
+    }
+  });
+}
+
 }  // namespace
 
 void register_nn_kernels(KernelRegistry& r) {
@@ -314,6 +379,7 @@ void register_nn_kernels(KernelRegistry& r) {
   add(OpKind::CrossEntropyGrad, "rows_simd", make_xent_grad, make_xent_grad_ref);
   add(OpKind::SoftmaxXentGrad, "rows_simd", make_xent_grad, make_xent_grad_ref);
   add(OpKind::Dropout, "hash", make_dropout, make_dropout_ref);
+  add(OpKind::LayerNorm, "rows", make_layer_norm, make_layer_norm_ref);
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -80,6 +80,16 @@ std::unique_ptr<ClOp> make_dropout(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// layer_norm over the last axis: a work-item per row (the statistics in one item, in its
+// order, whatever the device's groups).
+std::unique_ptr<ClOp> make_layer_norm(const OpArgs& a) {
+  const std::int64_t n = a.in_shape(0).dim(-1);
+  const std::int64_t rows = a.in_shape(0).numel() / n;
+  Kernel k = make_kernel(a.program("nn"), "layer_norm_lines", a.in[0], a.in[1], a.in[2], a.out,
+                         to_int(rows), to_int(n), a.node.attrs.get<LayerNormEps>().eps);
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -91,6 +101,7 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpKind::CrossEntropyGrad, {"cl_xent_grad", nullptr, make_xent_grad});
   r.add(OpKind::SoftmaxXentGrad, {"cl_xent_grad", nullptr, make_xent_grad});
   r.add(OpKind::Dropout, {"cl_dropout", nullptr, make_dropout});
+  r.add(OpKind::LayerNorm, {"cl_layer_norm", nullptr, make_layer_norm});
 }
 
 }  // namespace hetgraph::detail::cl
