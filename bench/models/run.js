@@ -5,6 +5,7 @@
 //                            [--hetgraph [NAME=]build/tools/hetgraph-run[,NAME=PATH...]]
 //                            [--hetgraph-args "..."] [--dir build/bench-models] [--label NAME]
 //                            [--contenders ort,pytorch,hetgraph] [--budget 1.5] [--profile]
+//   node bench/models/run.js --summarize RESULTS.jsonl   # summaries of a run cut short
 //
 // bench/models/run.sh installs what it needs and exports the models first; see bench/README.md,
 // "Models nobody tuned". Every measurement is a fresh child process under /usr/bin/time -v and
@@ -33,18 +34,26 @@ const {readTensorProto, readRaw, relErr, median, geomean} = harness;
 
 const root = path.resolve(__dirname, '..', '..');
 const opt = harness.options(process.argv.slice(2));
-const rounds = Number(opt('rounds', '3'));
+// --summarize FILE: no runs; the summary and total lines of FILE's measurements (a run stopped
+// before its last round writes none), appended to FILE.
+const summarizeFile = opt('summarize', '');
+const kept = summarizeFile ? fs.readFileSync(summarizeFile, 'utf8').split('\n').filter((l) => l.trim())
+                                 .map((l) => JSON.parse(l)).filter((l) => l.kind === 'model-run')
+                           : [];
+let rounds = Number(opt('rounds', '3'));
 const dir = path.resolve(root, opt('dir', 'build/bench-models'));
 const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8'));
 const wanted = opt('models', '');
 const batchKinds = opt('batches', '1,serving').split(',');
 const entries = manifest.filter((m) => (!wanted || wanted.split(',').includes(m.model)) &&
                                        batchKinds.includes(m.batch === 1 ? '1' : 'serving'));
-const variants = opt('hetgraph', 'build/tools/hetgraph-run').split(',').map((v) => {
-  const eq = v.indexOf('=');
-  return eq < 0 ? {name: 'hetgraph', bin: path.resolve(root, v)}
-                : {name: v.slice(0, eq), bin: path.resolve(root, v.slice(eq + 1))};
-});
+const variants = summarizeFile
+    ? [...new Set(kept.filter((l) => l.who === 'hetgraph').map((l) => l.config))].map((name) => ({name}))
+    : opt('hetgraph', 'build/tools/hetgraph-run').split(',').map((v) => {
+      const eq = v.indexOf('=');
+      return eq < 0 ? {name: 'hetgraph', bin: path.resolve(root, v)}
+                    : {name: v.slice(0, eq), bin: path.resolve(root, v.slice(eq + 1))};
+    });
 const extra = opt('hetgraph-args', '').split(' ').filter((s) => s.length);
 const contenders = new Set(opt('contenders', 'ort,pytorch,hetgraph').split(','));
 const budget = Number(opt('budget', '1.5'));
@@ -56,10 +65,11 @@ const tolerance = 1e-3;  // max |a - b| / max |b| above this: a wrong answer
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'hetgraph-models-'));
 const cacheHome = path.join(scratch, 'cache');  // hetgraph's tuning cache: empty at the start
 const date = new Date().toISOString().slice(0, 10);
-const resultsFile =
-    path.join(root, 'bench', 'results', `${date}-models${label ? '-' + label : ''}.jsonl`);
-const commit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD']).toString().trim();
-const cpu = os.cpus()[0].model;
+const resultsFile = summarizeFile ? path.resolve(summarizeFile)
+    : path.join(root, 'bench', 'results', `${date}-models${label ? '-' + label : ''}.jsonl`);
+const commit = summarizeFile && kept.length ? kept[0].commit
+    : execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD']).toString().trim();
+const cpu = summarizeFile && kept.length ? kept[0].cpu : os.cpus()[0].model;
 const write = (o) => fs.appendFileSync(resultsFile, JSON.stringify(o) + '\n');
 
 const reps = (seconds) => Math.max(3, Math.min(20, Math.round(budget / Math.max(seconds, 1e-6))));
@@ -145,7 +155,12 @@ function runOne(e, c, round) {
 }
 
 const all = {};  // "model b" -> "who|config" -> [lines]
-for (let r = 0; r < rounds; ++r) {
+if (summarizeFile) {
+  for (const l of kept) ((all[`${l.model} ${l.batch}`] ??= {})[`${l.who}|${l.config}`] ??= []).push(l);
+  rounds = new Set(kept.map((l) => l.round)).size;
+  if (!kept.some((l) => l.who === 'pytorch')) contenders.delete('pytorch');
+}
+for (let r = 0; r < (summarizeFile ? 0 : rounds); ++r) {
   for (const e of entries) {
     let ortMedian = null;
     const key = `${e.model} ${e.batch}`;
@@ -165,6 +180,7 @@ for (let r = 0; r < rounds; ++r) {
 const summaries = [];
 for (const e of entries) {
   const byConfig = all[`${e.model} ${e.batch}`];
+  if (!byConfig) continue;  // --summarize: not measured
   const rows = Object.entries(byConfig).map(([k, lines]) => {
     const [who, config] = k.split('|');
     const ok = lines.every((l) => !l.error);
