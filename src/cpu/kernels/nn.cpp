@@ -339,7 +339,12 @@ struct LayerNormRows {
 };
 LayerNormRows layer_norm_rows(const KernelArgs& k) {
   const std::int64_t n = k.in_shape(0).dim(-1);
-  return {k.in_f(0), k.in_f(1), k.in_f(2), k.out_f(), k.in_shape(0).numel() / n, n,
+  return {k.in_f(0),
+          k.in_f(1),
+          k.in_f(2),
+          k.out_f(),
+          k.in_shape(0).numel() / n,
+          n,
           k.node.attrs.get<LayerNormEps>().eps};
 }
 std::unique_ptr<CpuKernel> make_layer_norm(const KernelArgs& k) {
