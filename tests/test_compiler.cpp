@@ -1012,7 +1012,10 @@ TEST(TypedAttributes, CostSignaturesKeepTheTextOfTheFormerScalars) {
             io + " a1 b-0.25" + flags + "4:0 nothing");
   EXPECT_EQ(sig(OpKind::SparseOptimizerUpdate, detail::OptimizerRule{.band = 3}),
             io + " a1 b0" + flags + "3:0 optimizer rule");
-  const detail::MatmulEpilogue scaled{.has_op = true, .op = OpKind::Scale, .alpha = 0.125f};
+  detail::MatmulEpilogue scaled;
+  scaled.has_op = true;
+  scaled.op = OpKind::Scale;
+  scaled.alpha = 0.125f;
   EXPECT_EQ(sig(OpKind::FusedMatMul, scaled), io + " a0.125 b0" + flags + "0:0 matmul epilogue");
   detail::ConvEpilogue clip;
   clip.has_op = true, clip.op = OpKind::Clip, clip.clip = {0, 6};

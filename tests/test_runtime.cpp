@@ -231,6 +231,53 @@ TEST(Runtime, FixedWeightsArePackedOnceAndAfterEachHostWrite) {
   near(results[1], results[0]);
 }
 
+// Bias adds after products (a Linear layer's: one value per column) run in the product's
+// kernel on the CPU: straight after a 2-d product (Gemm), through the reshape back from an
+// imported 3-d MatMul's 2-d product, and with B transposed (the product, then one pass);
+// results equal the separate add's within rounding on every platform.
+TEST(Runtime, MatmulBiasAddsRunInTheProduct) {
+  Graph g;
+  auto a = g.input("a"), w = g.input("w"), wt = g.input("wt"), b = g.input("b");
+  // 48 columns: the GEMM driver's route (skinnier products take brgemm's).
+  auto y2 = add(matmul(reshape(a, {10, 16}), w), b);
+  auto y3 = add(reshape(matmul(reshape(a, {10, 16}), w), {2, 5, 48}), b);
+  auto yt = add(b, matmul(reshape(a, {10, 16}), wt, false, true));
+  const std::vector<Node> ys{y2, y3, yt};
+  const InputShapes shapes{{"a", {2, 5, 16}}, {"w", {16, 48}}, {"wt", {48, 16}}, {"b", {48}}};
+  const auto av = testing_util::random_vec(160, 41), wv = testing_util::random_vec(16 * 48, 42),
+             wtv = testing_util::random_vec(48 * 16, 43), bv = testing_util::random_vec(48, 44);
+  const std::vector<FeedItem> feeds{{"a", av}, {"w", wv}, {"wt", wtv}, {"b", bv}};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    std::vector<std::vector<float>> out[2];
+    for (const bool fused : {false, true}) {
+      CompileOptions o;
+      o.experimental.matmul_bias = fused;
+      auto cg = GraphCompiler(pc.make(), o).compile(g, shapes, ys);
+      cg.run(feeds);
+      for (Node y : ys) out[fused].push_back(cg.read(y));
+      if (pc.name.rfind("cpu", 0) == 0 && !testing_util::cpu_reference_forced()) {
+        int adds = 0;
+        for (const auto& n : detail::executable_of(cg).plan().nodes)
+          adds += n.op == detail::OpKind::Add && n.fused_into < 0 &&
+                  n.storage == detail::Storage::Computed;
+        EXPECT_EQ(adds, fused ? 0 : 3);
+        if (fused) {
+          EXPECT_EQ(cg.kernel_name(y2), "dnnl_sgemm_accumulate");
+          EXPECT_EQ(cg.kernel_name(y3), "dnnl_sgemm_accumulate");
+          EXPECT_EQ(cg.kernel_name(yt), "product_then_epilogue");
+        }
+      }
+    }
+    for (std::size_t k = 0; k < ys.size(); ++k) {
+      ASSERT_EQ(out[1][k].size(), out[0][k].size());
+      for (std::size_t i = 0; i < out[0][k].size(); ++i)
+        ASSERT_NEAR(out[1][k][i], out[0][k][i], 1e-5 * (1 + std::fabs(out[0][k][i])))
+            << "output " << k << " at " << i;
+    }
+  }
+}
+
 // A batch times a shared matrix (either side, either transposed, batches of 1 and 4) runs on
 // a oneDNN gemm route. Its shared operand once had batch stride 0, a layout oneDNN 2.6 runs
 // only with its reference loop (400-900x slower): such a route is refused, so this fails as

@@ -383,6 +383,11 @@ struct CompileOptions {
     /// becomes one layer_norm node, one kernel on each platform (pass fuse_layer_norm). Its
     /// results equal the nine nodes' within float rounding. Off: the nine nodes.
     bool layer_norm_nodes = true;
+    /// With `fuse`, on the CPU: a product's bias add (one value per column: a Linear layer's,
+    /// Gemm's, an imported 3-d MatMul's through the reshape back from its 2-d product) runs in
+    /// the product's epilogue pass instead of as a node of its own (pass
+    /// fuse_matmul_accumulate). Off: the add is a node.
+    bool matmul_bias = true;
     /// On the CPU, a value passed from one convolution to others stays in the layout oneDNN's
     /// convolutions compute in (channels-last or blocked) instead of being reordered to NCHW
     /// and back (pass assign_layouts). Off: every value between nodes is plain NCHW.

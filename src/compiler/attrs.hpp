@@ -134,6 +134,12 @@ struct MatmulEpilogue {
   OpKind op{};          // that op (exp, log, relu, scale, ...) when has_op
   bool accumulate = false;
   float alpha = 1.0f;  // a folded scale's factor (op is scale); 1 otherwise
+  /// With accumulate: the added input is a bias, one value per column ([N]), added to every
+  /// row (a Linear layer's or Gemm's) instead of a value of the result's shape.
+  bool bias = false;
+  /// Not empty: the result is the product viewed in these dims (the reshape between an
+  /// imported 3-d MatMul's 2-d product and its bias add), the same elements in the same order.
+  std::vector<std::int64_t> view;
   friend bool operator==(const MatmulEpilogue&, const MatmulEpilogue&) = default;
 };
 

@@ -128,33 +128,50 @@ struct Fuser {
       Attrs a = mm.attrs;
       const float alpha =
           n.op == OpKind::Scale ? n.attrs.get_or_default<ScaleFactor>().factor : 1.0f;
-      a.set(MatmulEpilogue{.has_op = true, .op = n.op, .accumulate = false, .alpha = alpha});
+      MatmulEpilogue e;
+      e.has_op = true;
+      e.op = n.op;
+      e.alpha = alpha;
+      a.set(e);
       if (rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1]}, m))
         kill(m, i);
     }
   }
 
-  void accumulations() {
+  // `biases`: also add(product, bias) with one bias value per column, through a reshape of
+  // the product too (PlanOptions::matmul_bias).
+  void accumulations(bool biases) {
     for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
       const PlanNode& n = p.nodes[i];
       if (n.storage != Storage::Computed || n.op != OpKind::Add) continue;
       for (int side : {1, 0}) {
         std::uint32_t q = n.inputs[static_cast<std::size_t>(side)];
         const std::uint32_t other = n.inputs[static_cast<std::size_t>(1 - side)];
+        const Shape& out = n.type.shape;
+        // A bias: one value per column of the sum, the product's last dim (biases).
+        const bool bias = biases && out.rank() >= 2 && p.nodes[other].type.dtype == DType::f32 &&
+                          p.nodes[other].type.shape == Shape{out.dim(-1)};
         std::int64_t view = -1;
         if (p.nodes[q].storage == Storage::View && readers[q] == 1 &&
-            p.nodes[q].type == p.nodes[p.nodes[q].inputs[0]].type) {
+            (p.nodes[q].type == p.nodes[p.nodes[q].inputs[0]].type ||
+             (bias && p.nodes[q].op == OpKind::Reshape &&
+              p.nodes[p.nodes[q].inputs[0]].type.shape.dim(-1) == out.dim(-1)))) {
           view = q;
           q = p.nodes[q].inputs[0];
         }
         if (q == other || !product(q) || accumulates(p.nodes[q])) continue;
-        if (p.nodes[q].type != n.type || p.nodes[other].type != n.type) continue;  // no broadcasts
+        if (!bias && (p.nodes[q].type != n.type || p.nodes[other].type != n.type)) continue;
+        if (bias && (p.nodes[q].type.shape.numel() != out.numel() ||
+                     p.nodes[q].type.shape.dim(-1) != out.dim(-1)))
+          continue;
         const PlanNode& mm = p.nodes[q];
         // A fused product keeps its operands, transposes, alpha and epilogue.
         Attrs a = mm.attrs;
         MatmulEpilogue e =
             mm.op == OpKind::FusedMatMul ? mm.attrs.get<MatmulEpilogue>() : MatmulEpilogue{};
         e.accumulate = true;
+        e.bias = bias;
+        if (mm.type.shape != out) e.view.assign(out.dims().begin(), out.dims().end());
         a.set(e);
         if (!rewrite(i, OpKind::FusedMatMul, std::move(a), {mm.inputs[0], mm.inputs[1], other}, q))
           continue;
@@ -455,8 +472,8 @@ struct Fuser {
 void fuse_matmul_epilogue(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).epilogues();
 }
-void fuse_matmul_accumulate(Plan& p, const Capabilities* caps) {
-  Fuser(p, caps).accumulations();
+void fuse_matmul_accumulate(Plan& p, const Capabilities* caps, bool biases) {
+  Fuser(p, caps).accumulations(biases);
 }
 void fuse_conv_residual(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).conv_residuals();

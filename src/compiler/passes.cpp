@@ -657,7 +657,9 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) { fuse_matmul_epilogue(p, c.options.capabilities); },
      fusing},
     {"fuse_matmul_accumulate",
-     [](Plan& p, const PassContext& c) { fuse_matmul_accumulate(p, c.options.capabilities); },
+     [](Plan& p, const PassContext& c) {
+       fuse_matmul_accumulate(p, c.options.capabilities, c.options.matmul_bias);
+     },
      fusing},
     {"fuse_conv_residual",
      [](Plan& p, const PassContext& c) { fuse_conv_residual(p, c.options.capabilities); },

@@ -285,6 +285,8 @@ struct PlanOptions {
   bool silu = true;
   /// fuse_layer_norm (with fuse).
   bool layer_norm = true;
+  /// fuse_matmul_accumulate takes bias adds too (with fuse).
+  bool matmul_bias = true;
   /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
   /// nchw turns the pass off.
   ActivationLayout conv_layout = ActivationLayout::nchw;
@@ -355,7 +357,7 @@ void simplify(Plan& p);
 /// add of a same-shape value becomes an accumulation (C = epilogue(A B) + X, in place over X).
 /// Looks through identity views. Only where the platform has a kernel for the fused node.
 void fuse_matmul_epilogue(Plan& p, const Capabilities* caps);
-void fuse_matmul_accumulate(Plan& p, const Capabilities* caps);
+void fuse_matmul_accumulate(Plan& p, const Capabilities* caps, bool biases = true);
 /// A convolution's only reader folded into it as a oneDNN post-op: an add of a same-shape value
 /// (residual: sum post-op) and then relu / clip / leaky_relu / sigmoid (eltwise post-op).
 /// Only where the platform has a fused_conv2d kernel (PlanOptions::conv_post_ops).

@@ -62,11 +62,20 @@ void grad_matmul(const GradCtx& c) {
 // fused_matmul(a, b[, x]): made by the fusion passes after shape inference; a MatmulEpilogue
 // payload says what follows the product. Its type is the matmul's.
 TensorType infer_fused_matmul(const InferCtx& c) {
-  const TensorType t = infer_matmul(c);
+  TensorType t = infer_matmul(c);
   const MatmulEpilogue& e = c.attrs.get<MatmulEpilogue>();
   if (e.accumulate != (c.in.size() == 3))
     c.fail("fused_matmul: accumulates exactly when it has a third input");
-  if (c.in.size() == 3 && c.in[2] != t)
+  const std::int64_t cols = t.shape.dim(-1);
+  if (!e.view.empty()) {
+    const Shape v{std::span<const std::int64_t>(e.view)};
+    if (v.numel() != t.shape.numel() || v.dim(-1) != cols)
+      c.fail("fused_matmul: its view must keep the product's elements and columns");
+    t.shape = v;
+  }
+  if (c.in.size() == 3 && e.bias && c.in[2].shape != Shape{cols})
+    c.fail("fused_matmul: the bias must have one value per column");
+  if (c.in.size() == 3 && !e.bias && c.in[2] != t)
     c.fail("fused_matmul: the accumulated input must have the product's shape");
   return t;
 }

@@ -298,7 +298,8 @@ double apply_epilogue(OpKind epi, float alpha, double s) {
   }
 }
 
-std::unique_ptr<CpuKernel> reference(const KernelArgs& a, OpKind epi, float alpha, const float* X) {
+std::unique_ptr<CpuKernel> reference(const KernelArgs& a, OpKind epi, float alpha, const float* X,
+                                     bool bias = false) {
   const Geom g = geom(a);
   const float* A = a.in_f(0);
   const float* B = a.in_f(1);
@@ -317,7 +318,7 @@ std::unique_ptr<CpuKernel> reference(const KernelArgs& a, OpKind epi, float alph
           }
           const std::int64_t o = b * g.m * g.n + i * g.n + j;
           s = apply_epilogue(epi, alpha, s);
-          C[o] = static_cast<float>(X ? s + X[o] : s);
+          C[o] = static_cast<float>(X ? s + X[bias ? j : o] : s);
         }
       }
     }
@@ -333,6 +334,7 @@ struct Fused {
   OpKind epilogue = OpKind::Count_;  // Count_: none
   float alpha = 1.0f;
   bool accumulate = false;
+  bool bias = false;  // the accumulated input is one value per column (MatmulEpilogue::bias)
 };
 Fused fused(const KernelArgs& a) {
   Fused f;
@@ -340,6 +342,7 @@ Fused fused(const KernelArgs& a) {
   if (e.has_op) f.epilogue = e.op;
   f.alpha = e.alpha;
   f.accumulate = e.accumulate;
+  f.bias = e.bias;
   return f;
 }
 
@@ -386,6 +389,7 @@ class EpilogueKernel final : public CpuKernel {
         x_(f_.accumulate ? a.in_f(2) : nullptr),
         out_(a.out_f()),
         n_(geom(a).c_elems()),
+        cols_(geom(a).n),
         product_bytes_((static_cast<std::size_t>(n_) * 4 + 63) / 64 * 64) {}
 
   void run(const ExecCtx& ctx) override {
@@ -394,6 +398,14 @@ class EpilogueKernel final : public CpuKernel {
     inner.scratch = static_cast<std::byte*>(ctx.scratch) + product_bytes_;
     inner.scratch_bytes = ctx.scratch_bytes - product_bytes_;
     p_->run(inner, prod);
+    if (f_.bias) {  // a row of the product at a time, each plus the bias row
+      parallel_for(ctx, n_ / cols_, std::max<std::int64_t>(1, kParallelGrain / cols_),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t r = b; r < e; ++r)
+                       epilogue_pass(f_, prod + r * cols_, x_, out_ + r * cols_, cols_);
+                   });
+      return;
+    }
     parallel_for(ctx, n_, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
       epilogue_pass(f_, prod + b, x_ ? x_ + b : nullptr, out_ + b, e - b);
     });
@@ -405,7 +417,7 @@ class EpilogueKernel final : public CpuKernel {
   Fused f_;
   const float* x_;
   float* out_;
-  std::int64_t n_;
+  std::int64_t n_, cols_;
   std::size_t product_bytes_;
 };
 
@@ -426,20 +438,33 @@ const char* reject_sgemm_accumulate(const KernelArgs& a) {
   return reject_sgemm(geom(a));
 }
 
+// A bias (MatmulEpilogue::bias) is copied into every row of C first: the product then adds
+// itself to the bias where it writes, instead of a pass over a product parked in scratch.
 std::unique_ptr<CpuKernel> make_sgemm_accumulate(const KernelArgs& a) {
-  auto p = std::make_shared<SgemmProduct>(geom(a), a.in_f(0), a.in_f(1), 1.0f);
+  const Geom g = geom(a);
+  auto p = std::make_shared<SgemmProduct>(g, a.in_f(0), a.in_f(1), 1.0f);
   const float* x = a.in_f(2);
   float* c = a.out_f();
   const std::size_t bytes = a.out_type.bytes();
+  const bool bias = fused(a).bias;
+  const std::int64_t rows = g.c_elems() / g.n, cols = g.n;
   return make_kernel([=](const ExecCtx& ctx) {
-    if (x != c) std::memcpy(c, x, bytes);
+    if (bias) {
+      parallel_for(ctx, rows, std::max<std::int64_t>(1, kParallelGrain / cols),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t r = b; r < e; ++r)
+                       std::memcpy(c + r * cols, x, static_cast<std::size_t>(cols) * 4);
+                   });
+    } else if (x != c) {
+      std::memcpy(c, x, bytes);
+    }
     p->run(ctx, c);
   });
 }
 
 std::unique_ptr<CpuKernel> make_fused_reference(const KernelArgs& a) {
   const Fused f = fused(a);
-  return reference(a, f.epilogue, f.alpha, f.accumulate ? a.in_f(2) : nullptr);
+  return reference(a, f.epilogue, f.alpha, f.accumulate ? a.in_f(2) : nullptr, f.bias);
 }
 
 }  // namespace
