@@ -165,8 +165,7 @@ std::unique_ptr<CpuKernel> make_conv_forward(
                       src_given ? &src_prim : nullptr, dst_given ? &dst_prim : nullptr, alg);
       if (cache && !fixed && pd.weights_desc() != user_wei) {
         try {
-          fixed =
-              std::make_shared<FixedWeights>(user_wei, pd.weights_desc(), a.in[1], a.host_writes);
+          fixed = shared_fixed_weights(user_wei, pd.weights_desc(), a.in[1], a.host_writes);
         } catch (const dnnl::error&) {  // a reorder with a scratchpad: staged at each run
         }
       }
