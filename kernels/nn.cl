@@ -1,4 +1,5 @@
-// Softmax, log-softmax, cross-entropy and their gradients; dropout.
+// Softmax, log-softmax, cross-entropy and their gradients; dropout; layer_norm; the LSTM
+// cell's tail.
 //
 // A "line" is the n values along the op's axis, `inner` apart, of an [outer, n, inner] view.
 //   *_lines: a work-item per line (short lines, or inner > 1 where adjacent work-items read
@@ -54,6 +55,40 @@ kernel void layer_norm_lines(global const float* x, global const float* gamma,
     }
     const float sd = sqrt(q / n + eps);
     for (int j = 0; j < n; ++j) y[base + j] = (x[base + j] - mean) / sd * gamma[j] + beta[j];
+  }
+}
+
+// ---- lstm_cell, lstm_hidden (fuse_lstm_cells) -------------------------------------------------
+// A work-item per state element; the sigmoid and tanh of elementwise.cl's sigmoid_f32 and
+// tanh_f32, so the states equal the decomposed nodes' bitwise. g is [rows, 4h]; gate q of row r
+// is g[(4r + q)h, ...]. The state may be the output (in place).
+
+inline float lstm_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
+inline float lstm_tanh(float v) { return fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v); }
+
+// c = sigmoid(f) * c_prev + sigmoid(i) * tanh(g); without c_prev (has_prev 0) sigmoid(i) *
+// tanh(g).
+kernel void lstm_cell(global const float* g, global const float* c_prev, global float* c,
+                      const int rows, const int h, const int gi, const int gf, const int gg,
+                      const int has_prev) {
+  FOR_EACH(e, rows * h) {
+    const long base = (long)(e / h) * 4 * h, j = e % h;
+    const float added = lstm_sigmoid(g[base + gi * h + j]) * lstm_tanh(g[base + gg * h + j]);
+    if (has_prev) {
+      const float kept = lstm_sigmoid(g[base + gf * h + j]) * c_prev[e];
+      c[e] = kept + added;
+    } else {
+      c[e] = added;
+    }
+  }
+}
+
+// hidden = sigmoid(o) * tanh(c)
+kernel void lstm_hidden(global const float* g, global const float* c, global float* hidden,
+                        const int rows, const int h, const int go) {
+  FOR_EACH(e, rows * h) {
+    const long base = (long)(e / h) * 4 * h, j = e % h;
+    hidden[e] = lstm_sigmoid(g[base + go * h + j]) * lstm_tanh(c[e]);
   }
 }
 

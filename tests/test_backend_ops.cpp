@@ -217,6 +217,20 @@ std::vector<Row> rows() {
                  Node var = reduce_mean(pow(d, g.constant(2.0f)), -1, true);
                  return add(mul(div(d, sqrt(add(var, g.constant(1e-5f)))), x[1]), x[2]);
                }});
+  // Two LSTM steps as ONNX's LSTM unrolls them (gates i, o, f, c), the first without a
+  // previous cell state: lstm_cell and lstm_hidden nodes (fuse_lstm_cells).
+  r.push_back({{OpKind::LstmCell, OpKind::LstmHidden},
+               "lstm steps, decomposed",
+               {uniform("g0", {2, 20}, -3, 3, 25), uniform("g1", {2, 20}, -3, 3, 26)},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 auto q = [](Node g, std::int64_t k) { return slice(g, 1, 5 * k, 5 * (k + 1)); };
+                 Node c0 = mul(sigmoid(q(x[0], 0)), tanh(q(x[0], 3)));
+                 Node h0 = mul(sigmoid(q(x[0], 1)), tanh(c0));
+                 Node c1 =
+                     add(mul(sigmoid(q(x[1], 2)), c0), mul(sigmoid(q(x[1], 0)), tanh(q(x[1], 3))));
+                 return add(mul(sigmoid(q(x[1], 1)), tanh(c1)), h0);
+               }});
   r.push_back({{OpKind::MaxPool2d}, "max_pool2d", {img4}, {}, [](Graph&, const F& x, const F&) {
                  return max_pool2d(x[0]);
                }});

@@ -404,6 +404,80 @@ TEST_P(NnOpTest, LayerNormNodesEqualTheDecomposedOnes) {
   }
 }
 
+// lstm_cells: three LSTM steps as ONNX's LSTM unrolls them (gates i, o, f, c; no previous
+// cell state at the first step) become an lstm_cell and an lstm_hidden node each; a step whose
+// input gate is fetched keeps its nodes. The states equal the fourteen nodes' bitwise where
+// those run the code path's sigmoid and tanh (small gates), and within float rounding where
+// the CPU gives gates of 4096 elements or more to oneDNN's (the bench's LSTM, [16, 256]).
+TEST_P(NnOpTest, LstmCellsEqualTheDecomposedNodes) {
+  struct Case {
+    std::int64_t B, H;
+    bool bitwise;
+  };
+  const bool cpu = GetParam().name.rfind("cpu", 0) == 0;
+  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !cpu}}) {
+    for (const bool fetch_gate : {false, true}) {
+      SCOPED_TRACE(std::to_string(sz.B) + "x" + std::to_string(sz.H) +
+                   (fetch_gate ? ", step 1's input gate fetched" : ""));
+      Graph g;
+      auto r = g.input("r");
+      std::vector<In> ins{rand_in("r", {sz.H, 4 * sz.H}, 101, -0.1f, 0.1f)};
+      std::vector<Node> fetches;
+      Node h, c, fetched_gate;
+      for (std::int64_t t = 0; t < 3; ++t) {
+        const std::string name = "x" + std::to_string(t);
+        Node x = g.input(name);
+        ins.push_back(rand_in(name, {sz.B, 4 * sz.H}, 102 + static_cast<std::uint32_t>(t), -4, 4));
+        Node gates = t == 0 ? x : add(x, matmul(h, r));
+        auto quarter = [&](std::int64_t q) { return slice(gates, 1, q * sz.H, (q + 1) * sz.H); };
+        Node i = sigmoid(quarter(0)), o = sigmoid(quarter(1)), f = sigmoid(quarter(2)),
+             cc = tanh(quarter(3));
+        if (fetch_gate && t == 1) fetched_gate = i;
+        c = t == 0 ? mul(i, cc) : add(mul(f, c), mul(i, cc));
+        h = mul(o, tanh(c));
+        fetches.push_back(h);
+      }
+      fetches.push_back(c);
+      if (fetch_gate) fetches.push_back(fetched_gate);
+      InputShapes shapes;
+      std::vector<FeedItem> feeds;
+      for (const In& in : ins) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      std::vector<std::vector<float>> out[2];
+      for (const bool fused : {false, true}) {
+        CompileOptions o;
+        o.experimental.lstm_cells = fused;
+        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
+        cg.run(feeds);
+        for (const Node& n : fetches) out[fused].push_back(cg.read(n));
+        int cells = 0, hiddens = 0;
+        for (const auto& n : detail::executable_of(cg).plan().nodes) {
+          cells += n.op == detail::OpKind::LstmCell;
+          hiddens += n.op == detail::OpKind::LstmHidden;
+        }
+        const int want = fused ? (fetch_gate ? 2 : 3) : 0;
+        EXPECT_EQ(cells, want) << GetParam().name;
+        EXPECT_EQ(hiddens, want) << GetParam().name;
+      }
+      for (std::size_t k = 0; k < fetches.size(); ++k) {
+        ASSERT_EQ(out[1][k].size(), out[0][k].size());
+        for (std::size_t e = 0; e < out[0][k].size(); ++e) {
+          const float want = out[0][k][e];
+          if (sz.bitwise) {
+            ASSERT_EQ(out[1][k][e], want) << "fetch " << k << ", element " << e;
+          } else {
+            ASSERT_NEAR(out[1][k][e], want, 2e-6 * (1 + std::fabs(want)))
+                << "fetch " << k << ", element " << e;
+          }
+        }
+      }
+      if (sz.bitwise) testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on/off
+    }
+  }
+}
+
 // grouped_conv_layouts: an inverted residual block (1x1 expansion, depthwise 3x3, 1x1
 // projection plus the block's input) and a grouped 3x3 convolution (4 channels per group) keep
 // the CPU's layout through the grouped layers where oneDNN has a fast kernel for them in it

@@ -383,6 +383,11 @@ struct CompileOptions {
     /// becomes one layer_norm node, one kernel on each platform (pass fuse_layer_norm). Its
     /// results equal the nine nodes' within float rounding. Off: the nine nodes.
     bool layer_norm_nodes = true;
+    /// With `fuse`: an LSTM step's elementwise tail (the gates' sigmoids and tanhs, the new
+    /// cell and hidden states: fourteen nodes as ONNX's LSTM unrolls) becomes two nodes,
+    /// lstm_cell and lstm_hidden, one kernel each on each platform (pass fuse_lstm_cells).
+    /// Results equal the decomposed nodes' bitwise. Off: the fourteen nodes.
+    bool lstm_cells = true;
     /// With `fuse`, on the CPU: a product's bias add (one value per column: a Linear layer's,
     /// Gemm's, an imported 3-d MatMul's through the reshape back from its 2-d product) runs in
     /// the product's epilogue pass instead of as a node of its own (pass

@@ -65,6 +65,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.conv_post_ops = options_.experimental.conv_post_ops;
   po.silu = options_.experimental.silu_nodes;
   po.layer_norm = options_.experimental.layer_norm_nodes;
+  po.lstm_cells = options_.experimental.lstm_cells;
   po.matmul_bias = options_.experimental.matmul_bias;
   if (options_.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
   po.layouts_through_pool_concat = options_.experimental.layouts_through_pool_concat;

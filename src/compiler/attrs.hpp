@@ -103,6 +103,15 @@ struct LayerNormEps {
   friend bool operator==(const LayerNormEps&, const LayerNormEps&) = default;
 };
 
+/// lstm_cell, lstm_hidden (compiler-made, fuse_lstm_cells): which quarter of the gate
+/// pre-activations G [B, 4H] (columns [k * H, (k + 1) * H)) is the input, forget, cell and output
+/// gate. lstm_cell reads i, f and g; lstm_hidden reads o.
+struct LstmGates {
+  static constexpr std::string_view kName = "lstm gates";
+  std::int8_t i = 0, f = 2, g = 3, o = 1;  // ONNX's order i, o, f, c
+  friend bool operator==(const LstmGates&, const LstmGates&) = default;
+};
+
 /// axpby: a * x + b * y.
 struct AxpbyCoeffs {
   static constexpr std::string_view kName = "axpby coefficients";
@@ -348,7 +357,7 @@ struct Attrs {
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
                ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
                PieceIndex, InputChoice, EmbeddingStep, ScaleFactor, AxpbyCoeffs, LeakySlope,
-               ClipRange, LayerNormEps>
+               ClipRange, LayerNormEps, LstmGates>
       payload;
 
   template <class T>

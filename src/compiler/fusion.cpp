@@ -35,6 +35,12 @@
 // autodiff, as the others: a training graph's gradients read the decomposed ops' values, so
 // they stay there (the pattern's values must have no other reader).
 //
+// fuse_lstm_cells (issue 48): an LSTM step's elementwise tail, as the importer unrolls ONNX's
+// LSTM (four slices of the gate pre-activations, three sigmoids, two tanhs, three products and
+// a sum: fourteen nodes over [B, H] per step, a third of an LSTM classifier's node time at
+// batch 16), becomes two nodes: lstm_cell (the new cell state) and lstm_hidden (the new
+// hidden state), each one pass over the gates. After autodiff, as the others.
+//
 // fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
 // same-shape value (ResNet's residual) takes it as a sum post-op (fused_conv2d, in place over
@@ -330,6 +336,133 @@ struct Fuser {
     return true;
   }
 
+  // act(slice(G, last axis, [k * H, (k + 1) * H))) with act sigmoid or tanh, both read once,
+  // G float [B, 4H]: gate k of G. `g` is the G the other gates found (kNoNode: none yet).
+  static constexpr std::uint32_t kNoNode = ~0u;
+  bool lstm_gate(std::uint32_t act, OpKind want, std::int64_t H, std::uint32_t& g,
+                 std::int8_t& k) const {
+    if (!absorbable(act, want, 1)) return false;
+    const std::uint32_t s = p.nodes[act].inputs[0];
+    if (!absorbable(s, OpKind::Slice, 1)) return false;
+    const PlanNode& sn = p.nodes[s];
+    const std::uint32_t src = sn.inputs[0];
+    const TensorType& gt = p.nodes[src].type;
+    if (gt.dtype != DType::f32 || gt.shape.rank() != 2 || gt.shape.dim(1) != 4 * H ||
+        (sn.attrs.axis != 1 && sn.attrs.axis != -1) || (g != kNoNode && g != src))
+      return false;
+    const SliceRange r = sn.attrs.get<SliceRange>();
+    if (r.begin < 0 || r.end - r.begin != H || r.begin % H != 0 || r.end > 4 * H) return false;
+    g = src;
+    k = static_cast<std::int8_t>(r.begin / H);
+    return true;
+  }
+  // mul(sigmoid(gate i), tanh(gate g)), either order, at node m (whose own readers the caller
+  // checks): the gates' activations and slices go to `absorbed`.
+  bool lstm_input_term(std::uint32_t m, std::int64_t H, std::uint32_t& g, LstmGates& k,
+                       std::vector<std::uint32_t>& absorbed) const {
+    const PlanNode& n = p.nodes[m];
+    if (n.op != OpKind::Mul) return false;
+    for (int side : {0, 1}) {
+      std::uint32_t gg = g;
+      const std::uint32_t a = n.inputs[static_cast<std::size_t>(side)],
+                          b = n.inputs[static_cast<std::size_t>(1 - side)];
+      if (a == b || !lstm_gate(a, OpKind::Sigmoid, H, gg, k.i) ||
+          !lstm_gate(b, OpKind::Tanh, H, gg, k.g))
+        continue;
+      g = gg;
+      for (std::uint32_t act : {a, b})
+        absorbed.insert(absorbed.end(), {act, p.nodes[act].inputs[0]});
+      return true;
+    }
+    return false;
+  }
+
+  // An LSTM step's tail as the ONNX importer (and a hand-written cell) spells it: c = add(
+  // mul(sigmoid(f), c_prev), mul(sigmoid(i), tanh(g))) (or mul(sigmoid(i), tanh(g)) without
+  // a previous state), h = mul(sigmoid(o), tanh(c)), the gates four quarters of one G [B, 4H]:
+  // c becomes lstm_cell(G[, c_prev]) and h lstm_hidden(G, c). c keeps its readers (the next
+  // step, the outputs); every other value must be read by the pattern alone.
+  void lstm_cells() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& h = p.nodes[i];
+      if (h.storage != Storage::Computed || h.op != OpKind::Mul || h.type.dtype != DType::f32 ||
+          h.type.shape.rank() != 2)
+        continue;
+      const std::int64_t H = h.type.shape.dim(1);
+      for (int side : {0, 1}) {
+        const std::uint32_t so = h.inputs[static_cast<std::size_t>(side)],
+                            tc = h.inputs[static_cast<std::size_t>(1 - side)];
+        std::uint32_t g = kNoNode;
+        LstmGates k;
+        if (so == tc || !absorbable(tc, OpKind::Tanh, 1) ||
+            !lstm_gate(so, OpKind::Sigmoid, H, g, k.o))
+          continue;
+        if (lstm_cell_at(p.nodes[tc].inputs[0], g, H, k) && lstm_hidden_at(i, so, tc, g, k)) break;
+      }
+    }
+  }
+  // c at G's gates (k.o found by the caller): lstm_cell(G[, c_prev]) when it matches.
+  bool lstm_cell_at(std::uint32_t c, std::uint32_t g, std::int64_t H, LstmGates& k) {
+    const PlanNode& cn = p.nodes[c];
+    if (cn.storage != Storage::Computed || cn.type.dtype != DType::f32 ||
+        cn.type.shape != Shape{p.nodes[g].type.shape.dim(0), H})
+      return false;
+    std::vector<std::uint32_t> absorbed, inputs{g};
+    if (cn.op == OpKind::Mul) {
+      if (!lstm_input_term(c, H, g, k, absorbed)) return false;
+    } else if (cn.op == OpKind::Add) {
+      bool found = false;
+      for (int side : {0, 1}) {
+        const std::uint32_t fm = cn.inputs[static_cast<std::size_t>(side)],
+                            im = cn.inputs[static_cast<std::size_t>(1 - side)];
+        if (fm == im || !absorbable(fm, OpKind::Mul, 1) || !absorbable(im, OpKind::Mul, 1))
+          continue;
+        std::vector<std::uint32_t> ab{fm, im};
+        LstmGates kk = k;
+        std::uint32_t gg = g;
+        if (!lstm_input_term(im, H, gg, kk, ab)) continue;
+        const PlanNode& f = p.nodes[fm];
+        for (int fs : {0, 1}) {
+          const std::uint32_t sf = f.inputs[static_cast<std::size_t>(fs)],
+                              cp = f.inputs[static_cast<std::size_t>(1 - fs)];
+          if (sf == cp || p.nodes[cp].type != cn.type ||
+              !lstm_gate(sf, OpKind::Sigmoid, H, gg, kk.f))
+            continue;
+          ab.insert(ab.end(), {sf, p.nodes[sf].inputs[0]});
+          inputs.push_back(cp);
+          found = true;
+          break;
+        }
+        if (!found) continue;
+        absorbed = std::move(ab);
+        k = kk;
+        break;
+      }
+      if (!found) return false;
+    } else {
+      return false;
+    }
+    for (std::uint32_t a : absorbed) {
+      if (p.nodes[a].device != cn.device) return false;
+    }
+    Attrs a;
+    a.set(k);
+    if (!rewrite(c, OpKind::LstmCell, std::move(a), std::move(inputs), c)) return false;
+    for (std::uint32_t d : absorbed) kill(d, c);
+    return true;
+  }
+  bool lstm_hidden_at(std::uint32_t h, std::uint32_t so, std::uint32_t tc, std::uint32_t g,
+                      const LstmGates& k) {
+    const std::uint32_t slice_o = p.nodes[so].inputs[0], c = p.nodes[tc].inputs[0];
+    if (p.nodes[slice_o].device != p.nodes[h].device || p.nodes[tc].device != p.nodes[h].device)
+      return false;
+    Attrs a;
+    a.set(k);
+    if (!rewrite(h, OpKind::LstmHidden, std::move(a), {g, c}, so)) return false;
+    for (std::uint32_t d : {so, slice_o, tc}) kill(d, h);
+    return true;
+  }
+
   // relu / clip / leaky_relu / sigmoid / silu / hard_swish of a convolution -> fused_conv2d at
   // the op.
   void conv_epilogues() {
@@ -486,6 +619,9 @@ void fuse_silu(Plan& p, const Capabilities* caps) {
 }
 void fuse_layer_norm(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).layer_norms();
+}
+void fuse_lstm_cells(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).lstm_cells();
 }
 void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);

@@ -175,6 +175,12 @@ enum class OpKind : std::uint8_t {
   // nn.cpp, compiler-made (fuse_layer_norm): (x, gamma, beta) normalised over x's last axis,
   // (x - mean) / sqrt(var + eps) * gamma + beta; LayerNormEps
   LayerNorm,
+  // nn.cpp, compiler-made (fuse_lstm_cells), LstmGates: an LSTM step's elementwise tail over
+  // its gate pre-activations G [B, 4H]. lstm_cell (G[, c_prev]) is the new cell state
+  // sigmoid(f) * c_prev + sigmoid(i) * tanh(g) (without c_prev: sigmoid(i) * tanh(g));
+  // lstm_hidden (G, c) is the hidden state sigmoid(o) * tanh(c).
+  LstmCell,
+  LstmHidden,
 // elementwise.cpp: the ops declared by their rows alone (softsign, prelu, ...), in the rows'
 // order; written by cmake/GenerateOps.cmake (CONTRIBUTING.md, "Adding an op")
 #include "compiler/row_op_kinds.inc"

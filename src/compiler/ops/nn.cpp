@@ -105,6 +105,25 @@ TensorType infer_layer_norm(const InferCtx& c) {
   return x;
 }
 
+// lstm_cell(G[, c_prev]) and lstm_hidden(G, c): G [B, 4H] float; the state [B, H].
+TensorType infer_lstm(const InferCtx& c) {
+  const TensorType& g = c.in[0];
+  const std::string name(op_name(c.op));
+  if (c.in.size() > 2) c.fail(name + ": takes the gates and at most one state");
+  if (g.shape.rank() != 2 || g.shape.dim(1) % 4 != 0 || g.dtype != DType::f32)
+    c.fail(name + ": the gates must be float [B, 4H], got " + g.shape.str());
+  const TensorType state{Shape{g.shape.dim(0), g.shape.dim(1) / 4}, DType::f32};
+  if (c.in.size() == 2 && c.in[1] != state)
+    c.fail(name + ": " + c.input_label(1) + " must be float " + state.shape.str());
+  if (c.op == OpKind::LstmHidden && c.in.size() != 2)
+    c.fail(name + ": takes the gates and the cell state");
+  const LstmGates k = c.attrs.get<LstmGates>();
+  for (int q : {k.i, k.f, k.g, k.o}) {
+    if (q < 0 || q > 3) c.fail(name + ": gate index " + std::to_string(q) + " outside 0..3");
+  }
+  return state;
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& t) {
@@ -116,6 +135,20 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .inplace = 0b1u,
                .infer = infer_layer_norm,
                .flops_per_elem = 8});
+  // Made by fuse_lstm_cells after autodiff, as layer_norm. The state may be overwritten in
+  // place: each element is read before it is written.
+  t.push_back({.kind = OpKind::LstmCell,
+               .name = "lstm_cell",
+               .arity = -1,
+               .inplace = 0b10u,
+               .infer = infer_lstm,
+               .flops_per_elem = 40});
+  t.push_back({.kind = OpKind::LstmHidden,
+               .name = "lstm_hidden",
+               .arity = 2,
+               .inplace = 0b10u,
+               .infer = infer_lstm,
+               .flops_per_elem = 30});
   t.push_back({.kind = OpKind::Softmax,
                .name = "softmax",
                .arity = 1,

@@ -1,4 +1,5 @@
-// Softmax, log-softmax, cross-entropy and their gradients, and dropout. Rows along the last axis
+// Softmax, log-softmax, cross-entropy and their gradients, dropout, layer_norm and the LSTM
+// cell's tail. Rows along the last axis
 // take a contiguous vectorised path; other axes a strided one.
 #include <algorithm>
 #include <cfloat>
@@ -369,6 +370,85 @@ std::unique_ptr<CpuKernel> make_layer_norm_ref(const KernelArgs& k) {
   });
 }
 
+// lstm_cell / lstm_hidden (fuse_lstm_cells), row by row in blocks that stay in L1: the code
+// path's sigmoid and tanh into blocks on the stack (the same vector kernels as the sigmoid and
+// tanh nodes they replace), then the products and the sum as those nodes compute them, so the
+// states equal the decomposed graph's bitwise. The state may be the output (in place): each
+// element is read before it is written.
+struct LstmRows {
+  const float* g;      // [B, 4H]
+  const float* state;  // lstm_cell: c_prev or null; lstm_hidden: c
+  float* out;
+  std::int64_t rows, H;
+  LstmGates k;
+  bool hidden;
+  const float* gate(std::int64_t r, int q, std::int64_t j) const { return g + (4 * r + q) * H + j; }
+  template <class Sig, class Tanh>
+  void run(std::int64_t r0, std::int64_t r1, Sig&& sig, Tanh&& tanh_of) const {
+    constexpr std::int64_t kBlock = 256;
+    alignas(64) float a[kBlock], b[kBlock], f[kBlock];
+    for (std::int64_t r = r0; r < r1; ++r) {
+      for (std::int64_t j = 0; j < H; j += kBlock) {
+        const std::int64_t m = std::min(kBlock, H - j);
+        const float* s = state == nullptr ? nullptr : state + r * H + j;
+        float* o = out + r * H + j;
+        if (hidden) {
+          sig(gate(r, k.o, j), a, m);
+          tanh_of(s, b, m);
+          for (std::int64_t e = 0; e < m; ++e) o[e] = a[e] * b[e];
+          continue;
+        }
+        sig(gate(r, k.i, j), a, m);
+        tanh_of(gate(r, k.g, j), b, m);
+        if (s == nullptr) {
+          for (std::int64_t e = 0; e < m; ++e) o[e] = a[e] * b[e];
+          continue;
+        }
+        sig(gate(r, k.f, j), f, m);
+        for (std::int64_t e = 0; e < m; ++e) {
+          const float kept = f[e] * s[e], added = a[e] * b[e];
+          o[e] = kept + added;
+        }
+      }
+    }
+  }
+};
+LstmRows lstm_rows(const KernelArgs& k) {
+  const std::int64_t H = k.out_shape().dim(1);
+  return {k.in_f(0),
+          k.in.size() > 1 ? k.in_f(1) : nullptr,
+          k.out_f(),
+          k.out_shape().dim(0),
+          H,
+          k.node.attrs.get<LstmGates>(),
+          k.node.op == OpKind::LstmHidden};
+}
+std::unique_ptr<CpuKernel> make_lstm(const KernelArgs& k) {
+  const CodePath& path = code_path();
+  return make_kernel([l = lstm_rows(k), &path](const ExecCtx& ctx) {
+    auto sig = [&](const float* x, float* o, std::int64_t m) {
+      path.map(VecFn::sigmoid, 1.0f, x, nullptr, o, m);
+    };
+    auto tanh_of = [&](const float* x, float* o, std::int64_t m) {
+      path.map(VecFn::tanh, 1.0f, x, nullptr, o, m);
+    };
+    parallel_for(ctx, l.rows, std::max<std::int64_t>(1, kParallelGrain / (8 * l.H)),
+                 [&](std::int64_t b, std::int64_t e) { l.run(b, e, sig, tanh_of); });
+  });
+}
+// Reference: the formulas of the reference sigmoid and tanh kernels, element by element.
+std::unique_ptr<CpuKernel> make_lstm_ref(const KernelArgs& k) {
+  return make_kernel([l = lstm_rows(k)](const ExecCtx&) {
+    auto sig = [](const float* x, float* o, std::int64_t m) {
+      for (std::int64_t e = 0; e < m; ++e) o[e] = 1.0f / (1.0f + std::exp(-x[e]));
+    };
+    auto tanh_of = [](const float* x, float* o, std::int64_t m) {
+      for (std::int64_t e = 0; e < m; ++e) o[e] = std::tanh(x[e]);
+    };
+    l.run(0, l.rows, sig, tanh_of);
+  });
+}
+
 }  // namespace
 
 void register_nn_kernels(KernelRegistry& r) {
@@ -385,6 +465,8 @@ void register_nn_kernels(KernelRegistry& r) {
   add(OpKind::SoftmaxXentGrad, "rows_simd", make_xent_grad, make_xent_grad_ref);
   add(OpKind::Dropout, "hash", make_dropout, make_dropout_ref);
   add(OpKind::LayerNorm, "rows", make_layer_norm, make_layer_norm_ref);
+  add(OpKind::LstmCell, "rows", make_lstm, make_lstm_ref);
+  add(OpKind::LstmHidden, "rows", make_lstm, make_lstm_ref);
 }
 
 }  // namespace hetgraph::detail::cpu

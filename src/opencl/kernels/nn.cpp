@@ -90,6 +90,20 @@ std::unique_ptr<ClOp> make_layer_norm(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
+// lstm_cell / lstm_hidden: a work-item per state element.
+std::unique_ptr<ClOp> make_lstm(const OpArgs& a) {
+  const Shape out = a.out_shape();
+  const LstmGates k = a.node.attrs.get<LstmGates>();
+  const cl_int rows = to_int(out.dim(0)), h = to_int(out.dim(1));
+  if (a.node.op == OpKind::LstmHidden)
+    return make_seq(launch_1d(a.device, make_kernel(a.program("nn"), "lstm_hidden", a.in[0],
+                                                    a.in[1], a.out, rows, h, cl_int{k.o})));
+  const bool prev = a.in.size() > 1;
+  Kernel kern = make_kernel(a.program("nn"), "lstm_cell", a.in[0], prev ? a.in[1] : a.in[0], a.out,
+                            rows, h, cl_int{k.i}, cl_int{k.f}, cl_int{k.g}, cl_int{prev ? 1 : 0});
+  return make_seq(launch_1d(a.device, std::move(kern)));
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -102,6 +116,8 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpKind::SoftmaxXentGrad, {"cl_xent_grad", nullptr, make_xent_grad});
   r.add(OpKind::Dropout, {"cl_dropout", nullptr, make_dropout});
   r.add(OpKind::LayerNorm, {"cl_layer_norm", nullptr, make_layer_norm});
+  r.add(OpKind::LstmCell, {"cl_lstm_cell", nullptr, make_lstm});
+  r.add(OpKind::LstmHidden, {"cl_lstm_hidden", nullptr, make_lstm});
 }
 
 }  // namespace hetgraph::detail::cl
