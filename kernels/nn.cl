@@ -1,5 +1,5 @@
 // Softmax, log-softmax, cross-entropy and their gradients; dropout; layer_norm; the LSTM
-// cell's tail.
+// and GRU cells' tails.
 //
 // A "line" is the n values along the op's axis, `inner` apart, of an [outer, n, inner] view.
 //   *_lines: a work-item per line (short lines, or inner > 1 where adjacent work-items read
@@ -58,13 +58,13 @@ kernel void layer_norm_lines(global const float* x, global const float* gamma,
   }
 }
 
-// ---- lstm_cell, lstm_hidden (fuse_lstm_cells) -------------------------------------------------
+// ---- lstm_cell, lstm_hidden, gru_hidden (fuse_lstm_cells, fuse_gru_cells) ----------------------
 // A work-item per state element; the sigmoid and tanh of elementwise.cl's sigmoid_f32 and
 // tanh_f32, so the states equal the decomposed nodes' bitwise. g is [rows, 4h]; gate q of row r
 // is g[(4r + q)h, ...]. The state may be the output (in place).
 
-inline float lstm_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
-inline float lstm_tanh(float v) { return fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v); }
+inline float cell_sigmoid(float v) { return 1.0f / (1.0f + exp(-v)); }
+inline float cell_tanh(float v) { return fabs(v) >= 10.0f ? copysign(1.0f, v) : tanh(v); }
 
 // c = sigmoid(f) * c_prev + sigmoid(i) * tanh(g); without c_prev (has_prev 0) sigmoid(i) *
 // tanh(g).
@@ -73,9 +73,9 @@ kernel void lstm_cell(global const float* g, global const float* c_prev, global 
                       const int has_prev) {
   FOR_EACH(e, rows * h) {
     const long base = (long)(e / h) * 4 * h, j = e % h;
-    const float added = lstm_sigmoid(g[base + gi * h + j]) * lstm_tanh(g[base + gg * h + j]);
+    const float added = cell_sigmoid(g[base + gi * h + j]) * cell_tanh(g[base + gg * h + j]);
     if (has_prev) {
-      const float kept = lstm_sigmoid(g[base + gf * h + j]) * c_prev[e];
+      const float kept = cell_sigmoid(g[base + gf * h + j]) * c_prev[e];
       c[e] = kept + added;
     } else {
       c[e] = added;
@@ -88,7 +88,23 @@ kernel void lstm_hidden(global const float* g, global const float* c, global flo
                         const int rows, const int h, const int go) {
   FOR_EACH(e, rows * h) {
     const long base = (long)(e / h) * 4 * h, j = e % h;
-    hidden[e] = lstm_sigmoid(g[base + go * h + j]) * lstm_tanh(c[e]);
+    hidden[e] = cell_sigmoid(g[base + go * h + j]) * cell_tanh(c[e]);
+  }
+}
+
+// gru_hidden: z = sigmoid(x_z + rc_z), r = sigmoid(x_r + rc_r), n = tanh(x_h + r * rc_h),
+// h = (1 - z) * n + z * h_prev; x and rc are [rows, 3h]. h may be h_prev (in place).
+kernel void gru_hidden(global const float* x, global const float* rc, global const float* prev,
+                       global float* out, const int rows, const int h, const int gz,
+                       const int gr, const int gh) {
+  FOR_EACH(e, rows * h) {
+    const long base = (long)(e / h) * 3 * h, j = e % h;
+    const float z = cell_sigmoid(x[base + gz * h + j] + rc[base + gz * h + j]);
+    const float r = cell_sigmoid(x[base + gr * h + j] + rc[base + gr * h + j]);
+    const float gated = r * rc[base + gh * h + j];
+    const float n = cell_tanh(x[base + gh * h + j] + gated);
+    const float fresh = (1.0f - z) * n, kept = z * prev[e];
+    out[e] = fresh + kept;
   }
 }
 

@@ -231,6 +231,18 @@ std::vector<Row> rows() {
                      add(mul(sigmoid(q(x[1], 2)), c0), mul(sigmoid(q(x[1], 0)), tanh(q(x[1], 3))));
                  return add(mul(sigmoid(q(x[1], 1)), tanh(c1)), h0);
                }});
+  // A GRU step with linear_before_reset as ONNX's GRU unrolls it: gru_hidden (fuse_gru_cells).
+  r.push_back({{OpKind::GruHidden},
+               "gru step, decomposed",
+               {uniform("x", {2, 15}, -3, 3, 27), uniform("rc", {2, 15}, -3, 3, 28),
+                uniform("h", {2, 5}, -1, 1, 29)},
+               {},
+               [](Graph& g, const F& x, const F&) {
+                 Node zr = add(slice(x[0], 1, 0, 10), slice(x[1], 1, 0, 10));
+                 Node z = sigmoid(slice(zr, 1, 0, 5)), r = sigmoid(slice(zr, 1, 5, 10));
+                 Node n = tanh(add(slice(x[0], 1, 10, 15), mul(r, slice(x[1], 1, 10, 15))));
+                 return add(mul(sub(g.constant(1.0f), z), n), mul(z, x[2]));
+               }});
   r.push_back({{OpKind::MaxPool2d}, "max_pool2d", {img4}, {}, [](Graph&, const F& x, const F&) {
                  return max_pool2d(x[0]);
                }});

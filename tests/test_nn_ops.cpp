@@ -478,6 +478,75 @@ TEST_P(NnOpTest, LstmCellsEqualTheDecomposedNodes) {
   }
 }
 
+// gru_cells: three GRU steps with linear_before_reset as ONNX's GRU unrolls them (X the input
+// projection of a step, Rc the recurrent one, gates z, r, h) become one gru_hidden node each; a
+// step whose update gate is fetched keeps its nodes. As for the LSTM: bitwise where the nodes
+// run the same sigmoid and tanh, within float rounding where the CPU gives oneDNN the gates.
+TEST_P(NnOpTest, GruCellsEqualTheDecomposedNodes) {
+  struct Case {
+    std::int64_t B, H;
+    bool bitwise;
+  };
+  const bool cpu = GetParam().name.rfind("cpu", 0) == 0;
+  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !cpu}}) {
+    for (const bool fetch_gate : {false, true}) {
+      SCOPED_TRACE(std::to_string(sz.B) + "x" + std::to_string(sz.H) +
+                   (fetch_gate ? ", step 1's update gate fetched" : ""));
+      const std::int64_t H = sz.H;
+      Graph g;
+      auto r = g.input("r"), h0 = g.input("h0");
+      std::vector<In> ins{rand_in("r", {H, 3 * H}, 111, -0.1f, 0.1f),
+                          rand_in("h0", {sz.B, H}, 112)};
+      std::vector<Node> fetches;
+      Node h = h0, fetched_gate;
+      for (std::int64_t t = 0; t < 3; ++t) {
+        const std::string name = "x" + std::to_string(t);
+        Node x = g.input(name);
+        ins.push_back(rand_in(name, {sz.B, 3 * H}, 113 + static_cast<std::uint32_t>(t), -3, 3));
+        Node rec = matmul(h, r);
+        Node zr = add(slice(x, 1, 0, 2 * H), slice(rec, 1, 0, 2 * H));
+        Node z = sigmoid(slice(zr, 1, 0, H)), rg = sigmoid(slice(zr, 1, H, 2 * H));
+        Node n = tanh(add(slice(x, 1, 2 * H, 3 * H), mul(rg, slice(rec, 1, 2 * H, 3 * H))));
+        if (fetch_gate && t == 1) fetched_gate = z;
+        h = add(mul(sub(g.constant(1.0f), z), n), mul(z, h));
+        fetches.push_back(h);
+      }
+      if (fetch_gate) fetches.push_back(fetched_gate);
+      InputShapes shapes;
+      std::vector<FeedItem> feeds;
+      for (const In& in : ins) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      std::vector<std::vector<float>> out[2];
+      for (const bool fused : {false, true}) {
+        CompileOptions o;
+        o.experimental.gru_cells = fused;
+        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
+        cg.run(feeds);
+        for (const Node& n : fetches) out[fused].push_back(cg.read(n));
+        int cells = 0;
+        for (const auto& n : detail::executable_of(cg).plan().nodes)
+          cells += n.op == detail::OpKind::GruHidden;
+        EXPECT_EQ(cells, fused ? (fetch_gate ? 2 : 3) : 0) << GetParam().name;
+      }
+      for (std::size_t k = 0; k < fetches.size(); ++k) {
+        ASSERT_EQ(out[1][k].size(), out[0][k].size());
+        for (std::size_t e = 0; e < out[0][k].size(); ++e) {
+          const float want = out[0][k][e];
+          if (sz.bitwise) {
+            ASSERT_EQ(out[1][k][e], want) << "fetch " << k << ", element " << e;
+          } else {
+            ASSERT_NEAR(out[1][k][e], want, 2e-6 * (1 + std::fabs(want)))
+                << "fetch " << k << ", element " << e;
+          }
+        }
+      }
+      if (sz.bitwise) testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on/off
+    }
+  }
+}
+
 // grouped_conv_layouts: an inverted residual block (1x1 expansion, depthwise 3x3, 1x1
 // projection plus the block's input) and a grouped 3x3 convolution (4 channels per group) keep
 // the CPU's layout through the grouped layers where oneDNN has a fast kernel for them in it

@@ -386,8 +386,16 @@ struct CompileOptions {
     /// With `fuse`: an LSTM step's elementwise tail (the gates' sigmoids and tanhs, the new
     /// cell and hidden states: fourteen nodes as ONNX's LSTM unrolls) becomes two nodes,
     /// lstm_cell and lstm_hidden, one kernel each on each platform (pass fuse_lstm_cells).
-    /// Results equal the decomposed nodes' bitwise. Off: the fourteen nodes.
+    /// Results equal the decomposed nodes' within float rounding (bitwise where those run the
+    /// same sigmoid and tanh: on OpenCL, and on the CPU below 4096 elements a gate, where
+    /// larger ones go to oneDNN's). Off: the fourteen nodes.
     bool lstm_cells = true;
+    /// With `fuse`: a GRU step with linear_before_reset (PyTorch's export) after its two
+    /// products (two sigmoids, a tanh, the gates' sums and the blend with the previous state:
+    /// seventeen nodes as ONNX's GRU unrolls) becomes one gru_hidden node (pass
+    /// fuse_gru_cells). Results equal the decomposed nodes' within float rounding (bitwise
+    /// where those run the same sigmoid and tanh). Off: the seventeen nodes.
+    bool gru_cells = true;
     /// With `fuse`, on the CPU: a product's bias add (one value per column: a Linear layer's,
     /// Gemm's, an imported 3-d MatMul's through the reshape back from its 2-d product) runs in
     /// the product's epilogue pass instead of as a node of its own (pass

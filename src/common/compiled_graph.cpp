@@ -66,6 +66,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.silu = options_.experimental.silu_nodes;
   po.layer_norm = options_.experimental.layer_norm_nodes;
   po.lstm_cells = options_.experimental.lstm_cells;
+  po.gru_cells = options_.experimental.gru_cells;
   po.matmul_bias = options_.experimental.matmul_bias;
   if (options_.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
   po.layouts_through_pool_concat = options_.experimental.layouts_through_pool_concat;

@@ -112,6 +112,14 @@ struct LstmGates {
   friend bool operator==(const LstmGates&, const LstmGates&) = default;
 };
 
+/// gru_hidden (compiler-made, fuse_gru_cells): which third of the input and recurrent
+/// projections X, Rc [B, 3H] (columns [k * H, (k + 1) * H)) is the update, reset and new gate.
+struct GruGates {
+  static constexpr std::string_view kName = "gru gates";
+  std::int8_t z = 0, r = 1, h = 2;  // ONNX's order z, r, h
+  friend bool operator==(const GruGates&, const GruGates&) = default;
+};
+
 /// axpby: a * x + b * y.
 struct AxpbyCoeffs {
   static constexpr std::string_view kName = "axpby coefficients";
@@ -357,7 +365,7 @@ struct Attrs {
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
                ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
                PieceIndex, InputChoice, EmbeddingStep, ScaleFactor, AxpbyCoeffs, LeakySlope,
-               ClipRange, LayerNormEps, LstmGates>
+               ClipRange, LayerNormEps, LstmGates, GruGates>
       payload;
 
   template <class T>

@@ -39,7 +39,9 @@
 // LSTM (four slices of the gate pre-activations, three sigmoids, two tanhs, three products and
 // a sum: fourteen nodes over [B, H] per step, a third of an LSTM classifier's node time at
 // batch 16), becomes two nodes: lstm_cell (the new cell state) and lstm_hidden (the new
-// hidden state), each one pass over the gates. After autodiff, as the others.
+// hidden state), each one pass over the gates. fuse_gru_cells does the same for a GRU step
+// with linear_before_reset (PyTorch's export: seven slices, two sigmoids, a tanh, three sums,
+// three products and 1 - z, seventeen nodes) -> gru_hidden. After autodiff, as the others.
 //
 // fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
@@ -336,24 +338,31 @@ struct Fuser {
     return true;
   }
 
+  // slice(src, last axis, [k * H, k * H + width)) of a float [B, n] value, read once: src, k.
+  bool band(std::uint32_t s, std::int64_t H, std::int64_t width, std::uint32_t& src,
+            std::int8_t& k) const {
+    if (!absorbable(s, OpKind::Slice, 1)) return false;
+    const PlanNode& sn = p.nodes[s];
+    const TensorType& st = p.nodes[sn.inputs[0]].type;
+    if (st.dtype != DType::f32 || st.shape.rank() != 2 ||
+        (sn.attrs.axis != 1 && sn.attrs.axis != -1))
+      return false;
+    const SliceRange r = sn.attrs.get<SliceRange>();
+    if (r.begin < 0 || r.begin % H != 0 || r.end - r.begin != width || r.end > st.shape.dim(1))
+      return false;
+    src = sn.inputs[0];
+    k = static_cast<std::int8_t>(r.begin / H);
+    return true;
+  }
   // act(slice(G, last axis, [k * H, (k + 1) * H))) with act sigmoid or tanh, both read once,
   // G float [B, 4H]: gate k of G. `g` is the G the other gates found (kNoNode: none yet).
   static constexpr std::uint32_t kNoNode = ~0u;
   bool lstm_gate(std::uint32_t act, OpKind want, std::int64_t H, std::uint32_t& g,
                  std::int8_t& k) const {
-    if (!absorbable(act, want, 1)) return false;
-    const std::uint32_t s = p.nodes[act].inputs[0];
-    if (!absorbable(s, OpKind::Slice, 1)) return false;
-    const PlanNode& sn = p.nodes[s];
-    const std::uint32_t src = sn.inputs[0];
-    const TensorType& gt = p.nodes[src].type;
-    if (gt.dtype != DType::f32 || gt.shape.rank() != 2 || gt.shape.dim(1) != 4 * H ||
-        (sn.attrs.axis != 1 && sn.attrs.axis != -1) || (g != kNoNode && g != src))
-      return false;
-    const SliceRange r = sn.attrs.get<SliceRange>();
-    if (r.begin < 0 || r.end - r.begin != H || r.begin % H != 0 || r.end > 4 * H) return false;
+    std::uint32_t src = kNoNode;
+    if (!absorbable(act, want, 1) || !band(p.nodes[act].inputs[0], H, H, src, k)) return false;
+    if (p.nodes[src].type.shape.dim(1) != 4 * H || (g != kNoNode && g != src)) return false;
     g = src;
-    k = static_cast<std::int8_t>(r.begin / H);
     return true;
   }
   // mul(sigmoid(gate i), tanh(gate g)), either order, at node m (whose own readers the caller
@@ -461,6 +470,93 @@ struct Fuser {
     if (!rewrite(h, OpKind::LstmHidden, std::move(a), {g, c}, so)) return false;
     for (std::uint32_t d : {so, slice_o, tc}) kill(d, h);
     return true;
+  }
+
+  // A GRU step with linear_before_reset as the importer unrolls it (PyTorch's export), X the
+  // step's input projection and Rc its recurrent one, [B, 3H]:
+  //   zr = add(slice(X, [0, 2H)), slice(Rc, [0, 2H))), z = sigmoid(slice(zr, z's third)),
+  //   r = sigmoid(slice(zr, r's third)), n = tanh(add(slice(X, h), mul(r, slice(Rc, h)))),
+  //   y = add(mul(sub(1, z), n), mul(z, h_prev))
+  // (operands of adds and products in either order) -> gru_hidden(X, Rc, h_prev) at y, where
+  // every value but X, Rc and h_prev is read by the pattern alone.
+  void gru_cells() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& y = p.nodes[i];
+      if (y.storage != Storage::Computed || y.op != OpKind::Add || y.type.dtype != DType::f32 ||
+          y.type.shape.rank() != 2)
+        continue;
+      for (int side : {0, 1}) {
+        const std::uint32_t m1 = y.inputs[static_cast<std::size_t>(side)],
+                            m2 = y.inputs[static_cast<std::size_t>(1 - side)];
+        if (m1 != m2 && absorbable(m1, OpKind::Mul, 1) && absorbable(m2, OpKind::Mul, 1) &&
+            gru_at(i, m1, m2))
+          break;
+      }
+    }
+  }
+  // y = add(m1, m2): m2 = mul(z, h_prev), m1 = mul(sub(1, z), n).
+  bool gru_at(std::uint32_t y, std::uint32_t m1, std::uint32_t m2) {
+    for (int zs : {0, 1}) {
+      const std::uint32_t z = p.nodes[m2].inputs[static_cast<std::size_t>(zs)],
+                          hp = p.nodes[m2].inputs[static_cast<std::size_t>(1 - zs)];
+      if (z == hp || !absorbable(z, OpKind::Sigmoid, 2) || p.nodes[hp].type != p.nodes[y].type)
+        continue;
+      for (int ss : {0, 1}) {
+        const std::uint32_t s = p.nodes[m1].inputs[static_cast<std::size_t>(ss)],
+                            n = p.nodes[m1].inputs[static_cast<std::size_t>(1 - ss)];
+        if (absorbable(s, OpKind::Sub, 1) && p.nodes[s].inputs[1] == z &&
+            scalar(p.nodes[s].inputs[0]) == 1.0f && absorbable(n, OpKind::Tanh, 1) &&
+            gru_new_gate(y, {m1, m2, s, n}, z, hp, n))
+          return true;
+      }
+    }
+    return false;
+  }
+  // n = tanh(add(slice(X, h), mul(r, slice(Rc, h)))), then z's and r's sums.
+  bool gru_new_gate(std::uint32_t y, std::vector<std::uint32_t> absorbed, std::uint32_t z,
+                    std::uint32_t hp, std::uint32_t n) {
+    const std::int64_t H = p.nodes[y].type.shape.dim(1);
+    const std::uint32_t t = p.nodes[n].inputs[0];
+    if (!absorbable(t, OpKind::Add, 1)) return false;
+    for (int ts : {0, 1}) {
+      const std::uint32_t xh = p.nodes[t].inputs[static_cast<std::size_t>(ts)],
+                          rm = p.nodes[t].inputs[static_cast<std::size_t>(1 - ts)];
+      GruGates k;
+      std::uint32_t X = kNoNode;
+      if (!band(xh, H, H, X, k.h) || !absorbable(rm, OpKind::Mul, 1)) continue;
+      for (int rs : {0, 1}) {
+        const std::uint32_t r = p.nodes[rm].inputs[static_cast<std::size_t>(rs)],
+                            rch = p.nodes[rm].inputs[static_cast<std::size_t>(1 - rs)];
+        std::uint32_t Rc = kNoNode, zr = kNoNode, zr2 = kNoNode;
+        std::int8_t kh = -1;
+        if (!absorbable(r, OpKind::Sigmoid, 1) || !band(rch, H, H, Rc, kh) || kh != k.h ||
+            Rc == X || p.nodes[X].type != p.nodes[Rc].type ||
+            p.nodes[X].type.shape != Shape{p.nodes[y].type.shape.dim(0), 3 * H})
+          continue;
+        if (!band(p.nodes[z].inputs[0], H, H, zr, k.z) ||
+            !band(p.nodes[r].inputs[0], H, H, zr2, k.r) || zr != zr2 ||
+            !absorbable(zr, OpKind::Add, 2))
+          continue;
+        // zr = add(slice(X, [0, 2H)), slice(Rc, [0, 2H))), either order.
+        const std::uint32_t a = p.nodes[zr].inputs[0], b = p.nodes[zr].inputs[1];
+        std::uint32_t sa = kNoNode, sb = kNoNode;
+        std::int8_t ka = -1, kb = -1;
+        if (a == b || !band(a, H, 2 * H, sa, ka) || !band(b, H, 2 * H, sb, kb) || ka != 0 ||
+            kb != 0 || !((sa == X && sb == Rc) || (sa == Rc && sb == X)))
+          continue;
+        absorbed.insert(absorbed.end(), {t, xh, rm, r, rch, z, p.nodes[z].inputs[0],
+                                         p.nodes[r].inputs[0], zr, a, b});
+        for (std::uint32_t d : absorbed) {
+          if (p.nodes[d].device != p.nodes[y].device) return false;
+        }
+        Attrs at;
+        at.set(k);
+        if (!rewrite(y, OpKind::GruHidden, std::move(at), {X, Rc, hp}, y)) return false;
+        for (std::uint32_t d : absorbed) kill(d, y);
+        return true;
+      }
+    }
+    return false;
   }
 
   // relu / clip / leaky_relu / sigmoid / silu / hard_swish of a convolution -> fused_conv2d at
@@ -622,6 +718,9 @@ void fuse_layer_norm(Plan& p, const Capabilities* caps) {
 }
 void fuse_lstm_cells(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).lstm_cells();
+}
+void fuse_gru_cells(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).gru_cells();
 }
 void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);

@@ -181,6 +181,11 @@ enum class OpKind : std::uint8_t {
   // lstm_hidden (G, c) is the hidden state sigmoid(o) * tanh(c).
   LstmCell,
   LstmHidden,
+  // nn.cpp, compiler-made (fuse_gru_cells), GruGates: a GRU step with linear_before_reset (as
+  // PyTorch exports it) after its products: gru_hidden(X, Rc, h_prev), X the step's input
+  // projection and Rc its recurrent one (with its bias), both [B, 3H]; z = sigmoid(X_z + Rc_z),
+  // r = sigmoid(X_r + Rc_r), n = tanh(X_h + r * Rc_h), h = (1 - z) * n + z * h_prev.
+  GruHidden,
 // elementwise.cpp: the ops declared by their rows alone (softsign, prelu, ...), in the rows'
 // order; written by cmake/GenerateOps.cmake (CONTRIBUTING.md, "Adding an op")
 #include "compiler/row_op_kinds.inc"

@@ -285,8 +285,9 @@ struct PlanOptions {
   bool silu = true;
   /// fuse_layer_norm (with fuse).
   bool layer_norm = true;
-  /// fuse_lstm_cells (with fuse).
+  /// fuse_lstm_cells and fuse_gru_cells (with fuse).
   bool lstm_cells = true;
+  bool gru_cells = true;
   /// fuse_matmul_accumulate takes bias adds too (with fuse).
   bool matmul_bias = true;
   /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
@@ -369,6 +370,7 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_silu(Plan& p, const Capabilities* caps);
 void fuse_layer_norm(Plan& p, const Capabilities* caps);
 void fuse_lstm_cells(Plan& p, const Capabilities* caps);
+void fuse_gru_cells(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.

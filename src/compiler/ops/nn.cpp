@@ -124,6 +124,21 @@ TensorType infer_lstm(const InferCtx& c) {
   return state;
 }
 
+// gru_hidden(X, Rc, h_prev): X and Rc float [B, 3H]; the state [B, H].
+TensorType infer_gru(const InferCtx& c) {
+  const TensorType& x = c.in[0];
+  if (x.shape.rank() != 2 || x.shape.dim(1) % 3 != 0 || x.dtype != DType::f32)
+    c.fail("gru_hidden: the input projection must be float [B, 3H], got " + x.shape.str());
+  if (c.in[1] != x) c.fail("gru_hidden: the recurrent projection must be float " + x.shape.str());
+  const TensorType state{Shape{x.shape.dim(0), x.shape.dim(1) / 3}, DType::f32};
+  if (c.in[2] != state) c.fail("gru_hidden: the previous state must be float " + state.shape.str());
+  const GruGates k = c.attrs.get<GruGates>();
+  for (int q : {k.z, k.r, k.h}) {
+    if (q < 0 || q > 2) c.fail("gru_hidden: gate index " + std::to_string(q) + " outside 0..2");
+  }
+  return state;
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& t) {
@@ -135,8 +150,8 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .inplace = 0b1u,
                .infer = infer_layer_norm,
                .flops_per_elem = 8});
-  // Made by fuse_lstm_cells after autodiff, as layer_norm. The state may be overwritten in
-  // place: each element is read before it is written.
+  // Made by fuse_lstm_cells and fuse_gru_cells after autodiff, as layer_norm. The state may
+  // be overwritten in place: each element is read before it is written.
   t.push_back({.kind = OpKind::LstmCell,
                .name = "lstm_cell",
                .arity = -1,
@@ -149,6 +164,12 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .inplace = 0b10u,
                .infer = infer_lstm,
                .flops_per_elem = 30});
+  t.push_back({.kind = OpKind::GruHidden,
+               .name = "gru_hidden",
+               .arity = 3,
+               .inplace = 0b100u,
+               .infer = infer_gru,
+               .flops_per_elem = 40});
   t.push_back({.kind = OpKind::Softmax,
                .name = "softmax",
                .arity = 1,

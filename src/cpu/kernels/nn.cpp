@@ -1,5 +1,5 @@
 // Softmax, log-softmax, cross-entropy and their gradients, dropout, layer_norm and the LSTM
-// cell's tail. Rows along the last axis
+// and GRU cells' tails. Rows along the last axis
 // take a contiguous vectorised path; other axes a strided one.
 #include <algorithm>
 #include <cfloat>
@@ -423,30 +423,104 @@ LstmRows lstm_rows(const KernelArgs& k) {
           k.node.attrs.get<LstmGates>(),
           k.node.op == OpKind::LstmHidden};
 }
-std::unique_ptr<CpuKernel> make_lstm(const KernelArgs& k) {
-  const CodePath& path = code_path();
-  return make_kernel([l = lstm_rows(k), &path](const ExecCtx& ctx) {
-    auto sig = [&](const float* x, float* o, std::int64_t m) {
-      path.map(VecFn::sigmoid, 1.0f, x, nullptr, o, m);
-    };
-    auto tanh_of = [&](const float* x, float* o, std::int64_t m) {
-      path.map(VecFn::tanh, 1.0f, x, nullptr, o, m);
-    };
-    parallel_for(ctx, l.rows, std::max<std::int64_t>(1, kParallelGrain / (8 * l.H)),
-                 [&](std::int64_t b, std::int64_t e) { l.run(b, e, sig, tanh_of); });
-  });
+// gru_hidden (fuse_gru_cells), as lstm_cell: blocks of the gates' sums through the code path's
+// sigmoid and tanh, then the blend, each step an operation of the nodes it replaces. h may be
+// h_prev (in place).
+struct GruRows {
+  const float* x;   // [B, 3H]
+  const float* rc;  // [B, 3H]
+  const float* prev;
+  float* out;
+  std::int64_t rows, H;
+  GruGates k;
+  template <class Sig, class Tanh>
+  void run(std::int64_t r0, std::int64_t r1, Sig&& sig, Tanh&& tanh_of) const {
+    constexpr std::int64_t kBlock = 256;
+    alignas(64) float z[kBlock], r[kBlock], n[kBlock];
+    for (std::int64_t row = r0; row < r1; ++row) {
+      const float* xr = x + 3 * row * H;
+      const float* rr = rc + 3 * row * H;
+      for (std::int64_t j = 0; j < H; j += kBlock) {
+        const std::int64_t m = std::min(kBlock, H - j);
+        const float *xz = xr + k.z * H + j, *rz = rr + k.z * H + j;
+        const float *xq = xr + k.r * H + j, *rq = rr + k.r * H + j;
+        const float *xh = xr + k.h * H + j, *rh = rr + k.h * H + j;
+        for (std::int64_t e = 0; e < m; ++e) z[e] = xz[e] + rz[e];
+        for (std::int64_t e = 0; e < m; ++e) r[e] = xq[e] + rq[e];
+        sig(z, z, m);
+        sig(r, r, m);
+        for (std::int64_t e = 0; e < m; ++e) {
+          const float gated = r[e] * rh[e];
+          n[e] = xh[e] + gated;
+        }
+        tanh_of(n, n, m);
+        const float* hp = prev + row * H + j;
+        float* o = out + row * H + j;
+        for (std::int64_t e = 0; e < m; ++e) {
+          const float fresh = (1.0f - z[e]) * n[e], kept = z[e] * hp[e];
+          o[e] = fresh + kept;
+        }
+      }
+    }
+  }
+};
+GruRows gru_rows(const KernelArgs& k) {
+  return {k.in_f(0),
+          k.in_f(1),
+          k.in_f(2),
+          k.out_f(),
+          k.out_shape().dim(0),
+          k.out_shape().dim(1),
+          k.node.attrs.get<GruGates>()};
 }
-// Reference: the formulas of the reference sigmoid and tanh kernels, element by element.
+// The code path's (or the reference's) sigmoid and tanh over m floats, for the cells' rows.
+struct VecActs {
+  const CodePath& path;
+  void sig(const float* x, float* o, std::int64_t m) const {
+    path.map(VecFn::sigmoid, 1.0f, x, nullptr, o, m);
+  }
+  void tanh_of(const float* x, float* o, std::int64_t m) const {
+    path.map(VecFn::tanh, 1.0f, x, nullptr, o, m);
+  }
+};
+struct RefActs {
+  static void sig(const float* x, float* o, std::int64_t m) {
+    for (std::int64_t e = 0; e < m; ++e) o[e] = 1.0f / (1.0f + std::exp(-x[e]));
+  }
+  static void tanh_of(const float* x, float* o, std::int64_t m) {
+    for (std::int64_t e = 0; e < m; ++e) o[e] = std::tanh(x[e]);
+  }
+};
+// A cell's kernel: rows of `Rows` (LstmRows, GruRows) with the code path's activations, or
+// (Reference) the reference's on one thread.
+template <class Rows, bool Reference>
+std::unique_ptr<CpuKernel> make_cell(const Rows& rows) {
+  if constexpr (Reference) {
+    return make_kernel([l = rows](const ExecCtx&) {
+      auto sig = [](const float* x, float* o, std::int64_t m) { RefActs::sig(x, o, m); };
+      auto tanh_of = [](const float* x, float* o, std::int64_t m) { RefActs::tanh_of(x, o, m); };
+      l.run(0, l.rows, sig, tanh_of);
+    });
+  } else {
+    return make_kernel([l = rows, acts = VecActs{code_path()}](const ExecCtx& ctx) {
+      auto sig = [&](const float* x, float* o, std::int64_t m) { acts.sig(x, o, m); };
+      auto tanh_of = [&](const float* x, float* o, std::int64_t m) { acts.tanh_of(x, o, m); };
+      parallel_for(ctx, l.rows, std::max<std::int64_t>(1, kParallelGrain / (8 * l.H)),
+                   [&](std::int64_t b, std::int64_t e) { l.run(b, e, sig, tanh_of); });
+    });
+  }
+}
+std::unique_ptr<CpuKernel> make_lstm(const KernelArgs& k) {
+  return make_cell<LstmRows, false>(lstm_rows(k));
+}
 std::unique_ptr<CpuKernel> make_lstm_ref(const KernelArgs& k) {
-  return make_kernel([l = lstm_rows(k)](const ExecCtx&) {
-    auto sig = [](const float* x, float* o, std::int64_t m) {
-      for (std::int64_t e = 0; e < m; ++e) o[e] = 1.0f / (1.0f + std::exp(-x[e]));
-    };
-    auto tanh_of = [](const float* x, float* o, std::int64_t m) {
-      for (std::int64_t e = 0; e < m; ++e) o[e] = std::tanh(x[e]);
-    };
-    l.run(0, l.rows, sig, tanh_of);
-  });
+  return make_cell<LstmRows, true>(lstm_rows(k));
+}
+std::unique_ptr<CpuKernel> make_gru(const KernelArgs& k) {
+  return make_cell<GruRows, false>(gru_rows(k));
+}
+std::unique_ptr<CpuKernel> make_gru_ref(const KernelArgs& k) {
+  return make_cell<GruRows, true>(gru_rows(k));
 }
 
 }  // namespace
@@ -467,6 +541,7 @@ void register_nn_kernels(KernelRegistry& r) {
   add(OpKind::LayerNorm, "rows", make_layer_norm, make_layer_norm_ref);
   add(OpKind::LstmCell, "rows", make_lstm, make_lstm_ref);
   add(OpKind::LstmHidden, "rows", make_lstm, make_lstm_ref);
+  add(OpKind::GruHidden, "rows", make_gru, make_gru_ref);
 }
 
 }  // namespace hetgraph::detail::cpu

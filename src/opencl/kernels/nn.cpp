@@ -104,6 +104,16 @@ std::unique_ptr<ClOp> make_lstm(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(kern)));
 }
 
+// gru_hidden: a work-item per state element.
+std::unique_ptr<ClOp> make_gru(const OpArgs& a) {
+  const Shape out = a.out_shape();
+  const GruGates k = a.node.attrs.get<GruGates>();
+  return make_seq(launch_1d(
+      a.device,
+      make_kernel(a.program("nn"), "gru_hidden", a.in[0], a.in[1], a.in[2], a.out,
+                  to_int(out.dim(0)), to_int(out.dim(1)), cl_int{k.z}, cl_int{k.r}, cl_int{k.h})));
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -118,6 +128,7 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpKind::LayerNorm, {"cl_layer_norm", nullptr, make_layer_norm});
   r.add(OpKind::LstmCell, {"cl_lstm_cell", nullptr, make_lstm});
   r.add(OpKind::LstmHidden, {"cl_lstm_hidden", nullptr, make_lstm});
+  r.add(OpKind::GruHidden, {"cl_gru_hidden", nullptr, make_gru});
 }
 
 }  // namespace hetgraph::detail::cl
