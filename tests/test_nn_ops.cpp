@@ -404,6 +404,47 @@ TEST_P(NnOpTest, LayerNormNodesEqualTheDecomposedOnes) {
   }
 }
 
+// gelu_nodes: GELU as exports before opset 20 write it, in three association orders (PyTorch's,
+// Hugging Face's, and with a product by 1 / sqrt 2), becomes one gelu node whose values equal
+// the five nodes' within float rounding; a fetched erf keeps the five nodes.
+TEST_P(NnOpTest, GeluNodesEqualTheDecomposedOnes) {
+  for (int form = 0; form < 3; ++form) {
+    for (const bool fetch_inner : {false, true}) {
+      SCOPED_TRACE("form " + std::to_string(form) + (fetch_inner ? ", erf fetched" : ""));
+      Graph g;
+      auto x = g.input("x");
+      Node e = erf(form == 2 ? mul(x, g.constant(0.70710678f)) : div(x, g.constant(1.41421356f)));
+      Node y;
+      if (form == 0) {
+        y = mul(mul(x, add(e, g.constant(1.0f))), g.constant(0.5f));
+      } else if (form == 1) {
+        y = mul(mul(x, g.constant(0.5f)), add(g.constant(1.0f), e));
+      } else {
+        y = mul(add(e, g.constant(1.0f)), mul(g.constant(0.5f), x));
+      }
+      Node z = add(y, x);
+      std::vector<Node> fetches{z};
+      if (fetch_inner) fetches.push_back(e);
+      const In in = rand_in("x", {3, 5, 67}, 131, -6, 6);
+      std::vector<float> out[2];
+      for (const bool fused : {false, true}) {
+        CompileOptions o;
+        o.experimental.gelu_nodes = fused;
+        auto cg = GraphCompiler(GetParam().make(), o).compile(g, {{"x", in.shape}}, fetches);
+        cg.run({{"x", in.values}});
+        out[fused] = cg.read(z);
+        int gelus = 0;
+        for (const auto& n : detail::executable_of(cg).plan().nodes)
+          gelus += n.op == detail::OpKind::Gelu;
+        EXPECT_EQ(gelus, fused && !fetch_inner ? 1 : 0) << GetParam().name;
+      }
+      for (std::size_t i = 0; i < out[0].size(); ++i)
+        ASSERT_NEAR(out[1][i], out[0][i], 2e-6 * (1 + std::fabs(out[0][i]))) << i;
+      testing_util::run_checked(GetParam(), g, {in}, fetches);  // planner on and off, bitwise
+    }
+  }
+}
+
 // lstm_cells: three LSTM steps as ONNX's LSTM unrolls them (gates i, o, f, c; no previous
 // cell state at the first step) become an lstm_cell and an lstm_hidden node each; a step whose
 // input gate is fetched keeps its nodes. The states equal the fourteen nodes' bitwise where

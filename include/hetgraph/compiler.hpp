@@ -383,6 +383,10 @@ struct CompileOptions {
     /// becomes one layer_norm node, one kernel on each platform (pass fuse_layer_norm). Its
     /// results equal the nine nodes' within float rounding. Off: the nine nodes.
     bool layer_norm_nodes = true;
+    /// With `fuse`: GELU as exports before opset 20 write it (x * 0.5 * (1 + erf(x / sqrt 2)),
+    /// five nodes: BERT, ViT, ConvNeXt) becomes one gelu node (pass fuse_gelu). Its results
+    /// equal the five nodes' within float rounding. Off: the five nodes.
+    bool gelu_nodes = true;
     /// With `fuse`: an LSTM step's elementwise tail (the gates' sigmoids and tanhs, the new
     /// cell and hidden states: fourteen nodes as ONNX's LSTM unrolls) becomes two nodes,
     /// lstm_cell and lstm_hidden, one kernel each on each platform (pass fuse_lstm_cells).

@@ -35,6 +35,9 @@
 // autodiff, as the others: a training graph's gradients read the decomposed ops' values, so
 // they stay there (the pattern's values must have no other reader).
 //
+// fuse_gelu (issue 48): GELU as exports before opset 20 write it (div by sqrt 2, erf, add 1,
+// two products: five passes over an MLP's widest activation) becomes one gelu node.
+//
 // fuse_lstm_cells (issue 48): an LSTM step's elementwise tail, as the importer unrolls ONNX's
 // LSTM (four slices of the gate pre-activations, three sigmoids, two tanhs, three products and
 // a sum: fourteen nodes over [B, H] per step, a third of an LSTM classifier's node time at
@@ -472,6 +475,67 @@ struct Fuser {
     return true;
   }
 
+  // GELU as exports before opset 20 write it (PyTorch's nn.GELU and F.gelu, BERT's, ViT's and
+  // ConvNeXt's MLPs): y = x * 0.5 * (1 + erf(x / sqrt 2)), the three factors' products in any
+  // association and order, the division possibly a product by 1 / sqrt 2 -> gelu(x) at y.
+  void gelus() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& y = p.nodes[i];
+      if (y.storage != Storage::Computed || y.op != OpKind::Mul || y.type.dtype != DType::f32)
+        continue;
+      for (int side : {0, 1}) {
+        const std::uint32_t inner = y.inputs[static_cast<std::size_t>(side)],
+                            third = y.inputs[static_cast<std::size_t>(1 - side)];
+        if (inner != third && absorbable(inner, OpKind::Mul, 1) && gelu_at(i, inner, third)) break;
+      }
+    }
+  }
+  // 1 + erf(x / sqrt 2) (either order) at node s, read once: x, or kNoNode.
+  std::uint32_t gelu_erf_term(std::uint32_t s, std::vector<std::uint32_t>& absorbed) const {
+    if (!absorbable(s, OpKind::Add, 1)) return kNoNode;
+    for (int side : {0, 1}) {
+      const std::uint32_t e = p.nodes[s].inputs[static_cast<std::size_t>(side)];
+      if (scalar(p.nodes[s].inputs[static_cast<std::size_t>(1 - side)]) != 1.0f ||
+          !absorbable(e, OpKind::Erf, 1))
+        continue;
+      const std::uint32_t t = p.nodes[e].inputs[0];
+      const PlanNode& tn = p.nodes[t];
+      const bool div = absorbable(t, OpKind::Div, 1), mul = absorbable(t, OpKind::Mul, 1);
+      if (!div && !mul) continue;
+      for (int ts : {0, 1}) {
+        if (div && ts == 1) break;  // x / sqrt 2 only
+        const float c = scalar(tn.inputs[static_cast<std::size_t>(1 - ts)]);
+        const float want = div ? 1.41421356237f : 0.707106781187f;
+        if (!(std::fabs(c - want) <= 1e-6f)) continue;
+        absorbed.insert(absorbed.end(), {s, e, t});
+        return tn.inputs[static_cast<std::size_t>(ts)];
+      }
+    }
+    return kNoNode;
+  }
+  // y = mul(inner, third): {inner's two factors, third} = {x, 0.5, 1 + erf(x / sqrt 2)}.
+  bool gelu_at(std::uint32_t y, std::uint32_t inner, std::uint32_t third) {
+    const std::uint32_t a = p.nodes[inner].inputs[0], b = p.nodes[inner].inputs[1];
+    const std::uint32_t factors[3] = {a, b, third};
+    for (int half = 0; half < 3; ++half) {  // which factor is 0.5
+      if (scalar(factors[half]) != 0.5f) continue;
+      for (int term = 0; term < 3; ++term) {  // which is 1 + erf(x / sqrt 2)
+        if (term == half) continue;
+        const std::uint32_t x = factors[3 - half - term];
+        std::vector<std::uint32_t> absorbed{inner};
+        if (gelu_erf_term(factors[term], absorbed) != x || p.nodes[x].type != p.nodes[y].type)
+          continue;
+        for (std::uint32_t d : absorbed) {
+          if (p.nodes[d].device != p.nodes[y].device) return false;
+        }
+        if (!rewrite(y, OpKind::Gelu, Attrs{}, {x}, inner)) return false;
+        for (std::uint32_t d : absorbed) kill(d, y);
+        return true;
+      }
+    }
+    return false;
+  }
+
   // A GRU step with linear_before_reset as the importer unrolls it (PyTorch's export), X the
   // step's input projection and Rc its recurrent one, [B, 3H]:
   //   zr = add(slice(X, [0, 2H)), slice(Rc, [0, 2H))), z = sigmoid(slice(zr, z's third)),
@@ -715,6 +779,9 @@ void fuse_silu(Plan& p, const Capabilities* caps) {
 }
 void fuse_layer_norm(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).layer_norms();
+}
+void fuse_gelu(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).gelus();
 }
 void fuse_lstm_cells(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).lstm_cells();

@@ -653,6 +653,8 @@ const Pass kPasses[] = {
     {"fuse_layer_norm",
      [](Plan& p, const PassContext& c) { fuse_layer_norm(p, c.options.capabilities); },
      [](const PlanOptions& o) { return o.fuse && o.layer_norm; }},
+    {"fuse_gelu", [](Plan& p, const PassContext& c) { fuse_gelu(p, c.options.capabilities); },
+     [](const PlanOptions& o) { return o.fuse && o.gelu; }},
     {"fuse_lstm_cells",
      [](Plan& p, const PassContext& c) { fuse_lstm_cells(p, c.options.capabilities); },
      [](const PlanOptions& o) { return o.fuse && o.lstm_cells; }},

@@ -285,6 +285,8 @@ struct PlanOptions {
   bool silu = true;
   /// fuse_layer_norm (with fuse).
   bool layer_norm = true;
+  /// fuse_gelu (with fuse).
+  bool gelu = true;
   /// fuse_lstm_cells and fuse_gru_cells (with fuse).
   bool lstm_cells = true;
   bool gru_cells = true;
@@ -369,6 +371,7 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 /// the product; the sigmoid does no work. Only where the platform has a silu kernel.
 void fuse_silu(Plan& p, const Capabilities* caps);
 void fuse_layer_norm(Plan& p, const Capabilities* caps);
+void fuse_gelu(Plan& p, const Capabilities* caps);
 void fuse_lstm_cells(Plan& p, const Capabilities* caps);
 void fuse_gru_cells(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);

@@ -143,9 +143,11 @@ hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o) {
   co.experimental.grouped_conv_layouts = o.grouped_layouts;
   co.experimental.packed_weights = o.packed_weights;
   co.experimental.layer_norm_nodes = o.layer_norm;
+  co.experimental.gelu_nodes = o.gelu;
   co.experimental.lstm_cells = o.lstm_cells;
   co.experimental.gru_cells = o.gru_cells;
   co.experimental.matmul_bias = o.matmul_bias;
+  co.experimental.gelu_nodes = o.gelu;
   co.experimental.lstm_cells = o.lstm_cells;
   co.experimental.gru_cells = o.gru_cells;
   co.experimental.concat_in_place = o.concat_in_place;

@@ -21,12 +21,12 @@ struct Options : hetgraph::tool::EngineFlags {
   bool json = false, fuse = true, winograd = false;
   bool profile = false;  // --profile: time by op kind and the top nodes (in the JSON with --json)
   // --no-own-winograd, --no-layouts-through, --no-grouped-layouts, --no-concat-in-place,
-  // --no-packed-weights, --no-layer-norm, --no-matmul-bias, --no-lstm-cells, --no-gru-cells:
-  // CompileOptions::Experimental's own_winograd, layouts_through_pool_concat,
+  // --no-packed-weights, --no-layer-norm, --no-matmul-bias, --no-gelu, --no-lstm-cells,
+  // --no-gru-cells: CompileOptions::Experimental's own_winograd, layouts_through_pool_concat,
   // grouped_conv_layouts, concat_in_place, packed_weights, layer_norm_nodes, matmul_bias,
-  // lstm_cells, gru_cells
+  // gelu_nodes, lstm_cells, gru_cells
   bool own_winograd = true, layouts_through = true, grouped_layouts = true, concat_in_place = true,
-       packed_weights = true, layer_norm = true, matmul_bias = true, lstm_cells = true,
+       packed_weights = true, layer_norm = true, matmul_bias = true, gelu = true, lstm_cells = true,
        gru_cells = true;
   // The import's budgets (ImportOptions): --max-import-nodes, --max-import-host-bytes,
   // --max-import-tensor-bytes, --max-import-seconds; a model over one fails naming the flag.
@@ -55,8 +55,8 @@ inline constexpr const char* kUsage =
     "                    [--repeat 10] [--warmup 3] [--trace FILE] [--profile] [--seed N]\n"
     "                    [--no-fuse] [--winograd] [--no-own-winograd] [--no-layouts-through]\n"
     "                    [--no-grouped-layouts] [--no-concat-in-place] [--no-packed-weights]\n"
-    "                    [--no-layer-norm] [--no-matmul-bias] [--no-lstm-cells]\n"
-    "                    [--no-gru-cells] [--json]\n"
+    "                    [--no-layer-norm] [--no-matmul-bias] [--no-gelu]\n"
+    "                    [--no-lstm-cells] [--no-gru-cells] [--json]\n"
     "                    [--max-import-nodes N] [--max-import-host-bytes N]\n"
     "                    [--max-import-tensor-bytes N] [--max-import-seconds S]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
@@ -123,9 +123,11 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .flag("--no-grouped-layouts", o.grouped_layouts, false)
       .flag("--no-packed-weights", o.packed_weights, false)
       .flag("--no-layer-norm", o.layer_norm, false)
+      .flag("--no-gelu", o.gelu, false)
       .flag("--no-lstm-cells", o.lstm_cells, false)
       .flag("--no-gru-cells", o.gru_cells, false)
       .flag("--no-matmul-bias", o.matmul_bias, false)
+      .flag("--no-gelu", o.gelu, false)
       .flag("--no-lstm-cells", o.lstm_cells, false)
       .flag("--no-gru-cells", o.gru_cells, false)
       .flag("--no-concat-in-place", o.concat_in_place, false)
