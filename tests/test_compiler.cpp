@@ -535,6 +535,69 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   }
 }
 
+// concat_in_place, DenseNet's block: each layer concatenates every feature so far, so each
+// concat's inputs begin the block's last concat's. The last one takes the bands and the others
+// become views of the start of its buffer (no copies at all); a fetched one keeps its copy, and
+// at batch 2 (something outside the axis) every concat copies. Bitwise equal with the pass on
+// and off, on every platform and engine.
+TEST(MemoryPlan, ConcatsThatBeginALaterOneAreViewsOfItsBuffer) {
+  for (const std::int64_t batch : {1, 2}) {
+    for (const bool fetch_middle : {false, true}) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + (fetch_middle ? ", a concat fetched" : ""));
+      Graph g;
+      auto x = g.input("x");  // [batch, 4, 3, 5]
+      std::vector<Node> feats{tanh(x)}, cats;
+      for (int k = 0; k < 4; ++k) {
+        Node cat = concat(feats, 1);
+        cats.push_back(cat);
+        // A layer: reads the whole concat (BN and ReLU), makes a new channel.
+        Node h = relu(cat * (0.5f + 0.1f * static_cast<float>(k)) - 0.2f);
+        feats.push_back(tanh(reduce_sum(h, 1, true)));
+      }
+      Node last = concat(feats, 1);  // [batch, 8, 3, 5]
+      Node y = last * 2.0f + 1.0f;
+      std::vector<Node> fetches{y};
+      if (fetch_middle) fetches.push_back(cats[2]);
+      const InputShapes shapes{{"x", {batch, 4, 3, 5}}};
+      std::vector<std::uint32_t> ids;
+      for (const Node& f : fetches) ids.push_back(f.id());
+      for (const ReuseMode mode : {ReuseMode::sequential, ReuseMode::dag}) {
+        PlanOptions o{mode};
+        o.arena = true;
+        auto plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
+        check_plan_safe(*plan);
+        const Plan& p = *plan;
+        auto at = [&](Node n) { return p.nodes[p.index(n, "test")]; };
+        EXPECT_EQ(at(last).storage, batch == 1 ? Storage::View : Storage::Computed);
+        for (std::size_t k = 1; k < cats.size(); ++k) {  // cats[0] has one input
+          const bool view = batch == 1 && !(fetch_middle && k == 2);
+          EXPECT_EQ(at(cats[k]).storage, view ? Storage::View : Storage::Computed) << k;
+          if (view) {
+            EXPECT_EQ(at(cats[k]).offset, at(last).offset) << k;
+          }
+        }
+      }
+      const std::vector<testing_util::In> feeds{
+          {"x",
+           {batch, 4, 3, 5},
+           testing_util::random_vec(static_cast<std::size_t>(batch) * 60, 21)}};
+      for (const auto& pc : testing_util::platforms()) {
+        std::vector<std::vector<float>> got[2];
+        for (bool in_place : {false, true}) {
+          CompileOptions co;
+          co.experimental.concat_in_place = in_place;
+          auto cg = GraphCompiler(pc.make(), co).compile(g, shapes, fetches);
+          cg.run({{"x", feeds[0].values}});
+          for (Node n : fetches) got[in_place].push_back(cg.read(n));
+        }
+        for (std::size_t k = 0; k < fetches.size(); ++k)
+          EXPECT_TRUE(testing_util::bitwise_equal(got[0][k], got[1][k])) << pc.name << " " << k;
+        testing_util::run_checked(pc, g, feeds, fetches);
+      }
+    }
+  }
+}
+
 TEST(MemoryPlan, ReportsPlannedAndNaiveBytes) {
   Graph g;
   Node y = g.input("x");

@@ -459,7 +459,9 @@ struct CompileOptions {
     /// With `plan_memory`, on platforms that lay values out in one arena (the CPU): a concat
     /// whose inputs lie one after another in its output (batch 1 along channels, plain or
     /// blocked: googlenet's inception blocks) has them computed straight into it and copies
-    /// nothing (pass concat_in_place). Off: the concat copies its inputs.
+    /// nothing (pass concat_in_place). A concat whose inputs begin a later one's (DenseNet: each
+    /// layer concatenates every feature so far) is then a view of the start of that one's
+    /// memory. Off: every concat copies its inputs.
     ///
     ///   CompileOptions o;
     ///   o.experimental.concat_in_place = false;  // e.g. to compare with the copying plan

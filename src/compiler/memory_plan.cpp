@@ -28,6 +28,7 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "compiler/plan.hpp"
 #include "hetgraph/error.hpp"
@@ -510,17 +511,60 @@ void elide_assigns(Plan& p, ReuseMode mode) {
   }
 }
 
+namespace {
+
+// A concat concat_in_place may consider: computed, not fetched, not a group member, not a
+// variable's new value, at least two inputs.
+bool concat_candidate(const PlanNode& n) {
+  return n.op == OpKind::Concat && n.storage == Storage::Computed && !n.fetched && n.group < 0 &&
+         n.into_variable < 0 && n.inputs.size() >= 2;
+}
+
+// For each candidate concat, the latest concat whose inputs begin with all of its own, in the
+// same order, along the same axis of values of the same type but for that axis and in the same
+// layout (DenseNet: each layer concatenates every earlier feature, each concat the start of the
+// block's last one); -1 where none does.
+std::vector<std::int64_t> prefix_owners(const Plan& p) {
+  std::vector<std::int64_t> owner(p.nodes.size(), -1);
+  std::unordered_map<std::uint32_t, std::vector<std::uint32_t>> by_first;
+  for (std::uint32_t c = 0; c < p.nodes.size(); ++c) {
+    if (concat_candidate(p.nodes[c])) by_first[p.nodes[c].inputs[0]].push_back(c);
+  }
+  for (const auto& [first, group] : by_first) {
+    for (std::uint32_t c : group) {
+      const PlanNode& n = p.nodes[c];
+      const int rank = static_cast<int>(n.type.shape.rank());
+      const int axis = n.attrs.axis < 0 ? n.attrs.axis + rank : n.attrs.axis;
+      std::size_t best = n.inputs.size();
+      for (std::uint32_t f : group) {
+        const PlanNode& m = p.nodes[f];
+        if (f <= c || m.inputs.size() <= best || m.type.dtype != n.type.dtype ||
+            m.layout != n.layout || m.type.shape.rank() != rank ||
+            (m.attrs.axis < 0 ? m.attrs.axis + rank : m.attrs.axis) != axis ||
+            !std::equal(n.inputs.begin(), n.inputs.end(), m.inputs.begin()))
+          continue;
+        best = m.inputs.size();
+        owner[c] = f;
+      }
+    }
+  }
+  return owner;
+}
+
+}  // namespace
+
 void concat_in_place(Plan& p) {
   std::vector<char> taken(p.nodes.size(), 0);
-  for (std::uint32_t c = 0; c < p.nodes.size(); ++c) {
+  // Concats whose inputs begin a later concat's wait: the later one takes the bands first, and
+  // each of them then is a view of the start of its buffer (below), where nothing is outside
+  // the axis (a prefix of the bands is then the start of the buffer).
+  const std::vector<std::int64_t> owner = prefix_owners(p);
+  auto try_in_place = [&](std::uint32_t c) {
     PlanNode& node = p.nodes[c];
-    if (node.op != OpKind::Concat || node.storage != Storage::Computed || node.fetched ||
-        node.group >= 0 || node.into_variable >= 0 || node.inputs.size() < 2)
-      continue;
     const Shape& s = node.type.shape;
     const int rank = static_cast<int>(s.rank());
     const int axis = node.attrs.axis < 0 ? node.attrs.axis + rank : node.attrs.axis;
-    if (axis < 0 || axis >= rank) continue;
+    if (axis < 0 || axis >= rank) return;
     // The extent outside the bands, in memory order (the CPU concat kernel's outer count): the
     // dims before the axis; channels-last puts N, H and W there; blocks of channels put N.
     const int block = channel_block(node.layout);
@@ -530,9 +574,9 @@ void concat_in_place(Plan& p) {
     } else if (rank == 4 && axis == 1) {
       outer = block == 1 ? s[0] * s[2] * s[3] : s[0];
     } else {
-      continue;
+      return;
     }
-    if (outer != 1) continue;
+    if (outer != 1) return;
     std::vector<std::pair<std::uint32_t, std::size_t>> bands;
     std::size_t at = 0;
     bool ok = true;
@@ -552,13 +596,34 @@ void concat_in_place(Plan& p) {
     }
     if (!ok || at != node.type.bytes()) {
       for (const auto& [u, off] : bands) taken[u] = 0;
-      continue;
+      return;
     }
     for (const auto& [u, off] : bands) {
       p.nodes[u].in_concat = c;
       p.nodes[u].sub_offset = off;
     }
     node.storage = Storage::View;
+  };
+  for (std::uint32_t c = 0; c < p.nodes.size(); ++c) {
+    if (concat_candidate(p.nodes[c]) && owner[c] < 0) try_in_place(c);
+  }
+  for (std::uint32_t c = 0; c < p.nodes.size(); ++c) {
+    if (owner[c] < 0 || !concat_candidate(p.nodes[c])) continue;
+    PlanNode& node = p.nodes[c];
+    const auto f = static_cast<std::uint32_t>(owner[c]);
+    const bool prefix_of_view =
+        p.nodes[f].storage == Storage::View &&
+        std::all_of(node.inputs.begin(), node.inputs.end(), [&](std::uint32_t u) {
+          return p.nodes[u].in_concat == static_cast<std::int64_t>(f);
+        });
+    // The owner's bands start at its buffer's start, so the inputs' bands are this concat's
+    // value there: a view of the first input's buffer (BufferPlanner::share_viewed) that keeps
+    // it until its own readers are done. Else the concat stands on its own, as any other.
+    if (prefix_of_view && p.nodes[node.inputs[0]].sub_offset == 0) {
+      node.storage = Storage::View;
+    } else {
+      try_in_place(c);
+    }
   }
 }
 

@@ -444,7 +444,9 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena = false);
 /// outside the concat axis: batch 1 along channels, plain or in blocks of whole channel blocks)
 /// has each input computed straight into its band (PlanNode::in_concat) and becomes a view of
 /// them, with no kernel. Inputs that are views, fetched, another concat's, or read twice by it
-/// keep their own buffers (and the concat its copy).
+/// keep their own buffers (and the concat its copy). A concat whose inputs begin a later
+/// concat's, in order, waits for it: where the later one is in place, the earlier one becomes a
+/// view of the start of its buffer (DenseNet's blocks copy nothing).
 void concat_in_place(Plan& p);
 
 /// Whether node i's value can change only between runs (by the host writing it): a constant,
