@@ -108,6 +108,19 @@ kernel void gru_hidden(global const float* x, global const float* rc, global con
   }
 }
 
+// ---- channel_affine (fuse_channel_affine) ---------------------------------------------------------
+// x * s[c] + t[c] over plain [N, C, size] memory, then relu (NaN stays NaN, -0 becomes +0)
+// where relu is 1; y may be x.
+kernel void channel_affine(global const float* x, global const float* s, global const float* t,
+                           global float* y, const int n, const int channels, const int size,
+                           const int relu) {
+  FOR_EACH(e, n) {
+    const int c = (int)((e / (uint)size) % (uint)channels);
+    const float scaled = x[e] * s[c], v = scaled + t[c];
+    y[e] = relu && v <= 0.0f ? 0.0f : v;
+  }
+}
+
 // ---- softmax / log_softmax -------------------------------------------------------------------
 
 kernel void softmax_lines(global const float* x, global float* y, const int lines, const int n,

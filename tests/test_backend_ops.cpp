@@ -243,6 +243,14 @@ std::vector<Row> rows() {
                  Node n = tanh(add(slice(x[0], 1, 10, 15), mul(r, slice(x[1], 1, 10, 15))));
                  return add(mul(sub(g.constant(1.0f), z), n), mul(z, x[2]));
                }});
+  // An inference BatchNormalization and relu as the importer writes them where it cannot fold
+  // the normalisation into a convolution: channel_affine (fuse_channel_affine).
+  r.push_back({{OpKind::ChannelAffine},
+               "batch norm and relu, decomposed",
+               {uniform("x", {2, 3, 4, 5}, -2, 2, 30), uniform("s", {3, 1, 1}, -1, 1, 31),
+                uniform("t", {3, 1, 1}, -1, 1, 32)},
+               {},
+               [](Graph&, const F& x, const F&) { return relu(add(mul(x[0], x[1]), x[2])); }});
   r.push_back({{OpKind::MaxPool2d}, "max_pool2d", {img4}, {}, [](Graph&, const F& x, const F&) {
                  return max_pool2d(x[0]);
                }});

@@ -445,6 +445,50 @@ TEST_P(NnOpTest, GeluNodesEqualTheDecomposedOnes) {
   }
 }
 
+// channel_affine: an inference BatchNormalization as the importer writes it where it cannot
+// fold it into a convolution (mul by a [C, 1, 1] scale, add a [C, 1, 1] shift), with and
+// without the relu after it, scale and shift in either operand order and as [1, C, 1, 1],
+// becomes one channel_affine node whose values equal the nodes' bitwise; a fetched product
+// keeps the nodes.
+TEST_P(NnOpTest, ChannelAffineNodesEqualTheDecomposedOnes) {
+  for (int form = 0; form < 3; ++form) {
+    for (const bool fetch_inner : {false, true}) {
+      SCOPED_TRACE("form " + std::to_string(form) + (fetch_inner ? ", product fetched" : ""));
+      Graph g;
+      auto x = g.input("x"), s = g.input("s"), t = g.input("t");
+      Node m = form == 1 ? mul(s, x) : mul(x, s);
+      Node a = form == 1 ? add(t, m) : add(m, t);
+      Node y = form == 2 ? a : relu(a);
+      Node z = add(y, x);
+      std::vector<Node> fetches{z};
+      if (fetch_inner) fetches.push_back(m);
+      const Shape cs = form == 2 ? Shape{1, 6, 1, 1} : Shape{6, 1, 1};
+      const std::vector<In> ins{rand_in("x", {2, 6, 5, 7}, 141, -2, 2), rand_in("s", cs, 142),
+                                rand_in("t", cs, 143)};
+      InputShapes shapes;
+      std::vector<FeedItem> feeds;
+      for (const In& in : ins) {
+        shapes.push_back({in.name, in.shape});
+        feeds.push_back({in.name, in.values});
+      }
+      std::vector<float> out[2];
+      for (const bool fused : {false, true}) {
+        CompileOptions o;
+        o.experimental.channel_affine = fused;
+        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
+        cg.run(feeds);
+        out[fused] = cg.read(z);
+        int affines = 0;
+        for (const auto& n : detail::executable_of(cg).plan().nodes)
+          affines += n.op == detail::OpKind::ChannelAffine;
+        EXPECT_EQ(affines, fused && !fetch_inner ? 1 : 0) << GetParam().name;
+      }
+      EXPECT_TRUE(testing_util::bitwise_equal(out[0], out[1])) << GetParam().name;
+      testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
+    }
+  }
+}
+
 // lstm_cells: three LSTM steps as ONNX's LSTM unrolls them (gates i, o, f, c; no previous
 // cell state at the first step) become an lstm_cell and an lstm_hidden node each; a step whose
 // input gate is fetched keeps its nodes. The states equal the fourteen nodes' bitwise where

@@ -387,6 +387,11 @@ struct CompileOptions {
     /// five nodes: BERT, ViT, ConvNeXt) becomes one gelu node (pass fuse_gelu). Its results
     /// equal the five nodes' within float rounding. Off: the five nodes.
     bool gelu_nodes = true;
+    /// With `fuse`: an inference BatchNormalization the importer could not fold into a
+    /// convolution (a product with a per-channel scale, a sum with a per-channel shift) and a
+    /// relu after it become one channel_affine node (pass fuse_channel_affine): DenseNet's
+    /// normalisation before each layer. Its results equal the nodes' bitwise. Off: the nodes.
+    bool channel_affine = true;
     /// With `fuse`: an LSTM step's elementwise tail (the gates' sigmoids and tanhs, the new
     /// cell and hidden states: fourteen nodes as ONNX's LSTM unrolls) becomes two nodes,
     /// lstm_cell and lstm_hidden, one kernel each on each platform (pass fuse_lstm_cells).

@@ -66,6 +66,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.silu = options_.experimental.silu_nodes;
   po.layer_norm = options_.experimental.layer_norm_nodes;
   po.gelu = options_.experimental.gelu_nodes;
+  po.channel_affine = options_.experimental.channel_affine;
   po.lstm_cells = options_.experimental.lstm_cells;
   po.gru_cells = options_.experimental.gru_cells;
   po.matmul_bias = options_.experimental.matmul_bias;

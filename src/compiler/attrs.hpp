@@ -120,6 +120,13 @@ struct GruGates {
   friend bool operator==(const GruGates&, const GruGates&) = default;
 };
 
+/// channel_affine (compiler-made, fuse_channel_affine): whether a relu follows the affine map.
+struct ChannelAffineAct {
+  static constexpr std::string_view kName = "channel affine activation";
+  bool relu = false;
+  friend bool operator==(const ChannelAffineAct&, const ChannelAffineAct&) = default;
+};
+
 /// axpby: a * x + b * y.
 struct AxpbyCoeffs {
   static constexpr std::string_view kName = "axpby coefficients";
@@ -365,7 +372,7 @@ struct Attrs {
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
                ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
                PieceIndex, InputChoice, EmbeddingStep, ScaleFactor, AxpbyCoeffs, LeakySlope,
-               ClipRange, LayerNormEps, LstmGates, GruGates>
+               ClipRange, LayerNormEps, LstmGates, GruGates, ChannelAffineAct>
       payload;
 
   template <class T>

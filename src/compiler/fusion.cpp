@@ -35,6 +35,11 @@
 // autodiff, as the others: a training graph's gradients read the decomposed ops' values, so
 // they stay there (the pattern's values must have no other reader).
 //
+// fuse_channel_affine (issue 48): an inference BatchNormalization the importer could not fold
+// into a convolution (mul by a per-channel scale, add a per-channel shift) and the relu after
+// it, three passes over the value (DenseNet normalises every layer's whole concatenated input
+// so), become one channel_affine node.
+//
 // fuse_gelu (issue 48): GELU as exports before opset 20 write it (div by sqrt 2, erf, add 1,
 // two products: five passes over an MLP's widest activation) becomes one gelu node.
 //
@@ -56,6 +61,7 @@
 // and a write of the activation per node: the unfused graph passes over every conv output
 // once more for its relu, and ResNet's over every block's output twice more.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -536,6 +542,65 @@ struct Fuser {
     return false;
   }
 
+  // One value per channel of a [N, C, ...] value: [C, 1, ...] or [1, C, 1, ...], float.
+  bool per_channel(std::uint32_t v, const Shape& x) const {
+    const Shape& s = p.nodes[v].type.shape;
+    if (p.nodes[v].type.dtype != DType::f32 || s.numel() != x.dim(1) || s.rank() > x.rank())
+      return false;
+    // Aligned to x's trailing axes (broadcasting): every axis but x's axis 1 has size 1.
+    const int lead = x.rank() - s.rank();
+    for (int a = 0; a < s.rank(); ++a) {
+      if (a + lead != 1 && s[a] != 1) return false;
+    }
+    return s.rank() + 1 >= x.rank();  // reaches axis 1
+  }
+  // add(mul(x, s), t) (operands in either order), s and t per channel of x, the product read
+  // once: x, s, t; kNoNode for x where it does not match.
+  std::array<std::uint32_t, 3> affine(std::uint32_t y) const {
+    const PlanNode& n = p.nodes[y];
+    if (n.op != OpKind::Add || n.type.dtype != DType::f32 || n.type.shape.rank() < 2)
+      return {kNoNode, 0, 0};
+    for (int side : {0, 1}) {
+      const std::uint32_t m = n.inputs[static_cast<std::size_t>(side)],
+                          t = n.inputs[static_cast<std::size_t>(1 - side)];
+      if (!absorbable(m, OpKind::Mul, 1) || !per_channel(t, n.type.shape)) continue;
+      for (int ms : {0, 1}) {
+        const std::uint32_t x = p.nodes[m].inputs[static_cast<std::size_t>(ms)],
+                            sc = p.nodes[m].inputs[static_cast<std::size_t>(1 - ms)];
+        if (p.nodes[x].type == n.type && per_channel(sc, n.type.shape) &&
+            p.nodes[m].device == n.device)
+          return {x, sc, t};
+      }
+    }
+    return {kNoNode, 0, 0};
+  }
+  // relu(add(mul(x, s), t)) -> channel_affine(x, s, t) with relu at the relu, then the
+  // remaining add(mul(x, s), t) -> channel_affine(x, s, t) at the add.
+  void channel_affines() {
+    for (int with_relu : {1, 0}) {
+      for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+        const PlanNode& n = p.nodes[i];
+        if (n.storage != Storage::Computed) continue;
+        std::uint32_t y = i;
+        if (with_relu != 0) {
+          if (n.op != OpKind::Relu || !absorbable(n.inputs[0], OpKind::Add, 1) ||
+              p.nodes[n.inputs[0]].device != n.device)
+            continue;
+          y = n.inputs[0];
+        }
+        const auto [x, s, t] = affine(y);
+        if (x == kNoNode) continue;
+        const std::uint32_t m =
+            p.nodes[y].inputs[0] != t ? p.nodes[y].inputs[0] : p.nodes[y].inputs[1];
+        Attrs a;
+        a.set(ChannelAffineAct{with_relu != 0});
+        if (!rewrite(i, OpKind::ChannelAffine, std::move(a), {x, s, t}, m)) continue;
+        kill(m, i);
+        if (y != i) kill(y, i);
+      }
+    }
+  }
+
   // A GRU step with linear_before_reset as the importer unrolls it (PyTorch's export), X the
   // step's input projection and Rc its recurrent one, [B, 3H]:
   //   zr = add(slice(X, [0, 2H)), slice(Rc, [0, 2H))), z = sigmoid(slice(zr, z's third)),
@@ -779,6 +844,9 @@ void fuse_silu(Plan& p, const Capabilities* caps) {
 }
 void fuse_layer_norm(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).layer_norms();
+}
+void fuse_channel_affine(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).channel_affines();
 }
 void fuse_gelu(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).gelus();

@@ -186,6 +186,11 @@ enum class OpKind : std::uint8_t {
   // projection and Rc its recurrent one (with its bias), both [B, 3H]; z = sigmoid(X_z + Rc_z),
   // r = sigmoid(X_r + Rc_r), n = tanh(X_h + r * Rc_h), h = (1 - z) * n + z * h_prev.
   GruHidden,
+  // nn.cpp, compiler-made (fuse_channel_affine), ChannelAffineAct: (x, s, t) with x [N, C, ...]
+  // and s, t one value per channel ([C, 1, ...] or [1, C, 1, ...]): x * s + t, then relu where
+  // the payload says: an inference BatchNormalization the importer could not fold into a
+  // convolution (DenseNet's, before each layer), with the relu after it.
+  ChannelAffine,
 // elementwise.cpp: the ops declared by their rows alone (softsign, prelu, ...), in the rows'
 // order; written by cmake/GenerateOps.cmake (CONTRIBUTING.md, "Adding an op")
 #include "compiler/row_op_kinds.inc"

@@ -287,6 +287,8 @@ struct PlanOptions {
   bool layer_norm = true;
   /// fuse_gelu (with fuse).
   bool gelu = true;
+  /// fuse_channel_affine (with fuse).
+  bool channel_affine = true;
   /// fuse_lstm_cells and fuse_gru_cells (with fuse).
   bool lstm_cells = true;
   bool gru_cells = true;
@@ -372,6 +374,7 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_silu(Plan& p, const Capabilities* caps);
 void fuse_layer_norm(Plan& p, const Capabilities* caps);
 void fuse_gelu(Plan& p, const Capabilities* caps);
+void fuse_channel_affine(Plan& p, const Capabilities* caps);
 void fuse_lstm_cells(Plan& p, const Capabilities* caps);
 void fuse_gru_cells(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);

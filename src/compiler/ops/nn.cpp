@@ -139,6 +139,19 @@ TensorType infer_gru(const InferCtx& c) {
   return state;
 }
 
+// channel_affine(x, s, t): x's type; s and t hold one value per channel (axis 1 of x).
+TensorType infer_channel_affine(const InferCtx& c) {
+  const TensorType& x = c.in[0];
+  if (x.shape.rank() < 2 || x.dtype != DType::f32)
+    c.fail("channel_affine: x must be float with a channel axis, got " + x.shape.str());
+  for (std::size_t k = 1; k <= 2; ++k) {
+    if (c.in[k].dtype != DType::f32 || c.in[k].shape.numel() != x.shape.dim(1))
+      c.fail("channel_affine: " + c.input_label(k) + " must hold one float per channel (" +
+             std::to_string(x.shape.dim(1)) + ")");
+  }
+  return x;
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<OpDef>& t) {
@@ -170,6 +183,12 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .inplace = 0b100u,
                .infer = infer_gru,
                .flops_per_elem = 40});
+  t.push_back({.kind = OpKind::ChannelAffine,
+               .name = "channel_affine",
+               .arity = 3,
+               .inplace = 0b1u,
+               .infer = infer_channel_affine,
+               .flops_per_elem = 3});
   t.push_back({.kind = OpKind::Softmax,
                .name = "softmax",
                .arity = 1,

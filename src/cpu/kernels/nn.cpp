@@ -1,5 +1,5 @@
-// Softmax, log-softmax, cross-entropy and their gradients, dropout, layer_norm and the LSTM
-// and GRU cells' tails. Rows along the last axis
+// Softmax, log-softmax, cross-entropy and their gradients, dropout, layer_norm, the LSTM
+// and GRU cells' tails and channel_affine. Rows along the last axis
 // take a contiguous vectorised path; other axes a strided one.
 #include <algorithm>
 #include <cfloat>
@@ -523,6 +523,66 @@ std::unique_ptr<CpuKernel> make_gru_ref(const KernelArgs& k) {
   return make_cell<GruRows, true>(gru_rows(k));
 }
 
+// channel_affine (fuse_channel_affine) over plain [N, C, spatial] memory, a plane (one image's
+// channel) at a time: x * s + t, then relu as the relu node computes it (NaN stays NaN, -0
+// becomes +0), each step rounded as the nodes round it, so the values equal theirs bitwise.
+// y may be x.
+struct AffinePlanes {
+  const float* x;
+  const float* s;
+  const float* t;
+  float* y;
+  std::int64_t planes, channels, size;
+  bool relu;
+  void run(std::int64_t p0, std::int64_t p1) const {
+    for (std::int64_t q = p0; q < p1; ++q) {
+      const float a = s[q % channels], b = t[q % channels];
+      const float* xp = x + q * size;
+      float* yp = y + q * size;
+      if (relu) {
+#pragma omp simd
+        for (std::int64_t i = 0; i < size; ++i) {
+          const float scaled = xp[i] * a, v = scaled + b;
+          yp[i] = v <= 0.0f ? 0.0f : v;
+        }
+      } else {
+#pragma omp simd
+        for (std::int64_t i = 0; i < size; ++i) {
+          const float scaled = xp[i] * a;
+          yp[i] = scaled + b;
+        }
+      }
+    }
+  }
+};
+const char* reject_channel_affine(const KernelArgs& k) {
+  if (k.node.layout != ActivationLayout::nchw) return "plain layout only";
+  return nullptr;
+}
+AffinePlanes affine_planes(const KernelArgs& k) {
+  const Shape& x = k.in_shape(0);
+  const std::int64_t c = x.dim(1);
+  const std::int64_t planes = x.dim(0) * c;
+  return {k.in_f(0),
+          k.in_f(1),
+          k.in_f(2),
+          k.out_f(),
+          planes,
+          c,
+          planes == 0 ? 0 : x.numel() / planes,
+          k.node.attrs.get<ChannelAffineAct>().relu};
+}
+std::unique_ptr<CpuKernel> make_channel_affine(const KernelArgs& k) {
+  return make_kernel([l = affine_planes(k)](const ExecCtx& ctx) {
+    parallel_for(ctx, l.planes,
+                 std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, l.size)),
+                 [&](std::int64_t b, std::int64_t e) { l.run(b, e); });
+  });
+}
+std::unique_ptr<CpuKernel> make_channel_affine_ref(const KernelArgs& k) {
+  return make_kernel([l = affine_planes(k)](const ExecCtx&) { l.run(0, l.planes); });
+}
+
 }  // namespace
 
 void register_nn_kernels(KernelRegistry& r) {
@@ -542,6 +602,8 @@ void register_nn_kernels(KernelRegistry& r) {
   add(OpKind::LstmCell, "rows", make_lstm, make_lstm_ref);
   add(OpKind::LstmHidden, "rows", make_lstm, make_lstm_ref);
   add(OpKind::GruHidden, "rows", make_gru, make_gru_ref);
+  r.add(OpKind::ChannelAffine, {"planes", reject_channel_affine, make_channel_affine});
+  r.add(OpKind::ChannelAffine, {"reference", reject_channel_affine, make_channel_affine_ref, true});
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -114,6 +114,17 @@ std::unique_ptr<ClOp> make_gru(const OpArgs& a) {
                   to_int(out.dim(0)), to_int(out.dim(1)), cl_int{k.z}, cl_int{k.r}, cl_int{k.h})));
 }
 
+// channel_affine: a work-item per element.
+std::unique_ptr<ClOp> make_channel_affine(const OpArgs& a) {
+  const Shape& x = a.in_shape(0);
+  const std::int64_t c = x.dim(1);
+  return make_seq(
+      launch_1d(a.device, make_kernel(a.program("nn"), "channel_affine", a.in[0], a.in[1], a.in[2],
+                                      a.out, to_int(x.numel()), to_int(c),
+                                      to_int(x.numel() / std::max<std::int64_t>(1, x.dim(0) * c)),
+                                      cl_int{a.node.attrs.get<ChannelAffineAct>().relu ? 1 : 0})));
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -129,6 +140,7 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpKind::LstmCell, {"cl_lstm_cell", nullptr, make_lstm});
   r.add(OpKind::LstmHidden, {"cl_lstm_hidden", nullptr, make_lstm});
   r.add(OpKind::GruHidden, {"cl_gru_hidden", nullptr, make_gru});
+  r.add(OpKind::ChannelAffine, {"cl_channel_affine", nullptr, make_channel_affine});
 }
 
 }  // namespace hetgraph::detail::cl
