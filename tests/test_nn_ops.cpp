@@ -36,6 +36,48 @@ In rand_in(const std::string& name, Shape s, std::uint32_t seed, float lo = -1.0
 class NnOpTest : public ::testing::TestWithParam<PlatformCase> {
  protected:
   bool on_cpu() const { return GetParam().name.rfind("cpu", 0) == 0; }
+  // The graph run with the rewrite behind `flag` off ([0]) and on ([1]): each fetch's values,
+  // and how many nodes of `kinds` each plan holds.
+  struct Switched {
+    std::vector<std::vector<float>> out[2];
+    int nodes[2] = {0, 0};
+  };
+  Switched run_switched(const Graph& g, const std::vector<In>& ins,
+                        const std::vector<Node>& fetches, bool CompileOptions::Experimental::*flag,
+                        const std::vector<detail::OpKind>& kinds) const {
+    InputShapes shapes;
+    std::vector<FeedItem> feeds;
+    for (const In& in : ins) {
+      shapes.push_back({in.name, in.shape});
+      feeds.push_back({in.name, in.values});
+    }
+    Switched r;
+    for (const bool on : {false, true}) {
+      CompileOptions o;
+      o.experimental.*flag = on;
+      auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
+      cg.run(feeds);
+      for (const Node& n : fetches) r.out[on].push_back(cg.read(n));
+      for (const auto& n : detail::executable_of(cg).plan().nodes)
+        r.nodes[on] += static_cast<int>(std::count(kinds.begin(), kinds.end(), n.op));
+    }
+    return r;
+  }
+  // Each fetch the same with the rewrite off and on: bitwise (rtol 0), or within rtol.
+  static void expect_same(const Switched& r, double rtol) {
+    for (std::size_t k = 0; k < r.out[0].size(); ++k) {
+      ASSERT_EQ(r.out[1][k].size(), r.out[0][k].size());
+      for (std::size_t e = 0; e < r.out[0][k].size(); ++e) {
+        const float want = r.out[0][k][e];
+        if (rtol == 0) {
+          ASSERT_EQ(r.out[1][k][e], want) << "fetch " << k << ", element " << e;
+        } else {
+          ASSERT_NEAR(r.out[1][k][e], want, rtol * (1 + std::fabs(want)))
+              << "fetch " << k << ", element " << e;
+        }
+      }
+    }
+  }
   void check(const Graph& g, const std::vector<In>& ins, Node out, double rtol, double atol,
              const std::string& what) {
     testing_util::check_against_reference(GetParam(), g, ins, out, rtol, atol, what);
@@ -379,26 +421,12 @@ TEST_P(NnOpTest, LayerNormNodesEqualTheDecomposedOnes) {
       if (fetch_inner) fetches.push_back(d);
       const std::vector<In> ins{rand_in("x", {3, 4, 45}, 91), rand_in("gamma", {45}, 92),
                                 rand_in("beta", {45}, 93)};
-      InputShapes shapes;
-      std::vector<FeedItem> feeds;
-      for (const In& in : ins) {
-        shapes.push_back({in.name, in.shape});
-        feeds.push_back({in.name, in.values});
-      }
-      std::vector<float> out[2];
-      for (const bool fused : {false, true}) {
-        CompileOptions o;
-        o.experimental.layer_norm_nodes = fused;
-        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
-        cg.run(feeds);
-        out[fused] = cg.read(z);
-        int norms = 0;
-        for (const auto& n : detail::executable_of(cg).plan().nodes)
-          norms += n.op == detail::OpKind::LayerNorm;
-        EXPECT_EQ(norms, fused && !fetch_inner ? 1 : 0) << GetParam().name;
-      }
-      for (std::size_t i = 0; i < out[0].size(); ++i)
-        ASSERT_NEAR(out[1][i], out[0][i], 2e-5 * (1 + std::fabs(out[0][i]))) << i;
+      const Switched r =
+          run_switched(g, ins, fetches, &CompileOptions::Experimental::layer_norm_nodes,
+                       {detail::OpKind::LayerNorm});
+      EXPECT_EQ(r.nodes[0], 0) << GetParam().name;
+      EXPECT_EQ(r.nodes[1], fetch_inner ? 0 : 1) << GetParam().name;
+      expect_same(r, 2e-5);
       testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
     }
   }
@@ -425,22 +453,13 @@ TEST_P(NnOpTest, GeluNodesEqualTheDecomposedOnes) {
       Node z = add(y, x);
       std::vector<Node> fetches{z};
       if (fetch_inner) fetches.push_back(e);
-      const In in = rand_in("x", {3, 5, 67}, 131, -6, 6);
-      std::vector<float> out[2];
-      for (const bool fused : {false, true}) {
-        CompileOptions o;
-        o.experimental.gelu_nodes = fused;
-        auto cg = GraphCompiler(GetParam().make(), o).compile(g, {{"x", in.shape}}, fetches);
-        cg.run({{"x", in.values}});
-        out[fused] = cg.read(z);
-        int gelus = 0;
-        for (const auto& n : detail::executable_of(cg).plan().nodes)
-          gelus += n.op == detail::OpKind::Gelu;
-        EXPECT_EQ(gelus, fused && !fetch_inner ? 1 : 0) << GetParam().name;
-      }
-      for (std::size_t i = 0; i < out[0].size(); ++i)
-        ASSERT_NEAR(out[1][i], out[0][i], 2e-6 * (1 + std::fabs(out[0][i]))) << i;
-      testing_util::run_checked(GetParam(), g, {in}, fetches);  // planner on and off, bitwise
+      const std::vector<In> ins{rand_in("x", {3, 5, 67}, 131, -6, 6)};
+      const Switched r = run_switched(g, ins, fetches, &CompileOptions::Experimental::gelu_nodes,
+                                      {detail::OpKind::Gelu});
+      EXPECT_EQ(r.nodes[0], 0) << GetParam().name;
+      EXPECT_EQ(r.nodes[1], fetch_inner ? 0 : 1) << GetParam().name;
+      expect_same(r, 2e-6);
+      testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
     }
   }
 }
@@ -465,25 +484,12 @@ TEST_P(NnOpTest, ChannelAffineNodesEqualTheDecomposedOnes) {
       const Shape cs = form == 2 ? Shape{1, 6, 1, 1} : Shape{6, 1, 1};
       const std::vector<In> ins{rand_in("x", {2, 6, 5, 7}, 141, -2, 2), rand_in("s", cs, 142),
                                 rand_in("t", cs, 143)};
-      InputShapes shapes;
-      std::vector<FeedItem> feeds;
-      for (const In& in : ins) {
-        shapes.push_back({in.name, in.shape});
-        feeds.push_back({in.name, in.values});
-      }
-      std::vector<float> out[2];
-      for (const bool fused : {false, true}) {
-        CompileOptions o;
-        o.experimental.channel_affine = fused;
-        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
-        cg.run(feeds);
-        out[fused] = cg.read(z);
-        int affines = 0;
-        for (const auto& n : detail::executable_of(cg).plan().nodes)
-          affines += n.op == detail::OpKind::ChannelAffine;
-        EXPECT_EQ(affines, fused && !fetch_inner ? 1 : 0) << GetParam().name;
-      }
-      EXPECT_TRUE(testing_util::bitwise_equal(out[0], out[1])) << GetParam().name;
+      const Switched r =
+          run_switched(g, ins, fetches, &CompileOptions::Experimental::channel_affine,
+                       {detail::OpKind::ChannelAffine});
+      EXPECT_EQ(r.nodes[0], 0) << GetParam().name;
+      EXPECT_EQ(r.nodes[1], fetch_inner ? 0 : 1) << GetParam().name;
+      expect_same(r, 0);
       testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
     }
   }
@@ -499,8 +505,7 @@ TEST_P(NnOpTest, LstmCellsEqualTheDecomposedNodes) {
     std::int64_t B, H;
     bool bitwise;
   };
-  const bool cpu = GetParam().name.rfind("cpu", 0) == 0;
-  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !cpu}}) {
+  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !on_cpu()}}) {
     for (const bool fetch_gate : {false, true}) {
       SCOPED_TRACE(std::to_string(sz.B) + "x" + std::to_string(sz.H) +
                    (fetch_gate ? ", step 1's input gate fetched" : ""));
@@ -524,40 +529,12 @@ TEST_P(NnOpTest, LstmCellsEqualTheDecomposedNodes) {
       }
       fetches.push_back(c);
       if (fetch_gate) fetches.push_back(fetched_gate);
-      InputShapes shapes;
-      std::vector<FeedItem> feeds;
-      for (const In& in : ins) {
-        shapes.push_back({in.name, in.shape});
-        feeds.push_back({in.name, in.values});
-      }
-      std::vector<std::vector<float>> out[2];
-      for (const bool fused : {false, true}) {
-        CompileOptions o;
-        o.experimental.lstm_cells = fused;
-        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
-        cg.run(feeds);
-        for (const Node& n : fetches) out[fused].push_back(cg.read(n));
-        int cells = 0, hiddens = 0;
-        for (const auto& n : detail::executable_of(cg).plan().nodes) {
-          cells += n.op == detail::OpKind::LstmCell;
-          hiddens += n.op == detail::OpKind::LstmHidden;
-        }
-        const int want = fused ? (fetch_gate ? 2 : 3) : 0;
-        EXPECT_EQ(cells, want) << GetParam().name;
-        EXPECT_EQ(hiddens, want) << GetParam().name;
-      }
-      for (std::size_t k = 0; k < fetches.size(); ++k) {
-        ASSERT_EQ(out[1][k].size(), out[0][k].size());
-        for (std::size_t e = 0; e < out[0][k].size(); ++e) {
-          const float want = out[0][k][e];
-          if (sz.bitwise) {
-            ASSERT_EQ(out[1][k][e], want) << "fetch " << k << ", element " << e;
-          } else {
-            ASSERT_NEAR(out[1][k][e], want, 2e-6 * (1 + std::fabs(want)))
-                << "fetch " << k << ", element " << e;
-          }
-        }
-      }
+      const Switched runs = run_switched(g, ins, fetches, &CompileOptions::Experimental::lstm_cells,
+                                         {detail::OpKind::LstmCell, detail::OpKind::LstmHidden});
+      EXPECT_EQ(runs.nodes[0], 0) << GetParam().name;
+      EXPECT_EQ(runs.nodes[1], fetch_gate ? 4 : 6)
+          << GetParam().name;  // a cell and a hidden a step
+      expect_same(runs, sz.bitwise ? 0 : 2e-6);
       if (sz.bitwise) testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on/off
     }
   }
@@ -572,8 +549,7 @@ TEST_P(NnOpTest, GruCellsEqualTheDecomposedNodes) {
     std::int64_t B, H;
     bool bitwise;
   };
-  const bool cpu = GetParam().name.rfind("cpu", 0) == 0;
-  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !cpu}}) {
+  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !on_cpu()}}) {
     for (const bool fetch_gate : {false, true}) {
       SCOPED_TRACE(std::to_string(sz.B) + "x" + std::to_string(sz.H) +
                    (fetch_gate ? ", step 1's update gate fetched" : ""));
@@ -597,36 +573,11 @@ TEST_P(NnOpTest, GruCellsEqualTheDecomposedNodes) {
         fetches.push_back(h);
       }
       if (fetch_gate) fetches.push_back(fetched_gate);
-      InputShapes shapes;
-      std::vector<FeedItem> feeds;
-      for (const In& in : ins) {
-        shapes.push_back({in.name, in.shape});
-        feeds.push_back({in.name, in.values});
-      }
-      std::vector<std::vector<float>> out[2];
-      for (const bool fused : {false, true}) {
-        CompileOptions o;
-        o.experimental.gru_cells = fused;
-        auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
-        cg.run(feeds);
-        for (const Node& n : fetches) out[fused].push_back(cg.read(n));
-        int cells = 0;
-        for (const auto& n : detail::executable_of(cg).plan().nodes)
-          cells += n.op == detail::OpKind::GruHidden;
-        EXPECT_EQ(cells, fused ? (fetch_gate ? 2 : 3) : 0) << GetParam().name;
-      }
-      for (std::size_t k = 0; k < fetches.size(); ++k) {
-        ASSERT_EQ(out[1][k].size(), out[0][k].size());
-        for (std::size_t e = 0; e < out[0][k].size(); ++e) {
-          const float want = out[0][k][e];
-          if (sz.bitwise) {
-            ASSERT_EQ(out[1][k][e], want) << "fetch " << k << ", element " << e;
-          } else {
-            ASSERT_NEAR(out[1][k][e], want, 2e-6 * (1 + std::fabs(want)))
-                << "fetch " << k << ", element " << e;
-          }
-        }
-      }
+      const Switched runs = run_switched(g, ins, fetches, &CompileOptions::Experimental::gru_cells,
+                                         {detail::OpKind::GruHidden});
+      EXPECT_EQ(runs.nodes[0], 0) << GetParam().name;
+      EXPECT_EQ(runs.nodes[1], fetch_gate ? 2 : 3) << GetParam().name;
+      expect_same(runs, sz.bitwise ? 0 : 2e-6);
       if (sz.bitwise) testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on/off
     }
   }

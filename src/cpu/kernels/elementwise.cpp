@@ -529,50 +529,46 @@ std::unique_ptr<CpuKernel> make_pow(const KernelArgs& k) {
   });
 }
 
-// silu(x) = x * sigmoid(x): the path's sigmoid into a block on the stack, then the product, so
-// the values are those of the sigmoid and mul kernels it replaces (fuse_silu) and the block is
-// still in L1. x may be o (silu runs in place).
-std::unique_ptr<CpuKernel> make_silu(const KernelArgs& k) {
+// o = combine(x, s) with s = f(alpha * x) (alpha 1: f(x)) from the path's vector kernels, in
+// blocks on the stack, so that a block is still in L1 for the combination. x may be o.
+template <class Combine>
+std::unique_ptr<CpuKernel> make_blocked_unary(const KernelArgs& k, VecFn f, float alpha,
+                                              std::int64_t grain, Combine combine) {
   const float* x = k.in_f(0);
   float* o = k.out_f();
   const std::int64_t n = k.out_shape().numel();
   const CodePath& path = code_path();
   return make_kernel([=, &path](const ExecCtx& ctx) {
-    parallel_for(ctx, n, kParallelGrain / 4, [&](std::int64_t lo, std::int64_t hi) {
+    parallel_for(ctx, n, grain, [&](std::int64_t lo, std::int64_t hi) {
       constexpr std::int64_t kBlock = 512;
       alignas(64) float s[kBlock];
       for (std::int64_t b = lo; b < hi; b += kBlock) {
         const std::int64_t m = std::min(kBlock, hi - b);
-        path.map(VecFn::sigmoid, 1.0f, x + b, nullptr, s, m);
+        if (alpha == 1.0f) {
+          path.map(f, 1.0f, x + b, nullptr, s, m);
+        } else {
+          path.map(VecFn::scale, alpha, x + b, nullptr, s, m);
+          path.map(f, 1.0f, s, nullptr, s, m);
+        }
 #pragma omp simd
-        for (std::int64_t i = 0; i < m; ++i) o[b + i] = x[b + i] * s[i];
+        for (std::int64_t i = 0; i < m; ++i) o[b + i] = combine(x[b + i], s[i]);
       }
     });
   });
 }
 
-// gelu(x) = 0.5 x (1 + erf(x / sqrt 2)), as silu: the path's erf of x / sqrt 2 into a block on
-// the stack, then the products. (libm's erf, which the loop called before, does not vectorise:
-// a ViT MLP's gelu took longer than the five nodes of its decomposed form.) x may be o.
+// silu(x) = x * sigmoid(x): the path's sigmoid, then the product, so the values are those of
+// the sigmoid and mul kernels it replaces (fuse_silu). Runs in place.
+std::unique_ptr<CpuKernel> make_silu(const KernelArgs& k) {
+  return make_blocked_unary(k, VecFn::sigmoid, 1.0f, kParallelGrain / 4,
+                            [](float x, float s) { return x * s; });
+}
+// gelu(x) = 0.5 x (1 + erf(x / sqrt 2)): the path's erf of x / sqrt 2, then the products.
+// (libm's erf, which the loop called before, does not vectorise: a ViT MLP's gelu took longer
+// than the five nodes of its decomposed form.)
 std::unique_ptr<CpuKernel> make_gelu(const KernelArgs& k) {
-  const float* x = k.in_f(0);
-  float* o = k.out_f();
-  const std::int64_t n = k.out_shape().numel();
-  const CodePath& path = code_path();
-  return make_kernel([=, &path](const ExecCtx& ctx) {
-    parallel_for(ctx, n, kParallelGrain / 8, [&](std::int64_t lo, std::int64_t hi) {
-      constexpr std::int64_t kBlock = 512;
-      alignas(64) float s[kBlock];
-      for (std::int64_t b = lo; b < hi; b += kBlock) {
-        const std::int64_t m = std::min(kBlock, hi - b);
-#pragma omp simd
-        for (std::int64_t i = 0; i < m; ++i) s[i] = x[b + i] * 0.70710678118654752f;
-        path.map(VecFn::erf, 1.0f, s, nullptr, s, m);
-#pragma omp simd
-        for (std::int64_t i = 0; i < m; ++i) o[b + i] = 0.5f * x[b + i] * (1.0f + s[i]);
-      }
-    });
-  });
+  return make_blocked_unary(k, VecFn::erf, 0.70710678118654752f, kParallelGrain / 8,
+                            [](float x, float s) { return 0.5f * x * (1.0f + s); });
 }
 
 // ---- cast -------------------------------------------------------------------------------------
