@@ -471,6 +471,11 @@ struct CompileOptions {
     ///   CompileOptions o;
     ///   o.experimental.concat_in_place = false;  // e.g. to compare with the copying plan
     bool concat_in_place = true;
+    /// With `plan_memory`, into one arena (the CPU): a slice whose range is one run of its
+    /// input's memory (an LSTM's or GRU's rows of one step in the input projection of all
+    /// steps) reads that memory where it lies instead of copying it (pass slice_views). Off:
+    /// every slice copies.
+    bool slice_views = true;
     /// On the CPU, a product whose right operand does not change within a run (an imported
     /// model's weights, a variable) keeps it packed in oneDNN's blocked layout, repacked only
     /// after the host writes it, and runs oneDNN's brgemm matmul on it: unpacked, oneDNN packs

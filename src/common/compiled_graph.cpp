@@ -79,6 +79,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   po.grouped_embeddings = options_.experimental.grouped_embeddings;
   po.stacked_products = options_.experimental.stacked_products;
   po.concat_in_place = options_.experimental.concat_in_place;
+  po.slice_views = options_.experimental.slice_views;
   po.packed_weights = options_.experimental.packed_weights;
   po.kernel_threads = backend.kernel_threads();
   po.capabilities = &backend;

@@ -553,6 +553,54 @@ std::vector<std::int64_t> prefix_owners(const Plan& p) {
 
 }  // namespace
 
+// The byte offset of a contiguous slice's range in its input's memory, where the slice may be
+// a view of it (slice_views); -1 where it may not.
+std::int64_t slice_view_offset(const Plan& p, const PlanNode& n) {
+  if (n.op != OpKind::Slice || n.storage == Storage::None) return -1;
+  const PlanNode& x = p.nodes[n.inputs[0]];
+  const Shape& s = x.type.shape;
+  const int rank = static_cast<int>(s.rank());
+  const int axis = n.attrs.axis < 0 ? n.attrs.axis + rank : n.attrs.axis;
+  if (axis < 0 || axis >= rank || x.layout != ActivationLayout::nchw ||
+      n.layout != ActivationLayout::nchw)
+    return -1;
+  std::int64_t outer = 1, inner = 4;  // every dtype is 4 bytes (TensorType::bytes)
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + 1; d < rank; ++d) inner *= s[d];
+  if (outer != 1) return -1;  // the range is not one run of memory
+  // The begin as shape inference normalised it: the output's extent ends at the range's end.
+  const SliceRange r = n.attrs.get_or_default<SliceRange>();
+  std::int64_t begin = r.begin < 0 ? r.begin + s[axis] : r.begin;
+  begin = std::clamp<std::int64_t>(begin, 0, s[axis]);
+  if (begin + n.type.shape[axis] > s[axis]) return -1;
+  return begin * inner;
+}
+
+void slice_views(Plan& p) {
+  // A slice a reader may overwrite in place with its own result keeps its copy: the copy is
+  // then that reader's output too (an LSTM step's product accumulates onto its rows of the
+  // input projection), and a view would only move the copy into the reader.
+  std::vector<char> overwritten(p.nodes.size(), 0);
+  for (const PlanNode& r : p.nodes) {
+    const OpDef& def = op_def(r.op);
+    for (std::size_t k = 0; k < r.inputs.size(); ++k) {
+      if (def.inplace_input(k) && p.nodes[r.inputs[k]].type == r.type) overwritten[r.inputs[k]] = 1;
+    }
+  }
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    PlanNode& n = p.nodes[i];
+    if (n.op != OpKind::Slice || n.storage != Storage::Computed || n.fetched || n.group >= 0 ||
+        n.into_variable >= 0 || n.in_concat >= 0 || overwritten[i])
+      continue;
+    const PlanNode& x = p.nodes[n.inputs[0]];
+    if (x.storage != Storage::Computed && x.storage != Storage::View) continue;
+    const std::int64_t off = slice_view_offset(p, n);
+    // Kernels may vectorise on aligned rows: views start where a buffer could.
+    if (off < 0 || off % static_cast<std::int64_t>(kAlign) != 0) continue;
+    n.storage = Storage::View;
+  }
+}
+
 void concat_in_place(Plan& p) {
   std::vector<char> taken(p.nodes.size(), 0);
   // Concats whose inputs begin a later concat's wait: the later one takes the bands first, and
@@ -820,6 +868,8 @@ void BufferPlanner::share_viewed(std::uint32_t i) {
   Buffer& B = bufs_[static_cast<std::size_t>(b)];
   node.buffer = b;
   node.sub_offset = p_.nodes[node.inputs[0]].sub_offset;
+  if (node.op == OpKind::Slice)  // a contiguous range of its input (slice_views)
+    node.sub_offset += static_cast<std::size_t>(slice_view_offset(p_, node));
   for (std::uint32_t r : readers_[i]) {
     B.users.push_back(r);
     if (r > B.last_read) {

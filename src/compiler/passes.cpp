@@ -712,6 +712,10 @@ const Pass kPasses[] = {
      [](const PlanOptions& o) {
        return o.concat_in_place && o.reuse != ReuseMode::none && o.arena && o.placer == nullptr;
      }},
+    {"slice_views", [](Plan& p, const PassContext&) { slice_views(p); },
+     [](const PlanOptions& o) {
+       return o.slice_views && o.reuse != ReuseMode::none && o.arena && o.placer == nullptr;
+     }},
     {"plan_memory",
      [](Plan& p, const PassContext& c) { plan_memory(p, c.options.reuse, c.options.arena); },
      single_device},

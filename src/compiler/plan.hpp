@@ -317,6 +317,8 @@ struct PlanOptions {
   bool stacked_products = true;
   /// concat_in_place (with reuse, into an arena).
   bool concat_in_place = true;
+  /// slice_views (with reuse, into an arena).
+  bool slice_views = true;
   /// CompileOptions::Experimental::packed_weights (Plan::packed_weights).
   bool packed_weights = true;
   const Capabilities* capabilities = nullptr;  // null: every op is supported (tests)
@@ -451,6 +453,15 @@ void plan_memory(Plan& p, ReuseMode mode, bool arena = false);
 /// concat's, in order, waits for it: where the later one is in place, the earlier one becomes a
 /// view of the start of its buffer (DenseNet's blocks copy nothing).
 void concat_in_place(Plan& p);
+/// Before plan_memory, after concat_in_place: a slice whose range is one run of its input's
+/// memory (nothing outside the axis: an LSTM's rows of one time step in the input projection of
+/// every step) at a 64-byte boundary becomes a view of that memory, with no kernel. Not where
+/// the slice is fetched, a concat's band or a variable's new value, nor of an input, variable
+/// or constant (their feeds are checked and written as a whole), nor where a reader may write
+/// its result over the slice in place (the copy is then that reader's output as well).
+void slice_views(Plan& p);
+/// slice_views: a slice view's byte offset in its input's memory; -1 for anything else.
+std::int64_t slice_view_offset(const Plan& p, const PlanNode& n);
 
 /// Whether node i's value can change only between runs (by the host writing it): a constant,
 /// or a variable that no node of the plan writes, seen through views. Kernels may keep a

@@ -22,12 +22,14 @@ struct Options : hetgraph::tool::EngineFlags {
   bool profile = false;  // --profile: time by op kind and the top nodes (in the JSON with --json)
   // --no-own-winograd, --no-layouts-through, --no-grouped-layouts, --no-concat-in-place,
   // --no-packed-weights, --no-layer-norm, --no-matmul-bias, --no-gelu, --no-channel-affine,
-  // --no-lstm-cells, --no-gru-cells: CompileOptions::Experimental's own_winograd,
+  // --no-lstm-cells, --no-gru-cells, --no-slice-views: CompileOptions::Experimental's
+  // own_winograd,
   // layouts_through_pool_concat, grouped_conv_layouts, concat_in_place, packed_weights,
-  // layer_norm_nodes, matmul_bias, gelu_nodes, channel_affine, lstm_cells, gru_cells
+  // layer_norm_nodes, matmul_bias, gelu_nodes, channel_affine, lstm_cells, gru_cells,
+  // slice_views
   bool own_winograd = true, layouts_through = true, grouped_layouts = true, concat_in_place = true,
        packed_weights = true, layer_norm = true, matmul_bias = true, gelu = true,
-       channel_affine = true, lstm_cells = true, gru_cells = true;
+       channel_affine = true, lstm_cells = true, gru_cells = true, slice_views = true;
   // The import's budgets (ImportOptions): --max-import-nodes, --max-import-host-bytes,
   // --max-import-tensor-bytes, --max-import-seconds; a model over one fails naming the flag.
   hetgraph::onnx::ImportOptions budgets;
@@ -56,7 +58,8 @@ inline constexpr const char* kUsage =
     "                    [--no-fuse] [--winograd] [--no-own-winograd] [--no-layouts-through]\n"
     "                    [--no-grouped-layouts] [--no-concat-in-place] [--no-packed-weights]\n"
     "                    [--no-layer-norm] [--no-matmul-bias] [--no-gelu]\n"
-    "                    [--no-channel-affine] [--no-lstm-cells] [--no-gru-cells] [--json]\n"
+    "                    [--no-channel-affine] [--no-lstm-cells] [--no-gru-cells]\n"
+    "                    [--no-slice-views] [--json]\n"
     "                    [--max-import-nodes N] [--max-import-host-bytes N]\n"
     "                    [--max-import-tensor-bytes N] [--max-import-seconds S]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
@@ -126,6 +129,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .flag("--no-gelu", o.gelu, false)
       .flag("--no-channel-affine", o.channel_affine, false)
       .flag("--no-lstm-cells", o.lstm_cells, false)
+      .flag("--no-slice-views", o.slice_views, false)
       .flag("--no-gru-cells", o.gru_cells, false)
       .flag("--no-matmul-bias", o.matmul_bias, false)
       .flag("--no-gelu", o.gelu, false)
