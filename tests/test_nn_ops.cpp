@@ -505,7 +505,9 @@ TEST_P(NnOpTest, LstmCellsEqualTheDecomposedNodes) {
     std::int64_t B, H;
     bool bitwise;
   };
-  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !on_cpu()}}) {
+  // Batch 1 too: there every gate, product and sum has one value per channel, as a
+  // normalisation's scale and shift have (fuse_channel_affine must leave them).
+  for (const Case& sz : {Case{3, 37, true}, Case{1, 37, true}, Case{16, 256, !on_cpu()}}) {
     for (const bool fetch_gate : {false, true}) {
       SCOPED_TRACE(std::to_string(sz.B) + "x" + std::to_string(sz.H) +
                    (fetch_gate ? ", step 1's input gate fetched" : ""));
@@ -549,7 +551,7 @@ TEST_P(NnOpTest, GruCellsEqualTheDecomposedNodes) {
     std::int64_t B, H;
     bool bitwise;
   };
-  for (const Case& sz : {Case{3, 37, true}, Case{16, 256, !on_cpu()}}) {
+  for (const Case& sz : {Case{3, 37, true}, Case{1, 37, true}, Case{16, 256, !on_cpu()}}) {
     for (const bool fetch_gate : {false, true}) {
       SCOPED_TRACE(std::to_string(sz.B) + "x" + std::to_string(sz.H) +
                    (fetch_gate ? ", step 1's update gate fetched" : ""));

@@ -542,9 +542,14 @@ struct Fuser {
     return false;
   }
 
-  // One value per channel of a [N, C, ...] value: [C, 1, ...] or [1, C, 1, ...], float.
+  // One value per channel of a [N, C, ...] value, [C, 1, ...] or [1, C, 1, ...], float, and a
+  // parameter (a constant, variable or input), as a normalisation's scale and shift are: a
+  // value computed in the run is another op's operand (at batch 1 an LSTM step's products
+  // and sums have one value per channel too, and belong to fuse_lstm_cells).
   bool per_channel(std::uint32_t v, const Shape& x) const {
     const Shape& s = p.nodes[v].type.shape;
+    const Storage st = p.nodes[v].storage;
+    if (st != Storage::Constant && st != Storage::Variable && st != Storage::Input) return false;
     if (p.nodes[v].type.dtype != DType::f32 || s.numel() != x.dim(1) || s.rank() > x.rank())
       return false;
     // Aligned to x's trailing axes (broadcasting): every axis but x's axis 1 has size 1.
