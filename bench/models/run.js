@@ -35,7 +35,7 @@ const {readTensorProto, readRaw, relErr, median, geomean} = harness;
 const root = path.resolve(__dirname, '..', '..');
 const opt = harness.options(process.argv.slice(2));
 // --summarize FILE: no runs; the summary and total lines of FILE's measurements (a run stopped
-// before its last round writes none), appended to FILE.
+// before its last round writes none), appended to FILE where it does not hold them already.
 const summarizeFile = opt('summarize', '');
 const kept = summarizeFile ? fs.readFileSync(summarizeFile, 'utf8').split('\n').filter((l) => l.trim())
                                  .map((l) => JSON.parse(l)).filter((l) => l.kind === 'model-run')
@@ -70,7 +70,15 @@ const resultsFile = summarizeFile ? path.resolve(summarizeFile)
 const commit = summarizeFile && kept.length ? kept[0].commit
     : execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD']).toString().trim();
 const cpu = summarizeFile && kept.length ? kept[0].cpu : os.cpus()[0].model;
-const write = (o) => fs.appendFileSync(resultsFile, JSON.stringify(o) + '\n');
+// A line FILE already holds (--summarize of a finished run) is not written twice.
+const present = new Set(
+    summarizeFile ? fs.readFileSync(summarizeFile, 'utf8').split('\n').filter((l) => l.trim()) : []);
+const write = (o) => {
+  const line = JSON.stringify(o);
+  if (present.has(line)) return;
+  present.add(line);
+  fs.appendFileSync(resultsFile, line + '\n');
+};
 
 const reps = (seconds) => Math.max(3, Math.min(20, Math.round(budget / Math.max(seconds, 1e-6))));
 
