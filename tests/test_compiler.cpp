@@ -461,21 +461,22 @@ TEST(MemoryPlan, DagModePacksAcrossBarriersOnly) {
   }
 }
 
-// On every platform and engine: the fetches bitwise equal with concat_in_place off and on,
-// and with the planner on and off.
-void expect_same_with_concat_in_place_off(const Graph& g, const InputShapes& shapes,
-                                          const std::vector<testing_util::In>& feeds,
-                                          const std::vector<Node>& fetches) {
+// On every platform and engine: the fetches bitwise equal with the memory-plan switch `flag`
+// (CompileOptions::Experimental) off and on, and with the planner on and off.
+void expect_same_with_switch_off(const Graph& g, const InputShapes& shapes,
+                                 const std::vector<testing_util::In>& feeds,
+                                 const std::vector<Node>& fetches,
+                                 bool CompileOptions::Experimental::*flag) {
   std::vector<FeedItem> items;
   for (const auto& f : feeds) items.push_back({f.name, f.values});
   for (const auto& pc : testing_util::platforms()) {
     std::vector<std::vector<float>> got[2];
-    for (bool in_place : {false, true}) {
+    for (bool on : {false, true}) {
       CompileOptions co;
-      co.experimental.concat_in_place = in_place;
+      co.experimental.*flag = on;
       auto cg = GraphCompiler(pc.make(), co).compile(g, shapes, fetches);
       cg.run(items);
-      for (Node n : fetches) got[in_place].push_back(cg.read(n));
+      for (Node n : fetches) got[on].push_back(cg.read(n));
     }
     for (std::size_t k = 0; k < fetches.size(); ++k) {
       EXPECT_TRUE(testing_util::bitwise_equal(got[0][k], got[1][k])) << pc.name << " fetch " << k;
@@ -542,7 +543,8 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   EXPECT_LT(p.naive_bytes, off_plan->naive_bytes);  // the concats' copies are gone
   const std::vector<testing_util::In> feeds{{"x", {1, 4, 3, 5}, testing_util::random_vec(60, 11)},
                                             {"z", {2, 4, 3, 5}, testing_util::random_vec(120, 12)}};
-  expect_same_with_concat_in_place_off(g, shapes, feeds, fetches);
+  expect_same_with_switch_off(g, shapes, feeds, fetches,
+                              &CompileOptions::Experimental::concat_in_place);
 }
 
 // concat_in_place, DenseNet's block: each layer concatenates every feature so far, so each
@@ -591,7 +593,8 @@ TEST(MemoryPlan, ConcatsThatBeginALaterOneAreViewsOfItsBuffer) {
           {"x",
            {batch, 4, 3, 5},
            testing_util::random_vec(static_cast<std::size_t>(batch) * 60, 21)}};
-      expect_same_with_concat_in_place_off(g, shapes, feeds, fetches);
+      expect_same_with_switch_off(g, shapes, feeds, fetches,
+                                  &CompileOptions::Experimental::concat_in_place);
     }
   }
 }
@@ -638,22 +641,8 @@ TEST(MemoryPlan, ContiguousSlicesAreViewsOfTheirInput) {
   }
   const std::vector<testing_util::In> feeds{{"x", {8, 16}, testing_util::random_vec(128, 31)},
                                             {"w", {8, 5}, testing_util::random_vec(40, 32)}};
-  std::vector<FeedItem> items;
-  for (const auto& f : feeds) items.push_back({f.name, f.values});
-  for (const auto& pc : testing_util::platforms()) {
-    std::vector<std::vector<float>> got[2];
-    for (bool views : {false, true}) {
-      CompileOptions co;
-      co.experimental.slice_views = views;
-      auto cg = GraphCompiler(pc.make(), co).compile(g, shapes, fetches);
-      cg.run(items);
-      for (Node n : fetches) got[views].push_back(cg.read(n));
-    }
-    for (std::size_t k = 0; k < fetches.size(); ++k) {
-      EXPECT_TRUE(testing_util::bitwise_equal(got[0][k], got[1][k])) << pc.name << " fetch " << k;
-    }
-    testing_util::run_checked(pc, g, feeds, fetches);
-  }
+  expect_same_with_switch_off(g, shapes, feeds, fetches,
+                              &CompileOptions::Experimental::slice_views);
 }
 
 TEST(MemoryPlan, ReportsPlannedAndNaiveBytes) {

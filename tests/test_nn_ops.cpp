@@ -63,6 +63,19 @@ class NnOpTest : public ::testing::TestWithParam<PlatformCase> {
     }
     return r;
   }
+  // The rewrite behind `flag`: no node of `kinds` with it off, `fused` with it on, the
+  // fetches the same either way (bitwise for rtol 0, else within rtol), and (`planner`)
+  // bitwise with the planner on and off.
+  void expect_rewrite(const Graph& g, const std::vector<In>& ins, const std::vector<Node>& fetches,
+                      bool CompileOptions::Experimental::*flag,
+                      const std::vector<detail::OpKind>& kinds, int fused, double rtol,
+                      bool planner = true) const {
+    const Switched r = run_switched(g, ins, fetches, flag, kinds);
+    EXPECT_EQ(r.nodes[0], 0) << GetParam().name;
+    EXPECT_EQ(r.nodes[1], fused) << GetParam().name;
+    expect_same(r, rtol);
+    if (planner) testing_util::run_checked(GetParam(), g, ins, fetches);
+  }
   // Each fetch the same with the rewrite off and on: bitwise (rtol 0), or within rtol.
   static void expect_same(const Switched& r, double rtol) {
     for (std::size_t k = 0; k < r.out[0].size(); ++k) {
@@ -421,13 +434,8 @@ TEST_P(NnOpTest, LayerNormNodesEqualTheDecomposedOnes) {
       if (fetch_inner) fetches.push_back(d);
       const std::vector<In> ins{rand_in("x", {3, 4, 45}, 91), rand_in("gamma", {45}, 92),
                                 rand_in("beta", {45}, 93)};
-      const Switched r =
-          run_switched(g, ins, fetches, &CompileOptions::Experimental::layer_norm_nodes,
-                       {detail::OpKind::LayerNorm});
-      EXPECT_EQ(r.nodes[0], 0) << GetParam().name;
-      EXPECT_EQ(r.nodes[1], fetch_inner ? 0 : 1) << GetParam().name;
-      expect_same(r, 2e-5);
-      testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
+      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::layer_norm_nodes,
+                     {detail::OpKind::LayerNorm}, fetch_inner ? 0 : 1, 2e-5);
     }
   }
 }
@@ -454,12 +462,8 @@ TEST_P(NnOpTest, GeluNodesEqualTheDecomposedOnes) {
       std::vector<Node> fetches{z};
       if (fetch_inner) fetches.push_back(e);
       const std::vector<In> ins{rand_in("x", {3, 5, 67}, 131, -6, 6)};
-      const Switched r = run_switched(g, ins, fetches, &CompileOptions::Experimental::gelu_nodes,
-                                      {detail::OpKind::Gelu});
-      EXPECT_EQ(r.nodes[0], 0) << GetParam().name;
-      EXPECT_EQ(r.nodes[1], fetch_inner ? 0 : 1) << GetParam().name;
-      expect_same(r, 2e-6);
-      testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
+      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::gelu_nodes,
+                     {detail::OpKind::Gelu}, fetch_inner ? 0 : 1, 2e-6);
     }
   }
 }
@@ -484,13 +488,8 @@ TEST_P(NnOpTest, ChannelAffineNodesEqualTheDecomposedOnes) {
       const Shape cs = form == 2 ? Shape{1, 6, 1, 1} : Shape{6, 1, 1};
       const std::vector<In> ins{rand_in("x", {2, 6, 5, 7}, 141, -2, 2), rand_in("s", cs, 142),
                                 rand_in("t", cs, 143)};
-      const Switched r =
-          run_switched(g, ins, fetches, &CompileOptions::Experimental::channel_affine,
-                       {detail::OpKind::ChannelAffine});
-      EXPECT_EQ(r.nodes[0], 0) << GetParam().name;
-      EXPECT_EQ(r.nodes[1], fetch_inner ? 0 : 1) << GetParam().name;
-      expect_same(r, 0);
-      testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on and off, bitwise
+      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::channel_affine,
+                     {detail::OpKind::ChannelAffine}, fetch_inner ? 0 : 1, 0);
     }
   }
 }
@@ -531,13 +530,10 @@ TEST_P(NnOpTest, LstmCellsEqualTheDecomposedNodes) {
       }
       fetches.push_back(c);
       if (fetch_gate) fetches.push_back(fetched_gate);
-      const Switched runs = run_switched(g, ins, fetches, &CompileOptions::Experimental::lstm_cells,
-                                         {detail::OpKind::LstmCell, detail::OpKind::LstmHidden});
-      EXPECT_EQ(runs.nodes[0], 0) << GetParam().name;
-      EXPECT_EQ(runs.nodes[1], fetch_gate ? 4 : 6)
-          << GetParam().name;  // a cell and a hidden a step
-      expect_same(runs, sz.bitwise ? 0 : 2e-6);
-      if (sz.bitwise) testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on/off
+      // A cell and a hidden node a step.
+      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::lstm_cells,
+                     {detail::OpKind::LstmCell, detail::OpKind::LstmHidden}, fetch_gate ? 4 : 6,
+                     sz.bitwise ? 0 : 2e-6, sz.bitwise);
     }
   }
 }
@@ -575,12 +571,9 @@ TEST_P(NnOpTest, GruCellsEqualTheDecomposedNodes) {
         fetches.push_back(h);
       }
       if (fetch_gate) fetches.push_back(fetched_gate);
-      const Switched runs = run_switched(g, ins, fetches, &CompileOptions::Experimental::gru_cells,
-                                         {detail::OpKind::GruHidden});
-      EXPECT_EQ(runs.nodes[0], 0) << GetParam().name;
-      EXPECT_EQ(runs.nodes[1], fetch_gate ? 2 : 3) << GetParam().name;
-      expect_same(runs, sz.bitwise ? 0 : 2e-6);
-      if (sz.bitwise) testing_util::run_checked(GetParam(), g, ins, fetches);  // planner on/off
+      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::gru_cells,
+                     {detail::OpKind::GruHidden}, fetch_gate ? 2 : 3, sz.bitwise ? 0 : 2e-6,
+                     sz.bitwise);
     }
   }
 }

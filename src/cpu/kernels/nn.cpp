@@ -383,8 +383,9 @@ struct LstmRows {
   LstmGates k;
   bool hidden;
   const float* gate(std::int64_t r, int q, std::int64_t j) const { return g + (4 * r + q) * H + j; }
-  template <class Sig, class Tanh>
-  void run(std::int64_t r0, std::int64_t r1, Sig&& sig, Tanh&& tanh_of) const {
+  // Acts: VecActs or RefActs, the sigmoid and tanh over blocks.
+  template <class Acts>
+  void run(std::int64_t r0, std::int64_t r1, const Acts& acts) const {
     constexpr std::int64_t kBlock = 256;
     alignas(64) float a[kBlock], b[kBlock], f[kBlock];
     for (std::int64_t r = r0; r < r1; ++r) {
@@ -393,18 +394,18 @@ struct LstmRows {
         const float* s = state == nullptr ? nullptr : state + r * H + j;
         float* o = out + r * H + j;
         if (hidden) {
-          sig(gate(r, k.o, j), a, m);
-          tanh_of(s, b, m);
+          acts.sig(gate(r, k.o, j), a, m);
+          acts.tanh_of(s, b, m);
           for (std::int64_t e = 0; e < m; ++e) o[e] = a[e] * b[e];
           continue;
         }
-        sig(gate(r, k.i, j), a, m);
-        tanh_of(gate(r, k.g, j), b, m);
+        acts.sig(gate(r, k.i, j), a, m);
+        acts.tanh_of(gate(r, k.g, j), b, m);
         if (s == nullptr) {
           for (std::int64_t e = 0; e < m; ++e) o[e] = a[e] * b[e];
           continue;
         }
-        sig(gate(r, k.f, j), f, m);
+        acts.sig(gate(r, k.f, j), f, m);
         for (std::int64_t e = 0; e < m; ++e) {
           const float kept = f[e] * s[e], added = a[e] * b[e];
           o[e] = kept + added;
@@ -433,8 +434,9 @@ struct GruRows {
   float* out;
   std::int64_t rows, H;
   GruGates k;
-  template <class Sig, class Tanh>
-  void run(std::int64_t r0, std::int64_t r1, Sig&& sig, Tanh&& tanh_of) const {
+  // Acts: VecActs or RefActs, the sigmoid and tanh over blocks.
+  template <class Acts>
+  void run(std::int64_t r0, std::int64_t r1, const Acts& acts) const {
     constexpr std::int64_t kBlock = 256;
     alignas(64) float z[kBlock], r[kBlock], n[kBlock];
     for (std::int64_t row = r0; row < r1; ++row) {
@@ -447,13 +449,13 @@ struct GruRows {
         const float *xh = xr + k.h * H + j, *rh = rr + k.h * H + j;
         for (std::int64_t e = 0; e < m; ++e) z[e] = xz[e] + rz[e];
         for (std::int64_t e = 0; e < m; ++e) r[e] = xq[e] + rq[e];
-        sig(z, z, m);
-        sig(r, r, m);
+        acts.sig(z, z, m);
+        acts.sig(r, r, m);
         for (std::int64_t e = 0; e < m; ++e) {
           const float gated = r[e] * rh[e];
           n[e] = xh[e] + gated;
         }
-        tanh_of(n, n, m);
+        acts.tanh_of(n, n, m);
         const float* hp = prev + row * H + j;
         float* o = out + row * H + j;
         for (std::int64_t e = 0; e < m; ++e) {
@@ -483,11 +485,12 @@ struct VecActs {
     path.map(VecFn::tanh, 1.0f, x, nullptr, o, m);
   }
 };
+// The reference sigmoid and tanh kernels' formulas (elementwise.cpp's RefSigmoidF, RefTanhF).
 struct RefActs {
-  static void sig(const float* x, float* o, std::int64_t m) {
+  void sig(const float* x, float* o, std::int64_t m) const {
     for (std::int64_t e = 0; e < m; ++e) o[e] = 1.0f / (1.0f + std::exp(-x[e]));
   }
-  static void tanh_of(const float* x, float* o, std::int64_t m) {
+  void tanh_of(const float* x, float* o, std::int64_t m) const {
     for (std::int64_t e = 0; e < m; ++e) o[e] = std::tanh(x[e]);
   }
 };
@@ -496,17 +499,11 @@ struct RefActs {
 template <class Rows, bool Reference>
 std::unique_ptr<CpuKernel> make_cell(const Rows& rows) {
   if constexpr (Reference) {
-    return make_kernel([l = rows](const ExecCtx&) {
-      auto sig = [](const float* x, float* o, std::int64_t m) { RefActs::sig(x, o, m); };
-      auto tanh_of = [](const float* x, float* o, std::int64_t m) { RefActs::tanh_of(x, o, m); };
-      l.run(0, l.rows, sig, tanh_of);
-    });
+    return make_kernel([l = rows](const ExecCtx&) { l.run(0, l.rows, RefActs{}); });
   } else {
     return make_kernel([l = rows, acts = VecActs{code_path()}](const ExecCtx& ctx) {
-      auto sig = [&](const float* x, float* o, std::int64_t m) { acts.sig(x, o, m); };
-      auto tanh_of = [&](const float* x, float* o, std::int64_t m) { acts.tanh_of(x, o, m); };
       parallel_for(ctx, l.rows, std::max<std::int64_t>(1, kParallelGrain / (8 * l.H)),
-                   [&](std::int64_t b, std::int64_t e) { l.run(b, e, sig, tanh_of); });
+                   [&](std::int64_t b, std::int64_t e) { l.run(b, e, acts); });
     });
   }
 }
