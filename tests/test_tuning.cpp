@@ -129,6 +129,7 @@ TEST(TuningCache, SecondCompileRunsTheChoiceFromItsFirstRun) {
   const EngineReport::Cpu r1 = *first.engine_report().cpu;
   ASSERT_TRUE(r1.chosen.has_value());
   EXPECT_FALSE(r1.chosen->from_cache);
+  ASSERT_TRUE(r1.chosen->load.has_value());  // searched here: what it ran beside
   EXPECT_FALSE(r1.search.empty());
   ASSERT_EQ(cache.entries().size(), 1u);
   first.run(w.feeds());
@@ -139,6 +140,7 @@ TEST(TuningCache, SecondCompileRunsTheChoiceFromItsFirstRun) {
   EXPECT_TRUE(r2.tuned);  // before its first run
   ASSERT_TRUE(r2.chosen.has_value());
   EXPECT_TRUE(r2.chosen->from_cache);
+  EXPECT_FALSE(r2.chosen->load.has_value());
   EXPECT_TRUE(r2.search.empty());
   EXPECT_EQ(r2.chosen->engine, r1.chosen->engine);
   EXPECT_EQ(r2.chosen->executors, r1.chosen->executors);
@@ -366,20 +368,28 @@ TEST(TuningCache, AChoiceMadeOnABusyMachineIsNotCached) {
   // a fresh search beside busy processes, and none may be cached... but one missed try is
   // forgiven if another sees them.
   int missed = 0;
+  std::string seen;  // each try's evidence, for the failure message
   for (int attempt = 0; attempt < 3; ++attempt) {
     {
       BusyProcesses busy(2 * detail::cpu::Topology::get().allowed());  // two per core
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       auto cg = GraphCompiler().compile(w.g, w.shapes(), {w.out});
       tune(cg, w.feeds());
-      ASSERT_TRUE(cg.engine_report().cpu->chosen.has_value());
+      const auto chosen = cg.engine_report().cpu->chosen;
+      ASSERT_TRUE(chosen.has_value() && chosen->load.has_value());
+      const auto& l = *chosen->load;
+      seen += "\n  caller share " + std::to_string(l.caller_share) + ", preempted " +
+              std::to_string(l.preempted) + ", others' share " + std::to_string(l.others_share) +
+              (l.busy ? ": busy" : ": quiet");
+      // The report says what the cache did.
+      EXPECT_EQ(l.busy, cache.entries().empty()) << seen;
     }
     EXPECT_TRUE(cache.entries(".progress").empty());
     if (cache.entries().empty()) break;
     ++missed;
     for (const auto& e : cache.entries()) fs::remove(e);
   }
-  EXPECT_LT(missed, 3) << "every choice made beside busy processes was cached";
+  EXPECT_LT(missed, 3) << "every choice made beside busy processes was cached:" << seen;
   // Quiet again: the search is cached.
   auto cg = GraphCompiler().compile(w.g, w.shapes(), {w.out});
   EXPECT_FALSE(cg.engine_report().tuned());

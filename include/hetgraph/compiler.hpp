@@ -141,6 +141,17 @@ struct EngineReport {
       int executors = 1, threads_per_executor = 1;
       bool per_op_threads = false;
       bool from_cache = false;  // taken from the tuning cache: no search in this process
+      /// Searched in this process: the load it ran beside, and whether its choice was cached.
+      /// A search beside other processes that took over a fifth of the cores, whose sequential
+      /// runs' caller got under 3/4 of its core or was preempted in them, measured them, not
+      /// the graph: its choice is used but not cached.
+      struct Load {
+        double caller_share = 1;  // the caller's CPU time / wall time in the sequential runs
+        long preempted = 0;       // its involuntary context switches in them
+        double others_share = 0;  // other processes' share of the cores during the search
+        bool busy = false;        // they said so: not cached
+      };
+      std::optional<Load> load;  // absent where the choice came from the cache
     };
     std::optional<Chosen> chosen;
     /// automatic with adapt_to_load: the threads of the last run where other processes held

@@ -179,9 +179,21 @@ void AutoEngine::start_search() {
   meter_.start();
 }
 
+EngineReport::Cpu::Chosen::Load AutoEngine::load() const {
+  EngineReport::Cpu::Chosen::Load l;
+  l.caller_share = seq_wall_s_ > 0 ? seq_cpu_s_ / seq_wall_s_ : 1;
+  l.preempted = seq_preempted_;
+  l.others_share = meter_.others_share();
+  // Others' share is the evidence; the caller's own runs must show it too, by a low share or by
+  // being preempted (either alone: a caller waiting for a preempted team member sleeps of its
+  // own accord, and one whose few timed runs fell between time slices kept its core).
+  l.busy = seq_wall_s_ > 0 && l.others_share > kOthersShare &&
+           (l.caller_share < kStarvedShare || l.preempted > 0);
+  return l;
+}
+
 bool AutoEngine::starved() const {
-  return seq_wall_s_ > 0 && seq_cpu_s_ < kStarvedShare * seq_wall_s_ && seq_preempted_ > 0 &&
-         meter_.others_share() > kOthersShare;
+  return load().busy;
 }
 
 void AutoEngine::time_sequential(Engine& e, double& wall) {
@@ -452,7 +464,8 @@ void AutoEngine::finish() {
     choice.cost_us = win.parallel->costs();
     if (choice.per_op_threads) choice.node_threads = win.parallel->node_threads();
   }
-  interfered_ = starved();
+  chosen_info_->load = load();
+  interfered_ = chosen_info_->load->busy;
   if (!interfered_) cache_.store(choice);
   chosen_ = std::move(win.engine);  // keeps its profiled levels
   candidates_.clear();              // the others' executor threads end here

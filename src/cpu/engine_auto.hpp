@@ -47,10 +47,9 @@ class AutoEngine final : public Engine {
   std::vector<EngineReport::Cpu::Trial> search() const override { return search_; }
   std::optional<EngineReport::Cpu::Chosen> chosen() const override { return chosen_info_; }
   int load_threads() const override { return last_ == loaded_.get() ? loaded_threads_ : 0; }
-  /// Whether the search ran starved of its cores (the sequential engine's caller got under
-  /// kStarvedShare of a core over its timed runs and was preempted in them, and other processes
-  /// took over kOthersShare of the cores meanwhile): its choice is then
-  /// used but not cached.
+  /// Whether the search ran starved of its cores (other processes took over kOthersShare of the
+  /// cores meanwhile, and the sequential engine's caller got under kStarvedShare of a core over
+  /// its timed runs or was preempted in them): its choice is then used but not cached.
   bool interfered() const { return interfered_; }
   /// A cached choice being checked against the sequential engine in this process's first runs.
   bool checking() const { return checking_; }
@@ -142,11 +141,14 @@ class AutoEngine final : public Engine {
   // microseconds); only another task preempts it.
   long seq_preempted_ = 0;
   // Other processes' share of the cores since the search (or the check) began (/proc/stat):
-  // starved() needs it too, over kOthersShare. Each signal alone has false alarms on a quiet
-  // machine (a daemon's wake-up preempting a short search; a thread waiting for its team).
+  // starved() needs it over kOthersShare, and one of the two above. The caller's signals alone
+  // have false alarms on a quiet machine (a daemon's wake-up preempting a short search; a thread
+  // waiting for its team); others' share alone is not this graph's runs (issue 45's CI: a
+  // caller whose few timed runs kept its core beside two spinning processes per core).
   LoadMeter meter_;
   static constexpr double kOthersShare = 0.2;
   void time_sequential(Engine& e, double& wall);  // one run, counted in the three above
+  EngineReport::Cpu::Chosen::Load load() const;   // the evidence starved() judges
   bool starved() const;
   bool interfered_ = false;
   // The check of a cached choice: the sequential engine, and each one's timed runs.
