@@ -601,10 +601,12 @@ TEST(MemoryPlan, ConcatsThatBeginALaterOneAreViewsOfItsBuffer) {
 
 // slice_views: a slice whose range is one run of its input's memory at a 64-byte boundary
 // (rows 2-4 of [8, 16] floats: 128 bytes in) reads that memory where it lies; one across the
-// rows (columns), one at an odd offset (20 bytes), a fetched one and one a reader overwrites in
-// place (its copy is that reader's output) copy. The input is then kept
-// until the view's readers are done, whatever writes in place after it. Bitwise equal with the
-// pass on and off, on every platform and engine.
+// rows (columns), one at an odd offset (20 bytes) and a fetched one copy. A reader that may
+// write over its input does so over a view only as the viewed buffer's last reader, and then at
+// the view's range (an LSTM step's product onto its rows of the input projection); elsewhere it
+// writes a buffer of its own. The input is then kept until the view's readers are done,
+// whatever writes in place after it. Bitwise equal with the pass on and off, on every platform
+// and engine.
 TEST(MemoryPlan, ContiguousSlicesAreViewsOfTheirInput) {
   Graph g;
   auto x = g.input("x"), w = g.input("w");  // [8, 16], [8, 5]
@@ -613,12 +615,15 @@ TEST(MemoryPlan, ContiguousSlicesAreViewsOfTheirInput) {
   Node cols = slice(y, 1, 4, 12);  // across the rows: copied
   Node odd = slice(v, 0, 1, 3);    // from byte 20: copied
   Node kept = slice(y, 0, 0, 4);   // fetched: copied
-  Node over = slice(y, 0, 4, 8);   // relu may write over it: copied
+  Node over = slice(y, 0, 4, 8);   // a view; relu may not write over y (read later)
   Node after = relu(y) * 3.0f;     // may write over y in place only after the views' readers
+  Node z = exp(x);
+  Node last = slice(z, 0, 4, 8);  // a view whose reader is z's last: in place, bytes 256-511
+  Node relu_over = relu(over), relu_of_last = relu(last), relu_last = relu_of_last + 1.0f;
   Node r1 = reduce_sum(rows, 0, true), r2 = reduce_sum(cols, 1, true),
        r3 = reduce_sum(odd + 1.0f, 0, true), r4 = reduce_sum(after, 0, true),
-       r5 = reduce_sum(relu(over), 1, true);
-  const std::vector<Node> fetches{r1, r2, r3, r4, r5, kept};
+       r5 = reduce_sum(relu_over, 1, true), r6 = reduce_sum(relu_last, 1, true);
+  const std::vector<Node> fetches{r1, r2, r3, r4, r5, r6, kept};
   const InputShapes shapes{{"x", {8, 16}}, {"w", {8, 5}}};
   std::vector<std::uint32_t> ids;
   for (const Node& f : fetches) ids.push_back(f.id());
@@ -634,7 +639,11 @@ TEST(MemoryPlan, ContiguousSlicesAreViewsOfTheirInput) {
     EXPECT_EQ(at(cols).storage, Storage::Computed);
     EXPECT_EQ(at(odd).storage, Storage::Computed);
     EXPECT_EQ(at(kept).storage, Storage::Computed);
-    EXPECT_EQ(at(over).storage, Storage::Computed);
+    EXPECT_EQ(at(over).storage, Storage::View);
+    EXPECT_FALSE(at(relu_over).in_place);
+    EXPECT_EQ(at(last).storage, Storage::View);
+    EXPECT_TRUE(at(relu_of_last).in_place);
+    EXPECT_EQ(at(relu_of_last).offset, at(z).offset + 256);
     o.slice_views = false;
     auto off = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
     EXPECT_EQ(off->nodes[off->index(rows, "test")].storage, Storage::Computed);

@@ -577,20 +577,14 @@ std::int64_t slice_view_offset(const Plan& p, const PlanNode& n) {
 }
 
 void slice_views(Plan& p) {
-  // A slice a reader may overwrite in place with its own result keeps its copy: the copy is
-  // then that reader's output too (an LSTM step's product accumulates onto its rows of the
-  // input projection), and a view would only move the copy into the reader.
-  std::vector<char> overwritten(p.nodes.size(), 0);
-  for (const PlanNode& r : p.nodes) {
-    const OpDef& def = op_def(r.op);
-    for (std::size_t k = 0; k < r.inputs.size(); ++k) {
-      if (def.inplace_input(k) && p.nodes[r.inputs[k]].type == r.type) overwritten[r.inputs[k]] = 1;
-    }
-  }
+  // A reader that may overwrite its input in place (an LSTM step's product accumulating onto
+  // its rows of the input projection) does so over a view only where it is the viewed buffer's
+  // last reader (BufferPlanner::over_input), at the view's range; elsewhere it writes a buffer
+  // of its own, reading the view instead of the slice's copy.
   for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
     PlanNode& n = p.nodes[i];
     if (n.op != OpKind::Slice || n.storage != Storage::Computed || n.fetched || n.group >= 0 ||
-        n.into_variable >= 0 || n.in_concat >= 0 || overwritten[i])
+        n.into_variable >= 0 || n.in_concat >= 0)
       continue;
     const PlanNode& x = p.nodes[n.inputs[0]];
     if (x.storage != Storage::Computed && x.storage != Storage::View) continue;
@@ -926,6 +920,7 @@ bool BufferPlanner::over_input(std::uint32_t i) {
     const std::int32_t b = u.buffer;
     if (bufs_[static_cast<std::size_t>(b)].pinned || !others_done(b, i)) continue;
     occupy(b, i);
+    node.sub_offset = u.sub_offset;  // a view's range (slice_views): the same memory
     node.in_place = true;
     return true;
   }

@@ -129,8 +129,8 @@ AutoEngine::AutoEngine(const Program& prog, const EngineConfig& base, int cores,
       e->set_costs(hit->cost_us, true);
       chosen_ = std::move(e);
     }
-    chosen_info_ = EngineReport::Cpu::Chosen{hit->engine, hit->executors, hit->threads,
-                                             hit->per_op_threads, true};
+    chosen_info_ = EngineReport::Cpu::Chosen{hit->engine,         hit->executors, hit->threads,
+                                             hit->per_op_threads, true,           std::nullopt};
     last_ = chosen_.get();
     tuned_ = true;
     if (hit->engine != "sequential") {
@@ -452,8 +452,8 @@ void AutoEngine::finish() {
   }
   Candidate& win = candidates_[best];
   const EngineReport::Cpu::Trial& t = search_[best];
-  chosen_info_ = EngineReport::Cpu::Chosen{t.engine, t.executors, t.threads_per_executor,
-                                           t.per_op_threads, false};
+  chosen_info_ = EngineReport::Cpu::Chosen{t.engine,         t.executors, t.threads_per_executor,
+                                           t.per_op_threads, false,       load()};
   TunedChoice choice;
   choice.engine = t.engine;
   choice.executors = t.executors;
@@ -464,7 +464,6 @@ void AutoEngine::finish() {
     choice.cost_us = win.parallel->costs();
     if (choice.per_op_threads) choice.node_threads = win.parallel->node_threads();
   }
-  chosen_info_->load = load();
   interfered_ = chosen_info_->load->busy;
   if (!interfered_) cache_.store(choice);
   chosen_ = std::move(win.engine);  // keeps its profiled levels
