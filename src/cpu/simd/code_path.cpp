@@ -115,7 +115,10 @@ void softmax_rows(const float* x, float* o, std::int64_t rows, std::int64_t n, b
     vm::map(sh, ob, rr * n, vexp);  // x is no longer read: in place is safe
     for (std::int64_t r = 0; r < rr; ++r) {
       float* row = ob + r * n;
+      // In vector lanes, as the long rows' sums: one chain of dependent adds took 4 cycles
+      // an element (ViT's [12, 197, 197] softmax at 1.1 ns an element on 2 threads).
       float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
       for (std::int64_t j = 0; j < n; ++j) sum += row[j];
       if (log_sm) {
         const float lse = vm::log(sum);
