@@ -29,6 +29,11 @@ float round_to_bfloat16(float x) {
     }                                                                                        \
   }
 
+// tanh_f32's tanh, for gelu_tanh_f32.
+inline float gelu_tanh_t(float u) {
+  return fabs(u) >= 10.0f ? copysign(1.0f, u) : tanh(u);
+}
+
 // The op expressions are not declarations: keep their spacing.
 // clang-format off
 UNARY(neg_f32, -v)
@@ -65,6 +70,8 @@ UNARY(leaky_relu_f32, v > 0.0f ? v : alpha * v)
 UNARY(clip_f32, (v < alpha ? alpha : v) > beta ? beta : (v < alpha ? alpha : v))
 UNARY(softsign_f32, v / (1.0f + fabs(v)))
 UNARY(mish_f32, v * tanh(v > 20.0f ? v : log1p(exp(v))))
+// GELU's tanh form (x^3 in float: OpenCL devices need not have double), tanh as tanh_f32's.
+UNARY(gelu_tanh_f32, v * 0.5f * (gelu_tanh_t((v + v * v * v * 0.044715f) * 0.7978845608028654f) + 1.0f))
 UNARY(silu_f32, v * (1.0f / (1.0f + exp(-v))))
 UNARY(hard_swish_f32, v * fmin(fmax((1.0f / 6.0f) * v + 0.5f, 0.0f), 1.0f))
 // clang-format on

@@ -803,6 +803,26 @@ std::vector<Row> rows() {
                silu_f,
                1e-3,
                1e-4});
+  const auto gelu_tanh_f = [](double x) {
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  };
+  // Forward out to where tanh saturates (the OpenCL kernel's cut at 10); the gradient near 0.
+  r.push_back({{OpKind::GeluTanh},
+               "gelu_tanh",
+               {uniform("a", {4, 5}, -12, 12, 51)},
+               {},
+               unary(gelu_tanh),
+               {},
+               gelu_tanh_f});
+  r.push_back({{OpKind::GeluTanh, OpKind::Tanh},
+               "gelu_tanh'",
+               {uniform("a", {3, 4}, -4, 4, 52)},
+               {},
+               unary(gelu_tanh),
+               {0},
+               gelu_tanh_f,
+               1e-3,
+               1e-4});
   const auto hard_swish_f = [](double x) { return x * std::min(std::max(x / 6 + 0.5, 0.0), 1.0); };
   // Forward across both bends (-3 and 3); the gradient away from them.
   r.push_back({{OpKind::HardSwish},

@@ -468,6 +468,31 @@ TEST_P(NnOpTest, GeluNodesEqualTheDecomposedOnes) {
   }
 }
 
+// gelu_nodes, the tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) as GPT-2's
+// gelu_new writes it (pow(x, 3)) and as PyTorch exports approximate="tanh" (x (x x), other
+// orders) becomes one gelu_tanh node within float rounding; a fetched tanh keeps the nodes.
+TEST_P(NnOpTest, GeluTanhNodesEqualTheDecomposedOnes) {
+  for (int form = 0; form < 3; ++form) {
+    for (const bool fetch_inner : {false, true}) {
+      SCOPED_TRACE("form " + std::to_string(form) + (fetch_inner ? ", tanh fetched" : ""));
+      Graph g;
+      auto x = g.input("x");
+      auto k = [&](float v) { return g.constant(v); };
+      Node cube = form == 0 ? pow(x, k(3.0f)) : form == 1 ? mul(x, mul(x, x)) : mul(mul(x, x), x);
+      Node u = form == 1 ? add(mul(k(0.044715f), cube), x) : add(x, mul(cube, k(0.044715f)));
+      Node t = tanh(form == 1 ? mul(k(0.7978845608f), u) : mul(u, k(0.7978845608f)));
+      Node y =
+          form == 1 ? mul(k(0.5f), mul(x, add(k(1.0f), t))) : mul(mul(k(0.5f), x), add(t, k(1.0f)));
+      Node z = add(y, x);
+      std::vector<Node> fetches{z};
+      if (fetch_inner) fetches.push_back(t);
+      const std::vector<In> ins{rand_in("x", {3, 5, 67}, 151, -6, 6)};
+      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::gelu_nodes,
+                     {detail::OpKind::GeluTanh}, fetch_inner ? 0 : 1, 2e-6);
+    }
+  }
+}
+
 // channel_affine: an inference BatchNormalization as the importer writes it where it cannot
 // fold it into a convolution (mul by a [C, 1, 1] scale, add a [C, 1, 1] shift), with and
 // without the relu after it, scale and shift in either operand order and as [1, C, 1, 1],

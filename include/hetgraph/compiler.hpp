@@ -395,8 +395,9 @@ struct CompileOptions {
     /// results equal the nine nodes' within float rounding. Off: the nine nodes.
     bool layer_norm_nodes = true;
     /// With `fuse`: GELU as exports before opset 20 write it (x * 0.5 * (1 + erf(x / sqrt 2)),
-    /// five nodes: BERT, ViT, ConvNeXt) becomes one gelu node (pass fuse_gelu). Its results
-    /// equal the five nodes' within float rounding. Off: the five nodes.
+    /// five nodes: BERT, ViT, ConvNeXt) becomes one gelu node, and its tanh form (0.5 x (1 +
+    /// tanh(sqrt(2 / pi) (x + 0.044715 x^3))), eight nodes: GPT-2) one gelu_tanh node (pass
+    /// fuse_gelu). Results equal the nodes' within float rounding. Off: the nodes.
     bool gelu_nodes = true;
     /// With `fuse`: an inference BatchNormalization the importer could not fold into a
     /// convolution (a product with a per-channel scale, a sum with a per-channel shift) and a

@@ -41,7 +41,8 @@
 // so), become one channel_affine node.
 //
 // fuse_gelu (issue 48): GELU as exports before opset 20 write it (div by sqrt 2, erf, add 1,
-// two products: five passes over an MLP's widest activation) becomes one gelu node.
+// two products: five passes over an MLP's widest activation) becomes one gelu node; its tanh
+// form (GPT-2's: a cube, three products, two sums, tanh: eight) one gelu_tanh node.
 //
 // fuse_lstm_cells (issue 48): an LSTM step's elementwise tail, as the importer unrolls ONNX's
 // LSTM (four slices of the gate pre-activations, three sigmoids, two tanhs, three products and
@@ -519,7 +520,63 @@ struct Fuser {
     }
     return kNoNode;
   }
-  // y = mul(inner, third): {inner's two factors, third} = {x, 0.5, 1 + erf(x / sqrt 2)}.
+  // The tanh form (GPT-2's gelu_new, PyTorch's approximate="tanh"): 1 + tanh(c (x + k x^3))
+  // at node s, each sum and product in either order, c = sqrt(2 / pi), k = 0.044715, x^3 as
+  // pow(x, 3), x (x x) or (x x) x, read once: x, or kNoNode.
+  std::uint32_t gelu_tanh_term(std::uint32_t s, std::vector<std::uint32_t>& absorbed) const {
+    auto near = [](float v, float want) { return std::fabs(v - want) <= 1e-6f; };
+    // The product of node m's inputs with a scalar near `want`: the other input, or kNoNode.
+    auto times = [&](std::uint32_t m, float want) {
+      if (!absorbable(m, OpKind::Mul, 1)) return kNoNode;
+      const PlanNode& mn = p.nodes[m];
+      for (int side : {0, 1}) {
+        if (near(scalar(mn.inputs[static_cast<std::size_t>(1 - side)]), want))
+          return mn.inputs[static_cast<std::size_t>(side)];
+      }
+      return kNoNode;
+    };
+    // x^3 at node q: x, or kNoNode.
+    auto cube = [&](std::uint32_t q, std::vector<std::uint32_t>& got) {
+      const PlanNode& qn = p.nodes[q];
+      if (absorbable(q, OpKind::Pow, 1) && scalar(qn.inputs[1]) == 3.0f) {
+        got.push_back(q);
+        return qn.inputs[0];
+      }
+      if (!absorbable(q, OpKind::Mul, 1)) return kNoNode;
+      for (int side : {0, 1}) {
+        const std::uint32_t sq = qn.inputs[static_cast<std::size_t>(side)],
+                            x = qn.inputs[static_cast<std::size_t>(1 - side)];
+        if (absorbable(sq, OpKind::Mul, 1) && p.nodes[sq].inputs[0] == x &&
+            p.nodes[sq].inputs[1] == x) {
+          got.insert(got.end(), {q, sq});
+          return x;
+        }
+      }
+      return kNoNode;
+    };
+    if (!absorbable(s, OpKind::Add, 1)) return kNoNode;
+    for (int side : {0, 1}) {
+      const std::uint32_t th = p.nodes[s].inputs[static_cast<std::size_t>(side)];
+      if (scalar(p.nodes[s].inputs[static_cast<std::size_t>(1 - side)]) != 1.0f ||
+          !absorbable(th, OpKind::Tanh, 1))
+        continue;
+      const std::uint32_t scaled = p.nodes[th].inputs[0];
+      const std::uint32_t u = times(scaled, 0.7978845608f);
+      if (u == kNoNode || !absorbable(u, OpKind::Add, 1)) continue;
+      for (int us : {0, 1}) {
+        const std::uint32_t x = p.nodes[u].inputs[static_cast<std::size_t>(us)],
+                            kx3 = p.nodes[u].inputs[static_cast<std::size_t>(1 - us)];
+        const std::uint32_t x3 = times(kx3, 0.044715f);
+        std::vector<std::uint32_t> got{s, th, scaled, u, kx3};
+        if (x3 == kNoNode || cube(x3, got) != x) continue;
+        absorbed.insert(absorbed.end(), got.begin(), got.end());
+        return x;
+      }
+    }
+    return kNoNode;
+  }
+  // y = mul(inner, third): {inner's two factors, third} = {x, 0.5, 1 + erf(x / sqrt 2)} (gelu)
+  // or {x, 0.5, 1 + tanh(c (x + k x^3))} (gelu_tanh).
   bool gelu_at(std::uint32_t y, std::uint32_t inner, std::uint32_t third) {
     const std::uint32_t a = p.nodes[inner].inputs[0], b = p.nodes[inner].inputs[1];
     const std::uint32_t factors[3] = {a, b, third};
@@ -529,12 +586,17 @@ struct Fuser {
         if (term == half) continue;
         const std::uint32_t x = factors[3 - half - term];
         std::vector<std::uint32_t> absorbed{inner};
-        if (gelu_erf_term(factors[term], absorbed) != x || p.nodes[x].type != p.nodes[y].type)
-          continue;
+        OpKind op = OpKind::Gelu;
+        if (gelu_erf_term(factors[term], absorbed) != x) {
+          absorbed.resize(1);
+          op = OpKind::GeluTanh;
+          if (gelu_tanh_term(factors[term], absorbed) != x) continue;
+        }
+        if (p.nodes[x].type != p.nodes[y].type) continue;
         for (std::uint32_t d : absorbed) {
           if (p.nodes[d].device != p.nodes[y].device) return false;
         }
-        if (!rewrite(y, OpKind::Gelu, Attrs{}, {x}, inner)) return false;
+        if (!rewrite(y, op, Attrs{}, {x}, inner)) return false;
         for (std::uint32_t d : absorbed) kill(d, y);
         return true;
       }

@@ -4,6 +4,7 @@
 // constants become initializers (variables with a compiled graph's current values if given).
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -634,8 +635,8 @@ class Exporter {
     if (rest.find_first_not_of(' ') != std::string_view::npos)
       throw InternalError("OnnxForm::body '" + std::string(form.body) + "': text after the call");
   }
-  // The term at the front of `rest` (consumed): x, or Op(term, ...), written to `out` when
-  // `outer`, else to a fresh name after it. Returns the name of its value.
+  // The term at the front of `rest` (consumed): x, a number (a float scalar), or Op(term, ...),
+  // written to `out` when `outer`, else to a fresh name after it. Returns the name of its value.
   std::string body_term(const PlanNode& n, std::string_view& rest, const std::string& out,
                         bool outer) {
     rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
@@ -643,6 +644,8 @@ class Exporter {
     const std::string op(rest.substr(0, end));
     rest.remove_prefix(end);
     if (rest.empty() || rest.front() != '(') {
+      if (!outer && !op.empty() && (std::isdigit(static_cast<unsigned char>(op[0])) != 0))
+        return scalar(std::stof(op));
       if (op != "x" || outer) throw InternalError("OnnxForm::body: '" + op + "' is not a call");
       return in(n, 0);
     }

@@ -228,6 +228,14 @@ void grad_mish(const GradCtx& c) {
   const Node t = tanh(relu(x) + log(1.0f + exp(-abs(x))));
   c.add(x, c.grad * (t + x * sigmoid(x) * (1.0f - t * t)));
 }
+// gelu_tanh' = (1 + t) / 2 + x (1 - t^2) c (1 + 3 k x^2) / 2 with t = tanh(c (x + k x^3)),
+// c = sqrt(2 / pi), k = 0.044715: composed from existing ops.
+void grad_gelu_tanh(const GradCtx& c) {
+  const Node x = c.in[0], x2 = x * x;
+  const Node t = tanh(scale(x + scale(x2 * x, 0.044715f), 0.7978845608028654f));
+  const Node inner = scale(1.0f + scale(x2, 3.0f * 0.044715f), 0.7978845608028654f);
+  c.add(x, c.grad * scale((1.0f + t) + x * (1.0f - t * t) * inner, 0.5f));
+}
 // silu' = s (1 + x (1 - s)) with s = sigmoid(x): composed from existing ops.
 void grad_silu(const GradCtx& c) {
   const Node x = c.in[0], s = sigmoid(x);
@@ -386,6 +394,14 @@ void register_elementwise_ops(std::vector<OpDef>& t) {
   /// prelu(x, slope): x where x >= 0, else slope * x, with slope broadcast against x (one per
   /// channel, usually: shape [C, 1, 1] for NCHW); a leaky relu whose slope is learned (ONNX PRelu).
   binary(OpKind::PRelu, "prelu", grad_prelu, infer_broadcast, {"PRelu", A::none, 9, 16});
+  /// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), GELU's tanh approximation (GPT-2's
+  /// "gelu_new", PyTorch's gelu(approximate="tanh")). Exports before ONNX opset 20 write it
+  /// decomposed: those eight nodes arrive and become one gelu_tanh node (the fuse_gelu pass),
+  /// and it exports as them.
+  unary(OpKind::GeluTanh, "gelu_tanh", grad_gelu_tanh, 30, false,
+        {"", A::none, 0, 0,
+         "Mul(Mul(x, 0.5), Add(Tanh(Mul(Add(x, Mul(Mul(Mul(x, x), x), 0.044715)), "
+         "0.7978845608028654)), 1))"});
   binary(OpKind::Pow, "pow", grad_pow, infer_broadcast, {"Pow"});
   binary(OpKind::XLogY, "xlogy", nullptr);
   binary(OpKind::Maximum, "maximum", grad_select<OpKind::MaximumGrad>, infer_numeric, {"Max"});

@@ -368,6 +368,15 @@ struct RefTanhF {
   static RefTanhF from(const Attrs&) { return {}; }
   float operator()(float x) const { return std::tanh(x); }
 };
+// GELU's tanh form in double.
+struct RefGeluTanhF {
+  static RefGeluTanhF from(const Attrs&) { return {}; }
+  float operator()(float x) const {
+    const double v = x;
+    return static_cast<float>(0.5 * v *
+                              (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+  }
+};
 struct RefSiluF {
   static RefSiluF from(const Attrs&) { return {}; }
   float operator()(float x) const {
@@ -529,11 +538,13 @@ std::unique_ptr<CpuKernel> make_pow(const KernelArgs& k) {
   });
 }
 
-// o = combine(x, s) with s = f(alpha * x) (alpha 1: f(x)) from the path's vector kernels, in
-// blocks on the stack, so that a block is still in L1 for the combination. x may be o.
-template <class Combine>
+// o = combine(x, s) with s = f(alpha * x) (alpha 1: f(x)), or with a Pre functor s =
+// f(pre(x)), from the path's vector kernels, in blocks on the stack, so that a block is still
+// in L1 for the combination. x may be o.
+struct NoPre {};
+template <class Combine, class Pre = NoPre>
 std::unique_ptr<CpuKernel> make_blocked_unary(const KernelArgs& k, VecFn f, float alpha,
-                                              std::int64_t grain, Combine combine) {
+                                              std::int64_t grain, Combine combine, Pre pre = {}) {
   const float* x = k.in_f(0);
   float* o = k.out_f();
   const std::int64_t n = k.out_shape().numel();
@@ -544,7 +555,11 @@ std::unique_ptr<CpuKernel> make_blocked_unary(const KernelArgs& k, VecFn f, floa
       alignas(64) float s[kBlock];
       for (std::int64_t b = lo; b < hi; b += kBlock) {
         const std::int64_t m = std::min(kBlock, hi - b);
-        if (alpha == 1.0f) {
+        if constexpr (!std::is_same_v<Pre, NoPre>) {
+#pragma omp simd
+          for (std::int64_t i = 0; i < m; ++i) s[i] = pre(x[b + i]);
+          path.map(f, 1.0f, s, nullptr, s, m);
+        } else if (alpha == 1.0f) {
           path.map(f, 1.0f, x + b, nullptr, s, m);
         } else {
           path.map(VecFn::scale, alpha, x + b, nullptr, s, m);
@@ -569,6 +584,19 @@ std::unique_ptr<CpuKernel> make_silu(const KernelArgs& k) {
 std::unique_ptr<CpuKernel> make_gelu(const KernelArgs& k) {
   return make_blocked_unary(k, VecFn::erf, 0.70710678118654752f, kParallelGrain / 8,
                             [](float x, float s) { return 0.5f * x * (1.0f + s); });
+}
+
+// gelu_tanh(x) = 0.5 x (1 + tanh(c (x + k x^3))): the cubic in a vector loop (x^3 in double, as
+// the pow kernel's), the path's tanh, then the products: as GPT-2's eight nodes compute them
+// (fuse_gelu), within rounding for other associations of the products.
+std::unique_ptr<CpuKernel> make_gelu_tanh(const KernelArgs& k) {
+  return make_blocked_unary(
+      k, VecFn::tanh, 1.0f, kParallelGrain / 8,
+      [](float x, float s) { return x * 0.5f * (s + 1.0f); },
+      [](float x) {
+        const double v = x;
+        return (x + static_cast<float>(v * v * v) * 0.044715f) * 0.7978845608028654f;
+      });
 }
 
 // ---- cast -------------------------------------------------------------------------------------
@@ -805,6 +833,8 @@ void register_elementwise_kernels(KernelRegistry& t) {
   unary<SoftsignF, RefSoftsignF>(t, OpKind::Softsign);
   unary<MishF, RefMishF>(t, OpKind::Mish);
   t.add(OpKind::Silu, {"simd", need_f32, make_silu});
+  t.add(OpKind::GeluTanh, {"simd", need_f32, make_gelu_tanh});
+  t.add(OpKind::GeluTanh, {"reference", need_f32, unary_ref<RefGeluTanhF>, true});
   t.add(OpKind::Silu, {"reference", need_f32, unary_ref<RefSiluF>, true});
   unary<HardSwishF, RefHardSwishF>(t, OpKind::HardSwish);
   binary<AbsGradF>(t, OpKind::AbsGrad);
