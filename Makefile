@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Thin wrapper over CMake. Every target installs what is missing, configures and builds first.
 #   make run    MNIST softmax training (10 epochs, CPU) on the default data set
 #   make test   the whole test suite: Release build, then AddressSanitizer+UBSan, then the

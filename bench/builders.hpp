@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph-building pieces the workload files share (workloads.cpp defines them): data, the
 // 4-layer recurrent training step of lstm-S and phased-lstm-S, and the tiny-task graph.
 #pragma once

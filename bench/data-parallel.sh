@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Data-parallel scaling on this machine, and the inputs of the model for 8-64 machines.
 #
 #   flock /tmp/hetgraph-build.lock bench/data-parallel.sh [OUT.jsonl]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-dp-bench: data-parallel training steps under mpirun, one JSON line per run (rank 0).
 //
 //   mpirun -np 2 --bind-to core build/bench/hetgraph-dp-bench --workload lstm-medium

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Issue 12 part 4's table from scripts/default-vs-best.sh output: per workload, the default
 configuration's mean time per run in a fresh process (every run from the first included): the
 first process (empty tuning cache), the second, and one that finds a choice in the cache; each

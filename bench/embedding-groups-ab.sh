@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 12, grouped embeddings: fused vs unfused wide & deep, interleaved A/B rounds (each
 # invocation a fresh process; each pair under the build lock, as the machine is shared).
 #   bench/embedding-groups-ab.sh ROUNDS OUT.jsonl

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 12, grouped embeddings: where wide & deep spends its time. Traces 20 runs per case
 # (sequential CPU engine, 1x2, and OpenCL) and writes one JSON line per case: the summed
 # node time per run by op (parallel groups by their members' op), and the share of the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The guideline's makespan model (src/cpu/engine_auto.cpp, modelled_makespan) over a grid of
 its two constants, against the replayed sweep of scripts/replay-guideline.sh: for each pair of
 split threshold (us) and serial fraction, the model's pick per workload and virtual core count

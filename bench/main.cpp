@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-bench: times workloads with PAPI's real-time clock, of completed work, and prints
 // one JSON object per workload (--json) or a readable line.
 //

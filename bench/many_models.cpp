@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-many-models: several compiled graphs of one process, each run in a loop by its own
 // thread, against the same graphs run one after another (issue 45: they must share the cores,
 // not collapse). Each graph is compiled with the default CPU platform, then run until its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 18, memory planner: arena, live peak, peak RSS and latency of hetgraph-run on the CNN
 # files bench/cnn/run.sh exports (build/bench-cnn), for two builds interleaved round by round.
 #   bench/memory-plan-ab.sh OUT.jsonl ROUNDS NAME=BIN [NAME=BIN ...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 18, memory planner: compile time of million-node graphs (hetgraph-scale), two builds
 # interleaved round by round, each run under flock /tmp/hetgraph-build.lock.
 #   bench/memory-plan-scale-ab.sh OUT.jsonl ROUNDS NAME=HETGRAPH-SCALE [NAME=...]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Summarises bench/memory-plan-ab.sh's JSON lines: per model, batch and engine, each variant's
 arena (planned_bytes), live peak, median peak RSS and median latency over the rounds, and the
 new/base ratios.   bench/memory_plan_summary.py RESULTS.jsonl [BASE NEW]"""

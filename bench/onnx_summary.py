@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Summarises scripts/onnx-figures.sh's JSON lines: per workload and engine, the median over
 rounds of each invocation's median latency, hand-built (hetgraph-bench) next to imported
 (hetgraph-run on the exported ONNX model), their ratio and setup times; then the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-opencl-figures: the OpenCL platform's setup, copy and compute times for one
 // hetgraph-bench workload, as JSON lines. Every time is of completed work (run() returns after
 // the final events; copies are host work that is done when they return).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # MNIST softmax (Fashion-MNIST, batch 500, 10 epochs) trained with each optimizer through
 # examples/mnist_softmax --json, the rules interleaved round by round (these VMs are noisy: only
 # interleaved medians mean much), each run under the build lock. Appends one JSON line per run,

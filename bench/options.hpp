@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command lines of hetgraph-bench and hetgraph-opencl-figures, apart so the tests and the
 // command-line fuzz target parse exactly what the programs do.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The input pipeline's overlap: step time with and without it (bench/README.md, "Input pipeline").
 
   python3 bench/pipeline.py [--rounds 3] [--out bench/results/DATE-issue16-pipeline.jsonl]

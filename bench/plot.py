@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Charts from hetgraph-bench JSON lines (make bench writes them to bench/results/).
 
 usage: bench/plot.py RESULTS.jsonl [more.jsonl ...] [--out bench/charts]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Data-parallel scaling: measured 1, 2 and 4 ranks, and a model for 8-64 machines.
 
     python3 bench/plot_data_parallel.py bench/results/<date>-data-parallel.jsonl

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Issue 12's charts and table from scripts/graphi-figures.sh output (medians over rounds):
   bench/charts/op-scalability.png  Graphi Fig. 2 style: each heavy op kind's speedup on 2..C
                                    threads over 1 (per-op hill climbs, critical-path 1xC)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Replay figures (issue 15) from scripts/replay-figures.sh's JSON lines: simulated runs of the
 real engines on 16, 32 and 64 virtual cores (hetgraph-bench --replay-cores).
 

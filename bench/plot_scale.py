@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Graph-scale curves from hetgraph-scale JSON lines (issue 15).
 
 usage: bench/plot_scale.py RESULTS.jsonl [--out bench/charts]

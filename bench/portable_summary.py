@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The portable build against the native one (scripts/portable-ab.sh): for each workload or
 model, the median over rounds of the portable/native ratio of the two builds' medians measured
 in the same round (paired, so a slow minute of this noisy VM hits both), and the geometric mean

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Table of scripts/replay-guideline.sh's results: per workload and virtual core count, the
 best configuration of the sweep (critical-path E x C/E and the sequential engine; median over
 rounds of each run's median) and three guideline rules' picks, each as the sweep's time for

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Replayed vs real times from scripts/replay-validate.sh's JSON lines: a markdown table (the one
 in bench/README.md, "replay"), one row per workload, a column per engine configuration, each
 cell replay/real - 1; cells off by more than 10% are marked. Several lines of one workload,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-scale: how compile time, memory and scheduling grow with the graph (issue 15):
 // layered random DAGs of tiny nodes and unrolled 4-layer LSTM training steps (hidden 8) of about
 // N nodes. One JSON line per graph: nodes, build and compile seconds (each pass, and the

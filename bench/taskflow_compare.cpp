@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-taskflow-bench: Taskflow's per-task cost on the shapes of hetgraph-bench's
 // thread-pool workloads, for side-by-side figures only. Built only when CMake is given a
 // Taskflow checkout (nothing is downloaded):

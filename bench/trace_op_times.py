@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Per-op time of each run in a hetgraph trace (--trace FILE of hetgraph-run or hetgraph-bench):
 one JSON line per run with the summed kernel time of every op kind, in ms.
   python3 bench/trace_op_times.py TRACE.json [LABEL]"""

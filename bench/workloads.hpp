@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-bench workloads: each builds a graph (or a raw library call to compare against)
 // and says how to feed and check it.
 #pragma once

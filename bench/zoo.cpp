@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The workload zoo (DESIGN.md's table): Phased LSTM, PathNet and GoogLeNet-style inception
 // training steps, wide & deep inference and training, the baseline report's single-kernel
 // timings (setup / copy / compute), the guidelines paper's 10,000-task thread-pool test, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The layer check: every `#include "<folder>/..."` in a layer's folder must name its own folder,
 # the public headers (hetgraph/) or a layer its row in docs/ARCHITECTURE.md's layer table lets it
 # use. The build runs it before compiling the library (so an upward include fails to build) and

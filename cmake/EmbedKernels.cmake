@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Generates a C++ file holding the text of OpenCL kernel files, run at build time:
 #   cmake -DOUTPUT=kernel_sources.cpp -DSOURCES="a.cl|b.cl" -P EmbedKernels.cmake
 # Each file becomes a raw string literal; the generated embedded_kernels() lists them.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes the C++ block between the quickstart markers of README.md to OUT (only when it
 # changed), so the README's example is compiled and run and cannot rot.
 function(hetgraph_extract_quickstart readme out)

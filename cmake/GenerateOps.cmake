@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The elementwise ops declared by their rows alone: in src/compiler/ops/elementwise.cpp, a row
 # `unary(OpKind::Name, "name", ...)` or `binary(OpKind::Name, "name", ...)` with `///` lines right
 # above it is such an op. Those lines are its public builder's documentation, and from the row
@@ -85,7 +86,8 @@ endforeach()
 if(NOT names)
   message(FATAL_ERROR "${ROWS}: no documented row found (/// lines above a unary(...) or binary(...) row)")
 endif()
-set(header "// ${generated}
+set(header "// SPDX-License-Identifier: Apache-2.0
+// ${generated}
 // The elementwise ops declared by their rows; graph.hpp includes this.
 #pragma once
 

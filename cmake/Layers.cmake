@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The layers as build targets (docs/ARCHITECTURE.md, "Layers"). A layer's sources compile with an
 # include root of their own, build/layers/<layer>/, which holds links to the layer's folder and
 # to the folders of the layers it may use, and nothing else: `#include "onnx/ir.hpp"` in the core

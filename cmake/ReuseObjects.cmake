@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # hetgraph_reuse_objects(TARGET...): link each target from the object files another build tree
 # (HETGRAPH_OBJECTS_FROM, a Release tree of the same sources, built) compiled for it, instead of
 # compiling its sources again.

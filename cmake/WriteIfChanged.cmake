@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # hetgraph_write_if_changed(path content): writes `content` to `path` only when it differs from
 # what is there, so that a generated file that did not change recompiles and relinks nothing
 # (cmake/EmbedKernels.cmake, cmake/GenerateOps.cmake). Plain text, no variable substitution

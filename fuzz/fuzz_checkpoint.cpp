@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The checkpoint reader on raw file bytes: it either lists variables whose data lies inside
 // the file (names unique, sizes matching their dims) or throws DataError; reading the bytes
 // from a file (header and layout first, then whole) agrees with reading them from memory.

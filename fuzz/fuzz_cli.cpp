@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command lines of mnist_softmax, hetgraph-bench and hetgraph-opencl-figures: the input,
 // split at newlines, is argv. Parsing either throws UsageError or yields values in range.
 #include <cmath>

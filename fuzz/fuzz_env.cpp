@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Environment variables parsed as numbers or choices (src/util/env.hpp): HETGRAPH_OPENCL_DEVICE
 // and the integer and choice readers. The input is the variable's value. What parses must
 // print back as exactly the input (no prefix parsing, no wrapping); the rest must throw.

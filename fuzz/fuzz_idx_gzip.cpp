@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The IDX reader on gzip'd files whose inflated content is the fuzz input: header and data
 // checks behind the inflation, which raw mutations of gzip bytes rarely get past.
 #include <zlib.h>

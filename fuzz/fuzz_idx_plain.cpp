@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The IDX reader on raw file bytes: plain IDX files, and gzip streams when the input starts
 // with gzip's magic (truncated, corrupt, concatenated members, bombs).
 #include "idx_file.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Nested control flow: each input builds a model of Loops, Ifs and Scans nested up to five deep
 // (trip counts, conditions and scan lengths fuzzed, some huge), with a little arithmetic in
 // every body, and imports it with small budgets (ImportOptions::max_nodes, max_seconds,

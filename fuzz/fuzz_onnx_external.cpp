@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX external data: each input lays out a model's folder (files, folders, FIFOs and symlinks,
 // some pointing outside it: to a secret file next to the folder, to /etc/passwd, /dev/zero, a
 // linked folder, chains and loops of links) and a model whose tensors (initializers, a

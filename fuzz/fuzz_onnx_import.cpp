@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import on raw model bytes: parsing (protobuf, onnx::checker, ONNX shape inference and
 // function bodies from libonnx) and building the graph for the declared shapes (dynamic dims
 // 1). Anything but a hetgraph::Error is a bug; a built model's outputs must have the graph

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The IDX fuzz targets' file: fuzz inputs go into one memory file (memfd) that read_idx opens
 // by its /proc path, so no disk is touched.
 #pragma once

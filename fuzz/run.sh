@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs one fuzz target for a bounded time: run.sh BINARY NAME SECONDS BUILD_DIR SEED_CORPUS
 # [FLAG...]. HETGRAPH_FUZZ_SECONDS overrides SECONDS (make fuzz). New inputs go to
 # BUILD_DIR/corpus/NAME (the committed seeds stay as they are), crashes to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolution and pooling over NCHW images, and their gradients: direct loops, one work-item
 // per output element, every sum in a fixed order (gathers, never scattered atomics), so results
 // do not depend on the grid. Windows skip the taps that fall in the padding; max pooling's

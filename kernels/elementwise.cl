@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise kernels: unary math, numpy-broadcasting binary ops and the activation gradients.
 // Each work-item strides through the elements (FOR_EACH, kernels/prelude.cl). Inputs and
 // output may be the same buffer (in-place ops): each work-item reads an element before writing

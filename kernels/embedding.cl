@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Embedding lookup (gather rows of a table by int32 indices) and its gradient, a scatter-add of
 // the incoming rows into a zero table. The scatter-add needs no atomics (see embedding_grad):
 // each row's sum has the CPU's order, for any grid. An index outside the table is never read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data movement: slice, concat and their gradients, transpose. Elements are moved as 32-bit
 // words, so the same kernels serve float and int32 tensors (and keep NaN payloads).
 // Work-items stride through the output elements.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Softmax, log-softmax, cross-entropy and their gradients; dropout; layer_norm; the LSTM
 // and GRU cells' tails.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // optimizer_update: one step of one variable under its rule, reading the gradient and the state
 // and writing the new variable and state in place (the CPU kernel's arithmetic, in float; see
 // src/cpu/kernels/optimizer.cpp). The learning rate and the step count come from buffers, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Prepended to every other kernel family (opencl/program_cache.cpp, kernel_source), which then
 // restarts line numbering so build logs point into the family's own file.
 //

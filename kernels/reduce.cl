@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reductions (sum, mean, max over any set of axes, and sum_to for gradients of broadcasts),
 // the broadcast-back kernels of their gradients, argmax / argmin and top_k.
 //

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Engines side by side, interleaved: each round runs every configuration of each workload once
 # (a fresh process each), so a noisy interval hits all of them alike; prints the median per
 # configuration over the rounds and auto's ratio to the others. JSON lines go to $OUT.

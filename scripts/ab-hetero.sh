@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A heterogeneous platform (the CPU + the default OpenCL device, automatic placement) against
 # each device alone, interleaved: each round runs every workload once on each platform (one
 # fresh process per platform and round), so a noisy interval hits all three alike. Prints the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Parallel-op fusion on and off, interleaved: each round runs every workload on every engine
 # configuration whose kernels get both cores (where fuse_parallel_ops forms groups) with and
 # without --no-parallel-ops, a fresh process each; prints the median per pair and their ratio.

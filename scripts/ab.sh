@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Interleaved A/B timing with hetgraph-bench: runs A and B alternately N times (each a fresh
 # process, --repeat R) and prints the median of the per-invocation medians and their ratio.
 # These VMs are noisy: only ratios measured this way mean much.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Two builds of hetgraph timed side by side (a change that must not move a figure, such as issue
 # 47's redesign; the portable build against the native one: scripts/portable-pair.sh): ROUNDS
 # rounds, each running every item once per build in alternating order, a fresh process each, a

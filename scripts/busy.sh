@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced: K CPU-bound background processes for a measurement under load (shell busy loops,
 # each bounded by `timeout`, so an interrupted run leaves none behind for long).
 #   start_busy K [SECONDS]   (default 1200 s each)     stop_busy

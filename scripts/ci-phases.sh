@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Where `make test`'s time goes: clones HEAD into DIR, then runs the Makefile's test steps one
 # by one (the lint, Release build and tests, ASan+UBSan, TSan, fuzz), printing each step's wall seconds
 # (a test step includes make's check that its build is current, a few seconds);

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 12 part 4: the default CPU configuration (no --engine: auto) in a fresh process, first
 # runs included, against every fixed configuration of make bench's engine matrix (sequential,
 # critical-path and shared-queue on each NxT with N*T = cores), on each engine workload of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packs what scripts/device-run.sh needs on a machine that has none of our Debian packages (the
 # lent 16-core GPU machine runs another distribution and cannot reach a package archive): the
 # benchmark and test binaries of a portable build, libhetgraph, and every shared library they

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The other half of scripts/device-run.sh, on this machine: replays every configuration the lent
 # machine ran for real, at its core count, from the profile it recorded there, and prints the
 # comparison (bench/replay_table.py: replay / real - 1 per workload and configuration) and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One lease of the lent 16-core GPU machine, in one command (issue 15's 16-core check, and the
 # OpenCL platform on a real GPU). Unpacks .device/bundle.tar.gz (scripts/device-bundle.sh) and
 # writes everything to OUT:

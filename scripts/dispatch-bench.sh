@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Per-node dispatch cost, interleaved: each round runs the three thread-pool shapes
 # (threadpool: 10,000 independent tiny nodes; threadpool-dag: a 100 x 1,000 layered random
 # DAG; threadpool-chain: 10,000 in a line) on every CPU engine with 2 single-thread executors

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Interleaved before/after of CPU engine configurations on a few workloads: each round runs
 # every (build, configuration) pair once, each a fresh hetgraph-bench process, under one hold
 # of the build lock; the summary is the median over rounds of each run's median.

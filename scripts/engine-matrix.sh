@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every engine and symmetric executor configuration on the given workloads, one JSON line
 # each (appended to $OUT when set), then a table: the exhaustive best per workload and how
 # the auto engine and the guideline's configuration compare with it.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 12's two Graphi-style charts, as JSON lines (bench/plot_graphi_figures.py draws them):
 #  - Figure 2, op scalability: per-op thread counts on one team of all cores (critical-path
 #    1xC --per-op-threads); each heavy op kind's hill climb reports its time per run at 1, 2,

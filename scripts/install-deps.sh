@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs, only when missing, every Debian package hetgraph builds, tests or runs with;
 # with --bench also what the benchmark charts need (matplotlib: `make bench`, bench/*.py).
 # Idempotent and quiet when everything is present; one `apt-get update` at most.

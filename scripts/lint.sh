@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # hetgraph's lint: clang-format on the changed lines and clang-tidy (.clang-tidy's checks) on the
 # changed C++ sources, against BASE (default: the commit before HEAD, so `make test` lints the
 # change on top; uncommitted changes count too). --all: clang-tidy on every source instead

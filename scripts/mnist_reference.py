@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent reference for examples/mnist_softmax: the same math in numpy (float64).
 
 x @ W + b, softmax, mean cross-entropy over the batch, plain SGD, zero init, batches in file

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The ONNX figures (issue 17): the LSTM and wide & deep inference workloads exported to ONNX
 # by hetgraph-bench --export-onnx and run by hetgraph-run, next to the same graphs built by
 # hand and run by hetgraph-bench, in interleaved rounds (one invocation of each per round, so

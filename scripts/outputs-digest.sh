@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Digests of one build's outputs, for a bitwise before/after comparison (issue 47: a redesign
 # that must change no output):
 #   scripts/outputs-digest.sh BUILD_DIR OUT_FILE    then: diff BEFORE AFTER

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The portable build against the native one (issue 45: within 5% on the CNN bench and make
 # bench's workloads), interleaved in the same rounds. Builds build-native (HETGRAPH_NATIVE=ON,
 # library, hetgraph-bench and hetgraph-run only) beside the default build/, then:

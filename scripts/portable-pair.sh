@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A quick paired A/B of the portable build (build/) against the native one (build-native/, see
 # scripts/portable-ab.sh): scripts/builds-ab.sh with those two builds, so per item the median
 # over rounds of the portable/native ratio. An item is a hetgraph-bench workload with its engine

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Replay at 16, 32 and 64 virtual cores (issue 15): per workload, every symmetric configuration
 # E x C/E of the critical-path and shared-queue engines, the sequential engine on all C cores
 # (the framework default, 1xC), and the automatic engine. JSON lines to

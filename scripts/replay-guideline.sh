@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The graph-width guideline against every symmetric configuration, replayed at 16, 32 and 64
 # virtual cores (issue 15): per round, workload and core count, the critical-path engine with
 # the guideline's executors (no --executors: config "guideline"), on every E x C/E, and the

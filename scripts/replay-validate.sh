@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Replay validation (issue 15): every engine workload of `make bench`, run for real and replayed
 # (hetgraph-bench --replay-cores, src/cpu/replay.hpp) on this machine's cores, configuration by
 # configuration, interleaved. JSON lines to bench/results/<date>-replay-validate.jsonl (a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The benchmark suite (make bench): every workload on every engine and symmetric executor
 # configuration, at sizes that fit in about 15 minutes on a 2-core machine. JSON lines go to
 # bench/results/<date>.jsonl (appended), then bench/plot.py draws the charts.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # stack_shared_products' rule, measured: shared-matmul-MxKxN (30 products x_i W, summed) with
 # every group stacked (HETGRAPH_STACK_RATIO=0) against none (--no-stacked-products),
 # alternated in fresh processes, sequential engine. JSON lines with "stack_ratio" added.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Kernel-time A/B from traces: an earlier build's library against this build, alternating
 # processes, sequential engine, per-op kernel totals per run (bench/trace_op_times.py) appended to
 # OUT as JSON lines labelled "before|after CASE round R".

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # hetgraph-bench --dump-costs on a real workload: one JSON line per plan node, as many as the
 # run's "nodes", numbered in order, each predecessor earlier, costs >= 0 and the products costed.
 #   cmake -DBENCH=path/to/hetgraph-bench -DOUT=dir -P bench_dump_costs.cmake

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The replay profile of a graph of nanosecond kernels sums to well under 4 times a whole run of
 # it: threadpool-dag's 59k kernels of about 10 ns, each timed alone, count cache misses that a
 # free run overlaps, and summed to 4.6 times the run (3.8 ms against 0.83) before the profile's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The layer check (cmake/CheckLayers.cmake) must catch an upward include: a copy of the layer
 # table over empty layer folders passes, then fails once the core layer includes a cpu header,
 # naming the file, the include and the layers; a table that differs from the layers the build

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/lint.sh end to end, in a scratch repository holding the project's lint files: a
 # change with a use after move, a 90-line function and a misformatted line fails, naming each;
 # a clean change passes. Usage: check_lint.sh SOURCE_DIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The portable build's promise (src/cpu/simd/code_path.hpp): libhetgraph runs on any x86-64-v2
 # CPU, so no instruction above that level (AVX and AVX-512: v-prefixed mnemonics; BMI, LZCNT,
 # MOVBE of x86-64-v3; not TZCNT, which GCC emits as REP BSF for every CPU) may sit in a function

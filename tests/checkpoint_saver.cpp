@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Test helper for test_checkpoint's crash test: saves checkpoints of a graph with a large
 // variable over and over, each with every value set to the generation number k, and says
 // "saving k" before and "saved k" after each save on stdout. The test kills it mid-save.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A rank lost in the middle of training must end the job within a bounded time, with an error
 # that names it, never a hang. Usage: distributed_lost_rank.sh MPIRUN TEST_DISTRIBUTED MODE
 #   kill-recovery  kill -9 rank 1 under `mpirun --enable-recovery` (mpirun lets the survivors

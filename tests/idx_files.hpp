@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing IDX files (the MNIST format) for tests: header bytes and plain or gzip'd files.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by test_onnx's files (tests/test_onnx*.cpp, one per area of the importer):
 // models written with ONNX's own protobuf classes (Builder), running an imported model on every
 // platform and exported and imported back, and the errors an import raises. Each file uses them

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random DAGs of tiny nodes for the engine stress test (test_engine) and the soak
 // (hetgraph-soak): every engine must run them with results bitwise equal to `sequential`.
 // Random training graphs for the failure and placement tests (test_reliability, test_hetero).

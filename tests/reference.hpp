@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A double-precision reference interpreter for hetgraph graphs, written independently of the
 // kernels (plain index arithmetic, no tricks). Op tests compare platforms against it, and
 // gradient tests take finite differences with it.

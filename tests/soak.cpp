@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-soak: random DAGs run on every CPU engine, each run compared bitwise with the
 // sequential engine, for as long as a nightly job likes (`make soak`, 100,000 runs).
 //

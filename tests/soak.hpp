@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-soak's modes (tests/soak.cpp): what they share.
 #pragma once
 

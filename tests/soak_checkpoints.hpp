@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoints for hetgraph-soak --checkpoints: worker threads save and load them to paths of
 // their own and to paths every worker shares, while the driver kills workers in the middle of
 // saves and keeps a ledger of what each path may hold.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child processes for hetgraph-soak's drivers: spawned with their output on a pipe that the
 // driver reads line by line (poll, no threads), so that a child that crashes, hangs or is
 // killed on purpose never takes the driver with it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-soak --rank-rounds R (`make soak-ranks`): ranks lost in the middle of data-parallel
 // training. Each round runs `mpirun -np N` (N drawn from [--min-ranks, --max-ranks]) of this
 // program as --rank-worker: a random training graph (testing_util::random_training) whose SGD

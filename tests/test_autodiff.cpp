@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gradients of every differentiable op, checked two ways on every platform:
 //  - against finite differences of the double-precision reference (eps 1e-6, rtol 1e-3,
 //    atol 1e-5): the rule is right;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every op kind on every platform (after ggml's test-backend-ops). Each row builds a small graph
 // in which its ops appear; the test runs it on every platform present, checks that the compiled
 // plan really holds them, and compares with a float64 reference: the reference interpreter's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checkpoints (CompiledGraph::save / load): round trips on every platform and across them,
 // every way a file can be wrong (a DataError naming the file and the variable, the graph
 // untouched), and a process killed while saving (the previous checkpoint survives).

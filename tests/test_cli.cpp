@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The strict command-line parser every program shares (src/common/cli.hpp), the option tables
 // of hetgraph-bench and hetgraph-opencl-figures, and the number parsing behind environment
 // variables (src/util/parse.hpp). mnist_softmax's table runs end to end in

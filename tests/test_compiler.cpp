@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compiler passes one by one: pruning, topological order, shape inference, the memory
 // plan (sequential and parallel-safe), assign elision.
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The IDX / MNIST loader on files the tests write: both namings, plain and gzip'd, and every
 // way a file can be wrong.
 #include <zlib.h>

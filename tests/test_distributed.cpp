@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collectives across processes, run under mpirun (CTest starts it with -np 2 and -np 4): every
 // collective op on every platform against a float64 reference of what all ranks fed, their
 // gradients against their rules, the host-side helpers, data-parallel training against the

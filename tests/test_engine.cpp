@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parallel CPU engines: random DAG stress (every node once, dependencies respected,
 // results bitwise equal to the sequential engine with the same team size), errors raised
 // inside executors, engine lifetime with work pending, concurrent callers, the profiler, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The error catalogue: every user mistake gives a typed hetgraph::Error whose message names the
 // node, the op and the shapes (or the feed / file), and nothing crashes.
 #include <thread>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end: examples/fashion_cnn on a few hundred Fashion-MNIST images (Debian's
 // dataset-fashion-mnist, scripts/install-deps.sh): the loss falls and the test accuracy ends
 // far above chance (0.1); bad sizes are errors naming the option.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One graph across the CPU and OpenCL devices (issue 13): pins and their errors, the capability
 // query, HEFT's choices under fixed cost models, transfers at device boundaries, random DAGs
 // with random placements against the all-CPU run, failures on either device leaving state

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-run end to end: a backend-test model run from its input files writes outputs that
 // match the expected ones, on each platform; --json prints one line; mistakes and unsupported
 // models exit with a message.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layers (include/hetgraph/layers.hpp): batch norm in both modes and layer norm, forward values
 // and running statistics against float64 references, gradients against float64 central
 // differences of the same references; dropout's mask statistics, its gradient, its step and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End to end: examples/mnist_softmax on a small MNIST-format data set written by the test
 // (classes distinguishable by which band of the image is bright), through its command line.
 #include <zlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NaN semantics on every op and platform (issue 11, class 9). hetgraph propagates NaN as PyTorch
 // and ONNX do: a comparison never drops one. maximum/minimum, clip, relu, the max/min
 // reductions and max pooling give NaN where an input (a window, a reduced line) holds one;

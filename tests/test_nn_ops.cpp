@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolution, pooling and embedding on every platform: forward against the double-precision
 // reference over strides, paddings (symmetric and not), dilations, odd and 1-sized shapes and
 // sizes large enough for blocked layouts and parallel paths; the max-pooling argmax path;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of whole models (test_onnx; the ops by family are in tests/test_onnx_*.cpp, the
 // shared helpers in tests/onnx_test_util.hpp): errors for every kind of bad or unsupported model,
 // values the import must compute, shape computations folded away for the shapes given, batch

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files the ONNX importer opens, and budgets of the whole import (issue 46): external data, model
 // and tensor files, the budgets as options, and what the probes of issue 46 found.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ONNX backend test suite (Debian's libonnx-testdata: ~930 node tests and the models
 // converted from PyTorch) on every platform, against tests/onnx_conformance/expected.txt.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of control flow and sequences (src/onnx/ops_control.cpp): If, Loop and Scan
 // unrolled at import, and sequences as lists known at import.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX export (src/onnx/exporter.cpp): graphs exported and imported back to the same outputs on
 // every platform, and tensor files.
 #include <onnx/defs/schema.h>

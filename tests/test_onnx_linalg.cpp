@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of the linear algebra ops (src/onnx/ops_linalg.cpp): Einsum and Det against
 // references in double.
 #include <map>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of the elementwise math ops (src/onnx/ops_math.cpp) and of the reductions and
 // losses (src/onnx/ops_reduce.cpp): run on every platform, and exported and imported back.
 #include <algorithm>

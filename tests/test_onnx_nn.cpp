@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of the neural-network ops (src/onnx/ops_nn.cpp: normalisation, pooling, RoiAlign,
 // GridSample, Resize) and of the recurrent ones (src/onnx/ops_rnn.cpp).
 #include <algorithm>

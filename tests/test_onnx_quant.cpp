@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of the quantization ops (src/onnx/ops_quant.cpp) and of the quantized
 // convolutions (ConvInteger, src/onnx/ops_nn.cpp): exact integer results.
 #include <algorithm>

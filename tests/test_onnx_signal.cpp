@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of the signal ops (src/onnx/ops_signal.cpp): DFT, STFT, the windows and
 // MelWeightMatrix against the definitions in double.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of the layout and data-movement ops (src/onnx/ops_tensor.cpp): run on every
 // platform, exported and imported back, and their errors naming the node.
 #include <set>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX import of ai.onnx.preview.training (src/onnx/ops_training.cpp): Gradient by autodiff and
 // the optimizer steps.
 #include "onnx_test_util.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OpenCL-specific behaviour: device choice, the out-of-order queue and its events, mapped
 // memory, async runs, the program cache (in memory and on disk), CLBlast, and every error
 // path. Op-by-op forward results against the reference run in test_ops on every platform;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every op, forward, against the double-precision reference on every platform: broadcasting,
 // size-1 and odd sizes, sizes large enough for the parallel paths. Each run also checks the
 // memory planner (planner on and off must agree bitwise).

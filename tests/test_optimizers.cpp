@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optimizers in the graph (autodiff.hpp: minimize, apply_gradients, schedules, clipping): each
 // rule against a float64 reference of its published update over several steps on every
 // platform; the ONNX training-op tests (Adam, Adagrad, Momentum, Nesterov) that Debian's

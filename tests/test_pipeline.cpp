@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The input pipeline (BatchLoader): the batches of the synchronous path bit for bit, shuffles
 // fixed by the seed, errors, clean shutdown when a training loop throws, and its trace lane.
 // Threaded: also runs under ThreadSanitizer (make test-tsan).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A hostile user's probe (issue 11): misuse of every public entry point, each expected to be a
 // clean hetgraph::Error of the right kind whose message names what was wrong — never a crash
 // (this suite runs under AddressSanitizer and UBSan too), never silence.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolutions, transposed convolutions and pooling of random geometry on every platform:
 // kernel sizes, strides, dilations, asymmetric padding, groups (depthwise too), ceil_mode and
 // count_include_pad drawn at random, sizes down to 1. test_nn_ops and test_autodiff check

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 11, the contract of compiled graphs: sizes that cannot exist are ShapeErrors, a
 // compiled graph owns what it needs, moved-from objects refuse every call, a run that fails
 // changes no variable on any engine or platform (failures injected at random nodes of random

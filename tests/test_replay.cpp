@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replay mode (src/cpu/replay.hpp): the real engines over kernels replaced by waits. A diamond
 // whose replayed makespans equal the analytic ones at several virtual core counts, the Amdahl
 // fit on synthetic times, co-running slowdown, and bad profile files. About 2 s.

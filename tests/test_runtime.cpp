@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiled graphs at run time: sync and async runs, mapped inputs, reads and writes,
 // variables, determinism, the CPU's code path.
 #include <algorithm>

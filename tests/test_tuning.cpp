@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // No tuning by default: the automatic engine is the CPU platform's default, and its choice is
 // kept in the tuning cache so that a second compile (a second process) runs it from its first
 // run; stale or corrupt entries are ignored with one note, the cache can be turned off.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared test helpers: the platforms every op test runs on, deterministic random data, a
 // runner that checks the memory planner against planner-off, and tolerance comparisons.
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Exports the issue-18 CNNs to ONNX with random weights from a fixed seed (nothing committed).
 
     /usr/bin/python3 bench/cnn/export_models.py [OUT_DIR]     # default build/bench-cnn

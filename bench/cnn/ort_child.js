@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One ONNX Runtime timing run in its own process (so its peak RSS is its own): loads the
 // model, feeds the raw float input, times `repeat` runs after `warmup`, writes the output's
 // floats raw and prints one JSON line.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Peak RSS (and latency) of hetgraph-run builds on the CNN models run.sh exports, one JSON line
 # per process, builds interleaved (bench/README.md, "Batch 1: the weights moved"):
 #   bench/cnn/peak_rss.sh OUT ROUNDS NAME=HETGRAPH_RUN [NAME=HETGRAPH_RUN ...]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 18's harness: ONNX Runtime, PyTorch and hetgraph on the same CNN files, interleaved.
 //
 //   node bench/cnn/run.js [--rounds 3] [--models googlenet,resnet18] [--batches 1,32]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 18's CNN comparison, everything in one command (bench/README.md, "CNN inference"):
 #   bench/cnn/run.sh [run.js flags: --rounds 3 --label NAME ...]
 # Bench-only dependencies, installed here and not by `make test` (python3-torch and

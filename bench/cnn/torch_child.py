@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """One PyTorch timing run in its own process (eager, no_grad, eval): the model from the state
 dict export_models.py wrote, the same input, `threads` intra-op threads.
     /usr/bin/python3 torch_child.py DIR MODEL BATCH THREADS REPEAT WARMUP"""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """examples/fashion_cnn against the same network in PyTorch (torch_train.py), interleaved.
 
   bench/fashion_cnn/run.sh [--rounds 2] [--epochs 2] [--out bench/results/fashion_cnn_vs_pytorch.jsonl]

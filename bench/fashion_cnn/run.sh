@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # examples/fashion_cnn against the same network, data and optimizer in PyTorch, interleaved
 # (bench/README.md, "Fashion-MNIST CNN training against PyTorch"):
 #   bench/fashion_cnn/run.sh [--rounds 2] [--epochs 2] [--out FILE]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The network, data and optimizer of examples/fashion_cnn in PyTorch: one JSON line per epoch.
 
   /usr/bin/python3 bench/fashion_cnn/torch_train.py --threads 2 --epochs 2

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the Node.js peer harnesses (bench/cnn/run.js, bench/models/run.js) share: timing a child
 // process under the build lock, reading ONNX TensorProto and raw outputs, comparing them.
 'use strict';

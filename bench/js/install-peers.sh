@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The peer harnesses' own dependencies (bench/cnn/run.sh, bench/models/run.sh), never `make
 # test`'s: Debian packages that are missing, then onnxruntime-node from npm into DIR/node_modules.
 # onnxruntime-node's install script would fetch CUDA binaries from GitHub: --ignore-scripts keeps

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Training and serving on a busy machine (issue 45): K CPU-bound background processes (K = 0,
 # 1, 2 by default; shell busy loops, started and stopped here, each bounded by `timeout`), and
 # under each, in interleaved rounds:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # How long OpenMP workers should spin: mnist_softmax (2 epochs) with GOMP_SPINCOUNT 0, 1000,
 # 10000 and 100000, ROUNDS interleaved rounds, beside K busy loops. One JSON line per run.
 #   bench/load/spincount.sh K ROUNDS > bench/results/<date>-gomp-spincount-k<K>.jsonl

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Medians of bench/load/run.sh results: training seconds per K, case and build, the ratios the
 issue asks for, and the many-models throughput ratio; --chart PNG draws the training medians.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """examples/mnist_softmax in PyTorch: the same IDX files, x[B,784] @ W[784,10] + b, softmax
 cross-entropy, plain SGD (lr 0.1, batch 500, W and b from zero, batches in file order). One JSON
 line with train_s (the training loop alone, as the example times it).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The model bench's chart: each model's latency against ONNX Runtime's best (1.0 = as fast),
 hetgraph's variants and PyTorch, at batch 1 and at the serving batch, from run.js's summary lines.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Exports the model bench (zoo.py) to ONNX, with the inputs and the exporter's own outputs.
 
     /usr/bin/python3 bench/models/export_models.py [OUT_DIR] [--models a,b] [--force]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One ONNX Runtime timing run in its own process (its peak RSS its own) on one exported model
 // folder (export_models.py): loads model.onnx, feeds the inputs' raw files, runs `warmup`
 // times, then times runs until `budget` seconds or `max` runs have passed (3 at least), writes

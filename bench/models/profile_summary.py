@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Where hetgraph's time goes over the whole model bench: from a `run.js --profile` results file,
 each op kind's share of every model's node time, averaged over the models (each model weighs the
 same, however long it runs), with the models where it is largest; then each model's top nodes.

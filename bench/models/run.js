@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 48's model bench: ONNX Runtime, PyTorch and hetgraph on every model export_models.py
 // wrote, at batch 1 and at each model's serving batch, interleaved.
 //

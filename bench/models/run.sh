@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 48's model bench, everything in one command (bench/README.md, "Models nobody tuned"):
 #   bench/models/run.sh [run.js flags: --rounds 3 --models a,b --label NAME ...]
 # Bench-only dependencies, installed here and not by `make test` (python3-torch,

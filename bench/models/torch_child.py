@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """One PyTorch timing run in its own process (eager, no_grad, eval) on one exported model
 folder: the module and weights from zoo.py (the ones export_models.py exported), the folder's
 inputs, `threads` intra-op threads; `warmup` untimed runs, then timed runs until `budget`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The model bench's models (issue 48): torchvision classifiers across families and torch.nn
 text, recurrent and audio models, each with random weights from a fixed seed and its inputs.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 46, second probe: hostile but realistic uses of ONNX import, checkpoints, the run API
 // and traces. `probe46 list` lists the cases; `probe46 N` runs case N in this process and
 // prints one line: "ERROR <kind>: <message>", "STD <type>: <message>" or "NONE" (no exception;

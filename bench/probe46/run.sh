@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Issue 46's second probe. Builds probe46.cpp against a release build (BUILD, default
 # ../../build), runs every case in its own process under a time limit, then the hetgraph-run
 # cases. Prints one block per case: its output and how the process ended.

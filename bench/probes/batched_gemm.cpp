@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 12's batched-GEMM question, asked of oneDNN 2.6 directly (not part of the build): B
 // products of one shape [M, K] x [K, N] sharing W, timed three ways on the machine's threads:
 // side by side (one dnnl_sgemm per product, one thread each, as parallel groups run them), one

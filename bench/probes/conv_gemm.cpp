@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 18's next question, asked of oneDNN 2.6 directly (not part of the build): is a 3x3 (or
 // 1x1) convolution, stride 1, of resnet18's and googlenet's shapes faster as one GEMM over the
 // whole batch than as oneDNN's direct convolution? Three ways, interleaved round by round:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes two ONNX models of one resnet-sized convolution (not part of the build): q.onnx, a
 // QLinearConv of uint8 [1, 64, 56, 56] with int8 3x3 weights to 64 channels (pads 1), as ONNX
 // Runtime's quantizer writes them, and f.onnx, the float Conv of the same geometry; and

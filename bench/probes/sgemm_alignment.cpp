@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dnnl_sgemm's time against the address of its B operand (not part of the build). On an AVX2
 // CPU (Zen 3, 2026-11-27) row-major 'N','N' products whose shape sends oneDNN 2.6 to its no-copy
 // kernels ran up to 1.9x slower with B on a 32-byte boundary than 16 bytes past one; the

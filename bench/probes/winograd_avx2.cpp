@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Issue 18 on AVX2: would our own Winograd F(2x2, 3x3) convolution beat oneDNN 2.6's direct
 // kernels (oneDNN's own Winograd is AVX-512 only)? Standalone probe, not part of the build.
 // Input and output in nChw8c (what hetgraph's convolutions keep on AVX2), pad 1, stride 1:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small CNN on Fashion-MNIST, trained with Adam through the input pipeline, reporting test
 // accuracy after every epoch.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MNIST softmax classifier: x[B,784] @ W[784,10] + b, softmax, mean cross-entropy, SGD.
 //
 //   build/examples/mnist_softmax [--data DIR] [--epochs 10] [--batch 500] [--lr 0.1]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command line of examples/mnist_softmax, apart so the tests and the command-line fuzz
 // target parse exactly what the program does.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reverse-mode automatic differentiation inside the graph, and optimizers built from it.
 //
 //   auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W) + b), y));

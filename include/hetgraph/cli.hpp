@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command-line parser of every hetgraph program (hetgraph-run, the examples, hetgraph-bench,
 // the soak), installed with the library for programs built on it. Strict: a value is taken whole
 // (`--batch 10abc` is an error, not 10), integers have no exponent, numbers are range-checked, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiling a graph for a platform and running it.
 //
 //   hetgraph::GraphCompiler compiler(hetgraph::Platform::cpu());

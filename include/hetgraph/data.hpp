@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading MNIST-format data sets (IDX files, plain or gzip'd).
 //
 //   auto mnist = hetgraph::data::load_mnist("/usr/share/datasets/fashion-mnist");

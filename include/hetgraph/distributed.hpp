@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data-parallel training across processes and machines: communicators and collective ops.
 //
 //   // mpirun -np 4 ./train        (link hetgraph::mpi, the MPI component, besides hetgraph)

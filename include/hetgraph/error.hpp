@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors hetgraph throws for user mistakes and failed platform calls.
 //
 // Every error is a hetgraph::Error; the subclass says which layer rejected the request and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Building computation graphs.
 //
 // A Graph owns nodes; a Node is a small value handle (graph pointer + id) that ops take and

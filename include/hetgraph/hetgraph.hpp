@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph: tensor computation graphs built in C++, compiled for a CPU or OpenCL platform.
 //
 //   #include <hetgraph/hetgraph.hpp>

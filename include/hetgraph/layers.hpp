@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layers with training and inference modes, batch normalisation (running statistics kept in
 // variables) and dropout, and layer normalisation. The normalisations are compositions of
 // reductions and broadcasting arithmetic, so their gradients come from autodiff and they run

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX models in and out: import a model.onnx as a Graph, export a Graph as one, and read and
 // write the ONNX backend tests' TensorProto (.pb) files.
 //

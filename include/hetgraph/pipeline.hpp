@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An input pipeline: batches of an MNIST-format split (data.hpp), in file order or a seeded
 // shuffle (BatchOrder), converted to floats by a background thread while the previous step
 // runs, so loading overlaps compute.

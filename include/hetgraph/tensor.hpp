@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shapes and element types.
 //
 //   hetgraph::Shape s{500, 784};

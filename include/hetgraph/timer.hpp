@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timing with PAPI: wall-clock time from PAPI_get_real_nsec, and hardware counters
 // (instructions, cycles) where the machine exposes them. On machines without counters (most
 // VMs) counting degrades to "unavailable" with a note; timing always works.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What hetgraph's command-line programs share when they compile and time graphs (hetgraph-run,
 // hetgraph-bench), installed for programs built on hetgraph: the platform and engine flags
 // (--platform, --engine, --executors NxT|auto, --threads) over the command-line parser, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BatchOrder (data.hpp): file order or a per-epoch seeded shuffle, and Split::gather, which
 // fills a batch from record ids. Shared by the examples that train on MNIST-format data.
 #include <omp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public GraphCompiler / CompiledGraph / Platform over the internal Backend and Executable.
 #include <chrono>
 #include <new>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The platform interface. A Backend turns a compiler Plan into an Executable; Executable holds
 // the platform-independent half of a compiled graph (feeds, reads and writes by node or name,
 // async runs, variable initialisation) and asks the platform for memory access and execution.

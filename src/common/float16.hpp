@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // float16 and bfloat16 values held in float32: rounding to them (IEEE round to nearest, halves
 // to even, as a conversion does) and float16's 16-bit form. ONNX models' float16 and bfloat16
 // tensors are computed in float32 here; these give their values where the model has them

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // IDX reading through zlib's gz* API, which reads gzip'd and plain files alike.
 #include <omp.h>
 #include <zlib.h>

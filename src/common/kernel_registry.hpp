@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One registry shape for every platform (after oneDNN's implementation lists): per op, an
 // ordered list of candidate kernels, each with a reject function that says why it does not
 // take a node (or null) and a maker. The first candidate that accepts a node and makes a

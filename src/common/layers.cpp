@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Normalisation layers as compositions of graph ops (see include/hetgraph/layers.hpp).
 #include "hetgraph/layers.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libhetgraph_omp_env: bounds how long idle OpenMP workers spin before they sleep, for every
 // OpenMP region of the process (oneDNN's and ours).
 //

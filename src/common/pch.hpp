@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The library's precompiled header (CMake target_precompile_headers): the standard headers and
 // the plan that most of its sources include. Parsing them was 45% of the library's compile time
 // (224 of ~500 s of CPU in a Release build, measured with -fsyntax-only), and the library is

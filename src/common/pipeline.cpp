@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BatchLoader (pipeline.hpp): one background thread, two slots. The caller holds the slot of
 // the batch next() returned; the thread fills the other one with the batch after it.
 #include "hetgraph/pipeline.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The profile of a compiled graph's runs (CompiledGraph::start_profile): a NodeSink that sums
 // the per-node events the platforms record for traces, by node, into a public Profile.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-bench's platform with a replay model (--replay-cores): internal, beside the public
 // hetgraph/tool.hpp that hetgraph-run and the bench share.
 #pragma once

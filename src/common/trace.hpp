@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Chrome trace-event JSON (the format chrome://tracing and Perfetto open): complete events
 // ("ph":"X", microsecond ts/dur) on one track (tid) per executor or queue, named by
 // thread_name metadata.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's side of a value crossing devices (a transfer node's TransferLink::endpoint),
 // as a platform's kernel sees it. The heterogeneous executable (src/hetero/) implements it;
 // the CPU kernel of op transfer calls the host methods, the OpenCL op its own interface

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Attributes of a node. The few scalar fields (axis, keepdims, ...) mean one thing each, shared
 // by the ops that document them; anything else is one typed payload per attribute kind (a
 // scale factor, a slice range, a permutation, a 2-d window, a matmul epilogue, ...), read back

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reverse-mode differentiation over the user graph: gradient contributions flow from the loss
 // back through the nodes on a path between `wrt` and the loss, in reverse topological order,
 // using each op's rule from the op table. Contributions to one node are summed in the order

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communicator interface's own pieces (compiler/comm.hpp): names and blocking waits, which
 // need no implementation of a communicator.
 #include "compiler/comm.hpp"

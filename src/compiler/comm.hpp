@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the compiler and collective kernels see of a communicator: post a collective on a
 // channel, be told when it is done. In the core layer (docs/ARCHITECTURE.md) because collective
 // ops' shape rules ask a communicator's size; implementations live above it: SelfComm (one

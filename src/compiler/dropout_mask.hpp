@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dropout mask, one definition for every platform (kernels/nn.cl spells the same steps in
 // OpenCL C). Element i of a dropout node is kept when draw(key, i) >= threshold(p), where
 //   key      = mix(mix(seed) + bits(step))    (bits: the step's float bit pattern)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fuse_collectives: allgathers on one communicator and of one element type become one allgather
 // of their inputs, flattened and concatenated (up to kFusionBytes of each rank's input): one
 // collective, so one latency, instead of many (Horovod's tensor fusion, done here at compile

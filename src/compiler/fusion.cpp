@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fusion passes, after shape inference. Each asks the platform's capabilities before it
 // rewrites: a fused node is made only where the platform has a kernel for it.
 //

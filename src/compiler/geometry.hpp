@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Index geometry every platform computes the same way: numpy broadcast stride plans, axis
 // splits of reductions, transposes as strided copies, matmul dimensions and the image
 // dimensions of the sliding-window ops. Shape inference, the kernels of both platforms and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph, Node and Shape, and make_op, which every op builder calls. The public op builders live
 // with their op's family in src/compiler/ops/; they only record structure: shape checks happen
 // in shape inference (compile time), where input shapes are known.

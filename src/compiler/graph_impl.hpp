@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The user-built graph: nodes in creation order, each with its op, inputs and attributes.
 #pragma once
 

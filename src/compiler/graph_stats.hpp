@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph structure measures used to configure parallel execution: the graph-width guideline
 // (framework-parallelism-guidelines paper, section 8) and static cost estimates and levels
 // (critical-path scheduling before profiling).

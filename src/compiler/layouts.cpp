@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // assign_layouts (issue 18): which values stay in the layout the CPU's convolutions compute
 // in (PlanOptions::conv_layout: what oneDNN picks here, channels-last for its brgconv kernels
 // on AVX-512 in oneDNN 2.6, else nChw16c or nChw8c), instead of plain NCHW. A convolution given

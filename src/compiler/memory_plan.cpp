@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Liveness-based memory planning, and the assign elision it builds on.
 //
 // elide_assigns marks each node that is the new value of a variable and can be computed in

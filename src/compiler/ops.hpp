@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The op table: every op declared once, with every fact that holds on every platform: arity,
 // storage, in-place candidates, shape inference, differentiation rule, cost and heavy flag,
 // fusion traits and index inputs. Kernels live per platform and are looked up by OpKind.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optimizers, learning-rate schedules and gradient clipping built into the graph (the public
 // API of autodiff.hpp). An optimizer step is one optimizer_update node per variable
 // (src/compiler/ops/optimizer.cpp), whose state tensors are zero-initialised variables named

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The user graph's nodes a fetch needs (prune) and their topological order (autodiff and the
 // compiler's first passes).
 #include "compiler/order.hpp"

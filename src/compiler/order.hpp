@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What fetches reach and their topological order by Kahn's algorithm, shared by the user
 // graph's order (order.cpp) and a plan's order after a pass rewired it (passes.cpp).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parallel-op fusion (the MXNet proposal, seed 002): independent nodes of one kind run as one
 // parallel_group node whose kernel runs their kernels side by side, one thread each. It pays
 // where each kernel is too small to use its team's threads well (26 embedding lookups of a

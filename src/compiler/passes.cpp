@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compiler passes up to the memory plan: prune, topological order, plan construction, shape
 // inference, simplification and execution dependencies. Each is a plain function over the
 // graph or the Plan so tests can run them one by one.

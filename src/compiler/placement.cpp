@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement (HEFT), transfers at device boundaries and the split into per-device parts; see
 // placement.hpp for the passes and their order.
 //

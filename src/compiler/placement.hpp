@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement of one plan across the devices of a heterogeneous platform, and the split of the
 // placed plan into one plan per device. Three passes (see passes.cpp for where they run):
 //

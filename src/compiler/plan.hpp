@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compiler's IR and output: the pruned graph in topological order with shapes, execution
 // dependencies and a memory plan. Platforms instantiate kernels from it.
 //

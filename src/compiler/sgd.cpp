@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stochastic gradient descent as assigns (sgd in autodiff.hpp), and, for data-parallel
 // training, the gradients averaged across ranks bucket by bucket before the update.
 #include <algorithm>

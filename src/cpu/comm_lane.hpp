@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communication lane of the CPU engines. A communication node (OpDef::communication, an
 // AsyncKernel) is not given to an executor: the thread that readies it starts it (its kernel
 // posts the collective to the communicator and returns), and the communicator's own thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU platform: one arena laid out by the memory plan, a kernel per node created at
 // compile time, and an engine that runs them.
 

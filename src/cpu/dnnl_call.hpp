@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A oneDNN primitive bound to the plain tensors of the arena, with the operands it wants in
 // other layouts staged through the executor's scratch, and a kernel that runs the variant
 // made for its team size. Only kernel files that use oneDNN include this.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The process-wide oneDNN CPU engine and a stream per executing thread. Only kernel files that
 // use oneDNN include this (dnnl.hpp is a large header).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU execution engines: how the kernels of one compiled graph are run.
 #pragma once
 

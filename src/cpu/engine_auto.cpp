@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The automatic engine (the CPU platform's default): the graph-width guideline picks a first
 // configuration, then the profiler refines it. Each symmetric configuration (E executors x C/E
 // threads; with per-op thread counts on, also each one whose teams have 2+ threads with them)

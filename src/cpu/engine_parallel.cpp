@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cpu/engine_parallel.hpp"
 
 #include <omp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parallel CPU engines: N executors, each a team of T threads pinned to its own cores (while
 // PinPolicy allows: not beside busy processes, nor while another engine's run overlaps).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The sequential engine: the calling thread runs the kernels in plan order, each with the
 // whole thread team (the baseline framework's CPU platform, with intra-op parallelism).
 // Communication nodes are started on the communication lane and waited for only where a later

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU kernels: the interface a node's kernel implements, and the registry that maps each op to
 // an ordered list of implementations (src/common/kernel_registry.hpp). The first
 // implementation that accepts a node wins; a reference implementation ends every list (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU kernel registry, the capability query and the choice of an implementation for a node.
 #include <cstdlib>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Intra-op parallelism inside an executor's thread team.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The critical-path scheduler's ready set: node ids ordered by level (longest accumulated cost
 // to a sink), ties broken by the lower id so the order is fixed. The order is known before a
 // run, so each node gets its rank in it once (set_levels), and the set is a bitmap over ranks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Replay mode of the CPU platform (issue 15; design in bench/README.md, "replay"): the real
 // engines run a graph whose kernels are replaced by waits of their modelled durations, so that
 // N executors of T threads on a virtual machine of C cores (C up to 64) can be run and timed on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Synchronisation for the parallel engines: a lock-free single-producer/single-consumer ring,
 // an event count for spin-then-block waiting without lost wake-ups, and a try-lock. All
 // ordering is expressed on the atomics themselves (no standalone fences), so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Machine topology from hwloc: the cores this process may use (cgroups and taskset respected),
 // which of them share an L2 or L3 cache, and pinning of threads to them.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cpu/tuning_cache.hpp"
 
 #include <hwloc.h>

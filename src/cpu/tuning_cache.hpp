@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tuning cache, like FFTW's wisdom: what the automatic engine chose for a graph on a
 // machine (engine, executors x threads, per-op thread counts, the profiled node costs that give
 // the critical-path levels), kept on disk so that a later process runs that configuration from

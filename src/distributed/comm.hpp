@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communicators the distributed layer makes and the checks it runs over any of them; the
 // interface itself is the core layer's (compiler/comm.hpp).
 #pragma once

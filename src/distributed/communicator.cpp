@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communicator handle, the one-process communicator and the host-side collectives. No MPI
 // here: the core library runs single-process without an MPI runtime.
 #include <algorithm>

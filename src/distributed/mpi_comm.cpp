@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MPI_COMM_WORLD through Open MPI: hetgraph::distributed::world(). Built into libhetgraph_mpi
 // only, so the core library never needs an MPI runtime.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device cost figures measured through hetgraph's own kernels (see calibration.hpp).
 #include "hetero/calibration.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cost figures placement assumes of a device when the user gave none: measured through
 // hetgraph itself on that device (its real kernels), once per process and device.
 #pragma once

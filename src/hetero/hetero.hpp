@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The heterogeneous platform: one plan across the CPU and OpenCL devices.
 //
 // DESIGN (see also src/compiler/placement.hpp for the compile-time half)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The heterogeneous platform: its Backend (capabilities and placement over the members) and
 // its executable (parts on the members, crossings between them, one run across all). The
 // design is in hetero.hpp.

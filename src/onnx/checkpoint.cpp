@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CompiledGraph::save / load: every variable of a compiled graph in one checkpoint file
 // (the format: checkpoint_format.hpp). Variables are written in the compiled plan's order;
 // load() matches them by name and checks everything before it writes any.

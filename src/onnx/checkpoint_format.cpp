@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "onnx/checkpoint_format.hpp"
 
 #include <zlib.h>

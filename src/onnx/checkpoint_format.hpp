@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The checkpoint file format (version 1), apart from compiled graphs so it can be tested and
 // fuzzed on bytes alone. All integers little-endian:
 //   magic        8 bytes   "HGCKPT\0\n"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph::onnx::export_model: the part of a Graph some outputs need, for given input shapes,
 // as an ONNX model (opset 17). The graph goes through the compiler's first passes (prune,
 // order, shape inference) and each node becomes one or a few ONNX nodes; variables and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Values known at import: ONNX ops evaluated on host tensors. This is how shape computations
 // (Shape -> Gather -> Concat -> Reshape, Range, ConstantOfShape, ...) disappear from imported
 // graphs. Float arithmetic is done in float32, as the kernels would; integers in int64.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The import driver: inputs and initializers, the nodes in model order (folded when their
 // inputs are known, else composed by their handler), the outputs; and the public entry points.
 #include "onnx/importer.hpp"

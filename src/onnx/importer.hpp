@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Building a hetgraph Graph from an ONNX model (ir::Model), for concrete input shapes.
 //
 // Every ONNX value is either known at import (a constant: an initializer, a Constant node, or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An ONNX model as plain C++ values: what proto.cpp reads out of (and writes into) ONNX's
 // protobuf classes. Everything else in src/onnx works on these, so protobuf headers stay in
 // one translation unit and out of every public header.

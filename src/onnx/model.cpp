@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Model::compile: the one part of an imported model that needs the runtime (kept apart so the
 // import fuzz target builds without it).
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX control flow and sequences, resolved at import. Control flow: If, Loop and Scan, unrolled.
 // Sequences (SequenceConstruct, SplitToSequence, ... ConcatFromSequence) are lists of values
 // known at import, positions into them too. hetgraph graphs are static, so a

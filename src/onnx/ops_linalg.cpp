@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX linear algebra on hetgraph ops: MatMul, Gemm, Einsum and Det.
 #include <algorithm>
 #include <cctype>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX elementwise math on hetgraph ops: arithmetic (floats, and integers held as int32) and
 // activations, Clip, Pow, Max / Min / Sum / Mean of many inputs, comparisons, logic, Where,
 // Mod, CumSum, IsInf / IsNaN / Sign and OneHot. The other math families have files of their own:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX image and normalisation ops: Conv (grouped, dilated; an inference BatchNormalization after
 // it folded in), ConvTranspose, MaxPool (and its Indices) / AveragePool (ceil_mode), MaxUnpool,
 // GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference and training mode),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX quantization on hetgraph ops, uint8 / int8 values held as int32: QuantizeLinear,
 // DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and QLinearMatMul, and the helpers the
 // quantized convolutions of ops_nn.cpp share (importer.hpp, "quantization").

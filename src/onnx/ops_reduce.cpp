@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX reductions on hetgraph ops: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd,
 // ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum and ReduceLogSumExp, and what reduces over
 // an axis: Softmax, LogSoftmax, Hardmax, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.

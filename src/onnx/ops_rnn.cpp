@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX recurrent ops (LSTM, GRU, RNN) unrolled into cells of hetgraph ops.
 //
 // The input projection of every time step is one product ([seq * batch, I] x W^T); each step

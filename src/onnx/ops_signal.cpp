@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX signal processing (opset 17) on hetgraph ops: DFT and STFT as products with constant
 // matrices, and the constants of an audio front-end made at import (HannWindow, HammingWindow,
 // BlackmanWindow, MelWeightMatrix).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX layout and data-movement ops: Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Concat,
 // Split, Slice, Gather, Compress, GatherElements, ScatterElements (and Scatter), GatherND,
 // ScatterND, Expand, Tile, Pad, the value ops Constant, Shape, Size, Cast, Dropout,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ONNX training ops of ai.onnx.preview.training (version 1) on hetgraph ops: the optimizer
 // steps Adagrad, Momentum and Adam, and Gradient by hetgraph's autodiff.
 #include <cmath>

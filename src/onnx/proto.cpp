@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The only translation unit that sees ONNX's protobuf classes: ModelProto / TensorProto in and
 // out, onnx::checker, ONNX shape inference and function bodies from ONNX's schema registry.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TensorProto files (the ONNX backend tests' input_N.pb and output_N.pb) as TensorData.
 #include <climits>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "opencl/cl.hpp"
 
 #include "hetgraph/error.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL C API as hetgraph uses it: one checking function that turns every failed call
 // into a PlatformError naming the call, the CL error by name, file and line; and reference
 // holders for CL objects so no error path leaks them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An OpenCL device as hetgraph uses it: chosen once (GPU preferred, else any; or explicitly by
 // option or HETGRAPH_OPENCL_DEVICE=platform:device), with one context, an out-of-order
 // command queue where the device has one (in-order otherwise), a few in-order queues for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A graph compiled for an OpenCL device.
 //
 // Memory: one cl_mem per buffer of the compiler's memory plan (views alias their source's).

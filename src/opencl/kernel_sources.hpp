@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL C sources of kernels/*.cl, embedded into the library at build time by
 // cmake/EmbedKernels.cmake (the generated kernel_sources.cpp defines embedded_kernels()).
 #pragma once

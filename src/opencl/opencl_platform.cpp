@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL platform: OpenClExecutable (see executable.hpp), its Backend, and the public
 // Platform::opencl* functions.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL op table and the launch helpers every family uses.
 #include "opencl/ops.hpp"
 

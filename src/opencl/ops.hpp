@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // OpenCL node kernels: for each op, the work a node enqueues, created at compile time with its
 // buffers and arguments bound so that a run only enqueues. Ops are grouped by family like the
 // kernels/*.cl programs they use (elementwise, reduce, nn, movement) plus CLBlast GEMM.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Building OpenCL programs once. ProgramCache keeps each program built for a context, keyed by
 // its source and build options; DiskCache keeps program binaries on disk across processes,
 // keyed by source hash, build options, device name and driver version. Drivers that cache

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL side of a value crossing devices: what the op of a transfer node asks of the
 // runtime's endpoint (src/common/transfer.hpp has the host side; src/hetero/ implements both).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "util/atomic_file.hpp"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing a file so that readers see the old content or the new one, never a mix: the bytes
 // go to a temporary file in the same directory, which is flushed to disk (fsync) and renamed
 // over the target; the directory is synced so the rename itself survives a crash.

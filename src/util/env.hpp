@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Environment variables read strictly: a value that does not parse is an error naming the
 // variable and the value, never a silent default or a wrapped number. Header-only (the
 // library, tests, the soak and the fuzz targets share it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strict parsing of numbers from text (command lines, environment variables), shared by the
 // library and the tools. Header-only so that tools, tests and fuzz targets use it without
 // linking the library.

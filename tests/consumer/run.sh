@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the built library into a scratch prefix, then builds the README quickstart against
 # it twice: with find_package(hetgraph) and with pkg-config. Both programs must run.
 set -euo pipefail

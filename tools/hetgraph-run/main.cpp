@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-run: runs an ONNX model on a platform and reports what a user compares with
 // onnxruntime_perf_test: per-run latency (median, min, max), setup time and planned memory.
 //

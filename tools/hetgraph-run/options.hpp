@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph-run's command line, apart so the tests and the command-line fuzz target parse
 // exactly what the program does.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Builders for the internal ops that gradient rules emit (not part of the public API).
 #pragma once
 

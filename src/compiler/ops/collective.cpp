@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collectives across processes as graph ops: allreduce (sum or mean), broadcast, reduce to a root,
 // allgather and reduce_scatter along axis 0. A Collective payload carries the communicator, the
 // reduction and the root. Each rank's node sees its own input; the gradient rules follow from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolution and pooling over NCHW images, and their gradients. The public builders live
 // here too, next to the ops they record. conv2d differentiates into three internal ops (input,
 // weight and bias gradients) so platforms run each with their best kernel; max pooling's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise ops: numpy-broadcasting binary and ternary ops, unary math, and the activation
 // gradients.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Embedding lookup (gather rows of a table by int32 indices) and its gradient, a scatter-add
 // of the incoming rows into a zero table; and its generalisation, ONNX Gather (any axis, any
 // index rank, negative indices from the back); ONNX GatherElements and ScatterElements (one

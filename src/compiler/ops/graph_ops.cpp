@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Structural ops: input, variable, constant, assign, group, and the gradient seed.
 // Inputs are typed by the compile-time shapes (see infer_shapes); the rest infer here.
 #include "compiler/graph_impl.hpp"

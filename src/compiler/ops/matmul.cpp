@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Matrix multiplication with transpose flags; rank 2, or batched over a leading dim where a
 // rank-2 operand is shared by the whole batch.
 #include "compiler/geometry.hpp"

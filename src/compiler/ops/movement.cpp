@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data movement: slice, concat, transpose, reshape (a view), and their gradients.
 #include <algorithm>
 #include <numeric>

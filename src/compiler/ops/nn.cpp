@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Softmax, log-softmax and cross-entropy, with their gradients. cross_entropy of a softmax
 // over the last axis differentiates to the fused, stable (p * sum(y) - y) * g.
 #include "compiler/dropout_mask.hpp"

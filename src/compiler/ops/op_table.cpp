@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The op table and helpers shared by the op family files.
 #include <algorithm>
 #include <mutex>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // optimizer_update: one training step of one variable under one rule (SGD with momentum or
 // Nesterov, Adam, AdamW, RMSprop, Adagrad), with its state, in one kernel. Like assign it has
 // no value of its own: it writes its variable (input 0) and the variable's state tensors after

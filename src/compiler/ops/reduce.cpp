@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reductions over one axis or all axes, and their inverses for gradients: expand (broadcast
 // a reduced tensor back) and sum_to (sum a broadcast result down to an input's shape); argmax
 // and argmin, the int32 position of the extreme along an axis; top_k, the positions of the k

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collectives across processes on the CPU: the node's kernel posts the collective to its
 // communicator on the node's own channel (opened when the kernel is made, at compile time, in
 // plan order on every rank) and the engine's communication lane hears when it is done. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolution kernels (NCHW), forward and backward, through oneDNN 2.6, with reference
 // implementations ending each list. Pooling is in pool.cpp.
 //

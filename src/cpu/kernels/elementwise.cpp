@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise kernels. Binary ops broadcast through a collapsed stride plan: dims of size 1 in
 // the output vanish and neighbouring dims merge when both inputs step through them alike, so
 // most broadcasts become one of four contiguous inner loops (full/full, full/scalar,

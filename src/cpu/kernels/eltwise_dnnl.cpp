@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // sigmoid and tanh through oneDNN's eltwise primitives, placed before the vm:: kernels of
 // elementwise.cpp for the sizes where they measured faster. Best of 7 timings of one node's
 // kernel on this machine (AMD EPYC, AVX-512), microseconds, oneDNN / vm::, 1 thread and 2:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Embedding lookup (gather rows of a table) and its gradient (scatter-add of the incoming rows
 // into a zero table), ONNX Gather, GatherElements and ScatterElements, with reference
 // implementations.

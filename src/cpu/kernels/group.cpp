@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // parallel_group (fuse_parallel_ops): the member nodes' kernels side by side, one thread each,
 // taken in turns by the team's threads. A member's result does not depend on which thread runs
 // it or on the team's size (each runs alone at one thread). Errors are caught per member (none

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Matmul and fused matmul kernels.
 //
 // A Product computes op(A) op(B) into a destination given at run time, by one of three

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data movement (slice, concat and their gradients, transpose) and the structural kernels
 // (gradient seed, copying assign). Elements are 4 bytes of any type: these only move bits.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // optimizer_update on the CPU: one pass over the variable that reads its gradient and state and
 // writes the new variable and state in place (PyTorch's definitions of each rule; see
 // include/hetgraph/autodiff.hpp). The learning rate and the step count are read at run time from

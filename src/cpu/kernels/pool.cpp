@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pooling kernels (NCHW; forward max pooling also channels-last, where assign_layouts keeps
 // a convolution's layout through it), forward and backward, with reference implementations
 // ending each list.

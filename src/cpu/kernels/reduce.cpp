@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reduction kernels over an [outer, n, inner] view, and the broadcast-back kernels of their
 // gradients. Sums accumulate in float over blocks and in double across blocks; block bounds
 // never depend on the thread count, so results are the same for any team size.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU side of op transfer (heterogeneous platforms, src/compiler/placement.hpp): a send
 // hands its input to the runtime's endpoint, a recv waits for its value there, the commit
 // gate commits the other devices. The endpoint does the work (src/hetero/); this kernel is its

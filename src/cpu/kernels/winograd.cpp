@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Winograd convolutions F(2x2, 3x3) and F(4x4, 3x3) (issue 18) for CPUs where oneDNN 2.6 has
 // none: its Winograd kernels need AVX-512, and on AVX2 its direct kernels left resnet18 and
 // googlenet at 1.02-1.21x ONNX Runtime's latency (bench/README). A 3x3 stride-1 convolution

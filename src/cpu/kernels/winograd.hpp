@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hetgraph's own Winograd convolution kernels (winograd.cpp): F(4x4, 3x3) and F(2x2, 3x3), for
 // conv2d and fused_conv2d between blocked or channels-last values on AVX2 CPUs; registered with
 // the convolution kernels (conv.cpp), F(4x4) first, ahead of oneDNN's direct ones. These entry

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One code path's vector kernels and its table (code_path.hpp): compiled once per x86-64 level,
 // each time into that level's namespace (CMakeLists.txt, isa_ns.hpp).
 #include "cpu/simd/code_path.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Code paths: hetgraph's own vector kernels (vmath.hpp's functions and what is built on them,
 // the elementwise, reduction, pooling, embedding and optimizer kernels whose loops vectorise,
 // the Winograd convolutions) compiled once per x86-64 level, and the one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The code path this process runs (code_path.hpp): the highest x86-64 level built that the CPU
 // has, capped by HETGRAPH_MAX_CPU_ISA; and the entry points baseline code calls through it.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The namespace of one code path. A source compiled once per x86-64 level (CMakeLists.txt:
 // HETGRAPH_ISA = 2, 3 or 4 with -march=x86-64-v2, -v3 or -v4; 0 for the one -march=native path
 // of HETGRAPH_NATIVE builds) puts its code in HETGRAPH_ISA_NS, so that no two copies share a

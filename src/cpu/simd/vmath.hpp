@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Vector float math: exp, log, tanh, sigmoid on GCC vector types as wide as the target's
 // registers (Cephes-style range reduction and polynomials, about 1-2 ulp). Written on explicit
 // vectors because the auto-vectoriser turns the clamps of scalar versions into branches (jump

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collectives across processes on OpenCL, through mapped host memory: the node maps its input
 // and output buffers (after its dependencies, without blocking the host), a callback on the
 // map's event posts the collective on the mapped pointers to the communicator, whose end

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Convolution and pooling on OpenCL (kernels/conv.cl): direct loops with a work-item per output
 // element, forward and backward; max pooling's gradient recomputes the argmax from x (there is
 // no workspace to keep on this platform). Every kernel takes the same 16 geometry arguments.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Elementwise ops on OpenCL (kernels/elementwise.cl): unary math, broadcasting binary ops and
 // the activation gradients, one generic launch per kind for every op the op table marks
 // elementwise. Binary ops use the shared collapsed broadcast plan; operands that both have the

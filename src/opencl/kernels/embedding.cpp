@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Embedding lookup and its scatter-add gradient, Gather, GatherElements and ScatterElements on
 // OpenCL (kernels/embedding.cl). Indices are
 // checked like int32 class ids: on the host before the run when they are fed, on the device

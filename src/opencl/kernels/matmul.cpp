@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Matmul on OpenCL through CLBlast (row-major SGEMM with transposes; batches as a loop of GEMMs
 // or one strided-batched GEMM, a rank-2 operand shared by the batch with stride 0).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Data movement on OpenCL (kernels/movement.cl): slice, concat and their gradients, transpose;
 // and the structural ops, which are plain queue commands: the gradient seed fills ones, a
 // copying assign copies the new value into its variable.

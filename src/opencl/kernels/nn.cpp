@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Softmax, log-softmax, cross-entropy and their gradients, and dropout, on OpenCL
 // (kernels/nn.cl). Long
 // contiguous lines get a work-group each (*_rows); short or strided lines a work-item each.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // optimizer_update on OpenCL: one launch per variable (kernels/optimizer.cl), which writes the
 // variable (the node's out, as for an assign) and its state buffers in place.
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reductions on OpenCL (kernels/reduce.cl): sum, mean, max and product over one axis or all,
 // sum_to (the reduction that undoes a broadcast), the gradients reduce_max_grad and expand,
 // argmax / argmin, top_k and cumsum.

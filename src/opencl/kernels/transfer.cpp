@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The OpenCL side of op transfer (heterogeneous platforms): a send copies its input to host
 // memory, a recv copies its value in once the sender delivered it; both are enqueued commands
 // with events like any node's, and the endpoint (src/hetero/) links them across devices.
