@@ -77,6 +77,25 @@ class NnOpTest : public ::testing::TestWithParam<PlatformCase> {
     expect_same(r, rtol);
     if (planner) testing_util::run_checked(GetParam(), g, ins, fetches);
   }
+  // Each of `forms` graphs of one input x, build(form, g, x) -> {y, inner}, becomes one `kind`
+  // node for y within float rounding (z = y + x fetched), and keeps its nodes with inner
+  // fetched (the gelu_nodes rewrites).
+  template <class Build>
+  void expect_unary_forms(int forms, Build build, detail::OpKind kind, std::uint32_t seed) const {
+    for (int form = 0; form < forms; ++form) {
+      for (const bool fetch_inner : {false, true}) {
+        SCOPED_TRACE("form " + std::to_string(form) + (fetch_inner ? ", inner fetched" : ""));
+        Graph g;
+        auto x = g.input("x");
+        const auto [y, inner] = build(form, g, x);
+        std::vector<Node> fetches{add(y, x)};
+        if (fetch_inner) fetches.push_back(inner);
+        const std::vector<In> ins{rand_in("x", {3, 5, 67}, seed, -6, 6)};
+        expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::gelu_nodes, {kind},
+                       fetch_inner ? 0 : 1, 2e-6);
+      }
+    }
+  }
   // Each fetch the same with the rewrite off and on: bitwise (rtol 0), or within rtol.
   static void expect_same(const Switched& r, double rtol) {
     for (std::size_t k = 0; k < r.out[0].size(); ++k) {
@@ -445,53 +464,29 @@ TEST_P(NnOpTest, LayerNormNodesEqualTheDecomposedOnes) {
 // Hugging Face's, and with a product by 1 / sqrt 2), becomes one gelu node whose values equal
 // the five nodes' within float rounding; a fetched erf keeps the five nodes.
 TEST_P(NnOpTest, GeluNodesEqualTheDecomposedOnes) {
-  for (int form = 0; form < 3; ++form) {
-    for (const bool fetch_inner : {false, true}) {
-      SCOPED_TRACE("form " + std::to_string(form) + (fetch_inner ? ", erf fetched" : ""));
-      Graph g;
-      auto x = g.input("x");
-      Node e = erf(form == 2 ? mul(x, g.constant(0.70710678f)) : div(x, g.constant(1.41421356f)));
-      Node y;
-      if (form == 0) {
-        y = mul(mul(x, add(e, g.constant(1.0f))), g.constant(0.5f));
-      } else if (form == 1) {
-        y = mul(mul(x, g.constant(0.5f)), add(g.constant(1.0f), e));
-      } else {
-        y = mul(add(e, g.constant(1.0f)), mul(g.constant(0.5f), x));
-      }
-      Node z = add(y, x);
-      std::vector<Node> fetches{z};
-      if (fetch_inner) fetches.push_back(e);
-      const std::vector<In> ins{rand_in("x", {3, 5, 67}, 131, -6, 6)};
-      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::gelu_nodes,
-                     {detail::OpKind::Gelu}, fetch_inner ? 0 : 1, 2e-6);
-    }
-  }
+  auto build = [](int form, Graph& g, Node x) {
+    Node e = erf(form == 2 ? mul(x, g.constant(0.70710678f)) : div(x, g.constant(1.41421356f)));
+    if (form == 0) return std::pair{mul(mul(x, add(e, g.constant(1.0f))), g.constant(0.5f)), e};
+    if (form == 1) return std::pair{mul(mul(x, g.constant(0.5f)), add(g.constant(1.0f), e)), e};
+    return std::pair{mul(add(e, g.constant(1.0f)), mul(g.constant(0.5f), x)), e};
+  };
+  expect_unary_forms(3, build, detail::OpKind::Gelu, 131);
 }
 
 // gelu_nodes, the tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) as GPT-2's
 // gelu_new writes it (pow(x, 3)) and as PyTorch exports approximate="tanh" (x (x x), other
 // orders) becomes one gelu_tanh node within float rounding; a fetched tanh keeps the nodes.
 TEST_P(NnOpTest, GeluTanhNodesEqualTheDecomposedOnes) {
-  for (int form = 0; form < 3; ++form) {
-    for (const bool fetch_inner : {false, true}) {
-      SCOPED_TRACE("form " + std::to_string(form) + (fetch_inner ? ", tanh fetched" : ""));
-      Graph g;
-      auto x = g.input("x");
-      auto k = [&](float v) { return g.constant(v); };
-      Node cube = form == 0 ? pow(x, k(3.0f)) : form == 1 ? mul(x, mul(x, x)) : mul(mul(x, x), x);
-      Node u = form == 1 ? add(mul(k(0.044715f), cube), x) : add(x, mul(cube, k(0.044715f)));
-      Node t = tanh(form == 1 ? mul(k(0.7978845608f), u) : mul(u, k(0.7978845608f)));
-      Node y =
-          form == 1 ? mul(k(0.5f), mul(x, add(k(1.0f), t))) : mul(mul(k(0.5f), x), add(t, k(1.0f)));
-      Node z = add(y, x);
-      std::vector<Node> fetches{z};
-      if (fetch_inner) fetches.push_back(t);
-      const std::vector<In> ins{rand_in("x", {3, 5, 67}, 151, -6, 6)};
-      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::gelu_nodes,
-                     {detail::OpKind::GeluTanh}, fetch_inner ? 0 : 1, 2e-6);
-    }
-  }
+  auto build = [](int form, Graph& g, Node x) {
+    auto k = [&](float v) { return g.constant(v); };
+    Node cube = form == 0 ? pow(x, k(3.0f)) : form == 1 ? mul(x, mul(x, x)) : mul(mul(x, x), x);
+    Node u = form == 1 ? add(mul(k(0.044715f), cube), x) : add(x, mul(cube, k(0.044715f)));
+    Node t = tanh(form == 1 ? mul(k(0.7978845608f), u) : mul(u, k(0.7978845608f)));
+    Node y =
+        form == 1 ? mul(k(0.5f), mul(x, add(k(1.0f), t))) : mul(mul(k(0.5f), x), add(t, k(1.0f)));
+    return std::pair{y, t};
+  };
+  expect_unary_forms(3, build, detail::OpKind::GeluTanh, 151);
 }
 
 // channel_affine: an inference BatchNormalization as the importer writes it where it cannot
