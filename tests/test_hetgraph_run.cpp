@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "hetgraph/onnx.hpp"
 #include "test_util.hpp"
@@ -49,11 +50,24 @@ TEST(HetgraphRun, OutputsMatchTheBackendTestOnEachPlatform) {
         run(t + "model.onnx --platform " + p + " --repeat 3 --warmup 1 --input 0=" + t +
             "test_data_set_0/input_0.pb --output-dir " + dir.string());
     ASSERT_EQ(r.status, 0) << r.out;
-    EXPECT_NE(r.out.find("latency   median"), std::string::npos) << r.out;
+    // Latency in a unit that keeps it readable (this model runs in microseconds or
+    // milliseconds, never "0.000004 s").
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("latency   median [0-9.]+ (us|ms)  min ")))
+        << r.out;
     EXPECT_NE(r.out.find("memory"), std::string::npos) << r.out;
     const ho::TensorData got = ho::read_tensor((dir / "3.pb").string());
     const ho::TensorData want = ho::read_tensor(t + "test_data_set_0/output_0.pb");
     ASSERT_EQ(got.shape, want.shape);
+    // The report shows the output's first values, as written to the file.
+    std::string first;
+    for (std::size_t k = 0; k < 6; ++k) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%s%.6g", k ? " " : "", static_cast<double>(got.f32[k]));
+      first += b;
+    }
+    first += " ... (" + std::to_string(got.f32.size()) + " values)";
+    EXPECT_NE(r.out.find("\n          " + first + "\n"), std::string::npos) << first << "\n"
+                                                                            << r.out;
     for (std::size_t k = 0; k < want.f32.size(); ++k)
       EXPECT_NEAR(got.f32[k], want.f32[k], 1e-7 + 1e-3 * std::fabs(want.f32[k]));
   }

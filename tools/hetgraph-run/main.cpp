@@ -229,7 +229,34 @@ std::vector<std::string> output_files(const ho::Model& m) {
 struct Outputs {
   double checksum = 0;               // of every output's values
   std::vector<std::string> written;  // the files, with --output-dir
+  std::vector<std::string> first;    // each output's first values, as the report prints them
 };
+
+// Up to kShown values of an output, "%.6g" each, then how many there are in all.
+constexpr std::size_t kShown = 6;
+template <class T>
+std::string first_values(const std::vector<T>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < std::min(v.size(), kShown); ++i) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%s%.6g", i ? " " : "", static_cast<double>(v[i]));
+    s += b;
+  }
+  if (v.size() > kShown) s += " ... (" + std::to_string(v.size()) + " values)";
+  return s;
+}
+
+// A duration in the unit that keeps it readable: "4.21 us", "12.345 ms", "1.234 s".
+std::string duration(double s) {
+  char b[32];
+  if (s < 1e-3)
+    std::snprintf(b, sizeof b, "%.2f us", s * 1e6);
+  else if (s < 1.0)
+    std::snprintf(b, sizeof b, "%.3f ms", s * 1e3);
+  else
+    std::snprintf(b, sizeof b, "%.3f s", s);
+  return b;
+}
 
 Outputs read_outputs(const ho::Model& m, hetgraph::CompiledGraph& cg,
                      const std::vector<hetgraph::Shape>& shapes, const std::string& dir) {
@@ -245,9 +272,11 @@ Outputs read_outputs(const ho::Model& m, hetgraph::CompiledGraph& cg,
     if (out.dtype == hetgraph::DType::f32) {
       td.f32 = cg.read(out.name);
       for (float v : td.f32) r.checksum += v;
+      r.first.push_back(first_values(td.f32));
     } else {
       td.i32 = cg.read_i32(out.name);
       for (std::int32_t v : td.i32) r.checksum += v;
+      r.first.push_back(first_values(td.i32));
     }
     if (!dir.empty()) {
       const std::string path = (std::filesystem::path(dir) / (files[k] + ".pb")).string();
@@ -304,21 +333,22 @@ void print_text(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
   std::printf("platform  %s, %s engine, %s%s%s\n", o.platform.c_str(), er.engine.c_str(),
               hetgraph::tool::lanes_label(er).c_str(), er.cpu ? ", code path " : "",
               er.cpu ? er.cpu->code_path.c_str() : "");
-  std::printf("setup     %.4f s (import %.4f s, compile %.4f s)\n", s.setup_s, s.import_s,
-              s.setup_s - s.import_s);
+  std::printf("setup     %s (import %s, compile %s)\n", duration(s.setup_s).c_str(),
+              duration(s.import_s).c_str(), duration(s.setup_s - s.import_s).c_str());
   std::printf(
       "memory    %.3f MB planned (live at once: %.3f MB; one buffer per node: %.3f MB); process "
       "peak %.1f MiB\n",
       cr.planned_bytes / 1e6, cr.live_bytes / 1e6, cr.naive_bytes / 1e6, peak_mib);
-  std::printf("latency   median %.6f s  min %.6f s  max %.6f s  (%d runs after %d warm-up%s)\n",
-              s.median, s.min, s.max, o.repeat, o.warmup,
-              s.tuning_runs ? ", and the engine's tuning runs" : "");
+  std::printf("latency   median %s  min %s  max %s  (%d runs after %d warm-up%s)\n",
+              duration(s.median).c_str(), duration(s.min).c_str(), duration(s.max).c_str(),
+              o.repeat, o.warmup, s.tuning_runs ? ", and the engine's tuning runs" : "");
   std::printf("inputs    %s\n", s.random ? "random where no file was given" : "from files");
   const std::vector<std::string>& written = s.outputs.written;
   for (std::size_t k = 0; k < m.output_info.size(); ++k) {
-    std::printf("output    %s %s %s%s%s\n", m.output_info[k].name.c_str(),
+    std::printf("output    %s %s %s%s%s\n          %s\n", m.output_info[k].name.c_str(),
                 s.out_shapes[k].str().c_str(), m.output_info[k].onnx_type.c_str(),
-                written.empty() ? "" : " -> ", written.empty() ? "" : written[k].c_str());
+                written.empty() ? "" : " -> ", written.empty() ? "" : written[k].c_str(),
+                s.outputs.first[k].c_str());
   }
   if (o.profile) std::fputs(s.profile.table().c_str(), stdout);
 }
