@@ -56,6 +56,7 @@ TEST(FashionCnnExample, LearnsOnASubset) {
   ASSERT_EQ(acc.size(), 3u) << r.out;
   EXPECT_LT(loss[2], loss[0]) << r.out;
   EXPECT_GT(acc[2], 0.5) << r.out;  // chance is 0.1; this subset reaches about 0.7
+  EXPECT_NE(r.out.find("ran on cpu: "), std::string::npos) << r.out;  // the device, named
 }
 
 TEST(FashionCnnExample, SizesAreCheckedWithTheirNames) {

@@ -254,6 +254,36 @@ TEST(Hetero, PlatformListsAreChecked) {
   EXPECT_EQ(Platform::cpu().devices(), std::vector<Device>{Device::cpu()});
 }
 
+// Platform::description names the device a program ran on: the CPU's model (as /proc/cpuinfo
+// gives it), its cores and the code path; an OpenCL device's index, name and platform; a
+// heterogeneous platform's members in order.
+TEST(Hetero, DescriptionsNameTheDevices) {
+  std::string model = "unknown";
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  const Platform cpu = Platform::cpu();
+  const std::string c = cpu.description();
+  EXPECT_EQ(c.rfind("cpu: " + model + ", ", 0), 0u) << c;
+  EXPECT_TRUE(has(c, " cores, code path x86-64-v")) << c;
+  const auto devices = cl_devices();
+  if (devices.empty()) GTEST_SKIP() << "no OpenCL device";
+  const Device d = devices.front();
+  std::string name;
+  for (const OpenClDevice& od : Platform::opencl_devices()) {
+    if (od.platform_index == d.platform_index && od.device_index == d.device_index)
+      name = od.name + " (" + od.platform + ", " + od.type + ")";
+  }
+  const std::string o = cl_platform(d).description();
+  EXPECT_EQ(o, d.str() + ": " + name);
+  const Platform both = Platform::heterogeneous({cpu, cl_platform(d)});
+  EXPECT_EQ(both.description(), c + " + " + o);
+}
+
 // A node no device but one can run goes there, whatever the placement prefers.
 TEST(Hetero, NodesGoWhereAKernelTakesThem) {
   const Device cl = cl_devices().at(0);

@@ -55,6 +55,7 @@ TEST(HetgraphRun, OutputsMatchTheBackendTestOnEachPlatform) {
     EXPECT_TRUE(std::regex_search(r.out, std::regex("latency   median [0-9.]+ (us|ms)  min ")))
         << r.out;
     EXPECT_NE(r.out.find("memory"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\ndevice    " + p), std::string::npos) << r.out;  // the device, named
     const ho::TensorData got = ho::read_tensor((dir / "3.pb").string());
     const ho::TensorData want = ho::read_tensor(t + "test_data_set_0/output_0.pb");
     ASSERT_EQ(got.shape, want.shape);
@@ -80,7 +81,7 @@ TEST(HetgraphRun, JsonIsOneLine) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   for (const char* key : {"\"median_s\":", "\"min_s\":", "\"max_s\":", "\"setup_s\":",
-                          "\"planned_bytes\":", "\"inputs\":\"random\""}) {
+                          "\"planned_bytes\":", "\"inputs\":\"random\"", "\"device\":\"cpu: "}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
   }
   // The process's peak RSS: at least the loaded libraries' pages (several MiB).

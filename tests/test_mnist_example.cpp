@@ -95,6 +95,10 @@ TEST(MnistExample, TrainsOnAGeneratedDataSet) {
     EXPECT_GE(field(last, key), 0) << key;
   }
   EXPECT_NE(last.find("\"platform\":\"cpu\""), std::string::npos) << last;
+  // The program names the device it ran on (Platform::description).
+  EXPECT_NE(r.out.find("ran on " + hetgraph::Platform::cpu().description() + "\n"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(last.find("\"engine\":"), std::string::npos) << last;
   EXPECT_EQ(field(last, "epochs"), 3);
   EXPECT_EQ(field(last, "batch"), 100);

@@ -207,6 +207,7 @@ int run(const Args& a) {
     }
   }
   if (!a.trace.empty()) train.stop_trace();
+  std::printf("ran on %s\n", platform.description().c_str());
   std::printf("final test accuracy %.4f  train %.2f s (%d epochs, data waits %.3f s)\n", last_acc,
               train_s, a.epochs, wait_s);
   return 0;

@@ -231,6 +231,7 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
     std::fprintf(stderr, "saved the trained model to %s\n", args.save.c_str());
   }
 
+  std::printf("ran on %s\n", platform.description().c_str());
   std::printf("test accuracy %.4f (%lld/%lld)\n", accuracy, static_cast<long long>(correct),
               static_cast<long long>(tested));
   if (ranks > 1)

@@ -333,7 +333,14 @@ class Platform {
   /// The devices this platform runs on: one for the CPU and OpenCL platforms; the members'
   /// for a heterogeneous one.
   std::vector<Device> devices() const;
+  /// "cpu", "opencl" or "heterogeneous".
   std::string name() const;
+  /// What it runs on, in words, for programs to say where they ran: "cpu: Intel(R) Xeon(R)
+  /// Processor, 2 cores, code path x86-64-v4 (AVX-512)", "opencl:0:0: NVIDIA H200 (NVIDIA CUDA,
+  /// GPU)"; a heterogeneous platform's members joined by " + ".
+  ///
+  ///   std::printf("running on %s\n", platform.description().c_str());
+  std::string description() const;
 
   /// The platform's implementation: opaque, the library's own (src/common/executable.hpp).
   class Impl;

@@ -21,6 +21,10 @@ std::string Platform::name() const {
   return detail::backend_of(*this).name();
 }
 
+std::string Platform::description() const {
+  return detail::backend_of(*this).description();
+}
+
 std::vector<Device> Platform::devices() const {
   return detail::backend_of(*this).devices();
 }

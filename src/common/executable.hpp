@@ -81,6 +81,8 @@ struct hetgraph::RunHandle::Impl {
 class hetgraph::Platform::Impl : public detail::Capabilities {
  public:
   virtual std::string name() const = 0;
+  /// Platform::description: its device in words.
+  virtual std::string description() const = 0;
   /// What the memory planner may assume about execution order on this platform.
   virtual detail::ReuseMode reuse_mode() const = 0;
   /// Whether it lays a plan's buffers out in one arena at their offsets (packed by the

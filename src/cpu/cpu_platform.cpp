@@ -419,6 +419,10 @@ class CpuBackend final : public Backend {
   /// replay_cpu_platform: kernels become waits of the model's durations.
   void replay(std::shared_ptr<const ReplayModel> m) { opts_.replay = std::move(m); }
   std::string name() const override { return "cpu"; }
+  std::string description() const override {
+    return "cpu: " + Topology::cpu_model() + ", " + std::to_string(Topology::get().allowed()) +
+           " cores, code path " + code_path().name;
+  }
   // Parallel engines run nodes in any order the dependencies allow: buffers may only be
   // reused between dependency-ordered nodes.
   ReuseMode reuse_mode() const override {

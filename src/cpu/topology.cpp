@@ -148,6 +148,17 @@ std::vector<int> Topology::team_pus(int first, int count) const {
   return pus;
 }
 
+std::string Topology::cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
 std::string Topology::describe() const {
   std::string s = std::to_string(cores_.size()) + " cores:";
   for (const Core& c : cores_) {

@@ -29,6 +29,8 @@ class Topology {
   /// Cores [first, first + count) of cores(); the teams of a configuration are consecutive.
   std::vector<int> team_pus(int first, int count) const;
   std::string describe() const;
+  /// The CPU's model name (/proc/cpuinfo), "unknown" where it cannot be read.
+  static std::string cpu_model();
 
   /// Binds the calling thread to one PU. A failed bind is reported once on stderr, not
   /// thrown: the work is still correct, only placement is lost.

@@ -38,17 +38,6 @@ std::string hex64(std::uint64_t v) {
   return b;
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
 // One note per entry and process: a broken entry read by every compile of a test suite would
 // otherwise repeat it thousands of times.
 void note(const std::string& path, const std::string& why) {
@@ -93,15 +82,14 @@ const std::string& TuningCache::machine() {
   static const std::string m = [] {
     const dnnl_version_t* d = dnnl_version();
     const unsigned hw = hwloc_get_api_version();
-    std::string s = "cpu " + cpu_model() + "; " + Topology::get().describe() + "; hetgraph " +
-                    HETGRAPH_VERSION_STRING + " tuning format " + std::to_string(kFormat) +
-                    "; onednn " + std::to_string(d->major) + "." + std::to_string(d->minor) + "." +
-                    std::to_string(d->patch) + " " + d->hash + "; hwloc " +
-                    std::to_string(hw >> 16) + "." + std::to_string((hw >> 8) & 0xff) + "." +
-                    std::to_string(hw & 0xff) + "; openmp " + std::to_string(_OPENMP) +
-                    "; compiler " + __VERSION__ + "; code path " + code_path().name +
-                    "; onednn isa " +
-                    std::to_string(static_cast<unsigned>(dnnl::get_effective_cpu_isa()));
+    std::string s =
+        "cpu " + Topology::cpu_model() + "; " + Topology::get().describe() + "; hetgraph " +
+        HETGRAPH_VERSION_STRING + " tuning format " + std::to_string(kFormat) + "; onednn " +
+        std::to_string(d->major) + "." + std::to_string(d->minor) + "." + std::to_string(d->patch) +
+        " " + d->hash + "; hwloc " + std::to_string(hw >> 16) + "." +
+        std::to_string((hw >> 8) & 0xff) + "." + std::to_string(hw & 0xff) + "; openmp " +
+        std::to_string(_OPENMP) + "; compiler " + __VERSION__ + "; code path " + code_path().name +
+        "; onednn isa " + std::to_string(static_cast<unsigned>(dnnl::get_effective_cpu_isa()));
     for (char& c : s) {
       if (c == '\n' || c == '\r') c = ' ';
     }

@@ -489,6 +489,11 @@ class HeteroBackend final : public Backend, public Placer {
       : members_(std::move(members)), opts_(std::move(o)), table_(std::make_shared<CostTable>()) {}
 
   std::string name() const override { return "heterogeneous"; }
+  std::string description() const override {
+    std::string s;
+    for (const Member& m : members_) s += (s.empty() ? "" : " + ") + m.backend->description();
+    return s;
+  }
   // Unused: each part plans its memory in its own device's mode (split_devices).
   ReuseMode reuse_mode() const override { return ReuseMode::dag; }
   std::vector<Device> devices() const override {

@@ -769,6 +769,11 @@ class OpenClBackend final : public Backend {
   OpenClBackend(std::shared_ptr<Device> dev, bool in_order)
       : dev_(std::move(dev)), in_order_(in_order) {}
   std::string name() const override { return "opencl"; }
+  std::string description() const override {
+    const DeviceInfo& i = dev_->info();
+    return "opencl:" + std::to_string(i.platform_index) + ":" + std::to_string(i.device_index) +
+           ": " + i.name + " (" + i.platform_name + ", " + type_name(i.type) + ")";
+  }
   // Nodes run in any order the events allow: buffers may only be reused between nodes the
   // dependencies order.
   ReuseMode reuse_mode() const override { return ReuseMode::dag; }

@@ -135,7 +135,8 @@ ho::Model build_graph(const ho::Model& base, ho::ImportOptions& io, InputFiles& 
 
 // The weights move into the compiled graph's memory rather than being copied there: the
 // model is not held twice at the end of compiling. Leaves m's graph with its nodes only.
-hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o) {
+hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o,
+                                const hetgraph::Platform& platform) {
   hetgraph::CompileOptions co;
   co.fuse = o.fuse;
   co.winograd_convs = o.winograd;
@@ -150,11 +151,8 @@ hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o) {
   co.experimental.slice_views = o.slice_views;
   co.experimental.gru_cells = o.gru_cells;
   co.experimental.matmul_bias = o.matmul_bias;
-  co.experimental.gelu_nodes = o.gelu;
-  co.experimental.lstm_cells = o.lstm_cells;
-  co.experimental.gru_cells = o.gru_cells;
   co.experimental.concat_in_place = o.concat_in_place;
-  return std::move(m).compile(hetgraph::GraphCompiler(hetgraph::tool::make_platform(o), co));
+  return std::move(m).compile(hetgraph::GraphCompiler(platform, co));
 }
 
 // The rest reads outputs by name: the graph (nodes only now) can go. Returns the outputs'
@@ -296,6 +294,7 @@ struct Summary {
   std::vector<hetgraph::Shape> out_shapes;
   Outputs outputs;
   hetgraph::Profile profile;  // --profile
+  std::string device;         // Platform::description
 };
 
 void print_json(const hgrun::Options& o, const ho::Model& m, const hetgraph::CompiledGraph& cg,
@@ -310,13 +309,14 @@ void print_json(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
       "\"live_bytes\":%zu,\"naive_bytes\":%zu,\"peak_rss_mib\":%.1f,\"nodes\":%zu,\"heavy_"
       "nodes\":%zu,\"max_width\":%d,\"avg_width\":%d,"
       "\"tuning_runs\":%d,\"fused\":%s,\"inputs\":\"%s\",\"opset\":%lld,\"onnx_nodes\":%zu,"
-      "\"producer\":\"%s\",\"code_path\":\"%s\"",
+      "\"producer\":\"%s\",\"code_path\":\"%s\",\"device\":\"%s\"",
       json_escape(o.model).c_str(), o.platform.c_str(), er.engine.c_str(),
       hetgraph::tool::lanes_label(er).c_str(), o.repeat, s.median, s.min, s.max, s.setup_s,
       s.import_s, s.setup_s - s.import_s, s.outputs.checksum, cr.planned_bytes, cr.live_bytes,
       cr.naive_bytes, peak_mib, er.nodes, er.heavy_nodes, er.max_width, er.avg_width, s.tuning_runs,
       o.fuse ? "true" : "false", s.random ? "random" : "files", static_cast<long long>(m.opset),
-      m.ops.size(), json_escape(m.producer).c_str(), er.cpu ? er.cpu->code_path.c_str() : "");
+      m.ops.size(), json_escape(m.producer).c_str(), er.cpu ? er.cpu->code_path.c_str() : "",
+      json_escape(s.device).c_str());
   // The profile in the same line: a benchmark harness reads one JSON object per run.
   if (o.profile) std::printf(",\"profile\":%s", s.profile.json().c_str());
   std::printf("}\n");
@@ -330,6 +330,7 @@ void print_text(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
   std::printf("model     %s (opset %lld%s%s, %zu ONNX nodes -> %zu graph nodes)\n", o.model.c_str(),
               static_cast<long long>(m.opset), m.producer.empty() ? "" : ", ", m.producer.c_str(),
               m.ops.size(), er.nodes);
+  std::printf("device    %s\n", s.device.c_str());
   std::printf("platform  %s, %s engine, %s%s%s\n", o.platform.c_str(), er.engine.c_str(),
               hetgraph::tool::lanes_label(er).c_str(), er.cpu ? ", code path " : "",
               er.cpu ? er.cpu->code_path.c_str() : "");
@@ -373,7 +374,9 @@ int run(const hgrun::Options& o) {
   malloc_trim(0);
   Summary s;
   s.import_s = hetgraph::now_s() - t0;
-  hetgraph::CompiledGraph cg = compile(m, o);
+  const hetgraph::Platform platform = hetgraph::tool::make_platform(o);
+  s.device = platform.description();
+  hetgraph::CompiledGraph cg = compile(m, o, platform);
   s.setup_s = hetgraph::now_s() - t0;
   s.out_shapes = release_graph(m, cg);
   const Feeds feeds = fill_inputs(m, cg, data, o.seed);
