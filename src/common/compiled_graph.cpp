@@ -53,6 +53,41 @@ CompiledGraph GraphCompiler::compile(Graph&& graph, const InputShapes& input_sha
   return compile(graph, input_shapes, fetches, true);
 }
 
+namespace {
+
+// What compile() asks of the passes: the options' switches and what the platform says.
+detail::PlanOptions plan_options(const CompileOptions& o, detail::Backend& backend) {
+  detail::PlanOptions po;
+  po.reuse = o.plan_memory ? backend.reuse_mode() : detail::ReuseMode::none;
+  po.arena = backend.packs_arena();
+  po.fuse = o.fuse;
+  po.conv_post_ops = o.experimental.conv_post_ops;
+  po.silu = o.experimental.silu_nodes;
+  po.layer_norm = o.experimental.layer_norm_nodes;
+  po.gelu = o.experimental.gelu_nodes;
+  po.channel_affine = o.experimental.channel_affine;
+  po.lstm_cells = o.experimental.lstm_cells;
+  po.gru_cells = o.experimental.gru_cells;
+  po.matmul_bias = o.experimental.matmul_bias;
+  if (o.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
+  po.layouts_through_pool_concat = o.experimental.layouts_through_pool_concat;
+  po.grouped_conv_layouts = o.experimental.grouped_conv_layouts;
+  if (o.winograd_convs) po.winograd_layout = backend.winograd_layout();
+  po.own_winograd = o.experimental.own_winograd;
+  po.parallel_ops = o.experimental.parallel_ops;
+  po.grouped_embeddings = o.experimental.grouped_embeddings;
+  po.stacked_products = o.experimental.stacked_products;
+  po.concat_in_place = o.experimental.concat_in_place;
+  po.slice_views = o.experimental.slice_views;
+  po.packed_weights = o.experimental.packed_weights;
+  po.kernel_threads = backend.kernel_threads();
+  po.capabilities = &backend;
+  po.placer = backend.placer();
+  return po;
+}
+
+}  // namespace
+
 CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& input_shapes,
                                      std::span<const Node> fetches, bool take_values) const {
   const auto t0 = std::chrono::steady_clock::now();
@@ -63,32 +98,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
     ids.push_back(f.id());
   }
   detail::Backend& backend = detail::backend_of(platform_);
-  detail::PlanOptions po;
-  po.reuse = options_.plan_memory ? backend.reuse_mode() : detail::ReuseMode::none;
-  po.arena = backend.packs_arena();
-  po.fuse = options_.fuse;
-  po.conv_post_ops = options_.experimental.conv_post_ops;
-  po.silu = options_.experimental.silu_nodes;
-  po.layer_norm = options_.experimental.layer_norm_nodes;
-  po.gelu = options_.experimental.gelu_nodes;
-  po.channel_affine = options_.experimental.channel_affine;
-  po.lstm_cells = options_.experimental.lstm_cells;
-  po.gru_cells = options_.experimental.gru_cells;
-  po.matmul_bias = options_.experimental.matmul_bias;
-  if (options_.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();
-  po.layouts_through_pool_concat = options_.experimental.layouts_through_pool_concat;
-  po.grouped_conv_layouts = options_.experimental.grouped_conv_layouts;
-  if (options_.winograd_convs) po.winograd_layout = backend.winograd_layout();
-  po.own_winograd = options_.experimental.own_winograd;
-  po.parallel_ops = options_.experimental.parallel_ops;
-  po.grouped_embeddings = options_.experimental.grouped_embeddings;
-  po.stacked_products = options_.experimental.stacked_products;
-  po.concat_in_place = options_.experimental.concat_in_place;
-  po.slice_views = options_.experimental.slice_views;
-  po.packed_weights = options_.experimental.packed_weights;
-  po.kernel_threads = backend.kernel_threads();
-  po.capabilities = &backend;
-  po.placer = backend.placer();
+  const detail::PlanOptions po = plan_options(options_, backend);
   auto plan = detail::compile_plan(detail::impl_of(graph), input_shapes, ids, po);
   for (std::uint32_t v : plan->variables) {
     detail::InitialValues::check(plan->nodes[v].init, plan->nodes[v].label);
