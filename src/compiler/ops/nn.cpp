@@ -155,6 +155,7 @@ TensorType infer_channel_affine(const InferCtx& c) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-function-size): a table: one row per op
 void register_nn_ops(std::vector<OpDef>& t) {
   // Made by fuse_layer_norm after autodiff (no gradient rule: training graphs differentiate
   // the decomposed ops it replaces).
