@@ -26,14 +26,19 @@ using hetgraph::detail::Storage;
 
 namespace {
 
+std::shared_ptr<const Plan> plan_with(const Graph& g, const InputShapes& shapes,
+                                      const std::vector<Node>& fetches, const PlanOptions& o) {
+  std::vector<std::uint32_t> ids;
+  for (const Node& n : fetches) ids.push_back(n.id());
+  return detail::compile_plan(detail::impl_of(g), shapes, ids, o);
+}
+
 std::shared_ptr<const Plan> plan_of(const Graph& g, const InputShapes& shapes,
                                     std::vector<Node> fetches,
                                     ReuseMode mode = ReuseMode::sequential, bool arena = false) {
-  std::vector<std::uint32_t> ids;
-  for (const Node& n : fetches) ids.push_back(n.id());
   PlanOptions o{mode};
   o.arena = arena;
-  return detail::compile_plan(detail::impl_of(g), shapes, ids, o);
+  return plan_with(g, shapes, fetches, o);
 }
 
 TEST(Prune, KeepsOnlyWhatFetchesNeed) {
@@ -234,6 +239,15 @@ void check_plan_safe(const Plan& p) {
       EXPECT_TRUE(p.nodes[v].clobbered) << p.nodes[v].label << " is overwritten, unmarked";
     }
   }
+}
+
+// The plan of `fetches` in `mode` packed into an arena (the CPU's), checked safe.
+std::shared_ptr<const Plan> arena_plan(const Graph& g, const InputShapes& shapes,
+                                       const std::vector<Node>& fetches, PlanOptions o) {
+  o.arena = true;
+  auto plan = plan_with(g, shapes, fetches, o);
+  check_plan_safe(*plan);
+  return plan;
 }
 
 // Random graphs of mixed ops (broadcasts, reductions, matmuls, views).
@@ -508,19 +522,11 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   Node y3 = batch2 * 3.0f;
   const std::vector<Node> fetches{y, later, y2, y3};
   const InputShapes shapes{{"x", {1, 4, 3, 5}}, {"z", {2, 4, 3, 5}}};
-  std::vector<std::uint32_t> ids;
-  for (const Node& f : fetches) ids.push_back(f.id());
   // Dag mode (parallel engines): the same bands, and a safe plan.
-  PlanOptions dag{ReuseMode::dag};
-  dag.arena = true;
-  auto dag_plan = detail::compile_plan(detail::impl_of(g), shapes, ids, dag);
-  check_plan_safe(*dag_plan);
+  auto dag_plan = arena_plan(g, shapes, fetches, PlanOptions{ReuseMode::dag});
   EXPECT_EQ(dag_plan->nodes[dag_plan->index(cat, "test")].storage, Storage::View);
   EXPECT_EQ(dag_plan->nodes[dag_plan->index(twice_in, "test")].storage, Storage::View);
-  PlanOptions o{ReuseMode::sequential};
-  o.arena = true;
-  auto plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
-  check_plan_safe(*plan);
+  auto plan = arena_plan(g, shapes, fetches, PlanOptions{ReuseMode::sequential});
   EXPECT_GE(plan->arena_bytes, plan->live_bytes);
   const Plan& p = *plan;
   auto at = [&](Node n) { return p.nodes[p.index(n, "test")]; };
@@ -538,8 +544,9 @@ TEST(MemoryPlan, ConcatInPlaceComputesInputsIntoTheirBands) {
   EXPECT_EQ(at(twice_in).storage, Storage::View);
   EXPECT_EQ(at(dup).storage, Storage::Computed);
   EXPECT_EQ(at(batch2).storage, Storage::Computed);
+  PlanOptions o{ReuseMode::sequential};
   o.concat_in_place = false;
-  auto off_plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
+  auto off_plan = arena_plan(g, shapes, fetches, o);
   EXPECT_EQ(off_plan->nodes[off_plan->index(cat, "test")].storage, Storage::Computed);
   EXPECT_LT(p.naive_bytes, off_plan->naive_bytes);  // the concats' copies are gone
   const std::vector<testing_util::In> feeds{{"x", {1, 4, 3, 5}, testing_util::random_vec(60, 11)},
@@ -572,13 +579,8 @@ TEST(MemoryPlan, ConcatsThatBeginALaterOneAreViewsOfItsBuffer) {
       std::vector<Node> fetches{y};
       if (fetch_middle) fetches.push_back(cats[2]);
       const InputShapes shapes{{"x", {batch, 4, 3, 5}}};
-      std::vector<std::uint32_t> ids;
-      for (const Node& f : fetches) ids.push_back(f.id());
       for (const ReuseMode mode : {ReuseMode::sequential, ReuseMode::dag}) {
-        PlanOptions o{mode};
-        o.arena = true;
-        auto plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
-        check_plan_safe(*plan);
+        auto plan = arena_plan(g, shapes, fetches, PlanOptions{mode});
         const Plan& p = *plan;
         auto at = [&](Node n) { return p.nodes[p.index(n, "test")]; };
         EXPECT_EQ(at(last).storage, batch == 1 ? Storage::View : Storage::Computed);
@@ -626,13 +628,8 @@ TEST(MemoryPlan, ContiguousSlicesAreViewsOfTheirInput) {
        r5 = reduce_sum(relu_over, 1, true), r6 = reduce_sum(relu_last, 1, true);
   const std::vector<Node> fetches{r1, r2, r3, r4, r5, r6, kept};
   const InputShapes shapes{{"x", {8, 16}}, {"w", {8, 5}}};
-  std::vector<std::uint32_t> ids;
-  for (const Node& f : fetches) ids.push_back(f.id());
   for (const ReuseMode mode : {ReuseMode::sequential, ReuseMode::dag}) {
-    PlanOptions o{mode};
-    o.arena = true;
-    auto plan = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
-    check_plan_safe(*plan);
+    auto plan = arena_plan(g, shapes, fetches, PlanOptions{mode});
     const Plan& p = *plan;
     auto at = [&](Node n) { return p.nodes[p.index(n, "test")]; };
     EXPECT_EQ(at(rows).storage, Storage::View);
@@ -645,8 +642,9 @@ TEST(MemoryPlan, ContiguousSlicesAreViewsOfTheirInput) {
     EXPECT_EQ(at(last).storage, Storage::View);
     EXPECT_TRUE(at(relu_of_last).in_place);
     EXPECT_EQ(at(relu_of_last).offset, at(z).offset + 256);
+    PlanOptions o{mode};
     o.slice_views = false;
-    auto off = detail::compile_plan(detail::impl_of(g), shapes, ids, o);
+    auto off = arena_plan(g, shapes, fetches, o);
     EXPECT_EQ(off->nodes[off->index(rows, "test")].storage, Storage::Computed);
   }
   const std::vector<testing_util::In> feeds{{"x", {8, 16}, testing_util::random_vec(128, 31)},
@@ -974,8 +972,7 @@ TEST(Passes, WinogradLayoutComesFromThePlatform) {
     PlanOptions o{ReuseMode::sequential};
     o.conv_layout = detail::ActivationLayout::nhwc;
     o.winograd_layout = winograd;
-    const std::vector<std::uint32_t> ids{y.id()};
-    return detail::compile_plan(detail::impl_of(g), shapes, ids, o);
+    return plan_with(g, shapes, {y}, o);
   };
   using detail::ActivationLayout;
   auto eights = plan(ActivationLayout::nChw8c);
