@@ -5,7 +5,6 @@
 // constants become initializers (variables with a compiled graph's current values if given).
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -16,6 +15,7 @@
 #include "hetgraph/onnx.hpp"
 #include "onnx/ir.hpp"
 #include "util/atomic_file.hpp"
+#include "util/parse.hpp"
 
 namespace hetgraph::onnx {
 
@@ -645,8 +645,9 @@ class Exporter {
     const std::string op(rest.substr(0, end));
     rest.remove_prefix(end);
     if (rest.empty() || rest.front() != '(') {
-      if (!outer && !op.empty() && (std::isdigit(static_cast<unsigned char>(op[0])) != 0))
-        return scalar(std::stof(op));
+      double v = 0;  // a number, read whatever the program's locale
+      if (!outer && detail::parse_real(op, v) == detail::ParseStatus::ok)
+        return scalar(static_cast<float>(v));
       if (op != "x" || outer) throw InternalError("OnnxForm::body: '" + op + "' is not a call");
       return in(n, 0);
     }

@@ -539,13 +539,13 @@ std::unique_ptr<CpuKernel> make_pow(const KernelArgs& k) {
   });
 }
 
-// o = combine(x, s) with s = f(alpha * x) (alpha 1: f(x)), or with a Pre functor s =
-// f(pre(x)), from the path's vector kernels, in blocks on the stack, so that a block is still
-// in L1 for the combination. x may be o.
+// o = combine(x, s) with s = f(x), or f(pre(x)) with a Pre functor, from the path's vector
+// kernels, in blocks on the stack, so that a block is still in L1 for the combination. x may
+// be o.
 struct NoPre {};
 template <class Combine, class Pre = NoPre>
-std::unique_ptr<CpuKernel> make_blocked_unary(const KernelArgs& k, VecFn f, float alpha,
-                                              std::int64_t grain, Combine combine, Pre pre = {}) {
+std::unique_ptr<CpuKernel> make_blocked_unary(const KernelArgs& k, VecFn f, std::int64_t grain,
+                                              Combine combine, Pre pre = {}) {
   const float* x = k.in_f(0);
   float* o = k.out_f();
   const std::int64_t n = k.out_shape().numel();
@@ -560,11 +560,8 @@ std::unique_ptr<CpuKernel> make_blocked_unary(const KernelArgs& k, VecFn f, floa
 #pragma omp simd
           for (std::int64_t i = 0; i < m; ++i) s[i] = pre(x[b + i]);
           path.map(f, 1.0f, s, nullptr, s, m);
-        } else if (alpha == 1.0f) {
-          path.map(f, 1.0f, x + b, nullptr, s, m);
         } else {
-          path.map(VecFn::scale, alpha, x + b, nullptr, s, m);
-          path.map(f, 1.0f, s, nullptr, s, m);
+          path.map(f, 1.0f, x + b, nullptr, s, m);
         }
 #pragma omp simd
         for (std::int64_t i = 0; i < m; ++i) o[b + i] = combine(x[b + i], s[i]);
@@ -576,15 +573,16 @@ std::unique_ptr<CpuKernel> make_blocked_unary(const KernelArgs& k, VecFn f, floa
 // silu(x) = x * sigmoid(x): the path's sigmoid, then the product, so the values are those of
 // the sigmoid and mul kernels it replaces (fuse_silu). Runs in place.
 std::unique_ptr<CpuKernel> make_silu(const KernelArgs& k) {
-  return make_blocked_unary(k, VecFn::sigmoid, 1.0f, kParallelGrain / 4,
+  return make_blocked_unary(k, VecFn::sigmoid, kParallelGrain / 4,
                             [](float x, float s) { return x * s; });
 }
 // gelu(x) = 0.5 x (1 + erf(x / sqrt 2)): the path's erf of x / sqrt 2, then the products.
 // (libm's erf, which the loop called before, does not vectorise: a ViT MLP's gelu took longer
 // than the five nodes of its decomposed form.)
 std::unique_ptr<CpuKernel> make_gelu(const KernelArgs& k) {
-  return make_blocked_unary(k, VecFn::erf, 0.70710678118654752f, kParallelGrain / 8,
-                            [](float x, float s) { return 0.5f * x * (1.0f + s); });
+  return make_blocked_unary(
+      k, VecFn::erf, kParallelGrain / 8, [](float x, float s) { return 0.5f * x * (1.0f + s); },
+      [](float x) { return x * 0.70710678118654752f; });
 }
 
 // gelu_tanh(x) = 0.5 x (1 + tanh(c (x + k x^3))): the cubic in a vector loop (x^3 in double, as
@@ -592,8 +590,7 @@ std::unique_ptr<CpuKernel> make_gelu(const KernelArgs& k) {
 // (fuse_gelu), within rounding for other associations of the products.
 std::unique_ptr<CpuKernel> make_gelu_tanh(const KernelArgs& k) {
   return make_blocked_unary(
-      k, VecFn::tanh, 1.0f, kParallelGrain / 8,
-      [](float x, float s) { return x * 0.5f * (s + 1.0f); },
+      k, VecFn::tanh, kParallelGrain / 8, [](float x, float s) { return x * 0.5f * (s + 1.0f); },
       [](float x) {
         const double v = x;
         return (x + static_cast<float>(v * v * v) * 0.044715f) * 0.7978845608028654f;
