@@ -122,6 +122,57 @@ kernel void channel_affine(global const float* x, global const float* s, global 
   }
 }
 
+// ---- attention (fuse_attention) --------------------------------------------------------------
+
+// softmax(scale(q k^T) + mask) v, a work-item per query row: the row's largest score, then
+// the exponentials' sum and their weighted sum of v's rows straight into the result row, then
+// the division; each score is recomputed from q and k in both passes (no row-sized scratch).
+// flags: 1 divide by scale (else multiply), 2 scale q before the product (else the scores),
+// 4 k is [tk, d] (else k^T [d, tk]), 8 a mask (its strides: ms0 and ms1 over the two leading
+// dims, lead1 the inner one's size, msq and msk over the query and key axes).
+inline float attention_score(global const float* qr, global const float* kb, const int j,
+                             const int tk, const int d, const float scale, const int flags) {
+  float s = 0.0f;
+  for (int p = 0; p < d; ++p) {
+    float qv = qr[p];
+    if (flags & 2) qv = (flags & 1) ? qv / scale : qv * scale;
+    s += qv * ((flags & 4) ? kb[(long)j * d + p] : kb[(long)p * tk + j]);
+  }
+  if (!(flags & 2)) s = (flags & 1) ? s / scale : s * scale;
+  return s;
+}
+
+kernel void attention_rows(global const float* q, global const float* k, global const float* v,
+                           global const float* mask, global float* y, const int rows,
+                           const int tq, const int tk, const int d, const int dv,
+                           const float scale, const int flags, const int lead1, const int ms0,
+                           const int ms1, const int msq, const int msk) {
+  FOR_EACH(r, rows) {
+    const long b = r / tq, i = r % tq;
+    global const float* qr = q + (long)r * d;
+    global const float* kb = k + b * tk * d;
+    global const float* vb = v + b * tk * dv;
+    global const float* mr = mask + (b / lead1) * ms0 + (b % lead1) * ms1 + i * msq;
+    global float* yr = y + (long)r * dv;
+    float mx = -INFINITY;
+    for (int j = 0; j < tk; ++j) {
+      float s = attention_score(qr, kb, j, tk, d, scale, flags);
+      if (flags & 8) s += mr[(long)j * msk];
+      mx = fmax(mx, s);
+    }
+    for (int c = 0; c < dv; ++c) yr[c] = 0.0f;
+    float sum = 0.0f;
+    for (int j = 0; j < tk; ++j) {
+      float s = attention_score(qr, kb, j, tk, d, scale, flags);
+      if (flags & 8) s += mr[(long)j * msk];
+      const float e = exp(s - mx);
+      sum += e;
+      for (int c = 0; c < dv; ++c) yr[c] += e * vb[(long)j * dv + c];
+    }
+    for (int c = 0; c < dv; ++c) yr[c] /= sum;
+  }
+}
+
 // ---- softmax / log_softmax -------------------------------------------------------------------
 
 kernel void softmax_lines(global const float* x, global float* y, const int lines, const int n,

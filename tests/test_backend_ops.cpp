@@ -218,6 +218,16 @@ std::vector<Row> rows() {
                  Node var = reduce_mean(pow(d, g.constant(2.0f)), -1, true);
                  return add(mul(div(d, sqrt(add(var, g.constant(1e-5f)))), x[1]), x[2]);
                }});
+  // The attention block with a scale and a broadcast mask: one attention node (fuse_attention).
+  r.push_back({{OpKind::Attention},
+               "attention, decomposed",
+               {uniform("q", {3, 5, 8}, -2, 2, 30), uniform("kt", {3, 8, 6}, -2, 2, 31),
+                uniform("v", {3, 6, 4}, -1, 1, 32), uniform("mask", {5, 6}, -3, 0, 33)},
+               {},
+               [](Graph& g, const F& x, const F&) {
+                 Node s = add(div(matmul(x[0], x[1]), g.constant(2.828427f)), x[3]);
+                 return matmul(softmax(s, -1), x[2]);
+               }});
   // Two LSTM steps as ONNX's LSTM unrolls them (gates i, o, f, c), the first without a
   // previous cell state: lstm_cell and lstm_hidden nodes (fuse_lstm_cells).
   r.push_back({{OpKind::LstmCell, OpKind::LstmHidden},

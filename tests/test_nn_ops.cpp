@@ -489,6 +489,59 @@ TEST_P(NnOpTest, GeluTanhNodesEqualTheDecomposedOnes) {
   expect_unary_forms(3, build, detail::OpKind::GeluTanh, 151);
 }
 
+// attention_nodes: the attention block as exports write it becomes one attention node whose
+// values equal the nodes' within float rounding: BERT's (rank 4 through reshapes, a division by
+// sqrt(d) that is not a power of two), ViT's (rank 3, the scale on q), GPT-2's (a causal mask
+// over [Tq, Tk], a division by a power of two), a broadcast [B, 1, 1, Tk] mask with k
+// transposed by the product and a product by a constant, and no scale or mask at all; a
+// fetched softmax keeps the nodes.
+TEST_P(NnOpTest, AttentionNodesEqualTheDecomposedOnes) {
+  for (int form = 0; form < 5; ++form) {
+    for (const bool fetch_inner : {false, true}) {
+      SCOPED_TRACE("form " + std::to_string(form) + (fetch_inner ? ", softmax fetched" : ""));
+      Graph g;
+      const bool masked = form == 2 || form == 3;
+      auto q = g.input("q"), k = g.input("k"), v = g.input("v");
+      Node mask = masked ? g.input("mask") : q;
+      auto c = [&](float f) { return g.constant(f); };
+      // Rank 4 [2, 3, T, d] as importers write it: the products on [6, T, d] views.
+      auto r3 = [](Node x, std::int64_t a, std::int64_t b) { return reshape(x, {6, a, b}); };
+      Node s, p, y;
+      if (form == 1) {  // ViT: [6, 5, 8] x [6, 8, 7], q scaled
+        s = matmul(div(q, c(4.0f)), k);
+        p = softmax(s, -1);
+        y = matmul(p, v);
+      } else if (form == 4) {  // plain
+        s = matmul(q, k);
+        p = softmax(s, -1);
+        y = matmul(p, v);
+      } else {
+        const bool trans = form == 3;
+        Node s4 = reshape(matmul(r3(q, 5, 8), r3(k, trans ? 7 : 8, trans ? 8 : 7), false, trans),
+                          {2, 3, 5, 7});
+        if (form == 0) s = div(s4, c(2.828427f));
+        if (form == 2) s = add(div(s4, c(8.0f)), mask);
+        if (form == 3) s = add(mul(c(0.3f), s4), mask);
+        p = softmax(s, -1);
+        y = reshape(matmul(r3(p, 5, 7), r3(v, 7, 4)), {2, 3, 5, 4});
+      }
+      std::vector<Node> fetches{add(y, c(1.0f))};
+      if (fetch_inner) fetches.push_back(p);
+      const bool rank3 = form == 1 || form == 4;
+      auto dims = [&](std::int64_t a, std::int64_t b) {
+        return rank3 ? Shape{6, a, b} : Shape{2, 3, a, b};
+      };
+      const Shape mask_shape = form == 3 ? Shape{2, 1, 1, 7} : Shape{5, 7};
+      std::vector<In> ins{rand_in("q", dims(5, 8), 171, -2, 2),
+                          rand_in("k", form == 3 ? dims(7, 8) : dims(8, 7), 172, -2, 2),
+                          rand_in("v", dims(7, 4), 173)};
+      if (masked) ins.push_back(rand_in("mask", mask_shape, 174, -3, 0));
+      expect_rewrite(g, ins, fetches, &CompileOptions::Experimental::attention_nodes,
+                     {detail::OpKind::Attention}, fetch_inner ? 0 : 1, 3e-5);
+    }
+  }
+}
+
 // channel_affine: an inference BatchNormalization as the importer writes it where it cannot
 // fold it into a convolution (mul by a [C, 1, 1] scale, add a [C, 1, 1] shift), with and
 // without the relu after it, scale and shift in either operand order and as [1, C, 1, 1],

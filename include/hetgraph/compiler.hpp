@@ -407,6 +407,11 @@ struct CompileOptions {
     /// tanh(sqrt(2 / pi) (x + 0.044715 x^3))), eight nodes: GPT-2) one gelu_tanh node (pass
     /// fuse_gelu). Results equal the nodes' within float rounding. Off: the nodes.
     bool gelu_nodes = true;
+    /// With `fuse`: the attention block, matmul(softmax(q kt / c + mask), v) over the last
+    /// axis with the scale and mask optional (BERT, ViT, GPT-2 exports), becomes one attention
+    /// node, one kernel on each platform (pass fuse_attention) that keeps each block of scores
+    /// in cache. Results equal the nodes' within float rounding. Off: the nodes.
+    bool attention_nodes = true;
     /// With `fuse`: an inference BatchNormalization the importer could not fold into a
     /// convolution (a product with a per-channel scale, a sum with a per-channel shift) and a
     /// relu after it become one channel_affine node (pass fuse_channel_affine): DenseNet's

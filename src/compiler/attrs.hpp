@@ -128,6 +128,22 @@ struct ChannelAffineAct {
   friend bool operator==(const ChannelAffineAct&, const ChannelAffineAct&) = default;
 };
 
+/// attention (compiler-made, fuse_attention): the scaling of the scores S = Q K^T and the
+/// shape a mask is added in. S is multiplied by `scale` (divided where `divide`: exports
+/// divide by sqrt(d), and the quotient rounds differently from a product by its inverse),
+/// after the product, or on Q before it where `scale_q` (torchvision's ViT scales Q).
+/// `mask_dims`: with a mask input, the scores' dims as the mask's add saw them (the product
+/// may have run on a view of them with the leading dims merged); empty otherwise.
+struct AttentionSpec {
+  static constexpr std::string_view kName = "attention";
+  float scale = 1.0f;
+  bool divide = false;
+  bool scale_q = false;
+  bool trans_k = false;  // input 1 is K [.., Tk, d] read transposed, not K^T [.., d, Tk]
+  std::vector<std::int64_t> mask_dims;
+  friend bool operator==(const AttentionSpec&, const AttentionSpec&) = default;
+};
+
 /// axpby: a * x + b * y.
 struct AxpbyCoeffs {
   static constexpr std::string_view kName = "axpby coefficients";
@@ -373,7 +389,7 @@ struct Attrs {
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
                ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
                PieceIndex, InputChoice, EmbeddingStep, ScaleFactor, AxpbyCoeffs, LeakySlope,
-               ClipRange, LayerNormEps, LstmGates, GruGates, ChannelAffineAct>
+               ClipRange, LayerNormEps, LstmGates, GruGates, ChannelAffineAct, AttentionSpec>
       payload;
 
   template <class T>

@@ -53,6 +53,12 @@
 // with linear_before_reset (PyTorch's export: seven slices, two sigmoids, a tanh, three sums,
 // three products and 1 - z, seventeen nodes) -> gru_hidden. After autodiff, as the others.
 //
+// fuse_attention (issue 48): the attention block, matmul(softmax(scale(q kt) + mask), v) as
+// exports write it (BERT's, ViT's with the scale on q, GPT-2's with a causal mask; reshapes
+// merging a rank-4 product's leading dims around each product), becomes one attention node:
+// per block of query rows the scores stay in cache, where five nodes passed over every
+// [Tq, Tk] score matrix four times. After autodiff, as the others.
+//
 // fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
 // same-shape value (ResNet's residual) takes it as a sum post-op (fused_conv2d, in place over
@@ -756,6 +762,142 @@ struct Fuser {
     return false;
   }
 
+  // A reshape of node v read by the pattern alone that keeps the last two dims (the leading
+  // ones merged or split, as importers do around a rank-4 product): the reshaped value, the
+  // view going to `absorbed`; v itself where it is no such view.
+  std::uint32_t through_view(std::uint32_t v, std::vector<std::uint32_t>& absorbed) const {
+    const PlanNode& n = p.nodes[v];
+    if (n.op != OpKind::Reshape || n.storage != Storage::View || n.fetched || readers[v] != 1 ||
+        assigned[v] >= 0)
+      return v;
+    const Shape &to = n.type.shape, &from = p.nodes[n.inputs[0]].type.shape;
+    if (to.rank() < 2 || from.rank() < 2 || to.dim(-1) != from.dim(-1) ||
+        to.dim(-2) != from.dim(-2))
+      return v;
+    absorbed.push_back(v);
+    return n.inputs[0];
+  }
+  // div(x, c), mul(x, c) or mul(c, x) with c a finite non-zero scalar constant, or scale(x),
+  // read once: x, the factor going to `s`; kNoNode for anything else.
+  std::uint32_t scaled(std::uint32_t y, AttentionSpec& s) const {
+    const PlanNode& n = p.nodes[y];
+    if (absorbable(y, OpKind::Scale, 1)) {
+      s.scale = n.attrs.get_or_default<ScaleFactor>().factor;
+      return n.inputs[0];
+    }
+    const bool div = absorbable(y, OpKind::Div, 1);
+    if (!div && !absorbable(y, OpKind::Mul, 1)) return kNoNode;
+    for (int side : {0, 1}) {
+      if (div && side == 1) break;
+      const std::uint32_t x = n.inputs[static_cast<std::size_t>(side)];
+      const float c = scalar(n.inputs[static_cast<std::size_t>(1 - side)]);
+      if (!std::isfinite(c) || c == 0.0f || p.nodes[x].type != n.type) continue;
+      // A division by a power of two is the product by its inverse, bitwise, and a product
+      // runs several times faster (exports divide by sqrt(64) = 8).
+      int e = 0;
+      const bool pow2 = std::fabs(std::frexp(c, &e)) == 0.5f && std::isnormal(1.0f / c);
+      s.scale = div && pow2 ? 1.0f / c : c;
+      s.divide = div && !pow2;
+      return x;
+    }
+    return kNoNode;
+  }
+  // Whether value m, float, broadcasts to `scores` (rank 2 to 4) without growing it.
+  bool mask_fits(std::uint32_t m, const Shape& scores) const {
+    const Shape& ms = p.nodes[m].type.shape;
+    if (p.nodes[m].type.dtype != DType::f32 || scores.rank() < 2 || scores.rank() > 4 ||
+        ms.rank() > scores.rank())
+      return false;
+    for (int a = 0; a < ms.rank(); ++a) {
+      if (ms[a] != 1 && ms[a] != scores[a + scores.rank() - ms.rank()]) return false;
+    }
+    return true;
+  }
+
+  // matmul(softmax(add(scale(matmul(q, kt)), mask)), v), the softmax over the last axis, the
+  // scale (div or mul by a scalar constant, or scale) and the mask optional, the scale possibly
+  // on q instead (scale(q) kt), reshapes merging leading dims around either product: the
+  // attention block as BERT's, ViT's and GPT-2's exports write it -> attention(q, kt, v[, mask])
+  // at the second product.
+  void attentions() {
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      const PlanNode& n = p.nodes[i];
+      if (n.storage != Storage::Computed || n.op != OpKind::MatMul || n.type.dtype != DType::f32 ||
+          n.attrs.trans_a || n.attrs.trans_b)
+        continue;
+      std::vector<std::uint32_t> absorbed;
+      const std::uint32_t sm = through_view(n.inputs[0], absorbed);
+      if (!absorbable(sm, OpKind::Softmax, 1)) continue;
+      const int rank = p.nodes[sm].type.shape.rank();
+      if (p.nodes[sm].attrs.axis != -1 && p.nodes[sm].attrs.axis != rank - 1) continue;
+      absorbed.push_back(sm);
+      const std::uint32_t x = p.nodes[sm].inputs[0];
+      if (!absorbable(x, OpKind::Add, 1)) {
+        attention_at(i, x, kNoNode, absorbed);
+        continue;
+      }
+      absorbed.push_back(x);
+      for (int side : {0, 1}) {
+        const std::uint32_t a = p.nodes[x].inputs[static_cast<std::size_t>(side)],
+                            m = p.nodes[x].inputs[static_cast<std::size_t>(1 - side)];
+        if (a != m && p.nodes[a].type == p.nodes[x].type && mask_fits(m, p.nodes[x].type.shape) &&
+            attention_at(i, a, m, absorbed))
+          break;
+      }
+    }
+  }
+  // The rest below the softmax (or its mask's add), at scores s: rewrites node i on a match.
+  bool attention_at(std::uint32_t i, std::uint32_t s, std::uint32_t mask,
+                    std::vector<std::uint32_t> absorbed) {
+    AttentionSpec spec;
+    if (mask != kNoNode) {
+      const auto dims = p.nodes[s].type.shape.dims();
+      spec.mask_dims.assign(dims.begin(), dims.end());
+    }
+    std::uint32_t x = scaled(s, spec);
+    if (x != kNoNode) {
+      absorbed.push_back(s);
+    } else {
+      x = s;
+    }
+    x = through_view(x, absorbed);
+    if (!absorbable(x, OpKind::MatMul, 1) || p.nodes[x].attrs.trans_a) return false;
+    absorbed.push_back(x);
+    const PlanNode& mm = p.nodes[x];
+    std::uint32_t q = mm.inputs[0];
+    const std::uint32_t kt = mm.inputs[1], v = p.nodes[i].inputs[1];
+    spec.trans_k = mm.attrs.trans_b;
+    if (spec.scale == 1.0f && !spec.divide) {
+      const std::uint32_t qq = scaled(q, spec);
+      if (qq != kNoNode) {
+        absorbed.push_back(q);
+        q = qq;
+        spec.scale_q = true;
+      }
+    }
+    // One rank and the same leading dims for q, kt and v (no broadcast product).
+    const Shape &qs = p.nodes[q].type.shape, &ks = p.nodes[kt].type.shape,
+                &vs = p.nodes[v].type.shape;
+    if (qs.rank() < 2 || ks.rank() != qs.rank() || vs.rank() != qs.rank()) return false;
+    for (int a = 0; a + 2 < qs.rank(); ++a) {
+      if (ks[a] != qs[a] || vs[a] != qs[a]) return false;
+    }
+    const Shape& out = p.nodes[i].type.shape;
+    if (out.rank() != qs.rank() ||
+        out.numel() != qs.numel() / std::max<std::int64_t>(1, qs.dim(-1)) * vs.dim(-1))
+      return false;
+    for (std::uint32_t d : absorbed) {
+      if (p.nodes[d].device != p.nodes[i].device) return false;
+    }
+    std::vector<std::uint32_t> inputs{q, kt, v};
+    if (mask != kNoNode) inputs.push_back(mask);
+    Attrs a;
+    a.set(std::move(spec));
+    if (!rewrite(i, OpKind::Attention, std::move(a), std::move(inputs), x)) return false;
+    for (std::uint32_t d : absorbed) kill(d, i);
+    return true;
+  }
+
   // relu / clip / leaky_relu / sigmoid / silu / hard_swish of a convolution -> fused_conv2d at
   // the op.
   void conv_epilogues() {
@@ -924,6 +1066,9 @@ void fuse_lstm_cells(Plan& p, const Capabilities* caps) {
 }
 void fuse_gru_cells(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).gru_cells();
+}
+void fuse_attention(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).attentions();
 }
 void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);

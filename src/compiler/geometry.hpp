@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -320,6 +321,44 @@ inline MatmulGeom matmul_geom(const Shape& a, const Shape& b, bool trans_a, bool
   g.k = g.ta ? a.dim(-2) : a.dim(-1);
   g.k_b = g.tb ? b.dim(-1) : b.dim(-2);
   g.n = g.tb ? b.dim(-2) : b.dim(-1);
+  return g;
+}
+
+/// attention(q, kt, v[, mask]) (AttentionSpec): `batch` products [tq, d] x [d, tk], a softmax
+/// over each row of the scores, then [tq, tk] x [tk, dv]. The mask's element strides over the
+/// scores' dims (0 where it is broadcast), their leading dims folded into two (ranks up to 4):
+/// product b's mask starts at mask_offset(b).
+struct AttentionGeom {
+  std::int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  std::int64_t lead1 = 1;  // the inner leading dim's size: b = b0 * lead1 + b1
+  std::int64_t ms0 = 0, ms1 = 0, msq = 0, msk = 0;  // outer, inner leading, query, key strides
+  std::int64_t mask_offset(std::int64_t b) const { return (b / lead1) * ms0 + (b % lead1) * ms1; }
+};
+inline AttentionGeom attention_geom(const Shape& q, const Shape& k, const Shape& v,
+                                    const Shape* mask, const AttentionSpec& s) {
+  AttentionGeom g;
+  g.tq = q.dim(-2);
+  g.d = q.dim(-1);
+  g.tk = s.trans_k ? k.dim(-2) : k.dim(-1);
+  g.dv = v.dim(-1);
+  for (int a = 0; a + 2 < q.rank(); ++a) g.batch *= q[a];
+  if (mask == nullptr || s.mask_dims.size() < 2 || s.mask_dims.size() > 4) return g;
+  const Shape scores{std::span<const std::int64_t>(s.mask_dims)};
+  const int r = scores.rank(), lead = r - mask->rank();
+  std::array<std::int64_t, 4> st{};
+  std::int64_t stride = 1;
+  for (int a = r - 1; a >= 0; --a) {
+    const std::int64_t md = a >= lead ? (*mask)[a - lead] : 1;
+    st[static_cast<std::size_t>(a)] = md == 1 ? 0 : stride;
+    stride *= md;
+  }
+  g.msq = st[static_cast<std::size_t>(r - 2)];
+  g.msk = st[static_cast<std::size_t>(r - 1)];
+  if (r >= 3) g.ms0 = st[0];
+  if (r == 4) {
+    g.lead1 = scores[1];
+    g.ms1 = st[1];
+  }
   return g;
 }
 

@@ -192,6 +192,11 @@ enum class OpKind : std::uint8_t {
   // the payload says: an inference BatchNormalization the importer could not fold into a
   // convolution (DenseNet's, before each layer), with the relu after it.
   ChannelAffine,
+  // nn.cpp, compiler-made (fuse_attention), AttentionSpec: (q, kt, v[, mask]) with q [.., Tq, d],
+  // kt [.., d, Tk] (k [.., Tk, d] where trans_k), v [.., Tk, dv], the same leading dims:
+  // softmax(scaled q kt + mask) v over the last axis, [.., Tq, dv]; the mask broadcasts to the
+  // scores (AttentionSpec::mask_dims).
+  Attention,
 // elementwise.cpp: the ops declared by their rows alone (softsign, prelu, ...), in the rows'
 // order; written by cmake/GenerateOps.cmake (CONTRIBUTING.md, "Adding an op")
 #include "compiler/row_op_kinds.inc"

@@ -35,23 +35,31 @@ class TeamSize {
   int prev_;
 };
 
-/// Calls f(begin, end) over [0, n) split into contiguous chunks, one per thread of the team,
-/// using at most ctx.nthreads threads and only as many as n / grain allows. Chunk bounds depend
-/// on the thread count only, so results are reproducible for a given team size.
+/// Calls f(thread, begin, end) over [0, n) split into contiguous chunks, one per thread of the
+/// team (`thread` its index, below ctx.nthreads: a kernel's per-thread scratch), using at most
+/// ctx.nthreads threads and only as many as n / grain allows. Chunk bounds depend on the
+/// thread count only, so results are reproducible for a given team size.
 template <class F>
-void parallel_for(const ExecCtx& ctx, std::int64_t n, std::int64_t grain, F&& f) {
+void parallel_for_indexed(const ExecCtx& ctx, std::int64_t n, std::int64_t grain, F&& f) {
   const std::int64_t want = grain > 0 ? n / grain : n;
   const int nt = static_cast<int>(std::clamp<std::int64_t>(want, 1, ctx.nthreads));
   if (nt <= 1) {
-    f(std::int64_t{0}, n);
+    f(std::int64_t{0}, std::int64_t{0}, n);
     return;
   }
 #pragma omp parallel num_threads(nt)
   {
     const std::int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
     const std::int64_t b = n * t / T, e = n * (t + 1) / T;
-    if (b < e) f(b, e);
+    if (b < e) f(t, b, e);
   }
+}
+
+/// parallel_for_indexed without the thread index: f(begin, end).
+template <class F>
+void parallel_for(const ExecCtx& ctx, std::int64_t n, std::int64_t grain, F&& f) {
+  parallel_for_indexed(ctx, n, grain,
+                       [&](std::int64_t, std::int64_t b, std::int64_t e) { f(b, e); });
 }
 
 }  // namespace hetgraph::detail::cpu

@@ -153,6 +153,65 @@ TensorType infer_channel_affine(const InferCtx& c) {
   return x;
 }
 
+// attention(q, kt, v[, mask]): q [.., Tq, d], kt [.., d, Tk] (k [.., Tk, d] with trans_k) and
+// v [.., Tk, dv] float with the same leading dims; a mask broadcasts to the scores
+// (AttentionSpec::mask_dims: [.., Tq, Tk], as many elements as the scores). -> [.., Tq, dv].
+TensorType infer_attention(const InferCtx& c) {
+  if (c.in.size() != 3 && c.in.size() != 4) c.fail("attention: takes q, kt, v and a mask");
+  const AttentionSpec& s = c.attrs.get<AttentionSpec>();
+  const Shape &q = c.in[0].shape, &k = c.in[1].shape, &v = c.in[2].shape;
+  for (std::size_t i = 0; i < c.in.size(); ++i) {
+    if (c.in[i].dtype != DType::f32) c.fail("attention: " + c.input_label(i) + " must be float");
+  }
+  const int r = q.rank();
+  if (r < 2 || k.rank() != r || v.rank() != r)
+    c.fail("attention: q, kt and v must have one rank >= 2, got " + q.str() + ", " + k.str() +
+           ", " + v.str());
+  for (int a = 0; a + 2 < r; ++a) {
+    if (k[a] != q[a] || v[a] != q[a])
+      c.fail("attention: q, kt and v must have the same leading dims, got " + q.str() + ", " +
+             k.str() + ", " + v.str());
+  }
+  const std::int64_t d = s.trans_k ? k.dim(-1) : k.dim(-2);
+  const std::int64_t tk = s.trans_k ? k.dim(-2) : k.dim(-1);
+  if (d != q.dim(-1) || v.dim(-2) != tk)
+    c.fail("attention: q " + q.str() + ", k " + k.str() + (s.trans_k ? "" : " (transposed)") +
+           " and v " + v.str() + " do not chain");
+  if (c.in.size() == 4) {
+    const Shape& m = c.in[3].shape;
+    const std::size_t sr = s.mask_dims.size();
+    const Shape scores = sr >= 2 ? Shape{std::span<const std::int64_t>(s.mask_dims)} : Shape{};
+    const std::int64_t scores_numel = q.numel() / std::max<std::int64_t>(1, q.dim(-1)) * tk;
+    if (sr < 2 || sr > 4 || scores.dim(-2) != q.dim(-2) || scores.dim(-1) != tk ||
+        scores.numel() != scores_numel || m.rank() > scores.rank())
+      c.fail("attention: the mask " + m.str() + " does not fit the scores " + scores.str());
+    for (int a = 0; a < m.rank(); ++a) {
+      const std::int64_t want = scores[a + scores.rank() - m.rank()];
+      if (m[a] != 1 && m[a] != want)
+        c.fail("attention: the mask " + m.str() + " does not broadcast to the scores " +
+               scores.str());
+    }
+  } else if (!s.mask_dims.empty()) {
+    c.fail("attention: mask dims given without a mask");
+  }
+  std::vector<std::int64_t> out(q.dims().begin(), q.dims().end());
+  out.back() = v.dim(-1);
+  return {Shape{std::span<const std::int64_t>(out)}, DType::f32};
+}
+
+// Multiply-adds of the two products, and the softmax's work per score.
+Cost attention_cost(std::span<const TensorType> in, const TensorType& out, const Attrs& at,
+                    Cost base) {
+  const AttentionSpec& s = at.get<AttentionSpec>();
+  const Shape& k = in[1].shape;
+  const double tk = static_cast<double>(s.trans_k ? k.dim(-2) : k.dim(-1));
+  const double d = static_cast<double>(in[0].shape.dim(-1));
+  const double rows =
+      static_cast<double>(out.shape.numel() / std::max<std::int64_t>(1, out.shape.dim(-1)));
+  base.flops = rows * tk * (2.0 * d + 2.0 * static_cast<double>(out.shape.dim(-1)) + 16.0);
+  return base;
+}
+
 }  // namespace
 
 // NOLINTNEXTLINE(readability-function-size): a table: one row per op
@@ -191,6 +250,13 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .inplace = 0b1u,
                .infer = infer_channel_affine,
                .flops_per_elem = 3});
+  // Made by fuse_attention after autodiff, as layer_norm.
+  t.push_back({.kind = OpKind::Attention,
+               .name = "attention",
+               .arity = -1,
+               .infer = infer_attention,
+               .heavy = true,
+               .cost = attention_cost});
   t.push_back({.kind = OpKind::Softmax,
                .name = "softmax",
                .arity = 1,

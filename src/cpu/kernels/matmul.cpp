@@ -19,9 +19,12 @@
 // accumulation goes through the GEMM driver with beta = 1, in place. (oneDNN 2.6's brgemm
 // post-ops were measured slower than that: a log post-op added 30 us to a 64 us product, a
 // sum 77 us, both together 730 us.)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
 
 #include "compiler/geometry.hpp"
 #include "cpu/dnnl_util.hpp"
@@ -468,6 +471,145 @@ std::unique_ptr<CpuKernel> make_fused_reference(const KernelArgs& a) {
   return reference(a, f.epilogue, f.alpha, f.accumulate ? a.in_f(2) : nullptr, f.bias);
 }
 
+// ---- attention (fuse_attention) -------------------------------------------------------------
+
+// attention(q, kt, v[, mask]): per product and block of query rows, the scores [rows, tk] =
+// q kt into the thread's scratch, scaled, masked and exponentiated in place (less the row's
+// max), times v into the result, each result row then divided by its exponentials' sum. A block's
+// scores stay in cache, where the nodes it replaces passed over every product's [tq, tk] scores
+// four times (the product, the scale, the mask, the softmax) and read them once more for the second
+// product. Each block's products run one-threaded (dnnl_sgemm inside the team's parallel region),
+// so a block's values do not depend on the team.
+struct AttentionRun {
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr;
+  float* y = nullptr;
+  AttentionGeom g;
+  AttentionSpec s;
+  static constexpr std::int64_t kMaxBlock = 256;
+  std::int64_t block = 1, blocks = 1;  // query rows per block (at most kMaxBlock); per product
+  std::int64_t per_thread = 0;         // scratch floats per thread: scores (and scaled q)
+
+  std::int64_t items() const { return g.batch * blocks; }
+  static void sgemm(char tb, std::int64_t m, std::int64_t n, std::int64_t kk, const float* a,
+                    const float* b, std::int64_t ldb, float* c) {
+    const dnnl_status_t st = dnnl_sgemm('N', tb, m, n, kk, 1.0f, a, kk, b, ldb, 0.0f, c, n);
+    if (st != dnnl_success)
+      throw PlatformError("attention: dnnl_sgemm failed with status " + std::to_string(st));
+  }
+  void run(std::int64_t item, float* scratch) const {
+    const std::int64_t b = item / blocks, r0 = item % blocks * block;
+    const std::int64_t rows = std::min(block, g.tq - r0);
+    const float* qb = q + (b * g.tq + r0) * g.d;
+    float* sc = scratch;
+    if (s.scale_q) {
+      float* qs = scratch + block * g.tk;
+      for (std::int64_t i = 0; i < rows * g.d; ++i)
+        qs[i] = s.divide ? qb[i] / s.scale : qb[i] * s.scale;
+      qb = qs;
+    }
+    sgemm(s.trans_k ? 'T' : 'N', rows, g.tk, g.d, qb, k + b * g.tk * g.d, s.trans_k ? g.d : g.tk,
+          sc);
+    ScoreRows how;
+    how.scale = s.scale;
+    how.scaled = !s.scale_q && (s.divide || s.scale != 1.0f);
+    how.divide = s.divide;
+    if (mask != nullptr) {
+      how.mask = mask + g.mask_offset(b) + r0 * g.msq;
+      how.mask_row = g.msq;
+      how.mask_col = g.msk;
+    }
+    float inv[kMaxBlock];
+    const CodePath& path = code_path();
+    path.exp_rows(sc, rows, g.tk, how, inv);
+    float* yb = y + (b * g.tq + r0) * g.dv;
+    sgemm('N', rows, g.dv, g.tk, sc, v + b * g.tk * g.dv, g.dv, yb);
+    // The softmax's division, on the [rows, dv] result instead of the [rows, tk] scores.
+    for (std::int64_t i = 0; i < rows; ++i)
+      path.map(VecFn::scale, inv[i], yb + i * g.dv, nullptr, yb + i * g.dv, g.dv);
+  }
+};
+
+AttentionRun attention_run(const KernelArgs& a) {
+  AttentionRun r;
+  r.s = a.node.attrs.get<AttentionSpec>();
+  const bool masked = a.in.size() == 4;
+  r.g = attention_geom(a.in_shape(0), a.in_shape(1), a.in_shape(2),
+                       masked ? &a.in_shape(3) : nullptr, r.s);
+  r.q = a.in_f(0);
+  r.k = a.in_f(1);
+  r.v = a.in_f(2);
+  r.mask = masked ? a.in_f(3) : nullptr;
+  r.y = a.out_f();
+  // Scores of a block within 64 KiB (L2's share), 1 to 64 rows.
+  r.block = std::clamp<std::int64_t>(65536 / std::max<std::int64_t>(1, r.g.tk), 1,
+                                     AttentionRun::kMaxBlock);
+  r.block = std::min(r.block, std::max<std::int64_t>(1, r.g.tq));
+  r.blocks = (r.g.tq + r.block - 1) / r.block;
+  const std::int64_t floats = r.block * r.g.tk + (r.s.scale_q ? r.block * r.g.d : 0);
+  r.per_thread = (floats + 15) / 16 * 16;  // 64-byte aligned per thread
+  return r;
+}
+
+class AttentionKernel final : public CpuKernel {
+ public:
+  explicit AttentionKernel(const KernelArgs& a) : r_(attention_run(a)) {
+    for (int t : a.team_sizes) threads_ = std::max(threads_, t);
+    threads_ = std::max(threads_, a.max_threads);
+  }
+  void run(const ExecCtx& ctx) override {
+    if (r_.g.tq == 0 || r_.g.dv == 0) return;
+    auto* scratch = static_cast<float*>(ctx.scratch);
+    parallel_for_indexed(ctx, r_.items(), 1, [&](std::int64_t t, std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) r_.run(i, scratch + t * r_.per_thread);
+    });
+  }
+  std::size_t scratch_bytes() const override {
+    return static_cast<std::size_t>(threads_) * static_cast<std::size_t>(r_.per_thread) * 4;
+  }
+
+ private:
+  AttentionRun r_;
+  int threads_ = 1;
+};
+
+std::unique_ptr<CpuKernel> make_attention(const KernelArgs& a) {
+  return std::make_unique<AttentionKernel>(a);
+}
+
+// Reference: every step in double, one row of scores at a time.
+std::unique_ptr<CpuKernel> make_attention_reference(const KernelArgs& a) {
+  return make_kernel([r = attention_run(a)](const ExecCtx&) {
+    const AttentionGeom& g = r.g;
+    std::vector<double> sc(static_cast<std::size_t>(g.tk));
+    for (std::int64_t b = 0; b < g.batch; ++b) {
+      for (std::int64_t i = 0; i < g.tq; ++i) {
+        const float* qr = r.q + (b * g.tq + i) * g.d;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j < g.tk; ++j) {
+          double s = 0.0;
+          for (std::int64_t p = 0; p < g.d; ++p) {
+            const float kv =
+                r.s.trans_k ? r.k[(b * g.tk + j) * g.d + p] : r.k[(b * g.d + p) * g.tk + j];
+            s += static_cast<double>(qr[p]) * kv;
+          }
+          s = r.s.divide ? s / r.s.scale : s * r.s.scale;
+          if (r.mask) s += r.mask[g.mask_offset(b) + i * g.msq + j * g.msk];
+          sc[static_cast<std::size_t>(j)] = s;
+          mx = std::max(mx, s);
+        }
+        double sum = 0.0;
+        for (double& s : sc) sum += (s = std::exp(s - mx));
+        for (std::int64_t c = 0; c < g.dv; ++c) {
+          double o = 0.0;
+          for (std::int64_t j = 0; j < g.tk; ++j)
+            o += sc[static_cast<std::size_t>(j)] * r.v[(b * g.tk + j) * g.dv + c];
+          r.y[(b * g.tq + i) * g.dv + c] = static_cast<float>(o / sum);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void register_matmul_kernels(KernelRegistry& r) {
@@ -481,6 +623,8 @@ void register_matmul_kernels(KernelRegistry& r) {
         {"dnnl_sgemm_accumulate", reject_sgemm_accumulate, make_sgemm_accumulate});
   r.add(OpKind::FusedMatMul, {"product_then_epilogue", nullptr, make_fused<false>});
   r.add(OpKind::FusedMatMul, {"reference", nullptr, make_fused_reference, true});
+  r.add(OpKind::Attention, {"blocked_rows", nullptr, make_attention});
+  r.add(OpKind::Attention, {"reference", nullptr, make_attention_reference, true});
 }
 
 }  // namespace hetgraph::detail::cpu

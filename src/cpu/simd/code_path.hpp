@@ -52,6 +52,16 @@ enum class VecFn : std::uint8_t {
   neg,
 };
 
+/// How attention's scores change before their softmax (CodePath::exp_rows): multiplied by
+/// `scale` (divided where `divide`) where `scaled`, then plus row r's mask, its elements at
+/// mask + r * mask_row + j * mask_col (no mask where null).
+struct ScoreRows {
+  float scale = 1.0f;
+  bool scaled = false, divide = false;
+  const float* mask = nullptr;
+  std::int64_t mask_row = 0, mask_col = 1;
+};
+
 /// One code path: its functions, compiled for one x86-64 level (src/cpu/simd/code_path.cpp).
 struct CodePath {
   const char* level;  // "x86-64-v3", or "native"
@@ -62,6 +72,9 @@ struct CodePath {
   void (*map)(VecFn f, float alpha, const float* x, const float* add, float* o, std::int64_t n);
   /// softmax (or log-softmax) of `rows` contiguous rows of n.
   void (*softmax_rows)(const float* x, float* o, std::int64_t rows, std::int64_t n, bool log_sm);
+  /// Attention's scores, `rows` contiguous rows of n: each changed as `how` says, then
+  /// exp(s - the row's max) in place; inv[r] = 1 / the row's sum (the softmax, unnormalised).
+  void (*exp_rows)(float* s, std::int64_t rows, std::int64_t n, const ScoreRows& how, float* inv);
   /// softmax (or log-softmax) of one line of n elements s apart.
   void (*softmax_line)(const float* x, float* o, std::int64_t n, std::int64_t s, bool log_sm);
   /// o[j] = g[j] - exp(y[j]) * dot along one line (log-softmax's gradient); o may be g or y.

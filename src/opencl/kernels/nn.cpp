@@ -126,6 +126,21 @@ std::unique_ptr<ClOp> make_channel_affine(const OpArgs& a) {
                                       cl_int{a.node.attrs.get<ChannelAffineAct>().relu ? 1 : 0})));
 }
 
+// attention (fuse_attention): a work-item per query row (kernels/nn.cl, attention_rows).
+std::unique_ptr<ClOp> make_attention(const OpArgs& a) {
+  const AttentionSpec& s = a.node.attrs.get<AttentionSpec>();
+  const bool masked = a.in.size() == 4;
+  const AttentionGeom g = attention_geom(a.in_shape(0), a.in_shape(1), a.in_shape(2),
+                                         masked ? &a.in_shape(3) : nullptr, s);
+  const cl_int flags =
+      (s.divide ? 1 : 0) | (s.scale_q ? 2 : 0) | (s.trans_k ? 4 : 0) | (masked ? 8 : 0);
+  Kernel k = make_kernel(a.program("nn"), "attention_rows", a.in[0], a.in[1], a.in[2],
+                         masked ? a.in[3] : a.in[0], a.out, to_int(g.batch * g.tq), to_int(g.tq),
+                         to_int(g.tk), to_int(g.d), to_int(g.dv), s.scale, flags, to_int(g.lead1),
+                         to_int(g.ms0), to_int(g.ms1), to_int(g.msq), to_int(g.msk));
+  return make_seq(launch_1d(a.device, std::move(k)));
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
@@ -138,6 +153,7 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpKind::SoftmaxXentGrad, {"cl_xent_grad", nullptr, make_xent_grad});
   r.add(OpKind::Dropout, {"cl_dropout", nullptr, make_dropout});
   r.add(OpKind::LayerNorm, {"cl_layer_norm", nullptr, make_layer_norm});
+  r.add(OpKind::Attention, {"cl_attention", nullptr, make_attention});
   r.add(OpKind::LstmCell, {"cl_lstm_cell", nullptr, make_lstm});
   r.add(OpKind::LstmHidden, {"cl_lstm_hidden", nullptr, make_lstm});
   r.add(OpKind::GruHidden, {"cl_gru_hidden", nullptr, make_gru});
