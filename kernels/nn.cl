@@ -128,15 +128,22 @@ kernel void channel_affine(global const float* x, global const float* s, global 
 // the exponentials' sum and their weighted sum of v's rows straight into the result row, then
 // the division; each score is recomputed from q and k in both passes (no row-sized scratch).
 // flags: 1 divide by scale (else multiply), 2 scale q before the product (else the scores),
-// 4 k is [tk, d] (else k^T [d, tk]), 8 a mask (its strides: ms0 and ms1 over the two leading
-// dims, lead1 the inner one's size, msq and msk over the query and key axes).
+// 4 k stored [tk, d] (else k^T [d, tk]), 8 a mask (its strides: ms0 and ms1 over the two
+// leading dims, lead1 the inner one's size, msq and msk over the query and key axes). Product
+// b's operands start where AttentionGeom::at says (heads > 0: interleaved heads), their rows
+// q_ld, k_ld, v_ld and y_ld apart.
+inline long attention_at(const long b, const long rows, const long cols, const int heads) {
+  if (heads == 0) return b * rows * cols;
+  return ((b / heads) * rows * heads + b % heads) * cols;
+}
+
 inline float attention_score(global const float* qr, global const float* kb, const int j,
-                             const int tk, const int d, const float scale, const int flags) {
+                             const int d, const int k_ld, const float scale, const int flags) {
   float s = 0.0f;
   for (int p = 0; p < d; ++p) {
     float qv = qr[p];
     if (flags & 2) qv = (flags & 1) ? qv / scale : qv * scale;
-    s += qv * ((flags & 4) ? kb[(long)j * d + p] : kb[(long)p * tk + j]);
+    s += qv * ((flags & 4) ? kb[(long)j * k_ld + p] : kb[(long)p * k_ld + j]);
   }
   if (!(flags & 2)) s = (flags & 1) ? s / scale : s * scale;
   return s;
@@ -145,29 +152,31 @@ inline float attention_score(global const float* qr, global const float* kb, con
 kernel void attention_rows(global const float* q, global const float* k, global const float* v,
                            global const float* mask, global float* y, const int rows,
                            const int tq, const int tk, const int d, const int dv,
-                           const float scale, const int flags, const int lead1, const int ms0,
-                           const int ms1, const int msq, const int msk) {
+                           const float scale, const int flags, const int heads, const int q_ld,
+                           const int k_ld, const int v_ld, const int y_ld, const int lead1,
+                           const int ms0, const int ms1, const int msq, const int msk) {
   FOR_EACH(r, rows) {
     const long b = r / tq, i = r % tq;
-    global const float* qr = q + (long)r * d;
-    global const float* kb = k + b * tk * d;
-    global const float* vb = v + b * tk * dv;
+    global const float* qr = q + attention_at(b, tq, d, heads) + i * q_ld;
+    global const float* kb =
+        k + ((flags & 4) ? attention_at(b, tk, d, heads) : attention_at(b, d, tk, heads));
+    global const float* vb = v + attention_at(b, tk, dv, heads);
     global const float* mr = mask + (b / lead1) * ms0 + (b % lead1) * ms1 + i * msq;
-    global float* yr = y + (long)r * dv;
+    global float* yr = y + attention_at(b, tq, dv, heads) + i * y_ld;
     float mx = -INFINITY;
     for (int j = 0; j < tk; ++j) {
-      float s = attention_score(qr, kb, j, tk, d, scale, flags);
+      float s = attention_score(qr, kb, j, d, k_ld, scale, flags);
       if (flags & 8) s += mr[(long)j * msk];
       mx = fmax(mx, s);
     }
     for (int c = 0; c < dv; ++c) yr[c] = 0.0f;
     float sum = 0.0f;
     for (int j = 0; j < tk; ++j) {
-      float s = attention_score(qr, kb, j, tk, d, scale, flags);
+      float s = attention_score(qr, kb, j, d, k_ld, scale, flags);
       if (flags & 8) s += mr[(long)j * msk];
       const float e = exp(s - mx);
       sum += e;
-      for (int c = 0; c < dv; ++c) yr[c] += e * vb[(long)j * dv + c];
+      for (int c = 0; c < dv; ++c) yr[c] += e * vb[(long)j * v_ld + c];
     }
     for (int c = 0; c < dv; ++c) yr[c] /= sum;
   }

@@ -542,6 +542,66 @@ TEST_P(NnOpTest, AttentionNodesEqualTheDecomposedOnes) {
   }
 }
 
+// attention_transposes: the transposes that move the heads axis before T and back around the
+// block (BERT's at rank 4 through reshapes, ViT's at rank 3, k both as k^T and as k for a
+// product transposing it) fold into the attention node, which then reads the [.., T, H, d]
+// values and writes the [.., Tq, H, dv] one: no transpose runs, the values equal the unfolded
+// node's within float rounding; a transpose read elsewhere too keeps all four.
+TEST_P(NnOpTest, AttentionNodesReadTheHeadsInPlace) {
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE("form " + std::to_string(form));
+    const bool rank3 = form == 1, trans = form == 2, shared = form == 3;
+    Graph g;
+    auto xq = g.input("xq"), xk = g.input("xk"), xv = g.input("xv");
+    const std::vector<int> first = rank3 ? std::vector<int>{1, 0, 2} : std::vector<int>{0, 2, 1, 3};
+    Node q = transpose(xq, first), v = transpose(xv, first);
+    Node k = trans
+                 ? transpose(xk, first)
+                 : transpose(xk, rank3 ? std::vector<int>{1, 2, 0} : std::vector<int>{0, 2, 3, 1});
+    auto r3 = [&](Node x, std::int64_t a, std::int64_t b) {
+      return rank3 ? x : reshape(x, {6, a, b});
+    };
+    Node s = matmul(r3(q, 5, 8), trans ? r3(k, 7, 8) : r3(k, 8, 7), false, trans);
+    if (!rank3) s = reshape(s, {2, 3, 5, 7});
+    Node p = softmax(div(s, g.constant(2.828427f)), -1);
+    Node y = matmul(r3(p, 5, 7), r3(v, 7, 4));
+    if (!rank3) y = reshape(y, {2, 3, 5, 4});
+    std::vector<Node> fetches{add(transpose(y, first), g.constant(1.0f))};
+    if (shared) fetches.push_back(q);
+    auto dims = [&](std::int64_t t, std::int64_t c) {
+      return rank3 ? Shape{t, 6, c} : Shape{2, t, 3, c};
+    };
+    const std::vector<In> ins{rand_in("xq", dims(5, 8), 181, -2, 2),
+                              rand_in("xk", dims(7, 8), 182, -2, 2),
+                              rand_in("xv", dims(7, 4), 183)};
+    InputShapes shapes;
+    std::vector<FeedItem> feeds;
+    for (const In& in : ins) {
+      shapes.push_back({in.name, in.shape});
+      feeds.push_back({in.name, in.values});
+    }
+    std::vector<float> out[2];
+    for (const bool on : {false, true}) {
+      CompileOptions o;
+      o.experimental.attention_transposes = on;
+      auto cg = GraphCompiler(GetParam().make(), o).compile(g, shapes, fetches);
+      cg.run(feeds);
+      out[on] = cg.read(fetches[0]);
+      int transposes = 0, attention = 0;
+      for (const auto& n : detail::executable_of(cg).plan().nodes) {
+        if (n.storage == detail::Storage::None) continue;
+        transposes += n.op == detail::OpKind::Transpose ? 1 : 0;
+        attention += n.op == detail::OpKind::Attention ? 1 : 0;
+      }
+      EXPECT_EQ(attention, 1) << GetParam().name << (on ? ", folded" : "");
+      EXPECT_EQ(transposes, on && !shared ? 0 : 4) << GetParam().name << (on ? ", folded" : "");
+    }
+    ASSERT_EQ(out[1].size(), out[0].size());
+    for (std::size_t e = 0; e < out[0].size(); ++e)
+      ASSERT_NEAR(out[1][e], out[0][e], 3e-5 * (1 + std::fabs(out[0][e]))) << "element " << e;
+  }
+}
+
 // channel_affine: an inference BatchNormalization as the importer writes it where it cannot
 // fold it into a convolution (mul by a [C, 1, 1] scale, add a [C, 1, 1] shift), with and
 // without the relu after it, scale and shift in either operand order and as [1, C, 1, 1],

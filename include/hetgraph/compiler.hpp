@@ -412,6 +412,11 @@ struct CompileOptions {
     /// node, one kernel on each platform (pass fuse_attention) that keeps each block of scores
     /// in cache. Results equal the nodes' within float rounding. Off: the nodes.
     bool attention_nodes = true;
+    /// With `attention_nodes`: the transposes that move the heads axis before the sequence
+    /// axis and back around the block (q, k and v in, the result out) fold into the attention
+    /// node, which then reads and writes the projections' [.., T, H, d] values with strides
+    /// instead of four copies running. Off: the transposes run as nodes.
+    bool attention_transposes = true;
     /// With `fuse`: an inference BatchNormalization the importer could not fold into a
     /// convolution (a product with a per-channel scale, a sum with a per-channel shift) and a
     /// relu after it become one channel_affine node (pass fuse_channel_affine): DenseNet's

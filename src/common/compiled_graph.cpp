@@ -66,6 +66,7 @@ detail::PlanOptions plan_options(const CompileOptions& o, detail::Backend& backe
   po.layer_norm = o.experimental.layer_norm_nodes;
   po.gelu = o.experimental.gelu_nodes;
   po.attention = o.experimental.attention_nodes;
+  po.attention_transposes = o.experimental.attention_transposes;
   po.channel_affine = o.experimental.channel_affine;
   po.lstm_cells = o.experimental.lstm_cells;
   po.gru_cells = o.experimental.gru_cells;

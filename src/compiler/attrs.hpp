@@ -140,6 +140,10 @@ struct AttentionSpec {
   bool divide = false;
   bool scale_q = false;
   bool trans_k = false;  // input 1 is K [.., Tk, d] read transposed, not K^T [.., d, Tk]
+  /// > 0: the transposes around the block folded in: q, k and v are [.., T, heads, d] as the
+  /// projections wrote them (k read transposed), the result [.., Tq, heads, dv] as the output
+  /// projection reads it, where the nodes moved the heads axis before T and back.
+  std::int64_t heads = 0;
   std::vector<std::int64_t> mask_dims;
   friend bool operator==(const AttentionSpec&, const AttentionSpec&) = default;
 };

@@ -57,7 +57,10 @@
 // exports write it (BERT's, ViT's with the scale on q, GPT-2's with a causal mask; reshapes
 // merging a rank-4 product's leading dims around each product), becomes one attention node:
 // per block of query rows the scores stay in cache, where five nodes passed over every
-// [Tq, Tk] score matrix four times. After autodiff, as the others.
+// [Tq, Tk] score matrix four times. With `transposes`, the four transposes that move the heads
+// axis before T and back (q, k, v in, the result out) fold into it too: the node reads the
+// projections' [.., T, H, d] values with a row stride of H * d and writes the [.., Tq, H, dv]
+// value the output projection reads, where four copies ran. After autodiff, as the others.
 //
 // fuse_conv_residual and fuse_conv_epilogue (issue 18): what a CNN does after each
 // convolution runs inside it as oneDNN post-ops. A convolution whose only reader adds a
@@ -94,6 +97,7 @@ void set_band(Attrs& a, std::int64_t band) {
 struct Fuser {
   Plan& p;
   const Capabilities* caps;
+  bool heads_through = true;           // fuse_attention: fold the transposes around the block
   std::vector<int> readers;            // data readers per node
   std::vector<std::int64_t> assigned;  // per node: the variable it is the new value of, or -1
 
@@ -814,6 +818,93 @@ struct Fuser {
     return true;
   }
 
+  // Node t's permutation, spelled out (empty swaps the last two axes).
+  std::vector<std::int64_t> perm_of(std::uint32_t t) const {
+    std::vector<std::int64_t> perm = p.nodes[t].attrs.get<Permutation>().perm;
+    if (perm.empty()) {
+      const int r = p.nodes[t].type.shape.rank();
+      for (int a = 0; a < r; ++a) perm.push_back(a);
+      if (r >= 2)
+        std::swap(perm[static_cast<std::size_t>(r - 2)], perm[static_cast<std::size_t>(r - 1)]);
+    }
+    return perm;
+  }
+  // Value v as a transpose of X [.., T, H, c] (through a view merging leading dims), read by
+  // the pattern alone, with permutation want4 (rank 4) or want3 (rank 3): X, the transpose and
+  // the view going to `absorbed`; kNoNode otherwise.
+  std::uint32_t untransposed(std::uint32_t v, const std::vector<std::int64_t>& want4,
+                             const std::vector<std::int64_t>& want3,
+                             std::vector<std::uint32_t>& absorbed) const {
+    std::vector<std::uint32_t> got;
+    const std::uint32_t t = through_view(v, got);
+    if (!absorbable(t, OpKind::Transpose, 1)) return kNoNode;
+    const int r = p.nodes[t].type.shape.rank();
+    const std::vector<std::int64_t> perm = perm_of(t);
+    if (!(r == 4 && perm == want4) && !(r == 3 && perm == want3)) return kNoNode;
+    got.push_back(t);
+    absorbed.insert(absorbed.end(), got.begin(), got.end());
+    return p.nodes[t].inputs[0];
+  }
+  // The node reading v, where v has exactly one reader; kNoNode otherwise.
+  std::uint32_t only_reader(std::uint32_t v) const {
+    if (readers[v] != 1) return kNoNode;
+    for (std::uint32_t j = 0; j < p.nodes.size(); ++j) {
+      const PlanNode& n = p.nodes[j];
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+        if (n.inputs[k] == v && n.reads_input(k)) return j;
+      }
+    }
+    return kNoNode;
+  }
+  struct Folded {
+    std::uint32_t at = kNoNode;  // the output transpose the node replaces
+    std::uint32_t q = 0, k = 0, v = 0;
+    std::int64_t heads = 0;
+  };
+  // The transposes that move the heads axis before T around the block at node i (q, k, v in,
+  // the result out: BERT's, ViT's and GPT-2's four per layer), where all four are there and
+  // read by the block alone: the block reads the projections' [.., T, H, d] values as they
+  // are and writes the [.., Tq, H, dv] value the output projection reads. `absorbed` gets
+  // the transposes and their views.
+  Folded fold_heads(std::uint32_t i, std::uint32_t q, std::uint32_t kt, bool trans_k,
+                    std::uint32_t v, std::vector<std::uint32_t>& absorbed) const {
+    const std::vector<std::int64_t> first4{0, 2, 1, 3}, first3{1, 0, 2};
+    std::vector<std::uint32_t> got;
+    Folded f;
+    f.q = untransposed(q, first4, first3, got);
+    f.k = trans_k ? untransposed(kt, first4, first3, got)
+                  : untransposed(kt, {0, 2, 3, 1}, {1, 2, 0}, got);
+    f.v = untransposed(v, first4, first3, got);
+    const PlanNode& root = p.nodes[i];
+    if (f.q == kNoNode || f.k == kNoNode || f.v == kNoNode || root.fetched || assigned[i] >= 0)
+      return {};
+    std::uint32_t w = only_reader(i);
+    if (w != kNoNode && through_view(w, got) != w) {
+      w = only_reader(w);
+    }
+    if (w == kNoNode || p.nodes[w].op != OpKind::Transpose ||
+        p.nodes[w].storage != Storage::Computed || p.nodes[w].type.dtype != DType::f32)
+      return {};
+    const Shape &out = p.nodes[w].type.shape, &qs = p.nodes[f.q].type.shape,
+                &ks = p.nodes[f.k].type.shape, &vs = p.nodes[f.v].type.shape;
+    const int r = out.rank();
+    const std::vector<std::int64_t> perm = perm_of(w);
+    if (!(r == 4 && perm == first4) && !(r == 3 && perm == first3)) return {};
+    if (qs.rank() != r || ks.rank() != r || vs.rank() != r) return {};
+    const std::int64_t h = out.dim(-2);
+    for (int a = 0; a + 3 < r; ++a) {
+      if (qs[a] != out[a] || ks[a] != out[a] || vs[a] != out[a]) return {};
+    }
+    if (qs.dim(-2) != h || ks.dim(-2) != h || vs.dim(-2) != h || qs.dim(-3) != out.dim(-3) ||
+        ks.dim(-3) != vs.dim(-3) || ks.dim(-1) != qs.dim(-1) || vs.dim(-1) != out.dim(-1))
+      return {};
+    absorbed.insert(absorbed.end(), got.begin(), got.end());
+    absorbed.push_back(i);
+    f.at = w;
+    f.heads = h;
+    return f;
+  }
+
   // matmul(softmax(add(scale(matmul(q, kt)), mask)), v), the softmax over the last axis, the
   // scale (div or mul by a scalar constant, or scale) and the mask optional, the scale possibly
   // on q instead (scale(q) kt), reshapes merging leading dims around either product: the
@@ -886,15 +977,25 @@ struct Fuser {
     if (out.rank() != qs.rank() ||
         out.numel() != qs.numel() / std::max<std::int64_t>(1, qs.dim(-1)) * vs.dim(-1))
       return false;
-    for (std::uint32_t d : absorbed) {
-      if (p.nodes[d].device != p.nodes[i].device) return false;
-    }
     std::vector<std::uint32_t> inputs{q, kt, v};
+    std::uint32_t at = i;
+    if (heads_through) {
+      const Folded f = fold_heads(i, q, kt, spec.trans_k, v, absorbed);
+      if (f.at != kNoNode) {
+        at = f.at;
+        inputs = {f.q, f.k, f.v};
+        spec.heads = f.heads;
+        spec.trans_k = false;
+      }
+    }
+    for (std::uint32_t d : absorbed) {
+      if (p.nodes[d].device != p.nodes[at].device) return false;
+    }
     if (mask != kNoNode) inputs.push_back(mask);
     Attrs a;
     a.set(std::move(spec));
-    if (!rewrite(i, OpKind::Attention, std::move(a), std::move(inputs), x)) return false;
-    for (std::uint32_t d : absorbed) kill(d, i);
+    if (!rewrite(at, OpKind::Attention, std::move(a), std::move(inputs), x)) return false;
+    for (std::uint32_t d : absorbed) kill(d, at);
     return true;
   }
 
@@ -1067,8 +1168,10 @@ void fuse_lstm_cells(Plan& p, const Capabilities* caps) {
 void fuse_gru_cells(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).gru_cells();
 }
-void fuse_attention(Plan& p, const Capabilities* caps) {
-  Fuser(p, caps).attentions();
+void fuse_attention(Plan& p, const Capabilities* caps, bool transposes) {
+  Fuser f(p, caps);
+  f.heads_through = transposes;
+  f.attentions();
 }
 void fuse_embedding_concat(Plan& p, const Capabilities* caps) {
   Fuser f(p, caps);

@@ -325,32 +325,57 @@ inline MatmulGeom matmul_geom(const Shape& a, const Shape& b, bool trans_a, bool
 }
 
 /// attention(q, kt, v[, mask]) (AttentionSpec): `batch` products [tq, d] x [d, tk], a softmax
-/// over each row of the scores, then [tq, tk] x [tk, dv]. The mask's element strides over the
-/// scores' dims (0 where it is broadcast), their leading dims folded into two (ranks up to 4):
-/// product b's mask starts at mask_offset(b).
+/// over each row of the scores, then [tq, tk] x [tk, dv]. Product b reads q's rows from
+/// q_at(b), ld apart (the same for k, v and the result y); k is read transposed where k_trans
+/// (stored [tk, d]). With heads interleaved (AttentionSpec::heads) b = outer * heads + h and the
+/// rows of one head lie heads * d apart. The mask's element strides over the scores' dims (0
+/// where it is broadcast), their leading dims folded into two (ranks up to 4): product b's
+/// mask starts at mask_offset(b).
 struct AttentionGeom {
   std::int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  std::int64_t heads = 0;  // 0: each product's operands contiguous
+  bool k_trans = false;
+  std::int64_t q_ld = 0, k_ld = 0, v_ld = 0, y_ld = 0;
   std::int64_t lead1 = 1;  // the inner leading dim's size: b = b0 * lead1 + b1
   std::int64_t ms0 = 0, ms1 = 0, msq = 0, msk = 0;  // outer, inner leading, query, key strides
   std::int64_t mask_offset(std::int64_t b) const { return (b / lead1) * ms0 + (b % lead1) * ms1; }
+  // Where product b's operand of `rows` rows of `cols` starts.
+  std::int64_t at(std::int64_t b, std::int64_t rows, std::int64_t cols) const {
+    if (heads == 0) return b * rows * cols;
+    return ((b / heads) * rows * heads + b % heads) * cols;
+  }
+  std::int64_t q_at(std::int64_t b) const { return at(b, tq, d); }
+  std::int64_t k_at(std::int64_t b) const { return at(b, k_trans ? tk : d, k_trans ? d : tk); }
+  std::int64_t v_at(std::int64_t b) const { return at(b, tk, dv); }
+  std::int64_t y_at(std::int64_t b) const { return at(b, tq, dv); }
 };
 inline AttentionGeom attention_geom(const Shape& q, const Shape& k, const Shape& v,
                                     const Shape* mask, const AttentionSpec& s) {
   AttentionGeom g;
-  g.tq = q.dim(-2);
+  const std::int64_t h = s.heads;
+  g.heads = h;
+  g.k_trans = s.trans_k || h > 0;
+  const int rows = h > 0 ? -3 : -2;  // the T axis
+  g.tq = q.dim(rows);
   g.d = q.dim(-1);
-  g.tk = s.trans_k ? k.dim(-2) : k.dim(-1);
+  g.tk = g.k_trans ? k.dim(rows) : k.dim(-1);
   g.dv = v.dim(-1);
-  for (int a = 0; a + 2 < q.rank(); ++a) g.batch *= q[a];
+  for (int a = 0; a < q.rank() + rows; ++a) g.batch *= q[a];
+  if (h > 0) g.batch *= h;
+  const std::int64_t stride = h > 0 ? h : 1;
+  g.q_ld = g.d * stride;
+  g.k_ld = (g.k_trans ? g.d : g.tk) * stride;
+  g.v_ld = g.dv * stride;
+  g.y_ld = g.dv * stride;
   if (mask == nullptr || s.mask_dims.size() < 2 || s.mask_dims.size() > 4) return g;
   const Shape scores{std::span<const std::int64_t>(s.mask_dims)};
   const int r = scores.rank(), lead = r - mask->rank();
   std::array<std::int64_t, 4> st{};
-  std::int64_t stride = 1;
+  std::int64_t step = 1;
   for (int a = r - 1; a >= 0; --a) {
     const std::int64_t md = a >= lead ? (*mask)[a - lead] : 1;
-    st[static_cast<std::size_t>(a)] = md == 1 ? 0 : stride;
-    stride *= md;
+    st[static_cast<std::size_t>(a)] = md == 1 ? 0 : step;
+    step *= md;
   }
   g.msq = st[static_cast<std::size_t>(r - 2)];
   g.msk = st[static_cast<std::size_t>(r - 1)];

@@ -666,7 +666,9 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) { fuse_channel_affine(p, c.options.capabilities); },
      [](const PlanOptions& o) { return o.fuse && o.channel_affine; }},
     {"fuse_attention",
-     [](Plan& p, const PassContext& c) { fuse_attention(p, c.options.capabilities); },
+     [](Plan& p, const PassContext& c) {
+       fuse_attention(p, c.options.capabilities, c.options.attention_transposes);
+     },
      [](const PlanOptions& o) { return o.fuse && o.attention; }},
     {"fuse_matmul_epilogue",
      [](Plan& p, const PassContext& c) { fuse_matmul_epilogue(p, c.options.capabilities); },

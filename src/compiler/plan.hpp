@@ -288,8 +288,9 @@ struct PlanOptions {
   bool layer_norm = true;
   /// fuse_gelu (with fuse).
   bool gelu = true;
-  /// fuse_attention (with fuse).
+  /// fuse_attention (with fuse), and the transposes around the block folded into it.
   bool attention = true;
+  bool attention_transposes = true;
   /// fuse_channel_affine (with fuse).
   bool channel_affine = true;
   /// fuse_lstm_cells and fuse_gru_cells (with fuse).
@@ -379,7 +380,7 @@ void fuse_conv_residual(Plan& p, const Capabilities* caps);
 void fuse_silu(Plan& p, const Capabilities* caps);
 void fuse_layer_norm(Plan& p, const Capabilities* caps);
 void fuse_gelu(Plan& p, const Capabilities* caps);
-void fuse_attention(Plan& p, const Capabilities* caps);
+void fuse_attention(Plan& p, const Capabilities* caps, bool transposes);
 void fuse_channel_affine(Plan& p, const Capabilities* caps);
 void fuse_lstm_cells(Plan& p, const Capabilities* caps);
 void fuse_gru_cells(Plan& p, const Capabilities* caps);

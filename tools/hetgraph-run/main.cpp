@@ -147,6 +147,7 @@ hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o,
   co.experimental.layer_norm_nodes = o.layer_norm;
   co.experimental.gelu_nodes = o.gelu;
   co.experimental.attention_nodes = o.attention;
+  co.experimental.attention_transposes = o.attention_transposes;
   co.experimental.channel_affine = o.channel_affine;
   co.experimental.lstm_cells = o.lstm_cells;
   co.experimental.slice_views = o.slice_views;

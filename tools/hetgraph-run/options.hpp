@@ -23,13 +23,15 @@ struct Options : hetgraph::tool::EngineFlags {
   bool profile = false;  // --profile: time by op kind and the top nodes (in the JSON with --json)
   // --no-own-winograd, --no-layouts-through, --no-grouped-layouts, --no-concat-in-place,
   // --no-packed-weights, --no-layer-norm, --no-matmul-bias, --no-gelu, --no-attention,
-  // --no-channel-affine, --no-lstm-cells, --no-gru-cells, --no-slice-views:
-  // CompileOptions::Experimental's own_winograd, layouts_through_pool_concat,
+  // --no-attention-transposes, --no-channel-affine, --no-lstm-cells, --no-gru-cells,
+  // --no-slice-views: CompileOptions::Experimental's own_winograd, layouts_through_pool_concat,
   // grouped_conv_layouts, concat_in_place, packed_weights, layer_norm_nodes, matmul_bias,
-  // gelu_nodes, attention_nodes, channel_affine, lstm_cells, gru_cells, slice_views
+  // gelu_nodes, attention_nodes, attention_transposes, channel_affine, lstm_cells, gru_cells,
+  // slice_views
   bool own_winograd = true, layouts_through = true, grouped_layouts = true, concat_in_place = true,
        packed_weights = true, layer_norm = true, matmul_bias = true, gelu = true, attention = true,
-       channel_affine = true, lstm_cells = true, gru_cells = true, slice_views = true;
+       attention_transposes = true, channel_affine = true, lstm_cells = true, gru_cells = true,
+       slice_views = true;
   // The import's budgets (ImportOptions): --max-import-nodes, --max-import-host-bytes,
   // --max-import-tensor-bytes, --max-import-seconds; a model over one fails naming the flag.
   hetgraph::onnx::ImportOptions budgets;
@@ -58,6 +60,7 @@ inline constexpr const char* kUsage =
     "                    [--no-fuse] [--winograd] [--no-own-winograd] [--no-layouts-through]\n"
     "                    [--no-grouped-layouts] [--no-concat-in-place] [--no-packed-weights]\n"
     "                    [--no-layer-norm] [--no-matmul-bias] [--no-gelu] [--no-attention]\n"
+    "                    [--no-attention-transposes]\n"
     "                    [--no-channel-affine] [--no-lstm-cells] [--no-gru-cells]\n"
     "                    [--no-slice-views] [--json]\n"
     "                    [--max-import-nodes N] [--max-import-host-bytes N]\n"
@@ -133,6 +136,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .flag("--no-gru-cells", o.gru_cells, false)
       .flag("--no-matmul-bias", o.matmul_bias, false)
       .flag("--no-attention", o.attention, false)
+      .flag("--no-attention-transposes", o.attention_transposes, false)
       .flag("--no-concat-in-place", o.concat_in_place, false)
       .flag("--json", o.json)
       .custom("--max-import-nodes",

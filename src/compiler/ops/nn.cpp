@@ -154,8 +154,9 @@ TensorType infer_channel_affine(const InferCtx& c) {
 }
 
 // attention(q, kt, v[, mask]): q [.., Tq, d], kt [.., d, Tk] (k [.., Tk, d] with trans_k) and
-// v [.., Tk, dv] float with the same leading dims; a mask broadcasts to the scores
-// (AttentionSpec::mask_dims: [.., Tq, Tk], as many elements as the scores). -> [.., Tq, dv].
+// v [.., Tk, dv] float with the same leading dims, or with `heads` q [.., Tq, H, d], k [.., Tk,
+// H, d] and v [.., Tk, H, dv]; a mask broadcasts to the scores (AttentionSpec::mask_dims:
+// [.., Tq, Tk], as many elements as the scores). -> [.., Tq, dv] ([.., Tq, H, dv] with heads).
 TensorType infer_attention(const InferCtx& c) {
   if (c.in.size() != 3 && c.in.size() != 4) c.fail("attention: takes q, kt, v and a mask");
   const AttentionSpec& s = c.attrs.get<AttentionSpec>();
@@ -163,26 +164,29 @@ TensorType infer_attention(const InferCtx& c) {
   for (std::size_t i = 0; i < c.in.size(); ++i) {
     if (c.in[i].dtype != DType::f32) c.fail("attention: " + c.input_label(i) + " must be float");
   }
-  const int r = q.rank();
-  if (r < 2 || k.rank() != r || v.rank() != r)
-    c.fail("attention: q, kt and v must have one rank >= 2, got " + q.str() + ", " + k.str() +
-           ", " + v.str());
-  for (int a = 0; a + 2 < r; ++a) {
+  const int r = q.rank(), fixed = s.heads > 0 ? 3 : 2;  // the per-product axes
+  const auto shapes = q.str() + ", " + k.str() + ", " + v.str();
+  if (r < fixed || k.rank() != r || v.rank() != r)
+    c.fail("attention: q, k and v must have one rank >= " + std::to_string(fixed) + ", got " +
+           shapes);
+  for (int a = 0; a + fixed < r; ++a) {
     if (k[a] != q[a] || v[a] != q[a])
-      c.fail("attention: q, kt and v must have the same leading dims, got " + q.str() + ", " +
-             k.str() + ", " + v.str());
+      c.fail("attention: q, k and v must have the same leading dims, got " + shapes);
   }
-  const std::int64_t d = s.trans_k ? k.dim(-1) : k.dim(-2);
-  const std::int64_t tk = s.trans_k ? k.dim(-2) : k.dim(-1);
-  if (d != q.dim(-1) || v.dim(-2) != tk)
-    c.fail("attention: q " + q.str() + ", k " + k.str() + (s.trans_k ? "" : " (transposed)") +
-           " and v " + v.str() + " do not chain");
+  const bool k_rows = s.trans_k || s.heads > 0;  // k stored [Tk, (H,) d]
+  const std::int64_t d = k_rows ? k.dim(-1) : k.dim(-2);
+  const std::int64_t tk = k_rows ? k.dim(-fixed) : k.dim(-1);
+  if (d != q.dim(-1) || v.dim(-fixed) != tk)
+    c.fail("attention: q, k and v do not chain: " + shapes);
+  if (s.heads > 0 && (q.dim(-2) != s.heads || k.dim(-2) != s.heads || v.dim(-2) != s.heads))
+    c.fail("attention: q, k and v must have " + std::to_string(s.heads) + " heads, got " + shapes);
+  const std::int64_t tq = q.dim(-fixed);
   if (c.in.size() == 4) {
     const Shape& m = c.in[3].shape;
     const std::size_t sr = s.mask_dims.size();
     const Shape scores = sr >= 2 ? Shape{std::span<const std::int64_t>(s.mask_dims)} : Shape{};
     const std::int64_t scores_numel = q.numel() / std::max<std::int64_t>(1, q.dim(-1)) * tk;
-    if (sr < 2 || sr > 4 || scores.dim(-2) != q.dim(-2) || scores.dim(-1) != tk ||
+    if (sr < 2 || sr > 4 || scores.dim(-2) != tq || scores.dim(-1) != tk ||
         scores.numel() != scores_numel || m.rank() > scores.rank())
       c.fail("attention: the mask " + m.str() + " does not fit the scores " + scores.str());
     for (int a = 0; a < m.rank(); ++a) {
@@ -204,7 +208,9 @@ Cost attention_cost(std::span<const TensorType> in, const TensorType& out, const
                     Cost base) {
   const AttentionSpec& s = at.get<AttentionSpec>();
   const Shape& k = in[1].shape;
-  const double tk = static_cast<double>(s.trans_k ? k.dim(-2) : k.dim(-1));
+  const double tk = static_cast<double>(s.heads > 0 ? k.dim(-3)
+                                        : s.trans_k ? k.dim(-2)
+                                                    : k.dim(-1));
   const double d = static_cast<double>(in[0].shape.dim(-1));
   const double rows =
       static_cast<double>(out.shape.numel() / std::max<std::int64_t>(1, out.shape.dim(-1)));

@@ -491,24 +491,30 @@ struct AttentionRun {
 
   std::int64_t items() const { return g.batch * blocks; }
   static void sgemm(char tb, std::int64_t m, std::int64_t n, std::int64_t kk, const float* a,
-                    const float* b, std::int64_t ldb, float* c) {
-    const dnnl_status_t st = dnnl_sgemm('N', tb, m, n, kk, 1.0f, a, kk, b, ldb, 0.0f, c, n);
+                    std::int64_t lda, const float* b, std::int64_t ldb, float* c,
+                    std::int64_t ldc) {
+    const dnnl_status_t st = dnnl_sgemm('N', tb, m, n, kk, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
     if (st != dnnl_success)
       throw PlatformError("attention: dnnl_sgemm failed with status " + std::to_string(st));
   }
   void run(std::int64_t item, float* scratch) const {
     const std::int64_t b = item / blocks, r0 = item % blocks * block;
     const std::int64_t rows = std::min(block, g.tq - r0);
-    const float* qb = q + (b * g.tq + r0) * g.d;
+    const float* qb = q + g.q_at(b) + r0 * g.q_ld;
+    std::int64_t q_ld = g.q_ld;
     float* sc = scratch;
     if (s.scale_q) {
       float* qs = scratch + block * g.tk;
-      for (std::int64_t i = 0; i < rows * g.d; ++i)
-        qs[i] = s.divide ? qb[i] / s.scale : qb[i] * s.scale;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        for (std::int64_t j = 0; j < g.d; ++j) {
+          const float x = qb[i * q_ld + j];
+          qs[i * g.d + j] = s.divide ? x / s.scale : x * s.scale;
+        }
+      }
       qb = qs;
+      q_ld = g.d;
     }
-    sgemm(s.trans_k ? 'T' : 'N', rows, g.tk, g.d, qb, k + b * g.tk * g.d, s.trans_k ? g.d : g.tk,
-          sc);
+    sgemm(g.k_trans ? 'T' : 'N', rows, g.tk, g.d, qb, q_ld, k + g.k_at(b), g.k_ld, sc, g.tk);
     ScoreRows how;
     how.scale = s.scale;
     how.scaled = !s.scale_q && (s.divide || s.scale != 1.0f);
@@ -521,11 +527,11 @@ struct AttentionRun {
     float inv[kMaxBlock];
     const CodePath& path = code_path();
     path.exp_rows(sc, rows, g.tk, how, inv);
-    float* yb = y + (b * g.tq + r0) * g.dv;
-    sgemm('N', rows, g.dv, g.tk, sc, v + b * g.tk * g.dv, g.dv, yb);
+    float* yb = y + g.y_at(b) + r0 * g.y_ld;
+    sgemm('N', rows, g.dv, g.tk, sc, g.tk, v + g.v_at(b), g.v_ld, yb, g.y_ld);
     // The softmax's division, on the [rows, dv] result instead of the [rows, tk] scores.
     for (std::int64_t i = 0; i < rows; ++i)
-      path.map(VecFn::scale, inv[i], yb + i * g.dv, nullptr, yb + i * g.dv, g.dv);
+      path.map(VecFn::scale, inv[i], yb + i * g.y_ld, nullptr, yb + i * g.y_ld, g.dv);
   }
 };
 
@@ -583,13 +589,13 @@ std::unique_ptr<CpuKernel> make_attention_reference(const KernelArgs& a) {
     std::vector<double> sc(static_cast<std::size_t>(g.tk));
     for (std::int64_t b = 0; b < g.batch; ++b) {
       for (std::int64_t i = 0; i < g.tq; ++i) {
-        const float* qr = r.q + (b * g.tq + i) * g.d;
+        const float* qr = r.q + g.q_at(b) + i * g.q_ld;
+        const float* kb = r.k + g.k_at(b);
         double mx = -std::numeric_limits<double>::infinity();
         for (std::int64_t j = 0; j < g.tk; ++j) {
           double s = 0.0;
           for (std::int64_t p = 0; p < g.d; ++p) {
-            const float kv =
-                r.s.trans_k ? r.k[(b * g.tk + j) * g.d + p] : r.k[(b * g.d + p) * g.tk + j];
+            const float kv = g.k_trans ? kb[j * g.k_ld + p] : kb[p * g.k_ld + j];
             s += static_cast<double>(qr[p]) * kv;
           }
           s = r.s.divide ? s / r.s.scale : s * r.s.scale;
@@ -602,8 +608,8 @@ std::unique_ptr<CpuKernel> make_attention_reference(const KernelArgs& a) {
         for (std::int64_t c = 0; c < g.dv; ++c) {
           double o = 0.0;
           for (std::int64_t j = 0; j < g.tk; ++j)
-            o += sc[static_cast<std::size_t>(j)] * r.v[(b * g.tk + j) * g.dv + c];
-          r.y[(b * g.tq + i) * g.dv + c] = static_cast<float>(o / sum);
+            o += sc[static_cast<std::size_t>(j)] * r.v[g.v_at(b) + j * g.v_ld + c];
+          r.y[g.y_at(b) + i * g.y_ld + c] = static_cast<float>(o / sum);
         }
       }
     }

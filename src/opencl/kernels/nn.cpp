@@ -133,11 +133,12 @@ std::unique_ptr<ClOp> make_attention(const OpArgs& a) {
   const AttentionGeom g = attention_geom(a.in_shape(0), a.in_shape(1), a.in_shape(2),
                                          masked ? &a.in_shape(3) : nullptr, s);
   const cl_int flags =
-      (s.divide ? 1 : 0) | (s.scale_q ? 2 : 0) | (s.trans_k ? 4 : 0) | (masked ? 8 : 0);
-  Kernel k = make_kernel(a.program("nn"), "attention_rows", a.in[0], a.in[1], a.in[2],
-                         masked ? a.in[3] : a.in[0], a.out, to_int(g.batch * g.tq), to_int(g.tq),
-                         to_int(g.tk), to_int(g.d), to_int(g.dv), s.scale, flags, to_int(g.lead1),
-                         to_int(g.ms0), to_int(g.ms1), to_int(g.msq), to_int(g.msk));
+      (s.divide ? 1 : 0) | (s.scale_q ? 2 : 0) | (g.k_trans ? 4 : 0) | (masked ? 8 : 0);
+  Kernel k = make_kernel(
+      a.program("nn"), "attention_rows", a.in[0], a.in[1], a.in[2], masked ? a.in[3] : a.in[0],
+      a.out, to_int(g.batch * g.tq), to_int(g.tq), to_int(g.tk), to_int(g.d), to_int(g.dv), s.scale,
+      flags, to_int(g.heads), to_int(g.q_ld), to_int(g.k_ld), to_int(g.v_ld), to_int(g.y_ld),
+      to_int(g.lead1), to_int(g.ms0), to_int(g.ms1), to_int(g.msq), to_int(g.msk));
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
