@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Layers (include/hetgraph/layers.hpp): batch norm in both modes and layer norm, forward values
+// Layers (include/hetgraph/layers.hpp): the linear layer and its initial weights, batch norm in
+// both modes and layer norm, forward values
 // and running statistics against float64 references, gradients against float64 central
 // differences of the same references; dropout's mask statistics, its gradient, its step and
 // its modes; on every platform.
@@ -384,6 +385,42 @@ TEST_P(Layers, TrainingWithDropoutDrawsANewMaskEachStepAndRepeatsBitwise) {
   }
 }
 
+// nn::Linear: y = x W + b for rank-2 and rank-3 inputs, with and without a bias.
+TEST_P(Layers, LinearIsXTimesWPlusB) {
+  for (const bool with_bias : {true, false}) {
+    for (const bool rank3 : {false, true}) {
+      SCOPED_TRACE(std::string(with_bias ? "bias" : "no bias") + (rank3 ? ", rank 3" : ""));
+      Graph g;
+      Node x = g.input("x");
+      auto fc = nn::Linear::create(g, "fc", 5, 3, nn::Init::he_normal, 11, with_bias);
+      ASSERT_EQ(fc.parameters().size(), with_bias ? 2u : 1u);
+      Node y = fc(x);
+      const Shape xs = rank3 ? Shape{2, 4, 5} : Shape{4, 5};
+      CompiledGraph cg = GraphCompiler(GetParam().make()).compile(g, {{"x", xs}}, {y});
+      const auto xv = random_values(static_cast<std::size_t>(xs.numel()), 3);
+      const auto w = cg.read(fc.weight);
+      std::vector<float> b(3, 0.0f);
+      if (with_bias) {
+        b = {0.5f, -1.0f, 2.0f};
+        cg.write(fc.bias, b);
+      }
+      cg.run({{"x", xv}});
+      const std::int64_t rows = xs.numel() / 5;
+      std::vector<double> want(static_cast<std::size_t>(rows * 3));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t o = 0; o < 3; ++o) {
+          double acc = b[static_cast<std::size_t>(o)];
+          for (std::int64_t i = 0; i < 5; ++i)
+            acc += static_cast<double>(xv[static_cast<std::size_t>(r * 5 + i)]) *
+                   w[static_cast<std::size_t>(i * 3 + o)];
+          want[static_cast<std::size_t>(r * 3 + o)] = acc;
+        }
+      }
+      expect_near_all(cg.read(y), want, 1e-5, "y");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, Layers, ::testing::ValuesIn(testing_util::platforms()),
                          [](const auto& info) { return info.param.name; });
 
@@ -428,6 +465,63 @@ TEST(LayerErrors, DropoutArgumentsAndInferenceMode) {
     EXPECT_NE(why.find("drop1"), std::string::npos) << why;
     EXPECT_NE(why.find("step must be a float scalar"), std::string::npos) << why;
   }
+}
+
+// Xavier and He initial weights have their variances (within sampling error over 40,000
+// values), uniform ones stay within their bound, layers of different names draw different
+// weights and a rebuilt graph the same ones.
+TEST(LayerInit, XavierAndHeDrawWithTheirVariances) {
+  const std::int64_t in = 400, out = 100;
+  auto draw = [&](nn::Init kind, const std::string& name) {
+    Graph g;
+    Node x = g.input("x");
+    auto fc = nn::Linear::create(g, name, in, out, kind);
+    CompiledGraph cg = GraphCompiler(Platform::cpu()).compile(g, {{"x", {1, in}}}, {fc(x)});
+    return cg.read(fc.weight);
+  };
+  const struct {
+    nn::Init kind;
+    double variance;
+    bool uniform;
+  } cases[] = {{nn::Init::xavier_uniform, 2.0 / (in + out), true},
+               {nn::Init::xavier_normal, 2.0 / (in + out), false},
+               {nn::Init::he_uniform, 2.0 / in, true},
+               {nn::Init::he_normal, 2.0 / in, false}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(static_cast<int>(c.kind));
+    const std::vector<float> w = draw(c.kind, "fc");
+    double sum = 0.0, sq = 0.0, largest = 0.0;
+    for (float v : w) {
+      sum += v;
+      sq += static_cast<double>(v) * v;
+      largest = std::max(largest, std::fabs(static_cast<double>(v)));
+    }
+    const double n = static_cast<double>(w.size()), mean = sum / n, var = sq / n - mean * mean;
+    EXPECT_LT(std::fabs(mean), 4.0 * std::sqrt(c.variance / n));
+    EXPECT_NEAR(var / c.variance, 1.0, 0.03);
+    if (c.uniform) {
+      EXPECT_LE(largest, std::sqrt(3.0 * c.variance) * (1 + 1e-6));
+    }
+    EXPECT_EQ(draw(c.kind, "fc"), w) << "a rebuilt graph draws the same weights";
+    EXPECT_NE(draw(c.kind, "fc2"), w) << "another layer draws other weights";
+  }
+}
+
+TEST(LayerErrors, LinearArgumentsAndInputs) {
+  Graph g;
+  EXPECT_THROW(nn::initializer(nn::Init::he_normal, 0, 4, 1), UsageError);
+  EXPECT_THROW(nn::Linear{}(g.input("x")), UsageError);
+  try {
+    nn::Linear::create(g, "encoder.fc9", 0, 3);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("encoder.fc9"), std::string::npos) << e.what();
+  }
+  // 6 features into a layer of 5.
+  Graph g2;
+  Node x = g2.input("x");
+  Node y = nn::Linear::create(g2, "fc", 5, 3)(x);
+  EXPECT_THROW(GraphCompiler(Platform::cpu()).compile(g2, {{"x", {2, 6}}}, {y}), ShapeError);
 }
 
 TEST(LayerErrors, WrongChannelsOrRankAreCompileErrors) {

@@ -1,10 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// Layers with training and inference modes, batch normalisation (running statistics kept in
-// variables) and dropout, and layer normalisation. The normalisations are compositions of
+// Layers: fully connected layers with Xavier/He initial weights, layers with training and
+// inference modes, batch normalisation (running statistics kept in variables) and dropout, and
+// layer normalisation. The normalisations are compositions of
 // reductions and broadcasting arithmetic, so their gradients come from autodiff and they run
 // on every platform; the compiler fuses the elementwise chains. Dropout is its own op.
 //
-// Usage: one model function serves both modes on the same variables.
+// A two-layer classifier (weights drawn as PyTorch's nn.init would, biases zero):
+//
+//   hetgraph::Graph g;
+//   auto x = g.input("x");                                            // [batch, 784]
+//   auto fc1 = hetgraph::nn::Linear::create(g, "fc1", 784, 128, hetgraph::nn::Init::he_uniform);
+//   auto fc2 = hetgraph::nn::Linear::create(g, "fc2", 128, 10);      // Xavier uniform
+//   auto logits = fc2(relu(fc1(x)));                                  // [batch, 10]
+//   // parameters: fc1.parameters() and fc2.parameters() (weight, bias) for minimize()
+//
+// Usage of the normalisations: one model function serves both modes on the same variables.
 //
 //   hetgraph::Graph g;
 //   auto bn = hetgraph::nn::BatchNorm::create(g, "bn1", 16);          // gamma, beta, stats
@@ -29,6 +39,37 @@
 namespace hetgraph::nn {
 
 enum class Mode { train, infer };
+
+/// How a weight's initial values are drawn from its fan-in and fan-out, as PyTorch's nn.init:
+/// Glorot/Xavier keeps the variance of activations and gradients through linear, tanh and
+/// sigmoid layers (variance 2 / (fan_in + fan_out)), He/Kaiming through relu layers (variance
+/// 2 / fan_in); each uniform (on [-a, a], a = sqrt(3 variance)) or normal (mean 0).
+enum class Init { xavier_uniform, xavier_normal, he_uniform, he_normal };
+
+/// The Initializer for a weight with these fans, drawing from `seed`; UsageError for a fan
+/// below 1.
+///   g.variable("W", {256, 64}, nn::initializer(nn::Init::he_normal, 256, 64, /*seed=*/7));
+Initializer initializer(Init kind, std::int64_t fan_in, std::int64_t fan_out, std::uint64_t seed);
+
+/// A fully connected layer: y = x W + b with W [in, out] and b [out], x [..., in] of rank 2 or
+/// 3 (PyTorch's nn.Linear computes the same from its W^T). The weight is drawn by `init`; the
+/// bias starts at zero (none with `bias` false). Variables <name>.weight and <name>.bias; seed
+/// 0 draws from the name's hash, so layers of different names differ and a rebuilt graph draws
+/// the same weights.
+struct Linear {
+  Node weight, bias;  // bias invalid without one
+  std::int64_t in_features = 0, out_features = 0;
+
+  /// UsageError for a size below 1, naming the layer.
+  static Linear create(Graph& g, const std::string& name, std::int64_t in_features,
+                       std::int64_t out_features, Init init = Init::xavier_uniform,
+                       std::uint64_t seed = 0, bool bias = true);
+  /// x's last dim must be in_features: otherwise a ShapeError at compile time naming the
+  /// product.
+  Node operator()(Node x) const;
+  /// The trainable parameters: weight and (where there is one) bias.
+  std::vector<Node> parameters() const;
+};
 
 /// Output of a normalisation layer: the normalised value, and in training mode the node that
 /// updates the running statistics (a group of assigns; fetch it with the training step).

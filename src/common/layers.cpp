@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Normalisation layers as compositions of graph ops (see include/hetgraph/layers.hpp).
+// Fully connected and normalisation layers as compositions of graph ops (see
+// include/hetgraph/layers.hpp).
 #include "hetgraph/layers.hpp"
 
+#include <cmath>
 #include <string>
 
 #include "compiler/dropout_mask.hpp"
@@ -30,6 +32,58 @@ void require_node(Node x, const char* what) {
 }
 
 }  // namespace
+
+Initializer initializer(Init kind, std::int64_t fan_in, std::int64_t fan_out, std::uint64_t seed) {
+  if (fan_in < 1 || fan_out < 1)
+    throw UsageError("initializer: fan-in and fan-out must be >= 1, got " + std::to_string(fan_in) +
+                     " and " + std::to_string(fan_out));
+  const bool he = kind == Init::he_uniform || kind == Init::he_normal;
+  const double variance =
+      he ? 2.0 / static_cast<double>(fan_in) : 2.0 / static_cast<double>(fan_in + fan_out);
+  if (kind == Init::xavier_uniform || kind == Init::he_uniform) {
+    const auto a = static_cast<float>(std::sqrt(3.0 * variance));
+    return Initializer::uniform(-a, a, seed);
+  }
+  return Initializer::normal(0.0f, static_cast<float>(std::sqrt(variance)), seed);
+}
+
+namespace {
+
+// FNV-1a of the name: a seed that is the same in every process and differs between layers.
+std::uint64_t name_seed(const std::string& name) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h == 0 ? 1 : h;
+}
+
+}  // namespace
+
+Linear Linear::create(Graph& g, const std::string& name, std::int64_t in_features,
+                      std::int64_t out_features, Init init, std::uint64_t seed, bool bias) {
+  if (in_features < 1 || out_features < 1)
+    throw UsageError("linear layer '" + name + "': in and out features must be >= 1, got " +
+                     std::to_string(in_features) + " and " + std::to_string(out_features));
+  Linear l;
+  l.weight =
+      g.variable(name + ".weight", {in_features, out_features},
+                 initializer(init, in_features, out_features, seed != 0 ? seed : name_seed(name)));
+  if (bias) l.bias = g.variable(name + ".bias", {out_features});
+  l.in_features = in_features;
+  l.out_features = out_features;
+  return l;
+}
+
+Node Linear::operator()(Node x) const {
+  require_node(x, "linear layer");
+  if (!weight.valid()) throw UsageError("linear layer: not created (use Linear::create)");
+  const Node y = matmul(x, weight);
+  return bias.valid() ? y + bias : y;
+}
+
+std::vector<Node> Linear::parameters() const {
+  if (bias.valid()) return {weight, bias};
+  return {weight};
+}
 
 BatchNorm BatchNorm::create(Graph& g, const std::string& name, std::int64_t channels, int rank,
                             float momentum, float eps) {
