@@ -223,6 +223,12 @@ TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
   EXPECT_NEAR(field(got_adam, "final_loss"), field(want_adam, "final_loss"),
               1e-5 * field(want_adam, "final_loss"));
   EXPECT_EQ(field(got_adam, "test_accuracy"), field(want_adam, "test_accuracy"));
+  // Without a launcher MPI makes a world of one: the run trains alone and says so.
+  const Result alone =
+      run("--data " + dir.string() + " --epochs 1 --lr 0.5 --batch 100 --data-parallel");
+  ASSERT_EQ(alone.status, 0) << alone.err;
+  EXPECT_NE(alone.err.find("--data-parallel with one process"), std::string::npos) << alone.err;
+  EXPECT_EQ(single.err.find("--data-parallel with one process"), std::string::npos);
   // A global batch the ranks cannot share equally: every rank refuses, naming the flag.
   const Result bad = run(base + " --batch 98 --data-parallel", "-np 4");
   EXPECT_NE(bad.status, 0);

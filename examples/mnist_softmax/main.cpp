@@ -273,6 +273,13 @@ int main(int argc, char** argv) {
   return hetgraph::cli::run_main(parser, argc, argv, [&] {
     namespace dist = hetgraph::distributed;
     const dist::Communicator comm = args.data_parallel ? dist::world() : dist::Communicator::self();
+    // Started without a launcher, MPI makes a world of one: say so instead of training alone
+    // in silence.
+    if (args.data_parallel && comm.size() == 1)
+      std::fputs(
+          "mnist_softmax: --data-parallel with one process: this run trains alone; start "
+          "it under an MPI launcher (mpirun -np P ...) to share each batch among P\n",
+          stderr);
     try {
       return run(args, comm);
     } catch (const std::exception& e) {
