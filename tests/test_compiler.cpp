@@ -41,6 +41,43 @@ std::shared_ptr<const Plan> plan_of(const Graph& g, const InputShapes& shapes,
   return plan_with(g, shapes, fetches, o);
 }
 
+// Graph::summary and Graph::to_dot describe a graph before it is compiled: counts, every
+// variable with its shape, parameters in all; a DOT node per graph node and an edge per input,
+// names with quotes escaped.
+TEST(GraphPrint, SummaryAndDotDescribeTheGraphBeforeCompiling) {
+  Graph g;
+  Node x = g.input("x");
+  Node w = g.variable("fc.weight", {784, 10});
+  Node b = g.variable("fc.bias", {10});
+  Node y = softmax(add(matmul(x, w), b), -1).named("say \"hi\"");
+  Node z = relu(add(y, g.constant(1.0f)));
+  const std::string s = g.summary();
+  EXPECT_NE(s.find("graph: 9 nodes (1 input, 2 variables, 1 constant, 5 ops)"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("variables: 2, 7850 elements"), std::string::npos) << s;
+  EXPECT_NE(s.find("fc.weight  [784, 10]  7840"), std::string::npos) << s;
+  EXPECT_NE(s.find("fc.bias  [10]  10"), std::string::npos) << s;
+  EXPECT_NE(s.find("ops: add 2, matmul 1, relu 1, softmax 1"), std::string::npos) << s;
+  const std::string d = g.to_dot();
+  EXPECT_EQ(d.rfind("digraph hetgraph {", 0), 0u) << d;
+  EXPECT_NE(d.find("[label=\"fc.weight\\nvariable [784, 10]\""), std::string::npos) << d;
+  EXPECT_NE(d.find("say \\\"hi\\\"\\nsoftmax"), std::string::npos) << d;
+  EXPECT_NE(d.find("  n" + std::to_string(w.id()) + " -> n"), std::string::npos) << d;
+  // An edge per input: matmul 2, add 2, softmax 1, add 2, relu 1.
+  std::size_t edges = 0;
+  for (std::size_t at = d.find(" -> "); at != std::string::npos; at = d.find(" -> ", at + 1))
+    ++edges;
+  EXPECT_EQ(edges, 8u) << d;
+  EXPECT_EQ(z.op_name(), "relu");
+  // The compiled plan's: the product, the bias add and (with fusion) fewer nodes.
+  CompiledGraph cg = GraphCompiler(Platform::cpu()).compile(g, {{"x", {2, 784}}}, {z});
+  const std::string pd = cg.to_dot();
+  EXPECT_EQ(pd.rfind("digraph plan {", 0), 0u) << pd;
+  EXPECT_NE(pd.find("fused_matmul [2, 10]"), std::string::npos) << pd;
+  EXPECT_NE(pd.find("softmax [2, 10]"), std::string::npos) << pd;
+  EXPECT_EQ(pd.find("\\nmatmul "), std::string::npos) << "the product is fused: " << pd;
+}
+
 TEST(Prune, KeepsOnlyWhatFetchesNeed) {
   Graph g;
   auto x = g.input("x");

@@ -671,6 +671,11 @@ class CompiledGraph {
   Shape shape(Node n) const;
   /// Name of the kernel implementation chosen for a node (e.g. "dnnl_matmul").
   std::string kernel_name(Node n) const;
+  /// The compiled plan in Graphviz's DOT language: a node per node that runs or holds memory
+  /// after the passes (its name or #index, op, shape and kernel; nodes fused into another
+  /// are left out), an edge per input. Beside Graph::to_dot, it shows what the rewrites made.
+  ///   std::ofstream("plan.dot") << cg.to_dot();
+  std::string to_dot() const;
   const CompileReport& report() const;
   std::size_t planned_bytes() const { return report().planned_bytes; }
   std::size_t naive_bytes() const { return report().naive_bytes; }

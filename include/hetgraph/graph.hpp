@@ -97,6 +97,19 @@ class Graph {
   /// The node with this user name; throws GraphError when there is none.
   Node find(std::string_view name) const;
 
+  /// What the graph holds, before it is compiled: node counts (inputs, variables, constants,
+  /// ops by kind), every variable with its shape and element count, and the parameters in
+  /// all (input shapes are known only at compile time).
+  ///   std::cout << g.summary();
+  ///   // graph: 7 nodes (1 input, 2 variables, 0 constants, 4 ops)
+  ///   // variables: 2, 7850 elements (30.7 KiB as float)
+  ///   //   fc.weight  [784, 10]  7840 ...
+  std::string summary() const;
+  /// The graph in Graphviz's DOT language: a node per graph node (its name or #id and its op;
+  /// variables and constants with their shapes), an edge per input, in creation order.
+  ///   std::ofstream("model.dot") << g.to_dot();   // then: dot -Tsvg model.dot -o model.svg
+  std::string to_dot() const;
+
   /// The graph's records: opaque, the library's own (src/compiler/graph_impl.hpp defines it
   /// and how the library reaches a graph's).
   struct Impl;

@@ -2,6 +2,7 @@
 // The public GraphCompiler / CompiledGraph / Platform over the internal Backend and Executable.
 #include <chrono>
 #include <new>
+#include <sstream>
 
 #include "common/executable.hpp"
 #include "compiler/graph_impl.hpp"
@@ -298,6 +299,35 @@ Shape CompiledGraph::shape(Node n) const {
 std::string CompiledGraph::kernel_name(Node n) const {
   const Executable& e = live("kernel_name");
   return e.kernel_name(e.plan().index(n, "kernel_name"));
+}
+std::string CompiledGraph::to_dot() const {
+  const Executable& e = live("to_dot");
+  const detail::Plan& p = e.plan();
+  auto escaped = [](const std::string& t) {
+    std::string out;
+    for (const char c : t) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out;
+  };
+  std::ostringstream os;
+  os << "digraph plan {\n  node [shape=box, fontname=\"monospace\"];\n";
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    const detail::PlanNode& n = p.nodes[i];
+    if (n.storage == detail::Storage::None) continue;  // fused into another node
+    const std::string name = n.name.empty() ? "#" + std::to_string(i) : n.name;
+    os << "  n" << i << " [label=\"" << escaped(name) << "\\n"
+       << detail::op_name(n.op) << " " << n.type.shape.str();
+    if (n.storage == detail::Storage::Computed) os << "\\n" << escaped(e.kernel_name(i));
+    os << "\"];\n";
+  }
+  for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+    if (p.nodes[i].storage == detail::Storage::None) continue;
+    for (const std::uint32_t in : p.nodes[i].inputs) os << "  n" << in << " -> n" << i << ";\n";
+  }
+  os << "}\n";
+  return os.str();
 }
 const CompileReport& CompiledGraph::report() const {
   return live("report").report();

@@ -4,6 +4,9 @@
 // in shape inference (compile time), where input shapes are known.
 #include <algorithm>
 #include <atomic>
+#include <iomanip>
+#include <map>
+#include <sstream>
 
 #include "compiler/graph_impl.hpp"
 #include "hetgraph/error.hpp"
@@ -292,6 +295,90 @@ Node Graph::find(std::string_view name) const {
   if (it == detail::impl_of(*this).by_name.end())
     throw GraphError("no node named '" + std::string(name) + "'");
   return detail::impl_of(*this).handle(it->second);
+}
+
+namespace {
+
+// A DOT double-quoted string's contents: quotes and backslashes escaped, newlines as \n.
+std::string dot_escaped(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Graph::summary() const {
+  const auto& g = detail::impl_of(*this);
+  std::map<std::string_view, int> ops;
+  int inputs = 0, variables = 0, constants = 0;
+  std::int64_t elements = 0;
+  std::ostringstream vars;
+  for (std::uint32_t i = 0; i < g.nodes.size(); ++i) {
+    const detail::NodeRec& n = g.nodes[i];
+    if (n.op == detail::OpKind::Input) {
+      ++inputs;
+    } else if (n.op == detail::OpKind::Variable) {
+      ++variables;
+      elements += n.shape.numel();
+      vars << "  " << (n.name.empty() ? "#" + std::to_string(i) : n.name) << "  " << n.shape.str()
+           << "  " << n.shape.numel() << "\n";
+    } else if (n.op == detail::OpKind::Constant) {
+      ++constants;
+    } else {
+      ++ops[detail::op_name(n.op)];
+    }
+  }
+  int op_count = 0;
+  for (const auto& [name, count] : ops) op_count += count;
+  std::ostringstream os;
+  os << "graph: " << g.nodes.size() << " nodes (" << inputs
+     << (inputs == 1 ? " input, " : " inputs, ") << variables
+     << (variables == 1 ? " variable, " : " variables, ") << constants
+     << (constants == 1 ? " constant, " : " constants, ") << op_count
+     << (op_count == 1 ? " op)\n" : " ops)\n");
+  os << "variables: " << variables << ", " << elements << " elements (" << std::fixed
+     << std::setprecision(1) << static_cast<double>(elements) * 4.0 / 1024.0 << " KiB as float)\n"
+     << vars.str();
+  if (!ops.empty()) {
+    os << "ops:";
+    const char* sep = " ";
+    for (const auto& [name, count] : ops) {
+      os << sep << name << " " << count;
+      sep = ", ";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string Graph::to_dot() const {
+  const auto& g = detail::impl_of(*this);
+  std::ostringstream os;
+  os << "digraph hetgraph {\n  node [shape=box, fontname=\"monospace\"];\n";
+  for (std::uint32_t i = 0; i < g.nodes.size(); ++i) {
+    const detail::NodeRec& n = g.nodes[i];
+    std::string label = n.name.empty() ? "#" + std::to_string(i) : n.name;
+    label += "\n" + std::string(detail::op_name(n.op));
+    if (n.op == detail::OpKind::Variable || n.op == detail::OpKind::Constant)
+      label += " " + n.shape.str();
+    os << "  n" << i << " [label=\"" << dot_escaped(label) << "\"";
+    if (n.op == detail::OpKind::Input) os << ", shape=ellipse";
+    if (n.op == detail::OpKind::Variable) os << ", style=filled, fillcolor=\"#e8f0fe\"";
+    os << "];\n";
+  }
+  for (std::uint32_t i = 0; i < g.nodes.size(); ++i) {
+    for (const std::uint32_t in : g.nodes[i].inputs) os << "  n" << in << " -> n" << i << ";\n";
+  }
+  os << "}\n";
+  return os.str();
 }
 
 }  // namespace hetgraph
