@@ -78,8 +78,8 @@ UNARY(hard_swish_f32, v * fmin(fmax((1.0f / 6.0f) * v + 0.5f, 0.0f), 1.0f))
 // clang-format on
 
 // Binary ops in two forms: _ff for two full operands of the output's shape (contiguous), _bc
-// for broadcasting through a collapsed 4-d stride plan (d: output dims, sa/sb: element strides
-// of the operands, 0 along broadcast dims; leading unused dims are 1).
+// for broadcasting through a collapsed stride plan of up to 8 dims (d: output dims, sa/sb:
+// element strides of the operands, 0 along broadcast dims; leading unused dims are 1).
 // The pair of kernels FF and BC with T operands and a TO result.
 #define BINARY_PAIR(FF, BC, T, TO, expr)                                                      \
   kernel void FF(global const T* A, global const T* B, global TO* out, const int n,          \
@@ -90,18 +90,11 @@ UNARY(hard_swish_f32, v * fmin(fmax((1.0f / 6.0f) * v + 0.5f, 0.0f), 1.0f))
     }                                                                                        \
   }                                                                                          \
   kernel void BC(global const T* A, global const T* B, global TO* out, const int n,          \
-                 const int4 d, const int4 sa, const int4 sb, const float alpha,              \
+                 const int8 d, const int8 sa, const int8 sb, const float alpha,              \
                  const float beta) {                                                         \
     FOR_EACH(i, n) {                                                                         \
-      int r = (int)i;                                                                        \
-      const int i3 = r % d.w;                                                                \
-      r /= d.w;                                                                              \
-      const int i2 = r % d.z;                                                                \
-      r /= d.z;                                                                              \
-      const int i1 = r % d.y;                                                                \
-      const int i0 = r / d.y;                                                                \
-      const T a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                          \
-      const T b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                          \
+      const int2 o = offset8x2((int)i, d, sa, sb);                                           \
+      const T a = A[o.x], b = B[o.y];                                                        \
       out[i] = (expr);                                                                       \
     }                                                                                        \
   }
@@ -180,19 +173,13 @@ TYPED_BINARY(mod, int, int, b == 0 || b == -1 ? 0 : (a % b != 0 && (a % b < 0) !
     }                                                                                           \
   }                                                                                             \
   kernel void name##_bc(global const TC* C, global const TA* A, global const TB* B,             \
-                        global TO* out, const int n, const int4 d, const int4 sc, const int4 sa, \
-                        const int4 sb, const float alpha, const float beta, const int sel) {    \
+                        global TO* out, const int n, const int8 d, const int8 sc, const int8 sa, \
+                        const int8 sb, const float alpha, const float beta, const int sel) {    \
     FOR_EACH(i, n) {                                                                            \
-      int r = (int)i;                                                                           \
-      const int i3 = r % d.w;                                                                   \
-      r /= d.w;                                                                                 \
-      const int i2 = r % d.z;                                                                   \
-      r /= d.z;                                                                                 \
-      const int i1 = r % d.y;                                                                   \
-      const int i0 = r / d.y;                                                                   \
-      const TC c = C[i0 * sc.x + i1 * sc.y + i2 * sc.z + i3 * sc.w];                            \
-      const TA a = A[i0 * sa.x + i1 * sa.y + i2 * sa.z + i3 * sa.w];                            \
-      const TB b = B[i0 * sb.x + i1 * sb.y + i2 * sb.z + i3 * sb.w];                            \
+      const int3 o = offset8x3((int)i, d, sc, sa, sb);                                          \
+      const TC c = C[o.x];                                                                      \
+      const TA a = A[o.y];                                                                      \
+      const TB b = B[o.z];                                                                      \
       out[i] = (expr);                                                                          \
     }                                                                                           \
   }

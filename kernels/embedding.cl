@@ -152,16 +152,22 @@ kernel void gather_grad(global const float* g, global const int* ids, global flo
 }
 
 // ---- gather_elements / scatter_elements: the data (dims xd) and the indices (dims id) right-
-// aligned into 4 dims, one index per element, in [-n, n) for the data's size n along `axis`.
+// aligned into 8 dims, one index per element, in [-n, n) for the data's size n along `axis`.
 // Each work-item computes one element from the indices of its line in index order (the CPU's
 // order, no atomics); an index outside is recorded (the lowest position) in the run's status
 // slot and never read through.
 
+// Component a of v.
+inline int dim8(const int8 v, int a) {
+  const int d[8] = DIMS8(v);
+  return d[a];
+}
+
 // The data offset that index position p reaches with index j (in range).
-inline int elements_offset(int p, int j, int4 xd4, int4 id4, int axis) {
-  const int xd[4] = {xd4.s0, xd4.s1, xd4.s2, xd4.s3}, id[4] = {id4.s0, id4.s1, id4.s2, id4.s3};
+inline int elements_offset(int p, int j, int8 xd8, int8 id8, int axis) {
+  const int xd[8] = DIMS8(xd8), id[8] = DIMS8(id8);
   int off = 0, stride = 1;
-  for (int d = 3; d >= 0; --d) {
+  for (int d = 7; d >= 0; --d) {
     const int c = d == axis ? (j < 0 ? j + xd[d] : j) : p % id[d];
     p /= id[d];
     off += c * stride;
@@ -172,11 +178,11 @@ inline int elements_offset(int p, int j, int4 xd4, int4 id4, int axis) {
 
 // The line of data element e: the indices' offset of its first index (-1 when no indices
 // reach e's line), its position along the axis, and the indices' stride along the axis.
-inline int elements_line(int e, int4 xd4, int4 id4, int axis, int* pos, int* step) {
-  const int xd[4] = {xd4.s0, xd4.s1, xd4.s2, xd4.s3}, id[4] = {id4.s0, id4.s1, id4.s2, id4.s3};
+inline int elements_line(int e, int8 xd8, int8 id8, int axis, int* pos, int* step) {
+  const int xd[8] = DIMS8(xd8), id[8] = DIMS8(id8);
   int off = 0, stride = 1;
   bool reached = true;
-  for (int d = 3; d >= 0; --d) {
+  for (int d = 7; d >= 0; --d) {
     const int c = e % xd[d];
     e /= xd[d];
     if (d == axis) {
@@ -193,9 +199,9 @@ inline int elements_line(int e, int4 xd4, int4 id4, int axis, int* pos, int* ste
 
 // out[p] = x[p with p[axis] = ids[p]], as 32-bit words (float or int32 data)
 kernel void gather_elements_fwd(global const uint* x, global const int* ids, global uint* out,
-                                const int count, const int4 xd, const int4 id, const int axis,
+                                const int count, const int8 xd, const int8 id, const int axis,
                                 global int* err, const int slot) {
-  const int n = axis == 0 ? xd.s0 : axis == 1 ? xd.s1 : axis == 2 ? xd.s2 : xd.s3;
+  const int n = dim8(xd, axis);
   FOR_EACH(p, count) {
     const int j = ids[p];
     if (j < -n || j >= n) {
@@ -209,10 +215,10 @@ kernel void gather_elements_fwd(global const uint* x, global const int* ids, glo
 
 // dx[e] = the sum, in index order from zero, of g over the indices of e's line that reach e.
 kernel void gather_elements_grad(global const float* g, global const int* ids, global float* out,
-                                 const int total, const int4 xd, const int4 id, const int axis,
+                                 const int total, const int8 xd, const int8 id, const int axis,
                                  global int* err, const int slot) {
-  const int n = axis == 0 ? xd.s0 : axis == 1 ? xd.s1 : axis == 2 ? xd.s2 : xd.s3;
-  const int m = axis == 0 ? id.s0 : axis == 1 ? id.s1 : axis == 2 ? id.s2 : id.s3;
+  const int n = dim8(xd, axis);
+  const int m = dim8(id, axis);
   FOR_EACH(e, total) {
     int pos = 0, step = 1;
     const int base = elements_line((int)e, xd, id, axis, &pos, &step);
@@ -233,10 +239,10 @@ kernel void gather_elements_grad(global const float* g, global const int* ids, g
 // order: red 0 replaces (the last one wins), 1 adds, 2 multiplies. out may be data's buffer.
 #define SCATTER_ELEMENTS(NAME, T)                                                               \
   kernel void NAME(global const T* data, global const int* ids, global const T* upd,            \
-                   global T* out, const int total, const int4 xd, const int4 id, const int axis, \
+                   global T* out, const int total, const int8 xd, const int8 id, const int axis, \
                    const int red, global int* err, const int slot) {                            \
-    const int n = axis == 0 ? xd.s0 : axis == 1 ? xd.s1 : axis == 2 ? xd.s2 : xd.s3;            \
-    const int m = axis == 0 ? id.s0 : axis == 1 ? id.s1 : axis == 2 ? id.s2 : id.s3;            \
+    const int n = dim8(xd, axis);                                                               \
+    const int m = dim8(id, axis);                                                               \
     FOR_EACH(e, total) {                                                                        \
       int pos = 0, step = 1;                                                                    \
       const int base = elements_line((int)e, xd, id, axis, &pos, &step);                        \

@@ -27,18 +27,9 @@ kernel void slice_grad(global const float* g, global float* out, const int total
 
 // Transpose through permuted strides: output dims od (row-major, leading unused dims 1), and
 // the input stride of each output dim in is.
-kernel void transpose4(global const uint* x, global uint* y, const int total, const int4 od,
-                       const int4 is) {
-  FOR_EACH(i, total) {
-    int r = (int)i;
-    const int i3 = r % od.w;
-    r /= od.w;
-    const int i2 = r % od.z;
-    r /= od.z;
-    const int i1 = r % od.y;
-    const int i0 = r / od.y;
-    y[i] = x[i0 * is.x + i1 * is.y + i2 * is.z + i3 * is.w];
-  }
+kernel void transpose_n(global const uint* x, global uint* y, const int total, const int8 od,
+                        const int8 is) {
+  FOR_EACH(i, total) y[i] = x[offset8((int)i, od, is)];
 }
 
 // Every element set to v (the zeros under slice_grad_n's pieces).
@@ -46,19 +37,12 @@ kernel void fill_f32(global float* out, const int total, const float v) {
   FOR_EACH(i, total) out[i] = v;
 }
 
-// strided_slice: y[i] = x[base + the 4-d index of i through the strides is] (is may be
+// strided_slice: y[i] = x[base + the index of i through the strides is] (is may be
 // negative: a reversed axis); with `place`, the other way round into a zeroed x.
 kernel void strided_copy(global const uint* src, global uint* dst, const int total,
-                         const int base, const int4 od, const int4 is, const int place) {
+                         const int base, const int8 od, const int8 is, const int place) {
   FOR_EACH(i, total) {
-    int r = (int)i;
-    const int i3 = r % od.w;
-    r /= od.w;
-    const int i2 = r % od.z;
-    r /= od.z;
-    const int i1 = r % od.y;
-    const int i0 = r / od.y;
-    const int at = base + i0 * is.x + i1 * is.y + i2 * is.z + i3 * is.w;
+    const int at = base + offset8((int)i, od, is);
     if (place)
       dst[at] = src[i];
     else

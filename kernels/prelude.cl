@@ -13,6 +13,42 @@
 #define FOR_EACH(i, n) for (uint i = get_global_id(0); i < (uint)(n); i += get_global_size(0))
 #define FOR_EACH_GROUP(t, n) for (uint t = get_group_id(0); t < (uint)(n); t += get_num_groups(0))
 
+// Index geometries of rank up to 8 (compiler/geometry.hpp): dims d and element strides s
+// right-aligned into an int8, leading dims 1. DIMS8 spreads one into an array for runtime
+// indexing. offset8 is the offset of flat (row-major) index i, innermost dim first; once the
+// index is used up the leading dims add nothing, so a rank-2 plan pays for two dims only.
+#define DIMS8(v) {v.s0, v.s1, v.s2, v.s3, v.s4, v.s5, v.s6, v.s7}
+inline int offset8(int i, const int8 d, const int8 s) {
+  const int dd[8] = DIMS8(d), ss[8] = DIMS8(s);
+  int o = 0;
+  for (int k = 7; k >= 0 && i > 0; --k) {
+    o += (i % dd[k]) * ss[k];
+    i /= dd[k];
+  }
+  return o;
+}
+// The same index's offsets in two and in three operands (broadcast plans).
+inline int2 offset8x2(int i, const int8 d, const int8 sa, const int8 sb) {
+  const int dd[8] = DIMS8(d), a[8] = DIMS8(sa), b[8] = DIMS8(sb);
+  int2 o = (int2)(0, 0);
+  for (int k = 7; k >= 0 && i > 0; --k) {
+    const int c = i % dd[k];
+    o += (int2)(c * a[k], c * b[k]);
+    i /= dd[k];
+  }
+  return o;
+}
+inline int3 offset8x3(int i, const int8 d, const int8 sa, const int8 sb, const int8 sc) {
+  const int dd[8] = DIMS8(d), a[8] = DIMS8(sa), b[8] = DIMS8(sb), e[8] = DIMS8(sc);
+  int3 o = (int3)(0, 0, 0);
+  for (int k = 7; k >= 0 && i > 0; --k) {
+    const int c = i % dd[k];
+    o += (int3)(c * a[k], c * b[k], c * e[k]);
+    i /= dd[k];
+  }
+  return o;
+}
+
 // Sparse row updates (embedding.cl, optimizer.cl). Lookup i owns row ids[i] when no earlier
 // lookup has it, so no two work-items write one row. The owner sums the row's gradients in
 // lookup order from zero (the dense scatter-add's order, so its bits); lookup j's gradient row

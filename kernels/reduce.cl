@@ -2,11 +2,11 @@
 // Reductions (sum, mean, max over any set of axes, and sum_to for gradients of broadcasts),
 // the broadcast-back kernels of their gradients, argmax / argmin and top_k.
 //
-// A reduction sees its input through two collapsed 4-d index spaces: kept dims (kd, strides
-// ks), whose linear index is the output element, and reduced dims (rd, strides rs), whose
-// linear index r runs over the values combined into it. Leading unused dims are 1. The range
-// of r may be split into `parts` chunks, giving n_out * parts tasks (task t: output t % n_out,
-// part t / n_out) whose results reduce_parts_* combines.
+// A reduction sees its input through two collapsed index spaces of up to 8 dims: kept dims
+// (kd, strides ks), whose linear index is the output element, and reduced dims (rd, strides
+// rs), whose linear index r runs over the values combined into it. Leading unused dims are 1.
+// The range of r may be split into `parts` chunks, giving n_out * parts tasks (task t: output
+// t % n_out, part t / n_out) whose results reduce_parts_* combines.
 //   reduce_cols_*: a work-item per task; adjacent work-items read adjacent addresses when the
 //                  innermost input dim is kept (coalesced).
 //   reduce_rows_*: a work-group per task when the innermost dim is reduced: its work-items
@@ -17,16 +17,6 @@
 
 #define MAX_WG 256  // the host never launches reduce_rows_* with larger work-groups
 
-inline int offset4(int i, const int4 d, const int4 s) {
-  const int i3 = i % d.w;
-  i /= d.w;
-  const int i2 = i % d.z;
-  i /= d.z;
-  const int i1 = i % d.y;
-  const int i0 = i / d.y;
-  return i0 * s.x + i1 * s.y + i2 * s.z + i3 * s.w;
-}
-
 #define SUM_OP(a, b) ((a) + (b))
 // NaN-propagating (fmax would drop a NaN): a reduced line holding a NaN gives NaN.
 #define MAX_OP(a, b) ((b) > (a) || isnan(b) ? (b) : (a))
@@ -34,39 +24,39 @@ inline int offset4(int i, const int4 d, const int4 s) {
 // clang-format off
 #define REDUCE(NAME, IDENT, OP)                                                                   \
   kernel void reduce_cols_##NAME(global const float* x, global float* out, const int n_out,      \
-                                 const int4 kd, const int4 ks, const int4 rd, const int4 rs,     \
+                                 const int8 kd, const int8 ks, const int8 rd, const int8 rs,     \
                                  const int R, const int chunk, const int parts,                  \
                                  const float scale) {                                            \
-    const bool single = rd.x == 1 && rd.y == 1 && rd.z == 1;                                     \
+    const bool single = rd.s0 * rd.s1 * rd.s2 * rd.s3 * rd.s4 * rd.s5 * rd.s6 == 1;            \
     FOR_EACH(t, n_out * parts) {                                                                 \
       const int o = (int)t % n_out, p = (int)t / n_out;                                          \
-      const int base = offset4(o, kd, ks);                                                       \
+      const int base = offset8(o, kd, ks);                                                       \
       const int r0 = p * chunk, r1 = min(R, r0 + chunk);                                         \
       float acc = IDENT;                                                                         \
       if (single) {                                                                              \
-        for (int r = r0; r < r1; ++r) acc = OP(acc, x[base + r * rs.w]);                         \
+        for (int r = r0; r < r1; ++r) acc = OP(acc, x[base + r * rs.s7]);                         \
       } else {                                                                                   \
-        for (int r = r0; r < r1; ++r) acc = OP(acc, x[base + offset4(r, rd, rs)]);               \
+        for (int r = r0; r < r1; ++r) acc = OP(acc, x[base + offset8(r, rd, rs)]);               \
       }                                                                                          \
       out[t] = acc * scale;                                                                      \
     }                                                                                            \
   }                                                                                              \
   kernel void reduce_rows_##NAME(global const float* x, global float* out, const int n_out,      \
-                                 const int4 kd, const int4 ks, const int4 rd, const int4 rs,     \
+                                 const int8 kd, const int8 ks, const int8 rd, const int8 rs,     \
                                  const int R, const int chunk, const int parts,                  \
                                  const float scale) {                                            \
     local float tmp[MAX_WG];                                                                     \
     const int l = get_local_id(0), L = get_local_size(0);                                        \
-    const bool single = rd.x == 1 && rd.y == 1 && rd.z == 1;                                     \
+    const bool single = rd.s0 * rd.s1 * rd.s2 * rd.s3 * rd.s4 * rd.s5 * rd.s6 == 1;            \
     FOR_EACH_GROUP(t, n_out * parts) {                                                           \
       const int o = (int)t % n_out, p = (int)t / n_out;                                          \
-      const int base = offset4(o, kd, ks);                                                       \
+      const int base = offset8(o, kd, ks);                                                       \
       const int r0 = p * chunk, r1 = min(R, r0 + chunk);                                         \
       float acc = IDENT;                                                                         \
       if (single) {                                                                              \
-        for (int r = r0 + l; r < r1; r += L) acc = OP(acc, x[base + r * rs.w]);                  \
+        for (int r = r0 + l; r < r1; r += L) acc = OP(acc, x[base + r * rs.s7]);                  \
       } else {                                                                                   \
-        for (int r = r0 + l; r < r1; r += L) acc = OP(acc, x[base + offset4(r, rd, rs)]);        \
+        for (int r = r0 + l; r < r1; r += L) acc = OP(acc, x[base + offset8(r, rd, rs)]);        \
       }                                                                                          \
       tmp[l] = acc;                                                                              \
       barrier(CLK_LOCAL_MEM_FENCE);                                                              \

@@ -71,6 +71,89 @@ Builder binary(Node (*f)(Node, Node)) {
   return [f](Graph&, const F& x, const F&) { return f(x[0], x[1]); };
 }
 
+// ---- ranks 5 to 8 (Shape::kMaxRank): broadcasts whose dims alternate (nothing collapses),
+// transposes that do and do not merge into fewer dims, reductions, slices and gathers.
+void high_rank_rows(std::vector<Row>& r) {
+  const In h6a = uniform("a", {2, 1, 3, 1, 2, 1}, -1, 1, 90);
+  const In h6b = uniform("b", {1, 2, 1, 3, 1, 2}, -1, 1, 91);
+  const In h6 = uniform("x", {2, 3, 2, 2, 3, 2}, -1, 1, 92);
+  const In h5 = uniform("x", {3, 2, 4, 2, 3}, -1, 1, 93);
+  const In h7 = uniform("x", {2, 1, 2, 3, 1, 2, 2}, -1, 1, 94);
+  const In h8 = uniform("x", {2, 1, 3, 2, 2, 1, 2, 3}, -1, 1, 95);
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  const auto t6 = [](Graph&, const F& x, const F&) { return transpose(x[0], {5, 3, 1, 4, 2, 0}); };
+  const auto s5 = [](Graph&, const F& x, const F&) {
+    return strided_slice(x[0], {-1, 0, 1}, {kMin, kMax, kMax}, {0, 3, 4}, {-1, 2, 1});
+  };
+  const auto sum7 = [](Graph&, const F& x, const F&) { return reduce_sum(x[0], 3, true); };
+  r.push_back({{OpKind::Add}, "rank 6 add, alternating broadcasts", {h6a, h6b}, {}, binary(add)});
+  r.push_back({{OpKind::Mul},
+               "rank 8 mul",
+               {h8, uniform("y", {2, 1, 3, 2, 2, 1, 2, 3}, -1, 1, 96)},
+               {},
+               binary(mul)});
+  r.push_back({{OpKind::Where},
+               "rank 5 where",
+               {uniform("p", {1, 2, 1, 2, 1}, -1, 1, 97), uniform("q", {2, 1, 2, 1, 3}, -1, 1, 98)},
+               {{"c", {2, 1, 1, 1, 3}, {1, 0, 1, 0, 0, 1}}},
+               [](Graph&, const F& x, const F& i) { return where(i[0], x[0], x[1]); }});
+  r.push_back({{OpKind::Transpose}, "rank 6 transpose", {h6}, {}, t6});
+  r.push_back({{OpKind::Transpose},
+               "rank 8 transpose that merges to rank 3",
+               {h8},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 return transpose(x[0], {0, 1, 5, 6, 7, 2, 3, 4});
+               }});
+  r.push_back({{OpKind::ReduceSum}, "rank 7 reduce_sum", {h7}, {}, sum7});
+  r.push_back(
+      {{OpKind::ReduceMax}, "rank 8 reduce_max", {h8}, {}, [](Graph&, const F& x, const F&) {
+         return reduce_max(x[0], 6);
+       }});
+  r.push_back({{OpKind::StridedSlice}, "rank 5 strided_slice", {h5}, {}, s5});
+  r.push_back({{OpKind::Concat},
+               "rank 5 concat",
+               {h5, uniform("c", {3, 2, 1, 2, 3}, -1, 1, 99)},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 return concat({x[0], x[1]}, 2);
+               }});
+  r.push_back({{OpKind::Softmax}, "rank 5 softmax", {h5}, {}, [](Graph&, const F& x, const F&) {
+                 return softmax(x[0], 2);
+               }});
+  r.push_back({{OpKind::Reshape}, "rank 8 reshape", {h8}, {}, [](Graph&, const F& x, const F&) {
+                 return exp(reshape(x[0], {12, -1}));
+               }});
+  r.push_back({{OpKind::Gather},
+               "gather to rank 5",
+               {uniform("x", {2, 3, 4}, -1, 1, 100)},
+               {{"ids", {2, 2, 2}, {0, 2, -1, 1, 1, 0, 2, -3}}},
+               [](Graph&, const F& x, const F& i) { return gather(x[0], i[0], 1); }});
+  r.push_back({{OpKind::GatherElements},
+               "rank 5 gather_elements, smaller indices",
+               {h5},
+               {{"i", {2, 2, 3, 1, 2}, {3,  0, 1, 2,  2, 0, 1, 3, 3, 0, 0, 1,
+                                        -1, 2, 0, -4, 1, 1, 2, 3, 0, 0, 3, 1}}},
+               [](Graph&, const F& x, const F& i) { return gather_elements(x[0], i[0], 2); }});
+  const auto grad = [&](std::vector<OpKind> ops, std::string what, std::vector<In> in, Builder b,
+                        std::vector<int> wrt) {
+    r.push_back({std::move(ops),
+                 what + "'",
+                 std::move(in),
+                 {},
+                 std::move(b),
+                 std::move(wrt),
+                 {},
+                 1e-3,
+                 1e-4});
+  };
+  grad({OpKind::SumTo}, "rank 6 broadcast add", {h6a, h6b}, binary(add), {0, 1});
+  grad({OpKind::Transpose}, "rank 6 transpose", {h6}, t6, {0});
+  grad({OpKind::StridedSliceGrad}, "rank 5 strided_slice", {h5}, s5, {0});
+  grad({OpKind::Expand}, "rank 7 reduce_sum", {h7}, sum7, {0});
+}
+
 std::vector<Row> rows() {
   std::vector<Row> r;
   const In a = uniform("a", {3, 4}, -1, 1, 1), b = uniform("b", {4}, -1, 1, 2);
@@ -1042,6 +1125,7 @@ std::vector<Row> rows() {
   grad({OpKind::EmbeddingGrad}, "embedding", {uniform("t", {6, 3}, -1, 1, 26)},
        {{"ids", {4}, {5, 0, 5, 2}}},
        [](Graph&, const F& x, const F& i) { return embedding(x[0], i[0]); }, {0});
+  high_rank_rows(r);
   return r;
 }
 

@@ -108,6 +108,35 @@ TEST_P(Checkpoint, LoadsWhatAnotherPlatformSaved) {
   EXPECT_EQ(state(cpu), state(other));
 }
 
+// A rank-8 variable (Shape::kMaxRank) trains through a rank-8 broadcast, saves with its
+// velocity and loads into a new graph that then takes the same steps.
+TEST_P(Checkpoint, RankEightVariablesResumeBitwise) {
+  Graph g;
+  Node x = g.input("x");
+  Node v = g.variable("V", {2, 1, 3, 1, 2, 1, 1, 2}, Initializer::uniform(-1, 1, 5));
+  Node p = x * v;
+  Node loss = reduce_mean(p * p).named("loss");
+  Node step = sgd(loss, {v}, 0.1f, 0.9f);
+  const InputShapes shapes{{"x", {2, 2, 3, 2, 2, 1, 2, 2}}};
+  const std::vector<float> xs = testing_util::random_vec(192, 4);
+  auto compile = [&] { return GraphCompiler(GetParam().make()).compile(g, shapes, {loss, step}); };
+  auto train = [&](CompiledGraph& cg, int steps) {
+    for (int i = 0; i < steps; ++i) cg.run({{"x", xs}});
+  };
+  CompiledGraph a = compile();
+  train(a, 3);
+  const std::string path = temp_path("rank8-" + GetParam().name + ".ckpt");
+  a.save(path);
+  CompiledGraph b = compile();
+  b.load(path);
+  EXPECT_EQ(a.read("V"), b.read("V"));
+  EXPECT_EQ(a.read("V/velocity"), b.read("V/velocity"));
+  train(a, 2);
+  train(b, 2);
+  EXPECT_EQ(a.read("V"), b.read("V"));
+  EXPECT_EQ(a.read("loss"), b.read("loss"));
+}
+
 // Random training graphs with every optimizer rule (state variables of one, two or none per
 // variable; weight decay and gradient clipping on some): a graph loaded from a checkpoint taken
 // after a few steps takes the same next steps, bit for bit, as the one that saved it.

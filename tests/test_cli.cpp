@@ -394,7 +394,7 @@ TEST(Cli, HetgraphRunOptions) {
   EXPECT_EQ(o.shapes[0].second, (std::vector<std::int64_t>{1, 3, 8}));
   EXPECT_NO_THROW(hetgraph::tool::check_engine_flags(o));
   for (const char* args : {"", "m.onnx --input x=", "m.onnx --input =a", "m.onnx --shape z=1x0",
-                           "m.onnx --shape z=1xx2", "m.onnx --shape z=1x2x3x4x5",
+                           "m.onnx --shape z=1xx2", "m.onnx --shape z=1x2x3x4x5x1x1x1x1",
                            "m.onnx --repeat 0", "m.onnx --json --json"}) {
     hgrun::Options q;
     auto pq = hgrun::parser(q);

@@ -314,7 +314,7 @@ void run_case(const Case& c, Platforms& platforms, Result& r) {
         }
       }
     } catch (const hetgraph::DataError& e) {
-      // Test data hetgraph cannot hold (double, strings, rank 5, sequences, ...).
+      // Test data hetgraph cannot hold (double, strings, rank 9, sequences, ...).
       r.float_only = false;
       all({"unsupported", short_reason(e.what())});
       return;
@@ -506,8 +506,9 @@ void write_files(const std::vector<Result>& results, const Platforms& platforms,
           .push_back(&r);
   }
   f << "\n## Claimed ops: float32 node tests\n\nThe node tests of the ops hetgraph claims, with "
-       "float32 data (the goal: all pass on every platform). *out of scope*: tests that need rank "
-       "5 or more, empty tensors or training mode, which hetgraph does not have.\n\n| op | tests |";
+       "float32 data (the goal: all pass on every platform). *out of scope*: tests that need a "
+       "rank "
+       "above 8, empty tensors or training mode, which hetgraph does not have.\n\n| op | tests |";
   for (const auto& [p, c] : platforms.list) f << " " << p << " pass |";
   f << " not passing | out of scope |\n|---|---|";
   for (std::size_t i = 0; i < platforms.list.size(); ++i) f << "---|";

@@ -241,24 +241,37 @@ TEST(OnnxImport, CastsToNarrowIntegersTruncateAndWrap) {
   EXPECT_EQ(cg.read_i32(m.outputs[0]), (std::vector<std::int32_t>{1, 254}));
 }
 
-// Layout chains through ranks above 4, which hetgraph tensors cannot hold: ShuffleNet's channel
-// shuffle (Reshape to rank 5, Transpose, Reshape back) and PixelShuffle's rank 6 one, each one
+// Layout chains through high ranks: ShuffleNet's channel shuffle (Reshape to rank 5,
+// Transpose, Reshape back) and PixelShuffle's rank 6 one. At ranks hetgraph holds they are plain
+// reshapes and transposes (the transpose's geometry merges their dims back to rank 3 or 4). With
+// four more leading 1s (ranks 9 and 10, above Shape::kMaxRank) they go through views: one
 // transpose of rank 3 or 4 in the end (ImportOptions::views_as_transposes), or with it off one
-// gather of positions, with the same values; a value left at rank 5 is refused by name.
-TEST(OnnxImport, LayoutChainsThroughRanksAboveFour) {
-  Builder b(13);
-  b.input("x", {1, 6, 2, 2}).output("shuffled", {1, 6, 2, 2}).output("pixels", {1, 1, 4, 6});
-  b.ints("s5", {1, 2, 3, 2, 2}).ints("s4", {1, 6, 2, 2});
-  b.ints("p6", {1, 1, 2, 3, 2, 2}).ints("p4", {1, 1, 4, 6});
-  b.node("Reshape", {"x", "s5"}, {"g"});
-  Builder::attr(b.node("Transpose", {"g"}, {"gt"}), "perm",
-                std::vector<std::int64_t>{0, 2, 1, 3, 4});
-  b.node("Reshape", {"gt", "s4"}, {"shuffled"});
-  // [N, C, r1, r2, H, W] -> [N, C, H, r1, W, r2] -> [N, C, H r1, W r2] (r1 = 2, r2 = 3)
-  b.node("Reshape", {"x", "p6"}, {"p"});
-  Builder::attr(b.node("Transpose", {"p"}, {"pt"}), "perm",
-                std::vector<std::int64_t>{0, 1, 4, 2, 5, 3});
-  b.node("Reshape", {"pt", "p4"}, {"pixels"});
+// gather of positions, with the same values; a value left above the rank is refused by name.
+TEST(OnnxImport, LayoutChainsThroughHighRanks) {
+  const auto chain = [](std::int64_t lead) {
+    Builder b(13);
+    const auto ones = [&](std::vector<std::int64_t> d) {
+      d.insert(d.begin(), static_cast<std::size_t>(lead), 1);
+      return d;
+    };
+    const auto shifted = [&](std::vector<std::int64_t> p) {
+      std::vector<std::int64_t> o;
+      for (std::int64_t i = 0; i < lead; ++i) o.push_back(i);
+      for (const std::int64_t v : p) o.push_back(v + lead);
+      return o;
+    };
+    b.input("x", {1, 6, 2, 2}).output("shuffled", {1, 6, 2, 2}).output("pixels", {1, 1, 4, 6});
+    b.ints("s5", ones({1, 2, 3, 2, 2})).ints("s4", {1, 6, 2, 2});
+    b.ints("p6", ones({1, 1, 2, 3, 2, 2})).ints("p4", {1, 1, 4, 6});
+    b.node("Reshape", {"x", "s5"}, {"g"});
+    Builder::attr(b.node("Transpose", {"g"}, {"gt"}), "perm", shifted({0, 2, 1, 3, 4}));
+    b.node("Reshape", {"gt", "s4"}, {"shuffled"});
+    // [N, C, r1, r2, H, W] -> [N, C, H, r1, W, r2] -> [N, C, H r1, W r2] (r1 = 2, r2 = 3)
+    b.node("Reshape", {"x", "p6"}, {"p"});
+    Builder::attr(b.node("Transpose", {"p"}, {"pt"}), "perm", shifted({0, 1, 4, 2, 5, 3}));
+    b.node("Reshape", {"pt", "p4"}, {"pixels"});
+    return b;
+  };
   std::vector<float> x(24);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
   std::vector<float> shuffled, pixels(24);
@@ -278,22 +291,27 @@ TEST(OnnxImport, LayoutChainsThroughRanksAboveFour) {
       s.insert(std::string(mm.graph.node(i).op_name()));
     return s;
   };
-  for (const bool as_transposes : {true, false}) {
-    SCOPED_TRACE(as_transposes ? "views as transposes" : "views as gathers");
-    const ho::Model m = b.import({.views_as_transposes = as_transposes});
-    EXPECT_EQ(ops(m).count("transpose"), as_transposes ? 2u : 0u);
-    EXPECT_EQ(ops(m).count("gather"), as_transposes ? 0u : 2u);
-    run_everywhere(m, {{"x", x}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
-      EXPECT_EQ(cg.read(mm.outputs[0]), shuffled);
-      EXPECT_EQ(cg.read(mm.outputs[1]), pixels);
-    });
+  for (const std::int64_t lead : {0, 4}) {
+    for (const bool as_transposes : {true, false}) {
+      SCOPED_TRACE((lead == 0 ? "ranks 5 and 6, " : "ranks 9 and 10, ") +
+                   std::string(as_transposes ? "views as transposes" : "views as gathers"));
+      const ho::Model m = chain(lead).import({.views_as_transposes = as_transposes});
+      const bool transposes = lead == 0 || as_transposes;
+      EXPECT_EQ(ops(m).count("transpose"), transposes ? 2u : 0u);
+      EXPECT_EQ(ops(m).count("gather"), transposes ? 0u : 2u);
+      run_everywhere(m, {{"x", x}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
+        EXPECT_EQ(cg.read(mm.outputs[0]), shuffled);
+        EXPECT_EQ(cg.read(mm.outputs[1]), pixels);
+      });
+    }
   }
   Builder r(13);
-  r.input("x", {1, 6, 2, 2}).output("g", {1, 2, 3, 2, 2});
-  r.ints("s5", {1, 2, 3, 2, 2});
-  r.node("Reshape", {"x", "s5"}, {"g"});
+  r.input("x", {1, 6, 2, 2}).output("g", {1, 1, 1, 1, 1, 2, 3, 2, 2});
+  r.ints("s9", {1, 1, 1, 1, 1, 2, 3, 2, 2});
+  r.node("Reshape", {"x", "s9"}, {"g"});
   EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { r.import(); }),
-                  "tensor 'g' has rank 5 [1, 2, 3, 2, 2]; hetgraph tensors have rank 0 to 4");
+                  "tensor 'g' has rank 9 [1, 1, 1, 1, 1, 2, 3, 2, 2]; hetgraph tensors have rank 0 "
+                  "to 8");
 }
 
 // GatherElements and ScatterElements (reduction none, add, mul; opset 16) with int64 indices
@@ -551,7 +569,7 @@ TEST(OnnxImport, GatherNDAndScatterNDIndexErrorsNameTheNode) {
                   }),
                   "updates [2, 4] must be [2, 3]");
   // Empty data or indices (hetgraph tensors are never empty), rows past int32, a result of
-  // rank 6, a reduction ONNX added later (opset 18).
+  // rank 9, a reduction ONNX added later (opset 18).
   auto refused = [](std::vector<Dim> xd, std::vector<Dim> id, std::vector<Dim> yd) {
     Builder e;
     e.input("x", std::move(xd)).input("i", std::move(id), 7).output("y", std::move(yd));
@@ -572,9 +590,9 @@ TEST(OnnxImport, GatherNDAndScatterNDIndexErrorsNameTheNode) {
                   "more than 2^31 rows");
 
   Builder big;
-  big.input("x", {2, 2, 2, 2}).input("i", {2, 2, 2, 1}, 7).output("y", {2, 2, 2, 2, 2, 2});
+  big.input("x", {2, 2, 2, 2, 2}).input("i", {2, 2, 2, 2, 2, 1}, 7).output("y", {2, 2, 2, 2});
   big.node("GatherND", {"x", "i"}, {"y"});
-  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { big.import(); }), "a result of rank 6");
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { big.import(); }), "a result of rank 9");
   Builder max(18);
   max.input("x", {3}).input("i", {1, 1}, 7).input("u", {1}).output("y", {3});
   Builder::attr(max.node("ScatterND", {"x", "i", "u"}, {"y"}), "reduction", std::string("max"));

@@ -442,7 +442,7 @@ Node avg_pool2d(Node x, Pool2dOptions options = {});
 Node embedding(Node table, Node indices);
 
 /// ONNX Gather: slices of `x` along `axis` picked by the int32 `indices` (any shape S):
-/// x.shape[:axis] + S + x.shape[axis+1:], rank 4 at most. An index may be negative (counting
+/// x.shape[:axis] + S + x.shape[axis+1:], rank 8 at most. An index may be negative (counting
 /// from the back); one outside [-n, n) for the axis' size n is a FeedError at run(). x may be
 /// float or int32; the gradient with respect to float x is a scatter-add.
 ///   auto cols = gather(x, g.constant_i32({2}, {0, -1}), 1);   // first and last columns

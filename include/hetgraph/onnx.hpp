@@ -72,9 +72,9 @@ struct ImportOptions {
   /// Fold an inference BatchNormalization into the Conv before it (its weights and bias are
   /// rescaled once, at import).
   bool fold_batch_norm = true;
-  /// A tensor viewed through ranks above 4 (Reshape, Transpose, Reshape: ShuffleNet's channel
-  /// shuffle, PixelShuffle) becomes one transpose of rank 4 at most where its elements' order is
-  /// one; false: always a gather of its positions (one index read per element).
+  /// A tensor viewed through ranks above Shape::kMaxRank (Reshape, Transpose, Reshape) becomes
+  /// one transpose of rank 8 at most where its elements' order is one; false: always a gather
+  /// of its positions (one index read per element).
   bool views_as_transposes = true;
   /// Budgets of the whole import, against damaged or hostile models (a few hundred bytes of
   /// loops nested in loops unroll to billions of nodes). Over one, import is an

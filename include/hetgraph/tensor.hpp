@@ -20,10 +20,10 @@ enum class DType : std::uint8_t { f32, i32 };
 
 std::string_view dtype_name(DType t);
 
-/// A tensor shape of rank 0 (scalar) to 4, row-major (NCHW for images).
+/// A tensor shape of rank 0 (scalar) to 8, row-major (NCHW for images).
 class Shape {
  public:
-  static constexpr int kMaxRank = 4;
+  static constexpr int kMaxRank = 8;
   /// The most elements a tensor may hold: its bytes (4 per element) fit in a signed 64-bit
   /// size. A shape with more is a ShapeError when it is made.
   static constexpr std::int64_t kMaxElements = std::int64_t{1} << 61;

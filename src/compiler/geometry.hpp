@@ -18,6 +18,29 @@
 
 namespace hetgraph::detail {
 
+/// Index arrays of the geometries hold one entry per dim of the largest rank.
+constexpr int kGeomRank = Shape::kMaxRank;
+using GeomDims = std::array<std::int64_t, kGeomRank>;
+
+/// Dims of 1: the unused leading dims of a right-aligned geometry.
+constexpr GeomDims geom_ones() {
+  GeomDims o{};
+  for (auto& v : o) v = 1;
+  return o;
+}
+
+/// The element offset of flat (row-major) index `i` over dims d[0, n) with element strides s.
+/// Stops once the index is used up: leading dims of 1 cost nothing.
+inline std::int64_t strided_offset(std::int64_t i, const GeomDims& d, const GeomDims& s, int n) {
+  std::int64_t o = 0;
+  for (int k = n - 1; k >= 0 && i > 0; --k) {
+    const auto u = static_cast<std::size_t>(k);
+    o += (i % d[u]) * s[u];
+    i /= d[u];
+  }
+  return o;
+}
+
 /// Iteration plan for out = f(x_0, .., x_{N-1}) with numpy broadcasting: output dims of size 1
 /// are dropped and neighbouring dims merge when every input steps through them alike. The
 /// result is `rows` x `inner` with per-dim element strides of each input (0 where it is
@@ -25,8 +48,8 @@ namespace hetgraph::detail {
 template <std::size_t N>
 struct BcastN {
   int rank = 0;  // collapsed rank, >= 1
-  std::array<std::int64_t, 4> d{};
-  std::array<std::array<std::int64_t, 4>, N> s{};  // s[k][dim]: input k's stride
+  GeomDims d{};
+  std::array<GeomDims, N> s{};  // s[k][dim]: input k's stride
   std::int64_t rows = 1, inner = 1;
   /// Input k's stride along the innermost (collapsed) dim: 0 or 1.
   std::int64_t inner_stride(std::size_t k) const {
@@ -38,7 +61,7 @@ template <std::size_t N>
 BcastN<N> make_bcast_n(const std::array<const Shape*, N>& in, const Shape& out) {
   // Pad to the output's rank, compute strides with 0 for broadcast dims.
   const int r = out.rank();
-  std::array<std::array<std::int64_t, 4>, N> st{};
+  std::array<GeomDims, N> st{};
   for (std::size_t k = 0; k < N; ++k) {
     std::int64_t m = 1;
     for (int i = r - 1; i >= 0; --i) {
@@ -94,7 +117,7 @@ std::array<std::int64_t, N> row_offsets(const BcastN<N>& p, std::int64_t row) {
 /// The two-input plan of binary elementwise ops and sum_to.
 struct Bcast {
   int rank = 0;  // collapsed rank, >= 1
-  std::array<std::int64_t, 4> d{}, sa{}, sb{};
+  GeomDims d{}, sa{}, sb{};
   std::int64_t rows = 1, inner = 1;
 };
 
@@ -152,16 +175,21 @@ inline AxisGeom axis_geom(const Shape& s, int axis) {
 }
 
 /// gather_elements, its gradient and scatter_elements: the data's and the indices' dims
-/// right-aligned into 4 (the indices no larger on any axis but `axis`, counted in those 4).
+/// right-aligned into kGeomRank (the indices no larger on any axis but `axis`, counted in
+/// those).
 /// A line is an index position with the axis dropped: the data elements its indices reach lie
 /// on the data line of the same coordinates, so lines never share an element (kernels split
 /// lines among threads and keep index order within each).
 struct ElementsGeom {
-  std::array<std::int64_t, 4> xd{1, 1, 1, 1}, id{1, 1, 1, 1};
-  int axis = 3;
+  GeomDims xd = geom_ones(), id = geom_ones();
+  int axis = kGeomRank - 1;
   std::int64_t n() const { return xd[static_cast<std::size_t>(axis)]; }  // data along the axis
   std::int64_t m() const { return id[static_cast<std::size_t>(axis)]; }  // indices along it
-  std::int64_t count() const { return id[0] * id[1] * id[2] * id[3]; }
+  std::int64_t count() const {
+    std::int64_t c = 1;
+    for (const std::int64_t v : id) c *= v;
+    return c;
+  }
   std::int64_t lines() const { return m() == 0 ? 0 : count() / m(); }
   /// Strides along the axis in the data and in the indices.
   std::int64_t x_step() const { return stride(xd, axis); }
@@ -169,7 +197,7 @@ struct ElementsGeom {
   /// Offsets of line l's first element in the data and in the indices.
   std::pair<std::int64_t, std::int64_t> line(std::int64_t l) const {
     std::int64_t xo = 0, io = 0;
-    for (int d = 3; d >= 0; --d) {
+    for (int d = kGeomRank - 1; d >= 0; --d) {
       if (d == axis) continue;
       const auto u = static_cast<std::size_t>(d);
       const std::int64_t c = l % id[u];
@@ -179,15 +207,15 @@ struct ElementsGeom {
     }
     return {xo, io};
   }
-  static std::int64_t stride(const std::array<std::int64_t, 4>& dims, int d) {
+  static std::int64_t stride(const GeomDims& dims, int d) {
     std::int64_t s = 1;
-    for (int k = d + 1; k < 4; ++k) s *= dims[static_cast<std::size_t>(k)];
+    for (int k = d + 1; k < kGeomRank; ++k) s *= dims[static_cast<std::size_t>(k)];
     return s;
   }
 };
 inline ElementsGeom elements_geom(const Shape& x, const Shape& idx, int axis) {
   ElementsGeom g;
-  const int r = x.rank(), pad = 4 - r;
+  const int r = x.rank(), pad = kGeomRank - r;
   for (int d = 0; d < r; ++d) {
     g.xd[static_cast<std::size_t>(pad + d)] = x[d];
     g.id[static_cast<std::size_t>(pad + d)] = idx[d];
@@ -197,9 +225,12 @@ inline ElementsGeom elements_geom(const Shape& x, const Shape& idx, int axis) {
 }
 
 /// Transpose as a strided copy: output dims and the input stride of each, right-aligned into
-/// 4 dims. An empty permutation swaps the last two axes.
+/// kGeomRank dims (leading 1s, stride 0). Dims of 1 are dropped and output neighbours that are
+/// neighbours in the input too merge, so `rank`, the dims left, is often below the tensor's (a
+/// rank-6 window partition is a rank-4 copy). An empty permutation swaps the last two axes.
 struct TransposeGeom {
-  std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};  // out dims, input strides
+  GeomDims od = geom_ones(), is{};  // out dims, input strides
+  int rank = 0;
 };
 
 inline TransposeGeom transpose_geom(const Shape& in, const Permutation& perm_attr) {
@@ -210,26 +241,43 @@ inline TransposeGeom transpose_geom(const Shape& in, const Permutation& perm_att
     if (r >= 2)
       std::swap(perm[static_cast<std::size_t>(r - 1)], perm[static_cast<std::size_t>(r - 2)]);
   }
-  std::array<std::int64_t, 4> stride{};
+  GeomDims stride{};
   std::int64_t m = 1;
   for (int i = r - 1; i >= 0; --i) {
     stride[static_cast<std::size_t>(i)] = m;
     m *= in[i];
   }
+  GeomDims d{}, s{};  // the output's dims left after merging, outermost first
+  int n = 0;
+  for (int i = 0; i < r; ++i) {
+    const auto a = static_cast<std::size_t>(perm[static_cast<std::size_t>(i)]);
+    const std::int64_t di = in[static_cast<int>(a)], si = stride[a];
+    if (di == 1) continue;
+    const auto last = static_cast<std::size_t>(n - 1);
+    if (n > 0 && s[last] == di * si) {  // the previous output dim steps over this one whole
+      d[last] *= di;
+      s[last] = si;
+      continue;
+    }
+    d[static_cast<std::size_t>(n)] = di;
+    s[static_cast<std::size_t>(n++)] = si;
+  }
   TransposeGeom g;
-  for (int i = 0; i < r; ++i) {  // right-align into 4 dims
-    const auto j = static_cast<std::size_t>(4 - r + i);
-    g.od[j] = in[static_cast<int>(perm[static_cast<std::size_t>(i)])];
-    g.is[j] = stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])];
+  g.rank = n;
+  for (int i = 0; i < n; ++i) {
+    const auto j = static_cast<std::size_t>(kGeomRank - n + i);
+    g.od[j] = d[static_cast<std::size_t>(i)];
+    g.is[j] = s[static_cast<std::size_t>(i)];
   }
   return g;
 }
 
 /// A strided slice as a strided copy: the first element's offset, then per output dim (right-
-/// aligned into 4, leading 1s) its size and input stride (step * the dim's row-major stride).
+/// aligned into kGeomRank, leading 1s) its size and input stride (step * the dim's row-major
+/// stride).
 struct StridedGeom {
   std::int64_t base = 0;
-  std::array<std::int64_t, 4> od{1, 1, 1, 1}, is{0, 0, 0, 0};
+  GeomDims od = geom_ones(), is{};
   Shape out;
 };
 
@@ -246,9 +294,9 @@ inline std::string strided_slice_geom(const Shape& s, const SliceSpec& sp, Strid
            std::to_string(sp.axes.size()) + " axes, " + std::to_string(sp.steps.size()) + " steps)";
   }
   const int r = s.rank();
-  std::array<std::int64_t, 4> start{}, step{1, 1, 1, 1}, count{};
+  GeomDims start{}, step = geom_ones(), count{};
   for (int d = 0; d < r; ++d) count[static_cast<std::size_t>(d)] = s[d];
-  std::array<bool, 4> seen{};
+  std::array<bool, kGeomRank> seen{};
   for (std::size_t i = 0; i < n; ++i) {
     std::int64_t a = sp.axes.empty() ? static_cast<std::int64_t>(i) : sp.axes[i];
     if (a < -r || a >= r) {
@@ -282,7 +330,7 @@ inline std::string strided_slice_geom(const Shape& s, const SliceSpec& sp, Strid
     count[u] = len;
   }
   std::int64_t m = 1;
-  std::array<std::int64_t, 4> stride{};
+  GeomDims stride{};
   for (int d = r - 1; d >= 0; --d) {
     stride[static_cast<std::size_t>(d)] = m;
     m *= s[d];
@@ -292,7 +340,7 @@ inline std::string strided_slice_geom(const Shape& s, const SliceSpec& sp, Strid
   for (int d = 0; d < r; ++d) {
     const auto u = static_cast<std::size_t>(d);
     g.base += start[u] * stride[u];
-    const auto j = static_cast<std::size_t>(4 - r + d);
+    const auto j = static_cast<std::size_t>(kGeomRank - r + d);
     g.od[j] = count[u];
     g.is[j] = step[u] * stride[u];
     od.push_back(count[u]);
@@ -370,7 +418,7 @@ inline AttentionGeom attention_geom(const Shape& q, const Shape& k, const Shape&
   if (mask == nullptr || s.mask_dims.size() < 2 || s.mask_dims.size() > 4) return g;
   const Shape scores{std::span<const std::int64_t>(s.mask_dims)};
   const int r = scores.rank(), lead = r - mask->rank();
-  std::array<std::int64_t, 4> st{};
+  GeomDims st{};
   std::int64_t step = 1;
   for (int a = r - 1; a >= 0; --a) {
     const std::int64_t md = a >= lead ? (*mask)[a - lead] : 1;

@@ -30,7 +30,7 @@ Shape::Shape(std::initializer_list<std::int64_t> dims)
 Shape::Shape(std::span<const std::int64_t> dims) {
   if (dims.size() > static_cast<std::size_t>(kMaxRank)) {
     throw ShapeError("shape of rank " + std::to_string(dims.size()) +
-                     " is not supported: tensors have rank 0 to 4");
+                     " is not supported: tensors have rank 0 to " + std::to_string(kMaxRank));
   }
   rank_ = static_cast<int>(dims.size());
   std::int64_t n = 1;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "hetgraph/error.hpp"
+#include "hetgraph/tensor.hpp"
 #include "util/atomic_file.hpp"
 
 namespace hetgraph::detail {
@@ -17,7 +18,7 @@ namespace {
 
 constexpr char kMagic[8] = {'H', 'G', 'C', 'K', 'P', 'T', '\0', '\n'};
 constexpr char kEnd[4] = {'H', 'G', 'N', 'D'};
-constexpr int kMaxRank = 4;
+constexpr int kMaxRank = Shape::kMaxRank;  // files of rank-4 days read alike
 
 std::uint32_t crc(std::uint32_t c, const void* p, std::size_t n) {
   // zlib's crc32 takes 32-bit lengths: big buffers go in pieces.

@@ -80,10 +80,11 @@ struct ViewTranspose {
 
 // A view's positions (the base's flat index of each element, row-major) as one transpose of the
 // base: where they enumerate every element of the base once, as axes of some row-major shape of
-// it taken in another order, of rank 4 at most. Read from the inside out: each axis of the view
-// is the longest run that steps by one stride, in blocks of the axes inside it; ShuffleNet's
-// channel shuffle of [1, 116, 28, 28] is [2, 58, 784] transposed (1, 0, 2). Anything else (a
-// slice, a broadcast, more than 4 axes): nullopt, and the view stays a gather of its positions.
+// it taken in another order, of rank Shape::kMaxRank at most. Read from the inside out: each
+// axis of the view is the longest run that steps by one stride, in blocks of the axes inside it;
+// ShuffleNet's channel shuffle of [1, 116, 28, 28] is [2, 58, 784] transposed (1, 0, 2).
+// Anything else (a slice, a broadcast, more axes than a shape holds): nullopt, and the view
+// stays a gather of its positions.
 std::optional<ViewTranspose> view_as_transpose(const std::vector<std::int64_t>& at,
                                                std::int64_t base_count) {
   const auto n = static_cast<std::int64_t>(at.size());
@@ -272,7 +273,8 @@ class Importer {
     if (t.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
       throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
                              "' has rank " + std::to_string(t.dims.size()) +
-                             "; hetgraph tensors have rank 0 to 4");
+                             "; hetgraph tensors have rank 0 to " +
+                             std::to_string(Shape::kMaxRank));
     }
     if (t.numel() == 0) {
       throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
@@ -317,7 +319,8 @@ class Importer {
     if (at.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
       throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
                              "' has rank " + std::to_string(at.dims.size()) + " " +
-                             dims_str(at.dims) + "; hetgraph tensors have rank 0 to 4");
+                             dims_str(at.dims) + "; hetgraph tensors have rank 0 to " +
+                             std::to_string(Shape::kMaxRank));
     }
     const std::int64_t count = at.numel();
     const std::int64_t base_count = type(v.view_base).shape.numel();
@@ -668,7 +671,8 @@ class Importer {
       if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
         throw UnsupportedError(m_.source + ": input '" + v.name + "' has rank " +
                                std::to_string(dims.size()) + " " + dims_str(dims) +
-                               "; hetgraph tensors have rank 0 to 4");
+                               "; hetgraph tensors have rank 0 to " +
+                               std::to_string(Shape::kMaxRank));
       }
       if (const std::string why = too_large(dims); !why.empty()) {
         throw ShapeError(m_.source + ": input '" + v.name + "' has the shape " + why);
@@ -1203,7 +1207,7 @@ Node Ctx::reshape(Node v, const Dims& dims) {
   if (shape(v) == dims) return v;
   if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
     unsupported("the result " + dims_str(dims) + " has rank " + std::to_string(dims.size()) +
-                "; hetgraph tensors have rank 0 to 4");
+                "; hetgraph tensors have rank 0 to " + std::to_string(Shape::kMaxRank));
   }
   Node r = hetgraph::reshape(v, dims);
   im.type(r);
@@ -1258,7 +1262,7 @@ Dims broadcast(const Dims& a, const Dims& b, const Ctx& c) {
 Node float_constant(Ctx& c, const Dims& dims, std::vector<float> values) {
   if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
     c.unsupported("a constant of rank " + std::to_string(dims.size()) +
-                  "; hetgraph tensors have rank 0 to 4");
+                  "; hetgraph tensors have rank 0 to " + std::to_string(Shape::kMaxRank));
   }
   return c.graph().constant(Shape(std::span<const std::int64_t>(dims)), std::move(values));
 }

@@ -734,10 +734,19 @@ void pad(Ctx& c) {
   c.set(0, x, elem);
 }
 
+// Inference Dropout is the identity; so is one in training mode whose ratio is known to be 0
+// (torchvision's Swin exports those).
 void dropout(Ctx& c) {
   if (c.version >= 12 && c.has(2)) {
     const ir::Tensor& t = c.known_tensor(2, "training_mode");
-    if (!t.i.empty() && t.i[0] != 0) c.unsupported("training mode");
+    if (!t.i.empty() && t.i[0] != 0) {
+      float ratio = 0.5f;  // ONNX's default
+      if (c.has(1)) {
+        const std::vector<float> r = c.floats(1, "ratio");
+        if (!r.empty()) ratio = r[0];
+      }
+      if (ratio != 0.0f) c.unsupported("training mode with ratio " + std::to_string(ratio));
+    }
   }
   c.alias(0, 0);
   if (c.wants(1)) {  // the mask of an inference dropout keeps everything

@@ -15,7 +15,7 @@ TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& wha
   out.onnx_type = ir::elem_name(t.elem);
   if (t.dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
     throw DataError(what + ": tensor '" + t.name + "' has rank " + std::to_string(t.dims.size()) +
-                    "; hetgraph tensors have rank 0 to 4");
+                    "; hetgraph tensors have rank 0 to " + std::to_string(Shape::kMaxRank));
   }
   out.shape = Shape(std::span<const std::int64_t>(t.dims));
   if (ir::held_as_float(t.elem)) {  // float16 and bfloat16 values are floats

@@ -112,14 +112,17 @@ class KernelSeq final : public ClOp {
 
 std::unique_ptr<ClOp> make_seq(Launch l);
 
-/// Every dim of `s` right-aligned into 4 (leading 1s), and its row-major strides (0 for 1s).
-struct Dims4 {
-  cl_int4 d{}, s{};
-};
-
 /// A size as the kernels take it (the executable has checked every tensor fits in an int).
 inline cl_int to_int(std::int64_t v) {
   return static_cast<cl_int>(v);
+}
+
+/// A geometry's right-aligned dims or strides (compiler/geometry.hpp) as the kernels' int8.
+static_assert(Shape::kMaxRank == 8, "the kernels take index geometries as int8");
+inline cl_int8 to_int8(const std::array<std::int64_t, Shape::kMaxRank>& v) {
+  cl_int8 o;
+  for (std::size_t i = 0; i < 8; ++i) o.s[i] = to_int(v[i]);
+  return o;
 }
 
 }  // namespace hetgraph::detail::cl

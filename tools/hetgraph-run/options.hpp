@@ -113,7 +113,9 @@ inline hetgraph::cli::Parser parser(Options& o) {
               if (x == std::string::npos) break;
               at = x + 1;
             }
-            if (d.size() > 4) throw UsageError("--shape: " + name + " has rank above 4");
+            if (d.size() > static_cast<std::size_t>(hetgraph::Shape::kMaxRank))
+              throw UsageError("--shape: " + name + " has rank above " +
+                               std::to_string(hetgraph::Shape::kMaxRank));
             o.shapes.push_back({name, d});
           })
       .text("--output-dir", o.output_dir)

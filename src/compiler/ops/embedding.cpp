@@ -47,7 +47,8 @@ Shape gathered_shape(const InferCtx& c, const TensorType& table, const TensorTyp
   }
   if (idx.shape.rank() >= Shape::kMaxRank) {
     c.fail("embedding indices " + idx.shape.str() + " have rank " +
-           std::to_string(idx.shape.rank()) + "; the result would exceed rank 4");
+           std::to_string(idx.shape.rank()) + "; the result would exceed rank " +
+           std::to_string(Shape::kMaxRank));
   }
   std::vector<std::int64_t> d(idx.shape.dims().begin(), idx.shape.dims().end());
   d.push_back(table.shape[1]);
@@ -134,8 +135,8 @@ Shape gather_shape(const InferCtx& c, const TensorType& x, const TensorType& idx
   d.insert(d.end(), x.shape.dims().begin() + a + 1, x.shape.dims().end());
   if (d.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
     c.fail("gathering " + x.shape.str() + " along axis " + std::to_string(a) + " by indices " +
-           idx.shape.str() + " gives rank " + std::to_string(d.size()) +
-           "; tensors have rank 4 at most");
+           idx.shape.str() + " gives rank " + std::to_string(d.size()) + "; tensors have rank " +
+           std::to_string(Shape::kMaxRank) + " at most");
   }
   return Shape(std::span<const std::int64_t>(d));
 }

@@ -430,7 +430,7 @@ void check_elements_indices(const ElementsKernelGeom& l, const std::int32_t* idx
 // The data offset of index position p (row-major in the indices): the references' geometry.
 std::int64_t element_offset(const ElementsGeom& g, std::int64_t p, std::int32_t j) {
   std::int64_t off = 0;
-  for (int d = 3; d >= 0; --d) {
+  for (int d = kGeomRank - 1; d >= 0; --d) {
     const auto u = static_cast<std::size_t>(d);
     const std::int64_t c = d == g.axis ? wrap(j, g.n()) : p % g.id[u];
     p /= g.id[u];

@@ -154,23 +154,26 @@ std::unique_ptr<CpuKernel> make_transpose(const KernelArgs& k) {
   return make_kernel([=](const ExecCtx& ctx) {
     const auto& d = g.od;
     const auto& s = g.is;
-    const std::int64_t planes = d[0] * d[1];
-    const bool tiles = s[3] != 1 && s[2] == 1;  // input rows become output columns
-    parallel_for(ctx, planes * d[2], std::max<std::int64_t>(1, kParallelGrain / d[3]),
+    constexpr int R = kGeomRank;  // the last two dims are rows and columns of a plane
+    const std::int64_t nrows = d[R - 2], ncols = d[R - 1];
+    std::int64_t planes = 1;
+    for (int i = 0; i < R - 2; ++i) planes *= d[static_cast<std::size_t>(i)];
+    const bool tiles = s[R - 1] != 1 && s[R - 2] == 1;  // input rows become output columns
+    parallel_for(ctx, planes * nrows, std::max<std::int64_t>(1, kParallelGrain / ncols),
                  [&](std::int64_t b, std::int64_t e) {
                    if (tiles) {
                      // Rows [b, e) of the output, in 32x32 tiles within each plane.
                      constexpr std::int64_t T = 32;
                      for (std::int64_t r0 = b; r0 < e;) {
-                       const std::int64_t plane = r0 / d[2], row0 = r0 % d[2];
-                       const std::int64_t rows = std::min({T, d[2] - row0, e - r0});
-                       const float* src = x + (plane / d[1]) * s[0] + (plane % d[1]) * s[1];
-                       float* dst = out + plane * d[2] * d[3];
-                       for (std::int64_t c0 = 0; c0 < d[3]; c0 += T) {
-                         const std::int64_t cols = std::min(T, d[3] - c0);
+                       const std::int64_t plane = r0 / nrows, row0 = r0 % nrows;
+                       const std::int64_t rows = std::min({T, nrows - row0, e - r0});
+                       const float* src = x + strided_offset(plane, d, s, R - 2);
+                       float* dst = out + plane * nrows * ncols;
+                       for (std::int64_t c0 = 0; c0 < ncols; c0 += T) {
+                         const std::int64_t cols = std::min(T, ncols - c0);
                          for (std::int64_t i = row0; i < row0 + rows; ++i) {
                            for (std::int64_t j = c0; j < c0 + cols; ++j)
-                             dst[i * d[3] + j] = src[i + j * s[3]];
+                             dst[i * ncols + j] = src[i + j * s[R - 1]];
                          }
                        }
                        r0 += rows;
@@ -178,11 +181,9 @@ std::unique_ptr<CpuKernel> make_transpose(const KernelArgs& k) {
                      return;
                    }
                    for (std::int64_t r = b; r < e; ++r) {
-                     const std::int64_t i2 = r % d[2], plane = r / d[2];
-                     const float* src =
-                         x + (plane / d[1]) * s[0] + (plane % d[1]) * s[1] + i2 * s[2];
-                     float* dst = out + r * d[3];
-                     for (std::int64_t j = 0; j < d[3]; ++j) dst[j] = src[j * s[3]];
+                     const float* src = x + strided_offset(r, d, s, R - 1);
+                     float* dst = out + r * ncols;
+                     for (std::int64_t j = 0; j < ncols; ++j) dst[j] = src[j * s[R - 1]];
                    }
                  });
   });
@@ -193,43 +194,38 @@ std::unique_ptr<CpuKernel> make_transpose_ref(const KernelArgs& k) {
   const TransposeGeom g = transpose_geom(k.in_shape(0), k.node.attrs.get<Permutation>());
   const float* x = k.in_f(0);
   float* out = k.out_f();
+  const std::int64_t total = k.out_shape().numel();
   return make_kernel([=](const ExecCtx&) {
-    std::int64_t o = 0;
-    for (std::int64_t a = 0; a < g.od[0]; ++a)
-      for (std::int64_t b = 0; b < g.od[1]; ++b)
-        for (std::int64_t c = 0; c < g.od[2]; ++c)
-          for (std::int64_t d = 0; d < g.od[3]; ++d)
-            out[o++] = x[a * g.is[0] + b * g.is[1] + c * g.is[2] + d * g.is[3]];
+    for (std::int64_t o = 0; o < total; ++o) out[o] = x[strided_offset(o, g.od, g.is, kGeomRank)];
   });
 }
 
-// strided_slice and its gradient: rows of the (right-aligned 4-d) output, each a run of the
+// strided_slice and its gradient: rows of the (right-aligned) output, each a run of the
 // innermost dim, copied from or placed at their strided input positions (memcpy when the
 // innermost step is 1). `Place` writes into the input-shaped tensor (the gradient).
 template <bool Place>
 void strided_rows(const ExecCtx& ctx, const StridedGeom& g, const std::uint32_t* src,
                   std::uint32_t* dst) {
   const auto& d = g.od;
-  const auto& s = g.is;
-  const std::int64_t rows = d[0] * d[1] * d[2], inner = d[3];
+  constexpr int R = kGeomRank;
+  const std::int64_t inner = d[R - 1], step = g.is[R - 1], rows = g.out.numel() / inner;
   parallel_for(ctx, rows, std::max<std::int64_t>(1, kParallelGrain / inner),
                [&](std::int64_t b, std::int64_t e) {
                  for (std::int64_t r = b; r < e; ++r) {
-                   const std::int64_t i2 = r % d[2], i1 = r / d[2] % d[1], i0 = r / (d[2] * d[1]);
-                   const std::int64_t at = g.base + i0 * s[0] + i1 * s[1] + i2 * s[2];
+                   const std::int64_t at = g.base + strided_offset(r, d, g.is, R - 1);
                    if constexpr (Place) {
                      const std::uint32_t* from = src + r * inner;
-                     if (s[3] == 1) {
+                     if (step == 1) {
                        std::memcpy(dst + at, from, static_cast<std::size_t>(inner) * 4);
                      } else {
-                       for (std::int64_t j = 0; j < inner; ++j) dst[at + j * s[3]] = from[j];
+                       for (std::int64_t j = 0; j < inner; ++j) dst[at + j * step] = from[j];
                      }
                    } else {
                      std::uint32_t* to = dst + r * inner;
-                     if (s[3] == 1) {
+                     if (step == 1) {
                        std::memcpy(to, src + at, static_cast<std::size_t>(inner) * 4);
                      } else {
-                       for (std::int64_t j = 0; j < inner; ++j) to[j] = src[at + j * s[3]];
+                       for (std::int64_t j = 0; j < inner; ++j) to[j] = src[at + j * step];
                      }
                    }
                  }
@@ -264,7 +260,7 @@ std::unique_ptr<CpuKernel> make_strided_slice_grad(const KernelArgs& k) {
   });
 }
 
-// References: element by element through the 4-d index.
+// References: element by element through the output's index.
 template <bool Place>
 std::unique_ptr<CpuKernel> make_strided_ref(const KernelArgs& k) {
   const StridedGeom g = strided_of(k.in_shape(Place ? 1 : 0), k.node.attrs);
@@ -274,17 +270,14 @@ std::unique_ptr<CpuKernel> make_strided_ref(const KernelArgs& k) {
   return make_kernel([=](const ExecCtx&) {
     if (Place)
       for (std::int64_t i = 0; i < total; ++i) dst[i] = 0;
-    std::int64_t o = 0;
-    for (std::int64_t a = 0; a < g.od[0]; ++a)
-      for (std::int64_t b = 0; b < g.od[1]; ++b)
-        for (std::int64_t c = 0; c < g.od[2]; ++c)
-          for (std::int64_t d = 0; d < g.od[3]; ++d, ++o) {
-            const std::int64_t at = g.base + a * g.is[0] + b * g.is[1] + c * g.is[2] + d * g.is[3];
-            if (Place)
-              dst[at] = src[o];
-            else
-              dst[o] = src[at];
-          }
+    const std::int64_t n = g.out.numel();
+    for (std::int64_t o = 0; o < n; ++o) {
+      const std::int64_t at = g.base + strided_offset(o, g.od, g.is, kGeomRank);
+      if (Place)
+        dst[at] = src[o];
+      else
+        dst[o] = src[at];
+    }
   });
 }
 

@@ -44,10 +44,10 @@ std::unique_ptr<ClOp> make_unary(const OpArgs& a) {
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
-cl_int4 right_aligned(const std::array<std::int64_t, 4>& v, int rank, std::int64_t fill) {
-  cl_int4 out;
-  for (int i = 0; i < 4; ++i) {
-    const int j = i - (4 - rank);
+cl_int8 right_aligned(const GeomDims& v, int rank, std::int64_t fill) {
+  cl_int8 out;
+  for (int i = 0; i < kGeomRank; ++i) {
+    const int j = i - (kGeomRank - rank);
     out.s[i] = to_int(j >= 0 ? v[static_cast<std::size_t>(j)] : fill);
   }
   return out;

@@ -52,13 +52,12 @@ std::unique_ptr<ClOp> make_gather(const OpArgs& a) {
 }
 
 // gather_elements (x, ids), gather_elements_grad (g, ids, x-shape) and scatter_elements
-// (data, ids, updates): one launch over the result's elements (ElementsGeom's 4 dims).
+// (data, ids, updates): one launch over the result's elements (ElementsGeom's dims).
 std::unique_ptr<ClOp> make_elements(const OpArgs& a) {
   const OpKind op = a.node.op;
   const bool grad = op == OpKind::GatherElementsGrad;
   const ElementsGeom g = elements_geom(a.in_shape(grad ? 2 : 0), a.in_shape(1), a.node.attrs.axis);
-  const cl_int4 xd{{to_int(g.xd[0]), to_int(g.xd[1]), to_int(g.xd[2]), to_int(g.xd[3])}};
-  const cl_int4 id{{to_int(g.id[0]), to_int(g.id[1]), to_int(g.id[2]), to_int(g.id[3])}};
+  const cl_int8 xd = to_int8(g.xd), id = to_int8(g.id);
   const cl_int total = to_int(a.out_shape().numel());
   cl_program prog = a.program("embedding");
   if (op == OpKind::GatherElements) {

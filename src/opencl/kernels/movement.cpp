@@ -85,14 +85,10 @@ std::unique_ptr<ClOp> make_concat_grad(const OpArgs& a) {
 std::unique_ptr<ClOp> make_transpose(const OpArgs& a) {
   const Shape& in = a.in_shape(0);
   const TransposeGeom g = transpose_geom(in, a.node.attrs.get<Permutation>());
-  cl_int4 od, is;
-  for (std::size_t j = 0; j < 4; ++j) {
-    od.s[j] = to_int(g.od[j]);
-    is.s[j] = to_int(g.is[j]);
-  }
+  const cl_int8 od = to_int8(g.od), is = to_int8(g.is);
   const std::int64_t total = in.numel();
   Kernel k =
-      make_kernel(a.program("movement"), "transpose4", a.in[0], a.out, to_int(total), od, is);
+      make_kernel(a.program("movement"), "transpose_n", a.in[0], a.out, to_int(total), od, is);
   return make_seq(launch_1d(a.device, std::move(k)));
 }
 
@@ -101,11 +97,7 @@ std::unique_ptr<ClOp> make_strided(const OpArgs& a) {
   const bool grad = a.node.op == OpKind::StridedSliceGrad;
   StridedGeom g;
   strided_slice_geom(a.in_shape(grad ? 1 : 0), a.node.attrs.get<SliceSpec>(), g);
-  cl_int4 od, is;
-  for (std::size_t j = 0; j < 4; ++j) {
-    od.s[j] = to_int(g.od[j]);
-    is.s[j] = to_int(g.is[j]);
-  }
+  const cl_int8 od = to_int8(g.od), is = to_int8(g.is);
   Kernel k = make_kernel(a.program("movement"), "strided_copy", a.in[0], a.out,
                          to_int(g.out.numel()), to_int(g.base), od, is, cl_int{grad ? 1 : 0});
   if (!grad) return make_seq(launch_1d(a.device, std::move(k)));

@@ -3,7 +3,7 @@
 // sum_to (the reduction that undoes a broadcast), the gradients reduce_max_grad and expand,
 // argmax / argmin, top_k and cumsum.
 //
-// Every reduction becomes kept dims x reduced dims (collapsed, at most 4 each). When the
+// Every reduction becomes kept dims x reduced dims (collapsed, at most 8 each). When the
 // innermost input dim is reduced and long, a work-group takes each output (reduce_rows_*);
 // otherwise a work-item does (reduce_cols_*), so consecutive work-items read consecutive
 // addresses on both axes. Few outputs over a long range split the range into parts that a
@@ -16,14 +16,14 @@ namespace hetgraph::detail::cl {
 namespace {
 
 struct ReduceGeom {
-  cl_int4 kd{}, ks{}, rd{}, rs{};
+  cl_int8 kd{}, ks{}, rd{}, rs{};
   std::int64_t n_out = 1, R = 1;
   bool inner_reduced = false;  // the innermost non-unit input dim is reduced
 };
 
 // Splits the dims of `in` into kept and reduced (by `reduced[i]`), dropping size-1 dims and
 // merging neighbours that stay contiguous.
-ReduceGeom reduce_geom(const Shape& in, const std::array<bool, 4>& reduced) {
+ReduceGeom reduce_geom(const Shape& in, const std::array<bool, kGeomRank>& reduced) {
   struct D {
     std::int64_t d, s;
   };
@@ -54,10 +54,10 @@ ReduceGeom reduce_geom(const Shape& in, const std::array<bool, 4>& reduced) {
       list.push_back(cur);
     }
   }
-  auto pack = [](const std::vector<D>& l, cl_int4& d, cl_int4& s, std::int64_t& total) {
+  auto pack = [](const std::vector<D>& l, cl_int8& d, cl_int8& s, std::int64_t& total) {
     total = 1;
-    for (int i = 0; i < 4; ++i) {
-      const int j = i - (4 - static_cast<int>(l.size()));
+    for (int i = 0; i < kGeomRank; ++i) {
+      const int j = i - (kGeomRank - static_cast<int>(l.size()));
       d.s[i] = j >= 0 ? to_int(l[static_cast<std::size_t>(j)].d) : 1;
       s.s[i] = j >= 0 ? to_int(l[static_cast<std::size_t>(j)].s) : 0;
       if (j >= 0) total *= l[static_cast<std::size_t>(j)].d;
@@ -112,8 +112,8 @@ std::unique_ptr<ClOp> reduction(const OpArgs& a, cl_mem x, const ReduceGeom& g, 
   return std::make_unique<KernelSeq>(std::move(launches), std::move(scratch));
 }
 
-std::array<bool, 4> axis_mask(const Shape& s, int axis) {
-  std::array<bool, 4> m{};
+std::array<bool, kGeomRank> axis_mask(const Shape& s, int axis) {
+  std::array<bool, kGeomRank> m{};
   for (int i = 0; i < s.rank(); ++i) {
     m[static_cast<std::size_t>(i)] = axis == kAllAxes || i == (axis < 0 ? axis + s.rank() : axis);
   }
@@ -132,7 +132,7 @@ std::unique_ptr<ClOp> make_reduce(const OpArgs& a) {
 std::unique_ptr<ClOp> make_sum_to(const OpArgs& a) {
   const Shape& gs = a.in_shape(0);
   const Shape& like = a.out_shape();
-  std::array<bool, 4> mask{};
+  std::array<bool, kGeomRank> mask{};
   for (int i = 0; i < gs.rank(); ++i) {
     const int j = like.rank() - gs.rank() + i;
     const std::int64_t ld = j >= 0 ? like[j] : 1;
