@@ -282,6 +282,53 @@ TEST(CheckpointFile, MismatchingGraphIsRejected) {
   }
 }
 
+// An SGD-with-momentum checkpoint fine-tunes a graph trained with Adam: strict, the file's
+// velocities and the graph's Adam moments are refused by name; with {.strict = false} W and b
+// load, the velocities are skipped and the moments and step count keep their values, as the
+// report says.
+TEST(CheckpointFile, NonStrictLoadFineTunesWithAnotherOptimizer) {
+  Saved s("sgd.ckpt");
+  Model m;
+  const Node adam = minimize(m.loss, {m.W, m.b}, Optimizer::adam(1e-2f));
+  CompiledGraph cg = GraphCompiler().compile(m.g, m.shapes, {m.loss, adam});
+  const std::vector<float> w0 = cg.read("W");
+  const auto refusal = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no DataError");
+  };
+  const std::string strict = refusal([&] { cg.load(s.path); });
+  EXPECT_NE(strict.find("variable 'W/velocity' is not a variable of the compiled graph (load "
+                        "with {.strict = false} to skip it)"),
+            std::string::npos)
+      << strict;
+  EXPECT_EQ(cg.read("W"), w0);  // a refused load changes nothing
+  const LoadReport r = cg.load(s.path, {.strict = false});
+  EXPECT_EQ(r.loaded, (std::vector<std::string>{"W", "b"}));
+  EXPECT_EQ(r.not_in_graph, (std::vector<std::string>{"W/velocity", "b/velocity"}));
+  ASSERT_FALSE(r.not_in_file.empty());
+  for (const std::string& n : r.not_in_file) {
+    EXPECT_TRUE(n.rfind("W/", 0) == 0 || n.rfind("b/", 0) == 0 || n == "step") << n;
+    EXPECT_EQ(cg.read(n), std::vector<float>(cg.read(n).size(), 0.0f)) << n;  // as compiled
+  }
+  EXPECT_EQ(cg.read("W"), s.cg.read("W"));
+  EXPECT_EQ(cg.read("b"), s.cg.read("b"));
+  m.train(cg, 3);  // fine-tuning goes on from the loaded weights
+  EXPECT_NE(cg.read("W"), s.cg.read("W"));
+  // Shapes must still match where names do.
+  Graph g;
+  auto x = g.input("x");
+  auto W = g.variable("W", {6, 4});
+  CompiledGraph other = GraphCompiler().compile(g, {{"x", {1, 6}}}, {matmul(x, W)});
+  const std::string shapes = refusal([&] { other.load(s.path, {.strict = false}); });
+  EXPECT_NE(shapes.find("variable 'W' is f32 [6, 3] in the file, f32 [6, 4] in the graph"),
+            std::string::npos)
+      << shapes;
+}
+
 TEST(CheckpointFile, FailedSaveKeepsThePreviousFile) {
   Saved s("keep.ckpt");
   // A directory where the temporary file would go cannot be written: the save fails cleanly.

@@ -155,7 +155,8 @@ TEST(MnistExample, CheckpointResumesAndSaveWritesOnnx) {
 
 // --optimizer and --shuffle: Adam with a seeded order trains as well as SGD, the same seed gives
 // the same run bitwise and another seed another one; a checkpoint carries Adam's moments and
-// step count, so one epoch, a checkpoint and one more epoch end where two epochs straight do.
+// step count, so one epoch, a checkpoint and one more epoch end where two epochs straight do;
+// an SGD checkpoint fine-tunes with Adam.
 TEST(MnistExample, OptimizersShuffleAndResume) {
   const fs::path dir =
       fs::temp_directory_path() / ("hetgraph_mnist_optim_" + std::to_string(::getpid()));
@@ -173,9 +174,18 @@ TEST(MnistExample, OptimizersShuffleAndResume) {
       run(data + "--epochs 1 --optimizer adamw --lr 0.01 --weight-decay 0.1 --checkpoint " + ckpt);
   const Result resumed =
       run(data + "--epochs 1 --optimizer adamw --lr 0.01 --weight-decay 0.1 --load " + ckpt);
+  // Fine-tuning with Adam from a plain SGD checkpoint: W and b load, Adam's state starts fresh.
+  const std::string sgd = (dir / "sgd.ckpt").string();
+  const Result sgd_run = run(data + "--epochs 1 --checkpoint " + sgd);
+  const Result tuned = run(data + "--epochs 1 --optimizer adam --lr 0.01 --load " + sgd);
   fs::remove_all(dir);
-  for (const Result* r : {&a, &again, &other, &straight, &first, &resumed})
+  for (const Result* r : {&a, &again, &other, &straight, &first, &resumed, &sgd_run, &tuned})
     ASSERT_EQ(r->status, 0) << r->err;
+  EXPECT_NE(tuned.err.find("resumed from checkpoint " + sgd + " (W, b)"), std::string::npos)
+      << tuned.err;
+  EXPECT_NE(tuned.err.find("not in the checkpoint, starting fresh: W/"), std::string::npos)
+      << tuned.err;
+  EXPECT_GT(field(last(tuned), "test_accuracy"), field(last(sgd_run), "test_accuracy") - 0.05);
   EXPECT_NE(last(a).find("\"optimizer\":\"adam\""), std::string::npos) << last(a);
   EXPECT_EQ(field(last(a), "shuffle"), 3);
   EXPECT_GT(field(last(a), "test_accuracy"), 0.95);

@@ -60,6 +60,25 @@ TEST(Runtime, AsyncRunMatchesSyncRun) {
   EXPECT_TRUE(testing_util::bitwise_equal(cg.read(m.p), sync));
 }
 
+// Feeds written as braced lists (floats, int32, doubles) or as vectors of doubles run as the
+// same values in float and int32 vectors do.
+TEST(Runtime, BracedListsAndDoublesAreFeeds) {
+  Graph g;
+  auto x = g.input("x"), ids = g.input("ids", DType::i32);
+  auto y = gather(x, ids, 0) * 2.0f;
+  auto cg = GraphCompiler().compile(g, {{"x", {3}}, {"ids", {2}}}, {y});
+  const std::vector<float> want{3.0f, 1.0f};
+  cg.run({{"x", {0.5f, 1.5f, -2.0f}}, {"ids", {1, 0}}});
+  EXPECT_EQ(cg.read(y), want);
+  cg.run({{"x", {0.5, 1.5, -2.0}}, {"ids", {-2, 0}}});
+  EXPECT_EQ(cg.read(y), want);
+  const std::vector<double> xs{0.5, 1.5, -2.0};
+  cg.run({{"x", xs}, {"ids", {1, -3}}});
+  EXPECT_EQ(cg.read(y), want);
+  // A list of the other type is a FeedError naming the input.
+  EXPECT_THROW(cg.run({{"x", {1, 2, 3}}, {"ids", {1, 0}}}), FeedError);
+}
+
 TEST(Runtime, MappedInputsAreNotCopied) {
   Mlp m;
   auto cg = GraphCompiler().compile(m.g, m.shapes(64), {m.loss});

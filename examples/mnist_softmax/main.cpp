@@ -153,8 +153,21 @@ int run(const Args& args, const hetgraph::distributed::Communicator& comm) {
   distributed::broadcast_variables(train, comm);  // every replica starts from rank 0's values
   const double setup_s = now_s() - t0;
   if (!args.load.empty()) {
-    train.load(args.load);
-    std::fprintf(stderr, "resumed from checkpoint %s\n", args.load.c_str());
+    // Not strict: a checkpoint of another optimizer gives W and b (its state is skipped, this
+    // optimizer's starts from zero), as fine-tuning with Adam after SGD needs.
+    const LoadReport r = train.load(args.load, {.strict = false});
+    auto names = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const std::string& n : v) s += (s.empty() ? "" : ", ") + n;
+      return s;
+    };
+    std::fprintf(stderr, "resumed from checkpoint %s (%s)\n", args.load.c_str(),
+                 names(r.loaded).c_str());
+    if (!r.not_in_graph.empty())
+      std::fprintf(stderr, "  skipped, not in this graph: %s\n", names(r.not_in_graph).c_str());
+    if (!r.not_in_file.empty())
+      std::fprintf(stderr, "  not in the checkpoint, starting fresh: %s\n",
+                   names(r.not_in_file).c_str());
   }
 
   // Batches are converted by the loader's thread while the previous step runs (--pipeline on),

@@ -517,24 +517,40 @@ struct CompileOptions {
 };
 
 /// Data for one input at run(): a view of the caller's memory, copied into the graph unless
-/// it is the graph's own mapped buffer.
+/// it is the graph's own mapped buffer. Floats and int32 are viewed; a braced list is viewed
+/// for the call it is written in; doubles are converted to float (held by the Feed).
+///   cg.run({{"x", {0.5f, 1.5f}}, {"ids", {3, 1}}});   // f32 and int32 inputs
+///   std::vector<double> xs = ...;  cg.run({{"x", xs}});
 class Feed {
  public:
   Feed(std::span<const float> v) : data_(v.data()), count_(v.size()), dtype_(DType::f32) {}
   Feed(std::span<float> v) : Feed(std::span<const float>(v)) {}
   Feed(const std::vector<float>& v) : Feed(std::span<const float>(v)) {}
+  Feed(std::initializer_list<float> v) : Feed(std::span<const float>(v.begin(), v.size())) {}
   Feed(std::span<const std::int32_t> v) : data_(v.data()), count_(v.size()), dtype_(DType::i32) {}
   Feed(std::span<std::int32_t> v) : Feed(std::span<const std::int32_t>(v)) {}
   Feed(const std::vector<std::int32_t>& v) : Feed(std::span<const std::int32_t>(v)) {}
+  Feed(std::initializer_list<std::int32_t> v)
+      : Feed(std::span<const std::int32_t>(v.begin(), v.size())) {}
+  Feed(std::span<const double> v) : Feed(converted(v)) {}
+  Feed(const std::vector<double>& v) : Feed(std::span<const double>(v)) {}
+  Feed(std::initializer_list<double> v) : Feed(std::span<const double>(v.begin(), v.size())) {}
 
   const void* data() const { return data_; }
   std::size_t count() const { return count_; }
   DType dtype() const { return dtype_; }
 
  private:
+  explicit Feed(std::shared_ptr<const std::vector<float>> owned)
+      : data_(owned->data()), count_(owned->size()), dtype_(DType::f32), owned_(std::move(owned)) {}
+  static std::shared_ptr<const std::vector<float>> converted(std::span<const double> v) {
+    return std::make_shared<const std::vector<float>>(v.begin(), v.end());
+  }
+
   const void* data_;
   std::size_t count_;
   DType dtype_;
+  std::shared_ptr<const std::vector<float>> owned_;  // doubles converted to float
 };
 
 struct FeedItem {
@@ -566,6 +582,22 @@ struct CompileReport {
 ///   RunHandle h = cg.run_async({{"x", batch}});
 ///   while (!h.done()) prepare_next_batch();   // overlaps the run
 ///   h.wait();                                 // this run's error, if it failed
+/// How CompiledGraph::load matches a checkpoint to the graph.
+struct LoadOptions {
+  /// true: the file must hold exactly the graph's variables. false: variables only the file
+  /// holds are skipped and variables only the graph holds keep their values (fine-tuning with
+  /// another optimizer: an SGD checkpoint into a graph trained with Adam); LoadReport says
+  /// which. A variable both hold must match in type and shape either way.
+  bool strict = true;
+};
+
+/// What a load did, by variable name (sorted).
+struct LoadReport {
+  std::vector<std::string> loaded;        // the graph's variables set from the file
+  std::vector<std::string> not_in_graph;  // the file's variables the graph lacks: skipped
+  std::vector<std::string> not_in_file;   // the graph's variables the file lacks: unchanged
+};
+
 class RunHandle {
  public:
   RunHandle() = default;
@@ -685,11 +717,13 @@ class CompiledGraph {
   /// per variable and one over the file. save() writes a temporary file, fsyncs it and renames
   /// it over `path`: a process killed while saving leaves the previous checkpoint intact.
   /// load() checks everything first (format, version, checksums, and that the file holds
-  /// exactly this graph's variables with the same shapes and types): a truncated, corrupt or
-  /// mismatching file is a DataError naming the file and the variable, and changes nothing.
+  /// exactly this graph's variables with the same shapes and types, or with {.strict = false}
+  /// those both hold): a truncated, corrupt or mismatching file is a DataError naming the file
+  /// and the variable, and changes nothing.
   ///   cg.save("model.ckpt");   ...   resumed.load("model.ckpt");
+  ///   LoadReport r = adam_graph.load("sgd.ckpt", {.strict = false});  // r.not_in_file: "W/m"..
   void save(const std::string& path) const;
-  void load(const std::string& path);
+  LoadReport load(const std::string& path, const LoadOptions& options = {});
 
   /// The platform's executable: opaque, the library's own (src/common/executable.hpp).
   class Impl;

@@ -2,6 +2,7 @@
 // CompiledGraph::save / load: every variable of a compiled graph in one checkpoint file
 // (the format: checkpoint_format.hpp). Variables are written in the compiled plan's order;
 // load() matches them by name and checks everything before it writes any.
+#include <algorithm>
 #include <map>
 
 #include "common/executable.hpp"
@@ -38,7 +39,7 @@ void CompiledGraph::save(const std::string& path) const {
   });
 }
 
-void CompiledGraph::load(const std::string& path) {
+LoadReport CompiledGraph::load(const std::string& path, const LoadOptions& options) {
   detail::Executable& exe = live("load");
   const detail::Plan& p = exe.plan();
   auto fail = [&](const std::string& why) { throw DataError(path + ": " + why); };
@@ -48,7 +49,11 @@ void CompiledGraph::load(const std::string& path) {
   // another graph is refused without being read whole.
   auto check = [&](const detail::CheckpointEntry& e) {
     auto it = vars.find(e.name);
-    if (it == vars.end()) fail("variable '" + e.name + "' is not a variable of the compiled graph");
+    if (it == vars.end()) {
+      if (!options.strict) return;  // skipped, reported below
+      fail("variable '" + e.name + "' is not a variable of the compiled graph" +
+           " (load with {.strict = false} to skip it)");
+    }
     const detail::PlanNode& n = p.nodes[it->second];
     Shape shape;
     try {
@@ -64,22 +69,34 @@ void CompiledGraph::load(const std::string& path) {
     }
   };
   const detail::CheckpointFile file = detail::read_checkpoint(path, check);
+  LoadReport report;
   std::vector<std::pair<const detail::CheckpointEntry*, std::uint32_t>> writes;
   for (const auto& e : file.entries) {
     auto it = vars.find(e.name);
-    writes.push_back({&e, it->second});  // check() found every one
+    if (it == vars.end()) {  // only where not strict: check() refused it otherwise
+      report.not_in_graph.push_back(e.name);
+      continue;
+    }
+    writes.push_back({&e, it->second});
+    report.loaded.push_back(e.name);
     vars.erase(it);
   }
-  if (!vars.empty()) {
+  for (const auto& [name, i] : vars) report.not_in_file.push_back(name);
+  if (options.strict && !report.not_in_file.empty()) {
     std::string missing;
-    for (const auto& [name, i] : vars) missing += (missing.empty() ? "'" : ", '") + name + "'";
-    fail("the checkpoint lacks variable " + missing + " of the compiled graph");
+    for (const std::string& name : report.not_in_file)
+      missing += (missing.empty() ? "'" : ", '") + name + "'";
+    fail("the checkpoint lacks variable " + missing +
+         " of the compiled graph (load with {.strict = false} to keep their values)");
   }
   // Everything checked: only now is the graph written.
   for (const auto& [e, i] : writes) {
     exe.write(i, file.bytes.data() + e->offset, e->bytes / 4, e->f32 ? DType::f32 : DType::i32,
               "load");
   }
+  std::sort(report.loaded.begin(), report.loaded.end());
+  std::sort(report.not_in_graph.begin(), report.not_in_graph.end());
+  return report;
 }
 
 }  // namespace hetgraph
