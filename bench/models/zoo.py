@@ -229,6 +229,7 @@ MODELS = collections.OrderedDict([
     ("mnasnet0_5", Spec("depthwise (NAS)", vision("mnasnet0_5"), image, 8)),
     ("convnext_tiny", Spec("large kernel, LayerNorm", vision("convnext_tiny"), image, 4)),
     ("vit_b_16", Spec("vision transformer", vision("vit_b_16"), image, 4)),
+    ("swin_t", Spec("shifted windows, rank 5 and 6", vision("swin_t"), image, 4)),
     ("bert_encoder", Spec("text encoder", BertEncoder, tokens(128, 8000), 8)),
     ("gpt2_prompt", Spec("decoder, prompt", Gpt2Prompt, tokens(64, 8000), 8)),
     ("gpt2_step", Spec("decoder, one token with cache", Gpt2Step, gpt2_step_inputs, 8)),
