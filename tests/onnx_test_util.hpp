@@ -28,7 +28,7 @@ namespace onnx_test {
 using namespace hetgraph;
 namespace ho = hetgraph::onnx;
 namespace fs = std::filesystem;
-using Dim = std::variant<std::int64_t, std::string>;
+using hetgraph::Dim;  // a size or a dim_param name
 
 /// A model written with ONNX's protobuf classes.
 struct Builder {
@@ -49,10 +49,10 @@ struct Builder {
     auto* s = tt->mutable_shape();
     for (const Dim& d : dims) {
       auto* x = s->add_dim();
-      if (std::holds_alternative<std::int64_t>(d))
-        x->set_dim_value(std::get<std::int64_t>(d));
+      if (d.named())
+        x->set_dim_param(d.name());
       else
-        x->set_dim_param(std::get<std::string>(d));
+        x->set_dim_value(d.size());
     }
   }
   Builder& input(const std::string& name, std::vector<Dim> dims, int elem = 1) {

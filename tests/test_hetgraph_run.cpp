@@ -225,6 +225,48 @@ TEST(HetgraphRun, OutputsWhoseFileNamesMeetAreEachWritten) {
   fs::remove(model);
 }
 
+// A model with a dynamic dim runs at each --shape given for it, one report each, in one process
+// (the k-th --shape of every input makes the k-th run; one given once serves every run).
+TEST(HetgraphRun, SeveralShapesRunInOneProcess) {
+  using namespace hetgraph;
+  Graph g;
+  auto x = g.input("x"), w = g.input("w");
+  auto y = relu(x) * w;
+  const fs::path model = fs::temp_directory_path() / "hetgraph-run-dynamic.onnx";
+  ho::export_model(g, std::vector<Node>{y}, {{"x", {2, 3}}, {"w", {3}}}, model.string());
+  ::onnx::ModelProto m;
+  {
+    std::ifstream in(model, std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&in));
+  }
+  for (auto* v : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)})
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  {
+    std::ofstream out(model, std::ios::binary | std::ios::trunc);
+    ASSERT_TRUE(m.SerializeToOstream(&out));
+  }
+  const std::string args = model.string() + " --repeat 2 --warmup 0 --shape w=3 ";
+  const Result r = run(args + "--shape x=2x3 --shape x=5x3 --shape x=1x3");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* want :
+       {"shapes    w=[3], x=[2, 3]\n", "shapes    w=[3], x=[5, 3]\n", "shapes    w=[3], x=[1, 3]\n",
+        "output    output_0 [5, 3] float", "output    output_0 [1, 3] float"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " in " << r.out;
+  }
+  std::size_t reports = 0;
+  for (std::size_t at = r.out.find("\nlatency "); at != std::string::npos;
+       at = r.out.find("\nlatency ", at + 1))
+    ++reports;
+  EXPECT_EQ(reports, 3u) << r.out;
+  const Result json = run(args + "--shape x=2x3 --shape x=4x3 --json");
+  ASSERT_EQ(json.status, 0) << json.out;
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 2) << json.out;
+  const Result files = run(args + "--shape x=2x3 --shape x=4x3 --output-dir /tmp/x");
+  EXPECT_NE(files.status, 0);
+  EXPECT_NE(files.out.find("not with --input or --output-dir"), std::string::npos) << files.out;
+  fs::remove(model);
+}
+
 // The import's budgets (ImportOptions) are flags of hetgraph-run (issue 46: there was no way to
 // raise them from the command line): a model over one fails naming the flag that raises it,
 // and raising it lets the model import and run.

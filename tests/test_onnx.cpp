@@ -3,7 +3,10 @@
 // shared helpers in tests/onnx_test_util.hpp): errors for every kind of bad or unsupported model,
 // values the import must compute, shape computations folded away for the shapes given, batch
 // norms folded into convolutions, fine-tuning an imported model, and float16 / bfloat16 models.
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <utility>
@@ -459,6 +462,37 @@ TEST(OnnxImport, Float16ModelsComputeInFloat32WithTheirTypesValues) {
   EXPECT_EQ(back.onnx_type, "float16");
   EXPECT_EQ(back.f32,
             (std::vector<float>{h(0.1), -std::numeric_limits<float>::infinity(), h(1e-7), 2.0f}));
+  std::filesystem::remove_all(dir);
+}
+
+// A model whose inputs declare symbolic dims runs from one DynamicGraph at any sizes: "N" and
+// "T" from the feeds (the inputs agree on T), an unnamed dim as "<input>.<axis>"; each new set
+// of sizes is imported and compiled once, and outputs are read by their ONNX names.
+TEST(OnnxImport, DynamicDimsRunFromOneObject) {
+  Builder b(17);
+  b.input("a", {"N", "T"}).input("m", {"T"}).output("y", {"N", "T"});
+  b.node("Add", {"a", "m"}, {"y"});
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("hetgraph-dynamic-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "add.onnx").string();
+  std::ofstream(path, std::ios::binary) << b.bytes();
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    DynamicGraph dg = ho::dynamic(path, GraphCompiler(pc.make()));
+    for (const int t : {3, 2, 3}) {
+      const std::vector<float> a = testing_util::random_vec(static_cast<std::size_t>(2 * t), t);
+      const std::vector<float> m = testing_util::random_vec(static_cast<std::size_t>(t), 9);
+      dg.run({{"a", a}, {"m", m}});
+      std::vector<float> want;
+      for (std::size_t i = 0; i < a.size(); ++i) want.push_back(a[i] + m[i % m.size()]);
+      EXPECT_EQ(dg.read("y"), want);
+      EXPECT_EQ(dg.shape("y"), (Shape{2, t}));
+      EXPECT_EQ(dg.dims(), (DimSizes{{"N", 2}, {"T", t}}));
+    }
+    EXPECT_EQ(dg.compiles(), 2u);
+    EXPECT_THROW(dg.run({{"a", testing_util::random_vec(5, 1)}, {"m", {1.0f, 2.0f}}}), FeedError);
+  }
   std::filesystem::remove_all(dir);
 }
 

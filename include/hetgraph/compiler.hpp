@@ -701,6 +701,7 @@ class CompiledGraph {
   Profile stop_profile();
 
   Shape shape(Node n) const;
+  Shape shape(std::string_view name) const;
   /// Name of the kernel implementation chosen for a node (e.g. "dnnl_matmul").
   std::string kernel_name(Node n) const;
   /// The compiled plan in Graphviz's DOT language: a node per node that runs or holds memory
@@ -730,6 +731,7 @@ class CompiledGraph {
 
  private:
   friend class GraphCompiler;
+  friend class DynamicGraph;  // carries variables between its plans
   explicit CompiledGraph(std::unique_ptr<Impl> exe);
   /// The executable; UsageError naming `what` on a moved-from compiled graph.
   Impl& live(std::string_view what) const;

@@ -14,6 +14,7 @@
 #include "hetgraph/compiler.hpp"
 #include "hetgraph/data.hpp"
 #include "hetgraph/distributed.hpp"
+#include "hetgraph/dynamic.hpp"
 #include "hetgraph/error.hpp"
 #include "hetgraph/graph.hpp"
 #include "hetgraph/layers.hpp"

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "hetgraph/compiler.hpp"
+#include "hetgraph/dynamic.hpp"
 #include "hetgraph/error.hpp"
 #include "hetgraph/graph.hpp"
 
@@ -99,6 +100,7 @@ struct ValueDesc {
   DType dtype = DType::f32;
   Shape shape;                         // as built (dynamic dims resolved)
   std::vector<std::int64_t> declared;  // as the model declares it; -1: a dynamic dim
+  std::vector<std::string> dim_names;  // per declared dim its dim_param ("batch"), or ""
 };
 
 /// An imported model: a Graph plus how its inputs, outputs and initializers map onto nodes.
@@ -140,6 +142,18 @@ Model import(const std::string& path, const ImportOptions& options = {});
 /// opset, producer and ops are set, the graph is empty. with_shapes() builds it, e.g. once the
 /// shapes of dynamic inputs are known from the data to run.
 Model read_model(const std::string& path, const ImportOptions& options = {});
+
+/// A model with dynamic dims as one DynamicGraph: each input's dims as declared, the dynamic
+/// ones named by their dim_param ("batch"; an unnamed one "<input>.<axis>"). Each new set of
+/// sizes imports the model again for it (shape computations fold per shape) and compiles it;
+/// outputs are read by their ONNX names.
+///   DynamicGraph dg = ho::dynamic("bert.onnx");
+///   dg.run({{"ids", ids}}, {{"batch", 4}, {"seq", 37}});  // or sizes from the feeds alone
+///   std::vector<float> logits = dg.read("logits");
+DynamicGraph dynamic(const Model& model, const GraphCompiler& compiler = GraphCompiler(),
+                     DynamicOptions options = {});
+DynamicGraph dynamic(const std::string& path, const GraphCompiler& compiler = GraphCompiler(),
+                     const ImportOptions& import = {}, DynamicOptions options = {});
 /// Imports a model from its serialised bytes (tensors kept as external data are refused).
 Model import_bytes(std::span<const std::byte> bytes, const ImportOptions& options = {},
                    const std::string& what = "<bytes>");

@@ -296,6 +296,10 @@ Shape CompiledGraph::shape(Node n) const {
   const Executable& e = live("shape");
   return e.plan().nodes[e.plan().index(n, "shape")].type.shape;
 }
+Shape CompiledGraph::shape(std::string_view name) const {
+  const Executable& e = live("shape");
+  return e.plan().nodes[e.plan().named(name, "shape")].type.shape;
+}
 std::string CompiledGraph::kernel_name(Node n) const {
   const Executable& e = live("kernel_name");
   return e.kernel_name(e.plan().index(n, "kernel_name"));

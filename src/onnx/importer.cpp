@@ -704,7 +704,8 @@ class Importer {
       val.from_input = v.name;
       env[v.name] = val;
       out_.inputs.push_back(in);
-      out_.input_info.push_back({v.name, ir::elem_name(v.elem), dtype, shape, declared_dims(v)});
+      out_.input_info.push_back(
+          {v.name, ir::elem_name(v.elem), dtype, shape, declared_dims(v), dim_names(v)});
       out_.input_shapes.push_back({v.name, shape});
     }
   }
@@ -899,7 +900,8 @@ class Importer {
       const TensorType t = type(v);
       out_.outputs.push_back(v);
       const int elem = o.elem != ir::kUndefined ? o.elem : it->second.elem;
-      out_.output_info.push_back({o.name, ir::elem_name(elem), t.dtype, t.shape, declared_dims(o)});
+      out_.output_info.push_back(
+          {o.name, ir::elem_name(elem), t.dtype, t.shape, declared_dims(o), dim_names(o)});
     }
   }
 
@@ -1388,6 +1390,12 @@ Dims declared_dims(const ir::ValueInfo& v) {
   return d;
 }
 
+std::vector<std::string> dim_names(const ir::ValueInfo& v) {
+  std::vector<std::string> n;
+  for (const ir::Dim& x : v.dims) n.push_back(x.param);
+  return n;
+}
+
 void describe(const std::shared_ptr<const Model::Source>& src, Model& out) {
   out.source = src;
   const ir::Model& m = *src->model;
@@ -1426,7 +1434,7 @@ Model import_parsed(ir::Model parsed, const ImportOptions& options, bool build) 
     if (init) continue;
     m.input_info.push_back({v.name, ir::elem_name(v.elem),
                             ir::held_as_float(v.elem) ? DType::f32 : DType::i32, Shape{},
-                            imp::declared_dims(v)});
+                            imp::declared_dims(v), imp::dim_names(v)});
   }
   return m;
 }

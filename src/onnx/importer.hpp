@@ -207,6 +207,7 @@ void build(const std::shared_ptr<const Model::Source>& src, Model& out);
 /// Fills what `out` says about the model without building it (opset, producer, ops).
 void describe(const std::shared_ptr<const Model::Source>& src, Model& out);
 Dims declared_dims(const ir::ValueInfo& v);
+std::vector<std::string> dim_names(const ir::ValueInfo& v);
 
 // ---- small helpers shared by the handler files
 Dims broadcast(const Dims& a, const Dims& b, const Ctx& c);

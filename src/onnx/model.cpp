@@ -30,4 +30,28 @@ CompiledGraph Model::compile(const GraphCompiler& compiler, const InputShapes& s
   return compiler.compile(std::move(graph), input_shapes, outputs);
 }
 
+DynamicGraph dynamic(const Model& model, const GraphCompiler& compiler, DynamicOptions options) {
+  DynamicShapes shapes;
+  for (const ValueDesc& v : model.input_info) {
+    std::vector<Dim> dims;
+    for (std::size_t a = 0; a < v.declared.size(); ++a) {
+      if (v.declared[a] >= 0) {
+        dims.emplace_back(v.declared[a]);
+      } else {
+        const bool named = a < v.dim_names.size() && !v.dim_names[a].empty();
+        dims.emplace_back(named ? v.dim_names[a] : v.name + "." + std::to_string(a));
+      }
+    }
+    shapes.push_back({v.name, std::move(dims)});
+  }
+  return DynamicGraph(
+      [m = model, compiler](const InputShapes& s) { return m.with_shapes(s).compile(compiler); },
+      std::move(shapes), options);
+}
+
+DynamicGraph dynamic(const std::string& path, const GraphCompiler& compiler,
+                     const ImportOptions& import, DynamicOptions options) {
+  return dynamic(read_model(path, import), compiler, options);
+}
+
 }  // namespace hetgraph::onnx

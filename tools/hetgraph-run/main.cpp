@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -356,9 +357,7 @@ void print_text(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
   if (o.profile) std::fputs(s.profile.table().c_str(), stdout);
 }
 
-int run(const hgrun::Options& o) {
-  hetgraph::tool::check_engine_flags(o);
-  check_destinations(o);
+int run_one(const hgrun::Options& o) {
   const double t0 = hetgraph::now_s();
   ho::ImportOptions io = o.budgets;
   io.dynamic_dim = 1;
@@ -399,6 +398,52 @@ int run(const hgrun::Options& o) {
 
   s.outputs = read_outputs(m, cg, s.out_shapes, o.output_dir);
   o.json ? print_json(o, m, cg, s) : print_text(o, m, cg, s);
+  return 0;
+}
+
+// --shape repeated for an input: the k-th of each input's (or its last) is the k-th set, run
+// one after the other in this process.
+std::vector<hgrun::Options> shape_sets(const hgrun::Options& o) {
+  std::map<std::string, std::vector<std::vector<std::int64_t>>> by_name;
+  std::vector<std::string> order;
+  for (const auto& [name, dims] : o.shapes) {
+    if (by_name.count(name) == 0) order.push_back(name);
+    by_name[name].push_back(dims);
+  }
+  std::size_t sets = 1;
+  for (const auto& [name, list] : by_name) sets = std::max(sets, list.size());
+  std::vector<hgrun::Options> out;
+  for (std::size_t k = 0; k < sets; ++k) {
+    hgrun::Options ok = o;
+    ok.shapes.clear();
+    for (const std::string& name : order) {
+      const auto& list = by_name[name];
+      ok.shapes.push_back({name, list[std::min(k, list.size() - 1)]});
+    }
+    out.push_back(std::move(ok));
+  }
+  return out;
+}
+
+int run(const hgrun::Options& o) {
+  hetgraph::tool::check_engine_flags(o);
+  check_destinations(o);
+  const std::vector<hgrun::Options> sets = shape_sets(o);
+  if (sets.size() > 1 && (!o.inputs.empty() || !o.output_dir.empty()))
+    throw hetgraph::cli::UsageError(
+        "--shape given several times for an input runs random inputs: not with --input or "
+        "--output-dir");
+  for (const hgrun::Options& k : sets) {
+    if (sets.size() > 1 && !o.json) {
+      std::string what;
+      for (const auto& [name, dims] : k.shapes) {
+        what += (what.empty() ? "" : ", ") + name + "=" +
+                hetgraph::Shape(std::span<const std::int64_t>(dims)).str();
+      }
+      std::printf("shapes    %s\n", what.c_str());
+    }
+    run_one(k);
+  }
   return 0;
 }
 

@@ -68,6 +68,8 @@ inline constexpr const char* kUsage =
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
     "the next input in the model's order) or are random (floats in\n"
     "[-1, 1), integers 0) in the shape the model declares, dynamic dims 1 unless --shape says.\n"
+    "--shape given more than once for an input runs the model at each: the k-th --shape of every\n"
+    "input (or its last) makes the k-th run, one report each, in one process.\n"
     "--output-dir writes each output as DIR/<output name>.pb.\n"
     "--profile prints the timed runs' time by op kind and the 20 slowest nodes with their kernels\n"
     "and shapes; with --json it is the line's \"profile\" object instead (every node).\n"

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// Graphs compiled once for input shapes with named dims, run with any size of them.
+//
+//   Graph g;
+//   auto x = g.input("x"), ids = g.input("ids", DType::i32);
+//   auto y = softmax(matmul(x, W) + b);
+//   DynamicGraph dg(GraphCompiler(), g, {{"x", {"N", 784}}}, {y});
+//   dg.run({{"x", batch17}});   // N = 17, from the feed's size: compiled for [17, 784]
+//   dg.run({{"x", batch64}});   // N = 64: compiled once more, then cached
+//   dg.run({{"x", batch17}});   // the [17, 784] plan again, no compile
+//   dg.shape(y);                // [17, 10]
+//   dg.read(y);
+//
+// How: a plan per distinct set of dim sizes, compiled on first sight and kept in a
+// least-recently-used cache of DynamicOptions::max_plans plans (so memory is bounded by that
+// many compiled graphs; each holds its own weights and arena). A run of a cached shape costs
+// what a graph compiled for that shape costs. Variables are one state across plans: where a
+// plan's run wrote variables (training), the next plan to run is brought up to date first by
+// copying them from the plan that ran last (graphs that never write variables copy nothing).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hetgraph/compiler.hpp"
+
+namespace hetgraph {
+
+/// One dim of a dynamic input shape: a fixed size, or a name whose size each run gives.
+/// Inputs naming the same dim must agree on it.
+class Dim {
+ public:
+  Dim(std::int64_t size) : size_(size) {}  // NOLINT(google-explicit-constructor): {"N", 3}
+  Dim(int size) : size_(size) {}           // NOLINT(google-explicit-constructor)
+  Dim(const char* name) : name_(name) {}   // NOLINT(google-explicit-constructor)
+  Dim(std::string name) : name_(std::move(name)) {}  // NOLINT(google-explicit-constructor)
+
+  bool named() const { return !name_.empty(); }
+  const std::string& name() const { return name_; }
+  std::int64_t size() const { return size_; }  // -1 where named
+
+ private:
+  std::int64_t size_ = -1;
+  std::string name_;
+};
+
+/// Each input's shape with named dims: {{"x", {"N", 3, 224, 224}}, {"ids", {"B", "T"}}}.
+using DynamicShapes = std::vector<std::pair<std::string, std::vector<Dim>>>;
+/// Sizes of named dims: {{"B", 4}, {"T", 37}}.
+using DimSizes = std::vector<std::pair<std::string, std::int64_t>>;
+
+struct DynamicOptions {
+  /// Compiled plans kept at once; the least recently run one goes first. At least 1.
+  std::size_t max_plans = 16;
+};
+
+class DynamicGraph {
+ public:
+  /// Builds the compiled graph for concrete input shapes (an ONNX model is imported again per
+  /// shape: onnx::dynamic). Every call must give a graph with the same variables.
+  using Build = std::function<CompiledGraph(const InputShapes&)>;
+
+  /// `fetches` as for GraphCompiler::compile. The graph is shared, not copied: compile() reads
+  /// it whenever a new shape is first run (its variables' values at that time seed a plan only
+  /// while no run has written variables).
+  DynamicGraph(GraphCompiler compiler, Graph graph, DynamicShapes shapes, std::vector<Node> fetches,
+               DynamicOptions options = {});
+  DynamicGraph(Build build, DynamicShapes shapes, DynamicOptions options = {});
+  DynamicGraph(DynamicGraph&&) noexcept;
+  DynamicGraph& operator=(DynamicGraph&&) noexcept;
+  ~DynamicGraph();
+
+  /// Runs with these feeds. Named dims come from `dims`, else from the feeds' sizes (an input
+  /// with one named dim not given otherwise); a dim no feed determines, sizes that do not
+  /// divide, or two inputs that disagree on a dim are a FeedError naming the inputs and dims.
+  void run(std::span<const FeedItem> feeds, const DimSizes& dims = {});
+  void run(std::initializer_list<FeedItem> feeds, const DimSizes& dims = {});
+
+  /// The last run's values and shapes.
+  std::vector<float> read(Node n) const;
+  std::vector<float> read(std::string_view name) const;
+  std::vector<std::int32_t> read_i32(Node n) const;
+  std::vector<std::int32_t> read_i32(std::string_view name) const;
+  Shape shape(Node n) const;
+  Shape shape(std::string_view name) const;
+  /// The named dims' sizes in the last run, by name.
+  const DimSizes& dims() const;
+  /// The compiled graph the last run used (engine report, profiles, traces). UsageError before
+  /// the first run.
+  CompiledGraph& current();
+
+  /// Variables, whichever plan holds their latest values.
+  void write(std::string_view name, std::span<const float> data);
+  void save(const std::string& path);
+  LoadReport load(const std::string& path, const LoadOptions& options = {});
+
+  std::size_t plans() const;     // compiled plans held now
+  std::size_t compiles() const;  // plans compiled so far (misses of the cache)
+  /// Bytes the held plans planned (CompileReport::planned_bytes summed).
+  std::size_t planned_bytes() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace hetgraph
