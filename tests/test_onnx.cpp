@@ -465,6 +465,30 @@ TEST(OnnxImport, Float16ModelsComputeInFloat32WithTheirTypesValues) {
   std::filesystem::remove_all(dir);
 }
 
+// Model::compile with other shapes builds the graph again; the model's own handles (inputs,
+// outputs, variables) still read the compiled graph, on every platform (issue 50: they threw
+// "belongs to another graph"). A node of an unrelated graph still does.
+TEST(OnnxImport, ModelHandlesReadAGraphCompiledForOtherShapes) {
+  Builder b(17);
+  b.input("x", {"N", 2}).output("y", {"N", 3});
+  b.floats("w", {2, 3}, {1, 2, 3, 4, 5, 6});
+  b.node("MatMul", {"x", "w"}, {"y"});
+  const ho::Model m = b.import({.input_shapes = {{"x", {1, 2}}}});
+  ASSERT_EQ(m.variables.size(), 1u);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()), {{"x", {3, 2}}});
+    cg.run({{"x", {1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f}}});
+    EXPECT_EQ(cg.read(m.outputs[0]), (std::vector<float>{1, 2, 3, 4, 5, 6, 5, 7, 9}));
+    EXPECT_EQ(cg.shape(m.outputs[0]), (Shape{3, 3}));
+    EXPECT_EQ(cg.read(m.variables[0]), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(cg.shape(m.inputs[0]), (Shape{3, 2}));
+    Graph other;
+    const Node stranger = other.input("x");
+    EXPECT_THROW(cg.read(stranger), GraphError);
+  }
+}
+
 // A model whose inputs declare symbolic dims runs from one DynamicGraph at any sizes: "N" and
 // "T" from the feeds (the inputs agree on T), an unnamed dim as "<input>.<axis>"; each new set
 // of sizes is imported and compiled once, and outputs are read by their ONNX names.

@@ -42,6 +42,11 @@ struct Graph::Impl {
   std::vector<detail::NodeRec> nodes;
   std::unordered_map<std::string, std::uint32_t> by_name;
   std::optional<Device> scope;  // the innermost DeviceScope: pins every node added
+  /// A graph built again from the same model for other shapes (onnx::Model::with_shapes)
+  /// stands in for the earlier one: that graph's id, and its nodes' ids here (inputs, outputs,
+  /// variables), so handles of the earlier graph read a graph compiled from this one.
+  std::uint64_t stands_for = 0;
+  std::unordered_map<std::uint32_t, std::uint32_t> stand_ins;
 
   Node add(detail::NodeRec rec);
   Node handle(std::uint32_t id) const { return Node(const_cast<Impl*>(this), id); }

@@ -96,6 +96,8 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
   const auto order = topo_order(g, prune(g, roots), roots);
   Plan p;
   p.graph_id = g.id;
+  p.stands_for = g.stands_for;
+  p.stand_ins = g.stand_ins;
   p.graph_size = static_cast<std::uint32_t>(g.nodes.size());
   p.next_label = p.graph_size;
   p.names.reserve(g.by_name.size());
@@ -843,11 +845,16 @@ bool fixed_between_runs(const Plan& p, std::uint32_t i) {
 
 std::uint32_t Plan::index(const Node& n, std::string_view what) const {
   if (!n.valid()) throw GraphError(std::string(what) + ": invalid (default-constructed) node");
+  std::uint32_t id = n.id();
   if (detail::graph_of(n)->id != graph_id) {
-    throw GraphError(std::string(what) + ": node " + n.label() +
-                     " belongs to another graph than the one compiled");
+    const auto it = stand_ins.find(id);
+    if (stands_for == 0 || detail::graph_of(n)->id != stands_for || it == stand_ins.end()) {
+      throw GraphError(std::string(what) + ": node " + n.label() +
+                       " belongs to another graph than the one compiled");
+    }
+    id = it->second;  // the same input, output or variable of the model built again
   }
-  const std::int64_t at = index_of.find(n.id());
+  const std::int64_t at = index_of.find(id);
   if (at < 0) {
     throw GraphError(std::string(what) + ": node " + n.label() +
                      " was pruned: no fetched node needs it (fetch it at compile time)");

@@ -893,6 +893,8 @@ class PartBuilder {
         part_(std::make_shared<Plan>()),
         local_(p.nodes.size(), -1) {
     part_->graph_id = p.graph_id;
+    part_->stands_for = p.stands_for;
+    part_->stand_ins = p.stand_ins;
     part_->graph_size = p.graph_size;
     part_->next_label = p.next_label;
     part_->index_of.reset(part_->graph_size);

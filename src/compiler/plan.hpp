@@ -185,6 +185,8 @@ class GidIndex {
 
 struct Plan {
   std::uint64_t graph_id = 0;    // identity of the user's graph (not its address)
+  std::uint64_t stands_for = 0;  // GraphImpl::stands_for and stand_ins, copied
+  std::unordered_map<std::uint32_t, std::uint32_t> stand_ins;
   std::uint32_t graph_size = 0;  // nodes in the user's graph when it was compiled
   std::uint32_t next_label = 0;  // "#n" in the labels of nodes passes make (after the graph's)
   std::vector<PlanNode> nodes;   // topological order

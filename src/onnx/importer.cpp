@@ -1484,6 +1484,18 @@ Model Model::with_shapes(const InputShapes& shapes) const {
   }
   Model m;
   imp::build(src, m);
+  // This model's handles name the same inputs, outputs and variables of the new graph.
+  if (graph.size() > 0) {
+    detail::GraphImpl& g = detail::impl_of(m.graph);
+    g.stands_for = detail::impl_of(graph).id;
+    auto map = [&](const std::vector<Node>& from, const std::vector<Node>& to) {
+      for (std::size_t i = 0; i < from.size() && i < to.size(); ++i)
+        g.stand_ins[from[i].id()] = to[i].id();
+    };
+    map(inputs, m.inputs);
+    map(outputs, m.outputs);
+    map(variables, m.variables);
+  }
   return m;
 }
 
