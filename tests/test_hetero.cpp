@@ -394,6 +394,60 @@ TEST(Hetero, HeftPutsHeavyNodesOnTheFasterOfTwoOpenClDevices) {
   expect_near(cg.read(y), ref.read(y), 1e-4, "y");
 }
 
+// A layer built in a DeviceScope, trained by minimize() outside any scope: its gradients, its
+// optimizer states and updates run on the layer's device (issue 50: they ran on the CPU unless
+// minimize() was in the scope too), and the step equals the CPU's. A scope around minimize()
+// still decides for what it encloses.
+TEST(Hetero, APinnedLayerTrainsWhereItRuns) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto x = g.input("x"), t = g.input("t", DType::i32);
+  Node W, b, h;
+  {
+    DeviceScope on_cl(g, cl);
+    W = g.variable("W", {4, 3}, Initializer::uniform(-1, 1, 1));
+    b = g.variable("b", {3}, Initializer::fill(0.1f));
+    h = relu(matmul(x, W).named("mm") + b).named("h");
+  }
+  auto loss = reduce_mean(cross_entropy(softmax(h), t)).named("loss");
+  auto step = minimize(loss, {W, b}, Optimizer::adam(0.1f));
+  for (std::uint32_t id = 0; id < g.size(); ++id) {
+    const Node n = g.node(id);
+    const std::string& name = n.name();
+    if (name.rfind("W/", 0) == 0 || name.rfind("b/", 0) == 0) {  // states and updates
+      EXPECT_EQ(n.device(), std::optional<Device>(cl)) << name;
+    }
+  }
+  const InputShapes shapes{{"x", {2, 4}}, {"t", {2}}};
+  auto cg = GraphCompiler(hetero()).compile(g, shapes, {loss, step});
+  auto ref = GraphCompiler().compile(g, shapes, {loss, step});
+  const std::vector<float> xv{1, -2, 3, 4, 5, 6, -7, 8};
+  const std::vector<std::int32_t> tv{2, 0};
+  for (int i = 0; i < 3; ++i) {
+    cg.run({{"x", xv}, {"t", tv}});
+    ref.run({{"x", xv}, {"t", tv}});
+  }
+  expect_near(cg.read(W), ref.read(W), 1e-5, "W after 3 steps");
+  const EngineReport r = cg.engine_report();
+  int relu_grads = 0;
+  for (const auto& p : r.hetero->nodes) {
+    if (p.node.find("(relu_grad)") == std::string::npos) continue;
+    ++relu_grads;
+    EXPECT_EQ(p.device, cl.str()) << p.node << ": " << p.reason;
+  }
+  EXPECT_EQ(relu_grads, 1);
+  for (const char* update : {"W/adam", "b/adam"})
+    EXPECT_EQ(placed(r, update).device, cl.str()) << update;
+  Graph g2;
+  auto W2 = g2.variable("W", {3}).on(cl);
+  Node step2;
+  {
+    DeviceScope on_cpu(g2, Device::cpu());
+    step2 = minimize(reduce_sum(W2 * W2), {W2}, Optimizer::adam(0.1f));
+  }
+  EXPECT_EQ(g2.find("W/exp_avg").device(), std::optional<Device>(Device::cpu()));
+}
+
 // ---- transfers ---------------------------------------------------------------------------------
 
 TEST(Hetero, AValueCrossesToADeviceOnceHoweverManyReadItThere) {

@@ -133,6 +133,7 @@ std::vector<Node> gradients(Node loss, std::span<const Node> wrt) {
     ctx.in = std::move(in);
     ctx.grad = grad;
     ctx.attrs = g.rec(v).attrs;
+    const detail::InheritPin pin(g, g.rec(v).pin);
     def.grad(ctx);
   }
 

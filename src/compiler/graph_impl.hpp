@@ -85,6 +85,23 @@ inline const NodeRec& rec_of(const Node& n) {
 
 /// Checks a node handle belongs to `g`; throws GraphError otherwise.
 void check_same_graph(const GraphImpl* g, const Node& n, std::string_view what);
+
+/// While alive, nodes added to `g` outside any DeviceScope are pinned to `pin` (where it is
+/// set): what autodiff and the optimizers add for a pinned node or variable runs on its device,
+/// as PyTorch users expect of a layer moved to a device. An enclosing DeviceScope wins.
+class InheritPin {
+ public:
+  InheritPin(GraphImpl& g, const std::optional<Device>& pin) : g_(g), outer_(g.scope) {
+    if (!outer_ && pin) g_.scope = pin;
+  }
+  ~InheritPin() { g_.scope = outer_; }
+  InheritPin(const InheritPin&) = delete;
+  InheritPin& operator=(const InheritPin&) = delete;
+
+ private:
+  GraphImpl& g_;
+  std::optional<Device> outer_;
+};
 /// Creates an op node: checks arity and that all inputs come from one graph.
 Node make_op(OpKind op, std::span<const Node> inputs, Attrs attrs = {});
 Node make_op(OpKind op, std::initializer_list<Node> inputs, Attrs attrs = {});

@@ -205,6 +205,7 @@ Node apply_gradients(std::span<const Node> variables, std::span<const Node> grad
   at.set(rule);
   for (std::size_t i = 0; i < variables.size(); ++i) {
     const Node v = variables[i];
+    const detail::InheritPin pin(g, g.rec(v.id()).pin);  // states and update with the variable
     std::vector<Node> in{v, gs[i], lr};
     if (rule.uses_step()) in.push_back(step);
     for (int s = 0; s < rule.states(); ++s) {

@@ -32,6 +32,7 @@ Node sgd_steps(std::span<const Node> variables, const std::vector<Node>& grads, 
   std::vector<Node> steps;
   for (std::size_t i = 0; i < variables.size(); ++i) {
     const Node v = variables[i];
+    const detail::InheritPin pin(g, g.rec(v.id()).pin);  // velocity and update with the variable
     Node update = grads[i];
     if (momentum != 0.0f) {
       // u <- m*u + g, written over u; the variable then steps along u.
