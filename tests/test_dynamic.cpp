@@ -134,6 +134,21 @@ TEST(DynamicTraining, VariablesCarryAcrossShapesAndEvictions) {
   dg.write("W", zeros);
   dg.run({{"x", random_vec(12, 5)}, {"t", {0, 1}}});
   EXPECT_NEAR(dg.read(loss)[0], std::log(3.0f), 1e-6f);  // W was 0: a uniform softmax
+  // A checkpoint of the newest state loads into another DynamicGraph (after its first run)
+  // and reaches its other plans.
+  dg.run({{"x", random_vec(30, 6)}, {"t", {0, 1, 2, 0, 1}}});
+  const std::string path = testing::TempDir() + "dynamic.ckpt";
+  dg.save(path);
+  DynamicGraph other(GraphCompiler(), g, {{"x", {"N", 6}}, {"t", {"N"}}}, {loss, step});
+  EXPECT_THROW(other.load(path), UsageError);
+  other.run({{"x", random_vec(6, 7)}, {"t", {1}}});
+  const LoadReport r = other.load(path);
+  EXPECT_EQ(r.loaded, (std::vector<std::string>{"W", "W/velocity"}));
+  const std::vector<float> xs = random_vec(18, 8);
+  dg.run({{"x", xs}, {"t", {2, 1, 0}}});
+  other.run({{"x", xs}, {"t", {2, 1, 0}}});  // N = 3: a plan compiled after the load
+  EXPECT_EQ(other.read("W"), dg.read("W"));
+  EXPECT_EQ(other.read(loss), dg.read(loss));
 }
 
 }  // namespace

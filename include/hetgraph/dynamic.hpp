@@ -98,7 +98,8 @@ class DynamicGraph {
   /// the first run.
   CompiledGraph& current();
 
-  /// Variables, whichever plan holds their latest values.
+  /// Variables, whichever plan holds their latest values (UsageError before the first run:
+  /// no plan exists yet).
   void write(std::string_view name, std::span<const float> data);
   void save(const std::string& path);
   LoadReport load(const std::string& path, const LoadOptions& options = {});
@@ -111,6 +112,11 @@ class DynamicGraph {
   struct State;
 
  private:
+  // The plan holding the newest variable state (UsageError naming `what` before a run), and
+  // the mark that it was just written (every other plan copies from it before it next runs).
+  CompiledGraph& state_plan(std::string_view what);
+  void state_written();
+
   std::unique_ptr<State> s_;
 };
 

@@ -277,25 +277,21 @@ const DimSizes& DynamicGraph::dims() const {
 }
 
 // Writes and loads go to the plan with the newest state, which then becomes the holder: every
-// other plan is brought up to date before it next runs.
+// other plan is brought up to date before it next runs. (save and load are in
+// src/onnx/checkpoint.cpp, with CompiledGraph's.)
+CompiledGraph& DynamicGraph::state_plan(std::string_view what) {
+  if (s_->last == nullptr)
+    throw UsageError("DynamicGraph: " + std::string(what) + " before the first run");
+  return s_->latest().cg;
+}
+void DynamicGraph::state_written() {
+  State::Plan& p = s_->latest();
+  p.version = ++s_->version;
+  s_->holder = &p;
+}
 void DynamicGraph::write(std::string_view name, std::span<const float> data) {
-  if (s_->last == nullptr) throw UsageError("DynamicGraph: write before the first run");
-  State::Plan& p = s_->latest();
-  p.cg.write(name, data);
-  p.version = ++s_->version;
-  s_->holder = &p;
-}
-LoadReport DynamicGraph::load(const std::string& path, const LoadOptions& options) {
-  if (s_->last == nullptr) throw UsageError("DynamicGraph: load before the first run");
-  State::Plan& p = s_->latest();
-  LoadReport r = p.cg.load(path, options);
-  p.version = ++s_->version;
-  s_->holder = &p;
-  return r;
-}
-void DynamicGraph::save(const std::string& path) {
-  if (s_->last == nullptr) throw UsageError("DynamicGraph: save before the first run");
-  s_->latest().cg.save(path);
+  state_plan("write").write(name, data);
+  state_written();
 }
 
 std::size_t DynamicGraph::plans() const {

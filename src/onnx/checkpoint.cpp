@@ -7,6 +7,7 @@
 
 #include "common/executable.hpp"
 #include "hetgraph/compiler.hpp"
+#include "hetgraph/dynamic.hpp"
 #include "hetgraph/error.hpp"
 #include "onnx/checkpoint_format.hpp"
 #include "util/atomic_file.hpp"
@@ -97,6 +98,16 @@ LoadReport CompiledGraph::load(const std::string& path, const LoadOptions& optio
   std::sort(report.loaded.begin(), report.loaded.end());
   std::sort(report.not_in_graph.begin(), report.not_in_graph.end());
   return report;
+}
+
+void DynamicGraph::save(const std::string& path) {
+  state_plan("save").save(path);
+}
+
+LoadReport DynamicGraph::load(const std::string& path, const LoadOptions& options) {
+  LoadReport r = state_plan("load").load(path, options);
+  state_written();
+  return r;
 }
 
 }  // namespace hetgraph
