@@ -2,6 +2,7 @@
 // Compiled graphs at run time: sync and async runs, mapped inputs, reads and writes,
 // variables, determinism, the CPU's code path.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -60,8 +61,9 @@ TEST(Runtime, AsyncRunMatchesSyncRun) {
   EXPECT_TRUE(testing_util::bitwise_equal(cg.read(m.p), sync));
 }
 
-// Feeds written as braced lists (floats, int32, doubles) or as vectors of doubles run as the
-// same values in float and int32 vectors do.
+// Feeds written as braced lists (floats, int32, doubles), vectors of doubles, std::arrays and C
+// arrays run as the same values in float and int32 vectors do. (Another element type, such as
+// int64, does not compile: Feed's static_assert names the types it takes.)
 TEST(Runtime, BracedListsAndDoublesAreFeeds) {
   Graph g;
   auto x = g.input("x"), ids = g.input("ids", DType::i32);
@@ -74,6 +76,15 @@ TEST(Runtime, BracedListsAndDoublesAreFeeds) {
   EXPECT_EQ(cg.read(y), want);
   const std::vector<double> xs{0.5, 1.5, -2.0};
   cg.run({{"x", xs}, {"ids", {1, -3}}});
+  EXPECT_EQ(cg.read(y), want);
+  // Any contiguous range of those types: std::array, C arrays.
+  const std::array<float, 3> xa{0.5f, 1.5f, -2.0f};
+  const std::array<std::int32_t, 2> ia{1, 0};
+  cg.run({{"x", xa}, {"ids", ia}});
+  EXPECT_EQ(cg.read(y), want);
+  const double xc[3] = {0.5, 1.5, -2.0};
+  const std::int32_t ic[2] = {-2, 0};
+  cg.run({{"x", xc}, {"ids", ic}});
   EXPECT_EQ(cg.read(y), want);
   // A list of the other type is a FeedError naming the input.
   EXPECT_THROW(cg.run({{"x", {1, 2, 3}}, {"ids", {1, 0}}}), FeedError);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -535,12 +536,30 @@ class Feed {
   Feed(std::span<const double> v) : Feed(converted(v)) {}
   Feed(const std::vector<double>& v) : Feed(std::span<const double>(v)) {}
   Feed(std::initializer_list<double> v) : Feed(std::span<const double>(v.begin(), v.size())) {}
+  /// Any other contiguous range (std::array, a C array, ...) of those element types; another
+  /// element type is a compile-time error saying which ones a feed takes.
+  template <class R>
+  requires requires(const R& r) {
+    std::data(r);
+    std::size(r);
+  }
+  Feed(const R& r) : Feed(of(std::data(r), std::size(r))) {}  // NOLINT: implicit, as above
 
   const void* data() const { return data_; }
   std::size_t count() const { return count_; }
   DType dtype() const { return dtype_; }
 
  private:
+  static std::span<const float> of(const float* p, std::size_t n) { return {p, n}; }
+  static std::span<const std::int32_t> of(const std::int32_t* p, std::size_t n) { return {p, n}; }
+  static std::span<const double> of(const double* p, std::size_t n) { return {p, n}; }
+  template <class T>
+  static std::span<const float> of(const T*, std::size_t) {
+    static_assert(sizeof(T) == 0,
+                  "hetgraph::Feed takes float, std::int32_t or double values: convert the data "
+                  "(an int64 index vector to int32, ...) before feeding it");
+    return {};
+  }
   explicit Feed(std::shared_ptr<const std::vector<float>> owned)
       : data_(owned->data()), count_(owned->size()), dtype_(DType::f32), owned_(std::move(owned)) {}
   static std::shared_ptr<const std::vector<float>> converted(std::span<const double> v) {
