@@ -195,6 +195,37 @@ TEST(MnistExample, OptimizersShuffleAndResume) {
   EXPECT_EQ(field(last(straight), "test_accuracy"), field(last(resumed), "test_accuracy"));
 }
 
+// The README's mpirun lines work as written, as root too: each carries --allow-run-as-root,
+// and the one-machine line runs (on a small data set and one epoch) with both ranks.
+TEST(MnistExample, ReadmeMpirunLinesRunAsWritten) {
+  std::ifstream readme(std::string(HETGRAPH_SOURCE_DIR) + "/README.md");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(readme, l);) {
+    if (l.rfind("mpirun ", 0) == 0) lines.push_back(l);
+  }
+  ASSERT_GE(lines.size(), 3u);
+  for (const std::string& l : lines)
+    EXPECT_NE(l.find("--allow-run-as-root"), std::string::npos) << l;
+  std::string line = lines[0];
+  const std::string example = "build/examples/mnist_softmax";
+  const auto at = line.find(example);
+  ASSERT_NE(at, std::string::npos) << line;
+  line.replace(at, example.size(), HETGRAPH_MNIST_EXAMPLE);
+  const fs::path dir =
+      fs::temp_directory_path() / ("hetgraph_mnist_readme_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_set(dir, "train", 400, 1);
+  write_set(dir, "t10k", 100, 2);
+  const std::string cmd = line + " --data " + dir.string() + " --epochs 1 --batch 100 > " +
+                          (dir / "out").string() + " 2> " + (dir / "err").string();
+  const int status = std::system(cmd.c_str());
+  std::ifstream err(dir / "err");
+  const std::string errors((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  fs::remove_all(dir);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << cmd << "\n" << errors;
+  EXPECT_EQ(errors.find("trains alone"), std::string::npos) << errors;  // two ranks, not one
+}
+
 // mpirun -np P mnist_softmax --data-parallel: each rank trains on its share of every batch and
 // the run ends where the single-process one does (loss to float rounding: the gradient sums are
 // grouped differently; see README), with the same test accuracy; with SGD and with Adam.
