@@ -115,6 +115,7 @@ class DynamicGraph {
   // The plan holding the newest variable state (UsageError naming `what` before a run), and
   // the mark that it was just written (every other plan copies from it before it next runs).
   CompiledGraph& state_plan(std::string_view what);
+  const CompiledGraph& last_run() const;  // UsageError before the first run
   void state_written();
 
   std::unique_ptr<State> s_;

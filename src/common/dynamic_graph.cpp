@@ -249,28 +249,32 @@ void DynamicGraph::run(std::span<const FeedItem> feeds, const DimSizes& dims) {
   }
 }
 
-CompiledGraph& DynamicGraph::current() {
+const CompiledGraph& DynamicGraph::last_run() const {
   if (s_->last == nullptr) throw UsageError("DynamicGraph: nothing has run yet");
+  return s_->last->cg;
+}
+CompiledGraph& DynamicGraph::current() {
+  last_run();  // the check
   return s_->last->cg;
 }
 
 std::vector<float> DynamicGraph::read(Node n) const {
-  return const_cast<DynamicGraph*>(this)->current().read(n);
+  return last_run().read(n);
 }
 std::vector<float> DynamicGraph::read(std::string_view name) const {
-  return const_cast<DynamicGraph*>(this)->current().read(name);
+  return last_run().read(name);
 }
 std::vector<std::int32_t> DynamicGraph::read_i32(Node n) const {
-  return const_cast<DynamicGraph*>(this)->current().read_i32(n);
+  return last_run().read_i32(n);
 }
 std::vector<std::int32_t> DynamicGraph::read_i32(std::string_view name) const {
-  return const_cast<DynamicGraph*>(this)->current().read_i32(name);
+  return last_run().read_i32(name);
 }
 Shape DynamicGraph::shape(Node n) const {
-  return const_cast<DynamicGraph*>(this)->current().shape(n);
+  return last_run().shape(n);
 }
 Shape DynamicGraph::shape(std::string_view name) const {
-  return const_cast<DynamicGraph*>(this)->current().shape(name);
+  return last_run().shape(name);
 }
 const DimSizes& DynamicGraph::dims() const {
   return s_->dims;
