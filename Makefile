@@ -29,8 +29,15 @@ SOAK_THREADS ?= 2
 SOAK_KILL_SECONDS ?= 5
 SOAK_RANK_ROUNDS ?= 50
 
+# What install-deps.sh installs: the run group for building and running; targets that test or
+# benchmark ask for their group, which their prerequisites inherit (one install per make).
+DEPS_GROUP = run
+test lint test-release build-asan test-asan build-tsan test-tsan test-fuzz fuzz fuzz-build \
+  soak soak-concurrent soak-ranks: DEPS_GROUP = test
+bench: DEPS_GROUP = bench
+
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh $(DEPS_GROUP)
 
 configure: deps
 	@cmake --preset release >/dev/null
@@ -98,7 +105,6 @@ soak-ranks: build
 	./build/tests/hetgraph-soak --rank-rounds $(SOAK_RANK_ROUNDS)
 
 bench: build
-	@scripts/install-deps.sh --bench
 	scripts/run-bench.sh
 
 clean:

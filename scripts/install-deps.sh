@@ -1,32 +1,61 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Installs, only when missing, every Debian package hetgraph builds, tests or runs with;
-# with --bench also what the benchmark charts need (matplotlib: `make bench`, bench/*.py).
-# Idempotent and quiet when everything is present; one `apt-get update` at most.
+# Installs, only when missing, the Debian packages one of hetgraph's targets needs:
+#   scripts/install-deps.sh [run|test|bench] [--list]
+#   run    build and run the library, its examples and tools (`make run`, `make build`)
+#   test   + what the test suite needs (`make test`): GoogleTest, the ONNX backend test data,
+#          python3 (the documentation's snippets), clang for the fuzz targets and the lint
+#   bench  + what the benchmark charts need (`make bench`): matplotlib. The peer harnesses
+#          (bench/models, bench/cnn: PyTorch, ONNX Runtime) install their own on top of this.
+# Each group includes the ones above it. --list prints the group's packages and installs nothing.
+# It says what it will install before it does; idempotent and quiet when everything is present;
+# one `apt-get update` at most.
 set -euo pipefail
 
-packages=(
+group=run
+list=0
+for a in "$@"; do
+  case "$a" in
+    run | test | bench) group=$a ;;
+    --bench) group=bench ;;   # the flag of earlier versions
+    --list) list=1 ;;
+    -h | --help) sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown argument '$a' (run, test, bench, --list)" >&2; exit 2 ;;
+  esac
+done
+
+run_packages=(
   g++ cmake make pkg-config
   libdnnl-dev            # oneDNN 2.6: matmul, conv, pooling, eltwise
   libhwloc-dev           # topology and thread pinning
   libpapi-dev            # PAPI real-time clock and counters
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo   # OpenCL loader, headers, CPU device
   libclblast-dev         # OpenCL GEMM
-  libgtest-dev           # GoogleTest
   zlib1g-dev             # gzip'd IDX files, checkpoint checksums (CRC-32)
   libonnx-dev libprotobuf-dev   # ONNX import/export: ONNX 1.12's protobuf classes, checker
-  libonnx-testdata       # the ONNX backend test suite (conformance test)
-  libopenmpi-dev openmpi-bin   # MPI for data-parallel training (libhetgraph_mpi, mpirun tests)
+  libopenmpi-dev openmpi-bin   # MPI for data-parallel training (libhetgraph_mpi, mpirun)
   dataset-fashion-mnist  # the default MNIST-format data set
-  python3                # scripts/mnist_reference.py and the bench/ harnesses
+)
+test_packages=(
+  libgtest-dev           # GoogleTest
+  libonnx-testdata       # the ONNX backend test suite (conformance test)
+  python3                # the documentation's snippets, scripts/mnist_reference.py
   mawk                   # awk: tests/bench_replay_calibrated.cmake compares floats with it
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
   clang-tidy-14 clang-format-14   # make lint (scripts/lint.sh)
 )
-
 # Plotting pulls in NumPy, Pillow and fonts (a third of a fresh machine's install time): only
 # for the charts.
-[ "${1:-}" = --bench ] && packages+=(python3-matplotlib)
+bench_packages=(python3-matplotlib)
+
+packages=("${run_packages[@]}")
+if [ "$group" != run ]; then packages+=("${test_packages[@]}"); fi
+if [ "$group" = bench ]; then packages+=("${bench_packages[@]}"); fi
+
+if [ $list -eq 1 ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,12 +65,14 @@ for p in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "install-deps: installing ${missing[*]}" >&2
+echo "install-deps ($group): installing ${#missing[@]} Debian packages: ${missing[*]}" >&2
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null 2>&1 || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
   sudo="sudo"
+  echo "install-deps: through sudo (apt-get update, apt-get install)" >&2
 fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps ($group): done" >&2

@@ -185,11 +185,11 @@ TEST(Environment, TheLibraryReadsOnlyTheVariablesOfItsTable) {
   EXPECT_GT(reads, 15) << "the pattern no longer finds the library's reads";
 }
 
-TEST(Environment, EveryVariableOfTheTableIsInTheReadme) {
-  std::ifstream f(HETGRAPH_SOURCE_DIR "/README.md");
+TEST(Environment, EveryVariableOfTheTableIsDocumented) {
+  std::ifstream f(HETGRAPH_SOURCE_DIR "/docs/errors.md");
   const std::string readme{std::istreambuf_iterator<char>(f), {}};
   const auto start = readme.find("\n## Environment variables\n");
-  ASSERT_NE(start, std::string::npos) << "README.md has no \"Environment variables\" section";
+  ASSERT_NE(start, std::string::npos) << "docs/errors.md has no \"Environment variables\" section";
   const std::string section = readme.substr(start, readme.find("\n## ", start + 1) - start);
   std::size_t rows = 0;
   for (std::size_t at = section.find("\n| `"); at != std::string::npos;
@@ -197,9 +197,9 @@ TEST(Environment, EveryVariableOfTheTableIsInTheReadme) {
     ++rows;
   for (const auto& v : hetgraph::detail::kEnvironment)
     EXPECT_NE(section.find("| `" + std::string(v.name) + "` |"), std::string::npos)
-        << v.name << " is read by the library but not in README's table";
+        << v.name << " is read by the library but not in docs/errors.md's table";
   EXPECT_EQ(rows, std::size(hetgraph::detail::kEnvironment))
-      << "README's table lists a variable kEnvironment lacks";
+      << "docs/errors.md's table lists a variable kEnvironment lacks";
 }
 
 // A broken invariant of the library throws InternalError (which says "internal: "), never the

@@ -195,10 +195,11 @@ TEST(MnistExample, OptimizersShuffleAndResume) {
   EXPECT_EQ(field(last(straight), "test_accuracy"), field(last(resumed), "test_accuracy"));
 }
 
-// The README's mpirun lines work as written, as root too: each carries --allow-run-as-root,
-// and the one-machine line runs (on a small data set and one epoch) with both ranks.
-TEST(MnistExample, ReadmeMpirunLinesRunAsWritten) {
-  std::ifstream readme(std::string(HETGRAPH_SOURCE_DIR) + "/README.md");
+// The documentation's mpirun lines (docs/distributed.md) work as written, as root too: each
+// carries --allow-run-as-root, and the one-machine line runs (on a small data set and one
+// epoch) with both ranks.
+TEST(MnistExample, DocumentedMpirunLinesRunAsWritten) {
+  std::ifstream readme(std::string(HETGRAPH_SOURCE_DIR) + "/docs/distributed.md");
   std::vector<std::string> lines;
   for (std::string l; std::getline(readme, l);) {
     if (l.rfind("mpirun ", 0) == 0) lines.push_back(l);
@@ -228,7 +229,8 @@ TEST(MnistExample, ReadmeMpirunLinesRunAsWritten) {
 
 // mpirun -np P mnist_softmax --data-parallel: each rank trains on its share of every batch and
 // the run ends where the single-process one does (loss to float rounding: the gradient sums are
-// grouped differently; see README), with the same test accuracy; with SGD and with Adam.
+// grouped differently; see docs/distributed.md), with the same test accuracy; with SGD and with
+// Adam.
 TEST(MnistExample, DataParallelMatchesTheSingleProcessRun) {
   const fs::path dir =
       fs::temp_directory_path() / ("hetgraph_mnist_dp_" + std::to_string(::getpid()));

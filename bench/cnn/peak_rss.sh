@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Peak RSS (and latency) of hetgraph-run builds on the CNN models run.sh exports, one JSON line
-# per process, builds interleaved (bench/README.md, "Batch 1: the weights moved"):
+# per process, builds interleaved (bench/history.md, "Batch 1: the weights moved"):
 #   bench/cnn/peak_rss.sh OUT ROUNDS NAME=HETGRAPH_RUN [NAME=HETGRAPH_RUN ...]
 # A HETGRAPH_RUN is an executable taking hetgraph-run's arguments (a wrapper may set
 # LD_LIBRARY_PATH for an earlier build). Peak RSS is /usr/bin/time's maximum resident set size.

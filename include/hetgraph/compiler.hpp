@@ -375,7 +375,7 @@ struct CompileOptions {
   /// run its Winograd kernels (F(4x4, 3x3), F(2x2, 3x3)): 1.6-2.5x faster than its direct
   /// kernels on 64 to 512 channels here, resnet18 0.80-0.86x ONNX Runtime's latency instead of
   /// 0.99-1.04x, but at 1.12-1.53x its peak memory (transformed weights are up to 4x the plain
-  /// ones, and the batch-32 scratchpad is 67 MB): bench/README, issue 18. So it is off by
+  /// ones, and the batch-32 scratchpad is 67 MB): bench/README.md, "CNN inference". So it is off by
   /// default. Results differ from the direct kernels' by rounding (about 1e-6 of the largest
   /// output). oneDNN 2.6 has these kernels with AVX-512 only: on other CPUs the option does
   /// nothing.
@@ -462,9 +462,9 @@ struct CompileOptions {
     /// hetgraph's own Winograd kernels, with the bias, residual and relu / leaky_relu / clip
     /// epilogue: F(4x4, 3x3) where the result is at least 28x28 and its transformed weights
     /// (4x the plain ones) are no larger than the layer's image and result, else F(2x2, 3x3)
-    /// (16/9 of the weights) where the batch has at least 32 output tiles of 2x2. They take
+    /// (16/9 of the weights) where the batch has at least 16 output tiles of 2x2. They take
     /// 0.4-0.75x the time of oneDNN's direct kernels on resnet18's and googlenet's layers on AVX2
-    /// (bench/README, issue 18); the transformed weights replace the direct kernel's reordered
+    /// (bench/history.md, issue 18); the transformed weights replace the direct kernel's reordered
     /// copy. Results differ from the direct kernels' by rounding (up to a few 1e-5 of the largest
     /// output with F(4x4)). Off: oneDNN's direct kernels.
     ///
@@ -733,9 +733,9 @@ class CompiledGraph {
   std::size_t naive_bytes() const { return report().naive_bytes; }
 
   /// Checkpoints: every variable of the compiled graph (names, shapes, types, values) in one
-  /// file, format version 1 (described in src/onnx/checkpoint.cpp and the README), with a CRC-32
-  /// per variable and one over the file. save() writes a temporary file, fsyncs it and renames
-  /// it over `path`: a process killed while saving leaves the previous checkpoint intact.
+  /// file, format version 1 (described in src/onnx/checkpoint.cpp and docs/training.md), with a
+  /// CRC-32 per variable and one over the file. save() writes a temporary file, fsyncs it and
+  /// renames it over `path`: a process killed while saving leaves the previous checkpoint intact.
   /// load() checks everything first (format, version, checksums, and that the file holds
   /// exactly this graph's variables with the same shapes and types, or with {.strict = false}
   /// those both hold): a truncated, corrupt or mismatching file is a DataError naming the file

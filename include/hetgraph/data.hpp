@@ -3,7 +3,7 @@
 //
 //   auto mnist = hetgraph::data::load_mnist("/usr/share/datasets/fashion-mnist");
 //   mnist.train.images(0, 500, cg.mapped_input("x"));   // images 0..499 as floats in [0, 1]
-//   mnist.train.labels;                                  // count class ids
+//   const std::vector<std::int32_t>& ids = mnist.train.labels;  // count class ids
 //
 // Every problem (missing, truncated or corrupt file, wrong magic number, image/label count
 // mismatch, label out of range, a shard that does not fit) is a hetgraph::DataError naming the

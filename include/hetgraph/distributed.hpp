@@ -6,11 +6,13 @@
 //   dist::Communicator comm = dist::world();          // MPI_COMM_WORLD; MPI starts on first use
 //   hetgraph::Graph g;
 //   auto x = g.input("x");                            // this rank's share of the global batch
-//   ...                                               // loss = mean over the local rows
+//   auto W = g.variable("W", {784, 10}), b = g.variable("b", {10});
+//   auto y = g.input("y", hetgraph::DType::i32);
+//   auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W) + b), y));  // local rows' mean
 //   auto step = hetgraph::sgd(loss, {W, b}, 0.1f, 0.0f, hetgraph::DataParallel{comm});
 //   auto cg = hetgraph::GraphCompiler().compile(g, shapes, {loss, step});
 //   dist::broadcast_variables(cg, comm);              // every rank starts from rank 0's values
-//   for (...) cg.run(feeds);                          // gradients are averaged across ranks
+//   for (int s = 0; s < steps; ++s) cg.run(feeds);    // gradients are averaged across ranks
 //
 // Collectives are graph ops (allreduce, broadcast, reduce, allgather, reduce_scatter), each with
 // its gradient, compiled and run like any other. On the CPU they run on the engine's

@@ -17,6 +17,9 @@
 // Usage of the normalisations: one model function serves both modes on the same variables.
 //
 //   hetgraph::Graph g;
+//   auto x = g.input("x");                                            // [batch, 3, H, W]
+//   auto w = g.variable("w", {16, 3, 3, 3}, hetgraph::nn::initializer(
+//                                               hetgraph::nn::Init::he_uniform, 27, 144, 1));
 //   auto bn = hetgraph::nn::BatchNorm::create(g, "bn1", 16);          // gamma, beta, stats
 //   auto model = [&](hetgraph::Node x, hetgraph::nn::Mode mode, std::vector<hetgraph::Node>& up) {
 //     auto [y, update] = bn(conv2d(x, w), mode);                        // update: train only
@@ -24,8 +27,10 @@
 //     return relu(y);
 //   };
 //   std::vector<hetgraph::Node> updates;
-//   Node loss = ...model(x, nn::Mode::train, updates)...;
-//   Node step = minimize(loss, params);                   // params include bn.gamma, bn.beta
+//   auto loss = reduce_mean(model(x, hetgraph::nn::Mode::train, updates));  // or a real loss
+//   auto params = bn.parameters();                                   // gamma, beta
+//   params.push_back(w);
+//   auto step = minimize(loss, params, hetgraph::Optimizer::adam());
 //   // train: fetch {loss, step, updates...}; infer: compile model(x2, nn::Mode::infer, unused)
 //   // and copy bn.variables() (with the weights) from the training graph before running it.
 #pragma once

@@ -12,7 +12,7 @@
 // images of B channels: a pooling window is a loop over contiguous channels, a concat copies
 // each pixel's channels, or each image's blocks, into its slice): googlenet's inception blocks
 // then run without reorders (on AVX2, nChw8c: googlenet 0.80x the time it took with the
-// layout stopping there, bench/README.md). Any other reader (average pooling, a graph output, a
+// layout stopping there, bench/history.md). Any other reader (average pooling, a graph output, a
 // reshape) keeps the value plain: the reorder happens only where a consumer needs plain memory.
 // Reductions over one spatial axis (keepdims) pass it through as well, and take it in while giving
 // a plain result where that result has one pixel per channel (every layout is then the same

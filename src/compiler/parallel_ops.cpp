@@ -24,7 +24,7 @@
 // slice of the stacked result (keeping its name, fetch and readers). One GEMM reads W once
 // where k products of few rows each read all of it, at the price of copying the A_i in and
 // the results out. Measured in this framework (scripts/stack-rule.sh: 30 products x_i W,
-// sequential engine on 2 threads, every group stacked against none; bench/README, issue 12):
+// sequential engine on 2 threads, every group stacked against none; bench/history.md, issue 12):
 // where W holds 102-819 times the elements of one member's x_i and result together, stacked
 // ran 1.06-1.7x faster; at 1.6-51 times, 1.11-1.9x slower (the unstacked products already
 // run side by side in a parallel group). So a group is stacked only where

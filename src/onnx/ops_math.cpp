@@ -44,7 +44,7 @@ void binary(Ctx& c) {
 }
 
 // Add, Sub, Mul: floats, or ints of one type computed in int32 (whose multiply wraps, as
-// unsigned words do): int64 results wrap at 32 bits (the README says so); 8- and 16-bit ones
+// unsigned words do): int64 results wrap at 32 bits (docs/onnx.md says so); 8- and 16-bit ones
 // are wrapped to their width.
 template <Node (*F)(Node, Node)>
 void arithmetic(Ctx& c) {

@@ -3,9 +3,9 @@
 // variable and the value, never a silent default or a wrapped number. Header-only (the
 // library, tests, the soak and the fuzz targets share it).
 //
-// Every variable the library reads is a row of kEnvironment and of README's "Environment
+// Every variable the library reads is a row of kEnvironment and of docs/errors.md's "Environment
 // variables" table, and is read through these functions (test_cli's Environment tests check
-// the sources and the README against the table).
+// the sources and docs/errors.md against the table).
 //
 //   auto dev = parse_device_spec("0:1");            // {0, 1}; "4294967296:0" -> nullopt
 //   double r = env_real<UsageError>("HETGRAPH_STACK_RATIO", 0, 1e9, 64);   // 64 when unset

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Winograd convolutions F(2x2, 3x3) and F(4x4, 3x3) (issue 18) for CPUs where oneDNN 2.6 has
 // none: its Winograd kernels need AVX-512, and on AVX2 its direct kernels left resnet18 and
-// googlenet at 1.02-1.21x ONNX Runtime's latency (bench/README). A 3x3 stride-1 convolution
+// googlenet at 1.02-1.21x ONNX Runtime's latency (bench/history.md). A 3x3 stride-1 convolution
 // computes each MxM output tile from an (M+2)x(M+2) input tile: per channel pair, 16
 // multiplications for 4 outputs (F(2x2)) or 36 for 16 (F(4x4)), against 9 per output directly:
 //   V = B^T d B      each input tile, 8 channels per vector, into (M+2)^2 matrices V[pos][tile][C]
@@ -45,7 +45,7 @@ namespace {
 // tens of blocks per thread.
 constexpr std::int64_t kTileBlock = 48;
 // Fewer tiles than this gain little: batch 1 at 7x7 (16 tiles) has just enough, at 0.85x the
-// direct kernel's time (bench/README).
+// direct kernel's time (bench/history.md, "Batch 1: the weights moved ...").
 constexpr std::int64_t kMinTiles = 16;
 // F(4x4, 3x3) where tiles of 4 waste little of the result (at most 3 rows or columns in 28) and
 // its 36/9 weights are no larger than the layer's image and result (never at batch 1 past 56x56).

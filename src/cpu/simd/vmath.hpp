@@ -18,7 +18,7 @@ namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS::vm {
 // As wide as the registers: 16 lanes with AVX-512, 8 with AVX, 4 below. GCC splits a vector
 // wider than the registers for arithmetic, but lowers its comparisons and ternaries lane by lane
 // in scalar code: with 16-lane vectors on an AVX2 machine (Zen 3) the NaN-propagating max pooling
-// ran at scalar speed, 3.5-4.6x slower than with 8 (bench/README, "Vector width on AVX2 CPUs").
+// ran at scalar speed, 3.5-4.6x slower than with 8 (bench/history.md, "Vector width on AVX2 CPUs").
 #if defined(__AVX512F__)
 inline constexpr int kLanes = 16;
 #elif defined(__AVX__)
