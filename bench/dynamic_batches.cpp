@@ -4,11 +4,14 @@
 // both before timing (the dynamic graph compiles its plans then). One JSON line per round (the
 // order reshuffled, which of the two goes first alternating), then a summary with the medians.
 //   hetgraph-dynamic-bench [--model mlp|mlp-train] [--max 64] [--max-plans N] [--rounds 5]
-//                          [--seed 1]
+//                          [--seed 1] [--variables shared|copied]
 // --max-plans (default --max): the dynamic graph's cache; below --max, sizes evicted since
 // their last run compile again in the timed loops (what bounding memory further costs).
 // mlp: a 784-1024-1024-10 classifier's probabilities; mlp-train: its SGD step (every run
-// writes the weights, so each change of size copies them into the next plan).
+// writes the weights). --variables shared (default): the plans share one VariableStore, as a
+// DynamicGraph made from a compiler does; copied: each plan holds its own variables, copied
+// into the next plan to run after a run that wrote them (a DynamicGraph made from a Build
+// function; what every DynamicGraph did before the store).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -45,16 +48,17 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model = "mlp";
+  std::string model = "mlp", variables = "shared";
   int max = 64, max_plans = 0, rounds = 5, seed = 1;
   cli::Parser p("hetgraph-dynamic-bench",
                 "usage: hetgraph-dynamic-bench [--model mlp|mlp-train] [--max 64] [--max-plans N] "
-                "[--rounds 5] [--seed 1]");
+                "[--rounds 5] [--seed 1] [--variables shared|copied]");
   p.choice("--model", model, {"mlp", "mlp-train"})
       .integer("--max", max, 1, 4096)
       .integer("--max-plans", max_plans, 1, 4096)
       .integer("--rounds", rounds, 1, 1000)
-      .integer("--seed", seed, 0, 1 << 30);
+      .integer("--seed", seed, 0, 1 << 30)
+      .choice("--variables", variables, {"shared", "copied"});
   return cli::run_main(p, argc, argv, [&] {
     Mlp m;
     const bool train = model == "mlp-train";
@@ -64,7 +68,14 @@ int main(int argc, char** argv) {
     DynamicShapes shapes{{"x", {"N", 784}}};
     if (train) shapes.push_back({"y", {"N"}});
     const int plans = max_plans > 0 ? max_plans : max;
-    DynamicGraph dg(compiler, m.g, shapes, fetches, {.max_plans = static_cast<std::size_t>(plans)});
+    const DynamicOptions o{.max_plans = static_cast<std::size_t>(plans)};
+    DynamicGraph dg = variables == "shared"
+                          ? DynamicGraph(compiler, m.g, shapes, fetches, o)
+                          : DynamicGraph(
+                                [&](const InputShapes& s) {
+                                  return compiler.compile(m.g, s, std::span<const Node>(fetches));
+                                },
+                                shapes, o);
     std::vector<CompiledGraph> fixed;
     std::mt19937 rng(static_cast<std::uint32_t>(seed));
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
@@ -114,20 +125,20 @@ int main(int argc, char** argv) {
       fix.push_back(f);
       ratios.push_back(d / f);
       std::printf(
-          "{\"kind\":\"dynamic-batches\",\"model\":\"%s\",\"round\":%d,\"sizes\":%d,"
-          "\"max_plans\":%d,\"dynamic_s\":%.6f,\"fixed_s\":%.6f,\"ratio\":%.4f}\n",
-          model.c_str(), r, max, plans, d, f, d / f);
+          "{\"kind\":\"dynamic-batches\",\"model\":\"%s\",\"variables\":\"%s\",\"round\":%d,"
+          "\"sizes\":%d,\"max_plans\":%d,\"dynamic_s\":%.6f,\"fixed_s\":%.6f,\"ratio\":%.4f}\n",
+          model.c_str(), variables.c_str(), r, max, plans, d, f, d / f);
     }
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     std::printf(
-        "{\"kind\":\"dynamic-batches-summary\",\"model\":\"%s\",\"rounds\":%d,\"sizes\":%d,"
-        "\"max_plans\":%d,"
+        "{\"kind\":\"dynamic-batches-summary\",\"model\":\"%s\",\"variables\":\"%s\","
+        "\"rounds\":%d,\"sizes\":%d,\"max_plans\":%d,"
         "\"median_dynamic_s\":%.6f,\"median_fixed_s\":%.6f,\"median_ratio\":%.4f,"
         "\"plans\":%zu,\"compiles\":%zu,\"dynamic_planned_bytes\":%zu,\"fixed_planned_bytes\":%zu,"
         "\"peak_rss_kib\":%ld}\n",
-        model.c_str(), rounds, max, plans, median(dyn), median(fix), median(ratios), dg.plans(),
-        dg.compiles(), dg.planned_bytes(), fixed_bytes, ru.ru_maxrss);
+        model.c_str(), variables.c_str(), rounds, max, plans, median(dyn), median(fix),
+        median(ratios), dg.plans(), dg.compiles(), dg.planned_bytes(), fixed_bytes, ru.ru_maxrss);
     return 0;
   });
 }

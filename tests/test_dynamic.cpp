@@ -100,15 +100,26 @@ TEST(DynamicErrors, SharedDimsMustAgree) {
 
 // Training with batches of changing size: the variables are one state. Each step equals a
 // fixed-shape graph's step from the same values, and a cache of 2 plans, cycling through 3
-// sizes, evicts and recompiles without losing a step.
-TEST(DynamicTraining, VariablesCarryAcrossShapesAndEvictions) {
+// sizes, evicts and recompiles without losing a step. Both ways of keeping one state: plans
+// sharing a VariableStore (a DynamicGraph made from a compiler), and plans with their own
+// variables, copied into the next plan to run (a user's Build function).
+class DynamicTraining : public testing::TestWithParam<bool> {};
+
+TEST_P(DynamicTraining, VariablesCarryAcrossShapesAndEvictions) {
   Graph g;
   auto x = g.input("x"), t = g.input("t", DType::i32);
   auto W = g.variable("W", {6, 3}, Initializer::uniform(-0.5f, 0.5f, 7));
   auto loss = reduce_mean(cross_entropy(softmax(matmul(x, W)), t)).named("loss");
   auto step = sgd(loss, {W}, 0.2f, 0.9f);
-  DynamicGraph dg(GraphCompiler(), g, {{"x", {"N", 6}}, {"t", {"N"}}}, {loss, step},
-                  {.max_plans = 2});
+  const bool shared = GetParam();
+  const DynamicShapes shapes = {{"x", {"N", 6}}, {"t", {"N"}}};
+  DynamicGraph dg = shared
+                        ? DynamicGraph(GraphCompiler(), g, shapes, {loss, step}, {.max_plans = 2})
+                        : DynamicGraph(
+                              [&](const InputShapes& s) {
+                                return GraphCompiler().compile(g, s, {loss, step});
+                              },
+                              shapes, {.max_plans = 2});
   std::vector<float> w;  // the reference: a fixed-shape graph per step, state copied by hand
   std::vector<std::pair<std::string, std::vector<float>>> state;
   int k = 0;
@@ -149,6 +160,101 @@ TEST(DynamicTraining, VariablesCarryAcrossShapesAndEvictions) {
   other.run({{"x", xs}, {"t", {2, 1, 0}}});  // N = 3: a plan compiled after the load
   EXPECT_EQ(other.read("W"), dg.read("W"));
   EXPECT_EQ(other.read(loss), dg.read(loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedOrCopied, DynamicTraining, testing::Bool(),
+                         [](const auto& i) { return i.param ? "shared" : "copied"; });
+
+// Graphs compiled with one VariableStore hold one copy of each variable: a training graph's
+// steps reach an inference graph of the same model at once (its packed weights repacked on
+// the CPU), a graph compiled later starts from the current values, and a write or a
+// checkpoint load through either graph is what the other reads.
+class SharedVariables : public testing::TestWithParam<testing_util::PlatformCase> {};
+
+TEST_P(SharedVariables, TrainingAndInferenceGraphsHoldOneCopy) {
+  Graph g;
+  auto x = g.input("x"), t = g.input("t", DType::i32);
+  auto W = g.variable("W", {8, 4}, Initializer::uniform(-0.5f, 0.5f, 11));
+  auto b = g.variable("b", {4});
+  auto probs = softmax(matmul(x, W) + b).named("probs");
+  auto loss = reduce_mean(cross_entropy(probs, t)).named("loss");
+  auto step = minimize(loss, {W, b}, Optimizer::adam(0.05f));
+  VariableStore store;
+  CompileOptions o;
+  o.variables = store;
+  const GraphCompiler c(GetParam().make(), o);
+  CompiledGraph train = c.compile(g, {{"x", {6, 8}}, {"t", {6}}}, {loss, step});
+  const std::vector<float> xs = random_vec(48, 31), one = random_vec(8, 32);
+  const std::vector<std::int32_t> ts = {0, 1, 2, 3, 0, 1};
+  train.run({{"x", xs}, {"t", ts}});
+  // Compiled after a step: it starts from the stepped values, not the initial ones.
+  CompiledGraph infer = c.compile(g, {{"x", {1, 8}}}, {probs});
+  EXPECT_EQ(store.size(), 7u);  // W, b, their two Adam moments each, and the step count
+  auto reference = [&] {        // a graph of its own, with the training graph's values written in
+    CompiledGraph r = GraphCompiler(GetParam().make()).compile(g, {{"x", {1, 8}}}, {probs});
+    r.write("W", train.read("W"));
+    r.write("b", train.read("b"));
+    r.run({{"x", one}});
+    return r.read(probs);
+  };
+  for (int k = 0; k < 3; ++k) {
+    SCOPED_TRACE("after step " + std::to_string(k + 1));
+    infer.run({{"x", one}});
+    EXPECT_EQ(infer.read(probs), reference());
+    EXPECT_EQ(infer.read("W"), train.read("W"));
+    train.run({{"x", xs}, {"t", ts}});
+  }
+  // Writes and loads through one graph are what the other reads.
+  infer.write("W", std::vector<float>(32, 0.0f));
+  infer.write("b", std::vector<float>(4, 0.0f));
+  train.run({{"x", xs}, {"t", ts}});
+  EXPECT_NEAR(train.read(loss)[0], std::log(4.0f), 1e-6f);  // W, b were 0: a uniform softmax
+  const std::string path = testing::TempDir() + "shared_" + GetParam().name + ".ckpt";
+  train.save(path);
+  train.run({{"x", xs}, {"t", ts}});
+  infer.load(path, {.strict = false});  // only W and b: infer has no Adam state
+  EXPECT_EQ(train.read("W"), infer.read("W"));
+  infer.run({{"x", one}});
+  EXPECT_EQ(infer.read(probs), reference());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPlatforms, SharedVariables,
+                         testing::ValuesIn(testing_util::platforms()),
+                         [](const auto& i) { return i.param.name; });
+
+TEST(SharedVariablesErrors, NamedMismatchesAndOtherPlatforms) {
+  Graph g;
+  auto x = g.input("x");
+  auto y = matmul(x, g.variable("W", {3, 2}));
+  Graph other;
+  auto x2 = other.input("x");
+  auto y2 = matmul(x2, other.variable("W", {3, 5}));
+  VariableStore store;
+  CompileOptions o;
+  o.variables = store;
+  CompiledGraph first = GraphCompiler(Platform::cpu(), o).compile(g, {{"x", {1, 3}}}, {y});
+  EXPECT_HAS(what_of([&] {
+               GraphCompiler(Platform::cpu(), o).compile(other, {{"x", {1, 3}}}, {y2});
+             }),
+             "variable 'W' (#1, variable) is [3, 5] f32 in this graph and [3, 2] f32 in the "
+             "VariableStore");
+  EXPECT_THROW(GraphCompiler(Platform::cpu(), o).compile(other, {{"x", {1, 3}}}, {y2}), ShapeError);
+  if (Platform::opencl_available()) {
+    const std::string e = what_of([&] {
+      GraphCompiler(Platform::opencl(), o).compile(g, {{"x", {1, 3}}}, {y});
+    });
+    EXPECT_HAS(e, "a VariableStore holds memory of one platform: it has cpu's");
+    const std::string h = what_of([&] {
+      VariableStore fresh;
+      CompileOptions ho;
+      ho.variables = fresh;
+      GraphCompiler(Platform::heterogeneous({Platform::cpu(), Platform::opencl()}), ho)
+          .compile(g, {{"x", {1, 3}}}, {y});
+    });
+    EXPECT_HAS(h, "the heterogeneous platform does not take one");
+  }
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(store.bytes(), 64u);  // 6 floats, padded to 64 bytes
 }
 
 }  // namespace

@@ -351,6 +351,46 @@ class Platform {
   std::shared_ptr<Impl> backend_;
 };
 
+/// Variables several compiled graphs hold in common: graphs compiled with the same store
+/// (CompileOptions::variables) keep one copy of each variable of the same name, shape and
+/// type, so what one graph's runs (or write() and load()) change, the others read at once,
+/// with nothing copied. A training graph and the inference graph of the same model, or a
+/// DynamicGraph's plans, share their weights so:
+///
+///   hetgraph::VariableStore weights;
+///   hetgraph::CompileOptions o;
+///   o.variables = weights;
+///   hetgraph::GraphCompiler compiler(hetgraph::Platform::cpu(), o);
+///   auto train = compiler.compile(g, {{"x", {500, 784}}, {"y", {500}}}, {loss, step});
+///   auto infer = compiler.compile(g, {{"x", {1, 784}}}, {probs});  // the same W and b
+///   train.run(feeds);       // a step: W and b change
+///   infer.run({{"x", one}});  // reads the stepped W and b
+///
+/// The first graph compiled with a store puts its variables there, initialised; a later one
+/// finds them there and starts from their current values (a variable it names with another
+/// shape or type is a ShapeError), and adds any others it has. A store lives while a graph
+/// compiled with it or a copy of the handle does. It holds memory of one platform: the CPU's,
+/// or one OpenCL device's (another is a PlatformError; heterogeneous platforms do not take
+/// one). Graphs sharing a store must not run at the same time: one run's writes would race the
+/// other's reads.
+class VariableStore {
+ public:
+  /// A new, empty store; copies of the handle are the same store.
+  VariableStore();
+  /// No store: each graph holds its own variables (CompileOptions' default).
+  static VariableStore none();
+  explicit operator bool() const { return impl_ != nullptr; }
+  /// Variables it holds, and their bytes (0 for none()).
+  std::size_t size() const;
+  std::size_t bytes() const;
+  struct Impl;
+  const std::shared_ptr<Impl>& impl() const { return impl_; }
+
+ private:
+  explicit VariableStore(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
 /// What compile() does to a graph. The fields are the choices a user makes: memory planning,
 /// fusion (off: every node runs as written) and Winograd convolutions (latency before memory
 /// and rounding). `experimental` holds the switches that turn one optimisation off to measure
@@ -383,6 +423,9 @@ struct CompileOptions {
   ///   CompileOptions o;
   ///   o.winograd_convs = true;  // latency before memory (hetgraph-run --winograd)
   bool winograd_convs = false;
+  /// Where the variables live: in a store shared with other graphs (VariableStore), or, by
+  /// default, in this graph's own memory.
+  VariableStore variables = VariableStore::none();
   /// One switch per optimisation, on by default where it was measured to pay. The passes they
   /// gate are named in docs/ARCHITECTURE.md's pass table.
   struct Experimental {

@@ -12,11 +12,13 @@
 //   dg.read(y);
 //
 // How: a plan per distinct set of dim sizes, compiled on first sight and kept in a
-// least-recently-used cache of DynamicOptions::max_plans plans (so memory is bounded by that
-// many compiled graphs; each holds its own weights and arena). A run of a cached shape costs
-// what a graph compiled for that shape costs. Variables are one state across plans: where a
-// plan's run wrote variables (training), the next plan to run is brought up to date first by
-// copying them from the plan that ran last (graphs that never write variables copy nothing).
+// least-recently-used cache of DynamicOptions::max_plans plans. A run of a cached shape costs
+// what a graph compiled for that shape costs. Variables are one state across plans: the plans
+// are compiled with one VariableStore (compiler.hpp), so they hold one copy of the weights
+// between them, and what a plan's run writes (training) the next plan reads, with nothing
+// copied; memory is bounded by the weights once plus max_plans plans' activations. (Built by a
+// user's Build function, or on a heterogeneous platform, which takes no store, each plan holds
+// its own variables, and the next plan to run after a run that wrote them copies them first.)
 #pragma once
 
 #include <cstddef>
@@ -75,6 +77,10 @@ class DynamicGraph {
   DynamicGraph(GraphCompiler compiler, Graph graph, DynamicShapes shapes, std::vector<Node> fetches,
                DynamicOptions options = {});
   DynamicGraph(Build build, DynamicShapes shapes, DynamicOptions options = {});
+  /// `build` compiles with CompileOptions::variables = `variables`: the plans share their
+  /// variables through it, and nothing is copied between them (onnx::dynamic builds so).
+  DynamicGraph(Build build, DynamicShapes shapes, VariableStore variables,
+               DynamicOptions options = {});
   DynamicGraph(DynamicGraph&&) noexcept;
   DynamicGraph& operator=(DynamicGraph&&) noexcept;
   ~DynamicGraph();
@@ -106,7 +112,9 @@ class DynamicGraph {
 
   std::size_t plans() const;     // compiled plans held now
   std::size_t compiles() const;  // plans compiled so far (misses of the cache)
-  /// Bytes the held plans planned (CompileReport::planned_bytes summed).
+  /// Bytes the held plans planned (CompileReport::planned_bytes summed); where they share a
+  /// VariableStore, its bytes once instead of each plan's room for the variables (planned in
+  /// its arena, never touched).
   std::size_t planned_bytes() const;
 
   struct State;

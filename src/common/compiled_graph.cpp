@@ -135,7 +135,7 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   move_values(true);
   std::unique_ptr<detail::Executable> exe;
   try {
-    exe = backend.instantiate(plan);
+    exe = backend.instantiate(plan, options_.variables.impl());
   } catch (const std::bad_alloc&) {
     move_values(false);
     throw PlatformError("out of host memory instantiating the graph on " + platform_.name() + " (" +

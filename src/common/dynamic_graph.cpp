@@ -3,8 +3,10 @@
 // carried between plans (include/hetgraph/dynamic.hpp says why this design).
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "common/executable.hpp"
+#include "common/variable_store.hpp"
 #include "hetgraph/dynamic.hpp"
 #include "hetgraph/error.hpp"
 
@@ -31,6 +33,7 @@ struct DynamicGraph::State {
     bool writes = false;        // whether its runs write variables
   };
   Build build;
+  std::optional<VariableStore> store;  // the plans' variables, where they share them
   DynamicShapes shapes;
   DynamicOptions options;
   std::vector<std::string> names;        // every named dim, sorted
@@ -138,7 +141,7 @@ DynamicGraph::State::Plan& DynamicGraph::State::latest() {
 
 // Copies every variable from the plan with the newest state into `p`.
 void DynamicGraph::State::sync(Plan& p) {
-  if (p.version == version) return;
+  if (p.version == version || store) return;  // plans sharing a store hold one state already
   detail::Executable& from = holder->cg.live("run");
   detail::Executable& to = p.cg.live("run");
   const detail::Plan& fp = from.plan();
@@ -188,9 +191,18 @@ DynamicGraph::State::Plan& DynamicGraph::State::plan_for(const std::vector<std::
 
 DynamicGraph::DynamicGraph(GraphCompiler compiler, Graph graph, DynamicShapes shapes,
                            std::vector<Node> fetches, DynamicOptions options)
-    : DynamicGraph([c = std::move(compiler), g = std::move(graph), f = std::move(fetches)](
-                       const InputShapes& s) { return c.compile(g, s, std::span<const Node>(f)); },
-                   std::move(shapes), options) {}
+    : DynamicGraph(Build(), std::move(shapes), options) {
+  s_->build = [c = detail::sharing_variables(std::move(compiler), s_->store), g = std::move(graph),
+               f = std::move(fetches)](const InputShapes& s) {
+    return c.compile(g, s, std::span<const Node>(f));
+  };
+}
+
+DynamicGraph::DynamicGraph(Build build, DynamicShapes shapes, VariableStore variables,
+                           DynamicOptions options)
+    : DynamicGraph(std::move(build), std::move(shapes), options) {
+  s_->store = std::move(variables);
+}
 
 DynamicGraph::DynamicGraph(Build build, DynamicShapes shapes, DynamicOptions options)
     : s_(std::make_unique<State>()) {
@@ -306,8 +318,16 @@ std::size_t DynamicGraph::compiles() const {
 }
 std::size_t DynamicGraph::planned_bytes() const {
   std::size_t b = 0;
-  for (const State::Plan& p : s_->plans) b += p.cg.planned_bytes();
-  return b;
+  for (const State::Plan& p : s_->plans) {
+    b += p.cg.planned_bytes();
+    if (!s_->store) continue;
+    const detail::Plan& plan = p.cg.live("planned_bytes").plan();
+    for (std::uint32_t v : plan.variables) {
+      const std::int32_t buf = plan.nodes[v].buffer;
+      if (buf >= 0) b -= std::min(b, plan.buffer_bytes[static_cast<std::size_t>(buf)]);
+    }
+  }
+  return s_->store ? b + s_->store->bytes() : b;
 }
 
 }  // namespace hetgraph

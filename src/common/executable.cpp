@@ -612,6 +612,7 @@ void Executable::initialize_state() {
                                                    : static_cast<const void*>(n.i32_values->data());
       copy_in(node, src, n.type.bytes());
     } else if (n.storage == Storage::Variable) {
+      if (!preset_.empty() && preset_[node]) continue;  // another graph's value, in the store
       if (n.init.kind == Initializer::Kind::zeros && memory_starts_zeroed()) continue;
       const auto count = static_cast<std::size_t>(n.type.shape.numel());
       chunk.resize(std::min(count, kChunk));

@@ -102,8 +102,11 @@ class hetgraph::Platform::Impl : public detail::Capabilities {
   virtual detail::ActivationLayout winograd_layout() const {
     return detail::ActivationLayout::nchw;
   }
+  /// `store`: where the plan's variables live (CompileOptions::variables), or null for the
+  /// executable's own memory.
   virtual std::unique_ptr<detail::Executable> instantiate(
-      std::shared_ptr<const detail::Plan> plan) = 0;
+      std::shared_ptr<const detail::Plan> plan,
+      const std::shared_ptr<VariableStore::Impl>& store) = 0;
   /// The devices it runs on (Platform::devices).
   virtual std::vector<Device> devices() const = 0;
   /// Heterogeneous platforms place nodes on their devices (compile_plan's placement passes).
@@ -213,6 +216,9 @@ class hetgraph::CompiledGraph::Impl {
 
   /// Writes constants and initial variable values; platforms call it once memory exists.
   void initialize_state();
+  /// Per node, whether its value was in a VariableStore before this graph was compiled:
+  /// initialize_state leaves it as it is (empty: no store).
+  std::vector<char> preset_;
   /// Traces and profiles: the platform records whether per-node events are wanted, and after
   /// each run hands the run's events to a sink.
   virtual void set_recording(bool on) = 0;

@@ -14,8 +14,8 @@
 #include <string>
 #include <tuple>
 
-#include "util/env.hpp"
 #include "common/executable.hpp"
+#include "common/variable_store.hpp"
 #include "compiler/graph_stats.hpp"
 #include "cpu/engine.hpp"
 #include "cpu/engine_auto.hpp"
@@ -26,6 +26,7 @@
 #include "cpu/topology.hpp"
 #include "cpu/tuning_cache.hpp"
 #include "hetgraph/error.hpp"
+#include "util/env.hpp"
 
 // libhetgraph_omp_env (src/common/omp_env.cpp): 1 when it set GOMP_SPINCOUNT for libgomp.
 extern "C" int hetgraph_omp_env_state();
@@ -170,9 +171,17 @@ void* map_arena(const Plan& p, std::size_t bytes) {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(std::shared_ptr<const Plan> plan, const CpuConfig& opts)
-      : Executable(plan), opts_(opts), threads_(opts.threads > 0 ? opts.threads : cores_of(opts)) {
+  CpuExecutable(std::shared_ptr<const Plan> plan, const CpuConfig& opts,
+                std::shared_ptr<VariableStore::Impl> store)
+      : Executable(plan),
+        opts_(opts),
+        threads_(opts.threads > 0 ? opts.threads : cores_of(opts)),
+        store_(std::move(store)),
+        writes_(store_ ? &store_->writes : &host_writes_) {
     const Plan& p = *plan;
+    writes_variables_ = std::any_of(p.nodes.begin(), p.nodes.end(),
+                                    [](const PlanNode& n) { return n.writes_variable(); });
+    if (store_) bind_store(p);
     // Anonymous memory arrives zeroed, page by page on first touch: no memset of an arena
     // that may be gigabytes (parallel-safe plans of wide graphs reuse little).
     arena_bytes_ = std::max<std::size_t>(p.arena_bytes, 64);
@@ -200,13 +209,13 @@ class CpuExecutable final : public Executable {
     for (std::uint32_t i : order) {
       const PlanNode& n = p.nodes[i];
       if (!n.has_work()) continue;
-      KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_, teams, &kernels_, &host_writes_};
+      KernelArgs args{p, i, n, {}, {}, nullptr, n.type, threads_, teams, &kernels_, writes_};
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
         const PlanNode& u = p.nodes[n.inputs[k]];
-        args.in.push_back(n.reads_input(k) && u.buffer >= 0 ? arena_.get() + u.offset : nullptr);
+        args.in.push_back(n.reads_input(k) && u.buffer >= 0 ? address(n.inputs[k]) : nullptr);
         args.in_types.push_back(u.type);
       }
-      args.out = arena_.get() + p.nodes[p.output_of(i)].offset;  // an assign: its variable
+      args.out = address(p.output_of(i));  // an assign: its variable
       std::string_view chosen;
       kernels_[i] = create_kernel(args, chosen);
       names_[i] = n.group < 0 ? std::string(chosen)
@@ -251,12 +260,10 @@ class CpuExecutable final : public Executable {
   }
 
  protected:
-  void* host_pointer(std::uint32_t node) override {
-    return arena_.get() + plan().nodes[node].offset;
-  }
+  void* host_pointer(std::uint32_t node) override { return address(node); }
   void copy_in(std::uint32_t node, const void* src, std::size_t bytes) override {
     std::memcpy(host_pointer(node), src, bytes);
-    host_writes_.fetch_add(1, std::memory_order_release);
+    writes_->fetch_add(1, std::memory_order_release);
   }
   void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override {
     std::memcpy(dst, host_pointer(node), bytes);
@@ -264,11 +271,15 @@ class CpuExecutable final : public Executable {
   void copy_in_at(std::uint32_t node, std::size_t offset, const void* src,
                   std::size_t bytes) override {
     std::memcpy(static_cast<std::byte*>(host_pointer(node)) + offset, src, bytes);
-    host_writes_.fetch_add(1, std::memory_order_release);
+    writes_->fetch_add(1, std::memory_order_release);
   }
   // The arena is fresh anonymous memory when variables are initialised.
   bool memory_starts_zeroed() const override { return true; }
-  void execute() override { engine_->run(); }
+  void execute() override {
+    engine_->run();
+    // Other graphs of the store keep packed copies of weights this run may have changed.
+    if (store_ && writes_variables_) store_->writes.fetch_add(1, std::memory_order_release);
+  }
   void set_recording(bool on) override { engine_->set_recording(on); }
   std::vector<Event> last_run_events() const override {
     std::vector<Event> out;
@@ -401,12 +412,45 @@ class CpuExecutable final : public Executable {
     return std::make_unique<CriticalPathEngine>(prog, c);
   }
 
+  // Where a node's value lies: its variable's block in the store for a variable's buffer (the
+  // variable, its views, an update written into it), else the arena.
+  std::byte* address(std::uint32_t node) const {
+    const PlanNode& n = plan().nodes[node];
+    if (n.buffer >= 0 && !stored_.empty()) {
+      const auto b = static_cast<std::size_t>(n.buffer);
+      if (stored_[b] != nullptr) return stored_[b] + (n.offset - plan().buffer_offset[b]);
+    }
+    return arena_.get() + n.offset;
+  }
+
+  // The variables' blocks in the store: made zeroed here on first sight (64-byte aligned, as
+  // the arena's buffers), so zero-initialised variables are not written.
+  void bind_store(const Plan& p) {
+    VariableStore::Impl::Binding b = store_->bind(p, "cpu", [](std::size_t bytes) {
+      const std::size_t size = (bytes + 63) / 64 * 64;
+      void* mem = std::aligned_alloc(64, size);
+      if (mem == nullptr) throw std::bad_alloc();
+      std::memset(mem, 0, size);
+      return VariableStore::Impl::Block{
+          {}, DType::f32, 0, mem, std::shared_ptr<void>(mem, std::free)};
+    });
+    stored_.resize(b.buffer.size());
+    for (std::size_t i = 0; i < b.buffer.size(); ++i)
+      stored_[i] = static_cast<std::byte*>(b.buffer[i]);
+    preset_ = std::move(b.preset);
+  }
+
  private:
   CpuConfig opts_;
   std::size_t arena_bytes_ = 0;
   int threads_;
   std::unique_ptr<std::byte, Unmap> arena_;
-  std::atomic<std::uint64_t> host_writes_{0};  // KernelArgs::host_writes
+  std::atomic<std::uint64_t> host_writes_{0};   // KernelArgs::host_writes without a store
+  std::shared_ptr<VariableStore::Impl> store_;  // where the variables live, or null
+  std::atomic<std::uint64_t>* writes_;  // the counter kernels watch: host_writes_ or the store's
+  bool writes_variables_ = false;
+  std::vector<std::byte*>
+      stored_;  // per planned buffer: its variable's memory in the store, or null
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
   std::unique_ptr<ReplayKernels> replayed_;  // replay: what the engine runs instead
   std::vector<std::string> names_;
@@ -458,8 +502,10 @@ class CpuBackend final : public Backend {
   ActivationLayout winograd_layout() const override {
     return winograd_available() ? ActivationLayout::nChw16c : ActivationLayout::nchw;
   }
-  std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
-    return std::make_unique<CpuExecutable>(std::move(plan), opts_);
+  std::unique_ptr<Executable> instantiate(
+      std::shared_ptr<const Plan> plan,
+      const std::shared_ptr<VariableStore::Impl>& store) override {
+    return std::make_unique<CpuExecutable>(std::move(plan), opts_, store);
   }
   std::vector<Device> devices() const override { return {Device::cpu()}; }
 

@@ -234,7 +234,7 @@ HeteroExecutable::HeteroExecutable(std::shared_ptr<const Plan> plan,
   for (std::size_t d = 0; d < members_.size(); ++d) {
     Part& part = parts_[d];
     if (!part.plan) continue;
-    part.exe = members_[d].backend->instantiate(part.plan);
+    part.exe = members_[d].backend->instantiate(part.plan, nullptr);
     part.cl = dynamic_cast<cl::OpenClExecutable*>(part.exe.get());
     if (part.cl) part.cl->set_abort_hook([this] { release_all(); });
   }
@@ -527,7 +527,15 @@ class HeteroBackend final : public Backend, public Placer {
     return all;
   }
 
-  std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
+  std::unique_ptr<Executable> instantiate(
+      std::shared_ptr<const Plan> plan,
+      const std::shared_ptr<VariableStore::Impl>& store) override {
+    // Each device's part would need the blocks of the variables it holds on its own device.
+    if (store) {
+      throw PlatformError(
+          "a VariableStore serves the CPU or one OpenCL device: the heterogeneous platform does "
+          "not take one (compile without CompileOptions::variables)");
+    }
     return std::make_unique<HeteroExecutable>(std::move(plan), members_, table_,
                                               opts_.profile_runs);
   }

@@ -2,8 +2,10 @@
 // Model::compile: the one part of an imported model that needs the runtime (kept apart so the
 // import fuzz target builds without it).
 #include <algorithm>
+#include <optional>
 #include <utility>
 
+#include "common/variable_store.hpp"
 #include "hetgraph/onnx.hpp"
 
 namespace hetgraph::onnx {
@@ -44,9 +46,12 @@ DynamicGraph dynamic(const Model& model, const GraphCompiler& compiler, DynamicO
     }
     shapes.push_back({v.name, std::move(dims)});
   }
-  return DynamicGraph(
-      [m = model, compiler](const InputShapes& s) { return m.with_shapes(s).compile(compiler); },
-      std::move(shapes), options);
+  // The plans share one copy of the weights (a VariableStore) where the platform takes one.
+  std::optional<VariableStore> store;
+  DynamicGraph::Build build = [m = model, c = detail::sharing_variables(compiler, store)](
+                                  const InputShapes& s) { return m.with_shapes(s).compile(c); };
+  if (store) return DynamicGraph(std::move(build), std::move(shapes), *store, options);
+  return DynamicGraph(std::move(build), std::move(shapes), options);
 }
 
 DynamicGraph dynamic(const std::string& path, const GraphCompiler& compiler,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/executable.hpp"
+#include "common/variable_store.hpp"
 #include "opencl/cl.hpp"
 #include "opencl/device.hpp"
 #include "opencl/ops.hpp"
@@ -28,7 +29,9 @@ namespace hetgraph::detail::cl {
 
 class OpenClExecutable final : public Executable {
  public:
-  OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared_ptr<Device> dev, bool in_order);
+  /// `store`: where the variables live (CompileOptions::variables), or null.
+  OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared_ptr<Device> dev, bool in_order,
+                   const std::shared_ptr<VariableStore::Impl>& store = nullptr);
   ~OpenClExecutable() override;
 
   std::string kernel_name(std::uint32_t node) const override;
@@ -132,6 +135,7 @@ class OpenClExecutable final : public Executable {
 
   std::uint32_t base_of(std::uint32_t node) const;  // through views
   // The constructor's steps, in this order.
+  void bind_store();
   void allocate_buffers();
   void map_inputs();
   void plan_label_checks();
@@ -162,7 +166,9 @@ class OpenClExecutable final : public Executable {
 
   std::shared_ptr<Device> dev_;
   cl_command_queue q_ = nullptr;
-  std::vector<Mem> bufs_;    // one per planned buffer
+  std::vector<Mem> bufs_;      // one per planned buffer (a variable's: its block in the store)
+  std::vector<void*> stored_;  // per planned buffer: the store's cl_mem for it, or null
+  std::shared_ptr<VariableStore::Impl> store_;
   std::vector<cl_mem> mem_;  // per plan node; nullptr without storage
   std::vector<InputBuf> inputs_;
   std::vector<std::int32_t> input_of_;      // plan node -> index into inputs_, or -1

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <sstream>
 
 #include "compiler/graph_stats.hpp"
 #include "hetgraph/error.hpp"
@@ -54,9 +55,10 @@ std::uint32_t OpenClExecutable::base_of(std::uint32_t node) const {
 }
 
 OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared_ptr<Device> dev,
-                                   bool in_order)
-    : Executable(plan), dev_(std::move(dev)), q_(dev_->queue(in_order)) {
+                                   bool in_order, const std::shared_ptr<VariableStore::Impl>& store)
+    : Executable(plan), dev_(std::move(dev)), q_(dev_->queue(in_order)), store_(store) {
   refuse_wide_tensors(*plan);
+  if (store_) bind_store();
   allocate_buffers();
   map_inputs();
   plan_label_checks();
@@ -71,6 +73,24 @@ OpenClExecutable::OpenClExecutable(std::shared_ptr<const Plan> plan, std::shared
   initialize_state();
 }
 
+// The variables' blocks in the store, made on this device's context on first sight (host
+// visible, as the host reads and writes variables).
+void OpenClExecutable::bind_store() {
+  const cl_context ctx = dev_->context();
+  std::ostringstream where;
+  where << dev_->label() << " (context " << static_cast<const void*>(ctx) << ")";
+  VariableStore::Impl::Binding b = store_->bind(plan(), where.str(), [&](std::size_t bytes) {
+    cl_int err = CL_SUCCESS;
+    auto mem = std::make_shared<Mem>(
+        clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, nullptr, &err));
+    check(err, "clCreateBuffer", __FILE__, __LINE__,
+          std::to_string(bytes) + " bytes for a variable of a VariableStore on " + dev_->label());
+    return VariableStore::Impl::Block{{}, DType::f32, 0, mem->get(), mem};
+  });
+  stored_ = std::move(b.buffer);
+  preset_ = std::move(b.preset);
+}
+
 // One cl_mem per planned buffer; host-visible ones where the host maps them.
 void OpenClExecutable::allocate_buffers() {
   const Plan& p = plan();
@@ -83,6 +103,12 @@ void OpenClExecutable::allocate_buffers() {
   }
   bufs_.resize(p.buffer_bytes.size());
   for (std::size_t b = 0; b < bufs_.size(); ++b) {
+    if (!stored_.empty() && stored_[b] != nullptr) {
+      const auto m = static_cast<cl_mem>(stored_[b]);
+      clRetainMemObject(m);  // this executable's reference; the store keeps its own
+      bufs_[b] = Mem(m);
+      continue;
+    }
     const cl_mem_flags flags = CL_MEM_READ_WRITE | (host_visible[b] ? CL_MEM_ALLOC_HOST_PTR : 0);
     cl_int err = CL_SUCCESS;
     bufs_[b] = Mem(clCreateBuffer(ctx, flags, p.buffer_bytes[b], nullptr, &err));
@@ -791,7 +817,9 @@ class OpenClBackend final : public Backend {
     }
     return op_registry().unsupported(args, n.op);
   }
-  std::unique_ptr<Executable> instantiate(std::shared_ptr<const Plan> plan) override {
+  std::unique_ptr<Executable> instantiate(
+      std::shared_ptr<const Plan> plan,
+      const std::shared_ptr<VariableStore::Impl>& store) override {
     std::shared_ptr<Device> dev;
     {
       std::lock_guard lk(mu_);
@@ -803,7 +831,7 @@ class OpenClBackend final : public Backend {
       }
       dev = dev_;
     }
-    return std::make_unique<OpenClExecutable>(std::move(plan), std::move(dev), in_order_);
+    return std::make_unique<OpenClExecutable>(std::move(plan), std::move(dev), in_order_, store);
   }
   std::vector<hetgraph::Device> devices() const override {
     std::lock_guard lk(mu_);
