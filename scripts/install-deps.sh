@@ -4,7 +4,8 @@
 #   scripts/install-deps.sh [run|test|bench] [--list]
 #   run    build and run the library, its examples and tools (`make run`, `make build`)
 #   test   + what the test suite needs (`make test`): GoogleTest, the ONNX backend test data,
-#          python3 (the documentation's snippets), clang for the fuzz targets and the lint
+#          python3 (the documentation's snippets), the Python module's build and tests
+#          (pybind11, NumPy, pytest), clang for the fuzz targets and the lint
 #   bench  + what the benchmark charts need (`make bench`): matplotlib. The peer harnesses
 #          (bench/models, bench/cnn: PyTorch, ONNX Runtime) install their own on top of this.
 # Each group includes the ones above it. --list prints the group's packages and installs nothing.
@@ -19,7 +20,7 @@ for a in "$@"; do
     run | test | bench) group=$a ;;
     --bench) group=bench ;;   # the flag of earlier versions
     --list) list=1 ;;
-    -h | --help) sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-deps: unknown argument '$a' (run, test, bench, --list)" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +41,7 @@ test_packages=(
   libgtest-dev           # GoogleTest
   libonnx-testdata       # the ONNX backend test suite (conformance test)
   python3                # the documentation's snippets, scripts/mnist_reference.py
+  python3-dev pybind11-dev python3-numpy python3-pytest   # the Python module and its tests
   mawk                   # awk: tests/bench_replay_calibrated.cmake compares floats with it
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
   clang-tidy-14 clang-format-14   # make lint (scripts/lint.sh)

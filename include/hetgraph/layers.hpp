@@ -32,7 +32,8 @@
 //   params.push_back(w);
 //   auto step = minimize(loss, params, hetgraph::Optimizer::adam());
 //   // train: fetch {loss, step, updates...}; infer: compile model(x2, nn::Mode::infer, unused)
-//   // and copy bn.variables() (with the weights) from the training graph before running it.
+//   // with the training graph's VariableStore (CompileOptions::variables, compiler.hpp) and
+//   // it reads bn.variables() and the weights as training leaves them, nothing copied.
 #pragma once
 
 #include <cstdint>
