@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "hetgraph/data.hpp"
 #include "hetgraph/hetgraph.hpp"
 #include "hetgraph/onnx.hpp"
 
@@ -396,6 +397,25 @@ PYBIND11_MODULE(hetgraph, m) {
              cg.write(name, std::span<const float>(a.data(), static_cast<std::size_t>(a.size())));
            })
       .def("shape", [](const CompiledGraph& cg, Node n) { return shape_tuple(cg.shape(n)); })
+      // The graph's own input buffer as a writable array (no copy): fill it, then feed it and
+      // it is not copied either. The array keeps the compiled graph alive.
+      .def(
+          "mapped_input",
+          [](py::object self, const std::string& name) {
+            CompiledGraph& cg = self.cast<CompiledGraph&>();
+            const Shape s = cg.shape(name);
+            std::vector<py::ssize_t> dims;
+            for (int i = 0; i < s.rank(); ++i) dims.push_back(s[i]);
+            std::span<float> f;
+            try {
+              f = cg.mapped_input(name);
+            } catch (const Error&) {  // an int32 input (or none: then this throws the error)
+              std::span<std::int32_t> m = cg.mapped_input_i32(name);
+              return py::array(py::dtype::of<std::int32_t>(), dims, m.data(), self);
+            }
+            return py::array(py::dtype::of<float>(), dims, f.data(), self);
+          },
+          py::arg("name"))
       .def("save", &CompiledGraph::save, py::arg("path"))
       .def(
           "load",
@@ -435,6 +455,43 @@ PYBIND11_MODULE(hetgraph, m) {
             return c.compile(g, s, std::span<const Node>(fetches));
           },
           py::arg("graph"), py::arg("shapes"), py::arg("fetches"));
+
+  // Data sets: MNIST-format folders, images written straight into an array (a mapped input).
+  py::module_ data_m = m.def_submodule("data", "MNIST-format data sets");
+  py::class_<data::Split>(data_m, "Split")
+      .def_readonly("count", &data::Split::count)
+      .def_readonly("rows", &data::Split::rows)
+      .def_readonly("cols", &data::Split::cols)
+      .def_property_readonly("labels",
+                             [](const data::Split& s) {
+                               I32 out(static_cast<py::ssize_t>(s.labels.size()));
+                               std::copy(s.labels.begin(), s.labels.end(), out.mutable_data());
+                               return out;
+                             })
+      .def(
+          "images",
+          [](const data::Split& s, std::int64_t first, std::int64_t n, py::array out) {
+            if (out.dtype().kind() != 'f' || out.itemsize() != 4 ||
+                !(out.flags() & py::array::c_style) || !out.writeable()) {
+              throw UsageError("Split.images writes into a writable C-contiguous float32 array");
+            }
+            std::span<float> dst(static_cast<float*>(out.mutable_data()),
+                                 static_cast<std::size_t>(out.size()));
+            py::gil_scoped_release release;
+            s.images(first, n, dst);
+          },
+          py::arg("first"), py::arg("n"), py::arg("out"));
+  py::class_<data::Mnist>(data_m, "Mnist")
+      .def_readonly("train", &data::Mnist::train)
+      .def_readonly("test", &data::Mnist::test)
+      .def_readonly("classes", &data::Mnist::classes);
+  data_m.def(
+      "load_mnist",
+      [](const std::string& dir, int classes) {
+        py::gil_scoped_release release;
+        return data::load_mnist(dir, classes);
+      },
+      py::arg("dir"), py::arg("classes") = 10);
 
   // ONNX: sessions shaped like ONNX Runtime's, and export.
   py::module_ onnx_m = m.def_submodule("onnx", "ONNX models in and out");

@@ -113,3 +113,20 @@ def test_onnx_session_runs_an_exported_graph(tmp_path):
     np.testing.assert_array_equal(got, cg.read(probs))
     with pytest.raises(hg.DataError):
         hg.onnx.load(str(tmp_path / "missing.onnx"))
+
+
+def test_mapped_input_is_the_graphs_buffer():
+    g = hg.Graph()
+    x = g.input("x")
+    y = hg.reduce_sum(x * 3.0)
+    cg = hg.GraphCompiler().compile(g, {"x": (2, 5)}, [y])
+    xb = cg.mapped_input("x")
+    assert xb.shape == (2, 5) and xb.dtype == np.float32 and xb.flags.writeable
+    xb[:] = np.arange(10, dtype=np.float32).reshape(2, 5)
+    cg.run({"x": xb})
+    assert float(cg.read(y)) == 135.0
+    xb[0, 0] = 100.0  # the same memory: the next run reads it
+    cg.run({"x": xb})
+    assert float(cg.read(y)) == 435.0
+    with pytest.raises(hg.Error):
+        cg.mapped_input("nope")
