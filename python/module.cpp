@@ -3,6 +3,8 @@
 // Graphs are built from Node objects with Python operators, compiled for a platform, and run
 // with NumPy arrays in and out; the GIL is released while a graph runs. Every hetgraph::Error
 // arrives as the Python exception of the same name (all subclasses of hetgraph.Error).
+// This unit binds graphs, ops and training; runtime.cpp platforms and compiled graphs; io.cpp
+// data sets and ONNX.
 //
 //   import numpy as np, hetgraph as hg
 //   g = hg.Graph()
@@ -13,49 +15,12 @@
 //   cg.run({"x": np.arange(12, dtype=np.float32).reshape(4, 3)})
 //   cg.read(p)   # a (4, 2) float32 array
 #include <pybind11/functional.h>
-#include <pybind11/numpy.h>
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 
-#include <cstdint>
-#include <deque>
-#include <string>
-#include <vector>
-
-#include "hetgraph/data.hpp"
-#include "hetgraph/hetgraph.hpp"
+#include "common.hpp"
 #include "hetgraph/onnx.hpp"
 
-namespace py = pybind11;
-using namespace hetgraph;
+namespace hetgraph::python {
 
-namespace {
-
-// C-contiguous arrays of one type; ensure() converts (a copy) where an array is not one.
-using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
-using I32 = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
-
-std::vector<std::int64_t> dims_of(const py::array& a) {
-  return std::vector<std::int64_t>(a.shape(), a.shape() + a.ndim());
-}
-
-py::tuple shape_tuple(const Shape& s) {
-  py::tuple t(static_cast<std::size_t>(s.rank()));
-  for (int i = 0; i < s.rank(); ++i) t[static_cast<std::size_t>(i)] = s[i];
-  return t;
-}
-
-Shape shape_of(const std::vector<std::int64_t>& dims) {
-  return Shape(std::span<const std::int64_t>(dims));
-}
-
-// Feeds: float32 and int32 arrays are viewed where they are C-contiguous (no copy); float64
-// is converted to float32, as the C++ Feed converts doubles. Anything else is a FeedError
-// naming the input. The items view the names and arrays `keep` holds while the run lasts.
-struct Kept {
-  std::deque<std::string> names;  // a deque: FeedItem views the names, which must not move
-  std::vector<py::array> arrays;
-};
 std::vector<FeedItem> feeds_of(const py::dict& feeds, Kept& kept) {
   std::vector<FeedItem> items;
   std::vector<py::array>& keep = kept.arrays;
@@ -84,22 +49,7 @@ std::vector<FeedItem> feeds_of(const py::dict& feeds, Kept& kept) {
   return items;
 }
 
-// A new array of a value read from a compiled graph.
-py::array values_of(const Shape& shape, DType dtype, const std::function<std::vector<float>()>& f32,
-                    const std::function<std::vector<std::int32_t>()>& i32) {
-  std::vector<py::ssize_t> dims;
-  for (int i = 0; i < shape.rank(); ++i) dims.push_back(shape[i]);
-  if (dtype == DType::i32) {
-    std::vector<std::int32_t> v = i32();
-    I32 out(dims);
-    std::copy(v.begin(), v.end(), out.mutable_data());
-    return out;
-  }
-  std::vector<float> v = f32();
-  F32 out(dims);
-  std::copy(v.begin(), v.end(), out.mutable_data());
-  return out;
-}
+namespace {
 
 Initializer initializer_of(const py::object& init, const Shape& shape) {
   if (init.is_none()) return Initializer::zeros();
@@ -115,97 +65,36 @@ Initializer initializer_of(const py::object& init, const Shape& shape) {
   return Initializer::values(std::vector<float>(a.data(), a.data() + a.size()));
 }
 
-InputShapes shapes_of(const py::dict& d) {
-  InputShapes s;
-  for (const auto& [k, v] : d)
-    s.push_back({py::cast<std::string>(k), shape_of(py::cast<std::vector<std::int64_t>>(v))});
-  return s;
+// StepOptions from minimize's keyword arguments (None: the optimizer's own).
+StepOptions step_options(const std::optional<Node>& learning_rate,
+                         const std::optional<Node>& step) {
+  StepOptions o;
+  if (learning_rate) o.learning_rate = *learning_rate;
+  if (step) o.step = *step;
+  return o;
 }
 
-// An ONNX model compiled once, run like ONNX Runtime's InferenceSession.
-class Session {
- public:
-  Session(const std::string& path, const py::dict& input_shapes, const Platform& platform)
-      : model_(onnx::import(path, {.input_shapes = shapes_of(input_shapes)})),
-        cg_(model_.compile(GraphCompiler(platform))) {}
-  std::vector<std::string> inputs() const {
-    std::vector<std::string> n;
-    for (const auto& v : model_.input_info) n.push_back(v.name);
-    return n;
-  }
-  std::vector<std::string> outputs() const {
-    std::vector<std::string> n;
-    for (const auto& v : model_.output_info) n.push_back(v.name);
-    return n;
-  }
-  // run(None or [names], {input: array}) -> [arrays], as InferenceSession.run.
-  std::vector<py::array> run(const py::object& names, const py::dict& feeds) {
-    Kept keep;
-    const std::vector<FeedItem> items = feeds_of(feeds, keep);
-    {
-      py::gil_scoped_release release;
-      cg_.run(items);
-    }
-    const std::vector<std::string> want =
-        names.is_none() ? outputs() : names.cast<std::vector<std::string>>();
-    std::vector<py::array> out;
-    for (const std::string& n : want) {
-      out.push_back(values_of(
-          cg_.shape(n), model_.output_info.empty() ? DType::f32 : dtype_of(n),
-          [&] { return cg_.read(n); }, [&] { return cg_.read_i32(n); }));
-    }
-    return out;
-  }
-
- private:
-  DType dtype_of(const std::string& name) const {
-    for (const auto& v : model_.output_info)
-      if (v.name == name) return v.dtype;
-    return DType::f32;
-  }
-  onnx::Model model_;
-  CompiledGraph cg_;
-};
-
 }  // namespace
+}  // namespace hetgraph::python
+
+using namespace hetgraph;
+using namespace hetgraph::python;
 
 PYBIND11_MODULE(hetgraph, m) {
   m.doc() = "hetgraph: tensor computation graphs compiled for a CPU or OpenCL devices";
 
-  // Exceptions: hetgraph.Error and a subclass per C++ subclass, with the same message.
-  static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
-  static py::exception<GraphError> graph_error(m, "GraphError", error.ptr());
-  static py::exception<ShapeError> shape_error(m, "ShapeError", error.ptr());
-  static py::exception<FeedError> feed_error(m, "FeedError", error.ptr());
-  static py::exception<PlatformError> platform_error(m, "PlatformError", error.ptr());
-  static py::exception<DataError> data_error(m, "DataError", error.ptr());
-  static py::exception<UsageError> usage_error(m, "UsageError", error.ptr());
-  static py::exception<InternalError> internal_error(m, "InternalError", error.ptr());
-  static py::exception<onnx::UnsupportedError> unsupported_error(m, "UnsupportedError",
-                                                                 error.ptr());
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const onnx::UnsupportedError& e) {
-      unsupported_error(e.what());
-    } catch (const GraphError& e) {
-      graph_error(e.what());
-    } catch (const ShapeError& e) {
-      shape_error(e.what());
-    } catch (const FeedError& e) {
-      feed_error(e.what());
-    } catch (const PlatformError& e) {
-      platform_error(e.what());
-    } catch (const DataError& e) {
-      data_error(e.what());
-    } catch (const UsageError& e) {
-      usage_error(e.what());
-    } catch (const InternalError& e) {
-      internal_error(e.what());
-    } catch (const Error& e) {
-      error(e.what());
-    }
-  });
+  // Exceptions: hetgraph.Error and a subclass per C++ subclass, with the same message. The
+  // base is registered first: pybind11 tries the latest registered translator first.
+  const py::object error = py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<GraphError>(m, "GraphError", error);
+  py::register_exception<ShapeError>(m, "ShapeError", error);
+  py::register_exception<FeedError>(m, "FeedError", error);
+  py::register_exception<PlatformError>(m, "PlatformError", error);
+  py::register_exception<DataError>(m, "DataError", error);
+  py::register_exception<CommunicationError>(m, "CommunicationError", error);
+  py::register_exception<UsageError>(m, "UsageError", error);
+  py::register_exception<InternalError>(m, "InternalError", error);
+  py::register_exception<onnx::UnsupportedError>(m, "UnsupportedError", error);
 
   py::enum_<DType>(m, "DType").value("f32", DType::f32).value("i32", DType::i32);
 
@@ -216,9 +105,24 @@ PYBIND11_MODULE(hetgraph, m) {
       .def_static("normal", &Initializer::normal, py::arg("mean"), py::arg("stddev"),
                   py::arg("seed"));
 
+  // A device of this machine, for pinning nodes on a heterogeneous platform.
+  py::class_<Device>(m, "Device")
+      .def_static("cpu", &Device::cpu)
+      .def_static("opencl", &Device::opencl, py::arg("platform_index"), py::arg("device_index"))
+      .def_property_readonly(
+          "kind", [](const Device& d) { return d.kind == Device::Kind::cpu ? "cpu" : "opencl"; })
+      .def("__str__", &Device::str)
+      .def("__repr__", [](const Device& d) { return "<hetgraph.Device " + d.str() + ">"; })
+      .def("__eq__", [](const Device& a, const Device& b) { return a == b; });
+
   py::class_<Node>(m, "Node")
       .def_property_readonly("id", &Node::id)
+      .def_property_readonly("name", &Node::name)
+      .def_property_readonly("op", [](const Node& n) { return std::string(n.op_name()); })
+      .def_property_readonly("dtype", &Node::dtype)
+      .def("__repr__", [](const Node& n) { return "<hetgraph.Node " + n.label() + ">"; })
       .def("named", &Node::named, py::arg("name"))
+      .def("on", &Node::on, py::arg("device"))
       .def("__add__", [](Node a, Node b) { return a + b; })
       .def("__add__", [](Node a, float b) { return a + b; })
       .def("__radd__", [](Node a, float b) { return b + a; })
@@ -271,6 +175,18 @@ PYBIND11_MODULE(hetgraph, m) {
   HG_UNARY(sin);
   HG_UNARY(cos);
   HG_UNARY(floor);
+  HG_UNARY(neg);
+  HG_UNARY(tan);
+  HG_UNARY(asin);
+  HG_UNARY(acos);
+  HG_UNARY(atan);
+  HG_UNARY(sinh);
+  HG_UNARY(cosh);
+  HG_UNARY(asinh);
+  HG_UNARY(acosh);
+  HG_UNARY(atanh);
+  HG_UNARY(round);
+  HG_UNARY(logical_not);
   HG_BINARY(add);
   HG_BINARY(sub);
   HG_BINARY(mul);
@@ -281,6 +197,13 @@ PYBIND11_MODULE(hetgraph, m) {
   HG_BINARY(equal);
   HG_BINARY(less);
   HG_BINARY(greater);
+  HG_BINARY(less_equal);
+  HG_BINARY(greater_equal);
+  HG_BINARY(logical_and);
+  HG_BINARY(logical_or);
+  HG_BINARY(logical_xor);
+  HG_BINARY(mod);
+  HG_BINARY(fmod);
 #undef HG_UNARY
 #undef HG_BINARY
   m.def("leaky_relu", &leaky_relu, py::arg("x"), py::arg("alpha") = 0.01f);
@@ -308,25 +231,136 @@ PYBIND11_MODULE(hetgraph, m) {
   m.def("reshape", &reshape, py::arg("x"), py::arg("shape"));
   m.def("embedding", &embedding, py::arg("table"), py::arg("indices"));
   m.def("gather", &gather, py::arg("x"), py::arg("indices"), py::arg("axis") = 0);
+  m.def("scale", &scale, py::arg("x"), py::arg("s"));
+  m.def("axpby", &axpby, py::arg("x"), py::arg("y"), py::arg("a"), py::arg("b"));
+  m.def("argmin", &argmin, py::arg("x"), py::arg("axis") = -1, py::arg("keepdims") = false,
+        py::arg("last_index") = false);
+  m.def("top_k_indices", &top_k_indices, py::arg("x"), py::arg("k"), py::arg("axis") = -1,
+        py::arg("largest") = true);
+  m.def("reduce_prod", &reduce_prod, py::arg("x"), py::arg("axis") = kAllAxes,
+        py::arg("keepdims") = false);
+  m.def("cumsum", &cumsum, py::arg("x"), py::arg("axis"), py::arg("exclusive") = false,
+        py::arg("reverse") = false);
+  m.def("dropout", &dropout, py::arg("x"), py::arg("step"), py::arg("p"), py::arg("seed"));
+  m.def("layer_norm", &nn::layer_norm, py::arg("x"), py::arg("gamma"), py::arg("beta"),
+        py::arg("eps") = 1e-5f);
+  m.def("strided_slice", &strided_slice, py::arg("x"), py::arg("starts"), py::arg("ends"),
+        py::arg("axes") = std::vector<std::int64_t>{},
+        py::arg("steps") = std::vector<std::int64_t>{});
+  m.def("gather_elements", &gather_elements, py::arg("x"), py::arg("indices"), py::arg("axis") = 0);
+  m.def(
+      "scatter_elements",
+      [](Node data, Node indices, Node updates, int axis, const std::string& reduction) {
+        ScatterReduction r = ScatterReduction::none;
+        if (reduction == "add") {
+          r = ScatterReduction::add;
+        } else if (reduction == "mul") {
+          r = ScatterReduction::mul;
+        } else if (reduction != "none") {
+          throw UsageError("reduction '" + reduction + "': one of none, add, mul");
+        }
+        return scatter_elements(data, indices, updates, axis, r);
+      },
+      py::arg("data"), py::arg("indices"), py::arg("updates"), py::arg("axis") = 0,
+      py::arg("reduction") = "none");
+  m.def("assign", &assign, py::arg("variable"), py::arg("value"));
+  m.def(
+      "group", [](const std::vector<Node>& nodes) { return group(nodes); }, py::arg("nodes"));
+  // Convolutions and pooling: NCHW, options as keyword arguments of the C++ option structs.
+  using Pair = std::array<int, 2>;
+  m.def(
+      "conv2d",
+      [](Node x, Node w, const std::optional<Node>& bias, Pair stride, Pair padding,
+         Pair padding_end, Pair dilation, int groups) {
+        const Conv2dOptions o{.stride = stride,
+                              .padding = padding,
+                              .padding_end = padding_end,
+                              .dilation = dilation,
+                              .groups = groups};
+        return bias ? conv2d(x, w, *bias, o) : conv2d(x, w, o);
+      },
+      py::arg("x"), py::arg("weights"), py::arg("bias") = py::none(), py::kw_only(),
+      py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0},
+      py::arg("padding_end") = Pair{-1, -1}, py::arg("dilation") = Pair{1, 1},
+      py::arg("groups") = 1);
+  m.def(
+      "conv_transpose2d",
+      [](Node x, Node w, const std::optional<Node>& bias, Pair stride, Pair padding,
+         Pair padding_end, Pair dilation, Pair output_padding, int groups) {
+        const ConvTranspose2dOptions o{.stride = stride,
+                                       .padding = padding,
+                                       .padding_end = padding_end,
+                                       .dilation = dilation,
+                                       .output_padding = output_padding,
+                                       .groups = groups};
+        return bias ? conv_transpose2d(x, w, *bias, o) : conv_transpose2d(x, w, o);
+      },
+      py::arg("x"), py::arg("weights"), py::arg("bias") = py::none(), py::kw_only(),
+      py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0},
+      py::arg("padding_end") = Pair{-1, -1}, py::arg("dilation") = Pair{1, 1},
+      py::arg("output_padding") = Pair{0, 0}, py::arg("groups") = 1);
+  const auto pool = [](Node (*op)(Node, Pool2dOptions)) {
+    return [op](Node x, Pair kernel, Pair stride, Pair padding, Pair padding_end, bool ceil_mode,
+                bool count_include_pad, Pair dilation) {
+      return op(x, {.kernel = kernel,
+                    .stride = stride,
+                    .padding = padding,
+                    .padding_end = padding_end,
+                    .count_include_pad = count_include_pad,
+                    .ceil_mode = ceil_mode,
+                    .dilation = dilation});
+    };
+  };
+  for (const auto& [name, op] :
+       {std::pair{"max_pool2d", &max_pool2d}, std::pair{"avg_pool2d", &avg_pool2d}}) {
+    m.def(name, pool(op), py::arg("x"), py::kw_only(), py::arg("kernel") = Pair{2, 2},
+          py::arg("stride") = Pair{0, 0}, py::arg("padding") = Pair{0, 0},
+          py::arg("padding_end") = Pair{-1, -1}, py::arg("ceil_mode") = false,
+          py::arg("count_include_pad") = false, py::arg("dilation") = Pair{1, 1});
+  }
 
   // Training.
   py::class_<Optimizer>(m, "Optimizer")
       .def_static("sgd", &Optimizer::sgd, py::arg("lr"), py::arg("weight_decay") = 0.0f)
       .def_static("momentum_sgd", &Optimizer::momentum_sgd, py::arg("lr"),
                   py::arg("momentum") = 0.9f, py::arg("weight_decay") = 0.0f)
+      .def_static("nesterov", &Optimizer::nesterov, py::arg("lr"), py::arg("momentum") = 0.9f,
+                  py::arg("weight_decay") = 0.0f)
       .def_static("adam", &Optimizer::adam, py::arg("lr") = 1e-3f, py::arg("weight_decay") = 0.0f)
       .def_static("adamw", &Optimizer::adamw, py::arg("lr") = 1e-3f,
                   py::arg("weight_decay") = 1e-2f)
       .def_static("rmsprop", &Optimizer::rmsprop, py::arg("lr") = 1e-2f,
                   py::arg("weight_decay") = 0.0f)
       .def_static("adagrad", &Optimizer::adagrad, py::arg("lr") = 1e-2f,
-                  py::arg("weight_decay") = 0.0f);
+                  py::arg("weight_decay") = 0.0f)
+      .def_static("named", &Optimizer::named, py::arg("name"), py::arg("lr"),
+                  py::arg("weight_decay") = 0.0f)
+      .def_property_readonly("name", [](const Optimizer& o) { return std::string(o.name()); })
+      .def_readwrite("learning_rate", &Optimizer::learning_rate)
+      .def_readwrite("momentum", &Optimizer::momentum)
+      .def_readwrite("dampening", &Optimizer::dampening)
+      .def_readwrite("beta1", &Optimizer::beta1)
+      .def_readwrite("beta2", &Optimizer::beta2)
+      .def_readwrite("alpha", &Optimizer::alpha)
+      .def_readwrite("eps", &Optimizer::eps)
+      .def_readwrite("weight_decay", &Optimizer::weight_decay)
+      .def_readwrite("clip_norm", &Optimizer::clip_norm);
   m.def(
       "minimize",
-      [](Node loss, const std::vector<Node>& vars, const Optimizer& opt) {
-        return minimize(loss, std::span<const Node>(vars), opt);
+      [](Node loss, const std::vector<Node>& vars, const Optimizer& opt,
+         const std::optional<Node>& learning_rate, const std::optional<Node>& step) {
+        return minimize(loss, std::span<const Node>(vars), opt, step_options(learning_rate, step));
       },
-      py::arg("loss"), py::arg("variables"), py::arg("optimizer"));
+      py::arg("loss"), py::arg("variables"), py::arg("optimizer"), py::kw_only(),
+      py::arg("learning_rate") = py::none(), py::arg("step") = py::none());
+  m.def(
+      "apply_gradients",
+      [](const std::vector<Node>& vars, const std::vector<Node>& grads, const Optimizer& opt,
+         const std::optional<Node>& learning_rate, const std::optional<Node>& step) {
+        return apply_gradients(vars, grads, opt, step_options(learning_rate, step));
+      },
+      py::arg("variables"), py::arg("gradients"), py::arg("optimizer"), py::kw_only(),
+      py::arg("learning_rate") = py::none(), py::arg("step") = py::none());
   m.def(
       "sgd",
       [](Node loss, const std::vector<Node>& vars, float lr, float momentum) {
@@ -339,182 +373,21 @@ PYBIND11_MODULE(hetgraph, m) {
         return gradients(loss, std::span<const Node>(wrt));
       },
       py::arg("loss"), py::arg("wrt"));
-
-  // Platforms and compiling.
-  py::class_<Platform>(m, "Platform")
-      .def_static(
-          "cpu",
-          [](const std::string& engine, int threads) {
-            CpuOptions o;
-            o.threads = threads;
-            if (engine == "sequential")
-              o.engine = CpuEngine::sequential;
-            else if (engine == "critical-path")
-              o.engine = CpuEngine::critical_path;
-            else if (engine == "shared-queue")
-              o.engine = CpuEngine::shared_queue;
-            else if (engine != "auto")
-              throw UsageError("engine '" + engine +
-                               "': one of auto, sequential, critical-path, shared-queue");
-            return Platform::cpu(o);
-          },
-          py::arg("engine") = "auto", py::arg("threads") = 0)
-      .def_static("opencl", [] { return Platform::opencl(); })
-      .def_static("opencl_available", [] { return Platform::opencl_available(); })
-      .def("name", &Platform::name)
-      .def("description", &Platform::description);
-
-  py::class_<CompiledGraph>(m, "CompiledGraph")
-      .def(
-          "run",
-          [](CompiledGraph& cg, const py::dict& feeds) {
-            Kept keep;
-            const std::vector<FeedItem> items = feeds_of(feeds, keep);
-            py::gil_scoped_release release;
-            cg.run(items);
-          },
-          py::arg("feeds") = py::dict())
-      .def("read",
-           [](const CompiledGraph& cg, Node n) {
-             return values_of(
-                 cg.shape(n), DType::f32, [&] { return cg.read(n); },
-                 [&] { return cg.read_i32(n); });
-           })
-      .def("read",
-           [](const CompiledGraph& cg, const std::string& name) {
-             return values_of(
-                 cg.shape(name), DType::f32, [&] { return cg.read(name); },
-                 [&] { return cg.read_i32(name); });
-           })
-      .def("read_i32",
-           [](const CompiledGraph& cg, Node n) {
-             return values_of(
-                 cg.shape(n), DType::i32, [&] { return cg.read(n); },
-                 [&] { return cg.read_i32(n); });
-           })
-      .def("write",
-           [](CompiledGraph& cg, const std::string& name, const F32& a) {
-             cg.write(name, std::span<const float>(a.data(), static_cast<std::size_t>(a.size())));
-           })
-      .def("shape", [](const CompiledGraph& cg, Node n) { return shape_tuple(cg.shape(n)); })
-      // The graph's own input buffer as a writable array (no copy): fill it, then feed it and
-      // it is not copied either. The array keeps the compiled graph alive.
-      .def(
-          "mapped_input",
-          [](py::object self, const std::string& name) {
-            CompiledGraph& cg = self.cast<CompiledGraph&>();
-            const Shape s = cg.shape(name);
-            std::vector<py::ssize_t> dims;
-            for (int i = 0; i < s.rank(); ++i) dims.push_back(s[i]);
-            std::span<float> f;
-            try {
-              f = cg.mapped_input(name);
-            } catch (const Error&) {  // an int32 input (or none: then this throws the error)
-              std::span<std::int32_t> m = cg.mapped_input_i32(name);
-              return py::array(py::dtype::of<std::int32_t>(), dims, m.data(), self);
-            }
-            return py::array(py::dtype::of<float>(), dims, f.data(), self);
-          },
-          py::arg("name"))
-      .def("save", &CompiledGraph::save, py::arg("path"))
-      .def(
-          "load",
-          [](CompiledGraph& cg, const std::string& path, bool strict) {
-            const LoadReport r = cg.load(path, {.strict = strict});
-            py::dict d;
-            d["loaded"] = r.loaded;
-            d["not_in_graph"] = r.not_in_graph;
-            d["not_in_file"] = r.not_in_file;
-            return d;
-          },
-          py::arg("path"), py::arg("strict") = true)
-      .def("planned_bytes", &CompiledGraph::planned_bytes)
-      .def("engine_report", [](CompiledGraph& cg) {
-        const EngineReport r = cg.engine_report();
-        py::dict d;
-        d["engine"] = r.engine;
-        d["runs"] = r.runs;
-        d["lanes"] = r.lanes.size();
-        if (r.cpu) {
-          d["code_path"] = r.cpu->code_path;
-          d["executors"] = r.cpu->executors;
-          d["threads_per_executor"] = r.cpu->threads_per_executor;
-        }
-        return d;
-      });
-
-  py::class_<GraphCompiler>(m, "GraphCompiler")
-      .def(py::init([](const Platform& p) { return GraphCompiler(p); }),
-           py::arg("platform") = Platform::cpu())
-      .def(
-          "compile",
-          [](const GraphCompiler& c, const Graph& g, const py::dict& shapes,
-             const std::vector<Node>& fetches) {
-            const InputShapes s = shapes_of(shapes);
-            py::gil_scoped_release release;
-            return c.compile(g, s, std::span<const Node>(fetches));
-          },
-          py::arg("graph"), py::arg("shapes"), py::arg("fetches"));
-
-  // Data sets: MNIST-format folders, images written straight into an array (a mapped input).
-  py::module_ data_m = m.def_submodule("data", "MNIST-format data sets");
-  py::class_<data::Split>(data_m, "Split")
-      .def_readonly("count", &data::Split::count)
-      .def_readonly("rows", &data::Split::rows)
-      .def_readonly("cols", &data::Split::cols)
-      .def_property_readonly("labels",
-                             [](const data::Split& s) {
-                               I32 out(static_cast<py::ssize_t>(s.labels.size()));
-                               std::copy(s.labels.begin(), s.labels.end(), out.mutable_data());
-                               return out;
-                             })
-      .def(
-          "images",
-          [](const data::Split& s, std::int64_t first, std::int64_t n, py::array out) {
-            if (out.dtype().kind() != 'f' || out.itemsize() != 4 ||
-                !(out.flags() & py::array::c_style) || !out.writeable()) {
-              throw UsageError("Split.images writes into a writable C-contiguous float32 array");
-            }
-            std::span<float> dst(static_cast<float*>(out.mutable_data()),
-                                 static_cast<std::size_t>(out.size()));
-            py::gil_scoped_release release;
-            s.images(first, n, dst);
-          },
-          py::arg("first"), py::arg("n"), py::arg("out"));
-  py::class_<data::Mnist>(data_m, "Mnist")
-      .def_readonly("train", &data::Mnist::train)
-      .def_readonly("test", &data::Mnist::test)
-      .def_readonly("classes", &data::Mnist::classes);
-  data_m.def(
-      "load_mnist",
-      [](const std::string& dir, int classes) {
-        py::gil_scoped_release release;
-        return data::load_mnist(dir, classes);
+  m.def(
+      "clip_by_global_norm",
+      [](const std::vector<Node>& grads, float max_norm) {
+        return clip_by_global_norm(grads, max_norm);
       },
-      py::arg("dir"), py::arg("classes") = 10);
+      py::arg("gradients"), py::arg("max_norm"));
+  // Learning-rate schedules of the step count, computed in the graph (no recompilation).
+  m.def("step_counter", &step_counter, py::arg("graph"), py::arg("name") = "step");
+  m.def("step_decay", &step_decay, py::arg("step"), py::arg("lr"), py::arg("step_size"),
+        py::arg("gamma"));
+  m.def("exponential_decay", &exponential_decay, py::arg("step"), py::arg("lr"), py::arg("gamma"));
+  m.def("cosine_decay", &cosine_decay, py::arg("step"), py::arg("lr"), py::arg("total_steps"),
+        py::arg("min_lr") = 0.0f);
+  m.def("linear_warmup", &linear_warmup, py::arg("step"), py::arg("lr"), py::arg("warmup_steps"));
 
-  // ONNX: sessions shaped like ONNX Runtime's, and export.
-  py::module_ onnx_m = m.def_submodule("onnx", "ONNX models in and out");
-  py::class_<Session>(onnx_m, "InferenceSession")
-      .def(py::init<const std::string&, const py::dict&, const Platform&>(), py::arg("path"),
-           py::arg("input_shapes") = py::dict(), py::arg("platform") = Platform::cpu())
-      .def("input_names", &Session::inputs)
-      .def("output_names", &Session::outputs)
-      .def("run", &Session::run, py::arg("output_names"), py::arg("feeds"));
-  onnx_m.def(
-      "load",
-      [](const std::string& path, const py::dict& input_shapes, const Platform& platform) {
-        return Session(path, input_shapes, platform);
-      },
-      py::arg("path"), py::arg("input_shapes") = py::dict(), py::arg("platform") = Platform::cpu());
-  onnx_m.def(
-      "export",
-      [](const Graph& g, const std::vector<Node>& outputs, const py::dict& shapes,
-         const std::string& path, const CompiledGraph* values,
-         const std::vector<std::string>& names) {
-        onnx::export_model(g, outputs, shapes_of(shapes), path,
-                           {.values = values, .output_names = names});
-      },
-      py::arg("graph"), py::arg("outputs"), py::arg("shapes"), py::arg("path"),
-      py::arg("values") = nullptr, py::arg("output_names") = std::vector<std::string>{});
+  bind_runtime(m);
+  bind_io(m);
 }

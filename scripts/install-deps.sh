@@ -42,6 +42,7 @@ test_packages=(
   libonnx-testdata       # the ONNX backend test suite (conformance test)
   python3                # the documentation's snippets, scripts/mnist_reference.py
   python3-dev pybind11-dev python3-numpy python3-pytest   # the Python module and its tests
+  python3-pip python3-venv python3-setuptools python3-wheel   # `pip install .` (its test)
   mawk                   # awk: tests/bench_replay_calibrated.cmake compares floats with it
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
   clang-tidy-14 clang-format-14   # make lint (scripts/lint.sh)
