@@ -66,9 +66,14 @@ def hetgraph_loop(folder, runs):
         sess.run(None, feeds)
         samples.append(time.perf_counter() - s)
     loop = time.perf_counter() - start
+    report = sess.compiled().engine_report()
+    chosen = (report["cpu"] or {}).get("chosen") or {}
     print(json.dumps({"runtime": "hetgraph-python", "runs": runs, "loop_s": loop,
-                      "median_run_s": statistics.median(samples),
-                      "engine": sess.compiled().engine_report()["engine"]}))
+                      "median_run_s": statistics.median(samples), "engine": report["engine"],
+                      "chosen": {k: chosen.get(k) for k in ("engine", "executors",
+                                                            "threads_per_executor",
+                                                            "from_cache")},
+                      "load_threads": (report["cpu"] or {}).get("load_threads")}))
 
 
 def child(argv):
