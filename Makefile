@@ -4,6 +4,8 @@
 #   make test   the whole test suite: Release build, then AddressSanitizer+UBSan, then the
 #               engine tests under ThreadSanitizer
 #   make bench  the benchmark suite, JSON lines into bench/results/
+#   make install  the library, headers, hetgraph-run and the Python module into PREFIX
+#               (default /usr/local: Debian's python3 then imports hetgraph from anywhere)
 #   make lint   clang-format on the changed lines, clang-tidy (.clang-tidy) on the changed
 #               sources, against LINT_BASE (default: the commit before HEAD); `make test` runs it
 #   make fuzz   every fuzz target for FUZZ_SECONDS each (default 600); `make test` runs each
@@ -17,7 +19,7 @@
 #   make soak-ranks  SOAK_RANK_ROUNDS (50) rounds of data-parallel training under mpirun -np 2-4
 #               with one rank killed or stopped at a random step: hangs, crashes, rounds where
 #               no error names the rank, time from the fault to the error
-.PHONY: deps configure build run lint test test-release build-asan test-asan build-tsan test-tsan test-fuzz \
+.PHONY: deps configure build run install lint test test-release build-asan test-asan build-tsan test-tsan test-fuzz \
         fuzz fuzz-build \
         soak soak-concurrent soak-ranks bench clean
 
@@ -35,6 +37,8 @@ DEPS_GROUP = run
 test lint test-release build-asan test-asan build-tsan test-tsan test-fuzz fuzz fuzz-build \
   soak soak-concurrent soak-ranks: DEPS_GROUP = test
 bench: DEPS_GROUP = bench
+install: DEPS_GROUP = python
+PREFIX ?= /usr/local
 
 deps:
 	@scripts/install-deps.sh $(DEPS_GROUP)
@@ -49,6 +53,9 @@ build: configure
 run: configure
 	@cmake --build --preset release --target mnist_softmax
 	./build/examples/mnist_softmax
+
+install: build
+	cmake --install build --prefix $(PREFIX)
 
 test-release: build
 	ctest --preset release

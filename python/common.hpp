@@ -71,6 +71,16 @@ py::array read_array(const G& g, const K& key, DType dtype) {
   return out;
 }
 
+// A writable C-contiguous array of `T`'s dtype viewed as a span (UsageError naming `what`).
+template <class T>
+inline std::span<T> writable(py::array& a, const char* what) {
+  if (!a.dtype().is(py::dtype::of<T>()) || !(a.flags() & py::array::c_style) || !a.writeable()) {
+    throw UsageError(std::string(what) + " writes into a writable C-contiguous " +
+                     py::str(py::dtype::of<T>()).cast<std::string>() + " array");
+  }
+  return {static_cast<T*>(a.mutable_data()), static_cast<std::size_t>(a.size())};
+}
+
 // What each translation unit binds.
 void bind_runtime(py::module_& m);  // platforms, compiling, compiled and dynamic graphs
 void bind_io(py::module_& m);       // hetgraph.data and hetgraph.onnx

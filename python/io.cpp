@@ -15,16 +15,6 @@
 namespace hetgraph::python {
 namespace {
 
-// A writable C-contiguous array of `T`'s dtype viewed as a span (UsageError naming `what`).
-template <class T>
-std::span<T> writable(py::array& a, const char* what) {
-  if (!a.dtype().is(py::dtype::of<T>()) || !(a.flags() & py::array::c_style) || !a.writeable()) {
-    throw UsageError(std::string(what) + " writes into a writable C-contiguous " +
-                     py::str(py::dtype::of<T>()).cast<std::string>() + " array");
-  }
-  return {static_cast<T*>(a.mutable_data()), static_cast<std::size_t>(a.size())};
-}
-
 // An ONNX model compiled once, run like ONNX Runtime's InferenceSession.
 class Session {
  public:

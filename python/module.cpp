@@ -187,6 +187,8 @@ PYBIND11_MODULE(hetgraph, m) {
   HG_UNARY(atanh);
   HG_UNARY(round);
   HG_UNARY(logical_not);
+  HG_UNARY(to_float16);
+  HG_UNARY(to_bfloat16);
   HG_BINARY(add);
   HG_BINARY(sub);
   HG_BINARY(mul);

@@ -299,6 +299,14 @@ void bind_runtime(py::module_& m) {
           },
           py::arg("feeds") = py::dict(), py::keep_alive<0, 1>())
       .def("wait", &CompiledGraph::wait, py::call_guard<py::gil_scoped_release>())
+      // Into an array of the caller's (float32, C-contiguous, as many elements): no allocation.
+      .def(
+          "read",
+          [](const CompiledGraph& cg, Node n, py::array out) {
+            cg.read(n, writable<float>(out, "CompiledGraph.read(node, out)"));
+            return out;
+          },
+          py::arg("node"), py::arg("out"))
       .def(
           "write_i32",
           [](CompiledGraph& cg, Node n, const I32& a) {

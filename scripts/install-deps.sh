@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs, only when missing, the Debian packages one of hetgraph's targets needs:
-#   scripts/install-deps.sh [run|test|bench] [--list]
+#   scripts/install-deps.sh [run|python|test|bench] [--list]
 #   run    build and run the library, its examples and tools (`make run`, `make build`)
+#   python + the Python module's build (`make install`): Python's headers, pybind11, NumPy
 #   test   + what the test suite needs (`make test`): GoogleTest, the ONNX backend test data,
 #          python3 (the documentation's snippets), the Python module's build and tests
 #          (pybind11, NumPy, pytest), clang for the fuzz targets and the lint
 #   bench  + what the benchmark charts need (`make bench`): matplotlib. The peer harnesses
 #          (bench/models, bench/cnn: PyTorch, ONNX Runtime) install their own on top of this.
-# Each group includes the ones above it. --list prints the group's packages and installs nothing.
+# Each group includes the ones above it (test includes python). --list prints the group's packages and installs nothing.
 # It says what it will install before it does; idempotent and quiet when everything is present;
 # one `apt-get update` at most.
 set -euo pipefail
@@ -17,11 +18,11 @@ group=run
 list=0
 for a in "$@"; do
   case "$a" in
-    run | test | bench) group=$a ;;
+    run | python | test | bench) group=$a ;;
     --bench) group=bench ;;   # the flag of earlier versions
     --list) list=1 ;;
-    -h | --help) sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "install-deps: unknown argument '$a' (run, test, bench, --list)" >&2; exit 2 ;;
+    -h | --help) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown argument '$a' (run, python, test, bench, --list)" >&2; exit 2 ;;
   esac
 done
 
@@ -37,11 +38,13 @@ run_packages=(
   libopenmpi-dev openmpi-bin   # MPI for data-parallel training (libhetgraph_mpi, mpirun)
   dataset-fashion-mnist  # the default MNIST-format data set
 )
+python_packages=(
+  python3 python3-dev pybind11-dev python3-numpy   # the Python module (python/)
+)
 test_packages=(
   libgtest-dev           # GoogleTest
   libonnx-testdata       # the ONNX backend test suite (conformance test)
-  python3                # the documentation's snippets, scripts/mnist_reference.py
-  python3-dev pybind11-dev python3-numpy python3-pytest   # the Python module and its tests
+  python3-pytest         # the Python module's tests; python3 runs the documentation's snippets
   python3-pip python3-venv python3-setuptools python3-wheel   # `pip install .` (its test)
   mawk                   # awk: tests/bench_replay_calibrated.cmake compares floats with it
   clang-14 libclang-rt-14-dev libomp-14-dev   # fuzz targets (libFuzzer), fuzz/
@@ -52,7 +55,8 @@ test_packages=(
 bench_packages=(python3-matplotlib)
 
 packages=("${run_packages[@]}")
-if [ "$group" != run ]; then packages+=("${test_packages[@]}"); fi
+if [ "$group" != run ]; then packages+=("${python_packages[@]}"); fi
+if [ "$group" = test ] || [ "$group" = bench ]; then packages+=("${test_packages[@]}"); fi
 if [ "$group" = bench ]; then packages+=("${bench_packages[@]}"); fi
 
 if [ $list -eq 1 ]; then

@@ -317,3 +317,43 @@ def test_nodes_devices_and_every_error_class():
         assert issubclass(getattr(hg, name), hg.Error), name
     with pytest.raises(hg.GraphError):
         hg.minimize(hg.reduce_sum(x), [x], hg.Optimizer.sgd(0.1))
+
+
+def test_read_into_an_array_of_the_callers():
+    g = hg.Graph()
+    x = g.input("x")
+    y = (x * 2.0).named("y")
+    cg = hg.GraphCompiler().compile(g, {"x": (2, 3)}, [y])
+    cg.run({"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    out = np.empty((2, 3), np.float32)
+    assert cg.read(y, out=out) is out
+    np.testing.assert_array_equal(out, np.arange(6).reshape(2, 3) * 2)
+    with pytest.raises(hg.UsageError, match="float32"):
+        cg.read(y, out=np.empty((2, 3)))
+    with pytest.raises(hg.Error):
+        cg.read(y, out=np.empty(5, np.float32))
+
+
+@pytest.mark.parametrize("platform", platforms(), ids=lambda p: p.name())
+def test_convolutions_and_pooling_take_their_options_as_keywords(platform):
+    g = hg.Graph()
+    x = g.input("x")
+    w = g.variable("w", (2, 1, 3, 3), np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3) / 10)
+    b = g.variable("b", (2,), np.array([0.5, -0.5], np.float32))
+    c = hg.conv2d(x, w, b, padding=(1, 1), stride=(2, 2)).named("c")
+    m = hg.max_pool2d(x, kernel=(2, 2)).named("m")
+    a = hg.avg_pool2d(x, kernel=(3, 3), stride=(1, 1), padding=(1, 1),
+                      count_include_pad=True).named("a")
+    cg = hg.GraphCompiler(platform).compile(g, {"x": (1, 1, 4, 4)}, [c, m, a])
+    xs = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    cg.run({"x": xs})
+    padded = np.pad(xs[0, 0], 1)
+    wv = np.arange(18, dtype=np.float32).reshape(2, 3, 3) / 10
+    want = np.array([[[(padded[i:i + 3, j:j + 3] * wv[o]).sum() + [0.5, -0.5][o]
+                       for j in range(0, 4, 2)] for i in range(0, 4, 2)] for o in range(2)])
+    np.testing.assert_allclose(cg.read(c)[0], want, rtol=1e-5)
+    np.testing.assert_array_equal(cg.read(m)[0, 0], [[5, 7], [13, 15]])
+    avg = np.array([[padded[i:i + 3, j:j + 3].sum() / 9 for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(cg.read(a)[0, 0], avg, rtol=1e-6)
+    with pytest.raises(hg.ShapeError):
+        hg.GraphCompiler(platform).compile(g, {"x": (1, 2, 4, 4)}, [c])

@@ -16,4 +16,22 @@ g++ "$source" -o "$work/consumer_pc" $(pkg-config --cflags --libs hetgraph) -Wl,
 "$work/consumer_pc"
 # Installed programs find the installed libraries from any prefix (their run path is relative).
 env -u LD_LIBRARY_PATH "$work/prefix/bin/hetgraph-run" --help >/dev/null
+# The installed Python module (where it was built) imports from the prefix and finds the
+# prefix's libhetgraph through its run path.
+site=$(find "$work/prefix" -name 'hetgraph*.so' -path '*-packages/*' -printf '%h\n' | head -n1)
+if [ -n "$site" ]; then
+  PYTHONPATH="$site" /usr/bin/python3 - "$work/prefix" <<'PY'
+import os, sys
+import numpy as np
+import hetgraph as hg
+prefix = os.path.realpath(sys.argv[1])
+assert os.path.realpath(hg.__file__).startswith(prefix), hg.__file__
+assert os.path.join(prefix, "lib", "libhetgraph.so.0") in open("/proc/self/maps").read()
+g = hg.Graph()
+x = g.input("x")
+cg = hg.GraphCompiler().compile(g, {"x": (2,)}, [hg.reduce_sum(x)])
+cg.run({"x": np.array([1.5, 2.5], np.float32)})
+PY
+  echo "consumer: the installed Python module imports and runs"
+fi
 echo "consumer: find_package and pkg-config builds both ran; the installed hetgraph-run runs"
