@@ -15,11 +15,22 @@
 namespace hetgraph::python {
 namespace {
 
-// An ONNX model compiled once, run like ONNX Runtime's InferenceSession.
+// ImportOptions::state from a dict {input: output}.
+using State = std::vector<std::pair<std::string, std::string>>;
+State state_of(const py::dict& d) {
+  State s;
+  for (const auto& [k, v] : d) s.emplace_back(py::cast<std::string>(k), py::cast<std::string>(v));
+  return s;
+}
+
+// An ONNX model compiled once, run like ONNX Runtime's InferenceSession; inputs named in
+// `state` are fed back from their outputs after every run instead of being fed.
 class Session {
  public:
-  Session(const std::string& path, const py::dict& input_shapes, const Platform& platform)
-      : model_(onnx::import(path, {.input_shapes = shapes_of(input_shapes)})),
+  Session(const std::string& path, const py::dict& input_shapes, const Platform& platform,
+          const py::dict& state)
+      : model_(onnx::import(path,
+                            {.input_shapes = shapes_of(input_shapes), .state = state_of(state)})),
         cg_(model_.compile(GraphCompiler(platform))) {}
   std::vector<std::string> inputs() const { return names(model_.input_info); }
   std::vector<std::string> outputs() const { return names(model_.output_info); }
@@ -127,18 +138,19 @@ void bind_io(py::module_& m) {
   // ONNX: sessions shaped like ONNX Runtime's, dynamic models, and export.
   py::module_ onnx_m = m.def_submodule("onnx", "ONNX models in and out");
   py::class_<Session>(onnx_m, "InferenceSession")
-      .def(py::init<const std::string&, const py::dict&, const Platform&>(), py::arg("path"),
-           py::arg("input_shapes") = py::dict(), py::arg("platform") = Platform::cpu())
+      .def(py::init<const std::string&, const py::dict&, const Platform&, const py::dict&>(),
+           py::arg("path"), py::arg("input_shapes") = py::dict(),
+           py::arg("platform") = Platform::cpu(), py::arg("state") = py::dict())
       .def("input_names", &Session::inputs)
       .def("output_names", &Session::outputs)
       .def("run", &Session::run, py::arg("output_names"), py::arg("feeds"))
       .def("compiled", &Session::compiled, py::return_value_policy::reference_internal);
   onnx_m.def(
       "load",
-      [](const std::string& path, const py::dict& input_shapes, const Platform& platform) {
-        return Session(path, input_shapes, platform);
-      },
-      py::arg("path"), py::arg("input_shapes") = py::dict(), py::arg("platform") = Platform::cpu());
+      [](const std::string& path, const py::dict& input_shapes, const Platform& platform,
+         const py::dict& state) { return Session(path, input_shapes, platform, state); },
+      py::arg("path"), py::arg("input_shapes") = py::dict(), py::arg("platform") = Platform::cpu(),
+      py::arg("state") = py::dict());
   onnx_m.def(
       "dynamic",
       [](const std::string& path, const Platform& platform, std::size_t max_plans) {

@@ -12,21 +12,7 @@ using namespace hetgraph;
 
 namespace {
 
-// Runs f, expects an exception of type E whose message contains every string in `parts`.
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected one mentioning " << *parts.begin();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts) {
-      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks \"" << p << "\": " << msg;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using testing_util::expect_error;
 
 CompiledGraph compile(const Graph& g, const InputShapes& s, std::initializer_list<Node> f) {
   return GraphCompiler().compile(g, s, f);

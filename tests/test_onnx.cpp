@@ -521,3 +521,51 @@ TEST(OnnxImport, DynamicDimsRunFromOneObject) {
 }
 
 }  // namespace
+
+namespace {
+
+// ImportOptions::state: an input fed back from an output at every run (a decoder's key/value
+// cache), held as a variable in the platform's memory.
+TEST(OnnxImport, StateInputsTakeTheirOutputsAfterEveryRun) {
+  Builder b(17);
+  b.input("past", {2, 3}).input("x", {2, 3}).output("present", {2, 3}).output("twice", {2, 3});
+  b.node("Add", {"past", "x"}, {"present"});
+  b.node("Add", {"present", "present"}, {"twice"});
+  ho::ImportOptions o;
+  o.state = {{"past", "present"}};
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    const ho::Model m = b.import(o);
+    ASSERT_EQ(m.input_info.size(), 1u);  // past is not fed
+    EXPECT_EQ(m.input_info[0].name, "x");
+    ASSERT_EQ(m.state_updates.size(), 1u);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()));
+    const std::vector<float> x{1, 2, 3, 4, 5, 6};
+    for (int run = 1; run <= 3; ++run) {
+      cg.run({{"x", x}});
+      std::vector<float> want;
+      for (float v : x) want.push_back(2 * v * static_cast<float>(run));
+      EXPECT_EQ(cg.read("twice"), want);
+    }
+    std::vector<float> three;
+    for (float v : x) three.push_back(3 * v);
+    EXPECT_EQ(cg.read("past"), three);              // the state after three runs
+    cg.write("past", std::vector<float>(6, 0.0f));  // reset
+    cg.run({{"x", x}});
+    EXPECT_EQ(cg.read("present"), x);
+  }
+  o.state = {{"x", "twice"}, {"past", "present"}, {"x", "present"}};
+  using testing_util::expect_error;
+  expect_error<ShapeError>([&] { (void)b.import(o); }, {"'x'", "twice"});
+  o.state = {{"nope", "present"}};
+  expect_error<ShapeError>([&] { (void)b.import(o); }, {"'nope'", "not an input"});
+  o.state = {{"past", "nope"}};
+  expect_error<ShapeError>([&] { (void)b.import(o); }, {"'nope'", "not an output"});
+  Builder sum(17);
+  sum.input("past", {2, 3}).output("total", {});
+  Builder::attr(sum.node("ReduceSum", {"past"}, {"total"}), "keepdims", std::int64_t{0});
+  o.state = {{"past", "total"}};
+  expect_error<ShapeError>([&] { (void)sum.import(o); }, {"'past'", "[2, 3]", "'total'"});
+}
+
+}  // namespace

@@ -20,6 +20,22 @@
 
 namespace testing_util {
 
+// Runs f, expects an exception of type E whose message contains every string in `parts`.
+template <class E, class F>
+inline void expect_error(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception; expected one mentioning " << *parts.begin();
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts) {
+      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks \"" << p << "\": " << msg;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
 struct PlatformCase {
   std::string name;
   std::function<hetgraph::Platform()> make;

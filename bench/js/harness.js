@@ -93,4 +93,25 @@ function options(args) {
   };
 }
 
-module.exports = {measure, readTensorProto, readRaw, relErr, median, geomean, options};
+// ONNX Runtime's CPU session for a serving loop: every graph optimisation, nodes one at a time,
+// `intra` threads inside each (bench/js/ort_loop.js, bench/generation/ort_generate.js).
+function sequentialSession(ort, model, intra) {
+  return ort.InferenceSession.create(model, {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    executionMode: 'sequential',
+    intraOpNumThreads: Number(intra),
+    interOpNumThreads: 1,
+  });
+}
+
+module.exports = {
+  measure,
+  readTensorProto,
+  readRaw,
+  relErr,
+  median,
+  geomean,
+  options,
+  sequentialSession
+};

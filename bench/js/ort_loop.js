@@ -8,6 +8,7 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require(path.join(__dirname, '..', 'models', 'node_modules', 'onnxruntime-node'));
+const {sequentialSession} = require('./harness');
 
 const arrays = {
   float32: Float32Array,
@@ -18,13 +19,7 @@ const arrays = {
 async function main() {
   const [dir, runs, intra, outDir] = process.argv.slice(2);
   const meta = JSON.parse(fs.readFileSync(path.join(dir, 'meta.json'), 'utf8'));
-  const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'), {
-    executionProviders: ['cpu'],
-    graphOptimizationLevel: 'all',
-    executionMode: 'sequential',
-    intraOpNumThreads: Number(intra),
-    interOpNumThreads: 1,
-  });
+  const session = await sequentialSession(ort, path.join(dir, 'model.onnx'), intra);
   const feeds = {};
   for (const i of meta.inputs) {
     const b = fs.readFileSync(path.join(dir, `${i.name}.bin`));

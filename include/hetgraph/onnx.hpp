@@ -68,6 +68,16 @@ struct ImportOptions {
   /// no longer inputs), so computations on them fold. For inputs that are parameters, such
   /// as the axes, shapes and pads some models take as inputs.
   std::vector<std::pair<std::string, std::shared_ptr<const TensorData>>> input_values{};
+  /// Inputs that carry state from one run to the next, each with the output that gives its
+  /// next value: {"past_k0", "present_k0"} makes past_k0 a variable (zeros at first, in the
+  /// platform's memory: on an OpenCL device it stays there) that every run overwrites with
+  /// present_k0 once the run's other nodes are done, as a decoder's key/value cache is fed back
+  /// token after token. Such an input is not fed; read, write or reset it by name as a
+  /// variable (and checkpoints hold it). Both must be float and of the same shape; an input or
+  /// output the model lacks is a ShapeError naming it.
+  ///   ImportOptions o;
+  ///   o.state = {{"past_k0", "present_k0"}, {"past_v0", "present_v0"}};
+  std::vector<std::pair<std::string, std::string>> state{};
   /// Run onnx::checker on the model first.
   bool check = true;
   /// Fold an inference BatchNormalization into the Conv before it (its weights and bias are
@@ -110,6 +120,9 @@ class Model {
   std::vector<Node> inputs;     // in the model's order; named by the ONNX input names
   std::vector<Node> outputs;    // in the model's order; named by the ONNX output names
   std::vector<Node> variables;  // initializers used as float tensors (trainable)
+  /// One assign per ImportOptions::state pair (its input's variable <- its output), which
+  /// compile() fetches beside the outputs.
+  std::vector<Node> state_updates;
   std::vector<ValueDesc> input_info, output_info;
   InputShapes input_shapes;      // the shapes the graph was built for: give them to compile()
   std::int64_t opset = 0;        // the model's ONNX opset version

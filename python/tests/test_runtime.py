@@ -357,3 +357,25 @@ def test_convolutions_and_pooling_take_their_options_as_keywords(platform):
     np.testing.assert_allclose(cg.read(a)[0, 0], avg, rtol=1e-6)
     with pytest.raises(hg.ShapeError):
         hg.GraphCompiler(platform).compile(g, {"x": (1, 2, 4, 4)}, [c])
+
+
+@pytest.mark.parametrize("platform", platforms(), ids=lambda p: p.name())
+def test_onnx_state_inputs_are_fed_back_from_their_outputs(platform, tmp_path):
+    g = hg.Graph()
+    past, x = g.input("past"), g.input("x")
+    present = (past * 0.5 + x).named("present")
+    total = hg.reduce_sum(present).named("total")
+    path = str(tmp_path / "state.onnx")
+    hg.onnx.export(g, [present, total], {"past": (2, 2), "x": (2, 2)}, path,
+                   output_names=["present", "total"])
+    sess = hg.onnx.load(path, platform=platform, state={"past": "present"})
+    assert sess.input_names() == ["x"]
+    xs = np.array([[1, 2], [3, 4]], np.float32)
+    state = np.zeros((2, 2), np.float32)
+    for _ in range(3):
+        (got,) = sess.run(["total"], {"x": xs})
+        state = state * 0.5 + xs
+        assert float(got) == pytest.approx(float(state.sum()))
+    np.testing.assert_array_equal(sess.compiled().read("past"), state)
+    with pytest.raises(hg.ShapeError, match="not an output"):
+        hg.onnx.load(path, state={"past": "nope"})

@@ -202,10 +202,12 @@ class Importer {
                                    [&](const ir::ValueInfo& i) { return i.name == v.name; });
       in[v.name] = {it->elem, Dims(v.shape.dims().begin(), v.shape.dims().end()), true};
     }
-    for (const auto& e : empty_inputs_) {  // (clang 14 captures no structured bindings)
-      const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
-                                   [&](const ir::ValueInfo& i) { return i.name == e.first; });
-      in[e.first] = {it->elem, e.second, true};
+    for (const auto* list : {&empty_inputs_, &state_inputs_}) {
+      for (const auto& e : *list) {  // (clang 14 captures no structured bindings)
+        const auto it = std::find_if(m_.graph.inputs.begin(), m_.graph.inputs.end(),
+                                     [&](const ir::ValueInfo& i) { return i.name == e.first; });
+        in[e.first] = {it->elem, e.second, true};
+      }
     }
     for (const auto& given : opt_.input_values) {
       const std::string& name = given.first;
@@ -554,6 +556,7 @@ class Importer {
 
   std::unordered_map<std::string, Value> env;
   std::vector<std::pair<std::string, Dims>> empty_inputs_;  // inputs given an empty shape
+  std::vector<std::pair<std::string, Dims>> state_inputs_;  // ImportOptions::state's inputs
 
  private:
   void check_supported() {
@@ -693,6 +696,19 @@ class Importer {
         continue;
       }
       const Shape shape{std::span<const std::int64_t>(dims)};
+      if (is_state(v.name)) {
+        if (dtype != DType::f32) {
+          throw UnsupportedError(m_.source + ": state input '" + v.name + "' is " +
+                                 ir::elem_name(v.elem) + "; state is held as float tensors");
+        }
+        Node var = g.variable(v.name, shape);  // zeros: the state before the first run
+        Value val;
+        val.node = var;
+        val.elem = v.elem;
+        env[v.name] = val;
+        state_inputs_.push_back({v.name, dims});
+        continue;
+      }
       Node in = g.input(v.name, dtype);
       set_input_type(in, {shape, dtype});
       Value val;
@@ -902,6 +918,44 @@ class Importer {
       const int elem = o.elem != ir::kUndefined ? o.elem : it->second.elem;
       out_.output_info.push_back(
           {o.name, ir::elem_name(elem), t.dtype, t.shape, declared_dims(o), dim_names(o)});
+    }
+    add_state_updates();
+  }
+
+  bool is_state(const std::string& input) const {
+    return std::any_of(opt_.state.begin(), opt_.state.end(),
+                       [&](const auto& p) { return p.first == input; });
+  }
+
+  // ImportOptions::state: each state input's variable takes its output's value at the end of
+  // every run.
+  void add_state_updates() {
+    std::set<std::string> seen;
+    for (const auto& [input, output] : opt_.state) {
+      if (!seen.insert(input).second) {
+        throw ShapeError(m_.source + ": state names input '" + input + "' twice");
+      }
+      const auto in = std::find_if(state_inputs_.begin(), state_inputs_.end(),
+                                   [&](const auto& s) { return s.first == input; });
+      if (in == state_inputs_.end()) {
+        throw ShapeError(m_.source + ": state names '" + input +
+                         "', which is not an input of the model");
+      }
+      const auto out = std::find_if(out_.output_info.begin(), out_.output_info.end(),
+                                    [&](const ValueDesc& o) { return o.name == output; });
+      if (out == out_.output_info.end()) {
+        throw ShapeError(m_.source + ": state takes input '" + input + "' from '" + output +
+                         "', which is not an output of the model");
+      }
+      const Node value = out_.outputs[static_cast<std::size_t>(out - out_.output_info.begin())];
+      const Node var = env.at(input).node;
+      const TensorType vt = type(var), ot = type(value);
+      if (ot.dtype != DType::f32 || ot.shape != vt.shape) {
+        throw ShapeError(m_.source + ": state input '" + input + "' " + vt.shape.str() +
+                         " cannot take output '" + output + "' (" +
+                         std::string(dtype_name(ot.dtype)) + " " + ot.shape.str() + ")");
+      }
+      out_.state_updates.push_back(assign(var, value));
     }
   }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "common/variable_store.hpp"
 #include "hetgraph/onnx.hpp"
@@ -20,16 +21,23 @@ bool built_for(const Model& m, const InputShapes& shapes) {
   }
   return same;
 }
+// The outputs, then the state updates (ImportOptions::state).
+std::vector<Node> fetches(const Model& m) {
+  std::vector<Node> f = m.outputs;
+  f.insert(f.end(), m.state_updates.begin(), m.state_updates.end());
+  return f;
+}
 }  // namespace
 
 CompiledGraph Model::compile(const GraphCompiler& compiler, const InputShapes& shapes) const& {
   if (!built_for(*this, shapes)) return with_shapes(shapes).compile(compiler);
-  return compiler.compile(graph, input_shapes, outputs);
+  return compiler.compile(graph, input_shapes, fetches(*this));
 }
 
 CompiledGraph Model::compile(const GraphCompiler& compiler, const InputShapes& shapes) && {
   if (!built_for(*this, shapes)) return with_shapes(shapes).compile(compiler);
-  return compiler.compile(std::move(graph), input_shapes, outputs);
+  const std::vector<Node> f = fetches(*this);
+  return compiler.compile(std::move(graph), input_shapes, f);
 }
 
 DynamicGraph dynamic(const Model& model, const GraphCompiler& compiler, DynamicOptions options) {
