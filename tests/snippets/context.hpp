@@ -8,6 +8,7 @@
 // construction needs a run (a compiled graph, a communicator) are references nothing binds.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <hetgraph/cli.hpp>
