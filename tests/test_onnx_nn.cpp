@@ -2,6 +2,8 @@
 // ONNX import of the neural-network ops (src/onnx/ops_nn.cpp: normalisation, pooling, RoiAlign,
 // GridSample, Resize) and of the recurrent ones (src/onnx/ops_rnn.cpp).
 #include <algorithm>
+#include <array>
+#include <cmath>
 
 #include "onnx_test_util.hpp"
 
@@ -504,6 +506,184 @@ TEST(OnnxImport, BidirectionalLstmDirectionsAreIndependentChains) {
   CompiledGraph cg = m.compile(GraphCompiler(Platform::cpu(
       {.engine = CpuEngine::critical_path, .executors = 2, .threads_per_executor = 1})));
   EXPECT_GE(cg.engine_report().max_width, 2);
+}
+
+}  // namespace
+
+namespace {
+
+// 3-d images (NCDHW): Conv (groups, strides, dilations, asymmetric pads, bias), ConvTranspose
+// (strides, pads, output padding, dilation) and MaxPool / AveragePool (with and without the
+// padding counted) against direct loops over the definitions, on every platform, and
+// exported (as the 2-d work they import to) and imported back.
+using D5 = std::array<std::int64_t, 5>;
+struct Win3 {
+  std::array<std::int64_t, 3> k, s, d, pb, pe;
+};
+std::size_t at5(const D5& dims, std::int64_t n, std::int64_t c, std::int64_t z, std::int64_t h,
+                std::int64_t w) {
+  return static_cast<std::size_t>((((n * dims[1] + c) * dims[2] + z) * dims[3] + h) * dims[4] + w);
+}
+D5 window_out(const D5& dx, std::int64_t channels, const Win3& v) {
+  D5 dy{dx[0], channels, 0, 0, 0};
+  for (int i = 0; i < 3; ++i)
+    dy[i + 2] = (dx[i + 2] + v.pb[i] + v.pe[i] - ((v.k[i] - 1) * v.d[i] + 1)) / v.s[i] + 1;
+  return dy;
+}
+// Calls f(out index, input index or -1 for padding) for every tap of every window.
+template <class F>
+void each_tap(const D5& dx, const D5& dy, const Win3& v, F f) {
+  for (std::int64_t n = 0; n < dy[0]; ++n)
+    for (std::int64_t c = 0; c < dy[1]; ++c)
+      for (std::int64_t z = 0; z < dy[2]; ++z)
+        for (std::int64_t h = 0; h < dy[3]; ++h)
+          for (std::int64_t w = 0; w < dy[4]; ++w)
+            for (std::int64_t a = 0; a < v.k[0]; ++a)
+              for (std::int64_t b = 0; b < v.k[1]; ++b)
+                for (std::int64_t e = 0; e < v.k[2]; ++e) {
+                  const std::int64_t iz = z * v.s[0] + a * v.d[0] - v.pb[0],
+                                     ih = h * v.s[1] + b * v.d[1] - v.pb[1],
+                                     iw = w * v.s[2] + e * v.d[2] - v.pb[2];
+                  const bool in =
+                      iz >= 0 && iz < dx[2] && ih >= 0 && ih < dx[3] && iw >= 0 && iw < dx[4];
+                  f(at5(dy, n, c, z, h, w),
+                    in ? static_cast<std::int64_t>(at5(dx, n, c, iz, ih, iw)) : -1);
+                }
+}
+std::vector<std::int64_t> pads_of(const Win3& v) {
+  return {v.pb[0], v.pb[1], v.pb[2], v.pe[0], v.pe[1], v.pe[2]};
+}
+std::vector<Dim> dims_of(const D5& d) {
+  return {d[0], d[1], d[2], d[3], d[4]};
+}
+
+TEST(OnnxImport, ThreeDImagesConvolveAndPoolAsTheReference) {
+  const D5 dx{2, 4, 5, 6, 7};
+  const std::vector<float> x = testing_util::random_vec(2 * 4 * 5 * 6 * 7, 31);
+  // Conv: 6 outputs, 2 groups, kernel 3x2x3.
+  const Win3 cv{{3, 2, 3}, {2, 1, 2}, {2, 1, 1}, {1, 0, 1}, {1, 1, 0}};
+  const D5 dwc{6, 2, 3, 2, 3};
+  const std::vector<float> wc = testing_util::random_vec(6 * 2 * 3 * 2 * 3, 32),
+                           bc = testing_util::random_vec(6, 33);
+  const D5 dyc = window_out(dx, 6, cv);
+  std::vector<float> yc(static_cast<std::size_t>(dyc[0] * dyc[1] * dyc[2] * dyc[3] * dyc[4]));
+  for (std::int64_t n = 0; n < dyc[0]; ++n)
+    for (std::int64_t oc = 0; oc < 6; ++oc)
+      for (std::int64_t z = 0; z < dyc[2]; ++z)
+        for (std::int64_t h = 0; h < dyc[3]; ++h)
+          for (std::int64_t w = 0; w < dyc[4]; ++w) {
+            double acc = bc[static_cast<std::size_t>(oc)];
+            for (std::int64_t ic = 0; ic < 2; ++ic)
+              for (std::int64_t a = 0; a < 3; ++a)
+                for (std::int64_t b = 0; b < 2; ++b)
+                  for (std::int64_t e = 0; e < 3; ++e) {
+                    const std::int64_t iz = z * 2 + a * 2 - 1, ih = h + b, iw = w * 2 + e - 1;
+                    if (iz < 0 || iz >= 5 || ih < 0 || ih >= 6 || iw < 0 || iw >= 7) continue;
+                    acc += double{x[at5(dx, n, (oc / 3) * 2 + ic, iz, ih, iw)]} *
+                           wc[at5(dwc, oc, ic, a, b, e)];
+                  }
+            yc[at5(dyc, n, oc, z, h, w)] = static_cast<float>(acc);
+          }
+  // ConvTranspose: 4 channels in, 3 out, kernel 3x2x2, stride 2x2x1, dilation 1x1x2.
+  const D5 dxt{1, 4, 3, 4, 3}, dwt{4, 3, 3, 2, 2};
+  const std::vector<float> xt = testing_util::random_vec(4 * 3 * 4 * 3, 34),
+                           wt = testing_util::random_vec(4 * 3 * 3 * 2 * 2, 35),
+                           bt = testing_util::random_vec(3, 36);
+  const std::array<std::int64_t, 3> st{2, 2, 1}, dt{1, 1, 2}, pbt{1, 0, 0}, pet{0, 1, 0},
+      opt{1, 0, 0};
+  D5 dyt{1, 3, 0, 0, 0};
+  for (int i = 0; i < 3; ++i)
+    dyt[i + 2] = st[i] * (dxt[i + 2] - 1) + opt[i] + (dwt[i + 2] - 1) * dt[i] + 1 - pbt[i] - pet[i];
+  std::vector<double> acc(static_cast<std::size_t>(3 * dyt[2] * dyt[3] * dyt[4]));
+  for (std::int64_t c = 0; c < 4; ++c)
+    for (std::int64_t z = 0; z < 3; ++z)
+      for (std::int64_t h = 0; h < 4; ++h)
+        for (std::int64_t w = 0; w < 3; ++w)
+          for (std::int64_t o = 0; o < 3; ++o)
+            for (std::int64_t a = 0; a < 3; ++a)
+              for (std::int64_t b = 0; b < 2; ++b)
+                for (std::int64_t e = 0; e < 2; ++e) {
+                  const std::int64_t oz = z * 2 + a - 1, oh = h * 2 + b, ow = w + e * 2;
+                  if (oz < 0 || oz >= dyt[2] || oh < 0 || oh >= dyt[3] || ow < 0 || ow >= dyt[4])
+                    continue;
+                  acc[at5(dyt, 0, o, oz, oh, ow)] +=
+                      double{xt[at5(dxt, 0, c, z, h, w)]} * wt[at5(dwt, c, o, a, b, e)];
+                }
+  std::vector<float> yt(acc.size());
+  for (std::size_t k = 0; k < acc.size(); ++k)
+    yt[k] = static_cast<float>(acc[k] + bt[k / static_cast<std::size_t>(dyt[2] * dyt[3] * dyt[4])]);
+  // Pooling.
+  const Win3 mp{{2, 3, 2}, {2, 1, 2}, {1, 1, 2}, {1, 1, 0}, {0, 1, 1}};
+  const Win3 ap{{3, 2, 2}, {1, 2, 2}, {1, 1, 1}, {1, 0, 1}, {1, 0, 0}};
+  const D5 dym = window_out(dx, 4, mp), dya = window_out(dx, 4, ap);
+  const auto count = [](const D5& d) {
+    return static_cast<std::size_t>(d[0] * d[1] * d[2] * d[3] * d[4]);
+  };
+  std::vector<float> ym(count(dym), -INFINITY), ya(count(dya)), yai(count(dya));
+  std::vector<int> seen(count(dya));
+  each_tap(dx, dym, mp, [&](std::size_t o, std::int64_t i) {
+    if (i >= 0) ym[o] = std::max(ym[o], x[static_cast<std::size_t>(i)]);
+  });
+  each_tap(dx, dya, ap, [&](std::size_t o, std::int64_t i) {
+    if (i >= 0) {
+      ya[o] += x[static_cast<std::size_t>(i)];
+      ++seen[o];
+    }
+  });
+  for (std::size_t o = 0; o < ya.size(); ++o) {
+    yai[o] = ya[o] / 12.0f;  // the whole 3x2x2 window
+    ya[o] /= static_cast<float>(seen[o]);
+  }
+
+  Builder b(11);
+  b.input("x", dims_of(dx)).input("xt", dims_of(dxt));
+  b.output("yc", dims_of(dyc)).output("yt", dims_of(dyt)).output("ym", dims_of(dym));
+  b.output("ya", dims_of(dya)).output("yai", dims_of(dya));
+  b.floats("wc", {6, 2, 3, 2, 3}, wc).floats("bc", {6}, bc);
+  b.floats("wt", {4, 3, 3, 2, 2}, wt).floats("bt", {3}, bt);
+  using I = std::vector<std::int64_t>;
+  auto* conv = b.node("Conv", {"x", "wc", "bc"}, {"yc"});
+  Builder::attr(conv, "group", std::int64_t{2});
+  Builder::attr(conv, "strides", I{2, 1, 2});
+  Builder::attr(conv, "dilations", I{2, 1, 1});
+  Builder::attr(conv, "pads", pads_of(cv));
+  auto* convt = b.node("ConvTranspose", {"xt", "wt", "bt"}, {"yt"});
+  Builder::attr(convt, "strides", I{2, 2, 1});
+  Builder::attr(convt, "dilations", I{1, 1, 2});
+  Builder::attr(convt, "pads", I{1, 0, 0, 0, 1, 0});
+  Builder::attr(convt, "output_padding", I{1, 0, 0});
+  auto* maxp = b.node("MaxPool", {"x"}, {"ym"});
+  Builder::attr(maxp, "kernel_shape", I{2, 3, 2});
+  Builder::attr(maxp, "strides", I{2, 1, 2});
+  Builder::attr(maxp, "dilations", I{1, 1, 2});
+  Builder::attr(maxp, "pads", pads_of(mp));
+  for (int include : {0, 1}) {
+    auto* avg = b.node("AveragePool", {"x"}, {include ? "yai" : "ya"});
+    Builder::attr(avg, "kernel_shape", I{3, 2, 2});
+    Builder::attr(avg, "strides", I{1, 2, 2});
+    Builder::attr(avg, "pads", pads_of(ap));
+    Builder::attr(avg, "count_include_pad", std::int64_t{include});
+  }
+  const ho::Model m = b.import();
+  const ho::Model back = round_trip(m);
+  const auto close = [](const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k)
+      ASSERT_NEAR(got[k], want[k], 1e-4f * (1.0f + std::fabs(want[k]))) << k;
+  };
+  for (const auto& pc : testing_util::platforms()) {
+    for (const ho::Model* model : {&m, &back}) {
+      SCOPED_TRACE(pc.name + (model == &m ? "" : ", exported and imported back"));
+      CompiledGraph cg = model->compile(GraphCompiler(pc.make()));
+      cg.run({{"x", x}, {"xt", xt}});
+      close(cg.read("yc"), yc);
+      close(cg.read("yt"), yt);
+      close(cg.read("ym"), ym);
+      close(cg.read("ya"), ya);
+      close(cg.read("yai"), yai);
+      EXPECT_EQ(cg.shape("yt"), Shape(std::span<const std::int64_t>(dyt)));
+    }
+  }
 }
 
 }  // namespace

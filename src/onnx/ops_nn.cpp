@@ -8,6 +8,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
 
 #include "onnx/importer.hpp"
 
@@ -58,7 +61,7 @@ Node as_image(Ctx& c, Node x) {
   if (d.size() == 3) return c.reshape(x, {d[0], d[1], 1, d[2]});
   if (d.size() != 4) {
     c.unsupported(std::to_string(static_cast<int>(d.size()) - 2) + "-d images " + dims_str(d) +
-                  " (hetgraph convolves and pools 1-d and 2-d images)");
+                  " (hetgraph convolves and pools 1-d, 2-d and 3-d images)");
   }
   return x;
 }
@@ -84,7 +87,158 @@ Conv2dOptions conv_options(const Window& w, std::int64_t groups) {
   return o;
 }
 
+// ---- 3-d images (NCDHW) -----------------------------------------------------------------
+// hetgraph's kernels convolve and pool 2-d images; a 3-d one [N, C, D, H, W] runs as 2-d work
+// over its depth slices, combined along the depth axis by ordinary nodes (which differentiate
+// and run on every platform): the window's depth taps are strided slices of the (padded) depth
+// axis, each a 2-d convolution or pooling of all its slices at once.
+
+/// x padded along `axis` (the depth axis, 2, by default) with `before` and `after` slices of
+/// `value`.
+Node pad_depth(Ctx& c, Node x, std::int64_t before, std::int64_t after, float value, int axis = 2) {
+  if (before == 0 && after == 0) return x;
+  const Dims d = c.shape(x);
+  std::vector<Node> parts;
+  const auto slab = [&](std::int64_t n) {
+    Dims s = d;
+    s[static_cast<std::size_t>(axis)] = n;
+    return c.graph().constant(Shape(std::span<const std::int64_t>(s)),
+                              std::vector<float>(static_cast<std::size_t>(numel(s)), value));
+  };
+  if (before > 0) parts.push_back(slab(before));
+  parts.push_back(x);
+  if (after > 0) parts.push_back(slab(after));
+  return concat(parts, axis);
+}
+
+/// The depth slices that window tap `tap` reads for every output depth: [N, C, out, ...].
+Node depth_tap(Node x, std::int64_t tap, std::int64_t dilation, std::int64_t stride,
+               std::int64_t out) {
+  const std::int64_t first = tap * dilation;
+  return strided_slice(x, {first}, {first + (out - 1) * stride + 1}, {2}, {stride});
+}
+
+/// Output depth of a window over `in` slices (padding included).
+std::int64_t depth_out(const Window& w, std::int64_t in) {
+  const std::int64_t extent = (w.kernel[0] - 1) * w.dilation[0] + 1;
+  return (in + w.pad_begin[0] + w.pad_end[0] - extent) / w.stride[0] + 1;
+}
+
+/// The height-width part of a 3-d window, as a 2-d one.
+Window plane_window(const Window& w) {
+  const auto tail = [](const Dims& v) { return Dims(v.begin() + 1, v.end()); };
+  return {tail(w.kernel), tail(w.stride), tail(w.dilation), tail(w.pad_begin), tail(w.pad_end)};
+}
+
+/// Conv of a 3-d image: per depth tap i, the 2-d convolution of the slices it reads, all output
+/// depths as one batch ([N * OD, C, H, W]) with the weights' slice i, summed over the taps.
+Node conv3d(Ctx& c, Node x, Node weights, const std::optional<Node>& bias, const Window& w,
+            std::int64_t group) {
+  const Dims dx = c.shape(x), dw = c.shape(weights);
+  const std::int64_t N = dx[0], C = dx[1], O = dw[0];
+  const std::int64_t od = depth_out(w, dx[2]);
+  if (od < 1) c.fail("the window " + dims_str(w.kernel) + " is deeper than the padded input");
+  Node xp = pad_depth(c, x, w.pad_begin[0], w.pad_end[0], 0.0f);
+  const Conv2dOptions o = conv_options(plane_window(w), group);
+  Node sum;
+  for (std::int64_t i = 0; i < w.kernel[0]; ++i) {
+    Node slices = transpose(depth_tap(xp, i, w.dilation[0], w.stride[0], od), {0, 2, 1, 3, 4});
+    Node batch = c.reshape(slices, {N * od, C, dx[3], dx[4]});
+    Node wi = c.reshape(slice(weights, 2, i, i + 1), {O, dw[1], dw[3], dw[4]});
+    Node y = i == 0 && bias ? conv2d(batch, wi, *bias, o) : conv2d(batch, wi, o);
+    sum = i == 0 ? y : add(sum, y);
+  }
+  const Dims dy = c.shape(sum);
+  return transpose(c.reshape(sum, {N, od, O, dy[2], dy[3]}), {0, 2, 1, 3, 4});
+}
+
+/// MaxPool / AveragePool of a 3-d image: the 2-d pooling of every depth slice ([N, C * D, H,
+/// W]), then the maximum, or the mean, over the window's depth taps. An average over the image
+/// only (count_include_pad 0) divides by the taps in the image: every slice of one output has
+/// the same height-width count.
+Node pool3d(Ctx& c, Node x, const Window& w, bool is_max, bool include_pad) {
+  const Dims dx = c.shape(x);
+  const std::int64_t N = dx[0], C = dx[1], D = dx[2];
+  Pool2dOptions o;
+  const Window p = plane_window(w);
+  o.kernel = pair(p.kernel, 1);
+  o.stride = pair(p.stride, 1);
+  o.padding = pair(p.pad_begin, 0);
+  o.padding_end = pair(p.pad_end, 0);
+  o.dilation = pair(p.dilation, 1);
+  o.count_include_pad = include_pad;
+  Node planes = c.reshape(x, {N, C * D, dx[3], dx[4]});
+  Node pooled = is_max ? max_pool2d(planes, o) : avg_pool2d(planes, o);
+  const Dims dp = c.shape(pooled);
+  Node slices = c.reshape(pooled, {N, C, D, dp[2], dp[3]});
+  const std::int64_t od = depth_out(w, D);
+  if (od < 1) c.fail("the window " + dims_str(w.kernel) + " is deeper than the padded input");
+  const float pad = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
+  Node xp = pad_depth(c, slices, w.pad_begin[0], w.pad_end[0], pad);
+  Node acc;
+  for (std::int64_t i = 0; i < w.kernel[0]; ++i) {
+    Node tap = depth_tap(xp, i, w.dilation[0], w.stride[0], od);
+    acc = i == 0 ? tap : is_max ? maximum(acc, tap) : add(acc, tap);
+  }
+  if (is_max) return acc;
+  std::vector<float> inv = c.host<float>(od);
+  for (std::int64_t z = 0; z < od; ++z) {
+    std::int64_t taps = 0;
+    for (std::int64_t i = 0; i < w.kernel[0]; ++i) {
+      const std::int64_t at = z * w.stride[0] + i * w.dilation[0] - w.pad_begin[0];
+      taps += include_pad || (at >= 0 && at < D) ? 1 : 0;
+    }
+    inv[static_cast<std::size_t>(z)] = 1.0f / static_cast<float>(taps);
+  }
+  return mul(acc, c.graph().constant(Shape{1, 1, od, 1, 1}, std::move(inv)));
+}
+
 // ---- Conv ----------------------------------------------------------------------------------
+
+/// ConvTranspose of a 3-d image: per depth tap i, the 2-d transposed convolution of every
+/// input slice ([N * D, C, H, W]) with the weights' slice i; input slice d lands at output
+/// depth d * stride + i * dilation (the slices spread `stride` apart with zeros between, then
+/// shifted), the taps summed, and the padding cropped from the full depth.
+Node conv_transpose3d(Ctx& c, Node x, Node weights, const std::optional<Node>& bias,
+                      const Dims& stride, const Dims& dilation, const Dims& begin, const Dims& end,
+                      const Dims& out_pad, std::int64_t group) {
+  const Dims dx = c.shape(x), dw = c.shape(weights);
+  const std::int64_t N = dx[0], C = dx[1], D = dx[2], s = stride[0], dl = dilation[0];
+  const std::int64_t full = s * (D - 1) + (dw[2] - 1) * dl + 1 + out_pad[0];
+  const std::int64_t od = full - begin[0] - end[0];
+  if (od < 1) c.fail("the padding leaves no output depth");
+  ConvTranspose2dOptions o;
+  o.stride = pair(Dims(stride.begin() + 1, stride.end()), 1);
+  o.dilation = pair(Dims(dilation.begin() + 1, dilation.end()), 1);
+  o.padding = pair(Dims(begin.begin() + 1, begin.end()), 0);
+  o.padding_end = pair(Dims(end.begin() + 1, end.end()), 0);
+  o.output_padding = pair(Dims(out_pad.begin() + 1, out_pad.end()), 0);
+  o.groups = static_cast<int>(group);
+  Node slices = c.reshape(transpose(x, {0, 2, 1, 3, 4}), {N * D, C, dx[3], dx[4]});
+  Node sum;
+  Dims plane;
+  for (std::int64_t i = 0; i < dw[2]; ++i) {
+    Node wi = c.reshape(slice(weights, 2, i, i + 1), {dw[0], dw[1], dw[3], dw[4]});
+    Node y = conv_transpose2d(slices, wi, o);  // [N * D, O, OH, OW]
+    const Dims dy = c.shape(y);
+    plane = {dy[1], dy[2], dy[3]};
+    const std::int64_t per = dy[1] * dy[2] * dy[3];
+    Node spread = c.reshape(y, {N, D, 1, per});
+    if (s > 1) {
+      spread = c.reshape(pad_depth(c, spread, 0, s - 1, 0.0f), {N, D * s, per});
+      spread = slice(spread, 1, 0, (D - 1) * s + 1);
+    } else {
+      spread = c.reshape(spread, {N, D, per});
+    }
+    const std::int64_t first = i * dl;
+    spread = pad_depth(c, spread, first, full - first - ((D - 1) * s + 1), 0.0f, 1);
+    sum = i == 0 ? spread : add(sum, spread);
+  }
+  Node y = slice(sum, 1, begin[0], begin[0] + od);  // [N, OD, O * OH * OW]
+  y = transpose(c.reshape(y, {N, od, plane[0], plane[1], plane[2]}), {0, 2, 1, 3, 4});
+  if (bias) y = add(y, c.reshape(*bias, {1, plane[0], 1, 1, 1}));
+  return y;
+}
 
 /// Batch-norm parameters, all known at import: y = x * s + t per channel.
 bool bn_affine(Ctx& bn, std::vector<float>& s, std::vector<float>& t) {
@@ -135,6 +289,12 @@ void conv(Ctx& c) {
   const Dims dx = c.shape(x), dw = c.dims(1);
   const std::int64_t group = c.attr_i("group", 1);
   const Dims kernel = conv_kernel(c, dx, dw, group);
+  if (dx.size() == 5) {
+    std::optional<Node> bias;
+    if (c.has(2)) bias = c.f32(2);
+    c.set(0, conv3d(c, x, c.f32(1), bias, window(c, spatial(dx), kernel), group));
+    return;
+  }
   Node xi = as_image(c, x);
   const Window w = window(c, spatial(dx), kernel);
   const Conv2dOptions o = conv_options(w, group);
@@ -191,7 +351,7 @@ void conv_transpose(Ctx& c) {
   const Dims dx = c.shape(x), dw = c.dims(1);
   if (dx.size() != dw.size())
     c.fail("input " + dims_str(dx) + " and weights " + dims_str(dw) + " differ in rank");
-  Node xi = as_image(c, x);
+  if (dx.size() < 3) c.fail("input " + dims_str(dx) + " is not an image [N, C, ...]");
   const std::size_t n = dx.size() - 2;
   const std::int64_t group = c.attr_i("group", 1);
   if (group < 1 || dx[1] % group != 0 || dw[0] != dx[1])
@@ -235,6 +395,13 @@ void conv_transpose(Ctx& c) {
       }
     }
   }
+  if (dx.size() == 5) {
+    std::optional<Node> bias;
+    if (c.has(2)) bias = c.f32(2);
+    c.set(0, conv_transpose3d(c, x, c.f32(1), bias, stride, dilation, begin, end, out_pad, group));
+    return;
+  }
+  Node xi = as_image(c, x);
   ConvTranspose2dOptions o;
   o.stride = pair(stride, 1);
   o.dilation = pair(dilation, 1);
@@ -315,7 +482,6 @@ void pool(Ctx& c) {
   const bool is_max = c.n.op == "MaxPool";
   Node x = c.f32(0);
   const Dims dx = c.shape(x);
-  Node xi = as_image(c, x);
   const Dims kernel = c.attr_ints("kernel_shape");
   if (kernel.size() != dx.size() - 2)
     c.fail("kernel_shape " + dims_str(kernel) + " does not fit " + dims_str(dx));
@@ -326,6 +492,19 @@ void pool(Ctx& c) {
     }
   }
   const bool include_pad = !is_max && c.attr_i("count_include_pad", 0) != 0;
+  if (dx.size() == 5) {
+    if (c.version >= 10 && c.attr_i("ceil_mode", 0) != 0) c.unsupported("ceil_mode on 3-d images");
+    if (is_max && c.wants(1)) c.unsupported("the Indices output on 3-d images");
+    for (std::size_t i = 0; i < kernel.size(); ++i) {
+      if (w.pad_begin[i] >= kernel[i] || w.pad_end[i] >= kernel[i]) {
+        c.unsupported("pooling padding " + dims_str(w.pad_begin) + " / " + dims_str(w.pad_end) +
+                      " not smaller than the kernel " + dims_str(kernel));
+      }
+    }
+    c.set(0, pool3d(c, x, w, is_max, include_pad));
+    return;
+  }
+  Node xi = as_image(c, x);
   bool ceil_mode = false;
   if (c.version >= 10 && c.attr_i("ceil_mode", 0) != 0) {
     // Output sizes rounded up, as PyTorch (and ONNX Runtime): a last window that starts past
