@@ -232,6 +232,12 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
          return add(conv2d(h, w, b, same), h);
        },
        true},
+      // A reshape between them (ConvPostOpsReachThroughAReshape checks the kernel).
+      {"relu(reshape(conv))",
+       [&](Node x, Node w, Node b, Node, Node) {
+         return relu(reshape(conv2d(x, w, b, same), {2, 16, 72}));
+       },
+       false},
       // Broadcast adds are no residual: the add runs by itself.
       {"broadcast add",
        [&](Node x, Node w, Node, Node, Node b2) {
@@ -274,6 +280,23 @@ TEST_P(NnOpTest, ConvPostOpsEqualOnAndOff) {
     // And against the double-precision reference (fusion on: the default).
     check(g, ins, y, 1e-5, 1e-4, net.what);
   }
+}
+
+// A reshape between a convolution and its activation (a 1-d convolution runs as [N, C, 1, W]
+// and comes back as [N, C, W]) does not keep them apart: the activation runs in the
+// convolution's kernel and the reshape stays a view (its values: ConvPostOpsEqualOnAndOff's
+// "relu(reshape(conv))").
+TEST_P(NnOpTest, ConvPostOpsReachThroughAReshape) {
+  Graph g;
+  auto x = g.input("x"), w = g.input("w");
+  Node c = conv2d(x, w, {.stride = {1, 2}});
+  Node y = relu(reshape(c, {2, 8, 7}));
+  auto cg = GraphCompiler(GetParam().make()).compile(g, {{"x", {2, 3, 1, 16}}, {"w", {8, 3, 1, 3}}},
+                                                     {y});
+  cg.run({{"x", testing_util::random_vec(96, 41)}, {"w", testing_util::random_vec(72, 42)}});
+  EXPECT_EQ(cg.shape(y), (Shape{2, 8, 7}));
+  const char* kernel = on_cpu() ? "dnnl_conv_post_ops" : "cl_conv_direct_fused";
+  if (!cpu_reference_forced() || !on_cpu()) EXPECT_EQ(cg.kernel_name(c), kernel);
 }
 
 // Graph statistics (the engines' guideline) count each fused convolution once: the nodes fused

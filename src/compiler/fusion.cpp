@@ -1009,8 +1009,17 @@ struct Fuser {
           n.op != OpKind::Sigmoid && n.op != OpKind::Silu && n.op != OpKind::HardSwish) {
         continue;
       }
-      const std::uint32_t q = n.inputs[0];
-      if (!convolution(q) || p.nodes[q].type != n.type) continue;
+      std::uint32_t q = n.inputs[0];
+      // A reshape read by the op alone may sit between them (a 1-d convolution's [N, C, 1, W]
+      // viewed as [N, C, W]): the op, elementwise, commutes with it.
+      const std::uint32_t view = q;
+      const bool through = p.nodes[q].op == OpKind::Reshape && readers[q] == 1 &&
+                           !p.nodes[q].fetched && p.nodes[q].storage == Storage::View;
+      if (through) q = p.nodes[q].inputs[0];
+      if (!convolution(q) || p.nodes[q].type.dtype != n.type.dtype ||
+          (!through && p.nodes[q].type != n.type)) {
+        continue;
+      }
       const PlanNode& c = p.nodes[q];
       ConvEpilogue e = epilogue_of(c);
       e.has_op = true;
@@ -1019,7 +1028,21 @@ struct Fuser {
       if (n.op == OpKind::Clip) e.clip = n.attrs.get_or_default<ClipRange>();
       Attrs a = n.attrs;
       a.set(e);
-      if (rewrite(i, OpKind::FusedConv2d, std::move(a), c.inputs, q)) kill(q, i);
+      if (!through) {
+        if (rewrite(i, OpKind::FusedConv2d, std::move(a), c.inputs, q)) kill(q, i);
+        continue;
+      }
+      // The convolution takes the op where it is; the op's node becomes the reshape of it.
+      if (p.nodes[view].device != n.device) continue;
+      const std::vector<std::uint32_t> conv_inputs = c.inputs;
+      if (!rewrite(q, OpKind::FusedConv2d, std::move(a), conv_inputs, q)) continue;
+      PlanNode r = p.nodes[i];
+      r.op = OpKind::Reshape;
+      r.attrs = p.nodes[view].attrs;
+      r.inputs = {q};
+      r.storage = Storage::View;
+      p.nodes[i] = std::move(r);
+      kill(view, i);
     }
   }
 
