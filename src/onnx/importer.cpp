@@ -931,7 +931,9 @@ class Importer {
   // every run.
   void add_state_updates() {
     std::set<std::string> seen;
-    for (const auto& [input, output] : opt_.state) {
+    for (const auto& pair : opt_.state) {  // (clang 14 captures no structured bindings)
+      const std::string& input = pair.first;
+      const std::string& output = pair.second;
       if (!seen.insert(input).second) {
         throw ShapeError(m_.source + ": state names input '" + input + "' twice");
       }
