@@ -175,6 +175,24 @@ TEST(Hetero, PinnedNodesRunWherePinnedAndMatchTheCpu) {
   expect_near(cg.read(y), ref.read(y), 1e-6, "y from the mapped input");
 }
 
+// Empty tensors across devices: what reads one is folded before placement, so nothing empty
+// is computed or moved, whatever the pins say.
+TEST(Hetero, EmptyTensorsFoldWhereverTheyArePinned) {
+  const Device cl = cl_devices().at(0);
+  Graph g;
+  auto e = g.input("e"), x = g.input("x");
+  auto h = exp(e).on(cl).named("h");                        // [0, 3] on the device
+  auto y = concat({x, h}, 0).on(Device::cpu()).named("y");  // x alone
+  auto s = reduce_sum(h, 0).on(cl).named("s");              // zeros
+  auto cg = GraphCompiler(hetero()).compile(g, {{"e", {0, 3}}, {"x", {2, 3}}}, {h, y, s});
+  const std::vector<float> xv{1, 2, 3, 4, 5, 6};
+  cg.run({{"e", std::vector<float>{}}, {"x", xv}});
+  EXPECT_TRUE(cg.read(h).empty());
+  EXPECT_EQ(cg.read(y), xv);
+  EXPECT_EQ(cg.read(s), std::vector<float>(3, 0.0f));
+  EXPECT_EQ(cg.engine_report().hetero->transfers, 0u);
+}
+
 TEST(Hetero, PinErrorsNameTheNodeAndTheDevice) {
   Graph g;
   auto x = g.input("x");

@@ -296,7 +296,9 @@ TEST_P(NnOpTest, ConvPostOpsReachThroughAReshape) {
   cg.run({{"x", testing_util::random_vec(96, 41)}, {"w", testing_util::random_vec(72, 42)}});
   EXPECT_EQ(cg.shape(y), (Shape{2, 8, 7}));
   const char* kernel = on_cpu() ? "dnnl_conv_post_ops" : "cl_conv_direct_fused";
-  if (!cpu_reference_forced() || !on_cpu()) EXPECT_EQ(cg.kernel_name(c), kernel);
+  if (!cpu_reference_forced() || !on_cpu()) {
+    EXPECT_EQ(cg.kernel_name(c), kernel);
+  }
 }
 
 // Graph statistics (the engines' guideline) count each fused convolution once: the nodes fused

@@ -8,6 +8,7 @@
 #include "test_util.hpp"
 
 using namespace hetgraph;
+using testing_util::expect_error;
 using testing_util::In;
 using testing_util::PlatformCase;
 
@@ -329,6 +330,71 @@ TEST_P(OpTest, ConstantsAndScalarOperators) {
   auto y = (2.0f * x + c - 1.0f) / 2.0f + (3.0f - x) * 0.5f + 1.0f / (x + 4.0f) + (x - 1.0f) -
            (1.0f + x);
   check(g, {rand_in("x", {2, 2}, 21)}, y, 1e-6, 1e-6, "scalar operators");
+}
+
+// Empty tensors (a zero dim) are values, as ONNX allows: what reads one folds at compile time
+// (an empty result, a reduction's identity, a concatenation without it), so no kernel sees one.
+TEST_P(OpTest, EmptyTensorsAreValues) {
+  Graph g;
+  auto e = g.input("e");  // [0, 3]
+  auto x = g.input("x");  // [2, 3]
+  auto a = g.input("a");  // [2, 0]
+  auto b = g.input("b");  // [0, 4]
+  auto k = g.constant_i32({0, 3}, {});
+  auto ew = (relu(e) * 2.0f + slice(x, 0, 0, 1)).named("elementwise");  // [0, 3]
+  auto t = transpose(exp(e));                                           // [3, 0]
+  auto first = concat({e, x}, 0);                                       // x alone
+  auto middle = concat({x, sigmoid(e), x * 2.0f}, 0).named("middle");   // x, 2x
+  auto sum = reduce_sum(e, 0), mean = reduce_mean(e, 0), max = reduce_max(e, 0),
+       prod = reduce_prod(e, 0), all = reduce_sum(e);
+  auto ints = concat({k, g.constant_i32({1, 3}, {7, 8, 9})}, 0);
+  auto product = matmul(a, b);  // K = 0: zeros
+  auto used = reduce_sum(x) + reduce_sum(product);
+  const std::vector<Node> outs{ew,  t,    first, middle, sum,     mean,
+                               max, prod, all,   ints,   product, used};
+  const InputShapes shapes{{"e", {0, 3}}, {"x", {2, 3}}, {"a", {2, 0}}, {"b", {0, 4}}};
+  CompiledGraph cg = GraphCompiler(GetParam().make()).compile(g, shapes, outs);
+  const std::vector<float> xv{1, 2, 3, 4, 5, 6}, none;
+  for (int run = 0; run < 2; ++run) {
+    cg.run({{"e", none}, {"x", xv}, {"a", none}, {"b", none}});
+    EXPECT_TRUE(cg.read(ew).empty());
+    EXPECT_TRUE(cg.read(t).empty());
+    EXPECT_EQ(cg.read(first), xv);
+    EXPECT_EQ(cg.read(middle), (std::vector<float>{1, 2, 3, 4, 5, 6, 2, 4, 6, 8, 10, 12}));
+    EXPECT_EQ(cg.read(sum), std::vector<float>(3, 0.0f));
+    for (float v : cg.read(mean)) EXPECT_TRUE(std::isnan(v));
+    EXPECT_EQ(cg.read(max), std::vector<float>(3, -std::numeric_limits<float>::infinity()));
+    EXPECT_EQ(cg.read(prod), std::vector<float>(3, 1.0f));
+    EXPECT_EQ(cg.read(all), std::vector<float>{0.0f});
+    EXPECT_EQ(cg.read_i32(ints), (std::vector<std::int32_t>{7, 8, 9}));
+    EXPECT_EQ(cg.read(product), std::vector<float>(8, 0.0f));
+    EXPECT_EQ(cg.read(used), std::vector<float>{21.0f});
+  }
+  // A wrong feed is still refused, with the input's shape.
+  expect_error<FeedError>(
+      [&] {
+        cg.run({{"e", xv}, {"x", xv}, {"a", none}, {"b", none}});
+      },
+      {"'e'", "[0, 3]"});
+}
+
+// An op that would have to compute from an empty input (not an empty result, a reduction or
+// a concatenation) says so, naming the node, its op and the shapes.
+TEST(EmptyTensors, AnOpThatCannotTakeOneNamesIt) {
+  Graph g;
+  auto x = g.input("x");
+  auto w = g.input("w");
+  auto y = conv2d(x, w).named("conv");
+  expect_error<ShapeError>(
+      [&] {
+        GraphCompiler().compile(g, {{"x", {1, 0, 4, 4}}, {"w", {2, 0, 3, 3}}}, {y});
+      },
+      {"'conv'", "conv2d", "[1, 0, 4, 4]", "empty"});
+  // Variables hold state across runs: an empty one is refused where it is declared.
+  Graph h;
+  auto v = h.variable("v", {0, 2});
+  expect_error<ShapeError>([&] { GraphCompiler().compile(h, {}, {v + 1.0f}); },
+                           {"'v'", "[0, 2]", "empty"});
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPlatforms, OpTest, ::testing::ValuesIn(testing_util::platforms()),

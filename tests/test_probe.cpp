@@ -117,13 +117,13 @@ std::vector<Probe> probes() {
                                    (void)GraphCompiler().compile(g, {}, {exp(x)});
                                  },
                                  {"'x'", "no shape"}));
-  p.push_back(expect<ShapeError>("an empty input",
+  p.push_back(expect<ShapeError>("an empty variable",
                                  [] {
                                    Graph g;
-                                   auto x = g.input("x");
-                                   (void)GraphCompiler().compile(g, {{"x", {2, 0}}}, {exp(x)});
+                                   auto v = g.variable("v", {2, 0});
+                                   (void)GraphCompiler().compile(g, {}, {exp(v)});
                                  },
-                                 {"empty dimension"}));
+                                 {"'v'", "is empty"}));
   p.push_back(expect<GraphError>("fetching a default node",
                                  [] {
                                    Graph g;

@@ -420,7 +420,7 @@ void Executable::feed(std::span<const FeedItem> feeds) {
     const FeedItem& f = *by_input[k];
     const std::size_t bytes = f.value.count() * 4;
     // The caller wrote straight into the mapped buffer: nothing to copy.
-    if (f.value.data() != host_pointer(p.inputs[k])) {
+    if (bytes != 0 && f.value.data() != host_pointer(p.inputs[k])) {  // empty: nothing
       copy_in(p.inputs[k], f.value.data(), bytes);
       feed_bytes_copied_ += bytes;
     }
@@ -514,7 +514,7 @@ void Executable::read(std::uint32_t node, void* dst, std::size_t count, DType dt
   access_check(node, dtype, count, what, false);
   settle_for_access(node);
   value_check(node, what);
-  copy_out(node, dst, count * 4);
+  if (count != 0) copy_out(node, dst, count * 4);  // an empty value: nothing to copy
 }
 
 void Executable::write(std::uint32_t node, const void* src, std::size_t count, DType dtype,
@@ -522,7 +522,7 @@ void Executable::write(std::uint32_t node, const void* src, std::size_t count, D
   Use use(*this, what);
   access_check(node, dtype, count, what, true);
   settle_for_access(node);
-  copy_in(node, src, count * 4);
+  if (count != 0) copy_in(node, src, count * 4);
   written_since_[node] = generation_;
 }
 
@@ -607,7 +607,7 @@ void Executable::initialize_state() {
   std::size_t freed = 0;
   for (std::uint32_t node = 0; node < plan_->nodes.size(); ++node) {
     const PlanNode& n = plan_->nodes[node];
-    if (n.storage == Storage::Constant) {
+    if (n.storage == Storage::Constant && n.type.bytes() != 0) {  // empty ones hold nothing
       const void* src = n.type.dtype == DType::f32 ? static_cast<const void*>(n.f32_values->data())
                                                    : static_cast<const void*>(n.i32_values->data());
       copy_in(node, src, n.type.bytes());

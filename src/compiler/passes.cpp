@@ -4,8 +4,12 @@
 // graph or the Plan so tests can run them one by one.
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
+#include <optional>
 #include <queue>
 #include <sstream>
 
@@ -139,14 +143,16 @@ Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches) {
   return p;
 }
 
-void prune_and_sort(Plan& p) {
+void prune_and_sort(Plan& p, bool keep_inputs) {
   const std::size_t n = p.nodes.size();
   auto inputs_of = [&](std::uint32_t v) -> const std::vector<std::uint32_t>& {
     return p.nodes[v].inputs;
   };
-  const std::vector<std::uint32_t> needed = reachable(n, p.fetches, inputs_of);
+  std::vector<std::uint32_t> roots = p.fetches;
+  if (keep_inputs) roots.insert(roots.end(), p.inputs.begin(), p.inputs.end());
+  const std::vector<std::uint32_t> needed = reachable(n, roots, inputs_of);
   std::vector<char> remaining;
-  const auto order = kahn_order(n, needed, p.fetches, inputs_of, remaining);
+  const auto order = kahn_order(n, needed, roots, inputs_of, remaining);
   if (order.size() != needed.size()) {
     report_cycle(remaining, inputs_of, [&](std::uint32_t v) { return p.nodes[v].label; });
   }
@@ -312,13 +318,12 @@ void regroup_gradients(Plan& p) {
 // ---- shape inference -----------------------------------------------------------------------
 
 namespace {
-void check_nonempty(const PlanNode& n) {
-  for (std::int64_t d : n.type.shape.dims()) {
-    if (d == 0) {
-      throw ShapeError("node " + n.label + ": shape " + n.type.shape.str() +
-                       " has an empty dimension; tensors must have at least one element");
-    }
-  }
+// Variables hold state across runs and checkpoints: an empty one is a mistake where it is made.
+// Every other value may be empty (fold_empty_tensors).
+void check_nonempty_variable(const PlanNode& n) {
+  if (n.storage != Storage::Variable || n.type.shape.numel() != 0) return;
+  throw ShapeError("node " + n.label + ": variable of shape " + n.type.shape.str() +
+                   " is empty; a variable must have at least one element");
 }
 }  // namespace
 
@@ -343,7 +348,6 @@ void infer_shapes(Plan& p, const InputShapes& shapes) {
         throw ShapeError("input '" + n.name + "' has no shape: pass its shape to compile()");
       }
       n.type = {it->second, n.declared.dtype};
-      check_nonempty(n);
       continue;
     }
     in.clear();
@@ -357,8 +361,87 @@ void infer_shapes(Plan& p, const InputShapes& shapes) {
       if (m.rfind("node ", 0) == 0) throw;
       ctx.fail(m);
     }
-    if (n.storage != Storage::None) check_nonempty(n);
+    check_nonempty_variable(n);
   }
+}
+
+// ---- empty tensors -------------------------------------------------------------------------
+
+namespace {
+
+bool holds_no_values(const PlanNode& n) {
+  return n.storage != Storage::None && n.type.shape.numel() == 0;  // groups have no values
+}
+
+// What an op gives from no elements where its result is not empty: the reduction's identity
+// (a mean's 0 / 0), a product over K = 0 terms. Other ops have no such value.
+std::optional<float> value_from_nothing(OpKind op) {
+  switch (op) {
+    case OpKind::ReduceSum:
+    case OpKind::SumTo:
+    case OpKind::MatMul:
+      return 0.0f;
+    case OpKind::ReduceMean:
+      return std::numeric_limits<float>::quiet_NaN();
+    case OpKind::ReduceMax:
+      return -std::numeric_limits<float>::infinity();
+    case OpKind::ReduceProd:
+      return 1.0f;
+    default:
+      return std::nullopt;
+  }
+}
+
+void become_constant(PlanNode& n, float value) {
+  const auto count = static_cast<std::size_t>(n.type.shape.numel());
+  n.op = OpKind::Constant;
+  n.attrs = {};
+  n.inputs.clear();
+  n.storage = Storage::Constant;
+  n.declared = n.type;
+  n.grad_sum = false;
+  if (n.type.dtype == DType::i32) {
+    const std::int32_t v = std::isnan(value)   ? 0
+                           : std::isinf(value) ? (value < 0 ? INT32_MIN : INT32_MAX)
+                                               : static_cast<std::int32_t>(value);
+    n.i32_values = std::make_shared<const std::vector<std::int32_t>>(count, v);
+  } else {
+    n.f32_values = std::make_shared<const std::vector<float>>(count, value);
+  }
+}
+
+}  // namespace
+
+void fold_empty_tensors(Plan& p) {
+  bool changed = false;
+  for (PlanNode& n : p.nodes) {
+    if (n.storage != Storage::Computed && n.storage != Storage::View) continue;
+    if (n.type.shape.numel() == 0) {  // nothing to compute: its value is known
+      become_constant(n, 0.0f);
+      changed = true;
+      continue;
+    }
+    const OpDef& def = op_def(n.op);
+    std::size_t empty_input = n.inputs.size();
+    for (std::size_t k = 0; k < n.inputs.size() && empty_input == n.inputs.size(); ++k) {
+      if (!def.shape_only_input(k) && holds_no_values(p.nodes[n.inputs[k]])) empty_input = k;
+    }
+    if (empty_input == n.inputs.size()) continue;
+    changed = true;
+    if (n.op == OpKind::Concat) {  // empty pieces add nothing (one piece left is a copy)
+      std::erase_if(n.inputs, [&](std::uint32_t u) { return holds_no_values(p.nodes[u]); });
+    } else if (const auto v = value_from_nothing(n.op)) {
+      become_constant(n, *v);
+    } else {
+      const PlanNode& in = p.nodes[n.inputs[empty_input]];
+      throw ShapeError("node " + n.label + " (" + std::string(op_name(n.op)) + "): input " +
+                       std::to_string(empty_input) + " (" + in.label + ") is empty " +
+                       in.type.shape.str() + " but its result " + n.type.shape.str() + " is not; " +
+                       std::string(op_name(n.op)) + " computes nothing from an empty tensor");
+    }
+  }
+  // An input nothing reads now is still an input: its feeds are checked as before.
+  if (changed) prune_and_sort(p, /*keep_inputs=*/true);
 }
 
 // ---- simplify ------------------------------------------------------------------------------
@@ -649,6 +732,7 @@ bool single_device(const PlanOptions& o) {
 const Pass kPasses[] = {
     {"regroup_gradients", [](Plan& p, const PassContext&) { regroup_gradients(p); }},
     {"infer_shapes", [](Plan& p, const PassContext& c) { infer_shapes(p, c.shapes); }},
+    {"fold_empty_tensors", [](Plan& p, const PassContext&) { fold_empty_tensors(p); }},
     {"simplify", [](Plan& p, const PassContext&) { simplify(p); }},
     {"place_devices", [](Plan& p, const PassContext& c) { c.options.placer->place(p); }, placing},
     {"fuse_silu", [](Plan& p, const PassContext& c) { fuse_silu(p, c.options.capabilities); },

@@ -357,7 +357,8 @@ std::vector<std::uint32_t> topo_order(const GraphImpl& g, std::span<const std::u
 Plan build_plan(const GraphImpl& g, std::span<const std::uint32_t> fetches);
 /// Drops nodes no fetch needs and sorts the rest in topo_order's order (after a pass rewired
 /// the plan). Only before link_dependencies.
-void prune_and_sort(Plan& p);
+/// keep_inputs: inputs no fetch needs stay (their feeds are still checked).
+void prune_and_sort(Plan& p, bool keep_inputs = false);
 /// Moves the nodes into `order` (old indices; nodes left out are dropped) and remaps every
 /// index the plan holds. Lists keep their order.
 void reorder(Plan& p, const std::vector<std::uint32_t>& order);
@@ -365,6 +366,10 @@ void reorder(Plan& p, const std::vector<std::uint32_t>& order);
 /// one slice_grad_n, per-step weight gradients into products over concatenated steps.
 void regroup_gradients(Plan& p);
 void infer_shapes(Plan& p, const InputShapes& shapes);
+/// Empty tensors (a zero dim) folded: a node with an empty result becomes an empty constant, a
+/// reduction or product of an empty input its identity, a concatenation drops its empty
+/// pieces; any other op with an empty input is an error. No kernel ever sees an empty tensor.
+void fold_empty_tensors(Plan& p);
 /// Rewrites after shape inference: sum_to of an unchanged shape and identity transposes
 /// become views.
 void simplify(Plan& p);

@@ -535,6 +535,11 @@ bool fold(Ctx& c) {
 
 namespace host {
 
+ir::Tensor empty(int elem, Dims dims) {
+  if (numel(dims) != 0) throw std::logic_error("host::empty of " + dims_str(dims));
+  return empty_like(elem, std::move(dims));
+}
+
 ir::Tensor with_dims(const ir::Tensor& t, Dims dims) {
   ir::Tensor r = t;
   r.dims = std::move(dims);

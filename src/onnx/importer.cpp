@@ -278,16 +278,12 @@ class Importer {
                              "; hetgraph tensors have rank 0 to " +
                              std::to_string(Shape::kMaxRank));
     }
-    if (t.numel() == 0) {
-      throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": tensor '" + name +
-                             "' is empty " + dims_str(t.dims) +
-                             "; hetgraph tensors have at least one element");
-    }
     const Shape shape{std::span<const std::int64_t>(t.dims)};
     Node node;
     if (ir::held_as_float(t.elem)) {
       // float16 / bfloat16 values come rounded from the file; folded ones are rounded by fold.
-      if (v.initializer) {
+      // An empty initializer has nothing to train: a constant.
+      if (v.initializer && t.numel() != 0) {
         node = g.variable(name, shape, Initializer::values(t.f));
         out_.variables.push_back(node);
       } else {
@@ -399,13 +395,6 @@ class Importer {
       const detail::InferCtx ctx{
           scratch_, static_cast<std::uint32_t>(r.inputs.size()), r.op, r.attrs, declared, in};
       t = detail::op_def(r.op).infer(ctx);
-    }
-    for (std::int64_t d : t.shape.dims()) {
-      if (d == 0) {
-        throw UnsupportedError("node " + detail::impl_of(g).label(v.id()) +
-                               " would have the empty shape " + t.shape.str() +
-                               "; hetgraph tensors have at least one element");
-      }
     }
     if (const std::string why = too_large(Dims(t.shape.dims().begin(), t.shape.dims().end()));
         !why.empty()) {
@@ -681,18 +670,7 @@ class Importer {
         throw ShapeError(m_.source + ": input '" + v.name + "' has the shape " + why);
       }
       if (numel(dims) == 0) {
-        // An empty input holds no values: its shape is all there is to it, so it is a constant
-        // (ReduceSum's axes left empty), not an input of the graph. A node that needs it as a
-        // tensor gets materialize()'s clean error.
-        ir::Tensor t;
-        t.name = v.name;
-        t.elem = ir::held_as_float(v.elem) || ir::is_integral(v.elem) ? v.elem : ir::kInt64;
-        t.dims = dims;
-        Value val;
-        val.elem = t.elem;
-        val.konst = std::make_shared<const ir::Tensor>(std::move(t));
-        env[v.name] = std::move(val);
-        empty_inputs_.push_back({v.name, dims});
+        bind_empty_input(v, dims);
         continue;
       }
       const Shape shape{std::span<const std::int64_t>(dims)};
@@ -724,6 +702,21 @@ class Importer {
           {v.name, ir::elem_name(v.elem), dtype, shape, declared_dims(v), dim_names(v)});
       out_.input_shapes.push_back({v.name, shape});
     }
+  }
+
+  /// An empty input holds no values: its shape is all there is to it, so it is a constant
+  /// (ReduceSum's axes left empty), not an input of the graph. What reads it is folded as
+  /// the compiler folds empty tensors.
+  void bind_empty_input(const ir::ValueInfo& v, const Dims& dims) {
+    ir::Tensor t;
+    t.name = v.name;
+    t.elem = ir::held_as_float(v.elem) || ir::is_integral(v.elem) ? v.elem : ir::kInt64;
+    t.dims = dims;
+    Value val;
+    val.elem = t.elem;
+    val.konst = std::make_shared<const ir::Tensor>(std::move(t));
+    env[v.name] = std::move(val);
+    empty_inputs_.push_back({v.name, dims});
   }
 
   /// An input given a value at import: a known tensor from now on.

@@ -200,6 +200,8 @@ ir::Tensor concat(const std::vector<const ir::Tensor*>& ts, int axis);
 ir::Tensor slice(const ir::Tensor& t, const Dims& start, const Dims& step, const Dims& count);
 ir::Tensor broadcast_to(const ir::Tensor& t, const Dims& dims);
 ir::Tensor scalar_ints(const Dims& values, int elem = ir::kInt64);  // rank 1
+/// A value of no elements (a zero dim): known at import whatever computes it.
+ir::Tensor empty(int elem, Dims dims);
 }  // namespace host
 
 /// Builds the graph of `src` for its options into `out`.

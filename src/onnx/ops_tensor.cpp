@@ -178,8 +178,11 @@ void split_into(Ctx& c, int axis, const Dims& sizes) {
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     const std::int64_t s = sizes[k];
     if (c.wants(k)) {
-      if (s == 0) c.unsupported("output " + std::to_string(k) + " would be empty");
-      if (on_host(c, 0)) {
+      if (s == 0) {
+        Dims piece = d;
+        piece[static_cast<std::size_t>(axis)] = 0;
+        c.set(k, host::empty(c.in(0).elem, std::move(piece)));
+      } else if (on_host(c, 0)) {
         Dims start(d.size(), 0), step(d.size(), 1), count = d;
         start[static_cast<std::size_t>(axis)] = at;
         count[static_cast<std::size_t>(axis)] = s;
@@ -273,7 +276,10 @@ void slice_op(Ctx& c) {
     c.set(0, host::slice(*c.in(0).konst, start, step, count));
     return;
   }
-  if (numel(count) == 0) c.unsupported("the slice is empty " + dims_str(count));
+  if (numel(count) == 0) {
+    c.set(0, host::empty(c.in(0).elem, count));
+    return;
+  }
   Node x = c.node(0);
   int sliced = 0, axis = 0;
   bool unit_steps = true;
@@ -634,6 +640,14 @@ void tile(Ctx& c) {
   const Dims reps = c.ints(1, "repeats");
   if (reps.size() != d.size())
     c.fail("repeats " + dims_str(reps) + " do not fit rank " + std::to_string(d.size()));
+  if (std::any_of(reps.begin(), reps.end(), [](std::int64_t r) { return r < 0; }))
+    c.fail("repeats " + dims_str(reps) + " must not be negative");
+  if (std::find(reps.begin(), reps.end(), 0) != reps.end()) {
+    Dims out = d;
+    for (std::size_t a = 0; a < d.size(); ++a) out[a] *= reps[a];
+    c.set(0, host::empty(c.in(0).elem, std::move(out)));
+    return;
+  }
   if (on_host(c, 0)) {
     ir::Tensor t = *c.in(0).konst;
     for (std::size_t a = 0; a < d.size(); ++a) {
@@ -645,7 +659,6 @@ void tile(Ctx& c) {
   }
   Node x = c.node(0);
   for (std::size_t a = 0; a < d.size(); ++a) {
-    if (reps[a] == 0) c.unsupported("the result would be empty");
     if (reps[a] == 1) continue;
     std::vector<Node> parts(static_cast<std::size_t>(reps[a]), x);
     x = concat(std::span<const Node>(parts), static_cast<int>(a));
