@@ -364,6 +364,27 @@ TEST(OnnxTensorFile, WritesAndReadsBack) {
   big.add_int64_data(std::int64_t{1} << 40);
   std::ofstream(path, std::ios::binary) << big.SerializeAsString();
   EXPECT_CONTAINS(error_of<DataError>([&] { ho::read_tensor(path); }), path);
+  // uint32 and uint64 are held as int32 too, their type kept; values above int32 (a uint64
+  // above 2^63 reads as a negative int64) are refused, with the value as the file has it.
+  for (const std::string type : {"uint32", "uint64"}) {
+    t.onnx_type = type;
+    t.i32 = {0, 7, 65535, 2147483647};
+    ho::write_tensor(path, t);
+    const ho::TensorData u = ho::read_tensor(path);
+    EXPECT_EQ(u.onnx_type, type);
+    EXPECT_EQ(u.dtype, DType::i32);
+    EXPECT_EQ(u.i32, t.i32);
+  }
+  for (const std::uint64_t v : {std::uint64_t{1} << 31, ~std::uint64_t{0}}) {
+    ::onnx::TensorProto u64;
+    u64.set_data_type(13);  // uint64
+    u64.add_dims(1);
+    u64.add_uint64_data(v);
+    std::ofstream(path, std::ios::binary) << u64.SerializeAsString();
+    const std::string e = error_of<DataError>([&] { ho::read_tensor(path); });
+    EXPECT_CONTAINS(e, std::to_string(v));
+    EXPECT_CONTAINS(e, "outside int32");
+  }
   fs::remove(path);
 }
 

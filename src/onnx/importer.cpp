@@ -293,7 +293,7 @@ class Importer {
       std::vector<std::int32_t> i32;
       i32.reserve(t.i.size());
       for (std::int64_t x : t.i) {
-        if (x < INT32_MIN || x > INT32_MAX) {
+        if (x < INT32_MIN || x > INT32_MAX || (t.elem == ir::kUint64 && x < 0)) {
           throw UnsupportedError(m_.source + ": ONNX node " + n.label + ": " +
                                  ir::elem_name(t.elem) + " tensor '" + name + "' holds " +
                                  std::to_string(x) +
@@ -651,9 +651,7 @@ class Importer {
       DType dtype = DType::f32;
       if (ir::held_as_float(v.elem)) {
         dtype = DType::f32;
-      } else if (v.elem == ir::kInt64 || v.elem == ir::kInt32 || v.elem == ir::kBool ||
-                 v.elem == ir::kInt16 || v.elem == ir::kInt8 || v.elem == ir::kUint8 ||
-                 v.elem == ir::kUint16) {
+      } else if (ir::is_integral(v.elem)) {  // held as int32, uint32 and uint64 too
         dtype = DType::i32;
       } else {
         throw UnsupportedError(m_.source + ": input '" + v.name + "' has element type " +

@@ -478,9 +478,46 @@ Node max_pool_indices(Ctx& c, Node xi, Node y, const Window& w) {
   return c.reshape(add(at, g.constant_i32(Shape{nc, 1, 1}, std::move(plane))), dy);
 }
 
+// Whether a 2-d pooling takes the op's own ceil_mode: ONNX's ceil_mode (opset 10 on) as
+// PyTorch and ONNX Runtime round output sizes up; where that adds a last window starting past
+// the input, the window is dropped and w's end padding grown instead.
+bool pool_ceil_mode(Ctx& c, const Dims& dx, const Dims& kernel, bool include_pad, Window& w) {
+  if (c.version < 10 || c.attr_i("ceil_mode", 0) == 0) return false;
+  // Without a dropped window this is the op's own ceil_mode; with one, more end padding gives
+  // the same result when padding counts for nothing (max, or an average over the image
+  // elements only).
+  const Dims in = spatial(dx);
+  Dims extra(kernel.size(), 0);
+  bool dropped = false;
+  for (std::size_t i = 0; i < kernel.size(); ++i) {
+    const std::int64_t extent = (kernel[i] - 1) * w.dilation[i] + 1;
+    const std::int64_t span = in[i] + w.pad_begin[i] + w.pad_end[i] - extent;
+    std::int64_t out = (span + w.stride[i] - 1) / w.stride[i] + 1;
+    if ((out - 1) * w.stride[i] >= in[i] + w.pad_begin[i]) {
+      --out;
+      dropped = true;
+    }
+    extra[i] = std::max<std::int64_t>(
+        0, (out - 1) * w.stride[i] + extent - (in[i] + w.pad_begin[i] + w.pad_end[i]));
+  }
+  if (!dropped) return true;
+  if (include_pad) c.unsupported("ceil_mode with count_include_pad and a dropped last window");
+  for (std::size_t i = 0; i < kernel.size(); ++i) w.pad_end[i] += extra[i];
+  return false;
+}
+
 void pool(Ctx& c) {
   const bool is_max = c.n.op == "MaxPool";
-  Node x = c.f32(0);
+  // int8 and uint8 (MaxPool-12) are exact in float32: pooled as floats, cast back.
+  const int elem = c.elem(0);
+  const bool ints = is_max && (elem == ir::kInt8 || elem == ir::kUint8);
+  Node x = ints ? cast(c.node(0), DType::f32) : c.f32(0);
+  const auto result = [&](Node v) {
+    if (ints)
+      c.set(0, cast(v, DType::i32), elem);
+    else
+      c.set(0, v);
+  };
   const Dims dx = c.shape(x);
   const Dims kernel = c.attr_ints("kernel_shape");
   if (kernel.size() != dx.size() - 2)
@@ -501,37 +538,11 @@ void pool(Ctx& c) {
                       " not smaller than the kernel " + dims_str(kernel));
       }
     }
-    c.set(0, pool3d(c, x, w, is_max, include_pad));
+    result(pool3d(c, x, w, is_max, include_pad));
     return;
   }
   Node xi = as_image(c, x);
-  bool ceil_mode = false;
-  if (c.version >= 10 && c.attr_i("ceil_mode", 0) != 0) {
-    // Output sizes rounded up, as PyTorch (and ONNX Runtime): a last window that starts past
-    // the (left-padded) input is dropped. Without such a window this is the op's own
-    // ceil_mode; with one, more end padding gives the same result when padding counts for
-    // nothing (max, or an average over the image elements only).
-    const Dims in = spatial(dx);
-    Dims extra(kernel.size(), 0);
-    bool dropped = false;
-    for (std::size_t i = 0; i < kernel.size(); ++i) {
-      const std::int64_t extent = (kernel[i] - 1) * w.dilation[i] + 1;
-      const std::int64_t span = in[i] + w.pad_begin[i] + w.pad_end[i] - extent;
-      std::int64_t out = (span + w.stride[i] - 1) / w.stride[i] + 1;
-      if ((out - 1) * w.stride[i] >= in[i] + w.pad_begin[i]) {
-        --out;
-        dropped = true;
-      }
-      extra[i] = std::max<std::int64_t>(
-          0, (out - 1) * w.stride[i] + extent - (in[i] + w.pad_begin[i] + w.pad_end[i]));
-    }
-    if (!dropped) {
-      ceil_mode = true;
-    } else {
-      if (include_pad) c.unsupported("ceil_mode with count_include_pad and a dropped last window");
-      for (std::size_t i = 0; i < kernel.size(); ++i) w.pad_end[i] += extra[i];
-    }
-  }
+  const bool ceil_mode = pool_ceil_mode(c, dx, kernel, include_pad, w);
   Pool2dOptions o;
   o.kernel = pair(kernel, 1);
   o.stride = pair(w.stride, 1);
@@ -554,7 +565,7 @@ void pool(Ctx& c) {
     return c.reshape(v, {d[0], d[1], d[3]});
   };
   if (is_max && c.wants(1)) c.set(1, out_shape(max_pool_indices(c, xi, y, w)), ir::kInt64);
-  c.set(0, out_shape(y));
+  result(out_shape(y));
 }
 
 /// MaxUnpool (opset 9 and 11): x's values scattered into zeros of the unpooled shape,

@@ -21,12 +21,16 @@ TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& wha
   if (ir::held_as_float(t.elem)) {  // float16 and bfloat16 values are floats
     out.dtype = DType::f32;
     out.f32 = t.f;
-  } else if (ir::is_integral(t.elem) && t.elem != ir::kUint64 && t.elem != ir::kUint32) {
+  } else if (ir::is_integral(t.elem)) {
     out.dtype = DType::i32;
     out.i32.reserve(t.i.size());
     for (std::int64_t v : t.i) {
-      if (v < INT32_MIN || v > INT32_MAX) {
-        throw DataError(what + ": tensor '" + t.name + "' holds " + std::to_string(v) +
+      if (v < INT32_MIN || v > INT32_MAX || (t.elem == ir::kUint64 && v < 0)) {
+        // (a uint64 above 2^63 reads as a negative int64)
+        throw DataError(what + ": tensor '" + t.name + "' holds " +
+                        (v < 0 && t.elem == ir::kUint64
+                             ? std::to_string(static_cast<std::uint64_t>(v))
+                             : std::to_string(v)) +
                         ", outside int32 (hetgraph holds integers as int32)");
       }
       out.i32.push_back(static_cast<std::int32_t>(v));
@@ -63,7 +67,12 @@ void write_tensor(const std::string& path, const TensorData& t) {
     if (t.i32.size() != n)
       throw DataError(path + ": " + std::to_string(t.i32.size()) + " values for shape " +
                       t.shape.str());
-    out.elem = t.onnx_type == "int32" ? ir::kInt32 : t.onnx_type == "bool" ? ir::kBool : ir::kInt64;
+    // The file's integer type where it has one (what parse_tensor read), int64 otherwise.
+    out.elem = ir::kInt64;
+    for (const int e : {ir::kInt32, ir::kBool, ir::kInt8, ir::kUint8, ir::kInt16, ir::kUint16,
+                        ir::kUint32, ir::kUint64}) {
+      if (t.onnx_type == ir::elem_name(e)) out.elem = e;
+    }
     out.i.assign(t.i32.begin(), t.i32.end());
   }
   const std::string bytes = ir::serialize_tensor(out);
