@@ -28,9 +28,10 @@ State state_of(const py::dict& d) {
 class Session {
  public:
   Session(const std::string& path, const py::dict& input_shapes, const Platform& platform,
-          const py::dict& state)
-      : model_(onnx::import(path,
-                            {.input_shapes = shapes_of(input_shapes), .state = state_of(state)})),
+          const py::dict& state, bool float64_as_float32)
+      : model_(onnx::import(path, {.input_shapes = shapes_of(input_shapes),
+                                   .state = state_of(state),
+                                   .float64_as_float32 = float64_as_float32})),
         cg_(model_.compile(GraphCompiler(platform))) {}
   std::vector<std::string> inputs() const { return names(model_.input_info); }
   std::vector<std::string> outputs() const { return names(model_.output_info); }
@@ -138,9 +139,10 @@ void bind_io(py::module_& m) {
   // ONNX: sessions shaped like ONNX Runtime's, dynamic models, and export.
   py::module_ onnx_m = m.def_submodule("onnx", "ONNX models in and out");
   py::class_<Session>(onnx_m, "InferenceSession")
-      .def(py::init<const std::string&, const py::dict&, const Platform&, const py::dict&>(),
+      .def(py::init<const std::string&, const py::dict&, const Platform&, const py::dict&, bool>(),
            py::arg("path"), py::arg("input_shapes") = py::dict(),
-           py::arg("platform") = Platform::cpu(), py::arg("state") = py::dict())
+           py::arg("platform") = Platform::cpu(), py::arg("state") = py::dict(),
+           py::arg("float64_as_float32") = false)
       .def("input_names", &Session::inputs)
       .def("output_names", &Session::outputs)
       .def("run", &Session::run, py::arg("output_names"), py::arg("feeds"))
@@ -148,9 +150,11 @@ void bind_io(py::module_& m) {
   onnx_m.def(
       "load",
       [](const std::string& path, const py::dict& input_shapes, const Platform& platform,
-         const py::dict& state) { return Session(path, input_shapes, platform, state); },
+         const py::dict& state, bool float64_as_float32) {
+        return Session(path, input_shapes, platform, state, float64_as_float32);
+      },
       py::arg("path"), py::arg("input_shapes") = py::dict(), py::arg("platform") = Platform::cpu(),
-      py::arg("state") = py::dict());
+      py::arg("state") = py::dict(), py::arg("float64_as_float32") = false);
   onnx_m.def(
       "dynamic",
       [](const std::string& path, const Platform& platform, std::size_t max_plans) {

@@ -393,6 +393,13 @@ TEST(Cli, HetgraphRunOptions) {
   ASSERT_EQ(o.shapes.size(), 1u);
   EXPECT_EQ(o.shapes[0].second, (std::vector<std::int64_t>{1, 3, 8}));
   EXPECT_NO_THROW(hetgraph::tool::check_engine_flags(o));
+  EXPECT_FALSE(o.budgets.float64_as_float32);
+  {
+    hgrun::Options d;
+    auto pd = hgrun::parser(d);
+    ASSERT_EQ(parse(pd, "m.onnx --float64-as-float32"), "");
+    EXPECT_TRUE(d.budgets.float64_as_float32);
+  }
   for (const char* args : {"", "m.onnx --input x=", "m.onnx --input =a", "m.onnx --shape z=1x0",
                            "m.onnx --shape z=1xx2", "m.onnx --shape z=1x2x3x4x5x1x1x1x1",
                            "m.onnx --repeat 0", "m.onnx --json --json"}) {

@@ -273,6 +273,41 @@ TEST(OnnxImport, EmptyInputsFoldAsEmptyConstants) {
   }
 }
 
+// float64 is held as float32 only when asked: without ImportOptions::float64_as_float32 a
+// double input, or a Cast to double, is refused naming it and the option; with it the model
+// runs in float32 on every platform.
+TEST(OnnxImport, Float64RunsAsFloat32OnlyWhenAsked) {
+  constexpr int kDouble = 11;
+  Builder b;
+  b.input("x", {2, 3}, kDouble).input("z", {2, 3}).output("y", {2, 3}, kDouble);
+  b.output("w", {2, 3});
+  b.node("Add", {"x", "x"}, {"y"});
+  Builder::attr(b.node("Cast", {"z"}, {"zd"}), "to", std::int64_t{kDouble});
+  b.node("Sqrt", {"zd"}, {"sd"});
+  Builder::attr(b.node("Cast", {"sd"}, {"w"}), "to", std::int64_t{1});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { b.import(); }),
+                  "tensor 'x' is float64 (double); hetgraph computes in float32. "
+                  "ImportOptions::float64_as_float32");
+  ho::Model m = b.import({.float64_as_float32 = true});
+  EXPECT_EQ(m.input_info[0].onnx_type, "double");
+  EXPECT_EQ(m.input_info[0].dtype, DType::f32);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()), {});
+    const std::vector<float> x{0.1f, 2, 3, 4, 5, 6}, z{1, 4, 9, 16, 25, 36};
+    cg.run({{"x", x}, {"z", z}});
+    EXPECT_EQ(cg.read("y"), (std::vector<float>{0.2f, 4, 6, 8, 10, 12}));
+    EXPECT_EQ(cg.read("w"), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  }
+  // Only the Cast to double: named by its node.
+  Builder c;
+  c.input("z", {2}).output("w", {2});
+  Builder::attr(c.node("Cast", {"z"}, {"zd"}), "to", std::int64_t{kDouble});
+  c.node("Neg", {"zd"}, {"nd"});
+  Builder::attr(c.node("Cast", {"nd"}, {"w"}), "to", std::int64_t{1});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { c.import(); }), "attribute 'to'");
+}
+
 // The cross-check after every import: ONNX's shape inference, run for the shapes the graph was
 // built for, sees the same output shape.
 TEST(OnnxImport, OnnxShapeInferenceAgreesWithTheBuiltGraph) {

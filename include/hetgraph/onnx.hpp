@@ -80,6 +80,11 @@ struct ImportOptions {
   std::vector<std::pair<std::string, std::string>> state{};
   /// Run onnx::checker on the model first.
   bool check = true;
+  /// Hold float64 (double) tensors as float32, as float16 and bfloat16 are held: their values
+  /// rounded to float32, every op computed in float32, outputs read as floats. Off, a model
+  /// with a double anywhere (an input, an initializer, a Cast to double) is an UnsupportedError
+  /// naming it: the precision it asks for is not what hetgraph computes.
+  bool float64_as_float32 = false;
   /// Fold an inference BatchNormalization into the Conv before it (its weights and bias are
   /// rescaled once, at import).
   bool fold_batch_norm = true;
@@ -198,7 +203,7 @@ std::string export_bytes(const Graph& graph, std::span<const Node> outputs,
 struct TensorData {
   std::string name;
   std::string onnx_type = "float";  // element type in the file
-  // float32, float16 and bfloat16 as f32; int32, int64, bool and smaller ints as i32
+  // float32, float16, bfloat16 and double (rounded) as f32; every integer type and bool as i32
   DType dtype = DType::f32;
   Shape shape;
   std::vector<float> f32;
@@ -208,8 +213,8 @@ struct TensorData {
 /// DataError naming the file.
 TensorData read_tensor(const std::string& path);
 TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& what = "<bytes>");
-/// Writes a .pb file: f32 as float (or as `onnx_type` "float16" / "bfloat16", rounded to it),
-/// i32 as `onnx_type` ("int64", "int32" or "bool").
+/// Writes a .pb file: f32 as float (or as `onnx_type` "float16" / "bfloat16", rounded to it,
+/// or "double"), i32 as `onnx_type` (an integer type or "bool"; int64 for others).
 void write_tensor(const std::string& path, const TensorData& t);
 
 }  // namespace hetgraph::onnx

@@ -379,3 +379,16 @@ def test_onnx_state_inputs_are_fed_back_from_their_outputs(platform, tmp_path):
     np.testing.assert_array_equal(sess.compiled().read("past"), state)
     with pytest.raises(hg.ShapeError, match="not an output"):
         hg.onnx.load(path, state={"past": "nope"})
+
+
+def test_onnx_float64_models_run_as_float32_only_when_asked():
+    path = "/usr/share/libonnx-testdata/data/node/test_max_float64/model.onnx"
+    if not os.path.exists(path):
+        pytest.skip("no ONNX backend test data")
+    with pytest.raises(hg.UnsupportedError, match="float64_as_float32"):
+        hg.onnx.load(path)
+    sess = hg.onnx.load(path, float64_as_float32=True)
+    a = np.array([1, 5, 3], np.float32)
+    b = np.array([4, 2, 6], np.float32)
+    (got,) = sess.run(None, {n: v for n, v in zip(sess.input_names(), (a, b))})
+    np.testing.assert_array_equal(got, [4, 5, 6])

@@ -144,6 +144,7 @@ class Importer {
 
   void run() {
     check_supported();
+    if (!opt_.float64_as_float32) check_no_float64();
     check_single_assignment();
     for (const ir::Node& n : m_.graph.nodes) {
       for (const std::string& in : n.inputs) {
@@ -580,6 +581,37 @@ class Importer {
     }
     if (!non_tensor.empty()) msg += "; inputs/outputs that are not tensors: " + non_tensor;
     throw UnsupportedError(msg);
+  }
+
+  /// float64 is held as float32 only when asked (ImportOptions::float64_as_float32): the first
+  /// place the model has one (an input, output or initializer, a tensor attribute, a Cast or
+  /// a generator to double), bodies included, is an UnsupportedError naming it and the option.
+  void check_no_float64() const {
+    auto refuse = [&](const std::string& what) {
+      throw UnsupportedError(m_.source + ": " + what +
+                             " is float64 (double); hetgraph computes in float32. "
+                             "ImportOptions::float64_as_float32 (hetgraph-run "
+                             "--float64-as-float32) runs it so, its values rounded to float32");
+    };
+    std::function<void(const ir::Graph&)> check = [&](const ir::Graph& graph) {
+      for (const auto* list : {&graph.inputs, &graph.outputs}) {
+        for (const ir::ValueInfo& v : *list)
+          if (v.elem == ir::kDouble) refuse("tensor '" + v.name + "'");
+      }
+      for (const ir::Tensor& t : graph.initializers)
+        if (t.elem == ir::kDouble) refuse("initializer '" + t.name + "'");
+      for (const ir::Node& n : graph.nodes) {
+        for (const auto& [name, a] : n.attrs) {
+          const bool type_attr = (name == "to" || name == "dtype") && a.kind == ir::Attr::kIntA;
+          if ((type_attr && a.i == ir::kDouble) ||
+              (a.kind == ir::Attr::kTensorA && a.t && a.t->elem == ir::kDouble)) {
+            refuse("ONNX node " + n.label + "'s attribute '" + name + "'");
+          }
+        }
+        for_bodies(n, check);
+      }
+    };
+    check(m_.graph);
   }
 
   std::int64_t opset() const {

@@ -37,8 +37,9 @@ enum Elem : int {
 const char* elem_name(int elem);
 /// Integer and boolean types: their values are held as int64.
 bool is_integral(int elem);
-/// float, float16 and bfloat16: hetgraph computes them in float32 (the narrower ones hold
-/// their own values, rounded where they are made: inputs, initializers, casts).
+/// float, float16, bfloat16 and double: hetgraph computes them in float32 (the narrower ones
+/// hold their own values, rounded where they are made: inputs, initializers, casts; double
+/// only with ImportOptions::float64_as_float32, rounded to float32).
 bool held_as_float(int elem);
 /// v rounded to the values of `elem` (float16, bfloat16); v itself for other types.
 float round_to_elem(float v, int elem);

@@ -86,8 +86,9 @@ bool is_integral(int elem) {
   }
 }
 
+// (kDouble too: ImportOptions::float64_as_float32 decides whether a model may have one.)
 bool held_as_float(int elem) {
-  return elem == kFloat || elem == kFloat16 || elem == kBfloat16;
+  return elem == kFloat || elem == kFloat16 || elem == kBfloat16 || elem == kDouble;
 }
 
 float round_to_elem(float v, int elem) {
@@ -287,6 +288,11 @@ void to_proto(const Tensor& t, pb::TensorProto& p) {
                          std::bit_cast<std::uint32_t>(detail::round_to_bfloat16(t.f[k])) >> 16);
       }
       raw.assign(reinterpret_cast<const char*>(h.data()), n * 2);
+      break;
+    }
+    case kDouble: {  // (held as float values)
+      const std::vector<double> d(t.f.begin(), t.f.end());
+      raw.assign(reinterpret_cast<const char*>(d.data()), d.size() * sizeof(double));
       break;
     }
     case kInt64:

@@ -18,7 +18,7 @@ TensorData parse_tensor(std::span<const std::byte> bytes, const std::string& wha
                     "; hetgraph tensors have rank 0 to " + std::to_string(Shape::kMaxRank));
   }
   out.shape = Shape(std::span<const std::int64_t>(t.dims));
-  if (ir::held_as_float(t.elem)) {  // float16 and bfloat16 values are floats
+  if (ir::held_as_float(t.elem)) {  // float16, bfloat16 and double values are floats
     out.dtype = DType::f32;
     out.f32 = t.f;
   } else if (ir::is_integral(t.elem)) {
@@ -61,6 +61,7 @@ void write_tensor(const std::string& path, const TensorData& t) {
     // float16 and bfloat16 as the file's type (their values rounded to it), others as float
     out.elem = t.onnx_type == "float16"    ? ir::kFloat16
                : t.onnx_type == "bfloat16" ? ir::kBfloat16
+               : t.onnx_type == "double"   ? ir::kDouble
                                            : ir::kFloat;
     out.f = t.f32;
   } else {

@@ -34,6 +34,7 @@ struct Options : hetgraph::tool::EngineFlags {
        slice_views = true;
   // The import's budgets (ImportOptions): --max-import-nodes, --max-import-host-bytes,
   // --max-import-tensor-bytes, --max-import-seconds; a model over one fails naming the flag.
+  // And --float64-as-float32 (ImportOptions::float64_as_float32).
   hetgraph::onnx::ImportOptions budgets;
 };
 
@@ -63,6 +64,7 @@ inline constexpr const char* kUsage =
     "                    [--no-attention-transposes]\n"
     "                    [--no-channel-affine] [--no-lstm-cells] [--no-gru-cells]\n"
     "                    [--no-slice-views] [--json]\n"
+    "                    [--float64-as-float32]\n"
     "                    [--max-import-nodes N] [--max-import-host-bytes N]\n"
     "                    [--max-import-tensor-bytes N] [--max-import-seconds S]\n"
     "Inputs come from ONNX TensorProto files (the backend tests' format; a file without NAME= is\n"
@@ -73,6 +75,7 @@ inline constexpr const char* kUsage =
     "--output-dir writes each output as DIR/<output name>.pb.\n"
     "--profile prints the timed runs' time by op kind and the 20 slowest nodes with their kernels\n"
     "and shapes; with --json it is the line's \"profile\" object instead (every node).\n"
+    "--float64-as-float32 runs a model with double tensors in float32 (refused otherwise).\n"
     "The import's budgets against hostile models (a model over one fails naming the flag to\n"
     "raise): --max-import-nodes (ONNX nodes, unrolled loops counted; default 1048576),\n"
     "--max-import-host-bytes (tensors computed at import; default 8 GiB),\n"
@@ -143,6 +146,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .flag("--no-attention-transposes", o.attention_transposes, false)
       .flag("--no-concat-in-place", o.concat_in_place, false)
       .flag("--json", o.json)
+      .flag("--float64-as-float32", o.budgets.float64_as_float32)
       .custom("--max-import-nodes",
               [&o](std::string_view v) {
                 o.budgets.max_nodes =
