@@ -103,6 +103,83 @@ TEST(OnnxImport, OneHotTakesNegativeIndicesAndLeavesOthersOff) {
                   "values must hold two elements");
 }
 
+// BitShift of uint8 and uint16: left shifts wrap at the type's width (shifting by the width or
+// more gives 0), right shifts floor; uint32 is refused naming the node.
+TEST(OnnxImport, BitShiftWrapsAtItsWidth) {
+  auto model = [](int elem, const std::string& dir) {
+    Builder b(11);
+    b.input("x", {4}, elem).input("y", {4}, elem).output("z", {4}, elem);
+    Builder::attr(b.node("BitShift", {"x", "y"}, {"z"}), "direction", dir);
+    return b;
+  };
+  constexpr int kUint8 = 2, kUint16 = 4, kUint32 = 12;
+  const std::vector<std::int32_t> x{200, 255, 1, 7}, y{1, 3, 8, 0};
+  const std::vector<std::pair<ho::Model, std::vector<std::int32_t>>> cases{
+      {model(kUint8, "LEFT").import(), {144, 248, 0, 7}},
+      {model(kUint8, "RIGHT").import(), {100, 31, 0, 7}},
+      {model(kUint16, "LEFT").import(), {400, 2040, 256, 7}}};
+  for (const auto& [m, want] : cases) {
+    run_everywhere(m, {{"x", x}, {"y", y}}, false,
+                   [&](CompiledGraph& cg, const ho::Model&) { EXPECT_EQ(cg.read_i32("z"), want); });
+  }
+  ho::Model wide = model(kUint16, "LEFT").import();
+  run_everywhere(wide,
+                 {{"x", std::vector<std::int32_t>{65535, 1, 2, 3}},
+                  {"y", std::vector<std::int32_t>{4, 15, 16, 40}}},
+                 false, [&](CompiledGraph& cg, const ho::Model&) {
+                   EXPECT_EQ(cg.read_i32("z"), (std::vector<std::int32_t>{65520, 32768, 0, 0}));
+                 });
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { model(kUint32, "LEFT").import(); }),
+                  "shifts of uint32");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { model(kUint8, "UP").import(); }),
+                  "direction 'UP' is neither LEFT nor RIGHT");
+}
+
+// TfIdfVectorizer: unigrams and bigrams (with up to one id skipped) counted per row, then TF,
+// IDF (the weight where counted) or TFIDF (count times weight) into the columns ngram_indexes
+// names; a pool that ngram_counts does not split into n-grams is an error naming the node.
+TEST(OnnxImport, TfIdfVectorizerCountsNgramsWithSkips) {
+  auto model = [](const std::string& mode, std::vector<std::int64_t> starts) {
+    Builder b(9);
+    b.input("x", {2, 6}, 7).output("y", {2, 5});
+    auto* n = b.node("TfIdfVectorizer", {"x"}, {"y"});
+    Builder::attr(n, "mode", mode);
+    Builder::attr(n, "min_gram_length", std::int64_t{1});
+    Builder::attr(n, "max_gram_length", std::int64_t{2});
+    Builder::attr(n, "max_skip_count", std::int64_t{1});
+    Builder::attr(n, "ngram_counts", std::move(starts));
+    Builder::attr(n, "ngram_indexes", std::vector<std::int64_t>{4, 0, 1, 3});
+    // unigrams 3 and 5, bigrams (5, 6) and (6, 7)
+    Builder::attr(n, "pool_int64s", std::vector<std::int64_t>{3, 5, 5, 6, 6, 7});
+    auto* w = n->add_attribute();
+    w->set_name("weights");
+    w->set_type(::onnx::AttributeProto::FLOATS);
+    for (float v : {0.5f, 2.0f, 4.0f, 8.0f}) w->add_floats(v);
+    return b;
+  };
+  // Row 0: 3 three times, 5 once, (5, 6) and (6, 7) once each. Row 1: 5 twice, (5, 6) twice
+  // (adjacent at positions 3 and 4, one id skipped at 0 and 2), (6, 7) once.
+  const std::vector<std::int32_t> x{3, 5, 6, 7, 3, 3, 5, 9, 6, 5, 6, 7};
+  const std::vector<std::pair<std::string, std::vector<float>>> want{
+      {"TF", {1, 1, 0, 1, 3, 2, 2, 0, 1, 0}},
+      {"IDF", {2, 4, 0, 8, 0.5f, 2, 4, 0, 8, 0}},
+      {"TFIDF", {2, 4, 0, 8, 1.5f, 4, 8, 0, 8, 0}}};
+  for (const auto& [mode, y] : want) {
+    SCOPED_TRACE(mode);
+    ho::Model m = model(mode, {0, 2}).import();
+    run_everywhere(m, {{"x", x}}, false,
+                   [&](CompiledGraph& cg, const ho::Model&) { EXPECT_EQ(cg.read("y"), y); });
+  }
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    model("TF", {0, 3}).import();
+                  }),
+                  "ngram_counts [0, 3] do not split a pool of 6 ids into n-grams");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    model("BM25", {0, 2}).import();
+                  }),
+                  "mode 'BM25' is none of TF, IDF, TFIDF");
+}
+
 // Integer arithmetic at run time: int64 (held as int32) adds, subtracts and multiplies as
 // integers (2^24 + 1 stays odd) and round-trips. (8- and 16-bit ints: see
 // NarrowIntegerArithmeticWrapsAtItsWidth.)

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // ONNX elementwise math on hetgraph ops: arithmetic (floats, and integers held as int32) and
 // activations, Clip, Pow, Max / Min / Sum / Mean of many inputs, comparisons, logic, Where,
-// Mod, CumSum, IsInf / IsNaN / Sign and OneHot. The other math families have files of their own:
-// ops_reduce.cpp (reductions, Softmax, the losses), ops_linalg.cpp (MatMul, Gemm, Einsum, Det),
-// ops_signal.cpp (DFT, STFT, windows), ops_quant.cpp (quantization) and ops_training.cpp
-// (ai.onnx.preview.training).
+// Mod, CumSum, IsInf / IsNaN / Sign, OneHot, BitShift and TfIdfVectorizer. The other math families
+// have files of their own: ops_reduce.cpp (reductions, Softmax, the losses), ops_linalg.cpp
+// (MatMul, Gemm, Einsum, Det), ops_signal.cpp (DFT, STFT, windows), ops_quant.cpp (quantization)
+// and ops_training.cpp (ai.onnx.preview.training).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "onnx/importer.hpp"
 
@@ -364,6 +366,132 @@ void one_hot(Ctx& c) {
   c.set(0, where(hit, slice(values, 0, 1, 2), slice(values, 0, 0, 1)), ev);
 }
 
+// BitShift of uint8 and uint16 (held as int32). Left: x times 2^min(y, width) in int32 (it
+// fits; the product wraps as unsigned words do) wrapped to the width; right: floor(x / 2^y),
+// exact in float32 for these widths. uint32 and uint64 shifts would not be exact so.
+void bit_shift(Ctx& c) {
+  const std::string dir = c.attr_s("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT") c.fail("direction '" + dir + "' is neither LEFT nor RIGHT");
+  const int elem = c.elem(0);
+  if (c.elem(1) != elem) c.fail("X and Y differ in element type");
+  if (elem != ir::kUint8 && elem != ir::kUint16) {
+    c.unsupported(std::string("shifts of ") + ir::elem_name(elem) +
+                  ": hetgraph shifts uint8 and uint16 only (exact in its int32 and float32)");
+  }
+  const Node x = c.node(0), y = cast(c.node(1), DType::f32);
+  const float width = elem == ir::kUint8 ? 8.0f : 16.0f;
+  if (dir == "LEFT") {
+    const Node factor = cast(pow(c.constant(2.0f), minimum(y, c.constant(width))), DType::i32);
+    c.set(0, wrap_to(c, mul(x, factor), elem), elem);
+  } else {
+    const Node q = div(cast(x, DType::f32), pow(c.constant(2.0f), y));
+    c.set(0, cast(hetgraph::floor(q), DType::i32), elem);
+  }
+}
+
+// TfIdfVectorizer over integer ids, [C] or [N, C]: each n-gram of the pool (lengths
+// min_gram_length to max_gram_length; n-grams of 2 or more tokens also with 1 to
+// max_skip_count items skipped between their tokens) is counted per row, as the comparisons of
+// n shifted slices of X with the pool's tokens (one [N, positions, n-grams] block per length
+// and skip), and-ed and summed. Then the mode (TF: the counts; IDF: the weight where counted;
+// TFIDF: count times weight) and the output columns ngram_indexes names: one product with a
+// constant 0/1 matrix, exact for counts in float32.
+// TfIdfVectorizer's pool, checked: section k of pool_int64s (from ngram_counts[k] to the next
+// start) holds (k + 1)-grams; ngram_indexes gives each n-gram's output column, weights its
+// weight (1 when absent).
+struct NgramPool {
+  Dims starts, columns, ids;
+  std::vector<float> weights;
+  std::int64_t grams = 0, outs = 0;
+  std::int64_t end(std::size_t k) const {
+    return k + 1 < starts.size() ? starts[k + 1] : static_cast<std::int64_t>(ids.size());
+  }
+};
+NgramPool ngram_pool(Ctx& c) {
+  NgramPool p{c.attr_ints("ngram_counts"), c.attr_ints("ngram_indexes"), c.attr_ints("pool_int64s"),
+              c.attr_floats("weights")};
+  for (std::size_t k = 0; k < p.starts.size(); ++k) {
+    const auto n = static_cast<std::int64_t>(k + 1);
+    if (p.starts[k] < 0 || p.end(k) < p.starts[k] ||
+        p.end(k) > static_cast<std::int64_t>(p.ids.size()) || (p.end(k) - p.starts[k]) % n != 0) {
+      c.fail("ngram_counts " + dims_str(p.starts) + " do not split a pool of " +
+             std::to_string(p.ids.size()) + " ids into n-grams");
+    }
+    p.grams += (p.end(k) - p.starts[k]) / n;
+  }
+  const std::string grams = std::to_string(p.grams) + " n-grams";
+  if (static_cast<std::int64_t>(p.columns.size()) != p.grams)
+    c.fail("ngram_indexes has " + std::to_string(p.columns.size()) + " entries for " + grams);
+  if (p.weights.empty()) p.weights.assign(static_cast<std::size_t>(p.grams), 1.0f);
+  if (static_cast<std::int64_t>(p.weights.size()) != p.grams)
+    c.fail("weights has " + std::to_string(p.weights.size()) + " entries for " + grams);
+  for (std::int64_t o : p.columns) {
+    if (o < 0 || o >= kMaxImportElements) c.fail("ngram_indexes holds " + std::to_string(o));
+    p.outs = std::max(p.outs, o + 1);
+  }
+  for (std::int64_t id : p.ids) {
+    if (id < INT32_MIN || id > INT32_MAX)
+      c.unsupported("pool id " + std::to_string(id) + " outside int32 (ids are held as int32)");
+  }
+  return p;
+}
+
+void tfidf_vectorizer(Ctx& c) {
+  const int elem = c.elem(0);
+  if (c.has_attr("pool_strings") || !ir::is_integral(elem) || elem == ir::kBool)
+    c.unsupported("string n-grams (hetgraph holds no strings)");
+  const Dims dx = c.dims(0);
+  if (dx.size() != 1 && dx.size() != 2) c.fail("X must be [C] or [N, C], not " + dims_str(dx));
+  const std::int64_t rows = dx.size() == 2 ? dx[0] : 1, len = dx.back();
+  const std::int64_t min_n = c.attr_i("min_gram_length", 0), max_n = c.attr_i("max_gram_length", 0),
+                     max_skip = c.attr_i("max_skip_count", 0);
+  const std::string mode = c.attr_s("mode", "");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF")
+    c.fail("mode '" + mode + "' is none of TF, IDF, TFIDF");
+  if (min_n < 1 || max_n < min_n || max_skip < 0)
+    c.fail("gram lengths " + std::to_string(min_n) + " to " + std::to_string(max_n) +
+           " and max_skip_count " + std::to_string(max_skip) + " do not make n-grams");
+  const NgramPool p = ngram_pool(c);
+  Graph& g = c.graph();
+  const Node x = c.reshape(c.node(0), {rows, len});
+  std::vector<Node> counts;  // [rows, n-grams of the section], section by section
+  for (std::size_t k = 0; k < p.starts.size(); ++k) {
+    const auto n = static_cast<std::int64_t>(k + 1);
+    const std::int64_t count = (p.end(k) - p.starts[k]) / n;
+    if (count == 0) continue;
+    Node total;
+    for (std::int64_t skip = 0; n >= min_n && n <= max_n && skip <= (n == 1 ? 0 : max_skip);
+         ++skip) {
+      const std::int64_t step = skip + 1, at = len - (n - 1) * step;  // start positions
+      if (at < 1) break;
+      Node hit;  // [rows, at, count]: where all n tokens match
+      for (std::int64_t t = 0; t < n; ++t) {
+        std::vector<std::int32_t> ids = c.host<std::int32_t>(count);
+        for (std::int64_t j = 0; j < count; ++j)
+          ids[static_cast<std::size_t>(j)] =
+              static_cast<std::int32_t>(p.ids[static_cast<std::size_t>(p.starts[k] + j * n + t)]);
+        const Node tokens = c.reshape(slice(x, 1, t * step, t * step + at), {rows, at, 1});
+        const Node same = equal(tokens, g.constant_i32(Shape{1, 1, count}, std::move(ids)));
+        hit = t == 0 ? same : logical_and(hit, same);
+      }
+      const Node found = reduce_sum(cast(hit, DType::f32), 1);
+      total = total.valid() ? add(total, found) : found;
+    }
+    counts.push_back(total.valid() ? total
+                                   : c.constant({rows, count}, c.host<float>(rows * count)));
+  }
+  if (counts.empty()) c.fail("the pool holds no n-grams");
+  Node v = counts.size() == 1 ? counts[0] : concat(std::span<const Node>(counts), 1);
+  const Node w = c.constant({1, p.grams}, p.weights);
+  if (mode == "IDF") v = mul(cast(greater(v, c.constant(0.0f)), DType::f32), w);
+  if (mode == "TFIDF") v = mul(v, w);
+  std::vector<float> to_column = c.host<float>(p.grams * p.outs);
+  for (std::int64_t i = 0; i < p.grams; ++i)
+    to_column[static_cast<std::size_t>(i * p.outs + p.columns[static_cast<std::size_t>(i)])] = 1;
+  const Node y = matmul(v, c.constant({p.grams, p.outs}, std::move(to_column)));
+  c.set(0, dx.size() == 1 ? c.reshape(y, {p.outs}) : y, ir::kFloat);
+}
+
 }  // namespace
 
 void register_math_ops(std::vector<Handler>& h) {
@@ -404,6 +532,8 @@ void register_math_ops(std::vector<Handler>& h) {
   h.push_back({"Not", 1, 1, not_op});
   h.push_back({"CumSum", 11, 14, cumsum_op});
   h.push_back({"OneHot", 9, 11, one_hot});
+  h.push_back({"TfIdfVectorizer", 9, 9, tfidf_vectorizer});
+  h.push_back({"BitShift", 11, 11, bit_shift});
 }
 
 }  // namespace hetgraph::onnx::imp
