@@ -212,6 +212,28 @@ for (const e of entries) {
   if (torch && ort) s.pytorch_ratio_vs_ort = torch.median_s / ort.median_s;
   write(s);
   summaries.push(s);
+  // The same ratio within each round (hetgraph against ONNX Runtime's best configuration of
+  // that round), then its median over the rounds: a machine that turns slower for a while
+  // (seen here: every 2-thread run 1.4-1.8x slower for minutes, ONNX Runtime's as much as
+  // hetgraph's) moves both sides of a round's ratio, where it skews medians taken apart.
+  const rr = {kind: 'model-round-ratios', commit, cpu, model: e.model, batch: e.batch,
+              serving: e.batch !== 1, rounds, hetgraph: {}};
+  for (const v of variants) {
+    const mine = byConfig[`hetgraph|${v.name}`] ?? [];
+    const ratios = [];
+    for (const l of mine) {
+      const orts = Object.entries(byConfig).filter(([k]) => k.startsWith('ort|'))
+                       .map(([, ls]) => ls.find((x) => x.round === l.round && !x.error))
+                       .filter((x) => x);
+      if (!l.error && l.correct && orts.length)
+        ratios.push(l.median_s / Math.min(...orts.map((x) => x.median_s)));
+    }
+    if (ratios.length) rr.hetgraph[v.name] = {ratios, median: median(ratios)};
+  }
+  if (Object.keys(rr.hetgraph).length) {
+    write(rr);
+    s.round_ratios = rr.hetgraph;
+  }
   const f = (x, who) => (x ? `${(x.median_s * 1e3).toFixed(2)} ms` : contenders.has(who) ? 'failed' : 'not run');
   console.log(`${e.model} b${e.batch}: ORT ${f(ort, 'ort')}${ort ? ` (${ort.config})` : ''}, PyTorch ${f(torch, 'pytorch')}` +
               Object.entries(s.hetgraph).map(([n, h]) => `, ${n} ${h.ok ? `${f(h)}${h.ratio_vs_ort ? ` = ${h.ratio_vs_ort.toFixed(2)}x ORT` : ''}` +
@@ -237,6 +259,19 @@ for (const serving of [false, true]) {
   if (torch.length) total.pytorch_geomean_ratio_vs_ort = geomean(torch.map((s) => s.pytorch_ratio_vs_ort));
   write(total);
   console.log(JSON.stringify(total));
+  // The totals of the per-round ratios (model-round-ratios).
+  const byRound = {kind: 'models-total-by-round', commit, cpu, batch: serving ? 'serving' : 1, rounds,
+                   models: group.length};
+  for (const v of variants) {
+    const ok = group.filter((s) => s.round_ratios?.[v.name]);
+    const r = ok.map((s) => s.round_ratios[v.name].median);
+    if (!r.length) continue;
+    const worst = ok.reduce((a, b) => (a.round_ratios[v.name].median >= b.round_ratios[v.name].median ? a : b));
+    byRound[v.name] = {models: ok.length, geomean_ratio_vs_ort: geomean(r), worst: worst.model,
+                       worst_ratio: Math.max(...r), slower_than_ort: r.filter((x) => x > 1).length};
+  }
+  write(byRound);
+  console.log(JSON.stringify(byRound));
 }
 console.log(`results: ${path.relative(root, resultsFile)}`);
 fs.rmSync(scratch, {recursive: true, force: true});
