@@ -103,6 +103,38 @@ TEST(OnnxImport, OneHotTakesNegativeIndicesAndLeavesOthersOff) {
                   "values must hold two elements");
 }
 
+// Pow with an integer base gives the base's type: an integer exponent by exact squaring (3^19
+// is above float32's 2^24 and stays exact; negative exponents truncate 1 / x^-y), a float one
+// through float32 pow, truncated; uint8 results wrap at 8 bits.
+TEST(OnnxImport, IntegerPowersAreExact) {
+  auto model = [](int ex, int ey) {
+    Builder b(15);
+    b.input("x", {6}, ex).input("y", {6}, ey).output("z", {6}, ex);
+    b.node("Pow", {"x", "y"}, {"z"});
+    return b;
+  };
+  constexpr int kFloat = 1, kUint8 = 2, kInt32 = 6, kInt64 = 7;
+  run_everywhere(
+      model(kInt32, kInt64).import(),
+      {{"x", std::vector<std::int32_t>{3, -2, 5, 1, -1, 7}},
+       {"y", std::vector<std::int32_t>{19, 7, 0, -3, -3, -1}}},
+      false, [&](CompiledGraph& cg, const ho::Model&) {
+        EXPECT_EQ(cg.read_i32("z"), (std::vector<std::int32_t>{1162261467, -128, 1, 1, -1, 0}));
+      });
+  run_everywhere(model(kInt64, kFloat).import(),
+                 {{"x", std::vector<std::int32_t>{2, 3, 10, 4, 9, 2}},
+                  {"y", std::vector<float>{5, 0.5f, 3, 0.5f, 0.5f, -1}}},
+                 false, [&](CompiledGraph& cg, const ho::Model&) {
+                   EXPECT_EQ(cg.read_i32("z"), (std::vector<std::int32_t>{32, 1, 1000, 2, 3, 0}));
+                 });
+  run_everywhere(model(kUint8, kUint8).import(),
+                 {{"x", std::vector<std::int32_t>{3, 2, 2, 0, 255, 16}},
+                  {"y", std::vector<std::int32_t>{5, 7, 9, 0, 2, 2}}},
+                 false, [&](CompiledGraph& cg, const ho::Model&) {
+                   EXPECT_EQ(cg.read_i32("z"), (std::vector<std::int32_t>{243, 128, 0, 1, 1, 0}));
+                 });
+}
+
 // BitShift of uint8 and uint16: left shifts wrap at the type's width (shifting by the width or
 // more gives 0), right shifts floor; uint32 is refused naming the node.
 TEST(OnnxImport, BitShiftWrapsAtItsWidth) {

@@ -6,6 +6,7 @@
 // (MatMul, Gemm, Einsum, Det), ops_signal.cpp (DFT, STFT, windows), ops_quant.cpp (quantization)
 // and ops_training.cpp (ai.onnx.preview.training).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -253,7 +254,48 @@ void clip_op(Ctx& c) {
   c.set(0, y);
 }
 
+// x^y for an integer base and exponent, as numpy and ONNX Runtime give it in the base's type:
+// by repeated squaring in int32 (exact wherever the result fits int32; beyond, products wrap
+// as int32 ones do, as hetgraph's int64 arithmetic does). The exponent's bits come from
+// integer remainders (bit k: y mod 2^(k+1) >= 2^k), as many as a known y needs, 31 otherwise.
+// A negative exponent gives 1 / x^-y truncated: 1 for x = 1, +-1 for x = -1, 0 otherwise
+// (x = 0 too, where ONNX Runtime casts an infinity).
+Node int_pow(Ctx& c, Node x, Node y) {
+  Graph& g = c.graph();
+  auto k32 = [&](std::int64_t v) {
+    return g.constant_i32(Shape{}, {static_cast<std::int32_t>(v)});
+  };
+  int bits = 31;
+  if (c.known(1)) {
+    std::int64_t top = 0;
+    for (std::int64_t v : c.ints(1, "exponent")) top = std::max(top, v);
+    bits = std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint64_t>(top))));
+    bits = std::min(bits, 31);
+  }
+  Node result = k32(1), square = x;
+  for (int k = 0; k < bits; ++k) {
+    const Node bit =
+        k < 30 ? greater_equal(mod(y, k32(std::int64_t{2} << k)), k32(std::int64_t{1} << k))
+               : greater_equal(y, k32(std::int64_t{1} << 30));
+    result = where(bit, mul(result, square), result);
+    if (k + 1 < bits) square = mul(square, square);
+  }
+  const Node odd = equal(mod(y, k32(2)), k32(1));
+  const Node inverse = where(equal(x, k32(1)), k32(1),
+                             where(equal(x, k32(-1)), where(odd, k32(-1), k32(1)), k32(0)));
+  return where(less(y, k32(0)), inverse, result);
+}
+
 void pow_op(Ctx& c) {
+  const int ex = c.elem(0);
+  if (ir::is_integral(ex) && ex != ir::kBool) {  // an integer base: the result has its type
+    const int ey = c.elem(1);
+    Node r = ir::is_integral(ey) && ey != ir::kBool
+                 ? int_pow(c, c.node(0), c.node(1))
+                 : cast(pow(cast(c.node(0), DType::f32), c.f32(1)), DType::i32);  // truncated
+    c.set(0, narrow_int(ex) ? wrap_to(c, r, ex) : r, ex);
+    return;
+  }
   Node a = c.f32(0);
   Node b;
   if (!ir::held_as_float(c.elem(1)) && c.known(1)) {  // an integer exponent known now
