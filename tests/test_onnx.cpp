@@ -38,16 +38,17 @@ TEST(OnnxImport, FileErrorsNameTheFile) {
 
 TEST(OnnxImport, EveryUnsupportedOpIsListedAtOnce) {
   Builder b;
-  b.input("x", {4, 3}).output("i", {2, "n"}, 7).output("z", {4, 3});
-  b.node("NonMaxSuppression", {"x", "x"}, {"i"});
+  b.input("x", {4, 3}).output("i", {4, 3}).output("z", {4, 3});
+  Builder::attr(b.node("Multinomial", {"x"}, {"i"}), "sample_size", std::int64_t{3});
   b.node("StringNormalizer", {"x"}, {"r"});
   b.node("Relu", {"r"}, {"z"});
-  b.node("Unique", {"x"}, {"d"});
+  Builder::attr(b.node("MaxRoiPool", {"x", "x"}, {"d"}), "pooled_shape",
+                std::vector<std::int64_t>{2, 2});
   const std::string what = error_of<ho::UnsupportedError>([&] { b.import(); });
   EXPECT_CONTAINS(what, "opset 17");
-  EXPECT_CONTAINS(what, "NonMaxSuppression-11");
+  EXPECT_CONTAINS(what, "Multinomial-7");
   EXPECT_CONTAINS(what, "StringNormalizer-10");
-  EXPECT_CONTAINS(what, "Unique-11");
+  EXPECT_CONTAINS(what, "MaxRoiPool-1");
   EXPECT_EQ(what.find("Relu"), std::string::npos) << what;
 }
 
@@ -85,6 +86,66 @@ TEST(OnnxImport, UnsupportedTypesRanksAndAttributesAreCleanErrors) {
       EXPECT_EQ(m.output_info[0].shape, (Shape{3, 2}));
       EXPECT_EQ(m.inputs.size(), 1u);
     }
+  }
+}
+
+// Unique and NonMaxSuppression have output shapes that depend on their inputs' values: they
+// are computed at import from inputs known there, and a run-time input is an UnsupportedError
+// naming it (which ImportOptions::input_values then gives). NonMaxSuppression's result may be
+// empty.
+TEST(OnnxImport, UniqueAndNonMaxSuppressionComputeFromKnownInputs) {
+  auto values = [](const std::string& name, Shape shape, std::vector<float> f,
+                   std::vector<std::int32_t> i, const char* type) {
+    auto t = std::make_shared<ho::TensorData>();
+    t->name = name;
+    t->shape = shape;
+    t->onnx_type = type;
+    t->dtype = f.empty() ? DType::i32 : DType::f32;
+    t->f32 = std::move(f);
+    t->i32 = std::move(i);
+    return t;
+  };
+  Builder u(11);
+  u.input("x", {6}, 7).output("y", {"u"}, 7).output("first", {"u"}, 7).output("inverse", {6}, 7);
+  u.output("counts", {"u"}, 7);
+  Builder::attr(u.node("Unique", {"x"}, {"y", "first", "inverse", "counts"}), "sorted",
+                std::int64_t{0});
+  try {
+    u.import();
+    ADD_FAILURE() << "Unique of a run-time input imported";
+  } catch (const ho::UnsupportedError& e) {
+    EXPECT_EQ(e.input_needed(), "x");
+    EXPECT_CONTAINS(std::string(e.what()), "ImportOptions::input_values");
+  }
+  ho::ImportOptions o;
+  o.input_values.push_back({"x", values("x", Shape{6}, {}, {2, 1, 1, 3, 4, 3}, "int64")});
+  ho::Model m = u.import(o);
+  CompiledGraph cg = m.compile(GraphCompiler(), {});
+  cg.run({});
+  EXPECT_EQ(cg.read_i32("y"), (std::vector<std::int32_t>{2, 1, 3, 4}));
+  EXPECT_EQ(cg.read_i32("first"), (std::vector<std::int32_t>{0, 1, 3, 4}));
+  EXPECT_EQ(cg.read_i32("inverse"), (std::vector<std::int32_t>{0, 1, 1, 2, 3, 2}));
+  EXPECT_EQ(cg.read_i32("counts"), (std::vector<std::int32_t>{1, 2, 2, 1}));
+
+  // Two overlapping boxes and one apart; the second is suppressed (IoU 0.6 > 0.5), and a
+  // score threshold above every score selects none: an empty [0, 3].
+  for (const float threshold : {0.0f, 0.99f}) {
+    Builder n(11);
+    n.input("boxes", {1, 3, 4}).input("scores", {1, 1, 3}).output("sel", {"k", 3}, 7);
+    n.ints("max", {10}).floats("iou", {}, {0.5f}).floats("min_score", {}, {threshold});
+    n.node("NonMaxSuppression", {"boxes", "scores", "max", "iou", "min_score"}, {"sel"});
+    ho::ImportOptions no;
+    no.input_values.push_back(
+        {"boxes", values("boxes", Shape{1, 3, 4}, {0, 0, 1, 1, 0, 0.25f, 1, 1.25f, 5, 5, 6, 6}, {},
+                         "float")});
+    no.input_values.push_back(
+        {"scores", values("scores", Shape{1, 1, 3}, {0.9f, 0.8f, 0.7f}, {}, "float")});
+    ho::Model nm = n.import(no);
+    CompiledGraph ng = nm.compile(GraphCompiler(), {});
+    ng.run({});
+    EXPECT_EQ(ng.read_i32("sel"), threshold > 0 ? std::vector<std::int32_t>{}
+                                                : (std::vector<std::int32_t>{0, 0, 0, 0, 0, 2}));
+    EXPECT_EQ(nm.output_info[0].shape, threshold > 0 ? (Shape{0, 3}) : (Shape{2, 3}));
   }
 }
 

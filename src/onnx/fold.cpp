@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
+#include <vector>
 
 #include "onnx/importer.hpp"
 
@@ -387,6 +389,151 @@ ir::Tensor nonzero(const ir::Tensor& x) {
   return r;
 }
 
+// Unique (opset 11): the distinct elements of x (or its distinct slices along `axis`), sorted
+// (lexicographically, slices as their elements in order) or in order of first occurrence; then
+// each one's first index, the output position of every input element (slice), and the counts.
+void unique(Ctx& c) {
+  const ir::Tensor& x = *c.in(0).konst;
+  const bool by_axis = c.has_attr("axis");
+  const int axis = by_axis ? c.axis(c.attr_i("axis", 0), static_cast<int>(x.dims.size())) : 0;
+  const Dims flat{x.numel()};
+  const Dims& d = by_axis ? x.dims : flat;
+  const auto a = static_cast<std::size_t>(axis);
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < a; ++i) outer *= d[i];
+  for (std::size_t i = a + 1; i < d.size(); ++i) inner *= d[i];
+  const std::int64_t n = d[a];
+  // Slice j's element e (outer-major, then inner) is element at(j, e) of x.
+  auto at = [&](std::int64_t j, std::int64_t e) {
+    return static_cast<std::size_t>(((e / inner) * n + j) * inner + e % inner);
+  };
+  auto less = [&](std::int64_t p, std::int64_t q) {  // slice p before slice q
+    for (std::int64_t e = 0; e < outer * inner; ++e) {
+      const double u = get(x, at(p, e)), v = get(x, at(q, e));
+      if (u != v) return u < v;
+    }
+    return false;
+  };
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), less);
+  // Groups of equal slices, each named by its first occurrence (the smallest index: stable).
+  std::vector<std::int64_t> first, count, group_of(static_cast<std::size_t>(n));
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (k == 0 || less(order[k - 1], order[k])) {
+      first.push_back(order[k]);
+      count.push_back(0);
+    }
+    group_of[static_cast<std::size_t>(order[k])] = static_cast<std::int64_t>(first.size()) - 1;
+    ++count.back();
+  }
+  std::vector<std::size_t> pos(first.size());  // output position of each group
+  std::iota(pos.begin(), pos.end(), 0);
+  if (c.attr_i("sorted", 1) == 0) {
+    std::sort(pos.begin(), pos.end(),
+              [&](std::size_t p, std::size_t q) { return first[p] < first[q]; });
+  }
+  std::vector<std::size_t> rank(pos.size());  // group -> output position
+  for (std::size_t o = 0; o < pos.size(); ++o) rank[pos[o]] = o;
+  const auto u = static_cast<std::int64_t>(first.size());
+  Dims ydims = d;
+  ydims[a] = u;
+  ir::Tensor y = empty_like(x.elem, ydims);
+  for (std::int64_t o = 0; o < u; ++o) {
+    for (std::int64_t e = 0; e < outer * inner; ++e) {
+      const auto to = static_cast<std::size_t>(((e / inner) * u + o) * inner + e % inner);
+      if (ir::is_integral(x.elem))
+        y.i[to] = x.i[at(first[pos[static_cast<std::size_t>(o)]], e)];
+      else
+        y.f[to] = x.f[at(first[pos[static_cast<std::size_t>(o)]], e)];
+    }
+  }
+  ir::Tensor indices = empty_like(ir::kInt64, {u}), inverse = empty_like(ir::kInt64, {n}),
+             counts = empty_like(ir::kInt64, {u});
+  for (std::size_t o = 0; o < pos.size(); ++o) {
+    indices.i[o] = first[pos[o]];
+    counts.i[o] = count[pos[o]];
+  }
+  for (std::int64_t j = 0; j < n; ++j)
+    inverse.i[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(
+        rank[static_cast<std::size_t>(group_of[static_cast<std::size_t>(j)])]);
+  const ir::Tensor* outs[] = {&y, &indices, &inverse, &counts};
+  for (std::size_t k = 0; k < 4; ++k)
+    if (c.wants(k)) c.set(k, *outs[k]);
+}
+
+// NonMaxSuppression (opsets 10, 11): per batch and class, the boxes by descending score (ties:
+// lower index first) above score_threshold, each kept unless its IoU with a kept one exceeds
+// iou_threshold, at most max_output_boxes_per_class; [kept, 3] int64 (batch, class, box), as
+// ONNX Runtime computes it (float arithmetic; corners in either order, or center_point_box).
+ir::Tensor non_max_suppression(Ctx& c) {
+  const ir::Tensor& boxes = *c.in(0).konst;
+  const ir::Tensor& scores = *c.in(1).konst;
+  if (boxes.dims.size() != 3 || boxes.dims[2] != 4 || scores.dims.size() != 3 ||
+      scores.dims[0] != boxes.dims[0] || scores.dims[2] != boxes.dims[1]) {
+    c.fail("boxes " + dims_str(boxes.dims) + " and scores " + dims_str(scores.dims) +
+           " are not [B, N, 4] and [B, C, N]");
+  }
+  auto scalar = [&](std::size_t i, double def) {
+    if (!c.has(i)) return def;
+    const ir::Tensor& t = *c.in(i).konst;
+    if (t.numel() != 1) c.fail("input " + std::to_string(i) + " must hold one value");
+    return get(t, 0);
+  };
+  const auto max_out = static_cast<std::int64_t>(scalar(2, 0));
+  const auto iou_max = static_cast<float>(scalar(3, 0));
+  const bool has_threshold = c.has(4);
+  const auto score_min = static_cast<float>(scalar(4, 0));
+  const bool centers = c.attr_i("center_point_box", 0) != 0;
+  const std::int64_t B = boxes.dims[0], N = boxes.dims[1], C = scores.dims[1];
+  struct Box {
+    float y1, x1, y2, x2, area;
+  };
+  auto box = [&](std::int64_t b, std::int64_t i) {
+    const float* v = boxes.f.data() + (b * N + i) * 4;
+    Box r{};
+    if (centers) {  // [x_center, y_center, width, height]
+      r = {v[1] - v[3] / 2, v[0] - v[2] / 2, v[1] + v[3] / 2, v[0] + v[2] / 2, 0};
+    } else {
+      r = {std::min(v[0], v[2]), std::min(v[1], v[3]), std::max(v[0], v[2]), std::max(v[1], v[3]),
+           0};
+    }
+    r.area = (r.y2 - r.y1) * (r.x2 - r.x1);
+    return r;
+  };
+  auto iou = [](const Box& p, const Box& q) {
+    const float h = std::max(0.0f, std::min(p.y2, q.y2) - std::max(p.y1, q.y1));
+    const float w = std::max(0.0f, std::min(p.x2, q.x2) - std::max(p.x1, q.x1));
+    const float inter = h * w;
+    if (p.area <= 0 || q.area <= 0 || inter <= 0) return 0.0f;
+    return inter / (p.area + q.area - inter);
+  };
+  Dims picked;
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t k = 0; k < C && max_out > 0; ++k) {
+      const float* sc = scores.f.data() + (b * C + k) * N;
+      std::vector<std::int64_t> order;
+      for (std::int64_t i = 0; i < N; ++i)
+        if (!has_threshold || sc[i] > score_min) order.push_back(i);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::int64_t p, std::int64_t q) { return sc[p] > sc[q]; });
+      std::vector<Box> kept;
+      for (std::int64_t i : order) {
+        if (static_cast<std::int64_t>(kept.size()) >= max_out) break;
+        const Box bi = box(b, i);
+        if (std::any_of(kept.begin(), kept.end(),
+                        [&](const Box& q) { return iou(bi, q) > iou_max; }))
+          continue;
+        kept.push_back(bi);
+        picked.insert(picked.end(), {b, k, i});
+      }
+    }
+  }
+  ir::Tensor r = empty_like(ir::kInt64, {static_cast<std::int64_t>(picked.size() / 3), 3});
+  r.i = picked;
+  return r;
+}
+
 // ConstantOfShape: the "value" attribute (one element; float 0 when absent) repeated over the
 // shape given by input 0.
 ir::Tensor constant_of_shape(Ctx& c) {
@@ -474,7 +621,9 @@ bool foldable(std::string_view op) {
                                      "ReduceMax",
                                      "ReduceMean",
                                      "Relu",
-                                     "NonZero"};
+                                     "NonZero",
+                                     "Unique",
+                                     "NonMaxSuppression"};
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
@@ -514,6 +663,16 @@ bool fold(Ctx& c) {
   }
   if (op == "NonZero") {  // its output's shape depends on the values: known ones only
     c.set(0, nonzero(*c.in(0).konst));
+    return true;
+  }
+  if (op == "Unique") {  // output shapes that depend on the values too
+    unique(c);
+    return true;
+  }
+  if (op == "NonMaxSuppression") {
+    if (!is_float(c.in(0).elem) || !is_float(c.in(1).elem))
+      c.fail("boxes and scores must be float");
+    c.set(0, non_max_suppression(c));
     return true;
   }
   if (op == "ConstantOfShape") {
