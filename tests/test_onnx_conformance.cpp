@@ -17,6 +17,8 @@
 //   HETGRAPH_ONNX_CONFORMANCE_STRIDE=10   # every 10th test only (the sanitizer builds)
 //   HETGRAPH_ONNX_CONFORMANCE_FILTER=conv # tests whose name contains this
 #include <gtest/gtest.h>
+#include <onnx/onnx-data_pb.h>
+#include <onnx/onnx_pb.h>
 
 #include <algorithm>
 #include <chrono>
@@ -248,6 +250,64 @@ Outcome classify(const std::exception& e, bool compiling) {
                        : short_reason(what)};
 }
 
+// Test data hetgraph cannot hold, met while reading a data set for the import's sequence shapes.
+struct SequenceDataError : hetgraph::DataError {
+  using hetgraph::DataError::DataError;
+};
+
+// Which of a model's inputs (initializers left out) and outputs are sequences of tensors:
+// their data files are SequenceProtos, read as one tensor per element ("<name>[k]", as the
+// importer names them).
+struct SequenceIo {
+  std::vector<bool> inputs, outputs;
+  std::vector<std::string> input_names;
+  bool any() const {
+    return std::find(inputs.begin(), inputs.end(), true) != inputs.end() ||
+           std::find(outputs.begin(), outputs.end(), true) != outputs.end();
+  }
+};
+SequenceIo sequence_io(const fs::path& model_path) {
+  ::onnx::ModelProto m;
+  std::ifstream f(model_path, std::ios::binary);
+  SequenceIo io;
+  if (!m.ParseFromIstream(&f)) return io;
+  std::set<std::string> initializers;
+  for (const auto& t : m.graph().initializer()) initializers.insert(t.name());
+  for (const auto& v : m.graph().input()) {
+    if (initializers.count(v.name())) continue;
+    io.inputs.push_back(v.type().has_sequence_type());
+    io.input_names.push_back(v.name());
+  }
+  for (const auto& v : m.graph().output()) io.outputs.push_back(v.type().has_sequence_type());
+  return io;
+}
+// The data files of one kind ("input_", "output_"), sequences flattened into their tensors.
+std::vector<ho::TensorData> read_data(const fs::path& set, const std::string& prefix,
+                                      const std::vector<bool>& is_sequence,
+                                      std::vector<std::size_t>* lengths = nullptr) {
+  std::vector<ho::TensorData> out;
+  const auto files = numbered(set, prefix);
+  for (std::size_t k = 0; k < files.size(); ++k) {
+    if (k >= is_sequence.size() || !is_sequence[k]) {
+      out.push_back(ho::read_tensor(files[k].string()));
+      if (lengths) lengths->push_back(0);
+      continue;
+    }
+    ::onnx::SequenceProto seq;
+    std::ifstream f(files[k], std::ios::binary);
+    if (!seq.ParseFromIstream(&f) || seq.elem_type() != ::onnx::SequenceProto::TENSOR) {
+      throw hetgraph::DataError(files[k].string() + ": not a sequence of tensors");
+    }
+    for (const auto& t : seq.tensor_values()) {
+      const std::string bytes = t.SerializeAsString();
+      out.push_back(ho::parse_tensor(std::as_bytes(std::span(bytes.data(), bytes.size())),
+                                     files[k].string()));
+    }
+    if (lengths) lengths->push_back(static_cast<std::size_t>(seq.tensor_values_size()));
+  }
+  return out;
+}
+
 void run_case(const Case& c, Platforms& platforms, Result& r) {
   const auto t0 = std::chrono::steady_clock::now();
   r.c = c;
@@ -260,8 +320,33 @@ void run_case(const Case& c, Platforms& platforms, Result& r) {
     return;
   }
   ho::Model base;
+  const SequenceIo seq = sequence_io(model_path);
   try {
-    base = ho::read_model(model_path.string(), {.float64_as_float32 = true});
+    ho::ImportOptions base_options{.float64_as_float32 = true};
+    if (seq.any()) {  // the importer needs the sequences' shapes: the first data set's
+      const auto sets = data_sets(c.dir);
+      std::vector<std::size_t> lengths;
+      std::vector<ho::TensorData> ins;
+      try {
+        if (!sets.empty()) ins = read_data(sets[0], "input_", seq.inputs, &lengths);
+      } catch (const hetgraph::DataError& e) {
+        throw SequenceDataError(e.what());
+      }
+      std::size_t at = 0;
+      for (std::size_t k = 0; k < lengths.size(); ++k) {
+        if (!seq.inputs[k]) {
+          ++at;
+          continue;
+        }
+        std::vector<hetgraph::Shape> shapes;
+        for (std::size_t e = 0; e < lengths[k]; ++e) shapes.push_back(ins[at++].shape);
+        base_options.sequence_shapes.push_back({seq.input_names[k], shapes});
+      }
+    }
+    base = ho::read_model(model_path.string(), base_options);
+  } catch (const SequenceDataError& e) {
+    all({"unsupported", short_reason(e.what())});  // data hetgraph cannot hold (an optional)
+    return;
   } catch (const hetgraph::Error& e) {
     all(classify(e, false));
     return;
@@ -280,23 +365,34 @@ void run_case(const Case& c, Platforms& platforms, Result& r) {
     hetgraph::InputShapes shapes;
     ho::Model m;
     try {
-      for (const auto& p : numbered(set, "input_")) ins.push_back(ho::read_tensor(p.string()));
-      for (const auto& p : numbered(set, "output_")) outs.push_back(ho::read_tensor(p.string()));
+      std::vector<std::size_t> lengths;
+      ins = read_data(set, "input_", seq.inputs, &lengths);
+      outs = read_data(set, "output_", seq.outputs);
       if (ins.size() != base.input_info.size()) {
         all({"error", std::to_string(ins.size()) + " input files for " +
                           std::to_string(base.input_info.size()) + " model inputs"});
         return;
       }
-      for (std::size_t k = 0; k < ins.size(); ++k) {
-        if (base.input_info[k].onnx_type == "bfloat16") as_bfloat16(ins[k]);
-        shapes.push_back({base.input_info[k].name, ins[k].shape});
-        r.float_only = r.float_only && (ins[k].onnx_type == "float" || ins[k].dtype == hetgraph::DType::i32);
+      std::vector<std::pair<std::string, std::vector<hetgraph::Shape>>> sequence_shapes;
+      for (std::size_t k = 0, at = 0; k < lengths.size(); ++k) {
+        const bool is_seq = k < seq.inputs.size() && seq.inputs[k];
+        if (is_seq) sequence_shapes.push_back({seq.input_names[k], {}});
+        for (std::size_t e = 0; e < (is_seq ? lengths[k] : 1); ++e, ++at) {
+          if (base.input_info[at].onnx_type == "bfloat16") as_bfloat16(ins[at]);
+          if (is_seq)
+            sequence_shapes.back().second.push_back(ins[at].shape);
+          else
+            shapes.push_back({base.input_info[at].name, ins[at].shape});
+          r.float_only = r.float_only &&
+                         (ins[at].onnx_type == "float" || ins[at].dtype == hetgraph::DType::i32);
+        }
       }
       for (const auto& o : outs) r.float_only = r.float_only && o.onnx_type == "float";
       // Inputs that are parameters (axes, shapes, pads fed as inputs) are given at import when
       // the importer asks for them.
       ho::ImportOptions opts;
       opts.input_shapes = shapes;
+      opts.sequence_shapes = sequence_shapes;
       opts.float64_as_float32 = true;
       for (std::size_t tries = 0;; ++tries) {
         try {

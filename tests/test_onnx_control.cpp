@@ -2,6 +2,7 @@
 // ONNX import of control flow and sequences (src/onnx/ops_control.cpp): If, Loop and Scan
 // unrolled at import, and sequences as lists known at import.
 #include <algorithm>
+#include <fstream>
 
 #include "onnx_test_util.hpp"
 
@@ -11,6 +12,56 @@ using namespace onnx_test;
 
 // If's condition from the input's shape (folded at import): a batch of 3 takes one branch, a
 // batch of 2 the other; a condition fed as a model input is asked for by name.
+// Sequences as model inputs and outputs: ImportOptions::sequence_shapes gives the shapes of a
+// sequence input's tensors, each an input "<name>[k]"; a sequence output is an output per
+// tensor. Without the shapes, the error names the input and the option.
+TEST(OnnxImport, SequencesInAndOutAreATensorEach) {
+  Builder b(12);
+  auto as_sequence = [](::onnx::ValueInfoProto* v, int elem) {
+    v->mutable_type()
+        ->mutable_sequence_type()
+        ->mutable_elem_type()
+        ->mutable_tensor_type()
+        ->set_elem_type(elem);
+  };
+  as_sequence(b.g->add_input(), 1);
+  b.g->mutable_input(0)->set_name("xs");
+  b.input("t", {2});
+  as_sequence(b.g->add_output(), 1);
+  b.g->mutable_output(0)->set_name("ys");
+  b.output("n", {}, 7);
+  b.node("SequenceInsert", {"xs", "t"}, {"ys"});
+  b.node("SequenceLength", {"ys"}, {"n"});
+  EXPECT_CONTAINS(error_of<ho::UnsupportedError>([&] { b.import(); }),
+                  "input 'xs' is a sequence of tensors: give their shapes in "
+                  "ImportOptions::sequence_shapes");
+  ho::ImportOptions o;
+  o.sequence_shapes = {{"xs", {Shape{3}, Shape{1}}}};
+  const ho::Model m = b.import(o);
+  ASSERT_EQ(m.input_info.size(), 3u);
+  EXPECT_EQ(m.input_info[0].name, "xs[0]");
+  EXPECT_EQ(m.input_info[1].shape, Shape{1});
+  ASSERT_EQ(m.output_info.size(), 4u);  // ys[0..2], n
+  EXPECT_EQ(m.output_info[2].name, "ys[2]");
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()), {});
+    const std::vector<float> a{1, 2, 3}, c{4}, t{5, 6};
+    cg.run({{"xs[0]", a}, {"xs[1]", c}, {"t", t}});
+    EXPECT_EQ(cg.read("ys[0]"), a);
+    EXPECT_EQ(cg.read("ys[1]"), c);
+    EXPECT_EQ(cg.read("ys[2]"), t);
+    EXPECT_EQ(cg.read_i32("n"), std::vector<std::int32_t>{3});
+  }
+  // What read_model describes before building: the same inputs.
+  const std::string path = (fs::temp_directory_path() / "hetgraph-sequences.onnx").string();
+  std::ofstream(path, std::ios::binary) << b.bytes();
+  const ho::Model described = ho::read_model(path, o);
+  ASSERT_EQ(described.input_info.size(), 3u);
+  EXPECT_EQ(described.input_info[1].name, "xs[1]");
+  fs::remove(path);
+}
+
 TEST(OnnxImport, IfTakesTheBranchItsConditionPicksAtImport) {
   Builder then_b, else_b;
   then_b.output("t", {"n", 4});

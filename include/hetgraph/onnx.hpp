@@ -78,6 +78,12 @@ struct ImportOptions {
   ///   ImportOptions o;
   ///   o.state = {{"past_k0", "present_k0"}, {"past_v0", "present_v0"}};
   std::vector<std::pair<std::string, std::string>> state{};
+  /// Inputs that are sequences of tensors, by name: the shapes of their tensors, in order.
+  /// Each tensor is an input of its own, named "<name>[k]" (input_info lists them); an output
+  /// that is a sequence is likewise one output per tensor, "<name>[0]", "<name>[1]", ...
+  ///   o.sequence_shapes = {{"frames", {Shape{3, 4}, Shape{5, 4}}}};
+  ///   ... cg.run({{"frames[0]", a}, {"frames[1]", b}});
+  std::vector<std::pair<std::string, std::vector<Shape>>> sequence_shapes{};
   /// Run onnx::checker on the model first.
   bool check = true;
   /// Hold float64 (double) tensors as float32, as float16 and bfloat16 are held: their values

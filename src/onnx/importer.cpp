@@ -167,7 +167,8 @@ class Importer {
     add_inputs();
     for (const ir::Node& n : m_.graph.nodes) add_node(n);
     add_outputs();
-    if (opt_.check) check_against_onnx();
+    // (ONNX's shape inference is given tensor types: not for models with sequences in or out.)
+    if (opt_.check && !has_sequence_io()) check_against_onnx();
   }
 
   /// Each value of the model's graph is defined once. onnx::checker says so too, but an import
@@ -568,7 +569,8 @@ class Importer {
     check(m_.graph);
     for (const auto* list : {&m_.graph.inputs, &m_.graph.outputs}) {
       for (const ir::ValueInfo& v : *list) {
-        if (!v.non_tensor.empty())
+        // Sequences of tensors are a tensor each (ImportOptions::sequence_shapes).
+        if (!v.non_tensor.empty() && !is_tensor_sequence(v))
           non_tensor += (non_tensor.empty() ? "" : ", ") + v.name + " (" + v.non_tensor + ")";
       }
     }
@@ -612,6 +614,42 @@ class Importer {
       }
     };
     check(m_.graph);
+  }
+
+  static bool is_tensor_sequence(const ir::ValueInfo& v) {
+    return v.non_tensor == "sequence" && (ir::held_as_float(v.elem) || ir::is_integral(v.elem));
+  }
+  bool has_sequence_io() const {
+    for (const auto* list : {&m_.graph.inputs, &m_.graph.outputs}) {
+      if (std::any_of(list->begin(), list->end(), is_tensor_sequence)) return true;
+    }
+    return false;
+  }
+
+  /// A sequence input: one graph input per tensor, "<name>[k]", of the shapes
+  /// ImportOptions::sequence_shapes gives it.
+  void add_sequence_input(const ir::ValueInfo& v, DType dtype) {
+    const auto given = std::find_if(opt_.sequence_shapes.begin(), opt_.sequence_shapes.end(),
+                                    [&](const auto& p) { return p.first == v.name; });
+    if (given == opt_.sequence_shapes.end()) {
+      throw UnsupportedError(m_.source + ": input '" + v.name +
+                             "' is a sequence of tensors: give their shapes in "
+                             "ImportOptions::sequence_shapes");
+    }
+    auto items = std::make_shared<std::vector<Value>>();
+    for (std::size_t k = 0; k < given->second.size(); ++k) {
+      const Shape& shape = given->second[k];
+      const std::string name = v.name + "[" + std::to_string(k) + "]";
+      if (const std::string why = too_large(Dims(shape.dims().begin(), shape.dims().end()));
+          !why.empty()) {
+        throw ShapeError(m_.source + ": input '" + name + "' has the shape " + why);
+      }
+      items->push_back(graph_input(name, v.elem, dtype, shape, {}, {}));
+    }
+    Value val;
+    val.seq = std::move(items);
+    val.elem = v.elem;
+    env[v.name] = std::move(val);
   }
 
   std::int64_t opset() const {
@@ -689,6 +727,10 @@ class Importer {
         throw UnsupportedError(m_.source + ": input '" + v.name + "' has element type " +
                                ir::elem_name(v.elem) + "; hetgraph runs float32 and int32 tensors");
       }
+      if (is_tensor_sequence(v)) {
+        add_sequence_input(v, dtype);
+        continue;
+      }
       const Dims dims = input_dims(v, given);
       if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
         throw UnsupportedError(m_.source + ": input '" + v.name + "' has rank " +
@@ -717,21 +759,26 @@ class Importer {
         state_inputs_.push_back({v.name, dims});
         continue;
       }
-      Node in = g.input(v.name, dtype);
-      set_input_type(in, {shape, dtype});
-      Value val;
-      // A float16 / bfloat16 input takes the values of its type: what is fed is rounded to them.
-      val.node = v.elem == ir::kFloat16    ? to_float16(in)
-                 : v.elem == ir::kBfloat16 ? to_bfloat16(in)
-                                           : in;
-      val.elem = v.elem;
+      Value val = graph_input(v.name, v.elem, dtype, shape, declared_dims(v), dim_names(v));
       val.from_input = v.name;
       env[v.name] = val;
-      out_.inputs.push_back(in);
-      out_.input_info.push_back(
-          {v.name, ir::elem_name(v.elem), dtype, shape, declared_dims(v), dim_names(v)});
-      out_.input_shapes.push_back({v.name, shape});
     }
+  }
+
+  /// A graph input of the model, listed in the model's inputs; its value.
+  Value graph_input(const std::string& name, int elem, DType dtype, const Shape& shape,
+                    Dims declared, std::vector<std::string> dim_names) {
+    Node in = g.input(name, dtype);
+    set_input_type(in, {shape, dtype});
+    Value val;
+    // A float16 / bfloat16 input takes the values of its type: what is fed is rounded to them.
+    val.node = elem == ir::kFloat16 ? to_float16(in) : elem == ir::kBfloat16 ? to_bfloat16(in) : in;
+    val.elem = elem;
+    out_.inputs.push_back(in);
+    out_.input_info.push_back(
+        {name, ir::elem_name(elem), dtype, shape, std::move(declared), std::move(dim_names)});
+    out_.input_shapes.push_back({name, shape});
+    return val;
   }
 
   /// An empty input holds no values: its shape is all there is to it, so it is a constant
@@ -926,23 +973,36 @@ class Importer {
         n.label = "(graph outputs)";
         return n;
       }();
-      Node v = materialize(o.name, kOutputs);
-      // An output that is an input, a variable or another output gets a view of its own,
-      // named after it (fetching and reading by name then work).
-      if (v.name() != o.name || used.count(v.id())) {
-        const TensorType t = type(v);
-        v = reshape(v, std::vector<std::int64_t>(t.shape.dims().begin(), t.shape.dims().end()));
-        if (!detail::impl_of(g).by_name.count(o.name)) v.named(o.name);
-        type(v);
-      }
-      used.insert(v.id());
-      const TensorType t = type(v);
-      out_.outputs.push_back(v);
       const int elem = o.elem != ir::kUndefined ? o.elem : it->second.elem;
-      out_.output_info.push_back(
-          {o.name, ir::elem_name(elem), t.dtype, t.shape, declared_dims(o), dim_names(o)});
+      if (it->second.seq) {  // a sequence: one output per tensor, "<name>[k]"
+        const std::vector<Value> items = *it->second.seq;  // (materializing grows env)
+        for (std::size_t k = 0; k < items.size(); ++k) {
+          const std::string name = o.name + "[" + std::to_string(k) + "]";
+          Node v = items[k].node.valid() ? items[k].node : make_node(items[k], name, kOutputs);
+          add_output(v, name, elem, {}, {}, used);
+        }
+        continue;
+      }
+      add_output(materialize(o.name, kOutputs), o.name, elem, declared_dims(o), dim_names(o), used);
     }
     add_state_updates();
+  }
+
+  // An output that is an input, a variable or another output gets a view of its own, named
+  // after it (fetching and reading by name then work).
+  void add_output(Node v, const std::string& name, int elem, const Dims& dims,
+                  const std::vector<std::string>& dim_names,
+                  std::unordered_set<std::uint32_t>& used) {
+    if (v.name() != name || used.count(v.id())) {
+      const TensorType t = type(v);
+      v = reshape(v, std::vector<std::int64_t>(t.shape.dims().begin(), t.shape.dims().end()));
+      if (!detail::impl_of(g).by_name.count(name)) v.named(name);
+      type(v);
+    }
+    used.insert(v.id());
+    const TensorType t = type(v);
+    out_.outputs.push_back(v);
+    out_.output_info.push_back({name, ir::elem_name(elem), t.dtype, t.shape, dims, dim_names});
   }
 
   bool is_state(const std::string& input) const {
@@ -1511,9 +1571,21 @@ Model import_parsed(ir::Model parsed, const ImportOptions& options, bool build) 
     const bool init = std::any_of(g.initializers.begin(), g.initializers.end(),
                                   [&](const ir::Tensor& t) { return t.name == v.name; });
     if (init) continue;
-    m.input_info.push_back({v.name, ir::elem_name(v.elem),
-                            ir::held_as_float(v.elem) ? DType::f32 : DType::i32, Shape{},
-                            imp::declared_dims(v), imp::dim_names(v)});
+    const DType dtype = ir::held_as_float(v.elem) ? DType::f32 : DType::i32;
+    const auto seq = std::find_if(options.sequence_shapes.begin(), options.sequence_shapes.end(),
+                                  [&](const auto& p) { return p.first == v.name; });
+    if (v.non_tensor == "sequence" && seq != options.sequence_shapes.end()) {
+      for (std::size_t k = 0; k < seq->second.size(); ++k)  // as the import names them
+        m.input_info.push_back({v.name + "[" + std::to_string(k) + "]",
+                                ir::elem_name(v.elem),
+                                dtype,
+                                seq->second[k],
+                                {},
+                                {}});
+      continue;
+    }
+    m.input_info.push_back(
+        {v.name, ir::elem_name(v.elem), dtype, Shape{}, imp::declared_dims(v), imp::dim_names(v)});
   }
   return m;
 }

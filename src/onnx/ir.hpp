@@ -70,6 +70,7 @@ struct ValueInfo {
   bool has_shape = false;
   std::vector<Dim> dims;
   std::string non_tensor;  // "sequence", "optional", ...: a value that is not a tensor
+                           // (a sequence of tensors: `elem` is its tensors' type)
 };
 
 struct Graph;

@@ -322,6 +322,9 @@ ValueInfo from_proto(const pb::ValueInfoProto& v) {
   ValueInfo out;
   out.name = v.name();
   if (!v.type().has_tensor_type()) {
+    // A sequence of tensors: the element type of its tensors.
+    if (v.type().has_sequence_type() && v.type().sequence_type().elem_type().has_tensor_type())
+      out.elem = v.type().sequence_type().elem_type().tensor_type().elem_type();
     out.non_tensor = v.type().has_sequence_type()        ? "sequence"
                      : v.type().has_optional_type()      ? "optional"
                      : v.type().has_map_type()           ? "map"
