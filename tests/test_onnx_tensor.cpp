@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // ONNX import of the layout and data-movement ops (src/onnx/ops_tensor.cpp): run on every
 // platform, exported and imported back, and their errors naming the node.
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -12,6 +13,57 @@ using namespace onnx_test;
 
 // Pad moves data, so integer tensors pad too (int64 held as int32), in every mode; the
 // constant is taken exactly.
+// Dropout in training mode with a ratio is hetgraph's dropout: each element 0 or x / (1 - ratio),
+// the mask output true where kept, new masks every run (the model's dropout step advances),
+// the same masks for the same graph and seed.
+TEST(OnnxImport, TrainingModeDropoutDrawsNewMasksEachRun) {
+  Builder b(13);
+  b.input("x", {1000}).output("y", {1000}).output("z", {1000}, 9);
+  b.floats("r", {}, {0.25f});
+  auto* t = b.g->add_initializer();
+  t->set_name("t");
+  t->set_data_type(9);  // bool
+  t->add_int32_data(1);
+  Builder::attr(b.node("Dropout", {"x", "r", "t"}, {"y", "z"}), "seed", std::int64_t{7});
+  const ho::Model m = b.import();
+  std::vector<float> x(1000);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.5f + static_cast<float>(i % 7);
+  std::vector<std::vector<float>> first;
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    CompiledGraph cg = m.compile(GraphCompiler(pc.make()), {});
+    std::vector<std::vector<float>> runs;
+    for (int run = 0; run < 2; ++run) {
+      cg.run({{"x", x}});
+      const std::vector<float> y = cg.read("y");
+      const std::vector<std::int32_t> z = cg.read_i32("z");
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        ASSERT_TRUE(y[i] == 0.0f || y[i] == x[i] * (1.0f / 0.75f)) << i << ": " << y[i];
+        ASSERT_EQ(z[i] != 0, y[i] != 0.0f) << i;
+        kept += y[i] != 0.0f;
+      }
+      EXPECT_NEAR(static_cast<double>(kept), 750.0, 5 * std::sqrt(1000 * 0.25 * 0.75));
+      runs.push_back(y);
+    }
+    EXPECT_NE(runs[0], runs[1]);  // the step advanced: new masks
+    if (first.empty()) first = runs;
+    EXPECT_EQ(runs, first);  // the same graph and seed: the same masks, on every platform
+  }
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    Builder bad(13);
+                    bad.input("x", {4}).output("y", {4});
+                    bad.floats("r", {}, {1.0f});
+                    auto* tt = bad.g->add_initializer();
+                    tt->set_name("t");
+                    tt->set_data_type(9);
+                    tt->add_int32_data(1);
+                    bad.node("Dropout", {"x", "r", "t"}, {"y"});
+                    bad.import();
+                  }),
+                  "ratio 1.000000 is outside [0, 1)");
+}
+
 TEST(OnnxImport, IntegerTensorsPadInEveryMode) {
   const std::vector<std::int32_t> x{1, 2, 3, 4, 5, 6};  // [2, 3]
   const std::pair<const char*, std::vector<std::int32_t>> modes[] = {

@@ -131,8 +131,9 @@ class Model {
   std::vector<Node> inputs;     // in the model's order; named by the ONNX input names
   std::vector<Node> outputs;    // in the model's order; named by the ONNX output names
   std::vector<Node> variables;  // initializers used as float tensors (trainable)
-  /// One assign per ImportOptions::state pair (its input's variable <- its output), which
-  /// compile() fetches beside the outputs.
+  /// One assign per ImportOptions::state pair (its input's variable <- its output), and one
+  /// that advances the step counter of training-mode Dropouts (each run draws new masks),
+  /// which compile() fetches beside the outputs.
   std::vector<Node> state_updates;
   std::vector<ValueDesc> input_info, output_info;
   InputShapes input_shapes;      // the shapes the graph was built for: give them to compile()

@@ -429,6 +429,20 @@ class Importer {
     return v;
   }
 
+  /// The step counter training-mode Dropouts draw their masks with: a variable (0 at first)
+  /// that every run advances once its other nodes are done (a state update), so each run
+  /// draws new masks. One per model.
+  Node dropout_step() {
+    if (!dropout_step_.valid()) {
+      std::string name = "dropout_step";
+      for (int k = 2; detail::impl_of(g).by_name.count(name); ++k)
+        name = "dropout_step_" + std::to_string(k);
+      dropout_step_ = g.variable(name, Shape{});  // 0 at first
+      out_.state_updates.push_back(assign(dropout_step_, dropout_step_ + 1.0f));
+    }
+    return dropout_step_;
+  }
+
   std::vector<Value> run_body(const ir::Node& n, const ir::Graph& body, std::vector<Value> args) {
     if (args.size() != body.inputs.size()) {
       throw ShapeError(m_.source + ": ONNX node " + n.label + ": its body '" + body.name +
@@ -547,6 +561,7 @@ class Importer {
 
   std::unordered_map<std::string, Value> env;
   std::vector<std::pair<std::string, Dims>> empty_inputs_;  // inputs given an empty shape
+  Node dropout_step_;                                       // see dropout_step()
   std::vector<std::pair<std::string, Dims>> state_inputs_;  // ImportOptions::state's inputs
 
  private:
@@ -1308,6 +1323,10 @@ Graph& Ctx::graph() const {
 const ImportOptions& Ctx::options() const {
   return im.options();
 }
+Node Ctx::dropout_step() {
+  return im.dropout_step();
+}
+
 Node Ctx::variable(const std::string& name, const Dims& dims, std::vector<float> values) {
   if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank)) {
     unsupported("a variable of rank " + std::to_string(dims.size()));

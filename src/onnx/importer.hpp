@@ -125,6 +125,8 @@ class Ctx {
   const ImportOptions& options() const;
   /// A trainable variable made at import (e.g. weights with a batch norm folded in).
   Node variable(const std::string& name, const Dims& dims, std::vector<float> values);
+  /// The model's step counter for training-mode Dropout masks (advanced after every run).
+  Node dropout_step();
   /// The one node that reads output k (nullptr when it has no or several readers, or is a
   /// graph output).
   const ir::Node* sole_consumer(std::size_t k) const;

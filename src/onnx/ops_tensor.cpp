@@ -5,7 +5,9 @@
 // ArgMax / ArgMin and TopK. Each works on a value known at import (on the host) or on a graph node.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <numeric>
+#include <string>
 
 #include "compiler/graph_impl.hpp"
 #include "onnx/importer.hpp"
@@ -748,7 +750,11 @@ void pad(Ctx& c) {
 }
 
 // Inference Dropout is the identity; so is one in training mode whose ratio is known to be 0
-// (torchvision's Swin exports those).
+// (torchvision's Swin exports those). In training mode with a ratio, hetgraph's dropout op:
+// elements kept with probability 1 - ratio and scaled by 1 / (1 - ratio), the mask drawn from
+// the node's seed (its attribute, or one from its output's name: the same graph gives the
+// same masks) and the model's dropout step, which every run advances. The mask output is the
+// same draw over ones.
 void dropout(Ctx& c) {
   if (c.version >= 12 && c.has(2)) {
     const ir::Tensor& t = c.known_tensor(2, "training_mode");
@@ -758,7 +764,22 @@ void dropout(Ctx& c) {
         const std::vector<float> r = c.floats(1, "ratio");
         if (!r.empty()) ratio = r[0];
       }
-      if (ratio != 0.0f) c.unsupported("training mode with ratio " + std::to_string(ratio));
+      if (!(ratio >= 0.0f && ratio < 1.0f))
+        c.fail("ratio " + std::to_string(ratio) + " is outside [0, 1)");
+      if (ratio != 0.0f) {
+        const std::uint64_t seed = c.has_attr("seed")
+                                       ? static_cast<std::uint64_t>(c.attr_i("seed", 0))
+                                       : std::hash<std::string>{}(c.n.outputs[0]);
+        const Node step = c.dropout_step();
+        c.set(0, hetgraph::dropout(c.f32(0), step, ratio, seed));
+        if (c.wants(1)) {
+          const Dims d = c.dims(0);
+          const Node ones = c.constant(d, c.host<float>(numel(d), 1.0f));
+          c.set(1, greater(hetgraph::dropout(ones, step, ratio, seed), c.constant(0.0f)),
+                ir::kBool);
+        }
+        return;
+      }
     }
   }
   c.alias(0, 0);
