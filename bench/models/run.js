@@ -214,8 +214,9 @@ for (const e of entries) {
   summaries.push(s);
   // The same ratio within each round (hetgraph against ONNX Runtime's best configuration of
   // that round), then its median over the rounds: a machine that turns slower for a while
-  // (seen here: every 2-thread run 1.4-1.8x slower for minutes, ONNX Runtime's as much as
-  // hetgraph's) moves both sides of a round's ratio, where it skews medians taken apart.
+  // (seen here: one configuration's median up to 2.5x apart between rounds, ONNX Runtime's
+  // as much as hetgraph's) moves both sides of a round's ratio, where it skews medians taken
+  // apart.
   const rr = {kind: 'model-round-ratios', commit, cpu, model: e.model, batch: e.batch,
               serving: e.batch !== 1, rounds, hetgraph: {}};
   for (const v of variants) {
