@@ -171,16 +171,17 @@ TEST(OnnxImport, BitShiftWrapsAtItsWidth) {
 // IDF (the weight where counted) or TFIDF (count times weight) into the columns ngram_indexes
 // names; a pool that ngram_counts does not split into n-grams is an error naming the node.
 TEST(OnnxImport, TfIdfVectorizerCountsNgramsWithSkips) {
-  auto model = [](const std::string& mode, std::vector<std::int64_t> starts) {
+  auto model = [](const std::string& mode, std::vector<std::int64_t> starts,
+                  std::vector<std::int64_t> columns = {4, 0, 1, 3}) {
     Builder b(9);
-    b.input("x", {2, 6}, 7).output("y", {2, 5});
+    b.input("x", {2, 6}, 7).output("y", {2, "columns"});
     auto* n = b.node("TfIdfVectorizer", {"x"}, {"y"});
     Builder::attr(n, "mode", mode);
     Builder::attr(n, "min_gram_length", std::int64_t{1});
     Builder::attr(n, "max_gram_length", std::int64_t{2});
     Builder::attr(n, "max_skip_count", std::int64_t{1});
     Builder::attr(n, "ngram_counts", std::move(starts));
-    Builder::attr(n, "ngram_indexes", std::vector<std::int64_t>{4, 0, 1, 3});
+    Builder::attr(n, "ngram_indexes", std::move(columns));
     // unigrams 3 and 5, bigrams (5, 6) and (6, 7)
     Builder::attr(n, "pool_int64s", std::vector<std::int64_t>{3, 5, 5, 6, 6, 7});
     auto* w = n->add_attribute();
@@ -202,6 +203,11 @@ TEST(OnnxImport, TfIdfVectorizerCountsNgramsWithSkips) {
     run_everywhere(m, {{"x", x}}, false,
                    [&](CompiledGraph& cg, const ho::Model&) { EXPECT_EQ(cg.read("y"), y); });
   }
+  // Two n-grams in one column add up (3 and 5 both in column 0).
+  run_everywhere(model("TF", {0, 2}, {0, 0, 1, 2}).import(), {{"x", x}}, false,
+                 [&](CompiledGraph& cg, const ho::Model&) {
+                   EXPECT_EQ(cg.read("y"), (std::vector<float>{4, 1, 1, 2, 2, 1}));
+                 });
   EXPECT_CONTAINS(error_of<ShapeError>([&] {
                     model("TF", {0, 3}).import();
                   }),

@@ -431,13 +431,6 @@ void bit_shift(Ctx& c) {
   }
 }
 
-// TfIdfVectorizer over integer ids, [C] or [N, C]: each n-gram of the pool (lengths
-// min_gram_length to max_gram_length; n-grams of 2 or more tokens also with 1 to
-// max_skip_count items skipped between their tokens) is counted per row, as the comparisons of
-// n shifted slices of X with the pool's tokens (one [N, positions, n-grams] block per length
-// and skip), and-ed and summed. Then the mode (TF: the counts; IDF: the weight where counted;
-// TFIDF: count times weight) and the output columns ngram_indexes names: one product with a
-// constant 0/1 matrix, exact for counts in float32.
 // TfIdfVectorizer's pool, checked: section k of pool_int64s (from ngram_counts[k] to the next
 // start) holds (k + 1)-grams; ngram_indexes gives each n-gram's output column, weights its
 // weight (1 when absent).
@@ -478,6 +471,12 @@ NgramPool ngram_pool(Ctx& c) {
   return p;
 }
 
+// TfIdfVectorizer over integer ids, [C] or [N, C]: each n-gram of the pool (lengths
+// min_gram_length to max_gram_length; n-grams of 2 or more tokens also with 1 to
+// max_skip_count items skipped between their tokens) is counted per row, as the comparisons of
+// n shifted slices of X with the pool's tokens (one [N, positions, n-grams] block per length
+// and skip), and-ed and summed. Then the mode (TF: the counts; IDF: the weight where counted;
+// TFIDF: count times weight), each n-gram into the output column ngram_indexes names.
 void tfidf_vectorizer(Ctx& c) {
   const int elem = c.elem(0);
   if (c.has_attr("pool_strings") || !ir::is_integral(elem) || elem == ir::kBool)
@@ -527,10 +526,26 @@ void tfidf_vectorizer(Ctx& c) {
   const Node w = c.constant({1, p.grams}, p.weights);
   if (mode == "IDF") v = mul(cast(greater(v, c.constant(0.0f)), DType::f32), w);
   if (mode == "TFIDF") v = mul(v, w);
-  std::vector<float> to_column = c.host<float>(p.grams * p.outs);
-  for (std::int64_t i = 0; i < p.grams; ++i)
-    to_column[static_cast<std::size_t>(i * p.outs + p.columns[static_cast<std::size_t>(i)])] = 1;
-  const Node y = matmul(v, c.constant({p.grams, p.outs}, std::move(to_column)));
+  // Output column o is the n-gram ngram_indexes puts there, or 0: one gather from v with a
+  // zero column after it (work and constants in the columns, not columns x n-grams). Two
+  // n-grams sharing a column add up: a product with a 0/1 matrix then.
+  std::vector<std::int32_t> from = c.host<std::int32_t>(p.outs, static_cast<std::int32_t>(p.grams));
+  bool shared = false;
+  for (std::int64_t i = 0; i < p.grams; ++i) {
+    auto& f = from[static_cast<std::size_t>(p.columns[static_cast<std::size_t>(i)])];
+    shared = shared || f != p.grams;
+    f = static_cast<std::int32_t>(i);
+  }
+  Node y;
+  if (!shared) {
+    const Node padded = concat({v, c.constant({rows, 1}, c.host<float>(rows))}, 1);
+    y = gather(padded, g.constant_i32(Shape{p.outs}, std::move(from)), 1);
+  } else {
+    std::vector<float> to_column = c.host<float>(p.grams * p.outs);
+    for (std::int64_t i = 0; i < p.grams; ++i)
+      to_column[static_cast<std::size_t>(i * p.outs + p.columns[static_cast<std::size_t>(i)])] = 1;
+    y = matmul(v, c.constant({p.grams, p.outs}, std::move(to_column)));
+  }
   c.set(0, dx.size() == 1 ? c.reshape(y, {p.outs}) : y, ir::kFloat);
 }
 
