@@ -263,7 +263,7 @@ class CpuExecutable final : public Executable {
   void* host_pointer(std::uint32_t node) override { return address(node); }
   void copy_in(std::uint32_t node, const void* src, std::size_t bytes) override {
     std::memcpy(host_pointer(node), src, bytes);
-    writes_->fetch_add(1, std::memory_order_release);
+    note_host_write(node);
   }
   void copy_out(std::uint32_t node, void* dst, std::size_t bytes) override {
     std::memcpy(dst, host_pointer(node), bytes);
@@ -271,7 +271,13 @@ class CpuExecutable final : public Executable {
   void copy_in_at(std::uint32_t node, std::size_t offset, const void* src,
                   std::size_t bytes) override {
     std::memcpy(static_cast<std::byte*>(host_pointer(node)) + offset, src, bytes);
-    writes_->fetch_add(1, std::memory_order_release);
+    note_host_write(node);
+  }
+  // Packed copies of fixed weights are reordered again after a host write of a variable or a
+  // constant; inputs are never fixed weights, and feeding them each run must not count.
+  void note_host_write(std::uint32_t node) {
+    if (plan().nodes[node].storage != Storage::Input)
+      writes_->fetch_add(1, std::memory_order_release);
   }
   // The arena is fresh anonymous memory when variables are initialised.
   bool memory_starts_zeroed() const override { return true; }

@@ -100,12 +100,16 @@ class FixedWeights {
     if (fresh_.load(std::memory_order_relaxed) && seen_.load(std::memory_order_relaxed) == now)
       return;
     reorder_.execute(dnnl_stream(), args_);
+    reorders_.fetch_add(1, std::memory_order_relaxed);
     seen_.store(now, std::memory_order_relaxed);
     fresh_.store(true, std::memory_order_release);
   }
   const std::atomic<std::uint64_t>* host_writes() const { return host_writes_; }
+  /// Reorders of every FixedWeights in the process (fixed_weight_reorders).
+  static std::uint64_t reorders() { return reorders_.load(std::memory_order_relaxed); }
 
  private:
+  static inline std::atomic<std::uint64_t> reorders_{0};
   const std::atomic<std::uint64_t>* host_writes_;
   dnnl::memory::desc desc_;
   std::vector<float> buffer_;

@@ -118,6 +118,9 @@ ActivationLayout conv_activation_layout();
 /// then).
 bool grouped_conv_takes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout,
                                int max_team);
+/// Reorders of fixed weights into their packed copies (FixedWeights) in this process so far:
+/// tests check that feeding inputs causes none.
+std::uint64_t fixed_weight_reorders();
 /// Whether oneDNN has Winograd convolutions on this CPU (assign_layouts' nChw16c layers); never
 /// with reference kernels only.
 bool winograd_available();

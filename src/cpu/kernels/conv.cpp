@@ -546,6 +546,10 @@ ActivationLayout conv_activation_layout() {
   return layout;
 }
 
+std::uint64_t fixed_weight_reorders() {
+  return FixedWeights::reorders();
+}
+
 bool grouped_conv_takes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout,
                                int max_team) {
   if (layout == ActivationLayout::nchw) return false;
