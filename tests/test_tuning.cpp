@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cpu/kernel.hpp"
 #include "cpu/topology.hpp"
 #include "cpu/tuning_cache.hpp"
 #include "test_util.hpp"
@@ -571,3 +572,77 @@ TEST(AdaptToLoad, GraphsRunAtOnceInOneProcessShareTheCores) {
 }
 
 }  // namespace
+
+// The layout search (CompileOptions::experimental.layout_search): a graph with enough
+// convolution work is planned once per layout oneDNN has fast kernels for here, the plans are
+// timed and the fastest kept; the next compile in the process takes the same layout without
+// timing (its results are bitwise the first's); results equal the platform's layout's within
+// rounding. Small graphs, graphs that write variables, fixed engines and the option off are
+// not searched.
+TEST(LayoutSearch, ConvolutionLayoutsAreTimedOnceAndTheFastestKept) {
+  CacheDir cache;
+  const std::string own = detail::layout_name(detail::cpu::conv_activation_layout());
+  const std::vector<detail::ActivationLayout> alternatives =
+      detail::cpu::conv_layout_alternatives();
+  if (own == "nchw" || alternatives.empty())
+    GTEST_SKIP() << "oneDNN has one fast convolution layout on this CPU: nothing to search";
+  // Two 3x3 convolutions of 64 channels at 40x40: 1.2e8 multiply-adds, every layout blocks
+  // both results.
+  auto net = [](Graph& g, std::int64_t channels) {
+    auto x = g.input("x");
+    auto w1 = g.variable("w1", {channels, channels, 3, 3}, Initializer::uniform(-0.05f, 0.05f, 1));
+    auto w2 = g.variable("w2", {channels, channels, 3, 3}, Initializer::uniform(-0.05f, 0.05f, 2));
+    const Conv2dOptions same{.padding = {1, 1}};
+    return conv2d(relu(conv2d(x, w1, same)), w2, same);
+  };
+  Graph g;
+  const Node y = net(g, 64);
+  const InputShapes shapes{{"x", {1, 64, 40, 40}}};
+  const auto xv = testing_util::random_vec(64 * 40 * 40, 61);
+  auto first = GraphCompiler().compile(g, shapes, {y});
+  const CompileReport& r = first.report();
+  ASSERT_EQ(r.layout_seconds.size(), 1 + alternatives.size());
+  EXPECT_EQ(r.layout_seconds[0].first, own);  // the platform's layout first
+  bool chosen_timed = false;
+  for (const auto& [layout, seconds] : r.layout_seconds) {
+    EXPECT_GT(seconds, 0.0) << layout;
+    chosen_timed = chosen_timed || layout == r.conv_layout;
+  }
+  EXPECT_TRUE(chosen_timed) << r.conv_layout;
+  first.run({{"x", xv}});
+  const std::vector<float> y1 = first.read(y);
+
+  auto again = GraphCompiler().compile(g, shapes, {y});
+  EXPECT_TRUE(again.report().layout_seconds.empty());  // the process's choice: no timing
+  EXPECT_EQ(again.report().conv_layout, r.conv_layout);
+  again.run({{"x", xv}});
+  EXPECT_EQ(again.read(y), y1);
+
+  CompileOptions off;
+  off.experimental.layout_search = false;
+  auto plain = GraphCompiler(Platform::cpu(), off).compile(g, shapes, {y});
+  EXPECT_TRUE(plain.report().layout_seconds.empty());
+  EXPECT_EQ(plain.report().conv_layout, own);
+  plain.run({{"x", xv}});
+  const std::vector<float> y0 = plain.read(y);
+  ASSERT_EQ(y0.size(), y1.size());
+  for (std::size_t i = 0; i < y0.size(); ++i) ASSERT_NEAR(y1[i], y0[i], 1e-4f) << i;
+
+  // Not searched: the sequential engine, a small network, a graph that writes a variable.
+  CpuOptions seq;
+  seq.engine = CpuEngine::sequential;
+  auto fixed = GraphCompiler(Platform::cpu(seq)).compile(g, shapes, {y});
+  EXPECT_TRUE(fixed.report().layout_seconds.empty());
+  EXPECT_EQ(fixed.report().conv_layout, own);
+  Graph small;
+  const Node ys = net(small, 16);
+  auto s = GraphCompiler().compile(small, {{"x", {1, 16, 40, 40}}}, {ys});
+  EXPECT_TRUE(s.report().layout_seconds.empty());
+  EXPECT_EQ(s.report().conv_layout, own);
+  Graph trained;
+  const Node yt = net(trained, 64);
+  auto w = trained.variable("scale", {1});
+  auto step = assign(w, add(w, reduce_mean(yt)));
+  auto t = GraphCompiler().compile(trained, shapes, {yt, step});
+  EXPECT_TRUE(t.report().layout_seconds.empty());
+}

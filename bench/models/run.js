@@ -139,7 +139,8 @@ function runOne(e, c, round) {
                          runs: res.runs ?? res.repeat, peak_rss_mib: res.peak_rss_mib});
     if (c.who === 'hetgraph') {
       Object.assign(line, {executors: res.executors, engine: res.engine, nodes: res.nodes,
-                           tuning_runs: res.tuning_runs, code_path: res.code_path});
+                           tuning_runs: res.tuning_runs, code_path: res.code_path,
+                           conv_layout: res.conv_layout, layout_seconds: res.layout_seconds});
       if (res.profile) {
         const per = (t) => t / res.profile.runs;
         line.profile = {runs: res.profile.runs, node_s_per_run: per(res.profile.node_s),

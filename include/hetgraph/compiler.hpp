@@ -500,6 +500,18 @@ struct CompileOptions {
     /// residual block runs without reorders around its depthwise convolution. Off: only
     /// convolutions of one group keep it.
     bool grouped_conv_layouts = true;
+    /// With `blocked_layouts`, on the CPU's automatic engine, for a graph that does not write
+    /// its variables and has at least 5e7 multiply-adds of convolutions: the layout search.
+    /// Which layout is fastest depends on the model, not only on the CPU (here channels-last
+    /// for ShuffleNet and ConvNeXt, nChw16c for DenseNet and ResNet-50 at batch 8, nChw8c for
+    /// the MobileNets, RegNet and EfficientNet, whose channel counts are multiples of 8 but not
+    /// of 16: 5-14% apart; bench/README.md, "The layout search"). compile() plans the graph once
+    /// per layout oneDNN has fast kernels for, and where the plans differ, times each on zero
+    /// inputs (a few interleaved runs on the sequential engine) and keeps the fastest; the
+    /// choice goes to the tuning cache, so a later process compiles the graph once. Results
+    /// differ between layouts by rounding only. CompileReport::conv_layout says what was
+    /// chosen. Off: the platform's layout (conv_layout), as before.
+    bool layout_search = true;
     /// With `blocked_layouts`, on CPUs where oneDNN has no Winograd kernels (AVX2 without
     /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s) between blocked values run
     /// hetgraph's own Winograd kernels, with the bias, residual and relu / leaky_relu / clip
@@ -634,6 +646,12 @@ struct CompileReport {
   /// Wall time of each compiler pass, in order ("build" first), then of the platform's
   /// instantiation ("instantiate": memory and kernels).
   std::vector<std::pair<std::string, double>> pass_seconds;
+  /// The layout convolutions pass their values in ("nchw", "nhwc", "nChw8c", "nChw16c"), and
+  /// what the layout search timed (CompileOptions::experimental.layout_search): each layout's
+  /// median seconds per run; empty where nothing was timed (no search, or the tuning cache's
+  /// choice).
+  std::string conv_layout = "nchw";
+  std::vector<std::pair<std::string, double>> layout_seconds;
 };
 
 /// A run started by CompiledGraph::run_async. wait() finishes it (in the thread that started

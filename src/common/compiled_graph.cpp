@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The public GraphCompiler / CompiledGraph / Platform over the internal Backend and Executable.
+#include <algorithm>
 #include <chrono>
 #include <new>
 #include <sstream>
@@ -89,6 +90,58 @@ detail::PlanOptions plan_options(const CompileOptions& o, detail::Backend& backe
   return po;
 }
 
+// Convolution work below which the layout search does not pay for its trial runs (a test's
+// small network; mobilenet_v3_small at batch 1 has 6e7).
+constexpr double kLayoutSearchMacs = 5e7;
+
+// The layout convolutions pass values in: the first blocked value's, else plain.
+std::string conv_layout_of(const detail::Plan& p) {
+  for (const detail::PlanNode& n : p.nodes) {
+    if (n.layout != detail::ActivationLayout::nchw) return detail::layout_name(n.layout);
+  }
+  return "nchw";
+}
+
+// The layout search (CompileOptions::experimental.layout_search): the graph planned once per
+// layout the platform offers besides its own, where that changes the plan, and the platform's
+// pick among them. Plans that write variables are not searched: the platform times them by
+// running them.
+std::shared_ptr<const detail::Plan> search_layouts(const detail::GraphImpl& g,
+                                                   const InputShapes& shapes,
+                                                   const std::vector<std::uint32_t>& ids,
+                                                   detail::PlanOptions po, detail::Backend& backend,
+                                                   std::shared_ptr<const detail::Plan> plan,
+                                                   CompileReport& r) {
+  using detail::PlanNode;
+  const std::vector<detail::ActivationLayout> alternatives = backend.layout_alternatives();
+  if (alternatives.empty() || po.conv_layout == detail::ActivationLayout::nchw || plan->winograd ||
+      detail::convolution_macs(*plan) < kLayoutSearchMacs ||
+      std::any_of(plan->nodes.begin(), plan->nodes.end(),
+                  [](const PlanNode& n) { return n.writes_variable(); }))
+    return plan;
+  auto layouts = [](const detail::Plan& p) {
+    std::vector<detail::ActivationLayout> l;
+    for (const PlanNode& n : p.nodes) l.push_back(n.layout);
+    return l;
+  };
+  std::vector<std::shared_ptr<const detail::Plan>> plans{plan};
+  std::vector<std::vector<detail::ActivationLayout>> seen{layouts(*plan)};
+  for (const detail::ActivationLayout l : alternatives) {
+    po.conv_layout = l;
+    auto q = detail::compile_plan(g, shapes, ids, po);
+    auto ql = layouts(*q);
+    if (q->winograd || std::find(seen.begin(), seen.end(), ql) != seen.end()) continue;
+    plans.push_back(std::move(q));
+    seen.push_back(std::move(ql));
+  }
+  if (plans.size() == 1) return plan;
+  std::vector<double> seconds;
+  const std::size_t k = std::min(backend.pick_plan(plans, seconds), plans.size() - 1);
+  for (std::size_t i = 0; i < seconds.size() && i < plans.size(); ++i)
+    r.layout_seconds.emplace_back(conv_layout_of(*plans[i]), seconds[i]);
+  return plans[k];
+}
+
 }  // namespace
 
 CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& input_shapes,
@@ -102,7 +155,12 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   }
   detail::Backend& backend = detail::backend_of(platform_);
   const detail::PlanOptions po = plan_options(options_, backend);
-  auto plan = detail::compile_plan(detail::impl_of(graph), input_shapes, ids, po);
+  CompileReport searched;
+  std::shared_ptr<const detail::Plan> plan =
+      detail::compile_plan(detail::impl_of(graph), input_shapes, ids, po);
+  const auto t_search = std::chrono::steady_clock::now();
+  if (options_.experimental.layout_search)
+    plan = search_layouts(detail::impl_of(graph), input_shapes, ids, po, backend, plan, searched);
   for (std::uint32_t v : plan->variables) {
     detail::InitialValues::check(plan->nodes[v].init, plan->nodes[v].label);
   }
@@ -150,7 +208,12 @@ CompiledGraph GraphCompiler::compile(const Graph& graph, const InputShapes& inpu
   CompileReport& r = cg.exe_->report();
   r.setup_s = std::chrono::duration<double>(t1 - t0).count();
   r.pass_seconds = cg.exe_->plan().pass_seconds;
+  if (!searched.layout_seconds.empty())
+    r.pass_seconds.emplace_back("layout_search",
+                                std::chrono::duration<double>(t_plan - t_search).count());
   r.pass_seconds.emplace_back("instantiate", std::chrono::duration<double>(t1 - t_plan).count());
+  r.conv_layout = conv_layout_of(*plan);
+  r.layout_seconds = std::move(searched.layout_seconds);
   return cg;
 }
 

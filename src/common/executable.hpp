@@ -102,6 +102,18 @@ class hetgraph::Platform::Impl : public detail::Capabilities {
   virtual detail::ActivationLayout winograd_layout() const {
     return detail::ActivationLayout::nchw;
   }
+  /// Layouts besides conv_layout() that the layout search may compile the graph with
+  /// (CompileOptions::experimental.layout_search); empty: no search on this platform.
+  virtual std::vector<detail::ActivationLayout> layout_alternatives() const { return {}; }
+  /// Which of `plans` to instantiate: the same graph planned once per layout (the first with
+  /// conv_layout()), none writing variables. `seconds` gets each plan's time per run where the
+  /// platform timed them (empty when it knew its choice, from the tuning cache).
+  virtual std::size_t pick_plan(std::span<const std::shared_ptr<const detail::Plan>> plans,
+                                std::vector<double>& seconds) {
+    (void)plans;
+    seconds.clear();
+    return 0;
+  }
   /// `store`: where the plan's variables live (CompileOptions::variables), or null for the
   /// executable's own memory.
   virtual std::unique_ptr<detail::Executable> instantiate(

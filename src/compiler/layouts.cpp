@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // assign_layouts (issue 18): which values stay in the layout the CPU's convolutions compute
 // in (PlanOptions::conv_layout: what oneDNN picks here, channels-last for its brgconv kernels
-// on AVX-512 in oneDNN 2.6, else nChw16c or nChw8c), instead of plain NCHW. A convolution given
+// on AVX-512 in oneDNN 2.6, else nChw16c or nChw8c; the layout search in GraphCompiler::compile
+// plans a model once per layout oneDNN has fast kernels for and keeps the fastest), instead of
+// plain NCHW. A convolution given
 // plain memory reorders its image in and its result out at every call; between two convolutions
 // both reorders are wasted. So a convolution's value is kept blocked when every reader is a
 // convolution that reads it as its image or as its residual (fused_conv2d's sum post-op), on the
@@ -120,6 +122,17 @@ bool winograd_convolution(const Plan& p, const PlanNode& n, ActivationLayout lay
   const std::array<std::int64_t, 2> one{1, 1};
   return w.rank() == 4 && w[2] == 3 && w[3] == 3 && win.stride == one && win.dilation == one &&
          w[0] % block == 0 && w[1] % block == 0;
+}
+
+double convolution_macs(const Plan& p) {
+  double macs = 0.0;
+  for (const PlanNode& n : p.nodes) {
+    if (n.fused_into >= 0 || (n.op != OpKind::Conv2d && n.op != OpKind::FusedConv2d)) continue;
+    const Shape& w = p.nodes[n.inputs[1]].type.shape;  // [out, in / groups, kh, kw]
+    if (w.rank() != 4) continue;
+    macs += static_cast<double>(n.type.shape.numel()) * static_cast<double>(w[1] * w[2] * w[3]);
+  }
+  return macs;
 }
 
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,

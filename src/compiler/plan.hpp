@@ -34,6 +34,18 @@ inline constexpr std::uint32_t kNoGid = 0xFFFFFFFFu;
 /// platform's convolutions compute in, kept between them by assign_layouts: channels-last
 /// (NHWC) or channels in blocks of 8 or 16 (oneDNN's nChw8c, nChw16c).
 enum class ActivationLayout : std::uint8_t { nchw, nhwc, nChw8c, nChw16c };
+inline const char* layout_name(ActivationLayout l) {
+  switch (l) {
+    case ActivationLayout::nhwc:
+      return "nhwc";
+    case ActivationLayout::nChw8c:
+      return "nChw8c";
+    case ActivationLayout::nChw16c:
+      return "nChw16c";
+    default:
+      return "nchw";
+  }
+}
 /// Channels one block holds (1: channels-last, 0: plain): a value's channels must fill whole
 /// blocks for it to keep its plain size.
 inline int channel_block(ActivationLayout l) {
@@ -403,6 +415,8 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
 /// one group, input and output channels in whole blocks of the layout (Plan::winograd_layout
 /// once assign_layouts chose it).
 bool winograd_convolution(const Plan& p, const PlanNode& n, ActivationLayout layout);
+/// Multiply-adds of the plan's convolutions (grouped ones included) per run.
+double convolution_macs(const Plan& p);
 /// Folds an embedding gradient into the plain SGD step on its table (v + beta * dv): only the
 /// looked-up rows change, no dense gradient is made.
 void fuse_sparse_update(Plan& p, const Capabilities* caps);

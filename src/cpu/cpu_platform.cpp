@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -463,6 +466,76 @@ class CpuExecutable final : public Executable {
   std::unique_ptr<Engine> engine_;
 };
 
+// The layout search's timing (Backend::pick_plan): each plan on the sequential engine with
+// `cores` threads, fed zeros, in interleaved rounds after kWarmRuns runs each, until
+// kMinRounds rounds and kBudgetSeconds have passed (kMaxRounds at most). An alternative
+// replaces the first plan (the platform's layout) only if its median is kMargin faster: a tie
+// keeps what runs without a search. The choice is kept per process (every compile of a graph
+// in it agrees, so its results are bitwise the same) and, when no other process took a
+// tenth of the cores meanwhile, in the tuning cache (a choice interference made is not kept).
+class LayoutSearch {
+ public:
+  static constexpr int kWarmRuns = 2, kMinRounds = 3, kMaxRounds = 9;
+  static constexpr double kBudgetSeconds = 1.5, kMargin = 0.03, kBusyShare = 0.10;
+
+  LayoutSearch(std::span<const std::shared_ptr<const Plan>> plans, int cores)
+      : plans_(plans), cores_(cores) {
+    std::string key;
+    for (const auto& p : plans) {
+      for (const PlanNode& n : p->nodes) {
+        key += std::to_string(static_cast<int>(n.op)) + ":" +
+               std::to_string(static_cast<int>(n.type.dtype)) + n.type.shape.str() + "/" +
+               layout_name(n.layout) + "<";
+        for (std::uint32_t u : n.inputs) key += std::to_string(u) + ",";
+        key += ">";
+      }
+      key += ";";
+    }
+    fingerprint_ = fnv1a64(key.data(), key.size());
+  }
+
+  std::size_t pick(const CpuConfig& trial, std::vector<double>& seconds) {
+    seconds.clear();
+    static std::mutex mu;
+    static std::map<std::uint64_t, std::size_t> chosen;
+    {
+      std::lock_guard lk(mu);
+      if (auto it = chosen.find(fingerprint_); it != chosen.end()) return it->second;
+    }
+    const TuningCache cache(fingerprint_, "layout-search cores " + std::to_string(cores_));
+    std::size_t k = 0;
+    if (auto hit = cache.load(plans_[0]->nodes.size()); hit && hit->variant < plans_.size()) {
+      k = hit->variant;
+    } else {
+      LoadMeter load;
+      seconds = time_plans(trial);
+      if (seconds.empty()) return 0;  // not runnable on zeros: no search
+      for (std::size_t i = 1; i < seconds.size(); ++i) {
+        if (seconds[i] < seconds[k]) k = i;
+      }
+      if (seconds[k] > (1.0 - kMargin) * seconds[0]) k = 0;
+      if (load.others_share() <= kBusyShare) {
+        TunedChoice c;
+        c.engine = "sequential";
+        c.threads = cores_;
+        c.nodes = plans_[0]->nodes.size();
+        c.variant = k;
+        cache.store(c);
+      }
+    }
+    std::lock_guard lk(mu);
+    return chosen.emplace(fingerprint_, k).first->second;
+  }
+
+ private:
+  // Each plan's median seconds per run; empty where a plan cannot run on zeros.
+  std::vector<double> time_plans(const CpuConfig& trial);
+
+  std::span<const std::shared_ptr<const Plan>> plans_;
+  int cores_;
+  std::uint64_t fingerprint_ = 0;
+};
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(CpuOptions o) : opts_{o, nullptr} {}
@@ -514,10 +587,79 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuExecutable>(std::move(plan), opts_, store);
   }
   std::vector<Device> devices() const override { return {Device::cpu()}; }
+  std::vector<ActivationLayout> layout_alternatives() const override {
+    if (opts_.engine != CpuEngine::automatic || opts_.replay) return {};
+    return conv_layout_alternatives();
+  }
+  std::size_t pick_plan(std::span<const std::shared_ptr<const Plan>> plans,
+                        std::vector<double>& seconds) override {
+    const int cores =
+        opts_.threads > 0 ? std::min(opts_.threads, cores_of(opts_)) : cores_of(opts_);
+    CpuConfig trial = opts_;
+    trial.engine = CpuEngine::sequential;
+    trial.threads = cores;
+    return LayoutSearch(plans, cores).pick(trial, seconds);
+  }
 
  private:
   CpuConfig opts_;
 };
+
+std::vector<double> LayoutSearch::time_plans(const CpuConfig& trial) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<float>> f32;
+  std::vector<std::vector<std::int32_t>> i32;
+  std::vector<FeedItem> feeds;
+  const Plan& first = *plans_[0];
+  for (std::uint32_t in : first.inputs) {
+    const PlanNode& n = first.nodes[in];
+    const auto count = static_cast<std::size_t>(n.type.shape.numel());
+    if (n.type.dtype == DType::f32) {
+      f32.emplace_back(count, 0.0f);
+    } else {
+      i32.emplace_back(count, 0);
+    }
+  }
+  std::size_t a = 0, b = 0;
+  for (std::uint32_t in : first.inputs) {
+    const PlanNode& n = first.nodes[in];
+    if (n.type.dtype == DType::f32) {
+      feeds.push_back({n.name, Feed(f32[a++])});
+    } else {
+      feeds.push_back({n.name, Feed(i32[b++])});
+    }
+  }
+  try {
+    std::vector<std::unique_ptr<CpuExecutable>> exes;
+    for (const auto& p : plans_) {
+      // A copy: an executable lets go of its plan's initial values once they are in its memory,
+      // and the chosen plan is instantiated again.
+      exes.push_back(
+          std::make_unique<CpuExecutable>(std::make_shared<const Plan>(*p), trial, nullptr));
+      for (int w = 0; w < kWarmRuns; ++w) exes.back()->run(feeds);  // the arena's first touch
+    }
+    std::vector<std::vector<double>> times(exes.size());
+    const auto start = Clock::now();
+    for (int r = 0; r < kMaxRounds; ++r) {
+      if (r >= kMinRounds &&
+          std::chrono::duration<double>(Clock::now() - start).count() > kBudgetSeconds)
+        break;
+      for (std::size_t k = 0; k < exes.size(); ++k) {
+        const auto t0 = Clock::now();
+        exes[k]->run(feeds);
+        times[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+    }
+    std::vector<double> out;
+    for (auto& t : times) {
+      std::sort(t.begin(), t.end());
+      out.push_back(t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]));
+    }
+    return out;
+  } catch (const Error&) {
+    return {};  // e.g. a value check zeros fail: the platform's layout, unsearched
+  }
+}
 
 }  // namespace
 }  // namespace detail::cpu

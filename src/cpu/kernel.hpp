@@ -118,6 +118,10 @@ ActivationLayout conv_activation_layout();
 /// then).
 bool grouped_conv_takes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout,
                                int max_team);
+/// The layouts besides conv_activation_layout() in which oneDNN has fast (jit or brgemm)
+/// convolutions for a typical layer on this CPU: the layout search's alternatives (empty with
+/// reference kernels only).
+std::vector<ActivationLayout> conv_layout_alternatives();
 /// Reorders of fixed weights into their packed copies (FixedWeights) in this process so far:
 /// tests check that feeding inputs causes none.
 std::uint64_t fixed_weight_reorders();

@@ -180,6 +180,12 @@ std::optional<TunedChoice> TuningCache::load(std::size_t nodes) const {
     const auto sp = l.find(' ');
     const std::string name = l.substr(0, sp),
                       value = sp == std::string::npos ? "" : l.substr(sp + 1);
+    if (name == "variant" && next >= std::size(names) - 1) {  // last, where written
+      std::istringstream in(value);
+      if (!read_all(in, c.variant)) return note(path_, "corrupt: line 'variant'"), std::nullopt;
+      next = std::size(names);
+      continue;
+    }
     if (next >= std::size(names) || name != names[next])
       return note(path_, "corrupt: unexpected line '" + name + "'"), std::nullopt;
     ++next;
@@ -254,6 +260,7 @@ bool TuningCache::store(const TunedChoice& c) const {
     for (int t : c.node_threads) o << ' ' << t;
     o << "\n";
   }
+  if (c.variant != 0) o << "variant " << c.variant << "\n";
   if (!write_entry(path_, o.str())) return false;
   std::error_code ec;
   fs::remove(path_ + ".progress", ec);  // the search is over

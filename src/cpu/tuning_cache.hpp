@@ -39,6 +39,7 @@ struct TunedChoice {
   std::size_t nodes = 0;          // of the plan it was tuned for
   std::vector<double> cost_us;    // critical-path: each node's profiled cost (its levels)
   std::vector<int> node_threads;  // per-op: each node's thread count
+  std::size_t variant = 0;        // the layout search's entries: the plan it chose
 };
 
 /// An unfinished search: the candidates in the automatic engine's order.

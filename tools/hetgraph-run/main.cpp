@@ -320,6 +320,11 @@ void print_json(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
       o.fuse ? "true" : "false", s.random ? "random" : "files", static_cast<long long>(m.opset),
       m.ops.size(), json_escape(m.producer).c_str(), er.cpu ? er.cpu->code_path.c_str() : "",
       json_escape(s.device).c_str());
+  std::printf(",\"conv_layout\":\"%s\",\"layout_seconds\":{", cr.conv_layout.c_str());
+  for (std::size_t i = 0; i < cr.layout_seconds.size(); ++i)
+    std::printf("%s\"%s\":%.9g", i ? "," : "", cr.layout_seconds[i].first.c_str(),
+                cr.layout_seconds[i].second);
+  std::printf("}");
   // The profile in the same line: a benchmark harness reads one JSON object per run.
   if (o.profile) std::printf(",\"profile\":%s", s.profile.json().c_str());
   std::printf("}\n");
@@ -339,6 +344,14 @@ void print_text(const hgrun::Options& o, const ho::Model& m, const hetgraph::Com
               er.cpu ? er.cpu->code_path.c_str() : "");
   std::printf("setup     %s (import %s, compile %s)\n", duration(s.setup_s).c_str(),
               duration(s.import_s).c_str(), duration(s.setup_s - s.import_s).c_str());
+  if (cr.conv_layout != "nchw" || !cr.layout_seconds.empty()) {
+    // The layout search's trial times, where it ran (CompileOptions::experimental.layout_search).
+    std::string searched;
+    for (const auto& [layout, t] : cr.layout_seconds)
+      searched += (searched.empty() ? " (searched: " : ", ") + layout + " " + duration(t);
+    std::printf("layout    %s%s\n", cr.conv_layout.c_str(),
+                searched.empty() ? "" : (searched + ")").c_str());
+  }
   std::printf(
       "memory    %.3f MB planned (live at once: %.3f MB; one buffer per node: %.3f MB); process "
       "peak %.1f MiB\n",

@@ -550,6 +550,29 @@ std::uint64_t fixed_weight_reorders() {
   return FixedWeights::reorders();
 }
 
+std::vector<ActivationLayout> conv_layout_alternatives() {
+  static const std::vector<ActivationLayout> alternatives = [] {
+    std::vector<ActivationLayout> out;
+    const ActivationLayout own = conv_activation_layout();
+    if (own == ActivationLayout::nchw) return out;
+    const ConvDims d = probe_layer();
+    for (const ActivationLayout l :
+         {ActivationLayout::nhwc, ActivationLayout::nChw16c, ActivationLayout::nChw8c}) {
+      if (l == own) continue;
+      try {
+        const memory::desc src = activation_md(d.src, l), dst = activation_md(d.dst, l);
+        const auto pd =
+            conv_fwd_pd(d, true, dnnl::prop_kind::forward_inference, user_scratchpad(), &src, &dst);
+        const std::string impl = pd.impl_info_str();
+        if (impl.rfind("jit", 0) == 0 || impl.rfind("brg", 0) == 0) out.push_back(l);
+      } catch (const dnnl::error&) {
+      }
+    }
+    return out;
+  }();
+  return alternatives;
+}
+
 bool grouped_conv_takes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout,
                                int max_team) {
   if (layout == ActivationLayout::nchw) return false;
