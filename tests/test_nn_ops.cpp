@@ -1161,28 +1161,30 @@ TEST(NnKernels, ChannelsLastPoolAndConcatMatchTheirReferences) {
 // CPU's convolutions pick (AVX-512 machines take nhwc, AVX2 ones nChw8c, none here both): the
 // same node with its layout set to nhwc, nChw8c and nChw16c, fed the plain inputs laid out so,
 // gives the plain kernel's result laid out so, bitwise, with its fast and reference kernels.
+// Position of plain [n, c, h, w] in a value of shape s laid out as l.
+std::int64_t layout_at(const Shape& s, detail::ActivationLayout l, std::int64_t n, std::int64_t c,
+                       std::int64_t h, std::int64_t w) {
+  const std::int64_t C = s[1], H = s[2], W = s[3];
+  const int b = detail::channel_block(l);
+  if (b == 0) return ((n * C + c) * H + h) * W + w;
+  if (b == 1) return ((n * H + h) * W + w) * C + c;
+  return (((n * (C / b) + c / b) * H + h) * W + w) * b + c % b;
+}
+// A 4-d value of shape s laid out as `from`, laid out as `to`.
+std::vector<float> relayout(const std::vector<float>& v, const Shape& s,
+                            detail::ActivationLayout from, detail::ActivationLayout to) {
+  std::vector<float> out(v.size());
+  for (std::int64_t n = 0; n < s[0]; ++n)
+    for (std::int64_t c = 0; c < s[1]; ++c)
+      for (std::int64_t h = 0; h < s[2]; ++h)
+        for (std::int64_t w = 0; w < s[3]; ++w)
+          out[static_cast<std::size_t>(layout_at(s, to, n, c, h, w))] =
+              v[static_cast<std::size_t>(layout_at(s, from, n, c, h, w))];
+  return out;
+}
+
 TEST(NnKernels, PoolAndConcatInEveryLayoutMatchPlain) {
   using detail::ActivationLayout;
-  // Position of plain [n, c, h, w] in a value of shape s laid out as l.
-  auto at = [](const Shape& s, ActivationLayout l, std::int64_t n, std::int64_t c, std::int64_t h,
-               std::int64_t w) {
-    const std::int64_t C = s[1], H = s[2], W = s[3];
-    const int b = detail::channel_block(l);
-    if (b == 0) return ((n * C + c) * H + h) * W + w;
-    if (b == 1) return ((n * H + h) * W + w) * C + c;
-    return (((n * (C / b) + c / b) * H + h) * W + w) * b + c % b;
-  };
-  auto relayout = [&](const std::vector<float>& v, const Shape& s, ActivationLayout from,
-                      ActivationLayout to) {
-    std::vector<float> out(v.size());
-    for (std::int64_t n = 0; n < s[0]; ++n)
-      for (std::int64_t c = 0; c < s[1]; ++c)
-        for (std::int64_t h = 0; h < s[2]; ++h)
-          for (std::int64_t w = 0; w < s[3]; ++w)
-            out[static_cast<std::size_t>(at(s, to, n, c, h, w))] =
-                v[static_cast<std::size_t>(at(s, from, n, c, h, w))];
-    return out;
-  };
   Graph g;
   auto a = g.input("a"), b = g.input("b"), t = g.input("t");
   Node c = concat({a, max_pool2d(b, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}})}, 1);
@@ -2236,3 +2238,106 @@ INSTANTIATE_TEST_SUITE_P(AllPlatforms, NnOpTest, ::testing::ValuesIn(testing_uti
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
+
+// DenseNet's pattern: a concat of convolutions normalised (an inference batch norm that cannot
+// fold: mul, add, relu -> channel_affine), a convolution, an average pooling between blocks.
+// The channel_affine and the pooling pass the convolutions' layout through (no reorders around
+// them) where the platform says its kernels take it, the same predicate the CPU's kernels ask;
+// an average pooling whose divisor oneDNN computes otherwise (count_include_pad with a
+// ceil_mode window past the padding) stays plain. Results match the all-plain plan's within
+// rounding (the convolutions' layouts differ; channel_affine's arithmetic is the same).
+TEST(NnKernels, NormalisationAndAveragePoolingKeepTheConvolutionLayout) {
+  using detail::ActivationLayout;
+  if (cpu_reference_forced() || detail::cpu::conv_activation_layout() == ActivationLayout::nchw)
+    GTEST_SKIP() << "convolutions here compute in NCHW";
+  Graph g;
+  auto x = g.input("x"), w0 = g.input("w0"), w1 = g.input("w1"), w2 = g.input("w2"),
+       w3 = g.input("w3");
+  auto s = g.constant({32, 1, 1}, testing_util::random_vec(32, 81));
+  auto t = g.constant({32, 1, 1}, testing_util::random_vec(32, 82));
+  Node c0 = conv2d(x, w0), c1 = conv2d(c0, w1, Conv2dOptions{.padding = {1, 1}});
+  Node a = relu(add(mul(concat({c0, c1}, 1), s), t));
+  Node c2 = conv2d(a, w2);
+  Node p = avg_pool2d(c2, {.kernel = {2, 2}});
+  Node q = avg_pool2d(conv2d(a, w2), {.kernel = {3, 3},
+                                      .stride = {2, 2},
+                                      .padding = {1, 1},
+                                      .count_include_pad = true,
+                                      .ceil_mode = true});
+  Node y = conv2d(p, w3), z = conv2d(q, w3);
+  const InputShapes shapes{{"x", {2, 8, 10, 10}},
+                           {"w0", {16, 8, 1, 1}},
+                           {"w1", {16, 16, 3, 3}},
+                           {"w2", {16, 32, 1, 1}},
+                           {"w3", {16, 16, 1, 1}}};
+  std::vector<std::vector<float>> values;
+  std::vector<FeedItem> feeds;
+  for (const auto& [name, shape] : shapes)
+    values.push_back(testing_util::random_vec(static_cast<std::size_t>(shape.numel()), 83));
+  for (std::size_t i = 0; i < shapes.size(); ++i) feeds.push_back({shapes[i].first, values[i]});
+  std::vector<float> out[2][2];
+  for (const bool blocked : {false, true}) {
+    CompileOptions o;
+    o.experimental.blocked_layouts = blocked;
+    auto cg = GraphCompiler(Platform::cpu(), o).compile(g, shapes, {y, z});
+    cg.run(feeds);
+    out[blocked][0] = cg.read(y);
+    out[blocked][1] = cg.read(z);
+    if (!blocked) continue;
+    const detail::Plan& plan = detail::executable_of(cg).plan();
+    const detail::PlanNode& pn = plan.nodes[plan.index(p, "test")];
+    const ActivationLayout l = plan.nodes[plan.index(c2, "test")].layout;
+    ASSERT_NE(l, ActivationLayout::nchw);
+    EXPECT_EQ(plan.nodes[plan.index(a, "test")].layout, l);
+    EXPECT_EQ(cg.kernel_name(a), "channels_last");
+    if (detail::cpu::passes_layout(plan, pn, l)) {
+      EXPECT_EQ(pn.layout, l);
+      EXPECT_EQ(cg.kernel_name(p), "dnnl_pool_blocked");
+    } else {
+      EXPECT_EQ(pn.layout, ActivationLayout::nchw);
+    }
+    EXPECT_EQ(plan.nodes[plan.index(q, "test")].layout, ActivationLayout::nchw);
+    EXPECT_NE(cg.kernel_name(q), "dnnl_pool_blocked");
+  }
+  // channel_affine's kernel in every layout (the search may give any), relu or not, fed the
+  // plain input laid out so: the plain kernel's result laid out so, bitwise.
+  CompileOptions plain;
+  plain.experimental.blocked_layouts = false;
+  auto cg = GraphCompiler(Platform::cpu(), plain).compile(g, shapes, {y, z});
+  const detail::Plan& plan = detail::executable_of(cg).plan();
+  const std::uint32_t i = plan.index(a, "test");
+  const Shape& xs = plan.nodes[plan.nodes[i].inputs[0]].type.shape;
+  const auto xv = testing_util::random_vec(static_cast<std::size_t>(xs.numel()), 84);
+  for (const bool with_relu : {true, false}) {
+    std::vector<float> plain_out;
+    for (const ActivationLayout l : {ActivationLayout::nchw, ActivationLayout::nhwc,
+                                     ActivationLayout::nChw8c, ActivationLayout::nChw16c}) {
+      detail::PlanNode n = plan.nodes[i];
+      n.layout = l;
+      n.attrs.set(detail::ChannelAffineAct{with_relu});
+      detail::Plan copy = plan;  // the kernel asks its input's layout of the plan
+      copy.nodes[n.inputs[0]].layout = l;
+      const std::vector<float> in = relayout(xv, xs, ActivationLayout::nchw, l);
+      const auto sv = testing_util::random_vec(32, 85), tv = testing_util::random_vec(32, 86);
+      detail::cpu::KernelArgs args{copy, i, n, {}, {}, nullptr, n.type, 2, {2}, nullptr, nullptr};
+      args.in = {in.data(), sv.data(), tv.data()};
+      for (std::uint32_t u : n.inputs) args.in_types.push_back(plan.nodes[u].type);
+      std::vector<float> out(static_cast<std::size_t>(n.type.shape.numel()), 0.0f);
+      args.out = out.data();
+      std::string_view chosen;
+      auto k = detail::cpu::kernel_registry().create(args, n.op, n.label, false, chosen);
+      std::vector<std::byte> scratch(k->scratch_bytes());
+      k->run({2, 0, scratch.data(), scratch.size()});
+      out = relayout(out, n.type.shape, l, ActivationLayout::nchw);
+      if (l == ActivationLayout::nchw) plain_out = out;
+      EXPECT_EQ(chosen, l == ActivationLayout::nchw ? "planes" : "channels_last");
+      EXPECT_EQ(out, plain_out) << "layout " << static_cast<int>(l) << " relu " << with_relu;
+    }
+  }
+  for (int k : {0, 1}) {
+    ASSERT_EQ(out[0][k].size(), out[1][k].size());
+    for (std::size_t i = 0; i < out[0][k].size(); ++i)
+      ASSERT_NEAR(out[1][k][i], out[0][k][i], 1e-4f * (1.0f + std::fabs(out[0][k][i])))
+          << k << " " << i;
+  }
+}

@@ -491,8 +491,10 @@ struct CompileOptions {
     /// With `blocked_layouts`, where that layout is channels-last: max pooling, channel concat
     /// and reductions over a spatial axis (keeping dims) take and give it too, so inception
     /// blocks (googlenet) keep it from convolution to convolution and a global average pool
-    /// reads the last convolution's value as it is. Off: only values passed from convolutions
-    /// to convolutions keep it.
+    /// reads the last convolution's value as it is; so do average pooling (where oneDNN has a
+    /// jit kernel for the layer in the layout) and a batch norm that could not fold into a
+    /// convolution (channel_affine), so DenseNet's blocks run without reorders. Off: only
+    /// values passed from convolutions to convolutions keep it.
     bool layouts_through_pool_concat = true;
     /// With `blocked_layouts`: grouped and depthwise convolutions (MobileNets, MnasNet,
     /// EfficientNet, ResNeXt, RegNet) take and give that layout too, where oneDNN has a fast

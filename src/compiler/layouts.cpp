@@ -22,6 +22,12 @@
 // convolution's value (or googlenet's last concat) as it is, and its [N, C, 1, 1] result goes on
 // to Flatten and Gemm with no reorder anywhere.
 //
+// Average pooling and channel_affine (an inference BatchNormalization, and its relu, that could
+// not fold into a convolution) pass it through too where the platform's kernels take it
+// (Capabilities::passes_layout): DenseNet normalises every layer's concatenated input and
+// average-pools between its blocks, and each of those reordered the block's values to NCHW and
+// back (13% of its time at batch 8).
+//
 // Grouped and depthwise convolutions (PlanOptions::grouped_conv_layouts) keep the layout where
 // the platform says its kernel for that layer takes it fast (Capabilities::
 // grouped_conv_takes_layout; the CPU asks oneDNN for the layer's primitive in the layout). A
@@ -78,11 +84,15 @@ bool reduces_to_one_pixel(const PlanNode& n) {
 }
 
 // Ops that keep their inputs' layout: max pooling no gradient reads and concat along
-// channels, and (`reductions`) reductions over a spatial axis.
-bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id, bool reductions) {
+// channels, (`reductions`) reductions over a spatial axis, and average pooling and
+// channel_affine where the platform's kernels take the layout (`through`).
+bool passes_layout(const Plan& p, const PlanNode& n, std::uint32_t id, bool reductions,
+                   ActivationLayout layout, const Capabilities* through) {
   if (n.type.shape.rank() != 4) return false;
   if (n.op == OpKind::Concat) return n.attrs.axis == 1;
   if (spatial_reduce(n)) return reductions;
+  if (n.op == OpKind::AvgPool2d || n.op == OpKind::ChannelAffine)
+    return through != nullptr && through->passes_layout(p, n, layout);
   if (n.op != OpKind::MaxPool2d) return false;
   for (const PlanNode& r : p.nodes) {
     if (r.op == OpKind::MaxPool2dGrad) {
@@ -136,7 +146,8 @@ double convolution_macs(const Plan& p) {
 }
 
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
-                    ActivationLayout winograd_layout, const Capabilities* grouped) {
+                    ActivationLayout winograd_layout, const Capabilities* grouped,
+                    const Capabilities* through_ops) {
   if (channel_block(layout) <= 0) return;
   if (channel_block(winograd_layout) > 0 && winograd_pays(p, winograd_layout)) {
     layout = winograd_layout;
@@ -167,7 +178,8 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
     const PlanNode& v = p.nodes[i];
     if (v.storage != Storage::Computed || v.fetched || readers[i].empty()) continue;
     if (v.type.shape.rank() != 4 || v.type.shape[1] % block != 0) continue;
-    through[i] = through_pool_concat && passes_layout(p, v, i, through_reductions);
+    through[i] =
+        through_pool_concat && passes_layout(p, v, i, through_reductions, layout, through_ops);
     blocked[i] = conv[i] || through[i];
   }
   for (bool changed = true; changed;) {
@@ -177,7 +189,11 @@ void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
       const PlanNode& v = p.nodes[i];
       bool ok = true;
       if (through[i]) {
-        for (std::uint32_t in : v.inputs) {
+        // Its values: every piece of a concat, a pooling's or channel_affine's image (the
+        // latter's per-channel scale and shift are plain vectors).
+        const std::size_t values = v.op == OpKind::Concat ? v.inputs.size() : 1;
+        for (std::size_t k = 0; k < values; ++k) {
+          const std::uint32_t in = v.inputs[k];
           ok = ok && blocked[in] && p.nodes[in].device == v.device;
         }
       }

@@ -774,7 +774,8 @@ const Pass kPasses[] = {
      [](Plan& p, const PassContext& c) {
        assign_layouts(p, c.options.conv_layout, c.options.layouts_through_pool_concat,
                       c.options.winograd_layout,
-                      c.options.grouped_conv_layouts ? c.options.capabilities : nullptr);
+                      c.options.grouped_conv_layouts ? c.options.capabilities : nullptr,
+                      c.options.capabilities);
        p.own_winograd = c.options.own_winograd;
      },
      laying_out},

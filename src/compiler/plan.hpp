@@ -266,6 +266,10 @@ class Capabilities {
   virtual bool grouped_conv_takes_layout(const Plan&, const PlanNode&, ActivationLayout) const {
     return false;
   }
+  /// assign_layouts: whether the platform's kernel for average pooling or channel_affine node
+  /// `n` reads its value and writes its result in `layout` (as max pooling and channel concat
+  /// always do on a platform that has a conv layout); no by default.
+  virtual bool passes_layout(const Plan&, const PlanNode&, ActivationLayout) const { return false; }
 };
 
 /// Placement for a heterogeneous platform (src/compiler/placement.hpp): the passes
@@ -407,10 +411,12 @@ void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions
 /// (PlanNode::layout); src/compiler/layouts.cpp says which.
 /// `winograd_layout`: the platform's Winograd layout (PlanOptions::winograd_layout; nchw: none).
-/// `grouped`: asked whether a grouped convolution keeps the layout (null: none does).
+/// `grouped`: asked whether a grouped convolution keeps the layout (null: none does);
+/// `through` (with `through_pool_concat`): whether an average pooling or channel_affine passes
+/// it through (null: none does).
 void assign_layouts(Plan& p, ActivationLayout layout, bool through_pool_concat,
                     ActivationLayout winograd_layout = ActivationLayout::nchw,
-                    const Capabilities* grouped = nullptr);
+                    const Capabilities* grouped = nullptr, const Capabilities* through = nullptr);
 /// A convolution a platform's Winograd kernels in `layout` take: 3x3, stride 1, no dilation,
 /// one group, input and output channels in whole blocks of the layout (Plan::winograd_layout
 /// once assign_layouts chose it).

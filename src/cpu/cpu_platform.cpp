@@ -560,6 +560,9 @@ class CpuBackend final : public Backend {
     // Its engines' largest team: the threads it was given, else its cores.
     return cpu::grouped_conv_takes_layout(p, n, layout, std::max(opts_.threads, cores_of(opts_)));
   }
+  bool passes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout) const override {
+    return cpu::passes_layout(p, n, layout);
+  }
   int kernel_threads() const override {
     const int cores = cores_of(opts_);
     switch (opts_.engine) {

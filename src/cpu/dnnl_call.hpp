@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compiler/geometry.hpp"
 #include "cpu/dnnl_util.hpp"
 #include "cpu/kernel.hpp"
 
@@ -24,6 +25,34 @@ inline dnnl::primitive_attr user_scratchpad() {
 
 inline dnnl::memory::desc plain_md(const dnnl::memory::dims& d, dnnl::memory::format_tag t) {
   return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t);
+}
+/// A pooling's geometry as oneDNN takes it: ceil_mode's last window reaches past the end
+/// padding, which oneDNN sees as more padding.
+struct PoolDims {
+  dnnl::memory::dims src, dst, strides, kernel, pad_l, pad_r;
+};
+inline PoolDims pool_dims(const ImageGeom& g) {
+  const Window2d& w = g.win;
+  return {{g.n, g.c, g.h, g.w},
+          {g.n, g.c, g.oh, g.ow},
+          {w.stride[0], w.stride[1]},
+          {w.kernel[0], w.kernel[1]},
+          {w.pad_begin[0], w.pad_begin[1]},
+          {w.pad_end[0] + w.ceil_extra(0, g.h), w.pad_end[1] + w.ceil_extra(1, g.w)}};
+}
+/// A 4-d activation's memory in `l` (assign_layouts' layouts).
+inline dnnl::memory::desc activation_md(const dnnl::memory::dims& d, ActivationLayout l) {
+  using tag = dnnl::memory::format_tag;
+  switch (l) {
+    case ActivationLayout::nhwc:
+      return plain_md(d, tag::nhwc);
+    case ActivationLayout::nChw8c:
+      return plain_md(d, tag::nChw8c);
+    case ActivationLayout::nChw16c:
+      return plain_md(d, tag::nChw16c);
+    default:
+      return plain_md(d, tag::nchw);
+  }
 }
 /// The layout left to the primitive (it picks the fastest, often blocked).
 inline dnnl::memory::desc any_md(const dnnl::memory::dims& d) {

@@ -125,6 +125,9 @@ std::vector<ActivationLayout> conv_layout_alternatives();
 /// Reorders of fixed weights into their packed copies (FixedWeights) in this process so far:
 /// tests check that feeding inputs causes none.
 std::uint64_t fixed_weight_reorders();
+/// Capabilities::passes_layout: channel_affine in any layout (its channels_last kernel),
+/// average pooling where oneDNN has a jit kernel for the layer in `layout`.
+bool passes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout);
 /// Whether oneDNN has Winograd convolutions on this CPU (assign_layouts' nChw16c layers); never
 /// with reference kernels only.
 bool winograd_available();

@@ -92,21 +92,6 @@ dnnl::convolution_forward::primitive_desc conv_fwd_pd(
 }
 
 // A value in the layout assign_layouts gave it (PlanNode::layout).
-tag layout_tag(ActivationLayout l) {
-  switch (l) {
-    case ActivationLayout::nhwc:
-      return tag::nhwc;
-    case ActivationLayout::nChw8c:
-      return tag::nChw8c;
-    case ActivationLayout::nChw16c:
-      return tag::nChw16c;
-    default:
-      return tag::nchw;
-  }
-}
-memory::desc activation_md(const memory::dims& d, ActivationLayout l) {
-  return plain_md(d, layout_tag(l));
-}
 // Whether a conv node reads or writes a blocked value (the reference kernels take none).
 bool touches_blocked(const KernelArgs& a) {
   if (a.node.layout != ActivationLayout::nchw) return true;
@@ -546,6 +531,73 @@ ActivationLayout conv_activation_layout() {
   return layout;
 }
 
+namespace {
+
+// Average pooling of a value in a blocked or channels-last layout (assign_layouts passes the
+// layout through it where blocked_avg_pool_fast says): oneDNN's jit pooling reads and writes
+// the layout as it is. Not where ONNX's divisor and oneDNN's differ (count_include_pad with a
+// ceil_mode window past the padding).
+dnnl::pooling_forward::primitive_desc blocked_avg_pool_pd(const ImageGeom& g, bool include_pad,
+                                                          ActivationLayout in,
+                                                          ActivationLayout out) {
+  const PoolDims d = pool_dims(g);
+  return {
+      {dnnl::prop_kind::forward_inference,
+       include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                   : dnnl::algorithm::pooling_avg_exclude_padding,
+       activation_md(d.src, in), activation_md(d.dst, out), d.strides, d.kernel, d.pad_l, d.pad_r},
+      user_scratchpad(),
+      dnnl_engine()};
+}
+
+bool blocked_avg_pool_fast(const ImageGeom& g, bool include_pad, ActivationLayout l) {
+  if (l == ActivationLayout::nchw) return false;
+  if (include_pad && (g.win.ceil_extra(0, g.h) > 0 || g.win.ceil_extra(1, g.w) > 0)) return false;
+  try {
+    const std::string impl = blocked_avg_pool_pd(g, include_pad, l, l).impl_info_str();
+    return impl.rfind("jit", 0) == 0;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+const char* reject_blocked_avg_pool(const KernelArgs& a) {
+  const ActivationLayout in = a.plan.nodes[a.node.inputs[0]].layout;
+  if (a.node.layout == ActivationLayout::nchw || in != a.node.layout) return "a plain value";
+  if (!blocked_avg_pool_fast(pool_geom(a.in_shape(0), a.node.attrs),
+                             a.node.attrs.get<Window2d>().count_include_pad, in))
+    return "oneDNN has no jit pooling for this layer in its layout";
+  return nullptr;
+}
+
+std::unique_ptr<CpuKernel> make_blocked_avg_pool(const KernelArgs& a) {
+  const ImageGeom g = pool_geom(a.in_shape(0), a.node.attrs);
+  const PoolDims d = pool_dims(g);
+  const bool include_pad = a.node.attrs.get<Window2d>().count_include_pad;
+  const ActivationLayout l = a.node.layout;
+  try {
+    TeamVariants<DnnlCall> calls(a.team_sizes, [&](int) {
+      const auto pd = blocked_avg_pool_pd(g, include_pad, l, l);
+      return DnnlCall(dnnl::pooling_forward(pd), pd.scratchpad_desc(),
+                      {{DNNL_ARG_SRC, activation_md(d.src, l), pd.src_desc(), a.in[0]},
+                       {DNNL_ARG_DST, activation_md(d.dst, l), pd.dst_desc(), a.out, true}});
+    });
+    return std::make_unique<DnnlKernel>(std::move(calls));
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+bool passes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout) {
+  if (layout == ActivationLayout::nchw) return false;
+  if (n.op == OpKind::ChannelAffine) return true;  // its channels_last kernel (nn.cpp)
+  if (n.op != OpKind::AvgPool2d) return false;
+  return blocked_avg_pool_fast(pool_geom(p.nodes[n.inputs[0]].type.shape, n.attrs),
+                               n.attrs.get<Window2d>().count_include_pad, layout);
+}
+
 std::uint64_t fixed_weight_reorders() {
   return FixedWeights::reorders();
 }
@@ -638,6 +690,8 @@ void register_conv_kernels(KernelRegistry& r) {
   r.add(OpKind::Conv2dGradInput, {"reference", nullptr, make_conv_bwd_data_ref, ref});
   r.add(OpKind::Conv2dGradWeight, {"dnnl_conv_bwd_weights", nullptr, make_conv_bwd_weights});
   r.add(OpKind::Conv2dGradWeight, {"reference", nullptr, make_conv_bwd_weights_ref, ref});
+  // Before the pooling kernels' own (register_pool_kernels runs later), which take plain values.
+  r.add(OpKind::AvgPool2d, {"dnnl_pool_blocked", reject_blocked_avg_pool, make_blocked_avg_pool});
   r.add(OpKind::Conv2dGradBias, {"channel_sums", nullptr, make_conv_bias_grad});
   r.add(OpKind::Conv2dGradBias, {"reference", nullptr, make_conv_bias_grad_ref, ref});
 }

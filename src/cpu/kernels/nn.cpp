@@ -577,6 +577,63 @@ std::unique_ptr<CpuKernel> make_channel_affine(const KernelArgs& k) {
                  [&](std::int64_t b, std::int64_t e) { l.run(b, e); });
   });
 }
+// channel_affine over a value assign_layouts keeps channels-last or in blocks of B channels
+// ([N, C/B, H, W, B]; channels-last: B = C): N * C/B images of H * W pixels of B channels, a
+// pixel's B channels contiguous. The same arithmetic as AffinePlanes, so the same values.
+struct AffineBlocks {
+  const float* x;
+  const float* s;
+  const float* t;
+  float* y;
+  std::int64_t images, groups, pixels, block;
+  bool relu;
+  void run(std::int64_t i0, std::int64_t i1) const {
+    // A pixel's channels in one unrolled step where there are 8 or 16 (the blocked layouts).
+    if (block == 16) return relu ? images_of<16, true>(i0, i1) : images_of<16, false>(i0, i1);
+    if (block == 8) return relu ? images_of<8, true>(i0, i1) : images_of<8, false>(i0, i1);
+    return relu ? images_of<0, true>(i0, i1) : images_of<0, false>(i0, i1);
+  }
+  template <int B, bool Relu>
+  void images_of(std::int64_t i0, std::int64_t i1) const {
+    const std::int64_t n = B > 0 ? B : block;
+    for (std::int64_t q = i0; q < i1; ++q) {
+      const float* a = s + (q % groups) * n;
+      const float* b = t + (q % groups) * n;
+      const float* xp = x + q * pixels * n;
+      float* yp = y + q * pixels * n;
+      for (std::int64_t px = 0; px < pixels; ++px, xp += n, yp += n) {
+#pragma omp simd
+        for (std::int64_t g = 0; g < n; ++g) {
+          const float scaled = xp[g] * a[g], v = scaled + b[g];
+          yp[g] = Relu && v <= 0.0f ? 0.0f : v;
+        }
+      }
+    }
+  }
+};
+const char* reject_plain_affine(const KernelArgs& k) {
+  const ActivationLayout l = k.node.layout;
+  if (l == ActivationLayout::nchw || k.plan.nodes[k.node.inputs[0]].layout != l)
+    return "a plain value";
+  return nullptr;
+}
+std::unique_ptr<CpuKernel> make_channel_affine_blocks(const KernelArgs& k) {
+  const Shape& x = k.in_shape(0);
+  const std::int64_t c = x.dim(1);
+  const std::int64_t block = k.node.layout == ActivationLayout::nhwc
+                                 ? c
+                                 : static_cast<std::int64_t>(channel_block(k.node.layout));
+  const std::int64_t images = x.dim(0) * (c / block);
+  const AffineBlocks l{k.in_f(0),           k.in_f(1), k.in_f(2),
+                       k.out_f(),           images,    c / block,
+                       x.dim(2) * x.dim(3), block,     k.node.attrs.get<ChannelAffineAct>().relu};
+  return make_kernel([l](const ExecCtx& ctx) {
+    parallel_for(
+        ctx, l.images,
+        std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(1, l.pixels * l.block)),
+        [&](std::int64_t b, std::int64_t e) { l.run(b, e); });
+  });
+}
 std::unique_ptr<CpuKernel> make_channel_affine_ref(const KernelArgs& k) {
   return make_kernel([l = affine_planes(k)](const ExecCtx&) { l.run(0, l.planes); });
 }
@@ -600,6 +657,7 @@ void register_nn_kernels(KernelRegistry& r) {
   add(OpKind::LstmCell, "rows", make_lstm, make_lstm_ref);
   add(OpKind::LstmHidden, "rows", make_lstm, make_lstm_ref);
   add(OpKind::GruHidden, "rows", make_gru, make_gru_ref);
+  r.add(OpKind::ChannelAffine, {"channels_last", reject_plain_affine, make_channel_affine_blocks});
   r.add(OpKind::ChannelAffine, {"planes", reject_channel_affine, make_channel_affine});
   r.add(OpKind::ChannelAffine, {"reference", reject_channel_affine, make_channel_affine_ref, true});
 }

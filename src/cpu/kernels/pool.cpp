@@ -46,20 +46,6 @@ using tag = memory::format_tag;
 
 // ---- average pooling through oneDNN ---------------------------------------------------------
 
-struct PoolDims {
-  memory::dims src, dst, strides, kernel, pad_l, pad_r;
-};
-// ceil_mode's last window reaches past the end padding: oneDNN sees that as more padding.
-PoolDims pool_dims(const ImageGeom& g) {
-  const Window2d& w = g.win;
-  return {{g.n, g.c, g.h, g.w},
-          {g.n, g.c, g.oh, g.ow},
-          {w.stride[0], w.stride[1]},
-          {w.kernel[0], w.kernel[1]},
-          {w.pad_begin[0], w.pad_begin[1]},
-          {w.pad_end[0] + w.ceil_extra(0, g.h), w.pad_end[1] + w.ceil_extra(1, g.w)}};
-}
-
 dnnl::algorithm avg_alg(const KernelArgs& a) {
   return a.node.attrs.get<Window2d>().count_include_pad
              ? dnnl::algorithm::pooling_avg_include_padding
@@ -89,6 +75,7 @@ dnnl::pooling_backward::primitive_desc pool_bwd_pd(const PoolDims& d, dnnl::algo
 // 10x slower there than avg_rows (bench/results/2026-11-27-avg-pool-avx2-ab.txt).
 template <bool Grad>
 const char* reject_avg(const KernelArgs& a) {
+  if (a.node.layout != ActivationLayout::nchw) return "the value is blocked (assign_layouts)";
   const ImageGeom g = pool_geom(a.in_shape(Grad ? 1 : 0), a.node.attrs);
   if (g.win.count_include_pad && (g.win.ceil_extra(0, g.h) > 0 || g.win.ceil_extra(1, g.w) > 0))
     return "count_include_pad with a ceil_mode window past the padding: oneDNN's divisor differs";
@@ -953,8 +940,8 @@ void register_pool_kernels(KernelRegistry& r) {
   r.add(OpKind::MaxPool2d, {"nan_max_rows", reject_channels_last, make_max_pool_fwd});
   r.add(OpKind::MaxPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
   r.add(OpKind::AvgPool2d, {"dnnl_pool", reject_avg<false>, make_avg_pool_fwd});
-  r.add(OpKind::AvgPool2d, {"avg_rows", nullptr, make_avg_pool_rows});
-  r.add(OpKind::AvgPool2d, {"reference", nullptr, make_pool_fwd_ref, ref});
+  r.add(OpKind::AvgPool2d, {"avg_rows", reject_channels_last, make_avg_pool_rows});
+  r.add(OpKind::AvgPool2d, {"reference", reject_channels_last, make_pool_fwd_ref, ref});
   r.add(OpKind::MaxPool2dGrad, {"argmax_scatter", reject_max_pool_bwd, make_max_pool_bwd});
   r.add(OpKind::MaxPool2dGrad, {"reference", nullptr, make_pool_bwd_ref, ref});
   r.add(OpKind::AvgPool2dGrad, {"dnnl_pool_bwd", reject_avg<true>, make_avg_pool_bwd});
