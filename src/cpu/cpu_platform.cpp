@@ -491,6 +491,8 @@ class LayoutSearch {
       }
       key += ";";
     }
+    // The cores are part of it: platforms of other thread counts in one process time their own.
+    key += "cores " + std::to_string(cores);
     fingerprint_ = fnv1a64(key.data(), key.size());
   }
 
