@@ -1183,6 +1183,18 @@ std::vector<float> relayout(const std::vector<float>& v, const Shape& s,
   return out;
 }
 
+// Runs the kernel the registry picks for `args` (node `n`, in its layout), fast or reference,
+// on `threads` threads; its result laid out plain again.
+std::vector<float> run_in_layout(detail::cpu::KernelArgs& args, const detail::PlanNode& n, bool ref,
+                                 int threads, std::string_view& chosen) {
+  std::vector<float> out(static_cast<std::size_t>(n.type.shape.numel()), 0.0f);
+  args.out = out.data();
+  auto k = detail::cpu::kernel_registry().create(args, n.op, n.label, ref, chosen);
+  std::vector<std::byte> scratch(k->scratch_bytes());
+  k->run({threads, 0, scratch.data(), scratch.size()});
+  return relayout(out, n.type.shape, n.layout, detail::ActivationLayout::nchw);
+}
+
 TEST(NnKernels, PoolAndConcatInEveryLayoutMatchPlain) {
   using detail::ActivationLayout;
   Graph g;
@@ -1220,13 +1232,8 @@ TEST(NnKernels, PoolAndConcatInEveryLayoutMatchPlain) {
         args.in_types.push_back(t);
       }
       for (bool ref : {false, true}) {
-        std::vector<float> out(static_cast<std::size_t>(n.type.shape.numel()), 0.0f);
-        args.out = out.data();
         std::string_view chosen;
-        auto k = detail::cpu::kernel_registry().create(args, n.op, n.label, ref, chosen);
-        std::vector<std::byte> scratch(k->scratch_bytes());
-        k->run({1, 0, scratch.data(), scratch.size()});
-        out = relayout(out, n.type.shape, l, ActivationLayout::nchw);
+        const std::vector<float> out = run_in_layout(args, n, ref, 1, chosen);
         if (l == ActivationLayout::nchw && !ref) plain_out = out;
         EXPECT_EQ(out, plain_out) << n.label << " layout " << static_cast<int>(l) << " ref " << ref
                                   << " kernel " << chosen;
@@ -2322,13 +2329,8 @@ TEST(NnKernels, NormalisationAndAveragePoolingKeepTheConvolutionLayout) {
       detail::cpu::KernelArgs args{copy, i, n, {}, {}, nullptr, n.type, 2, {2}, nullptr, nullptr};
       args.in = {in.data(), sv.data(), tv.data()};
       for (std::uint32_t u : n.inputs) args.in_types.push_back(plan.nodes[u].type);
-      std::vector<float> out(static_cast<std::size_t>(n.type.shape.numel()), 0.0f);
-      args.out = out.data();
       std::string_view chosen;
-      auto k = detail::cpu::kernel_registry().create(args, n.op, n.label, false, chosen);
-      std::vector<std::byte> scratch(k->scratch_bytes());
-      k->run({2, 0, scratch.data(), scratch.size()});
-      out = relayout(out, n.type.shape, l, ActivationLayout::nchw);
+      const std::vector<float> out = run_in_layout(args, n, false, 2, chosen);
       if (l == ActivationLayout::nchw) plain_out = out;
       EXPECT_EQ(chosen, l == ActivationLayout::nchw ? "planes" : "channels_last");
       EXPECT_EQ(out, plain_out) << "layout " << static_cast<int>(l) << " relu " << with_relu;
