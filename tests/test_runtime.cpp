@@ -485,7 +485,11 @@ TEST(CodePath, IsTheHighestLevelTheCpuAndTheCapAllow) {
       {cpu, detail::cpu::code_path_cap(cap ? cap : ""), detail::cpu::code_path_top()});
   EXPECT_EQ(std::string(p.level), "x86-64-v" + std::to_string(level)) << p.name;
   EXPECT_EQ(p.lanes, level == 4 ? 16 : level == 3 ? 8 : 4) << p.name;
-  EXPECT_EQ(detail::cpu::own_winograd_available(), level == 3) << p.name;
+  EXPECT_EQ(detail::cpu::own_winograd_available(), level >= 3) << p.name;
+  EXPECT_EQ(detail::cpu::own_winograd_min_tiles(), level == 4   ? 192
+                                                   : level == 3 ? 16
+                                                                : 0)
+      << p.name;
 }
 
 TEST(CodePath, TheCapTakesEveryNameAndRefusesOthers) {

@@ -514,16 +514,18 @@ struct CompileOptions {
     /// differ between layouts by rounding only. CompileReport::conv_layout says what was
     /// chosen. Off: the platform's layout (conv_layout), as before.
     bool layout_search = true;
-    /// With `blocked_layouts`, on CPUs where oneDNN has no Winograd kernels (AVX2 without
-    /// AVX-512): 3x3 stride-1 convolutions (one group, channels in 8s) between blocked values run
-    /// hetgraph's own Winograd kernels, with the bias, residual and relu / leaky_relu / clip
-    /// epilogue: F(4x4, 3x3) where the result is at least 28x28 and its transformed weights
-    /// (4x the plain ones) are no larger than the layer's image and result, else F(2x2, 3x3)
-    /// (16/9 of the weights) where the batch has at least 16 output tiles of 2x2. They take
-    /// 0.4-0.75x the time of oneDNN's direct kernels on resnet18's and googlenet's layers on AVX2
-    /// (bench/history.md, issue 18); the transformed weights replace the direct kernel's reordered
-    /// copy. Results differ from the direct kernels' by rounding (up to a few 1e-5 of the largest
-    /// output with F(4x4)). Off: oneDNN's direct kernels.
+    /// With `blocked_layouts`, on CPUs with AVX2 and FMA: 3x3 stride-1 convolutions (one group,
+    /// channels in 8s) between blocked or channels-last values run hetgraph's own Winograd
+    /// kernels, with the bias, residual and relu / leaky_relu / clip epilogue: F(4x4, 3x3) where
+    /// the result is at least 28x28 and its transformed weights (4x the plain ones) are no larger
+    /// than the layer's image and result, else F(2x2, 3x3) (16/9 of the weights) where the batch
+    /// has at least 16 output tiles of 2x2 (AVX2) or 192 tiles of the kernel's size (AVX-512,
+    /// where oneDNN's direct kernels are stronger; docs/engines.md). They take 0.4-0.75x the
+    /// time of oneDNN's direct kernels on resnet18's and googlenet's layers on AVX2
+    /// (bench/history.md, issue 18), 0.4-0.9x on a Zen 4 with AVX-512; the transformed weights
+    /// replace the direct kernel's reordered copy. Results differ from the direct kernels' by
+    /// rounding (up to a few 1e-5 of the largest output with F(4x4)). Off: oneDNN's direct
+    /// kernels.
     ///
     ///   CompileOptions o;
     ///   o.experimental.own_winograd = false;  // e.g. to compare with the direct kernels

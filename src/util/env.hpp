@@ -46,6 +46,8 @@ inline constexpr EnvVar kEnvironment[] = {
     {"HETGRAPH_STACK_RATIO",
      "largest cost ratio within a group stack_shared_products stacks (64; 0 stacks every group)"},
     {"HETGRAPH_TUNING_CACHE", "0: the automatic CPU engine's tuning cache is off"},
+    {"HETGRAPH_WINOGRAD_MIN_TILES",
+     "fewest output tiles for hetgraph's own Winograd kernels (16 with AVX2, 192 with AVX-512)"},
     {"XDG_CACHE_HOME", "where the tuning cache lives (XDG_CACHE_HOME/hetgraph/tuning)"},
     {"HOME", "the tuning cache's folder without XDG_CACHE_HOME (~/.cache/hetgraph/tuning)"},
     {"OMP_WAIT_POLICY", "set by you: libhetgraph_omp_env leaves OpenMP's spinning alone"},

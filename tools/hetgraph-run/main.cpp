@@ -142,6 +142,7 @@ hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o,
   co.fuse = o.fuse;
   co.winograd_convs = o.winograd;
   co.experimental.own_winograd = o.own_winograd;
+  co.experimental.layout_search = o.layout_search;
   co.experimental.layouts_through_pool_concat = o.layouts_through;
   co.experimental.grouped_conv_layouts = o.grouped_layouts;
   co.experimental.packed_weights = o.packed_weights;

@@ -22,7 +22,11 @@
 // copy the direct kernel keeps, and are made at the first run and after each host write (fixed
 // weights), or at every run (weights computed in the graph).
 //
-// Compiled for the code paths with AVX2 and FMA only (code_path.hpp), into their namespace.
+// Compiled for the code paths with AVX2 and FMA (code_path.hpp), into their namespace; the
+// AVX-512 path has them too (8 lanes), for layers with enough tiles (kMinTiles): oneDNN's own
+// AVX-512 Winograd stays behind CompileOptions::winograd_convs, for its memory (nChw16c
+// throughout, a large scratchpad), while these keep the layer's layout and replace the direct
+// kernel's weights.
 #include "cpu/simd/code_path.hpp"
 
 #if HETGRAPH_OWN_WINOGRAD
@@ -35,6 +39,8 @@
 #include "compiler/geometry.hpp"
 #include "cpu/kernel.hpp"
 #include "cpu/parallel.hpp"
+#include "hetgraph/error.hpp"
+#include "util/env.hpp"
 
 namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS {
 
@@ -44,9 +50,17 @@ namespace {
 // position's 96 KB slice of V while all of U[pos] streams by), and at batch 32 every layer has
 // tens of blocks per thread.
 constexpr std::int64_t kTileBlock = 48;
+#if defined(__AVX512F__)
+// With AVX-512, oneDNN's direct kernels are stronger and these (8 lanes) pay with enough tiles
+// of their own size only: on a Zen 4 they took 0.45-0.9x the direct kernels' time at 196
+// tiles and more (batch 1 at 56x56 with F(4x4), at 28x28 with F(2x2)), about 1.0x at 128,
+// 1.2-3x at 49 and fewer (bench/results/2026-12-05-own-winograd-avx512-layers.jsonl).
+constexpr std::int64_t kMinTiles = 192;
+#else
 // Fewer tiles than this gain little: batch 1 at 7x7 (16 tiles) has just enough, at 0.85x the
 // direct kernel's time (bench/history.md, "Batch 1: the weights moved ...").
 constexpr std::int64_t kMinTiles = 16;
+#endif
 // F(4x4, 3x3) where tiles of 4 waste little of the result (at most 3 rows or columns in 28) and
 // its 36/9 weights are no larger than the layer's image and result (never at batch 1 past 56x56).
 constexpr std::int64_t kF4MinSide = 28;
@@ -458,6 +472,10 @@ const char* reject_winograd_f4x3(const KernelArgs& a) {
   if (const char* why = reject_convolution(a)) return why;
   const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
   if (g.oh < kF4MinSide || g.ow < kF4MinSide) return "result smaller than 28x28";
+#if defined(__AVX512F__)
+  if (g.n * ((g.oh + 3) / 4) * ((g.ow + 3) / 4) < winograd_min_tiles())
+    return "too few output tiles";
+#endif
   const double u = 36.0 * static_cast<double>(g.c * (g.oc + 15) / 16 * 16);
   if (u > static_cast<double>(a.in_shape(0).numel() + a.out_shape().numel()))
     return "transformed weights larger than image and result";
@@ -467,7 +485,8 @@ const char* reject_winograd_f4x3(const KernelArgs& a) {
 const char* reject_winograd_f2x3(const KernelArgs& a) {
   if (const char* why = reject_convolution(a)) return why;
   const ImageGeom g = conv_geom(a.in_shape(0), a.in_shape(1), a.node.attrs);
-  if (g.n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2) < kMinTiles) return "too few output tiles";
+  if (g.n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2) < winograd_min_tiles())
+    return "too few output tiles";
   return nullptr;
 }
 
@@ -477,6 +496,14 @@ std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a) {
 
 std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a) {
   return std::make_unique<Winograd<2>>(a);
+}
+
+std::int64_t winograd_min_tiles() {
+  // HETGRAPH_WINOGRAD_MIN_TILES: to measure the kernels where the default declines them
+  // (bench/models/winograd_layers.sh).
+  static const auto tiles = static_cast<std::int64_t>(
+      env_real<UsageError>("HETGRAPH_WINOGRAD_MIN_TILES", 0, 1e9, static_cast<double>(kMinTiles)));
+  return tiles;
 }
 
 }  // namespace hetgraph::detail::cpu::HETGRAPH_ISA_NS

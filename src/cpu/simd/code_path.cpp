@@ -280,8 +280,10 @@ const CodePath& code_path_table() {
                              reject_winograd_f4x3,
                              reject_winograd_f2x3,
                              make_winograd_f4x3,
-                             make_winograd_f2x3
+                             make_winograd_f2x3,
+                             winograd_min_tiles
 #else
+                             nullptr,
                              nullptr,
                              nullptr,
                              nullptr,

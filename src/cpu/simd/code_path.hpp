@@ -94,6 +94,8 @@ struct CodePath {
   const char* (*reject_winograd_f2x3)(const KernelArgs& a);
   std::unique_ptr<CpuKernel> (*make_winograd_f4x3)(const KernelArgs& a);
   std::unique_ptr<CpuKernel> (*make_winograd_f2x3)(const KernelArgs& a);
+  /// The fewest output tiles (of the kernel's own size) a layer needs for them.
+  std::int64_t (*winograd_min_tiles)();
 };
 
 /// The path this process runs: the highest level built that the CPU (and HETGRAPH_MAX_CPU_ISA)
@@ -128,6 +130,7 @@ const char* reject_winograd_f4x3(const KernelArgs& a);
 const char* reject_winograd_f2x3(const KernelArgs& a);
 std::unique_ptr<CpuKernel> make_winograd_f4x3(const KernelArgs& a);
 std::unique_ptr<CpuKernel> make_winograd_f2x3(const KernelArgs& a);
+std::int64_t winograd_min_tiles();
 #endif
 }  // namespace HETGRAPH_ISA_NS
 #endif

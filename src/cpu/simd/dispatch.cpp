@@ -157,6 +157,11 @@ bool own_winograd_available() {
   return code_path().make_winograd_f4x3 != nullptr;
 }
 
+std::int64_t own_winograd_min_tiles() {
+  const CodePath& p = code_path();
+  return p.winograd_min_tiles ? p.winograd_min_tiles() : 0;
+}
+
 bool any_winograd_kernel() {
   return winograd_available() ||
          (own_winograd_available() && conv_activation_layout() != ActivationLayout::nchw);

@@ -17,8 +17,9 @@
 #define HETGRAPH_ISA_NS isa_native
 #endif
 
-// hetgraph's own Winograd kernels are written for AVX2 with FMA; with AVX-512 oneDNN has its own.
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// hetgraph's own Winograd kernels are written for AVX2 with FMA (8 lanes); the AVX-512 path
+// runs them too, with its own tile threshold (winograd.cpp).
+#if defined(__AVX2__) && defined(__FMA__)
 #define HETGRAPH_OWN_WINOGRAD 1
 #else
 #define HETGRAPH_OWN_WINOGRAD 0
