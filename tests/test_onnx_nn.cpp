@@ -81,6 +81,45 @@ TEST(OnnxImport, BatchNormTrainingModeUsesTheBatchStatistics) {
 // over the image, 2-d and 1-d; MaxUnpool scatters the maxima back (a larger output_shape pads at
 // the end). Against a direct reference on every platform, exported and imported back. Fed
 // positions outside the unpooled shape are FeedErrors.
+// GlobalAveragePool over a 2-d image is one average pooling with the image as its window (one
+// pass; the blocked pooling kernel where the value is blocked), not a mean per axis; a 1-d
+// image keeps its one mean. Both against the mean taken here in double, on every platform and
+// exported and imported back.
+TEST(OnnxImport, GlobalAveragePoolIsOneWindowOverTheImage) {
+  Builder b(12);
+  b.input("x", {2, 3, 5, 7}).input("v", {2, 3, 6});
+  b.output("y", {2, 3, 1, 1}).output("w", {2, 3, 1});
+  b.node("GlobalAveragePool", {"x"}, {"y"});
+  b.node("GlobalAveragePool", {"v"}, {"w"});
+  ho::Model m = b.import();
+  int pools = 0, means = 0;
+  for (std::uint32_t i = 0; i < m.graph.size(); ++i) {
+    pools += m.graph.node(i).op_name() == "avg_pool2d";
+    means += m.graph.node(i).op_name() == "reduce_mean";
+  }
+  EXPECT_EQ(pools, 1);
+  EXPECT_EQ(means, 1);  // the 1-d image's
+  const std::vector<float> x = testing_util::random_vec(2 * 3 * 5 * 7, 91),
+                           v = testing_util::random_vec(2 * 3 * 6, 92);
+  auto means_of = [](const std::vector<float>& a, std::size_t plane) {
+    std::vector<double> out;
+    for (std::size_t p = 0; p < a.size() / plane; ++p) {
+      double sum = 0.0;
+      for (std::size_t k = 0; k < plane; ++k) sum += a[p * plane + k];
+      out.push_back(sum / static_cast<double>(plane));
+    }
+    return out;
+  };
+  const std::vector<double> want_y = means_of(x, 35), want_w = means_of(v, 6);
+  run_everywhere(m, {{"x", x}, {"v", v}}, true, [&](CompiledGraph& cg, const ho::Model& mm) {
+    const std::vector<float> y = cg.read(mm.outputs[0]), w = cg.read(mm.outputs[1]);
+    ASSERT_EQ(y.size(), want_y.size());
+    ASSERT_EQ(w.size(), want_w.size());
+    for (std::size_t k = 0; k < y.size(); ++k) EXPECT_NEAR(y[k], want_y[k], 1e-6) << k;
+    for (std::size_t k = 0; k < w.size(); ++k) EXPECT_NEAR(w[k], want_w[k], 1e-6) << k;
+  });
+}
+
 TEST(OnnxImport, MaxPoolIndicesAndMaxUnpool) {
   Builder b(12);
   b.input("x", {2, 2, 3, 4}).input("v", {1, 2, 5}).input("z", {1, 1, 4, 4});
