@@ -522,7 +522,7 @@ struct CompileOptions {
     /// has at least 16 output tiles of 2x2 (AVX2) or 192 tiles of the kernel's size (AVX-512,
     /// where oneDNN's direct kernels are stronger; docs/engines.md). They take 0.4-0.75x the
     /// time of oneDNN's direct kernels on resnet18's and googlenet's layers on AVX2
-    /// (bench/history.md, issue 18), 0.4-0.9x on a Zen 4 with AVX-512; the transformed weights
+    /// (bench/history.md, issue 18), 0.40-1.09x on a Zen 4 with AVX-512; the transformed weights
     /// replace the direct kernel's reordered copy. Results differ from the direct kernels' by
     /// rounding (up to a few 1e-5 of the largest output with F(4x4)). Off: oneDNN's direct
     /// kernels.

@@ -52,9 +52,10 @@ namespace {
 constexpr std::int64_t kTileBlock = 48;
 #if defined(__AVX512F__)
 // With AVX-512, oneDNN's direct kernels are stronger and these (8 lanes) pay with enough tiles
-// of their own size only: on a Zen 4 they took 0.45-0.9x the direct kernels' time at 196
-// tiles and more (batch 1 at 56x56 with F(4x4), at 28x28 with F(2x2)), about 1.0x at 128,
-// 1.2-3x at 49 and fewer (bench/results/2026-12-05-own-winograd-avx512-layers.jsonl).
+// of their own size only: on a Zen 4, at 196 tiles and more (batch 1 at 56x56 with F(4x4), at
+// 28x28 with F(2x2)), F(4x4) took 0.40-0.86x the direct kernels' time and F(2x2) 0.62-1.09x
+// (median 0.78); F(2x2) took 0.96-1.28x (median 1.19) at 128 tiles and 0.65-1.71x (median 1.16)
+// at 49 and fewer (bench/results/2026-12-05-own-winograd-avx512-layers.jsonl).
 constexpr std::int64_t kMinTiles = 192;
 #else
 // Fewer tiles than this gain little: batch 1 at 7x7 (16 tiles) has just enough, at 0.85x the
