@@ -52,11 +52,15 @@ struct Row {
 };
 
 // Platforms without a kernel for an op, by design (and saying so at compile time): OpenCL runs
-// the unfused graph instead of the CPU's fused products.
+// the unfused graph instead of the CPU's fused products and LSTM and GRU chains (a chain's steps in
+// one kernel needs its threads to meet between steps: one work-group, a fraction of a device).
 // Parallel groups pay where kernels run on host threads: the out-of-order queue already runs
 // independent nodes side by side.
 const std::set<std::pair<std::string, OpKind>> kExpectedMissing = {
-    {"OpenCL", OpKind::FusedMatMul}, {"OpenCL", OpKind::ParallelGroup}};
+    {"OpenCL", OpKind::FusedMatMul},
+    {"OpenCL", OpKind::ParallelGroup},
+    {"OpenCL", OpKind::LstmSequence},
+    {"OpenCL", OpKind::GruSequence}};
 
 using testing_util::away_from_zero;
 using testing_util::distinct;
@@ -324,6 +328,50 @@ std::vector<Row> rows() {
                  Node c1 =
                      add(mul(sigmoid(q(x[1], 2)), c0), mul(sigmoid(q(x[1], 0)), tanh(q(x[1], 3))));
                  return add(mul(sigmoid(q(x[1], 1)), tanh(c1)), h0);
+               }});
+  // Three LSTM steps as ONNX's LSTM unrolls them with initial states, each adding its rows of
+  // one input projection: one lstm_sequence node (fuse_recurrent_sequences; the CPU's).
+  r.push_back({{OpKind::LstmSequence},
+               "lstm chain, decomposed",
+               {uniform("p", {6, 64}, -2, 2, 27), uniform("r", {64, 16}, -0.3f, 0.3f, 28),
+                uniform("h0", {2, 16}, -1, 1, 29), uniform("c0", {2, 16}, -1, 1, 34)},
+               {},
+               [](Graph&, const F& x, const F&) {
+                 Node h = x[2], c = x[3];
+                 std::vector<Node> out;
+                 for (std::int64_t t = 0; t < 3; ++t) {
+                   Node g = add(slice(x[0], 0, 2 * t, 2 * t + 2), matmul(h, x[1], false, true));
+                   auto q = [&](std::int64_t k) { return slice(g, 1, 16 * k, 16 * (k + 1)); };
+                   c = add(mul(sigmoid(q(2)), c), mul(sigmoid(q(0)), tanh(q(3))));
+                   h = mul(sigmoid(q(1)), tanh(c));
+                   out.push_back(h);
+                 }
+                 out.push_back(c);
+                 return concat(std::span<const Node>(out), 0);
+               }});
+  // Three GRU steps with linear_before_reset as ONNX's GRU unrolls them, a recurrent bias, the
+  // input projection's rows read backwards (a reverse direction): one gru_sequence node.
+  r.push_back({{OpKind::GruSequence},
+               "gru chain, decomposed",
+               {uniform("p", {6, 48}, -2, 2, 35), uniform("r", {48, 16}, -0.3f, 0.3f, 36),
+                uniform("h0", {2, 16}, -1, 1, 37), uniform("rb", {48}, -1, 1, 38)},
+               {},
+               [](Graph& gr, const F& x, const F&) {
+                 Node h = x[2];
+                 std::vector<Node> out;
+                 for (std::int64_t t = 2; t >= 0; --t) {
+                   Node xp = slice(x[0], 0, 2 * t, 2 * t + 2);
+                   Node rec = add(matmul(h, x[1], false, true), x[3]);
+                   auto q = [](Node v, std::int64_t a, std::int64_t b) {
+                     return slice(v, 1, 16 * a, 16 * b);
+                   };
+                   Node zr = add(q(xp, 0, 2), q(rec, 0, 2));
+                   Node z = sigmoid(q(zr, 0, 1)), rg = sigmoid(q(zr, 1, 2));
+                   Node n = tanh(add(q(xp, 2, 3), mul(rg, q(rec, 2, 3))));
+                   h = add(mul(sub(gr.constant(1.0f), z), n), mul(z, h));
+                   out.push_back(h);
+                 }
+                 return concat(std::span<const Node>(out), 0);
                }});
   // A GRU step with linear_before_reset as ONNX's GRU unrolls it: gru_hidden (fuse_gru_cells).
   r.push_back({{OpKind::GruHidden},
@@ -1680,6 +1728,45 @@ TEST(BackendOpsCoverage, ElementwiseOpsHaveKernelsOnEveryPlatformAndForwardRows)
   }
 }
 
+// The recurrent sequences' shape rules (compiler-made nodes, built here by hand): steps that
+// run past the projection's rows, R of another hidden size and a GRU bias of the wrong length
+// are ShapeErrors naming the node, the op and what is wrong.
+TEST(BackendOpsShapes, RecurrentSequencesCheckTheirInputs) {
+  struct Case {
+    OpKind op;
+    Shape p, r, h0, last;  // last: c0 (LSTM) or Rb (GRU)
+    std::int64_t steps;
+    std::string want;
+  };
+  const std::vector<Case> cases{
+      {OpKind::LstmSequence, {6, 64}, {64, 16}, {2, 16}, {2, 16}, 4, "do not fit P [6, 64]"},
+      {OpKind::LstmSequence, {6, 64}, {64, 8}, {2, 16}, {2, 16}, 3, "R must be float [4H, H]"},
+      {OpKind::LstmSequence, {6, 64}, {64, 16}, {2, 16}, {3, 16}, 3, "initial states must be"},
+      {OpKind::GruSequence, {6, 48}, {48, 16}, {2, 16}, {32}, 3, "Rb must be float [48]"},
+      {OpKind::GruSequence, {6, 64}, {48, 16}, {2, 16}, {48}, 3, "P must be float [rows, 48]"}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.want);
+    Graph g;
+    detail::SequenceSpec spec;
+    spec.steps = k.steps;
+    spec.bias = k.op == OpKind::GruSequence;
+    detail::Attrs at;
+    at.set(spec);
+    Node n = detail::make_op(k.op, {g.input("p"), g.input("r"), g.input("h0"), g.input("last")}, at)
+                 .named("seq");
+    try {
+      GraphCompiler(Platform::cpu())
+          .compile(g, {{"p", k.p}, {"r", k.r}, {"h0", k.h0}, {"last", k.last}}, {n});
+      ADD_FAILURE() << "compiled";
+    } catch (const ShapeError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'seq'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::string(detail::op_name(k.op))), std::string::npos) << msg;
+      EXPECT_NE(msg.find(k.want), std::string::npos) << msg;
+    }
+  }
+}
+
 // A platform without a kernel for a node says so when the graph is compiled, naming the node
 // and the op, before anything is allocated.
 TEST(BackendOpsCoverage, MissingKernelsAreCompileTimeErrors) {
@@ -1699,6 +1786,19 @@ TEST(BackendOpsCoverage, MissingKernelsAreCompileTimeErrors) {
       } else if (op == OpKind::SparseOptimizerUpdate) {
         at.set(detail::OptimizerRule{});
         n = detail::make_op(op, {g.variable("v", {4, 4}), bb, ids, g.constant(0.1f)}, at)
+                .named("fused");
+      } else if (op == OpKind::LstmSequence) {  // P [4, 4H], R [4H, H], h0 and c0 [4, H]: H 1
+        detail::SequenceSpec spec;
+        spec.steps = 1;
+        at.set(spec);
+        n = detail::make_op(op, {a, slice(bb, 1, 0, 1), slice(a, 1, 0, 1), slice(a, 1, 1, 2)}, at)
+                .named("fused");
+      } else if (op == OpKind::GruSequence) {  // P [4, 3H], R [3H, H], h0 [4, H]: H 1
+        detail::SequenceSpec spec;
+        spec.steps = 1;
+        at.set(spec);
+        n = detail::make_op(
+                op, {slice(a, 1, 0, 3), slice(slice(bb, 1, 0, 1), 0, 0, 3), slice(a, 1, 0, 1)}, at)
                 .named("fused");
       } else {
         n = detail::make_op(op, {a, bb, ids}, at).named("fused");

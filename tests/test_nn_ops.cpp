@@ -697,6 +697,126 @@ TEST_P(NnOpTest, LstmCellsEqualTheDecomposedNodes) {
   }
 }
 
+// A recurrent direction as ONNX's LSTM or GRU (linear_before_reset, with a recurrent bias)
+// unrolls it (importer: src/onnx/ops_rnn.cpp): one input projection P [T * B, gH] for every
+// step, step t adding its rows (the last rows first in a reverse direction) to the recurrent
+// product h_prev R^T (R [gH, H]), then the cells. Fetched: every h (through a concat, as the
+// importer's Y) and an LSTM's last c.
+struct Chain {
+  Graph g;
+  std::vector<In> ins;
+  std::vector<Node> fetches;
+};
+Chain recurrent_chain(bool lstm, std::int64_t T, std::int64_t B, std::int64_t H, bool reverse) {
+  Chain l;
+  const std::int64_t G = (lstm ? 4 : 3) * H;
+  Node p = l.g.input("p"), r = l.g.input("r"), h = l.g.input("h0");
+  Node c = lstm ? l.g.input("c0") : l.g.input("rb");
+  l.ins = {rand_in("p", {T * B, G}, 121, -2, 2), rand_in("r", {G, H}, 122, -0.2f, 0.2f),
+           rand_in("h0", {B, H}, 123), lstm ? rand_in("c0", {B, H}, 124) : rand_in("rb", {G}, 125)};
+  const Node rb = c;
+  std::vector<Node> hs;
+  for (std::int64_t s = 0; s < T; ++s) {
+    const std::int64_t t = reverse ? T - 1 - s : s;
+    Node x = slice(p, 0, t * B, (t + 1) * B);
+    auto band = [&](Node v, std::int64_t a, std::int64_t b) { return slice(v, 1, a * H, b * H); };
+    if (lstm) {
+      Node gates = add(x, matmul(h, r, false, true));
+      c = add(mul(sigmoid(band(gates, 2, 3)), c),
+              mul(sigmoid(band(gates, 0, 1)), tanh(band(gates, 3, 4))));
+      h = mul(sigmoid(band(gates, 1, 2)), tanh(c));
+    } else {
+      Node rec = add(matmul(h, r, false, true), rb);
+      Node zr = add(band(x, 0, 2), band(rec, 0, 2));
+      Node z = sigmoid(slice(zr, 1, 0, H)), rg = sigmoid(slice(zr, 1, H, 2 * H));
+      Node n = tanh(add(band(x, 2, 3), mul(rg, band(rec, 2, 3))));
+      h = add(mul(sub(l.g.constant(1.0f), z), n), mul(z, h));
+    }
+    hs.push_back(reshape(h, {1, B, H}));
+  }
+  l.fetches = {concat(std::span<const Node>(hs), 0)};
+  if (lstm) l.fetches.push_back(c);
+  return l;
+}
+
+// recurrent_sequences: the chain's steps become one lstm_sequence or gru_sequence node on the
+// CPU (its kernel: every step in one parallel region), forwards and backwards, for hidden
+// sizes of one and of several panels and batches of 1 to 5 (the product's row blocks and their
+// remainders); the states equal the chain of cells' within float rounding (the product sums in
+// another order than oneDNN's). OpenCL has no kernel for them and keeps the chain.
+TEST_P(NnOpTest, RecurrentSequencesEqualTheChainOfCells) {
+  struct Case {
+    std::int64_t T, B, H;
+    bool reverse;
+  };
+  for (const bool lstm : {true, false}) {
+    for (const Case& k : {Case{5, 1, 32, false}, Case{4, 5, 16, true}, Case{3, 3, 80, false},
+                          Case{6, 2, 48, true}}) {
+      SCOPED_TRACE(std::string(lstm ? "LSTM, " : "GRU, ") + std::to_string(k.T) + " steps of " +
+                   std::to_string(k.B) + "x" + std::to_string(k.H) +
+                   (k.reverse ? ", reverse" : ""));
+      const Chain l = recurrent_chain(lstm, k.T, k.B, k.H, k.reverse);
+      expect_rewrite(l.g, l.ins, l.fetches, &CompileOptions::Experimental::recurrent_sequences,
+                     {lstm ? detail::OpKind::LstmSequence : detail::OpKind::GruSequence},
+                     on_cpu() ? 1 : 0, 2e-5);
+    }
+  }
+}
+
+// The sequences' kernel gives the same bits for every team size (each column's sum runs over
+// R's row in order, whichever thread takes it), on every CPU engine; the forward chain's
+// concat of every h is a view of the sequence's rows (no concat runs); a hidden size that is
+// not a whole number of panels keeps the chain of cells.
+TEST(RecurrentSequences, SameBitsForEveryTeamSize) {
+  for (const bool lstm : {true, false}) {
+    SCOPED_TRACE(lstm ? "LSTM" : "GRU");
+    const detail::OpKind kind = lstm ? detail::OpKind::LstmSequence : detail::OpKind::GruSequence;
+    const Chain l = recurrent_chain(lstm, 7, 4, 64, false);
+    InputShapes shapes;
+    std::vector<FeedItem> feeds;
+    for (const In& in : l.ins) {
+      shapes.push_back({in.name, in.shape});
+      feeds.push_back({in.name, in.values});
+    }
+    std::vector<std::vector<float>> first;
+    for (const CpuOptions& o :
+         {CpuOptions{.engine = CpuEngine::sequential, .threads = 1},
+          CpuOptions{.engine = CpuEngine::sequential, .threads = 2},
+          CpuOptions{.engine = CpuEngine::sequential, .threads = 3},
+          CpuOptions{
+              .engine = CpuEngine::critical_path, .executors = 2, .threads_per_executor = 2}}) {
+      auto cg = GraphCompiler(Platform::cpu(o)).compile(l.g, shapes, l.fetches);
+      const detail::Executable& e = detail::executable_of(cg);
+      int sequences = 0;
+      for (std::uint32_t i = 0; i < e.plan().nodes.size(); ++i) {
+        EXPECT_FALSE(e.plan().nodes[i].op == detail::OpKind::Concat && e.plan().nodes[i].has_work())
+            << "the concat of every h copies";
+        if (e.plan().nodes[i].op != kind || e.plan().nodes[i].fused_into >= 0) continue;
+        ++sequences;
+        if (!cpu_reference_forced()) {
+          EXPECT_EQ(e.kernel_name(i), "team_panels");
+        }
+      }
+      EXPECT_EQ(sequences, 1);
+      cg.run(feeds);
+      std::vector<std::vector<float>> got;
+      for (const Node& n : l.fetches) got.push_back(cg.read(n));
+      if (first.empty()) {
+        first = got;
+        continue;
+      }
+      for (std::size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], first[k]) << "fetch " << k;
+    }
+    const Chain odd = recurrent_chain(lstm, 3, 2, 20, false);
+    InputShapes odd_shapes;
+    for (const In& in : odd.ins) odd_shapes.push_back({in.name, in.shape});
+    auto cg = GraphCompiler(Platform::cpu()).compile(odd.g, odd_shapes, odd.fetches);
+    for (const auto& n : detail::executable_of(cg).plan().nodes) {
+      EXPECT_NE(n.op, kind) << "H = 20 is not a whole number of panels";
+    }
+  }
+}
+
 // gru_cells: three GRU steps with linear_before_reset as ONNX's GRU unrolls them (X the input
 // projection of a step, Rc the recurrent one, gates z, r, h) become one gru_hidden node each; a
 // step whose update gate is fetched keeps its nodes. As for the LSTM: bitwise where the nodes

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 
+#include "common/executable.hpp"
 #include "onnx_test_util.hpp"
 
 namespace {
@@ -523,6 +524,61 @@ TEST(OnnxImport, GruMatchesTheSpecWithEitherReset) {
         ASSERT_EQ(got.size(), want.size());
         for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << i;
       }
+    }
+  }
+}
+
+// An imported LSTM (bidirectional, no initial state: its first step has no recurrent product,
+// Y_c wanted) and a GRU (linear_before_reset, initial state) with a hidden size of whole
+// panels: each direction's steps run as one lstm_sequence or gru_sequence node on the CPU
+// (recurrent_sequences), the outputs those of the steps' nodes within float rounding.
+TEST(OnnxImport, RecurrentDirectionsRunAsOneSequenceNodeEach) {
+  constexpr int kSeq = 5, kBatch = 3, kIn = 8, kH = 16;
+  for (const bool lstm : {true, false}) {
+    SCOPED_TRACE(lstm ? "LSTM" : "GRU");
+    const int gates = lstm ? 4 : 3, dirs = lstm ? 2 : 1;
+    Builder b;
+    b.input("x", {kSeq, kBatch, kIn}).output("y", {kSeq, dirs, kBatch, kH});
+    b.output("h", {dirs, kBatch, kH});
+    if (lstm) b.output("c", {dirs, kBatch, kH});
+    b.floats("W", {dirs, gates * kH, kIn},
+             testing_util::random_vec(dirs * gates * kH * kIn, 11, -0.5f, 0.5f));
+    b.floats("R", {dirs, gates * kH, kH},
+             testing_util::random_vec(dirs * gates * kH * kH, 12, -0.3f, 0.3f));
+    b.floats("B", {dirs, 2 * gates * kH}, testing_util::random_vec(dirs * 2 * gates * kH, 13));
+    ::onnx::NodeProto* n = nullptr;
+    if (lstm) {
+      n = b.node("LSTM", {"x", "W", "R", "B"}, {"y", "h", "c"});
+      auto* a = n->add_attribute();
+      a->set_name("direction");
+      a->set_type(::onnx::AttributeProto::STRING);
+      a->set_s("bidirectional");
+    } else {
+      b.floats("h0", {1, kBatch, kH}, testing_util::random_vec(kBatch * kH, 14));
+      n = b.node("GRU", {"x", "W", "R", "B", "", "h0"}, {"y", "h"});
+      Builder::attr(n, "linear_before_reset", std::int64_t{1});
+    }
+    Builder::attr(n, "hidden_size", std::int64_t{kH});
+    ho::Model m = b.import();
+    const std::vector<float> x = testing_util::random_vec(kSeq * kBatch * kIn, 15, -2, 2);
+    std::vector<std::vector<float>> out[2];
+    for (const bool on : {false, true}) {
+      CompileOptions o;
+      o.experimental.recurrent_sequences = on;
+      CompiledGraph cg = m.compile(GraphCompiler(Platform::cpu(), o));
+      int sequences = 0;
+      for (const auto& node : detail::executable_of(cg).plan().nodes) {
+        sequences += node.fused_into < 0 && (node.op == detail::OpKind::LstmSequence ||
+                                             node.op == detail::OpKind::GruSequence);
+      }
+      EXPECT_EQ(sequences, on ? dirs : 0);
+      cg.run({{"x", x}});
+      for (const Node& y : m.outputs) out[on].push_back(cg.read(y));
+    }
+    for (std::size_t k = 0; k < out[0].size(); ++k) {
+      ASSERT_EQ(out[1][k].size(), out[0][k].size());
+      for (std::size_t i = 0; i < out[0][k].size(); ++i)
+        EXPECT_NEAR(out[1][k][i], out[0][k][i], 2e-5) << "output " << k << ", element " << i;
     }
   }
 }

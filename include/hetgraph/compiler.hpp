@@ -479,6 +479,16 @@ struct CompileOptions {
     /// fuse_gru_cells). Results equal the decomposed nodes' within float rounding (bitwise
     /// where those run the same sigmoid and tanh). Off: the seventeen nodes.
     bool gru_cells = true;
+    /// With `fuse`: a chain of the steps above (lstm_cells, gru_cells), each reading its rows
+    /// of one input projection and h_prev R^T as ONNX's LSTM and GRU unroll a direction (the
+    /// products and sums read by nothing else), becomes one lstm_sequence or gru_sequence node
+    /// (pass fuse_recurrent_sequences), where the platform has a kernel for it (the CPU, for hidden
+    /// sizes of whole 16s): its threads stay in one parallel region for every step, each
+    /// computing the gates of its own hidden units from its own rows of R (which stay in its
+    /// core's cache) and meeting the others once a step. The product sums in another order
+    /// than oneDNN's, so results differ from the chain's within float rounding; they are the
+    /// same bits for any thread count. Off: the chain's nodes.
+    bool recurrent_sequences = true;
     /// With `fuse`, on the CPU: a product's bias add (one value per column: a Linear layer's,
     /// Gemm's, an imported 3-d MatMul's through the reshape back from its 2-d product) runs in
     /// the product's epilogue pass instead of as a node of its own (pass

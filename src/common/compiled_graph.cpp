@@ -71,6 +71,7 @@ detail::PlanOptions plan_options(const CompileOptions& o, detail::Backend& backe
   po.attention_transposes = o.experimental.attention_transposes;
   po.channel_affine = o.experimental.channel_affine;
   po.lstm_cells = o.experimental.lstm_cells;
+  po.recurrent_sequences = o.experimental.recurrent_sequences;
   po.gru_cells = o.experimental.gru_cells;
   po.matmul_bias = o.experimental.matmul_bias;
   if (o.experimental.blocked_layouts) po.conv_layout = backend.conv_layout();

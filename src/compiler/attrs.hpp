@@ -121,6 +121,20 @@ struct GruGates {
   friend bool operator==(const GruGates&, const GruGates&) = default;
 };
 
+/// lstm_sequence and gru_sequence (compiler-made, fuse_recurrent_sequences): `steps` steps of
+/// one direction in one node. Step s reads rows [x_row(s), x_row(s) + B) of the input
+/// projection P, x_row(s) = first_row + s * B, or first_row - s * B where `reverse` (a reverse
+/// direction reads the projection backwards). The gates are as lstm_cell's (`lstm`) or
+/// gru_hidden's (`gru`); a GRU's recurrent product has a bias where `bias`.
+struct SequenceSpec {
+  static constexpr std::string_view kName = "recurrent sequence";
+  LstmGates lstm;
+  GruGates gru;
+  std::int64_t steps = 0, first_row = 0;
+  bool reverse = false, bias = false;
+  friend bool operator==(const SequenceSpec&, const SequenceSpec&) = default;
+};
+
 /// channel_affine (compiler-made, fuse_channel_affine): whether a relu follows the affine map.
 struct ChannelAffineAct {
   static constexpr std::string_view kName = "channel affine activation";
@@ -393,7 +407,8 @@ struct Attrs {
                TargetType, SliceSpec, PadSpec, Collective, TransferLink, OptimizerRule,
                ConvEpilogue, LookupPieces, DropoutMask, ScatterMode, ScanMode, TopKSpec, SliceRange,
                PieceIndex, InputChoice, EmbeddingStep, ScaleFactor, AxpbyCoeffs, LeakySlope,
-               ClipRange, LayerNormEps, LstmGates, GruGates, ChannelAffineAct, AttentionSpec>
+               ClipRange, LayerNormEps, LstmGates, GruGates, SequenceSpec, ChannelAffineAct,
+               AttentionSpec>
       payload;
 
   template <class T>

@@ -53,6 +53,15 @@
 // with linear_before_reset (PyTorch's export: seven slices, two sigmoids, a tanh, three sums,
 // three products and 1 - z, seventeen nodes) -> gru_hidden. After autodiff, as the others.
 //
+// fuse_recurrent_sequences (issue 48), after fuse_lstm_cells and fuse_gru_cells: a chain of
+// such steps, each reading its rows of one input projection P and its recurrent product
+// h_prev R^T (the importer's unrolled LSTM or GRU direction), becomes one lstm_sequence or
+// gru_sequence node, where the platform has a kernel for it (the CPU's runs every step in one
+// parallel region, each thread on its own hidden units and rows of R). An LSTM classifier at
+// batch 1 ran three nodes a step, the product's 1 MB of R spread over the team at each: per
+// step a fork and join, two cell nodes and the engine's dispatch around a product of about
+// 5 us.
+//
 // fuse_attention (issue 48): the attention block, matmul(softmax(scale(q kt) + mask), v) as
 // exports write it (BERT's, ViT's with the scale on q, GPT-2's with a causal mask; reshapes
 // merging a rank-4 product's leading dims around each product), becomes one attention node:
@@ -491,6 +500,250 @@ struct Fuser {
     if (!rewrite(h, OpKind::LstmHidden, std::move(a), {g, c}, so)) return false;
     for (std::uint32_t d : {so, slice_o, tc}) kill(d, h);
     return true;
+  }
+
+  // One step of a recurrent direction after fuse_lstm_cells and fuse_gru_cells, as the
+  // importer unrolls ONNX's LSTM and GRU: X rows [x_row, x_row + B) of an input projection P (a
+  // slice along axis 0) and the recurrent product h_prev R^T with R [gH, H], read by nothing
+  // else; then for the LSTM G = add(X, product) (either order), c = lstm_cell(G, c_prev),
+  // h = lstm_hidden(G, c), G read by the cells alone; for the GRU h = gru_hidden(X, product
+  // (+ Rb, a bias [3H]), h_prev).
+  struct SeqStep {
+    bool lstm = false;
+    std::uint32_t h = kNoNode, c = kNoNode, c_prev = kNoNode, g = kNoNode, rc = kNoNode;
+    std::uint32_t m = kNoNode, x = kNoNode, p = kNoNode, r = kNoNode, rb = kNoNode;
+    std::uint32_t h_prev = kNoNode;
+    std::int64_t x_row = 0;
+  };
+  // X as a slice of rows of a projection [rows, width] (width the gates' columns).
+  bool projection_rows(std::uint32_t xi, const TensorType& want, SeqStep& s) const {
+    const PlanNode& x = p.nodes[xi];
+    if (x.op != OpKind::Slice || x.fetched || readers[xi] != 1 || x.type != want ||
+        (x.storage != Storage::Computed && x.storage != Storage::View) ||
+        (x.attrs.axis != 0 && x.attrs.axis != -2))
+      return false;
+    const TensorType& pt = p.nodes[x.inputs[0]].type;
+    const SliceRange r = x.attrs.get_or_default<SliceRange>();
+    if (pt.shape.rank() != 2 || pt.shape.dim(1) != want.shape.dim(1) || r.begin < 0 ||
+        r.end != r.begin + want.shape.dim(0))
+      return false;
+    s.x = xi, s.p = x.inputs[0], s.x_row = r.begin;
+    return true;
+  }
+  // m = matmul(h_prev, R, transposed R [gH, H]), read once.
+  bool recurrent_product(std::uint32_t m, std::int64_t gates, std::int64_t H, SeqStep& s) const {
+    const PlanNode& mn = p.nodes[m];
+    if (!absorbable(m, OpKind::MatMul, 1) || mn.attrs.trans_a || !mn.attrs.trans_b ||
+        p.nodes[mn.inputs[1]].type.shape != Shape{gates * H, H})
+      return false;
+    s.m = m, s.h_prev = mn.inputs[0], s.r = mn.inputs[1];
+    return true;
+  }
+  bool lstm_step_at(std::uint32_t hi, SeqStep& s) const {
+    const PlanNode& h = p.nodes[hi];
+    if (h.op != OpKind::LstmHidden || h.storage != Storage::Computed || assigned[hi] >= 0)
+      return false;
+    s.lstm = true, s.h = hi, s.g = h.inputs[0], s.c = h.inputs[1];
+    const PlanNode& c = p.nodes[s.c];
+    if (c.op != OpKind::LstmCell || c.storage != Storage::Computed || c.inputs.size() != 2 ||
+        c.inputs[0] != s.g || assigned[s.c] >= 0 ||
+        !(c.attrs.get<LstmGates>() == h.attrs.get<LstmGates>()) || !absorbable(s.g, OpKind::Add, 2))
+      return false;
+    s.c_prev = c.inputs[1];
+    const PlanNode& g = p.nodes[s.g];
+    const std::int64_t H = h.type.shape.dim(1);
+    for (int side : {0, 1}) {
+      SeqStep t = s;
+      if (g.inputs[0] != g.inputs[1] &&
+          recurrent_product(g.inputs[static_cast<std::size_t>(side)], 4, H, t) &&
+          projection_rows(g.inputs[static_cast<std::size_t>(1 - side)], g.type, t) &&
+          p.nodes[t.h_prev].type == h.type && p.nodes[s.c_prev].type == h.type) {
+        s = t;
+        return same_device(s);
+      }
+    }
+    return false;
+  }
+  bool gru_step_at(std::uint32_t hi, SeqStep& s) const {
+    const PlanNode& h = p.nodes[hi];
+    if (h.op != OpKind::GruHidden || h.storage != Storage::Computed || assigned[hi] >= 0)
+      return false;
+    s.h = hi, s.rc = h.inputs[1];
+    const std::int64_t H = h.type.shape.dim(1);
+    const TensorType& xt = p.nodes[h.inputs[0]].type;
+    if (!projection_rows(h.inputs[0], xt, s) || p.nodes[s.rc].type != xt) return false;
+    if (!recurrent_product(s.rc, 3, H, s)) {
+      const PlanNode& a = p.nodes[s.rc];
+      if (!absorbable(s.rc, OpKind::Add, 1)) return false;
+      bool found = false;
+      for (int side : {0, 1}) {
+        const std::uint32_t m = a.inputs[static_cast<std::size_t>(side)],
+                            b = a.inputs[static_cast<std::size_t>(1 - side)];
+        if (m != b && p.nodes[b].type == TensorType{Shape{3 * H}, DType::f32} &&
+            p.nodes[m].type == xt && recurrent_product(m, 3, H, s)) {
+          s.rb = b;
+          found = true;
+          break;
+        }
+      }
+      if (!found) return false;
+    }
+    if (s.h_prev != h.inputs[2] || p.nodes[s.h_prev].type != h.type) return false;
+    return same_device(s);
+  }
+  bool same_device(const SeqStep& s) const {
+    for (std::uint32_t n : {s.c, s.g, s.rc, s.m, s.x}) {
+      if (n != kNoNode && p.nodes[n].device != p.nodes[s.h].device) return false;
+    }
+    return true;
+  }
+  // Chains of steps, each reading the h (and c) of the one before, the same R, P (and Rb) and
+  // the next rows of P (the rows before, in a reverse direction) -> one lstm_sequence or
+  // gru_sequence node: every h becomes a slice of its value (its readers keep reading it), an
+  // LSTM's last c too; the products, sums and the other cells do no work. A c between steps
+  // must be read by nothing else (nor fetched).
+  void recurrent_sequences() {
+    std::vector<SeqStep> steps;
+    std::vector<std::int64_t> step_of(p.nodes.size(), -1);
+    for (std::uint32_t i = 0; i < p.nodes.size(); ++i) {
+      SeqStep s;
+      if (lstm_step_at(i, s) || gru_step_at(i, (s = SeqStep{}))) {
+        step_of[i] = static_cast<std::int64_t>(steps.size());
+        steps.push_back(s);
+      }
+    }
+    std::vector<std::int64_t> next(steps.size(), -1), prev(steps.size(), -1);
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const SeqStep& s = steps[k];
+      const std::int64_t j = step_of[s.h_prev];
+      if (j < 0) continue;
+      const SeqStep& q = steps[static_cast<std::size_t>(j)];
+      const std::int64_t B = p.nodes[s.h].type.shape.dim(0);
+      if (q.lstm != s.lstm || q.r != s.r || q.p != s.p || q.rb != s.rb ||
+          std::abs(s.x_row - q.x_row) != B || next[static_cast<std::size_t>(j)] >= 0 ||
+          (s.lstm && (q.c != s.c_prev || readers[q.c] != 2 || p.nodes[q.c].fetched)))
+        continue;
+      next[static_cast<std::size_t>(j)] = static_cast<std::int64_t>(k);
+      prev[k] = j;
+    }
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      if (prev[k] >= 0 || next[k] < 0) continue;
+      std::vector<std::size_t> chain{k};
+      const bool reverse = steps[static_cast<std::size_t>(next[k])].x_row < steps[k].x_row;
+      for (std::int64_t n = next[k]; n >= 0; n = next[static_cast<std::size_t>(n)]) {
+        if ((steps[static_cast<std::size_t>(n)].x_row < steps[chain.back()].x_row) != reverse)
+          break;
+        chain.push_back(static_cast<std::size_t>(n));
+      }
+      if (chain.size() >= 2) sequence(chain, steps, reverse);
+    }
+  }
+  void sequence(const std::vector<std::size_t>& chain, const std::vector<SeqStep>& steps,
+                bool reverse) {
+    const SeqStep& first = steps[chain.front()];
+    const SeqStep& last = steps[chain.back()];
+    const PlanNode& h = p.nodes[first.h];
+    const std::int64_t B = h.type.shape.dim(0), H = h.type.shape.dim(1);
+    const auto T = static_cast<std::int64_t>(chain.size());
+    SequenceSpec spec;
+    if (first.lstm) {
+      spec.lstm = h.attrs.get<LstmGates>();
+    } else {
+      spec.gru = h.attrs.get<GruGates>();
+    }
+    spec.steps = T;
+    spec.first_row = first.x_row;
+    spec.reverse = reverse;
+    spec.bias = first.rb != kNoNode;
+    // At a node after every input of the chain and before its first h: the LSTM's first cell
+    // (after G and c0); for the GRU the later of the first step's X and product.
+    const std::uint32_t at =
+        first.lstm ? first.c : std::max(first.x, first.rb != kNoNode ? first.rc : first.m);
+    PlanNode n = p.nodes[at];
+    n.op = first.lstm ? OpKind::LstmSequence : OpKind::GruSequence;
+    n.attrs = Attrs{};
+    n.attrs.set(spec);
+    n.inputs = {first.p, first.r, first.h_prev};
+    if (first.lstm) n.inputs.push_back(first.c_prev);
+    if (spec.bias) n.inputs.push_back(first.rb);
+    n.type = {Shape{(T + (first.lstm ? 1 : 0)) * B, H}, DType::f32};
+    n.storage = Storage::Computed;
+    n.fused_into = -1;
+    if (caps != nullptr && !caps->unsupported(p, n).empty()) return;
+    // A new value: the user name and graph id of the node it replaces are not its.
+    if (n.gid != kNoGid) p.index_of.set(n.gid, GidIndex::kNone);
+    n.gid = kNoGid;
+    n.name.clear();
+    n.label = std::string(op_name(n.op)) + " (" + std::to_string(T) + " steps from " +
+              p.nodes[first.h].label + ")";
+    p.nodes[at] = std::move(n);
+    // An h or the last c keeps its value, so its name and graph id.
+    auto slice_of = [&](std::uint32_t i, std::int64_t row) {
+      PlanNode& v = p.nodes[i];
+      v.op = OpKind::Slice;
+      v.attrs = Attrs{};
+      v.attrs.axis = 0;
+      v.attrs.set(SliceRange{row * B, (row + 1) * B});
+      v.inputs = {at};
+      v.storage = Storage::Computed;  // slice_views makes it a view
+    };
+    for (std::size_t t = 0; t < chain.size(); ++t) {
+      const SeqStep& s = steps[chain[t]];
+      for (std::uint32_t d : {s.g, s.rc, s.m, s.x}) {
+        if (d != kNoNode && d != at) kill(d, at);
+      }
+      if (s.lstm && s.c != at && s.c != last.c) kill(s.c, at);
+      slice_of(s.h, static_cast<std::int64_t>(t));
+    }
+    if (first.lstm) slice_of(last.c, T);
+    if (!reverse) concat_as_view(chain, steps, at);
+  }
+  // The importer's Y of a forward direction, concat(reshape(h_t) for every t in order) along
+  // axis 0, is the sequence's first T * B rows: the first reshape becomes that slice and the
+  // concat a reshape of it, where a concat copied each step's rows.
+  void concat_as_view(const std::vector<std::size_t>& chain, const std::vector<SeqStep>& steps,
+                      std::uint32_t at) {
+    const std::uint32_t h0 = steps[chain.front()].h;
+    for (std::uint32_t ci = 0; ci < p.nodes.size(); ++ci) {
+      const PlanNode& cn = p.nodes[ci];
+      if (cn.op != OpKind::Concat || cn.storage != Storage::Computed || cn.attrs.axis != 0 ||
+          cn.inputs.size() != chain.size() || p.nodes[cn.inputs[0]].inputs.empty() ||
+          p.nodes[cn.inputs[0]].inputs[0] != h0)
+        continue;
+      bool whole = true;
+      for (std::size_t t = 0; t < chain.size() && whole; ++t) {
+        const std::uint32_t r = cn.inputs[t];
+        const PlanNode& rn = p.nodes[r];
+        whole = rn.op == OpKind::Reshape && readers[r] == 1 && !rn.fetched && assigned[r] < 0 &&
+                rn.inputs[0] == steps[chain[t]].h && rn.device == cn.device;
+      }
+      if (!whole) return;
+      const std::uint32_t first = cn.inputs[0];
+      const std::vector<std::uint32_t> rest(cn.inputs.begin() + 1, cn.inputs.end());
+      const std::int64_t rows =
+          static_cast<std::int64_t>(chain.size()) * p.nodes[h0].type.shape.dim(0);
+      PlanNode& f = p.nodes[first];
+      if (f.gid != kNoGid) p.index_of.set(f.gid, GidIndex::kNone);  // a new value
+      f.gid = kNoGid;
+      f.name.clear();
+      f.op = OpKind::Slice;
+      f.attrs = Attrs{};
+      f.attrs.axis = 0;
+      f.attrs.set(SliceRange{0, rows});
+      f.inputs = {at};
+      f.storage = Storage::Computed;  // slice_views makes it a view
+      f.type = {Shape{rows, p.nodes[h0].type.shape.dim(1)}, DType::f32};
+      PlanNode& c = p.nodes[ci];
+      const Shape shape = c.type.shape;
+      c.op = OpKind::Reshape;
+      c.attrs = Attrs{};
+      c.attrs.set(
+          ReshapeTarget{std::vector<std::int64_t>(shape.dims().begin(), shape.dims().end())});
+      c.inputs = {first};
+      c.storage = Storage::View;
+      for (std::uint32_t r : rest) kill(r, ci);
+      return;
+    }
   }
 
   // GELU as exports before opset 20 write it (PyTorch's nn.GELU and F.gelu, BERT's, ViT's and
@@ -1187,6 +1440,9 @@ void fuse_gelu(Plan& p, const Capabilities* caps) {
 }
 void fuse_lstm_cells(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).lstm_cells();
+}
+void fuse_recurrent_sequences(Plan& p, const Capabilities* caps) {
+  Fuser(p, caps).recurrent_sequences();
 }
 void fuse_gru_cells(Plan& p, const Capabilities* caps) {
   Fuser(p, caps).gru_cells();

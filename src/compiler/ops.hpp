@@ -187,6 +187,14 @@ enum class OpKind : std::uint8_t {
   // projection and Rc its recurrent one (with its bias), both [B, 3H]; z = sigmoid(X_z + Rc_z),
   // r = sigmoid(X_r + Rc_r), n = tanh(X_h + r * Rc_h), h = (1 - z) * n + z * h_prev.
   GruHidden,
+  // nn.cpp, compiler-made (fuse_recurrent_sequences), SequenceSpec: a chain of steps of one
+  // direction as one node. lstm_sequence (P [rows, 4H], R [4H, H], h0, c0 [B, H]): each step
+  // G = its rows of P + h_prev R^T, then lstm_cell and lstm_hidden; -> [(steps + 1) * B, H],
+  // the hidden state after step s in rows [s * B, (s + 1) * B), the last cell state in the last
+  // B rows. gru_sequence (P [rows, 3H], R [3H, H], h0 [B, H][, Rb [3H]]): each step
+  // gru_hidden(its rows of P, h_prev R^T (+ Rb), h_prev); -> [steps * B, H], as lstm_sequence's.
+  LstmSequence,
+  GruSequence,
   // nn.cpp, compiler-made (fuse_channel_affine), ChannelAffineAct: (x, s, t) with x [N, C, ...]
   // and s, t one value per channel ([C, 1, ...] or [1, C, 1, ...]): x * s + t, then relu where
   // the payload says: an inference BatchNormalization the importer could not fold into a

@@ -314,6 +314,8 @@ struct PlanOptions {
   /// fuse_lstm_cells and fuse_gru_cells (with fuse).
   bool lstm_cells = true;
   bool gru_cells = true;
+  /// fuse_recurrent_sequences (with fuse), after fuse_lstm_cells and fuse_gru_cells.
+  bool recurrent_sequences = true;
   /// fuse_matmul_accumulate takes bias adds too (with fuse).
   bool matmul_bias = true;
   /// assign_layouts: the layout the platform's convolutions compute in (Backend::conv_layout);
@@ -406,6 +408,8 @@ void fuse_gelu(Plan& p, const Capabilities* caps);
 void fuse_attention(Plan& p, const Capabilities* caps, bool transposes);
 void fuse_channel_affine(Plan& p, const Capabilities* caps);
 void fuse_lstm_cells(Plan& p, const Capabilities* caps);
+/// Chains of LSTM steps after fuse_lstm_cells -> lstm_sequence nodes (fusion.cpp says which).
+void fuse_recurrent_sequences(Plan& p, const Capabilities* caps);
 void fuse_gru_cells(Plan& p, const Capabilities* caps);
 void fuse_conv_epilogue(Plan& p, const Capabilities* caps);
 /// Marks the values that stay in the platform's blocked layout between convolutions

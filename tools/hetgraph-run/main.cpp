@@ -152,6 +152,7 @@ hetgraph::CompiledGraph compile(ho::Model& m, const hgrun::Options& o,
   co.experimental.attention_transposes = o.attention_transposes;
   co.experimental.channel_affine = o.channel_affine;
   co.experimental.lstm_cells = o.lstm_cells;
+  co.experimental.recurrent_sequences = o.recurrent_sequences;
   co.experimental.slice_views = o.slice_views;
   co.experimental.gru_cells = o.gru_cells;
   co.experimental.matmul_bias = o.matmul_bias;

@@ -23,15 +23,16 @@ struct Options : hetgraph::tool::EngineFlags {
   bool profile = false;  // --profile: time by op kind and the top nodes (in the JSON with --json)
   // --no-own-winograd, --no-layouts-through, --no-grouped-layouts, --no-concat-in-place,
   // --no-packed-weights, --no-layer-norm, --no-matmul-bias, --no-gelu, --no-attention,
-  // --no-attention-transposes, --no-channel-affine, --no-lstm-cells, --no-gru-cells,
+  // --no-attention-transposes, --no-channel-affine, --no-lstm-cells, --no-recurrent-sequences,
+  // --no-gru-cells,
   // --no-slice-views, --no-layout-search: CompileOptions::Experimental's own_winograd,
   // layouts_through_pool_concat, grouped_conv_layouts, concat_in_place, packed_weights,
   // layer_norm_nodes, matmul_bias, gelu_nodes, attention_nodes, attention_transposes,
-  // channel_affine, lstm_cells, gru_cells, slice_views, layout_search
+  // channel_affine, lstm_cells, recurrent_sequences, gru_cells, slice_views, layout_search
   bool own_winograd = true, layouts_through = true, grouped_layouts = true, concat_in_place = true,
        packed_weights = true, layer_norm = true, matmul_bias = true, gelu = true, attention = true,
-       attention_transposes = true, channel_affine = true, lstm_cells = true, gru_cells = true,
-       slice_views = true, layout_search = true;
+       attention_transposes = true, channel_affine = true, lstm_cells = true,
+       recurrent_sequences = true, gru_cells = true, slice_views = true, layout_search = true;
   // The import's budgets (ImportOptions): --max-import-nodes, --max-import-host-bytes,
   // --max-import-tensor-bytes, --max-import-seconds; a model over one fails naming the flag.
   // And --float64-as-float32 (ImportOptions::float64_as_float32).
@@ -62,7 +63,8 @@ inline constexpr const char* kUsage =
     "                    [--no-grouped-layouts] [--no-concat-in-place] [--no-packed-weights]\n"
     "                    [--no-layer-norm] [--no-matmul-bias] [--no-gelu] [--no-attention]\n"
     "                    [--no-attention-transposes]\n"
-    "                    [--no-channel-affine] [--no-lstm-cells] [--no-gru-cells]\n"
+    "                    [--no-channel-affine] [--no-lstm-cells] [--no-recurrent-sequences]\n"
+    "                    [--no-gru-cells]\n"
     "                    [--no-slice-views] [--no-layout-search] [--json]\n"
     "                    [--float64-as-float32]\n"
     "                    [--max-import-nodes N] [--max-import-host-bytes N]\n"
@@ -139,6 +141,7 @@ inline hetgraph::cli::Parser parser(Options& o) {
       .flag("--no-gelu", o.gelu, false)
       .flag("--no-channel-affine", o.channel_affine, false)
       .flag("--no-lstm-cells", o.lstm_cells, false)
+      .flag("--no-recurrent-sequences", o.recurrent_sequences, false)
       .flag("--no-slice-views", o.slice_views, false)
       .flag("--no-layout-search", o.layout_search, false)
       .flag("--no-gru-cells", o.gru_cells, false)

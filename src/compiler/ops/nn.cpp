@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Softmax, log-softmax and cross-entropy, with their gradients. cross_entropy of a softmax
 // over the last axis differentiates to the fused, stable (p * sum(y) - y) * g.
+#include <algorithm>
+
 #include "compiler/dropout_mask.hpp"
 #include "compiler/graph_impl.hpp"
 #include "compiler/ops.hpp"
@@ -123,6 +125,58 @@ TensorType infer_lstm(const InferCtx& c) {
     if (q < 0 || q > 3) c.fail(name + ": gate index " + std::to_string(q) + " outside 0..3");
   }
   return state;
+}
+
+// lstm_sequence(P, R, h0, c0) and gru_sequence(P, R, h0[, Rb]): P float [rows, gH] holding
+// every step's B rows, R [gH, H], h0 (and c0) [B, H], Rb [gH]; g gates.
+TensorType infer_sequence(const InferCtx& c) {
+  const SequenceSpec& s = c.attrs.get<SequenceSpec>();
+  const bool lstm = c.op == OpKind::LstmSequence;
+  const std::string name(op_name(c.op));
+  const std::int64_t gates = lstm ? 4 : 3;
+  if (c.in.size() != (lstm ? 4u : s.bias ? 4u : 3u))
+    c.fail(name + ": takes " +
+           (lstm     ? "P, R, h0 and c0"
+            : s.bias ? "P, R, h0 and Rb"
+                     : "P, R and h0"));
+  const TensorType &p = c.in[0], &r = c.in[1], &h0 = c.in[2];
+  if (r.shape.rank() != 2 || r.shape.dim(0) != gates * r.shape.dim(1) || r.dtype != DType::f32)
+    c.fail(name + ": R must be float [" + std::to_string(gates) + "H, H], got " + r.shape.str());
+  const std::int64_t H = r.shape.dim(1), G = gates * H;
+  if (h0.shape.rank() != 2 || h0.shape.dim(1) != H || h0.dtype != DType::f32 ||
+      (lstm && c.in[3] != h0))
+    c.fail(name + ": the initial state" + (lstm ? "s" : "") + " must be float [B, " +
+           std::to_string(H) + "]");
+  if (!lstm && s.bias && c.in[3] != TensorType{Shape{G}, DType::f32})
+    c.fail(name + ": Rb must be float [" + std::to_string(G) + "]");
+  if (p.shape.rank() != 2 || p.shape.dim(1) != G || p.dtype != DType::f32)
+    c.fail(name + ": P must be float [rows, " + std::to_string(G) + "]");
+  const std::int64_t B = h0.shape.dim(0);
+  const std::int64_t last = s.first_row + (s.reverse ? -1 : 1) * (s.steps - 1) * B;
+  if (s.steps < 1 || std::min(s.first_row, last) < 0 ||
+      std::max(s.first_row, last) + B > p.shape.dim(0))
+    c.fail(name + ": " + std::to_string(s.steps) + " steps from row " +
+           std::to_string(s.first_row) + " do not fit P " + p.shape.str());
+  for (int q : {s.lstm.i, s.lstm.f, s.lstm.g, s.lstm.o}) {
+    if (lstm && (q < 0 || q > 3))
+      c.fail(name + ": gate index " + std::to_string(q) + " outside 0..3");
+  }
+  for (int q : {s.gru.z, s.gru.r, s.gru.h}) {
+    if (!lstm && (q < 0 || q > 2))
+      c.fail(name + ": gate index " + std::to_string(q) + " outside 0..2");
+  }
+  return {Shape{(s.steps + (lstm ? 1 : 0)) * B, H}, DType::f32};
+}
+
+// Each step's product (2 B gH H flops) and its cells; R is read once per step.
+Cost sequence_cost(std::span<const TensorType> in, const TensorType&, const Attrs& at, Cost base) {
+  const auto steps = static_cast<double>(at.get<SequenceSpec>().steps);
+  const auto H = static_cast<double>(in[1].shape.dim(1)),
+             B = static_cast<double>(in[2].shape.dim(0));
+  const double G = static_cast<double>(in[1].shape.dim(0));
+  base.flops = steps * (2.0 * B * G * H + 20.0 * B * G);
+  base.bytes += (steps - 1) * static_cast<double>(in[1].bytes());
+  return base;
 }
 
 // gru_hidden(X, Rc, h_prev): X and Rc float [B, 3H]; the state [B, H].
@@ -250,6 +304,19 @@ void register_nn_ops(std::vector<OpDef>& t) {
                .inplace = 0b100u,
                .infer = infer_gru,
                .flops_per_elem = 40});
+  // Made by fuse_recurrent_sequences from the cells above, as layer_norm.
+  t.push_back({.kind = OpKind::LstmSequence,
+               .name = "lstm_sequence",
+               .arity = 4,
+               .infer = infer_sequence,
+               .heavy = true,
+               .cost = sequence_cost});
+  t.push_back({.kind = OpKind::GruSequence,
+               .name = "gru_sequence",
+               .arity = -1,
+               .infer = infer_sequence,
+               .heavy = true,
+               .cost = sequence_cost});
   t.push_back({.kind = OpKind::ChannelAffine,
                .name = "channel_affine",
                .arity = 3,

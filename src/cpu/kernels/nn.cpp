@@ -384,14 +384,17 @@ struct LstmRows {
   LstmGates k;
   bool hidden;
   const float* gate(std::int64_t r, int q, std::int64_t j) const { return g + (4 * r + q) * H + j; }
-  // Acts: VecActs or RefActs, the sigmoid and tanh over blocks.
+  // Acts: VecActs or RefActs, the sigmoid and tanh over blocks. Units [j0, j1) of each row
+  // (lstm_sequence's threads take their own).
   template <class Acts>
-  void run(std::int64_t r0, std::int64_t r1, const Acts& acts) const {
+  void run(std::int64_t r0, std::int64_t r1, const Acts& acts, std::int64_t j0 = 0,
+           std::int64_t j1 = -1) const {
     constexpr std::int64_t kBlock = 256;
     alignas(64) float a[kBlock], b[kBlock], f[kBlock];
+    if (j1 < 0) j1 = H;
     for (std::int64_t r = r0; r < r1; ++r) {
-      for (std::int64_t j = 0; j < H; j += kBlock) {
-        const std::int64_t m = std::min(kBlock, H - j);
+      for (std::int64_t j = j0; j < j1; j += kBlock) {
+        const std::int64_t m = std::min(kBlock, j1 - j);
         const float* s = state == nullptr ? nullptr : state + r * H + j;
         float* o = out + r * H + j;
         if (hidden) {
@@ -435,16 +438,19 @@ struct GruRows {
   float* out;
   std::int64_t rows, H;
   GruGates k;
-  // Acts: VecActs or RefActs, the sigmoid and tanh over blocks.
+  // Acts: VecActs or RefActs, the sigmoid and tanh over blocks. Units [j0, j1) of each row
+  // (gru_sequence's threads take their own).
   template <class Acts>
-  void run(std::int64_t r0, std::int64_t r1, const Acts& acts) const {
+  void run(std::int64_t r0, std::int64_t r1, const Acts& acts, std::int64_t j0 = 0,
+           std::int64_t j1 = -1) const {
     constexpr std::int64_t kBlock = 256;
     alignas(64) float z[kBlock], r[kBlock], n[kBlock];
+    if (j1 < 0) j1 = H;
     for (std::int64_t row = r0; row < r1; ++row) {
       const float* xr = x + 3 * row * H;
       const float* rr = rc + 3 * row * H;
-      for (std::int64_t j = 0; j < H; j += kBlock) {
-        const std::int64_t m = std::min(kBlock, H - j);
+      for (std::int64_t j = j0; j < j1; j += kBlock) {
+        const std::int64_t m = std::min(kBlock, j1 - j);
         const float *xz = xr + k.z * H + j, *rz = rr + k.z * H + j;
         const float *xq = xr + k.r * H + j, *rq = rr + k.r * H + j;
         const float *xh = xr + k.h * H + j, *rh = rr + k.h * H + j;
@@ -495,6 +501,145 @@ struct RefActs {
     for (std::int64_t e = 0; e < m; ++e) o[e] = std::tanh(x[e]);
   }
 };
+// lstm_sequence and gru_sequence (fuse_recurrent_sequences): every step of a recurrent
+// direction in one parallel region. Thread t owns hidden units [u0, u1) (whole panels of
+// kPanelWidth) and the rows of R that make their gates, packed for CodePath::panel_product:
+// each step it computes those gates' columns of the recurrent product (plus the step's rows of
+// P for the LSTM, plus Rb for the GRU), then their cells (LstmRows, GruRows on its units: the
+// cell nodes' arithmetic), then meets the others at a barrier before the next step reads the
+// whole new h. Its part of R (a quarter of a megabyte for an LSTM's H = 256 on two threads)
+// stays in its core's cache across steps, where a product node per step spread R over the team
+// anew and the cells ran as more nodes. An LSTM's c is kept in the output's last B rows as it
+// goes. A column's sum runs over R's row in order, so results are the same for any team size.
+class SequenceKernel final : public CpuKernel {
+ public:
+  explicit SequenceKernel(const KernelArgs& k)
+      : lstm_(k.node.op == OpKind::LstmSequence),
+        p_(k.in_f(0)),
+        r_(k.in_f(1)),
+        h0_(k.in_f(2)),
+        c0_(lstm_ ? k.in_f(3) : nullptr),
+        rb_(!lstm_ && k.in.size() > 3 ? k.in_f(3) : nullptr),
+        out_(k.out_f()),
+        spec_(k.node.attrs.get<SequenceSpec>()),
+        B_(k.in_shape(2).dim(0)),
+        H_(k.in_shape(2).dim(1)),
+        G_(k.in_shape(1).dim(0)),
+        fixed_(k.host_writes != nullptr && fixed_between_runs(k.plan, k.node.inputs[1])),
+        host_writes_(k.host_writes),
+        panels_(static_cast<std::size_t>(G_ * H_)),
+        g_(static_cast<std::size_t>(B_ * G_)) {}
+
+  void run(const ExecCtx& ctx) override {
+    pack();
+    const CodePath& path = code_path();
+    const std::int64_t B = B_, H = H_, G = G_, nb = H / kPanelWidth, T = spec_.steps;
+    float* c = lstm_ ? out_ + T * B * H : nullptr;  // the running cell state
+    if (lstm_) std::memcpy(c, c0_, static_cast<std::size_t>(B * H) * sizeof(float));
+    const int nt = static_cast<int>(std::clamp<std::int64_t>(ctx.nthreads, 1, nb));
+    auto steps = [&](std::int64_t t, std::int64_t n) {
+      const std::int64_t u0 = nb * t / n * kPanelWidth, u1 = nb * (t + 1) / n * kPanelWidth;
+      const VecActs acts{path};
+      for (std::int64_t s = 0; s < T; ++s) {
+        const float* hp = s == 0 ? h0_ : out_ + (s - 1) * B * H;
+        const float* x = p_ + (spec_.first_row + (spec_.reverse ? -s : s) * B) * G;
+        for (std::int64_t q = 0; q < G / H; ++q) {
+          // The LSTM adds the step's rows of P, the GRU its bias (one row for every row).
+          const float* add = lstm_ ? x + q * H + u0 : rb_ ? rb_ + q * H + u0 : nullptr;
+          path.panel_product(hp, H, B, H, panels_.data() + (q * H + u0) * H, u1 - u0, add,
+                             lstm_ ? G : 0, g_.data() + q * H + u0, G);
+        }
+        float* h = out_ + s * B * H;
+        if (lstm_) {
+          LstmRows{g_.data(), c, c, B, H, spec_.lstm, false}.run(0, B, acts, u0, u1);
+          LstmRows{g_.data(), c, h, B, H, spec_.lstm, true}.run(0, B, acts, u0, u1);
+        } else {
+          GruRows{x, g_.data(), hp, h, B, H, spec_.gru}.run(0, B, acts, u0, u1);
+        }
+        if (n > 1) {
+#pragma omp barrier
+        }
+      }
+    };
+    if (nt == 1) {
+      steps(0, 1);
+      return;
+    }
+#pragma omp parallel num_threads(nt)
+    steps(omp_get_thread_num(), omp_get_num_threads());
+  }
+
+ private:
+  // R [gH, H] into panels of kPanelWidth of its rows (the product's columns), each [H,
+  // kPanelWidth]: at the first run and after each host write where R is fixed between runs,
+  // else every run.
+  void pack() {
+    if (fixed_ && packed_ && seen_ == host_writes_->load(std::memory_order_acquire)) return;
+    if (fixed_) seen_ = host_writes_->load(std::memory_order_acquire);
+    const std::int64_t H = H_;
+    for (std::int64_t n = 0; n < G_; ++n) {
+      float* panel = panels_.data() + (n / kPanelWidth) * H * kPanelWidth + n % kPanelWidth;
+      for (std::int64_t k = 0; k < H; ++k) panel[k * kPanelWidth] = r_[n * H + k];
+    }
+    packed_ = true;
+  }
+
+  bool lstm_;
+  const float *p_, *r_, *h0_, *c0_, *rb_;
+  float* out_;
+  SequenceSpec spec_;
+  std::int64_t B_, H_, G_;
+  bool fixed_;
+  const std::atomic<std::uint64_t>* host_writes_;
+  bool packed_ = false;
+  std::uint64_t seen_ = 0;
+  std::vector<float> panels_, g_;
+};
+
+// A hidden size of whole panels: the threads split the units by panels.
+const char* reject_sequence(const KernelArgs& a) {
+  if (a.in_shape(2).dim(1) % kPanelWidth != 0)
+    return "the hidden size is not a multiple of 16 (whole panels)";
+  return nullptr;
+}
+std::unique_ptr<CpuKernel> make_sequence(const KernelArgs& k) {
+  return std::make_unique<SequenceKernel>(k);
+}
+// Reference: each step's product with double sums (as the reference matmul's), rounded, plus
+// the step's rows of P (LSTM) or Rb (GRU), then the reference cells.
+std::unique_ptr<CpuKernel> make_sequence_ref(const KernelArgs& k) {
+  const bool lstm = k.node.op == OpKind::LstmSequence;
+  return make_kernel([lstm, p = k.in_f(0), r = k.in_f(1), h0 = k.in_f(2),
+                      c0 = lstm ? k.in_f(3) : nullptr,
+                      rb = !lstm && k.in.size() > 3 ? k.in_f(3) : nullptr, out = k.out_f(),
+                      s = k.node.attrs.get<SequenceSpec>(), B = k.in_shape(2).dim(0),
+                      H = k.in_shape(2).dim(1), G = k.in_shape(1).dim(0)](const ExecCtx&) {
+    std::vector<float> g(static_cast<std::size_t>(B * G));
+    float* c = lstm ? out + s.steps * B * H : nullptr;
+    if (lstm) std::memcpy(c, c0, static_cast<std::size_t>(B * H) * sizeof(float));
+    for (std::int64_t t = 0; t < s.steps; ++t) {
+      const float* hp = t == 0 ? h0 : out + (t - 1) * B * H;
+      const float* x = p + (s.first_row + (s.reverse ? -t : t) * B) * G;
+      for (std::int64_t b = 0; b < B; ++b) {
+        for (std::int64_t n = 0; n < G; ++n) {
+          double sum = 0;
+          for (std::int64_t i = 0; i < H; ++i)
+            sum += static_cast<double>(hp[b * H + i]) * r[n * H + i];
+          const float add = lstm ? x[b * G + n] : rb ? rb[n] : 0.0f;
+          g[static_cast<std::size_t>(b * G + n)] = add + static_cast<float>(sum);
+        }
+      }
+      float* h = out + t * B * H;
+      if (lstm) {
+        LstmRows{g.data(), c, c, B, H, s.lstm, false}.run(0, B, RefActs{});
+        LstmRows{g.data(), c, h, B, H, s.lstm, true}.run(0, B, RefActs{});
+      } else {
+        GruRows{x, g.data(), hp, h, B, H, s.gru}.run(0, B, RefActs{});
+      }
+    }
+  });
+}
+
 // A cell's kernel: rows of `Rows` (LstmRows, GruRows) with the code path's activations, or
 // (Reference) the reference's on one thread.
 template <class Rows, bool Reference>
@@ -656,6 +801,10 @@ void register_nn_kernels(KernelRegistry& r) {
   add(OpKind::LayerNorm, "rows", make_layer_norm, make_layer_norm_ref);
   add(OpKind::LstmCell, "rows", make_lstm, make_lstm_ref);
   add(OpKind::LstmHidden, "rows", make_lstm, make_lstm_ref);
+  for (OpKind op : {OpKind::LstmSequence, OpKind::GruSequence}) {
+    r.add(op, {"team_panels", reject_sequence, make_sequence});
+    r.add(op, {"reference", reject_sequence, make_sequence_ref, true});
+  }
   add(OpKind::GruHidden, "rows", make_gru, make_gru_ref);
   r.add(OpKind::ChannelAffine, {"channels_last", reject_plain_affine, make_channel_affine_blocks});
   r.add(OpKind::ChannelAffine, {"planes", reject_channel_affine, make_channel_affine});

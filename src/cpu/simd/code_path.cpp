@@ -238,6 +238,80 @@ float xlogy_sum(const float* y, const float* p, std::int64_t n) {
   return s;
 }
 
+// ---- panel_product -----------------------------------------------------------------------
+
+constexpr std::int64_t kPW = kPanelWidth;
+constexpr int kV = static_cast<int>(kPW / L);  // vectors across a panel
+
+// RB rows of a times NP panels: RB * NP * kV sums in registers, one weight vector loaded per NP
+// panel vectors and used RB times.
+template <int RB, int NP>
+void panel_tile(const float* a, std::int64_t lda, std::int64_t k, const float* w, const float* add,
+                std::int64_t ldadd, float* out, std::int64_t ldo) {
+  vm::vf acc[RB][NP * kV];
+  for (auto& row : acc) {
+    for (auto& v : row) v = vm::splat(0.0f);
+  }
+  const std::int64_t ps = k * kPW;
+  for (std::int64_t i = 0; i < k; ++i) {
+    vm::vf x[RB];
+    for (int r = 0; r < RB; ++r) x[r] = vm::splat(a[r * lda + i]);
+    for (int q = 0; q < NP * kV; ++q) {
+      const vm::vf wv = vm::load(w + (q / kV) * ps + i * kPW + (q % kV) * L);
+      for (int r = 0; r < RB; ++r) acc[r][q] += x[r] * wv;
+    }
+  }
+  for (int r = 0; r < RB; ++r) {
+    for (int q = 0; q < NP * kV; ++q) {
+      const std::int64_t j = (q / kV) * kPW + (q % kV) * L;
+      vm::vf s = acc[r][q];
+      if (add != nullptr) s = vm::load(add + r * ldadd + j) + s;
+      vm::store(out + r * ldo + j, s);
+    }
+  }
+}
+
+// Panels [0, np) of RB rows, NP at a time, then the rest fewer at a time.
+template <int RB, int NP>
+void panel_cols(const float* a, std::int64_t lda, std::int64_t k, const float* w, std::int64_t np,
+                const float* add, std::int64_t ldadd, float* out, std::int64_t ldo) {
+  std::int64_t p = 0;
+  for (; p + NP <= np; p += NP) {
+    panel_tile<RB, NP>(a, lda, k, w + p * k * kPW, add ? add + p * kPW : nullptr, ldadd,
+                       out + p * kPW, ldo);
+  }
+  if constexpr (NP > 1) {
+    if (p < np) {
+      panel_cols<RB, NP / 2>(a, lda, k, w + p * k * kPW, np - p, add ? add + p * kPW : nullptr,
+                             ldadd, out + p * kPW, ldo);
+    }
+  }
+}
+
+// Tiles of about 8 to 16 sums, as many as the registers hold beside the weights: one row at a
+// time needs 8 independent sums to hide the FMA latency.
+constexpr int kRowBlock = L >= 16 ? 4 : L >= 8 ? 2 : 1;
+constexpr int kRowPanels = 8 / kV;  // one row: 8 vectors
+constexpr int kBlockPanels = kRowBlock > 1 ? 16 / (kRowBlock * kV) : kRowPanels;
+
+void panel_product(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t k,
+                   const float* panels, std::int64_t cols, const float* add, std::int64_t ldadd,
+                   float* out, std::int64_t ldo) {
+  const std::int64_t np = cols / kPW;
+  std::int64_t r = 0;
+  if constexpr (kRowBlock > 1) {
+    for (; r + kRowBlock <= rows; r += kRowBlock) {
+      panel_cols<kRowBlock, kBlockPanels>(a + r * lda, lda, k, panels, np,
+                                          add ? add + r * ldadd : nullptr, ldadd, out + r * ldo,
+                                          ldo);
+    }
+  }
+  for (; r < rows; ++r) {
+    panel_cols<1, kRowPanels>(a + r * lda, lda, k, panels, np, add ? add + r * ldadd : nullptr,
+                              ldadd, out + r * ldo, ldo);
+  }
+}
+
 }  // namespace
 
 const CodePath& code_path_table() {
@@ -271,6 +345,7 @@ const CodePath& code_path_table() {
                              softmax_line,
                              log_softmax_grad_line,
                              xlogy_sum,
+                             panel_product,
                              register_pool_kernels,
                              register_reduce_kernels,
                              register_elementwise_kernels,

@@ -62,6 +62,9 @@ struct ScoreRows {
   std::int64_t mask_row = 0, mask_col = 1;
 };
 
+/// Columns in one panel of CodePath::panel_product's packed operand, on every path.
+inline constexpr std::int64_t kPanelWidth = 16;
+
 /// One code path: its functions, compiled for one x86-64 level (src/cpu/simd/code_path.cpp).
 struct CodePath {
   const char* level;  // "x86-64-v3", or "native"
@@ -82,6 +85,15 @@ struct CodePath {
                                 std::int64_t s, float dot);
   /// sum of y[c] * log(max(p[c], FLT_MIN)) (cross-entropy against soft labels).
   float (*xlogy_sum)(const float* y, const float* p, std::int64_t n);
+  /// out[r, j] = add[r, j] + sum over i < k of a[r, i] w[i, j], for r < rows and j < cols (a
+  /// multiple of kPanelWidth); without `add` (null) the sum alone. w is packed in panels of
+  /// kPanelWidth columns, each k rows of them: w[i, j] at panels[(j / kPanelWidth) * k *
+  /// kPanelWidth + i * kPanelWidth + j % kPanelWidth]. Rows of a, add and out are lda, ldadd
+  /// and ldo floats apart. Each sum runs over i in order: a result is the same whichever rows
+  /// and columns a call covers.
+  void (*panel_product)(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t k,
+                        const float* panels, std::int64_t cols, const float* add,
+                        std::int64_t ldadd, float* out, std::int64_t ldo);
   /// The kernel families compiled per path (pool.cpp, reduce.cpp, elementwise.cpp,
   /// embedding.cpp, optimizer.cpp): kernel_registry.cpp registers them through these.
   void (*register_pool)(KernelRegistry& r);
