@@ -1426,6 +1426,10 @@ TEST_P(NnOpTest, PoolingForward) {
       {{1, 1, 1, 6}, {.kernel = {1, 3}, .stride = {1, 1}}},
       {{4, 16, 32, 32}, {}},  // parallel paths
       {{2, 24, 15, 15}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}},
+      // Stride 4 (its own tap loads): M5's windows of 4 with a partial last vector of outputs,
+      // and overlapping windows with padding.
+      {{2, 3, 1, 203}, {.kernel = {1, 4}, .stride = {1, 4}}},
+      {{1, 2, 5, 150}, {.kernel = {3, 5}, .stride = {2, 4}, .padding = {1, 2}}},
   };
   for (const PoolCase& c : cases) {
     for (int kind = 0; kind < 3; ++kind) {

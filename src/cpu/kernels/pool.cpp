@@ -170,10 +170,18 @@ struct PaddedPlane {
     return iy < 0 || iy >= g.h ? -1 : iy;
   }
   // One tap for kLanes consecutive output columns, `base` at the first one's (stride s).
+  // Stride 4 (M5's poolings, window 4): the even lanes of the even lanes of four vectors,
+  // three shuffles where a lane at a time took 16 loads and inserts a vector (the padded row
+  // reaches that far: chunks * kLanes * s floats past the first column).
   static vm::vf tap(const float* base, std::int64_t s) {
     constexpr std::int64_t L = vm::kLanes;
     if (s == 1) return vm::load(base);
     if (s == 2) return __builtin_shuffle(vm::load(base), vm::load(base + L), kEven);
+    if (s == 4) {
+      const vm::vf lo = __builtin_shuffle(vm::load(base), vm::load(base + L), kEven);
+      const vm::vf hi = __builtin_shuffle(vm::load(base + 2 * L), vm::load(base + 3 * L), kEven);
+      return __builtin_shuffle(lo, hi, kEven);
+    }
     vm::vf v;
     for (int i = 0; i < L; ++i) v[i] = base[i * s];
     return v;
