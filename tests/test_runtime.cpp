@@ -336,6 +336,50 @@ TEST(Runtime, MatmulBiasAddsRunInTheProduct) {
   }
 }
 
+// A Linear layer whose weights are fixed between runs (a variable), B stored either way, runs
+// as one oneDNN brgemm primitive with B packed and the bias added as it writes, where oneDNN
+// has that kernel on this CPU (the predicate the kernel list asks); results equal the separate
+// add's within rounding on every platform, and follow host writes of the weights and the bias.
+TEST(Runtime, LinearLayersWithFixedWeightsRunPackedWithTheirBias) {
+  Graph g;
+  auto a = g.input("a");
+  auto w = g.variable("w", {16, 48}), wt = g.variable("wt", {48, 16}), b = g.variable("b", {48});
+  auto y = add(matmul(a, w), b);
+  auto yt = add(b, matmul(a, wt, false, true));
+  const std::vector<Node> ys{y, yt};
+  const auto av = testing_util::random_vec(10 * 16, 61);
+  for (const auto& pc : testing_util::platforms()) {
+    SCOPED_TRACE(pc.name);
+    std::vector<float> out[2][2];
+    for (const bool fused : {false, true}) {
+      CompileOptions o;
+      o.experimental.matmul_bias = fused;
+      auto cg = GraphCompiler(pc.make(), o).compile(g, {{"a", {10, 16}}}, ys);
+      if (fused && pc.name.rfind("cpu", 0) == 0 && !testing_util::cpu_reference_forced()) {
+        const bool packed = detail::cpu::packed_bias_matmul(10, 16, 48, false);
+        EXPECT_EQ(packed, detail::cpu::packed_bias_matmul(10, 16, 48, true));
+        EXPECT_EQ(cg.kernel_name(y), packed ? "dnnl_matmul_packed_bias" : "dnnl_sgemm_accumulate");
+        EXPECT_EQ(cg.kernel_name(yt), packed ? "dnnl_matmul_packed_bias" : "packed_then_epilogue");
+      }
+      for (int r = 0; r < 2; ++r) {  // new weights and bias before each run
+        cg.write(w, testing_util::random_vec(16 * 48, 62 + r));
+        cg.write(wt, testing_util::random_vec(48 * 16, 64 + r));
+        cg.write(b, testing_util::random_vec(48, 66 + r));
+        cg.run({{"a", av}});
+        if (r == 0) continue;
+        for (int k = 0; k < 2; ++k) out[fused][k] = cg.read(ys[static_cast<std::size_t>(k)]);
+      }
+    }
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_EQ(out[1][k].size(), 10u * 48u);
+      ASSERT_EQ(out[1][k].size(), out[0][k].size());
+      for (std::size_t i = 0; i < out[0][k].size(); ++i)
+        ASSERT_NEAR(out[1][k][i], out[0][k][i], 1e-5 * (1 + std::fabs(out[0][k][i])))
+            << "output " << k << " at " << i;
+    }
+  }
+}
+
 // A batch times a shared matrix (either side, either transposed, batches of 1 and 4) runs on
 // a oneDNN gemm route. Its shared operand once had batch stride 0, a layout oneDNN 2.6 runs
 // only with its reference loop (400-900x slower): such a route is refused, so this fails as

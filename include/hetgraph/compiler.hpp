@@ -580,7 +580,9 @@ struct CompileOptions {
     /// model's weights, a variable) keeps it packed in oneDNN's blocked layout, repacked only
     /// after the host writes it, and runs oneDNN's brgemm matmul on it: unpacked, oneDNN packs
     /// it at every call (an LSTM step's [1, 256] x [256, 1024] product: 22 us, 5 us packed),
-    /// and its GEMM driver does likewise. Off: the plain operand at every call.
+    /// and its GEMM driver does likewise. A Linear layer's product and bias add (matmul_bias)
+    /// run as one such primitive, which adds the bias as it writes, where oneDNN has its
+    /// brgemm matmul on this CPU (AVX-512). Off: the plain operand at every call.
     bool packed_weights = true;
   };
   Experimental experimental = {};

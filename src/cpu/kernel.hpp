@@ -128,6 +128,10 @@ std::uint64_t fixed_weight_reorders();
 /// Capabilities::passes_layout: channel_affine in any layout (its channels_last kernel),
 /// average pooling where oneDNN has a jit kernel for the layer in `layout`.
 bool passes_layout(const Plan& p, const PlanNode& n, ActivationLayout layout);
+/// Whether a Linear layer's product [m, k] x [k, n] (B stored transposed: trans_b) with fixed
+/// weights runs as oneDNN's brgemm matmul, B packed and the bias added by the primitive (the
+/// dnnl_matmul_packed_bias kernel); not where oneDNN has no brgemm matmul (below AVX-512).
+bool packed_bias_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool trans_b);
 /// Whether oneDNN has Winograd convolutions on this CPU (assign_layouts' nChw16c layers); never
 /// with reference kernels only.
 bool winograd_available();
