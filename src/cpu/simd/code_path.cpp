@@ -4,6 +4,7 @@
 #include "cpu/simd/code_path.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cstring>
 #include <limits>
@@ -288,11 +289,17 @@ void panel_cols(const float* a, std::int64_t lda, std::int64_t k, const float* w
   }
 }
 
-// Tiles of about 8 to 16 sums, as many as the registers hold beside the weights: one row at a
-// time needs 8 independent sums to hide the FMA latency.
+// Tiles of about 8 to 16 sums, as many as the registers hold beside the row broadcasts and
+// one weight vector (32 zmm, 16 ymm: AVX2's 2 rows x 4 panels x 2 vectors spilled): one row at
+// a time needs 8 independent sums to hide the FMA latency. Each sum runs over k in order
+// whatever the tile, so the tiles change no bits.
 constexpr int kRowBlock = L >= 16 ? 4 : L >= 8 ? 2 : 1;
 constexpr int kRowPanels = 8 / kV;  // one row: 8 vectors
-constexpr int kBlockPanels = kRowBlock > 1 ? 16 / (kRowBlock * kV) : kRowPanels;
+constexpr int kVectorRegs = L >= 16 ? 32 : 16;
+constexpr int kBlockPanels = kRowBlock > 1 ? static_cast<int>(std::bit_floor(static_cast<unsigned>(
+                                                 (kVectorRegs - kRowBlock - 1) / (kRowBlock * kV))))
+                                           : kRowPanels;
+static_assert(kRowBlock == 1 || kBlockPanels * kRowBlock * kV + kRowBlock < kVectorRegs);
 
 void panel_product(const float* a, std::int64_t lda, std::int64_t rows, std::int64_t k,
                    const float* panels, std::int64_t cols, const float* add, std::int64_t ldadd,
