@@ -251,6 +251,16 @@ TEST(Runtime, FixedWeightsArePackedOnceAndAfterEachHostWrite) {
       for (float& v : s) v = 1.0f / (1.0f + std::exp(-v));
       near(cg.read(y2), s);
       near(cg.read(y3), product(av, btv, false));
+      std::vector<float> y4v(3 * 200);  // a [3, 64] x [64, 200]
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 200; ++j) {
+          double t = 0;
+          for (int k = 0; k < 64; ++k)
+            t += static_cast<double>(av[static_cast<std::size_t>(i * 64 + k)]) *
+                 wnv[static_cast<std::size_t>(k * 200 + j)];
+          y4v[static_cast<std::size_t>(i * 200 + j)] = static_cast<float>(t);
+        }
+      near(cg.read(y4), y4v);
       near(cg.read(y5), product(av, *wv, false));
       const std::vector<float> y1v = cg.read(y1);
       results[packed].insert(results[packed].end(), y1v.begin(), y1v.end());

@@ -262,9 +262,11 @@ std::unique_ptr<Product> make_product(const Geom& g, const void* A, const void* 
 // brgemm matmul primitive: given B plain, it copies B into its blocked layout at every call;
 // packed once, an LSTM step's [1, 256] x [1024, 256]^T takes 4.9 us instead of 22.0 us and a
 // classifier's [1, 1280] x [1000, 1280]^T 65 us instead of 126 us (2 threads, alone). Where
-// the GEMM driver (dnnl_sgemm) takes B as it is, the packed primitive was no faster in whole
-// models (BERT's [128, 256] x [256, 1024] 5-10% slower, GPT-2's one-token products 15%), so
-// those keep it.
+// the GEMM driver (dnnl_sgemm) takes B as it is, a product without a bias keeps the driver:
+// packed, it was no faster in whole models (on an Intel Xeon, BERT's [128, 256] x [256, 1024]
+// 5-10% slower, GPT-2's one-token products 15%; on the Zen 4 the GPT-2 prompt's logits,
+// [64, 256] x [256, 8000], slower in two interleaved rounds of three: bench/README.md, "A
+// Linear layer as one packed product"). With a bias, see reject_packed_bias.
 const char* reject_packed(const KernelArgs& a) {
   if (!a.plan.packed_weights) return "packed weights are off (CompileOptions)";
   const Geom g = geom(a);
