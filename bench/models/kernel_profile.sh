@@ -7,20 +7,7 @@
 #   (MODEL_DIR: build/bench-models/<model>-b<batch>, made by bench/models/run.sh; REPEAT runs
 #   per process, default 20)
 set -euo pipefail
-out=$1 rounds=$2
-shift 2
-variants=()
-while [ "$1" != "--" ]; do variants+=("$1"); shift; done
-shift
-for round in $(seq 0 $((rounds - 1))); do
-  for dir in "$@"; do
-    inputs=()
-    for f in "$dir"/*.pb; do inputs+=(--input "$(basename "$f" .pb)=$f"); done
-    for v in "${variants[@]}"; do
-      name=${v%%=*} bin=${v#*=}
-      LD_LIBRARY_PATH=$(dirname "$bin") "$bin" "$dir/model.onnx" "${inputs[@]}" \
-        --repeat "${REPEAT:-20}" --json --profile 2>/dev/null |
-        /usr/bin/python3 -c '
+exec "$(dirname "$0")/profile_runs.sh" "$1" "$2" '
 import collections, json, sys
 d = json.load(sys.stdin)
 by = collections.defaultdict(float)
@@ -31,7 +18,4 @@ print(json.dumps({"kind": "kernel-profile", "model": sys.argv[1], "variant": sys
                   "node_s": d["profile"]["node_s"] / d["profile"]["runs"],
                   "kernels_s": dict(sorted(by.items())),
                   "engine": d["engine"], "executors": d["executors"], "code_path": d["code_path"]}))
-' "$(basename "$dir")" "$name" "$round" >>"$out"
-    done
-  done
-done
+' "${@:3}"

@@ -7,20 +7,7 @@
 #   bench/models/recurrent_profile.sh OUT ROUNDS NAME=HETGRAPH_RUN... -- MODEL_DIR...
 #   (MODEL_DIR: build/bench-models/<model>-b<batch>, made by bench/models/run.sh)
 set -euo pipefail
-out=$1 rounds=$2
-shift 2
-variants=()
-while [ "$1" != "--" ]; do variants+=("$1"); shift; done
-shift
-for round in $(seq 0 $((rounds - 1))); do
-  for dir in "$@"; do
-    inputs=()
-    for f in "$dir"/*.pb; do inputs+=(--input "$(basename "$f" .pb)=$f"); done
-    for v in "${variants[@]}"; do
-      name=${v%%=*} bin=${v#*=}
-      LD_LIBRARY_PATH=$(dirname "$bin") "$bin" "$dir/model.onnx" "${inputs[@]}" --repeat 100 \
-        --json --profile 2>/dev/null |
-        /usr/bin/python3 -c '
+REPEAT=${REPEAT:-100} exec "$(dirname "$0")/profile_runs.sh" "$1" "$2" '
 import json, sys
 d = json.load(sys.stdin)
 model, variant, rnd = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -34,7 +21,4 @@ for n in d["profile"]["nodes"]:
 print(json.dumps({"kind": "recurrent-profile", "model": model, "variant": variant, "round": rnd,
                   "median_s": d["median_s"], "recurrent_s": rec, "other_s": other,
                   "engine": d["engine"], "executors": d["executors"], "code_path": d["code_path"]}))
-' "$(basename "$dir")" "$name" "$round" >>"$out"
-    done
-  done
-done
+' "${@:3}"
