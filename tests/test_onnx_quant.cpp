@@ -299,6 +299,18 @@ TEST(OnnxImport, IntegerConvolutionShapesAreChecked) {
   o.check = false;
   EXPECT_CONTAINS(error_of<ShapeError>([&] { k.import(o); }),
                   "kernel_shape [2, 2] differs from the weights [1, 2, 3, 3]");
+  // Weights with a kernel dimension of 0 (the fuzzer's: 256 / taps divided by zero), for
+  // ConvInteger and for Conv, whose shape rules the importer shares.
+  for (const char* op : {"ConvInteger", "Conv"}) {
+    SCOPED_TRACE(op);
+    const int elem = std::string(op) == "Conv" ? 1 : 2;
+    Builder z(10);
+    z.input("x", {1, 1, 3, 3}, elem).input("w", {1, 1, 2, 0}, elem).output("y", {1, 1, 4, 4}, 6);
+    Builder::attr(z.node(op, {"x", "w"}, {"y"}), "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+    const std::string e = error_of<ShapeError>([&] { z.import(o); });
+    EXPECT_CONTAINS(e, std::string("#0 (") + op);
+    EXPECT_CONTAINS(e, "weights [1, 1, 2, 0] have a kernel dimension below 1");
+  }
   // A scalar B (the fuzzer's; reading its last dim was undefined behaviour).
   Builder s(10);
   s.input("a", {2, 3}, 2).input("b", {}, 2).output("y", {2}, 6);

@@ -281,6 +281,10 @@ Dims conv_kernel(Ctx& c, const Dims& dx, const Dims& dw, std::int64_t group) {
   const Dims kernel = c.attr_ints("kernel_shape", spatial(dw));
   if (kernel != spatial(dw))
     c.fail("kernel_shape " + dims_str(kernel) + " differs from the weights " + dims_str(dw));
+  // A window with no taps has no convolution (and ConvInteger's chunks divide by its taps).
+  for (std::int64_t k : kernel) {
+    if (k < 1) c.fail("weights " + dims_str(dw) + " have a kernel dimension below 1");
+  }
   return kernel;
 }
 
