@@ -95,6 +95,11 @@ dnnl::matmul::primitive_desc matmul_pd(const Geom& g, bool packed, bool bias) {
           dnnl_engine()};
 }
 
+// Whether oneDNN runs the product with its brgemm kernel (the packed-bias route's condition).
+bool brgemm(const dnnl::matmul::primitive_desc& pd) {
+  return std::string_view(pd.impl_info_str()).starts_with("brg");
+}
+
 class DnnlProduct final : public Product {
  public:
   /// One primitive per team size in `teams` (TeamVariants: oneDNN fixes its threads when it
@@ -137,7 +142,7 @@ class DnnlProduct final : public Product {
     auto& eng = dnnl_engine();
     const MatmulDescs d = matmul_descs(g);
     const auto pd = matmul_pd(g, packed != nullptr, bias != nullptr);
-    if (brgemm_only && !std::string_view(pd.impl_info_str()).starts_with("brg"))
+    if (brgemm_only && !brgemm(pd))
       throw dnnl::error(dnnl_unimplemented, "not oneDNN's brgemm matmul here");
     const memory::desc &a_md = d.a, &b_md = d.b, &c_md = d.c;
     // oneDNN's own reference loop is hundreds of times slower than its gemm routes: a layout
@@ -684,7 +689,7 @@ bool packed_bias_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool tra
   g.n = n;
   g.tb = trans_b;
   try {
-    return std::string_view(matmul_pd(g, true, true).impl_info_str()).starts_with("brg");
+    return brgemm(matmul_pd(g, true, true));
   } catch (const dnnl::error&) {
     return false;
   }
